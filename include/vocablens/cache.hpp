@@ -1,0 +1,63 @@
+// vocablens/cache.hpp — the residual stream recorded during a forward pass.
+//
+// Hook names follow TransformerLens, which researchers already know:
+//   resid_pre.L   [B, T, d_model]   stream entering block L (L = 0: embeddings incl. learned positions)
+//   attn_out.L    [B, T, d_model]   attention sub-block output (after W_O and its bias)
+//   resid_mid.L   [B, T, d_model]   resid_pre.L + attn_out.L
+//   mlp_out.L     [B, T, d_model]   MLP sub-block output
+//   resid_post.L  [B, T, d_model]   resid_mid.L + mlp_out.L  (== resid_pre.(L+1))
+//   pattern.L     [B, n_heads, T, T] softmax attention probabilities (query, key); zero above the diagonal
+//   final_norm    [B, T, d_model]   final norm applied to resid_post.(n_layers-1): the unembedding's input
+// All tensors are float32, contiguous, owned by the cache (no views into model weights).
+//
+//   vocablens::CacheSpec spec;  spec.resid_post = true;           // keep only what you need
+//   auto out = model.forward(ids, spec);
+//   at::Tensor r = out.cache.get("resid_post", 2);
+#pragma once
+#include <ATen/ATen.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace vocablens {
+
+/// Which activations forward() keeps. Memory is B*T*d_model*4 bytes per kept stream per layer
+/// (B*H*T*T*4 for patterns): choose on long inputs.
+struct CacheSpec {
+  bool resid_pre = false;
+  bool attn_out = false;
+  bool resid_mid = false;
+  bool mlp_out = false;
+  bool resid_post = false;
+  bool pattern = false;
+  bool final_norm = false;
+  /// Layers to record; empty = all layers.
+  std::vector<int64_t> layers;
+
+  static CacheSpec none() { return {}; }
+  static CacheSpec all() {
+    CacheSpec s;
+    s.resid_pre = s.attn_out = s.resid_mid = s.mlp_out = s.resid_post = s.pattern = s.final_norm = true;
+    return s;
+  }
+  bool wants_layer(int64_t layer) const;
+};
+
+/// Activations by hook name ("resid_pre.3", "pattern.0", "final_norm").
+class ResidualCache {
+ public:
+  bool has(const std::string& name) const { return entries_.count(name) != 0; }
+  bool has(const std::string& hook, int64_t layer) const { return has(key(hook, layer)); }
+  /// Throws UsageError naming the hook when it was not recorded.
+  const at::Tensor& get(const std::string& name) const;
+  const at::Tensor& get(const std::string& hook, int64_t layer) const { return get(key(hook, layer)); }
+  void set(const std::string& name, at::Tensor t) { entries_[name] = std::move(t); }
+  const std::map<std::string, at::Tensor>& entries() const { return entries_; }
+  static std::string key(const std::string& hook, int64_t layer) { return hook + "." + std::to_string(layer); }
+
+ private:
+  std::map<std::string, at::Tensor> entries_;
+};
+
+}  // namespace vocablens

@@ -1,0 +1,41 @@
+// vocablens/export.hpp — how a Result leaves the program: a run directory of JSON + .npy + CSV files.
+//
+// Layout of a run directory (every file written atomically; a run directory may hold several results):
+//   <dir>/<kind>.json            settings, provenance, summary, and a manifest of the side files
+//   <dir>/<kind>.<array>.npy     one per Result::arrays entry (numpy.load opens it unchanged)
+//   <dir>/<kind>.<table>.csv     one per Result::tables entry (RFC 4180, header row, UTF-8)
+// The JSON validates against docs/schema/result.schema.json.
+//
+//   vocablens::ExportFormats f;              // all on by default
+//   auto files = vocablens::write_result(result, "runs/eiffel", f);
+#pragma once
+#include <string>
+#include <vector>
+
+#include "vocablens/result.hpp"
+
+namespace vocablens {
+
+struct ExportFormats {
+  bool json = true;
+  bool npy = true;
+  bool csv = true;
+};
+
+/// Writes `r` into `dir` (created if needed). Returns the paths written. Throws FormatError naming the
+/// directory or file when it cannot be written; files already complete stay, no partial file is left.
+std::vector<std::string> write_result(const Result& r, const std::string& dir, const ExportFormats& formats = {});
+
+/// The self-describing JSON document of `r` (what <kind>.json holds), without writing anything.
+/// Arrays appear in the manifest by file name, dtype and shape; `inline_arrays` also embeds arrays of at
+/// most `inline_limit` elements as nested lists (for printing to stdout).
+std::string result_to_json(const Result& r, bool inline_arrays = false, size_t inline_limit = 100000);
+
+/// RFC 4180 CSV text of a table.
+std::string table_to_csv(const Table& t);
+
+/// Reads back a run directory's results (every <kind>.json), arrays loaded from their .npy files.
+/// Used by `vocablens report`. Throws FormatError on malformed files.
+std::vector<Result> read_run_directory(const std::string& dir);
+
+}  // namespace vocablens

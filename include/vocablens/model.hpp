@@ -1,0 +1,141 @@
+// vocablens/model.hpp — the one model interface every analysis reads.
+//
+// GPT-2 family (LayerNorm, learned positions, gelu_new, MHA) and Llama family (RMSNorm, RoPE, SwiGLU,
+// GQA) are the same class; ModelConfig says which pieces are in play. Analyses never see a checkpoint
+// format or a family name.
+//
+//   vocablens::Model model = vocablens::load_model("path/to/gpt2");     // HF dir, llama2.c .bin, ckpt.pt
+//   at::Tensor ids = at::tensor({464, 412, 733}, at::kLong);             // [T] or [B, T]
+//   auto out = model.forward(ids, vocablens::CacheSpec::all());
+//   at::Tensor logits = out.logits;                                      // [B, T, V] float32
+//   at::Tensor r1 = out.cache.get("resid_post", 1);                      // [B, T, d_model]
+//   at::Tensor lens1 = model.unembed(model.final_norm(r1));              // logit lens at layer 1
+//
+// Weight orientation: matrices are stored as "x @ W" (TransformerLens convention), e.g. W_U is
+// [d_model, V]; accessors return views of the loaded tensors (zero-copy where the file allowed),
+// never copies, and are valid as long as the Model (or any copy of it) lives. All weights are float32.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vocablens/cache.hpp"
+#include "vocablens/model_config.hpp"
+#include "vocablens/tensor_store.hpp"
+
+namespace vocablens {
+
+/// One transformer block's weights, "x @ W" orientation. Undefined tensors mean "absent" (e.g. biases of
+/// Llama, ln bias of RMSNorm, w_gate of a non-gated MLP).
+struct LayerWeights {
+  at::Tensor ln1_w, ln1_b;   ///< [d_model]
+  at::Tensor w_q, b_q;       ///< [d_model, n_heads*d_head], [n_heads*d_head]
+  at::Tensor w_k, b_k;       ///< [d_model, n_kv_heads*d_head], [n_kv_heads*d_head]
+  at::Tensor w_v, b_v;       ///< [d_model, n_kv_heads*d_head], [n_kv_heads*d_head]
+  at::Tensor w_o, b_o;       ///< [n_heads*d_head, d_model], [d_model]
+  at::Tensor ln2_w, ln2_b;   ///< [d_model]
+  at::Tensor w_in, b_in;     ///< [d_model, d_mlp], [d_mlp]   (Llama: up_proj / llama2.c w3)
+  at::Tensor w_gate, b_gate; ///< [d_model, d_mlp]            (Llama: gate_proj / w1); undefined if not gated
+  at::Tensor w_out, b_out;   ///< [d_mlp, d_model], [d_model] (Llama: down_proj / w2)
+};
+
+/// All weights of a model, as the checkpoint stores them: q/k rows of rotary models stay in the file's
+/// order and ModelConfig::rope_interleaved says which rotary convention they follow (per-head products
+/// such as W_Q W_K^T are identical under either order, since q and k features are permuted alike).
+struct ModelWeights {
+  at::Tensor W_E;            ///< [V, d_model]
+  at::Tensor W_pos;          ///< [n_ctx, d_model] for learned positions; undefined otherwise
+  at::Tensor lnf_w, lnf_b;   ///< [d_model]; lnf_b undefined for RMSNorm
+  at::Tensor W_U;            ///< [d_model, V]; a view of W_E.t() when tied
+  at::Tensor b_U;            ///< [V] or undefined
+  std::vector<LayerWeights> layers;
+};
+
+struct ForwardOutput {
+  at::Tensor logits;         ///< [B, T, V] float32; undefined if forward was asked not to compute them
+  ResidualCache cache;       ///< what CacheSpec asked for
+};
+
+/// Applies a norm of the given kind over the last dimension: LayerNorm (biased variance) or RMSNorm,
+/// then scale by `w` and add `b` when defined. Used by the runner and by analyses that re-normalise
+/// a layer's own residual (logit lens).
+at::Tensor apply_norm(const at::Tensor& x, NormKind kind, double eps, const at::Tensor& w, const at::Tensor& b);
+
+/// The forward pass over explicit weights (no grad mode is the caller's business: the trainer calls it
+/// with grad, Model::forward without). ids: int64 [B, T] with 1 <= T <= cfg.n_ctx, every id in [0, V).
+ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
+                          const CacheSpec& spec, bool compute_logits);
+
+class Model {
+ public:
+  Model(ModelConfig cfg, ModelWeights weights, std::string source);
+
+  const ModelConfig& config() const { return cfg_; }
+  const ModelWeights& weights() const { return w_; }
+  /// The path the model was loaded from (directory or file).
+  const std::string& source() const { return source_; }
+
+  /// Forward pass, no grad, float32. ids: int64 [T] (treated as B = 1) or [B, T], all sequences the
+  /// same length T with 1 <= T <= n_ctx. Throws UsageError on bad shapes or out-of-range ids.
+  /// Returns logits [B, T, V] (skipped when compute_logits is false) and the activations `spec` asks for.
+  ForwardOutput forward(const at::Tensor& ids, const CacheSpec& spec = {}, bool compute_logits = true) const;
+
+  /// Greedy decoding: appends `steps` argmax tokens to `prompt` (stops early at stop_token if >= 0, or at
+  /// n_ctx). Returns prompt + generated ids. Recomputes the full prefix each step (simple, exact).
+  std::vector<int64_t> generate_greedy(std::vector<int64_t> prompt, int64_t steps, int64_t stop_token = -1) const;
+
+  /// The final norm as a callable: x [..., d_model] -> normalised [..., d_model] (with scale and bias).
+  at::Tensor final_norm(const at::Tensor& x) const;
+  /// x [..., d_model] (already normalised) -> logits [..., V] = x @ W_U (+ b_U).
+  at::Tensor unembed(const at::Tensor& x) const;
+
+  // ---- weights by role, TransformerLens shapes (views, no copies) ----
+  const at::Tensor& W_E() const { return w_.W_E; }        ///< [V, d_model]
+  const at::Tensor& W_pos() const { return w_.W_pos; }    ///< [n_ctx, d_model] or undefined
+  const at::Tensor& W_U() const { return w_.W_U; }        ///< [d_model, V]
+  at::Tensor W_Q(int64_t layer) const;  ///< [n_heads, d_model, d_head]
+  at::Tensor W_K(int64_t layer) const;  ///< [n_heads, d_model, d_head] (kv heads repeated for GQA)
+  at::Tensor W_V(int64_t layer) const;  ///< [n_heads, d_model, d_head] (kv heads repeated for GQA)
+  at::Tensor W_O(int64_t layer) const;  ///< [n_heads, d_head, d_model]
+  at::Tensor b_Q(int64_t layer) const;  ///< [n_heads, d_head] or undefined
+  at::Tensor b_K(int64_t layer) const;
+  at::Tensor b_V(int64_t layer) const;
+  const at::Tensor& b_O(int64_t layer) const { return layer_checked(layer).b_o; }
+  const at::Tensor& W_in(int64_t layer) const { return layer_checked(layer).w_in; }     ///< [d_model, d_mlp]
+  const at::Tensor& W_gate(int64_t layer) const { return layer_checked(layer).w_gate; } ///< or undefined
+  const at::Tensor& W_out(int64_t layer) const { return layer_checked(layer).w_out; }   ///< [d_mlp, d_model]
+  const at::Tensor& b_in(int64_t layer) const { return layer_checked(layer).b_in; }
+  const at::Tensor& b_out(int64_t layer) const { return layer_checked(layer).b_out; }
+  /// Total number of parameters (tied matrices counted once).
+  int64_t parameter_count() const;
+
+ private:
+  const LayerWeights& layer_checked(int64_t layer) const;
+  ModelConfig cfg_;
+  ModelWeights w_;
+  std::string source_;
+};
+
+/// Options for load_model.
+struct LoadOptions {
+  /// llama2.c tokenizer path when loading a .bin whose tokenizer is not beside it (only recorded here;
+  /// the tokenizer itself is loaded by load_tokenizer_for()).
+  std::string tokenizer_path;
+};
+
+/// Loads a model from:
+///  - a Hugging Face directory with config.json and model.safetensors, model.safetensors.index.json or
+///    pytorch_model.bin (GPT2LMHeadModel, LlamaForCausalLM; names with or without "transformer."/"model.";
+///    tied or explicit lm_head; causal-mask buffers ignored);
+///  - a llama2.c checkpoint (.bin, 7-int32 header, negative vocab = untied classifier);
+///  - a llama2.c PyTorch training checkpoint (ckpt.pt with "model" and "model_args").
+/// Every tensor's shape is checked against the config. Throws FormatError naming the file on any problem.
+Model load_model(const std::string& path, const LoadOptions& opts = {});
+
+/// Sets LibTorch's intra-op thread count to the number of cores (it starts at 1 here) unless
+/// VOCABLENS_THREADS is set. Idempotent; call once at program start.
+void init_runtime();
+
+}  // namespace vocablens

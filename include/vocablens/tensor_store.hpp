@@ -1,0 +1,56 @@
+// vocablens/tensor_store.hpp — named tensors read from a checkpoint file, one reader per format.
+//
+// Readers validate what they read (sizes, offsets, dtypes) before touching tensor data and throw
+// FormatError("<file>: <problem>") on anything wrong. Where the format allows it, tensors are zero-copy
+// views of a read-only memory mapping: pages are read from disk only when touched, and the mapping
+// lives as long as any tensor viewing it does (each tensor's deleter holds a reference).
+//
+//   auto store = vocablens::read_safetensors("gpt2/model.safetensors");
+//   at::Tensor wte = store.get("wte.weight");          // [50257, 768], float32 view of the file
+//   if (store.has("lm_head.weight")) ...
+#pragma once
+#include <ATen/ATen.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace vocablens {
+
+/// An ordered name -> tensor map with the file it came from (for error messages).
+struct TensorStore {
+  std::string source;   ///< path of the file (or index) read; used in error messages
+  std::string format;   ///< "safetensors", "pytorch-zip", "llama2c"
+  std::map<std::string, at::Tensor> tensors;
+  /// Non-tensor values found beside the tensors (safetensors __metadata__, scalars in a pickled dict).
+  nlohmann::json metadata = nlohmann::json::object();
+  /// dtype of the tensors as stored in the file ("F32", "F16", "BF16", ...): tensors in `tensors` are
+  /// always float32 for floating types (half types are converted at load: CPU fp16 matmul is unsupported).
+  std::string stored_dtype;
+
+  bool has(const std::string& name) const { return tensors.count(name) != 0; }
+  /// The tensor `name`; throws FormatError(source, "missing tensor 'name'").
+  const at::Tensor& get(const std::string& name) const;
+  /// Removes a prefix such as "transformer." or "model." from every name that has it.
+  void strip_prefix(const std::string& prefix);
+};
+
+/// Reads one .safetensors file. Checks, as the format's specification demands: the 8-byte header length
+/// lies inside the file, the header is well-formed JSON (nesting depth bounded), every entry has a known
+/// dtype, a shape and data_offsets, bytes == numel * dtype size, offsets lie inside the data section and
+/// do not overlap. F32 tensors are zero-copy (copied only if misaligned); F16/BF16 are converted to F32.
+TensorStore read_safetensors(const std::string& path);
+
+/// Reads a sharded checkpoint through its model.safetensors.index.json ("weight_map": name -> shard file).
+TensorStore read_safetensors_index(const std::string& index_path);
+
+/// Reads a PyTorch zip archive written by torch.save (pytorch_model.bin, ckpt.pt) without executing
+/// pickle code: only the globals torch.save emits for tensors and containers are accepted
+/// (collections.OrderedDict, torch._utils._rebuild_tensor_v2, torch.*Storage, ...).
+/// Nested dicts are flattened with '.' ("model.tok_embeddings.weight"); non-tensor leaves (numbers,
+/// strings, booleans, None) go to `metadata` under the same flattened key.
+TensorStore read_torch_zip(const std::string& path);
+
+}  // namespace vocablens

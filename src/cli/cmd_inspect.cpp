@@ -1,0 +1,64 @@
+// `vocablens inspect MODEL`: family, sizes, parameter count, tied or not, dtype.
+#include <fmt/format.h>
+
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.hpp"
+#include "vocablens/model.hpp"
+
+namespace {
+
+struct InspectOptions {
+  std::string model;
+  bool json = false;
+};
+
+int run_inspect(const InspectOptions& o) {
+  vocablens::Model m = vocablens::load_model(o.model);
+  const auto& c = m.config();
+  if (o.json) {
+    nlohmann::json j = {{"source", m.source()},          {"architecture", c.architecture},
+                        {"family", to_string(c.family)}, {"n_layers", c.n_layers},
+                        {"d_model", c.d_model},          {"n_heads", c.n_heads},
+                        {"n_kv_heads", c.n_kv_heads},    {"d_head", c.d_head},
+                        {"d_mlp", c.d_mlp},              {"vocab_size", c.vocab_size},
+                        {"n_ctx", c.n_ctx},              {"norm", to_string(c.norm)},
+                        {"positions", to_string(c.positions)},
+                        {"activation", to_string(c.activation)},
+                        {"gated_mlp", c.gated_mlp},      {"tied_embeddings", c.tied_embeddings},
+                        {"weight_dtype", c.weight_dtype}, {"parameters", m.parameter_count()}};
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("model        {}\n", m.source());
+  fmt::print("architecture {} (family {})\n", c.architecture, to_string(c.family));
+  fmt::print("layers       {}\n", c.n_layers);
+  fmt::print("d_model      {}\n", c.d_model);
+  fmt::print("heads        {} x d_head {}{}\n", c.n_heads, c.d_head,
+             c.n_kv_heads != c.n_heads ? fmt::format(" ({} key/value heads, grouped-query)", c.n_kv_heads) : "");
+  fmt::print("mlp          {} ({}{})\n", c.d_mlp, to_string(c.activation), c.gated_mlp ? ", gated" : "");
+  fmt::print("vocabulary   {}\n", c.vocab_size);
+  fmt::print("context      {}\n", c.n_ctx);
+  fmt::print("norm         {} (eps {:g})\n", to_string(c.norm), c.norm_eps);
+  fmt::print("positions    {}{}\n", to_string(c.positions),
+             c.positions == vocablens::PositionKind::Rotary
+                 ? fmt::format(" (theta {:g}, {})", c.rope_theta, c.rope_interleaved ? "interleaved pairs" : "rotate_half")
+                 : "");
+  fmt::print("unembedding  {}\n", c.tied_embeddings ? "tied to the embedding" : "separate (untied)");
+  fmt::print("dtype        {} on disk, float32 in memory\n", c.weight_dtype);
+  fmt::print("parameters   {} ({:.2f} M)\n", m.parameter_count(), m.parameter_count() / 1e6);
+  return 0;
+}
+
+vocablens::cli::Register reg{
+    "inspect", "Show a model's family, shapes, parameter count, tied or untied unembedding, and dtype",
+    [](CLI::App& sub) -> vocablens::cli::Runner {
+      auto o = std::make_shared<InspectOptions>();
+      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_flag("--json", o->json, "Print the description as JSON");
+      return [o] { return run_inspect(*o); };
+    }};
+
+}  // namespace

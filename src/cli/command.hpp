@@ -1,0 +1,41 @@
+// src/cli/command.hpp — how a subcommand plugs into the `vocablens` CLI.
+//
+// Each src/cli/cmd_<name>.cpp defines one subcommand and registers it with a static object:
+//
+//   static vocablens::cli::Register reg{"inspect", "Show a model's family, shapes and parameter count",
+//     [](CLI::App& sub) {
+//       auto opts = std::make_shared<std::string>();
+//       sub.add_option("MODEL", *opts, "...")->required();
+//       return [opts]() -> int { ...; return 0; };      // runs after parsing
+//     }};
+//
+// The CLI stays thin: parse flags, call one analysis, hand the result to an exporter. Errors are thrown
+// as vocablens::Error and printed by main() as one line "vocablens: error: <what>" with exit code 1
+// (2 for usage errors reported by CLI11).
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace vocablens::cli {
+
+using Runner = std::function<int()>;
+using Setup = std::function<Runner(CLI::App& sub)>;
+
+struct CommandInfo {
+  std::string name;
+  std::string description;
+  Setup setup;
+};
+
+std::vector<CommandInfo>& registry();
+
+struct Register {
+  Register(std::string name, std::string description, Setup setup) {
+    registry().push_back({std::move(name), std::move(description), std::move(setup)});
+  }
+};
+
+}  // namespace vocablens::cli

@@ -1,0 +1,62 @@
+// The `vocablens` command line: dispatches to the subcommands registered in src/cli/cmd_*.cpp.
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <map>
+
+#include "cli/command.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/model.hpp"
+
+namespace vocablens::cli {
+std::vector<CommandInfo>& registry() {
+  static std::vector<CommandInfo> r;
+  return r;
+}
+}  // namespace vocablens::cli
+
+int main(int argc, char** argv) {
+  using namespace vocablens;
+  CLI::App app{
+      "vocablens " VOCABLENS_VERSION " — read a transformer's internals in vocabulary space.\n"
+      "MODEL is a Hugging Face directory (config.json + model.safetensors | model.safetensors.index.json |\n"
+      "pytorch_model.bin), a llama2.c checkpoint (.bin), or a llama2.c ckpt.pt.\n"
+      "Run `vocablens <command> --help` for a command's options."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(VOCABLENS_VERSION));
+  auto& reg = cli::registry();
+  std::sort(reg.begin(), reg.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::map<CLI::App*, cli::Runner> runners;
+  for (auto& c : reg) {
+    CLI::App* sub = app.add_subcommand(c.name, c.description);
+    runners[sub] = c.setup(*sub);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    init_runtime();
+    for (auto& [sub, run] : runners)
+      if (sub->parsed()) return run();
+  } catch (const UsageError& e) {
+    std::cerr << "vocablens: error: " << e.what() << "\n";
+    return 2;
+  } catch (const Error& e) {
+    std::cerr << "vocablens: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "vocablens: error: out of memory\n";
+    return 1;
+  } catch (const std::exception& e) {
+    // Anything else is a bug or a LibTorch check: still one line, still a non-zero exit.
+    std::string msg = e.what();
+    auto nl = msg.find('\n');
+    if (nl != std::string::npos) msg = msg.substr(0, nl);
+    std::cerr << "vocablens: internal error: " << msg << "\n";
+    return 3;
+  }
+  return 0;
+}

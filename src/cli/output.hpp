@@ -1,0 +1,49 @@
+// src/cli/output.hpp — the output flags every analysis command shares, and where its Result goes.
+//
+//   --out DIR        write the run directory (JSON + .npy + CSV, see vocablens/export.hpp)
+//   --format F       table (default: human-readable on the terminal), json (to stdout), csv (to stdout),
+//                    npy (needs --out)
+//   --report         also write DIR/report.html (needs --out)
+//
+//   auto out = std::make_shared<vocablens::cli::OutputOptions>();
+//   vocablens::cli::add_output_options(sub, *out);
+//   ...
+//   vocablens::cli::emit(result, *out, [&] { print_my_table(result); });
+#pragma once
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "vocablens/result.hpp"
+
+namespace vocablens {
+class Model;
+}
+
+namespace vocablens::cli {
+
+struct OutputOptions {
+  std::string out_dir;
+  std::string format = "table";
+  bool report = false;
+  bool color = true;   ///< colour in tables when stdout is a terminal (--no-color turns it off)
+};
+
+void add_output_options(CLI::App& sub, OutputOptions& o);
+
+/// Fills r.provenance: model path, config hash (sha256 of config.json or of the llama2.c header),
+/// vocablens version, the command line, UTC time.
+void fill_provenance(Result& r, const Model& m);
+
+/// Sends a Result where the flags say: prints the table (via `print_table`) or JSON/CSV to stdout, and
+/// writes the run directory when --out is given (then prints where). Throws FormatError / UsageError.
+void emit(const Result& r, const OutputOptions& o, const std::function<void()>& print_table);
+
+/// True when stdout is a terminal and colour was not disabled.
+bool use_color(const OutputOptions& o);
+
+/// The command line as typed (set by main()).
+std::string& command_line();
+
+}  // namespace vocablens::cli

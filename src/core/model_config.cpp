@@ -1,0 +1,188 @@
+// Reading Hugging Face config.json into ModelConfig.
+#include "vocablens/model_config.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "vocablens/error.hpp"
+
+namespace vocablens {
+namespace detail {
+
+using json = nlohmann::json;
+
+// Deep nesting is refused before parsing: nlohmann's parser recurses per level.
+void check_json_depth(const std::string& text, const std::string& path, int max_depth = 256) {
+  int depth = 0;
+  bool in_str = false, esc = false;
+  for (char c : text) {
+    if (in_str) {
+      if (esc) esc = false;
+      else if (c == '\\') esc = true;
+      else if (c == '"') in_str = false;
+      continue;
+    }
+    if (c == '"') in_str = true;
+    else if (c == '{' || c == '[') {
+      if (++depth > max_depth) throw FormatError(path, "JSON nested deeper than " + std::to_string(max_depth) + " levels");
+    } else if (c == '}' || c == ']') --depth;
+  }
+}
+
+int64_t get_int(const json& j, std::initializer_list<const char*> keys, const std::string& path, int64_t fallback,
+                bool required) {
+  for (const char* k : keys) {
+    auto it = j.find(k);
+    if (it != j.end() && !it->is_null()) {
+      if (!it->is_number_integer()) throw FormatError(path, std::string("config field '") + k + "' is not an integer");
+      return it->get<int64_t>();
+    }
+  }
+  if (required) throw FormatError(path, std::string("config.json has no '") + *keys.begin() + "'");
+  return fallback;
+}
+
+double get_num(const json& j, const char* key, double fallback, const std::string& path) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_number()) throw FormatError(path, std::string("config field '") + key + "' is not a number");
+  return it->get<double>();
+}
+
+Activation parse_activation(const std::string& s, const std::string& path) {
+  if (s == "gelu_new" || s == "gelu_pytorch_tanh" || s == "gelu_fast") return Activation::GeluNew;
+  if (s == "gelu") return Activation::Gelu;
+  if (s == "relu") return Activation::Relu;
+  if (s == "silu" || s == "swish") return Activation::SiLU;
+  throw FormatError(path, "unsupported activation function '" + s + "'");
+}
+
+}  // namespace detail
+
+ModelConfig parse_hf_config(const std::string& text, const std::string& path) {
+  using detail::json;
+  detail::check_json_depth(text, path);
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    std::string msg = e.what();
+    throw FormatError(path, "malformed JSON: " + msg.substr(msg.find(']') == std::string::npos ? 0 : msg.find(']') + 2));
+  }
+  if (!j.is_object()) throw FormatError(path, "config.json is not a JSON object");
+  std::string arch, model_type = j.value("model_type", std::string());
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+      j["architectures"][0].is_string())
+    arch = j["architectures"][0].get<std::string>();
+  ModelConfig c;
+  c.architecture = arch.empty() ? model_type : arch;
+  bool gpt2 = arch == "GPT2LMHeadModel" || arch == "GPT2Model" || (arch.empty() && model_type == "gpt2");
+  bool llama = arch == "LlamaForCausalLM" || arch == "LlamaModel" || (arch.empty() && model_type == "llama");
+  if (!gpt2 && !llama)
+    throw FormatError(path, "unknown architecture '" + (c.architecture.empty() ? std::string("<none>") : c.architecture) +
+                                "' (supported: GPT2LMHeadModel, LlamaForCausalLM)");
+  using detail::get_int;
+  if (gpt2) {
+    c.family = Family::GPT2;
+    c.n_layers = get_int(j, {"n_layer", "num_hidden_layers"}, path, 0, true);
+    c.d_model = get_int(j, {"n_embd", "hidden_size"}, path, 0, true);
+    c.n_heads = get_int(j, {"n_head", "num_attention_heads"}, path, 0, true);
+    c.n_kv_heads = c.n_heads;
+    c.vocab_size = get_int(j, {"vocab_size"}, path, 0, true);
+    c.n_ctx = get_int(j, {"n_positions", "n_ctx", "max_position_embeddings"}, path, 0, true);
+    c.d_mlp = get_int(j, {"n_inner"}, path, 4 * c.d_model, false);
+    c.norm = NormKind::LayerNorm;
+    c.norm_eps = detail::get_num(j, "layer_norm_epsilon", 1e-5, path);
+    c.positions = PositionKind::Learned;
+    c.activation = detail::parse_activation(j.value("activation_function", std::string("gelu_new")), path);
+    c.gated_mlp = false;
+    c.attn_bias = c.mlp_bias = true;
+    c.tied_embeddings = j.value("tie_word_embeddings", true);
+    c.bos_token_id = get_int(j, {"bos_token_id"}, path, -1, false);
+    c.eos_token_id = get_int(j, {"eos_token_id"}, path, -1, false);
+  } else {
+    c.family = Family::Llama;
+    c.n_layers = get_int(j, {"num_hidden_layers"}, path, 0, true);
+    c.d_model = get_int(j, {"hidden_size"}, path, 0, true);
+    c.n_heads = get_int(j, {"num_attention_heads"}, path, 0, true);
+    c.n_kv_heads = get_int(j, {"num_key_value_heads"}, path, c.n_heads, false);
+    c.vocab_size = get_int(j, {"vocab_size"}, path, 0, true);
+    c.n_ctx = get_int(j, {"max_position_embeddings"}, path, 0, true);
+    c.d_mlp = get_int(j, {"intermediate_size"}, path, 0, true);
+    c.norm = NormKind::RMSNorm;
+    c.norm_eps = detail::get_num(j, "rms_norm_eps", 1e-6, path);
+    c.positions = PositionKind::Rotary;
+    c.rope_theta = detail::get_num(j, "rope_theta", 10000.0, path);
+    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+      throw FormatError(path, "rope_scaling is not supported yet");
+    c.activation = detail::parse_activation(j.value("hidden_act", std::string("silu")), path);
+    c.gated_mlp = true;
+    c.attn_bias = j.value("attention_bias", false);
+    c.mlp_bias = j.value("mlp_bias", false);
+    c.tied_embeddings = j.value("tie_word_embeddings", false);
+    c.bos_token_id = get_int(j, {"bos_token_id"}, path, -1, false);
+    c.eos_token_id = get_int(j, {"eos_token_id"}, path, -1, false);
+  }
+  // vocablens extensions written by `vocablens train` (positions other than the family default).
+  if (j.contains("vocablens_positions")) {
+    if (!j["vocablens_positions"].is_string()) throw FormatError(path, "vocablens_positions is not a string");
+    try {
+      c.positions = position_kind_from_string(j["vocablens_positions"].get<std::string>());
+    } catch (const UsageError& e) {
+      throw FormatError(path, e.what());
+    }
+  }
+  for (auto [v, name] : {std::pair{c.n_layers, "number of layers"}, {c.d_model, "hidden size"}, {c.n_heads, "number of heads"},
+                         {c.n_kv_heads, "number of key/value heads"}, {c.vocab_size, "vocab_size"},
+                         {c.n_ctx, "context length"}, {c.d_mlp, "MLP size"}})
+    if (v <= 0 || v > (int64_t(1) << 31)) throw FormatError(path, std::string(name) + " must be positive, got " + std::to_string(v));
+  if (c.d_model % c.n_heads != 0)
+    throw FormatError(path, "hidden size " + std::to_string(c.d_model) + " is not divisible by " +
+                                std::to_string(c.n_heads) + " heads");
+  c.d_head = detail::get_int(j, {"head_dim"}, path, c.d_model / c.n_heads, false);
+  if (c.n_heads % c.n_kv_heads != 0) throw FormatError(path, "num_attention_heads is not a multiple of num_key_value_heads");
+  if (c.positions == PositionKind::Rotary && c.d_head % 2 != 0) throw FormatError(path, "rotary positions need an even head size");
+  std::string td = j.value("torch_dtype", std::string("float32"));
+  c.weight_dtype = td == "float16" ? "F16" : td == "bfloat16" ? "BF16" : "F32";
+  return c;
+}
+
+ModelConfig read_hf_config(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw FormatError(path, "cannot open (no such file or not readable)");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return parse_hf_config(ss.str(), path);
+}
+
+const char* to_string(Family f) { return f == Family::GPT2 ? "gpt2" : "llama"; }
+const char* to_string(NormKind n) { return n == NormKind::LayerNorm ? "layernorm" : "rmsnorm"; }
+const char* to_string(PositionKind p) {
+  switch (p) {
+    case PositionKind::Learned: return "learned";
+    case PositionKind::Sinusoidal: return "sinusoidal";
+    case PositionKind::Rotary: return "rope";
+    case PositionKind::ALiBi: return "alibi";
+    case PositionKind::None: return "none";
+  }
+  return "?";
+}
+const char* to_string(Activation a) {
+  switch (a) {
+    case Activation::GeluNew: return "gelu_new";
+    case Activation::Gelu: return "gelu";
+    case Activation::Relu: return "relu";
+    case Activation::SiLU: return "silu";
+  }
+  return "?";
+}
+PositionKind position_kind_from_string(const std::string& s) {
+  for (auto p : {PositionKind::Learned, PositionKind::Sinusoidal, PositionKind::Rotary, PositionKind::ALiBi, PositionKind::None})
+    if (s == to_string(p)) return p;
+  if (s == "rotary") return PositionKind::Rotary;
+  throw UsageError("unknown position kind '" + s + "' (learned, sinusoidal, rope, alibi, none)");
+}
+
+}  // namespace vocablens

@@ -1,0 +1,191 @@
+// The transformer forward pass shared by both families (and by the trainer, which calls it with grad).
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "vocablens/error.hpp"
+#include "vocablens/model.hpp"
+
+namespace vocablens {
+namespace detail {
+
+at::Tensor activation(const at::Tensor& x, Activation a) {
+  switch (a) {
+    case Activation::GeluNew: return at::gelu(x, "tanh");
+    case Activation::Gelu: return at::gelu(x);
+    case Activation::Relu: return at::relu(x);
+    case Activation::SiLU: return at::silu(x);
+  }
+  return x;
+}
+
+// cos/sin tables [T, d_head/2] for rotary positions; angles in double for accuracy, stored as float.
+std::pair<at::Tensor, at::Tensor> rotary_tables(int64_t T, int64_t d_head, double theta, const at::Device& dev) {
+  auto pos = at::arange(T, at::TensorOptions().dtype(at::kDouble));
+  auto i = at::arange(0, d_head, 2, at::TensorOptions().dtype(at::kDouble));
+  auto inv_freq = at::pow(theta, -i / static_cast<double>(d_head));
+  auto ang = at::outer(pos, inv_freq);
+  return {at::cos(ang).to(at::kFloat).to(dev), at::sin(ang).to(at::kFloat).to(dev)};
+}
+
+// x: [B, H, T, d_head]. Rotates feature pairs by position-dependent angles.
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool interleaved) {
+  const int64_t dh = x.size(-1);
+  if (interleaved) {
+    // pairs (2i, 2i+1), as llama2.c's run.c and Meta's reference code.
+    auto xs = x.reshape({x.size(0), x.size(1), x.size(2), dh / 2, 2});
+    auto x0 = xs.select(-1, 0), x1 = xs.select(-1, 1);
+    auto r0 = x0 * cos - x1 * sin;
+    auto r1 = x0 * sin + x1 * cos;
+    return at::stack({r0, r1}, -1).reshape(x.sizes());
+  }
+  // Hugging Face rotate_half: pairs (i, i + d_head/2).
+  auto x1 = x.narrow(-1, 0, dh / 2), x2 = x.narrow(-1, dh / 2, dh / 2);
+  return at::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, -1);
+}
+
+// Sinusoidal position table [T, d] (Vaswani et al.): sin on even features, cos on odd ones.
+at::Tensor sinusoidal_table(int64_t T, int64_t d) {
+  auto pos = at::arange(T, at::TensorOptions().dtype(at::kDouble)).unsqueeze(1);
+  auto i = at::arange(0, d, 2, at::TensorOptions().dtype(at::kDouble));
+  auto ang = pos * at::pow(10000.0, -i / static_cast<double>(d));
+  auto pe = at::zeros({T, d}, at::TensorOptions().dtype(at::kDouble));
+  pe.index_put_({at::indexing::Slice(), at::indexing::Slice(0, at::indexing::None, 2)}, at::sin(ang));
+  pe.index_put_({at::indexing::Slice(), at::indexing::Slice(1, at::indexing::None, 2)},
+                at::cos(ang).narrow(1, 0, d / 2));
+  return pe.to(at::kFloat);
+}
+
+// ALiBi head slopes (Press et al.): geometric sequence 2^(-8/n) ..., with the standard interpolation
+// when the head count is not a power of two.
+std::vector<double> alibi_slopes(int64_t n) {
+  auto pow2 = [](int64_t m) {
+    std::vector<double> s;
+    double start = std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(m)) - 3)));
+    for (int64_t i = 0; i < m; ++i) s.push_back(start * std::pow(start, static_cast<double>(i)));
+    return s;
+  };
+  int64_t p = 1;
+  while (p * 2 <= n) p *= 2;
+  auto s = pow2(p);
+  if (p != n) {
+    auto extra = pow2(2 * p);
+    for (int64_t i = 0; static_cast<int64_t>(s.size()) < n; i += 2) s.push_back(extra[static_cast<size_t>(i)]);
+  }
+  return s;
+}
+
+// x [..., in] @ w [in, out] (+ b) -> [..., out], with one GEMM over all rows.
+at::Tensor proj(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  auto x2 = x.reshape({-1, x.size(-1)});
+  auto y = b.defined() ? at::addmm(b, x2, w) : at::mm(x2, w);
+  auto sizes = x.sizes().vec();
+  sizes.back() = w.size(1);
+  return y.view(sizes);
+}
+
+}  // namespace detail
+
+bool CacheSpec::wants_layer(int64_t layer) const {
+  if (layers.empty()) return true;
+  for (auto l : layers)
+    if (l == layer) return true;
+  return false;
+}
+
+const at::Tensor& ResidualCache::get(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) throw UsageError("activation '" + name + "' was not recorded (ask for it in CacheSpec)");
+  return it->second;
+}
+
+at::Tensor apply_norm(const at::Tensor& x, NormKind kind, double eps, const at::Tensor& w, const at::Tensor& b) {
+  if (kind == NormKind::LayerNorm) return at::layer_norm(x, {x.size(-1)}, w, b, eps);
+  auto y = x * at::rsqrt(x.pow(2).mean(-1, true) + eps);
+  if (w.defined()) y = y * w;
+  if (b.defined()) y = y + b;
+  return y;
+}
+
+ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids_in,
+                          const CacheSpec& spec, bool compute_logits) {
+  using namespace detail;
+  at::Tensor ids = ids_in.dim() == 1 ? ids_in.unsqueeze(0) : ids_in;
+  if (ids.dim() != 2) throw UsageError("token ids must be [T] or [B, T]");
+  const int64_t B = ids.size(0), T = ids.size(1);
+  if (T < 1) throw UsageError("empty input: at least one token is needed");
+  if (T > cfg.n_ctx)
+    throw UsageError("input of " + std::to_string(T) + " tokens is longer than the model's context of " +
+                     std::to_string(cfg.n_ctx));
+  ids = ids.to(at::kLong).contiguous();
+  if (ids.numel() > 0) {
+    int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
+    if (lo < 0 || hi >= cfg.vocab_size)
+      throw UsageError("token id " + std::to_string(lo < 0 ? lo : hi) + " is outside the vocabulary [0, " +
+                       std::to_string(cfg.vocab_size) + ")");
+  }
+  const int64_t d = cfg.d_model, H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
+  ForwardOutput out;
+  auto& cache = out.cache;
+
+  at::Tensor x = w.W_E.index_select(0, ids.view(-1)).view({B, T, d});
+  if (cfg.positions == PositionKind::Learned) x = x + w.W_pos.narrow(0, 0, T);
+  else if (cfg.positions == PositionKind::Sinusoidal) x = x + sinusoidal_table(T, d);
+
+  at::Tensor cos, sin, alibi;
+  if (cfg.positions == PositionKind::Rotary) std::tie(cos, sin) = rotary_tables(T, dh, cfg.rope_theta, x.device());
+  if (cfg.positions == PositionKind::ALiBi) {
+    auto slopes = alibi_slopes(H);
+    auto dist = (at::arange(T).unsqueeze(0) - at::arange(T).unsqueeze(1)).to(at::kFloat);  // k - q (<= 0 below diag)
+    auto sl = at::tensor(std::vector<float>(slopes.begin(), slopes.end())).view({H, 1, 1});
+    alibi = sl * dist.unsqueeze(0);  // [H, T, T]
+  }
+  auto causal = at::ones({T, T}, at::TensorOptions().dtype(at::kBool)).triu(1);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+
+  for (int64_t l = 0; l < cfg.n_layers; ++l) {
+    const LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    const bool keep = spec.wants_layer(l);
+    if (keep && spec.resid_pre) cache.set(ResidualCache::key("resid_pre", l), x);
+
+    at::Tensor h = apply_norm(x, cfg.norm, cfg.norm_eps, L.ln1_w, L.ln1_b);
+    at::Tensor q = proj(h, L.w_q, L.b_q).view({B, T, H, dh}).transpose(1, 2);
+    at::Tensor k = proj(h, L.w_k, L.b_k).view({B, T, Hkv, dh}).transpose(1, 2);
+    at::Tensor v = proj(h, L.w_v, L.b_v).view({B, T, Hkv, dh}).transpose(1, 2);
+    if (cos.defined()) {
+      q = apply_rotary(q, cos, sin, cfg.rope_interleaved);
+      k = apply_rotary(k, cos, sin, cfg.rope_interleaved);
+    }
+    if (Hkv != H) {  // grouped-query attention: query head h reads kv head h / (H / Hkv)
+      k = k.repeat_interleave(H / Hkv, 1);
+      v = v.repeat_interleave(H / Hkv, 1);
+    }
+    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * scale;  // [B, H, T, T]
+    if (alibi.defined()) scores = scores + alibi;
+    scores = scores.masked_fill(causal, -std::numeric_limits<float>::infinity());
+    at::Tensor pattern = at::softmax(scores, -1);
+    if (keep && spec.pattern) cache.set(ResidualCache::key("pattern", l), pattern);
+    at::Tensor z = at::matmul(pattern, v).transpose(1, 2).reshape({B, T, H * dh});
+    at::Tensor attn_out = proj(z, L.w_o, L.b_o);
+    if (keep && spec.attn_out) cache.set(ResidualCache::key("attn_out", l), attn_out);
+    at::Tensor mid = x + attn_out;
+    if (keep && spec.resid_mid) cache.set(ResidualCache::key("resid_mid", l), mid);
+
+    at::Tensor h2 = apply_norm(mid, cfg.norm, cfg.norm_eps, L.ln2_w, L.ln2_b);
+    at::Tensor pre = proj(h2, L.w_in, L.b_in);
+    at::Tensor act = L.w_gate.defined() ? activation(proj(h2, L.w_gate, L.b_gate), cfg.activation) * pre
+                                        : activation(pre, cfg.activation);
+    at::Tensor mlp_out = proj(act, L.w_out, L.b_out);
+    if (keep && spec.mlp_out) cache.set(ResidualCache::key("mlp_out", l), mlp_out);
+    x = mid + mlp_out;
+    if (keep && spec.resid_post) cache.set(ResidualCache::key("resid_post", l), x);
+  }
+  if (spec.final_norm || compute_logits) {
+    at::Tensor fin = apply_norm(x, cfg.norm, cfg.norm_eps, w.lnf_w, w.lnf_b);
+    if (spec.final_norm) cache.set("final_norm", fin);
+    if (compute_logits) out.logits = proj(fin, w.W_U, w.b_U);
+  }
+  return out;
+}
+
+}  // namespace vocablens

@@ -1,0 +1,122 @@
+// Model: the forward pass without grad, greedy decoding, and weights by role.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "vocablens/error.hpp"
+#include "vocablens/model.hpp"
+
+namespace vocablens {
+
+Model::Model(ModelConfig cfg, ModelWeights weights, std::string source)
+    : cfg_(std::move(cfg)), w_(std::move(weights)), source_(std::move(source)) {}
+
+const LayerWeights& Model::layer_checked(int64_t layer) const {
+  if (layer < 0 || layer >= cfg_.n_layers)
+    throw UsageError("layer " + std::to_string(layer) + " is out of range (model has " + std::to_string(cfg_.n_layers) +
+                     " layers: 0.." + std::to_string(cfg_.n_layers - 1) + ")");
+  return w_.layers[static_cast<size_t>(layer)];
+}
+
+ForwardOutput Model::forward(const at::Tensor& ids, const CacheSpec& spec, bool compute_logits) const {
+  at::NoGradGuard no_grad;
+  return run_forward(cfg_, w_, ids, spec, compute_logits);
+}
+
+std::vector<int64_t> Model::generate_greedy(std::vector<int64_t> tokens, int64_t steps, int64_t stop_token) const {
+  if (tokens.empty()) throw UsageError("generation needs at least one prompt token (e.g. BOS)");
+  at::NoGradGuard no_grad;
+  for (int64_t s = 0; s < steps && static_cast<int64_t>(tokens.size()) < cfg_.n_ctx; ++s) {
+    auto ids = at::tensor(tokens, at::kLong).unsqueeze(0);
+    // Only the last position's logits are needed: skip the unembedding of the others.
+    auto out = run_forward(cfg_, w_, ids, [] { CacheSpec c; c.final_norm = true; return c; }(), false);
+    auto last = out.cache.get("final_norm").select(1, -1);
+    int64_t next = unembed(last).argmax(-1).item<int64_t>();
+    tokens.push_back(next);
+    if (next == stop_token) break;
+  }
+  return tokens;
+}
+
+at::Tensor Model::final_norm(const at::Tensor& x) const {
+  return apply_norm(x, cfg_.norm, cfg_.norm_eps, w_.lnf_w, w_.lnf_b);
+}
+
+at::Tensor Model::unembed(const at::Tensor& x) const {
+  auto x2 = x.reshape({-1, x.size(-1)});
+  auto y = w_.b_U.defined() ? at::addmm(w_.b_U, x2, w_.W_U) : at::mm(x2, w_.W_U);
+  auto sizes = x.sizes().vec();
+  sizes.back() = w_.W_U.size(1);
+  return y.view(sizes);
+}
+
+// [d_model, n*d_head] -> [n, d_model, d_head]
+static at::Tensor split_heads_in(const at::Tensor& w, int64_t n, int64_t dh) {
+  return w.view({w.size(0), n, dh}).permute({1, 0, 2});
+}
+
+at::Tensor Model::W_Q(int64_t l) const { return split_heads_in(layer_checked(l).w_q, cfg_.n_heads, cfg_.d_head); }
+at::Tensor Model::W_K(int64_t l) const {
+  auto k = split_heads_in(layer_checked(l).w_k, cfg_.n_kv_heads, cfg_.d_head);
+  return cfg_.n_kv_heads == cfg_.n_heads ? k : k.repeat_interleave(cfg_.n_heads / cfg_.n_kv_heads, 0);
+}
+at::Tensor Model::W_V(int64_t l) const {
+  auto v = split_heads_in(layer_checked(l).w_v, cfg_.n_kv_heads, cfg_.d_head);
+  return cfg_.n_kv_heads == cfg_.n_heads ? v : v.repeat_interleave(cfg_.n_heads / cfg_.n_kv_heads, 0);
+}
+at::Tensor Model::W_O(int64_t l) const {
+  const auto& w = layer_checked(l).w_o;
+  return w.view({cfg_.n_heads, cfg_.d_head, w.size(1)});
+}
+at::Tensor Model::b_Q(int64_t l) const {
+  const auto& b = layer_checked(l).b_q;
+  return b.defined() ? b.view({cfg_.n_heads, cfg_.d_head}) : b;
+}
+at::Tensor Model::b_K(int64_t l) const {
+  const auto& b = layer_checked(l).b_k;
+  if (!b.defined()) return b;
+  auto v = b.view({cfg_.n_kv_heads, cfg_.d_head});
+  return cfg_.n_kv_heads == cfg_.n_heads ? v : v.repeat_interleave(cfg_.n_heads / cfg_.n_kv_heads, 0);
+}
+at::Tensor Model::b_V(int64_t l) const {
+  const auto& b = layer_checked(l).b_v;
+  if (!b.defined()) return b;
+  auto v = b.view({cfg_.n_kv_heads, cfg_.d_head});
+  return cfg_.n_kv_heads == cfg_.n_heads ? v : v.repeat_interleave(cfg_.n_heads / cfg_.n_kv_heads, 0);
+}
+
+int64_t Model::parameter_count() const {
+  int64_t n = 0;
+  auto add = [&](const at::Tensor& t) {
+    if (t.defined()) n += t.numel();
+  };
+  add(w_.W_E);
+  add(w_.W_pos);
+  add(w_.lnf_w);
+  add(w_.lnf_b);
+  if (!cfg_.tied_embeddings) add(w_.W_U);
+  add(w_.b_U);
+  for (const auto& L : w_.layers)
+    for (const at::Tensor* t : {&L.ln1_w, &L.ln1_b, &L.w_q, &L.b_q, &L.w_k, &L.b_k, &L.w_v, &L.b_v, &L.w_o, &L.b_o,
+                                &L.ln2_w, &L.ln2_b, &L.w_in, &L.b_in, &L.w_gate, &L.b_gate, &L.w_out, &L.b_out})
+      add(*t);
+  return n;
+}
+
+void init_runtime() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  int n = static_cast<int>(std::thread::hardware_concurrency());
+  if (const char* env = std::getenv("VOCABLENS_THREADS")) {
+    int v = std::atoi(env);
+    if (v > 0) n = v;
+  }
+  if (n < 1) n = 1;
+  at::set_num_threads(n);
+}
+
+}  // namespace vocablens

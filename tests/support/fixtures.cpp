@@ -1,0 +1,90 @@
+#include "fixtures.hpp"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+
+#include <catch2/catch.hpp>
+
+namespace vl_test {
+
+static bool is_dir(const std::string& p) {
+  struct stat st{};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+static bool exists(const std::string& p) {
+  struct stat st{};
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+std::string fixtures_root() {
+  if (const char* env = std::getenv("VOCABLENS_FIXTURES")) return is_dir(env) ? env : "";
+  std::string guess = std::string(VOCABLENS_SOURCE_DIR) + "/../shared/fixtures";
+  return is_dir(guess) ? guess : "";
+}
+
+std::string fixture(const std::string& rel) {
+  std::string root = fixtures_root();
+  std::string path = root.empty() ? "" : root + "/" + rel;
+  if (!path.empty() && exists(path)) return path;
+  const char* allow = std::getenv("VOCABLENS_ALLOW_MISSING_FIXTURES");
+  std::string msg = "fixture missing: " + (root.empty() ? std::string("../shared/fixtures (set VOCABLENS_FIXTURES)") : path);
+  if (allow && std::string(allow) == "1") {
+    std::cerr << "\n!!!!!!!! SKIPPED: " << msg << " !!!!!!!!\n";
+    WARN("SKIPPED: " << msg);
+    return "";
+  }
+  FAIL(msg << " (set VOCABLENS_ALLOW_MISSING_FIXTURES=1 to skip loudly instead)");
+  return "";
+}
+
+std::string cli_path() {
+  if (const char* env = std::getenv("VOCABLENS_CLI")) return env;
+  std::string guess = std::string(VOCABLENS_BINARY_DIR) + "/vocablens";
+  return exists(guess) ? guess : "";
+}
+
+int run_command(const std::string& cmd, std::string& output) {
+  output.clear();
+  std::string full = cmd + " 2>&1";
+  FILE* p = ::popen(full.c_str(), "r");
+  if (!p) throw std::runtime_error("popen failed: " + cmd);
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) output.append(buf.data(), n);
+  int status = ::pclose(p);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+std::string temp_dir(const std::string& tag) {
+  std::string tmpl = "/tmp/vocablens-" + tag + "-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!::mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
+  return buf.data();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot read " + path);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+}  // namespace vl_test
