@@ -131,7 +131,7 @@ TEST_CASE("stories260K .bin: logits, residuals and the published greedy ids", "[
   CHECK(m.config().rope_interleaved);
   check_llama_reference(m, dir + "/reference");
   auto want = reference_greedy_ids(dir + "/reference");
-  // run.c with -n 200 runs 200 positions: BOS + 199 generated tokens, stopping early at BOS.
+  // run.c -n 200 prints 200 generated tokens after BOS (it would stop early at a generated BOS).
   auto got = m.generate_greedy({1}, static_cast<int64_t>(want.size()) - 1, 1);
   CHECK(got == want);
 }

@@ -61,7 +61,8 @@ Activation parse_activation(const std::string& s, const std::string& path) {
 
 }  // namespace detail
 
-ModelConfig parse_hf_config(const std::string& text, const std::string& path) {
+namespace detail {
+ModelConfig parse_hf_config_impl(const std::string& text, const std::string& path) {
   using detail::json;
   detail::check_json_depth(text, path);
   json j;
@@ -100,6 +101,10 @@ ModelConfig parse_hf_config(const std::string& text, const std::string& path) {
     c.gated_mlp = false;
     c.attn_bias = c.mlp_bias = true;
     c.tied_embeddings = j.value("tie_word_embeddings", true);
+    // Variants of GPT-2 attention the runner does not implement: refuse rather than compute wrong numbers.
+    if (j.value("scale_attn_by_inverse_layer_idx", false))
+      throw FormatError(path, "scale_attn_by_inverse_layer_idx = true is not supported");
+    if (!j.value("scale_attn_weights", true)) throw FormatError(path, "scale_attn_weights = false is not supported");
     c.bos_token_id = get_int(j, {"bos_token_id"}, path, -1, false);
     c.eos_token_id = get_int(j, {"eos_token_id"}, path, -1, false);
   } else {
@@ -147,6 +152,18 @@ ModelConfig parse_hf_config(const std::string& text, const std::string& path) {
   std::string td = j.value("torch_dtype", std::string("float32"));
   c.weight_dtype = td == "float16" ? "F16" : td == "bfloat16" ? "BF16" : "F32";
   return c;
+}
+}  // namespace detail
+
+ModelConfig parse_hf_config(const std::string& text, const std::string& path) {
+  try {
+    return detail::parse_hf_config_impl(text, path);
+  } catch (const nlohmann::json::exception& e) {
+    // A field of the wrong JSON type (e.g. "tie_word_embeddings": "yes").
+    std::string msg = e.what();
+    auto cut = msg.find("] ");
+    throw FormatError(path, "unexpected value in config.json: " + (cut == std::string::npos ? msg : msg.substr(cut + 2)));
+  }
 }
 
 ModelConfig read_hf_config(const std::string& path) {

@@ -44,7 +44,9 @@ ModelWeights map_gpt2(TensorStore& st, const ModelConfig& c, const std::string& 
   const int64_t d = c.d_model, V = c.vocab_size, m = c.d_mlp;
   ModelWeights w;
   w.W_E = expect(st, "wte.weight", {V, d}, cp);
-  w.W_pos = expect(st, "wpe.weight", {c.n_ctx, d}, cp);
+  // Only learned positions have a table; models trained by vocablens with sinusoidal / rotary / ALiBi /
+  // no positions ("vocablens_positions" in config.json) carry none.
+  if (c.positions == PositionKind::Learned) w.W_pos = expect(st, "wpe.weight", {c.n_ctx, d}, cp);
   w.lnf_w = expect(st, "ln_f.weight", {d}, cp);
   w.lnf_b = expect(st, "ln_f.bias", {d}, cp);
   for (int64_t i = 0; i < c.n_layers; ++i) {
