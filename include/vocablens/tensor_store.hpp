@@ -26,8 +26,9 @@ struct TensorStore {
   std::map<std::string, at::Tensor> tensors;
   /// Non-tensor values found beside the tensors (safetensors __metadata__, scalars in a pickled dict).
   nlohmann::json metadata = nlohmann::json::object();
-  /// dtype of the tensors as stored in the file ("F32", "F16", "BF16", ...): tensors in `tensors` are
-  /// always float32 for floating types (half types are converted at load: CPU fp16 matmul is unsupported).
+  /// dtype of the tensors as stored in the file ("F32", "F16", "BF16", ...; sorted and '+'-joined when
+  /// mixed). In `tensors`, half types (F16/BF16) are converted to float32 at load (LibTorch 1.13 has no
+  /// CPU half matmul); F32 stays a zero-copy view; F64 and integer types keep their type.
   std::string stored_dtype;
 
   bool has(const std::string& name) const { return tensors.count(name) != 0; }
@@ -47,10 +48,14 @@ TensorStore read_safetensors(const std::string& path);
 TensorStore read_safetensors_index(const std::string& index_path);
 
 /// Reads a PyTorch zip archive written by torch.save (pytorch_model.bin, ckpt.pt) without executing
-/// pickle code: only the globals torch.save emits for tensors and containers are accepted
-/// (collections.OrderedDict, torch._utils._rebuild_tensor_v2, torch.*Storage, ...).
-/// Nested dicts are flattened with '.' ("model.tok_embeddings.weight"); non-tensor leaves (numbers,
-/// strings, booleans, None) go to `metadata` under the same flattened key.
+/// pickle code. Tensors are rebuilt only through the globals torch.save emits (collections.OrderedDict,
+/// torch._utils._rebuild_tensor_v2 / _rebuild_parameter, torch.*Storage); globals that exist to run code
+/// (os, subprocess, builtins.eval, ...) make the file fail; any other class becomes an inert placeholder
+/// string in `metadata` ("<object argparse.Namespace>").
+/// Nested dicts are flattened with '.' ("model.tok_embeddings.weight", integer keys in decimal);
+/// non-tensor leaves (numbers, strings, booleans, None, lists of those) go to `metadata` under the same
+/// flattened key; 0-d tensors appear both as a tensor and as a number in `metadata`. Tensors sharing a
+/// storage (a tied lm_head) share data. Compressed entries, big-endian and pre-1.6 files are refused.
 TensorStore read_torch_zip(const std::string& path);
 
 }  // namespace vocablens

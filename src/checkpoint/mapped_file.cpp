@@ -1,0 +1,123 @@
+// checkpoint/mapped_file.cpp — mmap wrapper and bounds-checked tensor views of it.
+#include "checkpoint/mapped_file.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "vocablens/error.hpp"
+
+namespace vocablens {
+namespace detail {
+namespace {
+
+// mmap(0 bytes) fails, so an empty file points here: data() is never null, size() is 0.
+const uint8_t kEmptyByte = 0;
+
+// Closes the descriptor on every path out of open(); the mapping does not need it once made.
+struct FdGuard {
+  int fd;
+  ~FdGuard() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Highest byte (exclusive) addressed by a strided tensor relative to its first element, in bytes;
+// false on overflow or on a negative size/stride. 0 for an empty tensor.
+bool strided_span_bytes(at::IntArrayRef sizes, at::IntArrayRef strides, size_t elem, uint64_t& span) {
+  bool empty = false;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] < 0 || strides[d] < 0) return false;
+    if (sizes[d] == 0) empty = true;
+  }
+  span = 0;
+  if (empty) return true;  // addresses nothing, whatever the strides
+  uint64_t max_index = 0;  // largest element index addressed
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    uint64_t step = 0;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(sizes[d] - 1), static_cast<uint64_t>(strides[d]), &step) ||
+        __builtin_add_overflow(max_index, step, &max_index))
+      return false;
+  }
+  uint64_t count = 0;
+  return !__builtin_add_overflow(max_index, uint64_t{1}, &count) && !__builtin_mul_overflow(count, uint64_t{elem}, &span);
+}
+
+}  // namespace
+}  // namespace detail
+
+std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw FormatError(path, std::string("cannot open: ") + std::strerror(errno));
+  detail::FdGuard guard{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw FormatError(path, std::string("cannot stat: ") + std::strerror(errno));
+  // Directories, FIFOs and devices have no meaningful size to map (and /dev/zero would be "infinite").
+  if (S_ISDIR(st.st_mode)) throw FormatError(path, "is a directory, not a file");
+  if (!S_ISREG(st.st_mode)) throw FormatError(path, "not a regular file");
+  if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) > std::numeric_limits<size_t>::max())
+    throw FormatError(path, "file size out of range");
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size == 0)
+    return std::shared_ptr<MappedFile>(new MappedFile(path, const_cast<uint8_t*>(&detail::kEmptyByte), 0, false));
+  // MAP_PRIVATE + PROT_WRITE: see the header — writes become private copies, never reach the file.
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  if (p == MAP_FAILED) throw FormatError(path, std::string("cannot map: ") + std::strerror(errno));
+  return std::shared_ptr<MappedFile>(new MappedFile(path, static_cast<uint8_t*>(p), size, true));
+}
+
+MappedFile::~MappedFile() {
+  if (mapped_) ::munmap(data_, size_);
+}
+
+at::Tensor view_as_tensor(const std::shared_ptr<MappedFile>& file, size_t offset, at::IntArrayRef sizes,
+                          at::IntArrayRef strides, at::ScalarType dtype) {
+  const std::string& path = file->path();
+  if (dtype == at::kBool) {
+    // Normalise: a stored byte 2 read as bool is undefined behaviour in every kernel touching it.
+    return view_as_tensor(file, offset, sizes, strides, at::kByte).ne(0);
+  }
+  std::vector<int64_t> contiguous;
+  if (strides.empty() && !sizes.empty()) {
+    // Row-major strides; overflow is caught below by strided_span_bytes (products only grow).
+    contiguous.assign(sizes.size(), 1);
+    for (size_t d = sizes.size() - 1; d > 0; --d) {
+      int64_t next = 0;
+      if (sizes[d] < 0 || __builtin_mul_overflow(contiguous[d], std::max<int64_t>(sizes[d], 1), &next))
+        throw FormatError(path, "tensor shape is too large");
+      contiguous[d - 1] = next;
+    }
+    strides = contiguous;
+  }
+  if (strides.size() != sizes.size())
+    throw FormatError(path, "tensor has " + std::to_string(sizes.size()) + " sizes but " + std::to_string(strides.size()) +
+                                " strides");
+  const size_t elem = c10::elementSize(dtype);
+  uint64_t span = 0;
+  if (!detail::strided_span_bytes(sizes, strides, elem, span))
+    throw FormatError(path, "tensor shape/strides are negative or too large");
+  if (offset > file->size() || span > file->size() - offset)
+    throw FormatError(path, "tensor data [" + std::to_string(offset) + ", +" + std::to_string(span) +
+                                ") runs past the end of the file (" + std::to_string(file->size()) + " bytes)");
+  auto options = at::TensorOptions().dtype(dtype);
+  if (span == 0) return at::empty_strided(sizes, strides, options);
+  uint8_t* first = const_cast<uint8_t*>(file->data()) + offset;  // writable: the mapping is copy-on-write
+  if (reinterpret_cast<uintptr_t>(first) % elem == 0) {
+    // The deleter owns a reference to the mapping: the view outlives the reader, the file outlives the view.
+    std::shared_ptr<MappedFile> keep = file;
+    return at::from_blob(first, sizes, strides, [keep](void*) mutable { keep.reset(); }, options);
+  }
+  // Misaligned: copy the addressed span into a fresh (aligned) buffer and view it with the same strides.
+  at::Tensor buffer = at::empty({static_cast<int64_t>(span / elem)}, options);
+  std::memcpy(buffer.data_ptr(), first, span);
+  return buffer.as_strided(sizes, strides, 0);
+}
+
+}  // namespace vocablens
