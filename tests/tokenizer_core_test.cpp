@@ -1,0 +1,605 @@
+// Tokenizers: the fixture vectors (GPT-2 BPE, special tokens, llama2.c tok512), the three GPT-2 file
+// layouts, round trips of arbitrary bytes, display forms, look-ups and one-line errors for bad files.
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <random>
+#include <thread>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "fixtures.hpp"
+#include "vocablens/bpe_tokenizer.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/llama2c_tokenizer.hpp"
+#include "vocablens/tokenizer.hpp"
+
+using vocablens::BpeTokenizer;
+using vocablens::EncodeOptions;
+using vocablens::FormatError;
+using vocablens::Llama2cTokenizer;
+using vocablens::Tokenizer;
+using vocablens::UsageError;
+using json = nlohmann::json;
+
+namespace {
+
+std::vector<int64_t> ids_of(const json& j) { return j.get<std::vector<int64_t>>(); }
+
+std::string hex_of(const std::string& s) {
+  std::string out;
+  char b[4];
+  for (unsigned char c : s) std::snprintf(b, sizeof b, "%02x", c), out += b;
+  return out;
+}
+
+/// The GPT-2 tokenizer of the gpt2-tiny fixture (loaded once; loading takes ~0.2 s).
+const Tokenizer* gpt2() {
+  static std::unique_ptr<Tokenizer> t = [] {
+    std::string dir = vl_test::fixture("gpt2-tiny");
+    return dir.empty() ? nullptr : vocablens::load_tokenizer_for(dir);
+  }();
+  return t.get();
+}
+
+const Tokenizer* tok512() {
+  static std::unique_ptr<Tokenizer> t = [] {
+    std::string p = vl_test::fixture("stories260K/tok512.bin");
+    return p.empty() ? nullptr : vocablens::load_tokenizer(p);
+  }();
+  return t.get();
+}
+
+/// Checks that f() throws FormatError whose what() is one line and names `path`.
+template <class F>
+void require_one_line_format_error(F&& f, const std::string& path, const std::string& needle = "") {
+  try {
+    f();
+    FAIL("no FormatError for " << path);
+  } catch (const FormatError& e) {
+    std::string what = e.what();
+    INFO(what);
+    CHECK(what.find('\n') == std::string::npos);
+    CHECK(what.find(path) != std::string::npos);
+    if (!needle.empty()) CHECK(what.find(needle) != std::string::npos);
+  }
+}
+
+/// merges.txt as (left, right) -> rank, for the naive oracle below.
+std::map<std::pair<std::string, std::string>, size_t> read_ranks(const std::string& merges_path) {
+  std::map<std::pair<std::string, std::string>, size_t> ranks;
+  std::ifstream f(merges_path);
+  std::string line;
+  size_t r = 0;
+  while (std::getline(f, line)) {
+    if (line.empty() || line.rfind("#version", 0) == 0) continue;
+    auto sp = line.find(' ');
+    ranks[{line.substr(0, sp), line.substr(sp + 1)}] = r++;
+  }
+  return ranks;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------
+
+TEST_CASE("GPT-2 BPE: all 340 fixture vectors encode and decode exactly", "[tokenizer][gpt2]") {
+  auto path = vl_test::fixture("tokenizer/gpt2_vectors.json");
+  if (path.empty() || !gpt2()) return;
+  json vectors = json::parse(vl_test::read_file(path));
+  REQUIRE(vectors.size() == 340);
+  size_t ok = 0;
+  for (const auto& v : vectors) {
+    std::string text = v["text"].get<std::string>();
+    std::vector<int64_t> want = ids_of(v["ids"]);
+    std::vector<int64_t> got = gpt2()->encode(text);
+    INFO("text hex " << hex_of(text) << " source " << v["source"].get<std::string>());
+    CHECK(got == want);
+    CHECK(gpt2()->decode(want) == text);
+    ok += got == want;
+  }
+  CHECK(ok == 340);
+}
+
+TEST_CASE("GPT-2 BPE: <|endoftext|> as a special token only when asked", "[tokenizer][gpt2]") {
+  auto path = vl_test::fixture("tokenizer/gpt2_special_tokens.json");
+  if (path.empty() || !gpt2()) return;
+  json vectors = json::parse(vl_test::read_file(path));
+  REQUIRE(vectors.size() == 3);
+  EncodeOptions special;
+  special.special_tokens = true;
+  for (const auto& v : vectors) {
+    std::string text = v["text"].get<std::string>();
+    INFO(text);
+    CHECK(gpt2()->encode(text) == ids_of(v["ids_plain_bpe"]));
+    CHECK(gpt2()->encode(text, special) == ids_of(v["ids_with_special_tokens"]));
+    CHECK(gpt2()->decode(ids_of(v["ids_with_special_tokens"])) == text);
+  }
+  CHECK(gpt2()->bos_id() == 50256);
+  CHECK(gpt2()->eos_id() == 50256);
+  CHECK(gpt2()->is_special(50256));
+  CHECK_FALSE(gpt2()->is_special(198));
+  EncodeOptions bos_eos;
+  bos_eos.add_bos = true;
+  bos_eos.add_eos = true;
+  CHECK(gpt2()->encode("Hello world!", bos_eos) == std::vector<int64_t>{50256, 15496, 995, 0, 50256});
+  // adjacent and repeated special tokens
+  CHECK(gpt2()->encode("<|endoftext|><|endoftext|>a<|endoftext|>", special) ==
+        std::vector<int64_t>{50256, 50256, 64, 50256});
+}
+
+TEST_CASE("llama2.c tok512: all 23 fixture vectors match run.c's encode()", "[tokenizer][llama2c]") {
+  auto path = vl_test::fixture("tokenizer/tok512_stories260K_vectors.json");
+  if (path.empty() || !tok512()) return;
+  json vectors = json::parse(vl_test::read_file(path));
+  REQUIRE(vectors.size() == 23);
+  CHECK(tok512()->vocab_size() == 512);
+  CHECK(tok512()->kind() == "llama2c");
+  size_t ok = 0;
+  for (const auto& v : vectors) {
+    std::string text = v["text"].get<std::string>();
+    std::vector<int64_t> want = ids_of(v["ids"]);
+    std::vector<int64_t> got = tok512()->encode(text);
+    INFO("text: " << text);
+    CHECK(got == want);
+    ok += got == want;
+    auto pieces = v["pieces"].get<std::vector<std::string>>();
+    REQUIRE(pieces.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) CHECK(tok512()->piece(want[i]) == pieces[i]);
+    CHECK(tok512()->decode(want) == text);
+  }
+  CHECK(ok == 23);
+  EncodeOptions no_bos;
+  no_bos.add_bos = false;
+  CHECK(tok512()->encode("Once upon a time", no_bos) == std::vector<int64_t>{403, 407, 261, 378});
+  EncodeOptions eos;
+  eos.add_eos = true;
+  CHECK(tok512()->encode("The end.", eos).back() == 2);
+}
+
+TEST_CASE("llama2.c: random texts agree with a literal port of run.c's encode()", "[tokenizer][llama2c]") {
+  if (!tok512()) return;
+  const auto& t = dynamic_cast<const Llama2cTokenizer&>(*tok512());
+  const int64_t V = t.vocab_size();
+  // run.c, statement by statement (sorted-vocabulary bsearch replaced by a map; same strings, same ids)
+  std::map<std::string, int64_t> lookup;
+  for (int64_t id = V - 1; id >= 0; --id) lookup[t.piece(id)] = id;
+  auto str_lookup = [&](const std::string& s) -> int64_t {
+    auto it = lookup.find(s);
+    return it == lookup.end() ? -1 : it->second;
+  };
+  auto run_c_encode = [&](const std::string& text) {
+    std::vector<int64_t> tokens{1};
+    if (!text.empty()) tokens.push_back(str_lookup(" "));
+    std::string buf;
+    for (size_t c = 0; c < text.size(); ++c) {
+      if ((text[c] & 0xC0) != 0x80) buf.clear();
+      buf += text[c];
+      if (c + 1 < text.size() && (text[c + 1] & 0xC0) == 0x80 && buf.size() < 4) continue;
+      int64_t id = str_lookup(buf);
+      if (id != -1) {
+        tokens.push_back(id);
+      } else {
+        for (unsigned char b : buf) tokens.push_back(b + 3);
+      }
+      buf.clear();
+    }
+    for (;;) {
+      float best_score = -1e10f;
+      int64_t best_id = -1, best_idx = -1;
+      for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+        int64_t id = str_lookup(t.piece(tokens[i]) + t.piece(tokens[i + 1]));
+        if (id != -1 && t.score(id) > best_score) best_score = t.score(id), best_id = id, best_idx = static_cast<int64_t>(i);
+      }
+      if (best_idx == -1) break;
+      tokens[best_idx] = best_id;
+      tokens.erase(tokens.begin() + best_idx + 1);
+    }
+    return tokens;
+  };
+  std::mt19937 rng(99);
+  const std::vector<std::string> atoms = {"a", "e", "t", "h", "o", "n", "s", "i", "r", "l", "d", " ", " ", " the", "ing",
+                                          "Lily", ".", ",", "!", "'", "\n", "\xC3\xAF", "\xE6\x97\xA5", "\xF0\x9F\x98\x80",
+                                          "\x80", "\xFF", "\xC3", "T", "B", "1", "2", "\t", "  "};
+  for (int round = 0; round < 2000; ++round) {
+    std::string s;
+    int n = std::uniform_int_distribution<int>(0, 60)(rng);
+    for (int k = 0; k < n; ++k) s += atoms[rng() % atoms.size()];
+    INFO("hex " << hex_of(s));
+    REQUIRE(t.encode(s) == run_c_encode(s));
+  }
+}
+
+TEST_CASE("empty input", "[tokenizer]") {
+  if (!gpt2() || !tok512()) return;
+  CHECK(gpt2()->encode("").empty());
+  CHECK(gpt2()->decode(std::vector<int64_t>{}).empty());
+  CHECK(tok512()->encode("") == std::vector<int64_t>{1});
+  EncodeOptions no_bos;
+  no_bos.add_bos = false;
+  CHECK(tok512()->encode("", no_bos).empty());
+  CHECK(tok512()->decode(std::vector<int64_t>{1}).empty());
+}
+
+TEST_CASE("arbitrary bytes round-trip (invalid UTF-8, NUL, long runs)", "[tokenizer]") {
+  if (!gpt2() || !tok512()) return;
+  std::mt19937 rng(12345);
+  const std::vector<std::string> atoms = {
+      "a", "Z", " ", "  ", "\n", "\r\n", "\t", "'s", "'", "1", "42", ".", ",", "\xC3\xA9", "\xE6\x97\xA5",
+      "\xF0\x9F\x98\x80", "\xE2\x80\x85", "\xC2\x85", "\xEF\xBB\xBF", "\x00", "\xFF", "\xFE", "\x80", "\xC3",
+      "\xE6\x97", "\xF0\x9F", "\xED\xA0\x80" /* surrogate */, "\xC0\xAF" /* overlong */, "\xF4\x90\x80\x80",
+      " hello", "world", "<|endoftext|>", "\x1C", "\x7F"};
+  for (int round = 0; round < 3000; ++round) {
+    std::string s;
+    int n = std::uniform_int_distribution<int>(0, 40)(rng);
+    for (int k = 0; k < n; ++k) {
+      if (rng() % 4 == 0) {
+        s += static_cast<char>(rng() & 0xFF);  // a fully random byte
+      } else {
+        s += atoms[rng() % atoms.size()];
+      }
+    }
+    INFO("hex " << hex_of(s));
+    REQUIRE(gpt2()->decode(gpt2()->encode(s)) == s);
+    EncodeOptions special;
+    special.special_tokens = true;
+    REQUIRE(gpt2()->decode(gpt2()->encode(s, special)) == s);
+    REQUIRE(tok512()->decode(tok512()->encode(s)) == s);
+  }
+  // long runs go through the O(n log n) merge path
+  for (std::string s : {std::string(5000, ' '), std::string(3000, 'a'), std::string(2000, '\xFF'),
+                        std::string(1000, '\n') + "x", std::string(700, '7')}) {
+    CHECK(gpt2()->decode(gpt2()->encode(s)) == s);
+    CHECK(tok512()->decode(tok512()->encode(s)) == s);
+  }
+  // every single byte
+  for (int b = 0; b < 256; ++b) {
+    std::string s(1, static_cast<char>(b));
+    auto ids = gpt2()->encode(s);
+    CHECK(ids.size() == 1);
+    CHECK(gpt2()->decode(ids) == s);
+    CHECK(tok512()->decode(tok512()->encode(s)) == s);
+  }
+}
+
+TEST_CASE("GPT-2 BPE: long words agree with a naive encoder.py merge loop", "[tokenizer][gpt2]") {
+  std::string merges = vl_test::fixture("gpt2-tiny/merges.txt");
+  if (merges.empty() || !gpt2()) return;
+  // The oracle: encoder.py's bpe() over spelled tokens; spelled token -> id through piece() of all ids.
+  std::map<std::string, int64_t> id_of_spelling;
+  for (int64_t id = 0; id < gpt2()->vocab_size(); ++id) id_of_spelling[gpt2()->piece(id)] = id;
+  const auto ranks = read_ranks(merges);
+  auto oracle = [&](const std::string& word) {
+    std::vector<std::string> w;
+    for (unsigned char c : word) w.push_back(gpt2()->piece(*gpt2()->token_to_id(std::string(1, static_cast<char>(c)))));
+    while (w.size() > 1) {
+      size_t best = SIZE_MAX;
+      std::pair<std::string, std::string> bp;
+      for (size_t i = 0; i + 1 < w.size(); ++i) {
+        auto it = ranks.find({w[i], w[i + 1]});
+        if (it != ranks.end() && it->second < best) best = it->second, bp = it->first;
+      }
+      if (best == SIZE_MAX) break;
+      std::vector<std::string> nw;
+      for (size_t i = 0; i < w.size();) {
+        if (i + 1 < w.size() && w[i] == bp.first && w[i + 1] == bp.second) {
+          nw.push_back(w[i] + w[i + 1]);
+          i += 2;
+        } else {
+          nw.push_back(w[i++]);
+        }
+      }
+      w.swap(nw);
+    }
+    std::vector<int64_t> ids;
+    for (auto& s : w) ids.push_back(id_of_spelling.at(s));
+    return ids;
+  };
+  std::mt19937 rng(7);
+  const std::string letters = "abcdefghijklmnopqrstuvwxyzeeeeaaaiioonnrrsstt";
+  for (int round = 0; round < 60; ++round) {
+    size_t len = std::uniform_int_distribution<size_t>(2, 400)(rng);  // both sides of the 128-byte switch
+    std::string word;
+    for (size_t i = 0; i < len; ++i) word += letters[rng() % letters.size()];
+    INFO(word);
+    CHECK(gpt2()->encode(word) == oracle(word));
+    std::string spaces(len, ' ');  // "\s+(?!\S)" at the end of the text: one pre-token
+    CHECK(gpt2()->encode(spaces) == oracle(spaces));
+  }
+}
+
+TEST_CASE("GPT-2 BPE: the three file layouts give the same tokenizer", "[tokenizer][gpt2]") {
+  std::string dir = vl_test::fixture("gpt2-tiny");
+  std::string vec_path = vl_test::fixture("tokenizer/gpt2_vectors.json");
+  if (dir.empty() || vec_path.empty()) return;
+  std::string tmp = vl_test::temp_dir("tok-layouts");
+  std::string vocab = vl_test::read_file(dir + "/vocab.json"), merges = vl_test::read_file(dir + "/merges.txt");
+
+  // OpenAI layout: encoder.json + vocab.bpe (byte-identical contents, other names)
+  vl_test::write_file(tmp + "/encoder.json", vocab);
+  vl_test::write_file(tmp + "/vocab.bpe", merges);
+
+  // Hugging Face tokenizer.json, merges once as "a b" strings, once as ["a", "b"] pairs (tokenizers >= 0.20)
+  json vj = json::parse(vocab);
+  json m_str = json::array(), m_pair = json::array();
+  {
+    std::istringstream in(merges);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty() || line.rfind("#version", 0) == 0) continue;
+      m_str.push_back(line);
+      auto sp = line.find(' ');
+      m_pair.push_back(json::array({line.substr(0, sp), line.substr(sp + 1)}));
+    }
+  }
+  auto tokenizer_json = [&](const json& merges_j, const json& pre) {
+    return json{{"version", "1.0"},
+                {"added_tokens", json::array({json{{"id", 50256}, {"content", "<|endoftext|>"}, {"single_word", false},
+                                                   {"lstrip", false}, {"rstrip", false}, {"normalized", true},
+                                                   {"special", true}}})},
+                {"normalizer", nullptr},
+                {"pre_tokenizer", pre},
+                {"post_processor", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}}},
+                {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}}},
+                {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr},
+                           {"continuing_subword_prefix", ""}, {"end_of_word_suffix", ""},
+                           {"fuse_unk", false}, {"vocab", vj}, {"merges", merges_j}}}}
+        .dump();
+  };
+  json bytelevel = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  json split_seq = {{"type", "Sequence"},
+                    {"pretokenizers",
+                     json::array({json{{"type", "Split"},
+                                       {"pattern", {{"Regex", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"}}},
+                                       {"behavior", "Isolated"}, {"invert", false}},
+                                  json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
+  std::string hf1 = tmp + "/hf1", hf2 = tmp + "/hf2";
+  REQUIRE(system(("mkdir -p " + hf1 + " " + hf2).c_str()) == 0);
+  vl_test::write_file(hf1 + "/tokenizer.json", tokenizer_json(m_str, bytelevel));
+  vl_test::write_file(hf2 + "/tokenizer.json", tokenizer_json(m_pair, split_seq));
+
+  auto openai = vocablens::load_tokenizer_for(tmp);  // directory search finds encoder.json + vocab.bpe
+  auto hf_str = vocablens::load_tokenizer_for(hf1);
+  auto hf_pair = vocablens::load_tokenizer(hf2 + "/tokenizer.json");
+  auto via_merges_file = vocablens::load_tokenizer(dir + "/merges.txt");
+  CHECK(openai->source().find("encoder.json") != std::string::npos);
+  CHECK(hf_str->source().find("tokenizer.json") != std::string::npos);
+  for (auto* t : {openai.get(), hf_str.get(), hf_pair.get(), via_merges_file.get()}) {
+    CHECK(t->kind() == "gpt2-bpe");
+    CHECK(t->vocab_size() == 50257);
+    CHECK(t->bos_id() == 50256);
+  }
+  json vectors = json::parse(vl_test::read_file(vec_path));
+  for (const auto& v : vectors) {
+    std::string text = v["text"].get<std::string>();
+    auto want = ids_of(v["ids"]);
+    INFO("hex " << hex_of(text));
+    CHECK(openai->encode(text) == want);
+    CHECK(hf_str->encode(text) == want);
+    CHECK(hf_pair->encode(text) == want);
+    CHECK(via_merges_file->encode(text) == want);
+  }
+  EncodeOptions special;
+  special.special_tokens = true;
+  CHECK(hf_str->encode("hello <|endoftext|>", special) == std::vector<int64_t>{31373, 220, 50256});
+  CHECK(hf_str->is_special(50256));
+
+  // add_prefix_space (HF ByteLevel option): "Hello" is encoded as " Hello"
+  json prefixed = bytelevel;
+  prefixed["add_prefix_space"] = true;
+  std::string hf3 = tmp + "/hf3";
+  REQUIRE(system(("mkdir -p " + hf3).c_str()) == 0);
+  vl_test::write_file(hf3 + "/tokenizer.json", tokenizer_json(m_str, prefixed));
+  CHECK(vocablens::load_tokenizer_for(hf3)->encode("Hello") == std::vector<int64_t>{18435});
+  CHECK(vocablens::load_tokenizer_for(hf3)->encode(" Hello") == std::vector<int64_t>{18435});
+}
+
+TEST_CASE("display forms and look-ups", "[tokenizer]") {
+  if (!gpt2() || !tok512()) return;
+  using vocablens::display_text;
+  using vocablens::undisplay_text;
+  CHECK(display_text(" Paris") == "␣Paris");
+  CHECK(display_text("\n") == "⏎");
+  CHECK(display_text("\t\t") == "⇥⇥");
+  CHECK(display_text("a\rb") == "a<0x0D>b");
+  CHECK(display_text(std::string("\x00", 1)) == "<0x00>");
+  CHECK(display_text("\x7F") == "<0x7F>");
+  CHECK(display_text("\xC2\x85") == "<U+0085>");
+  CHECK(display_text("\xE6\x97") == "<0xE6><0x97>");
+  CHECK(display_text("caf\xC3\xA9") == "café");
+  CHECK(display_text("") == "");
+  for (std::string s : {std::string(" Paris\n\t"), std::string("\xE6\x97 \xC2\x85\r", 7), std::string("\x00\x01", 2)})
+    CHECK(undisplay_text(display_text(s)) == s);
+
+  const Tokenizer& g = *gpt2();
+  CHECK(g.token_to_id(" Paris") == 6342);
+  CHECK(g.token_to_id("␣Paris") == 6342);
+  CHECK(g.token_to_id("\n") == 198);
+  CHECK(g.token_to_id("⏎") == 198);
+  CHECK_FALSE(g.token_to_id(" Parisxyz").has_value());
+  CHECK(g.require_token_id(" Paris") == 6342);
+  CHECK_THROWS_AS(g.require_token_id(" Parisxyzzy"), UsageError);
+  CHECK(g.display(6342) == "␣Paris");
+  CHECK(g.display(198) == "⏎");
+  CHECK(g.display(197) == "⇥");
+  CHECK(g.display(50256) == "<|endoftext|>");
+  CHECK(g.display(220) == "␣");
+  CHECK(g.display(60000) == "<id 60000?>");  // a padded vocabulary's extra rows
+  CHECK(g.display(-1) == "<id -1?>");
+  CHECK(g.piece(6342) == "\xC4\xA0Paris");  // "ĠParis"
+  CHECK(g.token_bytes(6342) == " Paris");
+  // a token that is half of a character: 日 = E6 97 A5 is two tokens in GPT-2
+  auto ids = g.encode("\xE6\x97\xA5");
+  REQUIRE(ids.size() == 2);
+  CHECK(g.display(ids[0]).find("<0x") != std::string::npos);
+  CHECK_THROWS_AS(g.decode(std::vector<int64_t>{50257}), UsageError);
+  CHECK_THROWS_AS(g.token_bytes(-3), UsageError);
+
+  const Tokenizer& t = *tok512();
+  CHECK(t.display(1) == "<s>");
+  CHECK(t.display(2) == "</s>");
+  CHECK(t.display(0) == "<unk>");
+  CHECK(t.display(3 + 0x0A) == "⏎");
+  CHECK(t.display(3 + 0xE6) == "<0xE6>");
+  CHECK(t.piece(3 + 0x0A) == "<0x0A>");
+  CHECK(t.token_bytes(3 + 0x0A) == "\n");
+  CHECK(t.token_to_id(" Once") == 403);
+  CHECK(t.token_to_id("␣Once") == 403);
+  CHECK(t.token_to_id("<s>") == 1);
+  CHECK(t.token_to_id("\n") == 3 + 0x0A);
+  CHECK(t.display(403) == "␣Once");
+  CHECK(t.is_special(1));
+  CHECK_FALSE(t.is_special(403));
+  CHECK(t.bos_id() == 1);
+  CHECK(t.eos_id() == 2);
+  CHECK_THROWS_AS(t.decode(std::vector<int64_t>{512}), UsageError);
+  // run.c strips one leading space only right after BOS
+  CHECK(t.decode(std::vector<int64_t>{1, 403}) == "Once");
+  CHECK(t.decode(std::vector<int64_t>{403}) == " Once");
+}
+
+TEST_CASE("GPT-2 pre-tokenizer uses Unicode White_Space, like tiktoken", "[tokenizer][gpt2]") {
+  if (!gpt2()) return;
+  auto* b = dynamic_cast<const BpeTokenizer*>(gpt2());
+  REQUIRE(b);
+  CHECK(b->pretokenize("Hello world's  end\n\n") == std::vector<std::string>{"Hello", " world", "'s", " ", " end", "\n\n"});
+  // U+180E MONGOLIAN VOWEL SEPARATOR is not White_Space (PCRE2's own \s would say it is)
+  CHECK(b->pretokenize("a \xE1\xA0\x8E" "b") == std::vector<std::string>{"a", " \xE1\xA0\x8E", "b"});
+  // U+0085 is White_Space, U+FEFF is not
+  CHECK(b->pretokenize("a \xC2\x85" "b") == std::vector<std::string>{"a", " ", "\xC2\x85", "b"});
+  CHECK(b->pretokenize("a \xEF\xBB\xBF" "b") == std::vector<std::string>{"a", " \xEF\xBB\xBF", "b"});
+  // invalid bytes become pieces of their own and never swallow valid text
+  CHECK(b->pretokenize("ab\xFF\xFE" "cd") == std::vector<std::string>{"ab", "\xFF\xFE", "cd"});
+}
+
+TEST_CASE("models find their tokenizer", "[tokenizer]") {
+  std::string root = vl_test::fixtures_root();
+  if (vl_test::fixture("stories260K").empty() || vl_test::fixture("gpt2-tiny").empty()) return;
+  CHECK(vocablens::load_tokenizer_for(root + "/gpt2-tiny")->kind() == "gpt2-bpe");
+  CHECK(vocablens::load_tokenizer_for(root + "/gpt2-tiny/model.safetensors")->kind() == "gpt2-bpe");
+  CHECK(vocablens::load_tokenizer_for(root + "/gpt2-tiny/vocab.json")->kind() == "gpt2-bpe");
+  auto t = vocablens::load_tokenizer_for(root + "/stories260K/stories260K.bin");
+  CHECK(t->kind() == "llama2c");
+  CHECK(t->source() == root + "/stories260K/tok512.bin");
+  CHECK(vocablens::load_tokenizer_for(root + "/stories260K")->vocab_size() == 512);
+  CHECK(vocablens::load_tokenizer_for(root + "/stories260K/tok512.bin")->vocab_size() == 512);
+  if (!vl_test::fixture("stories260K-hf").empty())
+    CHECK(vocablens::load_tokenizer_for(root + "/stories260K-hf")->kind() == "llama2c");
+  if (!vl_test::fixture("llama2xs").empty()) {
+    CHECK(vocablens::load_tokenizer_for(root + "/llama2xs/model.bin")->kind() == "llama2c");
+    CHECK(vocablens::load_tokenizer_for(root + "/llama2xs/ckpt.pt")->kind() == "llama2c");
+  }
+  // an explicit tokenizer wins
+  CHECK(vocablens::load_tokenizer_for(root + "/stories260K/stories260K.bin", root + "/gpt2-tiny")->kind() == "gpt2-bpe");
+  if (!vl_test::fixture("gpt2-tiny-prefixed").empty())
+    require_one_line_format_error([&] { vocablens::load_tokenizer_for(root + "/gpt2-tiny-prefixed"); },
+                                  root + "/gpt2-tiny-prefixed", "no tokenizer found");
+  require_one_line_format_error([&] { vocablens::load_tokenizer_for("/nonexistent/model"); }, "/nonexistent/model");
+}
+
+TEST_CASE("missing or malformed vocabulary files give a one-line FormatError naming the file", "[tokenizer]") {
+  std::string dir = vl_test::fixture("gpt2-tiny");
+  if (dir.empty()) return;
+  std::string tmp = vl_test::temp_dir("tok-bad");
+  const std::string merges = dir + "/merges.txt", vocab = dir + "/vocab.json";
+
+  // missing files
+  require_one_line_format_error([&] { BpeTokenizer::from_vocab_merges(tmp + "/nope.json", merges); }, tmp + "/nope.json", "cannot open");
+  require_one_line_format_error([&] { BpeTokenizer::from_vocab_merges(vocab, tmp + "/nope.txt"); }, tmp + "/nope.txt", "cannot open");
+  require_one_line_format_error([&] { Llama2cTokenizer::load(tmp + "/nope.bin"); }, tmp + "/nope.bin", "cannot open");
+  require_one_line_format_error([&] { BpeTokenizer::from_tokenizer_json(tmp + "/tokenizer.json"); }, tmp + "/tokenizer.json");
+
+  // malformed vocab.json / merges.txt
+  auto write = [&](const std::string& name, const std::string& bytes) {
+    vl_test::write_file(tmp + "/" + name, bytes);
+    return tmp + "/" + name;
+  };
+  std::string not_json = write("not_json.json", "{\"a\": 1,\n  oops");
+  require_one_line_format_error([&] { BpeTokenizer::from_vocab_merges(not_json, merges); }, not_json, "not valid JSON");
+  std::string array_json = write("array.json", "[1, 2, 3]");
+  require_one_line_format_error([&] { BpeTokenizer::from_vocab_merges(array_json, merges); }, array_json);
+  std::string bad_id = write("bad_id.json", "{\"a\": \"x\"}");
+  require_one_line_format_error([&] { BpeTokenizer::from_vocab_merges(bad_id, merges); }, bad_id, "not an integer");
+  std::string small = write("small.json", "{\"a\": 0, \"b\": 1}");
+  require_one_line_format_error([&] { BpeTokenizer::from_vocab_merges(small, merges); }, small);
+  std::string bad_merges = write("bad_merges.txt", "#version: 0.2\n\xC4\xA0 t\nthis line has three\n");
+  require_one_line_format_error([&] { BpeTokenizer::from_vocab_merges(vocab, bad_merges); }, bad_merges, "line 3");
+  std::string unknown_merge = write("unknown_merge.txt", "#version: 0.2\nqqqqzzz xxxyyy\n");
+  require_one_line_format_error([&] { BpeTokenizer::from_vocab_merges(vocab, unknown_merge); }, unknown_merge, "line 2");
+  std::string empty_merges = write("empty_merges.txt", "");
+  require_one_line_format_error([&] { BpeTokenizer::from_vocab_merges(vocab, empty_merges); }, empty_merges);
+
+  // malformed tokenizer.json
+  std::string tj_bad = write("t1.json", "{\"model\": ");
+  require_one_line_format_error([&] { BpeTokenizer::from_tokenizer_json(tj_bad); }, tj_bad, "not valid JSON");
+  std::string tj_wp = write("t2.json", R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})");
+  require_one_line_format_error([&] { BpeTokenizer::from_tokenizer_json(tj_wp); }, tj_wp, "WordPiece");
+  std::string tj_nomodel = write("t3.json", R"({"version": "1.0"})");
+  require_one_line_format_error([&] { vocablens::load_tokenizer(tj_nomodel); }, tj_nomodel);
+  std::string tj_norm = write("t4.json", R"({"normalizer": {"type": "NFKC"}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
+  require_one_line_format_error([&] { BpeTokenizer::from_tokenizer_json(tj_norm); }, tj_norm, "NFKC");
+
+  // a pair layout with one half missing
+  std::string lonely = tmp + "/lonely";
+  REQUIRE(system(("mkdir -p " + lonely).c_str()) == 0);
+  vl_test::write_file(lonely + "/vocab.json", vl_test::read_file(vocab));
+  require_one_line_format_error([&] { vocablens::load_tokenizer(lonely + "/vocab.json"); }, lonely + "/vocab.json", "merges.txt");
+
+  // malformed llama2.c tokenizers
+  std::string tok = vl_test::fixture("stories260K/tok512.bin");
+  if (tok.empty()) return;
+  std::string good = vl_test::read_file(tok);
+  std::string empty_bin = write("empty.bin", "");
+  require_one_line_format_error([&] { Llama2cTokenizer::load(empty_bin); }, empty_bin, "too short");
+  std::string truncated = write("truncated.bin", good.substr(0, good.size() - 3));
+  require_one_line_format_error([&] { Llama2cTokenizer::load(truncated); }, truncated);
+  std::string cut_header = write("cut.bin", good.substr(0, 4 + 8 + 2));
+  require_one_line_format_error([&] { Llama2cTokenizer::load(cut_header); }, cut_header);
+  std::string garbage = write("garbage.bin", std::string(100, '\xFF'));
+  require_one_line_format_error([&] { Llama2cTokenizer::load(garbage); }, garbage);
+  // a model file is not a tokenizer
+  std::string model = vl_test::fixture("stories260K/stories260K.bin");
+  if (!model.empty()) require_one_line_format_error([&] { Llama2cTokenizer::load(model); }, model);
+}
+
+TEST_CASE("encode is safe to call from several threads", "[tokenizer]") {
+  if (!gpt2()) return;
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "Thread " + std::to_string(i * 7919) + " says: caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC!\n";
+  const auto want = gpt2()->encode(text);
+  std::vector<std::vector<int64_t>> got(4);
+  std::vector<std::thread> th;
+  for (int k = 0; k < 4; ++k)
+    th.emplace_back([&, k] {
+      for (int r = 0; r < 5; ++r) got[k] = gpt2()->encode(text);
+    });
+  for (auto& t : th) t.join();
+  for (auto& g : got) CHECK(g == want);
+}
+
+TEST_CASE("vocablens tokenize (CLI, when built)", "[tokenizer][cli]") {
+  std::string cli = vl_test::cli_path();
+  std::string root = vl_test::fixtures_root();
+  if (cli.empty() || std::system(("test -x '" + cli + "'").c_str()) != 0) {
+    WARN("SKIPPED: the vocablens CLI is not built (" << cli << ")");
+    return;
+  }
+  if (vl_test::fixture("gpt2-tiny").empty() || vl_test::fixture("stories260K").empty()) return;
+  std::string out;
+  REQUIRE(vl_test::run_command("'" + cli + "' tokenize '" + root + "/gpt2-tiny' 'Hello world!'", out) == 0);
+  CHECK(out.find("ids: [15496, 995, 0]") != std::string::npos);
+  CHECK(out.find("␣world") != std::string::npos);
+  REQUIRE(vl_test::run_command("'" + cli + "' tokenize '" + root + "/gpt2-tiny' --ids 15496 995 0", out) == 0);
+  CHECK(out == "Hello world!\n");
+  REQUIRE(vl_test::run_command("'" + cli + "' tokenize '" + root + "/stories260K/stories260K.bin' 'Once upon a time' --json", out) == 0);
+  auto j = json::parse(out);
+  CHECK(ids_of(j["ids"]) == std::vector<int64_t>{1, 403, 407, 261, 378});
+  CHECK(j["tokens"][0] == "<s>");
+  // text from stdin, special tokens; then an error: one line on stderr, non-zero exit (each run loads LibTorch: few)
+  REQUIRE(vl_test::run_command("printf 'hello <|endoftext|>' | '" + cli + "' tokenize '" + root + "/gpt2-tiny' - --special --json", out) == 0);
+  CHECK(ids_of(json::parse(out)["ids"]) == std::vector<int64_t>{31373, 220, 50256});
+  CHECK(vl_test::run_command("'" + cli + "' tokenize /nonexistent/model 'x'", out) == 1);
+  CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+  CHECK(out.find("/nonexistent/model") != std::string::npos);
+}
