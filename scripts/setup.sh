@@ -11,6 +11,9 @@ PACKAGES=(
   libtorch-dev libopenblas0-openmp
   libeigen3-dev libspectra-dev libfmt-dev catch2 nlohmann-json3-dev libcli11-dev libpcre2-dev
   python3-numpy python3-torch
+  # report and notebook tests: headless Chromium screenshots, nbformat validation, notebook execution
+  chromium fonts-dejavu-core python3-pil python3-jsonschema python3-nbformat jupyter-nbconvert
+  python3-nbclient python3-ipykernel python3-pandas python3-matplotlib
 )
 # node + npm run the tokenizer cross-check against tiktoken; any node >= 18 will do (keep an existing one).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then PACKAGES+=(nodejs npm); fi

@@ -1,0 +1,1647 @@
+// The HTML report: one self-contained page, inline SVG drawn here, no network (see report.hpp).
+//
+// Layout: a header, a navigation strip, then one <section> per Result. A section starts with what was
+// asked (settings, the prompt) and where it came from (provenance), then the kind's own figures, then a
+// generic rendering of every array and table the kind's renderer did not use (2-D arrays as heatmaps,
+// 1-D arrays as curves, tables grouped into cards when they have key columns such as layer+head).
+//
+// Safety: every string that came from a Result goes through html_escape(); attribute values are always
+// double-quoted. The page's Content-Security-Policy allows no network fetches and only the one inline
+// script whose sha256 is computed here, so even markup that slipped through could not run.
+#include "vocablens/report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "vocablens/atomic_file.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/export.hpp"
+#include "vocablens/sha256.hpp"
+
+namespace vocablens {
+
+std::string html_escape(std::string_view in) {
+  std::string s = valid_utf8(in), o;
+  o.reserve(s.size() + s.size() / 8);
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&#39;"; break;
+      default:
+        // C0 controls other than tab/newline/CR are not allowed in HTML text; show them as U+FFFD.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') o += "\xEF\xBF\xBD";
+        else o.push_back(c);
+    }
+  }
+  return o;
+}
+
+namespace {
+
+using json = nlohmann::json;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// ---------------------------------------------------------------------------------------------------
+// Text helpers
+
+std::string esc(std::string_view s) { return html_escape(s); }
+
+std::string num(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt::format("{}", static_cast<int64_t>(v));
+  return fmt::format("{:.4g}", v);
+}
+
+// SVG coordinates: short, locale-free.
+std::string co(double v) { return fmt::format("{:.1f}", v); }
+
+// Token text with whitespace made visible (a leading space is the most common thing a token carries).
+std::string visible(const std::string& t) {
+  if (t.empty()) return "\xE2\x88\x85";  // ∅
+  std::string o;
+  for (char c : t) {
+    if (c == ' ') o += "\xE2\x90\xA3";        // ␣
+    else if (c == '\n') o += "\xE2\x86\xB5";  // ↵
+    else if (c == '\t') o += "\xE2\x87\xA5";  // ⇥
+    else if (c == '\r') o += "\xE2\x90\x8D";  // ␍
+    else o.push_back(c);
+  }
+  return o;
+}
+
+// The first `n` code points of valid UTF-8 text, "…" appended when cut.
+std::string clip(const std::string& s, size_t n) {
+  std::string v = valid_utf8(s);
+  size_t cps = 0, i = 0;
+  while (i < v.size()) {
+    if (cps == n) return v.substr(0, i) + "\xE2\x80\xA6";
+    unsigned char c = static_cast<unsigned char>(v[i]);
+    i += c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
+    ++cps;
+  }
+  return v;
+}
+
+size_t code_points(const std::string& s) {
+  size_t n = 0;
+  for (char c : s)
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++n;
+  return n;
+}
+
+std::string cell_string(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_null()) return "";
+  if (v.is_number()) return num(v.get<double>());
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string pretty_name(const std::string& s) {
+  std::string o = s;
+  std::replace(o.begin(), o.end(), '_', ' ');
+  return o;
+}
+
+std::string kind_title(const std::string& kind) {
+  static const std::map<std::string, std::string> titles = {
+      {"logit_lens", "Logit lens"},
+      {"logit_lens_corpus", "Logit lens over a corpus"},
+      {"heads", "Attention heads in vocabulary space"},
+      {"neurons", "MLP neurons in vocabulary space"},
+      {"project", "Projection into vocabulary space"},
+      {"projection", "Hidden states projected into vocabulary space"},
+      {"spectrum", "Spectrum"},
+      {"anisotropy", "Anisotropy"},
+      {"neighbours", "Nearest neighbours"},
+      {"knn", "Nearest-neighbour graph"},
+      {"positions", "Positional embeddings"}};
+  auto it = titles.find(kind);
+  if (it != titles.end()) return it->second;
+  std::string t = pretty_name(kind);
+  if (!t.empty()) t[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(t[0])));
+  return t;
+}
+
+bool is_token_column(const std::string& c) {
+  static const std::set<std::string> names = {"token", "tokens", "src", "dst", "src_token", "dst_token",
+                                              "query", "key", "neighbour", "neighbor", "input", "output",
+                                              "text", "string", "top1", "input_token", "target", "name"};
+  if (names.count(c)) return true;
+  auto ends = [&](const char* suf) {
+    size_t n = std::strlen(suf);
+    return c.size() > n && c.compare(c.size() - n, n, suf) == 0;
+  };
+  return ends("_token") || ends("_text") || ends("_str");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// JSON extraction helpers (tolerant of the different shapes analyses may choose)
+
+const json* find_key(const json& obj, std::initializer_list<const char*> keys) {
+  if (!obj.is_object()) return nullptr;
+  for (const char* k : keys) {
+    auto it = obj.find(k);
+    if (it != obj.end() && !it->is_null()) return &*it;
+  }
+  return nullptr;
+}
+
+// A list of strings from [str...], [{text|string|token|label: str}...]; empty when it is none of these.
+std::vector<std::string> string_list(const json* j) {
+  std::vector<std::string> out;
+  if (!j || !j->is_array()) return out;
+  for (const auto& e : *j) {
+    if (e.is_string()) out.push_back(e.get<std::string>());
+    else if (e.is_object()) {
+      const json* t = find_key(e, {"text", "string", "str", "token", "label", "display", "name"});
+      if (!t || !t->is_string()) return {};
+      out.push_back(t->get<std::string>());
+    } else {
+      return {};
+    }
+  }
+  return out;
+}
+
+// The input token strings of a result (summary or settings), if any.
+std::vector<std::string> input_tokens(const Result& r) {
+  for (const json* src : {&r.summary, &r.settings}) {
+    for (const char* key : {"token_strings", "tokens_text", "token_text", "input_tokens", "tokens", "token_str", "strings", "input"}) {
+      const json* j = find_key(*src, {key});
+      if (!j) continue;
+      if (j->is_object()) {  // {"ids": [...], "strings"|"text": [...]}
+        auto v = string_list(find_key(*j, {"strings", "text", "display", "str", "tokens"}));
+        if (!v.empty()) return v;
+        continue;
+      }
+      auto v = string_list(j);
+      if (!v.empty()) return v;
+    }
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Arrays as grids
+
+struct Grid {
+  int64_t rows = 0, cols = 0;
+  std::vector<double> v;
+  int64_t row_step = 1, col_step = 1;  ///< > 1 when downsampled (block means)
+  double at(int64_t i, int64_t j) const { return v[static_cast<size_t>(i * cols + j)]; }
+};
+
+std::vector<int64_t> squeezed_shape(const NdArray& a) {
+  std::vector<int64_t> s;
+  for (auto d : a.shape)
+    if (d != 1) s.push_back(d);
+  return s;
+}
+
+// 2-D view of an array: [R, C] directly, [1, R, C] squeezed, [R, C, k] slice `slice` of the last axis.
+bool as_grid(const NdArray& a, Grid& g, int64_t slice = -1) {
+  std::vector<int64_t> s = a.shape;
+  while (s.size() > 2 && s.front() == 1) s.erase(s.begin());
+  if (s.size() == 3 && slice >= 0 && slice < s[2]) {
+    g.rows = s[0];
+    g.cols = s[1];
+    g.v.resize(static_cast<size_t>(g.rows * g.cols));
+    for (int64_t i = 0; i < g.rows * g.cols; ++i) g.v[static_cast<size_t>(i)] = ndarray_value(a, i * s[2] + slice);
+    return true;
+  }
+  if (s.size() != 2) return false;
+  g.rows = s[0];
+  g.cols = s[1];
+  g.v.resize(static_cast<size_t>(g.rows * g.cols));
+  for (int64_t i = 0; i < g.rows * g.cols; ++i) g.v[static_cast<size_t>(i)] = ndarray_value(a, i);
+  return true;
+}
+
+std::vector<double> as_vector(const NdArray& a) {
+  std::vector<double> v(static_cast<size_t>(a.numel()));
+  for (int64_t i = 0; i < a.numel(); ++i) v[static_cast<size_t>(i)] = ndarray_value(a, i);
+  return v;
+}
+
+// Block means so that the grid has at most max_r x max_c cells (NaN ignored).
+Grid downsample(const Grid& g, int64_t max_r, int64_t max_c) {
+  int64_t sr = std::max<int64_t>(1, (g.rows + max_r - 1) / max_r);
+  int64_t sc = std::max<int64_t>(1, (g.cols + max_c - 1) / max_c);
+  if (sr == 1 && sc == 1) return g;
+  Grid o;
+  o.rows = (g.rows + sr - 1) / sr;
+  o.cols = (g.cols + sc - 1) / sc;
+  o.row_step = sr;
+  o.col_step = sc;
+  o.v.assign(static_cast<size_t>(o.rows * o.cols), kNaN);
+  for (int64_t i = 0; i < o.rows; ++i)
+    for (int64_t j = 0; j < o.cols; ++j) {
+      double s = 0;
+      int64_t n = 0;
+      for (int64_t a = i * sr; a < std::min(g.rows, (i + 1) * sr); ++a)
+        for (int64_t b = j * sc; b < std::min(g.cols, (j + 1) * sc); ++b) {
+          double x = g.at(a, b);
+          if (std::isfinite(x)) {
+            s += x;
+            ++n;
+          }
+        }
+      if (n) o.v[static_cast<size_t>(i * o.cols + j)] = s / static_cast<double>(n);
+    }
+  return o;
+}
+
+void finite_range(const std::vector<double>& v, double& lo, double& hi) {
+  lo = std::numeric_limits<double>::infinity();
+  hi = -lo;
+  for (double x : v)
+    if (std::isfinite(x)) {
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+    }
+  if (!(lo <= hi)) lo = hi = 0;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Colour maps
+
+struct RGB {
+  double r, g, b;
+};
+
+RGB lerp_stops(const RGB* stops, int n, double t) {
+  if (!std::isfinite(t)) return {0.85, 0.85, 0.85};
+  t = std::clamp(t, 0.0, 1.0) * (n - 1);
+  int i = std::min(n - 2, static_cast<int>(t));
+  double f = t - i;
+  return {stops[i].r + f * (stops[i + 1].r - stops[i].r), stops[i].g + f * (stops[i + 1].g - stops[i].g),
+          stops[i].b + f * (stops[i + 1].b - stops[i].b)};
+}
+
+// matplotlib's viridis, 9 stops.
+constexpr RGB kViridis[] = {{0.267, 0.005, 0.329}, {0.283, 0.141, 0.458}, {0.254, 0.265, 0.530},
+                            {0.207, 0.372, 0.553}, {0.164, 0.471, 0.558}, {0.128, 0.567, 0.551},
+                            {0.135, 0.659, 0.518}, {0.267, 0.749, 0.441}, {0.478, 0.821, 0.318},
+                            {0.741, 0.873, 0.150}, {0.993, 0.906, 0.144}};
+// matplotlib's magma (for entropies: dark = confident).
+constexpr RGB kMagma[] = {{0.001, 0.000, 0.014}, {0.078, 0.054, 0.211}, {0.232, 0.060, 0.438},
+                          {0.390, 0.100, 0.502}, {0.550, 0.161, 0.506}, {0.716, 0.215, 0.475},
+                          {0.868, 0.288, 0.409}, {0.967, 0.439, 0.360}, {0.994, 0.624, 0.427},
+                          {0.997, 0.812, 0.573}, {0.987, 0.991, 0.750}};
+// RdBu reversed (blue = negative, red = positive), 9 stops.
+constexpr RGB kDiverging[] = {{0.020, 0.188, 0.380}, {0.129, 0.400, 0.675}, {0.263, 0.576, 0.765},
+                              {0.573, 0.773, 0.871}, {0.969, 0.969, 0.969}, {0.957, 0.647, 0.510},
+                              {0.839, 0.376, 0.302}, {0.698, 0.094, 0.169}, {0.404, 0.000, 0.122}};
+
+enum class Cmap { Viridis, Magma, Diverging };
+
+RGB colour(Cmap m, double t) {
+  switch (m) {
+    case Cmap::Magma: return lerp_stops(kMagma, 11, t);
+    case Cmap::Diverging: return lerp_stops(kDiverging, 9, t);
+    default: return lerp_stops(kViridis, 11, t);
+  }
+}
+
+std::string css(RGB c) {
+  auto b = [](double x) { return static_cast<int>(std::lround(std::clamp(x, 0.0, 1.0) * 255)); };
+  return fmt::format("#{:02x}{:02x}{:02x}", b(c.r), b(c.g), b(c.b));
+}
+
+bool is_dark(RGB c) { return 0.2126 * c.r + 0.7152 * c.g + 0.0722 * c.b < 0.5; }
+
+const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                          "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+
+// ---------------------------------------------------------------------------------------------------
+// SVG figures
+
+int g_gradient_id = 0;
+
+struct Heatmap {
+  const Grid* grid = nullptr;
+  std::vector<std::string> row_labels, col_labels;  ///< raw text (escaped here); empty = indices
+  std::function<std::string(int64_t, int64_t)> cell_text;  ///< raw; may be empty
+  std::function<std::string(int64_t, int64_t)> tooltip;    ///< raw; may be empty
+  Cmap cmap = Cmap::Viridis;
+  double vmin = kNaN, vmax = kNaN;   ///< NaN: from the data
+  std::string value_label = "value";
+  int cell_w = 14, cell_h = 14;
+  std::string row_axis, col_axis;
+};
+
+std::string svg_heatmap(const Heatmap& h) {
+  const Grid& g = *h.grid;
+  double lo = h.vmin, hi = h.vmax;
+  if (std::isnan(lo) || std::isnan(hi)) {
+    double a, b;
+    finite_range(g.v, a, b);
+    if (std::isnan(lo)) lo = a;
+    if (std::isnan(hi)) hi = b;
+    if (h.cmap == Cmap::Diverging) {
+      double m = std::max(std::fabs(lo), std::fabs(hi));
+      lo = -m;
+      hi = m;
+    }
+  }
+  if (!(hi > lo)) hi = lo + 1;
+  auto label_of = [](const std::vector<std::string>& labels, int64_t i, int64_t step) {
+    if (i < static_cast<int64_t>(labels.size()) && step == 1) return labels[static_cast<size_t>(i)];
+    return step == 1 ? std::to_string(i) : std::to_string(i * step);
+  };
+  // Margins sized from the longest label (monospace ~7px per character at 11px).
+  size_t max_row_label = 1;
+  for (int64_t i = 0; i < g.rows; ++i)
+    max_row_label = std::max(max_row_label, std::min<size_t>(15, code_points(visible(label_of(h.row_labels, i, g.row_step)))));
+  bool rotate_cols = h.cell_w < 40;
+  double left = 16 + 7.0 * static_cast<double>(max_row_label) + (h.row_axis.empty() ? 0 : 14);
+  double top = rotate_cols ? 70 : 34;
+  double W = left + static_cast<double>(g.cols * h.cell_w) + 20;
+  double legend_y = top + static_cast<double>(g.rows * h.cell_h) + 16;
+  double H = legend_y + 46;
+  int gid = ++g_gradient_id;
+  std::string s = fmt::format(
+      "<svg class=\"heatmap\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
+      "role=\"img\" aria-label=\"{}\">",
+      co(std::max(W, 320.0)), co(H), co(std::max(W, 320.0)), co(H), esc(h.value_label + " heatmap"));
+  // Column labels.
+  int64_t col_every = rotate_cols ? (13 + h.cell_w - 1) / std::max(1, h.cell_w) : 1;
+  for (int64_t j = 0; j < g.cols; j += col_every) {
+    std::string lab = label_of(h.col_labels, j, g.col_step);
+    double x = left + (static_cast<double>(j) + 0.5) * h.cell_w;
+    if (rotate_cols)
+      s += fmt::format("<text class=\"lab\" x=\"{}\" y=\"{}\" transform=\"rotate(-55 {} {})\"><title>{}</title>{}</text>",
+                       co(x + 3), co(top - 4), co(x + 3), co(top - 4), esc(lab), esc(clip(visible(lab), 10)));
+    else
+      s += fmt::format("<text class=\"lab\" x=\"{}\" y=\"{}\" text-anchor=\"middle\"><title>{}</title>{}</text>", co(x),
+                       co(top - 6), esc(lab), esc(clip(visible(lab), static_cast<size_t>(std::max(2, h.cell_w / 7)))));
+  }
+  if (!h.col_axis.empty())
+    s += fmt::format("<text class=\"axis\" x=\"{}\" y=\"12\">{}</text>", co(left), esc(h.col_axis));
+  // Row labels.
+  int64_t row_every = (12 + h.cell_h - 1) / std::max(1, h.cell_h);
+  for (int64_t i = 0; i < g.rows; i += row_every) {
+    std::string lab = label_of(h.row_labels, i, g.row_step);
+    s += fmt::format("<text class=\"lab\" x=\"{}\" y=\"{}\" text-anchor=\"end\"><title>{}</title>{}</text>", co(left - 5),
+                     co(top + (static_cast<double>(i) + 0.5) * h.cell_h + 4), esc(lab), esc(clip(visible(lab), 14)));
+  }
+  if (!h.row_axis.empty())
+    s += fmt::format("<text class=\"axis\" transform=\"rotate(-90 10 {})\" x=\"10\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+                     co(top + g.rows * h.cell_h / 2.0), co(top + g.rows * h.cell_h / 2.0), esc(h.row_axis));
+  // Cells.
+  size_t max_chars = static_cast<size_t>(std::max(1, (h.cell_w - 4) / 7));
+  bool tips = g.rows * g.cols <= 40000;
+  for (int64_t i = 0; i < g.rows; ++i)
+    for (int64_t j = 0; j < g.cols; ++j) {
+      double v = g.at(i, j);
+      RGB c = colour(h.cmap, (v - lo) / (hi - lo));
+      double x = left + static_cast<double>(j * h.cell_w), y = top + static_cast<double>(i * h.cell_h);
+      std::string tip;
+      if (tips) {
+        tip = h.tooltip ? h.tooltip(i, j)
+                        : fmt::format("{} {}, {} {}: {}", h.row_axis.empty() ? "row" : h.row_axis,
+                                      label_of(h.row_labels, i, g.row_step), h.col_axis.empty() ? "column" : h.col_axis,
+                                      label_of(h.col_labels, j, g.col_step), num(v));
+      }
+      s += "<g class=\"cell\">";
+      s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"/>", co(x), co(y), h.cell_w, h.cell_h, css(c));
+      if (h.cell_text) {
+        std::string t = h.cell_text(i, j);
+        if (!t.empty())
+          s += fmt::format("<text class=\"{}\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>", is_dark(c) ? "ondark" : "onlight",
+                           co(x + h.cell_w / 2.0), co(y + h.cell_h / 2.0 + 4), esc(clip(visible(t), max_chars)));
+      }
+      if (tips) s += "<title>" + esc(tip) + "</title>";
+      s += "</g>";
+    }
+  // Colour bar.
+  double bar_w = std::min(240.0, std::max(120.0, W - left - 40));
+  s += fmt::format("<defs><linearGradient id=\"grad{}\" x1=\"0\" x2=\"1\" y1=\"0\" y2=\"0\">", gid);
+  for (int k = 0; k <= 10; ++k)
+    s += fmt::format("<stop offset=\"{}\" stop-color=\"{}\"/>", k / 10.0, css(colour(h.cmap, k / 10.0)));
+  s += "</linearGradient></defs>";
+  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"10\" fill=\"url(#grad{})\" stroke=\"#999\" stroke-width=\"0.5\"/>",
+                   co(left), co(legend_y), co(bar_w), gid);
+  s += fmt::format("<text class=\"lab\" x=\"{}\" y=\"{}\">{}</text>", co(left), co(legend_y + 24), esc(num(lo)));
+  s += fmt::format("<text class=\"lab\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", co(left + bar_w), co(legend_y + 24),
+                   esc(num(hi)));
+  s += fmt::format("<text class=\"lab\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>", co(left + bar_w / 2),
+                   co(legend_y + 38), esc(h.value_label));
+  s += "</svg>";
+  return s;
+}
+
+struct Series {
+  std::string name;
+  std::vector<double> y;
+};
+
+struct LineChart {
+  std::vector<Series> series;
+  std::vector<std::string> x_labels;  ///< one per point (optional; indices otherwise)
+  double x0 = 0;                      ///< x of the first point when there are no labels
+  std::string x_label, y_label;
+  bool log_y = false;
+  bool points = true;
+  double y_min = kNaN, y_max = kNaN;  ///< fixed range (NaN: from the data)
+};
+
+std::vector<double> nice_ticks(double lo, double hi, int want) {
+  std::vector<double> t;
+  if (!(hi > lo)) return {lo};
+  double span = hi - lo, raw = span / want;
+  double mag = std::pow(10, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (m * mag >= raw) {
+      step = m * mag;
+      break;
+    }
+  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
+  return t;
+}
+
+// A tick label with just enough decimals to tell neighbouring ticks apart.
+std::string tick_label(double v, double step) {
+  if (v == 0) return "0";
+  double a = std::fabs(v);
+  if (a >= 1e6 || step < 1e-4) return fmt::format("{:.3g}", v);
+  int d = std::max(0, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
+  double scaled = step * std::pow(10.0, d);
+  if (std::fabs(scaled - std::round(scaled)) > 1e-6) ++d;
+  return fmt::format("{:.{}f}", v, std::min(d, 8));
+}
+
+std::string svg_line_chart(const LineChart& c) {
+  const double W = 640, H = 280, L = 62, R = 16, T = 14 + 16.0 * std::ceil(c.series.size() / 3.0), B = 44;
+  size_t n = 0;
+  for (const auto& s : c.series) n = std::max(n, s.y.size());
+  std::vector<double> all;
+  for (const auto& s : c.series)
+    for (double v : s.y)
+      if (std::isfinite(v) && (!c.log_y || v > 0)) all.push_back(c.log_y ? std::log10(v) : v);
+  double lo, hi;
+  finite_range(all, lo, hi);
+  if (!std::isnan(c.y_min)) lo = c.log_y ? std::log10(c.y_min) : c.y_min;
+  if (!std::isnan(c.y_max)) hi = c.log_y ? std::log10(c.y_max) : c.y_max;
+  if (!(hi > lo)) {
+    hi = lo + (lo == 0 ? 1 : std::fabs(lo) * 0.1);
+    lo = lo - (hi - lo);
+  } else if (std::isnan(c.y_min) && std::isnan(c.y_max) && !c.log_y) {
+    double pad = (hi - lo) * 0.05;
+    hi += pad;
+    if (lo != 0) lo -= pad;
+  }
+  double pw = W - L - R, ph = H - T - B;
+  auto X = [&](size_t i) { return L + (n <= 1 ? pw / 2 : pw * static_cast<double>(i) / static_cast<double>(n - 1)); };
+  auto Y = [&](double v) { return T + ph * (1 - (v - lo) / (hi - lo)); };
+  std::string s = fmt::format(
+      "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\">",
+      W, H, esc(c.y_label));
+  // Grid and y ticks.
+  std::vector<double> ticks;
+  if (c.log_y) {
+    for (double e = std::ceil(lo); e <= std::floor(hi) + 1e-9; e += std::max(1.0, std::floor((hi - lo) / 6))) ticks.push_back(e);
+    if (ticks.size() < 2) ticks = nice_ticks(lo, hi, 4);
+  } else {
+    ticks = nice_ticks(lo, hi, 5);
+  }
+  for (double t : ticks) {
+    double y = Y(t);
+    s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" class=\"grid\"/>", co(L), co(W - R), co(y), co(y));
+    double step = ticks.size() > 1 ? ticks[1] - ticks[0] : std::fabs(t) + 1;
+    std::string lab = c.log_y ? (std::fabs(t - std::round(t)) < 1e-9 ? fmt::format("1e{}", static_cast<int>(std::round(t)))
+                                                                      : num(std::pow(10, t)))
+                              : tick_label(t, step);
+    s += fmt::format("<text class=\"lab\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", co(L - 5), co(y + 4), esc(lab));
+  }
+  // x ticks.
+  size_t every = std::max<size_t>(1, n / 10);
+  for (size_t i = 0; i < n; i += every) {
+    std::string lab = i < c.x_labels.size() ? c.x_labels[i] : num(c.x0 + static_cast<double>(i));
+    s += fmt::format("<text class=\"lab\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>", co(X(i)), co(H - B + 16),
+                     esc(clip(lab, 8)));
+  }
+  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" class=\"frame\"/>", co(L), co(T), co(pw), co(ph));
+  if (!c.x_label.empty())
+    s += fmt::format("<text class=\"axis\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>", co(L + pw / 2), co(H - 6),
+                     esc(c.x_label));
+  if (!c.y_label.empty())
+    s += fmt::format("<text class=\"axis\" transform=\"rotate(-90 13 {})\" x=\"13\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+                     co(T + ph / 2), co(T + ph / 2), esc(clip(c.y_label, 40)));
+  // Series.
+  for (size_t k = 0; k < c.series.size(); ++k) {
+    const auto& se = c.series[k];
+    const char* col = kPalette[k % 10];
+    std::string d;
+    bool pen = false;
+    for (size_t i = 0; i < se.y.size(); ++i) {
+      double v = se.y[i];
+      bool ok = std::isfinite(v) && (!c.log_y || v > 0);
+      if (!ok) {
+        pen = false;
+        continue;
+      }
+      double yv = c.log_y ? std::log10(v) : v;
+      d += fmt::format("{}{} {} ", pen ? "L" : "M", co(X(i)), co(Y(std::clamp(yv, lo, hi))));
+      pen = true;
+    }
+    if (!d.empty()) s += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\"/>", d, col);
+    if (c.points && se.y.size() <= 120)
+      for (size_t i = 0; i < se.y.size(); ++i) {
+        double v = se.y[i];
+        if (!std::isfinite(v) || (c.log_y && v <= 0)) continue;
+        double yv = c.log_y ? std::log10(v) : v;
+        std::string xl = i < c.x_labels.size() ? c.x_labels[i] : num(c.x0 + static_cast<double>(i));
+        s += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"><title>{}</title></circle>", co(X(i)),
+                         co(Y(std::clamp(yv, lo, hi))), col,
+                         esc(se.name + " @ " + (c.x_label.empty() ? "x" : c.x_label) + " " + xl + ": " + num(v)));
+      }
+    // Legend (three per row).
+    double lx = L + static_cast<double>(k % 3) * (pw / 3), ly = 12 + 16.0 * static_cast<double>(k / 3);
+    s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"3\"/>", co(lx), co(lx + 16),
+                     co(ly - 4), co(ly - 4), col);
+    s += fmt::format("<text class=\"lab\" x=\"{}\" y=\"{}\">{}</text>", co(lx + 20), co(ly), esc(clip(se.name, 30)));
+  }
+  s += "</svg>";
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// HTML blocks
+
+std::string figure(const std::string& title, const std::string& body, const std::string& caption = "", bool scroll = true) {
+  std::string s = "<figure>";
+  if (!title.empty()) s += "<figcaption class=\"ftitle\">" + esc(title) + "</figcaption>";
+  s += scroll ? "<div class=\"scroll\">" + body + "</div>" : body;
+  if (!caption.empty()) s += "<p class=\"note\">" + esc(caption) + "</p>";
+  return s + "</figure>";
+}
+
+std::string tok_html(const std::string& t) {
+  return "<code class=\"tok\" title=\"" + esc(t) + "\">" + esc(visible(t)) + "</code>";
+}
+
+std::string value_html(const json& v, bool token_like = false) {
+  if (v.is_string()) return token_like ? tok_html(v.get<std::string>()) : esc(v.get<std::string>());
+  if (v.is_number()) return "<span class=\"num\">" + esc(num(v.get<double>())) + "</span>";
+  if (v.is_null()) return "<span class=\"null\">—</span>";
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_array() && v.size() <= 32 &&
+      std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_primitive(); })) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + value_html(v[i], token_like);
+    return s + "]";
+  }
+  std::string d = v.dump(1, ' ', false, json::error_handler_t::replace);
+  if (d.size() > 20000) d = d.substr(0, 20000) + "\n…";
+  return "<details><summary>" + esc(v.is_array() ? fmt::format("{} items", v.size()) : fmt::format("{} keys", v.size())) +
+         "</summary><pre>" + esc(d) + "</pre></details>";
+}
+
+std::string kv_list(const json& obj, const std::set<std::string>& skip = {}) {
+  if (!obj.is_object() || obj.empty()) return "";
+  std::string s = "<dl class=\"kv\">";
+  size_t n = 0;
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (skip.count(it.key())) continue;
+    bool tokish = it.key().find("token") != std::string::npos;
+    s += "<dt>" + esc(pretty_name(it.key())) + "</dt><dd>" + value_html(it.value(), tokish) + "</dd>";
+    ++n;
+  }
+  return n ? s + "</dl>" : "";
+}
+
+std::string token_strip(const std::vector<std::string>& toks, const std::string& title) {
+  std::string s = "<div class=\"tokens\"><span class=\"ttl\">" + esc(title) + "</span>";
+  for (size_t i = 0; i < toks.size(); ++i)
+    s += fmt::format("<span class=\"ti\"><sub>{}</sub>{}</span>", i, tok_html(toks[i]));
+  return s + "</div>";
+}
+
+struct Section {
+  const Result& r;
+  const ReportOptions& opts;
+  std::string html;
+  std::set<std::string> used_arrays, used_tables;
+  std::vector<std::string> tokens;  ///< input token strings, when the result has them
+  std::string uid;                  ///< unique id prefix of this section
+
+  const NdArray* array(std::initializer_list<const char*> names) {
+    for (const char* n : names) {
+      auto it = r.arrays.find(n);
+      if (it != r.arrays.end()) return &it->second;
+    }
+    return nullptr;
+  }
+  const Table* table(std::initializer_list<const char*> names) const {
+    for (const char* n : names)
+      for (const auto& t : r.tables)
+        if (t.name == n) return &t;
+    return nullptr;
+  }
+  void use(const NdArray* a) {
+    for (const auto& [n, x] : r.arrays)
+      if (&x == a) used_arrays.insert(n);
+  }
+};
+
+int column_index(const Table& t, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    for (size_t c = 0; c < t.columns.size(); ++c)
+      if (t.columns[c] == n) return static_cast<int>(c);
+  return -1;
+}
+
+// A sortable HTML table (first max_rows rows).
+std::string html_table(const Table& t, size_t max_rows, const std::string& file_hint) {
+  std::string s = std::string("<div class=\"scroll") + (t.rows.size() > 24 ? " tall" : "") + "\"><table class=\"data sortable\"><thead><tr>";
+  for (const auto& c : t.columns) s += "<th title=\"sort\">" + esc(c) + "</th>";
+  s += "</tr></thead><tbody>";
+  std::vector<bool> tokcol;
+  for (const auto& c : t.columns) tokcol.push_back(is_token_column(c));
+  size_t shown = std::min(max_rows, t.rows.size());
+  for (size_t i = 0; i < shown; ++i) {
+    s += "<tr>";
+    for (size_t c = 0; c < t.rows[i].size(); ++c) {
+      const json& v = t.rows[i][c];
+      if (v.is_number())
+        s += fmt::format("<td class=\"num\" data-v=\"{}\">{}</td>", esc(v.dump()), esc(num(v.get<double>())));
+      else if (v.is_string() && c < tokcol.size() && tokcol[c])
+        s += "<td>" + tok_html(v.get<std::string>()) + "</td>";
+      else
+        s += "<td>" + esc(cell_string(v)) + "</td>";
+    }
+    s += "</tr>";
+  }
+  s += "</tbody></table></div>";
+  if (shown < t.rows.size())
+    s += "<p class=\"note\">" + esc(fmt::format("Showing {} of {} rows; all of them are in {}.", shown, t.rows.size(), file_hint)) + "</p>";
+  return s;
+}
+
+// Tables with key columns (layer+head, layer+neuron, query, component, ...) as one card per key.
+bool grouped_cards(Section& sec, const Table& t) {
+  static const std::vector<std::vector<const char*>> keysets = {
+      {"layer", "head", "kind"}, {"layer", "head"}, {"layer", "neuron", "vector"}, {"layer", "neuron"},
+      {"layer", "position"},     {"query"},         {"component", "sign"},         {"component"},
+      {"direction"},             {"neuron"},        {"head"},                      {"source", "source_token"},   {"source"}};
+  std::vector<int> key;
+  for (const auto& ks : keysets) {
+    std::vector<int> idx;
+    for (const char* k : ks) {
+      int c = column_index(t, {k});
+      if (c < 0) break;
+      idx.push_back(c);
+    }
+    if (idx.size() == ks.size()) {
+      key = idx;
+      break;
+    }
+  }
+  if (key.empty() || key.size() >= t.columns.size()) return false;
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<size_t>> groups;
+  std::map<std::string, std::string> titles;
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    std::string k, title;
+    for (int c : key) {
+      k += cell_string(t.rows[i][static_cast<size_t>(c)]) + "\x1f";
+      title += (title.empty() ? "" : " · ") + t.columns[static_cast<size_t>(c)] + " " + cell_string(t.rows[i][static_cast<size_t>(c)]);
+    }
+    if (!groups.count(k)) {
+      order.push_back(k);
+      titles[k] = title;
+    }
+    groups[k].push_back(i);
+  }
+  if (order.size() < 2 || order.size() > 400) return false;
+  size_t max_per = 0;
+  for (auto& [k, v] : groups) max_per = std::max(max_per, v.size());
+  if (max_per < 2) return false;  // one row per key: a plain table reads better
+  const size_t max_cards = 96, max_rows = 16;
+  // Columns shown in a card: not the key, and not numeric ids when the table has token strings.
+  bool has_tokens = false;
+  for (const auto& c : t.columns) has_tokens = has_tokens || is_token_column(c);
+  std::vector<bool> show(t.columns.size(), true);
+  for (size_t c = 0; c < t.columns.size(); ++c) {
+    const std::string& n = t.columns[c];
+    bool id = n == "id" || n == "row" || (n.size() > 3 && n.compare(n.size() - 3, 3, "_id") == 0);
+    if (std::find(key.begin(), key.end(), static_cast<int>(c)) != key.end() || (has_tokens && id)) show[c] = false;
+  }
+  std::string s = "<div class=\"cards\">";
+  for (size_t gi = 0; gi < std::min(max_cards, order.size()); ++gi) {
+    const auto& k = order[gi];
+    s += "<div class=\"card\"><div class=\"ctitle\">" + esc(titles[k]) + "</div><table class=\"mini\"><tr>";
+    for (size_t c = 0; c < t.columns.size(); ++c)
+      if (show[c]) s += "<th>" + esc(t.columns[c]) + "</th>";
+    s += "</tr>";
+    const auto& rows = groups[k];
+    for (size_t ri = 0; ri < std::min(max_rows, rows.size()); ++ri) {
+      size_t i = rows[ri];
+      s += "<tr>";
+      for (size_t c = 0; c < t.columns.size(); ++c) {
+        if (!show[c]) continue;
+        const json& v = t.rows[i][c];
+        if (v.is_string() && is_token_column(t.columns[c])) s += "<td>" + tok_html(v.get<std::string>()) + "</td>";
+        else if (v.is_number()) s += "<td class=\"num\">" + esc(num(v.get<double>())) + "</td>";
+        else s += "<td>" + esc(cell_string(v)) + "</td>";
+      }
+      s += "</tr>";
+    }
+    s += "</table>";
+    if (rows.size() > max_rows) s += "<p class=\"note\">" + esc(fmt::format("+ {} more rows", rows.size() - max_rows)) + "</p>";
+    s += "</div>";
+  }
+  s += "</div>";
+  if (order.size() > max_cards)
+    s += "<p class=\"note\">" + esc(fmt::format("Showing {} of {} groups; all rows are in {}.{}.csv.", max_cards, order.size(), sec.r.kind, t.name)) + "</p>";
+  sec.html += "<h3>" + esc(pretty_name(t.name)) + "</h3>" + s;
+  return true;
+}
+
+void render_table(Section& sec, const Table& t) {
+  sec.used_tables.insert(t.name);
+  if (t.rows.empty()) {
+    sec.html += "<h3>" + esc(pretty_name(t.name)) + "</h3><p class=\"note\">(empty table)</p>";
+    return;
+  }
+  if (grouped_cards(sec, t)) return;
+  sec.html += "<h3>" + esc(pretty_name(t.name)) + "</h3>" + html_table(t, sec.opts.max_table_rows, sec.r.kind + "." + t.name + ".csv");
+}
+
+// Heatmap of any 2-D array, with token labels when a side matches the input length.
+std::string array_heatmap(Section& sec, const std::string& name, const Grid& full, Cmap cmap, const std::string& label,
+                          std::vector<std::string> row_labels = {}, std::vector<std::string> col_labels = {},
+                          double vmin = kNaN, double vmax = kNaN, const std::string& row_axis = "",
+                          const std::string& col_axis = "") {
+  Grid g = downsample(full, 96, 128);
+  Heatmap h;
+  h.grid = &g;
+  h.cmap = cmap;
+  h.value_label = label;
+  h.vmin = vmin;
+  h.vmax = vmax;
+  h.row_axis = row_axis;
+  h.col_axis = col_axis;
+  if (row_labels.empty() && !sec.tokens.empty() && full.rows == static_cast<int64_t>(sec.tokens.size())) row_labels = sec.tokens;
+  if (col_labels.empty() && !sec.tokens.empty() && full.cols == static_cast<int64_t>(sec.tokens.size())) col_labels = sec.tokens;
+  h.row_labels = row_labels;
+  h.col_labels = col_labels;
+  int cw = g.cols <= 16 ? 40 : g.cols <= 48 ? 16 : 8;
+  int ch = g.rows <= 16 ? 24 : g.rows <= 32 ? 16 : g.rows <= 64 ? 10 : 7;
+  if (!col_labels.empty() && g.col_step == 1 && g.cols <= 32) cw = 44;
+  h.cell_w = cw;
+  h.cell_h = ch;
+  std::string caption;
+  if (g.row_step > 1 || g.col_step > 1)
+    caption = fmt::format("{}×{} shown as {}×{} block means ({}×{} blocks); the full array is {}.{}.npy.", full.rows,
+                          full.cols, g.rows, g.cols, g.row_step, g.col_step, sec.r.kind, name);
+  return figure(pretty_name(name) + fmt::format(" [{}×{}]", full.rows, full.cols), svg_heatmap(h), caption);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Per-kind renderers
+
+std::vector<std::string> layer_labels(const Result& r, int64_t n) {
+  std::vector<std::string> labels;
+  for (const json* j : {find_key(r.summary, {"layer_labels"}), find_key(r.summary, {"layers"}), find_key(r.settings, {"layers"})}) {
+    if (!j || !j->is_array()) continue;
+    labels.clear();
+    for (const auto& e : *j) {
+      if (e.is_string()) labels.push_back(e.get<std::string>());
+      else if (e.is_number()) labels.push_back(num(e.get<double>()));
+      else if (e.is_object()) {
+        const json* l = find_key(e, {"label", "hook", "name", "layer"});
+        labels.push_back(l ? cell_string(*l) : std::to_string(labels.size()));
+      }
+    }
+    if (static_cast<int64_t>(labels.size()) == n) return labels;
+  }
+  // A per-layer table's "layer" column.
+  for (const auto& t : r.tables) {
+    int c = -1;
+    for (size_t i = 0; i < t.columns.size(); ++i)
+      if (t.columns[i] == "layer") c = static_cast<int>(i);
+    if (c >= 0 && static_cast<int64_t>(t.rows.size()) == n) {
+      labels.clear();
+      for (const auto& row : t.rows) labels.push_back(cell_string(row[static_cast<size_t>(c)]));
+      return labels;
+    }
+  }
+  labels.clear();
+  for (int64_t i = 0; i < n; ++i) labels.push_back(std::to_string(i));
+  return labels;
+}
+
+// Top-k lists per (layer, position) from a table with layer, position, rank, token (and prob/logit).
+struct TopK {
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<std::string, double>>> cells;  ///< ordered by rank
+  bool empty() const { return cells.empty(); }
+};
+
+TopK topk_from_table(const Table& t, const std::vector<std::string>& layer_names, const std::vector<int64_t>& positions = {}) {
+  TopK out;
+  int cl = column_index(t, {"layer_index", "layer", "lens_layer"}), cp = column_index(t, {"position", "pos", "t"});
+  int cr = column_index(t, {"rank"}), ct = column_index(t, {"token", "token_str", "text", "top_token"});
+  int cv = column_index(t, {"prob", "probability", "p", "logit", "score"});
+  if (cl < 0 || cp < 0 || ct < 0) return out;
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<double, std::pair<std::string, double>>>> tmp;
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const auto& row = t.rows[i];
+    const json& lj = row[static_cast<size_t>(cl)];
+    int64_t li = -1;
+    std::string ls = cell_string(lj);
+    auto lit = std::find(layer_names.begin(), layer_names.end(), ls);
+    if (lit != layer_names.end()) li = lit - layer_names.begin();
+    else if (lj.is_number_integer() && lj.get<int64_t>() >= 0 && lj.get<int64_t>() < static_cast<int64_t>(layer_names.size()))
+      li = lj.get<int64_t>();
+    const json& pj = row[static_cast<size_t>(cp)];
+    if (li < 0 || !pj.is_number()) continue;
+    int64_t col = pj.get<int64_t>();
+    if (!positions.empty()) {
+      auto it = std::find(positions.begin(), positions.end(), col);
+      if (it == positions.end()) continue;
+      col = it - positions.begin();
+    }
+    double rank = cr >= 0 && row[static_cast<size_t>(cr)].is_number() ? row[static_cast<size_t>(cr)].get<double>() : static_cast<double>(i);
+    double val = cv >= 0 && row[static_cast<size_t>(cv)].is_number() ? row[static_cast<size_t>(cv)].get<double>() : kNaN;
+    tmp[{li, col}].push_back({rank, {cell_string(row[static_cast<size_t>(ct)]), val}});
+  }
+  for (auto& [k, v] : tmp) {
+    std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& e : v) out.cells[k].push_back(e.second);
+  }
+  return out;
+}
+
+// A [L][T] grid of strings from the summary (e.g. the top-1 token at every layer and position).
+std::vector<std::vector<std::string>> string_grid(const Result& r, std::initializer_list<const char*> keys) {
+  std::vector<std::vector<std::string>> g;
+  const json* j = find_key(r.summary, keys);
+  if (j && j->is_object()) j = find_key(*j, {"tokens", "strings", "text"});
+  if (!j || !j->is_array()) return g;
+  for (const auto& row : *j) {
+    auto v = string_list(&row);
+    if (v.empty() && !(row.is_array() && row.empty())) return {};
+    g.push_back(std::move(v));
+  }
+  return g;
+}
+
+void curves_per_layer(Section& sec, const std::vector<std::pair<std::string, const NdArray*>>& metrics,
+                      const std::vector<std::string>& layers) {
+  std::string figs;
+  for (const auto& [name, a] : metrics) {
+    Grid g;
+    LineChart c;
+    c.x_labels = layers;
+    c.x_label = "layer";
+    c.y_label = pretty_name(name);
+    bool sentinel = a->dtype.size() == 3 && (a->dtype[1] == 'i');  // -1 marks "no target" in integer arrays
+    if (as_grid(*a, g)) {
+      if (sentinel)
+        for (auto& x : g.v)
+          if (x < 0) x = kNaN;
+      Series mean{"mean over positions", {}}, last{"last position", {}};
+      for (int64_t i = 0; i < g.rows; ++i) {
+        double s = 0;
+        int64_t n = 0;
+        for (int64_t j = 0; j < g.cols; ++j)
+          if (std::isfinite(g.at(i, j))) {
+            s += g.at(i, j);
+            ++n;
+          }
+        mean.y.push_back(n ? s / static_cast<double>(n) : kNaN);
+        // The last position with a value (the last one has no next-token target for some metrics).
+        double lv = kNaN;
+        for (int64_t j = g.cols - 1; j >= 0; --j)
+          if (std::isfinite(g.at(i, j))) {
+            lv = g.at(i, j);
+            break;
+          }
+        last.y.push_back(lv);
+      }
+      c.series = {mean, last};
+    } else if (squeezed_shape(*a).size() <= 1) {
+      std::vector<double> v = as_vector(*a);
+      if (sentinel)
+        for (auto& x : v)
+          if (x < 0) x = kNaN;
+      c.series = {{pretty_name(name), v}};
+    } else {
+      continue;
+    }
+    figs += "<div class=\"chartbox\">" + figure(pretty_name(name) + " per layer", svg_line_chart(c), "", false) + "</div>";
+  }
+  if (!figs.empty()) sec.html += "<h3>Per-layer curves</h3><div class=\"charts\">" + figs + "</div>";
+}
+
+void render_logit_lens(Section& sec) {
+  const Result& r = sec.r;
+  // Probability of the top-1 token: "top1_prob" [L, T] or slice 0 of "top_probs" [L, T, k].
+  Grid prob, ent;
+  bool have_prob = false, have_ent = false;
+  if (const NdArray* a = sec.array({"top1_prob", "top1_probs", "max_prob"})) have_prob = as_grid(*a, prob);
+  if (!have_prob)
+    if (const NdArray* a = sec.array({"top_probs", "topk_probs", "top_k_probs"})) have_prob = as_grid(*a, prob, 0);
+  if (const NdArray* a = sec.array({"entropy", "entropies"})) {
+    have_ent = as_grid(*a, ent);
+    if (have_ent) sec.use(a);
+  }
+  if (!have_prob && !have_ent) return;  // generic rendering shows whatever there is
+  int64_t L = have_prob ? prob.rows : ent.rows, T = have_prob ? prob.cols : ent.cols;
+  std::vector<std::string> layers = layer_labels(r, L);
+  const Table* tk = sec.table({"top_k", "topk", "top_tokens"});
+  TopK topk = tk ? topk_from_table(*tk, layers) : TopK{};
+  auto top1 = string_grid(r, {"top1_tokens", "top1", "top_1", "top1_grid", "grid"});
+  bool grid_ok = static_cast<int64_t>(top1.size()) == L &&
+                 std::all_of(top1.begin(), top1.end(), [&](const auto& row) { return static_cast<int64_t>(row.size()) == T; });
+  auto cell_text = [&](int64_t i, int64_t j) -> std::string {
+    if (grid_ok) return top1[static_cast<size_t>(i)][static_cast<size_t>(j)];
+    auto it = topk.cells.find({i, j});
+    return it != topk.cells.end() && !it->second.empty() ? it->second[0].first : "";
+  };
+  const NdArray* target_prob = sec.array({"target_prob"});
+  Grid tgt;
+  bool have_tgt = target_prob && as_grid(*target_prob, tgt) && tgt.rows == L && tgt.cols == T;
+  auto tooltip = [&](int64_t i, int64_t j) {
+    std::string s = "layer " + layers[static_cast<size_t>(i)] + ", position " + std::to_string(j);
+    if (j < static_cast<int64_t>(sec.tokens.size())) s += " (input " + visible(sec.tokens[static_cast<size_t>(j)]) + ")";
+    if (j + 1 < static_cast<int64_t>(sec.tokens.size())) s += ", next " + visible(sec.tokens[static_cast<size_t>(j + 1)]);
+    if (have_prob) s += "\ntop-1 probability " + num(prob.at(i, j));
+    if (have_ent) s += "\nentropy " + num(ent.at(i, j)) + " nats";
+    if (have_tgt && std::isfinite(tgt.at(i, j))) s += "\ntarget probability " + num(tgt.at(i, j));
+    auto it = topk.cells.find({i, j});
+    if (it != topk.cells.end()) {
+      s += "\ntop-" + std::to_string(it->second.size()) + ":";
+      size_t rank = 1;
+      for (const auto& [tok, p] : it->second) s += "\n " + std::to_string(rank++) + ". " + visible(tok) + "  " + num(p);
+    } else {
+      std::string t = cell_text(i, j);
+      if (!t.empty()) s += "\ntop-1: " + visible(t);
+    }
+    return s;
+  };
+  std::vector<std::string> cols = sec.tokens;
+  if (static_cast<int64_t>(cols.size()) != T) cols.clear();
+  bool small = L * T <= 6000;
+  auto make = [&](const Grid& g, Cmap cm, const std::string& label, double lo, double hi) {
+    Heatmap h;
+    h.grid = &g;
+    h.row_labels = layers;
+    h.col_labels = cols;
+    h.cmap = cm;
+    h.vmin = lo;
+    h.vmax = hi;
+    h.value_label = label;
+    h.cell_w = small ? 58 : 12;
+    h.cell_h = small ? 22 : 10;
+    if (small) h.cell_text = cell_text;
+    h.tooltip = tooltip;
+    h.row_axis = "layer";
+    h.col_axis = "position (input token)";
+    return svg_heatmap(h);
+  };
+  std::string note = "Cell text: the top-1 token at that layer and position (␣ is a space). Hover a cell for the top-k list.";
+  if (have_prob && have_ent) {
+    // A CSS-only switch between the two colourings (no script needed).
+    std::string id = sec.uid + "-lens";
+    sec.html += "<div class=\"switch\">";
+    sec.html += fmt::format("<input type=\"radio\" name=\"{0}\" id=\"{0}-p\" checked><label for=\"{0}-p\">colour: top-1 probability</label>", id);
+    sec.html += fmt::format("<input type=\"radio\" name=\"{0}\" id=\"{0}-e\"><label for=\"{0}-e\">colour: entropy</label>", id);
+    sec.html += "<div class=\"pane pane1\">" + figure("Logit lens: top-1 token and its probability", make(prob, Cmap::Viridis, "top-1 probability", 0, 1), note) + "</div>";
+    double lo, hi;
+    finite_range(ent.v, lo, hi);
+    sec.html += "<div class=\"pane pane2\">" + figure("Logit lens: entropy (nats)", make(ent, Cmap::Magma, "entropy (nats)", 0, std::max(hi, 1e-6)), note) + "</div>";
+    sec.html += "</div>";
+  } else if (have_prob) {
+    sec.html += figure("Logit lens: top-1 token and its probability", make(prob, Cmap::Viridis, "top-1 probability", 0, 1), note);
+  } else {
+    double lo, hi;
+    finite_range(ent.v, lo, hi);
+    sec.html += figure("Logit lens: entropy (nats)", make(ent, Cmap::Magma, "entropy (nats)", 0, std::max(hi, 1e-6)), note);
+  }
+  if (const NdArray* a = sec.array({"top1_prob", "top1_probs", "max_prob"})) sec.use(a);
+  if (tk) sec.used_tables.insert(tk->name);
+  // Per-layer curves of every [L, T] or [L] metric.
+  std::vector<std::pair<std::string, const NdArray*>> metrics;
+  for (const auto& [name, a] : r.arrays) {
+    if (a.dtype == "|b1") continue;
+    auto s = squeezed_shape(a);
+    bool per_layer_pos = s.size() == 2 && s[0] == L && s[1] == T;
+    bool per_layer = s.size() == 1 && s[0] == L && L != T;
+    if (name == "top_ids" || name == "top1_id" || name == "top1_ids" || name == "tokens" || name == "targets" ||
+        name == "target_rank_raw")
+      continue;
+    if (per_layer_pos || per_layer) {
+      metrics.push_back({name, &a});
+      sec.used_arrays.insert(name);
+    }
+  }
+  // The top-1 probability as a curve too, when it only exists as a slice of top_probs.
+  Grid p1 = prob;
+  NdArray p1arr;
+  if (have_prob && !sec.array({"top1_prob", "top1_probs", "max_prob"})) {
+    std::vector<float> f(p1.v.begin(), p1.v.end());
+    p1arr = NdArray::f32({p1.rows, p1.cols}, f.data());
+    metrics.insert(metrics.begin(), {"top1_prob", &p1arr});
+    if (const NdArray* a = sec.array({"top_probs", "topk_probs", "top_k_probs"})) sec.use(a);
+  }
+  for (const char* n : {"top_ids", "tokens", "targets"})
+    if (r.arrays.count(n)) sec.used_arrays.insert(n);
+  curves_per_layer(sec, metrics, layers);
+}
+
+void render_spectrum(Section& sec) {
+  const Result& r = sec.r;
+  const NdArray* sv = sec.array({"all_singular_values", "singular_values", "eigenvalues", "spectrum", "values"});
+  std::string figs;
+  if (sv && squeezed_shape(*sv).size() == 1) {
+    LineChart c;
+    c.series.push_back({"singular values", as_vector(*sv)});
+    if (const NdArray* ev = sec.array({"covariance_eigenvalues"}))
+      if (squeezed_shape(*ev).size() == 1) {
+        std::vector<double> v = as_vector(*ev);
+        for (auto& x : v) x = x > 0 ? std::sqrt(x) : kNaN;
+        c.series.push_back({"√ covariance eigenvalues (centred)", v});
+        sec.use(ev);
+      }
+    c.log_y = true;
+    c.x0 = 1;
+    c.x_label = "index";
+    c.y_label = "value (log scale)";
+    c.points = sv->numel() <= 64;
+    figs += "<div class=\"chartbox\">" + figure("Singular value spectrum", svg_line_chart(c), "", false) + "</div>";
+    sec.use(sv);
+    if (const NdArray* k = sec.array({"singular_values"})) sec.use(k);
+  }
+  const NdArray* evr = sec.array({"explained_variance_ratio", "explained_variance", "energy_ratio"});
+  if (evr && squeezed_shape(*evr).size() == 1) {
+    std::vector<double> v = as_vector(*evr), cum;
+    double s = 0;
+    for (double x : v) cum.push_back(s += std::isfinite(x) ? x : 0);
+    LineChart c;
+    c.series = {{"explained variance ratio", v}, {"cumulative", cum}};
+    c.x0 = 1;
+    c.x_label = "component";
+    c.y_label = "fraction of variance";
+    c.y_min = 0;
+    c.y_max = 1;
+    c.points = v.size() <= 64;
+    figs += "<div class=\"chartbox\">" + figure("Explained variance", svg_line_chart(c), "", false) + "</div>";
+    sec.use(evr);
+    if (const NdArray* e = sec.array({"energy_ratio"})) {
+      if (e != evr && squeezed_shape(*e).size() == 1) {
+        std::vector<double> ev = as_vector(*e), ecum;
+        double t = 0;
+        for (double x : ev) ecum.push_back(t += std::isfinite(x) ? x : 0);
+        LineChart d;
+        d.series = {{"σ² / ‖M‖²", ev}, {"cumulative", ecum}};
+        d.x0 = 1;
+        d.x_label = "singular direction";
+        d.y_label = "fraction of energy";
+        d.y_min = 0;
+        d.y_max = 1;
+        figs += "<div class=\"chartbox\">" + figure("Energy of the top singular directions (uncentred)", svg_line_chart(d), "", false) + "</div>";
+        sec.use(e);
+      }
+    }
+  }
+  if (const NdArray* rn = sec.array({"row_norms", "norms"})) {
+    if (squeezed_shape(*rn).size() == 1 && rn->numel() > 1) {
+      // Sorted norms: a distribution curve that stays readable for 50k tokens.
+      std::vector<double> v = as_vector(*rn);
+      std::sort(v.begin(), v.end());
+      std::vector<double> sampled;
+      size_t n = v.size(), m = std::min<size_t>(n, 400);
+      for (size_t i = 0; i < m; ++i) sampled.push_back(v[i * (n - 1) / std::max<size_t>(1, m - 1)]);
+      LineChart c;
+      c.series = {{"row norm (sorted)", sampled}};
+      c.x_label = "quantile (" + std::to_string(m) + " samples of " + std::to_string(n) + " rows)";
+      c.y_label = "Euclidean norm";
+      c.points = false;
+      for (size_t i = 0; i < m; ++i) c.x_labels.push_back(num(std::round(100.0 * i / std::max<size_t>(1, m - 1))) + "%");
+      figs += "<div class=\"chartbox\">" + figure("Row norms", svg_line_chart(c), "", false) + "</div>";
+      sec.use(rn);
+    }
+  }
+  if (!figs.empty()) sec.html += "<div class=\"charts\">" + figs + "</div>";
+  // Direction vectors are big and not worth a heatmap by default.
+  for (const char* n : {"right_vectors", "left_vectors", "mean_row"})
+    if (r.arrays.count(n)) sec.used_arrays.insert(n);
+}
+
+// Hidden states projected into vocabulary space ("projection"): layer x position heatmap of the top-1
+// score with the top-1 token as cell text, like the logit lens.
+void render_projection(Section& sec) {
+  const Result& r = sec.r;
+  const NdArray* sc = sec.array({"scores", "top_scores"});
+  Grid top;
+  if (!sc || !as_grid(*sc, top, 0)) return;
+  const int64_t L = top.rows, P = top.cols;
+  std::vector<std::string> layers = layer_labels(r, L);
+  std::vector<int64_t> positions;
+  if (const json* pj = find_key(r.settings, {"positions"}); pj && pj->is_array() && static_cast<int64_t>(pj->size()) == P)
+    for (const auto& e : *pj)
+      if (e.is_number_integer()) positions.push_back(e.get<int64_t>());
+  if (static_cast<int64_t>(positions.size()) != P) positions.clear();
+  std::vector<std::string> cols;
+  for (int64_t p = 0; p < P; ++p) {
+    int64_t at = positions.empty() ? p : positions[static_cast<size_t>(p)];
+    if (at >= 0 && at < static_cast<int64_t>(sec.tokens.size())) cols.push_back(sec.tokens[static_cast<size_t>(at)]);
+  }
+  if (static_cast<int64_t>(cols.size()) != P) cols.clear();
+  const Table* tk = sec.table({"top_k"});
+  TopK topk = tk ? topk_from_table(*tk, layers, positions) : TopK{};
+  auto cell_text = [&](int64_t i, int64_t j) -> std::string {
+    auto it = topk.cells.find({i, j});
+    return it != topk.cells.end() && !it->second.empty() ? it->second[0].first : "";
+  };
+  auto tooltip = [&](int64_t i, int64_t j) {
+    std::string s = "layer " + layers[static_cast<size_t>(i)] + ", position " +
+                    std::to_string(positions.empty() ? j : positions[static_cast<size_t>(j)]);
+    if (!cols.empty()) s += " (input " + visible(cols[static_cast<size_t>(j)]) + ")";
+    s += "\ntop-1 score " + num(top.at(i, j));
+    auto it = topk.cells.find({i, j});
+    if (it != topk.cells.end()) {
+      s += "\ntop-" + std::to_string(it->second.size()) + ":";
+      size_t rank = 1;
+      for (const auto& [tok, v] : it->second) s += "\n " + std::to_string(rank++) + ". " + visible(tok) + "  " + num(v);
+    }
+    return s;
+  };
+  bool small = L * P <= 6000;
+  Heatmap h;
+  h.grid = &top;
+  h.row_labels = layers;
+  h.col_labels = cols;
+  h.cmap = Cmap::Viridis;
+  h.value_label = "top-1 score";
+  h.cell_w = small ? 58 : 12;
+  h.cell_h = small ? 22 : 10;
+  if (small && !topk.empty()) h.cell_text = cell_text;
+  h.tooltip = tooltip;
+  h.row_axis = "layer";
+  h.col_axis = "position (input token)";
+  sec.html += figure("Top-1 token per layer and position", svg_heatmap(h),
+                     "Cell text: the highest-scoring token (␣ is a space). Hover a cell for the top-k list.");
+  sec.use(sc);
+  if (const NdArray* ids = sec.array({"token_ids"})) sec.use(ids);
+  if (tk && !topk.empty()) sec.used_tables.insert(tk->name);
+  if (const NdArray* nr = sec.array({"norms"})) {
+    Grid g;
+    if (as_grid(*nr, g) && g.rows == L && g.cols == P) {
+      sec.html += array_heatmap(sec, "norms", g, Cmap::Viridis, "norm of the hidden state", layers, cols, kNaN, kNaN, "layer",
+                                "position");
+      sec.use(nr);
+    }
+  }
+}
+
+// Attention heads: per-circuit scores (circuits table) as layer x head heatmaps, one per circuit kind.
+void render_heads(Section& sec) {
+  const Table* c = sec.table({"circuits", "heads"});
+  if (!c) return;
+  int cl = column_index(*c, {"layer"}), ch = column_index(*c, {"head"}), ck = column_index(*c, {"kind", "circuit"});
+  if (cl < 0 || ch < 0) return;
+  std::set<int64_t> layer_set, head_set;
+  std::vector<std::string> kinds;
+  for (const auto& row : c->rows) {
+    if (!row[static_cast<size_t>(cl)].is_number_integer() || !row[static_cast<size_t>(ch)].is_number_integer()) return;
+    layer_set.insert(row[static_cast<size_t>(cl)].get<int64_t>());
+    head_set.insert(row[static_cast<size_t>(ch)].get<int64_t>());
+    std::string k = ck >= 0 ? cell_string(row[static_cast<size_t>(ck)]) : "";
+    if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
+  }
+  std::vector<int64_t> ls(layer_set.begin(), layer_set.end()), hs(head_set.begin(), head_set.end());
+  if (ls.empty() || hs.empty()) return;
+  std::vector<std::string> row_labels, col_labels;
+  for (auto l : ls) row_labels.push_back(std::to_string(l));
+  for (auto h : hs) col_labels.push_back(std::to_string(h));
+  std::string figs;
+  for (const char* metric : {"copying_score", "weight_copying_score", "score"}) {
+    int cm = column_index(*c, {metric});
+    if (cm < 0) continue;
+    for (const auto& kind : kinds) {
+      Grid g;
+      g.rows = static_cast<int64_t>(ls.size());
+      g.cols = static_cast<int64_t>(hs.size());
+      g.v.assign(static_cast<size_t>(g.rows * g.cols), kNaN);
+      bool any = false;
+      for (const auto& row : c->rows) {
+        if (ck >= 0 && cell_string(row[static_cast<size_t>(ck)]) != kind) continue;
+        const json& v = row[static_cast<size_t>(cm)];
+        if (!v.is_number()) continue;
+        int64_t i = std::lower_bound(ls.begin(), ls.end(), row[static_cast<size_t>(cl)].get<int64_t>()) - ls.begin();
+        int64_t j = std::lower_bound(hs.begin(), hs.end(), row[static_cast<size_t>(ch)].get<int64_t>()) - hs.begin();
+        g.v[static_cast<size_t>(i * g.cols + j)] = v.get<double>();
+        any = true;
+      }
+      if (!any) continue;
+      double lo, hi;
+      finite_range(g.v, lo, hi);
+      bool unit = lo >= -1 && hi <= 1;
+      Heatmap h;
+      h.grid = &g;
+      h.row_labels = row_labels;
+      h.col_labels = col_labels;
+      h.cmap = Cmap::Diverging;
+      h.vmin = unit ? -1 : kNaN;
+      h.vmax = unit ? 1 : kNaN;
+      h.value_label = pretty_name(metric);
+      h.cell_w = g.cols <= 24 ? 44 : 16;
+      h.cell_h = g.rows <= 24 ? 22 : 12;
+      h.row_axis = "layer";
+      h.col_axis = "head";
+      if (g.cols <= 24 && g.rows <= 24)
+        h.cell_text = [&g](int64_t i, int64_t j) { return std::isfinite(g.at(i, j)) ? fmt::format("{:.2f}", g.at(i, j)) : std::string(); };
+      std::string title = (kind.empty() ? "" : kind + " ") + pretty_name(metric) + " per head";
+      figs += "<div class=\"chartbox\">" + figure(title, svg_heatmap(h)) + "</div>";
+    }
+  }
+  if (!figs.empty()) sec.html += "<div class=\"charts\">" + figs + "</div>";
+  for (const char* n : {"circuit_index", "pair_ids", "pair_values", "per_token_ids", "per_token_values", "copying_score",
+                        "weight_copying_score"})
+    if (sec.r.arrays.count(n)) sec.used_arrays.insert(n);
+}
+
+void render_positions(Section& sec) {
+  for (const auto& [name, a] : sec.r.arrays) {
+    Grid g;
+    if (!as_grid(a, g) || g.rows != g.cols || g.rows < 2) continue;
+    bool cosine = name.find("cos") != std::string::npos || name.find("sim") != std::string::npos;
+    double lo, hi;
+    finite_range(g.v, lo, hi);
+    bool signed_ = lo < 0;
+    std::vector<std::string> labels;  // positions, not tokens
+    for (int64_t i = 0; i < g.rows; ++i) labels.push_back(std::to_string(i));
+    sec.html += array_heatmap(sec, name, g, signed_ || cosine ? Cmap::Diverging : Cmap::Viridis, pretty_name(name), labels,
+                              labels, cosine ? -1.0 : kNaN, cosine ? 1.0 : kNaN, "position", "position");
+    sec.used_arrays.insert(name);
+  }
+  render_spectrum(sec);
+  if (const NdArray* pc = sec.array({"pc_scores", "components"})) {
+    Grid g;
+    if (as_grid(*pc, g) && g.cols >= 1) {
+      LineChart c;
+      for (int64_t j = 0; j < std::min<int64_t>(6, g.cols); ++j) {
+        Series s{"PC " + std::to_string(j + 1), {}};
+        for (int64_t i = 0; i < g.rows; ++i) s.y.push_back(g.at(i, j));
+        c.series.push_back(s);
+      }
+      c.x_label = "position";
+      c.y_label = "score";
+      c.points = g.rows <= 64;
+      sec.html += "<div class=\"charts\"><div class=\"chartbox\">" +
+                  figure("Positions along the top principal components", svg_line_chart(c), "", false) + "</div></div>";
+      sec.use(pc);
+    }
+  }
+  if (const NdArray* off = sec.array({"cosine_by_offset"})) {
+    if (squeezed_shape(*off).size() == 1 && off->numel() > 1) {
+      LineChart c;
+      c.series = {{"mean cosine", as_vector(*off)}};
+      c.x_label = "offset |i - j|";
+      c.y_label = "mean cosine";
+      c.points = off->numel() <= 64;
+      sec.html += "<div class=\"charts\"><div class=\"chartbox\">" +
+                  figure("Cosine by positional offset", svg_line_chart(c), "", false) + "</div></div>";
+      sec.use(off);
+    }
+  }
+}
+
+void render_anisotropy(Section& sec) {
+  // Histogram: "histogram"/"hist"/"counts" with "bin_edges"/"edges".
+  const NdArray* h = sec.array({"cosine_histogram", "histogram", "hist", "counts"});
+  const NdArray* e = sec.array({"bin_edges", "edges", "bins"});
+  if (h && squeezed_shape(*h).size() == 1) {
+    LineChart c;
+    c.series = {{pretty_name("cosine histogram"), as_vector(*h)}};
+    if (e && e->numel() == h->numel() + 1) {
+      auto ev = as_vector(*e);
+      for (int64_t i = 0; i < h->numel(); ++i) c.x_labels.push_back(num((ev[static_cast<size_t>(i)] + ev[static_cast<size_t>(i + 1)]) / 2));
+      sec.use(e);
+    }
+    c.x_label = "cosine similarity";
+    c.y_label = "count";
+    sec.html += "<div class=\"charts\"><div class=\"chartbox\">" + figure("Distribution of pairwise cosines", svg_line_chart(c), "", false) + "</div></div>";
+    sec.use(h);
+  }
+  // Mean cosine after removing the top principal components (rows with a numeric count).
+  if (const Table* t = sec.table({"removed"})) {
+    int cx = column_index(*t, {"removed_components"}), cy = column_index(*t, {"mean_cosine"});
+    if (cx >= 0 && cy >= 0) {
+      LineChart c;
+      Series s{"mean cosine", {}};
+      for (const auto& row : t->rows)
+        if (row[static_cast<size_t>(cx)].is_number() && row[static_cast<size_t>(cy)].is_number()) {
+          c.x_labels.push_back(num(row[static_cast<size_t>(cx)].get<double>()));
+          s.y.push_back(row[static_cast<size_t>(cy)].get<double>());
+        }
+      if (s.y.size() >= 2) {
+        c.series = {s};
+        c.x_label = "top components removed";
+        c.y_label = "mean cosine";
+        sec.html += "<div class=\"charts\"><div class=\"chartbox\">" +
+                    figure("Anisotropy after removing the top components", svg_line_chart(c), "", false) + "</div></div>";
+      }
+    }
+  }
+}
+
+// Arrays and tables no renderer claimed.
+void render_generic(Section& sec) {
+  std::string charts, maps, stats;
+  auto is_ids = [](const std::string& n) {
+    auto ends = [&](const char* suf) {
+      size_t k = std::strlen(suf);
+      return n.size() >= k && n.compare(n.size() - k, k, suf) == 0;
+    };
+    return ends("ids") || ends("_id") || ends("index") || n == "indices" || n == "tokens" || n == "targets" || n == "rows";
+  };
+  for (const auto& [name, a] : sec.r.arrays) {
+    auto s = squeezed_shape(a);
+    std::vector<double> v = as_vector(a);
+    double lo, hi;
+    finite_range(v, lo, hi);
+    double sum = 0;
+    int64_t n = 0;
+    for (double x : v)
+      if (std::isfinite(x)) {
+        sum += x;
+        ++n;
+      }
+    std::string shape;
+    for (size_t i = 0; i < a.shape.size(); ++i) shape += (i ? "×" : "") + std::to_string(a.shape[i]);
+    stats += fmt::format("<tr><td><code>{}</code></td><td>{}</td><td>[{}]</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td><code>{}</code></td></tr>",
+                         esc(name), esc(a.dtype), esc(shape), esc(num(lo)), esc(num(hi)), esc(num(n ? sum / static_cast<double>(n) : kNaN)),
+                         esc(sec.r.kind + "." + name + ".npy"));
+    if (sec.used_arrays.count(name) || a.numel() == 0 || is_ids(name)) continue;
+    if (s.size() == 1 && a.numel() >= 2 && a.dtype != "|b1") {
+      LineChart c;
+      std::vector<double> y = v;
+      size_t stride = 1;
+      if (y.size() > 2000) {
+        stride = (y.size() + 1999) / 2000;
+        std::vector<double> d;
+        for (size_t i = 0; i < y.size(); i += stride) d.push_back(y[i]);
+        y.swap(d);
+      }
+      c.series = {{pretty_name(name), y}};
+      c.x_label = stride > 1 ? fmt::format("index (every {}th)", stride) : "index";
+      if (stride == 1 && !sec.tokens.empty() && y.size() == sec.tokens.size()) {
+        c.x_labels = sec.tokens;
+        c.x_label = "position";
+      }
+      c.y_label = pretty_name(name);
+      charts += "<div class=\"chartbox\">" + figure(pretty_name(name), svg_line_chart(c), "", false) + "</div>";
+    } else if (s.size() == 2) {
+      Grid g;
+      if (as_grid(a, g)) maps += array_heatmap(sec, name, g, lo < 0 && hi > 0 ? Cmap::Diverging : Cmap::Viridis, pretty_name(name));
+    }
+  }
+  if (!charts.empty()) sec.html += "<div class=\"charts\">" + charts + "</div>";
+  sec.html += maps;
+  for (const auto& t : sec.r.tables)
+    if (!sec.used_tables.count(t.name)) render_table(sec, t);
+  if (!stats.empty())
+    sec.html += "<details class=\"arrays\"><summary>Arrays in this result</summary><div class=\"scroll\"><table class=\"data\"><thead><tr><th>name</th><th>dtype</th><th>shape</th><th>min</th><th>max</th><th>mean</th><th>file</th></tr></thead><tbody>" +
+                stats + "</tbody></table></div></details>";
+}
+
+std::string provenance_html(const Result& r) {
+  const json& p = r.provenance;
+  std::string s = "<dl class=\"kv prov\">";
+  auto str = [&](const char* k) -> std::string {
+    auto it = p.find(k);
+    return it != p.end() && it->is_string() ? it->get<std::string>() : "";
+  };
+  if (!str("model_path").empty()) s += "<dt>model</dt><dd><code>" + esc(str("model_path")) + "</code></dd>";
+  if (auto it = p.find("model"); it != p.end() && it->is_object()) {
+    const json& m = *it;
+    std::string d;
+    if (m.contains("architecture")) d = cell_string(m["architecture"]);
+    for (const char* k : {"n_layers", "d_model", "n_heads", "d_mlp", "vocab_size", "n_ctx"})
+      if (m.contains(k)) d += (d.empty() ? "" : ", ") + std::string(k) + " " + cell_string(m[k]);
+    s += "<dt>architecture</dt><dd>" + esc(d) + "</dd>";
+  }
+  if (!str("config_sha256").empty())
+    s += "<dt>config sha256</dt><dd><code title=\"" + esc(str("config_sha256")) + "\">" + esc(str("config_sha256").substr(0, 16)) +
+         "…</code>" + (str("config_hashed").empty() ? "" : " <span class=\"note\">(" + esc(str("config_hashed")) + ")</span>") + "</dd>";
+  if (!str("command_line").empty()) s += "<dt>command</dt><dd><code>" + esc(str("command_line")) + "</code></dd>";
+  if (!str("vocablens_version").empty()) s += "<dt>vocablens</dt><dd>" + esc(str("vocablens_version")) + "</dd>";
+  if (!str("created_utc").empty()) s += "<dt>created</dt><dd>" + esc(str("created_utc")) + "</dd>";
+  static const std::set<std::string> shown = {"model_path", "model", "config_sha256", "config_hashed", "command_line",
+                                              "vocablens_version", "created_utc", "model_path_absolute"};
+  for (auto it = p.begin(); it != p.end(); ++it)
+    if (!shown.count(it.key())) s += "<dt>" + esc(pretty_name(it.key())) + "</dt><dd>" + value_html(it.value()) + "</dd>";
+  return s + "</dl>";
+}
+
+std::string render_section(const Result& r, const ReportOptions& opts, size_t index) {
+  Section sec{r, opts, "", {}, {}, input_tokens(r), "r" + std::to_string(index)};
+  std::string& h = sec.html;
+  h += fmt::format("<section class=\"result\" id=\"{}\">", sec.uid);
+  h += "<h2>" + esc(kind_title(r.kind)) + " <span class=\"kind\">" + esc(r.kind) + "</span></h2>";
+  // What was asked.
+  const json* prompt = find_key(r.settings, {"prompt", "text"});
+  if (prompt && prompt->is_string()) h += "<blockquote class=\"prompt\">" + esc(prompt->get<std::string>()) + "</blockquote>";
+  h += "<div class=\"meta\"><div><h4>Settings</h4>" + kv_list(r.settings, {"prompt", "text"}) +
+       "</div><div><h4>Provenance</h4>" + provenance_html(r) + "</div></div>";
+  if (!sec.tokens.empty()) h += token_strip(sec.tokens, "Input tokens");
+  // Headline numbers and lists from the summary.
+  std::set<std::string> skip = {"tokens", "token_strings", "tokens_text", "token_text", "input_tokens", "prompt",
+                                "top1_tokens", "top1", "top_1", "top1_grid", "grid", "layer_labels"};
+  if (!sec.tokens.empty()) skip.insert("input");
+  std::string summary = kv_list(r.summary, skip);
+  if (!summary.empty()) h += "<details class=\"summary\" open><summary>Summary</summary>" + summary + "</details>";
+
+  const std::string& k = r.kind;
+  if (k == "logit_lens") render_logit_lens(sec);
+  else if (k == "spectrum") render_spectrum(sec);
+  else if (k == "positions") render_positions(sec);
+  else if (k == "projection" || k == "project") render_projection(sec);
+  else if (k == "heads") render_heads(sec); else if (k == "anisotropy") render_anisotropy(sec);
+  else if (k == "logit_lens_corpus") {
+    std::vector<std::pair<std::string, const NdArray*>> m;
+    int64_t L = -1;
+    for (const auto& [name, a] : r.arrays)
+      if (squeezed_shape(a).size() == 1 && a.dtype != "|b1") {
+        if (L < 0) L = a.numel();
+        if (a.numel() == L) {
+          m.push_back({name, &a});
+          sec.used_arrays.insert(name);
+        }
+      }
+    if (L > 0) curves_per_layer(sec, m, layer_labels(r, L));
+  }
+  // heads, neurons, project, neighbours, knn and anything new: tables (grouped into cards when they have
+  // key columns) and arrays, below.
+  render_generic(sec);
+
+  // Side files.
+  std::string files;
+  for (const auto& [name, a] : r.arrays) files += "<li><code>" + esc(r.kind + "." + name + ".npy") + "</code></li>";
+  for (const auto& t : r.tables) files += "<li><code>" + esc(r.kind + "." + t.name + ".csv") + "</code></li>";
+  h += "<details class=\"files\"><summary>Files</summary><ul><li><code>" + esc(r.kind + ".json") + "</code></li>" + files + "</ul></details>";
+  h += "</section>";
+  return h;
+}
+
+
+const char* kStyle = R"CSS(
+:root{--fg:#1d2330;--muted:#5b6475;--line:#d9dee7;--bg:#fff;--soft:#f5f7fa;--accent:#2f5fb3}
+*{box-sizing:border-box}
+body{margin:0;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:var(--fg);background:var(--bg)}
+header{padding:16px 20px;border-bottom:1px solid var(--line);background:var(--soft)}
+header h1{margin:0;font-size:22px}
+header p{margin:4px 0 0;color:var(--muted);word-break:break-all}
+nav{padding:8px 20px;border-bottom:1px solid var(--line);display:flex;flex-wrap:wrap;gap:6px 14px;position:sticky;top:0;background:var(--bg);z-index:2}
+nav a{color:var(--accent);text-decoration:none}
+main{max-width:1280px;margin:0 auto;padding:0 16px 40px}
+section.result{border-bottom:1px solid var(--line);padding:8px 0 24px}
+h2{font-size:20px;margin:18px 0 8px}
+h3{font-size:16px;margin:18px 0 6px}
+h4{margin:4px 0;font-size:13px;text-transform:uppercase;letter-spacing:.04em;color:var(--muted)}
+.kind{font:12px ui-monospace,"DejaVu Sans Mono",monospace;color:var(--muted);background:var(--soft);border:1px solid var(--line);border-radius:4px;padding:1px 6px;vertical-align:middle}
+.prompt{margin:8px 0;padding:8px 12px;border-left:4px solid var(--accent);background:var(--soft);white-space:pre-wrap;overflow-wrap:anywhere}
+.meta{display:grid;grid-template-columns:repeat(auto-fit,minmax(280px,1fr));gap:8px 24px}
+dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:4px 0;font-size:14px}
+dl.kv dt{color:var(--muted)}
+dl.kv dd{margin:0;overflow-wrap:anywhere;min-width:0}
+dl.kv pre{max-height:320px;overflow:auto;background:var(--soft);padding:6px;font-size:12px}
+code,.tok{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:13px}
+.tok{background:#eef2f8;border:1px solid #d5dcea;border-radius:3px;padding:0 3px;white-space:pre}
+.tokens{display:flex;flex-wrap:wrap;gap:4px;align-items:baseline;margin:10px 0}
+.tokens .ttl{color:var(--muted);font-size:13px;margin-right:4px}
+.ti sub{color:var(--muted);font-size:10px;margin-right:1px}
+figure{margin:10px 0}
+.ftitle{font-weight:600;margin-bottom:4px}
+.scroll{overflow-x:auto;max-width:100%}
+.scroll.tall{max-height:480px;overflow-y:auto;border-bottom:1px solid var(--line)}
+.note{color:var(--muted);font-size:13px;margin:4px 0}
+svg text{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:11px;fill:#222}
+svg .cell text{font-size:11px}
+svg text.ondark{fill:#fff}
+svg text.onlight{fill:#111}
+svg text.axis{font-family:system-ui,"DejaVu Sans",sans-serif;font-size:12px;fill:#444}
+svg .grid{stroke:#e4e7ec;stroke-width:1}
+svg .frame{fill:none;stroke:#aab1bd;stroke-width:1}
+svg.chart{width:100%;max-width:640px;height:auto;display:block}
+svg .cell:hover rect{stroke:#000;stroke-width:1.5}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,420px),1fr));gap:8px 20px}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,250px),1fr));gap:10px}
+.card{border:1px solid var(--line);border-radius:6px;padding:6px 8px;background:var(--bg);overflow-x:auto}
+.ctitle{font-weight:600;font-size:13px;margin-bottom:4px}
+table{border-collapse:collapse;font-size:13px}
+table.data th,table.data td{border-bottom:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top}
+table.data th{background:var(--soft);position:sticky;top:0;cursor:pointer;white-space:nowrap}
+table.mini td,table.mini th{padding:1px 6px;text-align:left}
+table.mini th{color:var(--muted);font-weight:normal}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.null{color:var(--muted)}
+details{margin:8px 0}
+summary{cursor:pointer;color:var(--accent)}
+.switch>input{margin-left:0}
+.switch>label{margin-right:16px;cursor:pointer}
+.switch>.pane{display:none}
+.switch>input:nth-of-type(1):checked~.pane1,.switch>input:nth-of-type(2):checked~.pane2{display:block}
+@media (max-width:600px){body{font-size:14px}nav{position:static}main{padding:0 8px 24px}dl.kv{grid-template-columns:1fr}dl.kv dt{margin-top:4px}}
+)CSS";
+
+// Click a column header to sort a table (numbers numerically). The only script on the page.
+const char* kScript =
+    "document.querySelectorAll('table.sortable').forEach(function(t){"
+    "t.querySelectorAll('th').forEach(function(th,i){th.addEventListener('click',function(){"
+    "var b=t.tBodies[0],rows=Array.prototype.slice.call(b.rows),asc=th.getAttribute('data-sort')!=='asc';"
+    "rows.sort(function(x,y){var a=x.cells[i],c=y.cells[i];"
+    "var va=a.hasAttribute('data-v')?parseFloat(a.getAttribute('data-v')):NaN,vc=c.hasAttribute('data-v')?parseFloat(c.getAttribute('data-v')):NaN;"
+    "var r=(!isNaN(va)&&!isNaN(vc))?va-vc:a.textContent.localeCompare(c.textContent);return asc?r:-r;});"
+    "rows.forEach(function(r){b.appendChild(r);});th.setAttribute('data-sort',asc?'asc':'desc');});});});";
+
+std::string base64(const uint8_t* p, size_t n) {
+  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string o;
+  for (size_t i = 0; i < n; i += 3) {
+    uint32_t v = static_cast<uint32_t>(p[i]) << 16;
+    if (i + 1 < n) v |= static_cast<uint32_t>(p[i + 1]) << 8;
+    if (i + 2 < n) v |= p[i + 2];
+    o.push_back(t[(v >> 18) & 63]);
+    o.push_back(t[(v >> 12) & 63]);
+    o.push_back(i + 1 < n ? t[(v >> 6) & 63] : '=');
+    o.push_back(i + 2 < n ? t[v & 63] : '=');
+  }
+  return o;
+}
+
+}  // namespace
+
+int report_order(const std::string& k) {
+  static const std::vector<std::string> order = {"logit_lens", "logit_lens_corpus", "projection", "project", "heads",
+                                                 "neurons", "spectrum", "anisotropy", "neighbours", "knn", "positions"};
+  auto it = std::find(order.begin(), order.end(), k);
+  return it == order.end() ? 1000 : static_cast<int>(it - order.begin());
+}
+
+std::string render_report_html(const std::vector<Result>& results_in, const ReportOptions& opts) {
+  std::vector<const Result*> results;
+  for (const auto& r : results_in) results.push_back(&r);
+  std::stable_sort(results.begin(), results.end(), [](const Result* a, const Result* b) {
+    int ra = report_order(a->kind), rb = report_order(b->kind);
+    return ra != rb ? ra < rb : (ra == 1000 && a->kind < b->kind);
+  });
+  g_gradient_id = 0;
+  Sha256 sh;
+  sh.update(std::string_view(kScript));
+  auto digest = sh.digest();
+  std::string script_hash = base64(digest.data(), digest.size());
+  std::string title = opts.title.empty() ? "vocablens report" + (opts.run_dir.empty() ? "" : " — " + opts.run_dir) : opts.title;
+
+  std::string h;
+  h += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  h += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-" +
+       script_hash + "'\">\n";
+  h += "<meta name=\"generator\" content=\"vocablens " VOCABLENS_VERSION "\">\n";
+  h += "<title>" + esc(title) + "</title>\n<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n";
+  h += "<header><h1>" + esc(title) + "</h1><p>" +
+       esc(fmt::format("{} result{} · vocablens {}", results.size(), results.size() == 1 ? "" : "s", VOCABLENS_VERSION)) +
+       (opts.run_dir.empty() ? "" : " · run directory <code>" + esc(opts.run_dir) + "</code>") + "</p></header>\n";
+  h += "<nav>";
+  for (size_t i = 0; i < results.size(); ++i)
+    h += fmt::format("<a href=\"#r{}\">{}</a>", i, esc(kind_title(results[i]->kind)));
+  h += "</nav>\n<main>\n";
+  if (results.empty()) h += "<p>No results.</p>";
+  for (size_t i = 0; i < results.size(); ++i) h += render_section(*results[i], opts, i) + "\n";
+  h += "</main>\n<script>" + std::string(kScript) + "</script>\n</body>\n</html>\n";
+  return h;
+}
+
+std::string write_report(const std::vector<Result>& results, const std::string& run_dir, const std::string& out_file) {
+  if (results.empty()) throw FormatError(run_dir, "no vocablens results (<kind>.json) in this directory");
+  std::string path = out_file.empty() ? (run_dir.empty() || run_dir.back() == '/' ? run_dir : run_dir + "/") + "report.html" : out_file;
+  ReportOptions o;
+  o.run_dir = run_dir;
+  write_file_atomic(path, render_report_html(results, o));
+  return path;
+}
+
+std::string write_report(const std::string& run_dir, const std::string& out_file) {
+  return write_report(read_run_directory(run_dir), run_dir, out_file);
+}
+
+}  // namespace vocablens

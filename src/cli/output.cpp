@@ -1,0 +1,174 @@
+// The output flags every analysis command shares (see output.hpp).
+#include "cli/output.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "vocablens/error.hpp"
+#include "vocablens/export.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/notebook.hpp"
+#include "vocablens/report.hpp"
+#include "vocablens/sha256.hpp"
+
+namespace vocablens::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string shell_quote(const std::string& a) {
+  if (!a.empty() && a.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=./:,@%") ==
+                        std::string::npos)
+    return a;
+  std::string o = "'";
+  for (char c : a) {
+    if (c == '\'') o += "'\\''";
+    else o.push_back(c);
+  }
+  return o + "'";
+}
+
+// The command line from /proc when main() did not set it (Linux).
+std::string proc_command_line() {
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  if (!f) return "";
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string out;
+  size_t start = 0;
+  while (start < all.size()) {
+    size_t end = all.find('\0', start);
+    if (end == std::string::npos) end = all.size();
+    if (!out.empty()) out.push_back(' ');
+    out += shell_quote(all.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// sha256 of what defines the architecture: config.json of a Hugging Face directory, the header of a
+// llama2.c .bin (28 bytes for version 0, 256 for "ak42" version >= 1), or, for anything else (ckpt.pt),
+// the canonical JSON of the parsed ModelConfig.
+std::pair<std::string, std::string> config_hash(const Model& m, const nlohmann::json& model_json) {
+  const std::string& src = m.source();
+  std::error_code ec;
+  if (fs::is_directory(src, ec)) {
+    std::string cfg = (fs::path(src) / "config.json").string();
+    if (fs::exists(cfg, ec)) return {sha256_file_hex(cfg), "config.json"};
+  } else if (fs::is_regular_file(src, ec)) {
+    std::ifstream f(src, std::ios::binary);
+    char magic[4] = {0, 0, 0, 0};
+    f.read(magic, 4);
+    if (f.gcount() == 4 && std::string(magic, 4) == "ak42")
+      return {sha256_file_hex(src, 256), "llama2.c header (256 bytes)"};
+    if (fs::path(src).extension() == ".bin") return {sha256_file_hex(src, 28), "llama2.c header (28 bytes)"};
+  }
+  return {sha256_hex(model_json.dump()), "model config (vocablens canonical JSON)"};
+}
+
+}  // namespace
+
+std::string& command_line() {
+  static std::string line;
+  return line;
+}
+
+void add_output_options(CLI::App& sub, OutputOptions& o) {
+  sub.add_option("--out", o.out_dir, "Write the run directory DIR (JSON + .npy + CSV)")->type_name("DIR");
+  sub.add_option("--format", o.format,
+                 "table (human-readable, default), json (to stdout), csv (tables to stdout), npy (needs --out)")
+      ->check(CLI::IsMember({"table", "json", "csv", "npy"}))
+      ->type_name("F");
+  sub.add_flag("--report", o.report, "Also write DIR/report.html and DIR/vocablens.ipynb (needs --out)");
+  sub.add_flag("--no-color{false}", o.color, "No colour in tables");
+}
+
+void fill_provenance(Result& r, const Model& m) {
+  const auto& c = m.config();
+  nlohmann::json model = {{"architecture", c.architecture},     {"family", to_string(c.family)},
+                          {"n_layers", c.n_layers},             {"d_model", c.d_model},
+                          {"n_heads", c.n_heads},               {"n_kv_heads", c.n_kv_heads},
+                          {"d_head", c.d_head},                 {"d_mlp", c.d_mlp},
+                          {"vocab_size", c.vocab_size},         {"n_ctx", c.n_ctx},
+                          {"norm", to_string(c.norm)},          {"positions", to_string(c.positions)},
+                          {"activation", to_string(c.activation)}, {"gated_mlp", c.gated_mlp},
+                          {"tied_embeddings", c.tied_embeddings}, {"weight_dtype", c.weight_dtype}};
+  auto [hash, hashed] = config_hash(m, model);
+  std::error_code ec;
+  std::string abs = fs::absolute(m.source(), ec).lexically_normal().string();
+  if (command_line().empty()) command_line() = proc_command_line();
+  if (!r.provenance.is_object()) r.provenance = nlohmann::json::object();
+  r.provenance["model_path"] = m.source();
+  r.provenance["model_path_absolute"] = ec ? m.source() : abs;
+  r.provenance["config_sha256"] = hash;
+  r.provenance["config_hashed"] = hashed;
+  r.provenance["model"] = model;
+  r.provenance["vocablens_version"] = VOCABLENS_VERSION;
+  r.provenance["command_line"] = command_line();
+  r.provenance["created_utc"] = utc_now();
+}
+
+bool use_color(const OutputOptions& o) {
+  if (!o.color) return false;
+  if (std::getenv("NO_COLOR") && *std::getenv("NO_COLOR")) return false;
+  const char* term = std::getenv("TERM");
+  if (term && std::string(term) == "dumb") return false;
+  return ::isatty(STDOUT_FILENO) == 1;
+}
+
+void emit(const Result& r, const OutputOptions& o, const std::function<void()>& print_table) {
+  const std::string& f = o.format;
+  if (f != "table" && f != "json" && f != "csv" && f != "npy")
+    throw UsageError("--format must be table, json, csv or npy (got '" + f + "')");
+  if (f == "npy" && o.out_dir.empty()) throw UsageError("--format npy needs --out DIR");
+  if (o.report && o.out_dir.empty()) throw UsageError("--report needs --out DIR");
+  if (f == "csv" && r.tables.empty())
+    throw UsageError("this result has no tables; use --format json, or --out DIR for its arrays");
+
+  // Validate and render what goes to stdout before writing anything.
+  std::string stdout_text;
+  if (f == "json") {
+    stdout_text = result_to_json(r, /*inline_arrays=*/true);
+  } else if (f == "csv") {
+    for (size_t i = 0; i < r.tables.size(); ++i) {
+      if (r.tables.size() > 1) stdout_text += (i ? "\n" : "") + std::string("# ") + r.kind + "." + r.tables[i].name + "\n";
+      stdout_text += table_to_csv(r.tables[i]);
+    }
+  }
+
+  // Messages go to stderr when stdout carries data.
+  std::FILE* msg = (f == "json" || f == "csv") ? stderr : stdout;
+  if (f == "table" && print_table) print_table();
+  if (!stdout_text.empty()) {
+    std::fwrite(stdout_text.data(), 1, stdout_text.size(), stdout);
+    std::fflush(stdout);
+  }
+  if (!o.out_dir.empty()) {
+    auto files = write_result(r, o.out_dir);
+    fmt::print(msg, "wrote {} file{} to {}/ ({}.json)\n", files.size(), files.size() == 1 ? "" : "s", o.out_dir, r.kind);
+    if (o.report) {
+      auto results = read_run_directory(o.out_dir);
+      std::string html = write_report(results, o.out_dir);
+      std::string nb = write_notebook(results, o.out_dir);
+      fmt::print(msg, "report:   {}\nnotebook: {}\n", html, nb);
+    }
+  }
+  std::fflush(msg);
+}
+
+}  // namespace vocablens::cli
