@@ -59,7 +59,8 @@ NpyHeader parse_header(const std::string& h, const std::string& path) {
     tok.erase(std::remove(tok.begin(), tok.end(), ' '), tok.end());
     if (tok.empty()) continue;
     if (tok.back() == 'L') tok.pop_back();
-    if (tok.empty() || tok.size() > 18 || !std::all_of(tok.begin(), tok.end(), ::isdigit))
+    // Issue #9: ::isdigit on a plain char is undefined for bytes >= 0x80 (negative char); compare directly.
+    if (tok.empty() || tok.size() > 18 || !std::all_of(tok.begin(), tok.end(), [](char c) { return c >= '0' && c <= '9'; }))
       throw FormatError(path, "npy header: bad shape entry '" + tok + "'");
     r.shape.push_back(std::stoll(tok));
   }

@@ -125,8 +125,11 @@ Model load_llama2c_bin(const std::string& path) {
   int64_t floats = vocab * dim + layers * (2 * dim + 2 * dim * dim + 2 * kd * dim + 3 * dim * hidden) + dim;
   if (version == 0) floats += seq * hs;  // legacy freq_cis_real + freq_cis_imag (each seq * hs/2)
   if (!shared) floats += vocab * dim;
-  const uint64_t expected = off + static_cast<uint64_t>(floats) * 4;
-  if (n != expected)
+  // Issue #9 fix: floats * 4 exceeds 2^64 for some in-range headers (dim 2^24, 4096 layers) and used to
+  // wrap; compare in 128 bits (and print the saturated value).
+  const unsigned __int128 expected_wide = off + static_cast<unsigned __int128>(floats) * 4;
+  const uint64_t expected = expected_wide > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(expected_wide);
+  if (static_cast<unsigned __int128>(n) != expected_wide)
     throw FormatError(path, "file is " + std::to_string(n) + " bytes but its header (dim " + std::to_string(dim) + ", " +
                                 std::to_string(layers) + " layers, vocab " + std::to_string(vocab) + ") implies " +
                                 std::to_string(expected) + (n < expected ? " (truncated?)" : ""));

@@ -139,6 +139,11 @@ TensorStore read_safetensors(const std::string& path) {
 
 TensorStore read_safetensors_index(const std::string& index_path) {
   using nlohmann::json;
+  // Issue #9 (hostile input): the index is read whole; bound its size first (real ones are < 1 MB).
+  std::error_code size_error;
+  const auto index_size = std::filesystem::file_size(index_path, size_error);
+  if (!size_error && index_size > (uint64_t{64} << 20))
+    throw FormatError(index_path, "file is " + std::to_string(index_size) + " bytes; index files larger than 64 MB are refused");
   std::ifstream f(index_path, std::ios::binary);
   if (!f) throw FormatError(index_path, "cannot open");
   std::ostringstream ss;

@@ -1,6 +1,8 @@
 // Reading Hugging Face config.json into ModelConfig.
 #include "vocablens/model_config.hpp"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -37,6 +39,10 @@ int64_t get_int(const json& j, std::initializer_list<const char*> keys, const st
     auto it = j.find(k);
     if (it != j.end() && !it->is_null()) {
       if (!it->is_number_integer()) throw FormatError(path, std::string("config field '") + k + "' is not an integer");
+      // Fuzzing fix (issue #9): an unsigned value above INT64_MAX used to wrap to a negative number
+      // (e.g. "bos_token_id": 18446744073709551615 silently read as -1 = "none").
+      if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+        throw FormatError(path, std::string("config field '") + k + "' is out of range");
       return it->get<int64_t>();
     }
   }
@@ -93,7 +99,10 @@ ModelConfig parse_hf_config_impl(const std::string& text, const std::string& pat
     c.n_kv_heads = c.n_heads;
     c.vocab_size = get_int(j, {"vocab_size"}, path, 0, true);
     c.n_ctx = get_int(j, {"n_positions", "n_ctx", "max_position_embeddings"}, path, 0, true);
-    c.d_mlp = get_int(j, {"n_inner"}, path, 4 * c.d_model, false);
+    // Fuzzing fix (issue #9): 4 * n_embd overflowed int64 (UB) for a huge n_embd before the range checks
+    // below ran; an out-of-range n_embd now gets fallback 0 here and is refused below as "hidden size".
+    const bool d_model_ok = c.d_model > 0 && c.d_model <= (int64_t(1) << 31);
+    c.d_mlp = get_int(j, {"n_inner"}, path, d_model_ok ? 4 * c.d_model : 0, false);
     c.norm = NormKind::LayerNorm;
     c.norm_eps = detail::get_num(j, "layer_norm_epsilon", 1e-5, path);
     c.positions = PositionKind::Learned;
@@ -147,6 +156,9 @@ ModelConfig parse_hf_config_impl(const std::string& text, const std::string& pat
     throw FormatError(path, "hidden size " + std::to_string(c.d_model) + " is not divisible by " +
                                 std::to_string(c.n_heads) + " heads");
   c.d_head = detail::get_int(j, {"head_dim"}, path, c.d_model / c.n_heads, false);
+  // Fuzzing fix (issue #9): head_dim was taken unchecked (0 or negative passed through to the runner).
+  if (c.d_head <= 0 || c.d_head > (int64_t(1) << 31))
+    throw FormatError(path, "head_dim must be positive, got " + std::to_string(c.d_head));
   if (c.n_heads % c.n_kv_heads != 0) throw FormatError(path, "num_attention_heads is not a multiple of num_key_value_heads");
   if (c.positions == PositionKind::Rotary && c.d_head % 2 != 0) throw FormatError(path, "rotary positions need an even head size");
   std::string td = j.value("torch_dtype", std::string("float32"));
@@ -167,6 +179,12 @@ ModelConfig parse_hf_config(const std::string& text, const std::string& path) {
 }
 
 ModelConfig read_hf_config(const std::string& path) {
+  // Issue #9 (hostile input): config.json is read whole; refuse absurd sizes before reading (real ones
+  // are a few KB).
+  struct stat st {};
+  constexpr uint64_t kMaxConfigBytes = uint64_t{64} << 20;
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > kMaxConfigBytes)
+    throw FormatError(path, "file is " + std::to_string(st.st_size) + " bytes; config files larger than 64 MB are refused");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw FormatError(path, "cannot open (no such file or not readable)");
   std::ostringstream ss;

@@ -377,9 +377,16 @@ struct Builder {
   std::shared_ptr<BpeModel> m = std::make_shared<BpeModel>();
   std::vector<std::array<int32_t, 3>> merges;  // {left, right, merged}; index = rank
 
+  // Issue #9 fix (found by fuzz_bpe_files): ids index dense tables sized id + 1, so a 20-byte vocab.json
+  // {"a": 1073741823} allocated 4 x 2^30 entries (> 64 GB). Ids may now exceed the number of entries the
+  // file holds by at most kIdSlack (holes); callers set max_id from their entry counts.
+  static constexpr int64_t kIdSlack = int64_t{1} << 16;
+  int64_t max_id = int64_t{1} << 30;
+
   void put(const std::string& path, std::string raw, const std::string& spelling, int64_t id) {
-    if (id < 0 || id >= (int64_t{1} << 30))
-      bad(path, "token " + printable(spelling) + " has id " + std::to_string(id) + ", out of range");
+    if (id < 0 || id >= (int64_t{1} << 30) || id > max_id)
+      bad(path, "token " + printable(spelling) + " has id " + std::to_string(id) + ", out of range" +
+                    (id >= 0 && id > max_id ? " (the file has only " + std::to_string(max_id - kIdSlack) + " entries)" : ""));
     if (static_cast<size_t>(id) >= m->bytes_of.size()) {
       m->bytes_of.resize(id + 1);
       m->spelled.resize(id + 1);
@@ -529,6 +536,7 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_vocab_merges(const std::string&
   detail::Builder b;
   nlohmann::json vocab = detail::parse_json(vocab_json);
   if (!vocab.is_object() || vocab.empty()) detail::bad(vocab_json, "expected a JSON object {\"token\": id, ...}");
+  b.max_id = static_cast<int64_t>(vocab.size()) + detail::Builder::kIdSlack;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     if (!it.value().is_number_integer())
       detail::bad(vocab_json, "the id of token " + detail::printable(it.key()) + " is not an integer");
@@ -560,6 +568,8 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tokenizer_json(const std::strin
   if (!model.contains("merges") || !model["merges"].is_array()) bad(path, "model.merges is missing or not a list");
 
   detail::Builder b;
+  b.max_id = static_cast<int64_t>(model["vocab"].size()) + detail::Builder::kIdSlack +
+             (j.contains("added_tokens") && j["added_tokens"].is_array() ? static_cast<int64_t>(j["added_tokens"].size()) : 0);
   bool add_prefix_space = false;
   std::string pattern = detail::pretokenizer_pattern(path, j.value("pre_tokenizer", nlohmann::json()), add_prefix_space);
   for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {

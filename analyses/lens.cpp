@@ -1,0 +1,672 @@
+// The logit lens (see vocablens/lens.hpp): every layer's residual, re-normalised by the model's own final
+// norm, read through the unembedding; fused per-row statistics so that the [layers, T, V] logit cube is
+// never held at once.
+#include "vocablens/lens.hpp"
+
+#include <ATen/Parallel.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "vocablens/error.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/tokenizer.hpp"
+#include "vocablens/unembed.hpp"
+
+// Building blocks of the runner (src/model/forward.cpp), reused so that the "last k blocks as decoder"
+// variant runs exactly the same block as Model::forward. TODO(lead): expose a run_blocks() in model.hpp.
+namespace vocablens::detail {
+at::Tensor activation(const at::Tensor& x, Activation a);
+std::pair<at::Tensor, at::Tensor> rotary_tables(int64_t T, int64_t d_head, double theta, const at::Device& dev);
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool interleaved);
+std::vector<double> alibi_slopes(int64_t n);
+at::Tensor proj(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
+}  // namespace vocablens::detail
+
+namespace vocablens {
+namespace lens_detail {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// ---------------------------------------------------------------------------------------------------
+// top-k of one row: a small array sorted by value descending; ties keep the lower id first (ids arrive
+// in increasing order and an equal value never displaces an earlier one).
+
+struct TopK {
+  int64_t k = 0;
+  int64_t n = 0;
+  float* vals = nullptr;
+  int64_t* ids = nullptr;
+  float threshold() const {
+    if (k == 0) return std::numeric_limits<float>::infinity();
+    return n < k ? kNegInf : vals[k - 1];
+  }
+  // Callers push only when n < k or v > threshold().
+  void push(float v, int64_t id) {
+    int64_t pos = n < k ? n++ : k - 1;
+    while (pos > 0 && vals[pos - 1] < v) {
+      vals[pos] = vals[pos - 1];
+      ids[pos] = ids[pos - 1];
+      --pos;
+    }
+    vals[pos] = v;
+    ids[pos] = id;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Scalar kernels (portable reference; also used for the tails of the vector kernels).
+
+// Pass A: max, top-k, count of logits > zt, sum pf*z.
+void pass_a_scalar(const float* z, int64_t begin, int64_t end, float zt, const float* pf, TopK& top, float& mx,
+                   int64_t& greater, double& dot) {
+  for (int64_t j = begin; j < end; ++j) {
+    float v = z[j];
+    if (v > mx) mx = v;
+    if (v > zt) ++greater;
+    if (pf) dot += static_cast<double>(pf[j]) * static_cast<double>(v);
+    if (top.n < top.k || v > top.threshold()) top.push(v, j);
+  }
+}
+
+// Pass B: s = sum exp(z - m), s1 = sum exp(z - m) (z - m).
+void pass_b_scalar(const float* z, int64_t begin, int64_t end, float m, double& s, double& s1) {
+  for (int64_t j = begin; j < end; ++j) {
+    double d = static_cast<double>(z[j]) - m;
+    double e = std::exp(d);
+    s += e;
+    s1 += e * d;
+  }
+}
+
+// z[j] <- exp(z[j] - lse)
+void pass_c_scalar(float* z, int64_t begin, int64_t end, double lse) {
+  for (int64_t j = begin; j < end; ++j) z[j] = static_cast<float>(std::exp(static_cast<double>(z[j]) - lse));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// AVX2 + FMA kernels (8 floats per step; sums in double lanes).
+
+#if defined(__x86_64__) || defined(__i386__)
+#define VL_LENS_HAVE_AVX2 1
+
+__attribute__((target("avx2,fma"))) static inline __m256 exp256(__m256 x) {
+  // Cephes-style expf: exp(x) = 2^n * exp(r), r = x - n ln2 in [-ln2/2, ln2/2]; relative error ~2e-7.
+  // Inputs here are <= 0 (logit - max); clamp below to the smallest normal result.
+  const __m256 lo = _mm256_set1_ps(-87.33654f), hi = _mm256_set1_ps(88.0f);
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 y = _mm256_set1_ps(1.9875691500E-4f);
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507E-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073E-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894E-2f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459E-1f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201E-1f));
+  __m256 r2 = _mm256_mul_ps(r, r);
+  y = _mm256_fmadd_ps(y, r2, r);
+  y = _mm256_add_ps(y, _mm256_set1_ps(1.0f));
+  __m256i n = _mm256_cvtps_epi32(fx);
+  n = _mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(n));
+}
+
+__attribute__((target("avx2,fma"))) static inline __m256d add_f32x8_to_f64(__m256d acc, __m256 v) {
+  acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+  return _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+__attribute__((target("avx2,fma"))) static inline double hsum_pd(__m256d v) {
+  alignas(32) double t[4];
+  _mm256_store_pd(t, v);
+  return (t[0] + t[1]) + (t[2] + t[3]);
+}
+
+__attribute__((target("avx2,fma"))) static inline float hmax_ps(__m256 v) {
+  alignas(32) float t[8];
+  _mm256_store_ps(t, v);
+  float m = t[0];
+  for (int i = 1; i < 8; ++i) m = t[i] > m ? t[i] : m;
+  return m;
+}
+
+__attribute__((target("avx2,fma"))) void pass_a_avx2(const float* z, int64_t V, float zt, const float* pf,
+                                                     TopK& top, float& mx, int64_t& greater, double& dot) {
+  const int64_t V8 = V & ~int64_t{7};
+  __m256 vmax = _mm256_set1_ps(kNegInf);
+  const __m256 vzt = _mm256_set1_ps(zt);
+  __m256i cnt = _mm256_setzero_si256();
+  __m256d d0 = _mm256_setzero_pd(), d1 = _mm256_setzero_pd();
+  __m256 vthr = _mm256_set1_ps(top.threshold());
+  bool filling = top.n < top.k;
+  // Counts per lane stay below 2^31 for any V < 2^34.
+  for (int64_t j = 0; j < V8; j += 8) {
+    __m256 v = _mm256_loadu_ps(z + j);
+    vmax = _mm256_max_ps(vmax, v);
+    cnt = _mm256_sub_epi32(cnt, _mm256_castps_si256(_mm256_cmp_ps(v, vzt, _CMP_GT_OQ)));
+    if (pf) {
+      __m256 p = _mm256_mul_ps(_mm256_loadu_ps(pf + j), v);
+      d0 = _mm256_add_pd(d0, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+      d1 = _mm256_add_pd(d1, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+    }
+    int mask = filling ? 0xff : _mm256_movemask_ps(_mm256_cmp_ps(v, vthr, _CMP_GT_OQ));
+    if (mask) {
+      for (int b = 0; b < 8; ++b)
+        if (mask & (1 << b)) {
+          float x = z[j + b];
+          if (top.n < top.k || x > top.threshold()) top.push(x, j + b);
+        }
+      filling = top.n < top.k;
+      vthr = _mm256_set1_ps(top.threshold());
+    }
+  }
+  alignas(32) int32_t c[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(c), cnt);
+  for (int i = 0; i < 8; ++i) greater += c[i];
+  float m = hmax_ps(vmax);
+  if (m > mx) mx = m;
+  dot += hsum_pd(_mm256_add_pd(d0, d1));
+  pass_a_scalar(z, V8, V, zt, pf, top, mx, greater, dot);
+}
+
+__attribute__((target("avx2,fma"))) void pass_b_avx2(const float* z, int64_t V, float m, double& s, double& s1) {
+  const int64_t V8 = V & ~int64_t{7};
+  const __m256 vm = _mm256_set1_ps(m);
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  // Partial sums in float over short runs (<= 32 steps), then into double: keeps the exp pass cheap
+  // while the relative error of the totals stays ~1e-7.
+  int64_t j = 0;
+  while (j < V8) {
+    int64_t stop = std::min(V8, j + 256);
+    __m256 fs = _mm256_setzero_ps(), fs1 = _mm256_setzero_ps();
+    for (; j < stop; j += 8) {
+      __m256 d = _mm256_sub_ps(_mm256_loadu_ps(z + j), vm);
+      __m256 e = exp256(d);
+      fs = _mm256_add_ps(fs, e);
+      fs1 = _mm256_fmadd_ps(e, d, fs1);
+    }
+    a0 = add_f32x8_to_f64(a0, fs);
+    a1 = add_f32x8_to_f64(a1, fs1);
+  }
+  s += hsum_pd(a0);
+  s1 += hsum_pd(a1);
+  pass_b_scalar(z, V8, V, m, s, s1);
+}
+
+__attribute__((target("avx2,fma"))) void pass_c_avx2(float* z, int64_t V, double lse) {
+  const int64_t V8 = V & ~int64_t{7};
+  // exp(z - lse) = exp((z - m) - log s): subtract in float after splitting lse to keep precision.
+  const float hi = static_cast<float>(lse);
+  const float lo = static_cast<float>(lse - static_cast<double>(hi));
+  const __m256 vhi = _mm256_set1_ps(hi), vlo = _mm256_set1_ps(lo);
+  for (int64_t j = 0; j < V8; j += 8) {
+    __m256 d = _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(z + j), vhi), vlo);
+    _mm256_storeu_ps(z + j, exp256(d));
+  }
+  pass_c_scalar(z, V8, V, lse);
+}
+
+bool cpu_has_avx2() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return ok;
+}
+#else
+bool cpu_has_avx2() { return false; }
+#endif
+
+// ---------------------------------------------------------------------------------------------------
+
+void row_stats(float* z, int64_t V, const RowRequest& q, RowOut& o, bool scalar) {
+  TopK top;
+  top.k = q.k;
+  top.vals = o.top_vals;
+  top.ids = o.top_ids;
+  const float zt = q.target >= 0 ? z[q.target] : std::numeric_limits<float>::quiet_NaN();
+  float mx = kNegInf;
+  int64_t greater = 0;
+  double dot = 0, s = 0, s1 = 0;
+#ifdef VL_LENS_HAVE_AVX2
+  const bool vec = !scalar && cpu_has_avx2();
+#else
+  const bool vec = false;
+#endif
+  if (vec) {
+#ifdef VL_LENS_HAVE_AVX2
+    pass_a_avx2(z, V, zt, q.pf, top, mx, greater, dot);
+    pass_b_avx2(z, V, mx, s, s1);
+#endif
+  } else {
+    pass_a_scalar(z, 0, V, zt, q.pf, top, mx, greater, dot);
+    pass_b_scalar(z, 0, V, mx, s, s1);
+  }
+  const double lse = static_cast<double>(mx) + std::log(s);
+  o.max = mx;
+  o.lse = lse;
+  o.entropy = std::log(s) - s1 / s;
+  o.dot_pf = dot;
+  o.z_target = zt;
+  o.target_greater = greater;
+  o.z_next = q.next >= 0 ? z[q.next] : kNaN;
+  o.top_n = top.n;
+  if (q.write_probs) {
+#ifdef VL_LENS_HAVE_AVX2
+    if (vec) pass_c_avx2(z, V, lse);
+    else
+#endif
+      pass_c_scalar(z, 0, V, lse);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The last k blocks as a decoder: blocks [first, n_layers) applied to x [B, T, d] exactly as the runner
+// applies them (src/model/forward.cpp).
+
+at::Tensor run_blocks(const Model& m, at::Tensor x, int64_t first) {
+  using namespace vocablens::detail;
+  const ModelConfig& cfg = m.config();
+  const ModelWeights& w = m.weights();
+  const int64_t B = x.size(0), T = x.size(1), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
+  at::Tensor cos, sin, alibi;
+  if (cfg.positions == PositionKind::Rotary) std::tie(cos, sin) = rotary_tables(T, dh, cfg.rope_theta, x.device());
+  if (cfg.positions == PositionKind::ALiBi) {
+    auto slopes = alibi_slopes(H);
+    auto dist = (at::arange(T).unsqueeze(0) - at::arange(T).unsqueeze(1)).to(at::kFloat);
+    auto sl = at::tensor(std::vector<float>(slopes.begin(), slopes.end())).view({H, 1, 1});
+    alibi = sl * dist.unsqueeze(0);
+  }
+  auto causal = at::ones({T, T}, at::TensorOptions().dtype(at::kBool)).triu(1);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  for (int64_t l = first; l < cfg.n_layers; ++l) {
+    const LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    at::Tensor h = apply_norm(x, cfg.norm, cfg.norm_eps, L.ln1_w, L.ln1_b);
+    at::Tensor q = proj(h, L.w_q, L.b_q).view({B, T, H, dh}).transpose(1, 2);
+    at::Tensor k = proj(h, L.w_k, L.b_k).view({B, T, Hkv, dh}).transpose(1, 2);
+    at::Tensor v = proj(h, L.w_v, L.b_v).view({B, T, Hkv, dh}).transpose(1, 2);
+    if (cos.defined()) {
+      q = apply_rotary(q, cos, sin, cfg.rope_interleaved);
+      k = apply_rotary(k, cos, sin, cfg.rope_interleaved);
+    }
+    if (Hkv != H) {
+      k = k.repeat_interleave(H / Hkv, 1);
+      v = v.repeat_interleave(H / Hkv, 1);
+    }
+    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * scale;
+    if (alibi.defined()) scores = scores + alibi;
+    scores = scores.masked_fill(causal, -std::numeric_limits<float>::infinity());
+    at::Tensor z = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({B, T, H * dh});
+    at::Tensor mid = x + proj(z, L.w_o, L.b_o);
+    at::Tensor h2 = apply_norm(mid, cfg.norm, cfg.norm_eps, L.ln2_w, L.ln2_b);
+    at::Tensor pre = proj(h2, L.w_in, L.b_in);
+    at::Tensor act = L.w_gate.defined() ? activation(proj(h2, L.w_gate, L.b_gate), cfg.activation) * pre
+                                        : activation(pre, cfg.activation);
+    x = mid + proj(act, L.w_out, L.b_out);
+  }
+  return x;
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+void validate_options(const Model& m, const LensOptions& o) {
+  const auto& c = m.config();
+  if (o.top_k < 0) throw UsageError("--top-k must be >= 0 (got " + std::to_string(o.top_k) + ")");
+  if (o.top_k > c.vocab_size)
+    throw UsageError("--top-k " + std::to_string(o.top_k) + " is larger than the vocabulary (" +
+                     std::to_string(c.vocab_size) + ")");
+  if (o.decoder_blocks < 0 || o.decoder_blocks > c.n_layers)
+    throw UsageError("--decoder-blocks must be in [0, " + std::to_string(c.n_layers) + "] (got " +
+                     std::to_string(o.decoder_blocks) + ")");
+  if (o.target && (*o.target < 0 || *o.target >= c.vocab_size))
+    throw UsageError("target token id " + std::to_string(*o.target) + " is outside the vocabulary [0, " +
+                     std::to_string(c.vocab_size) + ")");
+  if (o.block_positions < 0) throw UsageError("block_positions must be >= 0");
+}
+
+void validate_ids(const Model& m, const std::vector<int64_t>& ids) {
+  const auto& c = m.config();
+  if (ids.empty()) throw UsageError("empty input: the logit lens needs at least one token");
+  if (static_cast<int64_t>(ids.size()) > c.n_ctx)
+    throw UsageError("input of " + std::to_string(ids.size()) + " tokens is longer than the model's context of " +
+                     std::to_string(c.n_ctx) + " tokens");
+  for (auto id : ids)
+    if (id < 0 || id >= c.vocab_size)
+      throw UsageError("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                       std::to_string(c.vocab_size) + ")");
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+LensEngine::LensEngine(const Model& m, const LensOptions& o) : m_(m), o_(o) {
+  validate_options(m, o);
+  layers_ = lens_layers(m, o);
+  if (o.unembed == LensUnembed::PseudoInverse) {
+    W_ = embedding_pinv(m).pinv;  // [d, V], cached by unembed.hpp
+  } else {
+    W_ = m.W_U();
+    b_ = m.weights().b_U;
+  }
+}
+
+at::Tensor LensEngine::normalised_stack(const at::Tensor& ids) const {
+  CacheSpec spec;
+  spec.resid_pre = true;
+  spec.resid_post = true;
+  spec.resid_mid = o_.resid_mid;
+  auto out = m_.forward(ids, spec, /*compute_logits=*/false);
+  std::vector<at::Tensor> rs;
+  rs.reserve(layers_.size());
+  for (const auto& L : layers_) rs.push_back(out.cache.get(L.hook)[0]);
+  at::Tensor stack = at::stack(rs, 0);  // [n, T, d]
+  if (o_.decoder_blocks > 0) {
+    // One layer at a time: attention scores are [H, T, T] per sequence, not [n, H, T, T].
+    const int64_t first = m_.config().n_layers - o_.decoder_blocks;
+    std::vector<at::Tensor> dec;
+    dec.reserve(rs.size());
+    for (int64_t li = 0; li < stack.size(0); ++li) dec.push_back(run_blocks(m_, stack.narrow(0, li, 1), first)[0]);
+    stack = at::stack(dec, 0);
+  }
+  return m_.final_norm(stack).contiguous();
+}
+
+void LensEngine::run(const std::vector<int64_t>& ids, const std::vector<int64_t>& targets, int64_t k,
+                     LensStats& s) const {
+  run_normalised(normalised_stack(at::tensor(ids, at::kLong)), ids, targets, k, s);
+}
+
+void LensEngine::run_normalised(const at::Tensor& normed, const std::vector<int64_t>& ids,
+                                const std::vector<int64_t>& targets, int64_t k, LensStats& s) const {
+  const int64_t T = static_cast<int64_t>(ids.size());
+  const int64_t n = static_cast<int64_t>(layers_.size());
+  const int64_t V = W_.size(1);
+  s.resize(n, T, k);
+  int64_t P = o_.block_positions > 0 ? o_.block_positions : std::max<int64_t>(1, 512 / n);
+  P = std::min(P, T);
+  const int64_t d = normed.size(2);
+  at::Tensor zbuf = at::empty({n * P, V}, at::TensorOptions().dtype(at::kFloat));
+  at::Tensor xbuf = at::empty({n, P, d}, at::TensorOptions().dtype(at::kFloat));
+  for (int64_t t0 = 0; t0 < T; t0 += P) {
+    const int64_t p = std::min(P, T - t0);
+    at::Tensor X = xbuf.narrow(1, 0, p);
+    X.copy_(normed.narrow(1, t0, p));
+    at::Tensor Z = zbuf.narrow(0, 0, n * p);
+    auto c0 = std::chrono::steady_clock::now();
+    at::mm_out(Z, X.reshape({n * p, d}), W_);
+    if (b_.defined()) Z.add_(b_);
+    auto c1 = std::chrono::steady_clock::now();
+    float* zp = Z.data_ptr<float>();
+    auto do_row = [&](int64_t r, const float* pf, bool write_probs) {
+      const int64_t li = r / p, t = t0 + r % p;
+      RowRequest q;
+      q.k = k;
+      q.target = targets[static_cast<size_t>(t)];
+      q.next = t + 1 < T ? ids[static_cast<size_t>(t + 1)] : -1;
+      q.pf = pf;
+      q.write_probs = write_probs;
+      RowOut o;
+      const size_t at = static_cast<size_t>(li * T + t);
+      o.top_vals = s.top_vals.data() + at * static_cast<size_t>(k);
+      o.top_ids = s.top_ids.data() + at * static_cast<size_t>(k);
+      row_stats(zp + r * V, V, q, o, o_.scalar_kernel);
+      s.lse[at] = o.lse;
+      s.entropy[at] = o.entropy;
+      s.dot_pf[at] = o.dot_pf;
+      s.z_target[at] = o.z_target;
+      s.target_greater[at] = o.target_greater;
+      s.z_next[at] = o.z_next;
+    };
+    // 1) the final layer's rows: statistics, then overwritten by the final distribution.
+    const int64_t fin0 = (n - 1) * p;
+    at::parallel_for(fin0, n * p, 1, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) do_row(r, nullptr, n > 1);
+    });
+    // 2) every other layer, with the dot product against the final distribution of the same position.
+    if (n > 1)
+      at::parallel_for(0, fin0, 1, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) do_row(r, zp + (fin0 + r % p) * V, false);
+      });
+    s.gemm_seconds += std::chrono::duration<double>(c1 - c0).count();
+    s.stats_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - c1).count();
+  }
+}
+
+void LensStats::resize(int64_t n_, int64_t T_, int64_t k_) {
+  n = n_;
+  T = T_;
+  k = k_;
+  const size_t nt = static_cast<size_t>(n * T);
+  lse.assign(nt, 0);
+  entropy.assign(nt, 0);
+  dot_pf.assign(nt, 0);
+  z_target.assign(nt, 0);
+  target_greater.assign(nt, 0);
+  z_next.assign(nt, 0);
+  top_vals.assign(nt * static_cast<size_t>(k), 0);
+  top_ids.assign(nt * static_cast<size_t>(k), -1);
+  gemm_seconds = stats_seconds = 0;
+}
+
+double LensStats::kl(int64_t li, int64_t t) const {
+  if (li == n - 1) return 0.0;
+  const size_t a = static_cast<size_t>(li * T + t), f = static_cast<size_t>((n - 1) * T + t);
+  // KL(f || l) = sum pf log pf - sum pf log pl = -H_f - sum pf z_l + lse_l
+  return std::max(0.0, -entropy[f] - dot_pf[a] + lse[a]);
+}
+
+}  // namespace lens_detail
+
+// -------------------------------------------------------------------------------------------------------
+
+std::vector<LensLayer> lens_layers(const Model& m, const LensOptions& o) {
+  const int64_t L = m.config().n_layers;
+  const int64_t last_block = L - o.decoder_blocks;  // blocks [0, last_block) are lensed
+  std::vector<LensLayer> v;
+  v.push_back({"resid_pre.0", "embed", -1});
+  for (int64_t l = 0; l < last_block; ++l) {
+    if (o.resid_mid) v.push_back({"resid_mid." + std::to_string(l), std::to_string(l) + ".mid", l});
+    v.push_back({"resid_post." + std::to_string(l), std::to_string(l), l});
+  }
+  return v;
+}
+
+double LensResult::mean_cross_entropy(int64_t layer) const {
+  double sum = 0;
+  int64_t cnt = 0;
+  for (int64_t t = 0; t < n_positions(); ++t) {
+    float v = cross_entropy[at(layer, t)];
+    if (!std::isnan(v)) {
+      sum += v;
+      ++cnt;
+    }
+  }
+  return cnt ? sum / static_cast<double>(cnt) : std::numeric_limits<double>::quiet_NaN();
+}
+
+LensResult logit_lens(const Model& m, const std::vector<int64_t>& ids, const LensOptions& opts) {
+  using namespace lens_detail;
+  validate_options(m, opts);
+  validate_ids(m, ids);
+  LensEngine eng(m, opts);
+  const int64_t T = static_cast<int64_t>(ids.size());
+  std::vector<int64_t> targets(static_cast<size_t>(T), -1);
+  for (int64_t t = 0; t < T; ++t)
+    targets[static_cast<size_t>(t)] = opts.target ? *opts.target : (t + 1 < T ? ids[static_cast<size_t>(t + 1)] : -1);
+  LensStats st;
+  eng.run(ids, targets, opts.top_k, st);
+
+  LensResult r;
+  r.tokens = ids;
+  r.layers = eng.layers();
+  r.options = opts;
+  r.vocab_size = eng.vocab();
+  r.top_k = opts.top_k;
+  r.targets = targets;
+  r.model_source = m.source();
+  const int64_t n = r.n_layers(), k = r.top_k;
+  const size_t nt = static_cast<size_t>(n * T);
+  r.top_ids = st.top_ids;
+  r.top_probs.resize(nt * static_cast<size_t>(k));
+  r.entropy.resize(nt);
+  r.kl_final.resize(nt);
+  r.cross_entropy.resize(nt);
+  r.logsumexp.resize(nt);
+  r.target_prob.resize(nt);
+  r.target_logprob.resize(nt);
+  r.target_rank.resize(nt);
+  for (int64_t li = 0; li < n; ++li)
+    for (int64_t t = 0; t < T; ++t) {
+      const size_t a = r.at(li, t);
+      const double lse = st.lse[a];
+      for (int64_t j = 0; j < k; ++j) {
+        const size_t q = a * static_cast<size_t>(k) + static_cast<size_t>(j);
+        r.top_probs[q] = static_cast<float>(std::exp(static_cast<double>(st.top_vals[q]) - lse));
+      }
+      r.entropy[a] = static_cast<float>(st.entropy[a]);
+      r.kl_final[a] = static_cast<float>(st.kl(li, t));
+      r.logsumexp[a] = static_cast<float>(lse);
+      r.cross_entropy[a] = t + 1 < T ? static_cast<float>(lse - st.z_next[a]) : kNaN;
+      if (targets[static_cast<size_t>(t)] >= 0) {
+        const double lp = static_cast<double>(st.z_target[a]) - lse;
+        r.target_logprob[a] = static_cast<float>(lp);
+        r.target_prob[a] = static_cast<float>(std::exp(lp));
+        r.target_rank[a] = 1 + st.target_greater[a];
+      } else {
+        r.target_logprob[a] = kNaN;
+        r.target_prob[a] = kNaN;
+        r.target_rank[a] = -1;
+      }
+    }
+  return r;
+}
+
+}  // namespace vocablens
+
+// -------------------------------------------------------------------------------------------------------
+// Result for the exporters
+
+namespace vocablens {
+namespace {
+
+nlohmann::json num_or_null(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
+
+std::string token_string(const Tokenizer* tok, int64_t id) {
+  if (id < 0) return "";
+  return tok ? tok->display(id) : "#" + std::to_string(id);
+}
+
+const char* unembed_name(LensUnembed u) { return u == LensUnembed::PseudoInverse ? "pinv" : "W_U"; }
+
+}  // namespace
+
+Result LensResult::to_result(const Tokenizer* tok, const std::string& prompt) const {
+  const int64_t n = n_layers(), T = n_positions(), k = top_k;
+  Result r;
+  r.kind = "logit_lens";
+  nlohmann::json target = nullptr;
+  if (options.target) target = {{"id", *options.target}, {"token", token_string(tok, *options.target)}};
+  r.settings = {{"top_k", k},
+                {"resid_mid", options.resid_mid},
+                {"unembed", unembed_name(options.unembed)},
+                {"decoder_blocks", options.decoder_blocks},
+                {"final_norm", "recomputed on each layer's residual"},
+                {"target", target.is_null() ? nlohmann::json("next token") : target},
+                {"units", "nats"}};
+  if (!prompt.empty()) r.settings["prompt"] = prompt;
+
+  nlohmann::json toks = nlohmann::json::array();
+  for (int64_t t = 0; t < T; ++t)
+    toks.push_back({{"position", t}, {"id", tokens[t]}, {"token", token_string(tok, tokens[t])},
+                    {"target_id", targets[t] >= 0 ? nlohmann::json(targets[t]) : nlohmann::json(nullptr)},
+                    {"target", targets[t] >= 0 ? nlohmann::json(token_string(tok, targets[t])) : nlohmann::json(nullptr)}});
+  nlohmann::json lays = nlohmann::json::array(), per_layer = nlohmann::json::array();
+  for (int64_t li = 0; li < n; ++li) {
+    const auto& L = layers[static_cast<size_t>(li)];
+    lays.push_back({{"index", li}, {"hook", L.hook}, {"label", L.label}, {"block", L.block}});
+    double se = 0, sk = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      se += entropy[at(li, t)];
+      sk += kl_final[at(li, t)];
+    }
+    nlohmann::json last = {{"target_rank", target_rank[at(li, T - 1)] >= 0 ? nlohmann::json(target_rank[at(li, T - 1)])
+                                                                            : nlohmann::json(nullptr)},
+                           {"target_prob", num_or_null(target_prob[at(li, T - 1)])}};
+    nlohmann::json top = nlohmann::json::array();
+    for (int64_t j = 0; j < k; ++j)
+      top.push_back({{"id", top_id(li, T - 1, j)}, {"token", token_string(tok, top_id(li, T - 1, j))},
+                     {"prob", top_prob(li, T - 1, j)}});
+    last["top"] = top;
+    per_layer.push_back({{"layer", L.label},
+                         {"hook", L.hook},
+                         {"mean_cross_entropy", num_or_null(mean_cross_entropy(li))},
+                         {"mean_entropy", se / static_cast<double>(T)},
+                         {"mean_kl_final", sk / static_cast<double>(T)},
+                         {"last_position", last}});
+  }
+  r.summary = {{"model", model_source}, {"prompt", prompt}, {"n_tokens", T}, {"vocab_size", vocab_size},
+               {"tokens", toks}, {"layers", lays}, {"per_layer", per_layer}};
+  if (k > 0 && n * T <= 20000) {
+    nlohmann::json grid_tok = nlohmann::json::array(), grid_p = nlohmann::json::array();
+    for (int64_t li = 0; li < n; ++li) {
+      nlohmann::json rt = nlohmann::json::array(), rp = nlohmann::json::array();
+      for (int64_t t = 0; t < T; ++t) {
+        rt.push_back(token_string(tok, top_id(li, t, 0)));
+        rp.push_back(top_prob(li, t, 0));
+      }
+      grid_tok.push_back(rt);
+      grid_p.push_back(rp);
+    }
+    r.summary["top1"] = {{"tokens", grid_tok}, {"probs", grid_p}};
+  }
+
+  r.arrays["tokens"] = NdArray::i64({T}, tokens.data());
+  r.arrays["targets"] = NdArray::i64({T}, targets.data());
+  if (k > 0) {
+    r.arrays["top_ids"] = NdArray::i64({n, T, k}, top_ids.data());
+    r.arrays["top_probs"] = NdArray::f32({n, T, k}, top_probs.data());
+  }
+  r.arrays["entropy"] = NdArray::f32({n, T}, entropy.data());
+  r.arrays["kl_final"] = NdArray::f32({n, T}, kl_final.data());
+  r.arrays["cross_entropy"] = NdArray::f32({n, T}, cross_entropy.data());
+  r.arrays["logsumexp"] = NdArray::f32({n, T}, logsumexp.data());
+  r.arrays["target_prob"] = NdArray::f32({n, T}, target_prob.data());
+  r.arrays["target_logprob"] = NdArray::f32({n, T}, target_logprob.data());
+  r.arrays["target_rank"] = NdArray::i64({n, T}, target_rank.data());
+
+  Table tab;
+  tab.name = "top_k";
+  tab.columns = {"layer", "hook", "position", "input_id", "input_token", "rank", "token_id", "token", "prob",
+                 "target_id", "target_token", "target_rank", "target_prob", "entropy", "kl_final", "cross_entropy"};
+  auto cached = [&](int64_t id) { return token_string(tok, id); };
+  tab.rows.reserve(static_cast<size_t>(n * T * std::max<int64_t>(k, 1)));
+  for (int64_t li = 0; li < n; ++li) {
+    const auto& L = layers[static_cast<size_t>(li)];
+    for (int64_t t = 0; t < T; ++t) {
+      const size_t a = at(li, t);
+      const int64_t tg = targets[t];
+      nlohmann::json tgj = tg >= 0 ? nlohmann::json(tg) : nlohmann::json(nullptr);
+      nlohmann::json tgs = tg >= 0 ? nlohmann::json(cached(tg)) : nlohmann::json(nullptr);
+      nlohmann::json tr = target_rank[a] >= 0 ? nlohmann::json(target_rank[a]) : nlohmann::json(nullptr);
+      std::string in_tok = cached(tokens[t]);
+      for (int64_t j = 0; j < std::max<int64_t>(k, 1); ++j) {
+        const bool has = j < k;
+        tab.rows.push_back({L.label, L.hook, t, tokens[t], in_tok, has ? nlohmann::json(j + 1) : nlohmann::json(nullptr),
+                            has ? nlohmann::json(top_id(li, t, j)) : nlohmann::json(nullptr),
+                            has ? nlohmann::json(cached(top_id(li, t, j))) : nlohmann::json(nullptr),
+                            has ? nlohmann::json(top_prob(li, t, j)) : nlohmann::json(nullptr), tgj, tgs, tr,
+                            num_or_null(target_prob[a]), num_or_null(entropy[a]), num_or_null(kl_final[a]),
+                            num_or_null(cross_entropy[a])});
+      }
+    }
+  }
+  r.tables.push_back(std::move(tab));
+  return r;
+}
+
+}  // namespace vocablens

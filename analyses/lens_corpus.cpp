@@ -1,0 +1,218 @@
+// Corpus mode of the logit lens (see vocablens/lens.hpp): a text file streamed through the model in
+// windows of its context; per-layer mean cross-entropy (nats, bits per byte), KL to the final layer,
+// entropy and top-1 accuracy over every predicted token. Memory is bounded by the chunk and window size.
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "vocablens/error.hpp"
+#include "vocablens/lens.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/tokenizer.hpp"
+
+namespace vocablens {
+namespace {
+
+bool is_space(unsigned char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+
+// Where to cut `text` so that tokenising the two halves apart changes as little as possible: before a
+// single space between two words (GPT-2's pre-tokenizer then splits there anyway), else after a line end
+// followed by text, else on a UTF-8 character boundary. Searches the second half only; returns text.size()
+// when the whole text should be kept back (no cut found and the text is short).
+size_t split_point(const std::string& text) {
+  const size_t n = text.size();
+  if (n < 2) return n;
+  const size_t lo = n / 2;
+  for (size_t i = n - 2; i > lo; --i)
+    if (text[i] == ' ' && !is_space(static_cast<unsigned char>(text[i - 1])) &&
+        !is_space(static_cast<unsigned char>(text[i + 1])))
+      return i;
+  for (size_t i = n - 2; i > lo; --i)
+    if (text[i] == '\n' && !is_space(static_cast<unsigned char>(text[i + 1]))) return i + 1;
+  size_t i = n - 1;
+  while (i > lo && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) --i;
+  return i;
+}
+
+}  // namespace
+
+CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const std::string& path,
+                                   const CorpusLensOptions& opts) {
+  using namespace lens_detail;
+  LensOptions lo = opts.lens;
+  lo.top_k = 1;
+  lo.target.reset();
+  validate_options(m, lo);
+  const int64_t n_ctx = m.config().n_ctx;
+  const int64_t W = opts.window > 0 ? opts.window : n_ctx;
+  if (W < 2 || W > n_ctx)
+    throw UsageError("--window must be in [2, " + std::to_string(n_ctx) + "] (got " + std::to_string(W) + ")");
+  if (opts.chunk_bytes < 16) throw UsageError("chunk_bytes must be at least 16");
+
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw FormatError(path, std::string("cannot read: ") + std::strerror(errno));
+  f.seekg(0, std::ios::end);
+  const auto end = f.tellg();
+  if (end < 0) throw FormatError(path, "cannot read: not a regular file");
+  const uint64_t total = static_cast<uint64_t>(end);
+  f.seekg(0, std::ios::beg);
+
+  LensEngine eng(m, lo);
+  const int64_t n = static_cast<int64_t>(eng.layers().size());
+  CorpusLensResult r;
+  r.corpus = path;
+  r.layers = eng.layers();
+  r.window = W;
+  r.options = opts.lens;
+  r.corpus_bytes = total;
+  std::vector<double> ce(static_cast<size_t>(n), 0), kl(static_cast<size_t>(n), 0), ent(static_cast<size_t>(n), 0),
+      top1(static_cast<size_t>(n), 0);
+
+  // Bytes each token stands for (bits per byte counts the bytes of the predicted tokens).
+  std::vector<int32_t> token_len(static_cast<size_t>(m.config().vocab_size), 0);
+  for (int64_t id = 0; id < m.config().vocab_size && id < tok.vocab_size(); ++id) {
+    try {
+      token_len[static_cast<size_t>(id)] = static_cast<int32_t>(tok.token_bytes(id).size());
+    } catch (const Error&) {
+    }
+  }
+
+  std::vector<int64_t> pending;  // tokens not yet used as the start of a window
+  size_t head = 0;               // pending[head] is the first token of the next window
+  uint64_t bytes_read = 0;
+  bool first_chunk = true, done = false;
+  LensStats st;
+  std::vector<int64_t> none;
+
+  auto process = [&](const std::vector<int64_t>& ids) {
+    const int64_t T = static_cast<int64_t>(ids.size());
+    for (auto id : ids)
+      if (id < 0 || id >= m.config().vocab_size)
+        throw UsageError("the tokenizer produced id " + std::to_string(id) + ", outside the model's vocabulary of " +
+                         std::to_string(m.config().vocab_size));
+    none.assign(static_cast<size_t>(T), -1);
+    eng.run(ids, none, 1, st);
+    for (int64_t t = 0; t + 1 < T; ++t) {
+      const int64_t next = ids[static_cast<size_t>(t + 1)];
+      for (int64_t li = 0; li < n; ++li) {
+        const size_t a = static_cast<size_t>(li * T + t);
+        ce[static_cast<size_t>(li)] += st.lse[a] - static_cast<double>(st.z_next[a]);
+        kl[static_cast<size_t>(li)] += st.kl(li, t);
+        ent[static_cast<size_t>(li)] += st.entropy[a];
+        top1[static_cast<size_t>(li)] += st.top_ids[a] == next ? 1.0 : 0.0;
+      }
+      r.bytes += static_cast<uint64_t>(token_len[static_cast<size_t>(next)]);
+    }
+    r.predicted += T - 1;
+    r.windows += 1;
+    if (opts.progress) opts.progress(bytes_read, total);
+  };
+  auto budget_left = [&]() -> int64_t {
+    return opts.max_tokens > 0 ? opts.max_tokens - r.predicted : std::numeric_limits<int64_t>::max();
+  };
+  // Runs every full window available; at the end of the input also the last partial one.
+  auto drain = [&](bool at_end) {
+    while (!done) {
+      int64_t avail = static_cast<int64_t>(pending.size() - head);
+      int64_t len = std::min(avail, W);
+      if (len < W && !at_end) break;
+      if (opts.max_tokens > 0) len = std::min(len, budget_left() + 1);
+      if (len < 2) break;
+      std::vector<int64_t> ids(pending.begin() + static_cast<std::ptrdiff_t>(head),
+                               pending.begin() + static_cast<std::ptrdiff_t>(head + static_cast<size_t>(len)));
+      process(ids);
+      head += static_cast<size_t>(len - 1);  // windows overlap by one token
+      if (budget_left() <= 0) done = true;
+    }
+    pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(head));
+    head = 0;
+  };
+
+  std::string leftover, buf(opts.chunk_bytes, '\0');
+  while (!done) {
+    f.read(&buf[0], static_cast<std::streamsize>(buf.size()));
+    const size_t got = static_cast<size_t>(f.gcount());
+    if (got == 0 && f.bad()) throw FormatError(path, "read error");
+    bytes_read += got;
+    const bool eof = got < buf.size() || f.peek() == std::char_traits<char>::eof();
+    std::string text = leftover;
+    text.append(buf, 0, got);
+    leftover.clear();
+    if (!eof) {
+      size_t cut = split_point(text);
+      leftover = text.substr(cut);
+      text.resize(cut);
+    }
+    if (!text.empty()) {
+      EncodeOptions eo;
+      if (!first_chunk) eo.add_bos = false;
+      auto ids = tok.encode(text, eo);
+      pending.insert(pending.end(), ids.begin(), ids.end());
+      r.tokens += static_cast<int64_t>(ids.size());
+      first_chunk = false;
+    }
+    drain(eof);
+    if (eof) break;
+  }
+  if (r.predicted == 0)
+    throw UsageError(path + ": the corpus has fewer than 2 tokens; nothing to predict");
+
+  r.mean_cross_entropy.resize(static_cast<size_t>(n));
+  r.bits_per_byte.resize(static_cast<size_t>(n));
+  r.mean_kl_final.resize(static_cast<size_t>(n));
+  r.mean_entropy.resize(static_cast<size_t>(n));
+  r.top1_accuracy.resize(static_cast<size_t>(n));
+  const double N = static_cast<double>(r.predicted);
+  for (size_t li = 0; li < static_cast<size_t>(n); ++li) {
+    r.mean_cross_entropy[li] = ce[li] / N;
+    r.bits_per_byte[li] = r.bytes ? ce[li] / (std::log(2.0) * static_cast<double>(r.bytes))
+                                  : std::numeric_limits<double>::quiet_NaN();
+    r.mean_kl_final[li] = kl[li] / N;
+    r.mean_entropy[li] = ent[li] / N;
+    r.top1_accuracy[li] = top1[li] / N;
+  }
+  return r;
+}
+
+Result CorpusLensResult::to_result() const {
+  const int64_t n = static_cast<int64_t>(layers.size());
+  Result r;
+  r.kind = "logit_lens_corpus";
+  r.settings = {{"corpus", corpus},
+                {"window", window},
+                {"resid_mid", options.resid_mid},
+                {"unembed", options.unembed == LensUnembed::PseudoInverse ? "pinv" : "W_U"},
+                {"decoder_blocks", options.decoder_blocks},
+                {"final_norm", "recomputed on each layer's residual"},
+                {"units", "nats; bits per byte = total cross-entropy / (ln 2 * bytes of the predicted tokens)"}};
+  nlohmann::json per = nlohmann::json::array();
+  Table tab;
+  tab.name = "per_layer";
+  tab.columns = {"layer", "hook", "cross_entropy_nats", "bits_per_byte", "kl_final_nats", "entropy_nats",
+                 "top1_accuracy"};
+  for (int64_t li = 0; li < n; ++li) {
+    const size_t i = static_cast<size_t>(li);
+    per.push_back({{"layer", layers[i].label},
+                   {"hook", layers[i].hook},
+                   {"cross_entropy_nats", mean_cross_entropy[i]},
+                   {"bits_per_byte", bits_per_byte[i]},
+                   {"kl_final_nats", mean_kl_final[i]},
+                   {"entropy_nats", mean_entropy[i]},
+                   {"top1_accuracy", top1_accuracy[i]}});
+    tab.rows.push_back({layers[i].label, layers[i].hook, mean_cross_entropy[i], bits_per_byte[i], mean_kl_final[i],
+                        mean_entropy[i], top1_accuracy[i]});
+  }
+  r.summary = {{"corpus", corpus},          {"corpus_bytes", corpus_bytes}, {"tokens", tokens},
+               {"predicted_tokens", predicted}, {"predicted_bytes", bytes}, {"windows", windows},
+               {"per_layer", per}};
+  r.arrays["mean_cross_entropy"] = NdArray::f64({n}, mean_cross_entropy.data());
+  r.arrays["bits_per_byte"] = NdArray::f64({n}, bits_per_byte.data());
+  r.arrays["mean_kl_final"] = NdArray::f64({n}, mean_kl_final.data());
+  r.arrays["mean_entropy"] = NdArray::f64({n}, mean_entropy.data());
+  r.arrays["top1_accuracy"] = NdArray::f64({n}, top1_accuracy.data());
+  r.tables.push_back(std::move(tab));
+  return r;
+}
+
+}  // namespace vocablens

@@ -1,0 +1,676 @@
+// Cosine neighbourhoods: single tokens / words / expressions, and the exact k-NN graph by blocked GEMM +
+// partial selection + float64 re-scoring. See include/vocablens/neighbours.hpp.
+#include "vocablens/neighbours.hpp"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <numeric>
+
+#include "vocablens/error.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/spectrum.hpp"
+#include "vocablens/tokenizer.hpp"
+#include "vocablens/unembed.hpp"
+
+namespace vocablens {
+
+namespace {
+
+at::Tensor as_rows_f32(const at::Tensor& X, const char* what) {
+  if (!X.defined() || X.dim() != 2) throw UsageError(std::string(what) + ": expected a 2-D matrix [rows, d]");
+  if (X.size(0) < 1 || X.size(1) < 1) throw UsageError(std::string(what) + ": the matrix is empty");
+  at::Tensor Xf = X.to(at::kFloat).contiguous();
+  if (!at::isfinite(Xf).all().item<bool>()) throw UsageError(std::string(what) + ": the matrix has NaN or infinite entries");
+  return Xf;
+}
+
+// Σ aᵢbᵢ in float64 with four interleaved accumulators (a fixed order: results are reproducible and equal
+// for a float row and its exact double copy, which single-token queries rely on).
+template <class A>
+inline double dot_acc(const A* a, const float* b, int64_t d) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= d; i += 4) {
+    s0 += static_cast<double>(a[i]) * static_cast<double>(b[i]);
+    s1 += static_cast<double>(a[i + 1]) * static_cast<double>(b[i + 1]);
+    s2 += static_cast<double>(a[i + 2]) * static_cast<double>(b[i + 2]);
+    s3 += static_cast<double>(a[i + 3]) * static_cast<double>(b[i + 3]);
+  }
+  for (; i < d; ++i) s0 += static_cast<double>(a[i]) * static_cast<double>(b[i]);
+  return (s0 + s1) + (s2 + s3);
+}
+
+inline double dot64(const float* a, const float* b, int64_t d) { return dot_acc(a, b, d); }
+
+inline double cos_from(double dot, double na, double nb) {
+  return (na > 0 && nb > 0) ? dot / (na * nb) : 0.0;
+}
+
+std::vector<double> row_norms64(const at::Tensor& X) {
+  const int64_t n = X.size(0), d = X.size(1);
+  const float* p = X.data_ptr<float>();
+  std::vector<double> out(static_cast<size_t>(n));
+  at::parallel_for(0, n, 1024, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) out[static_cast<size_t>(i)] = std::sqrt(dot64(p + i * d, p + i * d, d));
+  });
+  return out;
+}
+
+// Unit rows in float32 (norms in float64; zero rows stay zero).
+at::Tensor unit_rows(const at::Tensor& X, const std::vector<double>& norms) {
+  const int64_t n = X.size(0), d = X.size(1);
+  at::Tensor U = at::empty({n, d}, at::TensorOptions().dtype(at::kFloat));
+  const float* x = X.data_ptr<float>();
+  float* u = U.data_ptr<float>();
+  at::parallel_for(0, n, 1024, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) {
+      double nr = norms[static_cast<size_t>(i)];
+      double inv = nr > 0 ? 1.0 / nr : 0.0;
+      for (int64_t c = 0; c < d; ++c) u[i * d + c] = static_cast<float>(static_cast<double>(x[i * d + c]) * inv);
+    }
+  });
+  return U;
+}
+
+// Bound on |float32 cosine of the normalised rows − exact cosine| (see the header), doubled: the candidate
+// window below the k-th best float32 score.
+double candidate_margin(int64_t d) {
+  const double u = std::ldexp(1.0, -24);
+  const double du = static_cast<double>(d) * u;
+  const double gamma = du / (1.0 - du);
+  const double delta = gamma * (1 + u) * (1 + u) + 2 * u + u * u + 1e-12;
+  return 2.0 * delta;
+}
+
+// Per-row lists of the best `cap` float32 candidates, value descending.
+struct CandidateLists {
+  int64_t cap = 0;
+  std::vector<float> val;
+  std::vector<int64_t> idx;
+  std::vector<int32_t> count;
+  CandidateLists(int64_t rows, int64_t cap_) : cap(cap_), val(static_cast<size_t>(rows * cap_)),
+                                               idx(static_cast<size_t>(rows * cap_)), count(static_cast<size_t>(rows), 0) {}
+  float threshold(int64_t r) const {
+    return count[static_cast<size_t>(r)] < cap ? -std::numeric_limits<float>::infinity()
+                                               : val[static_cast<size_t>(r * cap + cap - 1)];
+  }
+  // Precondition: v > threshold(r).
+  void insert(int64_t r, float v, int64_t j) {
+    float* vv = &val[static_cast<size_t>(r * cap)];
+    int64_t* ii = &idx[static_cast<size_t>(r * cap)];
+    int32_t& c = count[static_cast<size_t>(r)];
+    int64_t pos;
+    if (c < cap) pos = c++;
+    else pos = cap - 1;
+    while (pos > 0 && vv[pos - 1] < v) {
+      vv[pos] = vv[pos - 1];
+      ii[pos] = ii[pos - 1];
+      --pos;
+    }
+    vv[pos] = v;
+    ii[pos] = j;
+  }
+  // Scans `len` scores of list r's row; column c is global index col0 + c; `skip` is never inserted.
+  void scan(int64_t r, const float* s, int64_t len, int64_t col0, int64_t skip) {
+    float thr = threshold(r);
+    constexpr int64_t W = 16;
+    int64_t c = 0;
+    for (; c + W <= len; c += W) {
+      float mx = s[c];
+      for (int64_t t = 1; t < W; ++t) mx = s[c + t] > mx ? s[c + t] : mx;
+      if (!(mx > thr)) continue;
+      for (int64_t t = 0; t < W; ++t) {
+        float v = s[c + t];
+        if (v > thr && col0 + c + t != skip) {
+          insert(r, v, col0 + c + t);
+          thr = threshold(r);
+        }
+      }
+    }
+    for (; c < len; ++c) {
+      float v = s[c];
+      if (v > thr && col0 + c != skip) {
+        insert(r, v, col0 + c);
+        thr = threshold(r);
+      }
+    }
+  }
+};
+
+// Turns candidate lists into exact top-k lists (float64 re-scoring, fallback for crowded rows).
+void finalise(KnnGraph& g, const CandidateLists& L, const at::Tensor& X, const std::vector<double>& norms) {
+  const int64_t q = static_cast<int64_t>(g.rows.size()), k = g.k, d = X.size(1), n = X.size(0);
+  const float* x = X.data_ptr<float>();
+  g.indices.assign(static_cast<size_t>(q * k), -1);
+  g.scores.assign(static_cast<size_t>(q * k), 0.0);
+  std::vector<int64_t> rescored(static_cast<size_t>(q), 0);
+  std::vector<char> fell_back(static_cast<size_t>(q), 0);
+  at::parallel_for(0, q, 64, [&](int64_t a, int64_t b) {
+    std::vector<std::pair<double, int64_t>> cand;
+    for (int64_t r = a; r < b; ++r) {
+      const int64_t qi = g.rows[static_cast<size_t>(r)];
+      const float* vv = &L.val[static_cast<size_t>(r * L.cap)];
+      const int64_t* ii = &L.idx[static_cast<size_t>(r * L.cap)];
+      const int64_t c = L.count[static_cast<size_t>(r)];
+      cand.clear();
+      const double T = vv[k - 1];
+      const double lo = T - g.margin;
+      if (c == L.cap && static_cast<double>(vv[L.cap - 1]) >= lo) {
+        // More near-ties than the list holds: exact scan of the whole row.
+        fell_back[static_cast<size_t>(r)] = 1;
+        cand.reserve(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j)
+          if (j != qi) cand.emplace_back(cos_from(dot64(x + qi * d, x + j * d, d), norms[static_cast<size_t>(qi)], norms[static_cast<size_t>(j)]), j);
+      } else {
+        for (int64_t t = 0; t < c && static_cast<double>(vv[t]) >= lo; ++t) {
+          int64_t j = ii[t];
+          cand.emplace_back(cos_from(dot64(x + qi * d, x + j * d, d), norms[static_cast<size_t>(qi)], norms[static_cast<size_t>(j)]), j);
+        }
+      }
+      rescored[static_cast<size_t>(r)] = static_cast<int64_t>(cand.size());
+      const size_t kk = std::min(static_cast<size_t>(k), cand.size());
+      std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(kk), cand.end(),
+                        [](const auto& A, const auto& B) { return A.first > B.first || (A.first == B.first && A.second < B.second); });
+      for (size_t t = 0; t < kk; ++t) {
+        g.indices[static_cast<size_t>(r * k) + t] = cand[t].second;
+        g.scores[static_cast<size_t>(r * k) + t] = cand[t].first;
+      }
+    }
+  });
+  g.rescored = std::accumulate(rescored.begin(), rescored.end(), int64_t{0});
+  g.fallback_rows = std::count(fell_back.begin(), fell_back.end(), 1);
+}
+
+std::string token_name(const Tokenizer* tok, int64_t id) {
+  return tok ? tok->display(id) : "#" + std::to_string(id);
+}
+
+}  // namespace
+
+// ---- names -------------------------------------------------------------------------------------------
+
+const char* to_string(VectorSpace s) { return s == VectorSpace::Embedding ? "E" : "E+"; }
+
+VectorSpace vector_space_from_string(const std::string& s) {
+  if (s == "E" || s == "embedding" || s == "e") return VectorSpace::Embedding;
+  if (s == "E+" || s == "pinv" || s == "pseudo-inverse" || s == "e+" || s == "E^+") return VectorSpace::PseudoInverse;
+  throw UsageError("unknown space '" + s + "' (expected E or E+)");
+}
+
+const char* to_string(Compose c) {
+  switch (c) {
+    case Compose::Sum: return "sum";
+    case Compose::Mean: return "mean";
+    case Compose::Weighted: return "weighted";
+  }
+  return "?";
+}
+
+Compose compose_from_string(const std::string& s) {
+  if (s == "sum") return Compose::Sum;
+  if (s == "mean") return Compose::Mean;
+  if (s == "weighted") return Compose::Weighted;
+  throw UsageError("unknown composition '" + s + "' (expected sum, mean or weighted)");
+}
+
+// ---- vectors -----------------------------------------------------------------------------------------
+
+double cosine64(const float* a, const float* b, int64_t d) {
+  return cos_from(dot64(a, b, d), std::sqrt(dot64(a, a, d)), std::sqrt(dot64(b, b, d)));
+}
+
+at::Tensor pseudo_inverse_rows(const at::Tensor& E0) {
+  at::Tensor E = as_rows_f32(E0, "pseudo_inverse_rows");
+  PinvOptions po;
+  po.use_cache = false;
+  return pseudo_inverse(E, po).pinv.t().contiguous();
+}
+
+at::Tensor space_vectors(const Model& m, VectorSpace space, const std::string& matrix) {
+  std::string kind;
+  at::Tensor X = model_matrix(m, matrix, &kind);
+  if (kind != "token") throw UsageError("neighbours need a matrix whose rows are tokens (W_E or W_U), not " + matrix);
+  if (space == VectorSpace::Embedding) return X.to(at::kFloat).contiguous();
+  // E⁺ of the model's E = W_Uᵀ comes from the shared, cached pseudo-inverse (vocablens/unembed.hpp); that
+  // is also W_E's when the embeddings are tied.
+  if (matrix == "W_U" || matrix == "U" || m.config().tied_embeddings)
+    return embedding_pinv(m).pinv.t().contiguous();
+  return pseudo_inverse(X.to(at::kFloat).contiguous()).pinv.t().contiguous();
+}
+
+// ---- expressions -------------------------------------------------------------------------------------
+
+std::vector<ExprTerm> parse_expression(const std::string& e) {
+  std::vector<ExprTerm> terms;
+  size_t p = 0;
+  const size_t n = e.size();
+  auto ws = [&](size_t i) { return i < n && (e[i] == ' ' || e[i] == '\t' || e[i] == '\n' || e[i] == '\r'); };
+  auto skip_ws = [&] {
+    while (ws(p)) ++p;
+  };
+  auto where = [&](size_t i) { return " at position " + std::to_string(i + 1) + " of '" + e + "'"; };
+  double sign = 1.0;
+  skip_ws();
+  if (p >= n) throw UsageError("empty query");
+  while (true) {
+    // Unary signs at the start of a term: "-man", "- man", "a - -b". (A word that starts with + or -
+    // must be quoted: '-ing'.)
+    while (p < n && (e[p] == '+' || e[p] == '-')) {
+      if (e[p] == '-') sign = -sign;
+      ++p;
+      skip_ws();
+    }
+    if (p >= n) throw UsageError("the query ends with an operator" + where(n - 1));
+    ExprTerm t;
+    t.weight = sign;
+    sign = 1.0;
+    // Optional "number *".
+    {
+      const char* start = e.c_str() + p;
+      char* end = nullptr;
+      double w = std::strtod(start, &end);
+      if (end != start) {
+        size_t q = p + static_cast<size_t>(end - start);
+        while (ws(q)) ++q;
+        if (q < n && e[q] == '*') {
+          if (!std::isfinite(w)) throw UsageError("weight is not a finite number" + where(p));
+          t.weight *= w;
+          p = q + 1;
+          skip_ws();
+          if (p >= n) throw UsageError("missing term after '*'" + where(q));
+        }
+      }
+    }
+    const size_t term_start = p;
+    bool ended_with_quote = false;
+    if (e[p] == '\'' || e[p] == '"') {
+      char qc = e[p];
+      size_t close = e.find(qc, p + 1);
+      if (close == std::string::npos) throw UsageError("unterminated quote" + where(p));
+      t.text = e.substr(p + 1, close - p - 1);
+      if (t.text.empty()) throw UsageError("empty quoted term" + where(p));
+      p = close + 1;
+      ended_with_quote = true;
+    } else {
+      size_t q = p;
+      while (q < n && !ws(q)) ++q;
+      std::string word = e.substr(p, q - p);
+      p = q;
+      bool is_id = word.size() > 1 && word[0] == '#' &&
+                   std::all_of(word.begin() + 1, word.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (is_id) {
+        if (word.size() > 19) throw UsageError("token id too large" + where(term_start));
+        t.id = std::stoll(word.substr(1));
+      } else {
+        t.text = word;
+      }
+    }
+    terms.push_back(t);
+    size_t before_ws = p;
+    skip_ws();
+    if (p >= n) break;
+    if (e[p] != '+' && e[p] != '-')
+      throw UsageError("expected + or - between terms" + where(p) + " (quote multi-word text: 'New York')");
+    if (p == before_ws && !ended_with_quote)
+      throw UsageError("an operator must follow whitespace" + where(p));
+    if (e[p] == '-') sign = -1.0;
+    ++p;
+    skip_ws();
+    if (p >= n) throw UsageError("the query ends with an operator" + where(n - 1));
+  }
+  return terms;
+}
+
+std::vector<ResolvedTerm> resolve_terms(const std::vector<ExprTerm>& terms, const Tokenizer* tok, int64_t vocab,
+                                        const NeighbourOptions& opts) {
+  std::vector<ResolvedTerm> out;
+  for (const auto& t : terms) {
+    ResolvedTerm r;
+    r.term = t;
+    if (t.id >= 0) {
+      if (t.id >= vocab) throw UsageError("token id " + std::to_string(t.id) + " out of range (vocabulary " + std::to_string(vocab) + ")");
+      r.pieces = {t.id};
+    } else {
+      if (!tok) throw UsageError("'" + t.text + "': words need a tokenizer (or give token ids as #123)");
+      std::string text = opts.prefix_space ? " " + t.text : t.text;
+      auto id = tok->token_to_id(text);
+      if (id) {
+        r.pieces = {*id};
+      } else {
+        EncodeOptions eo;
+        eo.add_bos = false;
+        r.pieces = tok->encode(text, eo);
+      }
+      if (r.pieces.empty()) throw UsageError("'" + t.text + "' encodes to no tokens");
+      for (int64_t pid : r.pieces)
+        if (pid < 0 || pid >= vocab)
+          throw UsageError("'" + t.text + "' encodes to token " + std::to_string(pid) + ", outside the model's vocabulary");
+    }
+    r.single_token = r.pieces.size() == 1;
+    const size_t p = r.pieces.size();
+    r.piece_weights.assign(p, 1.0);
+    if (opts.compose == Compose::Mean) {
+      for (auto& w : r.piece_weights) w = 1.0 / static_cast<double>(p);
+    } else if (opts.compose == Compose::Weighted) {
+      double total = 0;
+      std::vector<double> len(p);
+      for (size_t i = 0; i < p; ++i) {
+        len[i] = tok ? static_cast<double>(tok->token_bytes(r.pieces[i]).size()) : 1.0;
+        total += len[i];
+      }
+      for (size_t i = 0; i < p; ++i) r.piece_weights[i] = total > 0 ? len[i] / total : 1.0 / static_cast<double>(p);
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<Neighbour> nearest_to_vector(const at::Tensor& X0, const std::vector<double>& q, int64_t k,
+                                         const std::vector<int64_t>& exclude) {
+  at::Tensor X = as_rows_f32(X0, "nearest_to_vector");
+  const int64_t n = X.size(0), d = X.size(1);
+  if (static_cast<int64_t>(q.size()) != d) throw UsageError("query vector has the wrong dimension");
+  if (k < 1) throw UsageError("k must be at least 1");
+  double qn = 0;
+  {
+    // Same accumulation as dot64, so a query that is a row's exact copy has that row's norm.
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t i = 0;
+    for (; i + 4 <= d; i += 4) {
+      s0 += q[static_cast<size_t>(i)] * q[static_cast<size_t>(i)];
+      s1 += q[static_cast<size_t>(i + 1)] * q[static_cast<size_t>(i + 1)];
+      s2 += q[static_cast<size_t>(i + 2)] * q[static_cast<size_t>(i + 2)];
+      s3 += q[static_cast<size_t>(i + 3)] * q[static_cast<size_t>(i + 3)];
+    }
+    for (; i < d; ++i) s0 += q[static_cast<size_t>(i)] * q[static_cast<size_t>(i)];
+    qn = std::sqrt((s0 + s1) + (s2 + s3));
+  }
+  std::vector<double> score(static_cast<size_t>(n));
+  const float* x = X.data_ptr<float>();
+  at::parallel_for(0, n, 1024, [&](int64_t a, int64_t b) {
+    for (int64_t j = a; j < b; ++j) {
+      const float* r = x + j * d;
+      score[static_cast<size_t>(j)] = cos_from(dot_acc(q.data(), r, d), qn, std::sqrt(dot64(r, r, d)));
+    }
+  });
+  std::vector<char> skip(static_cast<size_t>(n), 0);
+  for (int64_t e : exclude)
+    if (e >= 0 && e < n) skip[static_cast<size_t>(e)] = 1;
+  std::vector<int64_t> idx;
+  idx.reserve(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j)
+    if (!skip[static_cast<size_t>(j)]) idx.push_back(j);
+  const size_t kk = std::min(static_cast<size_t>(k), idx.size());
+  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(kk), idx.end(), [&](int64_t a, int64_t b) {
+    double sa = score[static_cast<size_t>(a)], sb = score[static_cast<size_t>(b)];
+    return sa > sb || (sa == sb && a < b);
+  });
+  std::vector<Neighbour> out;
+  for (size_t t = 0; t < kk; ++t) out.push_back({idx[t], score[static_cast<size_t>(idx[t])]});
+  return out;
+}
+
+NeighbourResult neighbours(const at::Tensor& X0, const Tokenizer* tok, const std::string& expr, const NeighbourOptions& opts) {
+  at::Tensor X = as_rows_f32(X0, "neighbours");
+  if (opts.k < 1) throw UsageError("k must be at least 1");
+  const int64_t n = X.size(0), d = X.size(1);
+  NeighbourResult r;
+  r.query = expr;
+  r.options = opts;
+  r.terms = resolve_terms(parse_expression(expr), tok, n, opts);
+  const float* x = X.data_ptr<float>();
+  std::vector<double> q(static_cast<size_t>(d), 0.0);
+  if (r.terms.size() == 1 && r.terms[0].pieces.size() == 1 && r.terms[0].term.weight > 0) {
+    // A single token: its own row, so the scores equal cosine64 / the k-NN graph bit for bit.
+    const float* row = x + r.terms[0].pieces[0] * d;
+    for (int64_t c = 0; c < d; ++c) q[static_cast<size_t>(c)] = static_cast<double>(row[c]);
+  } else {
+    for (const auto& t : r.terms) {
+      for (size_t i = 0; i < t.pieces.size(); ++i) {
+        const float* row = x + t.pieces[i] * d;
+        double scale = t.term.weight * t.piece_weights[i];
+        if (opts.normalise_terms) {
+          double nr = std::sqrt(dot64(row, row, d));
+          scale = nr > 0 ? scale / nr : 0.0;
+        }
+        for (int64_t c = 0; c < d; ++c) q[static_cast<size_t>(c)] += scale * static_cast<double>(row[c]);
+      }
+    }
+  }
+  double qn = 0;
+  for (double v : q) qn += v * v;
+  if (!(qn > 0)) throw UsageError("the query vector of '" + expr + "' is zero");
+  if (opts.exclude_inputs)
+    for (const auto& t : r.terms)
+      for (int64_t p : t.pieces)
+        if (std::find(r.excluded.begin(), r.excluded.end(), p) == r.excluded.end()) r.excluded.push_back(p);
+  r.query_vector = q;
+  r.neighbours = nearest_to_vector(X, q, opts.k, r.excluded);
+  return r;
+}
+
+Result NeighbourResult::to_result(const Tokenizer* tok) const {
+  Result res;
+  res.kind = "neighbours";
+  res.settings = {{"query", query}, {"k", options.k}, {"space", space}, {"matrix", matrix},
+                  {"compose", to_string(options.compose)}, {"normalise_terms", options.normalise_terms},
+                  {"exclude_inputs", options.exclude_inputs}, {"prefix_space", options.prefix_space}};
+  nlohmann::json terms_j = nlohmann::json::array();
+  for (const auto& t : terms) {
+    nlohmann::json pieces = nlohmann::json::array();
+    for (size_t i = 0; i < t.pieces.size(); ++i)
+      pieces.push_back({{"id", t.pieces[i]}, {"token", token_name(tok, t.pieces[i])}, {"weight", t.piece_weights[i]}});
+    nlohmann::json tj = {{"weight", t.term.weight}, {"pieces", pieces}, {"single_token", t.single_token}};
+    if (t.term.id >= 0) tj["id"] = t.term.id;
+    else tj["text"] = t.term.text;
+    terms_j.push_back(tj);
+  }
+  nlohmann::json nb = nlohmann::json::array();
+  Table table{"neighbours", {"rank", "token_id", "token", "cosine"}, {}};
+  for (size_t i = 0; i < neighbours.size(); ++i) {
+    const auto& x = neighbours[i];
+    nb.push_back({{"rank", i + 1}, {"id", x.id}, {"token", token_name(tok, x.id)}, {"cosine", x.cosine}});
+    table.rows.push_back({i + 1, x.id, token_name(tok, x.id), x.cosine});
+  }
+  res.summary = {{"query", query}, {"space", space}, {"matrix", matrix}, {"terms", terms_j},
+                 {"excluded", excluded}, {"neighbours", nb}};
+  res.tables.push_back(std::move(table));
+  res.arrays["query_vector"] = NdArray::f64({static_cast<int64_t>(query_vector.size())}, query_vector.data());
+  return res;
+}
+
+// ---- k-NN graph --------------------------------------------------------------------------------------
+
+KnnGraph knn_graph(const at::Tensor& X0, const KnnOptions& opts) {
+  auto t0 = std::chrono::steady_clock::now();
+  at::Tensor X = as_rows_f32(X0, "knn_graph");
+  const int64_t n = X.size(0), d = X.size(1);
+  if (opts.k < 1) throw UsageError("k must be at least 1");
+  if (n < 2) throw UsageError("knn_graph: need at least 2 rows");
+  KnnGraph g;
+  g.n = n;
+  g.dim = d;
+  g.k = std::min<int64_t>(opts.k, n - 1);
+  g.rows.resize(static_cast<size_t>(n));
+  std::iota(g.rows.begin(), g.rows.end(), 0);
+  g.margin = candidate_margin(d);
+  const int64_t cap = std::min<int64_t>(n - 1, g.k + (opts.slack > 0 ? opts.slack : g.k + 16));
+  const int64_t B = std::max<int64_t>(opts.block, 16);
+  std::vector<double> norms = row_norms64(X);
+  at::Tensor U = unit_rows(X, norms);
+  CandidateLists L(n, cap);
+  for (int64_t i0 = 0; i0 < n; i0 += B) {
+    const int64_t bi = std::min(B, n - i0);
+    at::Tensor A = U.narrow(0, i0, bi);
+    for (int64_t j0 = i0; j0 < n; j0 += B) {
+      const int64_t bj = std::min(B, n - j0);
+      at::Tensor S = at::mm(A, U.narrow(0, j0, bj).t()).contiguous();  // [bi, bj]
+      const float* s = S.data_ptr<float>();
+      at::parallel_for(0, bi, 16, [&](int64_t a, int64_t b) {
+        for (int64_t r = a; r < b; ++r) L.scan(i0 + r, s + r * bj, bj, j0, i0 + r);
+      });
+      if (j0 != i0) {
+        at::Tensor T = S.t().contiguous();  // [bj, bi]
+        const float* tp = T.data_ptr<float>();
+        at::parallel_for(0, bj, 16, [&](int64_t a, int64_t b) {
+          for (int64_t c = a; c < b; ++c) L.scan(j0 + c, tp + c * bi, bi, i0, -1);
+        });
+      }
+    }
+  }
+  finalise(g, L, X, norms);
+  g.compute_statistics();
+  g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return g;
+}
+
+KnnGraph knn_query(const at::Tensor& X0, const std::vector<int64_t>& rows, const KnnOptions& opts) {
+  auto t0 = std::chrono::steady_clock::now();
+  at::Tensor X = as_rows_f32(X0, "knn_query");
+  const int64_t n = X.size(0), d = X.size(1);
+  if (opts.k < 1) throw UsageError("k must be at least 1");
+  if (n < 2) throw UsageError("knn_query: need at least 2 rows");
+  for (int64_t r : rows)
+    if (r < 0 || r >= n) throw UsageError("knn_query: row " + std::to_string(r) + " out of range");
+  KnnGraph g;
+  g.n = n;
+  g.dim = d;
+  g.k = std::min<int64_t>(opts.k, n - 1);
+  g.rows = rows;
+  g.margin = candidate_margin(d);
+  const int64_t cap = std::min<int64_t>(n - 1, g.k + (opts.slack > 0 ? opts.slack : g.k + 16));
+  const int64_t B = std::max<int64_t>(opts.block, 16);
+  std::vector<double> norms = row_norms64(X);
+  at::Tensor U = unit_rows(X, norms);
+  const int64_t q = static_cast<int64_t>(rows.size());
+  at::Tensor Q = U.index_select(0, at::tensor(rows, at::kLong)).contiguous();
+  CandidateLists L(q, cap);
+  for (int64_t i0 = 0; i0 < q; i0 += B) {
+    const int64_t bi = std::min(B, q - i0);
+    at::Tensor A = Q.narrow(0, i0, bi);
+    for (int64_t j0 = 0; j0 < n; j0 += B) {
+      const int64_t bj = std::min(B, n - j0);
+      at::Tensor S = at::mm(A, U.narrow(0, j0, bj).t()).contiguous();
+      const float* s = S.data_ptr<float>();
+      at::parallel_for(0, bi, 16, [&](int64_t a, int64_t b) {
+        for (int64_t r = a; r < b; ++r) L.scan(i0 + r, s + r * bj, bj, j0, rows[static_cast<size_t>(i0 + r)]);
+      });
+    }
+  }
+  finalise(g, L, X, norms);
+  g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return g;
+}
+
+void KnnGraph::compute_statistics() {
+  in_degree.assign(static_cast<size_t>(n), 0);
+  const int64_t q = static_cast<int64_t>(rows.size());
+  for (int64_t v : indices)
+    if (v >= 0) ++in_degree[static_cast<size_t>(v)];
+  // Mutual edges: only meaningful when every row is a query in row order.
+  if (q == n) {
+    int64_t mutual = 0, edges = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t t = 0; t < k; ++t) {
+        int64_t j = indices[static_cast<size_t>(i * k + t)];
+        if (j < 0) continue;
+        ++edges;
+        const int64_t* lj = &indices[static_cast<size_t>(j * k)];
+        if (std::find(lj, lj + k, i) != lj + k) ++mutual;
+      }
+    mutual_fraction = edges > 0 ? static_cast<double>(mutual) / static_cast<double>(edges) : 0.0;
+  }
+  double mean = 0, m2 = 0, m3 = 0;
+  for (int64_t v : in_degree) mean += static_cast<double>(v);
+  mean /= static_cast<double>(n);
+  for (int64_t v : in_degree) {
+    double dv = static_cast<double>(v) - mean;
+    m2 += dv * dv;
+    m3 += dv * dv * dv;
+  }
+  m2 /= static_cast<double>(n);
+  m3 /= static_cast<double>(n);
+  in_degree_skewness = m2 > 0 ? m3 / std::pow(m2, 1.5) : 0.0;
+  anti_hubs = std::count(in_degree.begin(), in_degree.end(), 0);
+}
+
+Result KnnGraph::to_result(const Tokenizer* tok, bool edges) const {
+  Result res;
+  res.kind = "knn";
+  res.settings = {{"k", k}, {"matrix", matrix}, {"space", space}};
+  const int64_t q = static_cast<int64_t>(rows.size());
+  double mean_first = 0, mean_kth = 0;
+  for (int64_t r = 0; r < q; ++r) {
+    mean_first += scores[static_cast<size_t>(r * k)];
+    mean_kth += scores[static_cast<size_t>(r * k + k - 1)];
+  }
+  nlohmann::json s = {{"rows", n}, {"queries", q}, {"k", k}, {"dim", dim}, {"matrix", matrix}, {"space", space},
+                      {"score", "cosine in float64; order cosine desc, id asc; self excluded"},
+                      {"candidate_margin", margin}, {"rescored_candidates", rescored},
+                      {"fallback_rows", fallback_rows}, {"seconds", seconds},
+                      {"mean_top1_cosine", q > 0 ? mean_first / static_cast<double>(q) : 0.0},
+                      {"mean_kth_cosine", q > 0 ? mean_kth / static_cast<double>(q) : 0.0}};
+  std::vector<int64_t> order;
+  if (!in_degree.empty()) {
+    s["mutual_fraction"] = mutual_fraction;
+    s["in_degree_skewness"] = in_degree_skewness;
+    s["anti_hubs"] = anti_hubs;
+    order.resize(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    const size_t top = std::min<size_t>(100, order.size());
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(), [&](int64_t a, int64_t b) {
+      return in_degree[static_cast<size_t>(a)] > in_degree[static_cast<size_t>(b)] ||
+             (in_degree[static_cast<size_t>(a)] == in_degree[static_cast<size_t>(b)] && a < b);
+    });
+    order.resize(top);
+    nlohmann::json hubs = nlohmann::json::array();
+    Table ht{"hubs", {"rank", "token_id", "token", "in_degree"}, {}};
+    for (size_t i = 0; i < order.size(); ++i) {
+      int64_t id = order[i];
+      if (i < 20) hubs.push_back({{"id", id}, {"token", token_name(tok, id)}, {"in_degree", in_degree[static_cast<size_t>(id)]}});
+      ht.rows.push_back({i + 1, id, token_name(tok, id), in_degree[static_cast<size_t>(id)]});
+    }
+    s["top_hubs"] = hubs;
+    res.tables.push_back(std::move(ht));
+  }
+  nlohmann::json sample = nlohmann::json::array();
+  for (int64_t r = 0; r < std::min<int64_t>(q, 5); ++r) {
+    nlohmann::json nb = nlohmann::json::array();
+    for (int64_t t = 0; t < k; ++t) {
+      int64_t j = indices[static_cast<size_t>(r * k + t)];
+      nb.push_back({{"id", j}, {"token", token_name(tok, j)}, {"cosine", scores[static_cast<size_t>(r * k + t)]}});
+    }
+    int64_t src = rows[static_cast<size_t>(r)];
+    sample.push_back({{"id", src}, {"token", token_name(tok, src)}, {"neighbours", nb}});
+  }
+  s["first_rows"] = sample;
+  res.summary = s;
+
+  res.arrays["indices"] = NdArray::i64({q, k}, indices.data());
+  std::vector<float> sf(scores.begin(), scores.end());
+  res.arrays["scores"] = NdArray::f32({q, k}, sf.data());
+  if (q != n) res.arrays["rows"] = NdArray::i64({q}, rows.data());
+  if (!in_degree.empty()) res.arrays["in_degree"] = NdArray::i64({n}, in_degree.data());
+  if (edges) {
+    Table et{"edges", {"source", "source_token", "rank", "target", "target_token", "cosine"}, {}};
+    et.rows.reserve(static_cast<size_t>(q * k));
+    for (int64_t r = 0; r < q; ++r) {
+      int64_t src = rows[static_cast<size_t>(r)];
+      std::string sname = token_name(tok, src);
+      for (int64_t t = 0; t < k; ++t) {
+        int64_t j = indices[static_cast<size_t>(r * k + t)];
+        et.rows.push_back({src, sname, t + 1, j, token_name(tok, j), scores[static_cast<size_t>(r * k + t)]});
+      }
+    }
+    res.tables.push_back(std::move(et));
+  }
+  return res;
+}
+
+}  // namespace vocablens

@@ -1,0 +1,223 @@
+// vocablens/lens.hpp — the logit lens: every layer's residual stream read through the unembedding.
+//
+// For each lens layer (the embedding output resid_pre.0, then resid_post.L after every block, and
+// optionally resid_mid.L between attention and MLP) and every position, the residual is passed through
+// the model's *own* final norm, recomputed on that residual (LayerNorm or RMSNorm with its scale and
+// bias: never the final layer's cached scale), then through W_U (+ b_U). From those logits it reports
+// top-k tokens with probabilities, the target's rank and probability (default target: the next token
+// of the input), entropy, KL(final || layer) and the cross-entropy against the next token.
+//
+//   vocablens::Model m = vocablens::load_model("fixtures/gpt2-tiny");
+//   vocablens::LensOptions opt;   opt.top_k = 5;
+//   vocablens::LensResult lens = vocablens::logit_lens(m, {464, 412, 733, 417, 8765});
+//   float p = lens.top_prob(lens.n_layers() - 1, 4, 0);      // final layer, last position, top-1
+//   vocablens::Result r = lens.to_result(tokenizer.get());    // for write_result / the CLI
+//
+// Variants: LensOptions::unembed = PseudoInverse reads through E⁺ (vocablens::embedding_pinv, [d_model, V])
+// instead of W_U; LensOptions::decoder_blocks = k runs each layer's residual through the last k blocks before the
+// final norm (the "last blocks as decoder" lens of nostalgebraist / Belrose et al.'s baseline).
+//
+// Speed: logits are never materialised for the whole [layers, T, V] cube. Positions are taken in blocks;
+// for each block all layers' normalised residuals go through one GEMM into a reused buffer, followed by
+// one fused per-row pass (max, top-k, target rank, dot with the final distribution) and one exp pass
+// (log-sum-exp, entropy), parallel over rows. Memory: O(layers * block * V) floats, not O(layers * T * V).
+//
+// All values are in nats; probabilities are float32; KL and entropies are computed in double and stored
+// as float32.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vocablens/result.hpp"
+
+namespace vocablens {
+
+class Model;
+class Tokenizer;
+
+enum class LensUnembed {
+  Model,          ///< the model's own unembedding W_U (+ b_U)
+  PseudoInverse,  ///< E⁺ = pinv(W_Uᵀ) [d_model, V] from unembed.hpp (= pinv(W_E) when tied), cached on disk
+};
+
+struct LensOptions {
+  /// Tokens reported per (layer, position); 0 = none (corpus statistics only). At most the vocabulary.
+  int64_t top_k = 10;
+  /// Also lens the residual between attention and MLP of every block (resid_mid.L).
+  bool resid_mid = false;
+  LensUnembed unembed = LensUnembed::Model;
+  /// Treat the last k blocks as part of the decoder: layer residuals are run through blocks
+  /// n_layers-k .. n_layers-1 (with attention over the same layer's residuals at all positions) before
+  /// the final norm. Only layers up to resid_post.(n_layers-k-1) (i.e. before those blocks) are lensed;
+  /// the last of them then equals the model's own output. 0 <= k <= n_layers.
+  int64_t decoder_blocks = 0;
+  /// One target token for every position. Unset: the next input token (none at the last position).
+  std::optional<int64_t> target;
+  /// Positions per GEMM block; 0 = choose automatically (about 512 rows of layers x positions).
+  int64_t block_positions = 0;
+  /// Force the portable scalar statistics kernel instead of the AVX2 one (for tests and comparison).
+  bool scalar_kernel = false;
+};
+
+/// One lensed point of the residual stream.
+struct LensLayer {
+  std::string hook;   ///< "resid_pre.0", "resid_mid.3", "resid_post.3"
+  std::string label;  ///< "embed", "3.mid", "3" (short, for tables)
+  int64_t block = -1; ///< block index the residual comes out of (-1: embedding)
+};
+
+/// The typed output of the logit lens. Arrays are C order; n = n_layers(), T = tokens.size(), k = top_k.
+/// Entries with no target (the last position when the target is the next token) are NaN (float) or -1.
+struct LensResult {
+  std::vector<int64_t> tokens;         ///< [T] input ids
+  std::string model_source;            ///< Model::source()
+  std::vector<LensLayer> layers;       ///< [n]; the last one is the model's output (unless decoder_blocks > 0)
+  LensOptions options;
+  int64_t vocab_size = 0;
+  int64_t top_k = 0;
+  std::vector<int64_t> targets;        ///< [T] the target of each position, -1 = none
+  std::vector<int64_t> top_ids;        ///< [n, T, k] most probable tokens, descending (ties: lower id first)
+  std::vector<float> top_probs;        ///< [n, T, k]
+  std::vector<float> entropy;          ///< [n, T] nats
+  std::vector<float> kl_final;         ///< [n, T] KL(final layer || this layer), nats
+  std::vector<float> cross_entropy;    ///< [n, T] -log p(next token), nats; NaN at the last position
+  std::vector<float> logsumexp;        ///< [n, T] of this layer's logits
+  std::vector<float> target_prob;      ///< [n, T]
+  std::vector<float> target_logprob;   ///< [n, T]
+  std::vector<int64_t> target_rank;    ///< [n, T] 1 + number of tokens with a strictly larger logit
+
+  int64_t n_layers() const { return static_cast<int64_t>(layers.size()); }
+  int64_t n_positions() const { return static_cast<int64_t>(tokens.size()); }
+  size_t at(int64_t layer, int64_t pos) const { return static_cast<size_t>(layer * n_positions() + pos); }
+  int64_t top_id(int64_t layer, int64_t pos, int64_t r) const { return top_ids[at(layer, pos) * top_k + r]; }
+  float top_prob(int64_t layer, int64_t pos, int64_t r) const { return top_probs[at(layer, pos) * top_k + r]; }
+  /// Mean cross-entropy of a layer over the positions that have a next token (NaN if none).
+  double mean_cross_entropy(int64_t layer) const;
+
+  /// The Result for exporters: kind "logit_lens"; settings (options, prompt if given); summary (tokens
+  /// as ids and display strings, layers, per-layer means, per-position top-1 grid); arrays top_ids,
+  /// top_probs, entropy, kl_final, cross_entropy, logsumexp, target_prob, target_logprob, target_rank,
+  /// tokens, targets; table "top_k" (one row per layer x position x rank). `tok` may be null (then token
+  /// strings are "#id").
+  Result to_result(const Tokenizer* tok, const std::string& prompt = "") const;
+};
+
+/// The logit lens over one sequence (ids: T >= 1 tokens, T <= n_ctx). Throws UsageError on bad input
+/// (empty, too long, id out of range, bad options).
+LensResult logit_lens(const Model& m, const std::vector<int64_t>& ids, const LensOptions& opts = {});
+
+// ---- corpus mode ----------------------------------------------------------------------------------
+
+struct CorpusLensOptions {
+  LensOptions lens;                 ///< top_k and target are ignored (statistics only)
+  /// Tokens per window; 0 = the model's context. Windows overlap by one token, so every token after the
+  /// first of the corpus is predicted exactly once.
+  int64_t window = 0;
+  /// Bytes of text read and tokenised at a time (split at a line end or space where possible).
+  size_t chunk_bytes = 1 << 20;
+  /// Stop after this many predicted tokens (0 = the whole corpus).
+  int64_t max_tokens = 0;
+  /// Called after each window with (bytes read so far, total bytes); may be empty.
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
+struct CorpusLensResult {
+  std::string corpus;                 ///< path
+  std::vector<LensLayer> layers;      ///< [n]
+  int64_t tokens = 0;                 ///< tokens read (the first one is context only)
+  int64_t predicted = 0;              ///< positions scored (= tokens - 1 when the corpus was read whole)
+  int64_t windows = 0;
+  uint64_t bytes = 0;                 ///< bytes the predicted tokens stand for (for bits per byte)
+  uint64_t corpus_bytes = 0;
+  int64_t window = 0;
+  LensOptions options;
+  std::vector<double> mean_cross_entropy;  ///< [n] nats per token
+  std::vector<double> bits_per_byte;       ///< [n] total cross-entropy / (ln 2 * bytes)
+  std::vector<double> mean_kl_final;       ///< [n] over every scored position
+  std::vector<double> mean_entropy;        ///< [n]
+  std::vector<double> top1_accuracy;       ///< [n] fraction of positions whose top-1 is the next token
+
+  /// kind "logit_lens_corpus"; a per-layer table and arrays.
+  Result to_result() const;
+};
+
+/// Streams a text file through the lens in windows of the model's context. Memory is bounded by the
+/// chunk and window sizes, not by the corpus. Throws FormatError when the file cannot be read.
+CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const std::string& path,
+                                   const CorpusLensOptions& opts = {});
+
+// ---- building blocks (exposed for tests and benchmarks) -------------------------------------------
+
+/// The lens layers the options select, in order.
+std::vector<LensLayer> lens_layers(const Model& m, const LensOptions& opts);
+
+// ---- internals (exposed for tests and benchmarks; not a stable interface) --------------------------
+namespace lens_detail {
+
+/// What one row of logits is asked for.
+struct RowRequest {
+  int64_t k = 0;             ///< top-k size
+  int64_t target = -1;       ///< id whose logit, and count of strictly larger logits, are wanted
+  int64_t next = -1;         ///< id whose logit is wanted (next token), -1 = none
+  const float* pf = nullptr; ///< final distribution of the same position (for sum pf * z), or null
+  bool write_probs = false;  ///< overwrite the row with softmax(row) afterwards
+};
+
+struct RowOut {
+  float* top_vals = nullptr;  ///< [k] logits, descending
+  int64_t* top_ids = nullptr; ///< [k]
+  int64_t top_n = 0;
+  float max = 0;
+  double lse = 0, entropy = 0, dot_pf = 0;
+  float z_target = 0, z_next = 0;
+  int64_t target_greater = 0;
+};
+
+/// The fused statistics of one row z[0..V): pass A (max, top-k, target rank, sum pf z), pass B (sum exp,
+/// entropy), optional pass C (probabilities in place). AVX2 when the CPU has it, unless `scalar`.
+void row_stats(float* z, int64_t V, const RowRequest& q, RowOut& o, bool scalar);
+
+/// Raw per-(layer, position) statistics of one sequence; index li * T + t.
+struct LensStats {
+  int64_t n = 0, T = 0, k = 0;
+  std::vector<double> lse, entropy, dot_pf;
+  std::vector<float> z_target, z_next, top_vals;
+  std::vector<int64_t> target_greater, top_ids;
+  double gemm_seconds = 0, stats_seconds = 0;  ///< time spent in the unembedding GEMMs / the row passes
+  void resize(int64_t n, int64_t T, int64_t k);
+  /// KL(final || layer li) at position t, nats (clamped at 0).
+  double kl(int64_t li, int64_t t) const;
+};
+
+/// The lens machinery for one model and option set: the unembedding matrix (W_U or E⁺) prepared once,
+/// then any number of sequences.
+class LensEngine {
+ public:
+  LensEngine(const Model& m, const LensOptions& o);
+  const std::vector<LensLayer>& layers() const { return layers_; }
+  int64_t vocab() const { return W_.size(1); }
+  /// The final norm applied to every lens layer's residual (after the decoder blocks, if any): [n, T, d].
+  at::Tensor normalised_stack(const at::Tensor& ids) const;
+  /// Statistics for ids (already validated); targets[t] = -1 for none.
+  void run(const std::vector<int64_t>& ids, const std::vector<int64_t>& targets, int64_t k, LensStats& s) const;
+  /// Same, from an already normalised stack [n, T, d] (benchmarks time the two halves apart).
+  void run_normalised(const at::Tensor& normed, const std::vector<int64_t>& ids, const std::vector<int64_t>& targets,
+                      int64_t k, LensStats& s) const;
+
+ private:
+  const Model& m_;
+  LensOptions o_;
+  std::vector<LensLayer> layers_;
+  at::Tensor W_, b_;
+};
+
+void validate_options(const Model& m, const LensOptions& o);
+void validate_ids(const Model& m, const std::vector<int64_t>& ids);
+
+}  // namespace lens_detail
+}  // namespace vocablens

@@ -1,0 +1,201 @@
+// `vocablens heads MODEL [--layer L --head H] [--kind ov|qk] [--top-k 50]`: attention heads in vocabulary
+// space (see vocablens/heads.hpp): exact top-k (token, token) pairs of each head's OV / QK circuit,
+// per-token lists, singular values, eigenvalues and copying scores.
+#include <fmt/color.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <memory>
+#include <optional>
+
+#include "cli/command.hpp"
+#include "cli/output.hpp"
+#include "vocablens/atomic_file.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/heads.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/neurons.hpp"
+#include "vocablens/tokenizer.hpp"
+
+namespace {
+
+using vocablens::UsageError;
+
+struct HeadsCliOptions {
+  std::string model;
+  std::string layers, heads;
+  std::string kind = "both";
+  int64_t top_k = 50;
+  std::string inverse = "pinv";
+  double pinv_rtol = 1e-6;
+  std::vector<std::string> tokens;
+  std::vector<int64_t> token_ids;
+  int64_t per_token_k = 0;
+  bool drop_same_token = false, drop_same_word = false, alpha_only = false;
+  std::string allow_list;
+  std::string tokenizer;
+  bool no_spectra = false, no_prune = false, verbose = false;
+  vocablens::cli::OutputOptions out;
+};
+
+size_t columns(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string fit(const std::string& s, size_t width) {
+  if (columns(s) <= width) return s + std::string(width - columns(s), ' ');
+  std::string out;
+  size_t n = 0;
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    if ((c & 0xC0) != 0x80) {
+      if (n == width - 1) break;
+      ++n;
+    }
+    out.push_back(ch);
+  }
+  return out + "…";
+}
+
+int64_t resolve_token(const vocablens::Tokenizer& tok, const std::string& s) {
+  if (s.empty()) throw UsageError("--token is empty: give one token, e.g. --token \" Paris\"");
+  if (auto id = tok.token_to_id(s)) return *id;
+  vocablens::EncodeOptions plain;
+  plain.add_bos = false;
+  auto ids = tok.encode(s, plain);
+  if (ids.size() == 1) return ids[0];
+  std::string parts;
+  for (size_t i = 0; i < ids.size() && i < 8; ++i) parts += (i ? " " : "") + tok.display(ids[i]);
+  throw UsageError("--token '" + s + "' is " + std::to_string(ids.size()) + " tokens (" + parts +
+                   "); give a single token, or --token-id");
+}
+
+void print_heads(const vocablens::HeadsAnalysis& a, const vocablens::Tokenizer* tok, const vocablens::Model& m,
+                 bool color) {
+  auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
+  auto text = [&](int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); };
+  const auto& o = a.options;
+  fmt::print("{}\n", style(fmt::format("heads · {} · inverse {} · {} circuit{} · top {}{}", m.source(),
+                                       vocablens::to_string(o.inverse), a.circuits.size(),
+                                       a.circuits.size() == 1 ? "" : "s", o.top_k,
+                                       a.allowed_tokens < a.vocab_size
+                                           ? fmt::format(" · {} of {} tokens allowed", a.allowed_tokens, a.vocab_size)
+                                           : ""),
+                           fmt::emphasis::bold));
+  fmt::print("ov: src = attended token, dst = token whose logit it raises · qk: src = query token, dst = key token\n");
+  const bool compact = a.circuits.size() > 4;
+  const int64_t shown = compact ? std::min<int64_t>(o.top_k, 6) : o.top_k;
+  for (const auto& c : a.circuits) {
+    std::string head = fmt::format("layer {} head {} · {}", c.layer, c.head, vocablens::to_string(c.kind));
+    std::string spec = o.spectra ? fmt::format(" · copying score {:+.3f} (W_{} {:+.3f}) · σ₁ {:.4g}", c.copying_score,
+                                               c.kind == vocablens::CircuitKind::OV ? "VO" : "QK",
+                                               c.weight_copying_score,
+                                               c.singular_values.empty() ? 0.0 : c.singular_values[0])
+                                 : "";
+    fmt::print("\n{}{}\n", style(head, fmt::emphasis::bold), spec);
+    if (compact) {
+      std::string line;
+      for (int64_t q = 0; q < shown && q < static_cast<int64_t>(c.top.size()); ++q)
+        line += (q ? "  " : "  ") + text(c.top[q].i) + "→" + text(c.top[q].j) + fmt::format(" {:.3g}", c.top[q].value);
+      fmt::print("{}\n", line);
+    } else {
+      for (size_t q = 0; q < c.top.size(); ++q)
+        fmt::print("  {:>4}  {} → {} {:>10.4f}\n", q + 1, fit(text(c.top[q].i), 16), fit(text(c.top[q].j), 16),
+                   c.top[q].value);
+    }
+    for (size_t s = 0; s < c.per_token.size(); ++s) {
+      std::string line = fmt::format("  {} {} →", c.kind == vocablens::CircuitKind::OV ? "from" : "query",
+                                     style(text(o.source_tokens[s]), fmt::fg(fmt::terminal_color::cyan)));
+      for (const auto& e : c.per_token[s]) line += fmt::format("  {} {:.3g}", text(e.j), e.value);
+      fmt::print("{}\n", line);
+    }
+  }
+  if (compact && shown < o.top_k)
+    fmt::print("\n(first {} of {} pairs per circuit shown; --format csv/json or --out DIR for all)\n", shown, o.top_k);
+}
+
+int run_heads(const HeadsCliOptions& co) {
+  vocablens::HeadsOptions o;
+  if (!co.layers.empty()) o.layers = vocablens::parse_index_list(co.layers);
+  if (!co.heads.empty()) o.heads = vocablens::parse_index_list(co.heads);
+  if (co.kind == "both") o.kinds = {vocablens::CircuitKind::OV, vocablens::CircuitKind::QK};
+  else o.kinds = {vocablens::parse_circuit_kind(co.kind)};
+  if (co.top_k < 1) throw UsageError("--top-k must be at least 1");
+  if (co.per_token_k < 0) throw UsageError("--per-token-k must be >= 0");
+  o.top_k = co.top_k;
+  o.per_token_k = co.per_token_k;
+  o.inverse = vocablens::parse_inverse_kind(co.inverse);
+  o.pinv.rtol = co.pinv_rtol;
+  o.drop_same_token = co.drop_same_token;
+  o.drop_same_normalized = co.drop_same_word;
+  o.filter.alpha_only = co.alpha_only;
+  if (!co.allow_list.empty()) o.filter.allow = vocablens::read_token_id_list(co.allow_list);
+  o.spectra = !co.no_spectra;
+  o.prune = !co.no_prune;
+  if (!co.out.out_dir.empty()) vocablens::ensure_directory(co.out.out_dir);
+
+  vocablens::Model m = vocablens::load_model(co.model);
+  std::unique_ptr<vocablens::Tokenizer> tok;
+  try {
+    tok = vocablens::load_tokenizer_for(co.model, co.tokenizer);
+  } catch (const vocablens::FormatError&) {
+    if (!co.tokenizer.empty() || !co.tokens.empty() || co.alpha_only || co.drop_same_word) throw;
+  }
+  for (const auto& s : co.tokens) o.source_tokens.push_back(resolve_token(*tok, s));
+  for (int64_t id : co.token_ids) o.source_tokens.push_back(id);
+
+  auto a = vocablens::analyze_heads(m, o, tok.get());
+  auto r = a.to_result(tok.get());
+  vocablens::cli::fill_provenance(r, m);
+  if (tok) r.provenance["tokenizer"] = tok->source();
+  const bool color = vocablens::cli::use_color(co.out);
+  vocablens::cli::emit(r, co.out, [&] {
+    print_heads(a, tok.get(), m, color);
+    if (co.verbose) {
+      double dense = 0, gemm = 0, secs = 0;
+      for (const auto& c : a.circuits) {
+        dense += c.stats.dense_flops;
+        gemm += c.stats.gemm_flops;
+        secs += c.stats.seconds;
+      }
+      fmt::print("\nstreamed {:.3g} dense GFLOP ({:.1f}% multiplied after norm-bound pruning) in {:.2f} s\n", dense / 1e9,
+                 dense > 0 ? 100 * gemm / dense : 0.0, secs);
+    }
+  });
+  return 0;
+}
+
+vocablens::cli::Register reg{
+    "heads",
+    "Attention heads in vocabulary space: exact top-k token pairs of each OV / QK circuit, spectra, copying scores",
+    [](CLI::App& sub) -> vocablens::cli::Runner {
+      auto o = std::make_shared<HeadsCliOptions>();
+      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("--layer", o->layers, "Layers, e.g. 3 or 0,2-4 (default: all)");
+      sub.add_option("--head", o->heads, "Heads, e.g. 7 or 0-3 (default: all)");
+      sub.add_option("--kind", o->kind, "ov, qk or both (default both)")->check(CLI::IsMember({"ov", "qk", "both"}));
+      sub.add_option("--top-k", o->top_k, "Token pairs per circuit (default 50)");
+      sub.add_option("--inverse", o->inverse,
+                     "Read side: pinv (exact E+, default), transpose (Dar et al.'s E^T approximation), embed (W_E)")
+          ->check(CLI::IsMember({"pinv", "transpose", "embed"}));
+      sub.add_option("--pinv-rtol", o->pinv_rtol, "Singular values below rtol*max are dropped from E+ (default 1e-6)");
+      sub.add_option("--token", o->tokens, "Also list the best targets (ov) / keys (qk) of this token (repeatable)");
+      sub.add_option("--token-id", o->token_ids, "Like --token, by id (repeatable)");
+      sub.add_option("--per-token-k", o->per_token_k, "Length of the --token lists (default: --top-k)");
+      sub.add_flag("--drop-same-token", o->drop_same_token, "Drop pairs (t, t)");
+      sub.add_flag("--drop-same-word", o->drop_same_word,
+                   "Drop pairs of tokens equal up to leading spaces and case (\" Paris\", \"paris\")");
+      sub.add_flag("--alpha-only", o->alpha_only, "Only tokens made of ASCII letters (after one optional space)");
+      sub.add_option("--allow-list", o->allow_list, "Only these token ids (file: whitespace-separated ids, # comments)");
+      sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      sub.add_flag("--no-spectra", o->no_spectra, "Skip singular values, eigenvalues and copying scores");
+      sub.add_flag("--no-prune", o->no_prune, "Multiply every tile (the results are identical; for timing)");
+      sub.add_flag("--verbose", o->verbose, "Report the streamed work and time");
+      vocablens::cli::add_output_options(sub, o->out);
+      return [o] { return run_heads(*o); };
+    }};
+
+}  // namespace

@@ -1,0 +1,282 @@
+// `vocablens lens MODEL --prompt TEXT`: the logit lens (see vocablens/lens.hpp); `--corpus FILE` for
+// per-layer statistics over a whole text file.
+#include <fmt/color.h>
+#include <fmt/format.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+
+#include "cli/command.hpp"
+#include "cli/output.hpp"
+#include "vocablens/atomic_file.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/lens.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/tokenizer.hpp"
+
+namespace {
+
+using vocablens::UsageError;
+
+struct LensCliOptions {
+  std::string model;
+  std::optional<std::string> prompt;
+  std::optional<std::string> target;
+  std::optional<int64_t> target_id;
+  std::string tokenizer;
+  std::string corpus;
+  std::string unembed = "model";
+  int64_t top_k = 10;
+  int64_t decoder_blocks = 0;
+  int64_t window = 0;
+  int64_t max_tokens = 0;
+  bool resid_mid = false;
+  bool bos = false, no_bos = false;
+  vocablens::cli::OutputOptions out;
+};
+
+// ---- terminal helpers ----------------------------------------------------------------------------------
+
+int terminal_width() {
+  struct winsize w{};
+  if (::isatty(STDOUT_FILENO) && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col > 20) return w.ws_col;
+  if (const char* c = std::getenv("COLUMNS")) {
+    int v = std::atoi(c);
+    if (v > 20) return v;
+  }
+  return 160;
+}
+
+// Number of terminal columns of UTF-8 text (one per code point; good enough for tables of tokens).
+size_t columns(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// First `width` columns of s, padded with spaces to exactly `width` ("…" marks a cut).
+std::string fit(const std::string& s, size_t width) {
+  if (columns(s) <= width) return s + std::string(width - columns(s), ' ');
+  std::string out;
+  size_t n = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if ((c & 0xC0) != 0x80) {
+      if (n == width - 1) break;
+      ++n;
+    }
+    out.push_back(s[i]);
+  }
+  return out + "…";
+}
+
+std::string pct(double p) {
+  if (std::isnan(p)) return "   -";
+  if (p >= 0.995) return "100%";
+  if (p < 0.005) return " <1%";
+  return fmt::format("{:>3.0f}%", p * 100);
+}
+
+void print_lens_table(const vocablens::LensResult& L, const vocablens::Tokenizer& tok, const vocablens::Model& m,
+                      bool color) {
+  const int64_t n = L.n_layers(), T = L.n_positions(), k = L.top_k;
+  auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
+  fmt::print("{}\n", style(fmt::format("logit lens · {} · {} tokens · {} layers · unembedding {}{}", m.source(), T, n,
+                                       L.options.unembed == vocablens::LensUnembed::PseudoInverse ? "E⁺ = pinv(W_Uᵀ)" : "W_U",
+                                       L.options.decoder_blocks ? fmt::format(" · last {} blocks as decoder",
+                                                                              L.options.decoder_blocks)
+                                                                : ""),
+                               fmt::emphasis::bold));
+  fmt::print("final norm recomputed on each layer's residual; cells: top-1 token and its probability{}\n",
+             k == 0 ? " (none: --top-k 0)" : "");
+  const size_t label_w = 7, tok_w = 7, cell_w = tok_w + 1 + 4;
+  const int width = terminal_width();
+  int64_t fit_cols = std::max<int64_t>(1, (width - static_cast<int64_t>(label_w)) / static_cast<int64_t>(cell_w + 1));
+  int64_t first = std::max<int64_t>(0, T - fit_cols);
+  if (first > 0)
+    fmt::print("(showing positions {}..{} of {}; the terminal is {} columns wide — use --format csv/json or --out "
+               "for all)\n",
+               first, T - 1, T, width);
+  auto row_label = [&](const std::string& s) { return style(fit(s, label_w), fmt::emphasis::bold); };
+  // header: position, input token, target
+  std::string line = row_label("pos");
+  for (int64_t t = first; t < T; ++t) line += " " + fit(std::to_string(t), cell_w);
+  fmt::print("{}\n", line);
+  line = row_label("input");
+  for (int64_t t = first; t < T; ++t) line += " " + fit(tok.display(L.tokens[t]), cell_w);
+  fmt::print("{}\n", line);
+  line = row_label("target");
+  for (int64_t t = first; t < T; ++t)
+    line += " " + style(fit(L.targets[t] >= 0 ? tok.display(L.targets[t]) : "-", cell_w), fmt::fg(fmt::terminal_color::cyan));
+  fmt::print("{}\n", line);
+  if (k > 0) {
+    for (int64_t li = 0; li < n; ++li) {
+      line = row_label(L.layers[li].label);
+      for (int64_t t = first; t < T; ++t) {
+        const int64_t id = L.top_id(li, t, 0);
+        const double p = L.top_prob(li, t, 0);
+        std::string cell = fit(tok.display(id), tok_w) + " " + pct(p);
+        fmt::text_style st;
+        if (id == L.targets[t]) st = fmt::fg(fmt::terminal_color::green) | fmt::emphasis::bold;
+        else if (p >= 0.5) st = fmt::emphasis::bold;
+        else if (p < 0.1) st = fmt::emphasis::faint;
+        line += " " + (color ? fmt::format(st, "{}", cell) : cell);
+      }
+      fmt::print("{}\n", line);
+    }
+  }
+  // per-layer summary
+  fmt::print("\n{}\n", style(fmt::format("{:<7} {:>9} {:>9} {:>9}  {:>8} {:>7}  {}", "layer", "mean CE", "entropy",
+                                         "KL→final", "tgt rank", "tgt p", "top at last position"),
+                             fmt::emphasis::bold));
+  for (int64_t li = 0; li < n; ++li) {
+    const size_t a = L.at(li, T - 1);
+    double se = 0, sk = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      se += L.entropy[L.at(li, t)];
+      sk += L.kl_final[L.at(li, t)];
+    }
+    std::string tops;
+    for (int64_t j = 0; j < std::min<int64_t>(k, 3); ++j)
+      tops += (j ? "  " : "") + tok.display(L.top_id(li, T - 1, j)) + " " + pct(L.top_prob(li, T - 1, j));
+    double ce = L.mean_cross_entropy(li);
+    fmt::print("{} {:>9} {:>9.3f} {:>9.3f}  {:>8} {:>7}  {}\n", row_label(L.layers[li].label),
+               std::isnan(ce) ? std::string("-") : fmt::format("{:.3f}", ce), se / static_cast<double>(T),
+               sk / static_cast<double>(T), L.target_rank[a] >= 0 ? std::to_string(L.target_rank[a]) : "-",
+               std::isnan(L.target_prob[a]) ? std::string("-") : fmt::format("{:.4f}", L.target_prob[a]), tops);
+  }
+  fmt::print("(entropy and KL: mean over positions, nats; target at the last position{})\n",
+             L.options.target ? "" : " = none when the target is the next token");
+}
+
+void print_corpus_table(const vocablens::CorpusLensResult& c, bool color) {
+  auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
+  fmt::print("{}\n", style(fmt::format("logit lens over {} · {} bytes · {} tokens in {} windows of {}", c.corpus,
+                                       c.corpus_bytes, c.tokens, c.windows, c.window),
+                           fmt::emphasis::bold));
+  fmt::print("{}\n", style(fmt::format("{:<7} {:>10} {:>10} {:>10} {:>10} {:>8}", "layer", "CE nats", "bits/byte",
+                                       "KL→final", "entropy", "top-1"),
+                           fmt::emphasis::bold));
+  for (size_t i = 0; i < c.layers.size(); ++i)
+    fmt::print("{:<7} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>7.2f}%\n", fit(c.layers[i].label, 7),
+               c.mean_cross_entropy[i], c.bits_per_byte[i], c.mean_kl_final[i], c.mean_entropy[i],
+               c.top1_accuracy[i] * 100);
+  fmt::print("({} predicted tokens, {} bytes; means over every predicted token, final norm recomputed per layer)\n",
+             c.predicted, c.bytes);
+}
+
+// ---- the command ------------------------------------------------------------------------------------------
+
+vocablens::LensOptions lens_options(const LensCliOptions& o) {
+  vocablens::LensOptions l;
+  l.top_k = o.top_k;
+  l.resid_mid = o.resid_mid;
+  l.decoder_blocks = o.decoder_blocks;
+  if (o.unembed == "pinv") l.unembed = vocablens::LensUnembed::PseudoInverse;
+  else if (o.unembed != "model") throw UsageError("--unembed must be model or pinv (got '" + o.unembed + "')");
+  return l;
+}
+
+int64_t resolve_target(const LensCliOptions& o, const vocablens::Tokenizer& tok) {
+  if (o.target_id) return *o.target_id;
+  const std::string& s = *o.target;
+  if (s.empty()) throw UsageError("--target is empty: give one token, e.g. --target \" Paris\"");
+  if (auto id = tok.token_to_id(s)) return *id;
+  vocablens::EncodeOptions plain;
+  plain.add_bos = false;
+  auto ids = tok.encode(s, plain);
+  std::string parts;
+  for (size_t i = 0; i < ids.size() && i < 8; ++i) parts += (i ? " " : "") + tok.display(ids[i]);
+  if (ids.size() > 8) parts += " ...";
+  if (ids.size() == 1)  // e.g. llama2.c: " Paris" is the token "Paris" after the dummy prefix
+    return ids[0];
+  throw UsageError("--target '" + s + "' is " + std::to_string(ids.size()) + " tokens: " + parts +
+                   " (the target must be a single token of " + tok.source() + ")");
+}
+
+int run_lens(const LensCliOptions& o) {
+  if (o.corpus.empty() && !o.prompt) throw UsageError("give --prompt TEXT (or --corpus FILE)");
+  if (!o.corpus.empty() && o.prompt) throw UsageError("--prompt and --corpus cannot be used together");
+  if (o.prompt && o.prompt->empty())
+    throw UsageError("empty prompt: --prompt needs at least one character of text");
+  if (o.target && o.target_id) throw UsageError("--target and --target-id cannot be used together");
+  if (!o.corpus.empty() && (o.target || o.target_id)) throw UsageError("--target has no meaning with --corpus");
+  if (o.bos && o.no_bos) throw UsageError("--bos and --no-bos cannot be used together");
+  vocablens::LensOptions lo = lens_options(o);
+  // Fail on an unwritable --out before the (possibly long) computation.
+  if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
+
+  vocablens::Model m = vocablens::load_model(o.model);
+  auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
+  const bool color = vocablens::cli::use_color(o.out);
+
+  if (!o.corpus.empty()) {
+    vocablens::CorpusLensOptions co;
+    co.lens = lo;
+    co.window = o.window;
+    co.max_tokens = o.max_tokens;
+    const bool bar = ::isatty(STDERR_FILENO) == 1;
+    if (bar)
+      co.progress = [](uint64_t done, uint64_t total) {
+        double f = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
+        int filled = static_cast<int>(f * 30);
+        fmt::print(stderr, "\r[{}{}] {:5.1f}%  {:.1f}/{:.1f} MB", std::string(static_cast<size_t>(filled), '#'),
+                   std::string(static_cast<size_t>(30 - filled), '.'), f * 100, done / 1e6, total / 1e6);
+        std::fflush(stderr);
+      };
+    auto c = vocablens::logit_lens_corpus(m, *tok, o.corpus, co);
+    if (bar) fmt::print(stderr, "\r{}\r", std::string(60, ' '));
+    auto r = c.to_result();
+    vocablens::cli::fill_provenance(r, m);
+    r.provenance["tokenizer"] = tok->source();
+    vocablens::cli::emit(r, o.out, [&] { print_corpus_table(c, color); });
+    return 0;
+  }
+
+  vocablens::EncodeOptions eo;
+  if (o.bos) eo.add_bos = true;
+  if (o.no_bos) eo.add_bos = false;
+  std::vector<int64_t> ids = tok->encode(*o.prompt, eo);
+  if (ids.empty()) throw UsageError("empty prompt: it encodes to no tokens");
+  if (static_cast<int64_t>(ids.size()) > m.config().n_ctx)
+    throw UsageError("the prompt is " + std::to_string(ids.size()) + " tokens, longer than the model's context of " +
+                     std::to_string(m.config().n_ctx) + " tokens");
+  if (o.target || o.target_id) lo.target = resolve_target(o, *tok);
+  auto lens = vocablens::logit_lens(m, ids, lo);
+  auto r = lens.to_result(tok.get(), *o.prompt);
+  vocablens::cli::fill_provenance(r, m);
+  r.provenance["tokenizer"] = tok->source();
+  vocablens::cli::emit(r, o.out, [&] { print_lens_table(lens, *tok, m, color); });
+  return 0;
+}
+
+vocablens::cli::Register reg{
+    "lens",
+    "Logit lens: every layer's residual through the final norm and unembedding (top-k, target rank, entropy, KL)",
+    [](CLI::App& sub) -> vocablens::cli::Runner {
+      auto o = std::make_shared<LensCliOptions>();
+      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("--prompt", o->prompt, "Text to read (tokenised with the model's tokenizer)");
+      sub.add_option("--target", o->target, "Target token (its bytes, e.g. \" Paris\"); default: the next token");
+      sub.add_option("--target-id", o->target_id, "Target token by id");
+      sub.add_option("--top-k", o->top_k, "Tokens reported per layer and position (default 10; 0 = none)");
+      sub.add_flag("--resid-mid", o->resid_mid, "Also lens the residual between attention and MLP of every block");
+      sub.add_option("--unembed", o->unembed, "model (W_U, default) or pinv (E⁺, the pseudo-inverse of W_Uᵀ; = pinv(W_E) when tied)")
+          ->check(CLI::IsMember({"model", "pinv"}));
+      sub.add_option("--decoder-blocks", o->decoder_blocks,
+                     "Treat the last K blocks as part of the decoder (default 0)");
+      sub.add_option("--corpus", o->corpus, "Per-layer statistics over a text file, streamed in context windows");
+      sub.add_option("--window", o->window, "Corpus window in tokens (default: the model's context)");
+      sub.add_option("--max-tokens", o->max_tokens, "Corpus: stop after this many predicted tokens");
+      sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      sub.add_flag("--bos", o->bos, "Prepend the BOS token to the prompt");
+      sub.add_flag("--no-bos", o->no_bos, "Do not prepend BOS (llama2.c tokenizers add it by default)");
+      vocablens::cli::add_output_options(sub, o->out);
+      return [o] { return run_lens(*o); };
+    }};
+
+}  // namespace

@@ -1,0 +1,113 @@
+// `vocablens positions MODEL`: spectrum, position×position cosines and periodic principal components of the
+// model's positional encoding — learned W_pos, or sinusoidal / rotary computed analytically (see
+// vocablens/positions.hpp).
+#include <fmt/color.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <memory>
+
+#include "cli/command.hpp"
+#include "cli/output.hpp"
+#include "vocablens/atomic_file.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/positions.hpp"
+
+namespace {
+
+using vocablens::UsageError;
+
+struct PositionsCliOptions {
+  std::string model;
+  std::string kind = "auto";
+  int64_t max_positions = 2048;
+  int64_t k = 16;
+  int64_t components = 8;
+  vocablens::cli::OutputOptions out;
+};
+
+// A coarse picture of the cosine matrix: `cells` × `cells` blocks, each the mean of its entries.
+void print_heatmap(const vocablens::PositionResult& r, int64_t cells) {
+  const int64_t n = r.n_positions;
+  cells = std::min(cells, n);
+  static const char* shades[] = {" ", "·", ":", "-", "=", "+", "*", "#", "%", "@"};
+  fmt::print("cosine(p, q), {}×{} blocks of ~{} positions (' ' ≤ 0 … '@' ≈ 1):\n", cells, cells, (n + cells - 1) / cells);
+  for (int64_t a = 0; a < cells; ++a) {
+    std::string line = "  ";
+    for (int64_t b = 0; b < cells; ++b) {
+      int64_t p0 = a * n / cells, p1 = (a + 1) * n / cells, q0 = b * n / cells, q1 = (b + 1) * n / cells;
+      double s = 0;
+      for (int64_t p = p0; p < p1; ++p)
+        for (int64_t q = q0; q < q1; ++q) s += r.cosine[static_cast<size_t>(p * n + q)];
+      s /= static_cast<double>((p1 - p0) * (q1 - q0));
+      int idx = s <= 0 ? 0 : std::min(9, static_cast<int>(std::ceil(s * 9)));
+      line += shades[idx];
+      line += shades[idx];
+    }
+    fmt::print("{}\n", line);
+  }
+}
+
+void print_positions(const vocablens::PositionResult& r, const std::string& model, bool color) {
+  auto bold = [&](const std::string& t) { return color ? fmt::format(fmt::emphasis::bold, "{}", t) : t; };
+  fmt::print("{}\n", bold(fmt::format("positions · {} · {} encoding{} · {} positions × {} dims", model, r.source,
+                                      r.base > 0 ? fmt::format(" (base {:g})", r.base) : "", r.n_positions, r.dim)));
+  std::string sv;
+  for (size_t j = 0; j < std::min<size_t>(8, r.spectrum.singular_values.size()); ++j)
+    sv += fmt::format(" {:.4g}", r.spectrum.singular_values[j]);
+  fmt::print("singular values:{}\n", sv);
+  const auto& cev = r.spectrum.cumulative_explained_variance;
+  std::string ev;
+  for (int64_t c : {1, 2, 3, 4, 5, 10, 20})
+    if (c <= static_cast<int64_t>(cev.size())) ev += fmt::format("  {}: {:.1f}%", c, 100 * cev[static_cast<size_t>(c - 1)]);
+  fmt::print("explained variance (centred, cumulative){}\n", ev);
+  fmt::print("effective rank {:.2f} (centred {:.2f})\n", r.spectrum.effective_rank, r.spectrum.effective_rank_centred);
+  fmt::print("\n{}\n", bold(fmt::format("{:>4} {:>9} {:>10} {:>8}", "PC", "variance", "frequency", "power")));
+  for (const auto& c : r.components)
+    fmt::print("{:>4} {:>8.2f}% {:>10} {:>7.1f}%\n", c.index + 1, 100 * c.variance_ratio, c.dominant_frequency, 100 * c.power_fraction);
+  fmt::print("(frequency: cycles over the {} positions of the component's score series; power: its share of the "
+             "series' non-constant power — a helix shows as pairs of components at the same low frequency)\n",
+             r.n_positions);
+  std::string offs;
+  for (int64_t dl : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512})
+    if (dl < r.n_positions) offs += fmt::format("  Δ{}: {:.3f}", dl, r.cosine_by_offset[static_cast<size_t>(dl)]);
+  fmt::print("\nmean cos(p, p+Δ):{}\n", offs);
+  fmt::print("largest departure from a function of |p−q| alone (Toeplitz): {:.3g}\n", r.toeplitz_deviation);
+  print_heatmap(r, 24);
+}
+
+int run_positions(const PositionsCliOptions& o) {
+  vocablens::PositionOptions po;
+  po.source = vocablens::position_source_from_string(o.kind);
+  if (o.max_positions < 0) throw UsageError("--max-positions must be >= 0");
+  po.max_positions = o.max_positions;
+  po.k = o.k;
+  po.components = o.components;
+  if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
+  vocablens::Model m = vocablens::load_model(o.model);
+  auto r = vocablens::position_structure(m, po);
+  vocablens::Result res = r.to_result();
+  vocablens::cli::fill_provenance(res, m);
+  vocablens::cli::emit(res, o.out, [&] { print_positions(r, m.source(), vocablens::cli::use_color(o.out)); });
+  return 0;
+}
+
+vocablens::cli::Register reg{
+    "positions",
+    "Geometry of the positional encoding: spectrum, position x position cosines, periodic components",
+    [](CLI::App& sub) -> vocablens::cli::Runner {
+      auto o = std::make_shared<PositionsCliOptions>();
+      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("--kind", o->kind,
+                     "auto (the model's own, default), learned (W_pos), sinusoidal or rotary (computed analytically "
+                     "for the model's sizes)")
+          ->check(CLI::IsMember({"auto", "learned", "sinusoidal", "rotary"}));
+      sub.add_option("--max-positions", o->max_positions, "Analyse at most this many positions (default 2048, 0 = all)");
+      sub.add_option("--k", o->k, "Singular values reported (default 16)");
+      sub.add_option("--components", o->components, "Principal components analysed for periodicity (default 8)");
+      vocablens::cli::add_output_options(sub, o->out);
+      return [o] { return run_positions(*o); };
+    }};
+
+}  // namespace

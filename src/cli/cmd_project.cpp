@@ -1,0 +1,129 @@
+// `vocablens project MODEL --prompt TEXT --hook resid_post.2 [--top-k 10]`: hidden states at a hook point
+// projected to tokens (Dar et al.'s hE: x W_U, no final norm unless --final-norm; see vocablens/unembed.hpp).
+#include <fmt/color.h>
+#include <fmt/format.h>
+
+#include <memory>
+#include <optional>
+
+#include "cli/command.hpp"
+#include "cli/output.hpp"
+#include "vocablens/atomic_file.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/tokenizer.hpp"
+#include "vocablens/unembed.hpp"
+
+namespace {
+
+using vocablens::UsageError;
+
+struct ProjectCliOptions {
+  std::string model;
+  std::string prompt;
+  std::string hook = "resid_post";
+  int64_t top_k = 10;
+  std::vector<int64_t> positions;
+  bool final_norm = false, read = false, alpha_only = false, bos = false, no_bos = false;
+  std::string inverse = "pinv";
+  double pinv_rtol = 1e-6;
+  std::string allow_list, tokenizer;
+  vocablens::cli::OutputOptions out;
+};
+
+// "resid_post.2" -> ("resid_post", 2); "resid_post" -> ("resid_post", -1).
+std::pair<std::string, int64_t> parse_hook(const std::string& h) {
+  auto dot = h.rfind('.');
+  if (dot == std::string::npos) return {h, -1};
+  std::string name = h.substr(0, dot), num = h.substr(dot + 1);
+  if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos || num.size() > 9)
+    throw UsageError("--hook '" + h + "': expected NAME or NAME.LAYER, e.g. resid_post.2");
+  return {name, std::stoll(num)};
+}
+
+void print_projection(const vocablens::HiddenProjection& p, const vocablens::Tokenizer& tok, const vocablens::Model& m,
+                      bool color) {
+  auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
+  const auto& o = p.options;
+  fmt::print("{}\n",
+             style(fmt::format("projection · {} · {} · {} · top {}", m.source(), o.hook,
+                               o.read ? std::string("read through ") + vocablens::to_string(o.inverse) : "x W_U",
+                               o.top_k) +
+                       (o.apply_final_norm ? " · final norm applied" : ""),
+                   fmt::emphasis::bold));
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    if (p.layers[l] >= 0) fmt::print("\n{}\n", style(fmt::format("{}.{}", o.hook, p.layers[l]), fmt::emphasis::bold));
+    for (size_t q = 0; q < p.positions.size(); ++q) {
+      std::string line = fmt::format("  {:>4} {:<12} ‖x‖ {:>8.3f} →", p.positions[q],
+                                     tok.display(p.ids[static_cast<size_t>(p.positions[q])]), p.norms[l][q]);
+      for (const auto& e : p.top[l][q]) line += fmt::format("  {} {:.3g}", tok.display(e.j), e.value);
+      fmt::print("{}\n", line);
+    }
+  }
+}
+
+int run_project(const ProjectCliOptions& co) {
+  if (co.prompt.empty()) throw UsageError("empty prompt: --prompt needs at least one character of text");
+  if (co.bos && co.no_bos) throw UsageError("--bos and --no-bos cannot be used together");
+  vocablens::HiddenProjectionOptions o;
+  auto [hook, layer] = parse_hook(co.hook);
+  o.hook = hook;
+  o.layer = layer;
+  if (hook == "final_norm" && layer >= 0) throw UsageError("--hook final_norm takes no layer");
+  o.top_k = co.top_k;
+  o.positions = co.positions;
+  o.apply_final_norm = co.final_norm;
+  o.read = co.read;
+  o.inverse = vocablens::parse_inverse_kind(co.inverse);
+  o.pinv.rtol = co.pinv_rtol;
+  o.filter.alpha_only = co.alpha_only;
+  if (!co.allow_list.empty()) o.filter.allow = vocablens::read_token_id_list(co.allow_list);
+  if (!co.out.out_dir.empty()) vocablens::ensure_directory(co.out.out_dir);
+
+  vocablens::Model m = vocablens::load_model(co.model);
+  auto tok = vocablens::load_tokenizer_for(co.model, co.tokenizer);
+  vocablens::EncodeOptions eo;
+  if (co.bos) eo.add_bos = true;
+  if (co.no_bos) eo.add_bos = false;
+  std::vector<int64_t> ids = tok->encode(co.prompt, eo);
+  if (ids.empty()) throw UsageError("empty prompt: it encodes to no tokens");
+  if (static_cast<int64_t>(ids.size()) > m.config().n_ctx)
+    throw UsageError("the prompt is " + std::to_string(ids.size()) + " tokens, longer than the model's context of " +
+                     std::to_string(m.config().n_ctx) + " tokens");
+  auto p = vocablens::project_hidden(m, ids, o, tok.get());
+  auto r = p.to_result(tok.get());
+  r.settings["prompt"] = co.prompt;
+  vocablens::cli::fill_provenance(r, m);
+  r.provenance["tokenizer"] = tok->source();
+  const bool color = vocablens::cli::use_color(co.out);
+  vocablens::cli::emit(r, co.out, [&] { print_projection(p, *tok, m, color); });
+  return 0;
+}
+
+vocablens::cli::Register reg{
+    "project", "Hidden states at a hook point projected to tokens (x W_U, or read through E+ / E^T)",
+    [](CLI::App& sub) -> vocablens::cli::Runner {
+      auto o = std::make_shared<ProjectCliOptions>();
+      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("--prompt", o->prompt, "Text to run (tokenised with the model's tokenizer)")->required();
+      sub.add_option("--hook", o->hook,
+                     "resid_pre|resid_mid|resid_post|attn_out|mlp_out[.LAYER] or final_norm (default resid_post, "
+                     "every layer)");
+      sub.add_option("--top-k", o->top_k, "Tokens per vector (default 10)");
+      sub.add_option("--position", o->positions, "Positions to show (repeatable; negative = from the end; default all)")
+          ->allow_extra_args(false);
+      sub.add_flag("--final-norm", o->final_norm, "Apply the model's final norm first (logit-lens style)");
+      sub.add_flag("--read", o->read, "Project as a vector the model reads (x R, R from --inverse) instead of x W_U");
+      sub.add_option("--inverse", o->inverse, "With --read: pinv (exact E+, default), transpose (E^T), embed (W_E)")
+          ->check(CLI::IsMember({"pinv", "transpose", "embed"}));
+      sub.add_option("--pinv-rtol", o->pinv_rtol, "Singular values below rtol*max are dropped from E+ (default 1e-6)");
+      sub.add_flag("--alpha-only", o->alpha_only, "Only tokens made of ASCII letters (after one optional space)");
+      sub.add_option("--allow-list", o->allow_list, "Only these token ids (file: whitespace-separated ids, # comments)");
+      sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      sub.add_flag("--bos", o->bos, "Prepend the BOS token to the prompt");
+      sub.add_flag("--no-bos", o->no_bos, "Do not prepend BOS (llama2.c tokenizers add it by default)");
+      vocablens::cli::add_output_options(sub, o->out);
+      return [o] { return run_project(*o); };
+    }};
+
+}  // namespace

@@ -1,0 +1,363 @@
+// train(): corpus and tokenizer, the optimisation loop, checkpoints and resume (see vocablens/train.hpp).
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "train/safetensors_writer.hpp"
+#include "train/trainer.hpp"
+#include "vocablens/atomic_file.hpp"
+#include "vocablens/bpe_trainer.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/sha256.hpp"
+#include "vocablens/tensor_store.hpp"
+#include "vocablens/tokenizer.hpp"
+
+namespace vocablens {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw FormatError(path, "cannot open (no such file or not readable)");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) throw FormatError(path, "read error");
+  return ss.str();
+}
+
+json options_to_json(const TrainOptions& o) {
+  const auto& s = o.synthetic_options;
+  return {{"model", to_string(o.model)},
+          {"corpus", o.corpus},
+          {"synthetic", o.synthetic},
+          {"synthetic_options",
+           {{"seed", s.seed}, {"lines", s.lines}, {"facts", s.facts}, {"classes", s.classes}, {"counting", s.counting},
+            {"copying", s.copying}, {"max_number", s.max_number}, {"copy_min", s.copy_min}, {"copy_max", s.copy_max},
+            {"mark_prompts", s.mark_prompts}}},
+          {"tokenizer", o.tokenizer},
+          {"vocab_size", o.vocab_size},
+          {"seed", o.seed},
+          {"steps", o.steps},
+          {"batch_size", o.batch_size},
+          {"lr", o.lr},
+          {"warmup_steps", o.warmup_steps},
+          {"min_lr_ratio", o.min_lr_ratio},
+          {"beta1", o.beta1},
+          {"beta2", o.beta2},
+          {"weight_decay", o.weight_decay},
+          {"grad_clip", o.grad_clip},
+          {"d_model", o.d_model},
+          {"tied", o.tied},
+          {"n_layers", o.n_layers},
+          {"n_heads", o.n_heads},
+          {"d_mlp", o.d_mlp},
+          {"n_ctx", o.n_ctx},
+          {"positions", to_string(o.positions)},
+          {"rope_theta", o.rope_theta},
+          {"window", o.window},
+          {"negatives", o.negatives},
+          {"subsample", o.subsample},
+          {"checkpoint_every", o.checkpoint_every}};
+}
+
+TrainOptions options_from_json(const json& j, const std::string& path) {
+  try {
+    TrainOptions o;
+    o.model = train_model_from_string(j.at("model").get<std::string>());
+    o.corpus = j.at("corpus").get<std::string>();
+    o.synthetic = j.at("synthetic").get<bool>();
+    const json& s = j.at("synthetic_options");
+    auto& so = o.synthetic_options;
+    so.seed = s.at("seed").get<uint64_t>();
+    so.lines = s.at("lines").get<int64_t>();
+    so.facts = s.at("facts").get<double>();
+    so.classes = s.at("classes").get<double>();
+    so.counting = s.at("counting").get<double>();
+    so.copying = s.at("copying").get<double>();
+    so.max_number = s.at("max_number").get<int64_t>();
+    so.copy_min = s.at("copy_min").get<int64_t>();
+    so.copy_max = s.at("copy_max").get<int64_t>();
+    so.mark_prompts = s.at("mark_prompts").get<bool>();
+    o.tokenizer = j.at("tokenizer").get<std::string>();
+    o.vocab_size = j.at("vocab_size").get<int64_t>();
+    o.seed = j.at("seed").get<uint64_t>();
+    o.steps = j.at("steps").get<int64_t>();
+    o.batch_size = j.at("batch_size").get<int64_t>();
+    o.lr = j.at("lr").get<double>();
+    o.warmup_steps = j.at("warmup_steps").get<int64_t>();
+    o.min_lr_ratio = j.at("min_lr_ratio").get<double>();
+    o.beta1 = j.at("beta1").get<double>();
+    o.beta2 = j.at("beta2").get<double>();
+    o.weight_decay = j.at("weight_decay").get<double>();
+    o.grad_clip = j.at("grad_clip").get<double>();
+    o.d_model = j.at("d_model").get<int64_t>();
+    o.tied = j.at("tied").get<bool>();
+    o.n_layers = j.at("n_layers").get<int64_t>();
+    o.n_heads = j.at("n_heads").get<int64_t>();
+    o.d_mlp = j.at("d_mlp").get<int64_t>();
+    o.n_ctx = j.at("n_ctx").get<int64_t>();
+    o.positions = position_kind_from_string(j.at("positions").get<std::string>());
+    o.rope_theta = j.at("rope_theta").get<double>();
+    o.window = j.at("window").get<int64_t>();
+    o.negatives = j.at("negatives").get<int64_t>();
+    o.subsample = j.at("subsample").get<double>();
+    o.checkpoint_every = j.at("checkpoint_every").get<int64_t>();
+    return o;
+  } catch (const json::exception& e) {
+    throw FormatError(path, std::string("malformed training options: ") + e.what());
+  } catch (const UsageError& e) {
+    throw FormatError(path, e.what());
+  }
+}
+
+void resolve_defaults(TrainOptions& o) {
+  const bool w2v = o.model == TrainModel::SkipGram || o.model == TrainModel::CBOW;
+  if (o.batch_size == 0) o.batch_size = w2v ? 256 : 32;
+  if (o.lr == 0) o.lr = o.model == TrainModel::GPT ? 3e-3 : 1e-2;
+}
+
+void validate(const TrainOptions& o) {
+  if (o.out_dir.empty()) throw UsageError("give an output directory (--out DIR)");
+  if (o.synthetic == !o.corpus.empty()) throw UsageError("give exactly one of --corpus FILE and --synthetic");
+  if (o.steps < 1) throw UsageError("--steps must be >= 1");
+  if (o.batch_size < 1) throw UsageError("--batch must be >= 1");
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) throw UsageError("--lr must be a positive number");
+  if (o.warmup_steps < 0) throw UsageError("--warmup must be >= 0");
+  if (!(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1)) throw UsageError("min_lr_ratio must be in [0, 1]");
+  if (!(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1)) throw UsageError("Adam betas must be in [0, 1)");
+  if (!(o.weight_decay >= 0)) throw UsageError("--weight-decay must be >= 0");
+  if (!(o.grad_clip >= 0)) throw UsageError("--grad-clip must be >= 0");
+  if (o.d_model < 1 || o.d_model > 65536) throw UsageError("--d-model must be in 1..65536");
+  if (o.n_ctx < 1 || o.n_ctx > 65536) throw UsageError("--ctx must be in 1..65536");
+  if (o.checkpoint_every < 0) throw UsageError("--checkpoint-every must be >= 0");
+  if (o.stop_after < 0) throw UsageError("--stop-after must be >= 0");
+}
+
+// Warm-up then cosine decay to lr · min_lr_ratio at `steps`. `step` is the 0-based index of the step.
+double learning_rate(const TrainOptions& o, int64_t step) {
+  if (o.warmup_steps > 0 && step < o.warmup_steps) return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
+  const double span = static_cast<double>(std::max<int64_t>(1, o.steps - o.warmup_steps));
+  const double p = std::min(1.0, static_cast<double>(step - o.warmup_steps) / span);
+  return o.lr * (o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + std::cos(3.141592653589793 * p)));
+}
+
+std::vector<std::string> split_sources(const std::string& source) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  for (;;) {
+    size_t k = source.find(" + ", pos);
+    out.push_back(source.substr(pos, k == std::string::npos ? std::string::npos : k - pos));
+    if (k == std::string::npos) break;
+    pos = k + 3;
+  }
+  return out;
+}
+
+double mean_tail(const std::vector<double>& v, size_t n) {
+  if (v.empty()) return 0;
+  n = std::min(n, v.size());
+  double s = 0;
+  for (size_t i = v.size() - n; i < v.size(); ++i) s += v[i];
+  return s / static_cast<double>(n);
+}
+
+}  // namespace
+
+TrainReport train(const TrainOptions& given) {
+  using namespace train_detail;
+  const auto t0 = std::chrono::steady_clock::now();
+  TrainOptions o = given;
+  if (o.out_dir.empty()) throw UsageError("give an output directory (--out DIR)");
+  if (!o.resume) {
+    resolve_defaults(o);
+    validate(o);
+  }
+  const std::string dir = o.out_dir;
+  const std::string ckdir = dir + "/checkpoint";
+  const std::string state_path = ckdir + "/state.json";
+
+  json state;
+  if (o.resume) {
+    if (!fs::exists(state_path))
+      throw UsageError(dir + " has no checkpoint to resume (" + state_path + " not found)");
+    try {
+      state = json::parse(read_all(state_path));
+    } catch (const json::exception& e) {
+      throw FormatError(state_path, std::string("malformed JSON: ") + e.what());
+    }
+    TrainOptions saved = options_from_json(state.at("options"), state_path);
+    saved.out_dir = o.out_dir;
+    saved.steps = given.steps > 0 ? given.steps : saved.steps;
+    saved.stop_after = given.stop_after;
+    if (given.checkpoint_every > 0) saved.checkpoint_every = given.checkpoint_every;
+    saved.on_progress = given.on_progress;
+    saved.resume = true;
+    o = saved;
+    resolve_defaults(o);
+    validate(o);
+  } else {
+    if (fs::exists(state_path) && !o.overwrite)
+      throw UsageError(dir + " already holds a training run (checkpoint/state.json): pass --resume to continue it or "
+                             "--overwrite to start again");
+    ensure_directory(dir);
+    ensure_directory(ckdir);
+  }
+
+  // ---- corpus and tokenizer ----
+  std::string text = o.synthetic ? synthetic_corpus(o.synthetic_options).text : read_all(o.corpus);
+  const std::string corpus_hash = sha256_hex(text);
+  if (o.resume && state.value("corpus_sha256", std::string()) != corpus_hash)
+    throw FormatError(o.synthetic ? std::string("synthetic corpus") : o.corpus,
+                      "the corpus differs from the one the checkpoint was trained on (sha256 mismatch)");
+  std::unique_ptr<Tokenizer> tok;
+  std::string tok_source;
+  if (o.resume) {
+    tok = load_tokenizer(dir);
+    tok_source = state.value("tokenizer_source", std::string());
+  } else if (!o.tokenizer.empty()) {
+    tok = load_tokenizer(o.tokenizer);
+    tok_source = tok->source();
+    for (const std::string& f : split_sources(tok->source())) {
+      const std::string to = dir + "/" + fs::path(f).filename().string();
+      if (fs::weakly_canonical(f) != fs::weakly_canonical(to)) write_file_atomic(to, read_all(f));
+    }
+    tok = load_tokenizer(dir);
+  } else {
+    BpeTrainerOptions bo;
+    bo.vocab_size = o.vocab_size;
+    BpeVocabulary v = train_bpe(strip_prompt_markers(text), bo);
+    if (v.merges.empty())
+      throw UsageError("the corpus is too small to learn a single BPE merge; give a longer corpus or --tokenizer");
+    v.write(dir);
+    tok = load_tokenizer(dir);
+    tok_source = "BPE trained on the corpus (" + std::to_string(v.size()) + " tokens, " +
+                 std::to_string(v.merges.size()) + " merges)";
+  }
+  TokenStream stream = tokenize_marked_text(*tok, text);
+  text.clear();
+  text.shrink_to_fit();
+  int64_t targets = 0;
+  for (uint8_t t : stream.target) targets += t;
+  if (targets == 0) throw UsageError("the corpus has no prediction targets (is everything inside <prompt> spans?)");
+  const int64_t vocab = tok->vocab_size();
+
+  std::unique_ptr<Trainable> model;
+  switch (o.model) {
+    case TrainModel::GPT: model = make_gpt(o, stream, vocab, tok->eos_id()); break;
+    case TrainModel::EmbedLM: model = make_embed_lm(o, stream, vocab); break;
+    case TrainModel::SkipGram:
+    case TrainModel::CBOW: model = make_word2vec(o, stream, vocab); break;
+  }
+  Optimizer opt(model->params, o);
+  std::mt19937_64 rng(o.seed ^ 0x9E3779B97F4A7C15ull);
+
+  TrainReport rep;
+  rep.out_dir = dir;
+  rep.model = o.model;
+  rep.steps = o.steps;
+  rep.parameters = model->parameter_count();
+  rep.vocab_size = vocab;
+  rep.corpus_tokens = static_cast<int64_t>(stream.ids.size());
+  rep.target_tokens = targets;
+  rep.tokenizer = tok_source;
+
+  int64_t step = 0;
+  double prior_seconds = 0;
+  if (o.resume) {
+    step = state.at("step").get<int64_t>();
+    rep.losses = state.at("losses").get<std::vector<double>>();
+    prior_seconds = state.value("seconds", 0.0);
+    const std::string tag = std::to_string(step);
+    TensorStore st = read_safetensors(ckdir + "/params-" + tag + ".safetensors");
+    {
+      at::NoGradGuard ng;
+      for (auto& [name, p] : model->params) {
+        const at::Tensor& t = st.get(name);
+        if (t.sizes() != p.sizes()) throw FormatError(st.source, "tensor '" + name + "' does not match the model's shape");
+        p.copy_(t);
+      }
+    }
+    opt.load(read_all(ckdir + "/optimizer-" + tag + ".pt"), ckdir + "/optimizer-" + tag + ".pt");
+    std::istringstream rs(state.at("rng").get<std::string>());
+    rs >> rng;
+    if (!rs) throw FormatError(state_path, "malformed RNG state");
+  }
+  rep.start_step = step;
+
+  auto write_checkpoint = [&](double seconds_now) {
+    const std::string tag = std::to_string(step);
+    write_safetensors(ckdir + "/params-" + tag + ".safetensors", model->params);
+    write_file_atomic(ckdir + "/optimizer-" + tag + ".pt", opt.save());
+    std::ostringstream rs;
+    rs << rng;
+    json st = {{"format", "vocablens-train-checkpoint"},
+               {"version", 1},
+               {"step", step},
+               {"rng", rs.str()},
+               {"losses", rep.losses},
+               {"seconds", prior_seconds + seconds_now},
+               {"corpus_sha256", corpus_hash},
+               {"tokenizer_source", tok_source},
+               {"options", options_to_json(o)}};
+    write_file_atomic(state_path, st.dump() + "\n");
+    // Older checkpoint files go once the new state names the new ones.
+    std::error_code ec;
+    for (auto& e : fs::directory_iterator(ckdir, ec)) {
+      const std::string n = e.path().filename().string();
+      const bool ours = (n.rfind("params-", 0) == 0 && n != "params-" + tag + ".safetensors") ||
+                        (n.rfind("optimizer-", 0) == 0 && n != "optimizer-" + tag + ".pt");
+      if (ours && n.find(".tmp-") == std::string::npos) fs::remove(e.path(), ec);
+    }
+    model->write(dir);
+  };
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+
+  double ema = rep.losses.empty() ? 0 : rep.losses.back();
+  const int64_t end = o.stop_after > 0 ? std::min(o.steps, step + o.stop_after) : o.steps;
+  while (step < end) {
+    const double lr = learning_rate(o, step);
+    opt.zero_grad();
+    at::Tensor loss = model->loss(rng);
+    loss.backward();
+    if (o.grad_clip > 0) clip_grad_norm(model->params, o.grad_clip);
+    opt.step(lr);
+    const double lv = loss.item<double>();
+    if (!std::isfinite(lv))
+      throw Error("training diverged at step " + std::to_string(step + 1) + " (loss " + std::to_string(lv) +
+                  "); try a lower --lr");
+    ++step;
+    rep.losses.push_back(lv);
+    ema = rep.losses.size() == 1 ? lv : 0.95 * ema + 0.05 * lv;
+    const bool ck = o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && step < end;
+    if (ck) write_checkpoint(elapsed());
+    if (o.on_progress) o.on_progress({step, o.steps, lv, ema, lr, elapsed(), ck, false});
+  }
+  write_checkpoint(elapsed());
+  rep.step = step;
+  rep.final_loss = mean_tail(rep.losses, 50);
+  rep.seconds = elapsed();
+  json log = {{"model", to_string(o.model)},
+              {"step", step},
+              {"steps", o.steps},
+              {"final_loss", rep.final_loss},
+              {"final_loss_definition", "mean training loss (nats per target token) of the last 50 steps"},
+              {"seconds", prior_seconds + rep.seconds},
+              {"parameters", rep.parameters},
+              {"vocab_size", vocab},
+              {"corpus_tokens", rep.corpus_tokens},
+              {"target_tokens", targets},
+              {"tokenizer", tok_source},
+              {"options", options_to_json(o)},
+              {"losses", rep.losses}};
+  write_file_atomic(dir + "/train_log.json", log.dump(1) + "\n");
+  if (o.on_progress) o.on_progress({step, o.steps, rep.losses.empty() ? 0 : rep.losses.back(), ema,
+                                    learning_rate(o, std::max<int64_t>(0, step - 1)), rep.seconds, true, true});
+  return rep;
+}
+
+}  // namespace vocablens

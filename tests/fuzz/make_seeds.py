@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""Seed corpora for the libFuzzer harnesses: small valid inputs of each format, made from the fixtures
+(configs, tokenizer files, vector texts) or written here in the formats' own layouts (tiny safetensors,
+tiny torch.save zips, tiny llama2.c checkpoints), so the fuzzer starts from inputs that parse.
+Usage: make_seeds.py FIXTURES_DIR OUT_DIR"""
+import io, json, os, struct, sys, zipfile
+
+fix, out = sys.argv[1], sys.argv[2]
+
+def put(harness, name, data):
+    d = os.path.join(out, harness)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+# config.json: every fixture config, plus variants.
+for m in ["gpt2-tiny", "gpt2-tiny-prefixed", "stories260K-hf"]:
+    put("fuzz_config", m + ".json", open(os.path.join(fix, m, "config.json"), "rb").read())
+
+# safetensors: tiny files in the format's own layout.
+def safetensors(tensors, metadata=None):
+    header, data, off = {}, b"", 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(raw)]}
+        data += raw
+        off += len(raw)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+put("fuzz_safetensors", "f32.safetensors", safetensors({"a": ("F32", [2, 2], struct.pack("<4f", 1, 2, 3, 4))}, {"format": "pt"}))
+put("fuzz_safetensors", "mixed.safetensors", safetensors({
+    "h": ("F16", [3], struct.pack("<3e", 1.0, -2.0, 6e-8)), "b": ("BF16", [2], b"\x80\x3f\x00\x40"),
+    "i": ("I64", [1], struct.pack("<q", 7)), "z": ("F32", [0], b"")}))
+
+# PyTorch zip: torch.save of small state_dicts when Debian's python3-torch is present.
+try:
+    import torch
+    from collections import OrderedDict
+    sd = OrderedDict([("w", torch.arange(6, dtype=torch.float32).reshape(2, 3)), ("b", torch.ones(3, dtype=torch.float16))])
+    sd["tied"] = sd["w"]
+    buf = io.BytesIO(); torch.save(sd, buf); put("fuzz_torch_zip", "state_dict.bin", buf.getvalue())
+    buf = io.BytesIO(); torch.save({"model": sd, "model_args": {"dim": 2}, "iter_num": 3, "loss": 1.5}, buf)
+    put("fuzz_torch_zip", "ckpt.pt", buf.getvalue())
+except ImportError:
+    pass
+
+# PyTorch zip without torch: the same layout written here (STORED entries, 64-byte aligned data, a
+# protocol-2 pickle assembled opcode by opcode as torch.save emits it), so seeds exist on any machine.
+def pk_str(s):
+    b = s.encode(); return b"X" + struct.pack("<I", len(b)) + b
+def pk_int(i):
+    return b"K" + bytes([i]) if 0 <= i < 256 else b"J" + struct.pack("<i", i)
+def pk_tuple(items):
+    return b"(" + b"".join(items) + b"t"
+def torch_pickle(tensors, extra=b""):
+    """tensors: [(name, storage type, key, numel, offset, size, stride)] -> data.pkl bytes."""
+    out = b"\x80\x02" + b"ccollections\nOrderedDict\nq\x00)Rq\x01(" 
+    for name, stype, key, numel, off, size, stride in tensors:
+        pid = pk_tuple([pk_str("storage"), b"ctorch\n" + stype.encode() + b"\n", pk_str(key), pk_str("cpu"), pk_int(numel)])
+        args = pk_tuple([pid + b"Q", pk_int(off), pk_tuple([pk_int(v) for v in size]),
+                         pk_tuple([pk_int(v) for v in stride]), b"\x89", b"ccollections\nOrderedDict\n)R"])
+        out += pk_str(name) + b"ctorch._utils\n_rebuild_tensor_v2\n" + args + b"R"
+    return out + extra + b"u."
+def torch_zip(root, pkl, storages):
+    z = io.BytesIO()
+    with zipfile.ZipFile(z, "w", zipfile.ZIP_STORED) as zf:
+        def add(name, data):
+            info = zipfile.ZipInfo(name)
+            # torch.save aligns entry data to 64 bytes with an extra field; mimic it.
+            hdr = 30 + len(name.encode())
+            pad = (64 - (z.tell() + hdr + 4) % 64) % 64
+            info.extra = struct.pack("<HH", 0xFAFF, pad) + b"Z" * pad
+            zf.writestr(info, data)
+        add(root + "/data.pkl", pkl)
+        add(root + "/byteorder", b"little")
+        for key, data in storages.items():
+            add(root + "/data/" + key, data)
+        add(root + "/version", b"3\n")
+    return z.getvalue()
+f32 = lambda *v: struct.pack("<%df" % len(v), *v)
+put("fuzz_torch_zip", "handmade_state_dict.bin", torch_zip("archive", torch_pickle([
+    ("w", "FloatStorage", "0", 6, 0, [2, 3], [3, 1]), ("b", "HalfStorage", "1", 3, 0, [3], [1]),
+    ("tied", "FloatStorage", "0", 6, 0, [2, 3], [3, 1]), ("t", "FloatStorage", "0", 6, 1, [2, 2], [1, 2]),
+    ("s", "LongStorage", "2", 1, 0, [], [])]),
+    {"0": f32(0, 1, 2, 3, 4, 5), "1": struct.pack("<3e", 1, 2, 3), "2": struct.pack("<q", 7)}))
+meta = (pk_str("model_args") + b"}(" + pk_str("dim") + pk_int(4) + pk_str("n_layers") + pk_int(1) +
+        pk_str("vocab_size") + pk_int(6) + pk_str("norm_eps") + b"G" + struct.pack(">d", 1e-5) + b"u" +
+        pk_str("iter_num") + pk_int(3) + pk_str("config") + b"cargparse\nNamespace\n)\x81}b")
+put("fuzz_torch_zip", "handmade_ckpt.pt", torch_zip("ckpt", torch_pickle([
+    ("model.w", "BFloat16Storage", "0", 4, 0, [2, 2], [2, 1]), ("model.mask", "BoolStorage", "1", 2, 0, [2], [1])], meta),
+    {"0": b"\x80\x3f\x00\x40\x40\x40\x80\x40", "1": b"\x01\x00"}))
+# The real pickles of the fixtures (protocol 2, memo, nested dicts), with empty storages: the machine
+# runs up to the first storage, and the fuzzer gets torch.save's real opcode vocabulary.
+for fx, fn in [("llama2xs", "ckpt.pt"), ("gpt2-tiny-torchbin", "pytorch_model.bin")]:
+    try:
+        zf = zipfile.ZipFile(os.path.join(fix, fx, fn))
+        pkl = [n for n in zf.namelist() if n.endswith("/data.pkl")][0]
+        if zf.getinfo(pkl).file_size < 60000:
+            put("fuzz_torch_zip", fx + "_pickle_only", torch_zip(pkl.split("/")[0], zf.read(pkl), {}))
+    except (OSError, zipfile.BadZipFile, IndexError) as e:
+        print("make_seeds: skipped", fx, e, file=sys.stderr)
+
+# llama2.c .bin: a tiny legacy v0 checkpoint (dim 4, hidden 8, 1 layer, 2 heads, 1 kv head, vocab 6, seq 4).
+dim, hid, L, H, KV, V, S = 4, 8, 1, 2, 1, 6, 4
+hs = dim // H; kd = KV * hs
+n = V*dim + L*(2*dim + 2*dim*dim + 2*kd*dim + 3*dim*hid) + dim + S*hs
+put("fuzz_llama2c", "tiny_v0.bin", struct.pack("<7i", dim, hid, L, H, KV, V, S) + struct.pack("<%df" % n, *[0.01*(i % 7) for i in range(n)]))
+# version 1: "ak42", version, the 7 ints, shared flag, header padded to 256 bytes, norms first.
+n1 = n - S*hs
+put("fuzz_llama2c", "tiny_v1.bin", (b"ak42" + struct.pack("<i7iB", 1, dim, hid, L, H, KV, V, S, 1)).ljust(256, b"\0") +
+    struct.pack("<%df" % n1, *[0.01*(i % 5) for i in range(n1)]))
+put("fuzz_llama2c", "tiny_untied.bin", struct.pack("<7i", dim, hid, L, H, KV, -V, S) + struct.pack("<%df" % (n + V*dim), *[0.02]*(n + V*dim)))
+
+# Tokenizer texts: the fixture vectors.
+vec = json.load(open(os.path.join(fix, "tokenizer", "gpt2_vectors.json"), encoding="utf-8"))
+for i, v in enumerate(vec[:120]):
+    put("fuzz_bpe_encode", "v%03d" % i, v["text"].encode("utf-8", "surrogatepass"))
+put("fuzz_bpe_encode", "invalid_utf8", b"\xff\xfe a\xc3 \xe2\x82 <|endoftext|>\x00")
+
+# BPE vocabulary files: a tiny byte-level vocabulary (256 byte tokens, a few merges, <|endoftext|>).
+# fuzz_bpe_files input: [0][u32 vocab.json length][vocab.json][merges.txt] or [1][0000][tokenizer.json].
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b); cs.append(256 + n); n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+b2u = bytes_to_unicode()
+spell = lambda bs: "".join(b2u[b] for b in bs)
+vocab = {spell(bytes([b])): b for b in range(256)}
+merge_list = [(b" ", b"t"), (b"h", b"e"), (b" t", b"he"), (b"a", b"a"), (b"aa", b"aa"), (b"l", b"l"), (b"e", b"ll")]
+for l, r in merge_list:
+    vocab.setdefault(spell(l + r), len(vocab))
+vocab["<|endoftext|>"] = len(vocab)
+vj = json.dumps(vocab, ensure_ascii=False).encode()
+mt = ("#version: 0.2\n" + "".join(spell(l) + " " + spell(r) + "\n" for l, r in merge_list)).encode()
+put("fuzz_bpe_files", "pair", b"\x00" + struct.pack("<I", len(vj)) + vj + mt)
+mt_crlf = mt.replace(b"\n", b"\r\n")
+put("fuzz_bpe_files", "pair_crlf", b"\x00" + struct.pack("<I", len(vj)) + vj + mt_crlf)
+tj = {"model": {"type": "BPE", "vocab": vocab, "merges": [spell(l) + " " + spell(r) for l, r in merge_list]},
+      "added_tokens": [{"id": vocab["<|endoftext|>"], "content": "<|endoftext|>", "special": True},
+                       {"id": len(vocab), "content": "<extra>", "special": False}],
+      "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True}}
+put("fuzz_bpe_files", "tokenizer_json", b"\x01\0\0\0\0" + json.dumps(tj, ensure_ascii=False).encode())
+tj["model"]["merges"] = [[spell(l), spell(r)] for l, r in merge_list]
+tj["model"]["ignore_merges"] = True
+tj["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "\\s+|\\w+|[^\\s\\w]+"}, "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False}]}
+put("fuzz_bpe_files", "tokenizer_json_split", b"\x01\0\0\0\0" + json.dumps(tj, ensure_ascii=False).encode())
+
+# llama2.c tokenizer: [u32 text length][text][tokenizer file].
+tok = open(os.path.join(fix, "stories260K", "tok512.bin"), "rb").read()
+for i, text in enumerate([b"Once upon a time", b"", b"\xf0\x9f\x98\x80 caf\xc3\xa9\n"]):
+    put("fuzz_llama2c_tokenizer", "t%d" % i, struct.pack("<I", len(text)) + text + tok)
+print("seeds written to", out)

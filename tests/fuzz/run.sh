@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses (clang, -fsanitize=fuzzer,address,undefined) and runs each one in turn.
+#   tests/fuzz/run.sh [SECONDS_PER_HARNESS=60] [HARNESS...]
+# Stops each harness after SECONDS or 10 million executions, whichever comes first. The corpus grows in
+# build-fuzz/corpus/<harness>/ (kept between runs; seeds from tests/fuzz/make_seeds.py and the
+# regression inputs in tests/fuzz/regressions/<harness>/). Crashes, leaks and timeouts land in
+# build-fuzz/artifacts/<harness>/ — minimise one with
+#   build-fuzz/<harness> -minimize_crash=1 -runs=100000 build-fuzz/artifacts/<harness>/crash-...
+# and add it to tests/fuzz/regressions/<harness>/ (replayed by tests/fuzz_regression_test.cpp).
+# One line per harness is appended to build-fuzz/fuzz-summary.tsv: date, harness, seconds asked,
+# executions, wall seconds, exec/s, crashes (artifact files), peak RSS MB, exit status.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+secs=${1:-60}; shift || true
+harnesses=("$@")
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(fuzz_config fuzz_safetensors fuzz_torch_zip fuzz_llama2c fuzz_bpe_encode fuzz_bpe_files fuzz_llama2c_tokenizer)
+fixtures=${VOCABLENS_FIXTURES:-$PWD/../shared/fixtures}
+jobs=${VOCABLENS_FUZZ_BUILD_JOBS:-2}
+
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DVOCABLENS_FUZZ=ON >/dev/null
+ninja -C build-fuzz -j "$jobs" "${harnesses[@]}"
+rm -rf build-fuzz/seeds && /usr/bin/python3 tests/fuzz/make_seeds.py "$fixtures" build-fuzz/seeds >/dev/null
+export VOCABLENS_FUZZ_GPT2_DIR="$fixtures/gpt2-tiny"
+# Leaks are errors (detect_leaks); a huge malloc is reported by -malloc_limit_mb rather than returned null.
+export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:detect_stack_use_after_return=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+status=0
+for h in "${harnesses[@]}"; do
+  mkdir -p "build-fuzz/corpus/$h" "build-fuzz/artifacts/$h"
+  dirs=("build-fuzz/corpus/$h" "build-fuzz/seeds/$h")
+  [ -d "tests/fuzz/regressions/$h" ] && dirs+=("tests/fuzz/regressions/$h")
+  echo "== $h (${secs}s or 10M runs)"
+  start=$(date +%s)
+  rc=0
+  ./build-fuzz/"$h" "${dirs[@]}" -max_total_time="$secs" -runs=10000000 -timeout=60 \
+      -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+      -artifact_prefix="build-fuzz/artifacts/$h/" > "build-fuzz/$h.log" 2>&1 || rc=$?
+  wall=$(( $(date +%s) - start ))
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "build-fuzz/$h.log" | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "build-fuzz/$h.log" | tail -1)
+  rss=$(sed -n 's/^stat::peak_rss_mb: *//p' "build-fuzz/$h.log" | tail -1)
+  crashes=$(find "build-fuzz/artifacts/$h" -type f | wc -l)
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$h" "$secs" "${execs:-?}" "$wall" "${rate:-?}" \
+      "$crashes" "${rss:-?}" "$rc" >> build-fuzz/fuzz-summary.tsv
+  if [ "$rc" != 0 ] || [ "$crashes" != 0 ]; then
+    status=1
+    echo "   FAILED (exit $rc): see build-fuzz/$h.log and build-fuzz/artifacts/$h/"
+  fi
+  grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|ERROR|SUMMARY" "build-fuzz/$h.log" | sed 's/^/   /' || true
+done
+exit $status

@@ -1,0 +1,167 @@
+// tests/fuzz/targets.hpp — what each libFuzzer harness does with one input, shared by the harnesses
+// (tests/fuzz/fuzz_<name>.cpp, one LLVMFuzzerTestOneInput each) and by the regression test
+// (tests/fuzz_regression_test.cpp), which replays tests/fuzz/regressions/<name>/* through exactly this
+// code in the normal and the sanitizer builds.
+//
+// Contract checked on every input: the parser either accepts it or throws a vocablens::Error (whose
+// what() is one line). Any other exception escapes to libFuzzer (reported as a crash), as does a
+// sanitizer report, a leak, a timeout or an abort() from a broken property.
+#pragma once
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "fuzz_common.hpp"
+#include "vocablens/bpe_tokenizer.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/model_config.hpp"
+#include "vocablens/tokenizer.hpp"
+#ifdef VOCABLENS_FUZZ_WITH_TORCH
+#include <ATen/ATen.h>
+
+#include "vocablens/model.hpp"
+#include "vocablens/tensor_store.hpp"
+#endif
+
+namespace fuzz {
+
+/// An Error's message must be one line (the CLI prints it as is).
+inline void check_one_line(const vocablens::Error& e) {
+  if (std::strchr(e.what(), '\n') != nullptr) std::abort();
+}
+
+/// config.json text -> parse_hf_config.
+inline int config(const uint8_t* data, size_t size) {
+  try {
+    (void)vocablens::parse_hf_config(std::string(reinterpret_cast<const char*>(data), size), "fuzz/config.json");
+  } catch (const vocablens::Error& e) {
+    check_one_line(e);
+  }
+  return 0;
+}
+
+/// Arbitrary text through a GPT-2 BPE tokenizer: decode(encode(x)) == x, with and without specials.
+inline int bpe_encode(const vocablens::Tokenizer& tok, const uint8_t* data, size_t size) {
+  std::string text(reinterpret_cast<const char*>(data), size);
+  if (tok.decode(tok.encode(text)) != text) std::abort();
+  vocablens::EncodeOptions special;
+  special.special_tokens = true;
+  if (tok.decode(tok.encode(text, special)) != text) std::abort();
+  for (auto id : tok.encode(text)) (void)tok.display(id);
+  return 0;
+}
+
+/// GPT-2 BPE vocabulary files. Byte 0 selects the reader (even: vocab.json + merges.txt, odd:
+/// tokenizer.json); for the pair, bytes 1..4 give the length of the vocab.json part (mod the rest) and
+/// merges.txt is what follows. Then encode/decode a fixed text with whatever was accepted.
+inline int bpe_files(const uint8_t* data, size_t size) {
+  if (size < 5) return 0;
+  static const std::string vocab = scratch_path("bpe") + "-vocab.json";
+  static const std::string merges = scratch_path("bpe") + "-merges.txt";
+  static const std::string tokjson = scratch_path("bpe") + "-tokenizer.json";
+  const bool hf = data[0] & 1;
+  uint32_t n;
+  std::memcpy(&n, data + 1, 4);
+  const uint8_t* rest = data + 5;
+  const size_t left = size - 5;
+  try {
+    std::unique_ptr<vocablens::BpeTokenizer> tok;
+    if (hf) {
+      write_input(tokjson, rest, left);
+      tok = vocablens::BpeTokenizer::from_tokenizer_json(tokjson);
+    } else {
+      n = static_cast<uint32_t>(n % (left + 1));
+      write_input(vocab, rest, n);
+      write_input(merges, rest + n, left - n);
+      tok = vocablens::BpeTokenizer::from_vocab_merges(vocab, merges);
+    }
+    // The merge table, the specials and the long-word path (> 128 bytes) with a fixed text.
+    static const std::string text =
+        std::string("Hello, world! <|endoftext|> caf\xc3\xa9 \xff\xfe 123 ") + std::string(300, 'a');
+    vocablens::EncodeOptions special;
+    special.special_tokens = true;
+    for (const auto& opts : {vocablens::EncodeOptions{}, special}) {
+      auto ids = tok->encode(text, opts);
+      (void)tok->decode(ids);
+      for (auto id : ids) (void)tok->display(id);
+    }
+    for (int64_t id = 0; id < tok->vocab_size() && id < 512; ++id) {
+      (void)tok->display(id);
+      (void)tok->piece(id);
+    }
+  } catch (const vocablens::Error& e) {
+    check_one_line(e);
+  }
+  return 0;
+}
+
+/// llama2.c tokenizer file + text: the first 4 bytes are the text length (mod the rest), the text follows,
+/// the tokenizer file is the rest. Encode, decode and display with whatever was accepted.
+inline int llama2c_tokenizer(const uint8_t* data, size_t size) {
+  if (size < 4) return 0;
+  uint32_t n;
+  std::memcpy(&n, data, 4);
+  n = static_cast<uint32_t>(n % (size - 3));
+  std::string text(reinterpret_cast<const char*>(data) + 4, n);
+  static const std::string path = scratch_path("tok") + ".bin";
+  write_input(path, data + 4 + n, size - 4 - n);
+  try {
+    auto tok = vocablens::load_tokenizer(path);
+    auto ids = tok->encode(text);
+    (void)tok->decode(ids);
+    for (auto id : ids) (void)tok->display(id);
+  } catch (const vocablens::Error& e) {
+    check_one_line(e);
+  }
+  return 0;
+}
+
+#ifdef VOCABLENS_FUZZ_WITH_TORCH
+/// Touch every tensor: a view that points outside the mapping would fault here under ASan.
+inline void touch(const vocablens::TensorStore& st) {
+  for (auto& [name, t] : st.tensors)
+    if (t.numel() > 0 && t.is_floating_point()) (void)t.sum().item<double>();
+}
+
+/// The safetensors header/offset parser (read_safetensors) on arbitrary bytes.
+inline int safetensors(const uint8_t* data, size_t size) {
+  static const std::string path = scratch_path("st") + ".safetensors";
+  write_input(path, data, size);
+  try {
+    touch(vocablens::read_safetensors(path));
+  } catch (const vocablens::Error& e) {
+    check_one_line(e);
+  }
+  return 0;
+}
+
+/// The PyTorch zip + restricted pickle reader (read_torch_zip) on arbitrary bytes.
+inline int torch_zip(const uint8_t* data, size_t size) {
+  static const std::string path = scratch_path("zip") + ".bin";
+  write_input(path, data, size);
+  try {
+    touch(vocablens::read_torch_zip(path));
+  } catch (const vocablens::Error& e) {
+    check_one_line(e);
+  }
+  return 0;
+}
+
+/// The llama2.c checkpoint header reader (load_model on a .bin), then one forward step of what it accepted.
+/// Inputs are small, so accepted headers describe tiny models.
+inline int llama2c(const uint8_t* data, size_t size) {
+  static const std::string path = scratch_path("l2c") + ".bin";
+  write_input(path, data, size);
+  try {
+    auto m = vocablens::load_model(path);
+    (void)m.forward(at::zeros({1, 1}, at::kLong));
+  } catch (const vocablens::Error& e) {
+    check_one_line(e);
+  }
+  return 0;
+}
+#endif
+
+}  // namespace fuzz

@@ -1,0 +1,208 @@
+// tests/interrupt_test.cpp — an interrupted run leaves no half-written file (issue #9).
+//
+// The CLI writes every output through a temporary file renamed over the target when complete
+// (vocablens/atomic_file.hpp); its SIGINT/SIGTERM handler (src/cli/signals.cpp) removes temporary files
+// in flight, prints "vocablens: interrupted" and exits 128 + signal (130 for SIGINT).
+// A long write is started with the hidden `vocablens _write-test` command (200 MB in 64 KB chunks,
+// slowly, through the streaming AtomicWriter); the signal is sent once the temporary file exists and is
+// growing. Then a real command (`knn --out DIR --edges`) is interrupted at several moments: whatever the
+// moment, no temporary file may remain and every file present must be complete.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/select.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fixtures.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Child {
+  pid_t pid = -1;
+  int err_fd = -1;  // the child's stderr
+  std::string err;
+
+  // Reads what the child wrote to stderr so far (non-blocking after `wait_for` lines).
+  bool read_until(const std::string& needle, double timeout_s) {
+    auto t0 = std::chrono::steady_clock::now();
+    while (err.find(needle) == std::string::npos) {
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s) return false;
+      fd_set set;
+      FD_ZERO(&set);
+      FD_SET(err_fd, &set);
+      timeval tv{0, 100000};
+      if (::select(err_fd + 1, &set, nullptr, nullptr, &tv) > 0) {
+        char buf[4096];
+        ssize_t n = ::read(err_fd, buf, sizeof buf);
+        if (n <= 0) return err.find(needle) != std::string::npos;
+        err.append(buf, static_cast<size_t>(n));
+      }
+    }
+    return true;
+  }
+  // Waits for exit; returns the exit code (or 128 + signal if killed by one), with the rest of stderr read.
+  int wait() {
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(err_fd, buf, sizeof buf)) > 0) err.append(buf, static_cast<size_t>(n));
+    ::close(err_fd);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    return 1000 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);  // killed: never confused with an exit code
+  }
+};
+
+// Starts the CLI with `args`; stdout to /dev/null, stderr to a pipe. SIGINT/SIGTERM reset to default in
+// the child (a test runner started in the background may ignore SIGINT, which exec would keep).
+Child start(const std::vector<std::string>& args) {
+  std::string cli = vl_test::cli_path();
+  REQUIRE_FALSE(cli.empty());
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  Child c;
+  c.pid = ::fork();
+  REQUIRE(c.pid >= 0);
+  if (c.pid == 0) {
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(cli.c_str()));
+    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(cli.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  c.err_fd = fds[0];
+  return c;
+}
+
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> out;
+  for (auto& e : fs::recursive_directory_iterator(dir)) out.push_back(e.path().string());
+  return out;
+}
+
+bool any_temp_file(const std::string& dir) {
+  for (auto& p : list_dir(dir))
+    if (p.find(".tmp-") != std::string::npos) return true;
+  return false;
+}
+
+uint64_t file_size_or_0(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+}  // namespace
+
+TEST_CASE("SIGINT during a long write: exit 130, a message, no target and no temporary file", "[interrupt]") {
+  for (int sig : {SIGINT, SIGTERM}) {
+    std::string dir = vl_test::temp_dir("interrupt");
+    std::string target = dir + "/big.bin";
+    Child c = start({"_write-test", "--bytes", "209715200", "--chunk", "65536", "--delay-ms", "20", "--out", target});
+    REQUIRE(c.read_until("writing ", 60));
+    // Wait until the temporary file exists and holds some bytes: the write is really in flight.
+    std::string tmp;
+    for (int i = 0; i < 600 && tmp.empty(); ++i) {
+      for (auto& p : list_dir(dir))
+        if (p.find(".tmp-") != std::string::npos && file_size_or_0(p) > 0) tmp = p;
+      if (tmp.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    REQUIRE_FALSE(tmp.empty());
+    REQUIRE(::kill(c.pid, sig) == 0);
+    int rc = c.wait();
+    INFO("signal " << sig << ", stderr: " << c.err);
+    CHECK(rc == 128 + sig);
+    CHECK(c.err.find("vocablens: interrupted") != std::string::npos);
+    CHECK_FALSE(fs::exists(target));
+    CHECK_FALSE(fs::exists(tmp));
+    CHECK(list_dir(dir).empty());
+    fs::remove_all(dir);
+  }
+}
+
+TEST_CASE("_write-test completes: the whole file and no temporary file", "[interrupt]") {
+  std::string dir = vl_test::temp_dir("interrupt");
+  std::string target = dir + "/small.bin";
+  Child c = start({"_write-test", "--bytes", "1000000", "--chunk", "65536", "--delay-ms", "0", "--out", target});
+  int rc = c.wait();
+  INFO(c.err);
+  CHECK(rc == 0);
+  CHECK(file_size_or_0(target) == 1000000);
+  CHECK_FALSE(any_temp_file(dir));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("knn --out interrupted at any moment leaves only complete files", "[interrupt]") {
+  std::string model = vl_test::fixture("gpt2-tiny");
+  if (model.empty()) return;
+  // A complete run first: the reference sizes of every output file.
+  std::string ref = vl_test::temp_dir("interrupt-ref");
+  Child full = start({"knn", model, "--k", "5", "--edges", "--out", ref + "/run"});
+  int full_rc = full.wait();
+  INFO(full.err);
+  REQUIRE(full_rc == 0);
+  std::map<std::string, std::string> want;  // file name -> its complete content
+  for (auto& p : list_dir(ref + "/run"))
+    if (fs::is_regular_file(p)) want[fs::path(p).filename().string()] = vl_test::read_file(p);
+  REQUIRE_FALSE(want.empty());
+  CHECK_FALSE(any_temp_file(ref));
+
+  // Then interrupted after 0.5 s, 1.5 s, ... : each file present must be complete — .npy the same size
+  // as the reference, .csv the same number of lines and a final newline, .json parseable (contents may
+  // differ: provenance carries a timestamp).
+  for (int ms : {500, 1500, 3000, 6000}) {
+    std::string dir = vl_test::temp_dir("interrupt-knn");
+    Child c = start({"knn", model, "--k", "5", "--edges", "--out", dir + "/run"});
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    ::kill(c.pid, SIGINT);
+    int rc = c.wait();
+    INFO("interrupted after " << ms << " ms: exit " << rc << ", stderr: " << c.err);
+    CHECK((rc == 130 || rc == 0));  // 0: it finished before the signal
+    if (rc == 130) CHECK(c.err.find("vocablens: interrupted") != std::string::npos);
+    CHECK_FALSE(any_temp_file(dir));
+    if (fs::exists(dir + "/run")) {
+      for (auto& p : list_dir(dir + "/run")) {
+        if (!fs::is_regular_file(p)) continue;
+        const std::string name = fs::path(p).filename().string();
+        INFO(name);
+        auto it = want.find(name);
+        REQUIRE(it != want.end());
+        const std::string got = vl_test::read_file(p);
+        const std::string ext = fs::path(p).extension().string();
+        if (ext == ".npy") {
+          CHECK(got.size() == it->second.size());
+        } else if (ext == ".csv") {
+          CHECK(std::count(got.begin(), got.end(), '\n') == std::count(it->second.begin(), it->second.end(), '\n'));
+          CHECK((!got.empty() && got.back() == '\n'));
+        } else if (ext == ".json") {
+          CHECK_NOTHROW(nlohmann::json::parse(got));
+        } else {
+          CHECK_FALSE(got.empty());
+        }
+      }
+    }
+    fs::remove_all(dir);
+  }
+  fs::remove_all(ref);
+}

@@ -1,0 +1,658 @@
+// The logit lens (issue #4): the last layer equals the model's own output on every fixture model; per-layer
+// values equal an independent NumPy computation from the fixtures' reference residuals
+// (tests/lens_reference.py); the fused kernels against brute force; exports; the CLI and its errors.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "fixtures.hpp"
+#include "npy_tensor.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/export.hpp"
+#include "vocablens/lens.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/npy.hpp"
+#include "vocablens/sha256.hpp"
+#include "vocablens/tokenizer.hpp"
+
+using vl_test::load_npy_tensor;
+
+namespace {
+
+bool file_exists(const std::string& p) {
+  struct stat st{};
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+bool have_numpy() {
+  static int ok = -1;
+  if (ok < 0) {
+    std::string out;
+    ok = file_exists("/usr/bin/python3") && vl_test::run_command("/usr/bin/python3 -c 'import numpy'", out) == 0;
+  }
+  return ok == 1;
+}
+
+std::string shq(const std::string& s) {
+  std::string o = "'";
+  for (char c : s) {
+    if (c == '\'') o += "'\\''";
+    else o.push_back(c);
+  }
+  return o + "'";
+}
+
+// Runs tests/lens_reference.py once per test program; returns its output directory ("" when numpy is absent).
+std::string reference_dir() {
+  static std::string dir = [] {
+    if (!have_numpy()) return std::string();
+    std::string root = vl_test::fixtures_root();
+    if (root.empty()) return std::string();
+    std::string d = vl_test::temp_dir("lensref");
+    std::string out;
+    int rc = vl_test::run_command("/usr/bin/python3 " + shq(std::string(VOCABLENS_SOURCE_DIR) + "/tests/lens_reference.py") +
+                                      " " + shq(root) + " " + shq(d),
+                                  out);
+    if (rc != 0) throw std::runtime_error("lens_reference.py failed: " + out);
+    return d;
+  }();
+  return dir;
+}
+
+// E⁺ is cached on disk by unembed.hpp: keep the tests' copies out of the user's cache.
+void private_pinv_cache() {
+  static bool done = false;
+  if (!done) ::setenv("VOCABLENS_CACHE", vl_test::temp_dir("lenscache").c_str(), 1);
+  done = true;
+}
+
+std::vector<int64_t> to_ids(const at::Tensor& t) {
+  at::Tensor c = t.to(at::kLong).contiguous();
+  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+// The model's own output distribution vs the lens's last layer.
+void check_last_layer_is_output(const vocablens::Model& m, const std::vector<int64_t>& ids,
+                                const vocablens::LensOptions& opt) {
+  auto lens = vocablens::logit_lens(m, ids, opt);
+  const int64_t T = static_cast<int64_t>(ids.size()), n = lens.n_layers(), k = lens.top_k;
+  at::Tensor logits = m.forward(at::tensor(ids, at::kLong)).logits[0].to(at::kDouble);  // [T, V]
+  const int64_t V = logits.size(1);
+  at::Tensor logp = at::log_softmax(logits, -1).contiguous();
+  at::Tensor p = logp.exp().contiguous();
+  at::Tensor lse = at::logsumexp(logits, -1).contiguous();
+  at::Tensor ent = (-(p * logp).sum(-1)).contiguous();
+  auto [vals_t, idx_t] = at::topk(logits, k + 1, -1);
+  vals_t = vals_t.contiguous();
+  idx_t = idx_t.contiguous();
+  const double *P = p.data_ptr<double>(), *LP = logp.data_ptr<double>(), *LSE = lse.data_ptr<double>(),
+               *ENT = ent.data_ptr<double>(), *VAL = vals_t.data_ptr<double>();
+  const int64_t* IDX = idx_t.data_ptr<int64_t>();
+  // The full distribution: the engine's normalised last layer through W_U.
+  vocablens::lens_detail::LensEngine eng(m, opt);
+  at::Tensor normed = eng.normalised_stack(at::tensor(ids, at::kLong));
+  at::Tensor lens_logits = m.unembed(normed[n - 1]).to(at::kDouble);
+  CHECK(vl_test::max_abs_diff(at::softmax(lens_logits, -1), p) <= 1e-5);
+  CHECK(vl_test::max_abs_diff(at::log_softmax(lens_logits, -1), logp) <= 1e-4);
+  for (int64_t t = 0; t < T; ++t) {
+    INFO("position " << t);
+    const size_t a = lens.at(n - 1, t);
+    CHECK(std::abs(lens.logsumexp[a] - LSE[t]) <= 1e-5 * std::max(1.0, std::abs(LSE[t])));
+    CHECK(std::abs(lens.entropy[a] - ENT[t]) <= 1e-5);
+    CHECK(lens.kl_final[a] == 0.0f);
+    if (t + 1 < T) CHECK(std::abs(lens.cross_entropy[a] + LP[t * V + ids[t + 1]]) <= 1e-5);
+    if (lens.targets[t] >= 0) CHECK(std::abs(lens.target_prob[a] - P[t * V + lens.targets[t]]) <= 1e-5);
+    const double* val = VAL + t * (k + 1);
+    const int64_t* idx = IDX + t * (k + 1);
+    for (int64_t j = 0; j < k; ++j) {
+      CHECK(std::abs(lens.top_prob(n - 1, t, j) - P[t * V + idx[j]]) <= 1e-5);
+      bool clear = (j == 0 || val[j - 1] - val[j] > 1e-4) && val[j] - val[j + 1] > 1e-4;
+      if (clear) CHECK(lens.top_id(n - 1, t, j) == idx[j]);
+    }
+  }
+}
+
+struct FixtureModel {
+  const char* rel;
+  const char* ids_npy;  // reference ids to feed (relative to the fixtures root)
+};
+
+const FixtureModel kModels[] = {
+    {"gpt2-tiny", "gpt2-tiny/reference/seq1_eiffel_ids.npy"},
+    {"gpt2-tiny-prefixed", "gpt2-tiny/reference/seq2_random100_ids.npy"},
+    {"gpt2-tiny-torchbin", "gpt2-tiny/reference/seq0_hello_ids.npy"},
+    {"stories260K/stories260K.bin", "stories260K/reference/ids_first32.npy"},
+    {"stories260K-hf", "stories260K/reference/ids_first32.npy"},
+    {"llama2xs/model.bin", "llama2xs/reference/ids_first32.npy"},
+    {"llama2xs/ckpt.pt", "llama2xs/reference/ids_first32.npy"},
+};
+
+// A row's statistics by brute force, in double.
+struct Brute {
+  double lse, entropy, dot;
+  int64_t greater;
+  std::vector<int64_t> top;
+};
+Brute brute(const std::vector<float>& z, int64_t k, int64_t target, const std::vector<float>* pf) {
+  Brute b{};
+  double mx = -INFINITY;
+  for (float v : z) mx = std::max(mx, static_cast<double>(v));
+  double s = 0, s1 = 0;
+  for (float v : z) {
+    double e = std::exp(v - mx);
+    s += e;
+    s1 += e * (v - mx);
+  }
+  b.lse = mx + std::log(s);
+  b.entropy = std::log(s) - s1 / s;
+  b.dot = 0;
+  if (pf)
+    for (size_t j = 0; j < z.size(); ++j) b.dot += static_cast<double>((*pf)[j]) * z[j];
+  b.greater = 0;
+  if (target >= 0)
+    for (float v : z) b.greater += v > z[static_cast<size_t>(target)];
+  std::vector<int64_t> order(z.size());
+  for (size_t j = 0; j < z.size(); ++j) order[j] = static_cast<int64_t>(j);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) { return z[a] > z[c]; });
+  order.resize(static_cast<size_t>(k));
+  b.top = order;
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("lens: the last layer equals the model's output distribution on every fixture model", "[lens]") {
+  vocablens::init_runtime();
+  for (const auto& fm : kModels) {
+    INFO("model " << fm.rel);
+    std::string path = vl_test::fixture(fm.rel), idp = vl_test::fixture(fm.ids_npy);
+    if (path.empty() || idp.empty()) continue;
+    auto m = vocablens::load_model(path);
+    auto ids = to_ids(load_npy_tensor(idp));
+    vocablens::LensOptions opt;
+    check_last_layer_is_output(m, ids, opt);
+    opt.resid_mid = true;
+    opt.top_k = 3;
+    opt.block_positions = 7;
+    check_last_layer_is_output(m, ids, opt);
+    // Decoder variants: with the last k blocks as decoder, the last lensed layer (the residual before
+    // those blocks) run through them is exactly the model's output.
+    for (int64_t kdec : {int64_t{1}, m.config().n_layers}) {
+      INFO("decoder_blocks " << kdec);
+      vocablens::LensOptions d;
+      d.decoder_blocks = kdec;
+      d.top_k = 5;
+      auto lens = vocablens::logit_lens(m, ids, d);
+      CHECK(lens.n_layers() == m.config().n_layers - kdec + 1);
+      check_last_layer_is_output(m, ids, d);
+    }
+  }
+}
+
+TEST_CASE("lens: per-layer values equal the independent NumPy lens of the reference residuals", "[lens][numpy]") {
+  vocablens::init_runtime();
+  private_pinv_cache();
+  if (!have_numpy()) {
+    WARN("SKIPPED: /usr/bin/python3 with numpy not found (apt-get install python3-numpy)");
+    return;
+  }
+  std::string root = vl_test::fixtures_root();
+  if (root.empty()) {
+    vl_test::fixture("gpt2-tiny");  // fails or warns loudly
+    return;
+  }
+  std::string ref = reference_dir();
+  std::ifstream f(ref + "/cases.json");
+  auto cases = nlohmann::json::parse(f)["cases"];
+  REQUIRE(cases.size() >= 10);
+  std::map<std::string, vocablens::Model> models;
+  for (auto& c : cases) {
+    std::string name = c["name"];
+    INFO("case " << name);
+    std::string mp = root + "/" + c["model"].get<std::string>();
+    if (!models.count(mp)) models.emplace(mp, vocablens::load_model(mp));
+    const auto& m = models.at(mp);
+    std::string p = ref + "/" + name + ".";
+    auto ids = to_ids(load_npy_tensor(p + "ids.npy"));
+    vocablens::LensOptions opt;
+    opt.top_k = c["top_k"];
+    opt.resid_mid = c["resid_mid"];
+    opt.unembed = c["unembed"] == "pinv" ? vocablens::LensUnembed::PseudoInverse : vocablens::LensUnembed::Model;
+    if (c.contains("target")) opt.target = c["target"].get<int64_t>();
+    auto lens = vocablens::logit_lens(m, ids, opt);
+    auto hooks = c["hooks"].get<std::vector<std::string>>();
+    REQUIRE(lens.n_layers() == static_cast<int64_t>(hooks.size()));
+    for (size_t i = 0; i < hooks.size(); ++i) CHECK(lens.layers[i].hook == hooks[i]);
+    const int64_t n = lens.n_layers(), T = lens.n_positions(), k = lens.top_k;
+    auto want = [&](const char* what) { return load_npy_tensor(p + what + ".npy"); };
+    at::Tensor lse = want("lse"), ent = want("entropy"), kl = want("kl"), ce = want("ce"), tp = want("target_prob"),
+               tlp = want("target_logprob"), rlo = want("rank_lo"), rhi = want("rank_hi"), tid = want("top_ids"),
+               tpr = want("top_probs"), gap = want("top_gap");
+    auto cmp = [&](const std::vector<float>& got, const at::Tensor& w, double tol, const char* what) {
+      at::Tensor wd = w.to(at::kDouble).reshape({-1});
+      double worst = 0;
+      for (int64_t i = 0; i < wd.numel(); ++i) {
+        double a = got[static_cast<size_t>(i)], b = wd[i].item<double>();
+        if (std::isnan(b)) {
+          CHECK(std::isnan(a));
+          continue;
+        }
+        worst = std::max(worst, std::abs(a - b));
+      }
+      INFO(what << " worst |diff| " << worst);
+      CHECK(worst <= tol);
+    };
+    // fp32 forward vs the float64 reference residuals: logits agree to ~2e-5 (fixture READMEs).
+    cmp(lens.logsumexp, lse, 1e-4, "logsumexp");
+    cmp(lens.entropy, ent, 1e-4, "entropy");
+    cmp(lens.kl_final, kl, 1e-4, "kl_final");
+    cmp(lens.cross_entropy, ce, 1e-4, "cross_entropy");
+    cmp(lens.target_logprob, tlp, 1e-4, "target_logprob");
+    cmp(lens.target_prob, tp, 2e-5, "target_prob");
+    cmp(lens.top_probs, tpr.narrow(2, 0, k), 2e-5, "top_probs");
+    int64_t compared = 0;
+    for (int64_t li = 0; li < n; ++li)
+      for (int64_t t = 0; t < T; ++t) {
+        const size_t a = lens.at(li, t);
+        int64_t lo = rlo[li][t].item<int64_t>(), hi = rhi[li][t].item<int64_t>();
+        if (lo < 0) {
+          CHECK(lens.target_rank[a] == -1);
+        } else {
+          CHECK(lens.target_rank[a] >= lo);
+          CHECK(lens.target_rank[a] <= hi);
+        }
+        for (int64_t j = 0; j < k; ++j) {
+          bool clear = gap[li][t][j].item<double>() > 1e-3 && (j == 0 || gap[li][t][j - 1].item<double>() > 1e-3);
+          if (!clear) continue;
+          ++compared;
+          CHECK(lens.top_id(li, t, j) == tid[li][t][j].item<int64_t>());
+        }
+      }
+    // Most ids are clear of ties; the pseudo-inverse lens is near-uniform, so fewer are there.
+    CHECK(compared > (opt.unembed == vocablens::LensUnembed::PseudoInverse ? 0 : n * T));
+  }
+}
+
+TEST_CASE("lens: fused row kernels (AVX2 and scalar) agree with brute force", "[lens][kernel]") {
+  using namespace vocablens::lens_detail;
+  std::mt19937 rng(7);
+  for (int64_t V : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{13}, int64_t{1000}, int64_t{50257}}) {
+    for (int trial = 0; trial < 3; ++trial) {
+      std::normal_distribution<float> nd(0.f, trial == 2 ? 20.f : 2.f);
+      std::vector<float> z(static_cast<size_t>(V)), pf(static_cast<size_t>(V));
+      for (auto& v : z) v = nd(rng);
+      if (trial == 1 && V > 8) {  // ties: quantise, so that many logits are equal
+        for (auto& v : z) v = std::round(v * 2.f) / 2.f;
+      }
+      std::normal_distribution<float> nd1(0.f, 1.f);
+      double s = 0;
+      for (auto& v : pf) s += (v = std::exp(nd1(rng)));
+      for (auto& v : pf) v = static_cast<float>(v / s);
+      const int64_t k = std::min<int64_t>(V, 10);
+      const int64_t target = V / 3;
+      Brute b = brute(z, k, target, &pf);
+      for (bool scalar : {false, true}) {
+        INFO("V " << V << " trial " << trial << " scalar " << scalar);
+        std::vector<float> zz = z, tv(static_cast<size_t>(k));
+        std::vector<int64_t> ti(static_cast<size_t>(k));
+        RowRequest q;
+        q.k = k;
+        q.target = target;
+        q.next = V - 1;
+        q.pf = pf.data();
+        q.write_probs = true;
+        RowOut o;
+        o.top_vals = tv.data();
+        o.top_ids = ti.data();
+        row_stats(zz.data(), V, q, o, scalar);
+        CHECK(std::abs(o.lse - b.lse) <= 1e-6 * std::max(1.0, std::abs(b.lse)));
+        CHECK(std::abs(o.entropy - b.entropy) <= 1e-5);
+        CHECK(std::abs(o.dot_pf - b.dot) <= 1e-5 * std::max(1.0, std::abs(b.dot)));
+        CHECK(o.target_greater == b.greater);
+        CHECK(o.z_next == z.back());
+        CHECK(o.top_n == k);
+        CHECK(ti == b.top);
+        double maxdiff = 0, sum = 0;
+        for (int64_t j = 0; j < V; ++j) {
+          double want = std::exp(z[j] - b.lse);
+          // float32 logits far below the maximum lose relative precision in z - lse (|z - lse| * 6e-8).
+          maxdiff = std::max(maxdiff, std::abs(zz[j] - want) / (2e-6 * want + 1e-9));
+          sum += zz[j];
+        }
+        CHECK(maxdiff <= 1.0);
+        CHECK(std::abs(sum - 1.0) <= 1e-5);
+      }
+    }
+  }
+}
+
+TEST_CASE("lens: results do not depend on the block size or kernel", "[lens]") {
+  vocablens::init_runtime();
+  std::string dir = vl_test::fixture("gpt2-tiny");
+  if (dir.empty()) return;
+  auto m = vocablens::load_model(dir);
+  auto ids = to_ids(load_npy_tensor(dir + "/reference/seq2_random100_ids.npy"));
+  vocablens::LensOptions a;
+  a.resid_mid = true;
+  auto ra = vocablens::logit_lens(m, ids, a);
+  for (int64_t P : {int64_t{1}, int64_t{33}, int64_t{100}}) {
+    for (bool scalar : {false, true}) {
+      INFO("block " << P << " scalar " << scalar);
+      vocablens::LensOptions b = a;
+      b.block_positions = P;
+      b.scalar_kernel = scalar;
+      auto rb = vocablens::logit_lens(m, ids, b);
+      CHECK(rb.top_ids == ra.top_ids);
+      CHECK(rb.target_rank == ra.target_rank);
+      for (size_t i = 0; i < ra.entropy.size(); ++i) {
+        CHECK(std::abs(rb.entropy[i] - ra.entropy[i]) <= 1e-5);
+        CHECK(std::abs(rb.kl_final[i] - ra.kl_final[i]) <= 1e-5);
+        CHECK(std::abs(rb.logsumexp[i] - ra.logsumexp[i]) <= 1e-5);
+      }
+      for (size_t i = 0; i < ra.top_probs.size(); ++i) CHECK(std::abs(rb.top_probs[i] - ra.top_probs[i]) <= 1e-6);
+    }
+  }
+  // The lens really re-normalises each layer (TransformerLens #1076): the embedding layer's distribution is
+  // far from uniform, unlike with the last layer's cached scale.
+  double uniform = std::log(50257.0);
+  CHECK(ra.entropy[ra.at(0, 5)] < uniform - 0.05);
+}
+
+TEST_CASE("lens: bad inputs are clear errors", "[lens][errors]") {
+  vocablens::init_runtime();
+  std::string dir = vl_test::fixture("stories260K");
+  if (dir.empty()) return;
+  auto m = vocablens::load_model(dir + "/stories260K.bin");
+  using vocablens::UsageError;
+  CHECK_THROWS_WITH(vocablens::logit_lens(m, {}), Catch::Contains("empty input"));
+  CHECK_THROWS_WITH(vocablens::logit_lens(m, std::vector<int64_t>(513, 5)),
+                    Catch::Contains("513 tokens is longer than the model's context of 512"));
+  CHECK_THROWS_AS(vocablens::logit_lens(m, {1, 512}), UsageError);
+  vocablens::LensOptions o;
+  o.top_k = 513;
+  CHECK_THROWS_WITH(vocablens::logit_lens(m, {1, 2}, o), Catch::Contains("larger than the vocabulary"));
+  o = {};
+  o.decoder_blocks = 6;
+  CHECK_THROWS_WITH(vocablens::logit_lens(m, {1, 2}, o), Catch::Contains("--decoder-blocks"));
+  o = {};
+  o.target = 9999;
+  CHECK_THROWS_WITH(vocablens::logit_lens(m, {1, 2}, o), Catch::Contains("outside the vocabulary"));
+  // k = 0 is allowed: statistics without top-k.
+  o = {};
+  o.top_k = 0;
+  auto r = vocablens::logit_lens(m, {1, 403, 407}, o);
+  CHECK(r.top_ids.empty());
+  CHECK(r.entropy.size() == 6 * 3);
+}
+
+TEST_CASE("lens: to_result carries tokens, settings, arrays and the top-k table", "[lens][export]") {
+  vocablens::init_runtime();
+  std::string dir = vl_test::fixture("gpt2-tiny");
+  if (dir.empty()) return;
+  auto m = vocablens::load_model(dir);
+  auto tok = vocablens::load_tokenizer_for(dir);
+  auto ids = tok->encode("The Eiffel Tower is in the city of");
+  vocablens::LensOptions o;
+  o.top_k = 4;
+  o.target = tok->require_token_id(" Paris");
+  auto lens = vocablens::logit_lens(m, ids, o);
+  auto r = lens.to_result(tok.get(), "The Eiffel Tower is in the city of");
+  CHECK(r.kind == "logit_lens");
+  CHECK(r.settings["top_k"] == 4);
+  CHECK(r.settings["target"]["id"] == 6342);
+  CHECK(r.settings["target"]["token"] == "␣Paris");
+  CHECK(r.summary["prompt"] == "The Eiffel Tower is in the city of");
+  REQUIRE(r.summary["tokens"].size() == ids.size());
+  CHECK(r.summary["tokens"][1]["token"] == "␣E");
+  CHECK(r.summary["layers"].size() == 4);
+  CHECK(r.arrays.at("top_ids").shape == std::vector<int64_t>{4, 10, 4});
+  CHECK(r.arrays.at("top_ids").dtype == "<i8");
+  CHECK(r.arrays.at("top_probs").dtype == "<f4");
+  CHECK(r.arrays.at("entropy").shape == std::vector<int64_t>{4, 10});
+  CHECK(r.arrays.at("target_rank").dtype == "<i8");
+  REQUIRE(r.tables.size() == 1);
+  CHECK(r.tables[0].rows.size() == 4 * 10 * 4);
+  CHECK(r.tables[0].columns.size() == r.tables[0].rows[0].size());
+  // values round-trip through the exporter's JSON
+  auto j = nlohmann::json::parse(vocablens::result_to_json(r, true));
+  CHECK(j["kind"] == "logit_lens");
+}
+
+// ---- corpus mode ---------------------------------------------------------------------------------------
+
+namespace {
+const char* kCorpusText =
+    "The Eiffel Tower is in the city of Paris. It was built for the world fair of 1889 and is made of iron.\n"
+    "Once upon a time there was a little girl named Lily. She liked to play outside in the sun with her dog.\n"
+    "One day she found a big red ball under a tree, and she was very happy. The end.\n";
+}
+
+TEST_CASE("lens corpus: windows overlap by one token and the means equal per-window lenses", "[lens][corpus]") {
+  vocablens::init_runtime();
+  std::string dir = vl_test::fixture("gpt2-tiny");
+  if (dir.empty()) return;
+  auto m = vocablens::load_model(dir);
+  auto tok = vocablens::load_tokenizer_for(dir);
+  std::string tmp = vl_test::temp_dir("lenscorpus");
+  std::string path = tmp + "/corpus.txt";
+  vl_test::write_file(path, kCorpusText);
+  auto all = tok->encode(kCorpusText);
+  REQUIRE(all.size() > 40);
+
+  for (int64_t W : {int64_t{16}, int64_t{128}}) {
+    INFO("window " << W);
+    vocablens::CorpusLensOptions co;
+    co.window = W;
+    co.chunk_bytes = 64;  // many chunk boundaries: tokenisation must still equal the whole text's
+    int calls = 0;
+    co.progress = [&](uint64_t done, uint64_t total) {
+      ++calls;
+      CHECK(done <= total);
+    };
+    auto c = vocablens::logit_lens_corpus(m, *tok, path, co);
+    CHECK(c.tokens == static_cast<int64_t>(all.size()));
+    CHECK(c.predicted == static_cast<int64_t>(all.size()) - 1);
+    CHECK(calls == c.windows);
+    CHECK(c.corpus_bytes == std::string(kCorpusText).size());
+    // The predicted tokens are every token but the first: their bytes are the text minus the first token.
+    CHECK(c.bytes == std::string(kCorpusText).size() - tok->token_bytes(all[0]).size());
+    // Reference: the same windows through logit_lens.
+    const int64_t n = static_cast<int64_t>(c.layers.size());
+    std::vector<double> ce(n, 0), kl(n, 0), ent(n, 0), acc(n, 0);
+    int64_t windows = 0, cnt = 0;
+    for (size_t s = 0; s + 1 < all.size(); s += static_cast<size_t>(W - 1)) {
+      std::vector<int64_t> ids(all.begin() + s, all.begin() + std::min(all.size(), s + static_cast<size_t>(W)));
+      auto L = vocablens::logit_lens(m, ids);
+      ++windows;
+      for (int64_t t = 0; t + 1 < L.n_positions(); ++t) {
+        ++cnt;
+        for (int64_t li = 0; li < n; ++li) {
+          ce[li] += L.cross_entropy[L.at(li, t)];
+          kl[li] += L.kl_final[L.at(li, t)];
+          ent[li] += L.entropy[L.at(li, t)];
+          acc[li] += L.top_id(li, t, 0) == ids[t + 1];
+        }
+      }
+    }
+    CHECK(c.windows == windows);
+    REQUIRE(cnt == c.predicted);
+    for (int64_t li = 0; li < n; ++li) {
+      CHECK(std::abs(c.mean_cross_entropy[li] - ce[li] / cnt) <= 1e-5);
+      CHECK(std::abs(c.mean_kl_final[li] - kl[li] / cnt) <= 1e-5);
+      CHECK(std::abs(c.mean_entropy[li] - ent[li] / cnt) <= 1e-5);
+      CHECK(std::abs(c.top1_accuracy[li] - acc[li] / cnt) <= 1e-12);
+      CHECK(std::abs(c.bits_per_byte[li] - ce[li] / (std::log(2.0) * static_cast<double>(c.bytes))) <= 1e-5);
+    }
+  }
+  // max_tokens stops early; an unreadable file is a clear error.
+  vocablens::CorpusLensOptions co;
+  co.window = 8;
+  co.max_tokens = 10;
+  auto c = vocablens::logit_lens_corpus(m, *tok, path, co);
+  CHECK(c.predicted == 10);
+  CHECK_THROWS_AS(vocablens::logit_lens_corpus(m, *tok, tmp + "/missing.txt"), vocablens::FormatError);
+  auto r = c.to_result();
+  CHECK(r.kind == "logit_lens_corpus");
+  CHECK(r.arrays.at("bits_per_byte").shape == std::vector<int64_t>{4});
+}
+
+// ---- the CLI ---------------------------------------------------------------------------------------------
+
+namespace {
+
+int run_cli(const std::string& args, std::string& out) {
+  std::string cli = vl_test::cli_path();
+  REQUIRE(!cli.empty());
+  return vl_test::run_command(shq(cli) + " lens " + args, out);
+}
+
+}  // namespace
+
+TEST_CASE("lens CLI: table, JSON, CSV and a run directory whose .npy files numpy reads unchanged", "[lens][cli]") {
+  vocablens::init_runtime();
+  std::string dir = vl_test::fixture("gpt2-tiny");
+  if (dir.empty()) return;
+  const std::string prompt = "The Eiffel Tower is in the city of";
+  std::string out;
+  REQUIRE(run_cli(shq(dir) + " --prompt " + shq(prompt) + " --target ' Paris' --top-k 5 --no-color", out) == 0);
+  CHECK_THAT(out, Catch::Contains("logit lens"));
+  CHECK_THAT(out, Catch::Contains("embed"));
+  CHECK_THAT(out, Catch::Contains("␣Paris"));
+  CHECK_THAT(out, Catch::Contains("KL→final"));
+
+  REQUIRE(run_cli(shq(dir) + " --prompt " + shq(prompt) + " --format json 2>/dev/null", out) == 0);
+  auto j = nlohmann::json::parse(out);
+  CHECK(j["kind"] == "logit_lens");
+  CHECK(j["summary"]["prompt"] == prompt);
+  CHECK(j["summary"]["tokens"].size() == 10);
+  CHECK(j["provenance"].contains("model_path"));
+
+  REQUIRE(run_cli(shq(dir) + " --prompt " + shq(prompt) + " --top-k 3 --format csv 2>/dev/null", out) == 0);
+  std::string header = out.substr(0, out.find('\n'));
+  header.erase(std::remove(header.begin(), header.end(), '"'), header.end());
+  CHECK(header.rfind("layer,hook,position,input_id,input_token,rank,token_id,token,prob", 0) == 0);
+  size_t lines = !out.empty() && out.back() != '\n';
+  for (char c : out) lines += c == '\n';
+  CHECK(lines == 1 + 4 * 10 * 3);
+
+  std::string run = vl_test::temp_dir("lenscli") + "/run";
+  REQUIRE(run_cli(shq(dir) + " --prompt " + shq(prompt) + " --target ' Paris' --resid-mid --out " + shq(run) +
+                      " --no-color",
+                  out) == 0);
+  CHECK(file_exists(run + "/logit_lens.json"));
+  CHECK(file_exists(run + "/logit_lens.top_k.csv"));
+  // In-process reference for the values.
+  auto m = vocablens::load_model(dir);
+  auto tok = vocablens::load_tokenizer_for(dir);
+  vocablens::LensOptions o;
+  o.resid_mid = true;
+  o.target = 6342;
+  auto want = vocablens::logit_lens(m, tok->encode(prompt), o).to_result(tok.get(), prompt);
+  for (const auto& [name, arr] : want.arrays) {
+    INFO("array " << name);
+    std::string file = run + "/logit_lens." + name + ".npy";
+    REQUIRE(file_exists(file));
+    auto got = vocablens::read_npy(file);
+    CHECK(got.dtype == arr.dtype);
+    CHECK(got.shape == arr.shape);
+    REQUIRE(got.bytes.size() == arr.bytes.size());
+    if (arr.dtype == "<i8") CHECK(got.bytes == arr.bytes);
+    else {
+      const float* a = reinterpret_cast<const float*>(arr.bytes.data());
+      const float* b = reinterpret_cast<const float*>(got.bytes.data());
+      for (int64_t i = 0; i < arr.numel(); ++i) {
+        if (std::isnan(a[i])) CHECK(std::isnan(b[i]));
+        else CHECK(std::abs(a[i] - b[i]) <= 1e-6);
+      }
+    }
+  }
+  if (!have_numpy()) {
+    WARN("SKIPPED: numpy check of the .npy files (/usr/bin/python3 with numpy not found)");
+    return;
+  }
+  // numpy.load opens every file unchanged: same dtype, shape and bytes as our own reader sees.
+  std::string script = vl_test::temp_dir("lensnpy") + "/check.py";
+  vl_test::write_file(script,
+                      "import glob, hashlib, json, os, sys\n"
+                      "import numpy as np\n"
+                      "out = {}\n"
+                      "for f in sorted(glob.glob(os.path.join(sys.argv[1], '*.npy'))):\n"
+                      "    a = np.load(f, allow_pickle=False)\n"
+                      "    out[os.path.basename(f)] = {'dtype': a.dtype.str, 'shape': list(a.shape),\n"
+                      "        'sha256': hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest(),\n"
+                      "        'fortran': bool(np.isfortran(a)) and a.ndim > 1,\n"
+                      "        'sum': float(np.nansum(a.astype(np.float64)))}\n"
+                      "print(json.dumps(out))\n");
+  REQUIRE(vl_test::run_command("/usr/bin/python3 " + shq(script) + " " + shq(run), out) == 0);
+  auto np = nlohmann::json::parse(out);
+  CHECK(np.size() == want.arrays.size());
+  for (const auto& [name, arr] : want.arrays) {
+    std::string fname = "logit_lens." + name + ".npy";
+    INFO("numpy " << fname);
+    REQUIRE(np.contains(fname));
+    auto got = vocablens::read_npy(run + "/" + fname);
+    CHECK(np[fname]["dtype"] == got.dtype);
+    CHECK(np[fname]["shape"].get<std::vector<int64_t>>() == got.shape);
+    CHECK_FALSE(np[fname]["fortran"].get<bool>());
+    CHECK(np[fname]["sha256"] == vocablens::sha256_hex(std::string(got.bytes.begin(), got.bytes.end())));
+  }
+}
+
+TEST_CASE("lens CLI: clear errors for long or empty prompts, multi-token targets and unwritable --out",
+          "[lens][cli][errors]") {
+  std::string dir = vl_test::fixture("gpt2-tiny");
+  if (dir.empty()) return;
+  std::string out;
+  std::string long_prompt;
+  for (int i = 0; i < 200; ++i) long_prompt += " word";
+  CHECK(run_cli(shq(dir) + " --prompt " + shq(long_prompt), out) == 2);
+  CHECK_THAT(out, Catch::Contains("the prompt is 200 tokens, longer than the model's context of 128 tokens"));
+  CHECK(run_cli(shq(dir) + " --prompt ''", out) == 2);
+  CHECK_THAT(out, Catch::Contains("empty prompt"));
+  CHECK(run_cli(shq(dir), out) == 2);
+  CHECK_THAT(out, Catch::Contains("--prompt"));
+  CHECK(run_cli(shq(dir) + " --prompt 'The city of' --target ' Parisxyzzy'", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--target ' Parisxyzzy' is 3 tokens: ␣Paris"));
+  CHECK(run_cli(shq(dir) + " --prompt 'The city of' --target-id 99999", out) == 2);
+  CHECK_THAT(out, Catch::Contains("outside the vocabulary"));
+  std::string tmp = vl_test::temp_dir("lensbad");
+  vl_test::write_file(tmp + "/file", "x");
+  CHECK(run_cli(shq(dir) + " --prompt 'The city of' --out " + shq(tmp + "/file/run"), out) == 1);
+  CHECK_THAT(out, Catch::Contains(tmp + "/file"));
+  CHECK_THAT(out, Catch::StartsWith("vocablens: error: "));
+  CHECK(run_cli(shq(dir) + " --prompt 'x' --decoder-blocks 9", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--decoder-blocks must be in [0, 3]"));
+}
+
+TEST_CASE("lens CLI: llama2.c model, decoder and pinv variants, corpus mode", "[lens][cli]") {
+  private_pinv_cache();
+  std::string dir = vl_test::fixture("stories260K");
+  if (dir.empty()) return;
+  std::string out;
+  std::string model = shq(dir + "/stories260K.bin");
+  REQUIRE(run_cli(model + " --prompt 'Once upon a time' --target ' the' --no-color", out) == 0);
+  CHECK_THAT(out, Catch::Contains("<s>"));  // BOS added like run.c
+  REQUIRE(run_cli(model + " --prompt 'Once upon a time' --decoder-blocks 2 --resid-mid --no-color", out) == 0);
+  CHECK_THAT(out, Catch::Contains("last 2 blocks as decoder"));
+  REQUIRE(run_cli(model + " --prompt 'Once upon a time' --unembed pinv --format json 2>/dev/null", out) == 0);
+  CHECK(nlohmann::json::parse(out)["settings"]["unembed"] == "pinv");
+  std::string tmp = vl_test::temp_dir("lenscorpuscli");
+  vl_test::write_file(tmp + "/c.txt", kCorpusText);
+  REQUIRE(run_cli(model + " --corpus " + shq(tmp + "/c.txt") + " --window 32 --out " + shq(tmp + "/run") + " --no-color",
+                  out) == 0);
+  CHECK_THAT(out, Catch::Contains("bits/byte"));
+  CHECK(file_exists(tmp + "/run/logit_lens_corpus.json"));
+  CHECK(file_exists(tmp + "/run/logit_lens_corpus.bits_per_byte.npy"));
+  CHECK(run_cli(model + " --corpus " + shq(tmp + "/nope.txt"), out) == 1);
+  CHECK_THAT(out, Catch::Contains("nope.txt"));
+}
