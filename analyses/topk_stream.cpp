@@ -305,8 +305,8 @@ int worker_count(const TopkStreamOptions& o, int64_t work_items) {
   return t;
 }
 
-int64_t auto_rows(const TopkStreamOptions& o) { return o.block_rows > 0 ? o.block_rows : 128; }
-int64_t auto_cols(const TopkStreamOptions& o) { return o.block_cols > 0 ? o.block_cols : 2048; }
+int64_t auto_rows(const TopkStreamOptions& o) { return o.block_rows > 0 ? o.block_rows : 256; }
+int64_t auto_cols(const TopkStreamOptions& o) { return o.block_cols > 0 ? o.block_cols : 1024; }
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

@@ -5,7 +5,7 @@
 //
 // Reports, each as one "key: value" line and, with --json FILE, as JSON:
 //  * the machine's float32 GEMM rate: a large square SGEMM (2048³) and the stream's own tile GEMM
-//    ([128, 64] × [64, 2048] per worker, every worker busy, no selection pass);
+//    ([256, 64] × [64, 1024] per worker, every worker busy, no selection pass);
 //  * E⁺ of the 50257×768 E (computed, not cached);
 //  * top-k pairs of one head's OV circuit, pruning off (the full V² stream) and on;
 //  * with --all: every head × {OV, QK} (288 V×V circuits), pruning as chosen;
@@ -57,14 +57,14 @@ vocablens::Model random_gpt2(int64_t V, int64_t d, int64_t L, int64_t H, int64_t
   c.vocab_size = V;
   c.n_ctx = 1024;
   vocablens::ModelWeights w;
-  w.W_E = at::randn({V, d}) * 0.1;
+  w.W_E = at::randn({V, d}).mul_(0.1);
   w.W_U = w.W_E.t();
   for (int64_t l = 0; l < L; ++l) {
     vocablens::LayerWeights lw;
-    lw.w_q = at::randn({d, H * dh}) * 0.036;
-    lw.w_k = at::randn({d, H * dh}) * 0.036;
-    lw.w_v = at::randn({d, H * dh}) * 0.036;
-    lw.w_o = at::randn({H * dh, d}) * 0.036;
+    lw.w_q = at::randn({d, H * dh}).mul_(0.036);
+    lw.w_k = at::randn({d, H * dh}).mul_(0.036);
+    lw.w_v = at::randn({d, H * dh}).mul_(0.036);
+    lw.w_o = at::randn({H * dh, d}).mul_(0.036);
     w.layers.push_back(lw);
   }
   return vocablens::Model(c, w, "random");
@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
 
   double sq = square_gemm_rate(2048, 3);
   report("gemm_square_2048_gflops", sq);
-  double tile = tile_gemm_rate(std::min<int64_t>(V, 8192), V, dh, 128, 2048, 2);
+  double tile = tile_gemm_rate(std::min<int64_t>(V, 8192), V, dh, 256, 1024, 2);
   report("gemm_stream_tile_gflops", tile);
 
   vocablens::Model m = random_gpt2(V, d, L, H, dh);

@@ -15,13 +15,13 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
 OUT=${2:-/tmp/vocablens-geometry-bench}
-THREADS=${THREADS:-$(nproc)}
+THREADS=${THREADS:-$(getconf _NPROCESSORS_ONLN)}
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 mkdir -p "$OUT"
 export OMP_NUM_THREADS=$THREADS VOCABLENS_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
 
-echo "== machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), threads $THREADS"
+echo "== machine: $(getconf _NPROCESSORS_ONLN) cores, load $(cut -d' ' -f1-3 /proc/loadavg), threads $THREADS"
 # OpenBLAS picks its kernels at load time; on some VMs it falls back to Prescott (SSE3) unless
 # OPENBLAS_CORETYPE is set (see docs/benchmarks.md). Whatever it picks applies to every program below.
 echo "== OpenBLAS core (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-<unset>}): $(OPENBLAS_VERBOSE=2 "$PY" -c 'import numpy; numpy.ones((64, 64)) @ numpy.ones((64, 64))' 2>&1 | tr '\n' ' ')"

@@ -70,7 +70,7 @@ struct TopkStreamOptions {
   /// Optional predicate: keep (i, j) only if it returns true. Called only for entries that could enter
   /// the top-k (rare), possibly from several threads at once: it must be thread-safe.
   std::function<bool(int64_t i, int64_t j)> keep_pair;
-  /// Tile shape (0 = automatic: 128 rows × 2048 columns, a tile fits a core's L2 cache).
+  /// Tile shape (0 = automatic: 256 rows × 1024 columns, 1 MB: a tile stays in a core's L2 cache).
   int64_t block_rows = 0;
   int64_t block_cols = 0;
   /// Worker threads (0 = at::get_num_threads()).

@@ -115,6 +115,10 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;         ///< also checkpoint every N steps (the end always checkpoints)
   bool resume = false;                  ///< continue out_dir/checkpoint (its options win, except steps/stop_after/checkpoint_every)
   int64_t stop_after = 0;               ///< stop after this many steps in this call (checkpoint, resumable); 0 = run to `steps`
+  /// LibTorch intra-op threads while training; 0 = automatic: the count init_runtime() set when
+  /// VOCABLENS_THREADS is set, else one thread per million parameters (at least 1, at most that count).
+  /// Small models gain little from threads and lose much on a busy machine (OpenMP threads spin).
+  int threads = 0;
   std::function<void(const TrainProgress&)> on_progress;
 };
 

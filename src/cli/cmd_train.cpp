@@ -126,6 +126,8 @@ vocablens::cli::Register reg{
       sub.add_flag("--resume", o.resume, "Continue the run in --out DIR from its checkpoint (bit-identical)");
       sub.add_option("--stop-after", o.stop_after, "Stop after N steps of this call (checkpointed; continue with --resume)");
       sub.add_flag("--overwrite", o.overwrite, "Replace an existing run in --out DIR");
+      sub.add_option("--threads", o.threads,
+                     "LibTorch threads while training (default: VOCABLENS_THREADS if set, else 1 per million parameters)");
       sub.add_flag("-q,--quiet", c->quiet, "No progress output");
       return [c] { return run_train(*c); };
     }};

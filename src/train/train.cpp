@@ -1,10 +1,13 @@
 // train(): corpus and tokenizer, the optimisation loop, checkpoints and resume (see vocablens/train.hpp).
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
 #include "train/safetensors_writer.hpp"
@@ -252,6 +255,19 @@ TrainReport train(const TrainOptions& given) {
     case TrainModel::EmbedLM: model = make_embed_lm(o, stream, vocab); break;
     case TrainModel::SkipGram:
     case TrainModel::CBOW: model = make_word2vec(o, stream, vocab); break;
+  }
+  // Intra-op threads for the run (restored afterwards, also on errors).
+  struct ThreadScope {
+    int prev = at::get_num_threads();
+    ~ThreadScope() { at::set_num_threads(prev); }
+  } thread_scope;
+  {
+    int want = given.threads;
+    if (want <= 0)
+      want = std::getenv("VOCABLENS_THREADS")
+                 ? thread_scope.prev
+                 : static_cast<int>(std::clamp<int64_t>(model->parameter_count() / 1000000, 1, thread_scope.prev));
+    at::set_num_threads(std::max(1, want));
   }
   Optimizer opt(model->params, o);
   std::mt19937_64 rng(o.seed ^ 0x9E3779B97F4A7C15ull);

@@ -107,9 +107,9 @@ dim, hid, L, H, KV, V, S = 4, 8, 1, 2, 1, 6, 4
 hs = dim // H; kd = KV * hs
 n = V*dim + L*(2*dim + 2*dim*dim + 2*kd*dim + 3*dim*hid) + dim + S*hs
 put("fuzz_llama2c", "tiny_v0.bin", struct.pack("<7i", dim, hid, L, H, KV, V, S) + struct.pack("<%df" % n, *[0.01*(i % 7) for i in range(n)]))
-# version 1: "ak42", version, the 7 ints, shared flag, header padded to 256 bytes, norms first.
+# version 1: magic 0x616b3432 ("ak42" as a little-endian uint32), version, the 7 ints, shared flag, header padded to 256 bytes, norms first.
 n1 = n - S*hs
-put("fuzz_llama2c", "tiny_v1.bin", (b"ak42" + struct.pack("<i7iB", 1, dim, hid, L, H, KV, V, S, 1)).ljust(256, b"\0") +
+put("fuzz_llama2c", "tiny_v1.bin", (struct.pack("<I", 0x616b3432) + struct.pack("<i7iB", 1, dim, hid, L, H, KV, V, S, 1)).ljust(256, b"\0") +
     struct.pack("<%df" % n1, *[0.01*(i % 5) for i in range(n1)]))
 put("fuzz_llama2c", "tiny_untied.bin", struct.pack("<7i", dim, hid, L, H, KV, -V, S) + struct.pack("<%df" % (n + V*dim), *[0.02]*(n + V*dim)))
 
