@@ -25,7 +25,7 @@ echo "== machine: $(getconf _NPROCESSORS_ONLN) cores, load $(cut -d' ' -f1-3 /pr
 # OpenBLAS picks its kernels at load time; on some VMs it falls back to Prescott (SSE3) unless
 # OPENBLAS_CORETYPE is set (see docs/benchmarks.md). Whatever it picks applies to every program below.
 echo "== OpenBLAS core (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-<unset>}): $(OPENBLAS_VERBOSE=2 "$PY" -c 'import numpy; numpy.ones((64, 64)) @ numpy.ones((64, 64))' 2>&1 | tr '\n' ' ')"
-cmake --build "$BUILD" --target bench_geometry >/dev/null
+cmake --build "$BUILD" --target bench_geometry >"$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
 
 echo "== vocablens (bench_geometry)"
 # shellcheck disable=SC2086

@@ -178,7 +178,10 @@ TEST_CASE("knn --out interrupted at any moment leaves only complete files", "[in
     ::kill(c.pid, SIGINT);
     int rc = c.wait();
     INFO("interrupted after " << ms << " ms: exit " << rc << ", stderr: " << c.err);
-    CHECK((rc == 130 || rc == 0));  // 0: it finished before the signal
+    // 0: it finished before the signal; 1000 + SIGINT: the signal arrived while the program was still
+    // being loaded (LibTorch's start-up can take seconds on a loaded machine), before main() installed
+    // its handler — nothing can have been written then, which the checks below still verify.
+    CHECK((rc == 130 || rc == 0 || rc == 1000 + SIGINT));
     if (rc == 130) CHECK(c.err.find("vocablens: interrupted") != std::string::npos);
     CHECK_FALSE(any_temp_file(dir));
     if (fs::exists(dir + "/run")) {

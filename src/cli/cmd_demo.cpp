@@ -390,12 +390,12 @@ int run_demo(const DemoCli& c) {
     }
   }
   say(fmt::format("done in {}. Where to look:", cli::format_seconds(elapsed())));
-  if (!report.empty()) say(fmt::format("  {:<28} the report: open it in a browser", report));
-  say(fmt::format("  {:<28} every result as JSON + .npy + CSV (planted_structure.json: the checks)", res_dir + "/"));
-  say(fmt::format("  {:<28} the trained model, an ordinary Hugging Face directory:", model_dir + "/"));
+  if (!report.empty()) say(fmt::format("  {}  the report: open it in a browser", report));
+  say(fmt::format("  {}/  every result as JSON + .npy + CSV (planted_structure.json: the checks)", res_dir));
+  say(fmt::format("  {}/  the trained model, an ordinary Hugging Face directory; try", model_dir));
   say(fmt::format("      vocablens lens {} --prompt \"the capital of japan is\"", model_dir));
-  if (wv) say(fmt::format("  {:<28} skip-gram word vectors (embeddings.npy)", sg_dir + "/"));
-  say(fmt::format("  {:<28} the training corpus (<prompt> spans get no loss)", dir + "/corpus.txt"));
+  if (wv) say(fmt::format("  {}/  skip-gram word vectors (embeddings.npy)", sg_dir));
+  say(fmt::format("  {}/corpus.txt  the training corpus (<prompt> spans get no loss)", dir));
   if (failures) {
     fmt::print(stderr, "vocablens: error: {} demo step(s) failed (see above)\n", failures);
     return 1;

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "cli/command.hpp"
+#include "cli/signals.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 
@@ -18,6 +19,8 @@ std::vector<CommandInfo>& registry() {
 
 int main(int argc, char** argv) {
   using namespace vocablens;
+  // First thing: SIGINT/SIGTERM remove half-written temporary files, say so, exit 130 (cli/signals.cpp).
+  cli::install_signal_handlers();
   CLI::App app{
       "vocablens " VOCABLENS_VERSION " — read a transformer's internals in vocabulary space.\n"
       "MODEL is a Hugging Face directory (config.json + model.safetensors | model.safetensors.index.json |\n"

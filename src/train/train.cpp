@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <ATen/Parallel.h>
+
 #include <nlohmann/json.hpp>
 
 #include "train/safetensors_writer.hpp"
