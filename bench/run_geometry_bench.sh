@@ -9,8 +9,8 @@
 #   bench/run_geometry_bench.sh [BUILD_DIR] [OUT_DIR]
 # Environment: THREADS (default: nproc) for every program; BENCH_ARGS extra flags for bench_geometry
 # (e.g. "--lanczos", "--rows 20000", "--no-knn"); SVD_ARGS for the svd baseline ("--no-f64" skips the
-# float64 accuracy reference); NO_KNN=1 stops after the spectrum; TORCH_KNN=1 also runs the torch k-NN
-# baseline.
+# float64 accuracy reference); NO_SVD=1 skips the svd baseline (with BENCH_ARGS=--no-spectrum: k-NN
+# only); NO_KNN=1 stops after the spectrum; TORCH_KNN=1 also runs the torch k-NN baseline.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
@@ -31,9 +31,11 @@ echo "== vocablens (bench_geometry)"
 # shellcheck disable=SC2086
 "$BUILD/bench_geometry" --out "$OUT" ${BENCH_ARGS:-} | tee "$OUT/vocablens.json"
 
-echo "== torch.linalg.svd baseline"
-# shellcheck disable=SC2086
-"$PY" "$ROOT/bench/geometry_baseline.py" svd "$OUT" --threads "$THREADS" ${SVD_ARGS:-} | tee "$OUT/torch_svd.json"
+if [ "${NO_SVD:-0}" != 1 ]; then
+  echo "== torch.linalg.svd baseline"
+  # shellcheck disable=SC2086
+  "$PY" "$ROOT/bench/geometry_baseline.py" svd "$OUT" --threads "$THREADS" ${SVD_ARGS:-} | tee "$OUT/torch_svd.json"
+fi
 
 if [ "${NO_KNN:-0}" = 1 ]; then
   echo "== k-NN skipped (NO_KNN=1)"

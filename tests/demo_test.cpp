@@ -2,9 +2,12 @@
 // writes results and the report — and the analyses find the structure planted in the corpus:
 //  1. logit lens: the attribute of a fact prompt ("the capital of france is" -> " paris") is the top-1
 //     token at the last layer for >= 90% of the world's 118 facts, and at the embedding for none;
-//  2. heads: at least one head's OV circuit (W_E W_V W_O W_U) has a copying score >= 0.7;
+//  2. heads: at least one head's OV circuit (W_E W_V W_O W_U) has a copying score >= 0.6 (at initialisation
+//     every head of the same architecture is below 0.3);
 //  3. skip-gram: >= 80% of the 5 nearest neighbours of countries, cities, animals and fruits are of the
-//     same class (chance: about 5%).
+//     same class (chance: about 5%);
+//  4. copying lines: the repeated words of held-out "repeat ... : ..." lines are top-1 at the last layer
+//     for >= 90% of positions, and at layer 0 for <= 20% (copying needs the two layers to compose).
 // One training run: the demo's own configuration with 1000 instead of 1200 steps (about a minute on 2 cores).
 #include <filesystem>
 
@@ -82,8 +85,19 @@ TEST_CASE("demo: one directory of results, and the analyses find what was plante
     auto a = vocablens::analyze_heads(m, ho, tok.get());
     double best = -1;
     for (auto& c : a.circuits) best = std::max(best, c.copying_score);
-    INFO("best OV copying score " << best);
-    CHECK(best >= 0.7);
+    // The same architecture freshly initialised (seed 1): no head copies.
+    vocablens::TrainOptions init;
+    init.d_model = m.config().d_model;
+    init.n_layers = m.config().n_layers;
+    init.n_heads = m.config().n_heads;
+    init.n_ctx = m.config().n_ctx;
+    auto cfg0 = vocablens::gpt_config(init, m.config().vocab_size);
+    vocablens::Model m0(cfg0, vocablens::init_gpt_parameters(cfg0, 1).weights, "init");
+    double best0 = -1;
+    for (auto& c : vocablens::analyze_heads(m0, ho, tok.get()).circuits) best0 = std::max(best0, c.copying_score);
+    INFO("best OV copying score " << best << " (at initialisation " << best0 << ")");
+    CHECK(best >= 0.6);
+    CHECK(best0 < 0.3);
   }
 
   {  // 3. skip-gram: neighbours of an entity are entities of its class
@@ -107,11 +121,19 @@ TEST_CASE("demo: one directory of results, and the analyses find what was plante
     }
   }
 
+  {  // 4. copying lines: the repeated words are predicted at the last layer only (two layers compose)
+    auto j = nlohmann::json::parse(vl_test::read_file(dir + "/results/planted_structure.json"));
+    auto c = j["summary"]["copy_top1_by_layer"];
+    INFO(c.dump());
+    CHECK(c["1"].get<double>() >= 0.9);
+    CHECK(c["0"].get<double>() <= 0.2);
+  }
+
   {  // the demo's own summary agrees
     auto j = nlohmann::json::parse(vl_test::read_file(dir + "/results/planted_structure.json"));
     auto s = j["summary"];
     CHECK(s["fact_top1_by_layer"]["embed"].get<double>() == 0.0);
-    CHECK(s["best_ov_copying_score"].get<double>() >= 0.7);
+    CHECK(s["best_ov_copying_score"].get<double>() >= 0.6);
   }
 }
 

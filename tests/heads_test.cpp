@@ -113,10 +113,12 @@ int64_t check_equal_up_to_ties(const std::vector<TopkEntry>& streamed, const std
 
 }  // namespace
 
-// KNOWN ISSUE (lead, end of session): with one LibTorch thread (as ctest runs it) 654 pairs came out in a
-// different order than brute force, above the 20 allowed; marked [!mayfail] so it reports loudly without
-// blocking CI until the projections session settles whether these are fp near-ties or a bug.
-TEST_CASE("stories260K: streamed top-k pairs equal brute force for every head and both kinds", "[heads][exact][!mayfail]") {
+// Two references: the canonical brute force (bit for bit: same set, same order) and torch's float32 GEMM +
+// stable sort (same set and order up to ties). With torch's different summation order, about 650 of the
+// 32000 ranked positions come out swapped; every swap is between values closer than the float32 error bound
+// (checked by check_equal_up_to_ties), i.e. a tie float32 cannot order — stories260K's E⁺ has a few rows
+// that dominate, whose targets differ by ~1e-9.
+TEST_CASE("stories260K: streamed top-k pairs equal brute force for every head and both kinds", "[heads][exact]") {
   vocablens::init_runtime();
   use_temp_cache();
   std::string dir = vl_test::fixture("stories260K");

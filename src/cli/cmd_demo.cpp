@@ -142,6 +142,50 @@ FactCheck check_facts(const vocablens::Model& m, const vocablens::Tokenizer& tok
   return fc;
 }
 
+// Copying: lines "repeat w1 .. wk : w1 .. wk" from a held-out seed; the repeated w2..wk are predictable only
+// by finding the earlier occurrence of the previous word and copying what followed it (induction).
+struct CopyCheck {
+  std::vector<std::string> layer_labels;
+  std::vector<int64_t> correct_by_layer;
+  int64_t n = 0;
+};
+
+CopyCheck check_copying(const vocablens::Model& m, const vocablens::Tokenizer& tok, uint64_t seed, int64_t lines) {
+  vocablens::SyntheticOptions so;
+  so.seed = seed;
+  so.lines = lines;
+  so.facts = so.classes = so.counting = 0;
+  so.copying = 1;
+  so.mark_prompts = false;
+  const std::string text = vocablens::synthetic_corpus(so).text;
+  vocablens::EncodeOptions eo;
+  eo.add_bos = false;
+  const auto colon = tok.token_to_id(" :");
+  CopyCheck cc;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    auto ids = tok.encode(text.substr(pos, end - pos), eo);
+    pos = end + 1;
+    auto it = colon ? std::find(ids.begin(), ids.end(), *colon) : ids.end();
+    if (it == ids.end()) continue;
+    const int64_t p = it - ids.begin(), T = static_cast<int64_t>(ids.size());
+    vocablens::LensOptions lo;
+    lo.top_k = 1;
+    auto L = vocablens::logit_lens(m, ids, lo);
+    if (cc.layer_labels.empty()) {
+      for (auto& l : L.layers) cc.layer_labels.push_back(l.label);
+      cc.correct_by_layer.assign(L.layers.size(), 0);
+    }
+    for (int64_t t = p + 1; t + 1 < T; ++t) {  // predicting w2 .. wk of the repeat
+      for (int64_t li = 0; li < L.n_layers(); ++li)
+        cc.correct_by_layer[static_cast<size_t>(li)] += L.top_id(li, t, 0) == ids[static_cast<size_t>(t + 1)];
+      ++cc.n;
+    }
+  }
+  return cc;
+}
+
 struct NeighbourCheck {
   std::map<std::string, std::pair<int64_t, int64_t>> by_class;  // class -> (same-class neighbours, all)
   std::vector<std::vector<json>> rows;
@@ -280,6 +324,18 @@ int run_demo(const DemoCli& c) {
     checks["fact_top1_by_layer"] = acc;
     planted.tables.push_back({"facts", {"relation", "prompt", "answer", "final_top1", "correct", "final_prob", "rank_by_layer"}, fc.rows});
     return fmt::format("{} fact prompts, attribute top-1 by layer: {}", fc.n, per);
+  });
+  step("copying", [&] {
+    CopyCheck cc = check_copying(m, *tok, go.synthetic_options.seed + 2000, 100);
+    std::string per;
+    json acc = json::object();
+    for (size_t i = 0; i < cc.layer_labels.size(); ++i) {
+      const double a = static_cast<double>(cc.correct_by_layer[i]) / static_cast<double>(std::max<int64_t>(1, cc.n));
+      acc[cc.layer_labels[i]] = a;
+      per += fmt::format("{}{} {:.0f}%", per.empty() ? "" : ", ", cc.layer_labels[i], 100 * a);
+    }
+    checks["copy_top1_by_layer"] = acc;
+    return fmt::format("{} repeated words of held-out copying lines, top-1 by layer: {}", cc.n, per);
   });
   step("lens corpus", [&] {
     CorpusLensOptions co;

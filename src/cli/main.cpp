@@ -5,6 +5,7 @@
 #include <iostream>
 #include <map>
 
+#include "cli/blas_kernels.hpp"
 #include "cli/command.hpp"
 #include "cli/signals.hpp"
 #include "vocablens/error.hpp"
@@ -40,6 +41,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // Before any work: get OpenBLAS's AVX kernels where it fell back to SSE3 ones (cli/blas_kernels.hpp).
+  cli::reexec_with_fast_blas_kernels(argv);
   try {
     init_runtime();
     for (auto& [sub, run] : runners)

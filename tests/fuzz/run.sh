@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (clang, -fsanitize=fuzzer,address,undefined) and runs each one in turn.
-#   tests/fuzz/run.sh [SECONDS_PER_HARNESS=60] [HARNESS...]
+#   [LANES=N] [NICE=N] tests/fuzz/run.sh [SECONDS_PER_HARNESS=60] [HARNESS...]
 # Stops each harness after SECONDS or 10 million executions, whichever comes first. The corpus grows in
 # build-fuzz/corpus/<harness>/ (kept between runs; seeds from tests/fuzz/make_seeds.py and the
 # regression inputs in tests/fuzz/regressions/<harness>/). Crashes, leaks and timeouts land in
@@ -24,15 +24,18 @@ export VOCABLENS_FUZZ_GPT2_DIR="$fixtures/gpt2-tiny"
 # Leaks are errors (detect_leaks); a huge malloc is reported by -malloc_limit_mb rather than returned null.
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-status=0
-for h in "${harnesses[@]}"; do
+# LANES harnesses run at once (default 1); NICE sets their scheduling priority (default 0; 19 lets the
+# fuzzers use only CPU that nothing else wants).
+lanes=${LANES:-1}
+nice_level=${NICE:-0}
+run_one() {
+  local h=$1 rc=0 start wall execs rate rss crashes
   mkdir -p "build-fuzz/corpus/$h" "build-fuzz/artifacts/$h"
-  dirs=("build-fuzz/corpus/$h" "build-fuzz/seeds/$h")
+  local dirs=("build-fuzz/corpus/$h" "build-fuzz/seeds/$h")
   [ -d "tests/fuzz/regressions/$h" ] && dirs+=("tests/fuzz/regressions/$h")
   echo "== $h (${secs}s or 10M runs)"
   start=$(date +%s)
-  rc=0
-  ./build-fuzz/"$h" "${dirs[@]}" -max_total_time="$secs" -runs=10000000 -timeout=60 \
+  nice -n "$nice_level" ./build-fuzz/"$h" "${dirs[@]}" -max_total_time="$secs" -runs=10000000 -timeout=60 \
       -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
       -artifact_prefix="build-fuzz/artifacts/$h/" > "build-fuzz/$h.log" 2>&1 || rc=$?
   wall=$(( $(date +%s) - start ))
@@ -42,10 +45,17 @@ for h in "${harnesses[@]}"; do
   crashes=$(find "build-fuzz/artifacts/$h" -type f | wc -l)
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$h" "$secs" "${execs:-?}" "$wall" "${rate:-?}" \
       "$crashes" "${rss:-?}" "$rc" >> build-fuzz/fuzz-summary.tsv
+  grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|ERROR|SUMMARY" "build-fuzz/$h.log" | sed "s/^/   $h: /" || true
   if [ "$rc" != 0 ] || [ "$crashes" != 0 ]; then
-    status=1
-    echo "   FAILED (exit $rc): see build-fuzz/$h.log and build-fuzz/artifacts/$h/"
+    echo "   $h FAILED (exit $rc): see build-fuzz/$h.log and build-fuzz/artifacts/$h/"
+    return 1
   fi
-  grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|ERROR|SUMMARY" "build-fuzz/$h.log" | sed 's/^/   /' || true
+}
+status=0
+pids=()
+for h in "${harnesses[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$lanes" ]; do wait -n || status=1; done
+  run_one "$h" &
 done
+while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || status=1; done
 exit $status

@@ -1,0 +1,22 @@
+// OpenBLAS kernel selection for the CLI.
+//
+// Debian's OpenBLAS 0.3.21 does not recognise recent CPUs (e.g. Xeons of family 6 model 207) and falls back
+// to its "Prescott" SSE3 kernels: every GEMM — the forward pass, the lens's unembedding, the streamed V×V
+// heads — runs 2.5–5× slower than with the AVX-512 kernels the same library has built in. OpenBLAS reads
+// OPENBLAS_CORETYPE only when it is loaded, before main(), so the one fix from inside the program is to
+// execute itself again with the variable set.
+#pragma once
+
+namespace vocablens::cli {
+
+// Contract: returns normally when nothing needs to change — OPENBLAS_CORETYPE or VOCABLENS_KEEP_BLAS is set,
+// the BLAS is not OpenBLAS, OpenBLAS chose kernels other than Prescott, or the CPU has neither AVX-512F nor
+// AVX2. Otherwise sets OPENBLAS_CORETYPE (SkylakeX for AVX-512F, Haswell for AVX2) and execv()s
+// /proc/self/exe with the same argv; if that exec fails it returns and the program continues with the
+// slow kernels. Call it after argument parsing (so --help stays instant) and before any work.
+void reexec_with_fast_blas_kernels(char** argv);
+
+// The kernel family OpenBLAS is using ("SkylakeX", "Prescott", ...), or "" when the BLAS is not OpenBLAS.
+const char* blas_kernel_name();
+
+}  // namespace vocablens::cli
