@@ -143,9 +143,38 @@ GramStats gram_stats(const at::Tensor& M0, int64_t row_block) {
   const int64_t n = g.cols;
   dsyrk_fn syrk = blas_dsyrk();
   const bool use_syrk = syrk && n <= std::numeric_limits<int>::max() && row_block <= std::numeric_limits<int>::max();
+  // One float64 buffer for every block (a fresh 50 MB tensor per block costs its page faults each time);
+  // the float32 -> float64 conversion, the row norms and the column sums are one fused pass over the block.
+  const int64_t buf_rows = std::min(row_block, g.rows);
+  at::Tensor buf = at::empty({std::max<int64_t>(buf_rows, 1), n}, f64);
+  const float* src = M.data_ptr<float>();
+  double* rn = g.row_norms.data_ptr<double>();
+  const int64_t nthreads = std::max<int64_t>(1, at::get_num_threads());
+  std::vector<std::vector<double>> col_partial(static_cast<size_t>(nthreads), std::vector<double>(static_cast<size_t>(n), 0.0));
   for (int64_t r0 = 0; r0 < g.rows; r0 += row_block) {
     int64_t r = std::min(row_block, g.rows - r0);
-    at::Tensor B = M.narrow(0, r0, r).to(at::kDouble).contiguous();
+    at::Tensor B = buf.narrow(0, 0, r);
+    double* dst = B.data_ptr<double>();
+    at::parallel_for(0, r, 256, [&](int64_t i0, int64_t i1) {
+      // ATen hands each thread one contiguous chunk, so a slot per thread is never shared.
+      std::vector<double>& cs = col_partial[static_cast<size_t>(at::get_thread_num() % nthreads)];
+      for (int64_t i = i0; i < i1; ++i) {
+        const float* a = src + (r0 + i) * n;
+        double* b = dst + i * n;
+        double sq = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          const double v = a[j];
+          b[j] = v;
+          sq += v * v;
+        }
+        rn[r0 + i] = std::sqrt(sq);
+      }
+      // column sums of this chunk (a second pass over rows still in cache)
+      for (int64_t i = i0; i < i1; ++i) {
+        const double* b = dst + i * n;
+        for (int64_t j = 0; j < n; ++j) cs[static_cast<size_t>(j)] += b[j];
+      }
+    });
     if (use_syrk) {
       // B row-major [r, n] is the column-major n×r matrix A = Bᵀ; C = A Aᵀ = BᵀB. 'U' fills C's upper
       // triangle in column-major order, i.e. the lower triangle of the row-major tensor.
@@ -155,8 +184,11 @@ GramStats gram_stats(const at::Tensor& M0, int64_t row_block) {
     } else {
       g.gram.addmm_(B.t(), B);
     }
-    colsum.add_(B.sum(0));
-    g.row_norms.narrow(0, r0, r).copy_(B.square().sum(1).sqrt());
+  }
+  {
+    double* c = colsum.data_ptr<double>();
+    for (auto& cs : col_partial)
+      for (int64_t j = 0; j < n; ++j) c[j] += cs[static_cast<size_t>(j)];
   }
   if (use_syrk) g.gram = (at::tril(g.gram) + at::tril(g.gram, -1).t()).contiguous();
   else g.gram = (g.gram + g.gram.t()).mul_(0.5).contiguous();  // exactly symmetric

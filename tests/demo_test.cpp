@@ -2,12 +2,13 @@
 // writes results and the report — and the analyses find the structure planted in the corpus:
 //  1. logit lens: the attribute of a fact prompt ("the capital of france is" -> " paris") is the top-1
 //     token at the last layer for >= 90% of the world's 118 facts, and at the embedding for none;
-//  2. heads: at least one head's OV circuit (W_E W_V W_O W_U) has a copying score >= 0.6 (at initialisation
+//  2. heads: at least one head's OV circuit (W_E W_V W_O W_U) has a copying score >= 0.5 (at initialisation
 //     every head of the same architecture is below 0.3);
 //  3. skip-gram: >= 80% of the 5 nearest neighbours of countries, cities, animals and fruits are of the
 //     same class (chance: about 5%);
 //  4. copying lines: the repeated words of held-out "repeat ... : ..." lines are top-1 at the last layer
 //     for >= 90% of positions, and at layer 0 for <= 20% (copying needs the two layers to compose).
+//  0. the training loss (mean of the last 50 steps) falls below 1.0 nats/token (from 6.66 at step 1).
 // One training run: the demo's own configuration with 1000 instead of 1200 steps (about a minute on 2 cores).
 #include <filesystem>
 
@@ -46,6 +47,14 @@ TEST_CASE("demo: one directory of results, and the analyses find what was plante
                         "results/neighbours.json", "results/planted_structure.json", "results/report.html"}) {
     INFO(f);
     CHECK(fs::exists(dir + "/" + f));
+  }
+
+  {  // 0. the loss reaches the documented level (docs/train.md: 0.82 nats/token at 1000 steps; 6.66 at step 1)
+    auto log = nlohmann::json::parse(vl_test::read_file(dir + "/model/train_log.json"));
+    const double final_loss = log["final_loss"].get<double>();
+    INFO("final loss " << final_loss);
+    CHECK(final_loss < 1.0);
+    CHECK(log["losses"].front().get<double>() > 6.0);
   }
 
   vocablens::Model m = vocablens::load_model(dir + "/model");
@@ -96,7 +105,7 @@ TEST_CASE("demo: one directory of results, and the analyses find what was plante
     double best0 = -1;
     for (auto& c : vocablens::analyze_heads(m0, ho, tok.get()).circuits) best0 = std::max(best0, c.copying_score);
     INFO("best OV copying score " << best << " (at initialisation " << best0 << ")");
-    CHECK(best >= 0.6);
+    CHECK(best >= 0.5);
     CHECK(best0 < 0.3);
   }
 
@@ -133,7 +142,7 @@ TEST_CASE("demo: one directory of results, and the analyses find what was plante
     auto j = nlohmann::json::parse(vl_test::read_file(dir + "/results/planted_structure.json"));
     auto s = j["summary"];
     CHECK(s["fact_top1_by_layer"]["embed"].get<double>() == 0.0);
-    CHECK(s["best_ov_copying_score"].get<double>() >= 0.6);
+    CHECK(s["best_ov_copying_score"].get<double>() >= 0.5);
   }
 }
 

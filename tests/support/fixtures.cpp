@@ -7,6 +7,8 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -65,11 +67,31 @@ int run_command(const std::string& cmd, std::string& output) {
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
+namespace {
+// Directories made by temp_dir(), removed when the test program exits (in the process that made them only:
+// a forked child's exit must not delete its parent's files). VOCABLENS_KEEP_TEST_DIRS=1 keeps them.
+struct TempDirs {
+  pid_t owner = ::getpid();
+  std::vector<std::string> dirs;
+  ~TempDirs() {
+    if (::getpid() != owner || std::getenv("VOCABLENS_KEEP_TEST_DIRS")) return;
+    std::error_code ec;
+    for (auto& d : dirs) std::filesystem::remove_all(d, ec);
+  }
+};
+TempDirs& temp_dirs() {
+  static TempDirs t;
+  return t;
+}
+}  // namespace
+
 std::string temp_dir(const std::string& tag) {
-  std::string tmpl = "/tmp/vocablens-" + tag + "-XXXXXX";
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/vocablens-" + tag + "-XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
-  if (!::mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
+  if (!::mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed for " + tmpl);
+  temp_dirs().dirs.push_back(buf.data());
   return buf.data();
 }
 
