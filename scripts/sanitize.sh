@@ -6,7 +6,9 @@
 # start) logs reports to build-asan/sanitizer-reports/, so a report in a subprocess whose exit code a
 # test does not look at is still counted. Exit 0 only with all tests passed and 0 reports.
 # Environment: VOCABLENS_SANITIZE_JOBS (build jobs, default nproc), VOCABLENS_SANITIZE_TEST_JOBS (ctest -j,
-# default 2), CXX (compiler, default the system c++; clang++ works too).
+# default 2), CXX (compiler, default the system c++; clang++ works too), VOCABLENS_SANITIZE_BUILD_DIR (default
+# build-asan), VOCABLENS_SANITIZE_TARGETS (build only these targets, e.g. the tests named in ctest's -R; CI
+# uses this for the hostile-input tests).
 # Suppressions (third-party frames only, each documented): tests/sanitizer/lsan.supp, ubsan.supp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,10 +16,16 @@ root=$PWD
 jobs=${VOCABLENS_SANITIZE_JOBS:-$(nproc)}
 test_jobs=${VOCABLENS_SANITIZE_TEST_JOBS:-2}
 
-cmake -S . -B build-asan -G Ninja -DVOCABLENS_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-asan -j "$jobs"
+build=${VOCABLENS_SANITIZE_BUILD_DIR:-build-asan}
+cmake -S . -B "$build" -G Ninja -DVOCABLENS_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+if [ -n "${VOCABLENS_SANITIZE_TARGETS:-}" ]; then
+  # shellcheck disable=SC2086
+  cmake --build "$build" -j "$jobs" --target ${VOCABLENS_SANITIZE_TARGETS}
+else
+  cmake --build "$build" -j "$jobs"
+fi
 
-reports=$root/build-asan/sanitizer-reports
+case "$build" in /*) reports=$build/sanitizer-reports ;; *) reports=$root/$build/sanitizer-reports ;; esac
 rm -rf "$reports" && mkdir -p "$reports"
 # exitcode=86: a sanitizer exit is never mistaken for an ordinary error exit (1, 2) that a CLI test expects.
 common="halt_on_error=1:exitcode=86:log_path=$reports/report:print_summary=1"
@@ -27,7 +35,7 @@ export UBSAN_OPTIONS="$common:print_stacktrace=1:suppressions=$root/tests/saniti
 
 start=$(date +%s)
 rc=0
-ctest --test-dir build-asan --output-on-failure -j "$test_jobs" --timeout 3600 "$@" || rc=$?
+ctest --test-dir "$build" --output-on-failure -j "$test_jobs" --timeout 3600 "$@" || rc=$?
 secs=$(( $(date +%s) - start ))
 
 # Count reports (LSan's "suppressed" summaries are not reports).

@@ -38,7 +38,10 @@
 #endif
 #endif
 #ifdef VL_ASAN
-#include <sanitizer/allocator_interface.h>
+// Declared here rather than through <sanitizer/allocator_interface.h>, which clang ships but GCC 12 does not
+// (its libasan has the function all the same).
+extern "C" int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void*, size_t),
+                                                         void (*free_hook)(const volatile void*));
 #endif
 
 namespace {

@@ -42,7 +42,12 @@ run_one() {
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "build-fuzz/$h.log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "build-fuzz/$h.log" | tail -1)
   rss=$(sed -n 's/^stat::peak_rss_mb: *//p' "build-fuzz/$h.log" | tail -1)
-  crashes=$(find "build-fuzz/artifacts/$h" -type f | wc -l)
+  # crash-, leak-, timeout-, oom- files are failures; slow-unit- files are libFuzzer's note of the slowest
+  # input so far (it keeps running): listed, not counted. A process that was stopped or starved of CPU
+  # (SIGSTOP, a busy machine) leaves one — replay it (build-fuzz/<harness> FILE) to see whether it is slow.
+  crashes=$(find "build-fuzz/artifacts/$h" -type f ! -name 'slow-unit-*' | wc -l)
+  slow=$(find "build-fuzz/artifacts/$h" -type f -name 'slow-unit-*' | wc -l)
+  [ "$slow" = 0 ] || echo "   $h: $slow slow-unit file(s) in build-fuzz/artifacts/$h/ (not failures; replay to check)"
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$h" "$secs" "${execs:-?}" "$wall" "${rate:-?}" \
       "$crashes" "${rss:-?}" "$rc" >> build-fuzz/fuzz-summary.tsv
   grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|ERROR|SUMMARY" "build-fuzz/$h.log" | sed "s/^/   $h: /" || true
