@@ -124,6 +124,29 @@ TEST_CASE("vocab.json / tokenizer.json: an id far beyond the number of entries i
   fs::remove_all(dir);
 }
 
+// Found by fuzz_bpe_files (an uncaught nlohmann::json::type_error ended the process): a value of an
+// unexpected JSON type where the reader called json::value() — "model": {"type": 5} — escaped as a
+// non-vocablens exception (the CLI would have said "internal error"). Minimised input:
+// tests/fuzz/regressions/fuzz_bpe_files/model_type_not_a_string.
+TEST_CASE("tokenizer.json: values of unexpected JSON types are one-line format errors", "[fuzz]") {
+  std::string dir = vl_test::temp_dir("jsontype");
+  const std::string path = dir + "/tokenizer.json";
+  for (const char* text : {
+           R"({"model": {"type": 5, "vocab": {"a": 0}, "merges": []}})",
+           R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "normalizer": 5})",
+           R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a a"], "ignore_merges": "yes"},
+               "pre_tokenizer": {"type": "ByteLevel"}})",
+           R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a a"]},
+               "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": "no"}})"}) {
+    INFO(text);
+    vl_test::write_file(path, text);
+    std::string msg = format_error_of([&] { vocablens::BpeTokenizer::from_tokenizer_json(path); });
+    CHECK(msg.find(path + ": ") == 0);
+    CHECK(msg.find('\n') == std::string::npos);
+  }
+  // (The harness input itself is replayed by the first test case, with every saved input.)
+}
+
 // Found by fuzz_llama2c_tokenizer (a timeout-class input): building the merge-pair table cost O(len^2)
 // per piece, one 60 KB piece 12 s under ASan. Input: tests/fuzz/regressions/fuzz_llama2c_tokenizer/.
 TEST_CASE("llama2.c tokenizer: long pieces load in linear time", "[fuzz]") {

@@ -550,7 +550,26 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_vocab_merges(const std::string&
   return std::make_unique<BpeTokenizer>(b.finish(vocab_json + " + " + merges_txt, vocab_json, detail::kGpt2Pattern));
 }
 
+namespace {
+std::unique_ptr<BpeTokenizer> read_tokenizer_json(const std::string& path);
+}  // namespace
+
 std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tokenizer_json(const std::string& path) {
+  // The reader checks the types it depends on; a value of an unexpected JSON type anywhere else (found by
+  // fuzz_bpe_files: "model": {"type": 7}) makes nlohmann throw type_error — still the file's fault, so it
+  // becomes the same one-line FormatError as every other defect of the file.
+  try {
+    return read_tokenizer_json(path);
+  } catch (const nlohmann::json::exception& e) {
+    std::string msg = e.what();
+    auto p = msg.find("] ");
+    if (p != std::string::npos) msg = msg.substr(p + 2);
+    throw FormatError(path, "unexpected JSON structure: " + msg);
+  }
+}
+
+namespace {
+std::unique_ptr<BpeTokenizer> read_tokenizer_json(const std::string& path) {
   using detail::bad;
   nlohmann::json j = detail::parse_json(path);
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
@@ -607,6 +626,7 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tokenizer_json(const std::strin
   b.m->add_prefix_space = add_prefix_space;
   return std::make_unique<BpeTokenizer>(b.finish(path, path, pattern));
 }
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------------
 // the Tokenizer interface
