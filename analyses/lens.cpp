@@ -19,16 +19,6 @@
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/unembed.hpp"
 
-// Building blocks of the runner (src/model/forward.cpp), reused so that the "last k blocks as decoder"
-// variant runs exactly the same block as Model::forward. TODO(lead): expose a run_blocks() in model.hpp.
-namespace vocablens::detail {
-at::Tensor activation(const at::Tensor& x, Activation a);
-std::pair<at::Tensor, at::Tensor> rotary_tables(int64_t T, int64_t d_head, double theta, const at::Device& dev);
-at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool interleaved);
-std::vector<double> alibi_slopes(int64_t n);
-at::Tensor proj(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
-}  // namespace vocablens::detail
-
 namespace vocablens {
 namespace lens_detail {
 
@@ -267,53 +257,6 @@ void row_stats(float* z, int64_t V, const RowRequest& q, RowOut& o, bool scalar)
 }
 
 // ---------------------------------------------------------------------------------------------------
-// The last k blocks as a decoder: blocks [first, n_layers) applied to x [B, T, d] exactly as the runner
-// applies them (src/model/forward.cpp).
-
-at::Tensor run_blocks(const Model& m, at::Tensor x, int64_t first) {
-  using namespace vocablens::detail;
-  const ModelConfig& cfg = m.config();
-  const ModelWeights& w = m.weights();
-  const int64_t B = x.size(0), T = x.size(1), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
-  at::Tensor cos, sin, alibi;
-  if (cfg.positions == PositionKind::Rotary) std::tie(cos, sin) = rotary_tables(T, dh, cfg.rope_theta, x.device());
-  if (cfg.positions == PositionKind::ALiBi) {
-    auto slopes = alibi_slopes(H);
-    auto dist = (at::arange(T).unsqueeze(0) - at::arange(T).unsqueeze(1)).to(at::kFloat);
-    auto sl = at::tensor(std::vector<float>(slopes.begin(), slopes.end())).view({H, 1, 1});
-    alibi = sl * dist.unsqueeze(0);
-  }
-  auto causal = at::ones({T, T}, at::TensorOptions().dtype(at::kBool)).triu(1);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
-  for (int64_t l = first; l < cfg.n_layers; ++l) {
-    const LayerWeights& L = w.layers[static_cast<size_t>(l)];
-    at::Tensor h = apply_norm(x, cfg.norm, cfg.norm_eps, L.ln1_w, L.ln1_b);
-    at::Tensor q = proj(h, L.w_q, L.b_q).view({B, T, H, dh}).transpose(1, 2);
-    at::Tensor k = proj(h, L.w_k, L.b_k).view({B, T, Hkv, dh}).transpose(1, 2);
-    at::Tensor v = proj(h, L.w_v, L.b_v).view({B, T, Hkv, dh}).transpose(1, 2);
-    if (cos.defined()) {
-      q = apply_rotary(q, cos, sin, cfg.rope_interleaved);
-      k = apply_rotary(k, cos, sin, cfg.rope_interleaved);
-    }
-    if (Hkv != H) {
-      k = k.repeat_interleave(H / Hkv, 1);
-      v = v.repeat_interleave(H / Hkv, 1);
-    }
-    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * scale;
-    if (alibi.defined()) scores = scores + alibi;
-    scores = scores.masked_fill(causal, -std::numeric_limits<float>::infinity());
-    at::Tensor z = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({B, T, H * dh});
-    at::Tensor mid = x + proj(z, L.w_o, L.b_o);
-    at::Tensor h2 = apply_norm(mid, cfg.norm, cfg.norm_eps, L.ln2_w, L.ln2_b);
-    at::Tensor pre = proj(h2, L.w_in, L.b_in);
-    at::Tensor act = L.w_gate.defined() ? activation(proj(h2, L.w_gate, L.b_gate), cfg.activation) * pre
-                                        : activation(pre, cfg.activation);
-    x = mid + proj(act, L.w_out, L.b_out);
-  }
-  return x;
-}
-
-// ---------------------------------------------------------------------------------------------------
 
 void validate_options(const Model& m, const LensOptions& o) {
   const auto& c = m.config();
@@ -370,7 +313,7 @@ at::Tensor LensEngine::normalised_stack(const at::Tensor& ids) const {
     const int64_t first = m_.config().n_layers - o_.decoder_blocks;
     std::vector<at::Tensor> dec;
     dec.reserve(rs.size());
-    for (int64_t li = 0; li < stack.size(0); ++li) dec.push_back(run_blocks(m_, stack.narrow(0, li, 1), first)[0]);
+    for (int64_t li = 0; li < stack.size(0); ++li) dec.push_back(run_blocks(m_.config(), m_.weights(), stack.narrow(0, li, 1), first, m_.config().n_layers)[0]);
     stack = at::stack(dec, 0);
   }
   return m_.final_norm(stack).contiguous();

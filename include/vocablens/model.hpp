@@ -68,6 +68,12 @@ at::Tensor apply_norm(const at::Tensor& x, NormKind kind, double eps, const at::
 ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
                           const CacheSpec& spec, bool compute_logits);
 
+/// Applies blocks [first, last) to a residual stream x [B, T, d_model] that enters block `first`, with the
+/// very operations run_forward uses (the same code), and returns the stream leaving block last - 1. Records
+/// nothing. Throws UsageError unless 0 <= first <= last <= n_layers and 1 <= T <= n_ctx. Used by the logit
+/// lens to treat the last k blocks as part of the decoder.
+at::Tensor run_blocks(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& x, int64_t first, int64_t last);
+
 class Model {
  public:
   Model(ModelConfig cfg, ModelWeights weights, std::string source);

@@ -107,6 +107,77 @@ at::Tensor apply_norm(const at::Tensor& x, NormKind kind, double eps, const at::
   return y;
 }
 
+namespace {
+
+// What every block of one forward pass shares: position tables, the causal mask and the score scale.
+struct BlockContext {
+  at::Tensor cos, sin, alibi, causal;
+  double scale = 1.0;
+};
+
+BlockContext block_context(const ModelConfig& cfg, int64_t T, const at::Device& dev) {
+  using namespace detail;
+  BlockContext c;
+  const int64_t H = cfg.n_heads;
+  if (cfg.positions == PositionKind::Rotary) std::tie(c.cos, c.sin) = rotary_tables(T, cfg.d_head, cfg.rope_theta, dev);
+  if (cfg.positions == PositionKind::ALiBi) {
+    auto slopes = alibi_slopes(H);
+    auto dist = (at::arange(T).unsqueeze(0) - at::arange(T).unsqueeze(1)).to(at::kFloat);  // k - q (<= 0 below diag)
+    auto sl = at::tensor(std::vector<float>(slopes.begin(), slopes.end())).view({H, 1, 1});
+    c.alibi = sl * dist.unsqueeze(0);  // [H, T, T]
+  }
+  c.causal = at::ones({T, T}, at::TensorOptions().dtype(at::kBool)).triu(1);
+  c.scale = 1.0 / std::sqrt(static_cast<double>(cfg.d_head));
+  return c;
+}
+
+// One transformer block on x [B, T, d]; records the block's activations into `cache` when it is given.
+at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& x,
+                       int64_t l, ResidualCache* cache, const CacheSpec* spec) {
+  using namespace detail;
+  const int64_t B = x.size(0), T = x.size(1), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
+  auto record = [&](bool wanted, const char* hook, const at::Tensor& t) {
+    if (cache && wanted) cache->set(ResidualCache::key(hook, l), t);
+  };
+  const bool keep = cache && spec && spec->wants_layer(l);
+  record(keep && spec->resid_pre, "resid_pre", x);
+
+  at::Tensor h = apply_norm(x, cfg.norm, cfg.norm_eps, L.ln1_w, L.ln1_b);
+  at::Tensor q = proj(h, L.w_q, L.b_q).view({B, T, H, dh}).transpose(1, 2);
+  at::Tensor k = proj(h, L.w_k, L.b_k).view({B, T, Hkv, dh}).transpose(1, 2);
+  at::Tensor v = proj(h, L.w_v, L.b_v).view({B, T, Hkv, dh}).transpose(1, 2);
+  if (ctx.cos.defined()) {
+    q = apply_rotary(q, ctx.cos, ctx.sin, cfg.rope_interleaved);
+    k = apply_rotary(k, ctx.cos, ctx.sin, cfg.rope_interleaved);
+  }
+  if (Hkv != H) {  // grouped-query attention: query head h reads kv head h / (H / Hkv)
+    k = k.repeat_interleave(H / Hkv, 1);
+    v = v.repeat_interleave(H / Hkv, 1);
+  }
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * ctx.scale;  // [B, H, T, T]
+  if (ctx.alibi.defined()) scores = scores + ctx.alibi;
+  scores = scores.masked_fill(ctx.causal, -std::numeric_limits<float>::infinity());
+  at::Tensor pattern = at::softmax(scores, -1);
+  record(keep && spec->pattern, "pattern", pattern);
+  at::Tensor z = at::matmul(pattern, v).transpose(1, 2).reshape({B, T, H * dh});
+  at::Tensor attn_out = proj(z, L.w_o, L.b_o);
+  record(keep && spec->attn_out, "attn_out", attn_out);
+  at::Tensor mid = x + attn_out;
+  record(keep && spec->resid_mid, "resid_mid", mid);
+
+  at::Tensor h2 = apply_norm(mid, cfg.norm, cfg.norm_eps, L.ln2_w, L.ln2_b);
+  at::Tensor pre = proj(h2, L.w_in, L.b_in);
+  at::Tensor act = L.w_gate.defined() ? activation(proj(h2, L.w_gate, L.b_gate), cfg.activation) * pre
+                                      : activation(pre, cfg.activation);
+  at::Tensor mlp_out = proj(act, L.w_out, L.b_out);
+  record(keep && spec->mlp_out, "mlp_out", mlp_out);
+  at::Tensor out = mid + mlp_out;
+  record(keep && spec->resid_post, "resid_post", out);
+  return out;
+}
+
+}  // namespace
+
 ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids_in,
                           const CacheSpec& spec, bool compute_logits) {
   using namespace detail;
@@ -124,7 +195,7 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
       throw UsageError("token id " + std::to_string(lo < 0 ? lo : hi) + " is outside the vocabulary [0, " +
                        std::to_string(cfg.vocab_size) + ")");
   }
-  const int64_t d = cfg.d_model, H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
+  const int64_t d = cfg.d_model;
   ForwardOutput out;
   auto& cache = out.cache;
 
@@ -132,60 +203,29 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
   if (cfg.positions == PositionKind::Learned) x = x + w.W_pos.narrow(0, 0, T);
   else if (cfg.positions == PositionKind::Sinusoidal) x = x + sinusoidal_table(T, d);
 
-  at::Tensor cos, sin, alibi;
-  if (cfg.positions == PositionKind::Rotary) std::tie(cos, sin) = rotary_tables(T, dh, cfg.rope_theta, x.device());
-  if (cfg.positions == PositionKind::ALiBi) {
-    auto slopes = alibi_slopes(H);
-    auto dist = (at::arange(T).unsqueeze(0) - at::arange(T).unsqueeze(1)).to(at::kFloat);  // k - q (<= 0 below diag)
-    auto sl = at::tensor(std::vector<float>(slopes.begin(), slopes.end())).view({H, 1, 1});
-    alibi = sl * dist.unsqueeze(0);  // [H, T, T]
-  }
-  auto causal = at::ones({T, T}, at::TensorOptions().dtype(at::kBool)).triu(1);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
-
-  for (int64_t l = 0; l < cfg.n_layers; ++l) {
-    const LayerWeights& L = w.layers[static_cast<size_t>(l)];
-    const bool keep = spec.wants_layer(l);
-    if (keep && spec.resid_pre) cache.set(ResidualCache::key("resid_pre", l), x);
-
-    at::Tensor h = apply_norm(x, cfg.norm, cfg.norm_eps, L.ln1_w, L.ln1_b);
-    at::Tensor q = proj(h, L.w_q, L.b_q).view({B, T, H, dh}).transpose(1, 2);
-    at::Tensor k = proj(h, L.w_k, L.b_k).view({B, T, Hkv, dh}).transpose(1, 2);
-    at::Tensor v = proj(h, L.w_v, L.b_v).view({B, T, Hkv, dh}).transpose(1, 2);
-    if (cos.defined()) {
-      q = apply_rotary(q, cos, sin, cfg.rope_interleaved);
-      k = apply_rotary(k, cos, sin, cfg.rope_interleaved);
-    }
-    if (Hkv != H) {  // grouped-query attention: query head h reads kv head h / (H / Hkv)
-      k = k.repeat_interleave(H / Hkv, 1);
-      v = v.repeat_interleave(H / Hkv, 1);
-    }
-    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * scale;  // [B, H, T, T]
-    if (alibi.defined()) scores = scores + alibi;
-    scores = scores.masked_fill(causal, -std::numeric_limits<float>::infinity());
-    at::Tensor pattern = at::softmax(scores, -1);
-    if (keep && spec.pattern) cache.set(ResidualCache::key("pattern", l), pattern);
-    at::Tensor z = at::matmul(pattern, v).transpose(1, 2).reshape({B, T, H * dh});
-    at::Tensor attn_out = proj(z, L.w_o, L.b_o);
-    if (keep && spec.attn_out) cache.set(ResidualCache::key("attn_out", l), attn_out);
-    at::Tensor mid = x + attn_out;
-    if (keep && spec.resid_mid) cache.set(ResidualCache::key("resid_mid", l), mid);
-
-    at::Tensor h2 = apply_norm(mid, cfg.norm, cfg.norm_eps, L.ln2_w, L.ln2_b);
-    at::Tensor pre = proj(h2, L.w_in, L.b_in);
-    at::Tensor act = L.w_gate.defined() ? activation(proj(h2, L.w_gate, L.b_gate), cfg.activation) * pre
-                                        : activation(pre, cfg.activation);
-    at::Tensor mlp_out = proj(act, L.w_out, L.b_out);
-    if (keep && spec.mlp_out) cache.set(ResidualCache::key("mlp_out", l), mlp_out);
-    x = mid + mlp_out;
-    if (keep && spec.resid_post) cache.set(ResidualCache::key("resid_post", l), x);
-  }
+  const BlockContext ctx = block_context(cfg, T, x.device());
+  for (int64_t l = 0; l < cfg.n_layers; ++l) x = apply_block(cfg, w.layers[static_cast<size_t>(l)], ctx, x, l, &cache, &spec);
   if (spec.final_norm || compute_logits) {
     at::Tensor fin = apply_norm(x, cfg.norm, cfg.norm_eps, w.lnf_w, w.lnf_b);
     if (spec.final_norm) cache.set("final_norm", fin);
     if (compute_logits) out.logits = proj(fin, w.W_U, w.b_U);
   }
   return out;
+}
+
+at::Tensor run_blocks(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& x, int64_t first, int64_t last) {
+  if (x.dim() != 3 || x.size(2) != cfg.d_model)
+    throw UsageError("run_blocks: the residual stream must be [B, T, " + std::to_string(cfg.d_model) + "]");
+  if (first < 0 || first > last || last > cfg.n_layers)
+    throw UsageError("run_blocks: blocks [" + std::to_string(first) + ", " + std::to_string(last) +
+                     ") are not within [0, " + std::to_string(cfg.n_layers) + ")");
+  if (x.size(1) < 1 || x.size(1) > cfg.n_ctx)
+    throw UsageError("run_blocks: " + std::to_string(x.size(1)) + " positions, the context holds 1 to " +
+                     std::to_string(cfg.n_ctx));
+  const BlockContext ctx = block_context(cfg, x.size(1), x.device());
+  at::Tensor h = x;
+  for (int64_t l = first; l < last; ++l) h = apply_block(cfg, w.layers[static_cast<size_t>(l)], ctx, h, l, nullptr, nullptr);
+  return h;
 }
 
 }  // namespace vocablens
