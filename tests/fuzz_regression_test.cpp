@@ -124,6 +124,20 @@ TEST_CASE("vocab.json / tokenizer.json: an id far beyond the number of entries i
   fs::remove_all(dir);
 }
 
+// Found by fuzz_config (the one-line property): "activation_function": "Jelu_\\...\new" decodes to a
+// string with a newline, which the "unsupported activation function '...'" message quoted as is, so the
+// error spanned two lines. Every vocablens::Error now escapes control characters in its message.
+// Minimised input: tests/fuzz/regressions/fuzz_config/activation_with_newline.json.
+TEST_CASE("errors quoting file contents stay on one line", "[fuzz]") {
+  std::string msg = format_error_of(
+      [&] { vocablens::parse_hf_config(config_text(", \"n_embd\": 8, \"activation_function\": \"a\\nb\\r\\u0001c\""), "c.json"); });
+  CHECK(msg == "c.json: unsupported activation function 'a\\nb\\r\\x01c'");
+  CHECK(vocablens::UsageError("x\ny").what() == std::string("x\\ny"));
+  vocablens::FormatError fe("dir\n/file", "bad\tvalue");
+  CHECK(std::string(fe.what()) == "dir\\n/file: bad\\tvalue");
+  CHECK(fe.problem() == "bad\tvalue");  // the raw parts stay available
+}
+
 // Found by fuzz_bpe_files (an uncaught nlohmann::json::type_error ended the process): a value of an
 // unexpected JSON type where the reader called json::value() — "model": {"type": 5} — escaped as a
 // non-vocablens exception (the CLI would have said "internal error"). Minimised input:
