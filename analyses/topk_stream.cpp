@@ -312,6 +312,20 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The stream's counters, for the caller's TopkStreamStats (both stream variants report the same way).
+void fill_stats(TopkStreamStats& st, int64_t n, int64_t m, int64_t r, double gemm_flops, int64_t tiles,
+                int64_t all_tiles, int64_t candidates, double t_start) {
+  st.rows = n;
+  st.cols = m;
+  st.rank = r;
+  st.dense_flops = 2.0 * static_cast<double>(n) * static_cast<double>(m) * static_cast<double>(r);
+  st.gemm_flops = gemm_flops;
+  st.tiles = tiles;
+  st.tiles_pruned = all_tiles - tiles;
+  st.candidates = candidates;
+  st.seconds = now_s() - t_start;
+}
+
 }  // namespace
 
 std::vector<TopkEntry> topk_stream(const at::Tensor& A, const at::Tensor& B, const TopkStreamOptions& opts,
@@ -405,17 +419,7 @@ std::vector<TopkEntry> topk_stream(const at::Tensor& A, const at::Tensor& B, con
   if (opts.k > 0 && n > 0 && m > 0) parallel_workers(worker_count(opts, row_tiles), worker);
   std::sort(merged.begin(), merged.end(), topk_better);
   if (static_cast<int64_t>(merged.size()) > opts.k) merged.resize(static_cast<size_t>(opts.k));
-  if (stats) {
-    stats->rows = n;
-    stats->cols = m;
-    stats->rank = r;
-    stats->dense_flops = 2.0 * static_cast<double>(n) * static_cast<double>(m) * static_cast<double>(r);
-    stats->gemm_flops = flops.load();
-    stats->tiles = n_tiles.load();
-    stats->tiles_pruned = row_tiles * col_tiles - stats->tiles;
-    stats->candidates = n_candidates.load();
-    stats->seconds = now_s() - t_start;
-  }
+  if (stats) fill_stats(*stats, n, m, r, flops.load(), n_tiles.load(), row_tiles * col_tiles, n_candidates.load(), t_start);
   return merged;
 }
 
@@ -503,17 +507,7 @@ std::vector<std::vector<TopkEntry>> topk_rows(const at::Tensor& A, const at::Ten
   };
 
   if (n > 0 && m > 0 && opts.k > 0) parallel_workers(worker_count(opts, row_tiles), worker);
-  if (stats) {
-    stats->rows = n;
-    stats->cols = m;
-    stats->rank = r;
-    stats->dense_flops = 2.0 * static_cast<double>(n) * static_cast<double>(m) * static_cast<double>(r);
-    stats->gemm_flops = flops.load();
-    stats->tiles = n_tiles.load();
-    stats->tiles_pruned = row_tiles * col_tiles - stats->tiles;
-    stats->candidates = n_candidates.load();
-    stats->seconds = now_s() - t_start;
-  }
+  if (stats) fill_stats(*stats, n, m, r, flops.load(), n_tiles.load(), row_tiles * col_tiles, n_candidates.load(), t_start);
   return result;
 }
 
