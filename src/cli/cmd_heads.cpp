@@ -11,6 +11,7 @@
 
 #include "cli/command.hpp"
 #include "cli/output.hpp"
+#include "cli/token_filter_options.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/heads.hpp"
@@ -32,9 +33,8 @@ struct HeadsCliOptions {
   std::vector<std::string> tokens;
   std::vector<int64_t> token_ids;
   int64_t per_token_k = 0;
-  bool drop_same_token = false, drop_same_word = false, alpha_only = false;
-  std::string allow_list;
-  std::string tokenizer;
+  bool drop_same_token = false, drop_same_word = false;
+  vocablens::cli::TokenFilterFlags tokens_flags;
   bool no_spectra = false, no_prune = false, verbose = false;
   vocablens::cli::OutputOptions out;
 };
@@ -131,19 +131,13 @@ int run_heads(const HeadsCliOptions& co) {
   o.pinv.rtol = co.pinv_rtol;
   o.drop_same_token = co.drop_same_token;
   o.drop_same_normalized = co.drop_same_word;
-  o.filter.alpha_only = co.alpha_only;
-  if (!co.allow_list.empty()) o.filter.allow = vocablens::read_token_id_list(co.allow_list);
+  o.filter = vocablens::cli::token_filter(co.tokens_flags);
   o.spectra = !co.no_spectra;
   o.prune = !co.no_prune;
   if (!co.out.out_dir.empty()) vocablens::ensure_directory(co.out.out_dir);
 
   vocablens::Model m = vocablens::load_model(co.model);
-  std::unique_ptr<vocablens::Tokenizer> tok;
-  try {
-    tok = vocablens::load_tokenizer_for(co.model, co.tokenizer);
-  } catch (const vocablens::FormatError&) {
-    if (!co.tokenizer.empty() || !co.tokens.empty() || co.alpha_only || co.drop_same_word) throw;
-  }
+  auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, !co.tokens.empty() || co.drop_same_word);
   for (const auto& s : co.tokens) o.source_tokens.push_back(resolve_token(*tok, s));
   for (int64_t id : co.token_ids) o.source_tokens.push_back(id);
 
@@ -188,9 +182,7 @@ vocablens::cli::Register reg{
       sub.add_flag("--drop-same-token", o->drop_same_token, "Drop pairs (t, t)");
       sub.add_flag("--drop-same-word", o->drop_same_word,
                    "Drop pairs of tokens equal up to leading spaces and case (\" Paris\", \"paris\")");
-      sub.add_flag("--alpha-only", o->alpha_only, "Only tokens made of ASCII letters (after one optional space)");
-      sub.add_option("--allow-list", o->allow_list, "Only these token ids (file: whitespace-separated ids, # comments)");
-      sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      vocablens::cli::add_token_filter_options(sub, o->tokens_flags);
       sub.add_flag("--no-spectra", o->no_spectra, "Skip singular values, eigenvalues and copying scores");
       sub.add_flag("--no-prune", o->no_prune, "Multiply every tile (the results are identical; for timing)");
       sub.add_flag("--verbose", o->verbose, "Report the streamed work and time");

@@ -7,6 +7,7 @@
 
 #include "cli/command.hpp"
 #include "cli/output.hpp"
+#include "cli/token_filter_options.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
@@ -24,8 +25,8 @@ struct NeuronsCliOptions {
   int64_t top_k = 30;
   std::string inverse = "pinv";
   double pinv_rtol = 1e-6;
-  bool no_keys = false, no_values = false, no_gates = false, bottom = false, alpha_only = false;
-  std::string allow_list, tokenizer;
+  bool no_keys = false, no_values = false, no_gates = false, bottom = false;
+  vocablens::cli::TokenFilterFlags tokens_flags;
   vocablens::cli::OutputOptions out;
 };
 
@@ -70,18 +71,12 @@ int run_neurons(const NeuronsCliOptions& co) {
   o.values = !co.no_values;
   o.gates = !co.no_gates;
   o.bottom = co.bottom;
-  o.filter.alpha_only = co.alpha_only;
-  if (!co.allow_list.empty()) o.filter.allow = vocablens::read_token_id_list(co.allow_list);
+  o.filter = vocablens::cli::token_filter(co.tokens_flags);
   if (!o.keys && !o.values && !o.gates) throw UsageError("--no-keys, --no-gates and --no-values leave nothing to show");
   if (!co.out.out_dir.empty()) vocablens::ensure_directory(co.out.out_dir);
 
   vocablens::Model m = vocablens::load_model(co.model);
-  std::unique_ptr<vocablens::Tokenizer> tok;
-  try {
-    tok = vocablens::load_tokenizer_for(co.model, co.tokenizer);
-  } catch (const vocablens::FormatError&) {
-    if (!co.tokenizer.empty() || co.alpha_only) throw;
-  }
+  auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, false);
   auto a = vocablens::analyze_neurons(m, o, tok.get());
   auto r = a.to_result(tok.get());
   vocablens::cli::fill_provenance(r, m);
@@ -107,9 +102,7 @@ vocablens::cli::Register reg{
       sub.add_flag("--no-gates", o->no_gates, "Skip the gates (gated MLPs)");
       sub.add_flag("--no-values", o->no_values, "Skip the values (rows of W_out)");
       sub.add_flag("--bottom", o->bottom, "Also the lowest-scoring tokens of each vector");
-      sub.add_flag("--alpha-only", o->alpha_only, "Only tokens made of ASCII letters (after one optional space)");
-      sub.add_option("--allow-list", o->allow_list, "Only these token ids (file: whitespace-separated ids, # comments)");
-      sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      vocablens::cli::add_token_filter_options(sub, o->tokens_flags);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_neurons(*o); };
     }};

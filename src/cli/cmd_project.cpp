@@ -8,6 +8,7 @@
 
 #include "cli/command.hpp"
 #include "cli/output.hpp"
+#include "cli/token_filter_options.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
@@ -24,10 +25,10 @@ struct ProjectCliOptions {
   std::string hook = "resid_post";
   int64_t top_k = 10;
   std::vector<int64_t> positions;
-  bool final_norm = false, read = false, alpha_only = false, bos = false, no_bos = false;
+  bool final_norm = false, read = false, bos = false, no_bos = false;
   std::string inverse = "pinv";
   double pinv_rtol = 1e-6;
-  std::string allow_list, tokenizer;
+  vocablens::cli::TokenFilterFlags tokens_flags;
   vocablens::cli::OutputOptions out;
 };
 
@@ -76,12 +77,11 @@ int run_project(const ProjectCliOptions& co) {
   o.read = co.read;
   o.inverse = vocablens::parse_inverse_kind(co.inverse);
   o.pinv.rtol = co.pinv_rtol;
-  o.filter.alpha_only = co.alpha_only;
-  if (!co.allow_list.empty()) o.filter.allow = vocablens::read_token_id_list(co.allow_list);
+  o.filter = vocablens::cli::token_filter(co.tokens_flags);
   if (!co.out.out_dir.empty()) vocablens::ensure_directory(co.out.out_dir);
 
   vocablens::Model m = vocablens::load_model(co.model);
-  auto tok = vocablens::load_tokenizer_for(co.model, co.tokenizer);
+  auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, /*required=*/true);  // the prompt needs it
   vocablens::EncodeOptions eo;
   if (co.bos) eo.add_bos = true;
   if (co.no_bos) eo.add_bos = false;
@@ -117,9 +117,7 @@ vocablens::cli::Register reg{
       sub.add_option("--inverse", o->inverse, "With --read: pinv (exact E+, default), transpose (E^T), embed (W_E)")
           ->check(CLI::IsMember({"pinv", "transpose", "embed"}));
       sub.add_option("--pinv-rtol", o->pinv_rtol, "Singular values below rtol*max are dropped from E+ (default 1e-6)");
-      sub.add_flag("--alpha-only", o->alpha_only, "Only tokens made of ASCII letters (after one optional space)");
-      sub.add_option("--allow-list", o->allow_list, "Only these token ids (file: whitespace-separated ids, # comments)");
-      sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      vocablens::cli::add_token_filter_options(sub, o->tokens_flags);
       sub.add_flag("--bos", o->bos, "Prepend the BOS token to the prompt");
       sub.add_flag("--no-bos", o->no_bos, "Do not prepend BOS (llama2.c tokenizers add it by default)");
       vocablens::cli::add_output_options(sub, o->out);
