@@ -366,6 +366,15 @@ Result result_from_json(const nlohmann::json& j, const std::string& dir, const s
           flat.push_back(v);
       };
       walk(e["data"]);
+      // Issue #9 (found by fuzz_results): the shape decides how many elements are copied, so it must agree
+      // with the data before anything is built from it — {"shape": [6], "data": [1, 2]} read past the data.
+      int64_t numel = 1;
+      for (int64_t d : a.shape) {
+        if (d < 0) throw FormatError(path, "array '" + name + "': negative dimension in its shape");
+        if (__builtin_mul_overflow(numel, d, &numel)) throw FormatError(path, "array '" + name + "': shape too large");
+      }
+      if (static_cast<uint64_t>(numel) != flat.size())
+        throw FormatError(path, "array '" + name + "': data disagrees with shape");
       bool ints = std::all_of(flat.begin(), flat.end(), [](const nlohmann::json& v) { return v.is_number_integer(); });
       if (ints) {
         std::vector<int64_t> v;
@@ -376,7 +385,6 @@ Result result_from_json(const nlohmann::json& j, const std::string& dir, const s
         for (auto& x : flat) v.push_back(x.is_number() ? x.get<double>() : std::numeric_limits<double>::quiet_NaN());
         a = NdArray::f64(a.shape, v.data());
       }
-      if (static_cast<size_t>(a.numel()) != flat.size()) throw FormatError(path, "array '" + name + "': data disagrees with shape");
       r.arrays[name] = std::move(a);
     }
   }
@@ -407,7 +415,13 @@ Result result_from_json(const nlohmann::json& j, const std::string& dir, const s
         t.rows.push_back(std::move(row));
       }
     } else if (e.contains("rows") && e["rows"].is_array()) {
-      for (const auto& row : e["rows"]) t.rows.push_back(row.get<std::vector<nlohmann::json>>());
+      for (const auto& row : e["rows"]) {
+        t.rows.push_back(row.get<std::vector<nlohmann::json>>());
+        if (t.rows.back().size() != t.columns.size())
+          throw FormatError(path, "table '" + t.name + "': row " + std::to_string(t.rows.size()) + " has " +
+                                      std::to_string(t.rows.back().size()) + " cells, " + std::to_string(t.columns.size()) +
+                                      " columns");
+      }
     }
     r.tables.push_back(std::move(t));
   }
@@ -552,7 +566,7 @@ std::vector<Result> read_run_directory(const std::string& dir) {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(read_text(path));
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999 (fuzz_results)
       throw FormatError(path, std::string("not valid JSON: ") + e.what());
     }
     // Other JSON files (not vocablens results) may live beside the results.

@@ -114,12 +114,14 @@ NdArray read_npy(const std::string& path) {
     throw FormatError(path, "unsupported npy dtype '" + hdr.descr + "'");
   }
   a.shape = hdr.shape;
-  size_t n = 1;
-  for (auto s : a.shape) {
-    if (s < 0 || (s != 0 && n > std::numeric_limits<size_t>::max() / static_cast<size_t>(s) / item))
+  // Every partial product must fit in int64 (NdArray::numel() multiplies in that order), so (10^18, 10, 0)
+  // is refused although it holds no element.
+  int64_t elements = 1;
+  for (auto s : a.shape)
+    if (s < 0 || __builtin_mul_overflow(elements, s, &elements) ||
+        static_cast<uint64_t>(elements) > std::numeric_limits<size_t>::max() / item)
       throw FormatError(path, "npy shape too large");
-    n *= static_cast<size_t>(s);
-  }
+  const size_t n = static_cast<size_t>(elements);
   size_t data_start = hstart + hlen;
   if (all.size() - data_start != n * item)
     throw FormatError(path, "npy data size " + std::to_string(all.size() - data_start) + " bytes, shape needs " +

@@ -74,7 +74,18 @@ std::vector<double> nice_ticks(double lo, double hi, int want) {
       step = m * mag;
       break;
     }
-  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
+  // Ticks by integer index k·step, not by repeated addition: near ±1e308 (found by fuzz_results) `v += step`
+  // stopped advancing or the span overflowed, and the loop never ended. Such ranges get just their ends.
+  const double k0 = std::ceil(lo / step), k1 = std::floor(hi / step + 1e-9);
+  // (|k| < 2^52 so that consecutive indices are distinct doubles: a range far narrower than its magnitude,
+  // e.g. [1e304, 1e304 + 1e290], has no such ticks.)
+  if (!std::isfinite(step) || !(std::fabs(k0) < 0x1p52) || !(std::fabs(k1) < 0x1p52) || k1 - k0 > 4.0 * want + 4)
+    return {lo, hi};
+  for (int64_t i = 0; i <= static_cast<int64_t>(k1 - k0); ++i) {
+    double v = (k0 + static_cast<double>(i)) * step;
+    t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
+  }
+  if (t.empty()) t = {lo, hi};
   return t;
 }
 

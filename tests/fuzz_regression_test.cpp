@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -65,6 +66,7 @@ TEST_CASE("fuzz regressions: every saved input replays cleanly through its harne
   replay("fuzz_llama2c", fuzz::llama2c);
   replay("fuzz_bpe_files", fuzz::bpe_files);
   replay("fuzz_llama2c_tokenizer", fuzz::llama2c_tokenizer);
+  replay("fuzz_results", fuzz::results);
   std::string gpt2 = vl_test::fixture("gpt2-tiny");
   if (gpt2.empty()) return;
   auto tok = vocablens::load_tokenizer(gpt2);
@@ -187,6 +189,67 @@ TEST_CASE("llama2.c tokenizer: long pieces load in linear time", "[fuzz]") {
   fs::remove_all(dir);
 }
 
+// Found by fuzz_results (ASan heap-buffer-overflow): an inline array in a result JSON whose shape claims more
+// elements than its data — {"shape": [6], "data": [0.7, 0.2, 0.1, 0.0]} — was copied by the shape, reading
+// past the data. Input: tests/fuzz/regressions/fuzz_results/inline_array_shape_exceeds_data.
+TEST_CASE("result JSON: inline arrays whose shape disagrees with their data are refused", "[fuzz]") {
+  std::string dir = vl_test::temp_dir("inlinearr");
+  auto write = [&](const std::string& array_entry, const std::string& tables = "[]") {
+    vl_test::write_file(dir + "/r.json",
+                        R"({"format": "vocablens.result", "format_version": 1, "kind": "k", "settings": {},
+                            "provenance": {}, "summary": {}, "arrays": {"x": )" + array_entry + R"(}, "tables": )" + tables + "}");
+  };
+  for (const char* entry : {R"({"dtype": "<f8", "shape": [6], "data": [0.7, 0.2, 0.1, 0.0]})",
+                            R"({"dtype": "<f8", "shape": [2, -2], "data": [1, 2, 3, 4]})",
+                            R"({"dtype": "<f8", "shape": [4294967296, 4294967296, 0], "data": []})",
+                            R"({"dtype": "<f8", "shape": [2], "data": [1, 2, 3]})"}) {
+    INFO(entry);
+    write(entry);
+    std::string msg = format_error_of([&] { vocablens::read_run_directory(dir); });
+    CHECK(msg.find(dir + "/r.json: array 'x': ") == 0);
+  }
+  write(R"({"dtype": "<f8", "shape": [2, 2], "data": [[1, 2], [3, null]]})");
+  auto rs = vocablens::read_run_directory(dir);
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].arrays.at("x").shape == std::vector<int64_t>{2, 2});
+  CHECK(std::isnan(vocablens::ndarray_value(rs[0].arrays.at("x"), 3)));
+  CHECK(vocablens::ndarray_value(rs[0].arrays.at("x"), 2) == 3.0);
+  // Inline table rows must have one cell per column (the report indexes rows by column).
+  write(R"({"dtype": "<f8", "shape": [1], "data": [1]})", R"([{"name": "t", "columns": ["a", "b"], "rows": [[1, 2], [3]]}])");
+  CHECK(format_error_of([&] { vocablens::read_run_directory(dir); }) ==
+        dir + "/r.json: table 't': row 2 has 1 cells, 2 columns");
+  fs::remove_all(dir);
+}
+
+// Found by fuzz_results (an uncaught nlohmann out_of_range ended the process): a number beyond double's
+// range in a result JSON, 55E555555555555555. Input: tests/fuzz/regressions/fuzz_results/json_number_overflow.
+TEST_CASE("result JSON: numbers out of double's range are a one-line format error", "[fuzz]") {
+  std::string dir = vl_test::temp_dir("jsonnum");
+  vl_test::write_file(dir + "/r.json", R"({"format": "vocablens.result", "format_version": 1, "x": 55E555555555555555})");
+  std::string msg = format_error_of([&] { vocablens::read_run_directory(dir); });
+  CHECK(msg.find(dir + "/r.json: not valid JSON: ") == 0);
+  CHECK(msg.find("number overflow") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+// Found by fuzz_results (an out-of-memory: the tick list grew without end): a line chart of values near
+// ±1.8e308. The axis ticks were made by repeated `v += step`, which stops advancing when step is below
+// the spacing of doubles at v. Input: tests/fuzz/regressions/fuzz_results/axis_ticks_near_dbl_max.
+TEST_CASE("report: charts of values near the ends of double's range render", "[fuzz]") {
+  for (std::vector<double> v : {std::vector<double>{1e304, 1e304 * (1 + 1e-15), 1e304},
+                                std::vector<double>{-1.7e308, 1.7e308, 0.0},
+                                std::vector<double>{3.4e304, 3.4e304, 3.4000000000001e304, 1e-300}}) {
+    vocablens::Result r;
+    r.kind = "my_analysis";
+    r.arrays["curve"] = vocablens::NdArray::f64({static_cast<int64_t>(v.size())}, v.data());
+    auto t0 = std::chrono::steady_clock::now();
+    std::string html = vocablens::render_report_html({r});
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5);
+    CHECK(html.find("<svg class=\"chart\"") != std::string::npos);
+    CHECK(html.size() < 200000);
+  }
+}
+
 // The seeds of tests/fuzz/make_seeds.py must be valid inputs (else the fuzzers explore little).
 TEST_CASE("fuzz seeds: the hand-made seeds parse", "[fuzz]") {
   std::string fixtures = vl_test::fixtures_root();
@@ -233,6 +296,23 @@ TEST_CASE("fuzz seeds: the hand-made seeds parse", "[fuzz]") {
     }
     // tokenizer_json has ByteLevel(add_prefix_space = true): decode shows the added space.
     if (tok) CHECK(tok->decode(tok->encode("the hello")) == (std::string(f) == "tokenizer_json" ? " the hello" : "the hello"));
+  }
+  for (const char* f : {"logit_lens", "spectrum", "heads", "generic"}) {
+    // [u16 json][u16 npy][json][npy][csv]: split as the harness does and read back as a run directory.
+    INFO(f);
+    std::string bytes = vl_test::read_file(out + "/fuzz_results/" + f);
+    const size_t nj = static_cast<uint8_t>(bytes[0]) | (static_cast<uint8_t>(bytes[1]) << 8);
+    const size_t nn = static_cast<uint8_t>(bytes[2]) | (static_cast<uint8_t>(bytes[3]) << 8);
+    std::string dir = out + "/run-" + f;
+    fs::create_directories(dir);
+    vl_test::write_file(dir + "/r.json", bytes.substr(4, nj));
+    vl_test::write_file(dir + "/a.npy", bytes.substr(4 + nj, nn));
+    vl_test::write_file(dir + "/t.csv", bytes.substr(4 + nj + nn));
+    std::vector<vocablens::Result> rs;
+    CHECK_NOTHROW(rs = vocablens::read_run_directory(dir));
+    REQUIRE(rs.size() == 1);
+    CHECK(rs[0].kind == (std::string(f) == "generic" ? "my_analysis" : f));
+    CHECK(!rs[0].arrays.empty());
   }
   fs::remove_all(out);
 }

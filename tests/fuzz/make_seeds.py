@@ -156,4 +156,37 @@ put("fuzz_bpe_files", "tokenizer_json_split", b"\x01\0\0\0\0" + json.dumps(tj, e
 tok = open(os.path.join(fix, "stories260K", "tok512.bin"), "rb").read()
 for i, text in enumerate([b"Once upon a time", b"", b"\xf0\x9f\x98\x80 caf\xc3\xa9\n"]):
     put("fuzz_llama2c_tokenizer", "t%d" % i, struct.pack("<I", len(text)) + text + tok)
+# Result directories (what `vocablens report DIR` reads): [u16 json length][u16 npy length][json][npy][csv].
+def npy(descr, shape, raw):
+    h = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, "".join("%d," % d for d in shape))
+    h += " " * ((64 - (10 + len(h) + 1) % 64) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + raw
+def result(kind, summary, arrays, tables, settings=None):
+    return json.dumps({"format": "vocablens.result", "format_version": 1, "kind": kind, "settings": settings or {},
+                       "provenance": {"vocablens_version": "0.1.0"}, "summary": summary, "arrays": arrays,
+                       "tables": tables}).encode()
+def bundle(j, n=b"", c=b""):
+    return struct.pack("<HH", len(j), len(n)) + j + n + c
+ent = npy("<f4", [3, 2], struct.pack("<6f", 0.5, 1.0, float("nan"), 2.0, 3.5, 0.0))
+lens_csv = b'"layer","position","rank","token_id","token","prob"\n"embed",0,1,5," the",0.25\n"out",1,1,7,"\\n",0.5\n'
+put("fuzz_results", "logit_lens", bundle(result("logit_lens",
+    {"layers": [{"index": 0, "label": "embed"}, {"index": 1, "label": "0"}, {"index": 2, "label": "out"}],
+     "tokens": [" Once", " upon"], "top1": [["a", "b"], ["c", "d"], ["e", "f"]]},
+    {"entropy": {"file": "a.npy", "dtype": "<f4", "shape": [3, 2]},
+     "kl_final": {"dtype": "<f8", "shape": [3, 2], "data": [[0.1, 0.2], [0.3, None], [0, 0]]}},
+    [{"name": "top_k", "file": "t.csv", "columns": ["layer", "position", "rank", "token_id", "token", "prob"],
+      "column_types": ["string", "integer", "integer", "integer", "string", "number"]}],
+    {"prompt": "Once upon", "top_k": 1}), ent, lens_csv))
+sv = npy("<f8", [4], struct.pack("<4d", 3.0, 2.0, 1.0, 1e-9))
+put("fuzz_results", "spectrum", bundle(result("spectrum", {"n": 4, "matrix": "W_E"},
+    {"singular_values": {"file": "a.npy", "dtype": "<f8", "shape": [4]},
+     "explained_variance_ratio": {"dtype": "<f8", "shape": [4], "data": [0.7, 0.2, 0.1, 0.0]}}, []), sv))
+put("fuzz_results", "heads", bundle(result("heads", {"n_layers": 1, "n_heads": 2},
+    {"copying_score": {"file": "a.npy", "dtype": "<i8", "shape": [1, 2]}},
+    [{"name": "pairs", "columns": ["layer", "head", "circuit", "rank", "src_token", "dst_token", "score"],
+      "rows": [[0, 0, "ov", 1, " Paris", " France", 3.5], [0, 1, "qk", 1, "<|endoftext|>", "\u00e9", -1]]}]),
+    npy("<i8", [1, 2], struct.pack("<2q", 1, -2))))
+put("fuzz_results", "generic", bundle(result("my_analysis", {"note": "x"},
+    {"grid": {"file": "a.npy", "dtype": "|u1", "shape": [2, 2, 2]}}, []), npy("|u1", [2, 2, 2], bytes(range(8)))))
+
 print("seeds written to", out)

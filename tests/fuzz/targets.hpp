@@ -11,12 +11,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <sys/stat.h>
 #include <string>
 
 #include "fuzz_common.hpp"
 #include "vocablens/bpe_tokenizer.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/export.hpp"
 #include "vocablens/model_config.hpp"
+#include "vocablens/notebook.hpp"
+#include "vocablens/report.hpp"
 #include "vocablens/tokenizer.hpp"
 #ifdef VOCABLENS_FUZZ_WITH_TORCH
 #include <ATen/ATen.h>
@@ -112,6 +116,34 @@ inline int llama2c_tokenizer(const uint8_t* data, size_t size) {
     auto ids = tok->encode(text);
     (void)tok->decode(ids);
     for (auto id : ids) (void)tok->display(id);
+  } catch (const vocablens::Error& e) {
+    check_one_line(e);
+  }
+  return 0;
+}
+
+/// A run directory as `vocablens report DIR` reads it. Bytes 0..1 and 2..3 (little-endian, each mod what is
+/// left) are the lengths of r.json and a.npy; t.csv is the rest. read_run_directory, then the HTML report
+/// and the notebook of whatever was accepted (the renderers see every shape and value a file can hold).
+inline int results(const uint8_t* data, size_t size) {
+  if (size < 4) return 0;
+  static const std::string dir = [] {
+    std::string d = scratch_path("results");
+    ::mkdir(d.c_str(), 0700);
+    return d;
+  }();
+  size_t left = size - 4;
+  const size_t n_json = (data[0] | (data[1] << 8)) % (left + 1);
+  left -= n_json;
+  const size_t n_npy = (data[2] | (data[3] << 8)) % (left + 1);
+  left -= n_npy;
+  write_input(dir + "/r.json", data + 4, n_json);
+  write_input(dir + "/a.npy", data + 4 + n_json, n_npy);
+  write_input(dir + "/t.csv", data + 4 + n_json + n_npy, left);
+  try {
+    auto results = vocablens::read_run_directory(dir);
+    (void)vocablens::render_report_html(results);
+    (void)vocablens::render_notebook(results);
   } catch (const vocablens::Error& e) {
     check_one_line(e);
   }
