@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "vocablens/atomic_file.hpp"
+#include "util/json_depth.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/npy.hpp"
 #include "vocablens/report.hpp"
@@ -565,7 +566,9 @@ std::vector<Result> read_run_directory(const std::string& dir) {
     std::string path = join_path(dir, n);
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(read_text(path));
+      std::string text = read_text(path);
+      detail::check_json_depth(text, path);  // copies and dump() of the result recurse per level
+      j = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999 (fuzz_results)
       throw FormatError(path, std::string("not valid JSON: ") + e.what());
     }

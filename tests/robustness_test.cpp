@@ -25,6 +25,7 @@
 
 #include "fixtures.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/export.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/model_config.hpp"
 #include "vocablens/tensor_store.hpp"
@@ -410,6 +411,20 @@ TEST_CASE("tokenizer files nested 10^5 deep are refused with a FormatError", "[r
   std::string vj = s.put("deep2/vocab.json", nested('[', ']', 100000));
   s.put("deep2/merges.txt", "#version: 0.2\n");
   expect_refused(vj, "", [&] { vocablens::load_tokenizer(vj); });
+}
+
+// nlohmann parses and destroys iteratively, but copying a value and dump() recurse per level: a subtree
+// nested 10^5 deep where a reader copies (tokenizer.json's pre_tokenizer) or the report prints (a
+// result's summary) overflowed the stack — `vocablens report` on such a directory died with SIGSEGV.
+TEST_CASE("JSON subtrees nested 10^5 deep in tokenizer.json and result files are refused", "[robustness]") {
+  Scratch s;
+  std::string tj = s.put("deep3/tokenizer.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
+                                                 "\"pre_tokenizer\": " + nested('[', ']', 100000) + "}");
+  expect_refused(tj, "JSON nested deeper than 256 levels", [&] { vocablens::load_tokenizer(tj); });
+  std::string rj = s.put("run/r.json", "{\"format\": \"vocablens.result\", \"format_version\": 1, \"kind\": \"k\", "
+                                       "\"settings\": {}, \"provenance\": {}, \"arrays\": {}, \"tables\": [], \"summary\": {\"x\": " +
+                                           nested('[', ']', 100000) + "}}");
+  expect_refused(rj, "JSON nested deeper than 256 levels", [&] { vocablens::read_run_directory(s.dir + "/run"); });
 }
 
 TEST_CASE("a merges.txt with a 1 GB line is refused quickly, without reading it", "[robustness]") {

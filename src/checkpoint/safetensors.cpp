@@ -12,12 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/mapped_file.hpp"
+#include "util/json_depth.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/tensor_store.hpp"
 
 namespace vocablens {
 namespace detail {
-void check_json_depth(const std::string& text, const std::string& path, int max_depth);
 
 struct StDtype {
   const char* name;

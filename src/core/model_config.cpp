@@ -8,30 +8,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/json_depth.hpp"
 #include "vocablens/error.hpp"
 
 namespace vocablens {
 namespace detail {
 
 using json = nlohmann::json;
-
-// Deep nesting is refused before parsing: nlohmann's parser recurses per level.
-void check_json_depth(const std::string& text, const std::string& path, int max_depth = 256) {
-  int depth = 0;
-  bool in_str = false, esc = false;
-  for (char c : text) {
-    if (in_str) {
-      if (esc) esc = false;
-      else if (c == '\\') esc = true;
-      else if (c == '"') in_str = false;
-      continue;
-    }
-    if (c == '"') in_str = true;
-    else if (c == '{' || c == '[') {
-      if (++depth > max_depth) throw FormatError(path, "JSON nested deeper than " + std::to_string(max_depth) + " levels");
-    } else if (c == '}' || c == ']') --depth;
-  }
-}
 
 int64_t get_int(const json& j, std::initializer_list<const char*> keys, const std::string& path, int64_t fallback,
                 bool required) {

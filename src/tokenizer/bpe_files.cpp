@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/bpe_model.hpp"
+#include "util/json_depth.hpp"
 #include "vocablens/bpe_tokenizer.hpp"
 #include "vocablens/error.hpp"
 
@@ -57,6 +58,7 @@ bool unicode_to_bytes(std::string_view s, std::string& out) {
 
 nlohmann::json parse_json(const std::string& path) {
   std::string text = read_file_bytes(path);
+  check_json_depth(text, path);  // the readers copy subtrees (json::value), which recurses per level
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
