@@ -9,6 +9,7 @@
 
 #include "train/safetensors_writer.hpp"
 #include "train/trainer.hpp"
+#include "util/json_depth.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/npy.hpp"
@@ -38,6 +39,7 @@ nlohmann::json read_config(const std::string& dir) {
   if (!f) throw FormatError(path, "cannot open (no such file or not readable)");
   std::ostringstream ss;
   ss << f.rdbuf();
+  detail::check_json_depth(ss.str(), path);  // a downloaded model directory is untrusted input too
   try {
     return nlohmann::json::parse(ss.str());
   } catch (const nlohmann::json::exception& e) {
