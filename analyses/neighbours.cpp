@@ -1,5 +1,6 @@
 // Cosine neighbourhoods: single tokens / words / expressions, and the exact k-NN graph by blocked GEMM +
-// partial selection + float64 re-scoring. See include/vocablens/neighbours.hpp.
+// partial selection + float64 re-scoring. See include/vocablens/neighbours.hpp. The query grammar
+// ("king - man + woman") and the resolution of its terms to tokens are in neighbour_query.cpp.
 #include "vocablens/neighbours.hpp"
 
 #include <ATen/Parallel.h>

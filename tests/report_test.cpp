@@ -375,6 +375,17 @@ TEST_CASE("vocablens report CLI") {
   rc = vl_test::run_command(shell_quote(cli) + " report " + shell_quote(base + "/missing"), out);
   CHECK(rc == 1);
   CHECK(out.find("no such directory") != std::string::npos);
+
+  // A hostile result directory (issue #9): a summary nested 10^5 deep used to crash the command (stack
+  // overflow in the JSON copy). Now one line naming the file, exit 1, and no report.html left behind.
+  vocablens::ensure_directory(base + "/deep");
+  std::string deep = R"({"format": "vocablens.result", "format_version": 1, "kind": "k", "settings": {},
+      "provenance": {}, "arrays": {}, "tables": [], "summary": {"x": )" + std::string(100000, '[') + std::string(100000, ']') + "}}";
+  vocablens::write_file_atomic(base + "/deep/k.json", deep);
+  rc = vl_test::run_command(shell_quote(cli) + " report " + shell_quote(base + "/deep"), out);
+  CHECK(rc == 1);
+  CHECK(out == "vocablens: error: " + base + "/deep/k.json: JSON nested deeper than 256 levels\n");
+  CHECK(!file_exists(base + "/deep/report.html"));
 }
 
 TEST_CASE("fixture runs: analysis commands with --out/--report, the report in Chromium, every file checked") {
