@@ -144,4 +144,14 @@ Model load_model(const std::string& path, const LoadOptions& opts = {});
 /// VOCABLENS_THREADS is set. Idempotent; call once at program start.
 void init_runtime();
 
+/// When init_runtime() chose the thread count itself (VOCABLENS_THREADS unset), sets it for work on `m`:
+/// one thread per million parameters, at least 1, at most the number of cores (the rule `vocablens train`
+/// uses). Small models run operations so short that a second thread costs more in synchronisation than
+/// it saves — on a machine with any other runnable process, 2.8x more (docs/runner.md). Otherwise (no
+/// init_runtime(), or VOCABLENS_THREADS set) changes nothing. Returns the count in effect. The CLI calls
+/// it in the commands whose work is the model's forward pass (generate, lens, project, demo), not in the
+/// matrix analyses, whose V-sized products gain from threads whatever the parameter count; library users
+/// decide for themselves.
+int adapt_threads_to(const Model& m);
+
 }  // namespace vocablens

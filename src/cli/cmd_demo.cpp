@@ -269,6 +269,7 @@ int run_demo(const DemoCli& c) {
   // 4. analyses, through their public headers, on the model as written to disk
   say("[4/4] analyses -> " + res_dir);
   Model m = load_model(model_dir);
+  adapt_threads_to(m);
   auto tok = load_tokenizer_for(model_dir);
   int failures = 0;
   std::vector<std::string> lines;

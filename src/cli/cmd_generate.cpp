@@ -23,6 +23,7 @@ struct GenerateOptions {
 
 int run_generate(const GenerateOptions& o) {
   vocablens::Model m = vocablens::load_model(o.model);
+  vocablens::adapt_threads_to(m);
   const auto& c = m.config();
   std::unique_ptr<vocablens::Tokenizer> tok;
   try {

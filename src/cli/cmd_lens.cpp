@@ -211,6 +211,7 @@ int run_lens(const LensCliOptions& o) {
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
 
   vocablens::Model m = vocablens::load_model(o.model);
+  vocablens::adapt_threads_to(m);
   auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
   const bool color = vocablens::cli::use_color(o.out);
 

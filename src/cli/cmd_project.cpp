@@ -81,6 +81,7 @@ int run_project(const ProjectCliOptions& co) {
   if (!co.out.out_dir.empty()) vocablens::ensure_directory(co.out.out_dir);
 
   vocablens::Model m = vocablens::load_model(co.model);
+  vocablens::adapt_threads_to(m);
   auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, /*required=*/true);  // the prompt needs it
   vocablens::EncodeOptions eo;
   if (co.bos) eo.add_bos = true;

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <thread>
 
@@ -106,17 +107,31 @@ int64_t Model::parameter_count() const {
   return n;
 }
 
+namespace {
+int g_auto_threads = 0;  // the core count when init_runtime() chose the thread count itself, else 0
+}  // namespace
+
 void init_runtime() {
   static bool done = false;
   if (done) return;
   done = true;
   int n = static_cast<int>(std::thread::hardware_concurrency());
+  if (n < 1) n = 1;
+  g_auto_threads = n;
   if (const char* env = std::getenv("VOCABLENS_THREADS")) {
     int v = std::atoi(env);
-    if (v > 0) n = v;
+    if (v > 0) {
+      n = v;
+      g_auto_threads = 0;
+    }
   }
-  if (n < 1) n = 1;
   at::set_num_threads(n);
+}
+
+int adapt_threads_to(const Model& m) {
+  if (g_auto_threads > 0)
+    at::set_num_threads(static_cast<int>(std::clamp<int64_t>(m.parameter_count() / 1000000, 1, g_auto_threads)));
+  return at::get_num_threads();
 }
 
 }  // namespace vocablens

@@ -1,0 +1,79 @@
+// tests/threads_test.cpp — the CLI's thread-count policy (init_runtime, adapt_threads_to in model.hpp).
+//
+// Each scenario runs in a forked child, before this process has started any LibTorch thread (OpenMP after
+// fork is only safe then), because init_runtime() reads VOCABLENS_THREADS once per process. The child
+// reports the thread counts it saw through a pipe.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <ATen/Parallel.h>
+
+#include "fixtures.hpp"
+#include "vocablens/model.hpp"
+
+namespace {
+
+struct Seen {
+  int after_init = -1, small = -1, large = -1;
+  long long large_params = -1;
+};
+
+// In a child: VOCABLENS_THREADS = env (nullptr: unset), init_runtime(), then adapt to stories260K and
+// gpt2-tiny.
+Seen run_child(const char* env, const std::string& small_model, const std::string& large_model) {
+  int fd[2];
+  REQUIRE(pipe(fd) == 0);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(fd[0]);
+    if (env) setenv("VOCABLENS_THREADS", env, 1);
+    else unsetenv("VOCABLENS_THREADS");
+    Seen s;
+    vocablens::init_runtime();
+    s.after_init = at::get_num_threads();
+    auto small = vocablens::load_model(small_model);
+    s.small = vocablens::adapt_threads_to(small);
+    if (s.small != at::get_num_threads()) s.small = -2;
+    auto large = vocablens::load_model(large_model);
+    s.large = vocablens::adapt_threads_to(large);
+    s.large_params = large.parameter_count();
+    if (write(fd[1], &s, sizeof s) != static_cast<ssize_t>(sizeof s)) _exit(3);
+    _exit(0);
+  }
+  close(fd[1]);
+  Seen s;
+  ssize_t got = read(fd[0], &s, sizeof s);
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  REQUIRE(got == static_cast<ssize_t>(sizeof s));
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("threads: all cores by default, one per million parameters for a model, VOCABLENS_THREADS wins", "[threads]") {
+  const std::string small = vl_test::fixture("stories260K/stories260K.bin");
+  const std::string large = vl_test::fixture("gpt2-tiny");
+  if (small.empty() || large.empty()) return;  // fixture() already failed or warned loudly
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+
+  Seen automatic = run_child(nullptr, small, large);
+  CHECK(automatic.after_init == cores);
+  CHECK(automatic.small == 1);  // 0.26 M parameters
+  REQUIRE(automatic.large_params > 3000000);  // gpt2-tiny: 50257 x 64 embedding + 3 blocks
+  CHECK(automatic.large == std::min<long long>(cores, automatic.large_params / 1000000));
+
+  Seen pinned = run_child("3", small, large);
+  CHECK(pinned.after_init == 3);
+  CHECK(pinned.small == 3);
+  CHECK(pinned.large == 3);
+}
