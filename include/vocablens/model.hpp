@@ -144,6 +144,10 @@ Model load_model(const std::string& path, const LoadOptions& opts = {});
 /// VOCABLENS_THREADS is set. Idempotent; call once at program start.
 void init_runtime();
 
+/// The thread count for work on a model of `parameters` parameters: one per million, at least 1, at most
+/// `max_threads`. Shared by adapt_threads_to() and `vocablens train`.
+int threads_for_parameters(int64_t parameters, int max_threads);
+
 /// When init_runtime() chose the thread count itself (VOCABLENS_THREADS unset), sets it for work on `m`:
 /// one thread per million parameters, at least 1, at most the number of cores (the rule `vocablens train`
 /// uses). Small models run operations so short that a second thread costs more in synchronisation than

@@ -128,9 +128,12 @@ void init_runtime() {
   at::set_num_threads(n);
 }
 
+int threads_for_parameters(int64_t parameters, int max_threads) {
+  return static_cast<int>(std::clamp<int64_t>(parameters / 1000000, 1, std::max(1, max_threads)));
+}
+
 int adapt_threads_to(const Model& m) {
-  if (g_auto_threads > 0)
-    at::set_num_threads(static_cast<int>(std::clamp<int64_t>(m.parameter_count() / 1000000, 1, g_auto_threads)));
+  if (g_auto_threads > 0) at::set_num_threads(threads_for_parameters(m.parameter_count(), g_auto_threads));
   return at::get_num_threads();
 }
 

@@ -16,6 +16,7 @@
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/bpe_trainer.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/model.hpp"
 #include "vocablens/sha256.hpp"
 #include "vocablens/tensor_store.hpp"
 #include "vocablens/tokenizer.hpp"
@@ -267,7 +268,7 @@ TrainReport train(const TrainOptions& given) {
     if (want <= 0)
       want = std::getenv("VOCABLENS_THREADS")
                  ? thread_scope.prev
-                 : static_cast<int>(std::clamp<int64_t>(model->parameter_count() / 1000000, 1, thread_scope.prev));
+                 : threads_for_parameters(model->parameter_count(), thread_scope.prev);
     at::set_num_threads(std::max(1, want));
   }
   Optimizer opt(model->params, o);
