@@ -7,17 +7,12 @@
 #include <limits>
 
 #include "vocablens/error.hpp"
+#include "vocablens/linalg/gram.hpp"
 #include "vocablens/spectrum.hpp"
 
 namespace vocablens {
 
 namespace {
-
-at::Tensor as_matrix_f32(const at::Tensor& M, const char* what) {
-  if (!M.defined() || M.dim() != 2) throw UsageError(std::string(what) + ": expected a 2-D matrix");
-  if (M.size(0) < 1 || M.size(1) < 1) throw UsageError(std::string(what) + ": the matrix is empty");
-  return M.to(at::kFloat).contiguous();
-}
 
 double mean_from_sum(const at::Tensor& s, int64_t n) {
   if (n < 2) return std::numeric_limits<double>::quiet_NaN();

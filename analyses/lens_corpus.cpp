@@ -8,6 +8,7 @@
 
 #include "vocablens/error.hpp"
 #include "vocablens/lens.hpp"
+#include "vocablens/lens_corpus.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
 

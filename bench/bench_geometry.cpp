@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vocablens/atomic_file.hpp"
+#include "vocablens/knn.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/neighbours.hpp"
 #include "vocablens/npy.hpp"

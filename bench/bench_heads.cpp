@@ -30,7 +30,7 @@
 
 #include "vocablens/heads.hpp"
 #include "vocablens/model.hpp"
-#include "vocablens/topk_stream.hpp"
+#include "vocablens/linalg/topk_stream.hpp"
 #include "vocablens/unembed.hpp"
 
 namespace {

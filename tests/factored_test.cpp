@@ -10,7 +10,7 @@
 #include "fixtures.hpp"
 #include "npy_tensor.hpp"
 #include "vocablens/error.hpp"
-#include "vocablens/factored.hpp"
+#include "vocablens/linalg/factored.hpp"
 #include "vocablens/heads.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/unembed.hpp"

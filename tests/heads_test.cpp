@@ -18,7 +18,7 @@
 #include "vocablens/heads.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
-#include "vocablens/topk_stream.hpp"
+#include "vocablens/linalg/topk_stream.hpp"
 #include "vocablens/unembed.hpp"
 
 using vocablens::CircuitKind;

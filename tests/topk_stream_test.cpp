@@ -11,7 +11,7 @@
 
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
-#include "vocablens/topk_stream.hpp"
+#include "vocablens/linalg/topk_stream.hpp"
 
 using vocablens::TopkEntry;
 using vocablens::TopkStreamOptions;

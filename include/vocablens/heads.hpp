@@ -25,9 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "vocablens/factored.hpp"
+#include "vocablens/linalg/factored.hpp"
 #include "vocablens/result.hpp"
-#include "vocablens/topk_stream.hpp"
+#include "vocablens/token_filter.hpp"
+#include "vocablens/linalg/topk_stream.hpp"
 #include "vocablens/unembed.hpp"
 
 namespace vocablens {

@@ -1,27 +1,16 @@
 // vocablens/neighbours.hpp — cosine neighbourhoods in embedding space: the nearest tokens to a token, a
-// word, or an arithmetic expression of them, and the exact k-NN graph of the whole vocabulary.
+// word, or an arithmetic expression of them (the exact k-NN graph of the whole vocabulary: knn.hpp).
 //
 //   auto tok = vocablens::load_tokenizer_for(path);
 //   vocablens::Model m = vocablens::load_model(path);
 //   at::Tensor X = vocablens::space_vectors(m, vocablens::VectorSpace::Embedding);     // [V, d]
 //   vocablens::NeighbourOptions o;  o.k = 10;
 //   auto nb = vocablens::neighbours(X, tok.get(), " king - man + woman", o);
-//   auto g = vocablens::knn_graph(X, {});          // g.indices [V, 10], g.scores [V, 10]
 //
 // Score. Every neighbour list reports, and is ordered by, the cosine computed in float64 from the float32
 // rows: cos(a, b) = (Σ aₖbₖ) / (‖a‖‖b‖), products and sums in double (0 when either row is zero; the
 // sums use a fixed order of four interleaved accumulators, so scores are reproducible bit for bit).
 // Order: cosine descending, ties by token id ascending. The row itself is never its own neighbour.
-//
-// k-NN graph (exact). Rows are normalised once (float32); the candidates come from blocked float32 GEMMs
-// over block pairs (I ≤ J: S = U_I U_Jᵀ serves the rows of I and, transposed, the rows of J, so only half
-// of the V² products are computed) with a per-row partial selection of the best k + slack candidates.
-// A float32 cosine differs from the exact one by at most δ = γ_d(1+u)² + 2u + u² (u = 2⁻²⁴,
-// γ_d = d·u/(1 − d·u); Higham Thm 3.1 + rounding of the normalised rows), so every true top-k member has a
-// float32 score ≥ T − 2δ, T being the k-th best float32 score of the row. All candidates above T − 2δ are
-// re-scored in float64 and the top k taken in the order above; a row whose kept candidates do not reach
-// below T − 2δ (more than k + slack near-ties) is recomputed exactly over all V. The result therefore
-// equals a float64 brute force, not merely a float32 one.
 //
 // Expressions (neighbours()): terms joined by + and − (an operator must start the expression or follow
 // whitespace or a closing quote, so "king-man" is one word), each optionally weighted "0.5*king" or
@@ -44,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "vocablens/linalg/cosine.hpp"
 #include "vocablens/result.hpp"
 
 namespace vocablens {
@@ -66,9 +56,6 @@ at::Tensor pseudo_inverse_rows(const at::Tensor& E);
 /// The vocabulary's vectors: model_matrix(m, matrix) (W_E or W_U, rows = tokens) or its pseudo-inverse
 /// rows (embedding_pinv(m), cached, for W_U and for a tied W_E). [V, d] float32, contiguous.
 at::Tensor space_vectors(const Model& m, VectorSpace space, const std::string& matrix = "W_E");
-
-/// Cosine in float64 between two float32 vectors of length d (0 if either is zero).
-double cosine64(const float* a, const float* b, int64_t d);
 
 // ---- single queries ----------------------------------------------------------------------------------
 
@@ -128,45 +115,5 @@ std::vector<ResolvedTerm> resolve_terms(const std::vector<ExprTerm>& terms, cons
 /// token with positive weight scores exactly like the k-NN graph (cosine64 of the two rows).
 NeighbourResult neighbours(const at::Tensor& X, const Tokenizer* tok, const std::string& expr,
                            const NeighbourOptions& opts = {});
-
-// ---- k-NN graph --------------------------------------------------------------------------------------
-
-struct KnnOptions {
-  int64_t k = 10;
-  int64_t block = 2048;     ///< rows per GEMM block
-  int64_t slack = 0;        ///< extra float32 candidates kept per row; 0 = k + 16
-};
-
-struct KnnGraph {
-  std::string matrix = "W_E";
-  std::string space = "E";
-  int64_t n = 0, k = 0, dim = 0;
-  std::vector<int64_t> rows;       ///< query rows (all of 0..n-1 for knn_graph)
-  std::vector<int64_t> indices;    ///< [rows.size(), k]
-  std::vector<double> scores;      ///< [rows.size(), k] float64 cosines
-  double margin = 0;               ///< 2δ used for the candidate window
-  int64_t rescored = 0;            ///< candidates re-scored in float64
-  int64_t fallback_rows = 0;       ///< rows recomputed over all V
-  double seconds = 0;
-
-  // Statistics (knn_graph only: every row is a query).
-  std::vector<int64_t> in_degree;  ///< [n] how often each row is someone's neighbour (k-occurrence)
-  double mutual_fraction = 0;      ///< share of edges i→j with j→i also an edge
-  double in_degree_skewness = 0;   ///< hubness
-  int64_t anti_hubs = 0;           ///< rows that are nobody's neighbour
-  void compute_statistics();
-
-  /// kind "knn": summary (sizes, statistics, the first rows' lists, top hubs), arrays indices [n, k] (int64),
-  /// scores [n, k] (float32), in_degree; table "hubs" (top 100 by in-degree) and, with `edges`, table
-  /// "edges" (source, source_token, rank, target, target_token, cosine) — V·k rows.
-  Result to_result(const Tokenizer* tok, bool edges = false) const;
-};
-
-/// Exact k-NN graph of all rows of X [n, d] (self excluded). k is clamped to n − 1.
-KnnGraph knn_graph(const at::Tensor& X, const KnnOptions& opts = {});
-
-/// Exact k nearest rows of X for the given query rows (each excluding itself), by the same kernel
-/// (without the symmetry): for checking against brute force, or a few rows of a big vocabulary.
-KnnGraph knn_query(const at::Tensor& X, const std::vector<int64_t>& rows, const KnnOptions& opts = {});
 
 }  // namespace vocablens

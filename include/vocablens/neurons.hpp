@@ -17,7 +17,8 @@
 #include <vector>
 
 #include "vocablens/result.hpp"
-#include "vocablens/topk_stream.hpp"
+#include "vocablens/token_filter.hpp"
+#include "vocablens/linalg/topk_stream.hpp"
 #include "vocablens/unembed.hpp"
 
 namespace vocablens {

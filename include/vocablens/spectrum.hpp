@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "vocablens/linalg/gram.hpp"
 #include "vocablens/result.hpp"
 
 namespace vocablens {
@@ -132,24 +133,5 @@ SpectrumResult matrix_spectrum(const at::Tensor& M, const SpectrumOptions& opts 
 /// "W_out.L" [d_mlp, d] (neuron output directions), or the path of a 2-D .npy file. `row_kind` receives
 /// "token", "position", "neuron" or "row". Throws UsageError for an unknown or absent matrix.
 at::Tensor model_matrix(const Model& m, const std::string& name, std::string* row_kind = nullptr);
-
-// ---- building blocks shared by the geometry analyses ---------------------------------------------
-
-/// One streamed pass over M [rows, n] (float32, contiguous): G = MᵀM, the column mean and the row norms,
-/// all accumulated in float64 (row blocks converted to double, DGEMM).
-struct GramStats {
-  int64_t rows = 0, cols = 0;
-  at::Tensor gram;       ///< [n, n] float64
-  at::Tensor col_mean;   ///< [n] float64
-  at::Tensor row_norms;  ///< [rows] float64
-};
-GramStats gram_stats(const at::Tensor& M, int64_t row_block = 8192);
-
-/// Centred covariance from a Gram: C = G/m − μμᵀ, [n, n] float64.
-at::Tensor covariance_from_gram(const GramStats& g);
-
-/// Eigen-decomposition of a symmetric float64 matrix A [n, n]: eigenvalues descending, eigenvectors as
-/// columns in the same order (sign: largest-magnitude entry positive). Dense (Eigen).
-void symmetric_eigen(const at::Tensor& A, std::vector<double>& values, at::Tensor* vectors);
 
 }  // namespace vocablens

@@ -9,6 +9,7 @@
 #include "cli/output.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/knn.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/neighbours.hpp"
 #include "vocablens/tokenizer.hpp"

@@ -12,6 +12,7 @@
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/project.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/unembed.hpp"
 

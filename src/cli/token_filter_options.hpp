@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "vocablens/tokenizer.hpp"
+#include "vocablens/token_filter.hpp"
 #include "vocablens/unembed.hpp"
 
 namespace vocablens::cli {

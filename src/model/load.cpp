@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "checkpoint/llama2c.hpp"
+#include "model/llama2c.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 

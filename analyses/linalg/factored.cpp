@@ -1,5 +1,5 @@
-// Spectra of factored low-rank matrices from r×r problems (see include/vocablens/factored.hpp).
-#include "vocablens/factored.hpp"
+// Spectra of factored low-rank matrices from r×r problems (see include/vocablens/linalg/factored.hpp).
+#include "vocablens/linalg/factored.hpp"
 
 #include <algorithm>
 #include <cmath>

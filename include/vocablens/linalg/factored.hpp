@@ -1,4 +1,4 @@
-// vocablens/factored.hpp — a low-rank matrix kept as two factors, and its spectrum from small matrices.
+// vocablens/linalg/factored.hpp — a low-rank matrix kept as two factors, and its spectrum from small matrices.
 //
 // The idea of TransformerLens's FactoredMatrix: a head's circuit W_VO = W_V W_O ([d, d], rank d_head) or its
 // vocabulary-space form (V×V, rank d_head) is never formed; everything spectral comes from r×r matrices

@@ -1,5 +1,5 @@
-// Exact streamed top-k of a low-rank product (see include/vocablens/topk_stream.hpp for the contract).
-#include "vocablens/topk_stream.hpp"
+// Exact streamed top-k of a low-rank product (see include/vocablens/linalg/topk_stream.hpp for the contract).
+#include "vocablens/linalg/topk_stream.hpp"
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>

@@ -1,4 +1,4 @@
-#include "checkpoint/llama2c.hpp"
+#include "model/llama2c.hpp"
 
 #include <ATen/ATen.h>
 

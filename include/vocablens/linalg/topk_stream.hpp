@@ -1,4 +1,4 @@
-// vocablens/topk_stream.hpp — exact top-k entries of a low-rank product A·B without materialising it.
+// vocablens/linalg/topk_stream.hpp — exact top-k entries of a low-rank product A·B without materialising it.
 //
 // A [n, r] and B [r, m] are float32 (any strides); M = A·B is n×m and may be far too big to hold
 // (a head's vocabulary-space circuit is V×V = 50257² ≈ 10 GB). topk_stream() returns the k largest

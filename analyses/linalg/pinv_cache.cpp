@@ -1,0 +1,115 @@
+// The E⁺ cache: .npy files (format 1.0, '<f4' or '<f8', C order) read and written without extra copies,
+// named by a hash of E (see include/vocablens/linalg/pinv.hpp).
+#include "vocablens/linalg/pinv.hpp"
+
+#include <cstdlib>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "vocablens/atomic_file.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/hash.hpp"
+
+namespace vocablens {
+
+uint64_t hash_tensor(const at::Tensor& t) {
+  at::Tensor c = t.to(at::kFloat).contiguous();
+  uint64_t seed = static_cast<uint64_t>(c.dim());
+  for (int64_t s : c.sizes()) seed = hash_bytes(&s, sizeof s, seed);
+  return hash_bytes(c.data_ptr(), static_cast<size_t>(c.numel()) * sizeof(float), seed);
+}
+
+std::string default_cache_dir() {
+  if (const char* e = std::getenv("VOCABLENS_CACHE"); e && *e) return e;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/vocablens";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/vocablens";
+  return "/tmp/vocablens-cache";
+}
+
+namespace {
+
+std::string npy_header(const char* descr, const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  s += shape.size() == 1 ? ",)" : ")";
+  std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", descr, s);
+  size_t total = 10 + dict.size() + 1;
+  size_t pad = (64 - total % 64) % 64;
+  dict.append(pad, ' ');
+  dict += '\n';
+  std::string h = "\x93NUMPY";
+  h += '\x01';
+  h += '\x00';
+  uint16_t len = static_cast<uint16_t>(dict.size());
+  h += static_cast<char>(len & 0xff);
+  h += static_cast<char>(len >> 8);
+  return h + dict;
+}
+
+// Writes header + data to path via a temporary file and rename (readers never see a partial file).
+// Issue #9: through vocablens::AtomicWriter, whose temporary file is registered with the CLI's SIGINT/SIGTERM
+// handler (the pinv cache is ~150 MB for GPT-2: an interrupted write used to leave "<path>.tmp-<pid>").
+void write_raw_atomic(const std::string& path, const std::string& header, const void* data, size_t n) {
+  AtomicWriter w(path);
+  w.write(header);
+  w.write(std::string_view(static_cast<const char*>(data), n));
+  w.commit();
+}
+
+// Reads a file written by write_raw_atomic with exactly this header into `out` (n bytes). False if absent,
+// different, or short.
+bool read_raw(const std::string& path, const std::string& header, void* out, size_t n) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::string got(header.size(), '\0');
+  if (!f.read(&got[0], static_cast<std::streamsize>(got.size())) || got != header) return false;
+  if (!f.read(static_cast<char*>(out), static_cast<std::streamsize>(n))) return false;
+  char extra;
+  return !f.read(&extra, 1);
+}
+
+
+}  // namespace
+
+namespace detail {
+
+std::string pinv_cache_base(const std::string& dir, uint64_t hash, int64_t V, int64_t d, double rtol) {
+  return fmt::format("{}/pinv-{:016x}-{}x{}-rtol{:g}", dir, hash, V, d, rtol);
+}
+
+bool read_pinv_cache(const std::string& base, int64_t V, int64_t d, double rtol, Pinv& out) {
+  at::Tensor pinv = at::empty({d, V}, at::kFloat);
+  std::vector<double> sv(static_cast<size_t>(d));
+  std::string path = base + ".npy";
+  if (read_raw(base + ".sv.npy", npy_header("<f8", {d}), sv.data(), sv.size() * sizeof(double)) &&
+      read_raw(path, npy_header("<f4", {d, V}), pinv.data_ptr(), static_cast<size_t>(d * V) * sizeof(float)) &&
+      at::isfinite(pinv).all().item<bool>()) {
+    out.pinv = pinv;
+    out.singular_values = sv;
+    double smax = sv.empty() ? 0.0 : sv.front();
+    for (double s : sv) out.rank += (s > rtol * smax && s > 0);
+    out.cache_path = path;
+    out.from_cache = true;
+    return true;
+  }
+  return false;
+}
+
+void write_pinv_cache(const std::string& dir, const std::string& base, Pinv& out) {
+  const int64_t d = out.pinv.size(0), V = out.pinv.size(1);
+  try {
+    ensure_directory(dir);
+    write_raw_atomic(base + ".sv.npy", npy_header("<f8", {d}), out.singular_values.data(),
+                     out.singular_values.size() * sizeof(double));
+    write_raw_atomic(base + ".npy", npy_header("<f4", {d, V}), out.pinv.data_ptr(),
+                     static_cast<size_t>(d * V) * sizeof(float));
+    out.cache_path = base + ".npy";
+  } catch (const Error& e) {
+    out.cache_note = std::string("not cached: ") + e.what();
+  }
+}
+
+}  // namespace detail
+
+}  // namespace vocablens
