@@ -8,6 +8,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/neighbours.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "vocablens/token_id.hpp"
 
 namespace vocablens {
 
@@ -132,14 +133,7 @@ std::vector<ResolvedTerm> resolve_terms(const std::vector<ExprTerm>& terms, cons
     } else {
       if (!tok) throw UsageError("'" + t.text + "': words need a tokenizer (or give token ids as #123)");
       std::string text = opts.prefix_space ? " " + t.text : t.text;
-      auto id = tok->token_to_id(text);
-      if (id) {
-        r.pieces = {*id};
-      } else {
-        EncodeOptions eo;
-        eo.add_bos = false;
-        r.pieces = tok->encode(text, eo);
-      }
+      if (auto id = single_token_id(*tok, text, &r.pieces)) r.pieces = {*id};
       if (r.pieces.empty()) throw UsageError("'" + t.text + "' encodes to no tokens");
       for (int64_t pid : r.pieces)
         if (pid < 0 || pid >= vocab)

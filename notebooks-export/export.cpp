@@ -547,7 +547,7 @@ std::vector<std::string> write_result(const Result& r, const std::string& dir, c
   return written;
 }
 
-std::vector<Result> read_run_directory(const std::string& dir) {
+std::vector<Result> read_run_directory(const std::string& dir, const std::string& except_kind) {
   struct stat st{};
   if (::stat(dir.c_str(), &st) != 0) throw FormatError(dir, "no such directory");
   if (!S_ISDIR(st.st_mode)) throw FormatError(dir, "not a directory");
@@ -563,6 +563,7 @@ std::vector<Result> read_run_directory(const std::string& dir) {
   std::sort(names.begin(), names.end());
   std::vector<Result> out;
   for (const auto& n : names) {
+    if (!except_kind.empty() && n == except_kind + ".json") continue;
     std::string path = join_path(dir, n);
     nlohmann::json j;
     try {

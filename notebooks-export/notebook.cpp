@@ -6,12 +6,12 @@
 #include "vocablens/notebook.hpp"
 
 #include <algorithm>
-#include <map>
 #include <set>
 
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/report.hpp"
+#include "vocablens/result_kinds.hpp"
 #include "vocablens/sha256.hpp"
 
 namespace vocablens {
@@ -250,219 +250,17 @@ def show_generic(r, skip=()):
             show_table(name, df)
 )PY";
 
+// The cell that reloads one result and redraws it: the kind's own code (registered by its slice,
+// vocablens/result_kinds.hpp), or tables grouped by their keys and arrays drawn by shape.
 std::string kind_code(const std::string& kind) {
   std::string load = "r = load_result(\"" + kind + "\")\nA, S = r[\"arrays\"], r[\"summary\"]\n";
-  if (kind == "logit_lens")
-    return load + R"PY(tokens = input_tokens(r)
-prob = A["top1_prob"] if "top1_prob" in A else (as_grid(A["top_probs"], 0) if "top_probs" in A else None)
-ent = as_grid(A["entropy"]) if "entropy" in A else None
-base = prob if prob is not None else ent
-L, T = base.shape
-layers = layer_labels(r, L)
-# Top-1 token per (layer, position): from the summary grid, else from the top_k table.
-top1 = S.get("top1_tokens")
-if isinstance(S.get("top1"), dict):
-    top1 = S["top1"].get("tokens")
-if top1 is None and "top_k" in r["tables"]:
-    df = r["tables"]["top_k"]
-    first = df.sort_values("rank").groupby(["layer", "position"], sort=False).first()
-    lookup = {(str(l), int(p)): tok for (l, p), tok in first["token"].items()}
-    top1 = [[lookup.get((layers[i], j), lookup.get((str(i), j))) for j in range(T)] for i in range(L)]
-cols = tokens if len(tokens) == T else list(range(T))
-for m, title, cmap, vmax in ((prob, "top-1 probability", "viridis", 1.0), (ent, "entropy (nats)", "magma", None)):
-    if m is None:
-        continue
-    fig, ax = plt.subplots(figsize=(min(2.5 + 0.75 * T, 40), 1.5 + 0.45 * L))
-    heatmap(ax, m, layers, cols, cmap, 0, vmax, text=top1)
-    ax.set_xlabel("position (input token)")
-    ax.set_ylabel("layer")
-    ax.set_title(f"Logit lens: top-1 token, colour = {title}")
-    plt.show()
-metrics = [n for n, a in A.items() if a.dtype.kind in "fi" and np.squeeze(a).shape in ((L, T), (L,))
-           and n not in ("top_ids", "tokens", "targets")]
-per_layer_curves({n: np.squeeze(A[n]) for n in metrics}, metrics, layers)
-if "top_k" in r["tables"]:
-    display(r["tables"]["top_k"].head(30))
-show_generic(r, skip=set(metrics) | {"top_probs", "top_ids", "tokens", "targets", "top1_prob", "entropy", "top_k"})
-)PY";
-  if (kind == "projection" || kind == "project")
-    return load + R"PY(scores = as_grid(A["scores"], 0) if "scores" in A else None
-drawn = {"scores", "token_ids"}
-if scores is not None:
-    L, P = scores.shape
-    layers = layer_labels(r, L)
-    positions = r["settings"].get("positions") or list(range(P))
-    tokens = input_tokens(r)
-    cols = [tokens[p] if p < len(tokens) else str(p) for p in positions]
-    top1 = None
-    if "top_k" in r["tables"]:
-        df = r["tables"]["top_k"]
-        first = df.sort_values("rank").groupby(["layer", "position"], sort=False).first()
-        lookup = {(str(l), int(p)): tok for (l, p), tok in first["token"].items()}
-        top1 = [[lookup.get((layers[i], positions[j])) for j in range(P)] for i in range(L)]
-    fig, ax = plt.subplots(figsize=(min(2.5 + 0.9 * P, 40), 1.5 + 0.45 * L))
-    heatmap(ax, scores, layers, cols, "viridis", text=top1)
-    ax.set_xlabel("position (input token)")
-    ax.set_ylabel("layer")
-    ax.set_title("Top-1 token per layer and position (colour = score)")
-    plt.show()
-    if "norms" in A:
-        fig, ax = plt.subplots(figsize=(min(2.5 + 0.9 * P, 40), 1.5 + 0.45 * L))
-        heatmap(ax, as_grid(A["norms"]), layers, cols, "viridis")
-        ax.set_title("Norm of the hidden state")
-        plt.show()
-        drawn.add("norms")
-show_generic(r, skip=drawn)
-)PY";
-  if (kind == "heads")
-    return load + R"PY(circuits = r["tables"].get("circuits")
-if circuits is not None and {"layer", "head"} <= set(circuits.columns):
-    kinds = list(circuits["kind"].unique()) if "kind" in circuits.columns else [None]
-    for metric in [m for m in ("copying_score", "weight_copying_score") if m in circuits.columns]:
-        fig, axes = plt.subplots(1, len(kinds), figsize=(5.5 * len(kinds), 4), squeeze=False)
-        for ax, kind in zip(axes[0], kinds):
-            sub = circuits if kind is None else circuits[circuits["kind"] == kind]
-            grid = sub.pivot_table(index="layer", columns="head", values=metric, aggfunc="first")
-            heatmap(ax, grid.values, list(grid.index), list(grid.columns), "RdBu_r", -1, 1)
-            ax.set_xlabel("head")
-            ax.set_ylabel("layer")
-            ax.set_title(f"{kind or ''} {metric.replace('_', ' ')}")
-        fig.tight_layout()
-        plt.show()
-show_generic(r, skip={"circuit_index", "pair_ids", "pair_values", "per_token_ids", "per_token_values",
-                      "copying_score", "weight_copying_score"})
-)PY";
-  if (kind == "logit_lens_corpus")
-    return load + R"PY(per_layer = [n for n, a in A.items() if np.squeeze(a).ndim == 1 and a.dtype.kind == "f"]
-n = len(np.squeeze(A[per_layer[0]])) if per_layer else 0
-per_layer = [p for p in per_layer if len(np.squeeze(A[p])) == n]
-per_layer_curves({p: np.squeeze(A[p]) for p in per_layer}, per_layer, layer_labels(r, n))
-show_generic(r, skip=set(per_layer))
-)PY";
-  if (kind == "spectrum")
-    return load + R"PY(drawn = set()
-sv = next((A[n] for n in ("all_singular_values", "singular_values", "eigenvalues", "spectrum") if n in A), None)
-fig, axes = plt.subplots(1, 3, figsize=(16, 4))
-if sv is not None:
-    axes[0].semilogy(np.arange(1, sv.size + 1), sv, marker="." if sv.size <= 64 else None, label="singular values")
-    if "covariance_eigenvalues" in A:
-        ev = np.clip(A["covariance_eigenvalues"], 0, None)
-        axes[0].semilogy(np.arange(1, ev.size + 1), np.sqrt(ev), label="sqrt covariance eigenvalues (centred)")
-    axes[0].set_title("Singular value spectrum")
-    axes[0].set_xlabel("index")
-    axes[0].legend(fontsize=8)
-    drawn |= {"all_singular_values", "singular_values", "covariance_eigenvalues", "eigenvalues", "spectrum"}
-evr = next((A[n] for n in ("explained_variance_ratio", "explained_variance", "energy_ratio") if n in A), None)
-if evr is not None:
-    x = np.arange(1, evr.size + 1)
-    axes[1].plot(x, evr, label="explained variance ratio")
-    axes[1].plot(x, np.cumsum(np.nan_to_num(evr)), label="cumulative")
-    axes[1].set_ylim(0, 1.02)
-    axes[1].set_title("Explained variance")
-    axes[1].set_xlabel("component")
-    axes[1].legend(fontsize=8)
-    drawn |= {"explained_variance_ratio", "explained_variance", "energy_ratio"}
-norms = A.get("row_norms", A.get("norms"))
-if norms is not None:
-    axes[2].plot(np.linspace(0, 100, norms.size), np.sort(norms))
-    axes[2].set_title("Row norms (sorted)")
-    axes[2].set_xlabel("percentile of rows")
-    drawn |= {"row_norms", "norms"}
-for ax in axes:
-    ax.grid(alpha=0.3)
-fig.tight_layout()
-plt.show()
-show_generic(r, skip=drawn | {"right_vectors", "left_vectors", "mean_row"})
-)PY";
-  if (kind == "positions")
-    return load + R"PY(drawn = set()
-for name, a in A.items():
-    m = as_grid(a)
-    if m is None or m.shape[0] != m.shape[1] or m.shape[0] < 2:
-        continue
-    cosine = "cos" in name or "sim" in name
-    fig, ax = plt.subplots(figsize=(6.5, 5.5))
-    heatmap(ax, m, cmap="RdBu_r" if cosine or np.nanmin(m) < 0 else "viridis",
-            vmin=-1 if cosine else None, vmax=1 if cosine else None)
-    ax.set_title(name.replace("_", " "))
-    ax.set_xlabel("position")
-    ax.set_ylabel("position")
-    plt.show()
-    drawn.add(name)
-fig, axes = plt.subplots(1, 3, figsize=(16, 3.6))
-if "pc_scores" in A:
-    pcs = np.asarray(A["pc_scores"])
-    for c in range(min(6, pcs.shape[1])):
-        axes[0].plot(pcs[:, c], label=f"PC {c + 1}")
-    axes[0].set_title("Positions along the top principal components")
-    axes[0].set_xlabel("position")
-    axes[0].legend(fontsize=8)
-    drawn.add("pc_scores")
-if "cosine_by_offset" in A:
-    axes[1].plot(A["cosine_by_offset"])
-    axes[1].set_title("Cosine by positional offset")
-    axes[1].set_xlabel("offset |i - j|")
-    drawn.add("cosine_by_offset")
-sv = A.get("all_singular_values", A.get("singular_values"))
-if sv is not None:
-    axes[2].semilogy(np.arange(1, sv.size + 1), sv, label="singular values")
-    if "explained_variance_ratio" in A:
-        ax2 = axes[2].twinx()
-        ax2.plot(np.arange(1, A["explained_variance_ratio"].size + 1), np.cumsum(A["explained_variance_ratio"]),
-                 color="C1", label="cumulative explained variance")
-        ax2.set_ylim(0, 1.02)
-    axes[2].set_title("Spectrum of the positional embedding")
-    drawn |= {"all_singular_values", "singular_values", "explained_variance_ratio"}
-for ax in axes:
-    ax.grid(alpha=0.3)
-fig.tight_layout()
-plt.show()
-show_generic(r, skip=drawn)
-)PY";
-  if (kind == "anisotropy")
-    return load + R"PY(drawn = set()
-h = next((A[n] for n in ("cosine_histogram", "histogram", "hist", "counts") if n in A), None)
-if h is not None:
-    edges = next((A[n] for n in ("bin_edges", "edges", "bins") if n in A), None)
-    fig, ax = plt.subplots(figsize=(7, 3.2))
-    if edges is not None and edges.size == h.size + 1:
-        ax.stairs(h, edges, fill=True, alpha=0.6)
-        ax.set_xlabel("cosine similarity")
-    else:
-        ax.plot(h)
-    ax.set_title("Distribution of pairwise cosines")
-    ax.grid(alpha=0.3)
-    plt.show()
-    drawn |= {"cosine_histogram", "histogram", "hist", "counts", "bin_edges", "edges", "bins"}
-if "removed" in r["tables"]:
-    df = r["tables"]["removed"]
-    num = df[pd.to_numeric(df["removed_components"], errors="coerce").notna()]
-    if len(num) >= 2:
-        fig, ax = plt.subplots(figsize=(6, 3))
-        ax.plot(pd.to_numeric(num["removed_components"]), num["mean_cosine"], marker="o")
-        ax.set_xlabel("top components removed")
-        ax.set_ylabel("mean cosine")
-        ax.set_title("Anisotropy after removing the top components")
-        ax.grid(alpha=0.3)
-        plt.show()
-print(json.dumps({k: v for k, v in S.items() if not isinstance(v, (list, dict))}, indent=1))
-show_generic(r, skip=drawn)
-)PY";
-  // heads, neurons, project, neighbours, knn and any new kind: tables grouped by their keys, arrays drawn
-  // by shape.
-  return load + "show_generic(r)\n";
+  const ResultKind* k = result_kinds().find(kind);
+  return load + (k && !k->notebook_code.empty() ? k->notebook_code : std::string("show_generic(r)\n"));
 }
 
-std::string kind_title(const std::string& kind) {
-  static const std::map<std::string, std::string> titles = {
-      {"logit_lens", "Logit lens"},           {"logit_lens_corpus", "Logit lens over a corpus"},
-      {"heads", "Attention heads"},           {"neurons", "MLP neurons"},
-      {"project", "Projection"},              {"projection", "Hidden states in vocabulary space"},
-      {"spectrum", "Spectrum"},
-      {"anisotropy", "Anisotropy"},           {"neighbours", "Nearest neighbours"},
-      {"knn", "Nearest neighbours"},          {"positions", "Positional embeddings"}};
-  auto it = titles.find(kind);
-  return it != titles.end() ? it->second : kind;
+std::string notebook_title(const std::string& kind) {
+  const ResultKind* k = result_kinds().find(kind);
+  return k && !k->notebook_title.empty() ? k->notebook_title : kind;
 }
 
 }  // namespace
@@ -480,7 +278,7 @@ std::string render_notebook(const std::vector<Result>& results_in, const std::st
   std::string intro = "# " + md_inline(title) + "\n\n";
   intro += "Written by vocablens " VOCABLENS_VERSION ". Each section reloads one result from this run directory "
            "(`<kind>.json`, `<kind>.<array>.npy`, `<kind>.<table>.csv`) and redraws the figures of `report.html`.\n\n";
-  for (const auto& r : results) intro += "- " + md_inline(kind_title(r.kind)) + " (`" + r.kind + "`)\n";
+  for (const auto& r : results) intro += "- " + md_inline(notebook_title(r.kind)) + " (`" + r.kind + "`)\n";
   add_md(intro);
   add_code(kPrelude);
   for (const auto& r : results) {
@@ -489,7 +287,7 @@ std::string render_notebook(const std::vector<Result>& results_in, const std::st
     for (char c : r.kind)
       if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) safe = false;
     if (!safe) throw FormatError(r.kind, "result kind is not a plain name; cannot write a notebook cell for it");
-    std::string md = "## " + md_inline(kind_title(r.kind)) + " (`" + r.kind + "`)\n\n";
+    std::string md = "## " + md_inline(notebook_title(r.kind)) + " (`" + r.kind + "`)\n\n";
     const auto& s = r.settings;
     if (s.is_object() && s.contains("prompt") && s["prompt"].is_string())
       md += "Prompt:\n\n" + md_pre(s["prompt"].get<std::string>()) + "\n\n";

@@ -149,18 +149,15 @@ NdArray read_npy(const std::string& path) {
   return a;
 }
 
-std::string encode_npy(const NdArray& a) {
-  size_t item = npy_itemsize(a.dtype);
-  if (a.bytes.size() != static_cast<size_t>(a.numel()) * item)
-    throw UsageError("npy encode: " + std::to_string(a.bytes.size()) + " bytes do not match shape");
+std::string npy_header(const std::string& dtype, const std::vector<int64_t>& shape_in) {
   std::string shape = "(";
-  for (size_t i = 0; i < a.shape.size(); ++i) {
-    shape += std::to_string(a.shape[i]);
-    if (a.shape.size() == 1 || i + 1 < a.shape.size()) shape += ",";
-    if (i + 1 < a.shape.size()) shape += " ";
+  for (size_t i = 0; i < shape_in.size(); ++i) {
+    shape += std::to_string(shape_in[i]);
+    if (shape_in.size() == 1 || i + 1 < shape_in.size()) shape += ",";
+    if (i + 1 < shape_in.size()) shape += " ";
   }
   shape += ")";
-  std::string dict = "{'descr': '" + a.dtype + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string dict = "{'descr': '" + dtype + "', 'fortran_order': False, 'shape': " + shape + ", }";
   bool v2 = dict.size() + 11 > 65535;
   size_t pre = v2 ? 12 : 10;
   size_t total = pre + dict.size() + 1;
@@ -177,9 +174,24 @@ std::string encode_npy(const NdArray& a) {
     out.push_back(static_cast<char>((hl >> 16) & 0xff));
     out.push_back(static_cast<char>((hl >> 24) & 0xff));
   }
-  out += dict;
+  return out + dict;
+}
+
+std::string encode_npy(const NdArray& a) {
+  size_t item = npy_itemsize(a.dtype);
+  if (a.bytes.size() != static_cast<size_t>(a.numel()) * item)
+    throw UsageError("npy encode: " + std::to_string(a.bytes.size()) + " bytes do not match shape");
+  std::string out = npy_header(a.dtype, a.shape);
   out.append(reinterpret_cast<const char*>(a.bytes.data()), a.bytes.size());
   return out;
+}
+
+void write_npy(const std::string& path, const std::string& dtype, const std::vector<int64_t>& shape, const void* data,
+               size_t nbytes) {
+  AtomicWriter w(path);
+  w.write(npy_header(dtype, shape));
+  w.write(std::string_view(static_cast<const char*>(data), nbytes));
+  w.commit();
 }
 
 void write_npy(const std::string& path, const NdArray& a) { write_file_atomic(path, encode_npy(a)); }

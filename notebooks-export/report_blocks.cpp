@@ -27,26 +27,6 @@ std::string pretty_name(const std::string& s) {
   return o;
 }
 
-std::string kind_title(const std::string& kind) {
-  static const std::map<std::string, std::string> titles = {
-      {"logit_lens", "Logit lens"},
-      {"logit_lens_corpus", "Logit lens over a corpus"},
-      {"heads", "Attention heads in vocabulary space"},
-      {"neurons", "MLP neurons in vocabulary space"},
-      {"project", "Projection into vocabulary space"},
-      {"projection", "Hidden states projected into vocabulary space"},
-      {"spectrum", "Spectrum"},
-      {"anisotropy", "Anisotropy"},
-      {"neighbours", "Nearest neighbours"},
-      {"knn", "Nearest-neighbour graph"},
-      {"positions", "Positional embeddings"}};
-  auto it = titles.find(kind);
-  if (it != titles.end()) return it->second;
-  std::string t = pretty_name(kind);
-  if (!t.empty()) t[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(t[0])));
-  return t;
-}
-
 bool is_token_column(const std::string& c) {
   static const std::set<std::string> names = {"token", "tokens", "src", "dst", "src_token", "dst_token",
                                               "query", "key", "neighbour", "neighbor", "input", "output",
@@ -121,22 +101,81 @@ std::string tok_html(const std::string& t) {
   return "<code class=\"tok\" title=\"" + esc(t) + "\">" + esc(visible(t)) + "</code>";
 }
 
-std::string value_html(const json& v, bool token_like) {
+namespace {
+
+// An array of objects with the same keys and primitive (or short array) values: rows of a table; its keys.
+bool uniform_records(const json& v, std::vector<std::string>& keys) {
+  if (!v.is_array() || v.empty() || !v[0].is_object() || v[0].empty()) return false;
+  keys.clear();
+  for (auto it = v[0].begin(); it != v[0].end(); ++it) keys.push_back(it.key());
+  for (const auto& row : v) {
+    if (!row.is_object() || row.size() != keys.size()) return false;
+    for (const auto& k : keys) {
+      auto it = row.find(k);
+      if (it == row.end() || !(it->is_primitive() || (it->is_array() && it->size() <= 32))) return false;
+    }
+  }
+  return true;
+}
+
+std::string more_note(size_t shown, size_t total, const char* what) {
+  return total > shown ? fmt::format("<p class=\"note\">first {} of {} {} (all in the result's JSON file)</p>", shown, total, what)
+                       : std::string();
+}
+
+// Issue #16: nested summary values were shown as folded raw JSON. Objects become nested key/value lists,
+// arrays of records small tables, other arrays lists, each cut to its first entries with a note; below four
+// levels a value is one line of compact JSON.
+std::string value_html_at(const json& v, bool token_like, int depth) {
   if (v.is_string()) return token_like ? tok_html(v.get<std::string>()) : esc(v.get<std::string>());
   if (v.is_number()) return "<span class=\"num\">" + esc(num(v.get<double>())) + "</span>";
   if (v.is_null()) return "<span class=\"null\">—</span>";
   if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
-  if (v.is_array() && v.size() <= 32 &&
-      std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_primitive(); })) {
-    std::string s = "[";
-    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + value_html(v[i], token_like);
-    return s + "]";
+  if (v.is_binary()) return "<span class=\"null\">(binary)</span>";
+  if (v.empty()) return v.is_array() ? "[]" : "{}";
+  if (depth >= 4) {
+    std::string d = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (d.size() > 300) d = d.substr(0, 300) + "…";
+    return "<code>" + esc(d) + "</code>";
   }
-  std::string d = v.dump(1, ' ', false, json::error_handler_t::replace);
-  if (d.size() > 20000) d = d.substr(0, 20000) + "\n…";
-  return "<details><summary>" + esc(v.is_array() ? fmt::format("{} items", v.size()) : fmt::format("{} keys", v.size())) +
-         "</summary><pre>" + esc(d) + "</pre></details>";
+  if (v.is_array() && std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_primitive(); })) {
+    const size_t n = std::min<size_t>(v.size(), 32);
+    std::string s = "[";
+    for (size_t i = 0; i < n; ++i) s += (i ? ", " : "") + value_html_at(v[i], token_like, depth + 1);
+    return s + (v.size() > n ? fmt::format(", … ] <span class=\"note\">({} items)</span>", v.size()) : std::string("]"));
+  }
+  std::vector<std::string> keys;
+  if (uniform_records(v, keys) && keys.size() <= 12) {
+    const size_t n = std::min<size_t>(v.size(), 50);
+    std::string s = "<div class=\"scroll\"><table class=\"mini\"><thead><tr>";
+    for (const auto& k : keys) s += "<th>" + esc(pretty_name(k)) + "</th>";
+    s += "</tr></thead><tbody>";
+    for (size_t i = 0; i < n; ++i) {
+      s += "<tr>";
+      for (const auto& k : keys)
+        s += "<td>" + value_html_at(v[i].at(k), token_like || k.find("token") != std::string::npos || k == "text", depth + 1) + "</td>";
+      s += "</tr>";
+    }
+    return s + "</tbody></table></div>" + more_note(n, v.size(), "rows");
+  }
+  if (v.is_object()) {
+    std::string s = "<dl class=\"kv\">";
+    size_t i = 0;
+    for (auto it = v.begin(); it != v.end() && i < 64; ++it, ++i) {
+      bool tokish = token_like || it.key().find("token") != std::string::npos;
+      s += "<dt>" + esc(pretty_name(it.key())) + "</dt><dd>" + value_html_at(it.value(), tokish, depth + 1) + "</dd>";
+    }
+    return s + "</dl>" + more_note(i, v.size(), "keys");
+  }
+  const size_t n = std::min<size_t>(v.size(), 32);
+  std::string s = "<ul class=\"sub\">";
+  for (size_t i = 0; i < n; ++i) s += "<li>" + value_html_at(v[i], token_like, depth + 1) + "</li>";
+  return s + "</ul>" + more_note(n, v.size(), "items");
 }
+
+}  // namespace
+
+std::string value_html(const json& v, bool token_like) { return value_html_at(v, token_like, 0); }
 
 std::string kv_list(const json& obj, const std::set<std::string>& skip) {
   if (!obj.is_object() || obj.empty()) return "";
@@ -444,6 +483,85 @@ void curves_per_layer(Section& sec, const std::vector<std::pair<std::string, con
     figs += "<div class=\"chartbox\">" + figure(pretty_name(name) + " per layer", svg_line_chart(c), "", false) + "</div>";
   }
   if (!figs.empty()) sec.html += "<h3>Per-layer curves</h3><div class=\"charts\">" + figs + "</div>";
+}
+
+void spectrum_figures(Section& sec) {
+  const Result& r = sec.r;
+  const NdArray* sv = sec.array({"all_singular_values", "singular_values", "eigenvalues", "spectrum", "values"});
+  std::string figs;
+  if (sv && squeezed_shape(*sv).size() == 1) {
+    LineChart c;
+    c.series.push_back({"singular values", as_vector(*sv)});
+    if (const NdArray* ev = sec.array({"covariance_eigenvalues"}))
+      if (squeezed_shape(*ev).size() == 1) {
+        std::vector<double> v = as_vector(*ev);
+        for (auto& x : v) x = x > 0 ? std::sqrt(x) : kNaN;
+        c.series.push_back({"√ covariance eigenvalues (centred)", v});
+        sec.use(ev);
+      }
+    c.log_y = true;
+    c.x0 = 0;  // 0-based like the singular_values table and the arrays (issue #16: the plot counted from 1)
+    c.x_label = "index (0-based)";
+    c.y_label = "value (log scale)";
+    c.points = sv->numel() <= 64;
+    figs += "<div class=\"chartbox\">" + figure("Singular value spectrum", svg_line_chart(c), "", false) + "</div>";
+    sec.use(sv);
+    if (const NdArray* k = sec.array({"singular_values"})) sec.use(k);
+  }
+  const NdArray* evr = sec.array({"explained_variance_ratio", "explained_variance", "energy_ratio"});
+  if (evr && squeezed_shape(*evr).size() == 1) {
+    std::vector<double> v = as_vector(*evr), cum;
+    double s = 0;
+    for (double x : v) cum.push_back(s += std::isfinite(x) ? x : 0);
+    LineChart c;
+    c.series = {{"explained variance ratio", v}, {"cumulative", cum}};
+    c.x0 = 0;
+    c.x_label = "component (0-based)";
+    c.y_label = "fraction of variance";
+    c.y_min = 0;
+    c.y_max = 1;
+    c.points = v.size() <= 64;
+    figs += "<div class=\"chartbox\">" + figure("Explained variance", svg_line_chart(c), "", false) + "</div>";
+    sec.use(evr);
+    if (const NdArray* e = sec.array({"energy_ratio"})) {
+      if (e != evr && squeezed_shape(*e).size() == 1) {
+        std::vector<double> ev = as_vector(*e), ecum;
+        double t = 0;
+        for (double x : ev) ecum.push_back(t += std::isfinite(x) ? x : 0);
+        LineChart d;
+        d.series = {{"σ² / ‖M‖²", ev}, {"cumulative", ecum}};
+        d.x0 = 0;
+        d.x_label = "singular direction (0-based)";
+        d.y_label = "fraction of energy";
+        d.y_min = 0;
+        d.y_max = 1;
+        figs += "<div class=\"chartbox\">" + figure("Energy of the top singular directions (uncentred)", svg_line_chart(d), "", false) + "</div>";
+        sec.use(e);
+      }
+    }
+  }
+  if (const NdArray* rn = sec.array({"row_norms", "norms"})) {
+    if (squeezed_shape(*rn).size() == 1 && rn->numel() > 1) {
+      // Sorted norms: a distribution curve that stays readable for 50k tokens.
+      std::vector<double> v = as_vector(*rn);
+      std::sort(v.begin(), v.end());
+      std::vector<double> sampled;
+      size_t n = v.size(), m = std::min<size_t>(n, 400);
+      for (size_t i = 0; i < m; ++i) sampled.push_back(v[i * (n - 1) / std::max<size_t>(1, m - 1)]);
+      LineChart c;
+      c.series = {{"row norm (sorted)", sampled}};
+      c.x_label = "quantile (" + std::to_string(m) + " samples of " + std::to_string(n) + " rows)";
+      c.y_label = "Euclidean norm";
+      c.points = false;
+      for (size_t i = 0; i < m; ++i) c.x_labels.push_back(num(std::round(100.0 * i / std::max<size_t>(1, m - 1))) + "%");
+      figs += "<div class=\"chartbox\">" + figure("Row norms", svg_line_chart(c), "", false) + "</div>";
+      sec.use(rn);
+    }
+  }
+  if (!figs.empty()) sec.html += "<div class=\"charts\">" + figs + "</div>";
+  // Direction vectors are big and not worth a heatmap by default.
+  for (const char* n : {"right_vectors", "left_vectors", "mean_row"})
+    if (r.arrays.count(n)) sec.used_arrays.insert(n);
 }
 
 }  // namespace vocablens::report_detail

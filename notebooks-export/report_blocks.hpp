@@ -2,8 +2,9 @@
 // kind's section is made of (figures, token strips, key/value lists, sortable tables, cards, heatmaps of
 // arrays, curves per layer) and the tolerant readers of a Result's JSON they rely on.
 //
-// The page and the per-kind sections are in report_html.cpp; the SVG figures in report_svg.hpp. Every
-// string argument is raw text: the builders escape it.
+// The page is report_html.cpp; each kind's own figures are drawn by its slice (analyses/<slice>_report.cpp,
+// registered in vocablens/result_kinds.hpp); the SVG figures are in report_svg.hpp. Every string argument
+// is raw text: the builders escape it.
 //
 //   report_detail::Section sec{result, opts};
 //   sec.html += report_detail::kv_list(result.settings);
@@ -21,6 +22,7 @@
 
 #include "report_svg.hpp"
 #include "vocablens/report.hpp"
+#include "vocablens/result_kinds.hpp"
 
 namespace vocablens::report_detail {
 
@@ -63,8 +65,6 @@ struct TopK {
 std::string cell_string(const json& v);
 
 std::string pretty_name(const std::string& s);
-
-std::string kind_title(const std::string& kind);
 
 bool is_token_column(const std::string& c);
 
@@ -111,5 +111,9 @@ std::vector<std::vector<std::string>> string_grid(const Result& r, std::initiali
 
 void curves_per_layer(Section& sec, const std::vector<std::pair<std::string, const NdArray*>>& metrics,
                       const std::vector<std::string>& layers);
+
+// The figures of a spectrum (spectrum and positions kinds): singular values (with √ covariance eigenvalues),
+// explained variance, energy of the top directions, sorted row norms; direction vectors marked as used.
+void spectrum_figures(Section& sec);
 
 }  // namespace vocablens::report_detail

@@ -62,3 +62,14 @@ TEST_CASE("--help lists the commands and explains MODEL", "[cli]") {
   CHECK(out.find("generate") != std::string::npos);
   CHECK(out.find("llama2.c") != std::string::npos);
 }
+
+TEST_CASE("--help of every analysis command (and demo) shows --no-color, not CLI11's --no-color{false}", "[cli]") {
+  // Issue #16: the default-value syntax of the flag's definition leaked into every command's help.
+  for (const char* cmd : {"lens", "heads", "neurons", "project", "spectrum", "neighbours", "knn", "positions", "demo"}) {
+    INFO(cmd);
+    std::string out = run_ok(std::string(cmd) + " --help");
+    if (std::string(cmd) != "demo") CHECK(out.find("--no-color") != std::string::npos);
+    CHECK(out.find("{false}") == std::string::npos);
+    CHECK(out.find("{true}") == std::string::npos);
+  }
+}

@@ -1,5 +1,5 @@
 // `vocablens demo`: trains the small GPT (and skip-gram vectors) on the synthetic corpus, runs every analysis,
-// writes results and the report — and the analyses find the structure planted in the corpus:
+// writes results, the report and the notebook — and the analyses find the structure planted in the corpus:
 //  1. logit lens: the attribute of a fact prompt ("the capital of france is" -> " paris") is the top-1
 //     token at the last layer for >= 90% of the world's 118 facts, and at the embedding for none;
 //  2. heads: at least one head's OV circuit (W_E W_V W_O W_U) has a copying score >= 0.5 (at initialisation
@@ -9,6 +9,7 @@
 //  4. copying lines: the repeated words of held-out "repeat ... : ..." lines are top-1 at the last layer
 //     for >= 90% of positions, and at layer 0 for <= 20% (copying needs the two layers to compose).
 //  0. the training loss (mean of the last 50 steps) falls below 1.0 nats/token (from 6.66 at step 1).
+// The checks are the planted-structure slice's own (vocablens/planted.hpp), run here on the demo's model.
 // One training run: the demo's own configuration with 1000 instead of 1200 steps (about a minute on 2 cores).
 #include <filesystem>
 
@@ -19,6 +20,7 @@
 #include "vocablens/lens.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/neighbours.hpp"
+#include "vocablens/planted.hpp"
 #include "vocablens/synthetic.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/train.hpp"
@@ -40,11 +42,13 @@ TEST_CASE("demo: one directory of results, and the analyses find what was plante
   REQUIRE(rc == 0);
   CHECK(out.find("Where to look") != std::string::npos);
   CHECK(out.find("report.html") != std::string::npos);
+  CHECK(out.find("vocablens.ipynb") != std::string::npos);  // issue #16: the demo writes the notebook too
   for (const char* f : {"corpus.txt", "model/config.json", "model/model.safetensors", "model/vocab.json", "model/merges.txt",
                         "model/train_log.json", "skipgram/embeddings.safetensors", "results/training.json",
                         "results/logit_lens.json", "results/logit_lens_corpus.json", "results/heads.json",
                         "results/neurons.json", "results/spectrum.json", "results/anisotropy.json", "results/positions.json",
-                        "results/neighbours.json", "results/planted_structure.json", "results/report.html"}) {
+                        "results/neighbours.json", "results/planted_structure.json", "results/report.html",
+                        "results/vocablens.ipynb"}) {
     INFO(f);
     CHECK(fs::exists(dir + "/" + f));
   }
@@ -60,26 +64,16 @@ TEST_CASE("demo: one directory of results, and the analyses find what was plante
   vocablens::Model m = vocablens::load_model(dir + "/model");
   auto tok = vocablens::load_tokenizer_for(dir + "/model");
   vocablens::SyntheticCorpus world = vocablens::synthetic_corpus({});
-  auto word = [&](const std::string& w) {
-    auto id = tok->token_to_id(" " + w);
-    REQUIRE(id.has_value());
-    return *id;
-  };
+  // Every word of the world that the checks look up is one token of the trained BPE (" paris").
+  for (const auto& f : world.facts) REQUIRE(tok->token_to_id(" " + f.answer).has_value());
+  for (const char* cls : {"country", "city", "animal", "fruit"})
+    for (const auto& w : vocablens::synthetic_class_members(cls)) REQUIRE(tok->token_to_id(" " + w).has_value());
 
   {  // 1. logit lens: attributes of fact prompts at the last layer, not at the embedding
-    vocablens::EncodeOptions eo;
-    eo.add_bos = false;
-    int last = 0, embed = 0, n = 0;
-    for (const auto& f : world.facts) {
-      vocablens::LensOptions lo;
-      lo.top_k = 1;
-      lo.target = word(f.answer);
-      auto L = vocablens::logit_lens(m, tok->encode(f.prompt, eo), lo);
-      const int64_t T = L.n_positions();
-      last += L.top_id(L.n_layers() - 1, T - 1, 0) == word(f.answer);
-      embed += L.top_id(0, T - 1, 0) == word(f.answer);
-      ++n;
-    }
+    auto fc = vocablens::check_facts(m, *tok, world);
+    const int64_t last = fc.correct_by_layer.back(), embed = fc.correct_by_layer.front(), n = fc.n;
+    REQUIRE(n == static_cast<int64_t>(world.facts.size()));
+    REQUIRE(fc.layer_labels.front() == "embed");
     INFO("top-1 at the last layer " << last << "/" << n << ", at the embedding " << embed << "/" << n);
     CHECK(last >= 0.9 * n);
     CHECK(embed == 0);
@@ -91,9 +85,7 @@ TEST_CASE("demo: one directory of results, and the analyses find what was plante
     ho.top_k = 5;
     ho.inverse = vocablens::InverseKind::Embed;
     ho.pinv.use_cache = false;
-    auto a = vocablens::analyze_heads(m, ho, tok.get());
-    double best = -1;
-    for (auto& c : a.circuits) best = std::max(best, c.copying_score);
+    const double best = vocablens::check_ov_copying(vocablens::analyze_heads(m, ho, tok.get())).best;
     // The same architecture freshly initialised (seed 1): no head copies.
     vocablens::TrainOptions init;
     init.d_model = m.config().d_model;
@@ -102,8 +94,7 @@ TEST_CASE("demo: one directory of results, and the analyses find what was plante
     init.n_ctx = m.config().n_ctx;
     auto cfg0 = vocablens::gpt_config(init, m.config().vocab_size);
     vocablens::Model m0(cfg0, vocablens::init_gpt_parameters(cfg0, 1).weights, "init");
-    double best0 = -1;
-    for (auto& c : vocablens::analyze_heads(m0, ho, tok.get()).circuits) best0 = std::max(best0, c.copying_score);
+    const double best0 = vocablens::check_ov_copying(vocablens::analyze_heads(m0, ho, tok.get())).best;
     INFO("best OV copying score " << best << " (at initialisation " << best0 << ")");
     CHECK(best >= 0.5);
     CHECK(best0 < 0.3);
@@ -111,21 +102,12 @@ TEST_CASE("demo: one directory of results, and the analyses find what was plante
 
   {  // 3. skip-gram: neighbours of an entity are entities of its class
     auto wv = vocablens::load_word_vectors(dir + "/skipgram");
+    auto nc = vocablens::check_neighbours(wv.vectors, *tok, world, 5);
     for (const char* cls : {"country", "city", "animal", "fruit"}) {
-      int same = 0, all = 0;
-      for (const auto& w : vocablens::synthetic_class_members(cls)) {
-        vocablens::NeighbourOptions no;
-        no.k = 5;
-        auto nb = vocablens::neighbours(wv.vectors, tok.get(), "#" + std::to_string(word(w)), no);
-        for (auto& x : nb.neighbours) {
-          std::string t = tok->token_bytes(x.id);
-          if (!t.empty() && t[0] == ' ') t = t.substr(1);
-          auto it = world.classes.find(t);
-          same += it != world.classes.end() && it->second == cls;
-          ++all;
-        }
-      }
+      REQUIRE(nc.by_class.count(cls));
+      const auto [same, all] = nc.by_class.at(cls);
       INFO(cls << ": " << same << "/" << all << " of the 5 nearest are of the same class");
+      CHECK(all == 5 * static_cast<int64_t>(vocablens::synthetic_class_members(cls).size()));
       CHECK(same >= 0.8 * all);
     }
   }
@@ -136,6 +118,12 @@ TEST_CASE("demo: one directory of results, and the analyses find what was plante
     INFO(c.dump());
     CHECK(c["1"].get<double>() >= 0.9);
     CHECK(c["0"].get<double>() <= 0.2);
+    // The check itself, run here on the same held-out lines as the demo (seed 1 + 2000, 100 lines).
+    auto cc = vocablens::check_copying(m, *tok, 2001, 100);
+    REQUIRE(cc.n > 100);
+    REQUIRE(cc.layer_labels.size() == cc.correct_by_layer.size());
+    CHECK(cc.accuracy().back() >= 0.9);
+    CHECK(cc.by_label()["0"].get<double>() <= 0.2);
   }
 
   {  // the demo's own summary agrees
@@ -152,4 +140,10 @@ TEST_CASE("demo: --help explains the options", "[demo]") {
   std::string out;
   REQUIRE(vl_test::run_command(cli + " demo --help", out) == 0);
   for (const char* opt : {"--out", "--steps", "--report", "--positions", "--seed"}) CHECK(out.find(opt) != std::string::npos);
+  // Issue #16: both helps said "about 2 minutes"; the demo takes 35-40 s on 2 cores (docs/benchmarks.md).
+  CHECK(out.find("about 35-40 s on 2 cores") != std::string::npos);
+  CHECK(out.find("2 minutes") == std::string::npos);
+  REQUIRE(vl_test::run_command(cli + " --help", out) == 0);
+  CHECK(out.find("about 35-40 s on 2 cores") != std::string::npos);
+  CHECK(out.find("2 minutes") == std::string::npos);
 }

@@ -12,8 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include "fixtures.hpp"
+#include "real_results.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/export.hpp"
+#include "vocablens/lens_corpus.hpp"
+#include "vocablens/model.hpp"
 #include "vocablens/notebook.hpp"
 #include "vocablens/report.hpp"
 
@@ -47,14 +50,29 @@ std::string joined_source(const json& cell) {
   return s;
 }
 
+// The kind name of the corpus lens, as that analysis writes it (on a two-line text with gpt2-tiny).
+std::string corpus_kind() {
+  static const std::string kind = [] {
+    std::string dir = vl_test::fixture("gpt2-tiny");
+    REQUIRE(!dir.empty());
+    vocablens::init_runtime();
+    auto m = vocablens::load_model(dir);
+    auto tok = vocablens::load_tokenizer_for(dir);
+    std::string path = vl_test::temp_dir("nb-corpus") + "/c.txt";
+    vl_test::write_file(path, "The Eiffel Tower is in Paris.\nIt is made of iron.\n");
+    return vocablens::logit_lens_corpus(m, *tok, path).to_result().kind;
+  }();
+  return kind;
+}
+
 // Results with data in every corner: the examples plus tiny and empty ones.
 std::vector<Result> notebook_results() {
   auto rs = vocablens::example_results();
   Result empty;
   empty.kind = "empty_kind";
   rs.push_back(empty);
-  Result lens_min;  // a logit lens with entropy only (no top-k table, no top-1 grid)
-  lens_min.kind = "logit_lens_corpus";
+  Result lens_min;  // a corpus lens with two per-layer curves only (no top-k table, no top-1 grid)
+  lens_min.kind = corpus_kind();
   std::vector<double> ce = {5.0, 4.0, 3.2, 2.9};
   lens_min.arrays["mean_cross_entropy"] = NdArray::f64({4}, ce.data());
   lens_min.arrays["bits_per_byte"] = NdArray::f64({4}, ce.data());
@@ -224,4 +242,26 @@ TEST_CASE("the notebook of a fixture run (vocablens lens/spectrum --out --report
   CHECK(validate_with_nbformat(nb, out));
   int images = execute_notebook(nb);
   if (images >= 0) CHECK(images >= 4);
+}
+
+TEST_CASE("the notebook of what every analysis really produces validates and executes", "[fixtures]") {
+  std::string model = vl_test::fixture("gpt2-tiny");
+  if (model.empty()) return;
+  std::string run = std::string(VOCABLENS_BINARY_DIR) + "/artifacts/notebook_test/real-results";
+  std::string out;
+  vl_test::run_command("rm -rf " + shell_quote(run), out);
+  vocablens::ensure_directory(run);
+  const auto results = vl_test::real_results(model);
+  for (const auto& r : results) vocablens::write_result(r, run);
+  std::string nb = vocablens::write_notebook(vocablens::read_run_directory(run), run);
+  json j = json::parse(vl_test::read_file(nb));
+  CHECK(j["cells"].size() == 2 + 2 * results.size());
+  if (vl_test::run_command(python() + " -c 'import nbformat'", out) != 0) {
+    skipped("python3-nbformat not installed; notebooks not validated");
+    return;
+  }
+  CHECK(validate_with_nbformat(nb, out));
+  // Every kind's cell reads the arrays and tables its analysis really writes (a renamed one is a KeyError).
+  int images = execute_notebook(nb);
+  if (images >= 0) CHECK(images >= 10);
 }

@@ -21,6 +21,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
 #include "vocablens/report.hpp"
+#include "vocablens/result_kinds.hpp"
 #include "vocablens/sha256.hpp"
 
 using vocablens::NdArray;
@@ -194,8 +195,13 @@ TEST_CASE("every known kind gets its section and untrusted text stays text") {
   opts.run_dir = "runs/<b>dir</b>";
   std::string html = vocablens::render_report_html(results, opts);
 
-  for (const char* kind : {"logit_lens", "projection", "heads", "neurons", "spectrum", "anisotropy", "neighbours", "knn",
-                           "positions", "mystery_analysis", "hostile"}) {
+  // One section for every kind that has an example (each slice's own, vocablens/result_kinds.hpp), plus the
+  // unknown and the hostile one.
+  std::vector<std::string> kinds = {"mystery_analysis", "hostile"};
+  for (const auto* k : vocablens::result_kinds().all())
+    if (k->example) kinds.push_back(k->name);
+  REQUIRE(kinds.size() == 11);
+  for (const auto& kind : kinds) {
     INFO(kind);
     CHECK(count(html, std::string("<span class=\"kind\">") + kind + "</span>") == 1);
   }

@@ -1,4 +1,4 @@
-// The E⁺ cache: .npy files (format 1.0, '<f4' or '<f8', C order) read and written without extra copies,
+// The E⁺ cache: .npy files ('<f4' or '<f8', C order; vocablens/npy.hpp) read and written without extra copies,
 // named by a hash of E (see include/vocablens/linalg/pinv.hpp).
 #include "vocablens/linalg/pinv.hpp"
 
@@ -10,6 +10,7 @@
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/hash.hpp"
+#include "vocablens/npy.hpp"
 
 namespace vocablens {
 
@@ -29,35 +30,7 @@ std::string default_cache_dir() {
 
 namespace {
 
-std::string npy_header(const char* descr, const std::vector<int64_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  s += shape.size() == 1 ? ",)" : ")";
-  std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", descr, s);
-  size_t total = 10 + dict.size() + 1;
-  size_t pad = (64 - total % 64) % 64;
-  dict.append(pad, ' ');
-  dict += '\n';
-  std::string h = "\x93NUMPY";
-  h += '\x01';
-  h += '\x00';
-  uint16_t len = static_cast<uint16_t>(dict.size());
-  h += static_cast<char>(len & 0xff);
-  h += static_cast<char>(len >> 8);
-  return h + dict;
-}
-
-// Writes header + data to path via a temporary file and rename (readers never see a partial file).
-// Issue #9: through vocablens::AtomicWriter, whose temporary file is registered with the CLI's SIGINT/SIGTERM
-// handler (the pinv cache is ~150 MB for GPT-2: an interrupted write used to leave "<path>.tmp-<pid>").
-void write_raw_atomic(const std::string& path, const std::string& header, const void* data, size_t n) {
-  AtomicWriter w(path);
-  w.write(header);
-  w.write(std::string_view(static_cast<const char*>(data), n));
-  w.commit();
-}
-
-// Reads a file written by write_raw_atomic with exactly this header into `out` (n bytes). False if absent,
+// Reads a file written by write_npy with exactly this header into `out` (n bytes). False if absent,
 // different, or short.
 bool read_raw(const std::string& path, const std::string& header, void* out, size_t n) {
   std::ifstream f(path, std::ios::binary);
@@ -68,7 +41,6 @@ bool read_raw(const std::string& path, const std::string& header, void* out, siz
   char extra;
   return !f.read(&extra, 1);
 }
-
 
 }  // namespace
 
@@ -100,10 +72,10 @@ void write_pinv_cache(const std::string& dir, const std::string& base, Pinv& out
   const int64_t d = out.pinv.size(0), V = out.pinv.size(1);
   try {
     ensure_directory(dir);
-    write_raw_atomic(base + ".sv.npy", npy_header("<f8", {d}), out.singular_values.data(),
-                     out.singular_values.size() * sizeof(double));
-    write_raw_atomic(base + ".npy", npy_header("<f4", {d, V}), out.pinv.data_ptr(),
-                     static_cast<size_t>(d * V) * sizeof(float));
+    // Issue #9: write_npy goes through AtomicWriter, whose temporary file is registered with the CLI's
+    // SIGINT/SIGTERM handler (the cache is ~150 MB for GPT-2: an interrupted write used to leave a .tmp file).
+    write_npy(base + ".sv.npy", "<f8", {d}, out.singular_values.data(), out.singular_values.size() * sizeof(double));
+    write_npy(base + ".npy", "<f4", {d, V}, out.pinv.data_ptr(), static_cast<size_t>(d * V) * sizeof(float));
     out.cache_path = base + ".npy";
   } catch (const Error& e) {
     out.cache_note = std::string("not cached: ") + e.what();

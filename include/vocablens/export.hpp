@@ -34,8 +34,8 @@ std::string result_to_json(const Result& r, bool inline_arrays = false, size_t i
 /// RFC 4180 CSV text of a table.
 std::string table_to_csv(const Table& t);
 
-/// Reads back a run directory's results (every <kind>.json), arrays loaded from their .npy files.
-/// Used by `vocablens report`. Throws FormatError on malformed files.
-std::vector<Result> read_run_directory(const std::string& dir);
+/// Reads back a run directory's results (every <kind>.json but `except_kind`'s), arrays loaded from their
+/// .npy files. Used by `vocablens report`. Throws FormatError on malformed files.
+std::vector<Result> read_run_directory(const std::string& dir, const std::string& except_kind = "");
 
 }  // namespace vocablens

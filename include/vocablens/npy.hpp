@@ -4,6 +4,7 @@
 //   vocablens::write_npy("out/entropy.npy", vocablens::NdArray::f32({13, 10}, data));
 #pragma once
 #include <string>
+#include <vector>
 
 #include "vocablens/result.hpp"
 
@@ -19,6 +20,14 @@ std::string encode_npy(const NdArray& a);
 
 /// Writes an array as .npy atomically (see atomic_file.hpp).
 void write_npy(const std::string& path, const NdArray& a);
+
+/// The .npy header (magic, version, padded dict) for `dtype` and `shape`: what encode_npy puts before the data.
+std::string npy_header(const std::string& dtype, const std::vector<int64_t>& shape);
+
+/// Writes `nbytes` of C-order data as .npy atomically, streamed from `data` without a copy (big arrays,
+/// e.g. the E⁺ cache). The caller vouches that nbytes matches dtype and shape.
+void write_npy(const std::string& path, const std::string& dtype, const std::vector<int64_t>& shape, const void* data,
+               size_t nbytes);
 
 /// Size in bytes of one element of a numpy descr ("<f4" -> 4); throws UsageError on an unknown descr.
 size_t npy_itemsize(const std::string& dtype);

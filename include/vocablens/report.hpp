@@ -1,8 +1,8 @@
 // vocablens/report.hpp — a run directory as one self-contained HTML page (inline SVG, no network).
 //
-// One section per Result, chosen by Result::kind (logit_lens, logit_lens_corpus, projection, heads,
-// neurons, spectrum, anisotropy, neighbours, knn, positions), with a generic section (summary, tables, array overview) for
-// any other kind, so a new analysis shows up without changes here. The conventions each renderer reads
+// One section per Result: the figures its kind's slice registered (vocablens/result_kinds.hpp), then a
+// generic rendering (summary, tables, array overview) of everything else, so a new analysis shows up
+// without changes here. The conventions each renderer reads
 // (array and table names per kind) are documented in docs/results.md. Every piece of text that came
 // from a model or a prompt is HTML-escaped; the page runs one small inline script (hover/tooltips and
 // table filtering) and loads nothing.
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "vocablens/result.hpp"
+#include "vocablens/result_kinds.hpp"
 
 namespace vocablens {
 
@@ -51,9 +52,6 @@ inline constexpr const char* kExamplePrompt = "The \"Eiffel\" Tower <script>aler
 /// output. For tests and `vocablens report --example DIR`.
 std::vector<Result> example_results(const std::string& prompt = kExamplePrompt);
 
-/// Where a kind's section goes in the report and notebook: known kinds in reading order (0..), others
-/// 1000 (then sorted by name).
-int report_order(const std::string& kind);
 
 /// Reads element `i` (C order) of a numeric array as double (any dtype read_npy accepts).
 double ndarray_value(const NdArray& a, int64_t i);

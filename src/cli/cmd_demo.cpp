@@ -1,7 +1,7 @@
 // `vocablens demo [--out DIR]`: the main job on a fresh machine with nothing downloaded. Generates the
 // synthetic corpus, trains its BPE and a small GPT (and skip-gram vectors) from scratch, runs every
 // analysis on the result, checks that they find the structure planted in the corpus, and writes results
-// and the HTML report under one directory.
+// and the HTML report and notebook under one directory.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -23,6 +23,8 @@
 #include "vocablens/model.hpp"
 #include "vocablens/neighbours.hpp"
 #include "vocablens/neurons.hpp"
+#include "vocablens/notebook.hpp"
+#include "vocablens/planted.hpp"
 #include "vocablens/positions.hpp"
 #include "vocablens/project.hpp"
 #include "vocablens/report.hpp"
@@ -53,7 +55,7 @@ struct DemoCli {
   bool quiet = false;
 };
 
-// The demo's tuned configuration (docs/train.md, "The demo"): about 2 minutes on 2 cores.
+// The demo's tuned configuration (docs/train.md, "The demo"): 35-40 s on 2 cores (docs/benchmarks.md).
 constexpr int64_t kDemoLines = 40000;
 constexpr int64_t kDemoSteps = 1200;
 constexpr int64_t kDemoSkipgramSteps = 1500;
@@ -96,128 +98,6 @@ vocablens::TrainOptions skipgram_options(const DemoCli& c, const std::string& di
   o.d_model = 32;
   o.window = 3;
   return o;
-}
-
-int64_t word_token(const vocablens::Tokenizer& tok, const std::string& word) {
-  if (auto id = tok.token_to_id(" " + word)) return *id;
-  vocablens::EncodeOptions eo;
-  eo.add_bos = false;
-  auto ids = tok.encode(" " + word, eo);
-  return ids.empty() ? -1 : ids[0];
-}
-
-// ---- the planted-structure checks (also what tests/demo_test.cpp asserts, with thresholds) ----
-
-struct FactCheck {
-  std::vector<std::string> layer_labels;
-  std::vector<int64_t> correct_by_layer;   // top-1 == answer, per lens layer
-  std::vector<std::vector<json>> rows;
-  int64_t n = 0;
-};
-
-FactCheck check_facts(const vocablens::Model& m, const vocablens::Tokenizer& tok, const vocablens::SyntheticCorpus& world) {
-  FactCheck fc;
-  vocablens::EncodeOptions eo;
-  eo.add_bos = false;
-  for (const auto& f : world.facts) {
-    const int64_t target = word_token(tok, f.answer);
-    auto ids = tok.encode(f.prompt, eo);
-    vocablens::LensOptions lo;
-    lo.top_k = 1;
-    lo.target = target;
-    auto L = vocablens::logit_lens(m, ids, lo);
-    const int64_t T = L.n_positions(), n = L.n_layers();
-    if (fc.layer_labels.empty()) {
-      for (auto& l : L.layers) fc.layer_labels.push_back(l.label);
-      fc.correct_by_layer.assign(static_cast<size_t>(n), 0);
-    }
-    json ranks = json::array();
-    for (int64_t li = 0; li < n; ++li) {
-      fc.correct_by_layer[static_cast<size_t>(li)] += L.top_id(li, T - 1, 0) == target;
-      ranks.push_back(L.target_rank[L.at(li, T - 1)]);
-    }
-    const int64_t top = L.top_id(n - 1, T - 1, 0);
-    fc.rows.push_back({f.relation, f.prompt, f.answer, tok.display(top), top == target,
-                       L.target_prob[L.at(n - 1, T - 1)], ranks.dump()});
-    ++fc.n;
-  }
-  return fc;
-}
-
-// Copying: lines "repeat w1 .. wk : w1 .. wk" from a held-out seed; the repeated w2..wk are predictable only
-// by finding the earlier occurrence of the previous word and copying what followed it (induction).
-struct CopyCheck {
-  std::vector<std::string> layer_labels;
-  std::vector<int64_t> correct_by_layer;
-  int64_t n = 0;
-};
-
-CopyCheck check_copying(const vocablens::Model& m, const vocablens::Tokenizer& tok, uint64_t seed, int64_t lines) {
-  vocablens::SyntheticOptions so;
-  so.seed = seed;
-  so.lines = lines;
-  so.facts = so.classes = so.counting = 0;
-  so.copying = 1;
-  so.mark_prompts = false;
-  const std::string text = vocablens::synthetic_corpus(so).text;
-  vocablens::EncodeOptions eo;
-  eo.add_bos = false;
-  const auto colon = tok.token_to_id(" :");
-  CopyCheck cc;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    auto ids = tok.encode(text.substr(pos, end - pos), eo);
-    pos = end + 1;
-    auto it = colon ? std::find(ids.begin(), ids.end(), *colon) : ids.end();
-    if (it == ids.end()) continue;
-    const int64_t p = it - ids.begin(), T = static_cast<int64_t>(ids.size());
-    vocablens::LensOptions lo;
-    lo.top_k = 1;
-    auto L = vocablens::logit_lens(m, ids, lo);
-    if (cc.layer_labels.empty()) {
-      for (auto& l : L.layers) cc.layer_labels.push_back(l.label);
-      cc.correct_by_layer.assign(L.layers.size(), 0);
-    }
-    for (int64_t t = p + 1; t + 1 < T; ++t) {  // predicting w2 .. wk of the repeat
-      for (int64_t li = 0; li < L.n_layers(); ++li)
-        cc.correct_by_layer[static_cast<size_t>(li)] += L.top_id(li, t, 0) == ids[static_cast<size_t>(t + 1)];
-      ++cc.n;
-    }
-  }
-  return cc;
-}
-
-struct NeighbourCheck {
-  std::map<std::string, std::pair<int64_t, int64_t>> by_class;  // class -> (same-class neighbours, all)
-  std::vector<std::vector<json>> rows;
-};
-
-NeighbourCheck check_neighbours(const at::Tensor& X, const vocablens::Tokenizer& tok, const vocablens::SyntheticCorpus& world,
-                                int64_t k) {
-  NeighbourCheck nc;
-  for (const char* cls : {"country", "city", "animal", "fruit"}) {
-    for (const auto& w : vocablens::synthetic_class_members(cls)) {
-      const int64_t id = word_token(tok, w);
-      vocablens::NeighbourOptions no;
-      no.k = k;
-      auto nb = vocablens::neighbours(X, &tok, "#" + std::to_string(id), no);
-      int64_t same = 0;
-      std::string list;
-      for (auto& n : nb.neighbours) {
-        std::string t = tok.token_bytes(n.id);
-        if (!t.empty() && t[0] == ' ') t = t.substr(1);
-        auto it = world.classes.find(t);
-        same += it != world.classes.end() && it->second == cls;
-        list += (list.empty() ? "" : " ") + t;
-      }
-      auto& bc = nc.by_class[cls];
-      bc.first += same;
-      bc.second += static_cast<int64_t>(nb.neighbours.size());
-      nc.rows.push_back({cls, w, list, same, static_cast<int64_t>(nb.neighbours.size())});
-    }
-  }
-  return nc;
 }
 
 int run_demo(const DemoCli& c) {
@@ -296,10 +176,7 @@ int run_demo(const DemoCli& c) {
   PinvOptions pinv;
   pinv.use_cache = false;
 
-  json checks = json::object();
-  Result planted;
-  planted.kind = "planted_structure";
-  planted.settings = {{"facts", world.facts.size()}, {"neighbours_k", 5}};
+  PlantedStructure planted;  // what the analyses found of the structure planted in the world (planted.hpp)
 
   {
     Result tr;
@@ -316,29 +193,12 @@ int run_demo(const DemoCli& c) {
     LensOptions lo;
     lo.top_k = 5;
     emit(logit_lens(m, prompt_ids, lo).to_result(tok.get(), prompt));
-    FactCheck fc = check_facts(m, *tok, world);
-    std::string per;
-    json acc = json::object();
-    for (size_t i = 0; i < fc.layer_labels.size(); ++i) {
-      const double a = static_cast<double>(fc.correct_by_layer[i]) / static_cast<double>(fc.n);
-      acc[fc.layer_labels[i]] = a;
-      per += fmt::format("{}{} {:.0f}%", per.empty() ? "" : ", ", fc.layer_labels[i], 100 * a);
-    }
-    checks["fact_top1_by_layer"] = acc;
-    planted.tables.push_back({"facts", {"relation", "prompt", "answer", "final_top1", "correct", "final_prob", "rank_by_layer"}, fc.rows});
-    return fmt::format("{} fact prompts, attribute top-1 by layer: {}", fc.n, per);
+    const FactCheck& fc = *(planted.facts = check_facts(m, *tok, world));
+    return fmt::format("{} fact prompts, attribute top-1 by layer: {}", fc.n, fc.summary_line());
   });
   step("copying", [&] {
-    CopyCheck cc = check_copying(m, *tok, go.synthetic_options.seed + 2000, 100);
-    std::string per;
-    json acc = json::object();
-    for (size_t i = 0; i < cc.layer_labels.size(); ++i) {
-      const double a = static_cast<double>(cc.correct_by_layer[i]) / static_cast<double>(std::max<int64_t>(1, cc.n));
-      acc[cc.layer_labels[i]] = a;
-      per += fmt::format("{}{} {:.0f}%", per.empty() ? "" : ", ", cc.layer_labels[i], 100 * a);
-    }
-    checks["copy_top1_by_layer"] = acc;
-    return fmt::format("{} repeated words of held-out copying lines, top-1 by layer: {}", cc.n, per);
+    const LayerAccuracy& cc = *(planted.copying = check_copying(m, *tok, go.synthetic_options.seed + 2000, 100));
+    return fmt::format("{} repeated words of held-out copying lines, top-1 by layer: {}", cc.n, cc.summary_line());
   });
   step("lens corpus", [&] {
     CorpusLensOptions co;
@@ -355,21 +215,9 @@ int run_demo(const DemoCli& c) {
     ho.pinv = pinv;
     auto ha = analyze_heads(m, ho, tok.get());
     emit(ha.to_result(tok.get()));
-    double best = -2;
-    int64_t bl = -1, bh = -1, positive = 0, n = 0;
-    std::vector<std::vector<json>> rows;
-    for (auto& hc : ha.circuits) {
-      if (hc.kind != CircuitKind::OV) continue;
-      ++n;
-      positive += hc.copying_score > 0.5;
-      if (hc.copying_score > best) best = hc.copying_score, bl = hc.layer, bh = hc.head;
-      rows.push_back({hc.layer, hc.head, hc.copying_score, hc.weight_copying_score});
-    }
-    checks["best_ov_copying_score"] = best;
-    checks["best_ov_copying_head"] = {bl, bh};
-    planted.tables.push_back({"ov_copying", {"layer", "head", "copying_score", "weight_copying_score"}, rows});
-    return fmt::format("best OV copying score {:+.2f} (layer {} head {}); {} of {} heads above 0.5", best, bl, bh,
-                       positive, n);
+    const OvCopyingCheck& oc = *(planted.ov_copying = check_ov_copying(ha));
+    return fmt::format("best OV copying score {:+.2f} (layer {} head {}); {} of {} heads above 0.5", oc.best,
+                       oc.best_layer, oc.best_head, oc.above_half, oc.n);
   });
   step("neurons", [&] {
     NeuronsOptions no;
@@ -420,29 +268,26 @@ int run_demo(const DemoCli& c) {
       r.settings["vectors"] = sg_dir + " (skip-gram word vectors)";
       r.provenance = {{"model_path", sg_dir}, {"vocablens_version", VOCABLENS_VERSION}, {"tokenizer", tok->source()}};
       write_result(r, res_dir);
-      NeighbourCheck nc = check_neighbours(wv->vectors, *tok, world, 5);
+      const NeighbourCheck& nc = *(planted.neighbours = check_neighbours(wv->vectors, *tok, world, 5));
       std::string per;
-      json prec = json::object();
-      for (auto& [cls, v] : nc.by_class) {
-        const double p = static_cast<double>(v.first) / static_cast<double>(std::max<int64_t>(1, v.second));
-        prec[cls] = p;
-        per += fmt::format("{}{} {:.0f}%", per.empty() ? "" : ", ", cls, 100 * p);
-      }
-      checks["neighbours_same_class_at5"] = prec;
-      planted.tables.push_back({"neighbours", {"class", "word", "neighbours", "same_class", "k"}, nc.rows});
+      const json prec = nc.precision();
+      for (auto it = prec.begin(); it != prec.end(); ++it)
+        per += fmt::format("{}{} {:.0f}%", per.empty() ? "" : ", ", it.key(), 100 * it.value().get<double>());
       std::string fr;
       for (size_t i = 0; i < nb.neighbours.size() && i < 5; ++i) fr += " " + tok->display(nb.neighbours[i].id);
       return fmt::format("skip-gram: france ->{}; same-class share of 5 nearest: {}", fr, per);
     });
   }
-  planted.summary = checks;
-  planted.provenance = {{"vocablens_version", VOCABLENS_VERSION}, {"model_path", model_dir}};
-  write_result(planted, res_dir);
+  Result planted_result = planted.to_result(static_cast<int64_t>(world.facts.size()), 5);
+  planted_result.provenance = {{"vocablens_version", VOCABLENS_VERSION}, {"model_path", model_dir}};
+  write_result(planted_result, res_dir);
 
-  std::string report;
+  std::string report, notebook;
   if (c.report) {
     try {
-      report = write_report(res_dir);
+      auto results = read_run_directory(res_dir);
+      report = write_report(results, res_dir);
+      notebook = write_notebook(results, res_dir);  // issue #16: the demo wrote no notebook
     } catch (const std::exception& e) {
       ++failures;
       say(std::string("      report      FAILED: ") + e.what());
@@ -450,6 +295,7 @@ int run_demo(const DemoCli& c) {
   }
   say(fmt::format("done in {}. Where to look:", cli::format_seconds(elapsed())));
   if (!report.empty()) say(fmt::format("  {}  the report: open it in a browser", report));
+  if (!notebook.empty()) say(fmt::format("  {}  the notebook: reloads every result and redraws the figures", notebook));
   say(fmt::format("  {}/  every result as JSON + .npy + CSV (planted_structure.json: the checks)", res_dir));
   say(fmt::format("  {}/  the trained model, an ordinary Hugging Face directory; try", model_dir));
   say(fmt::format("      vocablens lens {} --prompt \"the capital of japan is\"", model_dir));
@@ -464,8 +310,8 @@ int run_demo(const DemoCli& c) {
 
 vocablens::cli::Register reg{
     "demo",
-    "Train a small GPT on the built-in synthetic corpus (about 2 minutes on 2 cores, nothing downloaded), run "
-    "every analysis on it and write results and the HTML report under one directory",
+    "Train a small GPT on the built-in synthetic corpus (about 35-40 s on 2 cores, measured; nothing downloaded), run "
+    "every analysis on it and write results, the HTML report and a notebook under one directory",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto c = std::make_shared<DemoCli>();
       sub.add_option("--out", c->out, "Output directory (default ./vocablens-demo)");
@@ -474,8 +320,10 @@ vocablens::cli::Register reg{
       sub.add_option("--seed", c->seed, "Seed of the corpus, the weights and the batches (default 1)");
       sub.add_option("--positions", c->positions, "learned | sinusoidal | rope | alibi | none (default learned)")
           ->check(CLI::IsMember({"learned", "sinusoidal", "rope", "rotary", "alibi", "none"}));
-      sub.add_flag("--report,!--no-report", c->report, "Write results/report.html (default on)");
-      sub.add_flag("!--no-skipgram", c->skipgram, "Do not train skip-gram vectors");
+      // Callbacks rather than CLI11's negated-flag syntax, which --help printed as "--no-report{false}" (issue #16).
+      sub.add_flag_callback("--report", [c] { c->report = true; }, "Write results/report.html and results/vocablens.ipynb (the default)");
+      sub.add_flag_callback("--no-report", [c] { c->report = false; }, "Write no report or notebook");
+      sub.add_flag_callback("--no-skipgram", [c] { c->skipgram = false; }, "Do not train skip-gram vectors");
       sub.add_flag("-q,--quiet", c->quiet, "Only errors");
       return [c] { return run_demo(*c); };
     }};

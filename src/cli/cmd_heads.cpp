@@ -18,6 +18,7 @@
 #include "vocablens/model.hpp"
 #include "vocablens/neurons.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "vocablens/token_id.hpp"
 
 namespace {
 
@@ -62,15 +63,10 @@ std::string fit(const std::string& s, size_t width) {
 
 int64_t resolve_token(const vocablens::Tokenizer& tok, const std::string& s) {
   if (s.empty()) throw UsageError("--token is empty: give one token, e.g. --token \" Paris\"");
-  if (auto id = tok.token_to_id(s)) return *id;
-  vocablens::EncodeOptions plain;
-  plain.add_bos = false;
-  auto ids = tok.encode(s, plain);
-  if (ids.size() == 1) return ids[0];
-  std::string parts;
-  for (size_t i = 0; i < ids.size() && i < 8; ++i) parts += (i ? " " : "") + tok.display(ids[i]);
-  throw UsageError("--token '" + s + "' is " + std::to_string(ids.size()) + " tokens (" + parts +
-                   "); give a single token, or --token-id");
+  std::vector<int64_t> ids;
+  if (auto id = vocablens::single_token_id(tok, s, &ids)) return *id;
+  throw UsageError("--token '" + s + "' is " + std::to_string(ids.size()) + " tokens (" +
+                   vocablens::display_ids(tok, ids, 8, /*ellipsis=*/false) + "); give a single token, or --token-id");
 }
 
 void print_heads(const vocablens::HeadsAnalysis& a, const vocablens::Tokenizer* tok, const vocablens::Model& m,

@@ -18,6 +18,7 @@
 #include "vocablens/lens_corpus.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "vocablens/token_id.hpp"
 
 namespace {
 
@@ -186,16 +187,9 @@ int64_t resolve_target(const LensCliOptions& o, const vocablens::Tokenizer& tok)
   if (o.target_id) return *o.target_id;
   const std::string& s = *o.target;
   if (s.empty()) throw UsageError("--target is empty: give one token, e.g. --target \" Paris\"");
-  if (auto id = tok.token_to_id(s)) return *id;
-  vocablens::EncodeOptions plain;
-  plain.add_bos = false;
-  auto ids = tok.encode(s, plain);
-  std::string parts;
-  for (size_t i = 0; i < ids.size() && i < 8; ++i) parts += (i ? " " : "") + tok.display(ids[i]);
-  if (ids.size() > 8) parts += " ...";
-  if (ids.size() == 1)  // e.g. llama2.c: " Paris" is the token "Paris" after the dummy prefix
-    return ids[0];
-  throw UsageError("--target '" + s + "' is " + std::to_string(ids.size()) + " tokens: " + parts +
+  std::vector<int64_t> ids;
+  if (auto id = vocablens::single_token_id(tok, s, &ids)) return *id;
+  throw UsageError("--target '" + s + "' is " + std::to_string(ids.size()) + " tokens: " + vocablens::display_ids(tok, ids) +
                    " (the target must be a single token of " + tok.source() + ")");
 }
 

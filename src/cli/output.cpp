@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "vocablens/config_hash.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
 #include "vocablens/model.hpp"
@@ -61,26 +62,6 @@ std::string utc_now() {
   return buf;
 }
 
-// sha256 of what defines the architecture: config.json of a Hugging Face directory, the header of a
-// llama2.c .bin (28 bytes for version 0, 256 for "ak42" version >= 1), or, for anything else (ckpt.pt),
-// the canonical JSON of the parsed ModelConfig.
-std::pair<std::string, std::string> config_hash(const Model& m, const nlohmann::json& model_json) {
-  const std::string& src = m.source();
-  std::error_code ec;
-  if (fs::is_directory(src, ec)) {
-    std::string cfg = (fs::path(src) / "config.json").string();
-    if (fs::exists(cfg, ec)) return {sha256_file_hex(cfg), "config.json"};
-  } else if (fs::is_regular_file(src, ec)) {
-    std::ifstream f(src, std::ios::binary);
-    char magic[4] = {0, 0, 0, 0};
-    f.read(magic, 4);
-    if (f.gcount() == 4 && std::string(magic, 4) == "ak42")
-      return {sha256_file_hex(src, 256), "llama2.c header (256 bytes)"};
-    if (fs::path(src).extension() == ".bin") return {sha256_file_hex(src, 28), "llama2.c header (28 bytes)"};
-  }
-  return {sha256_hex(model_json.dump()), "model config (vocablens canonical JSON)"};
-}
-
 }  // namespace
 
 std::string& command_line() {
@@ -95,7 +76,9 @@ void add_output_options(CLI::App& sub, OutputOptions& o) {
       ->check(CLI::IsMember({"table", "json", "csv", "npy"}))
       ->type_name("F");
   sub.add_flag("--report", o.report, "Also write DIR/report.html and DIR/vocablens.ipynb (needs --out)");
-  sub.add_flag("--no-color{false}", o.color, "No colour in tables");
+  // A callback, not CLI11's "--no-color{false}" / "!--no-color" spelling, which --help printed as is (issue #16).
+  sub.add_flag_callback("--no-color", [&o] { o.color = false; },
+                        "No colour in tables (also when NO_COLOR is set or stdout is not a terminal)");
 }
 
 void fill_provenance(Result& r, const Model& m) {
@@ -108,7 +91,11 @@ void fill_provenance(Result& r, const Model& m) {
                           {"norm", to_string(c.norm)},          {"positions", to_string(c.positions)},
                           {"activation", to_string(c.activation)}, {"gated_mlp", c.gated_mlp},
                           {"tied_embeddings", c.tied_embeddings}, {"weight_dtype", c.weight_dtype}};
-  auto [hash, hashed] = config_hash(m, model);
+  // sha256 of what defines the architecture: what the checkpoint layer names (config.json, a llama2.c
+  // header), or else the canonical JSON of the parsed ModelConfig.
+  auto ch = checkpoint_config_sha256(m.source());
+  std::string hash = ch ? ch->sha256 : sha256_hex(model.dump());
+  std::string hashed = ch ? ch->what : "model config (vocablens canonical JSON)";
   std::error_code ec;
   std::string abs = fs::absolute(m.source(), ec).lexically_normal().string();
   if (command_line().empty()) command_line() = proc_command_line();
@@ -162,7 +149,9 @@ void emit(const Result& r, const OutputOptions& o, const std::function<void()>& 
     auto files = write_result(r, o.out_dir);
     fmt::print(msg, "wrote {} file{} to {}/ ({}.json)\n", files.size(), files.size() == 1 ? "" : "s", o.out_dir, r.kind);
     if (o.report) {
-      auto results = read_run_directory(o.out_dir);
+      // This result from memory (not re-read through its JSON/CSV files), beside the others the directory holds.
+      auto results = read_run_directory(o.out_dir, r.kind);
+      results.push_back(r);
       std::string html = write_report(results, o.out_dir);
       std::string nb = write_notebook(results, o.out_dir);
       fmt::print(msg, "report:   {}\nnotebook: {}\n", html, nb);

@@ -13,6 +13,7 @@
 #include "tokenizer/text_util.hpp"
 #include "vocablens/bpe_tokenizer.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/token_id.hpp"
 #include "vocablens/llama2c_tokenizer.hpp"
 
 namespace vocablens {
@@ -90,15 +91,10 @@ std::string Tokenizer::display(int64_t id) const {
 }
 
 int64_t Tokenizer::require_token_id(std::string_view token) const {
-  if (auto id = token_to_id(token)) return *id;
-  EncodeOptions plain;
-  plain.add_bos = false;
-  std::vector<int64_t> ids = encode(token, plain);
-  std::string how;
-  for (size_t i = 0; i < ids.size() && i < 8; ++i) how += (i ? " " : "") + display(ids[i]);
-  if (ids.size() > 8) how += " ...";
+  std::vector<int64_t> ids;
+  if (auto id = single_token_id(*this, token, &ids)) return *id;
   throw UsageError("\"" + detail::printable(token) + "\" is not a single token of " + source() + " (it encodes as " +
-                   std::to_string(ids.size()) + " tokens: " + how + ")");
+                   std::to_string(ids.size()) + " tokens: " + display_ids(*this, ids) + ")");
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -102,9 +102,10 @@ def main():
         here = os.path.normpath(os.path.join(os.path.dirname(src), inc)).replace(os.sep, "/")
         if os.path.exists(here):
             return os.path.dirname(here)
-        under_src = os.path.join("src", inc)
-        if os.path.exists(under_src):
-            return os.path.dirname(under_src).replace(os.sep, "/")
+        for root in ("src", "."):  # include paths: src/ and the repository root
+            path = os.path.normpath(os.path.join(root, inc))
+            if os.path.exists(path):
+                return os.path.dirname(path).replace(os.sep, "/")
         return None
 
     arrows = {}

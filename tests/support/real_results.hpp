@@ -1,0 +1,88 @@
+// What every analysis really produces on a fixture model, as Results: what the report and notebook tests
+// render (instead of hand-made JSON, so that renaming an array in an analysis breaks a test). Header-only:
+// include it from LibTorch tests only (vocablens_test_main links vocablens_core alone).
+//
+//   auto results = vl_test::real_results(vl_test::fixture("gpt2-tiny"));   // one Result per analysis
+#pragma once
+#include <string>
+#include <vector>
+
+#include "fixtures.hpp"
+#include "vocablens/anisotropy.hpp"
+#include "vocablens/heads.hpp"
+#include "vocablens/knn.hpp"
+#include "vocablens/lens.hpp"
+#include "vocablens/lens_corpus.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/neighbours.hpp"
+#include "vocablens/neurons.hpp"
+#include "vocablens/positions.hpp"
+#include "vocablens/project.hpp"
+#include "vocablens/result.hpp"
+#include "vocablens/spectrum.hpp"
+#include "vocablens/tokenizer.hpp"
+
+namespace vl_test {
+
+/// Every analysis on the GPT-2-layout model in `dir` (small settings: seconds in all), through the same
+/// public functions the commands call. The prompt carries markup and quotes (the report must show it as text).
+inline std::vector<vocablens::Result> real_results(const std::string& dir) {
+  using namespace vocablens;
+  init_runtime();
+  Model m = load_model(dir);
+  auto tok = load_tokenizer_for(dir);
+  const std::string prompt = "The \"Eiffel\" Tower <b>is</b> in the city of";
+  const auto ids = tok->encode(prompt);
+  PinvOptions pinv;
+  pinv.use_cache = false;
+  std::vector<Result> out;
+
+  LensOptions lo;
+  lo.top_k = 5;
+  lo.target = tok->require_token_id(" Paris");
+  out.push_back(logit_lens(m, ids, lo).to_result(tok.get(), prompt));
+
+  const std::string corpus = temp_dir("real-results") + "/corpus.txt";
+  write_file(corpus, prompt + " Paris.\nOnce upon a time there was a little girl named Lily.\n");
+  CorpusLensOptions co;
+  co.window = 16;
+  out.push_back(logit_lens_corpus(m, *tok, corpus, co).to_result());
+
+  HiddenProjectionOptions po;
+  po.apply_final_norm = true;
+  po.top_k = 3;
+  po.pinv = pinv;
+  out.push_back(project_hidden(m, ids, po, tok.get()).to_result(tok.get()));
+
+  HeadsOptions ho;
+  ho.layers = {0};
+  ho.heads = {0, 1};
+  ho.top_k = 5;
+  ho.pinv = pinv;
+  out.push_back(analyze_heads(m, ho, tok.get()).to_result(tok.get()));
+
+  NeuronsOptions no;
+  no.layer = 0;
+  no.neurons = {0, 1, 2};
+  no.top_k = 5;
+  no.pinv = pinv;
+  out.push_back(analyze_neurons(m, no, tok.get()).to_result(tok.get()));
+
+  SpectrumOptions so;
+  so.k = 8;
+  out.push_back(matrix_spectrum(model_matrix(m, "W_E"), so, "W_E", "token").to_result(tok.get()));
+  out.push_back(anisotropy(model_matrix(m, "W_E"), {}, "W_E").to_result());
+
+  const at::Tensor X = space_vectors(m, VectorSpace::Embedding);
+  NeighbourOptions nbo;
+  nbo.k = 5;
+  out.push_back(neighbours(X, tok.get(), "' king' - ' man' + ' woman'", nbo).to_result(tok.get()));
+  KnnOptions ko;
+  ko.k = 5;
+  out.push_back(knn_query(X, {0, 1, 2, 3, 4, 5, 6, 7}, ko).to_result(tok.get(), true));
+
+  out.push_back(position_structure(m, {}).to_result());
+  return out;
+}
+
+}  // namespace vl_test
