@@ -5,7 +5,7 @@
 // output themselves; notebooks-export/ turns a Result into files (see vocablens/export.hpp).
 //
 //   vocablens::Result r;
-//   r.kind = "logit_lens";
+//   r.kind = "my_analysis";    // registered once by its slice (vocablens/result_kinds.hpp)
 //   r.settings = {{"top_k", 10}, {"prompt", prompt}};
 //   r.arrays["entropy"] = vocablens::NdArray::f32({n_layers, T}, entropy_ptr);
 //   r.tables.push_back({"top_k", {"layer", "position", "rank", "token_id", "token", "prob"}, rows});
@@ -53,7 +53,7 @@ struct Table {
 };
 
 struct Result {
-  std::string kind;                          ///< "logit_lens", "heads", "neurons", "spectrum", ...
+  std::string kind;                          ///< names the analysis and its files; see vocablens/result_kinds.hpp
   nlohmann::json settings = nlohmann::json::object();    ///< what was asked (flags, prompt, k, ...)
   nlohmann::json provenance = nlohmann::json::object();  ///< model path, config hash, version, command line
   nlohmann::json summary = nlohmann::json::object();     ///< small structured content, token strings
