@@ -354,7 +354,17 @@ TEST_CASE("lens: results do not depend on the block size or kernel", "[lens]") {
       b.scalar_kernel = scalar;
       auto rb = vocablens::logit_lens(m, ids, b);
       CHECK(rb.top_ids == ra.top_ids);
-      CHECK(rb.target_rank == ra.target_rank);
+      // Ranks among 50257 float32 logits: a block of one position runs OpenBLAS's gemv kernel instead of gemm,
+      // whose different summation order can swap the target with a token whose logit is equal to rounding
+      // (seen with OPENBLAS_CORETYPE=Haswell and one thread: one rank 23887 vs 23886). Such a near-tie moves a
+      // rank by one; anything else is a real difference.
+      REQUIRE(rb.target_rank.size() == ra.target_rank.size());
+      size_t moved = 0;
+      for (size_t i = 0; i < ra.target_rank.size(); ++i) {
+        CHECK(std::abs(rb.target_rank[i] - ra.target_rank[i]) <= 1);
+        moved += rb.target_rank[i] != ra.target_rank[i];
+      }
+      CHECK(moved * 100 <= ra.target_rank.size());
       for (size_t i = 0; i < ra.entropy.size(); ++i) {
         CHECK(std::abs(rb.entropy[i] - ra.entropy[i]) <= 1e-5);
         CHECK(std::abs(rb.kl_final[i] - ra.kl_final[i]) <= 1e-5);
