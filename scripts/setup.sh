@@ -45,7 +45,7 @@ done
 mkdir -p build/wordpiece_crosscheck       # transformers.js for the WordPiece cross-check
 if ! cmp -s tests/wordpiece_crosscheck/package-lock.json build/wordpiece_crosscheck/package-lock.json; then
   cp tests/wordpiece_crosscheck/package.json tests/wordpiece_crosscheck/package-lock.json build/wordpiece_crosscheck/
-  (cd build/wordpiece_crosscheck && npm ci --no-audit --no-fund --loglevel=error)
+  (cd build/wordpiece_crosscheck && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
 
 if [ "${1:-}" != "--no-build" ]; then

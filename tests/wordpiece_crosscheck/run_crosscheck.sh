@@ -27,7 +27,7 @@ done
 mkdir -p "$work"
 if ! cmp -s "$here/package-lock.json" "$work/package-lock.json" || [ ! -d "$work/node_modules/@huggingface/transformers" ]; then
   cp "$here/package.json" "$here/package-lock.json" "$work/"
-  if ! (cd "$work" && timeout 300 npm ci --no-audit --no-fund --loglevel=error >npm-ci.log 2>&1); then
+  if ! (cd "$work" && timeout 300 npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >npm-ci.log 2>&1); then
     rm -f "$work/package-lock.json"
     tail -3 "$work/npm-ci.log"
     fail "could not install @huggingface/transformers with npm ci (scripts/setup.sh installs it; offline?)"
