@@ -8,7 +8,7 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 
 const [dir, corpusPath, idsPath] = process.argv.slice(2);
-const require = createRequire(path.join(process.env.NODE_PATH || process.cwd(), 'x.js'));
+const require = createRequire(path.resolve(process.env.NODE_PATH || process.cwd(), 'x.js'));
 const tjsPath = require.resolve('@huggingface/transformers');
 const { AutoTokenizer, env } = await import(tjsPath);
 env.allowRemoteModels = false;
@@ -34,7 +34,7 @@ for (let i = 0; i < docs.length; i++) {
     mismatched++;
     if (examples.length < 5) {
       examples.push({ document: i, first_difference_at_token: k,
-                      transformers_js: tok.convert_ids_to_tokens ? ref.slice(k, k + 6).map((t) => `${t}:${tok.decode([t])}`) : ref.slice(k, k + 6),
+                      transformers_js: ref.slice(k, k + 6).map((t) => `${t}:${tok.decode([t])}`),
                       vocablens: mine.slice(k, k + 6).map((t) => `${t}:${tok.decode([t])}`) });
     }
   }
