@@ -142,9 +142,11 @@ TEST_CASE("glove: the cost after N epochs is within a few percent of the referen
       else         // later: within 3% of the reference seeds' mean (their own spread is about 3%)
         CHECK(std::abs(ours[static_cast<size_t>(e)] - mean) <= 0.03 * mean);
     }
-    // the cost decreases, and the objective at the end is close to the last epoch's running cost
+    // the cost decreases; the objective after the last epoch is below that epoch's running cost (taken
+    // before each update) but of its order
     CHECK(ours.back() < 0.5 * ours.front());
-    CHECK(std::abs(fit.cost(p) - ours.back()) <= 0.1 * ours.back());
+    CHECK(fit.cost(p) <= ours.back());
+    CHECK(fit.cost(p) >= 0.7 * ours.back());
   }
 }
 
