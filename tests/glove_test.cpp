@@ -195,7 +195,7 @@ TEST_CASE("train --model glove: a model directory every geometry analysis reads;
                                out) == 0);
   CHECK(vl_test::read_file(dir + "/embeddings.safetensors") == vl_test::read_file(dir2 + "/embeddings.safetensors"));
   // the geometry analyses read it
-  REQUIRE(vl_test::run_command(cli + " spectrum " + dir + " --matrix W_E -q 2>&1", out) == 0);
+  REQUIRE(vl_test::run_command(cli + " spectrum " + dir + " --matrix W_E 2>&1", out) == 0);
   // a glove run is not resumable: one clear line
   CHECK(vl_test::run_command(cli + " train --resume --out " + dir + " 2>&1", out) != 0);
   CHECK(out.find("not resumable") != std::string::npos);
