@@ -207,6 +207,14 @@ TrainReport train(const TrainOptions& given) {
   const std::string ckdir = dir + "/checkpoint";
   const std::string state_path = ckdir + "/state.json";
 
+  struct RemoveIfFailed {
+    std::string dir;
+    bool armed = false;
+    ~RemoveIfFailed() {
+      std::error_code ec;
+      if (armed) fs::remove_all(dir, ec);
+    }
+  } cleanup;
   json state;
   if (o.resume) {
     if (!fs::exists(state_path))
@@ -232,6 +240,11 @@ TrainReport train(const TrainOptions& given) {
     if (fs::exists(state_path) && !o.overwrite)
       throw UsageError(dir + " already holds a training run (checkpoint/state.json): pass --resume to continue it or "
                              "--overwrite to start again");
+    // A run that fails before its first checkpoint (bad corpus, too few tokens, ...) leaves nothing behind
+    // in a directory it created.
+    std::error_code ec;
+    cleanup.dir = dir;
+    cleanup.armed = !fs::exists(dir, ec);
     ensure_directory(dir);
     ensure_directory(ckdir);
   }
@@ -335,6 +348,7 @@ TrainReport train(const TrainOptions& given) {
                {"resumable", false},                     {"losses", rep.losses}, {"corpus_sha256", corpus_hash},
                {"tokenizer_source", tok_source},         {"options", options_to_json(o)}};
     write_file_atomic(state_path, st.dump() + "\n");
+    cleanup.armed = false;
     if (o.on_progress) o.on_progress({o.steps, o.steps, rep.losses.back(), rep.losses.back(), o.lr, rep.seconds, true, true});
     return rep;
   }
@@ -398,6 +412,7 @@ TrainReport train(const TrainOptions& given) {
   rep.start_step = step;
 
   auto write_checkpoint = [&](double seconds_now) {
+    cleanup.armed = false;
     const std::string tag = std::to_string(step);
     write_safetensors(ckdir + "/params-" + tag + ".safetensors", model->params);
     write_file_atomic(ckdir + "/optimizer-" + tag + ".pt", opt.save());
