@@ -433,6 +433,12 @@ at::Tensor model_matrix(const Model& m, const std::string& name, std::string* ro
     kind("token");
     return m.W_U().t();
   }
+  if (name == "W_seg" || name == "seg") {
+    if (!m.W_seg().defined())
+      throw UsageError("this model has no segment embeddings W_seg (they come from `vocablens train --model gpt --segments`)");
+    kind("segment");
+    return m.W_seg();
+  }
   if (name == "W_pos" || name == "pos") {
     if (!m.W_pos().defined())
       throw UsageError(std::string("this model has no learned position matrix W_pos (positions: ") +

@@ -10,6 +10,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libtorch-dev libopenblas0-openmp
   libeigen3-dev libspectra-dev libfmt-dev catch2 nlohmann-json3-dev libcli11-dev libpcre2-dev
+  libicu-dev
   python3-numpy python3-torch
   # report and notebook tests: headless Chromium screenshots, nbformat validation, notebook execution
   chromium fonts-dejavu-core python3-pil python3-jsonschema python3-nbformat jupyter-nbconvert
@@ -38,6 +39,14 @@ for lib in libblas.so.3 liblapack.so.3; do
     $SUDO update-alternatives --set "$lib-$(uname -m)-linux-gnu" "$alt" >/dev/null 2>&1 || true
   fi
 done
+
+# Reference data and npm packages the tests compare against (the tests fail, not skip, without them).
+./scripts/setup_llama_src.sh                # llama.cpp source from npm node-llama-cpp@3.22.1 (BERT vocabulary)
+mkdir -p build/wordpiece_crosscheck       # transformers.js for the WordPiece cross-check
+if ! cmp -s tests/wordpiece_crosscheck/package-lock.json build/wordpiece_crosscheck/package-lock.json; then
+  cp tests/wordpiece_crosscheck/package.json tests/wordpiece_crosscheck/package-lock.json build/wordpiece_crosscheck/
+  (cd build/wordpiece_crosscheck && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+fi
 
 if [ "${1:-}" != "--no-build" ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release

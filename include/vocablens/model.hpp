@@ -47,6 +47,7 @@ struct LayerWeights {
 struct ModelWeights {
   at::Tensor W_E;            ///< [V, d_model]
   at::Tensor W_pos;          ///< [n_ctx, d_model] for learned positions; undefined otherwise
+  at::Tensor W_seg;          ///< [n_segments, d_model] segment (token-type) embeddings; undefined if none
   at::Tensor lnf_w, lnf_b;   ///< [d_model]; lnf_b undefined for RMSNorm
   at::Tensor W_U;            ///< [d_model, V]; a view of W_E.t() when tied
   at::Tensor b_U;            ///< [V] or undefined
@@ -67,6 +68,11 @@ at::Tensor apply_norm(const at::Tensor& x, NormKind kind, double eps, const at::
 /// with grad, Model::forward without). ids: int64 [B, T] with 1 <= T <= cfg.n_ctx, every id in [0, V).
 ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
                           const CacheSpec& spec, bool compute_logits);
+/// The same with segment (token-type) ids [B, T] (or [T]) in [0, n_segments): W_seg[segment] is added to
+/// the embedding. Models with W_seg given no segment ids (the overload above, Model::forward, every
+/// analysis) run with segment 0 everywhere; models without W_seg refuse defined segment ids.
+ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
+                          const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids);
 
 /// Applies blocks [first, last) to a residual stream x [B, T, d_model] that enters block `first`, with the
 /// very operations run_forward uses (the same code), and returns the stream leaving block last - 1. Records
@@ -100,6 +106,7 @@ class Model {
   // ---- weights by role, TransformerLens shapes (views, no copies) ----
   const at::Tensor& W_E() const { return w_.W_E; }        ///< [V, d_model]
   const at::Tensor& W_pos() const { return w_.W_pos; }    ///< [n_ctx, d_model] or undefined
+  const at::Tensor& W_seg() const { return w_.W_seg; }    ///< [n_segments, d_model] or undefined
   const at::Tensor& W_U() const { return w_.W_U; }        ///< [d_model, V]
   at::Tensor W_Q(int64_t layer) const;  ///< [n_heads, d_model, d_head]
   at::Tensor W_K(int64_t layer) const;  ///< [n_heads, d_model, d_head] (kv heads repeated for GQA)

@@ -44,6 +44,9 @@ struct ModelConfig {
   int64_t bos_token_id = -1;  ///< -1 when unknown
   int64_t eos_token_id = -1;
   std::string weight_dtype = "F32";  ///< dtype as stored on disk ("F32", "F16", "BF16")
+  /// Segment (token-type) embeddings W_seg summed with token and position embeddings; 0 = none. Set by
+  /// the loader from config.json "vocablens_segments" (models of `vocablens train --segments`).
+  int64_t n_segments = 0;
 };
 
 /// Reads a Hugging Face config.json (GPT2LMHeadModel / GPT2Model / LlamaForCausalLM / LlamaModel, and the

@@ -90,4 +90,38 @@ PositionResult position_structure(const at::Tensor& P, const std::string& source
 /// when the model has no W_pos.
 PositionResult position_structure(const Model& m, const PositionOptions& opts = {});
 
+// ---- segment (token-type) embeddings, beside the positions ---------------------------------------------------
+//
+// For a model with W_seg [S, d] (`vocablens train --model gpt --segments`): the segment vectors' norms next
+// to the mean row norms of W_E and of the position vectors; the S × S cosines; |cos| of each segment vector
+// and of the difference Δ = W_seg[1] − W_seg[0] with W_E's top principal directions (eigenvectors of the
+// centred token covariance), and the share of ‖Δ‖² inside their span; and how much of the embedding-layer
+// residual x0 = W_E[t] + P[p] + W_seg[s] each part explains: for t, p, s drawn independently and uniformly
+// (tokens over the vocabulary, positions over the context, segments over S), the total variance
+// E‖x0 − E x0‖² is the sum of the three parts' variances, and each share is its part over the total.
+// (Sinusoidal positions count with their table; rotary, ALiBi and no positions add nothing to x0.)
+//
+//   auto s = vocablens::segment_structure(model);          // UsageError when the model has no W_seg
+//   s.share_segment;                                        // e.g. 0.004: 0.4% of x0's variance
+
+struct SegmentResult {
+  int64_t n_segments = 0, dim = 0, directions = 0;
+  std::vector<double> norms;              ///< [S] ‖W_seg[s]‖
+  double mean_token_norm = 0;             ///< mean ‖W_E[t]‖
+  double mean_position_norm = 0;          ///< mean ‖P[p]‖ (0 without additive positions)
+  std::vector<double> cosine;             ///< [S, S]
+  double difference_norm = 0;             ///< ‖W_seg[1] − W_seg[0]‖ (0 when S = 1)
+  std::vector<double> cos_to_token_pcs;   ///< [S + 1, directions]: |cos| of W_seg[s] (rows 0..S−1) and Δ (row S) with PC_j of W_E
+  double difference_in_token_subspace = 0;  ///< ‖proj of Δ on the top `directions` PCs‖² / ‖Δ‖²
+  double variance_token = 0, variance_position = 0, variance_segment = 0;
+  double share_token = 0, share_position = 0, share_segment = 0;
+
+  /// Adds to a positions result: summary["segments"], arrays "segment_cosine", "segment_cos_to_token_pcs",
+  /// table "segments".
+  void add_to(Result& r) const;
+};
+
+/// Throws UsageError when the model has no segment embeddings.
+SegmentResult segment_structure(const Model& m, int64_t directions = 8);
+
 }  // namespace vocablens

@@ -5,6 +5,8 @@
 //  - EmbedLM  — the minimal next-token model z = E[x] W + b: tied (W = Eᵀ) or untied (W its own [d, V]).
 //  - SkipGram — word2vec skip-gram with negative sampling: centre vector · context vector.
 //  - CBOW     — word2vec continuous bag of words with negative sampling: mean of context vectors · centre.
+//  - GloVe    — global co-occurrence vectors (glove.hpp): counts in a 1/distance-weighted window, then
+//               AdaGrad on the weighted least-squares fit of log X; one step = one epoch.
 //  - GPT      — a small GPT-2-architecture transformer (LayerNorm, gelu_new, biases, tied or untied
 //               unembedding) with positions learned | sinusoidal | rope | alibi | none. It is trained
 //               through vocablens::run_forward, the runner's own forward pass, so the trained model runs
@@ -16,10 +18,12 @@
 //                        "VocablensEmbedLM"; SkipGram/CBOW: "VocablensSkipGram" / "VocablensCBOW".
 //   model.safetensors    GPT / EmbedLM weights under GPT-2 names (wte.weight, h.0.attn.c_attn.weight, ...,
 //                        lm_head.weight only when untied, lm_head.bias for EmbedLM), F32.
-//   embeddings.safetensors + embeddings.npy   SkipGram/CBOW: "embeddings" [V, d] (the word vectors) and
+//   embeddings.safetensors + embeddings.npy   GloVe: "embeddings" = W + W̃, "word_vectors", "context_embeddings",
+//                        "bias", "context_bias" (glove.hpp). SkipGram/CBOW: "embeddings" [V, d] (the word vectors) and
 //                        "context_embeddings" [V, d]; the .npy holds the word vectors.
 //   vocab.json, merges.txt   the tokenizer (GPT-2 byte-level BPE trained on the corpus, bpe_trainer.hpp),
-//                        or the files of the tokenizer given with TrainOptions::tokenizer.
+//                        or vocab.txt + tokenizer_config.json (WordPiece, tokenizer_algo "wordpiece",
+//                        wordpiece_trainer.hpp), or the files of the tokenizer given with TrainOptions::tokenizer.
 //   train_log.json       options, per-step loss, final loss, timings.
 //   checkpoint/          state.json (step, RNG state, losses, options), params-<step>.safetensors,
 //                        optimizer-<step>.pt (Adam moments, torch::save): resume continues bit-identically.
@@ -27,7 +31,8 @@
 // Loss masking: in a corpus, text between "<prompt>" and "</prompt>" (on one line) is part of the input
 // but never a prediction target — no loss is computed for tokens inside a prompt span (the token right
 // after the span is a target). Markers are removed before tokenising; each span is tokenised on its
-// own, so put markers at word boundaries. Lines are tokenised separately ("\n" is its own token).
+// own, so put markers at word boundaries. Lines are tokenised separately ("\n" is its own token; a tokenizer
+// without one, WordPiece, ends each line with its end-of-sequence token [SEP]).
 //
 // Determinism: the result is a function of the options and the corpus. Initial weights and every random
 // choice (batch windows, word2vec pairs and negatives) come from std::mt19937_64 streams seeded with
@@ -59,8 +64,8 @@ namespace vocablens {
 
 class Tokenizer;
 
-enum class TrainModel { EmbedLM, SkipGram, CBOW, GPT };
-const char* to_string(TrainModel m);                  ///< "embed-lm", "skipgram", "cbow", "gpt"
+enum class TrainModel { EmbedLM, SkipGram, CBOW, GPT, GloVe };
+const char* to_string(TrainModel m);                  ///< "embed-lm", "skipgram", "cbow", "gpt", "glove"
 TrainModel train_model_from_string(const std::string& s);  ///< throws UsageError
 
 /// Reported after every step (and once more when training ends).
@@ -82,7 +87,8 @@ struct TrainOptions {
   bool synthetic = false;               ///< the built-in corpus (synthetic.hpp)
   SyntheticOptions synthetic_options;
   std::string tokenizer;                ///< an existing tokenizer (file or directory); "" = train a BPE
-  int64_t vocab_size = 1024;            ///< BPE vocabulary size when training one
+  int64_t vocab_size = 1024;            ///< vocabulary size when training a tokenizer
+  std::string tokenizer_algo = "bpe";   ///< the tokenizer trained when none is given: "bpe" | "wordpiece"
   // ---- output ----
   std::string out_dir;
   bool overwrite = false;               ///< replace an existing training run in out_dir
@@ -107,10 +113,20 @@ struct TrainOptions {
   int64_t n_ctx = 64;                   ///< GPT context = training window (EmbedLM: window of pairs)
   PositionKind positions = PositionKind::Learned;
   double rope_theta = 10000.0;
-  // ---- word2vec ----
-  int64_t window = 4;                   ///< context radius (a radius in 1..window is drawn per pair)
+  /// GPT: learn segment (token-type) embeddings W_seg [2, d] summed with token and position embeddings
+  /// (tensor "token_type_embeddings.weight", config.json "vocablens_segments": 2); segment ids from
+  /// assign_segments(segment_source). Inference without segment ids uses segment 0 everywhere.
+  bool segments = false;
+  std::string segment_source = "auto";  ///< "auto" | "prompt" | "lines"
+  // ---- word2vec, GloVe ----
+  /// Context radius; 0 = the model's default (word2vec 4: a radius in 1..window is drawn per pair;
+  /// GloVe 10: every pair at distance <= window is counted, weighted 1/distance).
+  int64_t window = 0;
   int64_t negatives = 5;
   double subsample = 1e-3;              ///< frequent-token subsampling threshold (0 = off)
+  // ---- GloVe (glove.hpp): one step = one epoch; lr = AdaGrad's eta (default 0.05), no schedule ----
+  double glove_x_max = 100.0;           ///< f(x) = min(1, (x / x_max)^alpha)
+  double glove_alpha = 0.75;
   // ---- checkpoints and progress ----
   int64_t checkpoint_every = 0;         ///< also checkpoint every N steps (the end always checkpoints)
   bool resume = false;                  ///< continue out_dir/checkpoint (its options win, except steps/stop_after/checkpoint_every)
@@ -136,6 +152,7 @@ struct TrainReport {
   int64_t corpus_tokens = 0;
   int64_t target_tokens = 0;            ///< tokens that are prediction targets (not in prompt spans)
   std::string tokenizer;                ///< where the tokenizer came from
+  std::vector<std::string> notes;       ///< things the caller should tell the user (one line each)
 };
 
 /// Trains and writes out_dir. Throws UsageError (bad options, existing run without overwrite/resume)
@@ -150,7 +167,15 @@ struct TokenStream {
   std::vector<uint8_t> target;          ///< [ids.size()] 1 when the token is a prediction target
   std::vector<int64_t> line_starts;     ///< index of each line's first token
   std::vector<int64_t> line_ends;       ///< one past each line's last content token (before "\n")
+  std::vector<uint8_t> segment;         ///< [ids.size()] segment id (assign_segments), or empty
+  std::string segment_source;           ///< "prompt" or "lines" once assigned
 };
+
+/// Segment (token-type) ids for `train --segments`: "prompt" — 1 for the tokens after a line's last
+/// <prompt> span (the answer: BERT's sentence B), 0 elsewhere (the prompt, lines without a span, "\n");
+/// "lines" — alternating sentences, line i (and its "\n") gets i mod 2; "auto" — prompt when the corpus
+/// has a prompt span, else lines. Throws UsageError for another name or "prompt" without any span.
+void assign_segments(TokenStream& s, const std::string& source);
 
 /// The text without "<prompt>" / "</prompt>" markers.
 std::string strip_prompt_markers(std::string_view text);
@@ -194,21 +219,22 @@ struct EmbedLM {
 EmbedLM load_embed_lm(const std::string& dir);
 
 struct WordVectors {
-  std::string kind;    ///< "skipgram" or "cbow"
-  at::Tensor vectors;  ///< [V, d] word (input) vectors
+  std::string kind;    ///< "skipgram", "cbow" or "glove"
+  at::Tensor vectors;  ///< [V, d] word (input) vectors; glove: W + W̃
   at::Tensor context;  ///< [V, d] context (output) vectors
 };
 
-/// Reads a SkipGram / CBOW directory written by train(). Throws FormatError.
+/// Reads a SkipGram / CBOW / GloVe directory written by train(). Throws FormatError.
 WordVectors load_word_vectors(const std::string& dir);
 
-/// True when `path` is a directory written by train() for embed-lm, skipgram or cbow (no transformer:
+/// True when `path` is a directory written by train() for embed-lm, skipgram, cbow or glove (no transformer:
 /// load_model() refuses it; its matrices come from load_embedding_matrix()).
 bool is_embedding_directory(const std::string& path);
 
 /// The token matrix [V, d] of an embed-lm / skipgram / cbow directory, rows = token ids, for the geometry
-/// analyses (neighbours, knn, spectrum, anisotropy): "W_E" = E (embed-lm) or the word vectors (word2vec);
-/// "W_U" = the output vectors Wᵀ (embed-lm; E itself when tied) or the context vectors (word2vec).
+/// analyses (neighbours, knn, spectrum, anisotropy): "W_E" = E (embed-lm), the word vectors (word2vec) or
+/// W + W̃ (glove); "W_U" = the output vectors Wᵀ (embed-lm; E itself when tied) or the context vectors
+/// (word2vec, glove).
 /// Throws FormatError (not such a directory) or UsageError (other names).
 at::Tensor load_embedding_matrix(const std::string& dir, const std::string& which = "W_E");
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <optional>
 
 #include "cli/command.hpp"
 #include "cli/output.hpp"
@@ -12,6 +13,7 @@
 #include "vocablens/model.hpp"
 #include "vocablens/neighbours.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "vocablens/train.hpp"
 
 namespace {
 
@@ -64,14 +66,19 @@ int run_neighbours(const NeighboursCliOptions& o) {
   vocablens::parse_expression(o.query);  // fail on a malformed query before loading anything
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
 
-  vocablens::Model m = vocablens::load_model(o.model);
+  // A directory of `train --model embed-lm | skipgram | cbow | glove`: its vectors, E space only.
+  const bool vectors_only = vocablens::is_embedding_directory(o.model);
+  if (vectors_only && space != vocablens::VectorSpace::Embedding)
+    throw UsageError(o.model + " holds word vectors without a transformer: --space E only");
+  std::optional<vocablens::Model> m;
+  if (!vectors_only) m.emplace(vocablens::load_model(o.model));
   auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
-  at::Tensor X = vocablens::space_vectors(m, space, o.matrix);
+  at::Tensor X = vectors_only ? vocablens::load_embedding_matrix(o.model, o.matrix) : vocablens::space_vectors(*m, space, o.matrix);
   auto r = vocablens::neighbours(X, tok.get(), o.query, no);
   r.matrix = o.matrix;
   r.space = vocablens::to_string(space);
   vocablens::Result res = r.to_result(tok.get());
-  vocablens::cli::fill_provenance(res, m);
+  if (m) vocablens::cli::fill_provenance(res, *m);
   vocablens::cli::emit(res, o.out, [&] { print_neighbours(r, *tok, vocablens::cli::use_color(o.out)); });
   return 0;
 }

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include "cli/command.hpp"
 #include "cli/output.hpp"
@@ -77,6 +78,28 @@ void print_positions(const vocablens::PositionResult& r, const std::string& mode
   print_heatmap(r, 24);
 }
 
+void print_segments(const vocablens::SegmentResult& s) {
+  fmt::print("\nsegment embeddings W_seg [{} × {}] (summed with token and position embeddings)\n", s.n_segments, s.dim);
+  std::string norms;
+  for (size_t i = 0; i < s.norms.size(); ++i) norms += fmt::format("  W_seg[{}]: {:.4g}", i, s.norms[i]);
+  fmt::print("norms:{}   (mean ‖W_E row‖ {:.4g}, mean ‖position‖ {:.4g})\n", norms, s.mean_token_norm, s.mean_position_norm);
+  if (s.n_segments >= 2)
+    fmt::print("cos(W_seg[0], W_seg[1]) {:.3f} · ‖Δ = W_seg[1] − W_seg[0]‖ {:.4g}, {:.1f}% of ‖Δ‖² in the span of W_E's top {} "
+               "principal directions\n",
+               s.cosine[1], s.difference_norm, 100 * s.difference_in_token_subspace, s.directions);
+  const int64_t rows = static_cast<int64_t>(s.cos_to_token_pcs.size()) / std::max<int64_t>(1, s.directions);
+  for (int64_t i = 0; i < rows; ++i) {
+    std::string c;
+    for (int64_t k = 0; k < std::min<int64_t>(s.directions, 8); ++k)
+      c += fmt::format(" {:.2f}", s.cos_to_token_pcs[static_cast<size_t>(i * s.directions + k)]);
+    fmt::print("  |cos| with W_E PC1..{} of {:<18}{}\n", std::min<int64_t>(s.directions, 8),
+               i == s.n_segments ? std::string("Δ") : fmt::format("W_seg[{}]", i), c);
+  }
+  fmt::print("share of the embedding residual's variance (independent uniform token, position, segment): token {:.2f}% · "
+             "position {:.2f}% · segment {:.3f}%\n",
+             100 * s.share_token, 100 * s.share_position, 100 * s.share_segment);
+}
+
 int run_positions(const PositionsCliOptions& o) {
   vocablens::PositionOptions po;
   po.source = vocablens::position_source_from_string(o.kind);
@@ -88,8 +111,16 @@ int run_positions(const PositionsCliOptions& o) {
   vocablens::Model m = vocablens::load_model(o.model);
   auto r = vocablens::position_structure(m, po);
   vocablens::Result res = r.to_result();
+  std::optional<vocablens::SegmentResult> seg;  // segment embeddings, beside the positions
+  if (m.W_seg().defined()) {
+    seg = vocablens::segment_structure(m, 8);
+    seg->add_to(res);
+  }
   vocablens::cli::fill_provenance(res, m);
-  vocablens::cli::emit(res, o.out, [&] { print_positions(r, m.source(), vocablens::cli::use_color(o.out)); });
+  vocablens::cli::emit(res, o.out, [&] {
+    print_positions(r, m.source(), vocablens::cli::use_color(o.out));
+    if (seg) print_segments(*seg);
+  });
   return 0;
 }
 

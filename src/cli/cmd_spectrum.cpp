@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include "cli/command.hpp"
 #include "cli/output.hpp"
@@ -14,6 +15,7 @@
 #include "vocablens/model.hpp"
 #include "vocablens/spectrum.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "vocablens/train.hpp"
 
 namespace {
 
@@ -109,9 +111,17 @@ int run_spectrum(const SpectrumCliOptions& o) {
   so.keep_left_vectors = o.left_vectors;
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
 
-  vocablens::Model m = vocablens::load_model(o.model);
-  std::string kind;
-  at::Tensor M = vocablens::model_matrix(m, o.matrix, &kind);
+  // A directory of `train --model embed-lm | skipgram | cbow | glove` has no transformer: its W_E / W_U.
+  const bool vectors_only = vocablens::is_embedding_directory(o.model);
+  std::optional<vocablens::Model> m;
+  std::string kind = "token";
+  at::Tensor M;
+  if (vectors_only) {
+    M = vocablens::load_embedding_matrix(o.model, o.matrix);
+  } else {
+    m.emplace(vocablens::load_model(o.model));
+    M = vocablens::model_matrix(*m, o.matrix, &kind);
+  }
   std::unique_ptr<vocablens::Tokenizer> tok;
   if (kind == "token") {
     try {
@@ -136,8 +146,10 @@ int run_spectrum(const SpectrumCliOptions& o) {
     }
   }
   r.settings["method"] = o.method;
-  vocablens::cli::fill_provenance(r, m);
-  vocablens::cli::emit(r, o.out, [&] { print_spectrum(s, a.get(), tok.get(), m.source(), vocablens::cli::use_color(o.out)); });
+  if (m) vocablens::cli::fill_provenance(r, *m);
+  vocablens::cli::emit(r, o.out, [&] {
+    print_spectrum(s, a.get(), tok.get(), m ? m->source() : o.model, vocablens::cli::use_color(o.out));
+  });
   return 0;
 }
 

@@ -71,17 +71,27 @@ int run_train(TrainCli& c) {
   if (c.synthetic_lines > 0) o.synthetic_options.lines = c.synthetic_lines;
   if (c.synthetic_seed >= 0) o.synthetic_options.seed = static_cast<uint64_t>(c.synthetic_seed);
   if (o.resume && c.steps_opt->count() == 0) o.steps = 0;  // keep the checkpoint's planned steps
+  if (o.model == TrainModel::GloVe && c.steps_opt->count() == 0) o.steps = 25;  // epochs
   if (o.resume && (!o.corpus.empty() || o.synthetic))
     throw UsageError("--resume continues the run saved in --out DIR with its own corpus and options: drop --corpus/--synthetic");
   o.on_progress = cli::train_progress_printer(std::string("train ") + to_string(o.model), c.quiet);
   TrainReport r = train(o);
-  fmt::print("trained {} ({} parameters, vocabulary {}) for {} steps in {}: final loss {:.4f} nats/token "
-             "(mean of the last {} steps)\n",
-             to_string(r.model), r.parameters, r.vocab_size, r.step, cli::format_seconds(r.seconds), r.final_loss,
-             std::min<int64_t>(50, r.step));
-  const bool w2v = r.model == TrainModel::SkipGram || r.model == TrainModel::CBOW;
-  fmt::print("wrote {}/ (config.json, {}, vocab.json, merges.txt, train_log.json, checkpoint/)\n", r.out_dir,
-             w2v ? "embeddings.safetensors, embeddings.npy" : "model.safetensors");
+  if (r.model == TrainModel::GloVe)
+    fmt::print("trained glove ({} parameters, vocabulary {}) for {} epochs in {}: cost {:.6f} (first epoch {:.6f}; "
+               "mean over the nonzero counts of 1/2 f(X)(w.w~ + b + b~ - log X)^2)\n",
+               r.parameters, r.vocab_size, r.step, cli::format_seconds(r.seconds), r.final_loss,
+               r.losses.empty() ? 0.0 : r.losses.front());
+  else
+    fmt::print("trained {} ({} parameters, vocabulary {}) for {} steps in {}: final loss {:.4f} nats/token "
+               "(mean of the last {} steps)\n",
+               to_string(r.model), r.parameters, r.vocab_size, r.step, cli::format_seconds(r.seconds), r.final_loss,
+               std::min<int64_t>(50, r.step));
+  for (const std::string& n : r.notes) fmt::print(stderr, "vocablens: note: {}\n", n);
+  const bool w2v = r.model == TrainModel::SkipGram || r.model == TrainModel::CBOW || r.model == TrainModel::GloVe;
+  fmt::print("wrote {}/ (config.json, {}, {}, train_log.json, checkpoint/)\n", r.out_dir,
+             w2v ? "embeddings.safetensors, embeddings.npy" : "model.safetensors",
+             !o.tokenizer.empty() ? "the tokenizer's files"
+             : o.tokenizer_algo == "wordpiece" ? "vocab.txt, tokenizer_config.json" : "vocab.json, merges.txt");
   if (r.model == TrainModel::GPT)
     fmt::print("next: vocablens inspect {0}   ·   vocablens lens {0} --prompt \"the capital of france is\"\n", r.out_dir);
   return 0;
@@ -89,23 +99,27 @@ int run_train(TrainCli& c) {
 
 vocablens::cli::Register reg{
     "train",
-    "Train a model from scratch (embed-lm, skipgram, cbow, or a small GPT) on a text file or the built-in "
+    "Train a model from scratch (embed-lm, skipgram, cbow, glove, or a small GPT) on a text file or the built-in "
     "synthetic corpus; writes a Hugging Face-style directory",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto c = std::make_shared<TrainCli>();
       auto& o = c->o;
-      sub.add_option("--model", c->model, "embed-lm | skipgram | cbow | gpt (default gpt)")
-          ->check(CLI::IsMember({"embed-lm", "skipgram", "skip-gram", "cbow", "gpt"}));
+      sub.add_option("--model", c->model, "embed-lm | skipgram | cbow | glove | gpt (default gpt)")
+          ->check(CLI::IsMember({"embed-lm", "skipgram", "skip-gram", "cbow", "glove", "gpt"}));
       sub.add_option("--corpus", o.corpus, "Training text (UTF-8; <prompt>...</prompt> spans get no loss)");
       sub.add_flag("--synthetic", o.synthetic, "Use the built-in synthetic corpus with planted structure");
       sub.add_option("--synthetic-lines", c->synthetic_lines, "Lines of synthetic corpus (default 40000)");
       sub.add_option("--synthetic-seed", c->synthetic_seed, "Seed of the synthetic corpus (default 1)");
       sub.add_option("--out", o.out_dir, "Output directory (created)")->required();
       sub.add_option("--tokenizer", o.tokenizer, "Use this tokenizer (file or directory) instead of training a BPE");
-      sub.add_option("--vocab-size", o.vocab_size, "Size of the trained BPE vocabulary (default 1024)");
-      c->steps_opt = sub.add_option("--steps", o.steps, "Optimisation steps (default 1000)");
+      sub.add_option("--vocab-size", o.vocab_size, "Size of the trained tokenizer's vocabulary (default 1024)");
+      sub.add_option("--tokenizer-algo", o.tokenizer_algo,
+                     "Tokenizer trained when --tokenizer is not given: bpe (GPT-2 byte-level, vocab.json + merges.txt) "
+                     "or wordpiece (BERT, vocab.txt); default bpe")
+          ->check(CLI::IsMember({"bpe", "wordpiece"}));
+      c->steps_opt = sub.add_option("--steps", o.steps, "Optimisation steps (default 1000); glove: epochs (default 25)");
       sub.add_option("--batch", o.batch_size, "Batch: sequences (gpt, embed-lm; default 32) or pairs (word2vec; 256)");
-      sub.add_option("--lr", o.lr, "Peak learning rate (default gpt 3e-3, others 1e-2)");
+      sub.add_option("--lr", o.lr, "Peak learning rate (default gpt 3e-3, glove 0.05 = AdaGrad's eta, others 1e-2)");
       sub.add_option("--warmup", o.warmup_steps, "Linear warm-up steps before cosine decay (default 50)");
       sub.add_option("--weight-decay", o.weight_decay, "Decoupled weight decay on matrices (AdamW; default 0)");
       sub.add_option("--grad-clip", o.grad_clip, "Clip the global gradient norm (default 1; 0 = off)");
@@ -118,10 +132,18 @@ vocablens::cli::Register reg{
       sub.add_option("--positions", c->positions, "gpt: learned | sinusoidal | rope | alibi | none (default learned)")
           ->check(CLI::IsMember({"learned", "sinusoidal", "rope", "rotary", "alibi", "none"}));
       sub.add_option("--rope-theta", o.rope_theta, "gpt: rotary base (default 10000)");
+      sub.add_flag("--segments", o.segments,
+                   "gpt: learn segment (token-type) embeddings W_seg [2, d] summed with token and position embeddings");
+      sub.add_option("--segment-source", o.segment_source,
+                     "gpt --segments: prompt (answer after a <prompt> span = 1), lines (alternating lines), "
+                     "auto (prompt if the corpus has spans; default)")
+          ->check(CLI::IsMember({"auto", "prompt", "lines"}));
       sub.add_flag("--untied", c->untied, "gpt, embed-lm: a separate unembedding instead of W = E^T");
-      sub.add_option("--window", o.window, "word2vec: context radius (default 4)");
+      sub.add_option("--window", o.window, "word2vec, glove: context radius (default word2vec 4, glove 10)");
       sub.add_option("--negatives", o.negatives, "word2vec: negative samples per pair (default 5)");
       sub.add_option("--subsample", o.subsample, "word2vec: frequent-token subsampling threshold (default 1e-3; 0 = off)");
+      sub.add_option("--x-max", o.glove_x_max, "glove: weighting f(x) = min(1, (x/x_max)^alpha) (default 100)");
+      sub.add_option("--alpha", o.glove_alpha, "glove: exponent of the weighting (default 0.75)");
       sub.add_option("--checkpoint-every", o.checkpoint_every, "Also checkpoint every N steps (the end always does)");
       sub.add_flag("--resume", o.resume, "Continue the run in --out DIR from its checkpoint (bit-identical)");
       sub.add_option("--stop-after", o.stop_after, "Stop after N steps of this call (checkpointed; continue with --resume)");

@@ -107,6 +107,10 @@ at::Tensor apply_norm(const at::Tensor& x, NormKind kind, double eps, const at::
   return y;
 }
 
+namespace detail {
+at::Tensor segment_embedding(const ModelWeights& w, const at::Tensor& segment_ids, int64_t B, int64_t T);  // segments.cpp
+}
+
 namespace {
 
 // What every block of one forward pass shares: position tables, the causal mask and the score scale.
@@ -178,8 +182,13 @@ at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const Bloc
 
 }  // namespace
 
-ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids_in,
+ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
                           const CacheSpec& spec, bool compute_logits) {
+  return run_forward(cfg, w, ids, spec, compute_logits, at::Tensor());
+}
+
+ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids_in,
+                          const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids) {
   using namespace detail;
   at::Tensor ids = ids_in.dim() == 1 ? ids_in.unsqueeze(0) : ids_in;
   if (ids.dim() != 2) throw UsageError("token ids must be [T] or [B, T]");
@@ -202,6 +211,7 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
   at::Tensor x = w.W_E.index_select(0, ids.view(-1)).view({B, T, d});
   if (cfg.positions == PositionKind::Learned) x = x + w.W_pos.narrow(0, 0, T);
   else if (cfg.positions == PositionKind::Sinusoidal) x = x + sinusoidal_table(T, d);
+  if (w.W_seg.defined() || segment_ids.defined()) x = x + detail::segment_embedding(w, segment_ids, B, T);
 
   const BlockContext ctx = block_context(cfg, T, x.device());
   for (int64_t l = 0; l < cfg.n_layers; ++l) x = apply_block(cfg, w.layers[static_cast<size_t>(l)], ctx, x, l, &cache, &spec);

@@ -120,6 +120,8 @@ bool starts_with_zip_magic(const std::string& path) {
   return f.gcount() == 4 && m[0] == 'P' && m[1] == 'K' && m[2] == 3 && m[3] == 4;
 }
 
+void attach_segments(const std::string& config_path, const TensorStore& st, ModelConfig& cfg, ModelWeights& w);
+
 Model load_hf_dir(const fs::path& dir) {
   const std::string cp = (dir / "config.json").string();
   if (!fs::exists(cp)) throw FormatError(dir.string(), "no config.json in this directory (not a Hugging Face model directory)");
@@ -132,6 +134,7 @@ Model load_hf_dir(const fs::path& dir) {
     throw FormatError(dir.string(), "no weights found (expected model.safetensors, model.safetensors.index.json or pytorch_model.bin)");
   if (!st.stored_dtype.empty()) cfg.weight_dtype = st.stored_dtype;
   ModelWeights w = cfg.family == Family::GPT2 ? map_gpt2(st, cfg, cp) : map_llama_hf(st, cfg, cp);
+  attach_segments(cp, st, cfg, w);  // "vocablens_segments": W_seg (segments.cpp)
   return Model(std::move(cfg), std::move(w), dir.string());
 }
 

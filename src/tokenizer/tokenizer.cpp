@@ -15,6 +15,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/token_id.hpp"
 #include "vocablens/llama2c_tokenizer.hpp"
+#include "vocablens/wordpiece_tokenizer.hpp"
 
 namespace vocablens {
 
@@ -158,6 +159,7 @@ int64_t model_vocab_size(const std::string& model_path) {
 
 /// Tries the known layouts in `dir`; nullptr when none is there.
 std::unique_ptr<Tokenizer> search_dir(const std::string& dir, int64_t want_vocab) {
+  if (auto t = detail::find_wordpiece(dir)) return t;  // BERT: WordPiece tokenizer.json, or vocab.txt
   if (is_file(join(dir, "tokenizer.json"))) return BpeTokenizer::from_tokenizer_json(join(dir, "tokenizer.json"));
   if (is_file(join(dir, "vocab.json")) && is_file(join(dir, "merges.txt")))
     return BpeTokenizer::from_vocab_merges(join(dir, "vocab.json"), join(dir, "merges.txt"));
@@ -177,7 +179,7 @@ std::unique_ptr<Tokenizer> search_dir(const std::string& dir, int64_t want_vocab
 }
 
 bool is_tokenizer_file_name(const std::string& name) {
-  return name == "tokenizer.json" || name == "vocab.json" || name == "merges.txt" || name == "encoder.json" ||
+  return name == "tokenizer.json" || name == "vocab.txt" || name == "vocab.json" || name == "merges.txt" || name == "encoder.json" ||
          name == "vocab.bpe" || name == "tokenizer.bin" ||
          (name.size() > 7 && name.compare(0, 3, "tok") == 0 && name.compare(name.size() - 4, 4, ".bin") == 0);
 }
@@ -198,6 +200,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
       throw FormatError(path, std::string("needs its companion ") + (path_is_first ? b : a) + " beside it (" + other + " not found)");
     return path_is_first ? BpeTokenizer::from_vocab_merges(path, other) : BpeTokenizer::from_vocab_merges(other, path);
   };
+  if (name == "vocab.txt") return WordPieceTokenizer::from_vocab_txt(path);
+  if (detail::is_wordpiece_tokenizer_json(path)) return WordPieceTokenizer::from_tokenizer_json(path);
   if (name == "vocab.json") return pair("vocab.json", "merges.txt", true);
   if (name == "merges.txt") return pair("vocab.json", "merges.txt", false);
   if (name == "encoder.json") return pair("encoder.json", "vocab.bpe", true);

@@ -18,15 +18,16 @@ const char* to_string(TrainModel m) {
     case TrainModel::SkipGram: return "skipgram";
     case TrainModel::CBOW: return "cbow";
     case TrainModel::GPT: return "gpt";
+    case TrainModel::GloVe: return "glove";
   }
   return "?";
 }
 
 TrainModel train_model_from_string(const std::string& s) {
-  for (auto m : {TrainModel::EmbedLM, TrainModel::SkipGram, TrainModel::CBOW, TrainModel::GPT})
+  for (auto m : {TrainModel::EmbedLM, TrainModel::SkipGram, TrainModel::CBOW, TrainModel::GPT, TrainModel::GloVe})
     if (s == to_string(m)) return m;
   if (s == "skip-gram") return TrainModel::SkipGram;
-  throw UsageError("unknown model kind '" + s + "' (embed-lm, skipgram, cbow, gpt)");
+  throw UsageError("unknown model kind '" + s + "' (embed-lm, skipgram, cbow, gpt, glove)");
 }
 
 std::string strip_prompt_markers(std::string_view text) {
@@ -46,7 +47,10 @@ TokenStream tokenize_marked_text(const Tokenizer& tok, std::string_view text) {
   EncodeOptions eo;
   eo.add_bos = false;
   auto nl = tok.encode("\n", eo);
-  if (nl.size() != 1) throw UsageError("the tokenizer (" + tok.source() + ") has no single token for a newline");
+  // A tokenizer that drops whitespace (WordPiece) ends lines with its end-of-sequence token ([SEP]).
+  if (nl.size() != 1 && tok.eos_id() >= 0 && nl.empty()) nl.assign(1, tok.eos_id());
+  if (nl.size() != 1)
+    throw UsageError("the tokenizer (" + tok.source() + ") has no single token for a newline (nor an end-of-sequence token)");
   const int64_t newline = nl[0];
   size_t pos = 0, line_no = 0;
   while (pos < text.size()) {
@@ -95,6 +99,31 @@ TokenStream tokenize_marked_text(const Tokenizer& tok, std::string_view text) {
   return s;
 }
 
+void assign_segments(TokenStream& s, const std::string& source) {
+  bool has_prompt = false;
+  for (uint8_t t : s.target) has_prompt |= t == 0;
+  std::string src = source == "auto" ? (has_prompt ? "prompt" : "lines") : source;
+  if (src != "prompt" && src != "lines")
+    throw UsageError("--segment-source must be auto, prompt or lines (it is '" + source + "')");
+  if (src == "prompt" && !has_prompt)
+    throw UsageError("--segment-source prompt: the corpus has no <prompt>...</prompt> span");
+  s.segment.assign(s.ids.size(), 0);
+  s.segment_source = src;
+  for (size_t l = 0; l < s.line_starts.size(); ++l) {
+    const int64_t a = s.line_starts[l], b = s.line_ends[l];
+    const int64_t e = l + 1 < s.line_starts.size() ? s.line_starts[l + 1] : static_cast<int64_t>(s.ids.size());
+    if (src == "lines") {
+      for (int64_t i = a; i < e; ++i) s.segment[static_cast<size_t>(i)] = static_cast<uint8_t>(l % 2);
+    } else {
+      int64_t last_prompt = -1;  // segment B = the tokens after the line's last prompt span
+      for (int64_t i = a; i < b; ++i)
+        if (!s.target[static_cast<size_t>(i)]) last_prompt = i;
+      if (last_prompt >= 0)
+        for (int64_t i = last_prompt + 1; i < b; ++i) s.segment[static_cast<size_t>(i)] = 1;
+    }
+  }
+}
+
 namespace train_detail {
 
 at::Tensor normal_tensor(at::IntArrayRef shape, double std, std::mt19937_64& rng) {
@@ -130,15 +159,22 @@ std::vector<int64_t> window_starts(const TokenStream& s, int64_t n_ctx) {
 }
 
 void sample_windows(const TokenStream& s, const std::vector<int64_t>& starts, int64_t batch, int64_t n_ctx,
-                    std::mt19937_64& rng, at::Tensor& inputs, at::Tensor& targets) {
+                    std::mt19937_64& rng, at::Tensor& inputs, at::Tensor& targets, at::Tensor* segments) {
   inputs = at::empty({batch, n_ctx}, at::TensorOptions().dtype(at::kLong));
   targets = at::empty({batch, n_ctx}, at::TensorOptions().dtype(at::kLong));
   int64_t* in = inputs.data_ptr<int64_t>();
   int64_t* tg = targets.data_ptr<int64_t>();
+  int64_t* sg = nullptr;
+  if (segments) {
+    if (s.segment.size() != s.ids.size()) throw UsageError("the token stream has no segment ids");
+    *segments = at::empty({batch, n_ctx}, at::TensorOptions().dtype(at::kLong));
+    sg = segments->data_ptr<int64_t>();
+  }
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t st = starts[below(rng, starts.size())];
     for (int64_t t = 0; t < n_ctx; ++t) {
       in[b * n_ctx + t] = s.ids[static_cast<size_t>(st + t)];
+      if (sg) sg[b * n_ctx + t] = s.segment[static_cast<size_t>(st + t)];
       const size_t nx = static_cast<size_t>(st + t + 1);
       tg[b * n_ctx + t] = s.target[nx] ? s.ids[nx] : -100;
     }

@@ -77,8 +77,9 @@ EmbedLM load_embed_lm(const std::string& dir) {
 WordVectors load_word_vectors(const std::string& dir) {
   nlohmann::json j = read_config(dir);
   std::string mt = model_type(j);
-  if (mt != "vocablens-skipgram" && mt != "vocablens-cbow")
-    throw FormatError(dir + "/config.json", "not a word2vec directory (model_type is not vocablens-skipgram / vocablens-cbow)");
+  if (mt != "vocablens-skipgram" && mt != "vocablens-cbow" && mt != "vocablens-glove")
+    throw FormatError(dir + "/config.json",
+                      "not a word-vector directory (model_type is not vocablens-skipgram / vocablens-cbow / vocablens-glove)");
   const int64_t V = j.value("vocab_size", int64_t(0)), d = j.value("n_embd", int64_t(0));
   TensorStore st = read_safetensors(dir + "/embeddings.safetensors");
   WordVectors w;
@@ -93,7 +94,7 @@ bool is_embedding_directory(const std::string& path) {
   if (!std::filesystem::is_directory(path, ec) || !std::filesystem::exists(path + "/config.json", ec)) return false;
   try {
     const std::string t = model_type(read_config(path));
-    return t == "vocablens-embed-lm" || t == "vocablens-skipgram" || t == "vocablens-cbow";
+    return t == "vocablens-embed-lm" || t == "vocablens-skipgram" || t == "vocablens-cbow" || t == "vocablens-glove";
   } catch (const std::exception&) {
     return false;
   }

@@ -76,6 +76,7 @@ ModelWeights gpt_weights_from_named(const ModelConfig& c, const std::map<std::st
     w.layers.push_back(std::move(L));
   }
   w.W_U = c.tied_embeddings ? w.W_E.t() : get("lm_head.weight").t();
+  if (named.count("token_type_embeddings.weight")) w.W_seg = named.at("token_type_embeddings.weight");
   return w;
 }
 
@@ -155,20 +156,34 @@ class GptTrainable final : public Trainable {
     GptParameters P = init_gpt_parameters(cfg_, o.seed);
     params = std::move(P.named);
     w_ = gpt_weights_from_named(cfg_, params);
+    if (o.segments) {
+      // Segment embeddings [2, d]: N(0, 0.01) like positions, from their own stream (the other weights do
+      // not change with --segments).
+      if (s.segment.size() != s.ids.size()) throw UsageError("--segments: the corpus has no segment ids");
+      std::mt19937_64 rng(o.seed ^ 0x5E6D5E6D5E6Dull);
+      cfg_.n_segments = 2;
+      params["token_type_embeddings.weight"] = normal_tensor({2, cfg_.d_model}, 0.01, rng).requires_grad_(true);
+      w_.W_seg = params["token_type_embeddings.weight"];
+    }
     starts_ = window_starts(s, cfg_.n_ctx);
   }
 
   at::Tensor loss(std::mt19937_64& rng) override {
     at::Tensor in, tg;
-    do sample_windows(s_, starts_, o_.batch_size, cfg_.n_ctx, rng, in, tg);
+    at::Tensor seg;
+    do sample_windows(s_, starts_, o_.batch_size, cfg_.n_ctx, rng, in, tg, o_.segments ? &seg : nullptr);
     while (!(tg != -100).any().item<bool>());  // a batch entirely inside prompt spans has no loss
-    ForwardOutput out = run_forward(cfg_, w_, in, CacheSpec::none(), true);
+    ForwardOutput out = run_forward(cfg_, w_, in, CacheSpec::none(), true, seg);
     return at::cross_entropy_loss(out.logits.reshape({-1, cfg_.vocab_size}), tg.reshape({-1}), {}, at::Reduction::Mean,
                                   -100);
   }
 
   void write(const std::string& dir) const override {
     nlohmann::json extra = {{"vocablens_trained", {{"model", "gpt"}, {"seed", o_.seed}}}};
+    if (o_.segments) {
+      extra["vocablens_segments"] = cfg_.n_segments;  // the loader reads it (src/model/segments.cpp)
+      extra["vocablens_segment_source"] = s_.segment_source;
+    }
     write_file_atomic(dir + "/config.json", gpt_config_json(cfg_, eos_, extra));
     write_safetensors(dir + "/model.safetensors", params, {{"format", "pt"}});
   }

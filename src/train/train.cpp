@@ -20,6 +20,7 @@
 #include "vocablens/sha256.hpp"
 #include "vocablens/tensor_store.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "vocablens/wordpiece_trainer.hpp"
 
 namespace vocablens {
 namespace {
@@ -46,6 +47,7 @@ json options_to_json(const TrainOptions& o) {
             {"mark_prompts", s.mark_prompts}}},
           {"tokenizer", o.tokenizer},
           {"vocab_size", o.vocab_size},
+          {"tokenizer_algo", o.tokenizer_algo},
           {"seed", o.seed},
           {"steps", o.steps},
           {"batch_size", o.batch_size},
@@ -64,9 +66,13 @@ json options_to_json(const TrainOptions& o) {
           {"n_ctx", o.n_ctx},
           {"positions", to_string(o.positions)},
           {"rope_theta", o.rope_theta},
+          {"segments", o.segments},
+          {"segment_source", o.segment_source},
           {"window", o.window},
           {"negatives", o.negatives},
           {"subsample", o.subsample},
+          {"glove_x_max", o.glove_x_max},
+          {"glove_alpha", o.glove_alpha},
           {"checkpoint_every", o.checkpoint_every}};
 }
 
@@ -90,6 +96,7 @@ TrainOptions options_from_json(const json& j, const std::string& path) {
     so.mark_prompts = s.at("mark_prompts").get<bool>();
     o.tokenizer = j.at("tokenizer").get<std::string>();
     o.vocab_size = j.at("vocab_size").get<int64_t>();
+    o.tokenizer_algo = j.value("tokenizer_algo", std::string("bpe"));
     o.seed = j.at("seed").get<uint64_t>();
     o.steps = j.at("steps").get<int64_t>();
     o.batch_size = j.at("batch_size").get<int64_t>();
@@ -108,9 +115,13 @@ TrainOptions options_from_json(const json& j, const std::string& path) {
     o.n_ctx = j.at("n_ctx").get<int64_t>();
     o.positions = position_kind_from_string(j.at("positions").get<std::string>());
     o.rope_theta = j.at("rope_theta").get<double>();
+    o.segments = j.value("segments", false);  // absent in checkpoints written before segments
+    o.segment_source = j.value("segment_source", std::string("auto"));
     o.window = j.at("window").get<int64_t>();
     o.negatives = j.at("negatives").get<int64_t>();
     o.subsample = j.at("subsample").get<double>();
+    o.glove_x_max = j.value("glove_x_max", 100.0);  // absent in checkpoints written before GloVe
+    o.glove_alpha = j.value("glove_alpha", 0.75);
     o.checkpoint_every = j.at("checkpoint_every").get<int64_t>();
     return o;
   } catch (const json::exception& e) {
@@ -123,7 +134,8 @@ TrainOptions options_from_json(const json& j, const std::string& path) {
 void resolve_defaults(TrainOptions& o) {
   const bool w2v = o.model == TrainModel::SkipGram || o.model == TrainModel::CBOW;
   if (o.batch_size == 0) o.batch_size = w2v ? 256 : 32;
-  if (o.lr == 0) o.lr = o.model == TrainModel::GPT ? 3e-3 : 1e-2;
+  if (o.lr == 0) o.lr = o.model == TrainModel::GPT ? 3e-3 : o.model == TrainModel::GloVe ? 0.05 : 1e-2;
+  if (o.window == 0) o.window = o.model == TrainModel::GloVe ? 10 : 4;
 }
 
 void validate(const TrainOptions& o) {
@@ -141,6 +153,15 @@ void validate(const TrainOptions& o) {
   if (o.n_ctx < 1 || o.n_ctx > 65536) throw UsageError("--ctx must be in 1..65536");
   if (o.checkpoint_every < 0) throw UsageError("--checkpoint-every must be >= 0");
   if (o.stop_after < 0) throw UsageError("--stop-after must be >= 0");
+  if (o.tokenizer_algo != "bpe" && o.tokenizer_algo != "wordpiece")
+    throw UsageError("--tokenizer-algo must be bpe or wordpiece (it is '" + o.tokenizer_algo + "')");
+  if (o.window < 1) throw UsageError("--window must be >= 1");
+  if (o.model == TrainModel::GloVe) {
+    if (!(o.glove_x_max > 0) || !std::isfinite(o.glove_x_max)) throw UsageError("--x-max must be a positive number");
+    if (!(o.glove_alpha >= 0) || !std::isfinite(o.glove_alpha)) throw UsageError("--alpha must be >= 0");
+    if (o.stop_after > 0 || o.checkpoint_every > 0)
+      throw UsageError("glove runs in one go (seconds to minutes): --stop-after and --checkpoint-every do not apply");
+  }
 }
 
 // Warm-up then cosine decay to lr · min_lr_ratio at `steps`. `step` is the 0-based index of the step.
@@ -186,6 +207,14 @@ TrainReport train(const TrainOptions& given) {
   const std::string ckdir = dir + "/checkpoint";
   const std::string state_path = ckdir + "/state.json";
 
+  struct RemoveIfFailed {
+    std::string dir;
+    bool armed = false;
+    ~RemoveIfFailed() {
+      std::error_code ec;
+      if (armed) fs::remove_all(dir, ec);
+    }
+  } cleanup;
   json state;
   if (o.resume) {
     if (!fs::exists(state_path))
@@ -196,6 +225,8 @@ TrainReport train(const TrainOptions& given) {
       throw FormatError(state_path, std::string("malformed JSON: ") + e.what());
     }
     TrainOptions saved = options_from_json(state.at("options"), state_path);
+    if (saved.model == TrainModel::GloVe)
+      throw UsageError(dir + " holds a glove run, which is not resumable (it runs in one go): train again with --overwrite");
     saved.out_dir = o.out_dir;
     saved.steps = given.steps > 0 ? given.steps : saved.steps;
     saved.stop_after = given.stop_after;
@@ -209,6 +240,11 @@ TrainReport train(const TrainOptions& given) {
     if (fs::exists(state_path) && !o.overwrite)
       throw UsageError(dir + " already holds a training run (checkpoint/state.json): pass --resume to continue it or "
                              "--overwrite to start again");
+    // A run that fails before its first checkpoint (bad corpus, too few tokens, ...) leaves nothing behind
+    // in a directory it created.
+    std::error_code ec;
+    cleanup.dir = dir;
+    cleanup.armed = !fs::exists(dir, ec);
     ensure_directory(dir);
     ensure_directory(ckdir);
   }
@@ -221,6 +257,7 @@ TrainReport train(const TrainOptions& given) {
                       "the corpus differs from the one the checkpoint was trained on (sha256 mismatch)");
   std::unique_ptr<Tokenizer> tok;
   std::string tok_source;
+  std::vector<std::string> notes;
   if (o.resume) {
     tok = load_tokenizer(dir);
     tok_source = state.value("tokenizer_source", std::string());
@@ -232,24 +269,89 @@ TrainReport train(const TrainOptions& given) {
       if (fs::weakly_canonical(f) != fs::weakly_canonical(to)) write_file_atomic(to, read_all(f));
     }
     tok = load_tokenizer(dir);
+  } else if (o.tokenizer_algo == "wordpiece") {
+    WordPieceTrainerOptions wo;
+    wo.vocab_size = o.vocab_size;
+    WordPieceVocabulary v = train_wordpiece(strip_prompt_markers(text), wo);
+    if (v.merges == 0)
+      throw UsageError("the corpus is too small to learn a single WordPiece merge; give a longer corpus or --tokenizer");
+    std::error_code ec;  // a BPE of an earlier run (--overwrite) would be found first
+    fs::remove(dir + "/vocab.json", ec);
+    fs::remove(dir + "/merges.txt", ec);
+    v.write(dir);
+    tok = load_tokenizer(dir);
+    tok_source = "WordPiece trained on the corpus (" + std::to_string(v.size()) + " tokens, " +
+                 std::to_string(v.merges) + " merges)";
+    if (v.skipped_long_words > 0)
+      notes.push_back(std::to_string(v.skipped_long_words) + " word(s) longer than max_input_chars_per_word (" +
+                      std::to_string(wo.config.max_input_chars_per_word) + " characters) were not learned and encode as " +
+                      wo.config.unk_token + " (first: \"" + v.first_skipped.substr(0, 40) + "...\")");
   } else {
     BpeTrainerOptions bo;
     bo.vocab_size = o.vocab_size;
     BpeVocabulary v = train_bpe(strip_prompt_markers(text), bo);
     if (v.merges.empty())
       throw UsageError("the corpus is too small to learn a single BPE merge; give a longer corpus or --tokenizer");
+    std::error_code ec;  // a WordPiece of an earlier run (--overwrite) would be found first
+    fs::remove(dir + "/vocab.txt", ec);
+    fs::remove(dir + "/tokenizer_config.json", ec);
     v.write(dir);
     tok = load_tokenizer(dir);
     tok_source = "BPE trained on the corpus (" + std::to_string(v.size()) + " tokens, " +
                  std::to_string(v.merges.size()) + " merges)";
   }
   TokenStream stream = tokenize_marked_text(*tok, text);
+  if (o.segments) {
+    if (o.model != TrainModel::GPT) throw UsageError("--segments applies to --model gpt only");
+    assign_segments(stream, o.segment_source);
+  }
   text.clear();
   text.shrink_to_fit();
   int64_t targets = 0;
   for (uint8_t t : stream.target) targets += t;
   if (targets == 0) throw UsageError("the corpus has no prediction targets (is everything inside <prompt> spans?)");
   const int64_t vocab = tok->vocab_size();
+  if (o.model == TrainModel::GloVe) {
+    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    GloveRun g = run_glove(o, stream, vocab, o.synthetic ? std::string("(synthetic)") : o.corpus, elapsed);
+    TrainReport rep;
+    rep.out_dir = dir;
+    rep.model = o.model;
+    rep.step = rep.steps = o.steps;
+    rep.losses = g.losses;
+    rep.final_loss = g.final_cost;
+    rep.parameters = 2 * vocab * (o.d_model + 1);
+    rep.vocab_size = vocab;
+    rep.corpus_tokens = static_cast<int64_t>(stream.ids.size());
+    rep.target_tokens = targets;
+    rep.tokenizer = tok_source;
+    rep.notes = notes;
+    rep.seconds = elapsed();
+    json log = {{"model", "glove"},
+                {"step", o.steps},
+                {"steps", o.steps},
+                {"final_loss", g.final_cost},
+                {"final_loss_definition",
+                 "GloVe cost after the last epoch: mean over the nonzero counts of 1/2 f(X)(w.w~ + b + b~ - log X)^2; "
+                 "losses[] are the epochs' costs as the reference glove prints them (taken during the epoch)"},
+                {"nonzero_counts", g.nonzero},
+                {"distinct_tokens", g.distinct},
+                {"seconds", rep.seconds},
+                {"parameters", rep.parameters},
+                {"vocab_size", vocab},
+                {"corpus_tokens", rep.corpus_tokens},
+                {"tokenizer", tok_source},
+                {"options", options_to_json(o)},
+                {"losses", rep.losses}};
+    write_file_atomic(dir + "/train_log.json", log.dump(1) + "\n");
+    json st = {{"format", "vocablens-train-checkpoint"}, {"version", 1},          {"step", o.steps},
+               {"resumable", false},                     {"losses", rep.losses}, {"corpus_sha256", corpus_hash},
+               {"tokenizer_source", tok_source},         {"options", options_to_json(o)}};
+    write_file_atomic(state_path, st.dump() + "\n");
+    cleanup.armed = false;
+    if (o.on_progress) o.on_progress({o.steps, o.steps, rep.losses.back(), rep.losses.back(), o.lr, rep.seconds, true, true});
+    return rep;
+  }
 
   std::unique_ptr<Trainable> model;
   switch (o.model) {
@@ -257,6 +359,7 @@ TrainReport train(const TrainOptions& given) {
     case TrainModel::EmbedLM: model = make_embed_lm(o, stream, vocab); break;
     case TrainModel::SkipGram:
     case TrainModel::CBOW: model = make_word2vec(o, stream, vocab); break;
+    case TrainModel::GloVe: break;  // handled above
   }
   // Intra-op threads for the run (restored afterwards, also on errors).
   struct ThreadScope {
@@ -283,6 +386,7 @@ TrainReport train(const TrainOptions& given) {
   rep.corpus_tokens = static_cast<int64_t>(stream.ids.size());
   rep.target_tokens = targets;
   rep.tokenizer = tok_source;
+  rep.notes = notes;
 
   int64_t step = 0;
   double prior_seconds = 0;
@@ -308,6 +412,7 @@ TrainReport train(const TrainOptions& given) {
   rep.start_step = step;
 
   auto write_checkpoint = [&](double seconds_now) {
+    cleanup.armed = false;
     const std::string tag = std::to_string(step);
     write_safetensors(ckdir + "/params-" + tag + ".safetensors", model->params);
     write_file_atomic(ckdir + "/optimizer-" + tag + ".pt", opt.save());

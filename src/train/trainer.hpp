@@ -6,6 +6,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -45,10 +46,21 @@ std::unique_ptr<Trainable> make_gpt(const TrainOptions& o, const TokenStream& st
 std::unique_ptr<Trainable> make_embed_lm(const TrainOptions& o, const TokenStream& stream, int64_t vocab);
 std::unique_ptr<Trainable> make_word2vec(const TrainOptions& o, const TokenStream& stream, int64_t vocab);
 
+/// GloVe is not a Trainable (no autograd, no Adam): counts, then AdaGrad epochs (glove.cpp). Writes
+/// config.json and the embedding files into o.out_dir; train() writes the log and state.
+struct GloveRun {
+  std::vector<double> losses;   ///< the cost of every epoch
+  double final_cost = 0;        ///< the objective after the last epoch
+  int64_t nonzero = 0, distinct = 0;
+};
+GloveRun run_glove(const TrainOptions& o, const TokenStream& stream, int64_t vocab, const std::string& corpus_name,
+                   const std::function<double()>& elapsed);
+
 /// Random windows of n_ctx + 1 tokens starting at line starts: inputs [B, n_ctx] and targets [B, n_ctx]
 /// (-100 where the next token is not a target). Shared by GPT and EmbedLM.
+/// With `segments`: also their segment ids [B, n_ctx] (TokenStream::segment), drawing the same windows.
 void sample_windows(const TokenStream& s, const std::vector<int64_t>& starts, int64_t batch, int64_t n_ctx,
-                    std::mt19937_64& rng, at::Tensor& inputs, at::Tensor& targets);
+                    std::mt19937_64& rng, at::Tensor& inputs, at::Tensor& targets, at::Tensor* segments = nullptr);
 /// Line starts from which a whole window fits. Throws UsageError when the corpus is too short.
 std::vector<int64_t> window_starts(const TokenStream& s, int64_t n_ctx);
 
