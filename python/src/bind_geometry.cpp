@@ -3,6 +3,7 @@
 #include "analyses.hpp"
 #include "vocablens/anisotropy.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/knn.hpp"
 #include "vocablens/neighbours.hpp"
 #include "vocablens/positions.hpp"
 #include "vocablens/spectrum.hpp"

@@ -2,6 +2,8 @@
 #include "analyses.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/lens.hpp"
+#include "vocablens/lens_corpus.hpp"
+#include "vocablens/project.hpp"
 #include "vocablens/unembed.hpp"
 
 namespace vlpy {
