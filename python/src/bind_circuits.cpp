@@ -1,5 +1,5 @@
 // Python bindings of the weight analyses: heads and neurons (as `vocablens heads/neurons`). Both run in
-// steps (heads: one layer at a time; neurons: blocks of 256) so that progress shows and Ctrl-C stops
+// steps (heads: one layer at a time; neurons: blocks of `block`, default 256) so that progress shows and Ctrl-C stops
 // between steps; the merged analysis is the one a single call returns (same order, same numbers).
 #include "analyses.hpp"
 #include "vocablens/error.hpp"
@@ -90,6 +90,7 @@ RegisterAnalysis neurons_reg{
       no.gates = o.flag("gates", true);
       no.bottom = o.flag("bottom", false);
       no.filter = token_filter(o);
+      const size_t block = static_cast<size_t>(o.integer_at_least("block", 256, 1));
       py::object progress = o.raw("progress");
       o.finish();
       if (!no.keys && !no.values && !no.gates)
@@ -101,7 +102,6 @@ RegisterAnalysis neurons_reg{
       std::vector<int64_t> ids = no.neurons;
       if (ids.empty())
         for (int64_t n = 0; n < cfg.d_mlp; ++n) ids.push_back(n);
-      const size_t block = 256;
       Progress bar(progress, static_cast<int64_t>(ids.size()), "neurons", "neuron");
       py::gil_scoped_release nogil;
       vocablens::NeuronsAnalysis all;

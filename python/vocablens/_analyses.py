@@ -67,9 +67,9 @@ def heads(model, *, layers=None, heads=None, kind=None, top_k=None, tokens=None,
 
 
 def neurons(model, layer, *, neurons=None, top_k=None, inverse=None, pinv_rtol=None, keys=None, gates=None,
-            values=None, bottom=None, alpha_only=None, allow=None, progress=None):
+            values=None, bottom=None, alpha_only=None, allow=None, block=None, progress=None):
     """MLP neurons' keys, gates and values in vocabulary space (`vocablens neurons`). neurons: default all,
-    top_k=30. Result kind "neurons"."""
+    top_k=30; block=256 neurons per step (progress and Ctrl-C between steps). Result kind "neurons"."""
     return _call("neurons", model, locals())
 
 

@@ -42,7 +42,7 @@ class Errors(unittest.TestCase):
 
     def test_usage_error_is_value_error(self):
         rc, _, err = cli("neurons", GPT2, "--layer", "1", "--neurons", "9999", check=False)
-        self.assertEqual(rc, 1)
+        self.assertEqual(rc, 2)   # the CLI's exit code for usage errors
         with self.assertRaises(vocablens.UsageError) as cm:
             vocablens.neurons(self.m, 1, neurons=[9999], progress=False)
         self.assertIsInstance(cm.exception, ValueError)
@@ -109,10 +109,10 @@ class Errors(unittest.TestCase):
     def test_progress_callable_and_tqdm(self):
         m = vocablens.load_model(STORIES)
         seen = []
-        vocablens.neurons(m, 0, top_k=3, progress=lambda d, t: seen.append((d, t)))
+        vocablens.neurons(m, 0, top_k=3, block=50, progress=lambda d, t: seen.append((d, t)))
         d_mlp = m.config["d_mlp"]
         self.assertEqual(seen[-1], (d_mlp, d_mlp))
-        self.assertEqual(len(seen), (d_mlp + 255) // 256)
+        self.assertEqual(len(seen), (d_mlp + 49) // 50)
         vocablens.neurons(m, 0, top_k=3, progress=True)   # tqdm (python3-tqdm is installed by setup.sh)
         self.assertNames(TypeError, "progress", vocablens.neurons, m, 0, progress="yes")
 
