@@ -22,7 +22,8 @@ install(EXPORT vocablensTargets NAMESPACE vocablens:: FILE vocablensTargets.cmak
         DESTINATION ${VOCABLENS_INSTALL_CMAKEDIR})
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/vocablensConfig.cmake.in
-  ${PROJECT_BINARY_DIR}/vocablensConfig.cmake INSTALL_DESTINATION ${VOCABLENS_INSTALL_CMAKEDIR})
+  ${PROJECT_BINARY_DIR}/vocablensConfig.cmake INSTALL_DESTINATION ${VOCABLENS_INSTALL_CMAKEDIR}
+  PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_BINDIR)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/vocablensConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/vocablensConfig.cmake ${PROJECT_BINARY_DIR}/vocablensConfigVersion.cmake
