@@ -53,4 +53,17 @@ string(FIND "${step_output}" "GPT2LMHeadModel" arch_at)
 if(arch_at EQUAL -1)
   message(FATAL_ERROR "installed CLI: 'inspect' did not name the architecture:\n${step_output}")
 endif()
+# The installed Python module imports from the prefix (when the build has it).
+if(DEFINED PYTHON AND EXISTS ${prefix}/lib/python3/dist-packages/vocablens/__init__.py)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${prefix}/lib/python3/dist-packages
+                  ${PYTHON} -c "import vocablens; m = vocablens.load_model('${model}'); print('python:', vocablens.__file__, m.tokenize('The Eiffel Tower'))"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(FIND "${out}" "[464, 412, 733, 417, 8765]" py_at)
+  if(NOT rc EQUAL 0 OR py_at EQUAL -1)
+    message(FATAL_ERROR "installed Python module: ${out}\n${err}")
+  endif()
+  message("${out}")
+elseif(DEFINED PYTHON)
+  message(FATAL_ERROR "not installed: ${prefix}/lib/python3/dist-packages/vocablens")
+endif()
 message("package: installed, found, built and run")
