@@ -1,6 +1,10 @@
 """Bad input from Python: TypeError / ValueError naming the argument, the library's one-line messages
 (the same the CLI prints), Ctrl-C between steps, the GIL released during long calls; never a crash."""
 import os
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 import unittest
@@ -105,6 +109,29 @@ class Errors(unittest.TestCase):
         self.assertEqual(ticks[0], (1, m.config["n_layers"]))
         r = vocablens.heads(m, layers=0, top_k=5, progress=False)   # and the model still works
         self.assertEqual(r.kind, "heads")
+
+    def test_real_sigint(self):
+        """A real SIGINT, sent while the C++ work runs (GIL released), stops heads() at the next step."""
+        child = textwrap.dedent("""
+            import sys, time, vocablens
+            m = vocablens.load_model(sys.argv[1])
+            def progress(done, total):
+                if done == 1:
+                    print("started", flush=True)
+            t0 = time.time()
+            try:
+                vocablens.heads(m, top_k=50, progress=progress)
+                print("finished", flush=True)
+            except KeyboardInterrupt:
+                r = vocablens.lens(m, "Hello", top_k=1)   # the interpreter and the model are fine
+                print("interrupted", r.kind, flush=True)
+            """)
+        p = subprocess.Popen([sys.executable, "-c", child, GPT2], stdout=subprocess.PIPE, text=True)
+        self.assertEqual(p.stdout.readline().strip(), "started")
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=300)
+        self.assertEqual(p.returncode, 0)
+        self.assertEqual(out.strip(), "interrupted logit_lens")
 
     def test_progress_callable_and_tqdm(self):
         m = vocablens.load_model(STORIES)
