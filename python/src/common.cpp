@@ -7,6 +7,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/neurons.hpp"
 #include "vocablens/provenance.hpp"
+#include "vocablens/token_id.hpp"
 
 namespace vlpy {
 
@@ -284,15 +285,10 @@ int64_t token_from(const PyModel& m, py::handle v, const std::string& arg) {
   std::string s = v.cast<std::string>();
   if (s.empty()) throw py::value_error(arg + " is empty: give one token, e.g. \" Paris\"");
   const auto& tok = m.tokenizer();
-  if (auto id = tok.token_to_id(s)) return *id;
-  vocablens::EncodeOptions plain;
-  plain.add_bos = false;
-  auto ids = tok.encode(s, plain);
-  if (ids.size() == 1) return ids[0];  // llama2.c: " Paris" is "Paris" after the dummy prefix
-  std::string parts;
-  for (size_t i = 0; i < ids.size() && i < 8; ++i) parts += (i ? " " : "") + tok.display(ids[i]);
-  throw py::value_error(arg + " '" + s + "' is " + std::to_string(ids.size()) + " tokens (" + parts +
-                        "); give a single token or its id");
+  std::vector<int64_t> pieces;
+  if (auto id = vocablens::single_token_id(tok, s, &pieces)) return *id;  // the CLI's rule (token_id.hpp)
+  throw py::value_error(arg + " '" + s + "' is " + std::to_string(pieces.size()) + " tokens (" +
+                        vocablens::display_ids(tok, pieces) + "); give a single token or its id");
 }
 
 // ---- progress ----------------------------------------------------------------------------------------------

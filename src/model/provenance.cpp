@@ -3,8 +3,8 @@
 
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 
+#include "vocablens/config_hash.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/sha256.hpp"
 
@@ -22,26 +22,6 @@ std::string utc_now() {
   return buf;
 }
 
-// sha256 of what defines the architecture: config.json of a Hugging Face directory, the header of a
-// llama2.c .bin (28 bytes for version 0, 256 for "ak42" version >= 1), or, for anything else (ckpt.pt),
-// the canonical JSON of the parsed ModelConfig.
-std::pair<std::string, std::string> config_hash(const Model& m, const nlohmann::json& model_json) {
-  const std::string& src = m.source();
-  std::error_code ec;
-  if (fs::is_directory(src, ec)) {
-    std::string cfg = (fs::path(src) / "config.json").string();
-    if (fs::exists(cfg, ec)) return {sha256_file_hex(cfg), "config.json"};
-  } else if (fs::is_regular_file(src, ec)) {
-    std::ifstream f(src, std::ios::binary);
-    char magic[4] = {0, 0, 0, 0};
-    f.read(magic, 4);
-    if (f.gcount() == 4 && std::string(magic, 4) == "ak42")
-      return {sha256_file_hex(src, 256), "llama2.c header (256 bytes)"};
-    if (fs::path(src).extension() == ".bin") return {sha256_file_hex(src, 28), "llama2.c header (28 bytes)"};
-  }
-  return {sha256_hex(model_json.dump()), "model config (vocablens canonical JSON)"};
-}
-
 }  // namespace
 
 void fill_provenance(Result& r, const Model& m, const std::string& command_line) {
@@ -54,7 +34,11 @@ void fill_provenance(Result& r, const Model& m, const std::string& command_line)
                           {"norm", to_string(c.norm)},          {"positions", to_string(c.positions)},
                           {"activation", to_string(c.activation)}, {"gated_mlp", c.gated_mlp},
                           {"tied_embeddings", c.tied_embeddings}, {"weight_dtype", c.weight_dtype}};
-  auto [hash, hashed] = config_hash(m, model);
+  // sha256 of what defines the architecture: what the checkpoint layer names (config.json, a llama2.c
+  // header), or else the canonical JSON of the parsed ModelConfig.
+  auto ch = checkpoint_config_sha256(m.source());
+  std::string hash = ch ? ch->sha256 : sha256_hex(model.dump());
+  std::string hashed = ch ? ch->what : "model config (vocablens canonical JSON)";
   std::error_code ec;
   std::string abs = fs::absolute(m.source(), ec).lexically_normal().string();
   if (!r.provenance.is_object()) r.provenance = nlohmann::json::object();
