@@ -1,6 +1,10 @@
 # The CMake package: `cmake --install` into a fresh prefix, then tests/consumer (find_package(vocablens))
 # configured, built and run against it; the installed Python module imported from the prefix.
 # Included by the top-level CMakeLists.txt.
+# Not under the sanitizers: the installed static libraries would need the consumer to link the ASan runtime.
+if(VOCABLENS_SANITIZE)
+  return()
+endif()
 set(VOCABLENS_PACKAGE_TEST_PYTHON)
 if(TARGET vocablens_python)
   set(VOCABLENS_PACKAGE_TEST_PYTHON -DPYTHON=${VOCABLENS_PYTHON_EXECUTABLE})
