@@ -15,6 +15,8 @@ PACKAGES=(
   # report and notebook tests: headless Chromium screenshots, nbformat validation, notebook execution
   chromium fonts-dejavu-core python3-pil python3-jsonschema python3-nbformat jupyter-nbconvert
   python3-nbclient python3-ipykernel python3-pandas python3-matplotlib
+  # the Python module (python/, docs/python.md): pybind11 headers, Python.h, progress bars
+  pybind11-dev python3-dev python3-tqdm
 )
 # node + npm run the tokenizer cross-check against tiktoken; any node >= 18 will do (keep an existing one).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then PACKAGES+=(nodejs npm); fi

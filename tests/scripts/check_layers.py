@@ -22,7 +22,7 @@ LAYERS = [
     ["analyses/linalg"],              # building blocks: streamed top-k, factored products, Gram/eigen, pinv
     ["analyses"],                     # one slice per analysis
     ["src/train"],                    # training from scratch (uses the runner's formats and exporters)
-    ["src/cli"],                      # the roof: one file per subcommand
+    ["src/cli", "python/src"],        # the roof: one file per subcommand; the Python module
 ]
 
 # Public headers with no X.cpp of their own name: the layer they describe.
@@ -32,7 +32,7 @@ HEADER_ONLY = {
     "cache": "src/model",
 }
 
-SOURCE_ROOTS = ["src", "analyses", "notebooks-export"]
+SOURCE_ROOTS = ["src", "analyses", "notebooks-export", "python/src"]
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 

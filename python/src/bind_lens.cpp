@@ -1,0 +1,115 @@
+// Python bindings of the forward-pass analyses: lens, lens_corpus, project (as `vocablens lens/project`).
+#include "analyses.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/lens.hpp"
+#include "vocablens/lens_corpus.hpp"
+#include "vocablens/project.hpp"
+#include "vocablens/unembed.hpp"
+
+namespace vlpy {
+namespace {
+
+void check_context(const PyModel& m, const std::vector<int64_t>& ids, const char* arg) {
+  const int64_t n_ctx = m.model.config().n_ctx;
+  if (static_cast<int64_t>(ids.size()) > n_ctx)
+    throw py::value_error(std::string(arg) + " is " + std::to_string(ids.size()) +
+                          " tokens, longer than the model's context of " + std::to_string(n_ctx) + " tokens");
+}
+
+vocablens::LensOptions lens_options(Options& o) {
+  vocablens::LensOptions l;
+  l.top_k = o.integer_at_least("top_k", 10, 0);
+  l.resid_mid = o.flag("resid_mid", false);
+  l.unembed = o.choice("unembed", "model", {"model", "pinv"}) == "pinv" ? vocablens::LensUnembed::PseudoInverse
+                                                                       : vocablens::LensUnembed::Model;
+  l.decoder_blocks = o.integer_at_least("decoder_blocks", 0, 0);
+  return l;
+}
+
+vocablens::TokenFilter token_filter(Options& o) {
+  vocablens::TokenFilter f;
+  f.alpha_only = o.flag("alpha_only", false);
+  if (o.has("allow")) f.allow = o.indices("allow");
+  else o.raw("allow");
+  return f;
+}
+
+RegisterAnalysis lens_reg{
+    "lens", "Logit lens: every layer's residual through the final norm and unembedding (top-k, target rank, entropy, KL)",
+    [](const PyModel& m, Options& o) {
+      vocablens::LensOptions lo = lens_options(o);
+      py::object prompt = o.raw("prompt");
+      py::object target = o.raw("target");
+      std::optional<bool> bos = opt_flag(o, "bos");
+      o.finish();
+      if (prompt.is_none()) throw py::type_error("lens(): missing the prompt (text or token ids)");
+      std::vector<int64_t> ids = ids_from(m, prompt, "prompt", bos);
+      check_context(m, ids, "prompt");
+      if (!target.is_none()) lo.target = token_from(m, target, "target");
+      std::string text = py::isinstance<py::str>(prompt) ? prompt.cast<std::string>() : "";
+      py::gil_scoped_release nogil;
+      auto lens = vocablens::logit_lens(m.model, ids, lo);
+      return lens.to_result(m.tok.get(), text);
+    }};
+
+RegisterAnalysis corpus_reg{
+    "lens_corpus", "Logit lens statistics per layer over a whole text file, streamed in context windows",
+    [](const PyModel& m, Options& o) {
+      vocablens::CorpusLensOptions co;
+      co.lens = lens_options(o);
+      co.window = o.integer_at_least("window", 0, 0);
+      co.max_tokens = o.integer_at_least("max_tokens", 0, 0);
+      std::string path = o.str("path", "");
+      py::object progress = o.raw("progress");
+      o.finish();
+      if (path.empty()) throw py::value_error("lens_corpus(): path is empty: give a text file");
+      const auto& tok = m.tokenizer();
+      Progress bar(progress, 0, "lens corpus", "B");
+      co.progress = [&bar](uint64_t done, uint64_t total) {
+        bar.set(static_cast<int64_t>(done), static_cast<int64_t>(total));
+      };
+      py::gil_scoped_release nogil;
+      auto c = vocablens::logit_lens_corpus(m.model, tok, path, co);
+      return c.to_result();
+    }};
+
+RegisterAnalysis project_reg{
+    "project", "Hidden states at a hook point projected to tokens (x W_U, or read through E+ / E^T)",
+    [](const PyModel& m, Options& o) {
+      vocablens::HiddenProjectionOptions po;
+      std::string hook = o.str("hook", "resid_post");
+      po.layer = -1;
+      if (size_t dot = hook.find('.'); dot != std::string::npos) {
+        std::string l = hook.substr(dot + 1);
+        if (l.empty() || l.find_first_not_of("0123456789") != std::string::npos)
+          o.value_error("hook", "must be resid_pre|resid_mid|resid_post|attn_out|mlp_out[.LAYER] or final_norm (got '" + hook + "')");
+        po.layer = std::stoll(l);
+        hook = hook.substr(0, dot);
+      }
+      if (o.has("layer")) po.layer = o.integer("layer", -1);
+      else o.raw("layer");
+      po.hook = hook;
+      po.top_k = o.integer_at_least("top_k", 10, 1);
+      po.positions = o.indices("positions");
+      po.apply_final_norm = o.flag("final_norm", false);
+      po.read = o.flag("read", false);
+      po.inverse = vocablens::parse_inverse_kind(o.choice("inverse", "pinv", {"pinv", "transpose", "embed"}));
+      po.pinv.rtol = o.real("pinv_rtol", 1e-6);
+      po.filter = token_filter(o);
+      py::object prompt = o.raw("prompt");
+      std::optional<bool> bos = opt_flag(o, "bos");
+      o.finish();
+      if (hook == "final_norm" && po.layer >= 0) throw py::value_error("project(): hook final_norm takes no layer");
+      if (prompt.is_none()) throw py::type_error("project(): missing the prompt (text or token ids)");
+      std::vector<int64_t> ids = ids_from(m, prompt, "prompt", bos);
+      check_context(m, ids, "prompt");
+      std::string text = py::isinstance<py::str>(prompt) ? prompt.cast<std::string>() : "";
+      py::gil_scoped_release nogil;
+      auto p = vocablens::project_hidden(m.model, ids, po, m.tok.get());
+      auto r = p.to_result(m.tok.get());
+      if (!text.empty()) r.settings["prompt"] = text;
+      return r;
+    }};
+
+}  // namespace
+}  // namespace vlpy

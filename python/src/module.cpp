@@ -1,0 +1,435 @@
+// The extension module vocablens._vocablens: errors, Model, Tokenizer, Result (docs/python.md).
+// The pure-Python package python/vocablens/ wraps it (signatures, DataFrames, progress defaults).
+#include <c10/util/Exception.h>
+
+#include <filesystem>
+
+#include "analyses.hpp"
+#include "common.hpp"
+#include "vocablens/atomic_file.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/export.hpp"
+#include "vocablens/notebook.hpp"
+#include "vocablens/npy.hpp"
+#include "vocablens/report.hpp"
+
+namespace vlpy {
+namespace {
+
+using vocablens::Result;
+
+// ---- Result --------------------------------------------------------------------------------------------
+
+py::object array_view(const std::shared_ptr<Result>& r, const std::string& name) {
+  auto it = r->arrays.find(name);
+  if (it == r->arrays.end()) throw py::key_error(name);
+  const vocablens::NdArray& a = it->second;
+  std::string dt = a.dtype == "|b1" ? "?" : a.dtype;
+  py::dtype dtype(dt);
+  std::vector<py::ssize_t> shape(a.shape.begin(), a.shape.end());
+  // The array views the Result's bytes and keeps the Result alive (no copy).
+  py::object owner = py::cast(r);
+  return py::array(dtype, shape, {}, a.bytes.data(), owner);
+}
+
+py::list tables_of(const Result& r) {
+  py::list out;
+  for (const auto& t : r.tables) {
+    py::list rows;
+    for (const auto& row : t.rows) {
+      py::list cells;
+      for (const auto& c : row) cells.append(json_to_py(c));
+      rows.append(std::move(cells));
+    }
+    out.append(py::make_tuple(t.name, py::cast(t.columns), std::move(rows)));
+  }
+  return out;
+}
+
+std::vector<std::string> save_result(const Result& r, const std::string& dir, bool json, bool npy, bool csv) {
+  vocablens::ExportFormats f;
+  f.json = json;
+  f.npy = npy;
+  f.csv = csv;
+  py::gil_scoped_release nogil;
+  return vocablens::write_result(r, dir, f);
+}
+
+std::string report_of(const std::vector<std::shared_ptr<Result>>& rs, const std::string& path, const std::string& run_dir,
+                      const std::string& title) {
+  std::vector<Result> copy;
+  for (const auto& r : rs) copy.push_back(*r);
+  py::gil_scoped_release nogil;
+  vocablens::ReportOptions o;
+  o.title = title;
+  o.run_dir = run_dir;
+  std::string html = vocablens::render_report_html(copy, o);
+  std::filesystem::path p(path);
+  if (p.has_parent_path()) vocablens::ensure_directory(p.parent_path().string());
+  vocablens::write_file_atomic(path, html);
+  return path;
+}
+
+std::vector<std::shared_ptr<Result>> load_results(const std::string& dir) {
+  std::vector<Result> rs;
+  {
+    py::gil_scoped_release nogil;
+    rs = vocablens::read_run_directory(dir);
+  }
+  std::vector<std::shared_ptr<Result>> out;
+  for (auto& r : rs) out.push_back(std::make_shared<Result>(std::move(r)));
+  return out;
+}
+
+// ---- Model ---------------------------------------------------------------------------------------------
+
+std::shared_ptr<PyModel> load(const std::string& path, const std::string& tokenizer) {
+  std::shared_ptr<PyModel> m;
+  {
+    py::gil_scoped_release nogil;
+    m = std::make_shared<PyModel>(vocablens::load_model(path));
+    m->path = path;
+    m->tokenizer_path = tokenizer;
+    try {
+      m->tok = vocablens::load_tokenizer_for(path, tokenizer);
+    } catch (const vocablens::FormatError& e) {
+      if (!tokenizer.empty()) throw;
+      m->tok_error = std::string("no tokenizer for this model: ") + e.what();
+    }
+  }
+  return m;
+}
+
+py::dict config_dict(const vocablens::ModelConfig& c) {
+  py::dict d;
+  d["architecture"] = c.architecture;
+  d["family"] = vocablens::to_string(c.family);
+  d["n_layers"] = c.n_layers;
+  d["d_model"] = c.d_model;
+  d["n_heads"] = c.n_heads;
+  d["n_kv_heads"] = c.n_kv_heads;
+  d["d_head"] = c.d_head;
+  d["d_mlp"] = c.d_mlp;
+  d["d_vocab"] = c.vocab_size;
+  d["n_ctx"] = c.n_ctx;
+  d["normalization"] = vocablens::to_string(c.norm);
+  d["eps"] = c.norm_eps;
+  d["positions"] = vocablens::to_string(c.positions);
+  d["rope_theta"] = c.rope_theta;
+  d["rope_interleaved"] = c.rope_interleaved;
+  d["act_fn"] = vocablens::to_string(c.activation);
+  d["gated_mlp"] = c.gated_mlp;
+  d["attn_bias"] = c.attn_bias;
+  d["mlp_bias"] = c.mlp_bias;
+  d["tied_embeddings"] = c.tied_embeddings;
+  d["bos_token_id"] = c.bos_token_id;
+  d["eos_token_id"] = c.eos_token_id;
+  d["weight_dtype"] = c.weight_dtype;
+  return d;
+}
+
+int64_t check_layer(const PyModel& m, int64_t layer, const char* arg = "layer") {
+  const int64_t L = m.model.config().n_layers;
+  if (layer < -L || layer >= L)
+    throw py::index_error(std::string(arg) + " " + std::to_string(layer) + " is out of range: the model has " +
+                          std::to_string(L) + " layers");
+  return layer < 0 ? layer + L : layer;
+}
+
+// Weights by role, TransformerLens names: "W_E", "blocks.0.attn.W_Q", "blocks.0.mlp.W_in", "ln_final.w", ...
+py::dict weights_dict(const PyModel& pm) {
+  const auto& m = pm.model;
+  const auto& w = m.weights();
+  py::dict d;
+  auto put = [&](const std::string& k, const at::Tensor& t) {
+    if (t.defined()) d[py::str(k)] = t;
+  };
+  put("embed.W_E", w.W_E);
+  put("pos_embed.W_pos", w.W_pos);
+  for (int64_t l = 0; l < m.config().n_layers; ++l) {
+    const auto& lw = w.layers[static_cast<size_t>(l)];
+    const std::string b = "blocks." + std::to_string(l) + ".";
+    put(b + "ln1.w", lw.ln1_w);
+    put(b + "ln1.b", lw.ln1_b);
+    put(b + "attn.W_Q", m.W_Q(l));
+    put(b + "attn.W_K", m.W_K(l));
+    put(b + "attn.W_V", m.W_V(l));
+    put(b + "attn.W_O", m.W_O(l));
+    put(b + "attn.b_Q", m.b_Q(l));
+    put(b + "attn.b_K", m.b_K(l));
+    put(b + "attn.b_V", m.b_V(l));
+    put(b + "attn.b_O", lw.b_o);
+    put(b + "ln2.w", lw.ln2_w);
+    put(b + "ln2.b", lw.ln2_b);
+    put(b + "mlp.W_in", lw.w_in);
+    put(b + "mlp.b_in", lw.b_in);
+    put(b + "mlp.W_gate", lw.w_gate);
+    put(b + "mlp.b_gate", lw.b_gate);
+    put(b + "mlp.W_out", lw.w_out);
+    put(b + "mlp.b_out", lw.b_out);
+  }
+  put("ln_final.w", w.lnf_w);
+  put("ln_final.b", w.lnf_b);
+  put("unembed.W_U", w.W_U);
+  put("unembed.b_U", w.b_U);
+  return d;
+}
+
+// ---- run_with_cache --------------------------------------------------------------------------------------
+
+// A hook name, TransformerLens's ("blocks.3.hook_resid_post", "blocks.0.attn.hook_pattern",
+// "ln_final.hook_normalized") or ours ("resid_post.3", "pattern.0", "final_norm"), as (hook, layer).
+std::pair<std::string, int64_t> parse_hook_name(const std::string& name, int64_t n_layers) {
+  static const char* kHooks[] = {"resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post", "pattern"};
+  auto bad = [&](const std::string& why) -> std::pair<std::string, int64_t> {
+    throw py::value_error("names: '" + name + "' " + why +
+                          " (known: blocks.L.hook_resid_pre, blocks.L.hook_attn_out, blocks.L.hook_resid_mid, "
+                          "blocks.L.hook_mlp_out, blocks.L.hook_resid_post, blocks.L.attn.hook_pattern, "
+                          "ln_final.hook_normalized, or ours: resid_post.L, pattern.L, final_norm, ...)");
+  };
+  if (name == "ln_final.hook_normalized" || name == "final_norm") return {"final_norm", -1};
+  std::string hook, layer_text;
+  if (name.rfind("blocks.", 0) == 0) {
+    size_t dot = name.find('.', 7);
+    if (dot == std::string::npos) return bad("is not a hook name");
+    layer_text = name.substr(7, dot - 7);
+    std::string rest = name.substr(dot + 1);
+    if (rest == "attn.hook_pattern") hook = "pattern";
+    else if (rest.rfind("hook_", 0) == 0) hook = rest.substr(5);
+    else return bad("is not a hook this runner records");
+  } else {
+    size_t dot = name.rfind('.');
+    if (dot == std::string::npos) return bad("is not a hook name");
+    hook = name.substr(0, dot);
+    layer_text = name.substr(dot + 1);
+  }
+  bool known = false;
+  for (const char* h : kHooks) known = known || hook == h;
+  if (!known) return bad("is not a hook this runner records");
+  if (layer_text.empty() || layer_text.find_first_not_of("0123456789") != std::string::npos)
+    return bad("has no layer number");
+  int64_t layer = std::stoll(layer_text);
+  if (layer >= n_layers) return bad("names layer " + layer_text + " of a model with " + std::to_string(n_layers) + " layers");
+  return {hook, layer};
+}
+
+std::string tl_name(const std::string& hook, int64_t layer) {
+  if (hook == "final_norm") return "ln_final.hook_normalized";
+  if (hook == "pattern") return "blocks." + std::to_string(layer) + ".attn.hook_pattern";
+  return "blocks." + std::to_string(layer) + ".hook_" + hook;
+}
+
+at::Tensor batch_ids(const PyModel& m, py::handle input, std::optional<bool> bos) {
+  if (THPVariable_Check(input.ptr())) {
+    const at::Tensor& t = THPVariable_Unpack(input.ptr());
+    if (t.dim() == 2 && t.size(0) > 1) {
+      if (at::isFloatingType(t.scalar_type()) || t.scalar_type() == at::kBool)
+        throw py::type_error("input must be an integer tensor of token ids, not " + std::string(t.dtype().name()));
+      at::Tensor ids = t.to(at::kLong).contiguous();
+      const int64_t V = m.model.config().vocab_size;
+      if (ids.numel() && (ids.min().item<int64_t>() < 0 || ids.max().item<int64_t>() >= V))
+        throw py::value_error("input holds ids outside 0 .. " + std::to_string(V - 1));
+      return ids;
+    }
+  }
+  std::vector<int64_t> v = ids_from(m, input, "input", bos);
+  return at::tensor(v, at::kLong).unsqueeze(0);
+}
+
+py::tuple run_with_cache(const PyModel& m, py::handle input, py::object names, std::optional<bool> bos,
+                         bool logits_wanted) {
+  const int64_t L = m.model.config().n_layers;
+  at::Tensor ids = batch_ids(m, input, bos);
+  if (ids.size(1) > m.model.config().n_ctx)
+    throw py::value_error("input is " + std::to_string(ids.size(1)) + " tokens, longer than the model's context of " +
+                          std::to_string(m.model.config().n_ctx));
+  std::vector<std::pair<std::string, std::pair<std::string, int64_t>>> wanted;  // key as asked -> (hook, layer)
+  if (names.is_none()) {
+    for (int64_t l = 0; l < L; ++l)
+      for (const char* h : {"resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post", "pattern"})
+        wanted.push_back({tl_name(h, l), {h, l}});
+    wanted.push_back({tl_name("final_norm", -1), {"final_norm", -1}});
+  } else {
+    std::vector<py::object> items;
+    if (py::isinstance<py::str>(names)) items.push_back(names);
+    else if (py::isinstance<py::list>(names) || py::isinstance<py::tuple>(names) || py::isinstance<py::set>(names))
+      for (auto e : names) items.push_back(py::reinterpret_borrow<py::object>(e));
+    else
+      throw py::type_error("names must be a str or a list of str, not " + std::string(py::str(names.get_type().attr("__name__"))));
+    for (const auto& e : items) {
+      if (!py::isinstance<py::str>(e))
+        throw py::type_error("names must hold str, not " + std::string(py::str(e.get_type().attr("__name__"))));
+      std::string s = e.cast<std::string>();
+      wanted.push_back({s, parse_hook_name(s, L)});
+    }
+  }
+  vocablens::CacheSpec spec;
+  for (const auto& w : wanted) {
+    const std::string& h = w.second.first;
+    if (h == "resid_pre") spec.resid_pre = true;
+    else if (h == "attn_out") spec.attn_out = true;
+    else if (h == "resid_mid") spec.resid_mid = true;
+    else if (h == "mlp_out") spec.mlp_out = true;
+    else if (h == "resid_post") spec.resid_post = true;
+    else if (h == "pattern") spec.pattern = true;
+    else if (h == "final_norm") spec.final_norm = true;
+  }
+  vocablens::ForwardOutput out;
+  {
+    py::gil_scoped_release nogil;
+    out = m.model.forward(ids, spec, logits_wanted);
+  }
+  py::dict cache;
+  for (const auto& w : wanted) {
+    const auto& [h, l] = w.second;
+    cache[py::str(w.first)] = l < 0 ? out.cache.get(h) : out.cache.get(h, l);
+  }
+  return py::make_tuple(out.logits, cache);
+}
+
+}  // namespace
+}  // namespace vlpy
+
+PYBIND11_MODULE(_vocablens, mod) {
+  using namespace vlpy;
+  using vocablens::Result;
+  py::module_::import("torch");  // THPVariableClass must be set before any tensor crosses
+  mod.doc() = "vocablens C++ core (use the `vocablens` package, not this module directly)";
+
+  // ---- errors: the library's one-line messages, unchanged
+  static py::exception<vocablens::Error> error(mod, "Error", PyExc_RuntimeError);
+  static py::exception<vocablens::FormatError> format_error(mod, "FormatError", error.ptr());
+  static PyObject* usage_bases = PyTuple_Pack(2, error.ptr(), PyExc_ValueError);
+  static py::exception<vocablens::UsageError> usage_error(mod, "UsageError", usage_bases);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const vocablens::FormatError& e) {
+      PyErr_SetString(format_error.ptr(), e.what());
+    } catch (const vocablens::UsageError& e) {
+      PyErr_SetString(usage_error.ptr(), e.what());
+    } catch (const vocablens::Error& e) {
+      PyErr_SetString(error.ptr(), e.what());
+    } catch (const c10::IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what_without_backtrace());
+    } catch (const c10::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+    }
+  });
+
+  // ---- Tokenizer
+  py::class_<vocablens::Tokenizer, std::shared_ptr<vocablens::Tokenizer>>(mod, "Tokenizer")
+      .def_property_readonly("kind", &vocablens::Tokenizer::kind)
+      .def_property_readonly("source", &vocablens::Tokenizer::source)
+      .def_property_readonly("vocab_size", &vocablens::Tokenizer::vocab_size)
+      .def_property_readonly("bos_id", &vocablens::Tokenizer::bos_id)
+      .def_property_readonly("eos_id", &vocablens::Tokenizer::eos_id)
+      .def("token_bytes", [](const vocablens::Tokenizer& t, int64_t id) { return py::bytes(t.token_bytes(id)); })
+      .def("display", &vocablens::Tokenizer::display)
+      .def("token_to_id", [](const vocablens::Tokenizer& t, const std::string& s) { return t.token_to_id(s); })
+      .def("is_special", &vocablens::Tokenizer::is_special)
+      .def("__repr__", [](const vocablens::Tokenizer& t) {
+        return "<vocablens.Tokenizer " + t.kind() + ", " + std::to_string(t.vocab_size()) + " tokens, " + t.source() + ">";
+      });
+
+  // ---- Model
+  py::class_<PyModel, std::shared_ptr<PyModel>>(mod, "Model")
+      .def_property_readonly("source", [](const PyModel& m) { return m.model.source(); })
+      .def_property_readonly("config", [](const PyModel& m) { return config_dict(m.model.config()); })
+      .def_property_readonly("tokenizer", [](const PyModel& m) -> py::object {
+        if (!m.tok) return py::none();
+        // shares ownership with the model handle
+        return py::cast(std::const_pointer_cast<vocablens::Tokenizer>(m.tok));
+      })
+      .def_property_readonly("tokenizer_error", [](const PyModel& m) { return m.tok_error; })
+      .def("parameter_count", [](const PyModel& m) { return m.model.parameter_count(); })
+      .def("tokenize", [](const PyModel& m, py::object text, std::optional<bool> bos, bool eos, bool special) {
+             if (!py::isinstance<py::str>(text))
+               throw py::type_error("text must be a str, not " + std::string(py::str(text.get_type().attr("__name__"))));
+             vocablens::EncodeOptions eo;
+             eo.add_bos = bos;
+             eo.add_eos = eos;
+             eo.special_tokens = special;
+             std::string s = text.cast<std::string>();
+             return m.tokenizer().encode(s, eo);
+           }, py::arg("text"), py::arg("bos") = py::none(), py::arg("eos") = false, py::arg("special_tokens") = false)
+      .def("decode_bytes", [](const PyModel& m, py::handle ids) {
+             std::vector<int64_t> v = ids_from(m, ids, "ids");
+             return py::bytes(m.tokenizer().decode(v));
+           }, py::arg("ids"))
+      .def("token_strings", [](const PyModel& m, py::handle ids) {
+             std::vector<int64_t> v = ids_from(m, ids, "ids");
+             std::vector<std::string> out;
+             for (int64_t id : v) out.push_back(m.tokenizer().display(id));
+             return out;
+           }, py::arg("ids"))
+      .def("to_ids", [](const PyModel& m, py::handle input, std::optional<bool> bos) { return ids_from(m, input, "input", bos); },
+           py::arg("input"), py::arg("bos") = py::none())
+      .def("token_id", [](const PyModel& m, py::handle token) { return token_from(m, token, "token"); }, py::arg("token"))
+      .def("forward", [](const PyModel& m, py::handle input, std::optional<bool> bos) {
+             return run_with_cache(m, input, py::list(), bos, true)[0];
+           }, py::arg("input"), py::arg("bos") = py::none())
+      .def("run_with_cache", [](const PyModel& m, py::handle input, py::object names, std::optional<bool> bos) {
+             return run_with_cache(m, input, names, bos, true);
+           }, py::arg("input"), py::arg("names") = py::none(), py::arg("bos") = py::none())
+      .def("generate", [](const PyModel& m, py::handle input, int64_t steps, std::optional<bool> bos) {
+             if (steps < 0) throw py::value_error("steps must be >= 0");
+             std::vector<int64_t> ids = ids_from(m, input, "input", bos);
+             py::gil_scoped_release nogil;
+             return m.model.generate_greedy(ids, steps, m.tok ? m.tok->eos_id() : -1);
+           }, py::arg("input"), py::arg("steps") = 20, py::arg("bos") = py::none())
+      .def("weights", &weights_dict)
+      .def_property_readonly("W_E", [](const PyModel& m) { return m.model.W_E(); })
+      .def_property_readonly("W_U", [](const PyModel& m) { return m.model.W_U(); })
+      .def_property_readonly("W_pos", [](const PyModel& m) { return m.model.W_pos(); })
+      .def_property_readonly("b_U", [](const PyModel& m) { return m.model.weights().b_U; })
+      .def("W_Q", [](const PyModel& m, int64_t l) { return m.model.W_Q(check_layer(m, l)); }, py::arg("layer"))
+      .def("W_K", [](const PyModel& m, int64_t l) { return m.model.W_K(check_layer(m, l)); }, py::arg("layer"))
+      .def("W_V", [](const PyModel& m, int64_t l) { return m.model.W_V(check_layer(m, l)); }, py::arg("layer"))
+      .def("W_O", [](const PyModel& m, int64_t l) { return m.model.W_O(check_layer(m, l)); }, py::arg("layer"))
+      .def("W_in", [](const PyModel& m, int64_t l) { return m.model.W_in(check_layer(m, l)); }, py::arg("layer"))
+      .def("W_gate", [](const PyModel& m, int64_t l) { return m.model.W_gate(check_layer(m, l)); }, py::arg("layer"))
+      .def("W_out", [](const PyModel& m, int64_t l) { return m.model.W_out(check_layer(m, l)); }, py::arg("layer"))
+      .def("final_norm", [](const PyModel& m, const at::Tensor& x) {
+             if (x.dim() < 1 || x.size(-1) != m.model.config().d_model)
+               throw py::value_error("x must have d_model = " + std::to_string(m.model.config().d_model) + " as last dimension");
+             return m.model.final_norm(x.to(at::kFloat));
+           }, py::arg("x"))
+      .def("unembed", [](const PyModel& m, const at::Tensor& x) {
+             if (x.dim() < 1 || x.size(-1) != m.model.config().d_model)
+               throw py::value_error("x must have d_model = " + std::to_string(m.model.config().d_model) + " as last dimension");
+             return m.model.unembed(x.to(at::kFloat));
+           }, py::arg("x"));
+
+  mod.def("load_model", &load, py::arg("path"), py::arg("tokenizer") = "");
+
+  // ---- Result
+  py::class_<Result, std::shared_ptr<Result>>(mod, "Result")
+      .def_readwrite("kind", &Result::kind)
+      .def_property_readonly("settings", [](const Result& r) { return json_to_py(r.settings); })
+      .def_property_readonly("provenance", [](const Result& r) { return json_to_py(r.provenance); })
+      .def_property_readonly("summary", [](const Result& r) { return json_to_py(r.summary); })
+      .def("set_summary", [](Result& r, const std::string& key, py::handle v) { r.summary[key] = py_to_json(v, key); })
+      .def("array_names", [](const Result& r) {
+        std::vector<std::string> n;
+        for (const auto& kv : r.arrays) n.push_back(kv.first);
+        return n;
+      })
+      .def("array", [](const std::shared_ptr<Result>& r, const std::string& name) { return array_view(r, name); })
+      .def("tables", [](const Result& r) { return tables_of(r); })
+      .def("save", &save_result, py::arg("dir"), py::arg("json") = true, py::arg("npy") = true, py::arg("csv") = true)
+      .def("to_json", [](const Result& r, bool inline_arrays) { return vocablens::result_to_json(r, inline_arrays); },
+           py::arg("inline_arrays") = false);
+
+  mod.def("report", &report_of, py::arg("results"), py::arg("path"), py::arg("run_dir") = "", py::arg("title") = "");
+  mod.def("notebook", [](const std::vector<std::shared_ptr<Result>>& rs, const std::string& run_dir) {
+    std::vector<Result> copy;
+    for (const auto& r : rs) copy.push_back(*r);
+    py::gil_scoped_release nogil;
+    return vocablens::write_notebook(copy, run_dir);
+  }, py::arg("results"), py::arg("run_dir"));
+  mod.def("load_results", &load_results, py::arg("dir"));
+  mod.attr("__version__") = VOCABLENS_VERSION;
+
+  register_analyses(mod);
+}
