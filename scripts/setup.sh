@@ -49,6 +49,8 @@ if ! cmp -s tests/wordpiece_crosscheck/package-lock.json build/wordpiece_crossch
   cp tests/wordpiece_crosscheck/package.json tests/wordpiece_crosscheck/package-lock.json build/wordpiece_crosscheck/
   (cd build/wordpiece_crosscheck && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
+# llama.cpp's prebuilt libraries (npm) for the GGUF dequantization cross-check (tests/gguf_quants_test.cpp).
+./scripts/setup_llama_ref.sh build/llama-ref
 
 if [ "${1:-}" != "--no-build" ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
