@@ -90,6 +90,12 @@ struct GgufFile {
 /// every tensor's offset aligned and its bytes inside the data section without overlapping another's.
 GgufFile read_gguf(const std::string& path);
 
+struct VocabSpec;
+/// The tokenizer description in a GGUF's `tokenizer.ggml.*` metadata (model, pre, tokens, scores, token
+/// types, merges, special ids, add_bos/add_eos/add_space_prefix), for tokenizer_from_vocab()
+/// (vocablens/vocab_spec.hpp). Throws FormatError when the keys are missing or of the wrong GGUF type.
+VocabSpec gguf_vocab_spec(const GgufFile& g);
+
 /// True when the file starts with the GGUF magic (cheap; for format detection).
 bool is_gguf_file(const std::string& path);
 

@@ -13,7 +13,9 @@
 //
 // Weight orientation: matrices are stored as "x @ W" (TransformerLens convention), e.g. W_U is
 // [d_model, V]; accessors return views of the loaded tensors (zero-copy where the file allowed),
-// never copies, and are valid as long as the Model (or any copy of it) lives. All weights are float32.
+// never copies, and are valid as long as the Model (or any copy of it) lives. Weights keep the dtype they
+// are stored in (float32, float16/bfloat16 views of the file, or packed GGUF blocks: vocablens/weight.hpp);
+// the accessors below return float32 (upcast on demand) and the forward pass upcasts one tile at a time.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -24,6 +26,7 @@
 #include "vocablens/cache.hpp"
 #include "vocablens/model_config.hpp"
 #include "vocablens/tensor_store.hpp"
+#include "vocablens/weight.hpp"
 
 namespace vocablens {
 
@@ -104,10 +107,12 @@ class Model {
   at::Tensor unembed(const at::Tensor& x) const;
 
   // ---- weights by role, TransformerLens shapes (views, no copies) ----
-  const at::Tensor& W_E() const { return w_.W_E; }        ///< [V, d_model]
-  const at::Tensor& W_pos() const { return w_.W_pos; }    ///< [n_ctx, d_model] or undefined
-  const at::Tensor& W_seg() const { return w_.W_seg; }    ///< [n_segments, d_model] or undefined
-  const at::Tensor& W_U() const { return w_.W_U; }        ///< [d_model, V]
+  // Matrices come back as float32: a view when stored as float32, else upcast / dequantized on each call
+  // (weights() holds them as stored; see vocablens/weight.hpp).
+  at::Tensor W_E() const { return materialize_weight(w_.W_E); }      ///< [V, d_model]
+  at::Tensor W_pos() const { return materialize_weight(w_.W_pos); }  ///< [n_ctx, d_model] or undefined
+  at::Tensor W_seg() const { return materialize_weight(w_.W_seg); }  ///< [n_segments, d_model] or undefined
+  at::Tensor W_U() const { return materialize_weight(w_.W_U); }      ///< [d_model, V]
   at::Tensor W_Q(int64_t layer) const;  ///< [n_heads, d_model, d_head]
   at::Tensor W_K(int64_t layer) const;  ///< [n_heads, d_model, d_head] (kv heads repeated for GQA)
   at::Tensor W_V(int64_t layer) const;  ///< [n_heads, d_model, d_head] (kv heads repeated for GQA)
@@ -116,9 +121,9 @@ class Model {
   at::Tensor b_K(int64_t layer) const;
   at::Tensor b_V(int64_t layer) const;
   const at::Tensor& b_O(int64_t layer) const { return layer_checked(layer).b_o; }
-  const at::Tensor& W_in(int64_t layer) const { return layer_checked(layer).w_in; }     ///< [d_model, d_mlp]
-  const at::Tensor& W_gate(int64_t layer) const { return layer_checked(layer).w_gate; } ///< or undefined
-  const at::Tensor& W_out(int64_t layer) const { return layer_checked(layer).w_out; }   ///< [d_mlp, d_model]
+  at::Tensor W_in(int64_t layer) const { return materialize_weight(layer_checked(layer).w_in); }     ///< [d_model, d_mlp]
+  at::Tensor W_gate(int64_t layer) const { return materialize_weight(layer_checked(layer).w_gate); } ///< or undefined
+  at::Tensor W_out(int64_t layer) const { return materialize_weight(layer_checked(layer).w_out); }   ///< [d_mlp, d_model]
   const at::Tensor& b_in(int64_t layer) const { return layer_checked(layer).b_in; }
   const at::Tensor& b_out(int64_t layer) const { return layer_checked(layer).b_out; }
   /// Total number of parameters (tied matrices counted once).

@@ -43,9 +43,13 @@ struct TensorStore {
 /// dtype, a shape and data_offsets, bytes == numel * dtype size, offsets lie inside the data section and
 /// do not overlap. F32 tensors are zero-copy (copied only if misaligned); F16/BF16 are converted to F32.
 TensorStore read_safetensors(const std::string& path);
+/// As above; with upcast_half == false, F16/BF16 tensors stay zero-copy views of their stored dtype
+/// (load_model uses this: weights are kept as stored, see vocablens/weight.hpp).
+TensorStore read_safetensors(const std::string& path, bool upcast_half);
 
 /// Reads a sharded checkpoint through its model.safetensors.index.json ("weight_map": name -> shard file).
 TensorStore read_safetensors_index(const std::string& index_path);
+TensorStore read_safetensors_index(const std::string& index_path, bool upcast_half);
 
 /// Reads a PyTorch zip archive written by torch.save (pytorch_model.bin, ckpt.pt) without executing
 /// pickle code. Tensors are rebuilt only through the globals torch.save emits (collections.OrderedDict,

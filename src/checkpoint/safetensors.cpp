@@ -41,7 +41,9 @@ constexpr uint64_t kMaxHeader = 100ull << 20;
 
 }  // namespace detail
 
-TensorStore read_safetensors(const std::string& path) {
+TensorStore read_safetensors(const std::string& path) { return read_safetensors(path, true); }
+
+TensorStore read_safetensors(const std::string& path, bool upcast_half) {
   using nlohmann::json;
   auto file = MappedFile::open(path);
   const size_t fsize = file->size();
@@ -113,7 +115,7 @@ TensorStore read_safetensors(const std::string& path) {
     ranges.push_back({b, en, name});
     dtypes.insert(dt);
     at::Tensor t;
-    if (d->type == at::kHalf || d->type == at::kBFloat16) {
+    if (upcast_half && (d->type == at::kHalf || d->type == at::kBFloat16)) {
       // CPU half matmul is unsupported in LibTorch 1.13: convert to float32 (a copy, by necessity).
       t = view_as_tensor(file, data_start + b, sizes, {}, d->type).to(at::kFloat);
     } else {
@@ -137,7 +139,9 @@ TensorStore read_safetensors(const std::string& path) {
   return store;
 }
 
-TensorStore read_safetensors_index(const std::string& index_path) {
+TensorStore read_safetensors_index(const std::string& index_path) { return read_safetensors_index(index_path, true); }
+
+TensorStore read_safetensors_index(const std::string& index_path, bool upcast_half) {
   using nlohmann::json;
   // Issue #9 (hostile input): the index is read whole; bound its size first (real ones are < 1 MB).
   std::error_code size_error;
@@ -173,7 +177,7 @@ TensorStore read_safetensors_index(const std::string& index_path) {
   if (j.contains("metadata")) out.metadata = j["metadata"];
   std::set<std::string> dtypes;
   for (auto& [shard, names] : by_shard) {
-    TensorStore part = read_safetensors((dir / shard).string());
+    TensorStore part = read_safetensors((dir / shard).string(), upcast_half);
     for (auto& n : names) {
       if (!part.has(n)) throw FormatError((dir / shard).string(), "tensor '" + n + "' listed in " + index_path + " is missing");
       out.tensors[n] = part.tensors[n];

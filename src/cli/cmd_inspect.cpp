@@ -1,12 +1,15 @@
 // `vocablens inspect MODEL`: family, sizes, parameter count, tied or not, dtype.
 #include <fmt/format.h>
 
+#include <map>
 #include <memory>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
+#include "vocablens/gguf.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/weight.hpp"
 
 namespace {
 
@@ -15,9 +18,33 @@ struct InspectOptions {
   bool json = false;
 };
 
+// How many tensors of each stored type (GGUF: from the file's tensor infos; other formats: the model's
+// matrices and vectors as held in memory).
+std::map<std::string, int64_t> tensor_type_counts(const vocablens::Model& m) {
+  std::map<std::string, int64_t> n;
+  if (vocablens::is_gguf_file(m.source())) {
+    for (auto& t : vocablens::read_gguf(m.source()).tensors) ++n[vocablens::ggml_type_name(static_cast<uint32_t>(t.type))];
+    return n;
+  }
+  auto add = [&](const at::Tensor& t) {
+    if (t.defined()) ++n[vocablens::weight_storage_name(t)];
+  };
+  const auto& w = m.weights();
+  for (const at::Tensor* t : {&w.W_E, &w.W_pos, &w.lnf_w, &w.lnf_b, &w.b_U}) add(*t);
+  if (!m.config().tied_embeddings) add(w.W_U);
+  for (const auto& L : w.layers)
+    for (const at::Tensor* t : {&L.ln1_w, &L.ln1_b, &L.w_q, &L.b_q, &L.w_k, &L.b_k, &L.w_v, &L.b_v, &L.w_o, &L.b_o,
+                                &L.ln2_w, &L.ln2_b, &L.w_in, &L.b_in, &L.w_gate, &L.b_gate, &L.w_out, &L.b_out})
+      add(*t);
+  return n;
+}
+
 int run_inspect(const InspectOptions& o) {
   vocablens::Model m = vocablens::load_model(o.model);
   const auto& c = m.config();
+  const auto counts = tensor_type_counts(m);
+  std::string counts_text;
+  for (auto& [k, v] : counts) counts_text += (counts_text.empty() ? "" : ", ") + fmt::format("{} x {}", v, k);
   if (o.json) {
     nlohmann::json j = {{"source", m.source()},          {"architecture", c.architecture},
                         {"family", to_string(c.family)}, {"n_layers", c.n_layers},
@@ -28,7 +55,8 @@ int run_inspect(const InspectOptions& o) {
                         {"positions", to_string(c.positions)},
                         {"activation", to_string(c.activation)},
                         {"gated_mlp", c.gated_mlp},      {"tied_embeddings", c.tied_embeddings},
-                        {"weight_dtype", c.weight_dtype}, {"parameters", m.parameter_count()}};
+                        {"weight_dtype", c.weight_dtype}, {"parameters", m.parameter_count()},
+                        {"tensor_types", counts}};
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -47,7 +75,9 @@ int run_inspect(const InspectOptions& o) {
                  ? fmt::format(" (theta {:g}, {})", c.rope_theta, c.rope_interleaved ? "interleaved pairs" : "rotate_half")
                  : "");
   fmt::print("unembedding  {}\n", c.tied_embeddings ? "tied to the embedding" : "separate (untied)");
-  fmt::print("dtype        {} on disk, float32 in memory\n", c.weight_dtype);
+  fmt::print("dtype        {} on disk; matrices kept as stored, computed in {}\n", c.weight_dtype,
+             vocablens::compute_dtype() == vocablens::ComputeDtype::BFloat16 ? "bfloat16" : "float32");
+  fmt::print("tensors      {}\n", counts_text);
   fmt::print("parameters   {} ({:.2f} M)\n", m.parameter_count(), m.parameter_count() / 1e6);
   return 0;
 }
@@ -56,7 +86,7 @@ vocablens::cli::Register reg{
     "inspect", "Show a model's family, shapes, parameter count, tied or untied unembedding, and dtype",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<InspectOptions>();
-      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("MODEL", o->model, "Hugging Face directory, GGUF file, llama2.c .bin, or llama2.c ckpt.pt")->required();
       sub.add_flag("--json", o->json, "Print the description as JSON");
       return [o] { return run_inspect(*o); };
     }};

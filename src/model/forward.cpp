@@ -5,6 +5,7 @@
 
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/weight.hpp"
 
 namespace vocablens {
 namespace detail {
@@ -75,10 +76,12 @@ std::vector<double> alibi_slopes(int64_t n) {
   return s;
 }
 
-// x [..., in] @ w [in, out] (+ b) -> [..., out], with one GEMM over all rows.
+// x [..., in] @ w [in, out] (+ b) -> [..., out], with one GEMM over all rows. `w` may be float32, a
+// float16/bfloat16 view of the file or packed ggml blocks (vocablens/weight.hpp): weight_matmul upcasts
+// or dequantizes it one tile at a time.
 at::Tensor proj(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   auto x2 = x.reshape({-1, x.size(-1)});
-  auto y = b.defined() ? at::addmm(b, x2, w) : at::mm(x2, w);
+  auto y = w.scalar_type() == at::kFloat ? (b.defined() ? at::addmm(b, x2, w) : at::mm(x2, w)) : weight_matmul(x2, w, b);
   auto sizes = x.sizes().vec();
   sizes.back() = w.size(1);
   return y.view(sizes);
@@ -208,8 +211,9 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
   ForwardOutput out;
   auto& cache = out.cache;
 
-  at::Tensor x = w.W_E.index_select(0, ids.view(-1)).view({B, T, d});
-  if (cfg.positions == PositionKind::Learned) x = x + w.W_pos.narrow(0, 0, T);
+  at::Tensor x = (w.W_E.scalar_type() == at::kFloat ? w.W_E.index_select(0, ids.view(-1)) : weight_rows(w.W_E, ids.view(-1)))
+                     .view({B, T, d});
+  if (cfg.positions == PositionKind::Learned) x = x + materialize_weight(w.W_pos.narrow(0, 0, T));
   else if (cfg.positions == PositionKind::Sinusoidal) x = x + sinusoidal_table(T, d);
   if (w.W_seg.defined() || segment_ids.defined()) x = x + detail::segment_embedding(w, segment_ids, B, T);
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "model/gguf_model.hpp"
 #include "model/llama2c.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
@@ -24,7 +25,12 @@ at::Tensor expect(const TensorStore& st, const std::string& name, std::vector<in
   if (t.sizes() != at::IntArrayRef(shape))
     throw FormatError(st.source, "tensor '" + name + "' has shape " + shape_str(t.sizes()) + " but " + cfg_path +
                                      " implies " + shape_str(shape));
-  if (t.scalar_type() != at::kFloat) throw FormatError(st.source, "tensor '" + name + "' is not a floating-point tensor");
+  const auto ty = t.scalar_type();
+  if (ty != at::kFloat && ty != at::kHalf && ty != at::kBFloat16)
+    throw FormatError(st.source, "tensor '" + name + "' is not a floating-point tensor");
+  // Matrices stay as stored (float16/bfloat16 views of the file; the runner upcasts per tile); vectors
+  // (norms, biases) are tiny and become float32 so every elementwise op runs in float32.
+  if (t.dim() < 2 && ty != at::kFloat) return t.to(at::kFloat);
   return t;
 }
 
@@ -127,8 +133,8 @@ Model load_hf_dir(const fs::path& dir) {
   if (!fs::exists(cp)) throw FormatError(dir.string(), "no config.json in this directory (not a Hugging Face model directory)");
   ModelConfig cfg = read_hf_config(cp);
   TensorStore st;
-  if (fs::exists(dir / "model.safetensors")) st = read_safetensors((dir / "model.safetensors").string());
-  else if (fs::exists(dir / "model.safetensors.index.json")) st = read_safetensors_index((dir / "model.safetensors.index.json").string());
+  if (fs::exists(dir / "model.safetensors")) st = read_safetensors((dir / "model.safetensors").string(), false);
+  else if (fs::exists(dir / "model.safetensors.index.json")) st = read_safetensors_index((dir / "model.safetensors.index.json").string(), false);
   else if (fs::exists(dir / "pytorch_model.bin")) st = read_torch_zip((dir / "pytorch_model.bin").string());
   else
     throw FormatError(dir.string(), "no weights found (expected model.safetensors, model.safetensors.index.json or pytorch_model.bin)");
@@ -148,6 +154,7 @@ Model load_model(const std::string& path, const LoadOptions& opts) {
   if (fs::is_directory(p, ec)) return detail::load_hf_dir(p);
   // A single file: a PyTorch zip (llama2.c ckpt.pt, or pytorch_model.bin beside a config.json), a
   // safetensors file beside a config.json, or a llama2.c .bin.
+  if (is_gguf_file(path)) return load_gguf_model(path);
   if (detail::starts_with_zip_magic(path)) {
     if (fs::exists(p.parent_path() / "config.json") && p.filename() == "pytorch_model.bin") return detail::load_hf_dir(p.parent_path());
     return load_llama2c_ckpt(path);

@@ -9,6 +9,7 @@
 
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/weight.hpp"
 
 namespace vocablens {
 
@@ -48,14 +49,15 @@ at::Tensor Model::final_norm(const at::Tensor& x) const {
 
 at::Tensor Model::unembed(const at::Tensor& x) const {
   auto x2 = x.reshape({-1, x.size(-1)});
-  auto y = w_.b_U.defined() ? at::addmm(w_.b_U, x2, w_.W_U) : at::mm(x2, w_.W_U);
+  auto y = weight_matmul(x2.scalar_type() == at::kFloat ? x2 : x2.to(at::kFloat), w_.W_U, w_.b_U);
   auto sizes = x.sizes().vec();
   sizes.back() = w_.W_U.size(1);
   return y.view(sizes);
 }
 
 // [d_model, n*d_head] -> [n, d_model, d_head]
-static at::Tensor split_heads_in(const at::Tensor& w, int64_t n, int64_t dh) {
+static at::Tensor split_heads_in(const at::Tensor& w_stored, int64_t n, int64_t dh) {
+  at::Tensor w = materialize_weight(w_stored);
   return w.view({w.size(0), n, dh}).permute({1, 0, 2});
 }
 
@@ -69,7 +71,7 @@ at::Tensor Model::W_V(int64_t l) const {
   return cfg_.n_kv_heads == cfg_.n_heads ? v : v.repeat_interleave(cfg_.n_heads / cfg_.n_kv_heads, 0);
 }
 at::Tensor Model::W_O(int64_t l) const {
-  const auto& w = layer_checked(l).w_o;
+  const at::Tensor w = materialize_weight(layer_checked(l).w_o);
   return w.view({cfg_.n_heads, cfg_.d_head, w.size(1)});
 }
 at::Tensor Model::b_Q(int64_t l) const {

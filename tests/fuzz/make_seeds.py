@@ -189,4 +189,66 @@ put("fuzz_results", "heads", bundle(result("heads", {"n_layers": 1, "n_heads": 2
 put("fuzz_results", "generic", bundle(result("my_analysis", {"note": "x"},
     {"grid": {"file": "a.npy", "dtype": "|u1", "shape": [2, 2, 2]}}, []), npy("|u1", [2, 2, 2], bytes(range(8)))))
 
+# GGUF (version 3, little-endian): tiny gpt2 (F32/F16) and llama (Q8_0 / Q4_K / BF16) models in the format's
+# own layout: header, typed key-values, tensor infos, data aligned to 32 bytes.
+def gg_str(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(b)) + b
+def gg_kv(key, t, v):
+    enc = {4: "<I", 5: "<i", 6: "<f", 10: "<Q"}
+    if t == 8: body = gg_str(v)
+    elif t == 9:
+        et, items = v
+        body = struct.pack("<IQ", et, len(items)) + b"".join(gg_str(x) if et == 8 else struct.pack(enc.get(et, "<i"), x) for x in items)
+    else: body = struct.pack(enc[t], v)
+    return gg_str(key) + struct.pack("<I", t) + body
+def gguf(kvs, tensors, align=32):
+    infos, data = b"", b""
+    for name, ne, typ, raw in tensors:
+        data += b"\0" * ((align - len(data) % align) % align)
+        infos += gg_str(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", n) for n in ne) + struct.pack("<IQ", typ, len(data))
+        data += raw
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)) + b"".join(gg_kv(*kv) for kv in kvs) + infos
+    head += b"\0" * ((align - len(head) % align) % align)
+    return head + data
+def f32(n, scale=0.1): return struct.pack("<%df" % n, *[scale * ((i * 37 % 11) - 5) for i in range(n)])
+def f16(n): return struct.pack("<%de" % n, *[0.1 * ((i * 37 % 11) - 5) for i in range(n)])
+def q8_0(n): return b"".join(struct.pack("<e", 0.01) + bytes((i * 7 + j) % 256 for j in range(32)) for i in range(n // 32))
+def q4_k(n): return b"".join(struct.pack("<ee", 0.01, 0.001) + bytes((i * 13 + j) % 256 for j in range(140)) for i in range(n // 256))
+d, V, C, F = 8, 4, 4, 16
+tok = [(9, (8, ["a", "b", "c", "d"]))]
+gpt = [("general.architecture", 8, "gpt2"), ("gpt2.block_count", 4, 1), ("gpt2.embedding_length", 4, d),
+       ("gpt2.feed_forward_length", 4, F), ("gpt2.attention.head_count", 4, 2), ("gpt2.context_length", 4, C),
+       ("gpt2.attention.layer_norm_epsilon", 6, 1e-5), ("tokenizer.ggml.model", 8, "gpt2"),
+       ("tokenizer.ggml.tokens",) + tok[0]]
+gt = [("token_embd.weight", [d, V], 0, f32(d * V)), ("position_embd.weight", [d, C], 1, f16(d * C)),
+      ("output_norm.weight", [d], 0, f32(d, 1)), ("output_norm.bias", [d], 0, f32(d)),
+      ("blk.0.attn_norm.weight", [d], 0, f32(d, 1)), ("blk.0.attn_norm.bias", [d], 0, f32(d)),
+      ("blk.0.attn_qkv.weight", [d, 3 * d], 0, f32(3 * d * d)), ("blk.0.attn_qkv.bias", [3 * d], 0, f32(3 * d)),
+      ("blk.0.attn_output.weight", [d, d], 1, f16(d * d)), ("blk.0.attn_output.bias", [d], 0, f32(d)),
+      ("blk.0.ffn_norm.weight", [d], 0, f32(d, 1)), ("blk.0.ffn_norm.bias", [d], 0, f32(d)),
+      ("blk.0.ffn_up.weight", [d, F], 0, f32(d * F)), ("blk.0.ffn_up.bias", [F], 0, f32(F)),
+      ("blk.0.ffn_down.weight", [F, d], 0, f32(d * F)), ("blk.0.ffn_down.bias", [d], 0, f32(d))]
+put("fuzz_gguf", "gpt2.gguf", gguf(gpt, gt))
+d, F = 32, 32
+lla = [("general.architecture", 8, "llama"), ("general.alignment", 4, 64), ("llama.block_count", 4, 1),
+       ("llama.embedding_length", 4, d), ("llama.feed_forward_length", 4, F), ("llama.attention.head_count", 4, 4),
+       ("llama.attention.head_count_kv", 4, 2), ("llama.context_length", 4, C), ("llama.rope.freq_base", 6, 10000.0),
+       ("llama.attention.layer_norm_rms_epsilon", 6, 1e-5), ("tokenizer.ggml.model", 8, "llama"),
+       ("tokenizer.ggml.tokens",) + tok[0], ("tokenizer.ggml.scores", 9, (6, [0.0, -1.0, -2.0, -3.0])),
+       ("tokenizer.ggml.token_type", 9, (5, [2, 3, 1, 6])), ("tokenizer.ggml.bos_token_id", 4, 1)]
+def q4_0(n): return b"".join(struct.pack("<e", 0.02) + bytes((i * 5 + j) % 256 for j in range(16)) for i in range(n // 32))
+lt = [("token_embd.weight", [d, V], 8, q8_0(d * V)), ("output_norm.weight", [d], 0, f32(d, 1)),
+      ("blk.0.attn_norm.weight", [d], 0, f32(d, 1)), ("blk.0.ffn_norm.weight", [d], 0, f32(d, 1)),
+      ("blk.0.attn_q.weight", [d, d], 2, q4_0(d * d)), ("blk.0.attn_k.weight", [d, d // 2], 8, q8_0(d * d // 2)),
+      ("blk.0.attn_v.weight", [d, d // 2], 8, q8_0(d * d // 2)), ("blk.0.attn_output.weight", [d, d], 30, f16(d * d)),
+      ("blk.0.ffn_gate.weight", [d, F], 2, q4_0(d * F)), ("blk.0.ffn_up.weight", [d, F], 8, q8_0(d * F)),
+      ("blk.0.ffn_down.weight", [F, d], 0, f32(d * F)), ("output.weight", [d, V], 1, f16(d * V))]
+put("fuzz_gguf", "llama-quant.gguf", gguf(lla, lt, 64))
+kb = {10: 84, 11: 110, 12: 144, 13: 176, 14: 210}
+put("fuzz_gguf", "kquants.gguf", gguf([("general.architecture", 8, "none")],
+    [("k%d" % t, [256, 1], t, bytes((i * 31 + t) % 256 for i in range(n))) for t, n in kb.items()] +
+    [("q5_0", [32, 2], 6, bytes(range(44))), ("q5_1", [32, 1], 7, bytes(range(24))), ("q4_1", [32, 1], 3, bytes(range(20)))]))
+put("fuzz_gguf", "header-only.gguf", gguf([("general.architecture", 8, "llama"), ("a.arr", 9, (9 if False else 4, [1, 2, 3]))], []))
+
 print("seeds written to", out)

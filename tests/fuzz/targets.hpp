@@ -25,6 +25,7 @@
 #ifdef VOCABLENS_FUZZ_WITH_TORCH
 #include <ATen/ATen.h>
 
+#include "vocablens/gguf.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tensor_store.hpp"
 #endif
@@ -163,6 +164,27 @@ inline int safetensors(const uint8_t* data, size_t size) {
   write_input(path, data, size);
   try {
     touch(vocablens::read_safetensors(path));
+  } catch (const vocablens::Error& e) {
+    check_one_line(e);
+  }
+  return 0;
+}
+
+/// The GGUF reader, dequantization of each tensor's first row, and load_model (GGUF -> Model) plus a
+/// one-token forward on whatever loads.
+inline int gguf(const uint8_t* data, size_t size) {
+  static const std::string path = scratch_path("gguf") + ".gguf";
+  write_input(path, data, size);
+  try {
+    auto g = vocablens::read_gguf(path);
+    std::vector<float> row;
+    for (const auto& t : g.tensors) {
+      if (!vocablens::ggml_can_dequantize(t.type) || t.numel() == 0) continue;
+      row.resize(static_cast<size_t>(t.ne[0]));
+      vocablens::dequantize_row(t.type, g.tensor_data(t), row.data(), t.ne[0]);
+    }
+    auto m = vocablens::load_model(path);
+    (void)m.forward(at::zeros({1, 1}, at::kLong));
   } catch (const vocablens::Error& e) {
     check_one_line(e);
   }

@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""Writes a Llama-2-7B-shaped checkpoint with random weights for the memory/speed bench (never committed):
+  make_7b.py safetensors OUT_DIR        Hugging Face directory: config.json + model.safetensors (BF16, 13.5 GB)
+  make_7b.py gguf OUT.gguf TYPE         GGUF v3, TYPE in bf16, f16, q8_0, q4_k (norms F32), llama.cpp-loadable
+Shape: d_model 4096, 32 layers, 32 heads, d_mlp 11008, vocabulary 32000, untied, context 4096.
+Data is drawn from a 256 MB pool of random values (weights ~ N(0, 0.02); quantized blocks with fixed small
+scales) at varying offsets, so writing is disk-bound; values matter only for timing and memory.
+Set D/L/FF/V in the environment to write a smaller model of the same layout (for trying the bench)."""
+import json, os, struct, sys
+import numpy as np
+
+d, L, H, FF, V = (int(os.environ.get(k, v)) for k, v in (("D", 4096), ("L", 32), ("H", 32), ("FF", 11008), ("V", 32000)))
+rng = np.random.default_rng(7)
+POOL = 256 << 20
+
+def names():
+    out = [("token_embd.weight", "model.embed_tokens.weight", (V, d))]
+    for l in range(L):
+        g, h = f"blk.{l}.", f"model.layers.{l}."
+        out += [(g + "attn_norm.weight", h + "input_layernorm.weight", (d,)),
+                (g + "attn_q.weight", h + "self_attn.q_proj.weight", (d, d)),
+                (g + "attn_k.weight", h + "self_attn.k_proj.weight", (d, d)),
+                (g + "attn_v.weight", h + "self_attn.v_proj.weight", (d, d)),
+                (g + "attn_output.weight", h + "self_attn.o_proj.weight", (d, d)),
+                (g + "ffn_norm.weight", h + "post_attention_layernorm.weight", (d,)),
+                (g + "ffn_gate.weight", h + "mlp.gate_proj.weight", (FF, d)),
+                (g + "ffn_up.weight", h + "mlp.up_proj.weight", (FF, d)),
+                (g + "ffn_down.weight", h + "mlp.down_proj.weight", (d, FF))]
+    out += [("output_norm.weight", "model.norm.weight", (d,)), ("output.weight", "lm_head.weight", (V, d))]
+    return out
+
+def half_pool(kind):
+    x = (rng.standard_normal(POOL // 2, dtype=np.float32) * 0.02)
+    if kind == "bf16": return (x.view(np.uint32) >> 16).astype(np.uint16).tobytes()
+    return x.astype(np.float16).tobytes()
+
+BLOCK = {"q8_0": (32, 34), "q4_k": (256, 144)}
+def quant_pool(kind):
+    vals, nb = BLOCK[kind]
+    n = POOL // nb
+    b = rng.integers(0, 256, size=(n, nb), dtype=np.uint8)
+    if kind == "q8_0":
+        b[:, 0:2] = np.frombuffer(np.float16(0.0005).tobytes(), np.uint8)
+    else:
+        b[:, 0:2] = np.frombuffer(np.float16(0.0015).tobytes(), np.uint8)   # d
+        b[:, 2:4] = np.frombuffer(np.float16(0.0007).tobytes(), np.uint8)   # dmin
+    return b.tobytes()
+
+def stream(f, pool, nbytes, unit, seed):
+    off = (seed * 7919 * unit) % (len(pool) - unit)
+    off -= off % unit
+    while nbytes > 0:
+        n = min(nbytes, len(pool) - off)
+        n -= n % unit
+        f.write(pool[off:off + n]); nbytes -= n; off = 0
+
+def write_safetensors(out):
+    os.makedirs(out, exist_ok=True)
+    json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": d, "intermediate_size": FF,
+               "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": H, "vocab_size": V,
+               "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu",
+               "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"},
+              open(os.path.join(out, "config.json"), "w"), indent=1)
+    header, off, ts = {}, 0, names()
+    for _, hf, shape in ts:
+        n = int(np.prod(shape)) * 2
+        header[hf] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [off, off + n]}
+        off += n
+    h = json.dumps(header).encode(); h += b" " * ((8 - len(h) % 8) % 8)
+    pool = half_pool("bf16")
+    one = np.ones(1, np.float32).view(np.uint32) >> 16
+    with open(os.path.join(out, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        for i, (_, hf, shape) in enumerate(ts):
+            if len(shape) == 1: f.write(np.full(shape, one[0], np.uint16).tobytes())
+            else: stream(f, pool, int(np.prod(shape)) * 2, 2, i)
+
+def gstr(s):
+    b = s.encode(); return struct.pack("<Q", len(b)) + b
+
+def write_gguf(path, kind):
+    tcode = {"bf16": 30, "f16": 1, "q8_0": 8, "q4_k": 12}[kind]
+    def nbytes(shape, t):
+        n = int(np.prod(shape))
+        if t == 0: return n * 4
+        if t in (1, 30): return n * 2
+        vals, nb = BLOCK[kind]; return n // vals * nb
+    toks = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % i for i in range(256)]
+    toks += ["t%d" % i for i in range(V - len(toks))]
+    kv = [("general.architecture", 8, "llama"), ("general.name", 8, "random-7b-shape"),
+          ("llama.block_count", 4, L), ("llama.context_length", 4, 4096), ("llama.embedding_length", 4, d),
+          ("llama.feed_forward_length", 4, FF), ("llama.attention.head_count", 4, H), ("llama.attention.head_count_kv", 4, H),
+          ("llama.rope.dimension_count", 4, d // H), ("llama.rope.freq_base", 6, 10000.0),
+          ("llama.attention.layer_norm_rms_epsilon", 6, 1e-5), ("tokenizer.ggml.model", 8, "llama"),
+          ("tokenizer.ggml.bos_token_id", 4, 1), ("tokenizer.ggml.eos_token_id", 4, 2)]
+    body = b""
+    for k, t, v in kv:
+        body += gstr(k) + struct.pack("<I", t) + (gstr(v) if t == 8 else struct.pack({4: "<I", 6: "<f"}[t], v))
+    body += gstr("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, len(toks)) + b"".join(gstr(t) for t in toks)
+    body += gstr("tokenizer.ggml.scores") + struct.pack("<IIQ", 9, 6, V) + np.arange(V, dtype=np.float32).__neg__().tobytes()
+    types = np.ones(V, np.int32); types[0] = 2; types[1:3] = 3; types[3:259] = 6
+    body += gstr("tokenizer.ggml.token_type") + struct.pack("<IIQ", 9, 5, V) + types.tobytes()
+    infos, off, plan = b"", 0, []
+    for g, _, shape in names():
+        t = 0 if len(shape) == 1 else tcode
+        nb = nbytes(shape, t)
+        infos += gstr(g) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", n) for n in reversed(shape)) + struct.pack("<IQ", t, off)
+        plan.append((shape, t, nb, off)); off += nb; off += (32 - off % 32) % 32
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(plan), len(kv) + 3) + body + infos
+    head += b"\0" * ((32 - len(head) % 32) % 32)
+    pool = half_pool(kind) if kind in ("bf16", "f16") else quant_pool(kind)
+    unit = 2 if kind in ("bf16", "f16") else BLOCK[kind][1]
+    with open(path, "wb") as f:
+        f.write(head)
+        pos = 0
+        for i, (shape, t, nb, o) in enumerate(plan):
+            f.write(b"\0" * (o - pos))
+            if t == 0: f.write(np.ones(shape, np.float32).tobytes())
+            else: stream(f, pool, nb, unit, i)
+            pos = o + nb
+
+if __name__ == "__main__":
+    if sys.argv[1] == "safetensors": write_safetensors(sys.argv[2])
+    else: write_gguf(sys.argv[2], sys.argv[3])

@@ -1,0 +1,191 @@
+// Weights in their stored dtype: the packed-ggml registry, on-demand float32, and tiled matmuls.
+#include "vocablens/weight.hpp"
+
+#include <ATen/Parallel.h>
+
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+
+#include "vocablens/error.hpp"
+
+namespace vocablens {
+namespace {
+
+struct PackedInfo {
+  GgmlType type;
+  int64_t cols;      // values per stored row
+  int64_t row_bytes;
+};
+
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::unordered_map<const void*, PackedInfo>& registry() {
+  static std::unordered_map<const void*, PackedInfo> r;
+  return r;
+}
+
+bool packed_info(const at::Tensor& w, PackedInfo& out) {
+  if (!w.defined() || w.scalar_type() != at::kByte || !w.has_storage()) return false;
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  auto it = registry().find(w.storage().data());
+  if (it == registry().end()) return false;
+  out = it->second;
+  return true;
+}
+
+// A packed view: which logical dimension walks stored rows, how many rows, the first row's bytes.
+struct PackedView {
+  PackedInfo info;
+  int row_dim;       // 0 or 1 (or -1 for a single row, 1-D)
+  int64_t rows;
+  const uint8_t* first;
+};
+
+PackedView packed_view(const at::Tensor& w) {
+  PackedView v{};
+  if (!packed_info(w, v.info)) throw UsageError("internal: not a packed weight");
+  v.first = static_cast<const uint8_t*>(w.data_ptr());
+  if (w.dim() == 1) {
+    v.row_dim = -1;
+    v.rows = 1;
+    if (w.size(0) != v.info.cols) throw UsageError("a packed weight can only be viewed by whole rows");
+    return v;
+  }
+  if (w.dim() != 2) throw UsageError("a packed weight must be a matrix");
+  v.row_dim = w.stride(0) != 0 ? 0 : 1;
+  if (w.stride(v.row_dim) != v.info.row_bytes || w.size(1 - v.row_dim) != v.info.cols)
+    throw UsageError("a packed weight can only be viewed by whole rows");
+  v.rows = w.size(v.row_dim);
+  return v;
+}
+
+// Rows [r0, r0 + n) of a packed view as float32 [n, cols], rows decoded in parallel.
+at::Tensor dequant_rows(const PackedView& v, int64_t r0, int64_t n) {
+  at::Tensor out = at::empty({n, v.info.cols}, at::kFloat);
+  float* dst = out.data_ptr<float>();
+  at::parallel_for(0, n, 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      dequantize_row(v.info.type, v.first + (r0 + i) * v.info.row_bytes, dst + i * v.info.cols, v.info.cols);
+  });
+  return out;
+}
+
+std::atomic<int> g_compute{static_cast<int>(ComputeDtype::Float32)};
+
+// Tiles hold about this many values (64 MB as float32).
+constexpr int64_t kTileValues = int64_t(16) << 20;
+
+}  // namespace
+
+at::Tensor make_packed_weight(std::shared_ptr<const void> owner, const uint8_t* data, GgmlType type, int64_t rows,
+                              int64_t cols) {
+  int64_t bv = 0;
+  size_t bb = 0;
+  if (!ggml_block_layout(type, bv, bb) || cols % bv != 0 || rows < 1)
+    throw UsageError("make_packed_weight: bad type or shape");
+  const int64_t row_bytes = cols / bv * static_cast<int64_t>(bb);
+  void* base = const_cast<uint8_t*>(data);
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    registry()[base] = PackedInfo{type, cols, row_bytes};
+  }
+  auto deleter = [owner, base](void*) mutable {
+    {
+      std::lock_guard<std::mutex> lock(registry_mutex());
+      registry().erase(base);
+    }
+    owner.reset();
+  };
+  return at::from_blob(base, {rows, cols}, {row_bytes, 0}, deleter, at::TensorOptions().dtype(at::kByte));
+}
+
+bool is_packed_weight(const at::Tensor& w) {
+  PackedInfo i;
+  return packed_info(w, i);
+}
+
+GgmlType weight_storage_type(const at::Tensor& w) {
+  PackedInfo i;
+  if (packed_info(w, i)) return i.type;
+  if (w.defined() && w.scalar_type() == at::kHalf) return GgmlType::F16;
+  if (w.defined() && w.scalar_type() == at::kBFloat16) return GgmlType::BF16;
+  return GgmlType::F32;
+}
+
+std::string weight_storage_name(const at::Tensor& w) { return ggml_type_name(static_cast<uint32_t>(weight_storage_type(w))); }
+
+int64_t weight_nbytes(const at::Tensor& w) {
+  if (!w.defined()) return 0;
+  if (is_packed_weight(w)) {
+    auto v = packed_view(w);
+    return v.rows * v.info.row_bytes;
+  }
+  return w.numel() * static_cast<int64_t>(w.element_size());
+}
+
+at::Tensor materialize_weight(const at::Tensor& w) {
+  if (!w.defined() || w.scalar_type() == at::kFloat) return w;
+  if (!is_packed_weight(w)) return w.to(at::kFloat);
+  auto v = packed_view(w);
+  at::Tensor m = dequant_rows(v, 0, v.rows);
+  if (v.row_dim == -1) return m.view({v.info.cols});
+  return v.row_dim == 0 ? m : m.t();
+}
+
+void set_compute_dtype(ComputeDtype d) { g_compute = static_cast<int>(d); }
+ComputeDtype compute_dtype() { return static_cast<ComputeDtype>(g_compute.load()); }
+ComputeDtype compute_dtype_from_string(const std::string& s) {
+  if (s == "float32" || s == "fp32" || s == "f32") return ComputeDtype::Float32;
+  if (s == "bfloat16" || s == "bf16") return ComputeDtype::BFloat16;
+  throw UsageError("unknown compute dtype '" + s + "' (expected float32 or bfloat16)");
+}
+
+at::Tensor weight_matmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  if (w.scalar_type() == at::kFloat) return b.defined() ? at::addmm(b, x, w) : at::mm(x, w);
+  const bool bf16 = compute_dtype() == ComputeDtype::BFloat16;
+  const int64_t N = x.size(0), in = w.size(0), out = w.size(1);
+  const bool packed = is_packed_weight(w);
+  if (packed && packed_view(w).row_dim != 1) {  // rows of storage run along `in`: rare; decode whole
+    at::Tensor wf = materialize_weight(w);
+    return b.defined() ? at::addmm(b, x, wf) : at::mm(x, wf);
+  }
+  if (!packed && bf16 && w.scalar_type() == at::kBFloat16) {
+    at::Tensor y = at::mm(x.to(at::kBFloat16), w).to(at::kFloat);
+    return b.defined() ? y.add_(b) : y;
+  }
+  // Tiles of output columns: each is upcast / dequantized, multiplied, and dropped.
+  at::Tensor y = at::empty({N, out}, x.options());
+  at::Tensor xc = bf16 ? x.to(at::kBFloat16) : x;
+  const int64_t tile = std::max<int64_t>(1, std::min<int64_t>(out, kTileValues / std::max<int64_t>(in, 1)));
+  PackedView v{};
+  if (packed) v = packed_view(w);
+  for (int64_t o0 = 0; o0 < out; o0 += tile) {
+    const int64_t n = std::min(tile, out - o0);
+    at::Tensor wt = packed ? dequant_rows(v, o0, n).t() : w.narrow(1, o0, n).to(at::kFloat);  // [in, n]
+    if (bf16) wt = wt.to(at::kBFloat16);
+    at::Tensor part = at::mm(xc, wt);
+    y.narrow(1, o0, n).copy_(part);
+  }
+  return b.defined() ? y.add_(b) : y;
+}
+
+at::Tensor weight_rows(const at::Tensor& w, const at::Tensor& ids) {
+  if (!is_packed_weight(w)) return w.index_select(0, ids).to(at::kFloat);
+  auto v = packed_view(w);
+  if (v.row_dim != 0) return materialize_weight(w).index_select(0, ids);
+  at::Tensor idc = ids.to(at::kLong).contiguous();
+  const int64_t n = idc.numel();
+  const int64_t* p = idc.data_ptr<int64_t>();
+  at::Tensor out = at::empty({n, v.info.cols}, at::kFloat);
+  float* dst = out.data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (p[i] < 0 || p[i] >= v.rows) throw UsageError("row " + std::to_string(p[i]) + " is out of range");
+    dequantize_row(v.info.type, v.first + p[i] * v.info.row_bytes, dst + i * v.info.cols, v.info.cols);
+  }
+  return out;
+}
+
+}  // namespace vocablens
