@@ -62,6 +62,7 @@ std::string format_error_of(F&& f) {
 TEST_CASE("fuzz regressions: every saved input replays cleanly through its harness", "[fuzz]") {
   replay("fuzz_config", fuzz::config);
   replay("fuzz_safetensors", fuzz::safetensors);
+  replay("fuzz_gguf", fuzz::gguf);
   replay("fuzz_torch_zip", fuzz::torch_zip);
   replay("fuzz_llama2c", fuzz::llama2c);
   replay("fuzz_bpe_files", fuzz::bpe_files);
@@ -272,6 +273,13 @@ TEST_CASE("fuzz seeds: the hand-made seeds parse", "[fuzz]") {
   CHECK(ck.metadata.value("model_args.dim", 0) == 4);
   CHECK(ck.has("model.w"));
   for (const char* f : {"f32.safetensors", "mixed.safetensors"}) CHECK_NOTHROW(vocablens::read_safetensors(out + "/fuzz_safetensors/" + f));
+  for (const char* f : {"gpt2.gguf", "llama-quant.gguf"}) {  // hand-written GGUF models load and run
+    INFO(f);
+    auto m = vocablens::load_model(out + "/fuzz_gguf/" + f);
+    CHECK(m.config().vocab_size == 4);
+    CHECK(m.forward(at::zeros({1, 2}, at::kLong)).logits.isfinite().all().item<bool>());
+  }
+  CHECK(vocablens::read_gguf(out + "/fuzz_gguf/kquants.gguf").tensors.size() == 8);
   for (const char* f : {"tiny_v0.bin", "tiny_v1.bin", "tiny_untied.bin"}) {
     INFO(f);
     auto m = vocablens::load_model(out + "/fuzz_llama2c/" + f);

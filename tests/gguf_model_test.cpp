@@ -2,14 +2,14 @@
 // and run, with logits checked against llama.cpp (prebuilt libllama) and against the Hugging Face twin.
 //
 // Tolerances (max |logit difference|), per fixture:
-//  - stories260K F32 vs vocablens on stories260K-hf (same weights, converter's q/k permutation): 1e-5;
+//  - stories260K F32 vs vocablens on stories260K-hf (same weights, converter's q/k permutation): 5e-5;
 //    vs llama.cpp's F32 forward: 1e-4.
-//  - llamak-<type> (random Llama, |logits| up to ~4): vs llama.cpp's F32 forward of the unquantized
-//    weights, a bound on the quantization error per type; vs llama.cpp's forward of the same quantized
-//    file, a bound that also covers llama.cpp quantizing the activations (Q8 blocks) in its dot products.
-//    Both bounds are stated in the table below; top-1 agreement with llama.cpp's same-file forward is
-//    required at >= 14/16 positions.
-//  - gpt2-tiny Q8_0 vs llama.cpp: 5e-3 (llama.cpp's GELU is an fp16 table); vs HF twin (F32): 2e-2.
+//  - llamak-<type> (random Llama, |logits| up to ~6, types BF16 Q8_0 Q6_K Q5_K_M Q4_K_M Q4_0 Q2_K):
+//    exact reference = llama.cpp's F32 forward of the file dequantized by gguf-py (dequant.py): 2e-4;
+//    llama.cpp's forward of the quantized file itself (it rounds activations to bf16 / Q8 blocks): 0.5
+//    and top-1 agreement at >= 14 of 16 positions.
+//  - gpt2-tiny Q8_0: exact reference 5e-3 (llama.cpp's GELU is an fp16 table); llama.cpp same file and
+//    the HF twin (F32 weights, so Q8_0 rounding included): 0.15.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -77,7 +77,7 @@ TEST_CASE("stories260K GGUF (F32) matches its Hugging Face twin and llama.cpp") 
   CHECK_FALSE(hm.config().rope_interleaved);
   CHECK(gm.config().n_kv_heads == 4);
   at::Tensor a = logits_of(gm, ids), b = logits_of(hm, ids);
-  CHECK(max_diff(a, b) < 1e-5);
+  CHECK(max_diff(a, b) < 5e-5);  // same weights; rotary convention differs in float rounding only
   at::Tensor ref = read_logits(kDir + "stories260K-f32.lcpp-logits.f32", static_cast<int64_t>(ids.size()));
   CHECK(max_diff(a, ref) < 1e-4);
   // Every analysis reads weights through the accessors: the same matrices as the HF twin's, per head up
@@ -91,25 +91,23 @@ TEST_CASE("quantized and BF16 GGUF fixtures agree with llama.cpp within the stat
   auto ids = read_ids(kDir + "ids-llama.txt");
   const int64_t T = static_cast<int64_t>(ids.size());
   at::Tensor f32_ref = read_logits(kDir + "llamak-f32.lcpp-logits.f32", T);
-  struct Case {
-    const char* name;
-    double vs_f32, vs_same;  // bounds vs llama.cpp's F32 forward, vs its forward of the same file
-  };
-  const Case cases[] = {{"bf16", 0.05, 0.05}, {"q8_0", 0.05, 0.1},   {"q6_k", 0.1, 0.15}, {"q5_k_m", 0.2, 0.25},
-                        {"q4_k_m", 0.4, 0.4}, {"q4_0", 0.6, 0.5},    {"q2_k", 2.5, 1.0}};
-  for (const auto& c : cases) {
-    INFO(c.name);
-    auto m = vocablens::load_model(kDir + "llamak-" + c.name + ".gguf");
+  for (const char* name : {"bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q2_k"}) {
+    INFO(name);
+    auto m = vocablens::load_model(kDir + "llamak-" + name + ".gguf");
     CHECK(m.config().vocab_size == 512);
     CHECK_FALSE(m.config().tied_embeddings);
     at::Tensor ours = logits_of(m, ids);
-    at::Tensor same = read_logits(kDir + "llamak-" + c.name + ".lcpp-logits.f32", T);
-    const double d_f32 = max_diff(ours, f32_ref), d_same = max_diff(ours, same);
-    WARN(c.name << ": max|ours - llama.cpp F32| = " << d_f32 << ", max|ours - llama.cpp same file| = " << d_same
-                << ", top-1 agreement " << ours.argmax(-1).eq(same.argmax(-1)).sum().item<int64_t>() << "/" << T);
-    CHECK(d_f32 < c.vs_f32);
-    CHECK(d_same < c.vs_same);
-    CHECK(ours.argmax(-1).eq(same.argmax(-1)).sum().item<int64_t>() >= T - 2);
+    // Exact reference: llama.cpp's F32 forward of the same weights dequantized by gguf-py.
+    at::Tensor exact = read_logits(kDir + "llamak-" + name + ".dequant-lcpp-logits.f32", T);
+    at::Tensor same = read_logits(kDir + "llamak-" + name + ".lcpp-logits.f32", T);
+    const double d_exact = max_diff(ours, exact), d_same = max_diff(ours, same), d_f32 = max_diff(ours, f32_ref);
+    const int64_t top1 = ours.argmax(-1).eq(same.argmax(-1)).sum().item<int64_t>();
+    WARN(name << ": max|ours - exact| = " << d_exact << ", max|ours - llama.cpp same file| = " << d_same
+              << " (top-1 " << top1 << "/" << T << "), quantization error vs F32 weights " << d_f32
+              << ", max|logit| " << exact.abs().max().item<double>());
+    CHECK(d_exact < 2e-4);
+    CHECK(d_same < 0.5);  // llama.cpp also rounds activations (bf16 / Q8 blocks) in its dot products
+    CHECK(top1 >= T - 2);
   }
 }
 
@@ -137,9 +135,14 @@ TEST_CASE("gpt2-tiny Q8_0 GGUF: fused qkv, learned positions, LayerNorm biases")
   CHECK(gm.config().family == vocablens::Family::GPT2);
   at::Tensor ours = logits_of(gm, ids);
   at::Tensor ref = read_logits(kDir + "gpt2-tiny-q8_0.lcpp-logits.f32", static_cast<int64_t>(ids.size()));
-  WARN("gpt2-tiny q8_0: vs llama.cpp " << max_diff(ours, ref) << ", vs HF twin " << max_diff(ours, logits_of(vocablens::load_model(hf), ids)));
-  CHECK(max_diff(ours, ref) < 5e-3);
-  CHECK(max_diff(ours, logits_of(vocablens::load_model(hf), ids)) < 2e-2);
+  at::Tensor twin = logits_of(vocablens::load_model(hf), ids);
+  at::Tensor exact = read_logits(kDir + "gpt2-tiny-q8_0.dequant-lcpp-logits.f32", static_cast<int64_t>(ids.size()));
+  WARN("gpt2-tiny q8_0: vs exact " << max_diff(ours, exact) << ", vs llama.cpp same file " << max_diff(ours, ref)
+                                   << ", vs HF twin (F32 weights) " << max_diff(ours, twin) << "; llama.cpp vs HF twin "
+                                   << max_diff(ref, twin) << "; max |logit| " << twin.abs().max().item<double>());
+  CHECK(max_diff(ours, exact) < 5e-3);  // llama.cpp's GELU is an fp16 lookup table (~1e-3)
+  CHECK(max_diff(ours, ref) < 0.15);
+  CHECK(max_diff(ours, twin) < 0.15);   // Q8_0 rounding of the weights
 }
 
 TEST_CASE("tokenizer.ggml.* metadata becomes a VocabSpec") {
