@@ -6,7 +6,8 @@
 # number of prompt tokens. Not CI. Needs ~15 GB free disk at a time (each file is deleted after use).
 #   bench/run_gguf_bench.sh [BUILD_DIR=build] [THREADS=2] [TOKENS=128] [KINDS="st bf16 q8_0 q4_k"]
 # Env: GGUF_BENCH_DIR (work dir, default /tmp/vocablens-gguf-bench), LLAMA_CPP (headers), LLAMA_BINS,
-# D/L/H/FF/V (smaller shapes for a dry run), NICE (default 10).
+# D/L/H/FF/V (smaller shapes for a dry run), NICE (default 10), KEEP=1 (keep the generated files; existing
+# files are reused).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$here/build}"
@@ -38,15 +39,15 @@ run() {  # label, model path
 }
 for k in $kinds; do
   if [ "$k" = st ]; then
-    /usr/bin/python3 "$here/bench/make_7b.py" safetensors "$work/st"
+    [ -e "$work/st/model.safetensors" ] || nice -n "$nice_level" /usr/bin/python3 "$here/bench/make_7b.py" safetensors "$work/st"
     run safetensors-bf16 "$work/st"
-    rm -rf "$work/st"
+    [ -n "${KEEP:-}" ] || rm -rf "$work/st"
   else
-    /usr/bin/python3 "$here/bench/make_7b.py" gguf "$work/$k.gguf" "$k"
+    [ -e "$work/$k.gguf" ] || nice -n "$nice_level" /usr/bin/python3 "$here/bench/make_7b.py" gguf "$work/$k.gguf" "$k"
     run "gguf-$k" "$work/$k.gguf"
     echo "-- llama.cpp on the same file"
     nice -n "$nice_level" /usr/bin/time -f "llama_peak_rss_kb %M" "$work/lcpp_bench" "$work/$k.gguf" "$tokens" "$threads" 2 2>&1 \
         | grep -E "^llama.cpp|peak_rss" | tee "$work/lcpp-$k.txt"
-    rm -f "$work/$k.gguf"
+    [ -n "${KEEP:-}" ] || rm -f "$work/$k.gguf"
   fi
 done
