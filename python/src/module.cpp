@@ -141,8 +141,9 @@ py::dict weights_dict(const PyModel& pm) {
   const auto& m = pm.model;
   const auto& w = m.weights();
   py::dict d;
+  // Matrices stored as F16/BF16/GGUF-quantized come back as float32 copies (F32 stays a view; weight.hpp).
   auto put = [&](const std::string& k, const at::Tensor& t) {
-    if (t.defined()) d[py::str(k)] = t;
+    if (t.defined()) d[py::str(k)] = vocablens::materialize_weight(t);
   };
   put("embed.W_E", w.W_E);
   put("pos_embed.W_pos", w.W_pos);
