@@ -11,6 +11,8 @@ PACKAGES=(
   libtorch-dev libopenblas0-openmp
   libeigen3-dev libspectra-dev libfmt-dev catch2 nlohmann-json3-dev libcli11-dev libpcre2-dev
   libicu-dev
+  # tokenizers: SentencePiece tokenizer.model, Unicode normal forms; spm_train + python3-sentencepiece for fixtures
+  libsentencepiece-dev libutf8proc-dev sentencepiece python3-sentencepiece python3-protobuf
   python3-numpy python3-torch
   # report and notebook tests: headless Chromium screenshots, nbformat validation, notebook execution
   chromium fonts-dejavu-core python3-pil python3-jsonschema python3-nbformat jupyter-nbconvert
