@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config
+  build-essential cmake ninja-build ccache pkg-config git
   libtorch-dev libopenblas0-openmp
   libeigen3-dev libspectra-dev libfmt-dev catch2 nlohmann-json3-dev libcli11-dev libpcre2-dev
   libicu-dev
@@ -51,6 +51,8 @@ if ! cmp -s tests/wordpiece_crosscheck/package-lock.json build/wordpiece_crossch
   cp tests/wordpiece_crosscheck/package.json tests/wordpiece_crosscheck/package-lock.json build/wordpiece_crosscheck/
   (cd build/wordpiece_crosscheck && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
+# llama.cpp (npm node-llama-cpp@3.22.1 + @node-llama-cpp/linux-x64): the tokenizer/forward reference of the tests
+scripts/fetch_llama_ref.sh
 
 if [ "${1:-}" != "--no-build" ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release

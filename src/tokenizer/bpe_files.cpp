@@ -173,6 +173,12 @@ void Builder::check_vocabulary(const std::string& vocab_path) {
   if (!m->byte_level) return;
   for (int b = 0; b < 256; ++b) {
     auto it = m->id_of.find(std::string(1, static_cast<char>(b)));
+    // Bytes that never occur in UTF-8 (0xC0, 0xC1, 0xF5..0xFF) may lack a token (GPT-NeoX's vocabulary):
+    // encode() then refuses input containing them (UsageError) instead of inventing an id.
+    if ((it == m->id_of.end() || m->special[it->second]) && (b == 0xC0 || b == 0xC1 || b >= 0xF5)) {
+      m->byte_id[b] = -1;
+      continue;
+    }
     if (it == m->id_of.end() || m->special[it->second])
       bad(vocab_path, "the vocabulary lacks the single-byte token for byte " + std::to_string(b) +
                           " (not a byte-level BPE vocabulary)");

@@ -215,6 +215,7 @@ struct BpeModel {
 
   void bpe_word(const char* p, size_t n, Workspace& ws) const;
   void bpe_long(size_t n, Workspace& ws) const;
+  [[noreturn]] void missing_byte(char b) const;  // UsageError: a byte the vocabulary cannot represent
   /// First symbols of a word into ws.sym (byte ids, or character ids / byte fallback / unk); their count.
   size_t initial_symbols(const char* p, size_t n, Workspace& ws) const;
   void encode_ordinary(std::string_view text, Workspace& ws, std::vector<int64_t>& out) const;

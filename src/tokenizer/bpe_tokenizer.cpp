@@ -7,6 +7,7 @@
 #include "vocablens/bpe_tokenizer.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <queue>
 
 #include "tokenizer/bpe_model.hpp"
@@ -14,6 +15,12 @@
 
 namespace vocablens {
 namespace detail {
+
+void BpeModel::missing_byte(char b) const {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02X", static_cast<unsigned char>(b));
+  throw UsageError(source + ": the vocabulary has no token for byte " + buf + " (not valid UTF-8) in the text");
+}
 
 size_t BpeModel::initial_symbols(const char* p, size_t n, Workspace& ws) const {
   if (ws.sym.size() < n + 1) {
@@ -23,7 +30,8 @@ size_t BpeModel::initial_symbols(const char* p, size_t n, Workspace& ws) const {
   }
   int32_t* sym = ws.sym.data();
   if (byte_level) {
-    for (size_t i = 0; i < n; ++i) sym[i] = byte_id[static_cast<unsigned char>(p[i])];
+    for (size_t i = 0; i < n; ++i)
+      if ((sym[i] = byte_id[static_cast<unsigned char>(p[i])]) < 0) missing_byte(p[i]);
     return n;
   }
   // Character level (Hugging Face BPE without ByteLevel): each character is a symbol when the vocabulary
@@ -66,7 +74,7 @@ void BpeModel::bpe_word(const char* p, size_t n, Workspace& ws) const {
       return;
     }
   }
-  if (n == 1 && byte_level) {
+  if (n == 1 && byte_level && byte_id[static_cast<unsigned char>(p[0])] >= 0) {
     ws.word.push_back(byte_id[static_cast<unsigned char>(p[0])]);
     return;
   }
@@ -147,8 +155,8 @@ void BpeModel::bpe_long(size_t n, Workspace& ws) const {
 
 void BpeModel::encode_ordinary(std::string_view text, Workspace& ws, std::vector<int64_t>& out) const {
   pretokenize(text, ws, [&](const char* p, size_t n) {
-    if (n == 1 && !ignore_merges && byte_level) {  // a third of all pre-tokens in English text; skip the cache
-      out.push_back(byte_id[static_cast<unsigned char>(p[0])]);
+    if (n == 1 && !ignore_merges && byte_level && byte_id[static_cast<unsigned char>(p[0])] >= 0) {
+      out.push_back(byte_id[static_cast<unsigned char>(p[0])]);  // a third of all pre-tokens: skip the cache
       return;
     }
     if (n <= WordCache::kMaxWordBytes) {

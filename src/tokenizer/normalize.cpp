@@ -21,7 +21,14 @@ std::string map_unicode(std::string_view s, int options) {
     size_t j = i;
     uint32_t cp;
     size_t k;
-    while (j < s.size() && (k = utf8_char(s, j, cp)) != 0) j += k;
+    while (j < s.size() && (k = utf8_char(s, j, cp)) != 0) {
+      // utf8proc 2.8 composes a Hangul LV syllable with U+11A7 (the jamo *before* the first trailing
+      // consonant), which Unicode's composition excludes (ICU and Rust's unicode-normalization do not):
+      // U+11A7 is a starter, so normalizing the text on either side of it separately is exact.
+      if (cp == 0x11A7 && j > i) break;
+      j += k;
+      if (cp == 0x11A7) break;
+    }
     if (j > i) {
       bool ascii = true;
       for (size_t t = i; t < j && ascii; ++t) ascii = static_cast<unsigned char>(s[t]) < 0x80;
@@ -40,7 +47,7 @@ std::string map_unicode(std::string_view s, int options) {
         std::free(dst);
       }
     }
-    if (j < s.size()) out += s[j++];  // an invalid byte: kept
+    if (j == i && j < s.size()) out += s[j++];  // an invalid byte: kept
     i = j;
   }
   return out;

@@ -100,14 +100,16 @@ std::unique_ptr<Tokenizer> from_llama(const VocabSpec& v) {
   if (!v.scores.empty() && v.scores.size() != n)
     bad(v.source, "tokenizer.ggml.scores has " + std::to_string(v.scores.size()) + " entries for " + std::to_string(n) + " tokens");
   std::string proto, pieces;
-  bool has_unk = false, has_byte = false;
+  bool has_unk = false;
+  int n_byte = 0;
+  for (size_t i = 0; i < n && !v.token_types.empty(); ++i) n_byte += v.token_types[i] == 6;
   for (size_t i = 0; i < n; ++i) {
     int32_t type = v.token_types.empty() ? 1 : v.token_types[i];
     if (type < 1 || type > 6) bad(v.source, "token " + std::to_string(i) + " has token type " + std::to_string(type) + " (expected 1..6)");
     if (static_cast<int64_t>(i) == v.unk_id) type = 2;  // SentencePiece wants <unk> typed UNKNOWN (Phi-3 GGUF: CONTROL)
     else if (type == 2 && v.unk_id >= 0) type = 3;       // only one UNKNOWN piece
     has_unk |= type == 2;
-    has_byte |= type == 6;
+    if (type == 6 && n_byte != 256) type = 1;  // an incomplete byte set: ordinary pieces (libsentencepiece's rule)
     if (v.tokens[i].empty()) bad(v.source, "token " + std::to_string(i) + " is empty");
     std::string p;
     field_bytes(p, 1, v.tokens[i]);
@@ -120,7 +122,8 @@ std::unique_ptr<Tokenizer> from_llama(const VocabSpec& v) {
   std::string trainer;
   field_int(trainer, 3, 2);  // model_type BPE
   field_int(trainer, 4, static_cast<int64_t>(n));
-  if (has_byte) field_int(trainer, 35, 1);  // byte_fallback
+  // byte_fallback: libsentencepiece insists on all 256 <0xNN> pieces; with fewer they are ordinary pieces
+  if (n_byte == 256) field_int(trainer, 35, 1);
   if (v.unk_id >= 0) field_int(trainer, 40, v.unk_id);
   field_int(trainer, 41, v.bos_id);
   field_int(trainer, 42, v.eos_id);
