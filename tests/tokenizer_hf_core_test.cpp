@@ -273,3 +273,21 @@ TEST_CASE("tokenizer_from_vocab: byte-level (gpt2) vocabulary with a named pre-t
   CHECK(neox->encode("abc") == reference->encode("abc"));
   CHECK_THROWS_AS(neox->encode("a\xC0"), vocablens::UsageError);
 }
+
+TEST_CASE("tokenizer_from_vocab: gemma4 (SentencePiece-style BPE with merges, newline runs whole)", "[tokenizer]") {
+  vocablens::VocabSpec v;
+  v.source = "g4.gguf";
+  v.model = "gemma4";
+  v.tokens = {"<pad>", "<eos>", "<bos>", "<unk>", "\n", "\n\n", U, "a", "b", U + "b", "<0x63>", "<start>"};
+  v.token_types = {3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 6, 3};
+  v.merges = {U + " b"};
+  v.bos_id = 2, v.eos_id = 1, v.unk_id = 3;
+  auto tok = vocablens::tokenizer_from_vocab(v);
+  // "a b\n\nbc" -> "a▁b" "\n\n" "bc": a ▁b | \n\n whole | b <0x63> (byte fallback); BOS by default
+  CHECK(tok->encode("a b\n\nbc") == Ids{2, 7, 9, 5, 8, 10});
+  EncodeOptions o;
+  o.special_tokens = true;
+  o.add_bos = false;
+  CHECK(tok->encode("<start> b", o) == Ids{11, 9});  // no dummy prefix (Gemma)
+  CHECK(tok->decode(Ids{7, 9, 5}) == "a b\n\n");
+}

@@ -190,6 +190,7 @@ struct BpeModel {
   std::unordered_map<uint32_t, int32_t> char_id;         // character-level: code point -> id
   bool add_bos_default = false, add_eos_default = false; // tokenizer_config.json / post_processor
   bool ignore_merges = false;           // HF: a pre-token that is itself a token is taken whole
+  bool whole_newline_runs = false;      // llama.cpp gemma4: a pre-token of only "\n" that is a token is taken whole
   int32_t bos = -1, eos = -1;
 
   mutable std::mutex pool_mutex;

@@ -74,6 +74,13 @@ void BpeModel::bpe_word(const char* p, size_t n, Workspace& ws) const {
       return;
     }
   }
+  if (whole_newline_runs && std::string_view(p, n).find_first_not_of('\n') == std::string_view::npos) {
+    auto it = id_of.find(std::string(p, n));
+    if (it != id_of.end()) {
+      ws.word.push_back(it->second);
+      return;
+    }
+  }
   if (n == 1 && byte_level && byte_id[static_cast<unsigned char>(p[0])] >= 0) {
     ws.word.push_back(byte_id[static_cast<unsigned char>(p[0])]);
     return;

@@ -182,6 +182,46 @@ std::unique_ptr<Tokenizer> from_gpt2(const VocabSpec& v) {
   return std::make_unique<BpeTokenizer>(m);
 }
 
+/// "gemma4" (Gemma-4): SentencePiece-style BPE with merges on raw UTF-8 — spaces become "▁", the text is split
+/// at newline runs (a run that is itself a token is taken whole), characters merge by rank, a character the
+/// vocabulary lacks becomes its <0xNN> tokens (llama.cpp's LLAMA_VOCAB_PRE_TYPE_GEMMA4).
+std::unique_ptr<Tokenizer> from_gemma4(const VocabSpec& v) {
+  const std::string space = "\xE2\x96\x81";
+  const size_t n = v.tokens.size();
+  detail::Builder b;
+  b.max_id = static_cast<int64_t>(n);
+  b.m->byte_level = false;
+  for (size_t i = 0; i < n; ++i) {
+    int32_t type = v.token_types.empty() ? 1 : v.token_types[i];
+    if (v.tokens[i].empty()) continue;
+    if (type == 3 || type == 4) {
+      b.add_added(v.source, v.tokens[i], static_cast<int64_t>(i), type == 3);
+      b.spelled_id.emplace(v.tokens[i], static_cast<int32_t>(i));
+    } else {
+      b.add_piece(v.source, v.tokens[i], static_cast<int64_t>(i), space);
+    }
+  }
+  b.check_vocabulary(v.source);
+  for (size_t k = 0; k < v.merges.size(); ++k) {
+    const std::string& s = v.merges[k];
+    size_t sp = s.find(' ');
+    if (sp == std::string::npos || sp == 0 || sp + 1 >= s.size() || s.find(' ', sp + 1) != std::string::npos)
+      bad(v.source, "merge " + std::to_string(k + 1) + ": expected \"left right\", got \"" + detail::printable(s) + "\"");
+    b.add_merge(v.source, k + 1, std::string_view(s).substr(0, sp), std::string_view(s).substr(sp + 1));
+  }
+  auto& m = *b.m;
+  m.byte_fallback = true;
+  m.unk = v.unk_id >= 0 ? static_cast<int32_t>(v.unk_id) : -1;
+  m.whole_newline_runs = true;
+  m.norm.push_back({detail::NormStep::kReplace, " ", space});
+  auto result = b.finish(v.source, v.source, {"[^\\n]+|[\\n]+"});
+  result->bos = v.bos_id >= 0 ? static_cast<int32_t>(v.bos_id) : -1;
+  result->eos = v.eos_id >= 0 ? static_cast<int32_t>(v.eos_id) : -1;
+  result->add_bos_default = v.add_bos.value_or(true) && result->bos >= 0;
+  result->add_eos_default = v.add_eos.value_or(false) && result->eos >= 0;
+  return std::make_unique<BpeTokenizer>(result);
+}
+
 }  // namespace
 
 std::vector<std::string> known_bpe_pre_names() {
@@ -202,7 +242,8 @@ std::unique_ptr<Tokenizer> tokenizer_from_vocab(const VocabSpec& v) {
       bad(v.source, "special token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(v.tokens.size()));
   if (v.model == "gpt2") return from_gpt2(v);
   if (v.model == "llama") return from_llama(v);
-  bad(v.source, "tokenizer model \"" + detail::printable(v.model) + "\" (tokenizer.ggml.model) is not supported (supported: gpt2, llama)");
+  if (v.model == "gemma4") return from_gemma4(v);
+  bad(v.source, "tokenizer model \"" + detail::printable(v.model) + "\" (tokenizer.ggml.model) is not supported (supported: gpt2, llama, gemma4)");
 }
 
 }  // namespace vocablens

@@ -33,6 +33,9 @@ FAMILIES = {
     "gpt-2": dict(kind="bytelevel", split=None, nfc=False, bos=False),
     "llama-spm": dict(kind="spm", bos=True),
     "phi-3": dict(kind="spm", bos=True),
+    # Gemma-4's tokenizer model ("gemma4"): only the GGUF path is checked (against llama.cpp); the Hugging Face
+    # layout of its tokenizer.json is not reproduced here.
+    "gemma-4": dict(kind="gguf-only"),
 }
 
 
@@ -215,16 +218,18 @@ def main():
         reader, v = read_vocab(os.path.join(models, "ggml-vocab-%s.gguf" % name))
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
+        tj = None
         if opt["kind"] == "bytelevel":
             tj, cfg = bytelevel(v, opt)
-        else:
+        elif opt["kind"] == "spm":
             tj, cfg = spm_json(v, opt)
             with open(os.path.join(d, "tokenizer.model"), "wb") as f:
                 f.write(spm_model(v))
-        with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
-            json.dump(tj, f, ensure_ascii=False)
-        with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-            json.dump(cfg, f, ensure_ascii=False, indent=1)
+        if tj is not None:
+            with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+                json.dump(tj, f, ensure_ascii=False)
+            with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+                json.dump(cfg, f, ensure_ascii=False, indent=1)
         gguf_path = os.path.join(models, "ggml-vocab-%s.gguf" % name)
         if opt.get("pre") and not v["pre"]:
             v["pre"] = opt["pre"]
@@ -234,8 +239,7 @@ def main():
             json.dump({k: v[k] for k in v}, f, ensure_ascii=False)
         with open(os.path.join(d, "gguf_path.txt"), "w") as f:
             f.write(os.path.abspath(gguf_path) + "\n")
-        print("%s: %d tokens, %d merges, %d added tokens -> %s" % (name, len(v["tokens"]), len(tj["model"]["merges"]),
-                                                                   len(tj["added_tokens"]), d))
+        print("%s: %d tokens, %d merges -> %s" % (name, len(v["tokens"]), len(tj["model"]["merges"] if tj else v["merges"]), d))
 
 
 if __name__ == "__main__":

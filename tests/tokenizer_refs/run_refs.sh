@@ -13,7 +13,7 @@ set -u
 exe=$1 src=$2 work=$3
 shift 3
 families=("$@")
-[ ${#families[@]} -eq 0 ] && families=(llama-bpe qwen2 gpt-neox gpt-2 llama-spm phi-3)
+[ ${#families[@]} -eq 0 ] && families=(llama-bpe qwen2 gpt-neox gpt-2 llama-spm phi-3 gemma-4)
 here="$src/tests/tokenizer_refs"
 fail() { echo "!!!!!!!! tokenizer_refs FAILED: $* !!!!!!!!"; exit 1; }
 
@@ -81,8 +81,13 @@ for fam in "${families[@]}"; do
   gguf=$(cat "$d/gguf_path.txt")
   for corpus in real synthetic; do
     lines="$work/lines_$corpus.json" o="$work/$fam.$corpus"
-    "$exe" "$d/tokenizer.json" "$lines" "$o.json.bin" --special >/dev/null || fail "vocablens on $d/tokenizer.json"
     "$exe" "spec:$d/vocab_spec.json" "$lines" "$o.spec.bin" --special >/dev/null || fail "vocablens on $d/vocab_spec.json"
+    if [ ! -f "$d/tokenizer.json" ]; then  # GGUF-only vocabulary (gemma-4): llama.cpp is the reference
+      "$ltok" "$bins" "$gguf" "$lines" "$o.llama.bin" --special >/dev/null 2>"$o.llama.log" || { cat "$o.llama.log"; fail "llama.cpp on $gguf"; }
+      check "$fam" "$corpus" "$o.spec.bin" "$o.llama.bin" gguf-spec llama.cpp all
+      continue
+    fi
+    "$exe" "$d/tokenizer.json" "$lines" "$o.json.bin" --special >/dev/null || fail "vocablens on $d/tokenizer.json"
     node "$here/tjs_tokenize.js" "$d" "$lines" "$o.tjs.bin" >"$o.tjs.log" 2>&1 &  # the slowest: beside the others
     tjs_pid=$!
     "$ltok" "$bins" "$gguf" "$lines" "$o.llama.bin" --special >/dev/null 2>"$o.llama.log" || { cat "$o.llama.log"; fail "llama.cpp on $gguf"; }
@@ -105,6 +110,20 @@ for fam in "${families[@]}"; do
       check "$fam" "$corpus" "$o.model.bin" "$o.tjs.bin" tokenizer.model transformers.js all
     fi
     check "$fam" "$corpus" "$o.tjs.bin" "$o.llama.bin" transformers.js llama.cpp info
+  done
+done
+# llama.cpp's test vectors: ids written by Hugging Face's Python tokenizers (a third reference), no BOS
+for fam in "${families[@]}"; do
+  d="$tok/$fam" inp="$lsrc/models/ggml-vocab-$fam.gguf.inp"
+  [ -f "$inp" ] || continue
+  node "$here/make_vectors.js" "$inp" "$lsrc/models/ggml-vocab-$fam.gguf.out" "$work/lines_vectors-$fam.json" "$work/$fam.vectors.hf.bin" >/dev/null ||
+    fail "make_vectors.js $inp"
+  for kind in json spec model; do
+    case $kind in json) t="$d/tokenizer.json" ;; spec) t="spec:$d/vocab_spec.json" ;; model) t="$d/tokenizer.model" ;; esac
+    [ "$kind" = spec ] || [ -f "$t" ] || continue
+    "$exe" "$t" "$work/lines_vectors-$fam.json" "$work/$fam.vectors.$kind.bin" --special --no-bos >/dev/null || fail "vocablens on $t"
+    label=$kind; [ $kind = json ] && label=tokenizer.json; [ $kind = spec ] && label=gguf-spec; [ $kind = model ] && label=tokenizer.model
+    check "$fam" "vectors-$fam" "$work/$fam.vectors.$kind.bin" "$work/$fam.vectors.hf.bin" "$label" hf-tokenizers all
   done
 done
 node -e 'const f=require("fs");const r=f.readFileSync(process.argv[1],"utf8").trim().split("\n").map(JSON.parse);f.writeFileSync(process.argv[2],JSON.stringify(r,null,1)+"\n")' "$results" "$work/results.json"

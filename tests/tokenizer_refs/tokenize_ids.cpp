@@ -1,13 +1,14 @@
 // tokenize_ids — the vocablens side of the tokenizer reference check (tests/tokenizer_refs/README.md):
 // encodes every text of a corpus and writes the ids for compare.js.
 //
-//   vocablens_tokenize_ids TOKENIZER corpus.json ids.bin [--special]
+//   vocablens_tokenize_ids TOKENIZER corpus.json ids.bin [--special] [--no-bos]
 //
 // TOKENIZER: anything load_tokenizer() accepts (tokenizer.json, tokenizer.model, a directory, ...), or
 // spec:FILE.json — the tokenizer.ggml.* values of a GGUF as written by make_tokenizers.py, built with
 // vocablens::tokenizer_from_vocab (the in-memory API the GGUF reader uses).
 // Encoding: the tokenizer's own BOS/EOS convention (EncodeOptions defaults); --special: special-token
-// strings in the text become their ids (as transformers.js and llama_tokenize(parse_special=true) do).
+// strings in the text become their ids (as transformers.js and llama_tokenize(parse_special=true) do);
+// --no-bos: neither BOS nor EOS (Hugging Face's add_special_tokens=False).
 // ids.bin: per text a little-endian uint32 count, then that many uint32 ids. Exit 1 with one line on error.
 #include <chrono>
 #include <fstream>
@@ -53,8 +54,15 @@ std::unique_ptr<vocablens::Tokenizer> open_tokenizer(const std::string& arg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 4 || argc > 5 || (argc == 5 && std::string(argv[4]) != "--special")) {
-    std::cerr << "usage: " << argv[0] << " TOKENIZER|spec:FILE.json corpus.json ids.bin [--special]\n";
+  bool special = false, no_bos = false, bad_arg = argc < 4;
+  for (int i = 4; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--special") special = true;
+    else if (a == "--no-bos") no_bos = true;
+    else bad_arg = true;
+  }
+  if (bad_arg) {
+    std::cerr << "usage: " << argv[0] << " TOKENIZER|spec:FILE.json corpus.json ids.bin [--special] [--no-bos]\n";
     return 2;
   }
   try {
@@ -64,7 +72,8 @@ int main(int argc, char** argv) {
     nlohmann::json corpus = nlohmann::json::parse(slurp(argv[2]));
     if (!corpus.is_array()) throw vocablens::FormatError(argv[2], "expected a JSON array of strings");
     vocablens::EncodeOptions opt;
-    opt.special_tokens = argc == 5;
+    opt.special_tokens = special;
+    if (no_bos) opt.add_bos = false, opt.add_eos = false;
     std::ofstream out(argv[3], std::ios::binary);
     if (!out) throw vocablens::FormatError(argv[3], "cannot create");
     size_t tokens = 0;
