@@ -183,6 +183,16 @@ TEST_CASE("tokenizer.json: unknown model types and unsupported features name the
   bad("whitespace", {{"pre_tokenizer", {{"type", "WhitespaceSplit"}}}, {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", json::array()}}}},
       "WhitespaceSplit");
   bad("unk", {{"model", {{"type", "BPE"}, {"unk_token", "<unk>"}, {"vocab", {{"a", 0}}}, {"merges", json::array()}}}}, "unk_token");
+  // tokenizer.model: empty, not a protobuf
+  for (const std::string& bytes : {std::string(), std::string("\x0a\xff\xff\xff\x0f garbage", 15)}) {
+    std::string p = dir + "/tokenizer.model";
+    vl_test::write_file(p, bytes);
+    std::string msg = format_error_of([&] { vocablens::load_tokenizer_for(dir); });
+    INFO(msg);
+    CHECK(msg.find(p + ": ") == 0);
+    CHECK(msg.find('\n') == std::string::npos);
+    CHECK(msg.find("SentencePiece model") != std::string::npos);
+  }
 }
 
 TEST_CASE("tokenizer_from_vocab: SentencePiece (llama) vocabulary through libsentencepiece", "[tokenizer]") {

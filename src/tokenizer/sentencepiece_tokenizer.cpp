@@ -42,6 +42,10 @@ std::unique_ptr<SentencePieceTokenizer::Impl> make_impl(const std::string& proto
     std::string msg = st.ToString();
     for (char& c : msg)
       if (c == '\n' || c == '\r') c = ' ';
+    if (msg.find("ParseFromArray") != std::string::npos)
+      throw FormatError(source, "not a SentencePiece model (the protobuf ModelProto does not parse; truncated or another format?)");
+    auto k = msg.find("] ");  // "Internal: ./src/x.cc(232) [check] explanation" -> "explanation"
+    if (k != std::string::npos && k + 2 < msg.size()) msg = msg.substr(k + 2);
     throw FormatError(source, "not a SentencePiece model libsentencepiece accepts: " + msg);
   }
   if (p->sp.GetPieceSize() <= 0) throw FormatError(source, "the SentencePiece model has no pieces");
