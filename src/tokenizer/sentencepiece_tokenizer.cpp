@@ -1,34 +1,106 @@
 // SentencePiece models through Debian's libsentencepiece (see sentencepiece_tokenizer.hpp).
 #include "vocablens/sentencepiece_tokenizer.hpp"
 
-#include <sentencepiece_processor.h>
+#include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <mutex>
 
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/text_util.hpp"
 #include "vocablens/error.hpp"
 
+#ifndef VOCABLENS_SPM_SHIM
+#define VOCABLENS_SPM_SHIM "libvocablens_spm.so"
+#endif
+
 namespace vocablens {
+namespace {
+
+// libsentencepiece through src/spm_shim (see there why it is loaded late, locally and deep-bound).
+struct vl_spm;
+struct Shim {
+  vl_spm* (*load)(const char*, size_t, char**);
+  void (*free_)(vl_spm*);
+  int (*size)(const vl_spm*);
+  int (*bos)(const vl_spm*);
+  int (*eos)(const vl_spm*);
+  const char* (*piece)(const vl_spm*, int);
+  float (*score)(const vl_spm*, int);
+  int (*flags)(const vl_spm*, int);
+  int (*piece_to_id)(const vl_spm*, const char*, size_t);
+  long (*encode)(const vl_spm*, const char*, size_t, int**, char**);
+  char* (*decode)(const vl_spm*, const int*, size_t, size_t*);
+  void (*release)(void*);
+};
+
+const Shim& shim(const std::string& source) {
+  static Shim s{};
+  static std::string error;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* env = std::getenv("VOCABLENS_SPM_SHIM");
+    void* h = dlopen(env && *env ? env : VOCABLENS_SPM_SHIM, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (!h) {
+      error = std::string("cannot load libsentencepiece through ") + VOCABLENS_SPM_SHIM + ": " + dlerror();
+      return;
+    }
+    auto sym = [&](const char* n) {
+      void* p = dlsym(h, n);
+      if (!p) error = std::string("libvocablens_spm lacks ") + n;
+      return p;
+    };
+    s.load = reinterpret_cast<decltype(s.load)>(sym("vl_spm_load"));
+    s.free_ = reinterpret_cast<decltype(s.free_)>(sym("vl_spm_free"));
+    s.size = reinterpret_cast<decltype(s.size)>(sym("vl_spm_size"));
+    s.bos = reinterpret_cast<decltype(s.bos)>(sym("vl_spm_bos"));
+    s.eos = reinterpret_cast<decltype(s.eos)>(sym("vl_spm_eos"));
+    s.piece = reinterpret_cast<decltype(s.piece)>(sym("vl_spm_piece"));
+    s.score = reinterpret_cast<decltype(s.score)>(sym("vl_spm_score"));
+    s.flags = reinterpret_cast<decltype(s.flags)>(sym("vl_spm_flags"));
+    s.piece_to_id = reinterpret_cast<decltype(s.piece_to_id)>(sym("vl_spm_piece_to_id"));
+    s.encode = reinterpret_cast<decltype(s.encode)>(sym("vl_spm_encode"));
+    s.decode = reinterpret_cast<decltype(s.decode)>(sym("vl_spm_decode"));
+    s.release = reinterpret_cast<decltype(s.release)>(sym("vl_spm_release"));
+  });
+  if (!error.empty()) throw FormatError(source, error);
+  return s;
+}
+
+}  // namespace
 
 struct SentencePieceTokenizer::Impl {
-  sentencepiece::SentencePieceProcessor sp;
+  const Shim* api = nullptr;
+  vl_spm* h = nullptr;
   std::string source;
+  int64_t n = 0;
   int64_t bos = -1, eos = -1;
   bool add_bos = true, add_eos = false;
+  std::vector<std::string> pieces;
+  std::vector<uint8_t> flags;  // bit 0 control, 1 unknown, 2 byte, 3 unused
   std::vector<std::pair<std::string, int32_t>> controls;  // control pieces by text, longest first
 
-  void check(int64_t id) const {
-    if (id < 0 || id >= sp.GetPieceSize())
-      throw UsageError("token id " + std::to_string(id) + " is out of range [0, " + std::to_string(sp.GetPieceSize()) + ")");
+  ~Impl() {
+    if (h) api->free_(h);
   }
+  void check(int64_t id) const {
+    if (id < 0 || id >= n) throw UsageError("token id " + std::to_string(id) + " is out of range [0, " + std::to_string(n) + ")");
+  }
+  int piece_id(const std::string& s) const { return api->piece_to_id(h, s.data(), s.size()); }
   void encode_plain(std::string_view text, std::vector<int64_t>& out) const {
     if (text.empty()) return;
-    std::vector<int> ids;
-    auto st = sp.Encode(text, &ids);
-    if (!st.ok()) throw UsageError(source + ": SentencePiece could not encode the text: " + st.ToString());
-    out.insert(out.end(), ids.begin(), ids.end());
+    int* ids = nullptr;
+    char* err = nullptr;
+    long k = api->encode(h, text.data(), text.size(), &ids, &err);
+    if (k < 0) {
+      std::string e = err ? err : "?";
+      api->release(err);
+      throw UsageError(source + ": SentencePiece could not encode the text: " + e);
+    }
+    out.insert(out.end(), ids, ids + k);
+    api->release(ids);
   }
 };
 
@@ -36,10 +108,13 @@ namespace {
 
 std::unique_ptr<SentencePieceTokenizer::Impl> make_impl(const std::string& proto, const std::string& source) {
   auto p = std::make_unique<SentencePieceTokenizer::Impl>();
+  p->api = &shim(source);
   p->source = source;
-  auto st = p->sp.LoadFromSerializedProto(proto);
-  if (!st.ok()) {
-    std::string msg = st.ToString();
+  char* err = nullptr;
+  p->h = p->api->load(proto.data(), proto.size(), &err);
+  if (!p->h) {
+    std::string msg = err ? err : "?";
+    p->api->release(err);
     for (char& c : msg)
       if (c == '\n' || c == '\r') c = ' ';
     if (msg.find("ParseFromArray") != std::string::npos)
@@ -48,11 +123,18 @@ std::unique_ptr<SentencePieceTokenizer::Impl> make_impl(const std::string& proto
     if (k != std::string::npos && k + 2 < msg.size()) msg = msg.substr(k + 2);
     throw FormatError(source, "not a SentencePiece model libsentencepiece accepts: " + msg);
   }
-  if (p->sp.GetPieceSize() <= 0) throw FormatError(source, "the SentencePiece model has no pieces");
-  p->bos = p->sp.bos_id() >= 0 && p->sp.bos_id() < p->sp.GetPieceSize() ? p->sp.bos_id() : -1;
-  p->eos = p->sp.eos_id() >= 0 && p->sp.eos_id() < p->sp.GetPieceSize() ? p->sp.eos_id() : -1;
-  for (int i = 0; i < p->sp.GetPieceSize(); ++i)
-    if (p->sp.IsControl(i) && !p->sp.IdToPiece(i).empty()) p->controls.emplace_back(p->sp.IdToPiece(i), i);
+  p->n = p->api->size(p->h);
+  if (p->n <= 0) throw FormatError(source, "the SentencePiece model has no pieces");
+  int b = p->api->bos(p->h), e = p->api->eos(p->h);
+  p->bos = b >= 0 && b < p->n ? b : -1;
+  p->eos = e >= 0 && e < p->n ? e : -1;
+  p->pieces.resize(p->n);
+  p->flags.resize(p->n);
+  for (int i = 0; i < p->n; ++i) {
+    p->pieces[i] = p->api->piece(p->h, i);
+    p->flags[i] = static_cast<uint8_t>(p->api->flags(p->h, i));
+    if ((p->flags[i] & 1) && !p->pieces[i].empty()) p->controls.emplace_back(p->pieces[i], i);
+  }
   std::stable_sort(p->controls.begin(), p->controls.end(),
                    [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   return p;
@@ -93,7 +175,7 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_serialized(
                                                                                 const std::string& source, bool add_bos,
                                                                                 bool add_eos, int64_t bos_id, int64_t eos_id) {
   auto impl = make_impl(proto, source);
-  auto n = impl->sp.GetPieceSize();
+  auto n = impl->n;
   if (bos_id != -2) impl->bos = bos_id >= 0 && bos_id < n ? bos_id : -1;
   if (eos_id != -2) impl->eos = eos_id >= 0 && eos_id < n ? eos_id : -1;
   impl->add_bos = add_bos && impl->bos >= 0;
@@ -102,32 +184,30 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_serialized(
 }
 
 std::string SentencePieceTokenizer::source() const { return p_->source; }
-int64_t SentencePieceTokenizer::vocab_size() const { return p_->sp.GetPieceSize(); }
+int64_t SentencePieceTokenizer::vocab_size() const { return p_->n; }
 int64_t SentencePieceTokenizer::bos_id() const { return p_->bos; }
 int64_t SentencePieceTokenizer::eos_id() const { return p_->eos; }
 
 std::string SentencePieceTokenizer::piece(int64_t id) const {
   p_->check(id);
-  return p_->sp.IdToPiece(static_cast<int>(id));
+  return p_->pieces[id];
 }
 
 float SentencePieceTokenizer::score(int64_t id) const {
   p_->check(id);
-  return p_->sp.GetScore(static_cast<int>(id));
+  return p_->api->score(p_->h, static_cast<int>(id));
 }
 
 bool SentencePieceTokenizer::is_special(int64_t id) const {
   if (id < 0 || id >= vocab_size()) return false;
-  int i = static_cast<int>(id);
-  return p_->sp.IsControl(i) || p_->sp.IsUnknown(i) || id == p_->bos || id == p_->eos;
+  return (p_->flags[id] & 3) != 0 || id == p_->bos || id == p_->eos;
 }
 
 std::string SentencePieceTokenizer::token_bytes(int64_t id) const {
   p_->check(id);
-  int i = static_cast<int>(id);
-  const std::string& pc = p_->sp.IdToPiece(i);
-  if (p_->sp.IsControl(i) || p_->sp.IsUnknown(i)) return "";
-  if (p_->sp.IsByte(i) && pc.size() == 6) return std::string(1, static_cast<char>(std::stoi(pc.substr(3, 2), nullptr, 16)));
+  const std::string& pc = p_->pieces[id];
+  if (p_->flags[id] & 3) return "";
+  if ((p_->flags[id] & 4) && pc.size() == 6) return std::string(1, static_cast<char>(std::stoi(pc.substr(3, 2), nullptr, 16)));
   std::string out;
   for (size_t k = 0; k < pc.size();) {
     if (pc.compare(k, 3, "\xE2\x96\x81") == 0) {
@@ -142,15 +222,15 @@ std::string SentencePieceTokenizer::token_bytes(int64_t id) const {
 
 std::string SentencePieceTokenizer::display(int64_t id) const {
   if (id < 0 || id >= vocab_size()) return "<id " + std::to_string(id) + "?>";
-  if (is_special(id)) return p_->sp.IdToPiece(static_cast<int>(id));
+  if (is_special(id)) return p_->pieces[id];
   return display_text(token_bytes(id));
 }
 
 std::optional<int64_t> SentencePieceTokenizer::token_to_id(std::string_view token) const {
   auto lookup = [&](const std::string& s) -> std::optional<int64_t> {
     if (s.empty()) return std::nullopt;
-    int id = p_->sp.PieceToId(s);
-    if (id >= 0 && id < p_->sp.GetPieceSize() && p_->sp.IdToPiece(id) == s) return id;
+    int id = p_->piece_id(s);
+    if (id >= 0 && id < p_->n && p_->pieces[id] == s) return id;
     return std::nullopt;
   };
   auto as_piece = [](std::string_view bytes) {
@@ -207,7 +287,11 @@ std::string SentencePieceTokenizer::do_decode(const int64_t* ids, size_t n) cons
     p_->check(ids[i]);
     v.push_back(static_cast<int>(ids[i]));
   }
-  return p_->sp.DecodeIds(v);
+  size_t len = 0;
+  char* s = p_->api->decode(p_->h, v.data(), v.size(), &len);
+  std::string out(s, len);
+  p_->api->release(s);
+  return out;
 }
 
 }  // namespace vocablens
