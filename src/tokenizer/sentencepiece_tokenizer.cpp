@@ -42,7 +42,11 @@ const Shim& shim(const std::string& source) {
   static std::once_flag once;
   std::call_once(once, [] {
     const char* env = std::getenv("VOCABLENS_SPM_SHIM");
-    void* h = dlopen(env && *env ? env : VOCABLENS_SPM_SHIM, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    int mode = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
+#if defined(__SANITIZE_ADDRESS__)
+    mode &= ~RTLD_DEEPBIND;  // ASan refuses RTLD_DEEPBIND; sanitizer runs use SentencePiece from LibTorch-free programs
+#endif
+    void* h = dlopen(env && *env ? env : VOCABLENS_SPM_SHIM, mode);
     if (!h) {
       error = std::string("cannot load libsentencepiece through ") + VOCABLENS_SPM_SHIM + ": " + dlerror();
       return;
