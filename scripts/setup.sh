@@ -7,10 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config
+  build-essential cmake ninja-build ccache pkg-config git
   libtorch-dev libopenblas0-openmp
   libeigen3-dev libspectra-dev libfmt-dev catch2 nlohmann-json3-dev libcli11-dev libpcre2-dev
   libicu-dev
+  # tokenizers: SentencePiece tokenizer.model, Unicode normal forms; spm_train + python3-sentencepiece for fixtures
+  libsentencepiece-dev libutf8proc-dev sentencepiece python3-sentencepiece python3-protobuf
   python3-numpy python3-torch
   # report and notebook tests: headless Chromium screenshots, nbformat validation, notebook execution
   chromium fonts-dejavu-core python3-pil python3-jsonschema python3-nbformat jupyter-nbconvert
@@ -51,6 +53,8 @@ if ! cmp -s tests/wordpiece_crosscheck/package-lock.json build/wordpiece_crossch
 fi
 # llama.cpp's prebuilt libraries (npm) for the GGUF dequantization cross-check (tests/gguf_quants_test.cpp).
 ./scripts/setup_llama_ref.sh build/llama-ref
+# llama.cpp (npm node-llama-cpp@3.22.1 + @node-llama-cpp/linux-x64): the tokenizer/forward reference of the tests
+scripts/fetch_llama_ref.sh
 
 if [ "${1:-}" != "--no-build" ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release

@@ -31,10 +31,11 @@ namespace vocablens {
 
 /// How encode() treats the text's edges and special-token strings.
 struct EncodeOptions {
-  /// Prepend bos_id(). Unset: the tokenizer's own convention (llama2.c: yes, as run.c does; GPT-2: no).
+  /// Prepend bos_id(). Unset: the tokenizer's own convention (llama2.c: yes, as run.c does; GPT-2: no;
+  /// tokenizer.json: tokenizer_config.json's add_bos_token, else its post-processor; SentencePiece: yes).
   std::optional<bool> add_bos;
-  /// Append eos_id() (ignored when the tokenizer has none).
-  bool add_eos = false;
+  /// Append eos_id() (ignored when the tokenizer has none). Unset: the tokenizer's convention (mostly no).
+  std::optional<bool> add_eos;
   /// Recognise special-token strings such as "<|endoftext|>" in the text and emit their ids (like
   /// tiktoken's allowed_special="all"). Off by default: the text is then ordinary characters (like
   /// tiktoken's encode_ordinary and OpenAI's encoder.py). No effect for llama2.c vocabularies.

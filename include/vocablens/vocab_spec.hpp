@@ -1,12 +1,13 @@
 // vocablens/vocab_spec.hpp — a tokenizer built from vocabulary data held in memory (GGUF metadata
 // `tokenizer.ggml.*`, or any other container), without files.
 //
-// Two kinds, named as llama.cpp's `tokenizer.ggml.model` names them:
+// Three kinds, named as llama.cpp's `tokenizer.ggml.model` names them:
 //   "gpt2"  — byte-level BPE (GPT-2, Llama-3, Qwen2, GPT-NeoX, ...): tokens spelled in GPT-2's
 //             byte-to-unicode alphabet ("Ġthe"), merges "left right" in rank order, and the pre-tokenizer
 //             named by `tokenizer.ggml.pre` ("gpt-2", "llama-bpe", "qwen2", ...; see known_bpe_pre_names());
 //   "llama" — SentencePiece (Llama-2, Mistral, Gemma-1/2, Phi-3): pieces with "▁" for space, scores, token
-//             types; encoded by libsentencepiece (BPE by scores, byte fallback) from a model built in memory.
+//             types; encoded by libsentencepiece (BPE by scores, byte fallback) from a model built in memory;
+//   "gemma4" — Gemma-4: pieces with "▁", merges in rank order, <0xNN> byte fallback, split at newline runs.
 //
 //   vocablens::VocabSpec v;
 //   v.source = "model.gguf";                      // for messages and Tokenizer::source()
@@ -36,12 +37,12 @@ namespace vocablens {
 
 struct VocabSpec {
   std::string source;                   ///< where the data came from (file name), for messages
-  std::string model;                    ///< "gpt2" or "llama" (tokenizer.ggml.model)
+  std::string model;                    ///< "gpt2", "llama" or "gemma4" (tokenizer.ggml.model)
   std::string pre;                      ///< gpt2 only: tokenizer.ggml.pre; "" = "default" (GPT-2's expression)
   std::vector<std::string> tokens;      ///< id -> token text (tokenizer.ggml.tokens)
   std::vector<float> scores;            ///< llama: id -> score (tokenizer.ggml.scores); may be empty for gpt2
   std::vector<int32_t> token_types;     ///< id -> type (tokenizer.ggml.token_type); empty = all normal
-  std::vector<std::string> merges;      ///< gpt2: "left right" in rank order (tokenizer.ggml.merges)
+  std::vector<std::string> merges;      ///< gpt2, gemma4: "left right" in rank order (tokenizer.ggml.merges)
   int64_t bos_id = -1, eos_id = -1, unk_id = -1, pad_id = -1;  ///< -1 = none
   std::optional<bool> add_bos;          ///< tokenizer.ggml.add_bos_token; unset: llama yes, gpt2 per `pre`
   std::optional<bool> add_eos;          ///< tokenizer.ggml.add_eos_token; unset: no

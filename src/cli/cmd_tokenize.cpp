@@ -65,7 +65,7 @@ int run_tokenize(const TokenizeOptions& o) {
   eo.special_tokens = o.special;
   if (o.bos) eo.add_bos = true;
   if (o.no_bos) eo.add_bos = false;
-  eo.add_eos = o.eos;
+  if (o.eos) eo.add_eos = true;
   std::vector<int64_t> ids = tok->encode(text, eo);
 
   if (o.json) {

@@ -1,7 +1,11 @@
-// src/tokenizer/bpe_model.hpp — the frozen GPT-2 byte-level BPE model behind BpeTokenizer (private to
-// src/tokenizer): vocabulary tables, the merge table, the per-thread word cache and workspace pool.
+// src/tokenizer/bpe_model.hpp — the frozen BPE model behind BpeTokenizer (private to src/tokenizer):
+// vocabulary tables, the merge table, normalizer and pre-tokenizer steps, the per-thread word cache and
+// workspace pool. Two alphabets: byte-level (GPT-2, Llama-3, Qwen2: a word's bytes are the first symbols)
+// and character-level "SentencePiece-style" (Llama-2/Gemma tokenizer.json: a word's Unicode characters
+// are the first symbols, "<0xNN>" byte fallback or <unk> for characters the vocabulary lacks).
 //
-// Built once by the file readers (bpe_files.cpp: vocab.json + merges.txt, tokenizer.json), then read-only
+// Built once by the file readers (bpe_files.cpp: vocab.json + merges.txt, tokenizer.json;
+// vocab_spec.cpp: in-memory data), then read-only
 // and shared by every encode()/decode() of the tokenizer (bpe_tokenizer.cpp); the only mutable state is the
 // workspace pool, guarded by pool_mutex, so concurrent encode() calls are safe.
 #pragma once
@@ -141,7 +145,7 @@ class WordCache {
 
 /// Everything one encode() call mutates; handed out by a pool so that concurrent calls never share one.
 struct Workspace {
-  MatchData md;
+  std::vector<MatchData> mds;   // one per pre-tokenizer step
   WordCache cache;
   std::vector<int32_t> sym;     // merge loop: current symbols
   std::vector<uint32_t> rank;   // rank of (sym[i], sym[i+1])
@@ -153,6 +157,14 @@ struct SpecialToken {
   std::string text;
   int32_t id;
   bool special;  // HF added tokens with special=false are matched in every encode()
+  bool lstrip = false, rstrip = false;  // HF: swallow whitespace left / right of the token
+};
+
+/// One step of the normalizer, applied in order to each stretch of text between added tokens.
+struct NormStep {
+  enum Kind { kNfc, kNfd, kNfkc, kNfkd, kLowercase, kPrepend, kReplace, kMetaPrepend } kind;
+  std::string a, b;         // Prepend: a; Replace: a -> b; MetaPrepend: a (unless the text starts with it)
+  bool first_only = false;  // MetaPrepend with prepend_scheme "first": only the stretch at offset 0
 };
 
 struct BpeModel {
@@ -166,9 +178,19 @@ struct BpeModel {
   PairTable pairs;
   std::vector<SpecialToken> specials;   // added tokens, longest first (a longer one wins at the same place)
   bool has_always_matched = false;      // some added token is not special (matched even without the option)
-  std::unique_ptr<Pretokenizer> pre;
-  bool add_prefix_space = false;
+  std::vector<std::unique_ptr<Pretokenizer>> pres;  // split steps, applied one after the other (may be empty)
+  std::vector<NormStep> norm;
+  bool add_prefix_space = false;        // ByteLevel(add_prefix_space): " " before a stretch not starting with one
+  bool byte_level = true;               // false: character-level SentencePiece-style BPE
+  bool byte_fallback = false;           // character-level: a missing character becomes its <0xNN> tokens
+  bool fuse_unk = false;                // character-level: consecutive <unk> become one
+  int32_t unk = -1;                     // character-level: id for a missing character (-1: none)
+  bool strip_decoded_space = false;     // decode(): drop the space the normalizer put first
+  std::array<int32_t, 256> fallback_id{};                // byte -> "<0xNN>" id (-1 if absent)
+  std::unordered_map<uint32_t, int32_t> char_id;         // character-level: code point -> id
+  bool add_bos_default = false, add_eos_default = false; // tokenizer_config.json / post_processor
   bool ignore_merges = false;           // HF: a pre-token that is itself a token is taken whole
+  bool whole_newline_runs = false;      // llama.cpp gemma4: a pre-token of only "\n" that is a token is taken whole
   int32_t bos = -1, eos = -1;
 
   mutable std::mutex pool_mutex;
@@ -184,7 +206,7 @@ struct BpeModel {
       }
     }
     auto w = std::make_unique<Workspace>();
-    w->md = pre->make_match_data();
+    for (auto& p : pres) w->mds.push_back(p->make_match_data());
     return w;
   }
   void release(std::unique_ptr<Workspace> w) const {
@@ -193,8 +215,23 @@ struct BpeModel {
   }
 
   void bpe_word(const char* p, size_t n, Workspace& ws) const;
-  void bpe_long(const char* p, size_t n, Workspace& ws) const;
+  void bpe_long(size_t n, Workspace& ws) const;
+  [[noreturn]] void missing_byte(char b) const;  // UsageError: a byte the vocabulary cannot represent
+  /// First symbols of a word into ws.sym (byte ids, or character ids / byte fallback / unk); their count.
+  size_t initial_symbols(const char* p, size_t n, Workspace& ws) const;
   void encode_ordinary(std::string_view text, Workspace& ws, std::vector<int64_t>& out) const;
+  /// The normalizer's steps applied to one stretch of text (at_start: it begins at offset 0).
+  std::string normalize(std::string_view text, bool at_start) const;
+  /// Calls fn(ptr, len) for every pre-token of `text` (all split steps applied in turn).
+  template <class F>
+  void pretokenize(std::string_view text, Workspace& ws, F&& fn, size_t level = 0) const {
+    if (level == pres.size()) {
+      if (!text.empty()) fn(text.data(), text.size());
+      return;
+    }
+    pres[level]->split(text, ws.mds[level].get(),
+                       [&](const char* p, size_t n) { pretokenize(std::string_view(p, n), ws, fn, level + 1); });
+  }
 };
 
 }  // namespace vocablens::detail

@@ -7,6 +7,7 @@
 #include "vocablens/bpe_tokenizer.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <queue>
 
 #include "tokenizer/bpe_model.hpp"
@@ -15,7 +16,54 @@
 namespace vocablens {
 namespace detail {
 
-/// Merges the bytes p[0..n) into ws.word: repeatedly the pair of lowest rank, leftmost first.
+void BpeModel::missing_byte(char b) const {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02X", static_cast<unsigned char>(b));
+  throw UsageError(source + ": the vocabulary has no token for byte " + buf + " (not valid UTF-8) in the text");
+}
+
+size_t BpeModel::initial_symbols(const char* p, size_t n, Workspace& ws) const {
+  if (ws.sym.size() < n + 1) {
+    ws.sym.resize(n + 1);
+    ws.rank.resize(n + 1);
+    ws.merged.resize(n + 1);
+  }
+  int32_t* sym = ws.sym.data();
+  if (byte_level) {
+    for (size_t i = 0; i < n; ++i)
+      if ((sym[i] = byte_id[static_cast<unsigned char>(p[i])]) < 0) missing_byte(p[i]);
+    return n;
+  }
+  // Character level (Hugging Face BPE without ByteLevel): each character is a symbol when the vocabulary
+  // has it; else its bytes' <0xNN> tokens (byte_fallback, when all of them exist), else <unk>.
+  size_t len = 0;
+  bool prev_unk = false;
+  std::string_view s(p, n);
+  for (size_t i = 0; i < n;) {
+    uint32_t cp = 0;
+    size_t k = utf8_char(s, i, cp);
+    if (k == 0) k = 1, cp = 0xFFFFFFFFu;  // a byte that is not UTF-8: no character token can match it
+    auto it = cp == 0xFFFFFFFFu ? char_id.end() : char_id.find(cp);
+    if (it != char_id.end()) {
+      sym[len++] = it->second;
+      prev_unk = false;
+    } else {
+      bool all = byte_fallback;
+      for (size_t b = 0; all && b < k; ++b) all = fallback_id[static_cast<unsigned char>(p[i + b])] >= 0;
+      if (all) {
+        for (size_t b = 0; b < k; ++b) sym[len++] = fallback_id[static_cast<unsigned char>(p[i + b])];
+        prev_unk = false;
+      } else if (unk >= 0) {
+        if (!(fuse_unk && prev_unk)) sym[len++] = unk;
+        prev_unk = true;
+      }  // no <unk> either: the character is dropped (HF does the same)
+    }
+    i += k;
+  }
+  return len;
+}
+
+/// Merges the word p[0..n) into ws.word: repeatedly the pair of lowest rank, leftmost first.
 /// Short words: rescanning a small array is faster than any heap (tiktoken does the same).
 void BpeModel::bpe_word(const char* p, size_t n, Workspace& ws) const {
   ws.word.clear();
@@ -26,17 +74,23 @@ void BpeModel::bpe_word(const char* p, size_t n, Workspace& ws) const {
       return;
     }
   }
-  if (n == 1) {
+  if (whole_newline_runs && std::string_view(p, n).find_first_not_of('\n') == std::string_view::npos) {
+    auto it = id_of.find(std::string(p, n));
+    if (it != id_of.end()) {
+      ws.word.push_back(it->second);
+      return;
+    }
+  }
+  if (n == 1 && byte_level && byte_id[static_cast<unsigned char>(p[0])] >= 0) {
     ws.word.push_back(byte_id[static_cast<unsigned char>(p[0])]);
     return;
   }
-  if (n > 128) return bpe_long(p, n, ws);
+  size_t len = initial_symbols(p, n, ws);
+  if (len > 128) return bpe_long(len, ws);
   int32_t* sym = ws.sym.data();
   uint32_t* rank = ws.rank.data();
   int32_t* mid = ws.merged.data();
-  for (size_t i = 0; i < n; ++i) sym[i] = byte_id[static_cast<unsigned char>(p[i])];
-  for (size_t i = 0; i + 1 < n; ++i) rank[i] = pairs.find(sym[i], sym[i + 1], mid[i]);
-  size_t len = n;
+  for (size_t i = 0; i + 1 < len; ++i) rank[i] = pairs.find(sym[i], sym[i + 1], mid[i]);
   for (;;) {
     uint32_t best = kNoRank;
     size_t bi = 0;
@@ -59,11 +113,11 @@ void BpeModel::bpe_word(const char* p, size_t n, Workspace& ws) const {
 
 /// Long words (whitespace runs, base64, minified code): a heap of candidate pairs over a linked list,
 /// O(n log n) instead of O(n^2). Heap order (rank, position) reproduces "lowest rank, leftmost first".
-void BpeModel::bpe_long(const char* p, size_t n, Workspace& ws) const {
-  std::vector<int32_t> sym(n);
+/// The first n symbols are in ws.sym.
+void BpeModel::bpe_long(size_t n, Workspace& ws) const {
+  std::vector<int32_t> sym(ws.sym.begin(), ws.sym.begin() + n);
   std::vector<int32_t> prev(n), next(n);
   for (size_t i = 0; i < n; ++i) {
-    sym[i] = byte_id[static_cast<unsigned char>(p[i])];
     prev[i] = static_cast<int32_t>(i) - 1;
     next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
   }
@@ -102,18 +156,14 @@ void BpeModel::bpe_long(const char* p, size_t n, Workspace& ws) const {
     push(c.pos);
   }
   ws.word.clear();
+  if (n == 0) return;
   for (int32_t i = 0; i >= 0; i = next[i]) ws.word.push_back(sym[i]);
 }
 
 void BpeModel::encode_ordinary(std::string_view text, Workspace& ws, std::vector<int64_t>& out) const {
-  if (ws.sym.size() < 129) {
-    ws.sym.resize(129);
-    ws.rank.resize(129);
-    ws.merged.resize(129);
-  }
-  pre->split(text, ws.md.get(), [&](const char* p, size_t n) {
-    if (n == 1 && !ignore_merges) {  // a third of all pre-tokens in English text; skip the cache
-      out.push_back(byte_id[static_cast<unsigned char>(p[0])]);
+  pretokenize(text, ws, [&](const char* p, size_t n) {
+    if (n == 1 && !ignore_merges && byte_level && byte_id[static_cast<unsigned char>(p[0])] >= 0) {
+      out.push_back(byte_id[static_cast<unsigned char>(p[0])]);  // a third of all pre-tokens: skip the cache
       return;
     }
     if (n <= WordCache::kMaxWordBytes) {
@@ -187,16 +237,41 @@ std::optional<int64_t> BpeTokenizer::token_to_id(std::string_view token) const {
 
 std::vector<std::string> BpeTokenizer::pretokenize(std::string_view text) const {
   std::vector<std::string> out;
-  auto md = m_->pre->make_match_data();
-  m_->pre->split(text, md.get(), [&](const char* p, size_t n) { out.emplace_back(p, n); });
+  auto ws = m_->acquire();
+  std::string norm = m_->normalize(text, true);
+  m_->pretokenize(norm, *ws, [&](const char* p, size_t n) { out.emplace_back(p, n); });
+  m_->release(std::move(ws));
   return out;
 }
+
+namespace {
+/// Length of the Unicode White_Space character ending at s[.., end) / starting at s[begin], or 0.
+size_t space_before(std::string_view s, size_t end) {
+  for (size_t k = 1; k <= 3 && k <= end; ++k) {
+    uint32_t cp;
+    if (detail::utf8_char(s, end - k, cp) == k) {
+      bool ws = (cp >= 9 && cp <= 13) || cp == ' ' || cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
+                cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+      return ws ? k : 0;
+    }
+  }
+  return 0;
+}
+size_t space_after(std::string_view s, size_t begin) {
+  uint32_t cp;
+  size_t k = begin < s.size() ? detail::utf8_char(s, begin, cp) : 0;
+  if (k == 0) return 0;
+  bool ws = (cp >= 9 && cp <= 13) || cp == ' ' || cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
+            cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+  return ws ? k : 0;
+}
+}  // namespace
 
 std::vector<int64_t> BpeTokenizer::do_encode(std::string_view text, const EncodeOptions& opts) const {
   const detail::BpeModel& m = *m_;
   std::vector<int64_t> out;
   out.reserve(text.size() / 3 + 4);
-  if (opts.add_bos.value_or(false) && m.bos >= 0) out.push_back(m.bos);
+  if (opts.add_bos.value_or(m.add_bos_default) && m.bos >= 0) out.push_back(m.bos);
 
   struct Lease {  // returns the workspace to the pool even if an allocation throws
     const detail::BpeModel& m;
@@ -206,9 +281,14 @@ std::vector<int64_t> BpeTokenizer::do_encode(std::string_view text, const Encode
   detail::Workspace& ws = *lease.ws;
 
   std::string prefixed;
-  auto ordinary = [&](std::string_view seg) {
+  const bool plain = m.norm.empty();
+  // One stretch of ordinary text (between added tokens); `at_start`: it begins at offset 0 of the text.
+  auto ordinary = [&](std::string_view seg, bool at_start) {
     if (seg.empty()) return;
-    if (m.add_prefix_space && seg[0] != ' ') {  // HF ByteLevel(add_prefix_space): per segment
+    if (!plain) {
+      prefixed = m.normalize(seg, at_start);
+      seg = prefixed;
+    } else if (m.add_prefix_space && seg[0] != ' ') {  // HF ByteLevel(add_prefix_space): per stretch
       prefixed.assign(1, ' ');
       prefixed.append(seg);
       seg = prefixed;
@@ -217,7 +297,7 @@ std::vector<int64_t> BpeTokenizer::do_encode(std::string_view text, const Encode
   };
 
   if (m.specials.empty() || (!opts.special_tokens && !m.has_always_matched)) {
-    ordinary(text);
+    ordinary(text, true);
   } else {
     // Split at added tokens first (leftmost occurrence; the longest one where several start there).
     std::vector<size_t> next(m.specials.size(), 0);  // cached next occurrence of each
@@ -235,21 +315,42 @@ std::vector<int64_t> BpeTokenizer::do_encode(std::string_view text, const Encode
         if (next[k] < best) best = next[k], bk = k;
       }
       if (best == std::string_view::npos) break;
-      ordinary(text.substr(pos, best - pos));
+      size_t seg_end = best;
+      if (m.specials[bk].lstrip) {
+        while (seg_end > pos) {
+          size_t k = space_before(text.substr(0, seg_end), seg_end);
+          if (k == 0 || seg_end - k < pos) break;
+          seg_end -= k;
+        }
+      }
+      ordinary(text.substr(pos, seg_end - pos), pos == 0);
       out.push_back(m.specials[bk].id);
       pos = best + m.specials[bk].text.size();
+      if (m.specials[bk].rstrip)
+        while (size_t k = space_after(text, pos)) pos += k;
     }
-    ordinary(text.substr(pos));
+    ordinary(text.substr(pos), pos == 0);
   }
-  if (opts.add_eos && m.eos >= 0) out.push_back(m.eos);
+  if (opts.add_eos.value_or(m.add_eos_default) && m.eos >= 0) out.push_back(m.eos);
   return out;
 }
 
 std::string BpeTokenizer::do_decode(const int64_t* ids, size_t n) const {
+  const detail::BpeModel& m = *m_;
   std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    check_id(*m_, ids[i]);
-    out += m_->bytes_of[ids[i]];
+  size_t i = 0;
+  // The BOS this tokenizer puts first by default is left out, so that decode(encode(text)) == text.
+  if (n > 0 && m.add_bos_default && ids[0] == m.bos) check_id(m, ids[0]), i = 1;
+  bool first = true;
+  for (; i < n; ++i) {
+    check_id(m, ids[i]);
+    const std::string& b = m.bytes_of[ids[i]];
+    // SentencePiece-style: the space the normalizer put before the text is not part of it.
+    if (first && m.strip_decoded_space && !b.empty() && b[0] == ' ' && !m.special[ids[i]])
+      out.append(b, 1, std::string::npos);
+    else
+      out += b;
+    first = false;
   }
   return out;
 }

@@ -260,7 +260,7 @@ std::vector<int64_t> Llama2cTokenizer::do_encode(std::string_view text, const En
   std::vector<int64_t> out;
   out.reserve(n + 1);
   for (int32_t i = n > 0 ? 0 : -1; i >= 0; i = next[i]) out.push_back(seq[i]);
-  if (opts.add_eos) out.push_back(eos_id());
+  if (opts.add_eos.value_or(false)) out.push_back(eos_id());
   return out;
 }
 

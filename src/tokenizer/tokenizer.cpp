@@ -16,6 +16,7 @@
 #include "vocablens/token_id.hpp"
 #include "vocablens/llama2c_tokenizer.hpp"
 #include "vocablens/wordpiece_tokenizer.hpp"
+#include "vocablens/sentencepiece_tokenizer.hpp"
 
 namespace vocablens {
 
@@ -161,6 +162,7 @@ int64_t model_vocab_size(const std::string& model_path) {
 std::unique_ptr<Tokenizer> search_dir(const std::string& dir, int64_t want_vocab) {
   if (auto t = detail::find_wordpiece(dir)) return t;  // BERT: WordPiece tokenizer.json, or vocab.txt
   if (is_file(join(dir, "tokenizer.json"))) return BpeTokenizer::from_tokenizer_json(join(dir, "tokenizer.json"));
+  if (is_file(join(dir, "tokenizer.model"))) return SentencePieceTokenizer::load(join(dir, "tokenizer.model"));
   if (is_file(join(dir, "vocab.json")) && is_file(join(dir, "merges.txt")))
     return BpeTokenizer::from_vocab_merges(join(dir, "vocab.json"), join(dir, "merges.txt"));
   if (is_file(join(dir, "encoder.json")) && is_file(join(dir, "vocab.bpe")))
@@ -179,7 +181,7 @@ std::unique_ptr<Tokenizer> search_dir(const std::string& dir, int64_t want_vocab
 }
 
 bool is_tokenizer_file_name(const std::string& name) {
-  return name == "tokenizer.json" || name == "vocab.txt" || name == "vocab.json" || name == "merges.txt" || name == "encoder.json" ||
+  return name == "tokenizer.json" || name == "tokenizer.model" || name == "vocab.txt" || name == "vocab.json" || name == "merges.txt" || name == "encoder.json" ||
          name == "vocab.bpe" || name == "tokenizer.bin" ||
          (name.size() > 7 && name.compare(0, 3, "tok") == 0 && name.compare(name.size() - 4, 4, ".bin") == 0);
 }
@@ -189,7 +191,7 @@ bool is_tokenizer_file_name(const std::string& name) {
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   if (detail::is_directory(path)) {
     if (auto t = search_dir(path, model_vocab_size(path))) return t;
-    throw FormatError(path, "no tokenizer here (looked for tokenizer.json, vocab.json + merges.txt, "
+    throw FormatError(path, "no tokenizer here (looked for tokenizer.json, tokenizer.model, vocab.json + merges.txt, "
                             "encoder.json + vocab.bpe, tokenizer.bin, tok*.bin)");
   }
   if (!is_file(path)) throw FormatError(path, "cannot open: No such file or directory");
@@ -207,6 +209,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   if (name == "encoder.json") return pair("encoder.json", "vocab.bpe", true);
   if (name == "vocab.bpe") return pair("encoder.json", "vocab.bpe", false);
   if (name.size() >= 5 && name.compare(name.size() - 5, 5, ".json") == 0) return BpeTokenizer::from_tokenizer_json(path);
+  if (name.size() >= 6 && name.compare(name.size() - 6, 6, ".model") == 0) return SentencePieceTokenizer::load(path);
   return Llama2cTokenizer::load(path);
 }
 
@@ -220,7 +223,7 @@ std::unique_ptr<Tokenizer> load_tokenizer_for(const std::string& model_path, con
   } else {
     throw FormatError(model_path, "cannot open: No such file or directory");
   }
-  throw FormatError(model_path, "no tokenizer found beside the model (looked for tokenizer.json, vocab.json + merges.txt, "
+  throw FormatError(model_path, "no tokenizer found beside the model (looked for tokenizer.json, tokenizer.model, vocab.json + merges.txt, "
                                 "encoder.json + vocab.bpe, tokenizer.bin, tok*.bin); pass one explicitly (--tokenizer)");
 }
 
