@@ -80,6 +80,15 @@ HeadsAnalysis analyze_heads(const Model& m, const HeadsOptions& o, const Tokeniz
   a.vocab_size = m.W_U().size(1);
   a.d_model = cfg.d_model;
   a.d_head = cfg.d_head;
+  // Issue #16: --top-k 10^9 ran until out of memory. A circuit has V^2 pairs; the streamed top-k keeps
+  // k entries per circuit, so k is bounded by both.
+  const int64_t V = a.vocab_size;
+  if (o.top_k > V * V)
+    throw UsageError(fmt::format("--top-k {} is larger than the number of (token, token) pairs ({}^2 = {})", o.top_k, V, V * V));
+  if (o.top_k > kMaxHeadsTopK)
+    throw UsageError(fmt::format("--top-k {} is above the {} pairs per circuit vocablens keeps in memory", o.top_k, kMaxHeadsTopK));
+  if (o.per_token_k > V)
+    throw UsageError(fmt::format("--per-token-k {} is larger than the vocabulary ({} tokens)", o.per_token_k, V));
   for (int64_t t : o.source_tokens)
     if (t < 0 || t >= a.vocab_size)
       throw UsageError(fmt::format("token id {} is out of range [0, {})", t, a.vocab_size));
@@ -111,9 +120,11 @@ HeadsAnalysis analyze_heads(const Model& m, const HeadsOptions& o, const Tokeniz
   per.k = o.per_token_k > 0 ? o.per_token_k : o.top_k;
   per.rows = o.source_tokens;
 
+  const int64_t n_circuits = static_cast<int64_t>(layers.size() * heads.size() * o.kinds.size());
   for (int64_t l : layers)
     for (int64_t h : heads)
       for (CircuitKind kind : o.kinds) {
+        if (o.progress) o.progress(static_cast<int64_t>(a.circuits.size()), n_circuits);
         HeadCircuit c;
         c.layer = l;
         c.head = h;
@@ -132,6 +143,7 @@ HeadsAnalysis analyze_heads(const Model& m, const HeadsOptions& o, const Tokeniz
         }
         a.circuits.push_back(std::move(c));
       }
+  if (o.progress) o.progress(n_circuits, n_circuits);
   return a;
 }
 

@@ -2,6 +2,7 @@
 #include "vocablens/knn.hpp"
 
 #include <ATen/Parallel.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -130,6 +131,16 @@ std::string token_name(const Tokenizer* tok, int64_t id) {
   return tok ? tok->display(id) : "#" + std::to_string(id);
 }
 
+// Issue #16: `knn --k 100000` ran until out of memory (k was clamped to n - 1 = V - 1, then n x k kept).
+void check_knn_size(int64_t rows, int64_t n, int64_t k) {
+  if (k > n - 1)
+    throw UsageError("k " + std::to_string(k) + " is larger than the number of other rows (" + std::to_string(n - 1) + ")");
+  const double gb = static_cast<double>(rows) * static_cast<double>(2 * k + 16) * 28.0 / 1e9;
+  if (gb > 8.0)
+    throw UsageError(fmt::format("k {} over {} rows would need about {:.0f} GB of memory (more than 8 GB); use a smaller k",
+                                 k, rows, gb));
+}
+
 }  // namespace
 
 KnnGraph knn_graph(const at::Tensor& X0, const KnnOptions& opts) {
@@ -138,6 +149,7 @@ KnnGraph knn_graph(const at::Tensor& X0, const KnnOptions& opts) {
   const int64_t n = X.size(0), d = X.size(1);
   if (opts.k < 1) throw UsageError("k must be at least 1");
   if (n < 2) throw UsageError("knn_graph: need at least 2 rows");
+  check_knn_size(n, n, opts.k);
   KnnGraph g;
   g.n = n;
   g.dim = d;
@@ -150,9 +162,14 @@ KnnGraph knn_graph(const at::Tensor& X0, const KnnOptions& opts) {
   std::vector<double> norms = row_norms64(X);
   at::Tensor U = unit_rows(X, norms);
   CandidateLists L(n, cap);
+  // Progress in units of block pairs (the work is a triangle of them), reported as rows (issue #16).
+  const int64_t nb = (n + B - 1) / B, pairs = nb * (nb + 1) / 2;
+  int64_t pairs_done = 0;
   for (int64_t i0 = 0; i0 < n; i0 += B) {
     const int64_t bi = std::min(B, n - i0);
     at::Tensor A = U.narrow(0, i0, bi);
+    if (opts.progress) opts.progress(n * pairs_done / pairs, n);
+    pairs_done += nb - i0 / B;
     for (int64_t j0 = i0; j0 < n; j0 += B) {
       const int64_t bj = std::min(B, n - j0);
       at::Tensor S = at::mm(A, U.narrow(0, j0, bj).t()).contiguous();  // [bi, bj]
@@ -171,6 +188,7 @@ KnnGraph knn_graph(const at::Tensor& X0, const KnnOptions& opts) {
   }
   finalise(g, L, X, norms);
   g.compute_statistics();
+  if (opts.progress) opts.progress(n, n);
   g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return g;
 }
@@ -183,6 +201,7 @@ KnnGraph knn_query(const at::Tensor& X0, const std::vector<int64_t>& rows, const
   if (n < 2) throw UsageError("knn_query: need at least 2 rows");
   for (int64_t r : rows)
     if (r < 0 || r >= n) throw UsageError("knn_query: row " + std::to_string(r) + " out of range");
+  check_knn_size(static_cast<int64_t>(rows.size()), n, opts.k);
   KnnGraph g;
   g.n = n;
   g.dim = d;

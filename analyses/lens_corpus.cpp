@@ -107,7 +107,11 @@ CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const s
     }
     r.predicted += T - 1;
     r.windows += 1;
-    if (opts.progress) opts.progress(bytes_read, total);
+    // Issue #16: with --max-tokens the work is bounded by tokens, not bytes (the bar stopped at 65.7 %).
+    if (opts.progress) {
+      if (opts.max_tokens > 0) opts.progress(static_cast<uint64_t>(r.predicted), static_cast<uint64_t>(opts.max_tokens));
+      else opts.progress(bytes_read, total);
+    }
   };
   auto budget_left = [&]() -> int64_t {
     return opts.max_tokens > 0 ? opts.max_tokens - r.predicted : std::numeric_limits<int64_t>::max();

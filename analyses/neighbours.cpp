@@ -121,15 +121,26 @@ NeighbourResult neighbours(const at::Tensor& X0, const Tokenizer* tok, const std
       }
     }
   }
-  double qn = 0;
-  for (double v : q) qn += v * v;
-  if (!(qn > 0)) throw UsageError("the query vector of '" + expr + "' is zero");
+  // Issue #16: "1e308*king + 1e308*queen" overflowed (|q|^2 = inf: every cosine 0, neighbours 0, 1, 2 ...).
+  // Cosines do not depend on the query's length, so the query is scaled by its largest |entry| for scoring;
+  // an entry that is itself beyond double's range is refused.
+  double qmax = 0;
+  for (double v : q) {
+    if (!std::isfinite(v))
+      throw UsageError("the query vector of '" + expr + "' overflows (an entry is " + (std::isnan(v) ? "nan" : "inf") +
+                       "): the term weights are too large; neighbours depend only on their ratios");
+    qmax = std::max(qmax, std::abs(v));
+  }
+  if (!(qmax > 0)) throw UsageError("the query vector of '" + expr + "' is zero");
+  std::vector<double> q_scaled(q.size());
+  for (size_t i = 0; i < q.size(); ++i) q_scaled[i] = q[i] / qmax;
   if (opts.exclude_inputs)
     for (const auto& t : r.terms)
       for (int64_t p : t.pieces)
         if (std::find(r.excluded.begin(), r.excluded.end(), p) == r.excluded.end()) r.excluded.push_back(p);
   r.query_vector = q;
-  r.neighbours = nearest_to_vector(X, q, opts.k, r.excluded);
+  // A single-token query keeps its exact row (bit-for-bit equal to cosine64); others are scored scaled.
+  r.neighbours = nearest_to_vector(X, qmax >= 1e-30 && qmax <= 1e30 ? q : q_scaled, opts.k, r.excluded);
   return r;
 }
 

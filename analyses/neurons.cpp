@@ -11,7 +11,7 @@
 
 namespace vocablens {
 
-std::vector<int64_t> parse_index_list(const std::string& spec) {
+std::vector<int64_t> parse_index_list(const std::string& spec, int64_t limit, const std::string& what) {
   std::vector<int64_t> out;
   size_t i = 0;
   auto bad = [&]() { return UsageError("cannot read index list '" + spec + "' (expected e.g. 0,5,10-20)"); };
@@ -35,6 +35,12 @@ std::vector<int64_t> parse_index_list(const std::string& spec) {
       number(b);
       if (b < a) throw bad();
     }
+    // Issue #16: "0-99999999999" was expanded (GBs) before anything checked it. Bounds first, then expand.
+    if (limit >= 0 && b >= limit)
+      throw UsageError(what + " " + std::to_string(b) + " in '" + spec + "' is out of range (0.." + std::to_string(limit - 1) +
+                       ")");
+    if (b - a + 1 > kMaxIndexListEntries - static_cast<int64_t>(out.size()))
+      throw UsageError("index list '" + spec + "' has more than " + std::to_string(kMaxIndexListEntries) + " entries");
     for (int64_t v = a; v <= b; ++v) out.push_back(v);
     while (i < spec.size() && spec[i] == ' ') ++i;
     if (i < spec.size()) {
@@ -81,6 +87,8 @@ NeuronsAnalysis analyze_neurons(const Model& m, const NeuronsOptions& o, const T
   const at::Tensor& W_out = m.W_out(o.layer);
   a.d_mlp = W_in.size(1);
   a.vocab_size = m.W_U().size(1);
+  if (o.top_k > a.vocab_size)  // issue #16: --top-k 10^9 ran until out of memory
+    throw UsageError(fmt::format("--top-k {} is larger than the vocabulary ({} tokens)", o.top_k, a.vocab_size));
   a.gated = W_gate.defined();
   std::vector<int64_t> ids = o.neurons;
   if (ids.empty())
@@ -100,17 +108,28 @@ NeuronsAnalysis analyze_neurons(const Model& m, const NeuronsOptions& o, const T
   const bool need_read = o.keys || (o.gates && a.gated);
   at::Tensor R = need_read ? read_projection(m, o.inverse, o.pinv) : at::Tensor();
 
+  // Rows are independent: run them in chunks so that progress can be reported (issue #16).
+  const int64_t stages = (o.keys ? 1 : 0) + (o.gates && a.gated ? 1 : 0) + (o.values ? 1 : 0);
+  const int64_t total = stages * static_cast<int64_t>(N);
+  int64_t done = 0;
+  constexpr int64_t kChunk = 256;
   auto run = [&](const at::Tensor& X, const at::Tensor& P, double NeuronProjection::*norm,
                  std::vector<TopkEntry> NeuronProjection::*top, std::vector<TopkEntry> NeuronProjection::*bottom) {
     auto nr = row_norms(X);
-    auto t = project_topk(X, P, o.top_k, so);
-    for (size_t q = 0; q < N; ++q) {
-      a.neurons[q].*norm = nr[q];
-      a.neurons[q].*top = std::move(t[q]);
-    }
-    if (o.bottom) {
-      auto b = bottom_k(X, P, o.top_k, so);
-      for (size_t q = 0; q < N; ++q) a.neurons[q].*bottom = std::move(b[q]);
+    for (int64_t c0 = 0; c0 < static_cast<int64_t>(N); c0 += kChunk) {
+      if (o.progress) o.progress(done, total);
+      const int64_t cn = std::min<int64_t>(kChunk, static_cast<int64_t>(N) - c0);
+      at::Tensor Xc = X.narrow(0, c0, cn);
+      auto t = project_topk(Xc, P, o.top_k, so);
+      for (int64_t q = 0; q < cn; ++q) {
+        a.neurons[static_cast<size_t>(c0 + q)].*norm = nr[static_cast<size_t>(c0 + q)];
+        a.neurons[static_cast<size_t>(c0 + q)].*top = std::move(t[static_cast<size_t>(q)]);
+      }
+      if (o.bottom) {
+        auto b = bottom_k(Xc, P, o.top_k, so);
+        for (int64_t q = 0; q < cn; ++q) a.neurons[static_cast<size_t>(c0 + q)].*bottom = std::move(b[static_cast<size_t>(q)]);
+      }
+      done += cn;
     }
   };
   if (o.keys) run(W_in.index_select(1, sel).t(), R, &NeuronProjection::key_norm, &NeuronProjection::key_top,
@@ -120,6 +139,7 @@ NeuronsAnalysis analyze_neurons(const Model& m, const NeuronsOptions& o, const T
         &NeuronProjection::gate_bottom);
   if (o.values) run(W_out.index_select(0, sel), m.W_U(), &NeuronProjection::value_norm, &NeuronProjection::value_top,
                     &NeuronProjection::value_bottom);
+  if (o.progress) o.progress(total, total);
   return a;
 }
 

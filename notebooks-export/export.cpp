@@ -14,9 +14,11 @@
 
 #include "vocablens/atomic_file.hpp"
 #include "util/json_depth.hpp"
+#include "util/regular_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/npy.hpp"
 #include "vocablens/report.hpp"
+#include "run_directory.hpp"
 
 namespace vocablens {
 namespace {
@@ -318,11 +320,8 @@ nlohmann::json csv_value(const CsvField& f, const std::string& type) {
 }
 
 std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw FormatError(path, "cannot open");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  // Issue #16: regular files only (a FIFO hung `report`), result files at most 1 GB.
+  return detail::read_regular_file(path, uint64_t{1} << 30, "result files");
 }
 
 Result result_from_json(const nlohmann::json& j, const std::string& dir, const std::string& path) {
@@ -525,23 +524,29 @@ std::string result_to_json(const Result& r, bool inline_arrays, size_t inline_li
 std::vector<std::string> write_result(const Result& r, const std::string& dir, const ExportFormats& formats) {
   validate(r);
   ensure_directory(dir);
+  // Issue #16: one writer at a time, an existing result replaced only when asked, and its old manifest
+  // removed before anything else (run_directory.hpp).
+  detail::RunDirLock lock(dir);
+  detail::prepare_result_slot(dir, r.kind, formats.replace);
   std::vector<std::string> written;
-  // Side files first, the manifest last: a reader that sees <kind>.json sees complete side files.
+  ojson files = ojson::object();
+  // Side files first, the manifest last (with their sizes and SHA-256): a reader that sees <kind>.json
+  // sees complete side files, and can tell when they are not the ones it was written with.
+  auto side = [&](const std::string& name, const std::string& bytes) {
+    std::string p = join_path(dir, name);
+    write_file_atomic(p, bytes);
+    files[name] = detail::file_record(bytes);
+    written.push_back(p);
+  };
   if (formats.npy)
-    for (const auto& [name, a] : r.arrays) {
-      std::string p = join_path(dir, r.kind + "." + name + ".npy");
-      write_npy(p, a);
-      written.push_back(p);
-    }
+    for (const auto& [name, a] : r.arrays) side(r.kind + "." + name + ".npy", encode_npy(a));
   if (formats.csv)
-    for (const auto& t : r.tables) {
-      std::string p = join_path(dir, r.kind + "." + t.name + ".csv");
-      write_file_atomic(p, table_to_csv(t));
-      written.push_back(p);
-    }
+    for (const auto& t : r.tables) side(r.kind + "." + t.name + ".csv", table_to_csv(t));
   if (formats.json) {
     std::string p = join_path(dir, r.kind + ".json");
-    write_file_atomic(p, dump(manifest(r, &formats, false, 0)) + "\n");
+    ojson m = manifest(r, &formats, false, 0);
+    m["files"] = files;
+    write_file_atomic(p, dump(m) + "\n");
     written.push_back(p);
   }
   return written;
@@ -580,11 +585,15 @@ std::vector<Result> read_run_directory(const std::string& dir, const std::string
     if (j["format_version"].get<int>() > kFormatVersion)
       throw FormatError(path, "written by a newer vocablens (format_version " + j["format_version"].dump() + ")");
     try {
+      detail::verify_result_files(j, dir, path);  // issue #16: mixed or partial directories are reported
       out.push_back(result_from_json(j, dir, path));
     } catch (const nlohmann::json::exception& e) {
       throw FormatError(path, std::string("malformed result: ") + e.what());
     }
   }
+  std::set<std::string> kinds = {except_kind};  // (run_directory.hpp includes <set>)
+  for (const auto& n : names) kinds.insert(n.substr(0, n.size() - 5));
+  detail::check_no_orphans(dir, kinds);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "vocablens/atomic_file.hpp"
+#include "util/regular_file.hpp"
 #include "vocablens/error.hpp"
 
 namespace vocablens {
@@ -86,9 +87,8 @@ size_t npy_itemsize(const std::string& dtype) {
 }
 
 NdArray read_npy(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw FormatError(path, "cannot open");
-  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // Issue #16: a symlink to /dev/zero or a FIFO named X.npy is refused, not read forever / waited on.
+  const std::string all = detail::read_regular_file(path, uint64_t{16} << 30, ".npy files");
   if (all.size() < 10 || std::memcmp(all.data(), "\x93NUMPY", 6) != 0) throw FormatError(path, "not a .npy file (bad magic)");
   int major = static_cast<unsigned char>(all[6]);
   size_t hlen = 0, hstart = 0;

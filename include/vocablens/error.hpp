@@ -13,12 +13,45 @@
 namespace vocablens {
 
 namespace detail {
+/// Length of the well-formed UTF-8 sequence starting at s[i] (1..4), or 0 when the bytes there are not one
+/// (stray continuation, overlong form, surrogate, beyond U+10FFFF, truncated).
+inline size_t utf8_sequence_length(const std::string& s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  const unsigned char c1 = b(i + 1);
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c == 0xE0) lo = 0xA0;
+  if (c == 0xED) hi = 0x9F;
+  if (c == 0xF0) lo = 0x90;
+  if (c == 0xF4) hi = 0x8F;
+  if (c1 < lo || c1 > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+  return n;
+}
+
 /// `s` with its control characters written as escapes (\n, \r, \t, \xNN), so that a message quoting
-/// text from a file — an activation name, a token, a path containing a newline — stays one line.
+/// text from a file — an activation name, a token, a path containing a newline — stays one line; bytes that
+/// are not well-formed UTF-8 (a bad config.json's raw bytes) are written as \xNN too (issue #16).
 inline std::string one_line(const std::string& s) {
   std::string out;
   out.reserve(s.size());
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      const size_t n = utf8_sequence_length(s, i);
+      if (n) {
+        out.append(s, i, n);
+        i += n - 1;
+      } else {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(c));
+        out += buf;
+      }
+      continue;
+    }
     if (c == '\n') out += "\\n";
     else if (c == '\r') out += "\\r";
     else if (c == '\t') out += "\\t";

@@ -22,6 +22,7 @@
 
 #include <complex>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,8 @@ struct HeadsOptions {
   int64_t per_token_k = 0;                     ///< length of those lists (0 = top_k)
   bool spectra = true;                         ///< singular values, eigenvalues, copying scores
   bool prune = true;                           ///< norm-bound pruning in the stream (exact either way)
+  /// Called after each circuit with (circuits done, circuits in total); may be empty (issue #16).
+  std::function<void(int64_t, int64_t)> progress;
 };
 
 struct HeadCircuit {
@@ -89,8 +92,12 @@ struct HeadsAnalysis {
   Result to_result(const Tokenizer* tok) const;
 };
 
+/// The largest top_k analyze_heads accepts (besides top_k <= V^2): 2^26 pairs, ~1.6 GB per circuit.
+constexpr int64_t kMaxHeadsTopK = int64_t{1} << 26;
+
 /// Runs the analysis. `tok` is needed for alpha_only / drop_same_normalized (UsageError without it) and
-/// is otherwise optional. Throws UsageError on out-of-range layers, heads or tokens.
+/// is otherwise optional. Throws UsageError on out-of-range layers, heads or tokens, and on a top_k above
+/// V^2 or kMaxHeadsTopK (per_token_k above V), before anything is allocated.
 HeadsAnalysis analyze_heads(const Model& m, const HeadsOptions& o, const Tokenizer* tok = nullptr);
 
 }  // namespace vocablens

@@ -32,7 +32,8 @@ struct CorpusLensOptions {
   size_t chunk_bytes = 1 << 20;
   /// Stop after this many predicted tokens (0 = the whole corpus).
   int64_t max_tokens = 0;
-  /// Called after each window with (bytes read so far, total bytes); may be empty.
+  /// Called after each window with (bytes read so far, total bytes), or, when max_tokens > 0, with
+  /// (tokens predicted so far, max_tokens); may be empty.
   std::function<void(uint64_t, uint64_t)> progress;
 };
 

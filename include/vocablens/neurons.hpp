@@ -13,6 +13,7 @@
 //   a.neurons[0].value_top[0].j;    // best token id of neuron 0's value vector
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,10 +38,15 @@ struct NeuronsOptions {
   bool values = true;
   bool gates = true;                   ///< ignored (no lists) when the MLP is not gated
   bool bottom = false;                 ///< also the k lowest-scoring tokens of each vector
+  /// Called as the work advances with (vectors done, vectors in total); may be empty (issue #16).
+  std::function<void(int64_t, int64_t)> progress;
 };
 
-/// "0,5,10-20" -> {0, 5, 10, ..., 20}; UsageError on anything malformed. Used by the CLI.
-std::vector<int64_t> parse_index_list(const std::string& spec);
+/// "0,5,10-20" -> {0, 5, 10, ..., 20}; UsageError on anything malformed. Used by the CLI. With limit >= 0,
+/// every index must be < limit ("<what> 12 in '0-12' is out of range (0..11)"), checked before a range is
+/// expanded; lists longer than kMaxIndexListEntries are refused whatever the limit.
+constexpr int64_t kMaxIndexListEntries = int64_t{1} << 24;
+std::vector<int64_t> parse_index_list(const std::string& spec, int64_t limit = -1, const std::string& what = "index");
 
 struct NeuronProjection {
   int64_t neuron = 0;

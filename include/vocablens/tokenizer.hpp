@@ -101,7 +101,10 @@ class Tokenizer {
 
 /// Bytes -> a one-line, valid UTF-8 display form: every space is "␣", newline "⏎", tab "⇥"; other
 /// control bytes (C0, DEL) and bytes that are not part of a valid UTF-8 character are "<0xXX>"; C1
-/// controls (U+0080..U+009F) are "<U+0085>". Everything else is copied. Example: " Paris\n" -> "␣Paris⏎".
+/// controls (U+0080..U+009F) are "<U+0085>", and so are code points that print blank or nothing (no-break
+/// and other spaces U+00A0, U+2000..U+200A, U+3000; zero-width and direction marks U+200B..U+200F,
+/// U+2028..U+202F, U+2060..U+206F; soft hyphen; BOM; variation selectors): "<U+200A>". Everything else is
+/// copied. Example: " Paris\n" -> "␣Paris⏎".
 std::string display_text(std::string_view bytes);
 
 /// Inverse of display_text() for the escapes it produces (␣ ⏎ ⇥ <0xXX> <U+XXXX>); other text is copied.

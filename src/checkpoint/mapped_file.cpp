@@ -54,7 +54,8 @@ bool strided_span_bytes(at::IntArrayRef sizes, at::IntArrayRef strides, size_t e
 }  // namespace detail
 
 std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO is refused below instead of blocking the open until a writer appears (issue #16).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw FormatError(path, std::string("cannot open: ") + std::strerror(errno));
   detail::FdGuard guard{fd};
   struct stat st {};

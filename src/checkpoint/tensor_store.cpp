@@ -8,6 +8,7 @@ namespace vocablens {
 const at::Tensor& TensorStore::get(const std::string& name) const {
   auto it = tensors.find(name);
   if (it == tensors.end()) throw FormatError(source, "missing tensor '" + name + "'");
+  used.insert(name);
   return it->second;
 }
 

@@ -11,6 +11,7 @@
 
 #include "cli/command.hpp"
 #include "cli/output.hpp"
+#include "cli/progress.hpp"
 #include "cli/token_filter_options.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
@@ -99,7 +100,8 @@ void print_heads(const vocablens::HeadsAnalysis& a, const vocablens::Tokenizer* 
       fmt::print("{}\n", line);
     } else {
       for (size_t q = 0; q < c.top.size(); ++q)
-        fmt::print("  {:>4}  {} → {} {:>10.4f}\n", q + 1, fit(text(c.top[q].i), 16), fit(text(c.top[q].j), 16),
+        // Issue #16: 4 significant digits ({:.4f} printed 0.0003 on every row of a small circuit).
+        fmt::print("  {:>4}  {} → {} {:>10.4g}\n", q + 1, fit(text(c.top[q].i), 16), fit(text(c.top[q].j), 16),
                    c.top[q].value);
     }
     for (size_t s = 0; s < c.per_token.size(); ++s) {
@@ -115,8 +117,6 @@ void print_heads(const vocablens::HeadsAnalysis& a, const vocablens::Tokenizer* 
 
 int run_heads(const HeadsCliOptions& co) {
   vocablens::HeadsOptions o;
-  if (!co.layers.empty()) o.layers = vocablens::parse_index_list(co.layers);
-  if (!co.heads.empty()) o.heads = vocablens::parse_index_list(co.heads);
   if (co.kind == "both") o.kinds = {vocablens::CircuitKind::OV, vocablens::CircuitKind::QK};
   else o.kinds = {vocablens::parse_circuit_kind(co.kind)};
   if (co.top_k < 1) throw UsageError("--top-k must be at least 1");
@@ -137,7 +137,14 @@ int run_heads(const HeadsCliOptions& co) {
   for (const auto& s : co.tokens) o.source_tokens.push_back(resolve_token(*tok, s));
   for (int64_t id : co.token_ids) o.source_tokens.push_back(id);
 
+  // Issue #16: the lists are read against the model's counts, checked before a range is expanded
+  // ("--layer 0-99999999999" was expanded to 10^11 entries first).
+  if (!co.layers.empty()) o.layers = vocablens::parse_index_list(co.layers, m.config().n_layers, "layer");
+  if (!co.heads.empty()) o.heads = vocablens::parse_index_list(co.heads, m.config().n_heads, "head");
+  vocablens::cli::ProgressBar bar("heads", "circuits");
+  o.progress = bar.callback();
   auto a = vocablens::analyze_heads(m, o, tok.get());
+  bar.finish();
   auto r = a.to_result(tok.get());
   vocablens::cli::fill_provenance(r, m);
   if (tok) r.provenance["tokenizer"] = tok->source();

@@ -7,6 +7,7 @@
 
 #include "cli/command.hpp"
 #include "cli/output.hpp"
+#include "cli/progress.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/knn.hpp"
@@ -88,7 +89,10 @@ int run_knn(const KnnCliOptions& o) {
   vocablens::KnnOptions ko;
   ko.k = o.k;
   ko.block = o.block;
+  vocablens::cli::ProgressBar bar("knn", "rows");
+  ko.progress = bar.callback();
   auto g = vocablens::knn_graph(X, ko);
+  bar.finish();
   g.matrix = o.matrix;
   g.space = vocablens::to_string(space);
   vocablens::Result r = g.to_result(tok.get(), o.edges);

@@ -27,6 +27,7 @@ using vocablens::UsageError;
 struct LensCliOptions {
   std::string model;
   std::optional<std::string> prompt;
+  std::vector<int64_t> prompt_ids;  // issue #16: a reference sequence without a decode/encode round trip
   std::optional<std::string> target;
   std::optional<int64_t> target_id;
   std::string tokenizer;
@@ -149,7 +150,7 @@ void print_lens_table(const vocablens::LensResult& L, const vocablens::Tokenizer
     fmt::print("{} {:>9} {:>9.3f} {:>9.3f}  {:>8} {:>7}  {}\n", row_label(L.layers[li].label),
                std::isnan(ce) ? std::string("-") : fmt::format("{:.3f}", ce), se / static_cast<double>(T),
                sk / static_cast<double>(T), L.target_rank[a] >= 0 ? std::to_string(L.target_rank[a]) : "-",
-               std::isnan(L.target_prob[a]) ? std::string("-") : fmt::format("{:.4f}", L.target_prob[a]), tops);
+               std::isnan(L.target_prob[a]) ? std::string("-") : fmt::format("{:.4g}", L.target_prob[a]), tops);
   }
   fmt::print("(entropy and KL: mean over positions, nats; target at the last position{})\n",
              L.options.target ? "" : " = none when the target is the next token");
@@ -194,8 +195,12 @@ int64_t resolve_target(const LensCliOptions& o, const vocablens::Tokenizer& tok)
 }
 
 int run_lens(const LensCliOptions& o) {
-  if (o.corpus.empty() && !o.prompt) throw UsageError("give --prompt TEXT (or --corpus FILE)");
-  if (!o.corpus.empty() && o.prompt) throw UsageError("--prompt and --corpus cannot be used together");
+  if (o.corpus.empty() && !o.prompt && o.prompt_ids.empty())
+    throw UsageError("give --prompt TEXT, --prompt-ids IDS or --corpus FILE");
+  if ((!o.corpus.empty()) + (o.prompt ? 1 : 0) + (!o.prompt_ids.empty()) > 1)
+    throw UsageError("give only one of --prompt, --prompt-ids and --corpus");
+  if (!o.prompt_ids.empty() && (o.bos || o.no_bos))
+    throw UsageError("--bos/--no-bos apply to --prompt text; --prompt-ids are used exactly as given");
   if (o.prompt && o.prompt->empty())
     throw UsageError("empty prompt: --prompt needs at least one character of text");
   if (o.target && o.target_id) throw UsageError("--target and --target-id cannot be used together");
@@ -217,11 +222,13 @@ int run_lens(const LensCliOptions& o) {
     co.max_tokens = o.max_tokens;
     const bool bar = ::isatty(STDERR_FILENO) == 1;
     if (bar)
-      co.progress = [](uint64_t done, uint64_t total) {
-        double f = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
+      co.progress = [tokens = o.max_tokens > 0](uint64_t done, uint64_t total) {
+        double f = total ? std::min(1.0, static_cast<double>(done) / static_cast<double>(total)) : 1.0;
         int filled = static_cast<int>(f * 30);
-        fmt::print(stderr, "\r[{}{}] {:5.1f}%  {:.1f}/{:.1f} MB", std::string(static_cast<size_t>(filled), '#'),
-                   std::string(static_cast<size_t>(30 - filled), '.'), f * 100, done / 1e6, total / 1e6);
+        const std::string amount = tokens ? fmt::format("{}/{} tokens", done, total)
+                                          : fmt::format("{:.1f}/{:.1f} MB", done / 1e6, total / 1e6);
+        fmt::print(stderr, "\r[{}{}] {:5.1f}%  {}", std::string(static_cast<size_t>(filled), '#'),
+                   std::string(static_cast<size_t>(30 - filled), '.'), f * 100, amount);
         std::fflush(stderr);
       };
     auto c = vocablens::logit_lens_corpus(m, *tok, o.corpus, co);
@@ -236,14 +243,19 @@ int run_lens(const LensCliOptions& o) {
   vocablens::EncodeOptions eo;
   if (o.bos) eo.add_bos = true;
   if (o.no_bos) eo.add_bos = false;
-  std::vector<int64_t> ids = tok->encode(*o.prompt, eo);
+  std::vector<int64_t> ids = o.prompt_ids.empty() ? tok->encode(*o.prompt, eo) : o.prompt_ids;
   if (ids.empty()) throw UsageError("empty prompt: it encodes to no tokens");
+  for (int64_t id : ids)
+    if (id < 0 || id >= m.config().vocab_size)
+      throw UsageError("--prompt-ids: id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                       std::to_string(m.config().vocab_size) + ")");
   if (static_cast<int64_t>(ids.size()) > m.config().n_ctx)
     throw UsageError("the prompt is " + std::to_string(ids.size()) + " tokens, longer than the model's context of " +
                      std::to_string(m.config().n_ctx) + " tokens");
   if (o.target || o.target_id) lo.target = resolve_target(o, *tok);
   auto lens = vocablens::logit_lens(m, ids, lo);
-  auto r = lens.to_result(tok.get(), *o.prompt);
+  auto r = lens.to_result(tok.get(), o.prompt ? *o.prompt : tok->decode(ids));
+  if (!o.prompt_ids.empty()) r.settings["prompt_ids"] = ids;
   vocablens::cli::fill_provenance(r, m);
   r.provenance["tokenizer"] = tok->source();
   vocablens::cli::emit(r, o.out, [&] { print_lens_table(lens, *tok, m, color); });
@@ -257,6 +269,9 @@ vocablens::cli::Register reg{
       auto o = std::make_shared<LensCliOptions>();
       sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
       sub.add_option("--prompt", o->prompt, "Text to read (tokenised with the model's tokenizer)");
+      sub.add_option("--prompt-ids", o->prompt_ids,
+                     "Token ids to read instead of text, used exactly as given (no BOS added), e.g. --prompt-ids 1,403,407")
+          ->delimiter(',');
       sub.add_option("--target", o->target, "Target token (its bytes, e.g. \" Paris\"); default: the next token");
       sub.add_option("--target-id", o->target_id, "Target token by id");
       sub.add_option("--top-k", o->top_k, "Tokens reported per layer and position (default 10; 0 = none)");

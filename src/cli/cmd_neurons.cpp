@@ -7,6 +7,7 @@
 
 #include "cli/command.hpp"
 #include "cli/output.hpp"
+#include "cli/progress.hpp"
 #include "cli/token_filter_options.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
@@ -77,7 +78,10 @@ int run_neurons(const NeuronsCliOptions& co) {
 
   vocablens::Model m = vocablens::load_model(co.model);
   auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, false);
+  vocablens::cli::ProgressBar bar("neurons", "vectors");
+  o.progress = bar.callback();
   auto a = vocablens::analyze_neurons(m, o, tok.get());
+  bar.finish();
   auto r = a.to_result(tok.get());
   vocablens::cli::fill_provenance(r, m);
   if (tok) r.provenance["tokenizer"] = tok->source();

@@ -23,6 +23,7 @@ using vocablens::UsageError;
 struct ProjectCliOptions {
   std::string model;
   std::string prompt;
+  std::vector<int64_t> prompt_ids;  // issue #16
   std::string hook = "resid_post";
   int64_t top_k = 10;
   std::vector<int64_t> positions;
@@ -65,7 +66,11 @@ void print_projection(const vocablens::HiddenProjection& p, const vocablens::Tok
 }
 
 int run_project(const ProjectCliOptions& co) {
-  if (co.prompt.empty()) throw UsageError("empty prompt: --prompt needs at least one character of text");
+  if (co.prompt.empty() && co.prompt_ids.empty())
+    throw UsageError("give --prompt TEXT (at least one character) or --prompt-ids IDS");
+  if (!co.prompt.empty() && !co.prompt_ids.empty()) throw UsageError("give either --prompt or --prompt-ids, not both");
+  if (!co.prompt_ids.empty() && (co.bos || co.no_bos))
+    throw UsageError("--bos/--no-bos apply to --prompt text; --prompt-ids are used exactly as given");
   if (co.bos && co.no_bos) throw UsageError("--bos and --no-bos cannot be used together");
   vocablens::HiddenProjectionOptions o;
   auto [hook, layer] = parse_hook(co.hook);
@@ -87,14 +92,19 @@ int run_project(const ProjectCliOptions& co) {
   vocablens::EncodeOptions eo;
   if (co.bos) eo.add_bos = true;
   if (co.no_bos) eo.add_bos = false;
-  std::vector<int64_t> ids = tok->encode(co.prompt, eo);
+  std::vector<int64_t> ids = co.prompt_ids.empty() ? tok->encode(co.prompt, eo) : co.prompt_ids;
   if (ids.empty()) throw UsageError("empty prompt: it encodes to no tokens");
+  for (int64_t id : ids)
+    if (id < 0 || id >= m.config().vocab_size)
+      throw UsageError("--prompt-ids: id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                       std::to_string(m.config().vocab_size) + ")");
   if (static_cast<int64_t>(ids.size()) > m.config().n_ctx)
     throw UsageError("the prompt is " + std::to_string(ids.size()) + " tokens, longer than the model's context of " +
                      std::to_string(m.config().n_ctx) + " tokens");
   auto p = vocablens::project_hidden(m, ids, o, tok.get());
   auto r = p.to_result(tok.get());
-  r.settings["prompt"] = co.prompt;
+  r.settings["prompt"] = co.prompt.empty() ? tok->decode(ids) : co.prompt;
+  if (!co.prompt_ids.empty()) r.settings["prompt_ids"] = ids;
   vocablens::cli::fill_provenance(r, m);
   r.provenance["tokenizer"] = tok->source();
   const bool color = vocablens::cli::use_color(co.out);
@@ -107,7 +117,10 @@ vocablens::cli::Register reg{
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<ProjectCliOptions>();
       sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
-      sub.add_option("--prompt", o->prompt, "Text to run (tokenised with the model's tokenizer)")->required();
+      sub.add_option("--prompt", o->prompt, "Text to run (tokenised with the model's tokenizer)");
+      sub.add_option("--prompt-ids", o->prompt_ids,
+                     "Token ids to run instead of text, used exactly as given (no BOS added), e.g. --prompt-ids 1,403,407")
+          ->delimiter(',');
       sub.add_option("--hook", o->hook,
                      "resid_pre|resid_mid|resid_post|attn_out|mlp_out[.LAYER] or final_norm (default resid_post, "
                      "every layer)");

@@ -11,8 +11,10 @@
 #include "cli/blas_kernels.hpp"
 #include "cli/command.hpp"
 #include "cli/signals.hpp"
+#include "cli/suggest.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/nonfinite.hpp"
 
 namespace vocablens::cli {
 std::vector<CommandInfo>& registry() {
@@ -48,17 +50,34 @@ int main(int argc, char** argv) {
   auto& reg = cli::registry();
   std::sort(reg.begin(), reg.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   std::map<CLI::App*, cli::Runner> runners;
+  bool allow_nonfinite = false;
   for (auto& c : reg) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);
     runners[sub] = c.setup(*sub);
+    // Issue #16: NaN/Inf in weights or activations stop every command unless asked (vocablens/nonfinite.hpp).
+    sub->add_flag("--allow-nonfinite", allow_nonfinite,
+                  "Continue (with a warning) when a weight or an activation is NaN or infinite; NaN then stays NaN "
+                  "(null in JSON). Default: stop with exit 1, naming the tensor or the hook, layer and position");
+  }
+  // Issue #16: a mistyped command or option gets "did you mean", and every usage error exits 2.
+  if (std::string msg = cli::unknown_command_message(app, argc, argv); !msg.empty()) {
+    std::cerr << "vocablens: error: " << msg << "\n";
+    return 2;
   }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    if (std::string msg = cli::unknown_option_message(app, argc, argv); !msg.empty()) {
+      std::cerr << "vocablens: error: " << msg << "\n";
+      return 2;
+    }
+    app.exit(e);
+    return 2;
   }
   // Before any work: get OpenBLAS's AVX kernels where it fell back to SSE3 ones (cli/blas_kernels.hpp).
   cli::reexec_with_fast_blas_kernels(argv);
+  if (allow_nonfinite) set_nonfinite_policy(NonFinitePolicy::Warn);
   try {
     init_runtime();
     set_compute_dtype(compute_dtype_from_string(dtype));
@@ -67,6 +86,9 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "vocablens: error: " << e.what() << "\n";
     return 2;
+  } catch (const NonFiniteError& e) {
+    std::cerr << "vocablens: error: " << e.what() << " (--allow-nonfinite continues anyway)\n";
+    return 1;
   } catch (const Error& e) {
     std::cerr << "vocablens: error: " << e.what() << "\n";
     return 1;

@@ -65,6 +65,9 @@ void add_output_options(CLI::App& sub, OutputOptions& o) {
   // A callback, not CLI11's "--no-color{false}" / "!--no-color" spelling, which --help printed as is (issue #16).
   sub.add_flag_callback("--no-color", [&o] { o.color = false; },
                         "No colour in tables (also when NO_COLOR is set or stdout is not a terminal)");
+  sub.add_flag("--force", o.force,
+               "Replace a result of the same kind already in DIR (default: refuse, so that a second run never "
+               "silently replaces the first; other kinds in DIR are kept)");
 }
 
 void fill_provenance(Result& r, const Model& m) {
@@ -89,6 +92,11 @@ void emit(const Result& r, const OutputOptions& o, const std::function<void()>& 
   if (f == "csv" && r.tables.empty())
     throw UsageError("this result has no tables; use --format json, or --out DIR for its arrays");
 
+  // Issue #16: refuse before printing anything when --out already holds this kind (write_result checks again).
+  if (!o.out_dir.empty() && !o.force && fs::exists(fs::path(o.out_dir) / (r.kind + ".json")))
+    throw FormatError((fs::path(o.out_dir) / (r.kind + ".json")).string(),
+                      "a '" + r.kind + "' result is already there; vocablens does not replace a run silently: pass "
+                      "--force to replace it, or choose another --out");
   // Validate and render what goes to stdout before writing anything.
   std::string stdout_text;
   if (f == "json") {
@@ -108,7 +116,9 @@ void emit(const Result& r, const OutputOptions& o, const std::function<void()>& 
     std::fflush(stdout);
   }
   if (!o.out_dir.empty()) {
-    auto files = write_result(r, o.out_dir);
+    ExportFormats formats;
+    formats.replace = o.force;  // issue #16: never replace a previous run silently
+    auto files = write_result(r, o.out_dir, formats);
     fmt::print(msg, "wrote {} file{} to {}/ ({}.json)\n", files.size(), files.size() == 1 ? "" : "s", o.out_dir, r.kind);
     if (o.report) {
       // This result from memory (not re-read through its JSON/CSV files), beside the others the directory holds.

@@ -28,6 +28,7 @@ struct OutputOptions {
   std::string format = "table";
   bool report = false;
   bool color = true;   ///< colour in tables when stdout is a terminal (--no-color turns it off)
+  bool force = false;  ///< --force: replace a result of the same kind already in --out (default: refuse)
 };
 
 void add_output_options(CLI::App& sub, OutputOptions& o);

@@ -8,7 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/config_checks.hpp"
 #include "util/json_depth.hpp"
+#include "util/regular_file.hpp"
 #include "vocablens/error.hpp"
 
 namespace vocablens {
@@ -134,7 +136,9 @@ ModelConfig parse_hf_config_impl(const std::string& text, const std::string& pat
   for (auto [v, name] : {std::pair{c.n_layers, "number of layers"}, {c.d_model, "hidden size"}, {c.n_heads, "number of heads"},
                          {c.n_kv_heads, "number of key/value heads"}, {c.vocab_size, "vocab_size"},
                          {c.n_ctx, "context length"}, {c.d_mlp, "MLP size"}})
-    if (v <= 0 || v > (int64_t(1) << 31)) throw FormatError(path, std::string(name) + " must be positive, got " + std::to_string(v));
+    if (v <= 0 || v > (int64_t(1) << 31))
+      throw FormatError(path, std::string(name) + " is " + std::to_string(v) +
+                                  (v <= 0 ? "; it must be positive" : "; the largest supported is 2^31 = 2147483648"));
   if (c.d_model % c.n_heads != 0)
     throw FormatError(path, "hidden size " + std::to_string(c.d_model) + " is not divisible by " +
                                 std::to_string(c.n_heads) + " heads");
@@ -146,6 +150,7 @@ ModelConfig parse_hf_config_impl(const std::string& text, const std::string& pat
   if (c.positions == PositionKind::Rotary && c.d_head % 2 != 0) throw FormatError(path, "rotary positions need an even head size");
   std::string td = j.value("torch_dtype", std::string("float32"));
   c.weight_dtype = td == "float16" ? "F16" : td == "bfloat16" ? "BF16" : "F32";
+  detail::check_config_values(c, path);  // issue #16: values that would make the forward NaN
   return c;
 }
 }  // namespace detail
@@ -164,15 +169,9 @@ ModelConfig parse_hf_config(const std::string& text, const std::string& path) {
 ModelConfig read_hf_config(const std::string& path) {
   // Issue #9 (hostile input): config.json is read whole; refuse absurd sizes before reading (real ones
   // are a few KB).
-  struct stat st {};
+  // Issue #16: only a regular file (a FIFO hung, a symlink to /dev/zero read gigabytes).
   constexpr uint64_t kMaxConfigBytes = uint64_t{64} << 20;
-  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > kMaxConfigBytes)
-    throw FormatError(path, "file is " + std::to_string(st.st_size) + " bytes; config files larger than 64 MB are refused");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw FormatError(path, "cannot open (no such file or not readable)");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return parse_hf_config(ss.str(), path);
+  return parse_hf_config(detail::read_regular_file(path, kMaxConfigBytes, "config files"), path);
 }
 
 const char* to_string(Family f) { return f == Family::GPT2 ? "gpt2" : "llama"; }

@@ -1,8 +1,10 @@
 // The transformer forward pass shared by both families (and by the trainer, which calls it with grad).
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cmath>
 
+#include "model/nonfinite.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/weight.hpp"
@@ -183,6 +185,22 @@ at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const Bloc
   return out;
 }
 
+// Issue #16: after a block, the stream is checked for NaN/Inf (no-grad passes only; see nonfinite.hpp). On
+// a hit the block is run again with its hooks recorded, to name the first hook that went non-finite.
+// Returns false when the stream is non-finite (policy Warn), so that the caller stops checking this pass.
+bool check_block_output(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& in,
+                        const at::Tensor& out, int64_t l) {
+  if (at::GradMode::is_enabled() || detail::first_nonfinite(out) < 0) return true;
+  ResidualCache c;
+  CacheSpec s = CacheSpec::all();
+  s.layers = {l};
+  apply_block(cfg, L, ctx, in, l, &c, &s);
+  const std::string ctx_msg = " (layer " + std::to_string(l) + "; its input resid_pre." + std::to_string(l) + " was finite)";
+  for (const char* hook : {"attn_out", "resid_mid", "mlp_out", "resid_post"})
+    if (!detail::check_activation_finite(c.get(hook, l), ResidualCache::key(hook, l), ctx_msg)) return false;
+  return detail::check_activation_finite(out, ResidualCache::key("resid_post", l), ctx_msg);
+}
+
 }  // namespace
 
 ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
@@ -217,12 +235,20 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
   else if (cfg.positions == PositionKind::Sinusoidal) x = x + sinusoidal_table(T, d);
   if (w.W_seg.defined() || segment_ids.defined()) x = x + detail::segment_embedding(w, segment_ids, B, T);
 
+  bool check = check_activation_finite(x, "resid_pre.0", " (the token embedding" +
+                                        std::string(cfg.positions == PositionKind::Learned ? " plus positions)" : ")"));
   const BlockContext ctx = block_context(cfg, T, x.device());
-  for (int64_t l = 0; l < cfg.n_layers; ++l) x = apply_block(cfg, w.layers[static_cast<size_t>(l)], ctx, x, l, &cache, &spec);
+  for (int64_t l = 0; l < cfg.n_layers; ++l) {
+    at::Tensor next = apply_block(cfg, w.layers[static_cast<size_t>(l)], ctx, x, l, &cache, &spec);
+    if (check) check = check_block_output(cfg, w.layers[static_cast<size_t>(l)], ctx, x, next, l);
+    x = next;
+  }
   if (spec.final_norm || compute_logits) {
     at::Tensor fin = apply_norm(x, cfg.norm, cfg.norm_eps, w.lnf_w, w.lnf_b);
+    if (check) check = check_activation_finite(fin, "final_norm", " (the last block's output was finite)");
     if (spec.final_norm) cache.set("final_norm", fin);
     if (compute_logits) out.logits = proj(fin, w.W_U, w.b_U);
+    if (check && compute_logits) check_activation_finite(out.logits, "logits", " (final_norm was finite)");
   }
   return out;
 }

@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "checkpoint/mapped_file.hpp"
+#include "model/nonfinite.hpp"
+#include "model/validate.hpp"
 #include "vocablens/error.hpp"
 
 namespace vocablens {
@@ -167,7 +169,11 @@ Model load_llama2c_bin(const std::string& path) {
   }
   if (!shared) take("wcls", vocab * dim);
   auto get = [&](const char* name, std::vector<int64_t> shape) {
-    return view_as_tensor(file, at_off.at(name), shape, {}, at::kFloat);
+    at::Tensor t = view_as_tensor(file, at_off.at(name), shape, {}, at::kFloat);
+    // Issue #16: NaN/Inf weights named at load (stacked per-layer arrays report the layer too).
+    detail::check_weight_finite(t, name, path, shape.size() >= 2 && std::string(name) != "tok_embeddings" &&
+                                                      std::string(name) != "wcls" ? 0 : -1);
+    return t;
   };
   ModelWeights w = detail::llama2c_weights(c, get);
   c.weight_dtype = "F32";
@@ -229,7 +235,10 @@ Model load_llama2c_ckpt(const std::string& path) {
     const at::Tensor& emb = st.get("model.tok_embeddings.weight");
     c.tied_embeddings = out.sizes() == emb.sizes() && at::equal(out, emb);
   }
+  detail::check_config_values(c, path);
   ModelWeights w = detail::llama2c_weights(c, get);
+  detail::check_all_tensors_used(st, c, path, "model.");  // issue #16
+  detail::check_store_finite(st);
   c.weight_dtype = st.stored_dtype.empty() ? "F32" : st.stored_dtype;
   return Model(std::move(c), std::move(w), path);
 }

@@ -6,6 +6,8 @@
 
 #include "model/gguf_model.hpp"
 #include "model/llama2c.hpp"
+#include "model/validate.hpp"
+#include "util/regular_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 
@@ -130,7 +132,9 @@ void attach_segments(const std::string& config_path, const TensorStore& st, Mode
 
 Model load_hf_dir(const fs::path& dir) {
   const std::string cp = (dir / "config.json").string();
-  if (!fs::exists(cp)) throw FormatError(dir.string(), "no config.json in this directory (not a Hugging Face model directory)");
+  if (!fs::exists(cp))
+    throw FormatError(dir.string(), "no config.json in this directory (not a Hugging Face model directory)" +
+                                        checkpoints_hint(dir.string()));
   ModelConfig cfg = read_hf_config(cp);
   TensorStore st;
   if (fs::exists(dir / "model.safetensors")) st = read_safetensors((dir / "model.safetensors").string(), false);
@@ -141,6 +145,8 @@ Model load_hf_dir(const fs::path& dir) {
   if (!st.stored_dtype.empty()) cfg.weight_dtype = st.stored_dtype;
   ModelWeights w = cfg.family == Family::GPT2 ? map_gpt2(st, cfg, cp) : map_llama_hf(st, cfg, cp);
   attach_segments(cp, st, cfg, w);  // "vocablens_segments": W_seg (segments.cpp)
+  check_all_tensors_used(st, cfg, cp);  // issue #16: every tensor used or reported
+  check_store_finite(st);                // issue #16: NaN/Inf weights named at load
   return Model(std::move(cfg), std::move(w), dir.string());
 }
 
@@ -151,6 +157,8 @@ Model load_model(const std::string& path, const LoadOptions& opts) {
   std::error_code ec;
   fs::path p(path);
   if (!fs::exists(p, ec)) throw FormatError(path, "no such file or directory");
+  if (!fs::is_directory(p, ec) && !fs::is_regular_file(p, ec))  // issue #16: a FIFO blocked, /dev/zero
+    throw FormatError(path, "is " + detail::file_kind(path) + ", not a model file or directory");
   if (fs::is_directory(p, ec)) return detail::load_hf_dir(p);
   // A single file: a PyTorch zip (llama2.c ckpt.pt, or pytorch_model.bin beside a config.json), a
   // safetensors file beside a config.json, or a llama2.c .bin.

@@ -30,8 +30,13 @@ ForwardOutput Model::forward(const at::Tensor& ids, const CacheSpec& spec, bool 
 
 std::vector<int64_t> Model::generate_greedy(std::vector<int64_t> tokens, int64_t steps, int64_t stop_token) const {
   if (tokens.empty()) throw UsageError("generation needs at least one prompt token (e.g. BOS)");
+  if (static_cast<int64_t>(tokens.size()) > cfg_.n_ctx)
+    throw UsageError("the prompt has " + std::to_string(tokens.size()) + " tokens, longer than the model's context of " +
+                     std::to_string(cfg_.n_ctx));
   at::NoGradGuard no_grad;
-  for (int64_t s = 0; s < steps && static_cast<int64_t>(tokens.size()) < cfg_.n_ctx; ++s) {
+  // As llama2.c's run.c: positions 0 .. n_ctx-1 are fed and the token predicted at the last one is kept, so
+  // a full context ends with n_ctx + 1 tokens (issue #16: this stopped one token early).
+  for (int64_t s = 0; s < steps && static_cast<int64_t>(tokens.size()) <= cfg_.n_ctx; ++s) {
     auto ids = at::tensor(tokens, at::kLong).unsqueeze(0);
     // Only the last position's logits are needed: skip the unembedding of the others.
     auto out = run_forward(cfg_, w_, ids, [] { CacheSpec c; c.final_norm = true; return c; }(), false);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "util/regular_file.hpp"
 #include "vocablens/error.hpp"
 
 namespace vocablens::detail {
@@ -16,16 +17,8 @@ std::string read_file_bytes(const std::string& path) {
   // Issue #9 (hostile input): tokenizer files are read whole, so their size is bounded before any
   // allocation: a merges.txt with a 1 GB line (or a sparse 1 TB vocab.json) is refused here. The largest
   // real tokenizer files (256k-token tokenizer.json) are ~35 MB.
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > kMaxTokenizerFileBytes)
-    throw FormatError(path, "file is " + std::to_string(st.st_size) + " bytes; tokenizer files larger than " +
-                                std::to_string(kMaxTokenizerFileBytes >> 20) + " MB are refused");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw FormatError(path, std::string("cannot open: ") + std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) throw FormatError(path, "read error");
-  return std::move(ss).str();
+  // Issue #16: only regular files (-z /dev/zero, a FIFO), opened without blocking.
+  return read_regular_file(path, kMaxTokenizerFileBytes, "tokenizer files");
 }
 
 bool is_regular_file(const std::string& path) {

@@ -12,6 +12,7 @@
 
 #include "tokenizer/text_util.hpp"
 #include "vocablens/bpe_tokenizer.hpp"
+#include "util/regular_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/token_id.hpp"
 #include "vocablens/llama2c_tokenizer.hpp"
@@ -19,6 +20,15 @@
 #include "vocablens/sentencepiece_tokenizer.hpp"
 
 namespace vocablens {
+
+// Issue #16: code points that print as blank or nothing (other spaces, zero-width and direction marks, BOM)
+// would leave a table cell that looks empty or like an ordinary space; they are shown as <U+XXXX>.
+static bool invisible_code_point(uint32_t cp) {
+  return cp == 0xA0 || cp == 0xAD || cp == 0x034F || cp == 0x061C || cp == 0x115F || cp == 0x1160 || cp == 0x1680 ||
+         cp == 0x180E || (cp >= 0x2000 && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202F) ||
+         (cp >= 0x205F && cp <= 0x206F) || cp == 0x3000 || cp == 0x3164 || cp == 0xFEFF || cp == 0xFFA0 ||
+         (cp >= 0xFE00 && cp <= 0xFE0F);
+}
 
 std::string display_text(std::string_view s) {
   std::string out;
@@ -42,7 +52,7 @@ std::string display_text(std::string_view s) {
     } else if (cp < 0x20 || cp == 0x7F) {
       std::snprintf(buf, sizeof buf, "<0x%02X>", cp);
       out += buf;
-    } else if (cp >= 0x80 && cp <= 0x9F) {
+    } else if ((cp >= 0x80 && cp <= 0x9F) || invisible_code_point(cp)) {
       std::snprintf(buf, sizeof buf, "<U+%04X>", cp);
       out += buf;
     } else {
@@ -194,7 +204,11 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
     throw FormatError(path, "no tokenizer here (looked for tokenizer.json, tokenizer.model, vocab.json + merges.txt, "
                             "encoder.json + vocab.bpe, tokenizer.bin, tok*.bin)");
   }
-  if (!is_file(path)) throw FormatError(path, "cannot open: No such file or directory");
+  if (!is_file(path)) {
+    // Issue #16: `-z /dev/zero` said "No such file or directory".
+    const std::string kind = detail::file_kind(path);
+    throw FormatError(path, kind.empty() ? "cannot open: No such file or directory" : "is " + kind + ", not a tokenizer file");
+  }
   const std::string name = base_name(path), dir = dir_name(path);
   auto pair = [&](const char* a, const char* b, bool path_is_first) -> std::unique_ptr<Tokenizer> {
     std::string other = join(dir, path_is_first ? b : a);

@@ -1,0 +1,270 @@
+// Issue #16, model layer: non-finite weights and activations are named and refused (or, when asked,
+// warned about), config values that would make the forward NaN are refused, every tensor of a checkpoint is
+// used or reported, and generation matches llama2.c's run.c at the context end.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "fixtures.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/lens_corpus.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/nonfinite.hpp"
+#include "vocablens/tokenizer.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string le64(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[static_cast<size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return s;
+}
+
+nlohmann::json tiny_gpt2_config(int layers = 1) {
+  return {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"n_layer", layers}, {"n_embd", 4},
+          {"n_head", 2}, {"n_positions", 8}, {"vocab_size", 10}, {"layer_norm_epsilon", 1e-5}};
+}
+
+// Every tensor of a `layers`-layer tiny GPT-2 (plus `extra`), float32 0.01, one element set to `poke_value`
+// in tensor `poke` (flat index 1) when given.
+std::string tiny_gpt2_safetensors(int layers, std::map<std::string, std::vector<int64_t>> extra = {},
+                                  const std::string& poke = "", float poke_value = 0) {
+  std::map<std::string, std::vector<int64_t>> shapes = {
+      {"wte.weight", {10, 4}}, {"wpe.weight", {8, 4}}, {"ln_f.weight", {4}}, {"ln_f.bias", {4}}};
+  for (int l = 0; l < layers; ++l) {
+    std::string p = "h." + std::to_string(l) + ".";
+    for (auto& [k, v] : std::map<std::string, std::vector<int64_t>>{
+             {"ln_1.weight", {4}}, {"ln_1.bias", {4}}, {"ln_2.weight", {4}}, {"ln_2.bias", {4}},
+             {"attn.c_attn.weight", {4, 12}}, {"attn.c_attn.bias", {12}}, {"attn.c_proj.weight", {4, 4}},
+             {"attn.c_proj.bias", {4}}, {"mlp.c_fc.weight", {4, 16}}, {"mlp.c_fc.bias", {16}},
+             {"mlp.c_proj.weight", {16, 4}}, {"mlp.c_proj.bias", {4}}, {"attn.bias", {1, 1, 8, 8}}})
+      shapes[p + k] = v;
+  }
+  for (auto& [k, v] : extra) shapes[k] = v;
+  nlohmann::json h = {{"__metadata__", {{"format", "pt"}}}};
+  std::string data;
+  for (auto& [k, v] : shapes) {
+    uint64_t n = 1;
+    for (auto s : v) n *= static_cast<uint64_t>(s);
+    std::vector<float> vals(n, 0.01f);
+    if (k == poke) vals[1] = poke_value;
+    h[k] = {{"dtype", "F32"}, {"shape", v}, {"data_offsets", {data.size(), data.size() + 4 * n}}};
+    data.append(reinterpret_cast<const char*>(vals.data()), 4 * n);
+  }
+  std::string hs = h.dump();
+  while (hs.size() % 8) hs.push_back(' ');
+  return le64(hs.size()) + hs + data;
+}
+
+std::string make_model_dir(const std::string& tag, const std::string& config, const std::string& weights) {
+  std::string dir = vl_test::temp_dir(tag);
+  vl_test::write_file(dir + "/config.json", config);
+  vl_test::write_file(dir + "/model.safetensors", weights);
+  return dir;
+}
+
+template <class E>
+std::string load_error(const std::string& path) {
+  try {
+    vocablens::load_model(path);
+  } catch (const E& e) {
+    std::string w = e.what();
+    CHECK(w.find('\n') == std::string::npos);
+    return w;
+  }
+  FAIL("load_model accepted " << path);
+  return "";
+}
+
+int cli(const std::string& args, std::string& out) {
+  std::string c = vl_test::cli_path();
+  REQUIRE_FALSE(c.empty());
+  return vl_test::run_command(c + " " + args, out);
+}
+
+// A copy of stories260K.bin with float `index` (counted from the first weight, after the 28-byte header) set.
+std::string poked_stories(const std::string& tag, int64_t index, float value) {
+  std::string src = vl_test::fixture("stories260K/stories260K.bin");
+  std::string bytes = vl_test::read_file(src);
+  std::memcpy(&bytes[28 + 4 * static_cast<size_t>(index)], &value, 4);
+  std::string dir = vl_test::temp_dir(tag);
+  vl_test::write_file(dir + "/m.bin", bytes);
+  fs::copy_file(fs::path(src).parent_path() / "tok512.bin", dir + "/tok512.bin");
+  return dir + "/m.bin";
+}
+
+// stories260K: dim 64, hidden 172, 5 layers, kv_dim 32, vocab 512 (v0 layout).
+constexpr int64_t kEmb = 512 * 64, kRmsAtt = 5 * 64, kWq = 5 * 64 * 64;
+
+}  // namespace
+
+TEST_CASE("NaN in one q_proj entry of a llama2.c .bin: named at load with its layer, CLI exit 1; --allow-nonfinite warns") {
+  if (vl_test::fixture("stories260K").empty()) return;
+  // wq[2][5][7]
+  std::string m = poked_stories("nanwq", kEmb + kRmsAtt + 2 * 64 * 64 + 5 * 64 + 7, std::nanf(""));
+  std::string w = load_error<vocablens::NonFiniteError>(m);
+  INFO(w);
+  CHECK(w.find("weight 'wq'") != std::string::npos);
+  CHECK(w.find("1 non-finite value") != std::string::npos);
+  CHECK(w.find("nan at [2, 5, 7] (layer 2)") != std::string::npos);
+  std::string out;
+  CHECK(cli("generate '" + m + "' --steps 5", out) == 1);
+  CHECK(out.find("weight 'wq'") != std::string::npos);
+  CHECK(out.find("<unk>") == std::string::npos);
+  // Asked to continue: a warning, exit 0, and the model's NaN does not become text silently.
+  CHECK(cli("generate '" + m + "' --steps 5 --allow-nonfinite", out) == 0);
+  CHECK(out.find("warning") != std::string::npos);
+  CHECK(out.find("weight 'wq'") != std::string::npos);
+}
+
+TEST_CASE("NaN in the final norm, Inf embedding: named") {
+  if (vl_test::fixture("stories260K").empty()) return;
+  std::string m = poked_stories("nanfinal", kEmb + kRmsAtt + 2 * kWq + 2 * (5 * 32 * 64) + 5 * 64 + 3 * (5 * 172 * 64) + 9,
+                                std::nanf(""));
+  std::string w = load_error<vocablens::NonFiniteError>(m);
+  INFO(w);
+  CHECK(w.find("weight 'rms_final'") != std::string::npos);
+  CHECK(w.find("nan at [9]") != std::string::npos);
+
+  std::string dir = make_model_dir("infemb", tiny_gpt2_config().dump(),
+                                   tiny_gpt2_safetensors(1, {}, "wte.weight", INFINITY));
+  w = load_error<vocablens::NonFiniteError>(dir);
+  INFO(w);
+  CHECK(w.find("weight 'wte.weight'") != std::string::npos);
+  CHECK(w.find("inf at [0, 1]") != std::string::npos);
+  std::string out;
+  CHECK(cli("lens '" + dir + "' --prompt-ids 1,2,3", out) == 1);
+  CHECK(out.find("wte.weight") != std::string::npos);
+}
+
+TEST_CASE("activations: a non-finite value appearing in a block names the hook, layer and position") {
+  std::string src = vl_test::fixture("stories260K/stories260K.bin");
+  if (src.empty()) return;
+  auto m = vocablens::load_model(src);
+  vocablens::ModelWeights w = m.weights();
+  // Finite weights whose products overflow float32 in the attention of layer 3.
+  w.layers[3].w_v = w.layers[3].w_v * 1e38f;
+  w.layers[3].w_o = w.layers[3].w_o * 1e38f;
+  vocablens::Model big(m.config(), w, "test");
+  std::vector<int64_t> ids = {1, 403, 407, 261, 378};
+  try {
+    big.forward(at::tensor(ids, at::kLong));
+    FAIL("forward accepted an overflowing block");
+  } catch (const vocablens::NonFiniteError& e) {
+    std::string s = e.what();
+    INFO(s);
+    CHECK(s.find("attn_out.3") != std::string::npos);
+    CHECK(s.find("position 0") != std::string::npos);
+    CHECK(s.find("layer 3") != std::string::npos);
+  }
+  // Warn: the forward returns, with NaN/Inf where they are (never a plausible number).
+  vocablens::set_nonfinite_policy(vocablens::NonFinitePolicy::Warn);
+  auto out = big.forward(at::tensor(ids, at::kLong));
+  vocablens::set_nonfinite_policy(vocablens::NonFinitePolicy::Refuse);
+  CHECK_FALSE(at::isfinite(out.logits).all().item<bool>());
+  // The unmodified model is unaffected by the checks.
+  CHECK(at::isfinite(m.forward(at::tensor(ids, at::kLong)).logits).all().item<bool>());
+}
+
+TEST_CASE("config.json values that make the forward NaN are refused") {
+  auto cfg = tiny_gpt2_config();
+  cfg["layer_norm_epsilon"] = -1;
+  std::string dir = make_model_dir("eps", cfg.dump(), tiny_gpt2_safetensors(1));
+  CHECK(load_error<vocablens::FormatError>(dir).find("layer_norm_epsilon is -1") != std::string::npos);
+  std::string dir_l = vl_test::fixture("stories260K-hf");
+  if (dir_l.empty()) return;
+  auto j = nlohmann::json::parse(vl_test::read_file(dir_l + "/config.json"));
+  for (double theta : {0.0, -10000.0}) {
+    j["rope_theta"] = theta;
+    std::string d = vl_test::temp_dir("theta");
+    vl_test::write_file(d + "/config.json", j.dump());
+    fs::copy_file(dir_l + "/model.safetensors", d + "/model.safetensors");
+    std::string w = load_error<vocablens::FormatError>(d);
+    INFO(w);
+    CHECK(w.find("rope_theta is") != std::string::npos);
+    CHECK(w.find("must be a finite number > 0") != std::string::npos);
+  }
+  j["rope_theta"] = 10000.0;
+  j["rms_norm_eps"] = -1e-5;
+  std::string d = vl_test::temp_dir("rmseps");
+  vl_test::write_file(d + "/config.json", j.dump());
+  fs::copy_file(dir_l + "/model.safetensors", d + "/model.safetensors");
+  CHECK(load_error<vocablens::FormatError>(d).find("rms_norm_eps is -1e-05") != std::string::npos);
+}
+
+TEST_CASE("n_layer 10^12 is reported as out of range, with its value") {
+  auto cfg = tiny_gpt2_config();
+  cfg["n_layer"] = 1000000000000LL;
+  std::string dir = make_model_dir("hugelayers", cfg.dump(), tiny_gpt2_safetensors(1));
+  std::string w = load_error<vocablens::FormatError>(dir);
+  INFO(w);
+  CHECK(w.find("number of layers is 1000000000000") != std::string::npos);
+  CHECK(w.find("must be positive") == std::string::npos);
+}
+
+TEST_CASE("every tensor of the checkpoint is used or reported") {
+  // A config saying 2 layers over 3-layer weights.
+  std::string dir = make_model_dir("layers", tiny_gpt2_config(2).dump(), tiny_gpt2_safetensors(3));
+  std::string w = load_error<vocablens::FormatError>(dir);
+  INFO(w);
+  CHECK(w.find("holds weights of layer 2") != std::string::npos);
+  CHECK(w.find("says 2 layers") != std::string::npos);
+  // Unknown extra tensors.
+  std::string dir2 = make_model_dir("extra", tiny_gpt2_config().dump(),
+                                    tiny_gpt2_safetensors(1, {{"score.weight", {3, 4}}, {"h.0.adapter.weight", {4}}}));
+  w = load_error<vocablens::FormatError>(dir2);
+  INFO(w);
+  CHECK(w.find("2 tensors that a GPT2LMHeadModel model does not use: 'h.0.adapter.weight', 'score.weight'") !=
+        std::string::npos);
+  std::string out;
+  CHECK(cli("inspect '" + dir2 + "'", out) == 1);
+  // The buffers real checkpoints carry (attn.bias) are not reported: the 1-layer model loads.
+  CHECK_NOTHROW(vocablens::load_model(make_model_dir("ok", tiny_gpt2_config().dump(), tiny_gpt2_safetensors(1))));
+  // And every fixture loads.
+  for (const char* f : {"gpt2-tiny", "gpt2-tiny-prefixed", "gpt2-tiny-torchbin", "stories260K-hf", "llama2xs/ckpt.pt"}) {
+    std::string p = vl_test::fixture(f);
+    if (p.empty()) continue;
+    INFO(f);
+    CHECK_NOTHROW(vocablens::load_model(p));
+  }
+}
+
+TEST_CASE("generate: a full context ends as run.c's does (n_ctx + 1 tokens); a longer prompt is refused") {
+  std::string src = vl_test::fixture("stories260K/stories260K.bin");
+  if (src.empty()) return;
+  auto m = vocablens::load_model(src);
+  const int64_t n = m.config().n_ctx;  // 512
+  std::vector<int64_t> prompt(static_cast<size_t>(n - 3), 403);
+  prompt[0] = 1;
+  auto ids = m.generate_greedy(prompt, 600, -1);
+  CHECK(static_cast<int64_t>(ids.size()) == n + 1);  // run.c feeds positions 0..n-1: 4 new tokens
+  std::vector<int64_t> full(static_cast<size_t>(n), 403);
+  CHECK(m.generate_greedy(full, 10, -1).size() == static_cast<size_t>(n + 1));
+  full.push_back(403);
+  CHECK_THROWS_AS(m.generate_greedy(full, 10, -1), vocablens::UsageError);
+}
+
+TEST_CASE("corpus lens progress follows predicted tokens with max_tokens") {
+  std::string src = vl_test::fixture("stories260K/stories260K.bin");
+  if (src.empty()) return;
+  auto m = vocablens::load_model(src);
+  auto tok = vocablens::load_tokenizer_for(src, "");
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "Once upon a time, there was a little girl named Lily. She loved to play.\n";
+  std::string dir = vl_test::temp_dir("corpus");
+  vl_test::write_file(dir + "/c.txt", text);
+  vocablens::CorpusLensOptions co;
+  co.window = 64;
+  co.max_tokens = 300;
+  std::vector<std::pair<uint64_t, uint64_t>> calls;
+  co.progress = [&](uint64_t done, uint64_t total) { calls.emplace_back(done, total); };
+  auto r = vocablens::logit_lens_corpus(m, *tok, dir + "/c.txt", co);
+  REQUIRE_FALSE(calls.empty());
+  CHECK(calls.back().first == 300);
+  CHECK(calls.back().second == 300);
+  CHECK(r.predicted == 300);
+}
