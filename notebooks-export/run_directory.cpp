@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "util/regular_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/sha256.hpp"
 
@@ -99,7 +100,7 @@ void verify_result_files(const nlohmann::json& j, const std::string& dir, const 
     struct stat st {};
     if (::stat(fp.c_str(), &st) != 0)
       throw FormatError(path, "partial run directory: it lists '" + name + "', which is missing (an interrupted write?)");
-    if (!S_ISREG(st.st_mode)) throw FormatError(fp, "is not a regular file");
+    if (!S_ISREG(st.st_mode)) throw FormatError(fp, "is " + file_kind(fp) + ", not a regular file");
     const std::string why = static_cast<uint64_t>(st.st_size) != rec["bytes"].get<uint64_t>() ? "size"
                             : sha256_file_hex(fp) != rec["sha256"].get<std::string>()        ? "SHA-256"
                                                                                              : "";
