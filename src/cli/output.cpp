@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -17,6 +18,7 @@
 #include "vocablens/provenance.hpp"
 
 namespace vocablens::cli {
+namespace fs = std::filesystem;
 namespace {
 
 std::string shell_quote(const std::string& a) {
