@@ -441,9 +441,9 @@ TEST_CASE("missing or malformed vocabulary files give a one-line FormatError nam
   const std::string merges = dir + "/merges.txt", vocab = dir + "/vocab.json";
 
   // missing files
-  require_one_line_format_error([&] { BpeTokenizer::from_vocab_merges(tmp + "/nope.json", merges); }, tmp + "/nope.json", "cannot open");
-  require_one_line_format_error([&] { BpeTokenizer::from_vocab_merges(vocab, tmp + "/nope.txt"); }, tmp + "/nope.txt", "cannot open");
-  require_one_line_format_error([&] { Llama2cTokenizer::load(tmp + "/nope.bin"); }, tmp + "/nope.bin", "cannot open");
+  require_one_line_format_error([&] { BpeTokenizer::from_vocab_merges(tmp + "/nope.json", merges); }, tmp + "/nope.json", "no such file");
+  require_one_line_format_error([&] { BpeTokenizer::from_vocab_merges(vocab, tmp + "/nope.txt"); }, tmp + "/nope.txt", "no such file");
+  require_one_line_format_error([&] { Llama2cTokenizer::load(tmp + "/nope.bin"); }, tmp + "/nope.bin", "no such file");
   require_one_line_format_error([&] { BpeTokenizer::from_tokenizer_json(tmp + "/tokenizer.json"); }, tmp + "/tokenizer.json");
 
   // malformed vocab.json / merges.txt

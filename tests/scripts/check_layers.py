@@ -16,7 +16,7 @@ import sys
 LAYERS = [
     ["src/util"],                     # errors, atomic files, hashes, JSON guards: no LibTorch
     ["src/core"],                     # plain data: model config, Result
-    ["src/tokenizer", "src/checkpoint"],  # text -> ids; files -> named tensors
+    ["src/tokenizer", "src/checkpoint", "src/spm_shim"],  # text -> ids; files -> named tensors
     ["src/model"],                    # the runner: weights by role, forward, ResidualCache
     ["notebooks-export"],             # Result -> JSON, .npy, CSV, HTML report, notebook; the kinds registry
     ["analyses/linalg"],              # building blocks: streamed top-k, factored products, Gram/eigen, pinv
