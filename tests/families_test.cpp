@@ -283,3 +283,20 @@ TEST_CASE("the architecture table: one entry per family, names per role, GGUF na
     }
   }
 }
+
+TEST_CASE("every family runs inspect, generate, lens, heads, neurons and spectrum from the CLI") {
+  const std::string cli = vl_test::cli_path();
+  REQUIRE(!cli.empty());
+  for (const char* f : {"gpt_neox", "qwen2", "qwen3", "mistral", "llama3", "llama_linear", "gemma", "gemma2", "phi3", "opt"}) {
+    const std::string d = "'" + family_dir(f) + "'";
+    for (const std::string& args : {std::string("inspect ") + d, "generate " + d + " --prompt 'the cat' --steps 4",
+                                    "lens " + d + " --prompt 'the cat is on the'", "heads " + d + " --layer 1 --head 0 --kind ov --top-k 3",
+                                    "neurons " + d + " --layer 0 --top-k 3", "spectrum " + d}) {
+      std::string out;
+      const int rc = vl_test::run_command("'" + cli + "' " + args, out);
+      INFO(f << ": vocablens " << args << "\n" << out);
+      CHECK(rc == 0);
+      if (args.rfind("inspect", 0) == 0) CHECK(out.find(vocablens::architecture(vocablens::load_model(family_dir(f)).config().family).summary) != std::string::npos);
+    }
+  }
+}

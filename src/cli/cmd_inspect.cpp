@@ -1,4 +1,5 @@
-// `vocablens inspect MODEL`: family, sizes, parameter count, tied or not, dtype.
+// `vocablens inspect MODEL`: family, sizes, parameter count, tied or not, dtype, and every way the block departs
+// from a plain GPT-2 block (vocablens/arch.hpp departures_from_gpt2).
 #include <fmt/format.h>
 
 #include <memory>
@@ -6,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
+#include "vocablens/arch.hpp"
 #include "vocablens/model.hpp"
 
 namespace {
@@ -28,7 +30,9 @@ int run_inspect(const InspectOptions& o) {
                         {"positions", to_string(c.positions)},
                         {"activation", to_string(c.activation)},
                         {"gated_mlp", c.gated_mlp},      {"tied_embeddings", c.tied_embeddings},
-                        {"weight_dtype", c.weight_dtype}, {"parameters", m.parameter_count()}};
+                        {"weight_dtype", c.weight_dtype}, {"parameters", m.parameter_count()},
+                        {"family_summary", vocablens::architecture(c.family).summary},
+                        {"departures_from_gpt2", vocablens::departures_from_gpt2(c)}};
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -49,11 +53,16 @@ int run_inspect(const InspectOptions& o) {
   fmt::print("unembedding  {}\n", c.tied_embeddings ? "tied to the embedding" : "separate (untied)");
   fmt::print("dtype        {} on disk, float32 in memory\n", c.weight_dtype);
   fmt::print("parameters   {} ({:.2f} M)\n", m.parameter_count(), m.parameter_count() / 1e6);
+  fmt::print("family       {}\n", vocablens::architecture(c.family).summary);
+  const auto dep = vocablens::departures_from_gpt2(c);
+  if (dep.empty()) fmt::print("block        a plain GPT-2 block\n");
+  else fmt::print("departs from a plain GPT-2 block ({}):\n", dep.size());
+  for (const auto& d : dep) fmt::print("  - {}\n", d);
   return 0;
 }
 
 vocablens::cli::Register reg{
-    "inspect", "Show a model's family, shapes, parameter count, tied or untied unembedding, and dtype",
+    "inspect", "Show a model's family, shapes, parameter count, tied or untied unembedding, dtype, and how its block departs from GPT-2's",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<InspectOptions>();
       sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();

@@ -262,8 +262,8 @@ std::vector<std::string> departures_from_gpt2(const ModelConfig& c) {
   if (c.attn_scale != 0) d.push_back(fmt::format("attention scale {:g} instead of 1/sqrt(d_head)", c.attn_scale));
   if (c.attn_softcap != 0) d.push_back(fmt::format("attention logits soft-capped at {:g}", c.attn_softcap));
   if (c.sliding_window > 0)
-    d.push_back(c.sliding_pattern > 1 ? fmt::format("sliding window {} on layers l % {} != {} (others full)", c.sliding_window,
-                                                    c.sliding_pattern, c.sliding_pattern - 1)
+    d.push_back(c.sliding_pattern == 2 ? fmt::format("sliding window {} on even layers, full attention on odd layers", c.sliding_window)
+                : c.sliding_pattern > 2 ? fmt::format("sliding window {} except on every {}th layer", c.sliding_window, c.sliding_pattern)
                                       : fmt::format("sliding-window attention ({} positions)", c.sliding_window));
   if (c.post_attn_norm) d.push_back("norm after attention, before the residual add");
   if (c.post_mlp_norm) d.push_back("norm after the MLP, before the residual add");

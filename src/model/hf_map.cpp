@@ -32,13 +32,22 @@ class Mapper {
   }
   bool has(TensorRole r, int64_t layer = -1, const char* suffix = ".weight") const { return !find(r, layer, suffix).empty(); }
 
+  /// `full` as this file would name it: without the base prefix when the file's names lack it.
+  std::string file_style(const std::string& full) const {
+    const std::string pre = a_.hf_base_prefix ? a_.hf_base_prefix : "";
+    if (pre.empty() || full.rfind(pre, 0) != 0) return full;
+    for (const auto& kv : st_.tensors)
+      if (kv.first.rfind(pre, 0) == 0) return full;
+    return full.substr(pre.size());
+  }
+
   /// The stored tensor with exactly `shape`; FormatError naming the tensor and both shapes otherwise.
   at::Tensor get(TensorRole r, int64_t layer, const char* suffix, std::vector<int64_t> shape, bool required = true) const {
     std::string n = find(r, layer, suffix);
     if (n.empty()) {
       if (!required) return at::Tensor();
       const TensorSpec* t = find_tensor(a_, r);
-      throw FormatError(st_.source, "missing tensor '" + (t ? tensor_name(t->hf, layer) + suffix : std::string(to_string(r))) +
+      throw FormatError(st_.source, "missing tensor '" + (t ? file_style(tensor_name(t->hf, layer) + suffix) : std::string(to_string(r))) +
                                         "' (" + a_.hf_architecture + ")");
     }
     const at::Tensor& t = st_.get(n);
@@ -133,7 +142,7 @@ class Mapper {
     at::Tensor head = has(TensorRole::Output) ? get(TensorRole::Output, -1, ".weight", {V, de}) : at::Tensor();
     if (!head.defined()) {
       if (!c_.tied_embeddings)
-        throw FormatError(st_.source, "missing tensor '" + tensor_name(find_tensor(a_, TensorRole::Output)->hf) +
+        throw FormatError(st_.source, "missing tensor '" + file_style(tensor_name(find_tensor(a_, TensorRole::Output)->hf)) +
                                           ".weight' (config.json says the embeddings are not tied)");
       head = emb;
     }
