@@ -12,6 +12,8 @@ PACKAGES=(
   libeigen3-dev libspectra-dev libfmt-dev catch2 nlohmann-json3-dev libcli11-dev libpcre2-dev
   libicu-dev
   python3-numpy python3-torch
+  # llama.cpp reference (scripts/setup_llama_ref.sh): git clones the source bundle of npm node-llama-cpp
+  git
   # report and notebook tests: headless Chromium screenshots, nbformat validation, notebook execution
   chromium fonts-dejavu-core python3-pil python3-jsonschema python3-nbformat jupyter-nbconvert
   python3-nbclient python3-ipykernel python3-pandas python3-matplotlib
@@ -49,6 +51,9 @@ if ! cmp -s tests/wordpiece_crosscheck/package-lock.json build/wordpiece_crossch
   cp tests/wordpiece_crosscheck/package.json tests/wordpiece_crosscheck/package-lock.json build/wordpiece_crosscheck/
   (cd build/wordpiece_crosscheck && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
+# llama.cpp as the independent reference of tests/families_test.cpp: npm node-llama-cpp@3.22.1 +
+# @node-llama-cpp/linux-x64@3.22.1 into ~/.cache/vocablens/llama-cpp-3.22.1, and the small lcpp_logits program.
+"$(dirname "$0")/setup_llama_ref.sh"
 
 if [ "${1:-}" != "--no-build" ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
