@@ -150,7 +150,7 @@ struct LoadOptions {
 
 /// Loads a model from:
 ///  - a Hugging Face directory with config.json and model.safetensors, model.safetensors.index.json or
-///    pytorch_model.bin (GPT2LMHeadModel, LlamaForCausalLM; names with or without "transformer."/"model.";
+///    pytorch_model.bin (every family of vocablens/arch.hpp; names with or without the base prefix;
 ///    tied or explicit lm_head; causal-mask buffers ignored);
 ///  - a llama2.c checkpoint (.bin, 7-int32 header, negative vocab = untied classifier);
 ///  - a llama2.c PyTorch training checkpoint (ckpt.pt with "model" and "model_args").

@@ -83,7 +83,7 @@ struct ModelConfig {
 /// The attention window of `layer` (0 = full causal attention), from sliding_window / sliding_pattern.
 int64_t attention_window(const ModelConfig& c, int64_t layer);
 
-/// Reads a Hugging Face config.json (GPT2LMHeadModel / GPT2Model / LlamaForCausalLM / LlamaModel, and the
+/// Reads a Hugging Face config.json (every architecture of vocablens/arch.hpp, by architectures[0] or model_type, and the
 /// vocablens extension fields "vocablens_positions" etc. written by `vocablens train`).
 /// Throws FormatError(path, ...) on unreadable or malformed JSON, unknown architecture, or missing or
 /// inconsistent sizes (e.g. n_embd not divisible by n_head).
