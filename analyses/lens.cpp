@@ -61,6 +61,7 @@ LensEngine::LensEngine(const Model& m, const LensOptions& o) : m_(m), o_(o) {
   } else {
     W_ = m.W_U();
     b_ = m.weights().b_U;
+    final_softcap_ = m.config().final_softcap;  // as Model::unembed: logits = c * tanh(x W_U / c)
   }
 }
 
@@ -109,6 +110,7 @@ void LensEngine::run_normalised(const at::Tensor& normed, const std::vector<int6
     auto c0 = std::chrono::steady_clock::now();
     at::mm_out(Z, X.reshape({n * p, d}), W_);
     if (b_.defined()) Z.add_(b_);
+    if (final_softcap_ > 0) Z.div_(final_softcap_).tanh_().mul_(final_softcap_);  // the model's own last step (Gemma-2)
     auto c1 = std::chrono::steady_clock::now();
     float* zp = Z.data_ptr<float>();
     auto do_row = [&](int64_t r, const float* pf, bool write_probs) {

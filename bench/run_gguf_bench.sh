@@ -15,9 +15,9 @@ threads="${2:-2}"
 tokens="${3:-128}"
 kinds="${4:-st bf16 q8_0 q4_k}"
 work="${GGUF_BENCH_DIR:-/tmp/vocablens-gguf-bench}"
-lcpp="${LLAMA_CPP:-/work/ref/llama.cpp}"
-bins="${LLAMA_BINS:-$build/llama-ref/linux-x64/package/bins/linux-x64}"
-[ -e "$bins/libllama.so" ] || bins=/work/ref/lx/package/bins/linux-x64
+ref="${VOCABLENS_LLAMA_REF:-$HOME/.cache/vocablens/llama-cpp-3.22.1}"  # scripts/setup_llama_ref.sh
+lcpp="${LLAMA_CPP:-$ref/llama.cpp}"
+bins="${LLAMA_BINS:-$ref/bins/linux-x64}"
 tok="${TOKENIZER:-$here/../shared/fixtures/stories260K/tok512.bin}"
 nice_level="${NICE:-10}"
 mkdir -p "$work"

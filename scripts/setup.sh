@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config git
+  build-essential cmake ninja-build ccache pkg-config git  # git: scripts/setup_llama_ref.sh clones llama.cpp's source bundle
   libtorch-dev libopenblas0-openmp
   libeigen3-dev libspectra-dev libfmt-dev catch2 nlohmann-json3-dev libcli11-dev libpcre2-dev
   libicu-dev
@@ -45,16 +45,15 @@ for lib in libblas.so.3 liblapack.so.3; do
 done
 
 # Reference data and npm packages the tests compare against (the tests fail, not skip, without them).
-./scripts/setup_llama_src.sh                # llama.cpp source from npm node-llama-cpp@3.22.1 (BERT vocabulary)
+# llama.cpp (npm node-llama-cpp@3.22.1 source + @node-llama-cpp/linux-x64 prebuilt libraries, and the small
+# lcpp_logits program) into ~/.cache/vocablens/llama-cpp-3.22.1 or $VOCABLENS_LLAMA_REF: the forward, tokenizer,
+# dequantization and BERT-vocabulary reference of the tests (scripts/setup_llama_ref.sh).
+./scripts/setup_llama_ref.sh
 mkdir -p build/wordpiece_crosscheck       # transformers.js for the WordPiece cross-check
 if ! cmp -s tests/wordpiece_crosscheck/package-lock.json build/wordpiece_crosscheck/package-lock.json; then
   cp tests/wordpiece_crosscheck/package.json tests/wordpiece_crosscheck/package-lock.json build/wordpiece_crosscheck/
   (cd build/wordpiece_crosscheck && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
-# llama.cpp's prebuilt libraries (npm) for the GGUF dequantization cross-check (tests/gguf_quants_test.cpp).
-./scripts/setup_llama_ref.sh build/llama-ref
-# llama.cpp (npm node-llama-cpp@3.22.1 + @node-llama-cpp/linux-x64): the tokenizer/forward reference of the tests
-scripts/fetch_llama_ref.sh
 
 if [ "${1:-}" != "--no-build" ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release

@@ -1,8 +1,8 @@
 // tests/gguf_quants_test.cpp — our dequantization against libggml's own, bit for bit.
 //
 // The reference is the prebuilt libggml-base.so of the npm package @node-llama-cpp/linux-x64@3.22.1
-// (installed by scripts/setup_llama_ref.sh into build/llama-ref; VOCABLENS_LLAMA_BINS overrides the
-// folder). It is loaded with dlopen: ggml_quantize_chunk quantizes float data of several distributions
+// (installed by scripts/setup_llama_ref.sh into ~/.cache/vocablens/llama-cpp-3.22.1/bins/linux-x64, or
+// $VOCABLENS_LLAMA_REF/bins/linux-x64; VOCABLENS_LLAMA_BINS overrides the folder). It is loaded with dlopen: ggml_quantize_chunk quantizes float data of several distributions
 // (normal, heavy-tailed, tiny values that make fp16 scales subnormal, zeros), then libggml's
 // dequantize_row_<type> and our dequantize_row() decode the same bytes, and every float must have the
 // same bit pattern. F16 and BF16 are checked on all 65536 bit patterns. A missing library FAILS the test.
@@ -26,7 +26,9 @@ using vocablens::GgmlType;
 
 std::string bins_dir() {
   if (const char* e = std::getenv("VOCABLENS_LLAMA_BINS")) return e;
-  return std::string(VOCABLENS_BINARY_DIR) + "/llama-ref/linux-x64/package/bins/linux-x64";
+  if (const char* e = std::getenv("VOCABLENS_LLAMA_REF")) return std::string(e) + "/bins/linux-x64";
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : "/root") + "/.cache/vocablens/llama-cpp-3.22.1/bins/linux-x64";
 }
 
 struct Ggml {
@@ -49,7 +51,7 @@ struct Ggml {
 const Ggml& ggml() {
   static Ggml g;
   if (!g.handle)
-    FAIL("libggml-base.so not found in " << bins_dir() << " (run scripts/setup_llama_ref.sh, or set VOCABLENS_LLAMA_BINS): "
+    FAIL("libggml-base.so not found in " << bins_dir() << " (run scripts/setup_llama_ref.sh, or set VOCABLENS_LLAMA_REF / VOCABLENS_LLAMA_BINS): "
                                          << dlerror());
   return g;
 }

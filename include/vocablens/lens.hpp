@@ -174,6 +174,7 @@ class LensEngine {
   LensOptions o_;
   std::vector<LensLayer> layers_;
   at::Tensor W_, b_;
+  double final_softcap_ = 0.0;  ///< the model's final logit soft-cap (Gemma-2), applied after W_U; 0 = none
 };
 
 void validate_options(const Model& m, const LensOptions& o);

@@ -1,8 +1,10 @@
 // vocablens/model.hpp — the one model interface every analysis reads.
 //
-// GPT-2 family (LayerNorm, learned positions, gelu_new, MHA) and Llama family (RMSNorm, RoPE, SwiGLU,
-// GQA) are the same class; ModelConfig says which pieces are in play. Analyses never see a checkpoint
-// format or a family name.
+// Every family of vocablens/arch.hpp (GPT-2, Llama, Mistral, Qwen2/3, Gemma/Gemma-2, Phi-3, GPT-NeoX, OPT) is
+// the same class; ModelConfig's block recipe says which pieces are in play. Analyses never see a checkpoint
+// format or a family name: fused tensors arrive split into roles, Gemma's (1 + w) norm offset is folded
+// into the norm weights, OPT's project_in/out into W_E/W_U, and the final soft-cap is inside unembed(), so
+// unembed(final_norm(resid)) is exactly the model's own last step (docs/projections.md).
 //
 //   vocablens::Model model = vocablens::load_model("path/to/gpt2");     // HF dir, llama2.c .bin, ckpt.pt
 //   at::Tensor ids = at::tensor({464, 412, 733}, at::kLong);             // [T] or [B, T]
@@ -42,6 +44,9 @@ struct LayerWeights {
   at::Tensor w_in, b_in;     ///< [d_model, d_mlp], [d_mlp]   (Llama: up_proj / llama2.c w3)
   at::Tensor w_gate, b_gate; ///< [d_model, d_mlp]            (Llama: gate_proj / w1); undefined if not gated
   at::Tensor w_out, b_out;   ///< [d_mlp, d_model], [d_model] (Llama: down_proj / w2)
+  at::Tensor q_norm_w, k_norm_w;  ///< [d_head]: per-head RMSNorm of q and k (Qwen3); undefined otherwise
+  at::Tensor post_attn_norm_w;    ///< [d_model]: norm of the attention output (Gemma-2); undefined otherwise
+  at::Tensor post_mlp_norm_w;     ///< [d_model]: norm of the MLP output (Gemma-2); undefined otherwise
 };
 
 /// All weights of a model, as the checkpoint stores them: q/k rows of rotary models stay in the file's
@@ -77,6 +82,9 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
 ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
                           const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids);
 
+/// c * tanh(x / c); x itself when c <= 0 (Gemma-2's attention and final logit soft-capping).
+at::Tensor soft_cap(const at::Tensor& x, double c);
+
 /// Applies blocks [first, last) to a residual stream x [B, T, d_model] that enters block `first`, with the
 /// very operations run_forward uses (the same code), and returns the stream leaving block last - 1. Records
 /// nothing. Throws UsageError unless 0 <= first <= last <= n_layers and 1 <= T <= n_ctx. Used by the logit
@@ -103,9 +111,11 @@ class Model {
   /// generated ids. Recomputes the full prefix each step (simple, exact).
   std::vector<int64_t> generate_greedy(std::vector<int64_t> prompt, int64_t steps, int64_t stop_token = -1) const;
 
-  /// The final norm as a callable: x [..., d_model] -> normalised [..., d_model] (with scale and bias).
+  /// The final norm as a callable: x [..., d_model] -> normalised [..., d_model] (with scale and bias;
+  /// identity for models without one, e.g. OPT-350m).
   at::Tensor final_norm(const at::Tensor& x) const;
-  /// x [..., d_model] (already normalised) -> logits [..., V] = x @ W_U (+ b_U).
+  /// x [..., d_model] (already normalised) -> logits [..., V] = x @ W_U (+ b_U), then the final soft-cap
+  /// c * tanh(logits / c) when the model has one (Gemma-2; monotonic, so rankings equal those of x @ W_U).
   at::Tensor unembed(const at::Tensor& x) const;
 
   // ---- weights by role, TransformerLens shapes (views, no copies) ----
@@ -147,7 +157,7 @@ struct LoadOptions {
 
 /// Loads a model from:
 ///  - a Hugging Face directory with config.json and model.safetensors, model.safetensors.index.json or
-///    pytorch_model.bin (GPT2LMHeadModel, LlamaForCausalLM; names with or without "transformer."/"model.";
+///    pytorch_model.bin (every family of vocablens/arch.hpp; names with or without the base prefix;
 ///    tied or explicit lm_head; causal-mask buffers ignored);
 ///  - a llama2.c checkpoint (.bin, 7-int32 header, negative vocab = untied classifier);
 ///  - a llama2.c PyTorch training checkpoint (ckpt.pt with "model" and "model_args").

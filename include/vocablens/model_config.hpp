@@ -1,7 +1,9 @@
 // vocablens/model_config.hpp — what a checkpoint says about its architecture (plain data, no LibTorch).
 //
-// One struct describes both families; the runner reads only these fields, never the family name,
-// so a GPT-2 with RoPE or a Llama with LayerNorm (e.g. a model trained by `vocablens train`) runs too.
+// One struct describes every family; the runner reads only these fields, never the family name, so a GPT-2
+// with RoPE or a Llama with LayerNorm (e.g. a model trained by `vocablens train`) runs too. The families'
+// tensor names and fixed facts are in vocablens/arch.hpp; the block-recipe fields below default to a plain
+// GPT-2 / Llama block and say how a family departs from it.
 //
 //   auto cfg = vocablens::read_hf_config("gpt2/config.json");
 //   fmt::print("{} layers, d_model {}\n", cfg.n_layers, cfg.d_model);
@@ -11,7 +13,9 @@
 
 namespace vocablens {
 
-enum class Family { GPT2, Llama };
+/// The families of vocablens/arch.hpp (one table entry each). Mistral checkpoints are Llama blocks with a
+/// sliding window; they keep their own value so that `inspect` and GGUF readers can name them.
+enum class Family { GPT2, Llama, GPTNeoX, Qwen2, Qwen3, Mistral, Gemma, Gemma2, Phi3, OPT };
 enum class NormKind { LayerNorm, RMSNorm };
 /// How positions enter the model. Learned/Sinusoidal are added to the embedding; Rotary rotates q and k
 /// (Hugging Face rotate_half convention inside the runner); ALiBi biases attention scores; None: nothing.
@@ -38,7 +42,8 @@ struct ModelConfig {
   bool rope_interleaved = false;
   Activation activation = Activation::GeluNew;
   bool gated_mlp = false;     ///< SwiGLU-style: act(x W_gate) * (x W_in)
-  bool attn_bias = true;      ///< q/k/v/o projections carry biases
+  bool attn_bias = true;      ///< q/k/v projections carry biases
+  bool attn_out_bias = true;  ///< the attention output projection carries a bias (Qwen2: q/k/v yes, o no)
   bool mlp_bias = true;
   bool tied_embeddings = true;
   int64_t bos_token_id = -1;  ///< -1 when unknown
@@ -47,9 +52,38 @@ struct ModelConfig {
   /// Segment (token-type) embeddings W_seg summed with token and position embeddings; 0 = none. Set by
   /// the loader from config.json "vocablens_segments" (models of `vocablens train --segments`).
   int64_t n_segments = 0;
+
+  // ---- block recipe: how a block departs from pre-norm, sequential, plain-softmax attention ----
+  bool parallel_residual = false;  ///< x + attn(ln1(x)) + mlp(ln2(x)) (GPT-NeoX use_parallel_residual)
+  bool norm_before = true;         ///< false: post-LN, x = ln1(x + attn(x)); x = ln2(x + mlp(x)) (OPT-350m)
+  bool final_norm = true;          ///< false: no final norm (OPT with do_layer_norm_before = false)
+  /// Gemma's RMSNorm scales by (1 + w). The loader adds this offset to the stored norm weights once, so the
+  /// runner, final_norm() and analyses see the effective scale; the field records that it happened.
+  double norm_weight_offset = 0.0;
+  bool qk_norm = false;            ///< per-head RMSNorm on q and k before rotary (Qwen3), eps = norm_eps
+  bool post_attn_norm = false;     ///< norm of the attention output before the residual add (Gemma-2)
+  bool post_mlp_norm = false;      ///< norm of the MLP output before the residual add (Gemma-2)
+  double embed_scale = 1.0;        ///< token embeddings are multiplied by this (Gemma: sqrt(d_model))
+  double attn_scale = 0.0;         ///< attention score multiplier; 0 = 1/sqrt(d_head) (Gemma-2: query_pre_attn_scalar^-1/2)
+  double attn_softcap = 0.0;       ///< scores = c * tanh(scores / c) before the mask; 0 = none (Gemma-2)
+  double final_softcap = 0.0;      ///< logits = c * tanh(logits / c), inside Model::unembed; 0 = none (Gemma-2)
+  int64_t sliding_window = 0;      ///< a query sees keys at distance < window; 0 = full causal attention
+  /// 0: every layer uses sliding_window; 2: even layers slide, odd layers see everything (Gemma-2).
+  int64_t sliding_pattern = 0;
+  int64_t position_offset = 0;     ///< learned table rows before position 0 (OPT: 2); the loader drops them
+  int64_t d_embed = 0;             ///< OPT word_embed_proj_dim when != d_model (project_in/out folded into W_E/W_U)
+  int64_t rotary_dim = 0;          ///< features rotated per head (partial rotary, GPT-NeoX rotary_pct); 0 = d_head
+  enum class RopeScaling { None, Linear, Llama3 };
+  RopeScaling rope_scaling = RopeScaling::None;
+  double rope_factor = 1.0;        ///< linear and llama3: positions (frequencies) divided by this
+  double rope_low_freq_factor = 1.0, rope_high_freq_factor = 4.0;  ///< llama3
+  int64_t rope_original_context = 8192;                            ///< llama3 original_max_position_embeddings
 };
 
-/// Reads a Hugging Face config.json (GPT2LMHeadModel / GPT2Model / LlamaForCausalLM / LlamaModel, and the
+/// The attention window of `layer` (0 = full causal attention), from sliding_window / sliding_pattern.
+int64_t attention_window(const ModelConfig& c, int64_t layer);
+
+/// Reads a Hugging Face config.json (every architecture of vocablens/arch.hpp, by architectures[0] or model_type, and the
 /// vocablens extension fields "vocablens_positions" etc. written by `vocablens train`).
 /// Throws FormatError(path, ...) on unreadable or malformed JSON, unknown architecture, or missing or
 /// inconsistent sizes (e.g. n_embd not divisible by n_head).

@@ -1,4 +1,5 @@
-// `vocablens inspect MODEL`: family, sizes, parameter count, tied or not, dtype.
+// `vocablens inspect MODEL`: family, sizes, parameter count, tied or not, dtype, and every way the block departs
+// from a plain GPT-2 block (vocablens/arch.hpp departures_from_gpt2).
 #include <fmt/format.h>
 
 #include <map>
@@ -7,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
+#include "vocablens/arch.hpp"
 #include "vocablens/gguf.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/weight.hpp"
@@ -34,7 +36,8 @@ std::map<std::string, int64_t> tensor_type_counts(const vocablens::Model& m) {
   if (!m.config().tied_embeddings) add(w.W_U);
   for (const auto& L : w.layers)
     for (const at::Tensor* t : {&L.ln1_w, &L.ln1_b, &L.w_q, &L.b_q, &L.w_k, &L.b_k, &L.w_v, &L.b_v, &L.w_o, &L.b_o,
-                                &L.ln2_w, &L.ln2_b, &L.w_in, &L.b_in, &L.w_gate, &L.b_gate, &L.w_out, &L.b_out})
+                                &L.ln2_w, &L.ln2_b, &L.w_in, &L.b_in, &L.w_gate, &L.b_gate, &L.w_out, &L.b_out,
+                                &L.q_norm_w, &L.k_norm_w, &L.post_attn_norm_w, &L.post_mlp_norm_w})
       add(*t);
   return n;
 }
@@ -56,7 +59,9 @@ int run_inspect(const InspectOptions& o) {
                         {"activation", to_string(c.activation)},
                         {"gated_mlp", c.gated_mlp},      {"tied_embeddings", c.tied_embeddings},
                         {"weight_dtype", c.weight_dtype}, {"parameters", m.parameter_count()},
-                        {"tensor_types", counts}};
+                        {"tensor_types", counts},
+                        {"family_summary", vocablens::architecture(c.family).summary},
+                        {"departures_from_gpt2", vocablens::departures_from_gpt2(c)}};
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -79,11 +84,16 @@ int run_inspect(const InspectOptions& o) {
              vocablens::compute_dtype() == vocablens::ComputeDtype::BFloat16 ? "bfloat16" : "float32");
   fmt::print("tensors      {}\n", counts_text);
   fmt::print("parameters   {} ({:.2f} M)\n", m.parameter_count(), m.parameter_count() / 1e6);
+  fmt::print("family       {}\n", vocablens::architecture(c.family).summary);
+  const auto dep = vocablens::departures_from_gpt2(c);
+  if (dep.empty()) fmt::print("block        a plain GPT-2 block\n");
+  else fmt::print("departs from a plain GPT-2 block ({}):\n", dep.size());
+  for (const auto& d : dep) fmt::print("  - {}\n", d);
   return 0;
 }
 
 vocablens::cli::Register reg{
-    "inspect", "Show a model's family, shapes, parameter count, tied or untied unembedding, and dtype",
+    "inspect", "Show a model's family, shapes, parameter count, tied or untied unembedding, dtype, and how its block departs from GPT-2's",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<InspectOptions>();
       sub.add_option("MODEL", o->model, "Hugging Face directory, GGUF file, llama2.c .bin, or llama2.c ckpt.pt")->required();

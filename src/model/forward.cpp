@@ -1,8 +1,13 @@
-// The transformer forward pass shared by both families (and by the trainer, which calls it with grad).
+// The transformer forward pass shared by every family (and by the trainer, which calls it with grad).
+// One block = attention() + mlp() composed by apply_block() as ModelConfig's recipe says.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
 #include <cmath>
+#include <functional>
+#include <limits>
+
+#include "vocablens/arch.hpp"
 
 #include "model/nonfinite.hpp"
 #include "vocablens/error.hpp"
@@ -22,18 +27,41 @@ at::Tensor activation(const at::Tensor& x, Activation a) {
   return x;
 }
 
-// cos/sin tables [T, d_head/2] for rotary positions; angles in double for accuracy, stored as float.
-std::pair<at::Tensor, at::Tensor> rotary_tables(int64_t T, int64_t d_head, double theta, const at::Device& dev) {
+// Rotary inverse frequencies [rotary_dim / 2] in double: theta^(-2i / rotary_dim), then rope_scaling.
+at::Tensor rotary_inv_freq(const ModelConfig& cfg) {
+  const int64_t rd = cfg.rotary_dim > 0 ? cfg.rotary_dim : cfg.d_head;
+  auto i = at::arange(0, rd, 2, at::TensorOptions().dtype(at::kDouble));
+  auto inv_freq = at::pow(cfg.rope_theta, -i / static_cast<double>(rd));
+  if (cfg.rope_scaling == ModelConfig::RopeScaling::Linear) return inv_freq / cfg.rope_factor;
+  if (cfg.rope_scaling == ModelConfig::RopeScaling::Llama3) {
+    // Llama-3.1: long wavelengths slowed by `factor`, short ones kept, a smooth blend in between.
+    const double old_ctx = static_cast<double>(cfg.rope_original_context);
+    const double lo = cfg.rope_low_freq_factor, hi = cfg.rope_high_freq_factor, f = cfg.rope_factor;
+    auto wavelen = (2 * M_PI) / inv_freq;
+    auto smooth = (old_ctx / wavelen - lo) / (hi - lo);
+    auto blended = (1 - smooth) * inv_freq / f + smooth * inv_freq;
+    auto out = at::where(wavelen > old_ctx / lo, inv_freq / f, inv_freq);
+    auto medium = (wavelen <= old_ctx / lo).logical_and(wavelen >= old_ctx / hi);
+    return at::where(medium, blended, out);
+  }
+  return inv_freq;
+}
+
+// cos/sin tables [T, rotary_dim/2]; angles in double for accuracy, stored as float.
+std::pair<at::Tensor, at::Tensor> rotary_tables(const ModelConfig& cfg, int64_t T, const at::Device& dev) {
   auto pos = at::arange(T, at::TensorOptions().dtype(at::kDouble));
-  auto i = at::arange(0, d_head, 2, at::TensorOptions().dtype(at::kDouble));
-  auto inv_freq = at::pow(theta, -i / static_cast<double>(d_head));
-  auto ang = at::outer(pos, inv_freq);
+  auto ang = at::outer(pos, rotary_inv_freq(cfg));
   return {at::cos(ang).to(at::kFloat).to(dev), at::sin(ang).to(at::kFloat).to(dev)};
 }
 
-// x: [B, H, T, d_head]. Rotates feature pairs by position-dependent angles.
+// x: [B, H, T, d_head]. Rotates feature pairs of the first 2 * cos.size(-1) features by position-dependent
+// angles; the rest pass unchanged (partial rotary, GPT-NeoX).
 at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool interleaved) {
-  const int64_t dh = x.size(-1);
+  const int64_t dh = x.size(-1), rd = 2 * cos.size(-1);
+  if (rd < dh) {
+    auto rot = apply_rotary(x.narrow(-1, 0, rd), cos, sin, interleaved);
+    return at::cat({rot, x.narrow(-1, rd, dh - rd)}, -1);
+  }
   if (interleaved) {
     // pairs (2i, 2i+1), as llama2.c's run.c and Meta's reference code.
     auto xs = x.reshape({x.size(0), x.size(1), x.size(2), dh / 2, 2});
@@ -116,19 +144,25 @@ namespace detail {
 at::Tensor segment_embedding(const ModelWeights& w, const at::Tensor& segment_ids, int64_t B, int64_t T);  // segments.cpp
 }
 
+at::Tensor soft_cap(const at::Tensor& x, double c) { return c > 0 ? at::tanh(x / c) * c : x; }
+
 namespace {
 
-// What every block of one forward pass shares: position tables, the causal mask and the score scale.
+// What every block of one forward pass shares: position tables, the masks and the score scale.
 struct BlockContext {
   at::Tensor cos, sin, alibi, causal;
+  at::Tensor windowed;  ///< causal mask plus keys at distance >= sliding_window; undefined if no layer slides
   double scale = 1.0;
+  const at::Tensor& mask(const ModelConfig& cfg, int64_t layer) const {
+    return windowed.defined() && attention_window(cfg, layer) > 0 ? windowed : causal;
+  }
 };
 
 BlockContext block_context(const ModelConfig& cfg, int64_t T, const at::Device& dev) {
   using namespace detail;
   BlockContext c;
   const int64_t H = cfg.n_heads;
-  if (cfg.positions == PositionKind::Rotary) std::tie(c.cos, c.sin) = rotary_tables(T, cfg.d_head, cfg.rope_theta, dev);
+  if (cfg.positions == PositionKind::Rotary) std::tie(c.cos, c.sin) = rotary_tables(cfg, T, dev);
   if (cfg.positions == PositionKind::ALiBi) {
     auto slopes = alibi_slopes(H);
     auto dist = (at::arange(T).unsqueeze(0) - at::arange(T).unsqueeze(1)).to(at::kFloat);  // k - q (<= 0 below diag)
@@ -136,25 +170,24 @@ BlockContext block_context(const ModelConfig& cfg, int64_t T, const at::Device& 
     c.alibi = sl * dist.unsqueeze(0);  // [H, T, T]
   }
   c.causal = at::ones({T, T}, at::TensorOptions().dtype(at::kBool)).triu(1);
-  c.scale = 1.0 / std::sqrt(static_cast<double>(cfg.d_head));
+  if (cfg.sliding_window > 0 && cfg.sliding_window < T)  // query q sees keys k with q - window < k <= q
+    c.windowed = c.causal.logical_or(at::ones({T, T}, at::TensorOptions().dtype(at::kBool)).tril(-cfg.sliding_window));
+  c.scale = cfg.attn_scale > 0 ? cfg.attn_scale : 1.0 / std::sqrt(static_cast<double>(cfg.d_head));
   return c;
 }
 
-// One transformer block on x [B, T, d]; records the block's activations into `cache` when it is given.
-at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& x,
-                       int64_t l, ResidualCache* cache, const CacheSpec* spec) {
+// Attention of one block on its (normalised) input h [B, T, d] -> the output projection [B, T, d].
+at::Tensor attention(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& h, int64_t l,
+                     at::Tensor* pattern_out) {
   using namespace detail;
-  const int64_t B = x.size(0), T = x.size(1), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
-  auto record = [&](bool wanted, const char* hook, const at::Tensor& t) {
-    if (cache && wanted) cache->set(ResidualCache::key(hook, l), t);
-  };
-  const bool keep = cache && spec && spec->wants_layer(l);
-  record(keep && spec->resid_pre, "resid_pre", x);
-
-  at::Tensor h = apply_norm(x, cfg.norm, cfg.norm_eps, L.ln1_w, L.ln1_b);
-  at::Tensor q = proj(h, L.w_q, L.b_q).view({B, T, H, dh}).transpose(1, 2);
-  at::Tensor k = proj(h, L.w_k, L.b_k).view({B, T, Hkv, dh}).transpose(1, 2);
+  const int64_t B = h.size(0), T = h.size(1), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
+  at::Tensor q = proj(h, L.w_q, L.b_q).view({B, T, H, dh});
+  at::Tensor k = proj(h, L.w_k, L.b_k).view({B, T, Hkv, dh});
   at::Tensor v = proj(h, L.w_v, L.b_v).view({B, T, Hkv, dh}).transpose(1, 2);
+  if (L.q_norm_w.defined()) q = apply_norm(q, NormKind::RMSNorm, cfg.norm_eps, L.q_norm_w, at::Tensor());  // Qwen3, per head
+  if (L.k_norm_w.defined()) k = apply_norm(k, NormKind::RMSNorm, cfg.norm_eps, L.k_norm_w, at::Tensor());
+  q = q.transpose(1, 2);
+  k = k.transpose(1, 2);
   if (ctx.cos.defined()) {
     q = apply_rotary(q, ctx.cos, ctx.sin, cfg.rope_interleaved);
     k = apply_rotary(k, ctx.cos, ctx.sin, cfg.rope_interleaved);
@@ -164,23 +197,58 @@ at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const Bloc
     v = v.repeat_interleave(H / Hkv, 1);
   }
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * ctx.scale;  // [B, H, T, T]
+  scores = soft_cap(scores, cfg.attn_softcap);                         // Gemma-2, before the mask
   if (ctx.alibi.defined()) scores = scores + ctx.alibi;
-  scores = scores.masked_fill(ctx.causal, -std::numeric_limits<float>::infinity());
+  scores = scores.masked_fill(ctx.mask(cfg, l), -std::numeric_limits<float>::infinity());
   at::Tensor pattern = at::softmax(scores, -1);
-  record(keep && spec->pattern, "pattern", pattern);
+  if (pattern_out) *pattern_out = pattern;
   at::Tensor z = at::matmul(pattern, v).transpose(1, 2).reshape({B, T, H * dh});
-  at::Tensor attn_out = proj(z, L.w_o, L.b_o);
+  return proj(z, L.w_o, L.b_o);
+}
+
+// The MLP of one block on its (normalised) input: plain act(x W_in) or gated act(x W_gate) * (x W_in).
+at::Tensor mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& h) {
+  using namespace detail;
+  at::Tensor pre = proj(h, L.w_in, L.b_in);
+  at::Tensor act = L.w_gate.defined() ? activation(proj(h, L.w_gate, L.b_gate), cfg.activation) * pre
+                                      : activation(pre, cfg.activation);
+  return proj(act, L.w_out, L.b_out);
+}
+
+at::Tensor norm1(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& x) {
+  return apply_norm(x, cfg.norm, cfg.norm_eps, L.ln1_w, L.ln1_b);
+}
+at::Tensor norm2(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& x) {
+  return apply_norm(x, cfg.norm, cfg.norm_eps, L.ln2_w, L.ln2_b);
+}
+
+// One transformer block on x [B, T, d]; records the block's activations into `cache` when it is given.
+// The recipe (ModelConfig): pre-norm (default) or post-norm, sequential or parallel residual, optional
+// norms of the attention and MLP outputs before their residual adds.
+at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& x,
+                       int64_t l, ResidualCache* cache, const CacheSpec* spec) {
+  auto record = [&](bool wanted, const char* hook, const at::Tensor& t) {
+    if (cache && wanted) cache->set(ResidualCache::key(hook, l), t);
+  };
+  const bool keep = cache && spec && spec->wants_layer(l);
+  record(keep && spec->resid_pre, "resid_pre", x);
+
+  at::Tensor pattern;
+  at::Tensor attn_out = attention(cfg, L, ctx, cfg.norm_before ? norm1(cfg, L, x) : x, l, keep && spec->pattern ? &pattern : nullptr);
+  if (L.post_attn_norm_w.defined()) attn_out = apply_norm(attn_out, cfg.norm, cfg.norm_eps, L.post_attn_norm_w, at::Tensor());
+  record(keep && spec->pattern, "pattern", pattern);
   record(keep && spec->attn_out, "attn_out", attn_out);
-  at::Tensor mid = x + attn_out;
+
+  at::Tensor mid = x + attn_out;  // parallel residual: x + attn_out too (the MLP reads x, not mid)
+  if (!cfg.norm_before) mid = norm1(cfg, L, mid);
   record(keep && spec->resid_mid, "resid_mid", mid);
 
-  at::Tensor h2 = apply_norm(mid, cfg.norm, cfg.norm_eps, L.ln2_w, L.ln2_b);
-  at::Tensor pre = proj(h2, L.w_in, L.b_in);
-  at::Tensor act = L.w_gate.defined() ? activation(proj(h2, L.w_gate, L.b_gate), cfg.activation) * pre
-                                      : activation(pre, cfg.activation);
-  at::Tensor mlp_out = proj(act, L.w_out, L.b_out);
+  const at::Tensor& mlp_in_stream = cfg.parallel_residual ? x : mid;
+  at::Tensor mlp_out = mlp(cfg, L, cfg.norm_before ? norm2(cfg, L, mlp_in_stream) : mlp_in_stream);
+  if (L.post_mlp_norm_w.defined()) mlp_out = apply_norm(mlp_out, cfg.norm, cfg.norm_eps, L.post_mlp_norm_w, at::Tensor());
   record(keep && spec->mlp_out, "mlp_out", mlp_out);
   at::Tensor out = mid + mlp_out;
+  if (!cfg.norm_before) out = norm2(cfg, L, out);
   record(keep && spec->resid_post, "resid_post", out);
   return out;
 }
@@ -231,6 +299,7 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
 
   at::Tensor x = (w.W_E.scalar_type() == at::kFloat ? w.W_E.index_select(0, ids.view(-1)) : weight_rows(w.W_E, ids.view(-1)))
                      .view({B, T, d});
+  if (cfg.embed_scale != 1.0) x = x * cfg.embed_scale;  // Gemma: sqrt(d_model), in float32 as Hugging Face does
   if (cfg.positions == PositionKind::Learned) x = x + materialize_weight(w.W_pos.narrow(0, 0, T));
   else if (cfg.positions == PositionKind::Sinusoidal) x = x + sinusoidal_table(T, d);
   if (w.W_seg.defined() || segment_ids.defined()) x = x + detail::segment_embedding(w, segment_ids, B, T);
@@ -244,10 +313,10 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
     x = next;
   }
   if (spec.final_norm || compute_logits) {
-    at::Tensor fin = apply_norm(x, cfg.norm, cfg.norm_eps, w.lnf_w, w.lnf_b);
+    at::Tensor fin = cfg.final_norm ? apply_norm(x, cfg.norm, cfg.norm_eps, w.lnf_w, w.lnf_b) : x;
     if (check) check = check_activation_finite(fin, "final_norm", " (the last block's output was finite)");
     if (spec.final_norm) cache.set("final_norm", fin);
-    if (compute_logits) out.logits = proj(fin, w.W_U, w.b_U);
+    if (compute_logits) out.logits = soft_cap(proj(fin, w.W_U, w.b_U), cfg.final_softcap);
     if (check && compute_logits) check_activation_finite(out.logits, "logits", " (final_norm was finite)");
   }
   return out;

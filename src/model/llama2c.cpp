@@ -31,7 +31,7 @@ ModelConfig llama2c_config(int64_t dim, int64_t hidden, int64_t layers, int64_t 
   c.rope_theta = 10000.0;
   c.activation = Activation::SiLU;
   c.gated_mlp = true;
-  c.attn_bias = c.mlp_bias = false;
+  c.attn_bias = c.attn_out_bias = c.mlp_bias = false;
   c.tied_embeddings = shared;
   c.bos_token_id = 1;
   c.eos_token_id = 2;

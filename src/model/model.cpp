@@ -49,7 +49,7 @@ std::vector<int64_t> Model::generate_greedy(std::vector<int64_t> tokens, int64_t
 }
 
 at::Tensor Model::final_norm(const at::Tensor& x) const {
-  return apply_norm(x, cfg_.norm, cfg_.norm_eps, w_.lnf_w, w_.lnf_b);
+  return cfg_.final_norm ? apply_norm(x, cfg_.norm, cfg_.norm_eps, w_.lnf_w, w_.lnf_b) : x;
 }
 
 at::Tensor Model::unembed(const at::Tensor& x) const {
@@ -57,7 +57,7 @@ at::Tensor Model::unembed(const at::Tensor& x) const {
   auto y = weight_matmul(x2.scalar_type() == at::kFloat ? x2 : x2.to(at::kFloat), w_.W_U, w_.b_U);
   auto sizes = x.sizes().vec();
   sizes.back() = w_.W_U.size(1);
-  return y.view(sizes);
+  return soft_cap(y.view(sizes), cfg_.final_softcap);
 }
 
 // [d_model, n*d_head] -> [n, d_model, d_head]
@@ -109,7 +109,8 @@ int64_t Model::parameter_count() const {
   add(w_.b_U);
   for (const auto& L : w_.layers)
     for (const at::Tensor* t : {&L.ln1_w, &L.ln1_b, &L.w_q, &L.b_q, &L.w_k, &L.b_k, &L.w_v, &L.b_v, &L.w_o, &L.b_o,
-                                &L.ln2_w, &L.ln2_b, &L.w_in, &L.b_in, &L.w_gate, &L.b_gate, &L.w_out, &L.b_out})
+                                &L.ln2_w, &L.ln2_b, &L.w_in, &L.b_in, &L.w_gate, &L.b_gate, &L.w_out, &L.b_out,
+                                &L.q_norm_w, &L.k_norm_w, &L.post_attn_norm_w, &L.post_mlp_norm_w})
       add(*t);
   return n;
 }

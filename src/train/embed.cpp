@@ -10,6 +10,7 @@
 #include "train/safetensors_writer.hpp"
 #include "train/trainer.hpp"
 #include "util/json_depth.hpp"
+#include "vocablens/arch.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/npy.hpp"
@@ -60,6 +61,11 @@ at::Tensor expect(const TensorStore& st, const std::string& name, std::vector<in
 
 }  // namespace
 
+// The EmbedLM's embedding and unembedding carry GPT-2's names (from the architecture table, no base prefix).
+static std::string embed_name() { return hf_tensor_name(architecture(Family::GPT2), TensorRole::TokenEmbd, -1, ".weight", false); }
+static std::string head_name() { return hf_tensor_name(architecture(Family::GPT2), TensorRole::Output, -1, ".weight", false); }
+static std::string head_bias_name() { return hf_tensor_name(architecture(Family::GPT2), TensorRole::Output, -1, ".bias", false); }
+
 EmbedLM load_embed_lm(const std::string& dir) {
   nlohmann::json j = read_config(dir);
   if (model_type(j) != "vocablens-embed-lm")
@@ -68,9 +74,9 @@ EmbedLM load_embed_lm(const std::string& dir) {
   TensorStore st = read_safetensors(dir + "/model.safetensors");
   EmbedLM m;
   m.tied = j.value("tie_word_embeddings", true);
-  m.E = expect(st, "wte.weight", {V, d});
-  m.W = m.tied ? m.E.t() : expect(st, "lm_head.weight", {V, d}).t();
-  m.b = expect(st, "lm_head.bias", {V});
+  m.E = expect(st, embed_name(), {V, d});
+  m.W = m.tied ? m.E.t() : expect(st, head_name(), {V, d}).t();
+  m.b = expect(st, head_bias_name(), {V});
   return m;
 }
 
@@ -118,18 +124,18 @@ class EmbedLMTrainable final : public Trainable {
   EmbedLMTrainable(const TrainOptions& o, const TokenStream& s, int64_t vocab) : o_(o), s_(s), V_(vocab) {
     if (o.d_model < 1) throw UsageError("d_model must be positive");
     std::mt19937_64 rng(o.seed);
-    params["wte.weight"] = normal_tensor({V_, o.d_model}, 0.02, rng).requires_grad_(true);
-    if (!o.tied) params["lm_head.weight"] = normal_tensor({V_, o.d_model}, 0.02, rng).requires_grad_(true);
-    params["lm_head.bias"] = at::zeros({V_}, at::TensorOptions().dtype(at::kFloat)).requires_grad_(true);
+    params[embed_name()] = normal_tensor({V_, o.d_model}, 0.02, rng).requires_grad_(true);
+    if (!o.tied) params[head_name()] = normal_tensor({V_, o.d_model}, 0.02, rng).requires_grad_(true);
+    params[head_bias_name()] = at::zeros({V_}, at::TensorOptions().dtype(at::kFloat)).requires_grad_(true);
     starts_ = window_starts(s, o.n_ctx);
   }
 
   EmbedLM model() const {
     EmbedLM m;
     m.tied = o_.tied;
-    m.E = params.at("wte.weight");
-    m.W = o_.tied ? m.E.t() : params.at("lm_head.weight").t();
-    m.b = params.at("lm_head.bias");
+    m.E = params.at(embed_name());
+    m.W = o_.tied ? m.E.t() : params.at(head_name()).t();
+    m.b = params.at(head_bias_name());
     return m;
   }
 

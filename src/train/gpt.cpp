@@ -3,8 +3,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/hf_map.hpp"
 #include "train/safetensors_writer.hpp"
 #include "train/trainer.hpp"
+#include "vocablens/arch.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
 
@@ -41,41 +43,17 @@ ModelConfig gpt_config(const TrainOptions& o, int64_t vocab) {
 }
 
 ModelWeights gpt_weights_from_named(const ModelConfig& c, const std::map<std::string, at::Tensor>& named) {
-  auto get = [&](const std::string& n) -> const at::Tensor& {
-    auto it = named.find(n);
-    if (it == named.end()) throw UsageError("GPT parameters: missing '" + n + "'");
-    return it->second;
-  };
-  const int64_t d = c.d_model;
+  // The same mapping as loading a GPT-2 directory (the architecture table's names, model/hf_map.cpp): views of
+  // the named parameters, so gradients flow back to them.
+  TensorStore st;
+  st.source = "GPT parameters";
+  st.tensors = named;
   ModelWeights w;
-  w.W_E = get("wte.weight");
-  if (c.positions == PositionKind::Learned) w.W_pos = get("wpe.weight");
-  w.lnf_w = get("ln_f.weight");
-  w.lnf_b = get("ln_f.bias");
-  for (int64_t i = 0; i < c.n_layers; ++i) {
-    const std::string p = "h." + std::to_string(i) + ".";
-    LayerWeights L;
-    L.ln1_w = get(p + "ln_1.weight");
-    L.ln1_b = get(p + "ln_1.bias");
-    const at::Tensor& qkv = get(p + "attn.c_attn.weight");
-    const at::Tensor& qkv_b = get(p + "attn.c_attn.bias");
-    L.w_q = qkv.narrow(1, 0, d);
-    L.w_k = qkv.narrow(1, d, d);
-    L.w_v = qkv.narrow(1, 2 * d, d);
-    L.b_q = qkv_b.narrow(0, 0, d);
-    L.b_k = qkv_b.narrow(0, d, d);
-    L.b_v = qkv_b.narrow(0, 2 * d, d);
-    L.w_o = get(p + "attn.c_proj.weight");
-    L.b_o = get(p + "attn.c_proj.bias");
-    L.ln2_w = get(p + "ln_2.weight");
-    L.ln2_b = get(p + "ln_2.bias");
-    L.w_in = get(p + "mlp.c_fc.weight");
-    L.b_in = get(p + "mlp.c_fc.bias");
-    L.w_out = get(p + "mlp.c_proj.weight");
-    L.b_out = get(p + "mlp.c_proj.bias");
-    w.layers.push_back(std::move(L));
+  try {
+    w = detail::map_hf_weights(st, c, "the GPT configuration");
+  } catch (const FormatError& e) {
+    throw UsageError(e.what());
   }
-  w.W_U = c.tied_embeddings ? w.W_E.t() : get("lm_head.weight").t();
   if (named.count("token_type_embeddings.weight")) w.W_seg = named.at("token_type_embeddings.weight");
   return w;
 }
@@ -90,26 +68,28 @@ GptParameters init_gpt_parameters(const ModelConfig& c, uint64_t seed) {
   GptParameters P;
   auto& n = P.named;
   // Drawn in a fixed order (not the map's): the weights depend only on the seed and the shapes.
-  n["wte.weight"] = normal_tensor({V, d}, std, rng);
-  if (c.positions == PositionKind::Learned) n["wpe.weight"] = normal_tensor({c.n_ctx, d}, 0.01, rng);
+  // Names from the architecture table (GPT-2 entry, without the "transformer." base prefix, as before).
+  const ArchSpec& a = architecture(Family::GPT2);
+  auto name = [&](TensorRole r, int64_t layer, const char* suffix) { return hf_tensor_name(a, r, layer, suffix, false); };
+  n[name(TensorRole::TokenEmbd, -1, ".weight")] = normal_tensor({V, d}, std, rng);
+  if (c.positions == PositionKind::Learned) n[name(TensorRole::PosEmbd, -1, ".weight")] = normal_tensor({c.n_ctx, d}, 0.01, rng);
   for (int64_t i = 0; i < c.n_layers; ++i) {
-    const std::string p = "h." + std::to_string(i) + ".";
-    n[p + "ln_1.weight"] = ones({d});
-    n[p + "ln_1.bias"] = zeros({d});
-    n[p + "attn.c_attn.weight"] = normal_tensor({d, 3 * d}, std, rng);
-    n[p + "attn.c_attn.bias"] = zeros({3 * d});
-    n[p + "attn.c_proj.weight"] = normal_tensor({d, d}, resid_std, rng);
-    n[p + "attn.c_proj.bias"] = zeros({d});
-    n[p + "ln_2.weight"] = ones({d});
-    n[p + "ln_2.bias"] = zeros({d});
-    n[p + "mlp.c_fc.weight"] = normal_tensor({d, m}, std, rng);
-    n[p + "mlp.c_fc.bias"] = zeros({m});
-    n[p + "mlp.c_proj.weight"] = normal_tensor({m, d}, resid_std, rng);
-    n[p + "mlp.c_proj.bias"] = zeros({d});
+    n[name(TensorRole::AttnNorm, i, ".weight")] = ones({d});
+    n[name(TensorRole::AttnNorm, i, ".bias")] = zeros({d});
+    n[name(TensorRole::AttnQKV, i, ".weight")] = normal_tensor({d, 3 * d}, std, rng);
+    n[name(TensorRole::AttnQKV, i, ".bias")] = zeros({3 * d});
+    n[name(TensorRole::AttnOut, i, ".weight")] = normal_tensor({d, d}, resid_std, rng);
+    n[name(TensorRole::AttnOut, i, ".bias")] = zeros({d});
+    n[name(TensorRole::FfnNorm, i, ".weight")] = ones({d});
+    n[name(TensorRole::FfnNorm, i, ".bias")] = zeros({d});
+    n[name(TensorRole::FfnUp, i, ".weight")] = normal_tensor({d, m}, std, rng);
+    n[name(TensorRole::FfnUp, i, ".bias")] = zeros({m});
+    n[name(TensorRole::FfnDown, i, ".weight")] = normal_tensor({m, d}, resid_std, rng);
+    n[name(TensorRole::FfnDown, i, ".bias")] = zeros({d});
   }
-  n["ln_f.weight"] = ones({d});
-  n["ln_f.bias"] = zeros({d});
-  if (!c.tied_embeddings) n["lm_head.weight"] = normal_tensor({V, d}, std, rng);
+  n[name(TensorRole::OutputNorm, -1, ".weight")] = ones({d});
+  n[name(TensorRole::OutputNorm, -1, ".bias")] = zeros({d});
+  if (!c.tied_embeddings) n[name(TensorRole::Output, -1, ".weight")] = normal_tensor({V, d}, std, rng);
   for (auto& kv : n) kv.second.requires_grad_(true);
   P.weights = gpt_weights_from_named(c, n);
   return P;

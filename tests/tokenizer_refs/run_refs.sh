@@ -5,7 +5,7 @@
 #   run_refs.sh TOKENIZE_IDS_EXE SOURCE_DIR WORK_DIR [FAMILY ...]
 #
 # Needs (installed by scripts/setup.sh; a missing one FAILS the test, it is never skipped):
-#   llama.cpp reference in $VOCABLENS_LLAMA_REF (default ~/.cache/vocablens/llama-cpp-3.22.1; scripts/fetch_llama_ref.sh),
+#   llama.cpp reference in $VOCABLENS_LLAMA_REF (default ~/.cache/vocablens/llama-cpp-3.22.1; scripts/setup_llama_ref.sh),
 #   node + npm (transformers.js is installed from this folder's package-lock.json into WORK_DIR), a C++ compiler,
 #   python3 with numpy (Debian python3-numpy) and python3-sentencepiece.
 # Writes WORK_DIR/results.json (every count) and prints a table. Exit 0 only when every required agreement holds.
@@ -20,7 +20,7 @@ fail() { echo "!!!!!!!! tokenizer_refs FAILED: $* !!!!!!!!"; exit 1; }
 ref=${VOCABLENS_LLAMA_REF:-$HOME/.cache/vocablens/llama-cpp-3.22.1}
 lsrc="$ref/llama.cpp" bins="$ref/bins/linux-x64"
 [ -f "$lsrc/include/llama.h" ] && [ -f "$bins/libllama.so" ] ||
-  fail "llama.cpp reference missing in $ref (run scripts/fetch_llama_ref.sh, or scripts/setup.sh; or set VOCABLENS_LLAMA_REF)"
+  fail "llama.cpp reference missing in $ref (run scripts/setup_llama_ref.sh, or scripts/setup.sh; or set VOCABLENS_LLAMA_REF)"
 command -v node >/dev/null && command -v npm >/dev/null || fail "node/npm not found (scripts/setup.sh installs them)"
 py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3
 $py -c "import numpy, sentencepiece" 2>/dev/null || fail "$py lacks numpy or sentencepiece (Debian python3-numpy python3-sentencepiece)"

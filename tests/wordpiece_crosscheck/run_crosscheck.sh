@@ -5,8 +5,9 @@
 #
 # Exit 0: 0 mismatching documents on every corpus and every llama.cpp test vector. Exit 1 otherwise, and
 # also when a reference is missing: node, the npm packages (scripts/setup.sh installs them into
-# build/wordpiece_crosscheck/), or llama.cpp's BERT vocabulary (scripts/setup.sh unpacks llama.cpp from npm
-# node-llama-cpp@3.22.1; or point VOCABLENS_LLAMA_CPP at a llama.cpp source tree). Nothing is skipped.
+# build/wordpiece_crosscheck/), or llama.cpp's BERT vocabulary (scripts/setup_llama_ref.sh unpacks llama.cpp from npm
+# node-llama-cpp@3.22.1 into $VOCABLENS_LLAMA_REF or ~/.cache/vocablens/llama-cpp-3.22.1; or point VOCABLENS_LLAMA_CPP
+# at a llama.cpp source tree). Nothing is skipped.
 set -u
 exe=$1 src=$2 work=$3
 here="$src/tests/wordpiece_crosscheck"
@@ -18,10 +19,10 @@ py=/usr/bin/python3
 
 # llama.cpp's BERT vocabulary (bert-base-uncased, as BAAI/bge-small-en-v1.5 ships it) and its gguf-py reader.
 llama=""
-for d in "${VOCABLENS_LLAMA_CPP:-}" "$(dirname "$work")/llama-ref/llama.cpp" "$src/build/llama-ref/llama.cpp"; do
+for d in "${VOCABLENS_LLAMA_CPP:-}" "${VOCABLENS_LLAMA_REF:-$HOME/.cache/vocablens/llama-cpp-3.22.1}/llama.cpp"; do
   if [ -n "$d" ] && [ -f "$d/models/ggml-vocab-bert-bge.gguf" ] && [ -d "$d/gguf-py" ]; then llama=$d; break; fi
 done
-[ -n "$llama" ] || fail "llama.cpp source not found (models/ggml-vocab-bert-bge.gguf): run scripts/setup.sh or set VOCABLENS_LLAMA_CPP"
+[ -n "$llama" ] || fail "llama.cpp source not found (models/ggml-vocab-bert-bge.gguf): run scripts/setup_llama_ref.sh (setup.sh does) or set VOCABLENS_LLAMA_REF / VOCABLENS_LLAMA_CPP"
 
 # npm packages: from the committed lock file into the build directory; reinstalled when the lock file changed.
 mkdir -p "$work"

@@ -5,8 +5,9 @@
 # libs of @node-llama-cpp/linux-x64@3.22.1. See README.md for what each file is and how it was checked.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-lcpp=${LLAMA_CPP:-/work/ref/llama.cpp}
-bins=${LLAMA_BINS:-/work/ref/lx/package/bins/linux-x64}
+ref=${VOCABLENS_LLAMA_REF:-$HOME/.cache/vocablens/llama-cpp-3.22.1}  # scripts/setup_llama_ref.sh
+lcpp=${LLAMA_CPP:-$ref/llama.cpp}
+bins=${LLAMA_BINS:-$ref/bins/linux-x64}
 fix=${FIXTURES:-$here/../../../../shared/fixtures}
 stub=${STUB:-/work/shared/tools/llama-cpp/stub}
 work=$(mktemp -d)

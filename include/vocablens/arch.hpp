@@ -1,0 +1,111 @@
+// vocablens/arch.hpp — the architecture table: every family's tensor names and fixed block recipe, in one place.
+//
+// Modelled on llama.cpp's llama-arch: one entry per family (Hugging Face `architectures[0]`), listing each
+// weight by role with its Hugging Face name AND its llama.cpp GGUF name, and how the stored tensor is laid
+// out (fused q|k|v, fused gate|up, Conv1D or nn.Linear orientation). The loaders (HF directories here, GGUF
+// files elsewhere) map a checkpoint through this table; the runner reads only ModelConfig; analyses read only
+// Model's roles. A new family is one entry in src/core/arch.cpp plus its config reader and its tests.
+//
+//   const vocablens::ArchSpec* a = vocablens::find_architecture("Qwen3ForCausalLM");
+//   for (const auto& t : a->tensors)                          // roles of block 3, both namings
+//     if (t.per_layer) fmt::print("{} {} {}\n", to_string(t.role), vocablens::tensor_name(t.hf, 3),
+//                                 t.gguf ? vocablens::tensor_name(t.gguf, 3) : "-");
+//   // -> attn_q model.layers.3.self_attn.q_proj blk.3.attn_q   (".weight" / ".bias" are appended by the caller)
+//
+// Names are patterns: "{L}" stands for the layer index; no ".weight"/".bias" suffix. Hugging Face names are the
+// ones the *ForCausalLM class saves (e.g. "gpt_neox.layers.{L}...", "lm_head"); checkpoints saved from the bare
+// base model lack `hf_base_prefix` and are accepted too. Plain data, no LibTorch.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vocablens/model_config.hpp"
+
+namespace vocablens {
+
+/// What a stored tensor is for. Model-level roles first, then per-block ones (llama.cpp's LLM_TENSOR_*).
+enum class TensorRole {
+  TokenEmbd,    ///< token embedding W_E (GGUF token_embd)
+  PosEmbd,      ///< learned position table W_pos (position_embd)
+  OutputNorm,   ///< final norm (output_norm)
+  Output,       ///< unembedding / lm_head (output); absent when tied
+  ProjectIn,    ///< OPT project_in: word_embed_proj_dim -> d_model (folded into W_E by the loader)
+  ProjectOut,   ///< OPT project_out: d_model -> word_embed_proj_dim (folded into W_U by the loader)
+  AttnNorm,     ///< norm before attention (attn_norm); after it for post-LN (OPT do_layer_norm_before=false)
+  AttnQ, AttnK, AttnV,
+  AttnQKV,      ///< fused q|k|v (attn_qkv)
+  AttnOut,      ///< attention output projection (attn_output)
+  AttnQNorm, AttnKNorm,  ///< per-head norms on q and k (Qwen3)
+  AttnPostNorm, ///< norm on the attention output before the residual add (Gemma-2 post_attention_norm)
+  FfnNorm,      ///< norm before the MLP (ffn_norm)
+  FfnGate, FfnUp, FfnDown,
+  FfnGateUp,    ///< fused gate|up (Phi-3; llama.cpp keeps it fused as ffn_up of 2 * d_mlp rows)
+  FfnPostNorm,  ///< norm on the MLP output before the residual add (Gemma-2 post_ffw_norm)
+};
+
+/// How the stored tensor is laid out (Hugging Face side; GGUF stores every matrix as [out, in] = nn.Linear).
+enum class TensorLayout {
+  Vector,           ///< [n] norm scale or bias
+  Embedding,        ///< [rows, d]: one row per token / position
+  Linear,           ///< nn.Linear weight [out, in]; its transpose is the "x @ W" matrix
+  Conv1D,           ///< GPT-2 Conv1D [in, out]: already "x @ W"
+  FusedQKV,         ///< nn.Linear rows [q: H*dh | k: Hkv*dh | v: Hkv*dh] (Phi-3 qkv_proj)
+  FusedQKVConv1D,   ///< Conv1D columns [q | k | v] (GPT-2 c_attn)
+  FusedQKVPerHead,  ///< nn.Linear rows grouped per head [h0: q k v | h1: q k v | ...] (GPT-NeoX query_key_value)
+  FusedGateUp,      ///< nn.Linear rows [gate: d_mlp | up: d_mlp] (Phi-3 gate_up_proj)
+};
+
+enum class BiasKind { None, Optional, Required };
+
+struct TensorSpec {
+  TensorRole role;
+  const char* hf;        ///< Hugging Face name pattern, e.g. "model.layers.{L}.self_attn.q_proj"
+  const char* gguf;      ///< llama.cpp GGUF name pattern, e.g. "blk.{L}.attn_q"; nullptr: none
+  TensorLayout layout;   ///< Hugging Face layout
+  BiasKind bias;         ///< whether "<name>.bias" exists (Optional: the config decides, e.g. attention_bias)
+  bool required;         ///< false: the tensor may be absent (lm_head of tied models, OPT project_in/out)
+  bool per_layer;        ///< true: the pattern contains "{L}"
+};
+
+/// One family. Fixed facts of its block live here; sizes and switches read from config.json live in
+/// ModelConfig (see read_hf_config).
+struct ArchSpec {
+  Family family;
+  const char* hf_architecture;       ///< "GPTNeoXForCausalLM": the value of config.json architectures[0]
+  std::vector<std::string> aliases;  ///< other accepted architectures[0] values and model_type values
+  const char* gguf_architecture;     ///< llama.cpp's general.architecture ("gptneox"); nullptr: not in llama.cpp
+  const char* hf_base_prefix;        ///< prefix of the base model's names ("gpt_neox."), optional in files
+  std::vector<TensorSpec> tensors;
+  // ---- how llama.cpp's convert_hf_to_gguf.py changes tensors (for GGUF readers) ----
+  bool gguf_qk_interleaved;    ///< q/k rows permuted to interleaved rotary pairs (LLAMA rope type "norm")
+  bool gguf_norm_plus_one;     ///< norm weights stored as (1 + w) (Gemma)
+  const char* summary;         ///< one line for `vocablens inspect` and error messages
+};
+
+/// Every supported family, in the order they are listed to users.
+const std::vector<ArchSpec>& architectures();
+/// The entry whose hf_architecture or alias equals `name` (architectures[0] or model_type); nullptr if none.
+const ArchSpec* find_architecture(const std::string& name);
+/// The entry for llama.cpp's general.architecture value (e.g. "qwen2"); nullptr if none. GGUF "llama" files
+/// of Mistral models map to the Llama entry.
+const ArchSpec* find_gguf_architecture(const std::string& gguf_arch);
+/// The entry of a family (every Family value has one).
+const ArchSpec& architecture(Family f);
+/// "GPT2LMHeadModel, LlamaForCausalLM, ...": the list printed when an architecture is refused.
+std::string supported_architectures();
+/// The entry's tensor of role `r`; nullptr if the family has none.
+const TensorSpec* find_tensor(const ArchSpec& a, TensorRole r);
+/// `pattern` with "{L}" replaced by `layer`.
+std::string tensor_name(const char* pattern, int64_t layer = -1);
+/// The Hugging Face name of role `r` of family `a` in block `layer` with `suffix` (".weight", ".bias"), without
+/// the base prefix when `base_prefix` is false ("h.0.ln_1.weight" rather than "transformer.h.0.ln_1.weight").
+/// Throws std::logic_error if the family has no such role.
+std::string hf_tensor_name(const ArchSpec& a, TensorRole r, int64_t layer, const char* suffix, bool base_prefix = true);
+const char* to_string(TensorRole r);
+
+/// Every way `c`'s block departs from a plain GPT-2 block (pre-LayerNorm, learned positions, gelu_new MLP,
+/// biased MHA, sequential residual, tied unembedding), one short phrase each, for `vocablens inspect`.
+std::vector<std::string> departures_from_gpt2(const ModelConfig& c);
+
+}  // namespace vocablens

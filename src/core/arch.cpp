@@ -1,0 +1,278 @@
+// The architecture table (see vocablens/arch.hpp): every family's tensor names, HF and GGUF, by role.
+#include "vocablens/arch.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace vocablens {
+namespace {
+
+using R = TensorRole;
+using Lay = TensorLayout;
+constexpr BiasKind kNo = BiasKind::None, kOpt = BiasKind::Optional, kReq = BiasKind::Required;
+
+TensorSpec model_t(R r, const char* hf, const char* gguf, Lay l, BiasKind b, bool required) {
+  return {r, hf, gguf, l, b, required, false};
+}
+TensorSpec layer_t(R r, const char* hf, const char* gguf, Lay l, BiasKind b) { return {r, hf, gguf, l, b, true, true}; }
+
+// The Llama block's names, shared by Llama, Mistral, Qwen2, Qwen3, Gemma (their departures are in the recipe).
+std::vector<TensorSpec> llama_like(BiasKind qkv_bias, BiasKind o_bias, bool lm_head) {
+  std::vector<TensorSpec> t = {
+      model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
+      model_t(R::OutputNorm, "model.norm", "output_norm", Lay::Vector, kNo, true),
+      layer_t(R::AttnNorm, "model.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kNo),
+      layer_t(R::AttnQ, "model.layers.{L}.self_attn.q_proj", "blk.{L}.attn_q", Lay::Linear, qkv_bias),
+      layer_t(R::AttnK, "model.layers.{L}.self_attn.k_proj", "blk.{L}.attn_k", Lay::Linear, qkv_bias),
+      layer_t(R::AttnV, "model.layers.{L}.self_attn.v_proj", "blk.{L}.attn_v", Lay::Linear, qkv_bias),
+      layer_t(R::AttnOut, "model.layers.{L}.self_attn.o_proj", "blk.{L}.attn_output", Lay::Linear, o_bias),
+      layer_t(R::FfnNorm, "model.layers.{L}.post_attention_layernorm", "blk.{L}.ffn_norm", Lay::Vector, kNo),
+      layer_t(R::FfnGate, "model.layers.{L}.mlp.gate_proj", "blk.{L}.ffn_gate", Lay::Linear, kOpt),
+      layer_t(R::FfnUp, "model.layers.{L}.mlp.up_proj", "blk.{L}.ffn_up", Lay::Linear, kOpt),
+      layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kOpt),
+  };
+  if (lm_head) t.push_back(model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false));
+  return t;
+}
+
+std::vector<ArchSpec> build_table() {
+  std::vector<ArchSpec> a;
+  a.push_back({Family::GPT2, "GPT2LMHeadModel", {"GPT2Model", "gpt2"}, "gpt2", "transformer.",
+               {
+                   model_t(R::TokenEmbd, "transformer.wte", "token_embd", Lay::Embedding, kNo, true),
+                   model_t(R::PosEmbd, "transformer.wpe", "position_embd", Lay::Embedding, kNo, false),
+                   model_t(R::OutputNorm, "transformer.ln_f", "output_norm", Lay::Vector, kReq, true),
+                   model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
+                   layer_t(R::AttnNorm, "transformer.h.{L}.ln_1", "blk.{L}.attn_norm", Lay::Vector, kReq),
+                   layer_t(R::AttnQKV, "transformer.h.{L}.attn.c_attn", "blk.{L}.attn_qkv", Lay::FusedQKVConv1D, kReq),
+                   layer_t(R::AttnOut, "transformer.h.{L}.attn.c_proj", "blk.{L}.attn_output", Lay::Conv1D, kReq),
+                   layer_t(R::FfnNorm, "transformer.h.{L}.ln_2", "blk.{L}.ffn_norm", Lay::Vector, kReq),
+                   layer_t(R::FfnUp, "transformer.h.{L}.mlp.c_fc", "blk.{L}.ffn_up", Lay::Conv1D, kReq),
+                   layer_t(R::FfnDown, "transformer.h.{L}.mlp.c_proj", "blk.{L}.ffn_down", Lay::Conv1D, kReq),
+               },
+               false, false, "GPT-2: pre-LayerNorm, learned positions, gelu_new MLP, fused Conv1D c_attn"});
+  a.push_back({Family::Llama, "LlamaForCausalLM", {"LlamaModel", "llama"}, "llama", "model.",
+               llama_like(kOpt, kOpt, true), true, false,
+               "Llama: RMSNorm, rotary positions (rope_theta, rope_scaling linear/llama3), SwiGLU, grouped-query attention"});
+  a.push_back({Family::Mistral, "MistralForCausalLM", {"MistralModel", "mistral"}, "llama", "model.",
+               llama_like(kNo, kNo, true), true, false, "Mistral: a Llama block with sliding-window attention"});
+  a.push_back({Family::Qwen2, "Qwen2ForCausalLM", {"Qwen2Model", "qwen2"}, "qwen2", "model.",
+               llama_like(kReq, kNo, true), false, false, "Qwen2: a Llama block with q/k/v biases"});
+  {
+    auto t = llama_like(kOpt, kOpt, true);
+    t.push_back(layer_t(R::AttnQNorm, "model.layers.{L}.self_attn.q_norm", "blk.{L}.attn_q_norm", Lay::Vector, kNo));
+    t.push_back(layer_t(R::AttnKNorm, "model.layers.{L}.self_attn.k_norm", "blk.{L}.attn_k_norm", Lay::Vector, kNo));
+    a.push_back({Family::Qwen3, "Qwen3ForCausalLM", {"Qwen3Model", "qwen3"}, "qwen3", "model.", std::move(t), false, false,
+                 "Qwen3: a Llama block with per-head RMSNorm on q and k"});
+  }
+  a.push_back({Family::Gemma, "GemmaForCausalLM", {"GemmaModel", "gemma"}, "gemma", "model.",
+               llama_like(kOpt, kOpt, true), false, true,
+               "Gemma: RMSNorm (1 + w), embeddings x sqrt(d_model), GeGLU (tanh GELU), independent head_dim"});
+  {
+    std::vector<TensorSpec> t = {
+        model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
+        model_t(R::OutputNorm, "model.norm", "output_norm", Lay::Vector, kNo, true),
+        model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
+        layer_t(R::AttnNorm, "model.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kNo),
+        layer_t(R::AttnQ, "model.layers.{L}.self_attn.q_proj", "blk.{L}.attn_q", Lay::Linear, kOpt),
+        layer_t(R::AttnK, "model.layers.{L}.self_attn.k_proj", "blk.{L}.attn_k", Lay::Linear, kOpt),
+        layer_t(R::AttnV, "model.layers.{L}.self_attn.v_proj", "blk.{L}.attn_v", Lay::Linear, kOpt),
+        layer_t(R::AttnOut, "model.layers.{L}.self_attn.o_proj", "blk.{L}.attn_output", Lay::Linear, kOpt),
+        layer_t(R::AttnPostNorm, "model.layers.{L}.post_attention_layernorm", "blk.{L}.post_attention_norm", Lay::Vector, kNo),
+        layer_t(R::FfnNorm, "model.layers.{L}.pre_feedforward_layernorm", "blk.{L}.ffn_norm", Lay::Vector, kNo),
+        layer_t(R::FfnGate, "model.layers.{L}.mlp.gate_proj", "blk.{L}.ffn_gate", Lay::Linear, kNo),
+        layer_t(R::FfnUp, "model.layers.{L}.mlp.up_proj", "blk.{L}.ffn_up", Lay::Linear, kNo),
+        layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kNo),
+        layer_t(R::FfnPostNorm, "model.layers.{L}.post_feedforward_layernorm", "blk.{L}.post_ffw_norm", Lay::Vector, kNo),
+    };
+    a.push_back({Family::Gemma2, "Gemma2ForCausalLM", {"Gemma2Model", "gemma2"}, "gemma2", "model.", std::move(t), false,
+                 true,
+                 "Gemma-2: Gemma plus norms after attention and MLP, logit soft-capping, alternating sliding windows"});
+  }
+  a.push_back({Family::Phi3, "Phi3ForCausalLM", {"Phi3Model", "phi3"}, "phi3", "model.",
+               {
+                   model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
+                   model_t(R::OutputNorm, "model.norm", "output_norm", Lay::Vector, kNo, true),
+                   model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
+                   layer_t(R::AttnNorm, "model.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kNo),
+                   layer_t(R::AttnQKV, "model.layers.{L}.self_attn.qkv_proj", "blk.{L}.attn_qkv", Lay::FusedQKV, kNo),
+                   layer_t(R::AttnOut, "model.layers.{L}.self_attn.o_proj", "blk.{L}.attn_output", Lay::Linear, kNo),
+                   layer_t(R::FfnNorm, "model.layers.{L}.post_attention_layernorm", "blk.{L}.ffn_norm", Lay::Vector, kNo),
+                   layer_t(R::FfnGateUp, "model.layers.{L}.mlp.gate_up_proj", "blk.{L}.ffn_up", Lay::FusedGateUp, kNo),
+                   layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kNo),
+               },
+               false, false, "Phi-3: a Llama block with fused qkv_proj and gate_up_proj"});
+  a.push_back({Family::GPTNeoX, "GPTNeoXForCausalLM", {"GPTNeoXModel", "gpt_neox"}, "gptneox", "gpt_neox.",
+               {
+                   model_t(R::TokenEmbd, "gpt_neox.embed_in", "token_embd", Lay::Embedding, kNo, true),
+                   model_t(R::OutputNorm, "gpt_neox.final_layer_norm", "output_norm", Lay::Vector, kReq, true),
+                   model_t(R::Output, "embed_out", "output", Lay::Linear, kNo, false),
+                   layer_t(R::AttnNorm, "gpt_neox.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+                   layer_t(R::AttnQKV, "gpt_neox.layers.{L}.attention.query_key_value", "blk.{L}.attn_qkv",
+                           Lay::FusedQKVPerHead, kOpt),
+                   layer_t(R::AttnOut, "gpt_neox.layers.{L}.attention.dense", "blk.{L}.attn_output", Lay::Linear, kOpt),
+                   layer_t(R::FfnNorm, "gpt_neox.layers.{L}.post_attention_layernorm", "blk.{L}.ffn_norm", Lay::Vector, kReq),
+                   layer_t(R::FfnUp, "gpt_neox.layers.{L}.mlp.dense_h_to_4h", "blk.{L}.ffn_up", Lay::Linear, kReq),
+                   layer_t(R::FfnDown, "gpt_neox.layers.{L}.mlp.dense_4h_to_h", "blk.{L}.ffn_down", Lay::Linear, kReq),
+               },
+               false, false,
+               "GPT-NeoX (Pythia): parallel residual, partial rotary (rotary_pct), LayerNorm, fused per-head query_key_value"});
+  a.push_back({Family::OPT, "OPTForCausalLM", {"OPTModel", "opt"}, nullptr, "model.",
+               {
+                   model_t(R::TokenEmbd, "model.decoder.embed_tokens", nullptr, Lay::Embedding, kNo, true),
+                   model_t(R::PosEmbd, "model.decoder.embed_positions", nullptr, Lay::Embedding, kNo, true),
+                   model_t(R::OutputNorm, "model.decoder.final_layer_norm", nullptr, Lay::Vector, kReq, false),
+                   model_t(R::Output, "lm_head", nullptr, Lay::Linear, kNo, false),
+                   model_t(R::ProjectIn, "model.decoder.project_in", nullptr, Lay::Linear, kNo, false),
+                   model_t(R::ProjectOut, "model.decoder.project_out", nullptr, Lay::Linear, kNo, false),
+                   layer_t(R::AttnNorm, "model.decoder.layers.{L}.self_attn_layer_norm", nullptr, Lay::Vector, kReq),
+                   layer_t(R::AttnQ, "model.decoder.layers.{L}.self_attn.q_proj", nullptr, Lay::Linear, kOpt),
+                   layer_t(R::AttnK, "model.decoder.layers.{L}.self_attn.k_proj", nullptr, Lay::Linear, kOpt),
+                   layer_t(R::AttnV, "model.decoder.layers.{L}.self_attn.v_proj", nullptr, Lay::Linear, kOpt),
+                   layer_t(R::AttnOut, "model.decoder.layers.{L}.self_attn.out_proj", nullptr, Lay::Linear, kOpt),
+                   layer_t(R::FfnNorm, "model.decoder.layers.{L}.final_layer_norm", nullptr, Lay::Vector, kReq),
+                   layer_t(R::FfnUp, "model.decoder.layers.{L}.fc1", nullptr, Lay::Linear, kOpt),
+                   layer_t(R::FfnDown, "model.decoder.layers.{L}.fc2", nullptr, Lay::Linear, kOpt),
+               },
+               false, false, "OPT: learned positions offset by 2, ReLU MLP, do_layer_norm_before, project_in/out"});
+  return a;
+}
+
+}  // namespace
+
+const std::vector<ArchSpec>& architectures() {
+  static const std::vector<ArchSpec> table = build_table();
+  return table;
+}
+
+const ArchSpec* find_architecture(const std::string& name) {
+  for (const auto& a : architectures()) {
+    if (name == a.hf_architecture) return &a;
+    for (const auto& al : a.aliases)
+      if (name == al) return &a;
+  }
+  return nullptr;
+}
+
+const ArchSpec* find_gguf_architecture(const std::string& gguf_arch) {
+  for (const auto& a : architectures())
+    if (a.gguf_architecture && gguf_arch == a.gguf_architecture) return &a;  // first: "llama" -> Llama, not Mistral
+  return nullptr;
+}
+
+const ArchSpec& architecture(Family f) {
+  for (const auto& a : architectures())
+    if (a.family == f) return a;
+  return architectures().front();  // unreachable: every Family has an entry (tests/arch_core_test.cpp)
+}
+
+std::string supported_architectures() {
+  std::string s;
+  for (const auto& a : architectures()) s += (s.empty() ? "" : ", ") + std::string(a.hf_architecture);
+  return s;
+}
+
+const TensorSpec* find_tensor(const ArchSpec& a, TensorRole r) {
+  for (const auto& t : a.tensors)
+    if (t.role == r) return &t;
+  return nullptr;
+}
+
+std::string tensor_name(const char* pattern, int64_t layer) {
+  std::string s = pattern ? pattern : "";
+  auto at = s.find("{L}");
+  if (at != std::string::npos) s.replace(at, 3, std::to_string(layer));
+  return s;
+}
+
+std::string hf_tensor_name(const ArchSpec& a, TensorRole r, int64_t layer, const char* suffix, bool base_prefix) {
+  const TensorSpec* t = find_tensor(a, r);
+  if (!t) throw std::logic_error(std::string(a.hf_architecture) + " has no tensor of role " + to_string(r));
+  std::string n = tensor_name(t->hf, layer) + suffix;
+  const std::string pre = a.hf_base_prefix ? a.hf_base_prefix : "";
+  if (!base_prefix && !pre.empty() && n.rfind(pre, 0) == 0) n = n.substr(pre.size());
+  return n;
+}
+
+const char* to_string(TensorRole r) {
+  switch (r) {
+    case R::TokenEmbd: return "token_embd";
+    case R::PosEmbd: return "position_embd";
+    case R::OutputNorm: return "output_norm";
+    case R::Output: return "output";
+    case R::ProjectIn: return "project_in";
+    case R::ProjectOut: return "project_out";
+    case R::AttnNorm: return "attn_norm";
+    case R::AttnQ: return "attn_q";
+    case R::AttnK: return "attn_k";
+    case R::AttnV: return "attn_v";
+    case R::AttnQKV: return "attn_qkv";
+    case R::AttnOut: return "attn_output";
+    case R::AttnQNorm: return "attn_q_norm";
+    case R::AttnKNorm: return "attn_k_norm";
+    case R::AttnPostNorm: return "attn_post_norm";
+    case R::FfnNorm: return "ffn_norm";
+    case R::FfnGate: return "ffn_gate";
+    case R::FfnUp: return "ffn_up";
+    case R::FfnDown: return "ffn_down";
+    case R::FfnGateUp: return "ffn_gate_up";
+    case R::FfnPostNorm: return "ffn_post_norm";
+  }
+  return "?";
+}
+
+int64_t attention_window(const ModelConfig& c, int64_t layer) {
+  if (c.sliding_window <= 0) return 0;
+  if (c.sliding_pattern > 1) return layer % c.sliding_pattern < c.sliding_pattern - 1 ? c.sliding_window : 0;
+  return c.sliding_window;
+}
+
+std::vector<std::string> departures_from_gpt2(const ModelConfig& c) {
+  std::vector<std::string> d;
+  if (c.norm == NormKind::RMSNorm) d.push_back("RMSNorm instead of LayerNorm");
+  if (c.norm_weight_offset != 0) d.push_back(fmt::format("norm scale ({:g} + w)", c.norm_weight_offset));
+  if (!c.norm_before) d.push_back("post-LN: norms after the residual adds");
+  if (!c.final_norm) d.push_back("no final norm");
+  if (c.parallel_residual) d.push_back("parallel residual: x + attn(ln1(x)) + mlp(ln2(x))");
+  if (c.positions == PositionKind::Rotary) {
+    std::string r = fmt::format("rotary positions (theta {:g}, {}", c.rope_theta, c.rope_interleaved ? "interleaved pairs" : "rotate_half");
+    if (c.rotary_dim > 0 && c.rotary_dim != c.d_head) r += fmt::format(", partial: {} of {} features", c.rotary_dim, c.d_head);
+    if (c.rope_scaling == ModelConfig::RopeScaling::Linear) r += fmt::format(", linear scaling x{:g}", c.rope_factor);
+    if (c.rope_scaling == ModelConfig::RopeScaling::Llama3)
+      r += fmt::format(", llama3 scaling x{:g} (low {:g}, high {:g}, original context {})", c.rope_factor, c.rope_low_freq_factor,
+                       c.rope_high_freq_factor, c.rope_original_context);
+    d.push_back(r + ") instead of learned positions");
+  } else if (c.positions != PositionKind::Learned) {
+    d.push_back(std::string(to_string(c.positions)) + " positions instead of learned ones");
+  }
+  if (c.position_offset != 0) d.push_back(fmt::format("learned position table offset by {}", c.position_offset));
+  if (c.d_embed > 0 && c.d_embed != c.d_model)
+    d.push_back(fmt::format("embeddings of width {} projected in/out (folded into W_E and W_U)", c.d_embed));
+  if (c.embed_scale != 1.0) d.push_back(fmt::format("embeddings multiplied by {:g}", c.embed_scale));
+  if (c.n_kv_heads != c.n_heads)
+    d.push_back(fmt::format("grouped-query attention ({} query heads share {} key/value heads)", c.n_heads, c.n_kv_heads));
+  if (c.n_heads * c.d_head != c.d_model)
+    d.push_back(fmt::format("head_dim {} independent of d_model / n_heads = {}", c.d_head, c.d_model / c.n_heads));
+  if (!c.attn_bias && !c.attn_out_bias) d.push_back("no attention biases");
+  else if (!c.attn_out_bias) d.push_back("q/k/v biases but no output-projection bias");
+  else if (!c.attn_bias) d.push_back("output-projection bias but no q/k/v biases");
+  if (c.qk_norm) d.push_back("per-head RMSNorm on q and k");
+  if (c.attn_scale != 0) d.push_back(fmt::format("attention scale {:g} instead of 1/sqrt(d_head)", c.attn_scale));
+  if (c.attn_softcap != 0) d.push_back(fmt::format("attention logits soft-capped at {:g}", c.attn_softcap));
+  if (c.sliding_window > 0)
+    d.push_back(c.sliding_pattern == 2 ? fmt::format("sliding window {} on even layers, full attention on odd layers", c.sliding_window)
+                : c.sliding_pattern > 2 ? fmt::format("sliding window {} except on every {}th layer", c.sliding_window, c.sliding_pattern)
+                                      : fmt::format("sliding-window attention ({} positions)", c.sliding_window));
+  if (c.post_attn_norm) d.push_back("norm after attention, before the residual add");
+  if (c.post_mlp_norm) d.push_back("norm after the MLP, before the residual add");
+  if (c.gated_mlp) d.push_back(fmt::format("gated MLP: {}(x W_gate) * (x W_in)", to_string(c.activation)));
+  else if (c.activation != Activation::GeluNew) d.push_back(fmt::format("{} MLP instead of gelu_new", to_string(c.activation)));
+  if (!c.mlp_bias) d.push_back("no MLP biases");
+  if (!c.tied_embeddings) d.push_back("separate (untied) unembedding");
+  if (c.final_softcap != 0) d.push_back(fmt::format("final logits soft-capped at {:g}", c.final_softcap));
+  return d;
+}
+
+}  // namespace vocablens
