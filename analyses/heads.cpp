@@ -2,6 +2,7 @@
 #include "vocablens/heads.hpp"
 
 #include <algorithm>
+#include <iostream>
 #include <cctype>
 #include <cmath>
 #include <limits>
@@ -9,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "vocablens/error.hpp"
+#include "vocablens/nonfinite.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
 
@@ -93,6 +95,9 @@ HeadsAnalysis analyze_heads(const Model& m, const HeadsOptions& o, const Tokeniz
     if (t < 0 || t >= a.vocab_size)
       throw UsageError(fmt::format("token id {} is out of range [0, {})", t, a.vocab_size));
 
+  // Every circuit reads through E (or E+) and W_U: a NaN there leaves no head defined (issue #16).
+  require_finite(m.W_E(), "W_E", "every head's vocabulary-space circuit passes through it");
+  require_finite(m.W_U(), "W_U", "every head's vocabulary-space circuit passes through it");
   at::Tensor R;
   if (o.inverse == InverseKind::Pinv) {
     Pinv p = embedding_pinv(m, o.pinv);
@@ -130,6 +135,18 @@ HeadsAnalysis analyze_heads(const Model& m, const HeadsOptions& o, const Tokeniz
         c.head = h;
         c.kind = kind;
         FactoredMatrix f = head_vocab_circuit(m, R, l, h, kind);
+        if (!all_finite(f.A) || !all_finite(f.B)) {
+          // Issue #16: a NaN in this head's weights (loaded under --allow-nonfinite). Its circuit has no top
+          // pairs and no spectrum: empty lists and NaN scores (JSON null); the other heads are exact.
+          const std::string name = "layer " + std::to_string(l) + " head " + std::to_string(h) + " " +
+                                   (kind == CircuitKind::OV ? "OV" : "QK") + " circuit";
+          if (nonfinite_policy() == NonFinitePolicy::Refuse)
+            require_finite(all_finite(f.A) ? f.B : f.A, name, "its top pairs and spectrum are undefined");
+          std::cerr << "vocablens: warning: the " << name << " holds non-finite values: no top pairs, NaN scores\n";
+          c.copying_score = c.weight_copying_score = std::numeric_limits<double>::quiet_NaN();
+          a.circuits.push_back(std::move(c));
+          continue;
+        }
         c.top = topk_stream(f.A, f.B, so, &c.stats);
         if (!o.source_tokens.empty()) c.per_token = topk_rows(f.A, f.B, per);
         if (o.spectra) {

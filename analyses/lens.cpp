@@ -250,7 +250,7 @@ LensResult logit_lens(const Model& m, const std::vector<int64_t>& ids, const Len
         const double lp = static_cast<double>(st.z_target[a]) - lse;
         r.target_logprob[a] = static_cast<float>(lp);
         r.target_prob[a] = static_cast<float>(std::exp(lp));
-        r.target_rank[a] = 1 + st.target_greater[a];
+        r.target_rank[a] = st.target_greater[a] < 0 ? -1 : 1 + st.target_greater[a];  // -1: a NaN row has no rank
       } else {
         r.target_logprob[a] = kNaN;
         r.target_prob[a] = kNaN;
@@ -313,7 +313,8 @@ Result LensResult::to_result(const Tokenizer* tok, const std::string& prompt) co
                            {"target_prob", num_or_null(target_prob[at(li, T - 1)])}};
     nlohmann::json top = nlohmann::json::array();
     for (int64_t j = 0; j < k; ++j)
-      top.push_back({{"id", top_id(li, T - 1, j)}, {"token", token_string(tok, top_id(li, T - 1, j))},
+      if (top_id(li, T - 1, j) >= 0)  // a NaN row (--allow-nonfinite) has no top tokens: []
+        top.push_back({{"id", top_id(li, T - 1, j)}, {"token", token_string(tok, top_id(li, T - 1, j))},
                      {"prob", top_prob(li, T - 1, j)}});
     last["top"] = top;
     per_layer.push_back({{"layer", L.label},

@@ -3,6 +3,7 @@
 // entropy and top-1 accuracy over every predicted token. Memory is bounded by the chunk and window size.
 #include <cerrno>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <fstream>
 
@@ -101,7 +102,9 @@ CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const s
         ce[static_cast<size_t>(li)] += st.lse[a] - static_cast<double>(st.z_next[a]);
         kl[static_cast<size_t>(li)] += st.kl(li, t);
         ent[static_cast<size_t>(li)] += st.entropy[a];
-        top1[static_cast<size_t>(li)] += st.top_ids[a] == next ? 1.0 : 0.0;
+        // A NaN row (a NaN logit under --allow-nonfinite) has no top-1: the accuracy becomes NaN, not lower.
+        top1[static_cast<size_t>(li)] += std::isnan(st.lse[a]) ? std::numeric_limits<double>::quiet_NaN()
+                                                               : (st.top_ids[a] == next ? 1.0 : 0.0);
       }
       r.bytes += static_cast<uint64_t>(token_len[static_cast<size_t>(next)]);
     }

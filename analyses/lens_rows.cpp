@@ -230,6 +230,25 @@ void row_stats(float* z, int64_t V, const RowRequest& q, RowOut& o, bool scalar)
     pass_a_scalar(z, 0, V, zt, q.pf, top, mx, greater, dot);
     pass_b_scalar(z, 0, V, mx, s, s1);
   }
+  if (std::isnan(s1) || !std::isfinite(mx) || !std::isfinite(s)) {
+    // Issue #16: a NaN or infinite logit (possible only under --allow-nonfinite) makes every statistic of the
+    // row NaN. The passes skip NaN in comparisons (max, top-k, rank) and the AVX2 exp maps it to a finite
+    // value, so without this the row showed a plausible top-1, rank 1 and a finite cross-entropy.
+    o.max = kNaN;
+    o.lse = o.entropy = o.dot_pf = std::numeric_limits<double>::quiet_NaN();
+    o.z_target = zt;
+    o.z_next = q.next >= 0 ? z[q.next] : kNaN;
+    o.target_greater = -1;  // no rank
+    for (int64_t j = 0; j < q.k; ++j) {
+      o.top_vals[j] = kNaN;
+      o.top_ids[j] = -1;
+    }
+    o.top_n = 0;
+    o.nonfinite = true;
+    if (q.write_probs)
+      for (int64_t i = 0; i < V; ++i) z[i] = kNaN;
+    return;
+  }
   const double lse = static_cast<double>(mx) + std::log(s);
   o.max = mx;
   o.lse = lse;

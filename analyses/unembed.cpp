@@ -3,6 +3,7 @@
 
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/nonfinite.hpp"
 
 namespace vocablens {
 
@@ -42,7 +43,22 @@ std::vector<std::vector<TopkEntry>> project_topk(const at::Tensor& X, const at::
     throw UsageError("project_topk: P must be [d, V] with d = " + std::to_string(X.size(1)));
   TopkStreamOptions o = base;
   o.k = k;
-  return topk_rows(X.to(at::kFloat), P.to(at::kFloat), o);
+  at::Tensor Xf = X.to(at::kFloat), Pf = P.to(at::kFloat);
+  // Issue #16 (--allow-nonfinite): a NaN in the unembedding makes every row's ranking undefined; a NaN row
+  // of X (one neuron's vector, one position's hidden state) has no top tokens: its list is empty (JSON []),
+  // the other rows are exact.
+  require_finite(Pf, "the projection matrix [d, V]", "every token ranking through it is undefined");
+  at::Tensor bad_rows = at::logical_not(at::isfinite(Xf)).any(1);
+  if (!bad_rows.any().item<bool>()) return topk_rows(Xf, Pf, o);
+  Xf = Xf.masked_fill(bad_rows.unsqueeze(1), 0.0f);
+  auto r = topk_rows(Xf, Pf, o);
+  const bool* bad = bad_rows.contiguous().data_ptr<bool>();
+  const std::vector<int64_t> rows = o.rows ? *o.rows : std::vector<int64_t>();
+  for (size_t q = 0; q < r.size(); ++q) {
+    const int64_t i = o.rows ? rows[q] : static_cast<int64_t>(q);
+    if (bad[i]) r[q].clear();
+  }
+  return r;
 }
 
 }  // namespace vocablens

@@ -209,3 +209,24 @@ TEST_CASE("knn --out interrupted at any moment leaves only complete files", "[in
   }
   fs::remove_all(ref);
 }
+
+TEST_CASE("SIGINT during train: exit 130 after a checkpoint at the next step, and --resume continues", "[interrupt]") {
+  // Issue #16: an interrupted `train` died mid-step and left a directory that neither resumed nor said why.
+  std::string dir = vl_test::temp_dir("interrupt-train") + "/run";
+  Child c = start({"train", "--synthetic", "--synthetic-lines", "2000", "--vocab-size", "300", "--d-model", "32",
+                   "--steps", "200", "--out", dir});
+  REQUIRE(c.read_until("step 40/", 120));
+  REQUIRE(::kill(c.pid, SIGINT) == 0);
+  int rc = c.wait();
+  INFO("stderr: " << c.err);
+  CHECK(rc == 130);
+  CHECK(c.err.find("checkpoint saved in") != std::string::npos);
+  REQUIRE(fs::exists(dir + "/checkpoint/state.json"));
+  auto state = nlohmann::json::parse(vl_test::read_file(dir + "/checkpoint/state.json"));
+  CHECK(state["step"].get<int>() >= 40);
+  CHECK_FALSE(any_temp_file(dir));
+  std::string out;
+  CHECK(vl_test::run_command(vl_test::cli_path() + " train -q --resume --out " + dir, out) == 0);
+  CHECK(fs::exists(dir + "/train_log.json"));
+  fs::remove_all(fs::path(dir).parent_path());
+}

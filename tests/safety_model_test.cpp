@@ -4,12 +4,18 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
 #include "fixtures.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/heads.hpp"
+#include "vocablens/lens.hpp"
 #include "vocablens/lens_corpus.hpp"
+#include "vocablens/neurons.hpp"
+#include "vocablens/spectrum.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/nonfinite.hpp"
 #include "vocablens/tokenizer.hpp"
@@ -267,4 +273,129 @@ TEST_CASE("corpus lens progress follows predicted tokens with max_tokens") {
   CHECK(calls.back().first == 300);
   CHECK(calls.back().second == 300);
   CHECK(r.predicted == 300);
+}
+
+// ---- --allow-nonfinite across the analyses: NaN stays NaN, never a plausible number -----------------------
+// Before: a NaN in one embedding row gave every lens cell a top-1 token at "<1%", a finite mean cross-entropy
+// and rank 1 for a NaN target (the row passes skip NaN in comparisons and the AVX2 exp maps it to a finite
+// value); a spectrum of W_E died with "internal error: TridiagEigen"; one NaN neuron stopped `neurons`.
+
+namespace {
+vocablens::Model poisoned(const vocablens::Model& m, const std::function<void(vocablens::ModelWeights&)>& f) {
+  vocablens::ModelWeights w = m.weights();
+  f(w);
+  return vocablens::Model(m.config(), w, "poisoned");
+}
+// NaN at E[5, 3] (tied: token 5's logit is NaN everywhere).
+vocablens::Model nan_in_embedding(const vocablens::Model& m) {
+  return poisoned(m, [](vocablens::ModelWeights& w) {
+    w.W_E = w.W_E.clone();
+    w.W_E[5][3] = std::numeric_limits<float>::quiet_NaN();
+    w.W_U = w.W_E.t();
+  });
+}
+// NaN at layer 1's w_out[7, 2]: neuron 7's value vector, and mlp_out.1 from then on.
+vocablens::Model nan_in_w_out(const vocablens::Model& m) {
+  return poisoned(m, [](vocablens::ModelWeights& w) {
+    w.layers[1].w_out = w.layers[1].w_out.clone();
+    w.layers[1].w_out[7][2] = std::numeric_limits<float>::quiet_NaN();
+  });
+}
+vocablens::Model stories260k() {
+  std::string src = vl_test::fixture("stories260K/stories260K.bin");
+  REQUIRE_FALSE(src.empty());  // the fixture is part of the checkout: missing means a broken setup
+  return vocablens::load_model(src);
+}
+struct WarnPolicy {
+  WarnPolicy() { vocablens::set_nonfinite_policy(vocablens::NonFinitePolicy::Warn); }
+  ~WarnPolicy() { vocablens::set_nonfinite_policy(vocablens::NonFinitePolicy::Refuse); }
+};
+}  // namespace
+
+TEST_CASE("--allow-nonfinite: a NaN logit makes the lens row NaN (no top token, no rank, no cross-entropy)") {
+  auto m = stories260k();
+  WarnPolicy warn;
+  // One NaN in embedding row 5: with the tied unembedding, token 5's logit is NaN at every layer and position.
+  auto emb = nan_in_embedding(m);
+  std::vector<int64_t> ids = {1, 403, 407, 261, 378};
+  vocablens::LensOptions o;
+  o.top_k = 3;
+  o.target = 261;
+  auto r = vocablens::logit_lens(emb, ids, o);
+  for (int64_t li = 0; li < r.n_layers(); ++li) {
+    CHECK(std::isnan(r.mean_cross_entropy(li)));
+    for (int64_t t = 0; t < r.n_positions(); ++t) {
+      CHECK(r.top_id(li, t, 0) == -1);
+      CHECK(std::isnan(r.top_prob(li, t, 0)));
+      CHECK(r.target_rank[r.at(li, t)] == -1);
+      CHECK(std::isnan(r.target_prob[r.at(li, t)]));
+    }
+  }
+  // A NaN in layer 1's MLP output weights: the embedding and layer-0 rows stay exact, later ones are NaN.
+  auto mlp = nan_in_w_out(m);
+  auto clean = vocablens::logit_lens(m, ids, o);
+  auto r2 = vocablens::logit_lens(mlp, ids, o);
+  for (int64_t li = 0; li < r2.n_layers(); ++li) {
+    const bool before = r2.layers[static_cast<size_t>(li)].block < 1;  // embed (-1) and block 0
+    INFO("layer row " << li);
+    CHECK(std::isnan(r2.mean_cross_entropy(li)) != before);
+    if (before) CHECK(r2.top_id(li, 4, 0) == clean.top_id(li, 4, 0));
+    else CHECK(r2.top_id(li, 4, 0) == -1);
+  }
+}
+
+TEST_CASE("--allow-nonfinite: neurons and heads keep the finite ones exact; spectrum and cosines refuse in one line") {
+  auto m = stories260k();
+  WarnPolicy warn;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // neuron 7 of layer 1: its value vector (row 7 of w_out) holds a NaN.
+  auto mlp = nan_in_w_out(m);
+  vocablens::NeuronsOptions no;
+  no.layer = 1;
+  no.neurons = {6, 7, 8};
+  no.top_k = 4;
+  auto clean = vocablens::analyze_neurons(m, no);
+  auto a = vocablens::analyze_neurons(mlp, no);
+  CHECK(a.neurons[1].value_top.empty());
+  CHECK(std::isnan(a.neurons[1].value_norm));
+  CHECK(a.neurons[1].key_top.size() == 4);  // its key is finite
+  for (size_t q : {size_t{0}, size_t{2}}) {
+    REQUIRE(a.neurons[q].value_top.size() == 4);
+    CHECK(a.neurons[q].value_top[0].j == clean.neurons[q].value_top[0].j);
+  }
+  // layer 0 head 0's W_Q holds a NaN: its QK circuit is empty with NaN scores, every other circuit is exact.
+  auto attn = poisoned(m, [&](vocablens::ModelWeights& w) {
+    w.layers[0].w_q = w.layers[0].w_q.clone();
+    w.layers[0].w_q[3][1] = nan;
+  });
+  vocablens::HeadsOptions ho;
+  ho.layers = {0};
+  ho.heads = {0, 1};
+  ho.top_k = 3;
+  auto hc = vocablens::analyze_heads(m, ho);
+  auto h = vocablens::analyze_heads(attn, ho);
+  REQUIRE(h.circuits.size() == hc.circuits.size());
+  for (size_t i = 0; i < h.circuits.size(); ++i) {
+    const auto& c = h.circuits[i];
+    INFO("head " << c.head << " " << vocablens::to_string(c.kind));
+    if (c.head == 0 && c.kind == vocablens::CircuitKind::QK) {
+      CHECK(c.top.empty());
+      CHECK(std::isnan(c.copying_score));
+    } else {
+      REQUIRE(c.top.size() == 3);
+      CHECK(c.top[0].i == hc.circuits[i].top[0].i);
+      CHECK(c.top[0].j == hc.circuits[i].top[0].j);
+    }
+  }
+  // A NaN in E: its spectrum and cosine neighbours are undefined; one line naming the value and where.
+  auto emb = nan_in_embedding(m);
+  try {
+    vocablens::matrix_spectrum(emb.W_E(), {}, "W_E", "token");
+    FAIL("spectrum of a NaN matrix");
+  } catch (const vocablens::Error& e) {
+    std::string s = e.what();
+    CHECK(s.find("W_E holds 1 non-finite value") != std::string::npos);
+    CHECK(s.find("nan at [5, 3]") != std::string::npos);
+  }
+  CHECK_THROWS_WITH(vocablens::analyze_heads(emb, ho), Catch::Contains("W_E holds 1 non-finite"));
 }

@@ -9,6 +9,7 @@
 #include "fixtures.hpp"
 #include "../src/train/safetensors_writer.hpp"  // internal to the trainer (not a public header)
 #include "vocablens/error.hpp"
+#include "vocablens/interrupt.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/npy.hpp"
 #include "vocablens/tensor_store.hpp"
@@ -39,6 +40,15 @@ TrainOptions tiny(TrainModel m, const std::string& tag) {
   o.n_ctx = 32;
   o.warmup_steps = 3;
   return o;
+}
+
+// Continues the run in `dir` from its checkpoint with the saved options and step count.
+vocablens::TrainReport resume(const std::string& dir) {
+  TrainOptions again;
+  again.out_dir = dir;
+  again.resume = true;
+  again.steps = 0;  // keep the checkpoint's
+  return vocablens::train(again);
 }
 
 std::string cli() {
@@ -121,11 +131,7 @@ TEST_CASE("train: resume continues bit-identically (2N steps == N + resume N)", 
     CHECK(fs::exists(first.out_dir + "/checkpoint/params-8.safetensors"));
     CHECK_FALSE(fs::exists(first.out_dir + "/checkpoint/params-5.safetensors"));  // older ones removed
 
-    TrainOptions again;
-    again.out_dir = first.out_dir;
-    again.resume = true;
-    again.steps = 0;  // keep the checkpoint's
-    auto r2 = vocablens::train(again);
+    auto r2 = resume(first.out_dir);
     CHECK(r2.start_step == 8);
     CHECK(r2.step == 16);
     CHECK(r2.losses == rw.losses);
@@ -430,4 +436,53 @@ TEST_CASE("train: bad options and inputs", "[train]") {
   CHECK_THROWS_AS(vocablens::train(o), vocablens::UsageError);  // too short for one window (or for a BPE)
   CHECK_THROWS_AS(vocablens::train_model_from_string("lstm"), vocablens::UsageError);
   CHECK(vocablens::train_model_from_string("skip-gram") == TrainModel::SkipGram);
+}
+
+// ---- Ctrl-C during train (issue #16: an interrupted train left a skeleton directory) ------------------------
+// The CLI's signal handler records the first SIGINT/SIGTERM inside an InterruptScope (vocablens/interrupt.hpp);
+// here the signal is recorded directly, exactly as the handler does, at a chosen moment.
+
+TEST_CASE("train interrupted before its first step removes the directory it created", "[train][interrupt]") {
+  TrainOptions o = tiny(TrainModel::GPT, "intr-early");
+  o.out_dir += "/run";  // does not exist yet: this run creates it
+  vocablens::InterruptScope outer;  // a signal already recorded when train() starts
+  REQUIRE(vocablens::detail::record_interrupt(2));
+  try {
+    vocablens::train(o);
+    FAIL("train() ignored the interrupt");
+  } catch (const vocablens::Interrupted& e) {
+    CHECK(e.exit_code() == 130);
+    CHECK(std::string(e.what()).find("before the first training step") != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(o.out_dir));
+  vocablens::detail::clear_interrupt();
+}
+
+TEST_CASE("train interrupted at step 5 keeps a checkpoint; --resume ends byte-identical to an uninterrupted run",
+          "[train][interrupt]") {
+  TrainOptions whole = tiny(TrainModel::GPT, "intr-whole");
+  whole.steps = 14;
+  vocablens::train(whole);
+
+  TrainOptions cut = tiny(TrainModel::GPT, "intr-cut");
+  cut.steps = 14;
+  cut.on_progress = [](const vocablens::TrainProgress& p) {
+    if (p.step == 5) vocablens::detail::record_interrupt(15);  // SIGTERM after step 5
+  };
+  try {
+    vocablens::train(cut);
+    FAIL("train() ignored the interrupt");
+  } catch (const vocablens::Interrupted& e) {
+    CHECK(e.exit_code() == 143);
+    CHECK(std::string(e.what()).find("interrupted at step 5 of 14") != std::string::npos);
+    CHECK(std::string(e.what()).find("--resume") != std::string::npos);
+  }
+  CHECK(vocablens::interrupt_signal() == 0);  // train's scope closed: nothing left recorded
+  CHECK(fs::exists(cut.out_dir + "/checkpoint/params-5.safetensors"));
+  CHECK_FALSE(fs::exists(cut.out_dir + "/train_log.json"));  // the run is not finished
+
+  auto r = resume(cut.out_dir);
+  CHECK(r.start_step == 5);
+  CHECK(r.step == 14);
+  CHECK(vl_test::read_file(cut.out_dir + "/model.safetensors") == vl_test::read_file(whole.out_dir + "/model.safetensors"));
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "vocablens/error.hpp"
+#include "vocablens/nonfinite.hpp"
 
 namespace vocablens {
 
@@ -14,7 +15,7 @@ at::Tensor as_rows_f32(const at::Tensor& X, const char* what) {
   if (!X.defined() || X.dim() != 2) throw UsageError(std::string(what) + ": expected a 2-D matrix [rows, d]");
   if (X.size(0) < 1 || X.size(1) < 1) throw UsageError(std::string(what) + ": the matrix is empty");
   at::Tensor Xf = X.to(at::kFloat).contiguous();
-  if (!at::isfinite(Xf).all().item<bool>()) throw UsageError(std::string(what) + ": the matrix has NaN or infinite entries");
+  require_finite(Xf, std::string(what) + ": the matrix", "cosines with NaN are undefined");
   return Xf;
 }
 

@@ -136,6 +136,7 @@ struct RowOut {
   double lse = 0, entropy = 0, dot_pf = 0;
   float z_target = 0, z_next = 0;
   int64_t target_greater = 0;
+  bool nonfinite = false;  ///< the row held a NaN/Inf logit: every statistic is NaN, ids -1, target_greater -1
 };
 
 /// The fused statistics of one row z[0..V): pass A (max, top-k, target rank, sum pf z), pass B (sum exp,

@@ -20,6 +20,10 @@
 
 #include "vocablens/error.hpp"
 
+namespace at {
+class Tensor;
+}  // namespace at
+
 namespace vocablens {
 
 enum class NonFinitePolicy { Refuse, Warn };
@@ -34,5 +38,16 @@ class NonFiniteError : public Error {
  public:
   using Error::Error;
 };
+
+/// An analysis whose result is undefined on NaN/Inf input (a top-k over NaN scores, the singular values of a
+/// matrix with NaN) calls this on its operand: a non-finite entry throws Error (exit 1, whatever the policy:
+/// --allow-nonfinite lets NaN through the forward, it cannot make such a result defined) with one line
+/// "<what> holds N non-finite values of M (first: nan at [i, j]); <consequence>".
+///
+///   vocablens::require_finite(W_E, "W_E", "its singular values are undefined");
+void require_finite(const at::Tensor& x, const std::string& what, const std::string& consequence);
+
+/// True when every entry of a floating tensor is finite (non-floating tensors: true).
+bool all_finite(const at::Tensor& x);
 
 }  // namespace vocablens

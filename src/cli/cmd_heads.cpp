@@ -1,6 +1,7 @@
 // `vocablens heads MODEL [--layer L --head H] [--kind ov|qk] [--top-k 50]`: attention heads in vocabulary
 // space (see vocablens/heads.hpp): exact top-k (token, token) pairs of each head's OV / QK circuit,
 // per-token lists, singular values, eigenvalues and copying scores.
+#include <limits>
 #include <fmt/color.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -90,7 +91,8 @@ void print_heads(const vocablens::HeadsAnalysis& a, const vocablens::Tokenizer* 
     std::string spec = o.spectra ? fmt::format(" · copying score {:+.3f} (W_{} {:+.3f}) · σ₁ {:.4g}", c.copying_score,
                                                c.kind == vocablens::CircuitKind::OV ? "VO" : "QK",
                                                c.weight_copying_score,
-                                               c.singular_values.empty() ? 0.0 : c.singular_values[0])
+                                               c.singular_values.empty() ? std::numeric_limits<double>::quiet_NaN()  // a NaN circuit
+                                                                           : c.singular_values[0])
                                  : "";
     fmt::print("\n{}{}\n", style(head, fmt::emphasis::bold), spec);
     if (compact) {

@@ -122,7 +122,7 @@ void print_lens_table(const vocablens::LensResult& L, const vocablens::Tokenizer
       for (int64_t t = first; t < T; ++t) {
         const int64_t id = L.top_id(li, t, 0);
         const double p = L.top_prob(li, t, 0);
-        std::string cell = fit(tok.display(id), tok_w) + " " + pct(p);
+        std::string cell = fit(id < 0 ? "NaN" : tok.display(id), tok_w) + " " + pct(p);  // -1: a NaN row
         fmt::text_style st;
         if (id == L.targets[t]) st = fmt::fg(fmt::terminal_color::green) | fmt::emphasis::bold;
         else if (p >= 0.5) st = fmt::emphasis::bold;
@@ -145,7 +145,8 @@ void print_lens_table(const vocablens::LensResult& L, const vocablens::Tokenizer
     }
     std::string tops;
     for (int64_t j = 0; j < std::min<int64_t>(k, 3); ++j)
-      tops += (j ? "  " : "") + tok.display(L.top_id(li, T - 1, j)) + " " + pct(L.top_prob(li, T - 1, j));
+      tops += (j ? "  " : "") + (L.top_id(li, T - 1, j) < 0 ? std::string("NaN") : tok.display(L.top_id(li, T - 1, j))) + " " +
+              pct(L.top_prob(li, T - 1, j));
     double ce = L.mean_cross_entropy(li);
     fmt::print("{} {:>9} {:>9.3f} {:>9.3f}  {:>8} {:>7}  {}\n", row_label(L.layers[li].label),
                std::isnan(ce) ? std::string("-") : fmt::format("{:.3f}", ce), se / static_cast<double>(T),

@@ -13,6 +13,7 @@
 #include "cli/signals.hpp"
 #include "cli/suggest.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/interrupt.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/nonfinite.hpp"
 
@@ -86,6 +87,9 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "vocablens: error: " << e.what() << "\n";
     return 2;
+  } catch (const Interrupted& e) {
+    std::cerr << "vocablens: " << e.what() << "\n";
+    return e.exit_code();
   } catch (const NonFiniteError& e) {
     std::cerr << "vocablens: error: " << e.what() << " (--allow-nonfinite continues anyway)\n";
     return 1;

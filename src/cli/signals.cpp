@@ -5,11 +5,20 @@
 #include <unistd.h>
 
 #include "vocablens/atomic_file.hpp"
+#include "vocablens/interrupt.hpp"
 
 namespace vocablens::cli {
 namespace {
 
 extern "C" void on_terminating_signal(int sig) {
+  // Inside an InterruptScope (a training loop) the first signal is only recorded: the loop stops at its
+  // next safe point (vocablens/interrupt.hpp). Say so at once, so the user knows the key was heard.
+  if (vocablens::detail::record_interrupt(sig)) {
+    static const char kStop[] = "vocablens: interrupt received; stopping at the next safe point (again to quit now)\n";
+    ssize_t ignored = ::write(STDERR_FILENO, kStop, sizeof kStop - 1);
+    (void)ignored;
+    return;
+  }
   // Only async-signal-safe calls here: unlink() (inside remove_pending_temp_files), write(), _exit().
   vocablens::remove_pending_temp_files();
   static const char kMsg[] = "vocablens: interrupted\n";

@@ -121,3 +121,19 @@ bool check_activation_finite(const at::Tensor& x, const std::string& hook, const
 
 }  // namespace detail
 }  // namespace vocablens
+
+namespace vocablens {
+
+bool all_finite(const at::Tensor& x) { return detail::first_nonfinite(x) < 0; }
+
+void require_finite(const at::Tensor& x, const std::string& what, const std::string& consequence) {
+  const int64_t first = detail::first_nonfinite(x);
+  if (first < 0) return;
+  at::Tensor flat = x.detach().reshape(-1);
+  const int64_t count = at::logical_not(at::isfinite(flat)).sum().item<int64_t>();
+  throw Error(what + " holds " + std::to_string(count) + " non-finite value" + (count == 1 ? "" : "s") + " of " +
+              std::to_string(x.numel()) + " (first: " + detail::value_str(flat, first) + " at " + detail::index_str(x, first) +
+              "); " + consequence);
+}
+
+}  // namespace vocablens

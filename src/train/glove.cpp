@@ -12,6 +12,7 @@
 #include "train/trainer.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/interrupt.hpp"
 #include "vocablens/npy.hpp"
 
 namespace vocablens {
@@ -171,6 +172,9 @@ GloveRun run_glove(const TrainOptions& o, const TokenStream& s, int64_t vocab, c
   GloveParams P = glove_init(vocab, o.d_model, o.seed);
   double ema = 0;
   for (int64_t ep = 0; ep < o.steps; ++ep) {
+    if (int sig = interrupt_signal())  // GloVe runs in one go (not resumable): stop, and train() removes its directory
+      throw Interrupted(sig, "interrupted in GloVe epoch " + std::to_string(ep + 1) + " of " + std::to_string(o.steps) +
+                                 " (GloVe is not resumable); nothing was kept");
     const double c = fit.epoch(P);
     r.losses.push_back(c);
     ema = ep == 0 ? c : 0.95 * ema + 0.05 * c;

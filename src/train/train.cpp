@@ -17,6 +17,7 @@
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/bpe_trainer.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/interrupt.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/sha256.hpp"
 #include "vocablens/tensor_store.hpp"
@@ -207,6 +208,9 @@ TrainReport train(const TrainOptions& given) {
     validate(o);
   }
   const std::string dir = o.out_dir;
+  // Ctrl-C stops at the next step with a checkpoint (or, before the first step, removes what this run
+  // created) instead of killing the process mid-way (vocablens/interrupt.hpp).
+  InterruptScope interrupt_scope;
   const std::string ckdir = dir + "/checkpoint";
   const std::string state_path = ckdir + "/state.json";
 
@@ -314,6 +318,13 @@ TrainReport train(const TrainOptions& given) {
   for (uint8_t t : stream.target) targets += t;
   if (targets == 0) throw UsageError("the corpus has no prediction targets (is everything inside <prompt> spans?)");
   const int64_t vocab = tok->vocab_size();
+  auto stop_before_training = [&](int sig) {
+    throw Interrupted(sig, o.resume ? "interrupted before training resumed; the checkpoint in " + ckdir + " is unchanged"
+                                    : std::string("interrupted before the first training step; ") +
+                                          (cleanup.armed ? dir + " (created by this run) was removed"
+                                                         : "nothing resumable was written in " + dir));
+  };
+  if (int sig = interrupt_signal()) stop_before_training(sig);
   if (o.model == TrainModel::GloVe) {
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
     GloveRun g = run_glove(o, stream, vocab, o.synthetic ? std::string("(synthetic)") : o.corpus, elapsed);
@@ -446,6 +457,13 @@ TrainReport train(const TrainOptions& given) {
   double ema = rep.losses.empty() ? 0 : rep.losses.back();
   const int64_t end = o.stop_after > 0 ? std::min(o.steps, step + o.stop_after) : o.steps;
   while (step < end) {
+    if (int sig = interrupt_signal()) {
+      if (step == rep.start_step) stop_before_training(sig);
+      write_checkpoint(elapsed());
+      throw Interrupted(sig, "interrupted at step " + std::to_string(step) + " of " + std::to_string(o.steps) +
+                                 ": checkpoint saved in " + ckdir + "; continue with `vocablens train --out " + dir +
+                                 " --resume`");
+    }
     const double lr = learning_rate(o, step);
     opt.zero_grad();
     at::Tensor loss = model->loss(rng);
