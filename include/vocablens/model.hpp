@@ -64,15 +64,20 @@ struct ForwardOutput {
 /// a layer's own residual (logit lens).
 at::Tensor apply_norm(const at::Tensor& x, NormKind kind, double eps, const at::Tensor& w, const at::Tensor& b);
 
+class HookList;  // vocablens/hooks.hpp
+
 /// The forward pass over explicit weights (no grad mode is the caller's business: the trainer calls it
 /// with grad, Model::forward without). ids: int64 [B, T] with 1 <= T <= cfg.n_ctx, every id in [0, V).
+/// `hooks` (vocablens/hooks.hpp) may read and write activations; null or empty costs nothing.
 ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
                           const CacheSpec& spec, bool compute_logits);
 /// The same with segment (token-type) ids [B, T] (or [T]) in [0, n_segments): W_seg[segment] is added to
 /// the embedding. Models with W_seg given no segment ids (the overload above, Model::forward, every
 /// analysis) run with segment 0 everywhere; models without W_seg refuse defined segment ids.
+/// `hooks` (vocablens/hooks.hpp) may read and write activations; null or empty costs nothing.
 ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
-                          const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids);
+                          const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids,
+                          const HookList* hooks = nullptr);
 
 /// Applies blocks [first, last) to a residual stream x [B, T, d_model] that enters block `first`, with the
 /// very operations run_forward uses (the same code), and returns the stream leaving block last - 1. Records

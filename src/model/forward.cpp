@@ -2,8 +2,10 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <optional>
 
 #include "vocablens/error.hpp"
+#include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
 
 namespace vocablens {
@@ -136,20 +138,33 @@ BlockContext block_context(const ModelConfig& cfg, int64_t T, const at::Device& 
 }
 
 // One transformer block on x [B, T, d]; records the block's activations into `cache` when it is given.
-at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& x,
-                       int64_t l, ResidualCache* cache, const CacheSpec* spec) {
+// `hk` (may be null) holds hooks that read or write activations (vocablens/hooks.hpp); a hook point runs
+// its hooks, then records.
+at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& x_in,
+                       int64_t l, ResidualCache* cache, const CacheSpec* spec, const hook_detail::HookTable* hk) {
   using namespace detail;
+  at::Tensor x = x_in;
   const int64_t B = x.size(0), T = x.size(1), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
-  auto record = [&](bool wanted, const char* hook, const at::Tensor& t) {
-    if (cache && wanted) cache->set(ResidualCache::key(hook, l), t);
+  auto hook = [&](HookPoint p, at::Tensor& t) {
+    if (hk) hk->apply(p, l, t);
+  };
+  auto record = [&](bool wanted, const char* name, const at::Tensor& t) {
+    if (cache && wanted) cache->set(ResidualCache::key(name, l), t);
   };
   const bool keep = cache && spec && spec->wants_layer(l);
+  hook(HookPoint::ResidPre, x);
   record(keep && spec->resid_pre, "resid_pre", x);
 
   at::Tensor h = apply_norm(x, cfg.norm, cfg.norm_eps, L.ln1_w, L.ln1_b);
-  at::Tensor q = proj(h, L.w_q, L.b_q).view({B, T, H, dh}).transpose(1, 2);
-  at::Tensor k = proj(h, L.w_k, L.b_k).view({B, T, Hkv, dh}).transpose(1, 2);
-  at::Tensor v = proj(h, L.w_v, L.b_v).view({B, T, Hkv, dh}).transpose(1, 2);
+  at::Tensor q = proj(h, L.w_q, L.b_q).view({B, T, H, dh});
+  at::Tensor k = proj(h, L.w_k, L.b_k).view({B, T, Hkv, dh});
+  at::Tensor v = proj(h, L.w_v, L.b_v).view({B, T, Hkv, dh});
+  hook(HookPoint::Q, q);
+  hook(HookPoint::K, k);
+  hook(HookPoint::V, v);
+  q = q.transpose(1, 2);
+  k = k.transpose(1, 2);
+  v = v.transpose(1, 2);
   if (ctx.cos.defined()) {
     q = apply_rotary(q, ctx.cos, ctx.sin, cfg.rope_interleaved);
     k = apply_rotary(k, ctx.cos, ctx.sin, cfg.rope_interleaved);
@@ -161,21 +176,37 @@ at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const Bloc
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * ctx.scale;  // [B, H, T, T]
   if (ctx.alibi.defined()) scores = scores + ctx.alibi;
   scores = scores.masked_fill(ctx.causal, -std::numeric_limits<float>::infinity());
+  hook(HookPoint::AttnScores, scores);
   at::Tensor pattern = at::softmax(scores, -1);
+  hook(HookPoint::Pattern, pattern);
   record(keep && spec->pattern, "pattern", pattern);
-  at::Tensor z = at::matmul(pattern, v).transpose(1, 2).reshape({B, T, H * dh});
-  at::Tensor attn_out = proj(z, L.w_o, L.b_o);
+  at::Tensor z = at::matmul(pattern, v).transpose(1, 2);  // [B, T, H, dh]
+  hook(HookPoint::Z, z);
+  at::Tensor attn_out;
+  if (hk && hk->has(HookPoint::Result, l)) {  // per-head outputs only when a hook asks for them
+    at::Tensor result = hook_detail::head_results(z, L.w_o);
+    hook(HookPoint::Result, result);
+    attn_out = L.b_o.defined() ? result.sum(2) + L.b_o : result.sum(2);
+  } else {
+    attn_out = proj(z.reshape({B, T, H * dh}), L.w_o, L.b_o);
+  }
+  hook(HookPoint::AttnOut, attn_out);
   record(keep && spec->attn_out, "attn_out", attn_out);
   at::Tensor mid = x + attn_out;
+  hook(HookPoint::ResidMid, mid);
   record(keep && spec->resid_mid, "resid_mid", mid);
 
   at::Tensor h2 = apply_norm(mid, cfg.norm, cfg.norm_eps, L.ln2_w, L.ln2_b);
   at::Tensor pre = proj(h2, L.w_in, L.b_in);
-  at::Tensor act = L.w_gate.defined() ? activation(proj(h2, L.w_gate, L.b_gate), cfg.activation) * pre
-                                      : activation(pre, cfg.activation);
+  at::Tensor gate = L.w_gate.defined() ? proj(h2, L.w_gate, L.b_gate) : at::Tensor();
+  hook(HookPoint::MlpPre, gate.defined() ? gate : pre);  // gated MLPs: the gate is the pre-activation
+  at::Tensor act = gate.defined() ? activation(gate, cfg.activation) * pre : activation(pre, cfg.activation);
+  hook(HookPoint::MlpPost, act);
   at::Tensor mlp_out = proj(act, L.w_out, L.b_out);
+  hook(HookPoint::MlpOut, mlp_out);
   record(keep && spec->mlp_out, "mlp_out", mlp_out);
   at::Tensor out = mid + mlp_out;
+  hook(HookPoint::ResidPost, out);
   record(keep && spec->resid_post, "resid_post", out);
   return out;
 }
@@ -188,7 +219,8 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
 }
 
 ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids_in,
-                          const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids) {
+                          const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids,
+                          const HookList* hooks) {
   using namespace detail;
   at::Tensor ids = ids_in.dim() == 1 ? ids_in.unsqueeze(0) : ids_in;
   if (ids.dim() != 2) throw UsageError("token ids must be [T] or [B, T]");
@@ -208,15 +240,28 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
   ForwardOutput out;
   auto& cache = out.cache;
 
+  std::optional<hook_detail::HookTable> table;
+  if (hooks && !hooks->empty()) table.emplace(*hooks, cfg);
+  const hook_detail::HookTable* hk = table ? &*table : nullptr;
+
   at::Tensor x = w.W_E.index_select(0, ids.view(-1)).view({B, T, d});
-  if (cfg.positions == PositionKind::Learned) x = x + w.W_pos.narrow(0, 0, T);
-  else if (cfg.positions == PositionKind::Sinusoidal) x = x + sinusoidal_table(T, d);
+  if (hk) hk->apply(HookPoint::Embed, -1, x);
+  if (cfg.positions == PositionKind::Learned) {
+    at::Tensor pos = w.W_pos.narrow(0, 0, T);
+    if (hk && hk->has(HookPoint::PosEmbed, -1)) {
+      pos = pos.unsqueeze(0).expand({B, T, d});
+      hk->apply(HookPoint::PosEmbed, -1, pos);
+    }
+    x = x + pos;
+  } else if (cfg.positions == PositionKind::Sinusoidal) x = x + sinusoidal_table(T, d);
   if (w.W_seg.defined() || segment_ids.defined()) x = x + detail::segment_embedding(w, segment_ids, B, T);
 
   const BlockContext ctx = block_context(cfg, T, x.device());
-  for (int64_t l = 0; l < cfg.n_layers; ++l) x = apply_block(cfg, w.layers[static_cast<size_t>(l)], ctx, x, l, &cache, &spec);
+  for (int64_t l = 0; l < cfg.n_layers; ++l)
+    x = apply_block(cfg, w.layers[static_cast<size_t>(l)], ctx, x, l, &cache, &spec, hk);
   if (spec.final_norm || compute_logits) {
     at::Tensor fin = apply_norm(x, cfg.norm, cfg.norm_eps, w.lnf_w, w.lnf_b);
+    if (hk) hk->apply(HookPoint::FinalNorm, -1, fin);
     if (spec.final_norm) cache.set("final_norm", fin);
     if (compute_logits) out.logits = proj(fin, w.W_U, w.b_U);
   }
@@ -234,7 +279,7 @@ at::Tensor run_blocks(const ModelConfig& cfg, const ModelWeights& w, const at::T
                      std::to_string(cfg.n_ctx));
   const BlockContext ctx = block_context(cfg, x.size(1), x.device());
   at::Tensor h = x;
-  for (int64_t l = first; l < last; ++l) h = apply_block(cfg, w.layers[static_cast<size_t>(l)], ctx, h, l, nullptr, nullptr);
+  for (int64_t l = first; l < last; ++l) h = apply_block(cfg, w.layers[static_cast<size_t>(l)], ctx, h, l, nullptr, nullptr, nullptr);
   return h;
 }
 

@@ -1,0 +1,39 @@
+// Token and prompt flags of the intervention commands (see token_arg.hpp).
+#include "cli/token_arg.hpp"
+
+#include <cctype>
+
+#include "vocablens/error.hpp"
+
+namespace vocablens::cli {
+
+int64_t resolve_token(const Tokenizer& tok, const std::string& s, const std::string& flag) {
+  if (s.empty()) throw UsageError(flag + " is empty: give one token, e.g. " + flag + " \" Paris\" (or #ID)");
+  if (s.size() > 1 && s[0] == '#') {
+    bool digits = s.size() < 12;
+    for (size_t i = 1; i < s.size(); ++i) digits = digits && std::isdigit(static_cast<unsigned char>(s[i]));
+    if (digits) return std::stoll(s.substr(1));
+  }
+  if (auto id = tok.token_to_id(s)) return *id;
+  EncodeOptions plain;
+  plain.add_bos = false;
+  auto ids = tok.encode(s, plain);
+  if (ids.size() == 1) return ids[0];  // e.g. llama2.c: " Paris" is "▁Paris" after the dummy prefix
+  std::string parts;
+  for (size_t i = 0; i < ids.size() && i < 8; ++i) parts += (i ? " " : "") + tok.display(ids[i]);
+  if (ids.size() > 8) parts += " ...";
+  throw UsageError(flag + " '" + s + "' is " + std::to_string(ids.size()) + " tokens: " + parts +
+                   " (it must be a single token of " + tok.source() + "; #ID names one by id)");
+}
+
+std::vector<int64_t> encode_prompt(const Tokenizer& tok, const std::string& text, const std::string& flag, int bos) {
+  if (text.empty()) throw UsageError(flag + " is empty: it needs at least one character of text");
+  EncodeOptions eo;
+  if (bos == 0) eo.add_bos = false;
+  if (bos == 1) eo.add_bos = true;
+  auto ids = tok.encode(text, eo);
+  if (ids.empty()) throw UsageError(flag + " encodes to no tokens");
+  return ids;
+}
+
+}  // namespace vocablens::cli
