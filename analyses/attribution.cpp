@@ -60,11 +60,20 @@ AttributionResult attribute_logit(const Model& m, const std::vector<int64_t>& id
     parts.push_back(v.to(D));
     r.components.push_back({std::move(name), std::move(kind), layer, head, 0.0});
   };
-  at::Tensor embed = W.W_E[ids[static_cast<size_t>(pos)]].to(D);
+  // The embedding part is the block-0 input less the position part (so that any scaling the runner
+  // applies to W_E[id] is the embedding's).
   at::Tensor resid0 = out.cache.get("resid_pre", 0)[0][pos].to(D);
-  add(embed, "embed", "embed", -1, -1);
-  if (cfg.positions == PositionKind::Learned || cfg.positions == PositionKind::Sinusoidal)
-    add(resid0 - embed, "pos_embed", "pos_embed", -1, -1);
+  if (cfg.positions == PositionKind::Learned) {
+    at::Tensor p = W.W_pos[pos].to(D);
+    add(resid0 - p, "embed", "embed", -1, -1);
+    add(p, "pos_embed", "pos_embed", -1, -1);
+  } else if (cfg.positions == PositionKind::Sinusoidal) {
+    at::Tensor e = W.W_E[ids[static_cast<size_t>(pos)]].to(D);
+    add(e, "embed", "embed", -1, -1);
+    add(resid0 - e, "pos_embed", "pos_embed", -1, -1);
+  } else {
+    add(resid0, "embed", "embed", -1, -1);
+  }
   for (int64_t l = 0; l < L; ++l) {
     at::Tensor zl = z[static_cast<size_t>(l)].to(D);                  // [H, dh]
     at::Tensor heads = at::bmm(zl.unsqueeze(1), m.W_O(l).to(D)).squeeze(1);  // [H, d]

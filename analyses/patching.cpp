@@ -59,7 +59,7 @@ PatchResult activation_patching(const Model& m, const std::vector<int64_t>& clea
     throw UsageError("the clean prompt is " + std::to_string(clean.size()) + " tokens and the corrupt prompt is " +
                      std::to_string(corrupt.size()) +
                      " tokens: patching needs the same length; reword one of them (`vocablens tokenize MODEL "
-                     "--text ...` shows the tokens) so that both have the same number of tokens");
+                     "TEXT` shows the tokens) so that both have the same number of tokens");
   if (opts.target < 0) throw UsageError("patching needs a target token (--target)");
   check_token(m, opts.target, "--target");
   if (opts.wrong >= 0) check_token(m, opts.wrong, "--wrong");

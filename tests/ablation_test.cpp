@@ -64,7 +64,7 @@ TEST_CASE("zero-ablating a head equals zeroed W_O columns on a Llama checkpoint 
   std::string dir = vl_test::fixture("stories260K-hf");
   if (dir.empty()) return;
   auto m = vocablens::load_model(dir);
-  const int64_t dh = m.config().d_head, layer = 3, head = 5;
+  const int64_t dh = m.config().d_head, head = 5;  // layer 3
   REQUIRE(m.config().n_kv_heads < m.config().n_heads);
   // HF Linear o_proj.weight is [out = d_model, in = H*d_head]: head h owns columns h*dh .. (h+1)*dh.
   auto edited = vl_test::edited_copy(dir, "abl-llama", {{"model.layers.3.self_attn.o_proj.weight",

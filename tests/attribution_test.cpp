@@ -138,8 +138,7 @@ TEST_CASE("attribution errors and the CLI") {
   auto j = nlohmann::json::parse(out);
   CHECK(j["kind"] == "logit_attribution");
   CHECK(j["summary"]["check"].get<double>() < 1e-4);
-  CHECK(j["arrays"].is_object() || j.contains("summary"));
-  REQUIRE(vl_test::run_command(cli + " --prompt 'The Eiffel Tower is in' --target ' Paris' --no-color 2>&1", out) == 0);
+  REQUIRE(vl_test::run_command(cli + " --prompt 'The Eiffel Tower is in' --target ' Paris' --no-color --show 100 2>&1", out) == 0);
   CHECK_THAT(out, Catch::Contains("sum of parts") && Catch::Contains("L0H0") && Catch::Contains("MLP"));
   CHECK(vl_test::run_command(cli + " --prompt 'The Eiffel Tower is in' --target ' Parisian Eiffel' 2>&1", out) == 2);
   CHECK_THAT(out, Catch::Contains("--target ' Parisian Eiffel' is"));

@@ -45,9 +45,10 @@ void print_ablation(const vocablens::AblationResult& a, const vocablens::Tokeniz
   for (size_t j = 0; j < std::max(a.before.top_ids.size(), a.after.top_ids.size()); ++j) {
     auto col = [&](const vocablens::Prediction& p) {
       if (j >= p.top_ids.size()) return fmt::format("{:<20} {:>7}", "", "");
-      std::string t = tok.display(p.top_ids[j]);
-      if (t.size() > 20) t = t.substr(0, 20);
-      return fmt::format("{:<20} {:>7.4f}", t, p.top_probs[j]);
+      std::string t = vocablens::cli::first_columns(tok.display(p.top_ids[j]), 20);
+      size_t cols = 0;
+      for (unsigned char ch : t) cols += (ch & 0xC0) != 0x80;
+      return t + std::string(21 - cols, ' ') + fmt::format("{:>7.4f}", p.top_probs[j]);
     };
     fmt::print("{:>4}  {}   {}\n", j + 1, col(a.before), col(a.after));
   }

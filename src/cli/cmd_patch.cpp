@@ -54,9 +54,10 @@ void print_patch(const vocablens::PatchResult& p, const vocablens::Tokenizer& to
   if (!heads) {
     line = fmt::format("{:<8}", "token");
     for (int64_t c = 0; c < p.cols; ++c) {
-      std::string t = tok.display(p.clean_tokens[static_cast<size_t>(c)]);
-      if (t.size() > 5) t = t.substr(0, 5);
-      line += fmt::format(" {:>5}", t);
+      std::string t = vocablens::cli::first_columns(tok.display(p.clean_tokens[static_cast<size_t>(c)]), 5);
+      size_t cols = 0;
+      for (unsigned char ch : t) cols += (ch & 0xC0) != 0x80;
+      line += " " + std::string(5 - cols, ' ') + t;
     }
     fmt::print("{}\n", line);
   }
@@ -96,7 +97,7 @@ int run_patch(const PatchCliOptions& o) {
     throw UsageError("--clean is " + std::to_string(clean.size()) + " tokens and --corrupt is " +
                      std::to_string(corrupt.size()) +
                      " tokens: patching needs prompts of the same token length; reword one (`vocablens tokenize "
-                     "MODEL --text TEXT` shows the tokens), e.g. swap a name for another single-token name");
+                     "MODEL TEXT` shows the tokens), e.g. swap a name for another single-token name");
   po.target = vocablens::cli::resolve_token(*tok, o.target, "--target");
   if (!o.wrong.empty()) po.wrong = vocablens::cli::resolve_token(*tok, o.wrong, "--wrong");
   const bool bar = ::isatty(STDERR_FILENO) == 1;

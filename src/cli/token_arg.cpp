@@ -26,6 +26,17 @@ int64_t resolve_token(const Tokenizer& tok, const std::string& s, const std::str
                    " (it must be a single token of " + tok.source() + "; #ID names one by id)");
 }
 
+std::string first_columns(const std::string& s, size_t width) {
+  size_t n = 0, i = 0;
+  for (; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
+      if (n == width) break;
+      ++n;
+    }
+  }
+  return s.substr(0, i);
+}
+
 std::vector<int64_t> encode_prompt(const Tokenizer& tok, const std::string& text, const std::string& flag, int bos) {
   if (text.empty()) throw UsageError(flag + " is empty: it needs at least one character of text");
   EncodeOptions eo;

@@ -18,6 +18,9 @@ namespace vocablens::cli {
 /// UsageError naming the flag and the tokens the text is.
 int64_t resolve_token(const Tokenizer& tok, const std::string& s, const std::string& flag);
 
+/// The first `width` code points of UTF-8 text (display tokens in fixed-width table cells).
+std::string first_columns(const std::string& s, size_t width);
+
 /// BOS handling: -1 = the tokenizer's convention, 0 = never, 1 = always.
 std::vector<int64_t> encode_prompt(const Tokenizer& tok, const std::string& text, const std::string& flag, int bos = -1);
 
