@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <ATen/Parallel.h>
+
 #include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/patching.hpp"
