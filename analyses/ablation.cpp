@@ -19,6 +19,7 @@ std::string AblationSite::label() const {
     case Kind::Head: return "head " + std::to_string(layer) + "." + std::to_string(index);
     case Kind::Neuron: return "neuron " + std::to_string(layer) + "." + std::to_string(index);
     case Kind::Resid: return "resid " + std::to_string(layer) + "." + std::to_string(index);
+    case Kind::Hook: return "hook " + hook;
   }
   return "?";
 }
@@ -26,6 +27,12 @@ std::string AblationSite::label() const {
 AblationSite parse_ablation_site(const std::string& kind, const std::string& spec) {
   AblationSite s;
   const char* what = nullptr;
+  if (kind == "hook") {
+    if (spec.empty()) throw UsageError("--hook needs a hook name, e.g. blocks.1.hook_attn_out");
+    s.kind = AblationSite::Kind::Hook;
+    s.hook = spec;
+    return s;
+  }
   if (kind == "head") s.kind = AblationSite::Kind::Head, what = "LAYER.HEAD, e.g. 1.3";
   else if (kind == "neuron") s.kind = AblationSite::Kind::Neuron, what = "LAYER.NEURON, e.g. 0.17";
   else if (kind == "resid") s.kind = AblationSite::Kind::Resid, what = "LAYER.POSITION, e.g. 2.4";
@@ -52,12 +59,19 @@ std::string site_hook(const AblationSite& s) {
     case AblationSite::Kind::Head: return "blocks." + L + ".attn.hook_z";
     case AblationSite::Kind::Neuron: return "blocks." + L + ".mlp.hook_post";
     case AblationSite::Kind::Resid: return "blocks." + L + ".hook_resid_pre";
+    case AblationSite::Kind::Hook: return s.hook;
   }
   return "";
 }
 
-void check_site(const Model& m, const AblationSite& s) {
+void check_site(const Model& m, const AblationSite& s, AblationMode mode) {
   const auto& c = m.config();
+  if (s.kind == AblationSite::Kind::Hook) {
+    HookSite h = parse_hook_name(s.hook, c);  // unknown names: the list of valid ones
+    if (mode == AblationMode::Mean && (h.point == HookPoint::Pattern || h.point == HookPoint::AttnScores))
+      throw UsageError(s.label() + ": mean ablation of an attention pattern/score is not defined here (use --mode zero)");
+    return;
+  }
   if (s.layer < 0 || s.layer >= c.n_layers)
     throw UsageError(s.label() + ": layer " + std::to_string(s.layer) + " is out of range (0.." +
                      std::to_string(c.n_layers - 1) + ")");
@@ -88,7 +102,7 @@ Prediction predict(const at::Tensor& logits, int64_t target, int64_t k) {
 
 HookList ablation_hooks(const Model& m, const std::vector<AblationSite>& sites, AblationMode mode,
                         const std::vector<std::vector<int64_t>>& reference) {
-  for (const auto& s : sites) check_site(m, s);
+  for (const auto& s : sites) check_site(m, s, mode);
   // Mean mode: each hooked activation's mean over every position of the reference sequences.
   std::map<std::string, at::Tensor> means;
   if (mode == AblationMode::Mean) {
@@ -136,6 +150,9 @@ HookList ablation_hooks(const Model& m, const std::vector<AblationSite>& sites, 
           mean.defined() ? x.copy_(mean) : x.zero_();
           break;
         }
+        case AblationSite::Kind::Hook:  // the whole activation; mean: [B, T, ...] <- mean over B and T
+          mean.defined() ? t.copy_(mean) : t.zero_();
+          break;
       }
     });
   }
@@ -145,7 +162,7 @@ HookList ablation_hooks(const Model& m, const std::vector<AblationSite>& sites, 
 AblationResult ablate(const Model& m, const std::vector<int64_t>& ids, const AblationOptions& opts) {
   using namespace interv_detail;
   check_ids(m, ids, "the prompt");
-  if (opts.sites.empty()) throw UsageError("nothing to ablate: give at least one --head, --neuron or --resid");
+  if (opts.sites.empty()) throw UsageError("nothing to ablate: give at least one --head, --neuron, --resid or --hook");
   if (opts.target >= 0) check_token(m, opts.target, "--target");
   if (opts.top_k < 1) throw UsageError("--top-k must be >= 1");
   const int64_t T = static_cast<int64_t>(ids.size());

@@ -102,6 +102,22 @@ TEST_CASE("zero-ablating an MLP neuron equals the checkpoint with its W_out row 
   CHECK(max_diff(vocablens::run_with_hooks(m, at::tensor(kIds, at::kLong), hooks).logits, ref) < 1e-5);
 }
 
+TEST_CASE("zero-ablating a whole hook (mlp_out.1) equals the checkpoint with that MLP's W_out and b_out zeroed") {
+  std::string dir = vl_test::fixture("gpt2-tiny");
+  if (dir.empty()) return;
+  auto m = vocablens::load_model(dir);
+  auto zero = [](float* w, const std::vector<int64_t>& s) {
+    int64_t n = 1;
+    for (auto d : s) n *= d;
+    for (int64_t i = 0; i < n; ++i) w[i] = 0;
+  };
+  auto edited = vl_test::edited_copy(dir, "abl-mlp", {{"h.1.mlp.c_proj.weight", zero}, {"h.1.mlp.c_proj.bias", zero}});
+  auto ref = vocablens::load_model(edited).forward(at::tensor(kIds, at::kLong)).logits;
+  auto hooks = vocablens::ablation_hooks(m, {vocablens::parse_ablation_site("hook", "blocks.1.hook_mlp_out")},
+                                         vocablens::AblationMode::Zero, {});
+  CHECK(max_diff(vocablens::run_with_hooks(m, at::tensor(kIds, at::kLong), hooks).logits, ref) < 1e-5);
+}
+
 TEST_CASE("steering at layer 0 equals the checkpoint with the vector added to every position embedding (gpt2-tiny)") {
   std::string dir = vl_test::fixture("gpt2-tiny");
   if (dir.empty()) return;
@@ -187,6 +203,12 @@ TEST_CASE("vocablens ablate and generate --steer on the command line") {
   CHECK(j["settings"]["mode"] == "mean");
   CHECK(run_cli("ablate " + shq(dir) + " --prompt 'x' --head 9.0", out) == 2);
   CHECK_THAT(out, Catch::Contains("layer 9 is out of range (0..2)"));
+  // An unknown hook name: one error listing the valid names.
+  CHECK(run_cli("ablate " + shq(dir) + " --prompt 'x' --hook blocks.1.hook_attn_outt", out) == 2);
+  CHECK_THAT(out, Catch::Contains("unknown hook 'blocks.1.hook_attn_outt'") && Catch::Contains("blocks.L.hook_attn_out") &&
+                      Catch::Contains("mlp_post.L"));
+  REQUIRE(run_cli("ablate " + shq(dir) + " --prompt 'The Eiffel Tower is in' --hook attn_out.2 --mode mean --no-color", out) == 0);
+  CHECK_THAT(out, Catch::Contains("ablation (mean) of hook attn_out.2"));
   CHECK(run_cli("ablate " + shq(dir) + " --prompt 'x'", out) == 2);
   CHECK_THAT(out, Catch::Contains("nothing to ablate"));
 

@@ -54,6 +54,8 @@ TEST_CASE("hook names: TransformerLens's full names and our short ones name the 
                                                                    Catch::Contains("resid_pre.L") &&
                                                                    Catch::Contains("L = 0..3"));
   CHECK_THROWS_WITH(parse_hook_name("blocks.4.hook_resid_pre", c), Catch::Contains("layer 4 is out of range"));
+  CHECK_THAT(vocablens::hook_name_list(c), Catch::Contains("blocks.L.attn.hook_z") &&
+                                               Catch::Contains("[B, T, n_heads, d_head]") && Catch::Contains("(L = 0..3)"));
   CHECK_THROWS_WITH(parse_hook_name("resid_pre.x", c), Catch::Contains("unknown hook"));
   CHECK_THROWS_WITH(parse_hook_name("hook_pos_embed", [] { vocablens::ModelConfig r; r.n_layers = 1;
                                                            r.positions = vocablens::PositionKind::Rotary; return r; }()),

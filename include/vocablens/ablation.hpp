@@ -5,6 +5,8 @@
 //   Head    L.h  blocks.L.attn.hook_z[:, :, h, :]      head h of layer L writes nothing (zero) or its mean z
 //   Neuron  L.n  blocks.L.mlp.hook_post[:, :, n]        MLP neuron n's activation
 //   Resid   L.t  blocks.L.hook_resid_pre[:, t, :]       the whole residual stream entering block L at position t
+//   Hook    NAME any hook point (vocablens/hooks.hpp), the whole activation (mean: over positions; not for
+//                the [B, H, T, T] attention points)
 // Zero ablation sets the activation to 0. Mean ablation sets it to its mean over every position of the
 // reference prompts (default: the prompt itself), as in TransformerLens's mean-ablation demos. Zeroing
 // a head's z is exactly zeroing its rows of W_O (tests/ablation_test.cpp checks this against a modified
@@ -35,14 +37,15 @@ namespace vocablens {
 class Tokenizer;
 
 struct AblationSite {
-  enum class Kind { Head, Neuron, Resid } kind = Kind::Head;
+  enum class Kind { Head, Neuron, Resid, Hook } kind = Kind::Head;
   int64_t layer = 0;
   int64_t index = 0;  ///< head, neuron or position
-  std::string label() const;  ///< "head 1.3", "neuron 0.17", "resid 2@4"
+  std::string hook;   ///< Kind::Hook: the hook name as given
+  std::string label() const;  ///< "head 1.3", "neuron 0.17", "resid 2.4", "hook blocks.1.hook_attn_out"
 };
 
-/// Parses "L.i" (e.g. "1.3") for kind "head" | "neuron" | "resid" (resid: layer.position). Range checks
-/// happen in ablate()/ablation_hooks() against the model.
+/// Parses "L.i" (e.g. "1.3") for kind "head" | "neuron" | "resid" (resid: layer.position), or a hook
+/// name for kind "hook". Range and name checks happen in ablate()/ablation_hooks() against the model.
 AblationSite parse_ablation_site(const std::string& kind, const std::string& spec);
 
 enum class AblationMode { Zero, Mean };

@@ -21,7 +21,7 @@ using vocablens::UsageError;
 
 struct AblateCliOptions {
   std::string model, tokenizer, prompt, target, mode = "zero";
-  std::vector<std::string> heads, neurons, resids, mean_over;
+  std::vector<std::string> heads, neurons, resids, hooks, mean_over;
   int64_t position = -1, top_k = 10;
   bool bos = false, no_bos = false;
   vocablens::cli::OutputOptions out;
@@ -60,7 +60,9 @@ int run_ablate(const AblateCliOptions& o) {
   for (const auto& s : o.heads) ao.sites.push_back(vocablens::parse_ablation_site("head", s));
   for (const auto& s : o.neurons) ao.sites.push_back(vocablens::parse_ablation_site("neuron", s));
   for (const auto& s : o.resids) ao.sites.push_back(vocablens::parse_ablation_site("resid", s));
-  if (ao.sites.empty()) throw UsageError("nothing to ablate: give --head L.H, --neuron L.N or --resid L.P (repeatable)");
+  for (const auto& s : o.hooks) ao.sites.push_back(vocablens::parse_ablation_site("hook", s));
+  if (ao.sites.empty())
+    throw UsageError("nothing to ablate: give --head L.H, --neuron L.N, --resid L.P or --hook NAME (repeatable)");
   if (o.mode != "zero" && o.mode != "mean") throw UsageError("--mode must be zero or mean (got '" + o.mode + "')");
   ao.mode = o.mode == "mean" ? vocablens::AblationMode::Mean : vocablens::AblationMode::Zero;
   if (!o.mean_over.empty() && ao.mode != vocablens::AblationMode::Mean)
@@ -93,6 +95,8 @@ vocablens::cli::Register reg{
       sub.add_option("--head", o->heads, "Head LAYER.HEAD, e.g. 1.3 (blocks.L.attn.hook_z); repeatable");
       sub.add_option("--neuron", o->neurons, "MLP neuron LAYER.NEURON, e.g. 0.17 (blocks.L.mlp.hook_post); repeatable");
       sub.add_option("--resid", o->resids, "Residual stream entering block LAYER at POSITION, LAYER.POSITION; repeatable");
+      sub.add_option("--hook", o->hooks, "A whole activation by hook name, e.g. blocks.1.hook_attn_out or mlp_out.1 "
+                                         "(docs/interventions.md lists them); repeatable");
       sub.add_option("--mode", o->mode, "zero, or mean: the activation's mean over every position of the prompt "
                                         "(or of the --mean-over prompts)")
           ->check(CLI::IsMember({"zero", "mean"}))

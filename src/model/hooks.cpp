@@ -77,7 +77,13 @@ std::string hook_name_list(const ModelConfig& cfg) {
 
 HookSite parse_hook_name(const std::string& name, const ModelConfig& cfg) {
   auto fail = [&](const std::string& why) -> HookSite {
-    throw UsageError(why + "; valid hook names (TransformerLens name, short name, shape):\n" + hook_name_list(cfg));
+    // Errors are one line: the names only (hook_name_list() has the shapes, one per line).
+    std::string names;
+    for (const auto& p : kPoints)
+      names += std::string(names.empty() ? "" : ", ") + (p.block ? "blocks.L." : "") + p.tl + " (" + p.short_ +
+               (p.block ? ".L" : "") + ")";
+    throw UsageError(why + "; valid hook names (short form in parentheses), L = 0.." + std::to_string(cfg.n_layers - 1) +
+                     ": " + names);
   };
   auto check_layer = [&](HookSite s) {
     if (s.layer < 0 || s.layer >= cfg.n_layers)
