@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "vocablens/error.hpp"
+#include "vocablens/token_id.hpp"
 
 namespace vocablens::cli {
 
@@ -14,15 +15,9 @@ int64_t resolve_token(const Tokenizer& tok, const std::string& s, const std::str
     for (size_t i = 1; i < s.size(); ++i) digits = digits && std::isdigit(static_cast<unsigned char>(s[i]));
     if (digits) return std::stoll(s.substr(1));
   }
-  if (auto id = tok.token_to_id(s)) return *id;
-  EncodeOptions plain;
-  plain.add_bos = false;
-  auto ids = tok.encode(s, plain);
-  if (ids.size() == 1) return ids[0];  // e.g. llama2.c: " Paris" is "▁Paris" after the dummy prefix
-  std::string parts;
-  for (size_t i = 0; i < ids.size() && i < 8; ++i) parts += (i ? " " : "") + tok.display(ids[i]);
-  if (ids.size() > 8) parts += " ...";
-  throw UsageError(flag + " '" + s + "' is " + std::to_string(ids.size()) + " tokens: " + parts +
+  std::vector<int64_t> ids;
+  if (auto id = single_token_id(tok, s, &ids)) return *id;  // the one text -> token rule (token_id.hpp)
+  throw UsageError(flag + " '" + s + "' is " + std::to_string(ids.size()) + " tokens: " + display_ids(tok, ids) +
                    " (it must be a single token of " + tok.source() + "; #ID names one by id)");
 }
 
