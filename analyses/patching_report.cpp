@@ -29,7 +29,7 @@ void render_patching(Section& sec) {
   const json* kind = find_key(sec.r.summary, {"column_kind"});
   const std::string col_axis = kind && kind->is_string() ? kind->get<std::string>() : "position";
   sec.html += array_heatmap(sec, "restored", g, Cmap::Diverging,
-                            "restored logit difference: 0 = corrupted run, 1 = clean run", rows, cols, -1.0, 1.0, "layer",
+                            "restored (0 = corrupt, 1 = clean)", rows, cols, -1.0, 1.0, "layer",
                             col_axis);
   sec.use(a);
   if (const NdArray* m = sec.array({"metric"})) sec.use(m);  // the same cells before normalisation (CSV/npy)
