@@ -6,6 +6,8 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/token_arg.hpp"
+#include "vocablens/ablation.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
@@ -21,7 +23,28 @@ struct GenerateOptions {
   int64_t runc_n = -1;   // -n: run.c's meaning (positions incl. the prompt); -1 = not given
   int64_t stop_id = -2;  // -2: the model's convention; -1: never stop early
   bool print_ids = false;
+  std::string steer;         // "love-hate": add scale * (E[love] - E[hate]) to the residual stream
+  int64_t steer_layer = -1;  // -1: n_layers / 2
+  double steer_scale = 4.0;
 };
+
+// --steer "A-B": the steering vector W_E[A] - W_E[B]. A word without a leading space is looked up as the
+// mid-sentence token " A" first (GPT-2 style), then as "A"; "#ID" names a token by id.
+at::Tensor steering_vector(const vocablens::Model& m, const vocablens::Tokenizer* tok, const std::string& spec,
+                           std::string& shown) {
+  if (!tok) throw vocablens::UsageError("--steer needs the model's tokenizer (use --tokenizer)");
+  const size_t dash = spec.find('-', 1);
+  if (dash == std::string::npos || dash + 1 >= spec.size())
+    throw vocablens::UsageError("--steer expects PLUS-MINUS, e.g. --steer \"love-hate\" (got '" + spec + "')");
+  auto side = [&](const std::string& w) -> int64_t {
+    if (w.empty() || w[0] == ' ' || w[0] == '#') return vocablens::cli::resolve_token(*tok, w, "--steer");
+    if (auto id = tok->token_to_id(" " + w)) return *id;
+    return vocablens::cli::resolve_token(*tok, w, "--steer");
+  };
+  const int64_t plus = side(spec.substr(0, dash)), minus = side(spec.substr(dash + 1));
+  shown = "E[" + tok->display(plus) + "] - E[" + tok->display(minus) + "]";
+  return vocablens::embedding_difference(m, plus, minus);
+}
 
 int run_generate(const GenerateOptions& o) {
   vocablens::Model m = vocablens::load_model(o.model);
@@ -58,7 +81,23 @@ int run_generate(const GenerateOptions& o) {
   // llama2.c's run.c ends a sample when the model emits BOS; Hugging Face models end at EOS.
   int64_t stop = o.stop_id;
   if (stop == -2) stop = c.architecture == "llama2.c" ? c.bos_token_id : c.eos_token_id;
-  std::vector<int64_t> ids = m.generate_greedy(prompt, steps, stop);
+  if (o.steer.empty() && (o.steer_layer != -1 || o.steer_scale != 4.0))
+    throw vocablens::UsageError("--steer-layer and --steer-scale need --steer PLUS-MINUS");
+  if (o.steer_layer < -1) throw vocablens::UsageError("--steer-layer must be >= 0");
+  std::vector<int64_t> ids;
+  if (!o.steer.empty()) {
+    std::string shown;
+    at::Tensor v = steering_vector(m, tok.get(), o.steer, shown);
+    const int64_t layer = o.steer_layer >= 0 ? o.steer_layer : c.n_layers / 2;
+    if (layer >= c.n_layers)
+      throw vocablens::UsageError("--steer-layer " + std::to_string(layer) + " is out of range (0.." +
+                                  std::to_string(c.n_layers - 1) + ")");
+    fmt::print(stderr, "steering: {:+g} x ({}) added to blocks.{}.hook_resid_pre at every position (|v| = {:.4f})\n",
+               o.steer_scale, shown, layer, v.norm().item<double>());
+    ids = vocablens::generate_greedy_with_hooks(m, prompt, steps, stop, vocablens::steering_hooks(v, layer, o.steer_scale));
+  } else {
+    ids = m.generate_greedy(prompt, steps, stop);
+  }
   if (!ids.empty() && ids.back() == stop && stop >= 0 && ids.size() > prompt.size()) ids.pop_back();
   if (o.print_ids || !tok) {
     if (!tok) std::cerr << "vocablens: no tokenizer found beside the model; printing ids (use --tokenizer)\n";
@@ -90,6 +129,12 @@ vocablens::cli::Register reg{
       sub.add_option("--stop-id", o->stop_id,
                      "Stop when this id is generated (default: BOS for llama2.c models as run.c does, EOS otherwise; -1: never)");
       sub.add_flag("--ids", o->print_ids, "Print token ids instead of text");
+      sub.add_option("--steer", o->steer,
+                     "Steer with PLUS-MINUS, e.g. \"love-hate\": adds scale * (W_E[ love] - W_E[ hate]) to the residual "
+                     "stream entering --steer-layer, at every position");
+      sub.add_option("--steer-layer", o->steer_layer, "Block whose input is steered (default: n_layers / 2)");
+      sub.add_option("--steer-scale", o->steer_scale, "Multiplier of the steering vector (negative reverses it)")
+          ->capture_default_str();
       return [o] { return run_generate(*o); };
     }};
 

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 
 #include "vocablens/arch.hpp"
 
 #include "model/nonfinite.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/weight.hpp"
 
@@ -176,14 +178,25 @@ BlockContext block_context(const ModelConfig& cfg, int64_t T, const at::Device& 
   return c;
 }
 
+// Runs the hooks of (point, layer) on t when there are any (vocablens/hooks.hpp); `hk` may be null.
+inline void run_hook(const hook_detail::HookTable* hk, HookPoint p, int64_t l, at::Tensor& t) {
+  if (hk) hk->apply(p, l, t);
+}
+
 // Attention of one block on its (normalised) input h [B, T, d] -> the output projection [B, T, d].
+// Hook points (every family): q/k/v after their projections (before Qwen3's q/k norm and rotary),
+// attn_scores (scaled, soft-capped, masked), pattern, z, result (per-head outputs, only when hooked).
 at::Tensor attention(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& h, int64_t l,
-                     at::Tensor* pattern_out) {
+                     at::Tensor* pattern_out, const hook_detail::HookTable* hk) {
   using namespace detail;
   const int64_t B = h.size(0), T = h.size(1), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
   at::Tensor q = proj(h, L.w_q, L.b_q).view({B, T, H, dh});
   at::Tensor k = proj(h, L.w_k, L.b_k).view({B, T, Hkv, dh});
-  at::Tensor v = proj(h, L.w_v, L.b_v).view({B, T, Hkv, dh}).transpose(1, 2);
+  at::Tensor v = proj(h, L.w_v, L.b_v).view({B, T, Hkv, dh});
+  run_hook(hk, HookPoint::Q, l, q);
+  run_hook(hk, HookPoint::K, l, k);
+  run_hook(hk, HookPoint::V, l, v);
+  v = v.transpose(1, 2);
   if (L.q_norm_w.defined()) q = apply_norm(q, NormKind::RMSNorm, cfg.norm_eps, L.q_norm_w, at::Tensor());  // Qwen3, per head
   if (L.k_norm_w.defined()) k = apply_norm(k, NormKind::RMSNorm, cfg.norm_eps, L.k_norm_w, at::Tensor());
   q = q.transpose(1, 2);
@@ -200,18 +213,30 @@ at::Tensor attention(const ModelConfig& cfg, const LayerWeights& L, const BlockC
   scores = soft_cap(scores, cfg.attn_softcap);                         // Gemma-2, before the mask
   if (ctx.alibi.defined()) scores = scores + ctx.alibi;
   scores = scores.masked_fill(ctx.mask(cfg, l), -std::numeric_limits<float>::infinity());
+  run_hook(hk, HookPoint::AttnScores, l, scores);
   at::Tensor pattern = at::softmax(scores, -1);
+  run_hook(hk, HookPoint::Pattern, l, pattern);
   if (pattern_out) *pattern_out = pattern;
-  at::Tensor z = at::matmul(pattern, v).transpose(1, 2).reshape({B, T, H * dh});
-  return proj(z, L.w_o, L.b_o);
+  at::Tensor z = at::matmul(pattern, v).transpose(1, 2);  // [B, T, H, dh]
+  run_hook(hk, HookPoint::Z, l, z);
+  if (hk && hk->has(HookPoint::Result, l)) {  // per-head outputs only when a hook asks for them
+    at::Tensor result = hook_detail::head_results(z, L.w_o);
+    run_hook(hk, HookPoint::Result, l, result);
+    return L.b_o.defined() ? result.sum(2) + L.b_o : result.sum(2);
+  }
+  return proj(z.reshape({B, T, H * dh}), L.w_o, L.b_o);
 }
 
 // The MLP of one block on its (normalised) input: plain act(x W_in) or gated act(x W_gate) * (x W_in).
-at::Tensor mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& h) {
+// Hook points: mlp_pre (gated MLPs: the gate), mlp_post (the neurons, gated: act(gate) * up).
+at::Tensor mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& h, int64_t l,
+               const hook_detail::HookTable* hk) {
   using namespace detail;
   at::Tensor pre = proj(h, L.w_in, L.b_in);
-  at::Tensor act = L.w_gate.defined() ? activation(proj(h, L.w_gate, L.b_gate), cfg.activation) * pre
-                                      : activation(pre, cfg.activation);
+  at::Tensor gate = L.w_gate.defined() ? proj(h, L.w_gate, L.b_gate) : at::Tensor();
+  if (hk) run_hook(hk, HookPoint::MlpPre, l, gate.defined() ? gate : pre);
+  at::Tensor act = gate.defined() ? activation(gate, cfg.activation) * pre : activation(pre, cfg.activation);
+  run_hook(hk, HookPoint::MlpPost, l, act);
   return proj(act, L.w_out, L.b_out);
 }
 
@@ -224,31 +249,39 @@ at::Tensor norm2(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor
 
 // One transformer block on x [B, T, d]; records the block's activations into `cache` when it is given.
 // The recipe (ModelConfig): pre-norm (default) or post-norm, sequential or parallel residual, optional
-// norms of the attention and MLP outputs before their residual adds.
-at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& x,
-                       int64_t l, ResidualCache* cache, const CacheSpec* spec) {
+// norms of the attention and MLP outputs before their residual adds. `hk` (may be null) holds hooks that
+// read or write activations (vocablens/hooks.hpp); a hook point runs its hooks, then records. attn_out and
+// mlp_out are what is added to the stream (after Gemma-2's post norms).
+at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& x_in,
+                       int64_t l, ResidualCache* cache, const CacheSpec* spec, const hook_detail::HookTable* hk) {
+  at::Tensor x = x_in;
   auto record = [&](bool wanted, const char* hook, const at::Tensor& t) {
     if (cache && wanted) cache->set(ResidualCache::key(hook, l), t);
   };
   const bool keep = cache && spec && spec->wants_layer(l);
+  run_hook(hk, HookPoint::ResidPre, l, x);
   record(keep && spec->resid_pre, "resid_pre", x);
 
   at::Tensor pattern;
-  at::Tensor attn_out = attention(cfg, L, ctx, cfg.norm_before ? norm1(cfg, L, x) : x, l, keep && spec->pattern ? &pattern : nullptr);
+  at::Tensor attn_out = attention(cfg, L, ctx, cfg.norm_before ? norm1(cfg, L, x) : x, l, keep && spec->pattern ? &pattern : nullptr, hk);
   if (L.post_attn_norm_w.defined()) attn_out = apply_norm(attn_out, cfg.norm, cfg.norm_eps, L.post_attn_norm_w, at::Tensor());
+  run_hook(hk, HookPoint::AttnOut, l, attn_out);
   record(keep && spec->pattern, "pattern", pattern);
   record(keep && spec->attn_out, "attn_out", attn_out);
 
   at::Tensor mid = x + attn_out;  // parallel residual: x + attn_out too (the MLP reads x, not mid)
   if (!cfg.norm_before) mid = norm1(cfg, L, mid);
+  run_hook(hk, HookPoint::ResidMid, l, mid);
   record(keep && spec->resid_mid, "resid_mid", mid);
 
   const at::Tensor& mlp_in_stream = cfg.parallel_residual ? x : mid;
-  at::Tensor mlp_out = mlp(cfg, L, cfg.norm_before ? norm2(cfg, L, mlp_in_stream) : mlp_in_stream);
+  at::Tensor mlp_out = mlp(cfg, L, cfg.norm_before ? norm2(cfg, L, mlp_in_stream) : mlp_in_stream, l, hk);
   if (L.post_mlp_norm_w.defined()) mlp_out = apply_norm(mlp_out, cfg.norm, cfg.norm_eps, L.post_mlp_norm_w, at::Tensor());
+  run_hook(hk, HookPoint::MlpOut, l, mlp_out);
   record(keep && spec->mlp_out, "mlp_out", mlp_out);
   at::Tensor out = mid + mlp_out;
   if (!cfg.norm_before) out = norm2(cfg, L, out);
+  run_hook(hk, HookPoint::ResidPost, l, out);
   record(keep && spec->resid_post, "resid_post", out);
   return out;
 }
@@ -257,12 +290,12 @@ at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const Bloc
 // a hit the block is run again with its hooks recorded, to name the first hook that went non-finite.
 // Returns false when the stream is non-finite (policy Warn), so that the caller stops checking this pass.
 bool check_block_output(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& in,
-                        const at::Tensor& out, int64_t l) {
+                        const at::Tensor& out, int64_t l, const hook_detail::HookTable* hk) {
   if (at::GradMode::is_enabled() || detail::first_nonfinite(out) < 0) return true;
   ResidualCache c;
   CacheSpec s = CacheSpec::all();
   s.layers = {l};
-  apply_block(cfg, L, ctx, in, l, &c, &s);
+  apply_block(cfg, L, ctx, in, l, &c, &s, hk);
   const std::string ctx_msg = " (layer " + std::to_string(l) + "; its input resid_pre." + std::to_string(l) + " was finite)";
   for (const char* hook : {"attn_out", "resid_mid", "mlp_out", "resid_post"})
     if (!detail::check_activation_finite(c.get(hook, l), ResidualCache::key(hook, l), ctx_msg)) return false;
@@ -273,11 +306,17 @@ bool check_block_output(const ModelConfig& cfg, const LayerWeights& L, const Blo
 
 ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
                           const CacheSpec& spec, bool compute_logits) {
-  return run_forward(cfg, w, ids, spec, compute_logits, at::Tensor());
+  return run_forward(cfg, w, ids, spec, compute_logits, at::Tensor(), nullptr);
+}
+
+ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
+                          const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids) {
+  return run_forward(cfg, w, ids, spec, compute_logits, segment_ids, nullptr);
 }
 
 ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids_in,
-                          const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids) {
+                          const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids,
+                          const HookList* hooks) {
   using namespace detail;
   at::Tensor ids = ids_in.dim() == 1 ? ids_in.unsqueeze(0) : ids_in;
   if (ids.dim() != 2) throw UsageError("token ids must be [T] or [B, T]");
@@ -297,23 +336,35 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
   ForwardOutput out;
   auto& cache = out.cache;
 
+  std::optional<hook_detail::HookTable> table;
+  if (hooks && !hooks->empty()) table.emplace(*hooks, cfg);
+  const hook_detail::HookTable* hk = table ? &*table : nullptr;
+
   at::Tensor x = (w.W_E.scalar_type() == at::kFloat ? w.W_E.index_select(0, ids.view(-1)) : weight_rows(w.W_E, ids.view(-1)))
                      .view({B, T, d});
   if (cfg.embed_scale != 1.0) x = x * cfg.embed_scale;  // Gemma: sqrt(d_model), in float32 as Hugging Face does
-  if (cfg.positions == PositionKind::Learned) x = x + materialize_weight(w.W_pos.narrow(0, 0, T));
-  else if (cfg.positions == PositionKind::Sinusoidal) x = x + sinusoidal_table(T, d);
+  run_hook(hk, HookPoint::Embed, -1, x);                 // the embedding as it enters the stream (scaled)
+  if (cfg.positions == PositionKind::Learned) {
+    at::Tensor pos = materialize_weight(w.W_pos.narrow(0, 0, T));
+    if (hk && hk->has(HookPoint::PosEmbed, -1)) {
+      pos = pos.unsqueeze(0).expand({B, T, d});
+      hk->apply(HookPoint::PosEmbed, -1, pos);
+    }
+    x = x + pos;
+  } else if (cfg.positions == PositionKind::Sinusoidal) x = x + sinusoidal_table(T, d);
   if (w.W_seg.defined() || segment_ids.defined()) x = x + detail::segment_embedding(w, segment_ids, B, T);
 
   bool check = check_activation_finite(x, "resid_pre.0", " (the token embedding" +
                                         std::string(cfg.positions == PositionKind::Learned ? " plus positions)" : ")"));
   const BlockContext ctx = block_context(cfg, T, x.device());
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
-    at::Tensor next = apply_block(cfg, w.layers[static_cast<size_t>(l)], ctx, x, l, &cache, &spec);
-    if (check) check = check_block_output(cfg, w.layers[static_cast<size_t>(l)], ctx, x, next, l);
+    at::Tensor next = apply_block(cfg, w.layers[static_cast<size_t>(l)], ctx, x, l, &cache, &spec, hk);
+    if (check) check = check_block_output(cfg, w.layers[static_cast<size_t>(l)], ctx, x, next, l, hk);
     x = next;
   }
   if (spec.final_norm || compute_logits) {
     at::Tensor fin = cfg.final_norm ? apply_norm(x, cfg.norm, cfg.norm_eps, w.lnf_w, w.lnf_b) : x;
+    run_hook(hk, HookPoint::FinalNorm, -1, fin);
     if (check) check = check_activation_finite(fin, "final_norm", " (the last block's output was finite)");
     if (spec.final_norm) cache.set("final_norm", fin);
     if (compute_logits) out.logits = soft_cap(proj(fin, w.W_U, w.b_U), cfg.final_softcap);
@@ -333,7 +384,7 @@ at::Tensor run_blocks(const ModelConfig& cfg, const ModelWeights& w, const at::T
                      std::to_string(cfg.n_ctx));
   const BlockContext ctx = block_context(cfg, x.size(1), x.device());
   at::Tensor h = x;
-  for (int64_t l = first; l < last; ++l) h = apply_block(cfg, w.layers[static_cast<size_t>(l)], ctx, h, l, nullptr, nullptr);
+  for (int64_t l = first; l < last; ++l) h = apply_block(cfg, w.layers[static_cast<size_t>(l)], ctx, h, l, nullptr, nullptr, nullptr);
   return h;
 }
 

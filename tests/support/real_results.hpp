@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "fixtures.hpp"
+#include "vocablens/ablation.hpp"
 #include "vocablens/anisotropy.hpp"
+#include "vocablens/attribution.hpp"
 #include "vocablens/heads.hpp"
 #include "vocablens/knn.hpp"
 #include "vocablens/lens.hpp"
@@ -16,6 +18,7 @@
 #include "vocablens/model.hpp"
 #include "vocablens/neighbours.hpp"
 #include "vocablens/neurons.hpp"
+#include "vocablens/patching.hpp"
 #include "vocablens/positions.hpp"
 #include "vocablens/project.hpp"
 #include "vocablens/result.hpp"
@@ -82,6 +85,20 @@ inline std::vector<vocablens::Result> real_results(const std::string& dir) {
   out.push_back(knn_query(X, {0, 1, 2, 3, 4, 5, 6, 7}, ko).to_result(tok.get(), true));
 
   out.push_back(position_structure(m, {}).to_result());
+
+  std::vector<int64_t> corrupt = ids;  // interventions: the same prompt with one token changed
+  corrupt[1] = tok->require_token_id(" A");
+  PatchOptions pa;
+  pa.target = tok->require_token_id(" Paris");
+  pa.wrong = tok->require_token_id(" London");
+  out.push_back(activation_patching(m, ids, corrupt, pa).to_result(tok.get(), prompt, prompt));
+  AttributionOptions at;
+  at.target = pa.target;
+  at.wrong = pa.wrong;
+  out.push_back(attribute_logit(m, ids, at).to_result(tok.get(), prompt));
+  AblationOptions ab;
+  ab.sites = {parse_ablation_site("head", "1.2")};
+  out.push_back(ablate(m, ids, ab).to_result(tok.get(), prompt));
   return out;
 }
 

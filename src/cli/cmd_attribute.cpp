@@ -1,0 +1,110 @@
+// `vocablens attribute MODEL --prompt TEXT --target TOKEN [--wrong TOKEN]`: direct logit attribution
+// (see vocablens/attribution.hpp).
+#include <fmt/color.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "cli/command.hpp"
+#include "cli/output.hpp"
+#include "cli/token_arg.hpp"
+#include "vocablens/atomic_file.hpp"
+#include "vocablens/attribution.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/tokenizer.hpp"
+
+namespace {
+
+using vocablens::UsageError;
+
+struct AttributeCliOptions {
+  std::string model, tokenizer, prompt, target, wrong;
+  int64_t position = -1;
+  int64_t show = 20;
+  bool bos = false, no_bos = false;
+  vocablens::cli::OutputOptions out;
+};
+
+void print_attribution(const vocablens::AttributionResult& a, const vocablens::Tokenizer& tok, int64_t show, bool color) {
+  auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
+  const std::string metric = a.options.wrong >= 0 ? "logit(" + tok.display(a.options.target) + ") - logit(" +
+                                                        tok.display(a.options.wrong) + ")"
+                                                  : "logit(" + tok.display(a.options.target) + ")";
+  fmt::print("{}\n", style(fmt::format("logit attribution · {} · {} at position {} ({})", a.model_source, metric,
+                                       a.position, tok.display(a.tokens[static_cast<size_t>(a.position)])),
+                           fmt::emphasis::bold));
+  fmt::print("model {:.6f} · sum of parts {:.6f} · |difference| {:.2e} · final norm scale frozen at {:.6f}\n",
+             a.model_value, a.sum, a.check, a.norm_scale);
+  std::vector<size_t> order(a.components.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return std::fabs(a.components[x].value) > std::fabs(a.components[y].value);
+  });
+  double mx = 0;
+  for (const auto& c : a.components) mx = std::max(mx, std::fabs(c.value));
+  fmt::print("{}\n", style(fmt::format("{:<16} {:>10}", "part", "value"), fmt::emphasis::bold));
+  for (size_t i = 0; i < order.size() && static_cast<int64_t>(i) < show; ++i) {
+    const auto& c = a.components[order[i]];
+    const int w = mx > 0 ? static_cast<int>(std::lround(std::fabs(c.value) / mx * 30)) : 0;
+    std::string bar(static_cast<size_t>(w), '#');
+    if (color) bar = fmt::format(fmt::fg(c.value >= 0 ? fmt::terminal_color::green : fmt::terminal_color::red), "{}", bar);
+    fmt::print("{:<16} {:>10.4f}  {}\n", c.name, c.value, bar);
+  }
+  if (static_cast<int64_t>(order.size()) > show)
+    fmt::print("({} more parts; --show N, or --format csv / --out for all)\n", order.size() - static_cast<size_t>(show));
+  // per-head grid
+  fmt::print("\n{}\n", style("heads (rows: layer, columns: head)", fmt::emphasis::bold));
+  std::string line = fmt::format("{:<6}", "");
+  for (int64_t h = 0; h < a.n_heads; ++h) line += fmt::format(" {:>7}", "H" + std::to_string(h));
+  line += fmt::format(" {:>8}", "MLP");
+  fmt::print("{}\n", line);
+  for (int64_t l = 0; l < a.n_layers; ++l) {
+    line = fmt::format("{:<6}", "L" + std::to_string(l));
+    for (int64_t h = 0; h < a.n_heads; ++h) line += fmt::format(" {:>7.3f}", a.heads[static_cast<size_t>(l * a.n_heads + h)]);
+    line += fmt::format(" {:>8.3f}", a.mlps[static_cast<size_t>(l)]);
+    fmt::print("{}\n", line);
+  }
+}
+
+int run_attribute(const AttributeCliOptions& o) {
+  if (o.bos && o.no_bos) throw UsageError("--bos and --no-bos cannot be used together");
+  if (o.show < 0) throw UsageError("--show must be >= 0");
+  if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
+  vocablens::Model m = vocablens::load_model(o.model);
+  vocablens::adapt_threads_to(m);
+  auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
+  auto ids = vocablens::cli::encode_prompt(*tok, o.prompt, "--prompt", o.bos ? 1 : o.no_bos ? 0 : -1);
+  vocablens::AttributionOptions ao;
+  ao.target = vocablens::cli::resolve_token(*tok, o.target, "--target");
+  if (!o.wrong.empty()) ao.wrong = vocablens::cli::resolve_token(*tok, o.wrong, "--wrong");
+  ao.position = o.position;
+  auto a = vocablens::attribute_logit(m, ids, ao);
+  auto r = a.to_result(tok.get(), o.prompt);
+  vocablens::cli::fill_provenance(r, m);
+  r.provenance["tokenizer"] = tok->source();
+  vocablens::cli::emit(r, o.out, [&] { print_attribution(a, *tok, o.show, vocablens::cli::use_color(o.out)); });
+  return 0;
+}
+
+vocablens::cli::Register reg{
+    "attribute",
+    "Direct logit attribution: a logit (difference) split into embedding, every head, every MLP and the biases",
+    [](CLI::App& sub) -> vocablens::cli::Runner {
+      auto o = std::make_shared<AttributeCliOptions>();
+      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("--prompt", o->prompt, "Text to run")->required();
+      sub.add_option("--target", o->target, "Token whose logit is attributed (bytes, e.g. \" Paris\", or #ID)")->required();
+      sub.add_option("--wrong", o->wrong, "Attribute logit(target) - logit(wrong) instead");
+      sub.add_option("--position", o->position, "Position whose logit is attributed (default -1: the last)");
+      sub.add_option("--show", o->show, "Parts listed in the table, largest |value| first (default 20)");
+      sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      sub.add_flag("--bos", o->bos, "Prepend the BOS token to the prompt");
+      sub.add_flag("--no-bos", o->no_bos, "Do not prepend BOS (llama2.c tokenizers add it by default)");
+      vocablens::cli::add_output_options(sub, o->out);
+      return [o] { return run_attribute(*o); };
+    }};
+
+}  // namespace

@@ -1,0 +1,141 @@
+// `vocablens patch MODEL --clean TEXT --corrupt TEXT --target TOKEN [--wrong TOKEN] --over resid|attn|mlp|heads`:
+// activation patching (see vocablens/patching.hpp).
+#include <fmt/color.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <memory>
+#include <optional>
+
+#include "cli/command.hpp"
+#include "cli/output.hpp"
+#include "cli/token_arg.hpp"
+#include "vocablens/atomic_file.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/patching.hpp"
+#include "vocablens/tokenizer.hpp"
+
+namespace {
+
+using vocablens::UsageError;
+
+struct PatchCliOptions {
+  std::string model, tokenizer, clean, corrupt, target, wrong, over = "resid";
+  int64_t position = -1;
+  bool bos = false, no_bos = false;
+  vocablens::cli::OutputOptions out;
+};
+
+std::string cell(double v) {
+  if (std::isnan(v)) return "    -";
+  return fmt::format("{:5.2f}", v);
+}
+
+void print_patch(const vocablens::PatchResult& p, const vocablens::Tokenizer& tok, bool color) {
+  auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
+  const bool heads = p.options.over == vocablens::PatchOver::Heads;
+  fmt::print("{}\n", style(fmt::format("activation patching · {} · over {} · metric {} at position {}", p.model_source,
+                                       vocablens::patch_over_name(p.options.over),
+                                       p.options.wrong >= 0 ? "logit(" + tok.display(p.options.target) + ") - logit(" +
+                                                                  tok.display(p.options.wrong) + ")"
+                                                            : "logit(" + tok.display(p.options.target) + ")",
+                                       p.position),
+                           fmt::emphasis::bold));
+  fmt::print("clean {:.4f} · corrupt {:.4f}; cells: (patched - corrupt) / (clean - corrupt), 0 = corrupt, 1 = clean\n",
+             p.clean_metric, p.corrupt_metric);
+  if (p.degenerate)
+    fmt::print("the clean and corrupt runs give the same metric: the normalisation is undefined (cells '-'); "
+               "raw values are in the JSON/CSV output\n");
+  std::string line = fmt::format("{:<8}", heads ? "layer" : "layer\\pos");
+  for (int64_t c = 0; c < p.cols; ++c) line += fmt::format(" {:>5}", heads ? "H" + std::to_string(c) : std::to_string(c));
+  fmt::print("{}\n", style(line, fmt::emphasis::bold));
+  if (!heads) {
+    line = fmt::format("{:<8}", "token");
+    for (int64_t c = 0; c < p.cols; ++c) {
+      std::string t = vocablens::cli::first_columns(tok.display(p.clean_tokens[static_cast<size_t>(c)]), 5);
+      size_t cols = 0;
+      for (unsigned char ch : t) cols += (ch & 0xC0) != 0x80;
+      line += " " + std::string(5 - cols, ' ') + t;
+    }
+    fmt::print("{}\n", line);
+  }
+  for (int64_t l = 0; l < p.rows; ++l) {
+    line = fmt::format("{:<8}", l);
+    for (int64_t c = 0; c < p.cols; ++c) {
+      const double v = p.restored[p.at(l, c)];
+      std::string s = cell(v);
+      if (color && !std::isnan(v)) {
+        if (v >= 0.5) s = fmt::format(fmt::fg(fmt::terminal_color::green) | fmt::emphasis::bold, "{}", s);
+        else if (v >= 0.1) s = fmt::format(fmt::fg(fmt::terminal_color::green), "{}", s);
+        else if (v <= -0.1) s = fmt::format(fmt::fg(fmt::terminal_color::red), "{}", s);
+        else s = fmt::format(fmt::emphasis::faint, "{}", s);
+      }
+      line += " " + s;
+    }
+    fmt::print("{}\n", line);
+  }
+  fmt::print("(rows: {} of each layer{})\n", p.row_hooks.empty() ? "" : p.row_hooks[0].substr(p.row_hooks[0].find(".hook") + 1),
+             heads ? ", one head's z at every position" : ", one position");
+}
+
+int run_patch(const PatchCliOptions& o) {
+  if (o.clean.empty() || o.corrupt.empty()) throw UsageError("give both --clean TEXT and --corrupt TEXT");
+  if (o.bos && o.no_bos) throw UsageError("--bos and --no-bos cannot be used together");
+  vocablens::PatchOptions po;
+  po.over = vocablens::parse_patch_over(o.over);
+  po.position = o.position;
+  if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
+  vocablens::Model m = vocablens::load_model(o.model);
+  vocablens::adapt_threads_to(m);
+  auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
+  const int bos = o.bos ? 1 : o.no_bos ? 0 : -1;
+  auto clean = vocablens::cli::encode_prompt(*tok, o.clean, "--clean", bos);
+  auto corrupt = vocablens::cli::encode_prompt(*tok, o.corrupt, "--corrupt", bos);
+  if (clean.size() != corrupt.size())
+    throw UsageError("--clean is " + std::to_string(clean.size()) + " tokens and --corrupt is " +
+                     std::to_string(corrupt.size()) +
+                     " tokens: patching needs prompts of the same token length; reword one (`vocablens tokenize "
+                     "MODEL TEXT` shows the tokens), e.g. swap a name for another single-token name");
+  po.target = vocablens::cli::resolve_token(*tok, o.target, "--target");
+  if (!o.wrong.empty()) po.wrong = vocablens::cli::resolve_token(*tok, o.wrong, "--wrong");
+  const bool bar = ::isatty(STDERR_FILENO) == 1;
+  if (bar)
+    po.progress = [](int64_t done, int64_t total) {
+      fmt::print(stderr, "\rpatching layer {}/{}", done, total);
+      std::fflush(stderr);
+    };
+  auto p = vocablens::activation_patching(m, clean, corrupt, po);
+  if (bar) fmt::print(stderr, "\r{}\r", std::string(40, ' '));
+  auto r = p.to_result(tok.get(), o.clean, o.corrupt);
+  vocablens::cli::fill_provenance(r, m);
+  r.provenance["tokenizer"] = tok->source();
+  vocablens::cli::emit(r, o.out, [&] { print_patch(p, *tok, vocablens::cli::use_color(o.out)); });
+  return 0;
+}
+
+vocablens::cli::Register reg{
+    "patch",
+    "Activation patching: how much of a clean run's logit difference each layer x position (or head) restores",
+    [](CLI::App& sub) -> vocablens::cli::Runner {
+      auto o = std::make_shared<PatchCliOptions>();
+      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("--clean", o->clean, "The prompt whose activations are copied in")->required();
+      sub.add_option("--corrupt", o->corrupt, "The prompt patched into (same number of tokens as --clean)")->required();
+      sub.add_option("--target", o->target, "Token the clean run predicts (bytes, e.g. \" Mary\", or #ID)")->required();
+      sub.add_option("--wrong", o->wrong, "Token the corrupt run predicts: the metric becomes logit(target) - logit(wrong)");
+      sub.add_option("--over", o->over,
+                     "resid: blocks.L.hook_resid_pre per position; attn: hook_attn_out per position; mlp: hook_mlp_out "
+                     "per position; heads: attn.hook_z per head, all positions")
+          ->check(CLI::IsMember({"resid", "attn", "mlp", "heads"}))
+          ->capture_default_str();
+      sub.add_option("--position", o->position, "Position whose logits are read (default -1: the last)");
+      sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      sub.add_flag("--bos", o->bos, "Prepend the BOS token to both prompts");
+      sub.add_flag("--no-bos", o->no_bos, "Do not prepend BOS (llama2.c tokenizers add it by default)");
+      vocablens::cli::add_output_options(sub, o->out);
+      return [o] { return run_patch(*o); };
+    }};
+
+}  // namespace
