@@ -321,3 +321,33 @@ TEST_CASE("every family runs inspect, generate, lens, heads, neurons and spectru
     }
   }
 }
+
+// Issue #17: `vocablens inspect` names every way a family's block departs from GPT-2's. Each family fixture's
+// distinguishing features, from its config.json and the Hugging Face modeling code (not from our output):
+TEST_CASE("inspect names each family's departures from a plain GPT-2 block") {
+  const std::vector<std::pair<const char*, std::vector<const char*>>> expect = {
+      {"gpt_neox", {"parallel residual", "partial: 4 of 16", "untied"}},
+      {"qwen2", {"RMSNorm", "q/k/v biases", "grouped-query", "gated MLP: silu"}},
+      {"qwen3", {"per-head RMSNorm on q and k", "head_dim 32 independent", "grouped-query"}},
+      {"mistral", {"sliding-window attention", "gated MLP: silu", "RMSNorm"}},
+      {"llama3", {"llama3 scaling x8", "grouped-query"}},
+      {"llama_linear", {"linear scaling x4", "theta 500000"}},
+      {"gemma", {"norm scale (1 + w)", "embeddings multiplied by 8", "head_dim 24 independent"}},
+      {"gemma2", {"norm after attention", "norm after the MLP", "attention logits soft-capped at 2",
+                  "final logits soft-capped at 3", "sliding window 4 on even layers"}},
+      {"phi3", {"sliding-window attention (2047", "gated MLP: silu", "RMSNorm"}},
+      {"opt", {"post-LN", "no final norm", "offset by 2", "projected in/out", "relu MLP"}},
+  };
+  for (const auto& [family, phrases] : expect) {
+    const auto dep = vocablens::departures_from_gpt2(vocablens::load_model(family_dir(family)).config());
+    std::string all;
+    for (const auto& d : dep) all += d + "\n";
+    for (const char* p : phrases) {
+      INFO(family << " departures:\n" << all << "expected a phrase containing: " << p);
+      CHECK(all.find(p) != std::string::npos);
+    }
+  }
+  // and a plain GPT-2 layout departs in nothing
+  const std::string gpt2 = vl_test::fixture("gpt2-tiny");
+  if (!gpt2.empty()) CHECK(vocablens::departures_from_gpt2(vocablens::load_model(gpt2).config()).empty());
+}
