@@ -110,3 +110,39 @@ def _method(fn):
 
 for _f in (lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn, positions):
     setattr(Model, _f.__name__, _method(_f))
+
+
+# ---- interventions (issue #22, docs/interventions.md) ----
+
+def patch(model, clean, corrupt, target, *, wrong=None, over=None, position=None, bos=None):
+    """Activation patching (`vocablens patch`): each activation of the clean run patched into the corrupted
+    run; the restored metric (logit[target] - logit[wrong]) normalised so 0 = corrupted, 1 = clean.
+    clean/corrupt: text or ids of the same length; over="resid"|"attn"|"mlp"|"heads"; position=-1 (last).
+    Result kind "activation_patching"."""
+    return _call("patch", model, locals())
+
+
+def ablate(model, prompt, *, head=None, neuron=None, resid=None, hook=None, mode=None, target=None,
+           position=None, top_k=None, bos=None):
+    """Ablation (`vocablens ablate`): head="L.H", neuron="L.N", resid="L.P" or hook=<hook name> (each a str or
+    a list of them), mode="zero"|"mean"; predictions before and after at `position` (-1: last), target
+    followed (default: the unablated top-1), top_k=10. Result kind "ablation"."""
+    return _call("ablate", model, locals())
+
+
+def attribute(model, prompt, target, *, wrong=None, position=None, bos=None):
+    """Direct logit attribution (`vocablens attribute`): logit[target] (- logit[wrong]) at `position` (-1:
+    last) split into embedding, every head, every MLP and the biases, final norm frozen at this run's scale.
+    Result kind "logit_attribution"."""
+    return _call("attribute", model, locals())
+
+
+def steer(model, prompt, plus, minus, *, layer=None, scale=None, steps=None, bos=None):
+    """Steering (`vocablens generate --steer PLUS-MINUS`): greedy generation of `steps` (20) tokens with
+    scale (4.0) * (W_E[plus] - W_E[minus]) added to blocks.<layer>.hook_resid_pre (layer: n_layers // 2), and
+    the same without steering. Result kind "steering": summary steered_ids/plain_ids (and texts)."""
+    return _call("steer", model, locals())
+
+
+for _f in (patch, ablate, attribute, steer):
+    setattr(Model, _f.__name__, _method(_f))
