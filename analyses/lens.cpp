@@ -15,6 +15,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "vocablens/tuned_lens.hpp"
 #include "vocablens/unembed.hpp"
 
 namespace vocablens {
@@ -37,6 +38,11 @@ void validate_options(const Model& m, const LensOptions& o) {
     throw UsageError("target token id " + std::to_string(*o.target) + " is outside the vocabulary [0, " +
                      std::to_string(c.vocab_size) + ")");
   if (o.block_positions < 0) throw UsageError("block_positions must be >= 0");
+  if (o.tuned) {
+    if (o.resid_mid) throw UsageError("--tuned cannot be combined with --resid-mid (translators read resid_post only)");
+    if (o.decoder_blocks > 0) throw UsageError("--tuned cannot be combined with --decoder-blocks");
+    o.tuned->check_model(m);
+  }
 }
 
 void validate_ids(const Model& m, const std::vector<int64_t>& ids) {
@@ -75,6 +81,14 @@ at::Tensor LensEngine::normalised_stack(const at::Tensor& ids) const {
   rs.reserve(layers_.size());
   for (const auto& L : layers_) rs.push_back(out.cache.get(L.hook)[0]);
   at::Tensor stack = at::stack(rs, 0);  // [n, T, d]
+  if (o_.tuned) {
+    // Translator l reads lens layer l; the last lens layer is the model's output (no translator).
+    std::vector<at::Tensor> tr;
+    tr.reserve(rs.size());
+    for (int64_t li = 0; li < stack.size(0); ++li)
+      tr.push_back(li + 1 < stack.size(0) ? o_.tuned->translate(stack[li], li) : stack[li]);
+    stack = at::stack(tr, 0);
+  }
   if (o_.decoder_blocks > 0) {
     // One layer at a time: attention scores are [H, T, T] per sequence, not [n, H, T, T].
     const int64_t first = m_.config().n_layers - o_.decoder_blocks;
@@ -290,6 +304,8 @@ Result LensResult::to_result(const Tokenizer* tok, const std::string& prompt) co
                 {"unembed", unembed_name(options.unembed)},
                 {"decoder_blocks", options.decoder_blocks},
                 {"final_norm", "recomputed on each layer's residual"},
+                {"lens", options.tuned ? "tuned" : "logit"},
+                {"tuned_lens", options.tuned ? nlohmann::json(options.tuned->source) : nlohmann::json(nullptr)},
                 {"target", target.is_null() ? nlohmann::json("next token") : target},
                 {"units", "nats"}};
   if (!prompt.empty()) r.settings["prompt"] = prompt;

@@ -6,7 +6,9 @@
 #include <limits>
 #include <cstring>
 #include <fstream>
+#include <limits>
 
+#include "vocablens/dist.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/lens.hpp"
 #include "vocablens/lens_corpus.hpp"
@@ -87,26 +89,40 @@ CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const s
   LensStats st;
   std::vector<int64_t> none;
 
+  // Per-window sums (4 per layer: cross-entropy, KL, entropy, top-1), reduced in window order at the end so
+  // that any number of ranks gives the one-process numbers bit for bit (vocablens/dist.hpp).
+  const int64_t n4 = 4 * n;
+  std::vector<double> per_window;
+  const int shard_rank = opts.distributed ? dist::rank() : 0, shard_count = opts.distributed ? dist::size() : 1;
+  std::vector<double> pos_kl(static_cast<size_t>(n * W), 0.0), pos_count(static_cast<size_t>(W), 0.0);
   auto process = [&](const std::vector<int64_t>& ids) {
     const int64_t T = static_cast<int64_t>(ids.size());
     for (auto id : ids)
       if (id < 0 || id >= m.config().vocab_size)
         throw UsageError("the tokenizer produced id " + std::to_string(id) + ", outside the model's vocabulary of " +
                          std::to_string(m.config().vocab_size));
-    none.assign(static_cast<size_t>(T), -1);
-    eng.run(ids, none, 1, st);
-    for (int64_t t = 0; t + 1 < T; ++t) {
-      const int64_t next = ids[static_cast<size_t>(t + 1)];
-      for (int64_t li = 0; li < n; ++li) {
-        const size_t a = static_cast<size_t>(li * T + t);
-        ce[static_cast<size_t>(li)] += st.lse[a] - static_cast<double>(st.z_next[a]);
-        kl[static_cast<size_t>(li)] += st.kl(li, t);
-        ent[static_cast<size_t>(li)] += st.entropy[a];
-        // A NaN row (a NaN logit under --allow-nonfinite) has no top-1: the accuracy becomes NaN, not lower.
-        top1[static_cast<size_t>(li)] += std::isnan(st.lse[a]) ? std::numeric_limits<double>::quiet_NaN()
-                                                               : (st.top_ids[a] == next ? 1.0 : 0.0);
+    per_window.resize(per_window.size() + static_cast<size_t>(n4), 0.0);
+    double* win = per_window.data() + per_window.size() - static_cast<size_t>(n4);
+    for (int64_t t = 0; t + 1 < T; ++t)
+      r.bytes += static_cast<uint64_t>(token_len[static_cast<size_t>(ids[static_cast<size_t>(t + 1)])]);
+    if (r.windows % shard_count == shard_rank) {
+      none.assign(static_cast<size_t>(T), -1);
+      eng.run(ids, none, 1, st);
+      for (int64_t t = 0; t + 1 < T; ++t) {
+        const int64_t next = ids[static_cast<size_t>(t + 1)];
+        for (int64_t li = 0; li < n; ++li) {
+          const size_t a = static_cast<size_t>(li * T + t);
+          const double k = st.kl(li, t);
+          win[4 * li + 0] += st.lse[a] - static_cast<double>(st.z_next[a]);
+          win[4 * li + 1] += k;
+          win[4 * li + 2] += st.entropy[a];
+          // A NaN row (a NaN logit under --allow-nonfinite) has no top-1: the accuracy becomes NaN, not lower.
+          win[4 * li + 3] += std::isnan(st.lse[a]) ? std::numeric_limits<double>::quiet_NaN()
+                                                   : (st.top_ids[a] == next ? 1.0 : 0.0);
+          if (opts.by_position) pos_kl[static_cast<size_t>(li * W + t)] += k;
+        }
+        if (opts.by_position) pos_count[static_cast<size_t>(t)] += 1;
       }
-      r.bytes += static_cast<uint64_t>(token_len[static_cast<size_t>(next)]);
     }
     r.predicted += T - 1;
     r.windows += 1;
@@ -165,6 +181,32 @@ CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const s
   }
   if (r.predicted == 0)
     throw UsageError(path + ": the corpus has fewer than 2 tokens; nothing to predict");
+  if (shard_count > 1) {
+    dist::allreduce_sum(per_window.data(), static_cast<int64_t>(per_window.size()));  // exact: one owner per window
+    if (opts.by_position) {
+      dist::allreduce_sum(pos_kl.data(), static_cast<int64_t>(pos_kl.size()));
+      dist::allreduce_sum(pos_count.data(), static_cast<int64_t>(pos_count.size()));
+    }
+  }
+  for (int64_t w = 0; w < r.windows; ++w)
+    for (int64_t li = 0; li < n; ++li) {
+      const double* win = per_window.data() + w * n4 + 4 * li;
+      ce[static_cast<size_t>(li)] += win[0];
+      kl[static_cast<size_t>(li)] += win[1];
+      ent[static_cast<size_t>(li)] += win[2];
+      top1[static_cast<size_t>(li)] += win[3];
+    }
+  if (opts.by_position) {
+    int64_t used = W;
+    while (used > 0 && pos_count[static_cast<size_t>(used - 1)] == 0) --used;
+    r.kl_by_position.assign(static_cast<size_t>(n * used), std::numeric_limits<double>::quiet_NaN());
+    for (int64_t li = 0; li < n; ++li)
+      for (int64_t t = 0; t < used; ++t)
+        if (pos_count[static_cast<size_t>(t)] > 0)
+          r.kl_by_position[static_cast<size_t>(li * used + t)] =
+              pos_kl[static_cast<size_t>(li * W + t)] / pos_count[static_cast<size_t>(t)];
+    r.positions = used;
+  }
 
   r.mean_cross_entropy.resize(static_cast<size_t>(n));
   r.bits_per_byte.resize(static_cast<size_t>(n));
@@ -192,6 +234,7 @@ Result CorpusLensResult::to_result() const {
                 {"resid_mid", options.resid_mid},
                 {"unembed", options.unembed == LensUnembed::PseudoInverse ? "pinv" : "W_U"},
                 {"decoder_blocks", options.decoder_blocks},
+                {"lens", options.tuned ? "tuned" : "logit"},
                 {"final_norm", "recomputed on each layer's residual"},
                 {"units", "nats; bits per byte = total cross-entropy / (ln 2 * bytes of the predicted tokens)"}};
   nlohmann::json per = nlohmann::json::array();
@@ -219,6 +262,7 @@ Result CorpusLensResult::to_result() const {
   r.arrays["mean_kl_final"] = NdArray::f64({n}, mean_kl_final.data());
   r.arrays["mean_entropy"] = NdArray::f64({n}, mean_entropy.data());
   r.arrays["top1_accuracy"] = NdArray::f64({n}, top1_accuracy.data());
+  if (positions > 0) r.arrays["kl_by_position"] = NdArray::f64({n, positions}, kl_by_position.data());
   r.tables.push_back(std::move(tab));
   return r;
 }

@@ -10,6 +10,8 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git  # git: scripts/setup_llama_ref.sh clones llama.cpp's source bundle
   libtorch-dev libopenblas0-openmp
   libeigen3-dev libspectra-dev libfmt-dev catch2 nlohmann-json3-dev libcli11-dev libpcre2-dev
+  # corpus work across processes (vocablens/dist.hpp, docs/lens.md): mpirun -np N vocablens ...
+  libopenmpi-dev openmpi-bin
   libicu-dev
   # tokenizers: SentencePiece tokenizer.model, Unicode normal forms; spm_train + python3-sentencepiece for fixtures
   libsentencepiece-dev libutf8proc-dev sentencepiece python3-sentencepiece python3-protobuf

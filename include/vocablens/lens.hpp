@@ -13,7 +13,8 @@
 //   float p = lens.top_prob(lens.n_layers() - 1, 4, 0);      // final layer, last position, top-1
 //   vocablens::Result r = lens.to_result(tokenizer.get());    // for write_result / the CLI
 //
-// Variants: LensOptions::unembed = PseudoInverse reads through E⁺ (vocablens::embedding_pinv, [d_model, V])
+// Variants: LensOptions::tuned reads every layer through its tuned-lens translator (vocablens/tuned_lens.hpp);
+// LensOptions::unembed = PseudoInverse reads through E⁺ (vocablens::embedding_pinv, [d_model, V])
 // instead of W_U; LensOptions::decoder_blocks = k runs each layer's residual through the last k blocks before the
 // final norm (the "last blocks as decoder" lens of nostalgebraist / Belrose et al.'s baseline).
 //
@@ -29,6 +30,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +41,7 @@ namespace vocablens {
 
 class Model;
 class Tokenizer;
+struct TunedLens;
 
 enum class LensUnembed {
   Model,          ///< the model's own unembedding W_U (+ b_U)
@@ -62,6 +65,9 @@ struct LensOptions {
   int64_t block_positions = 0;
   /// Force the portable scalar statistics kernel instead of the AVX2 one (for tests and comparison).
   bool scalar_kernel = false;
+  /// The tuned lens (vocablens/tuned_lens.hpp): every lens layer but the last is passed through its
+  /// translator before the final norm. Null = the logit lens. Not with resid_mid or decoder_blocks.
+  std::shared_ptr<const TunedLens> tuned;
 };
 
 /// One lensed point of the residual stream.

@@ -35,6 +35,13 @@ struct CorpusLensOptions {
   /// Called after each window with (bytes read so far, total bytes), or, when max_tokens > 0, with
   /// (tokens predicted so far, max_tokens); may be empty.
   std::function<void(uint64_t, uint64_t)> progress;
+  /// Under mpirun (vocablens/dist.hpp): window w is run by rank w mod size; every rank tokenises the whole
+  /// file and all ranks return the same result, equal bit for bit to the one-process run (per-window sums
+  /// reduced in window order). false: this process does all the work whatever the ranks.
+  bool distributed = true;
+  /// Also the mean KL to the final layer by position within the window (kl_by_position, [n, positions]);
+  /// under mpirun its sums are reduced by MPI (equal to one process within rounding).
+  bool by_position = false;
 };
 
 struct CorpusLensResult {
@@ -52,6 +59,8 @@ struct CorpusLensResult {
   std::vector<double> mean_kl_final;       ///< [n] over every scored position
   std::vector<double> mean_entropy;        ///< [n]
   std::vector<double> top1_accuracy;       ///< [n] fraction of positions whose top-1 is the next token
+  int64_t positions = 0;                   ///< with by_position: positions per window seen (<= window - 1)
+  std::vector<double> kl_by_position;      ///< [n, positions] mean KL(final || layer) at each window position
 
   /// kind "logit_lens_corpus"; a per-layer table and arrays.
   Result to_result() const;

@@ -13,12 +13,14 @@
 #include "cli/command.hpp"
 #include "cli/output.hpp"
 #include "vocablens/atomic_file.hpp"
+#include "vocablens/dist.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/lens.hpp"
 #include "vocablens/lens_corpus.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/token_id.hpp"
+#include "vocablens/tuned_lens.hpp"
 
 namespace {
 
@@ -32,6 +34,7 @@ struct LensCliOptions {
   std::optional<int64_t> target_id;
   std::string tokenizer;
   std::string corpus;
+  std::string tuned;
   std::string unembed = "model";
   int64_t top_k = 10;
   int64_t decoder_blocks = 0;
@@ -88,7 +91,8 @@ void print_lens_table(const vocablens::LensResult& L, const vocablens::Tokenizer
                       bool color) {
   const int64_t n = L.n_layers(), T = L.n_positions(), k = L.top_k;
   auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
-  fmt::print("{}\n", style(fmt::format("logit lens · {} · {} tokens · {} layers · unembedding {}{}", m.source(), T, n,
+  fmt::print("{}\n", style(fmt::format("{} lens · {} · {} tokens · {} layers · unembedding {}{}",
+                                       L.options.tuned ? "tuned" : "logit", m.source(), T, n,
                                        L.options.unembed == vocablens::LensUnembed::PseudoInverse ? "E⁺ = pinv(W_Uᵀ)" : "W_U",
                                        L.options.decoder_blocks ? fmt::format(" · last {} blocks as decoder",
                                                                               L.options.decoder_blocks)
@@ -159,7 +163,8 @@ void print_lens_table(const vocablens::LensResult& L, const vocablens::Tokenizer
 
 void print_corpus_table(const vocablens::CorpusLensResult& c, bool color) {
   auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
-  fmt::print("{}\n", style(fmt::format("logit lens over {} · {} bytes · {} tokens in {} windows of {}", c.corpus,
+  fmt::print("{}\n", style(fmt::format("{} lens over {} · {} bytes · {} tokens in {} windows of {}",
+                                       c.options.tuned ? "tuned" : "logit", c.corpus,
                                        c.corpus_bytes, c.tokens, c.windows, c.window),
                            fmt::emphasis::bold));
   fmt::print("{}\n", style(fmt::format("{:<7} {:>10} {:>10} {:>10} {:>10} {:>8}", "layer", "CE nats", "bits/byte",
@@ -215,13 +220,21 @@ int run_lens(const LensCliOptions& o) {
   vocablens::adapt_threads_to(m);
   auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
   const bool color = vocablens::cli::use_color(o.out);
+  if (!o.tuned.empty()) {
+    lo.tuned = std::make_shared<vocablens::TunedLens>(vocablens::load_tuned_lens(o.tuned));
+    vocablens::lens_detail::validate_options(m, lo);  // another model's translators: one line naming both
+    if (!lo.tuned->matches_unembedding(m))
+      fmt::print(stderr, "vocablens: warning: the tuned lens {} was trained on a model with another unembedding than {} "
+                         "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n", o.tuned, o.model);
+  }
 
   if (!o.corpus.empty()) {
+    vocablens::dist::init();  // under mpirun: windows sharded over ranks, rank 0 reports
     vocablens::CorpusLensOptions co;
     co.lens = lo;
     co.window = o.window;
     co.max_tokens = o.max_tokens;
-    const bool bar = ::isatty(STDERR_FILENO) == 1;
+    const bool bar = ::isatty(STDERR_FILENO) == 1 && vocablens::dist::rank() == 0;
     if (bar)
       co.progress = [tokens = o.max_tokens > 0](uint64_t done, uint64_t total) {
         double f = total ? std::min(1.0, static_cast<double>(done) / static_cast<double>(total)) : 1.0;
@@ -234,7 +247,9 @@ int run_lens(const LensCliOptions& o) {
       };
     auto c = vocablens::logit_lens_corpus(m, *tok, o.corpus, co);
     if (bar) fmt::print(stderr, "\r{}\r", std::string(60, ' '));
+    if (vocablens::dist::rank() != 0) return 0;
     auto r = c.to_result();
+    if (vocablens::dist::size() > 1) r.settings["ranks"] = vocablens::dist::size();
     vocablens::cli::fill_provenance(r, m);
     r.provenance["tokenizer"] = tok->source();
     vocablens::cli::emit(r, o.out, [&] { print_corpus_table(c, color); });
@@ -281,7 +296,12 @@ vocablens::cli::Register reg{
           ->check(CLI::IsMember({"model", "pinv"}));
       sub.add_option("--decoder-blocks", o->decoder_blocks,
                      "Treat the last K blocks as part of the decoder (default 0)");
-      sub.add_option("--corpus", o->corpus, "Per-layer statistics over a text file, streamed in context windows");
+      sub.add_option("--corpus", o->corpus,
+                     "Per-layer statistics over a text file, streamed in context windows (under `mpirun -np N` the "
+                     "windows are shared by the ranks; the numbers equal the one-process run)");
+      sub.add_option("--tuned", o->tuned,
+                     "Read every layer through a tuned lens's translators (a directory from `vocablens tuned-lens "
+                     "train`, or the tuned-lens package's params.pt + config.json)");
       sub.add_option("--window", o->window, "Corpus window in tokens (default: the model's context)");
       sub.add_option("--max-tokens", o->max_tokens, "Corpus: stop after this many predicted tokens");
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");

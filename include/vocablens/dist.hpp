@@ -1,0 +1,34 @@
+// vocablens/dist.hpp — work shared across processes with MPI (Debian's OpenMPI), or one process without it.
+//
+// `mpirun -np N vocablens lens --corpus ...` starts N copies of the binary; each is one rank. The CLI calls
+// dist::init() at start: under mpirun (OMPI_COMM_WORLD_SIZE / PMI_SIZE in the environment) it initialises
+// MPI, otherwise nothing happens and rank() == 0, size() == 1. Built without MPI (CMake found none), the
+// same calls are one-process no-ops and init() refuses to run under mpirun with more than one rank.
+//
+//   vocablens::dist::init();                         // main(): once
+//   if (vocablens::dist::rank() == 0) print(...);     // one rank prints and writes files
+//   vocablens::dist::allreduce_sum(grad.data(), n);   // element-wise sum over ranks, result on every rank
+//
+// Reductions: allreduce_sum(double) of arrays whose entries are non-zero on at most one rank is exact (x + 0
+// is x), which is how corpus statistics reduce to the one-process numbers bit for bit (vocablens/lens_corpus.hpp);
+// float gradients are summed by MPI in an order of its choosing (equal within float32 rounding).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace vocablens::dist {
+
+/// Initialises MPI when launched by mpirun; idempotent. Registers finalize() at exit.
+void init();
+/// Whether this binary was built with MPI.
+bool built_with_mpi();
+int rank();
+int size();
+/// In-place element-wise sum over all ranks (no-op with one rank).
+void allreduce_sum(double* data, int64_t n);
+void allreduce_sum(float* data, int64_t n);
+/// Maximum over ranks (for "did any rank fail").
+int64_t allreduce_max(int64_t v);
+void barrier();
+
+}  // namespace vocablens::dist

@@ -1,0 +1,84 @@
+// vocablens/tuned_lens_train.hpp — training the tuned lens's translators (vocablens/tuned_lens.hpp) on a text
+// corpus, with the recipe of the tuned-lens package (tuned_lens/scripts/train_loop.py + ingredients.py):
+//
+//   loss       sum over layers l of mean over positions of KL(final ‖ lens_l): the model's own distribution at
+//              the same position is the target (the package's default "kl" loss, token shift 0)
+//   optimizer  SGD, Nesterov momentum 0.9, lr = lr_scale · (1 − momentum) = 0.1, weight decay 1e-3 on every
+//              translator tensor (as torch.optim.SGD: d = g + wd·p; buf = m·buf + d; p −= lr·(d + m·buf))
+//   schedule   linear decay to 0 over `steps` (no warm-up for SGD): lr_s = lr · (steps − s) / steps
+//   clipping   global gradient norm ≤ 1.0 (torch.nn.utils.clip_grad_norm_)
+//   data       the corpus tokenised once and cut into non-overlapping windows of `window` tokens (remainder
+//              dropped), shuffled with `seed` (a fresh permutation each pass when steps need more windows)
+//   step       tokens_per_step / window windows (at least 1); the package's defaults: 250 steps of 2^18 tokens
+//
+// Under mpirun (vocablens/dist.hpp) window j of a step's batch is run by rank j mod size and the gradients
+// are summed over ranks before clipping: the update equals the one-process update within float32 rounding.
+//
+// Output directory: tuned_lens.safetensors + params.pt + config.json (vocablens/tuned_lens.hpp),
+// checkpoint.safetensors (translators, momentum buffers, step; rewritten every checkpoint_every steps and at
+// the end) and train_log.json (loss per step). A NaN or Inf in the loss, a gradient or a translator stops
+// training with an error; the last good checkpoint stays as it was.
+//
+//   vocablens::TunedLensTrainOptions o;  o.corpus = "tiny.txt";  o.out_dir = "out/lens";  o.steps = 100;
+//   auto rep = vocablens::train_tuned_lens(model, *tok, o);      // rep.losses: mean loss per step
+//   auto tl = vocablens::load_tuned_lens("out/lens");
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "vocablens/tuned_lens.hpp"
+
+namespace vocablens {
+
+class Model;
+class Tokenizer;
+
+struct TunedLensTrainProgress {
+  int64_t step = 0, steps = 0;
+  double loss = 0;   ///< this step's loss (sum over layers of mean KL, nats)
+  double lr = 0;
+  double seconds = 0;
+  bool checkpoint = false;
+};
+
+struct TunedLensTrainOptions {
+  std::string corpus;
+  std::string out_dir;
+  int64_t steps = 250;
+  int64_t tokens_per_step = int64_t{1} << 18;
+  int64_t window = 0;          ///< tokens per window; 0 = the model's context
+  int64_t micro_batch = 0;     ///< windows per forward pass; 0 = as many as fit ~64k tokens
+  double lr_scale = 1.0;
+  double momentum = 0.9;
+  double weight_decay = 1e-3;
+  double max_grad_norm = 1.0;
+  uint64_t seed = 42;
+  int64_t checkpoint_every = 50;
+  /// Continue from out_dir/checkpoint.safetensors (same corpus, window, tokens per step and seed; steps may
+  /// grow).
+  bool resume = false;
+  /// Test hook: make the loss of this step (1-based) NaN, to check that training stops and keeps the last
+  /// good checkpoint. 0 = never.
+  int64_t inject_nan_at_step = 0;
+  std::function<void(const TunedLensTrainProgress&)> progress;
+};
+
+struct TunedLensTrainReport {
+  std::string out_dir;
+  int64_t start_step = 0, steps = 0;
+  int64_t corpus_tokens = 0, windows = 0, window = 0, windows_per_step = 0;
+  std::vector<double> losses;  ///< [steps] loss of every step (earlier runs' from the checkpoint)
+  double seconds = 0;
+  int ranks = 1;
+};
+
+/// Trains (or resumes) and writes the lens into o.out_dir. Throws UsageError on bad options or a corpus
+/// shorter than one window, FormatError on unreadable files, Error when training diverges.
+TunedLensTrainReport train_tuned_lens(const Model& m, const Tokenizer& tok, const TunedLensTrainOptions& o);
+
+/// Writes tuned_lens.safetensors, params.pt (torch.save format the package reads) and config.json into dir.
+void save_tuned_lens(const TunedLens& t, const std::string& dir);
+
+}  // namespace vocablens

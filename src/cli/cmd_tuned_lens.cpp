@@ -1,0 +1,191 @@
+// `vocablens tuned-lens train MODEL --corpus FILE --out DIR` and `vocablens tuned-lens eval MODEL --tuned DIR
+// --corpus HELDOUT` (see vocablens/tuned_lens.hpp, vocablens/tuned_lens_train.hpp, docs/lens.md). Both run as
+// one process, or sharded over ranks under mpirun (vocablens/dist.hpp).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "cli/command.hpp"
+#include "cli/output.hpp"
+#include "vocablens/atomic_file.hpp"
+#include "vocablens/dist.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/tokenizer.hpp"
+#include "vocablens/tuned_lens.hpp"
+#include "vocablens/tuned_lens_train.hpp"
+
+namespace {
+
+using vocablens::UsageError;
+
+struct TunedCli {
+  std::string model, tokenizer, corpus, tuned;
+  vocablens::TunedLensTrainOptions train;
+  vocablens::TunedLensEvalOptions eval;
+  bool quiet = false;
+  vocablens::cli::OutputOptions out;
+  CLI::App* train_cmd = nullptr;
+  CLI::App* eval_cmd = nullptr;
+  CLI::App* sample_cmd = nullptr;
+  int64_t sample_tokens = 20000, sample_max_len = 0;
+  uint64_t sample_seed = 1;
+  double temperature = 1.0;
+  std::string sample_out;
+};
+
+int run_sample(TunedCli& c) {
+  using namespace vocablens;
+  Model m = load_model(c.model);
+  adapt_threads_to(m);
+  auto tok = load_tokenizer_for(c.model, c.tokenizer);
+  const std::string text = sample_corpus(m, *tok, c.sample_tokens, c.sample_seed, c.temperature, c.sample_max_len);
+  if (c.sample_out.empty() || c.sample_out == "-") {
+    fmt::print("{}", text);
+  } else {
+    write_file_atomic(c.sample_out, text);
+    fmt::print(stderr, "wrote {} ({} bytes, {} tokens drawn at temperature {}, seed {})\n", c.sample_out, text.size(),
+               c.sample_tokens, c.temperature, c.sample_seed);
+  }
+  return 0;
+}
+
+std::string seconds_text(double s) {
+  if (s < 60) return fmt::format("{:.1f}s", s);
+  const int m = static_cast<int>(s) / 60;
+  return fmt::format("{}m{:02d}s", m, static_cast<int>(s) - 60 * m);
+}
+
+int run_train(TunedCli& c) {
+  using namespace vocablens;
+  dist::init();
+  auto& o = c.train;
+  if (c.corpus.empty()) throw UsageError("--corpus FILE is required");
+  o.corpus = c.corpus;
+  Model m = load_model(c.model);
+  adapt_threads_to(m);
+  auto tok = load_tokenizer_for(c.model, c.tokenizer);
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  if (!c.quiet && dist::rank() == 0)
+    o.progress = [tty](const TunedLensTrainProgress& p) {
+      const double f = static_cast<double>(p.step) / static_cast<double>(std::max<int64_t>(1, p.steps));
+      const double eta = p.step > 0 ? p.seconds / static_cast<double>(p.step) * static_cast<double>(p.steps - p.step) : 0;
+      if (tty) {
+        const int width = 28, filled = static_cast<int>(f * width);
+        fmt::print(stderr, "\r\033[Ktuned-lens [{}{}] {}/{}  loss {:.4f}  lr {:.2e}  {}  eta {}",
+                   std::string(static_cast<size_t>(filled), '#'), std::string(static_cast<size_t>(width - filled), '.'),
+                   p.step, p.steps, p.loss, p.lr, seconds_text(p.seconds), seconds_text(eta));
+        if (p.step == p.steps) fmt::print(stderr, "\r\033[K");
+        std::fflush(stderr);
+        return;
+      }
+      const int64_t every = std::max<int64_t>(1, p.steps / 10);
+      if (p.step % every == 0 || p.step == p.steps)
+        fmt::print(stderr, "tuned-lens step {}/{}  loss {:.4f}  lr {:.2e}  {}{}\n", p.step, p.steps, p.loss, p.lr,
+                   seconds_text(p.seconds), p.checkpoint ? "  (checkpoint)" : "");
+    };
+  auto r = train_tuned_lens(m, *tok, o);
+  if (dist::rank() == 0) {
+    const double first = r.losses.empty() ? NAN : r.losses.front();
+    const double last = r.losses.empty() ? NAN : r.losses.back();
+    fmt::print("trained a tuned lens for {} ({} translators) on {} tokens ({} windows of {}; {} per step{}) for steps "
+               "{}..{} in {}: loss {:.4f} -> {:.4f} (sum over layers of mean KL to the final layer, nats)\n",
+               m.source(), m.config().n_layers, r.corpus_tokens, r.windows, r.window, r.windows_per_step,
+               r.ranks > 1 ? fmt::format(", {} ranks", r.ranks) : "", r.start_step + 1, r.steps, seconds_text(r.seconds),
+               first, last);
+    fmt::print("wrote {}/tuned_lens.safetensors, params.pt, config.json (read with `vocablens lens MODEL --tuned {}`)\n",
+               r.out_dir, r.out_dir);
+  }
+  return 0;
+}
+
+int run_eval(TunedCli& c) {
+  using namespace vocablens;
+  dist::init();
+  if (c.corpus.empty()) throw UsageError("--corpus HELDOUT is required");
+  if (c.tuned.empty()) throw UsageError("--tuned DIR is required");
+  if (!c.out.out_dir.empty() && dist::rank() == 0) ensure_directory(c.out.out_dir);
+  Model m = load_model(c.model);
+  adapt_threads_to(m);
+  auto tok = load_tokenizer_for(c.model, c.tokenizer);
+  auto lens = std::make_shared<TunedLens>(load_tuned_lens(c.tuned));
+  lens->check_model(m);
+  if (!lens->matches_unembedding(m) && dist::rank() == 0)
+    fmt::print(stderr, "vocablens: warning: the tuned lens {} was trained on a model with another unembedding than {} "
+                       "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n", c.tuned, c.model);
+  auto e = evaluate_tuned_lens(m, *tok, lens, c.corpus, c.eval);
+  if (dist::rank() != 0) return 0;
+  auto res = e.to_result();
+  cli::fill_provenance(res, m);
+  res.provenance["tokenizer"] = tok->source();
+  cli::emit(res, c.out, [&] {
+    fmt::print("logit lens vs tuned lens ({}) over {} · {} predicted tokens, {} bytes\n", c.tuned, c.corpus,
+               e.logit.predicted, e.logit.bytes);
+    fmt::print("{:<7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "layer", "CE logit", "CE tuned", "H logit", "H tuned",
+               "KL logit", "KL tuned");
+    for (size_t i = 0; i < e.logit.layers.size(); ++i)
+      fmt::print("{:<7} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f}\n", e.logit.layers[i].label,
+                 e.logit_ce_bpb[i], e.tuned_ce_bpb[i], e.logit_entropy_bpb[i], e.tuned_entropy_bpb[i], e.logit_kl_bpb[i],
+                 e.tuned_kl_bpb[i]);
+    fmt::print("(bits per byte: cross-entropy to the next token, entropy, KL to the final layer)\n");
+  });
+  return 0;
+}
+
+vocablens::cli::Register reg{
+    "tuned-lens",
+    "Tuned lens: train per-layer affine translators (train) and compare them with the logit lens (eval)",
+    [](CLI::App& sub) -> vocablens::cli::Runner {
+      auto c = std::make_shared<TunedCli>();
+      sub.require_subcommand(1);
+      auto* t = c->train_cmd = sub.add_subcommand(
+          "train", "Train translators h -> h + A h + b per layer on a text corpus (the tuned-lens package's recipe)");
+      t->add_option("MODEL", c->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      t->add_option("--corpus", c->corpus, "Training text")->required();
+      t->add_option("--out", c->train.out_dir, "Output directory: tuned_lens.safetensors, params.pt, config.json")->required();
+      t->add_option("--steps", c->train.steps, "Optimisation steps (default 250)");
+      t->add_option("--tokens-per-step", c->train.tokens_per_step,
+                    "Tokens per step, rounded down to whole windows, at least one (default 262144 = 2^18)");
+      t->add_option("--window", c->train.window, "Tokens per training window (default: the model's context)");
+      t->add_option("--micro-batch", c->train.micro_batch, "Windows per forward pass (default: about 64k tokens)");
+      t->add_option("--lr-scale", c->train.lr_scale, "SGD learning rate = lr-scale * (1 - momentum) (default 1.0)");
+      t->add_option("--momentum", c->train.momentum, "Nesterov momentum (default 0.9)");
+      t->add_option("--weight-decay", c->train.weight_decay, "Weight decay (default 1e-3)");
+      t->add_option("--max-grad-norm", c->train.max_grad_norm, "Gradient-norm clipping (default 1.0)");
+      t->add_option("--seed", c->train.seed, "Seed of the window order (default 42)");
+      t->add_option("--checkpoint-every", c->train.checkpoint_every, "Steps between checkpoints (default 50)");
+      t->add_flag("--resume", c->train.resume, "Continue from DIR/checkpoint.safetensors");
+      t->add_option("--inject-nan-at-step", c->train.inject_nan_at_step, "Test hook: make this step's loss NaN")
+          ->group("");
+      t->add_option("--tokenizer", c->tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      t->add_flag("--quiet", c->quiet, "No progress display");
+
+      auto* e = c->eval_cmd = sub.add_subcommand(
+          "eval", "Per-layer cross-entropy, entropy and KL (bits per byte) of the logit and the tuned lens on held-out text");
+      e->add_option("MODEL", c->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      e->add_option("--tuned", c->tuned, "Tuned lens directory (vocablens or the tuned-lens package's params.pt)")->required();
+      e->add_option("--corpus", c->corpus, "Held-out text (not used in training)")->required();
+      e->add_option("--window", c->eval.window, "Tokens per window (default: the model's context)");
+      e->add_option("--max-tokens", c->eval.max_tokens, "Stop after this many predicted tokens");
+      e->add_option("--tokenizer", c->tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      vocablens::cli::add_output_options(*e, c->out);
+      auto* s = c->sample_cmd = sub.add_subcommand(
+          "sample", "Text sampled from the model itself (temperature, fixed seed): training or held-out corpora");
+      s->add_option("MODEL", c->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      s->add_option("--tokens", c->sample_tokens, "Tokens to draw (default 20000)");
+      s->add_option("--seed", c->sample_seed, "Seed (default 1)");
+      s->add_option("--temperature", c->temperature, "Sampling temperature (default 1)");
+      s->add_option("--max-len", c->sample_max_len, "Tokens per sequence before a new one starts (default min(context, 256))");
+      s->add_option("--out", c->sample_out, "Output file (default: stdout)");
+      s->add_option("--tokenizer", c->tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      return [c] {
+        if (c->train_cmd->parsed()) return run_train(*c);
+        if (c->sample_cmd->parsed()) return run_sample(*c);
+        return run_eval(*c);
+      };
+    }};
+
+}  // namespace

@@ -1,0 +1,100 @@
+// MPI behind vocablens/dist.hpp; without VOCABLENS_HAVE_MPI every call is the one-process form.
+#include "vocablens/dist.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+
+#ifdef VOCABLENS_HAVE_MPI
+#include <mpi.h>
+#endif
+
+#include "vocablens/error.hpp"
+
+namespace vocablens::dist {
+namespace {
+
+bool launched_by_mpirun(int& world) {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
+    if (const char* s = std::getenv(v)) {
+      world = std::atoi(s);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool g_active = false;
+int g_rank = 0, g_size = 1;
+
+#ifdef VOCABLENS_HAVE_MPI
+void finalize_at_exit() {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) MPI_Finalize();
+}
+#endif
+
+}  // namespace
+
+bool built_with_mpi() {
+#ifdef VOCABLENS_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+void init() {
+  if (g_active) return;
+  int world = 1;
+  if (!launched_by_mpirun(world)) return;
+#ifdef VOCABLENS_HAVE_MPI
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) MPI_Init(nullptr, nullptr);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  g_active = true;
+  std::atexit(finalize_at_exit);
+#else
+  if (world > 1)
+    throw UsageError("launched by mpirun with " + std::to_string(world) +
+                     " ranks, but this vocablens was built without MPI (install libopenmpi-dev and rebuild)");
+#endif
+}
+
+int rank() { return g_rank; }
+int size() { return g_size; }
+
+void allreduce_sum(double* data, int64_t n) {
+  if (g_size <= 1 || n == 0) return;
+#ifdef VOCABLENS_HAVE_MPI
+  MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+#endif
+}
+
+void allreduce_sum(float* data, int64_t n) {
+  if (g_size <= 1 || n == 0) return;
+#ifdef VOCABLENS_HAVE_MPI
+  MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+#endif
+}
+
+int64_t allreduce_max(int64_t v) {
+  if (g_size <= 1) return v;
+#ifdef VOCABLENS_HAVE_MPI
+  long long x = v;
+  MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  return x;
+#else
+  return v;
+#endif
+}
+
+void barrier() {
+#ifdef VOCABLENS_HAVE_MPI
+  if (g_size > 1) MPI_Barrier(MPI_COMM_WORLD);
+#endif
+}
+
+}  // namespace vocablens::dist
