@@ -59,6 +59,9 @@ struct TunedLensTrainOptions {
   /// Continue from out_dir/checkpoint.safetensors (same corpus, window, tokens per step and seed; steps may
   /// grow).
   bool resume = false;
+  /// Stop after this many steps in this call (a checkpoint is written then; --resume continues); 0 = run to
+  /// `steps`. The learning-rate schedule always spans `steps`.
+  int64_t stop_after = 0;
   /// Test hook: make the loss of this step (1-based) NaN, to check that training stops and keeps the last
   /// good checkpoint. 0 = never.
   int64_t inject_nan_at_step = 0;

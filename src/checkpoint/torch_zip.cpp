@@ -146,6 +146,12 @@ class TorchHooks final : public pickle::Hooks {
       if (inner == q || !kTensorRebuilders.count(inner)) fail("_rebuild_from_type_v2 of '" + zip::printable(inner) + "'");
       return call(g, a[0], a[2]);
     }
+    if (q == "torch.jit._pickle.restore_type_tag") {
+      // LibTorch's pickler (torch::jit::pickle_save) wraps typed dicts and lists as restore_type_tag(obj,
+      // "Dict[str, Tensor]"): a type annotation for TorchScript; the value is the object itself.
+      if (a.size() != 2) fail("restore_type_tag takes 2 arguments, got " + std::to_string(a.size()));
+      return a[0];
+    }
     if (find_storage_type(q)) fail("constructing '" + q + "' directly is not supported (legacy storage pickling)");
     // Anything else: an instance of a class we do not model. Inert; recorded by name in metadata.
     Value v;

@@ -158,6 +158,8 @@ vocablens::cli::Register reg{
       t->add_option("--seed", c->train.seed, "Seed of the window order (default 42)");
       t->add_option("--checkpoint-every", c->train.checkpoint_every, "Steps between checkpoints (default 50)");
       t->add_flag("--resume", c->train.resume, "Continue from DIR/checkpoint.safetensors");
+      t->add_option("--stop-after", c->train.stop_after,
+                    "Run at most this many steps now (checkpoint, then --resume continues; the schedule spans --steps)");
       t->add_option("--inject-nan-at-step", c->train.inject_nan_at_step, "Test hook: make this step's loss NaN")
           ->group("");
       t->add_option("--tokenizer", c->tokenizer, "Tokenizer file or directory (default: found beside the model)");

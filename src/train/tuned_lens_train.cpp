@@ -175,7 +175,8 @@ TunedLensTrainReport train_tuned_lens(const Model& m, const Tokenizer& tok, cons
   std::vector<int64_t> perm;
   int64_t perm_epoch = -1;
 
-  for (int64_t step = start; step < o.steps; ++step) {
+  const int64_t stop = o.stop_after > 0 ? std::min(o.steps, start + o.stop_after) : o.steps;
+  for (int64_t step = start; step < stop; ++step) {
     // This step's windows (global order), and this rank's share.
     std::vector<int64_t> mine;
     for (int64_t j = 0; j < S; ++j) {
@@ -273,7 +274,7 @@ TunedLensTrainReport train_tuned_lens(const Model& m, const Tokenizer& tok, cons
         if (!all_finite(p.detach())) diverged("a translator became non-finite");
     }
     losses.push_back(loss);
-    const bool ck = (step + 1) % std::max<int64_t>(1, o.checkpoint_every) == 0 || step + 1 == o.steps;
+    const bool ck = (step + 1) % std::max<int64_t>(1, o.checkpoint_every) == 0 || step + 1 == stop;
     if (ck) {
       save_checkpoint(step + 1);
       last_good = step + 1;
