@@ -4,6 +4,7 @@
 //
 //   auto results = vl_test::real_results(vl_test::fixture("gpt2-tiny"));   // one Result per analysis
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "vocablens/result.hpp"
 #include "vocablens/spectrum.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "vocablens/tuned_lens.hpp"
 
 namespace vl_test {
 
@@ -50,6 +52,9 @@ inline std::vector<vocablens::Result> real_results(const std::string& dir) {
   CorpusLensOptions co;
   co.window = 16;
   out.push_back(logit_lens_corpus(m, *tok, corpus, co).to_result());
+  TunedLensEvalOptions teo;
+  teo.window = 16;
+  out.push_back(evaluate_tuned_lens(m, *tok, std::make_shared<TunedLens>(TunedLens::identity(m)), corpus, teo).to_result());
 
   HiddenProjectionOptions po;
   po.apply_final_norm = true;
