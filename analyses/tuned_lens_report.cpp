@@ -78,7 +78,7 @@ show_generic(r, skip={"logit_kl_bpb", "tuned_kl_bpb", "logit_ce_bpb", "tuned_ce_
 }  // namespace
 
 void register_tuned_lens_report(ResultKinds& k) {
-  k.add({"tuned_lens_eval", "Tuned lens and logit lens", 2, "Tuned lens and logit lens", render_tuned_eval, kNotebook});
+  k.add({"tuned_lens_eval", "Tuned lens and logit lens", 1, "Tuned lens and logit lens", render_tuned_eval, kNotebook});
 }
 
 }  // namespace vocablens::kinds
