@@ -1,9 +1,11 @@
-// Python bindings of the forward-pass analyses: lens, lens_corpus, project (as `vocablens lens/project`).
+// Python bindings of the forward-pass analyses: lens, lens_corpus, tuned_lens_eval, project (as `vocablens
+// lens/project/tuned-lens eval`).
 #include "analyses.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/lens.hpp"
 #include "vocablens/lens_corpus.hpp"
 #include "vocablens/project.hpp"
+#include "vocablens/tuned_lens.hpp"
 #include "vocablens/unembed.hpp"
 
 namespace vlpy {
@@ -16,8 +18,13 @@ void check_context(const PyModel& m, const std::vector<int64_t>& ids, const char
                           " tokens, longer than the model's context of " + std::to_string(n_ctx) + " tokens");
 }
 
-vocablens::LensOptions lens_options(Options& o) {
+vocablens::LensOptions lens_options(const PyModel& m, Options& o) {
   vocablens::LensOptions l;
+  const std::string tuned = o.str("tuned", "");
+  if (!tuned.empty()) {
+    l.tuned = std::make_shared<vocablens::TunedLens>(vocablens::load_tuned_lens(tuned));
+    l.tuned->check_model(m.model);
+  }
   l.top_k = o.integer_at_least("top_k", 10, 0);
   l.resid_mid = o.flag("resid_mid", false);
   l.unembed = o.choice("unembed", "model", {"model", "pinv"}) == "pinv" ? vocablens::LensUnembed::PseudoInverse
@@ -37,7 +44,7 @@ vocablens::TokenFilter token_filter(Options& o) {
 RegisterAnalysis lens_reg{
     "lens", "Logit lens: every layer's residual through the final norm and unembedding (top-k, target rank, entropy, KL)",
     [](const PyModel& m, Options& o) {
-      vocablens::LensOptions lo = lens_options(o);
+      vocablens::LensOptions lo = lens_options(m, o);
       py::object prompt = o.raw("prompt");
       py::object target = o.raw("target");
       std::optional<bool> bos = opt_flag(o, "bos");
@@ -56,7 +63,7 @@ RegisterAnalysis corpus_reg{
     "lens_corpus", "Logit lens statistics per layer over a whole text file, streamed in context windows",
     [](const PyModel& m, Options& o) {
       vocablens::CorpusLensOptions co;
-      co.lens = lens_options(o);
+      co.lens = lens_options(m, o);
       co.window = o.integer_at_least("window", 0, 0);
       co.max_tokens = o.integer_at_least("max_tokens", 0, 0);
       std::string path = o.str("path", "");
@@ -71,6 +78,28 @@ RegisterAnalysis corpus_reg{
       py::gil_scoped_release nogil;
       auto c = vocablens::logit_lens_corpus(m.model, tok, path, co);
       return c.to_result();
+    }};
+
+RegisterAnalysis tuned_eval_reg{
+    "tuned_lens_eval", "Logit lens and tuned lens side by side on held-out text (bits per byte per layer)",
+    [](const PyModel& m, Options& o) {
+      vocablens::TunedLensEvalOptions eo;
+      eo.window = o.integer_at_least("window", 0, 0);
+      eo.max_tokens = o.integer_at_least("max_tokens", 0, 0);
+      std::string path = o.str("path", "");
+      std::string tuned = o.str("tuned", "");
+      py::object progress = o.raw("progress");
+      o.finish();
+      if (path.empty()) throw py::value_error("tuned_lens_eval(): path is empty: give a held-out text file");
+      if (tuned.empty()) throw py::value_error("tuned_lens_eval(): tuned is empty: give a tuned lens directory");
+      const auto& tok = m.tokenizer();
+      auto lens = std::make_shared<vocablens::TunedLens>(vocablens::load_tuned_lens(tuned));
+      Progress bar(progress, 0, "tuned lens eval", "B");
+      eo.progress = [&bar](uint64_t done, uint64_t total) {
+        bar.set(static_cast<int64_t>(done), static_cast<int64_t>(total));
+      };
+      py::gil_scoped_release nogil;
+      return vocablens::evaluate_tuned_lens(m.model, tok, lens, path, eo).to_result();
     }};
 
 RegisterAnalysis project_reg{

@@ -35,18 +35,26 @@ def _call(name, model, loc):
     return run(name, model, **kw)
 
 
-def lens(model, prompt, *, top_k=None, target=None, resid_mid=None, unembed=None, decoder_blocks=None, bos=None):
+def lens(model, prompt, *, top_k=None, target=None, resid_mid=None, unembed=None, decoder_blocks=None, bos=None,
+         tuned=None):
     """Logit lens (`vocablens lens`). prompt: text or token ids. top_k=10, target: a token (str) or id
     (default: the next token), resid_mid=False, unembed="model"|"pinv", decoder_blocks=0, bos: None (the
-    tokenizer's convention) / True / False. Result kind "logit_lens"."""
+    tokenizer's convention) / True / False, tuned: a tuned lens directory (`vocablens lens --tuned`).
+    Result kind "logit_lens"."""
     return _call("lens", model, locals())
 
 
 def lens_corpus(model, path, *, window=None, max_tokens=None, resid_mid=None, unembed=None, decoder_blocks=None,
-                progress=None):
+                progress=None, tuned=None):
     """Logit lens statistics per layer over a text file (`vocablens lens --corpus`). window=n_ctx,
     max_tokens=0 (all). Result kind "logit_lens_corpus"."""
     return _call("lens_corpus", model, locals())
+
+
+def tuned_lens_eval(model, path, tuned, *, window=None, max_tokens=None, progress=None):
+    """Logit lens and tuned lens on held-out text (`vocablens tuned-lens eval`): per-layer cross-entropy,
+    entropy and KL in bits per byte, KL by window position. Result kind "tuned_lens_eval"."""
+    return _call("tuned_lens_eval", model, locals())
 
 
 def project(model, prompt, *, hook=None, layer=None, top_k=None, positions=None, final_norm=None, read=None,

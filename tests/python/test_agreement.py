@@ -96,6 +96,20 @@ class Agreement(unittest.TestCase):
         self.both("logit_lens_corpus", ["lens", STORIES, "--corpus", path, "--window", "64"],
                   vocablens.lens_corpus, self.stories, path, window=64, progress=False)
 
+    def test_tuned_lens(self):
+        d = tempdir("tuned")
+        path = os.path.join(d, "corpus.txt")
+        with open(path, "w") as f:
+            f.write("Once upon a time, there was a little girl named Lily. She loved to play outside.\n" * 20)
+        lens_dir = os.path.join(d, "lens")
+        cli("tuned-lens", "train", STORIES, "--corpus", path, "--out", lens_dir, "--window", "64",
+            "--tokens-per-step", "128", "--steps", "3", "--quiet")
+        self.both("tuned_lens_eval", ["tuned-lens", "eval", STORIES, "--tuned", lens_dir, "--corpus", path,
+                                      "--window", "64"],
+                  vocablens.tuned_lens_eval, self.stories, path, lens_dir, window=64, progress=False)
+        self.both("logit_lens", ["lens", STORIES, "--prompt", "Once upon a time", "--tuned", lens_dir],
+                  vocablens.lens, self.stories, "Once upon a time", tuned=lens_dir)
+
     def test_project(self):
         self.both("projection", ["project", GPT2, "--prompt", PROMPT, "--hook", "resid_mid", "--top-k", "4",
                                  "--position", "-1", "--final-norm"],
