@@ -91,6 +91,12 @@ void LensEngine::run(const std::vector<int64_t>& ids, const std::vector<int64_t>
   run_normalised(normalised_stack(at::tensor(ids, at::kLong)), ids, targets, k, s);
 }
 
+at::Tensor LensEngine::log_probs(const at::Tensor& normed) const {
+  at::Tensor z = at::matmul(normed.to(at::kFloat), W_.to(at::kFloat));
+  if (b_.defined()) z = z + b_.to(at::kFloat);
+  return at::log_softmax(z.to(at::kDouble), -1).to(at::kFloat);  // [n, T, V]
+}
+
 void LensEngine::run_normalised(const at::Tensor& normed, const std::vector<int64_t>& ids,
                                 const std::vector<int64_t>& targets, int64_t k, LensStats& s) const {
   const int64_t T = static_cast<int64_t>(ids.size());
@@ -213,7 +219,8 @@ LensResult logit_lens(const Model& m, const std::vector<int64_t>& ids, const Len
   for (int64_t t = 0; t < T; ++t)
     targets[static_cast<size_t>(t)] = opts.target ? *opts.target : (t + 1 < T ? ids[static_cast<size_t>(t + 1)] : -1);
   LensStats st;
-  eng.run(ids, targets, opts.top_k, st);
+  at::Tensor normed = eng.normalised_stack(at::tensor(ids, at::kLong));
+  eng.run_normalised(normed, ids, targets, opts.top_k, st);
 
   LensResult r;
   r.tokens = ids;
@@ -257,6 +264,10 @@ LensResult logit_lens(const Model& m, const std::vector<int64_t>& ids, const Len
         r.target_rank[a] = -1;
       }
     }
+  if (opts.save_log_probs) {
+    at::Tensor lp = eng.log_probs(normed).contiguous();
+    r.log_probs.assign(lp.data_ptr<float>(), lp.data_ptr<float>() + lp.numel());
+  }
   return r;
 }
 
@@ -353,6 +364,8 @@ Result LensResult::to_result(const Tokenizer* tok, const std::string& prompt) co
   r.arrays["target_prob"] = NdArray::f32({n, T}, target_prob.data());
   r.arrays["target_logprob"] = NdArray::f32({n, T}, target_logprob.data());
   r.arrays["target_rank"] = NdArray::i64({n, T}, target_rank.data());
+  if (!log_probs.empty() && static_cast<int64_t>(log_probs.size()) == n * T * vocab_size)
+    r.arrays["log_probs"] = NdArray::f32({n, T, vocab_size}, log_probs.data());
 
   Table tab;
   tab.name = "top_k";

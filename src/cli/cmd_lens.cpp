@@ -13,6 +13,7 @@
 #include "cli/command.hpp"
 #include "cli/output.hpp"
 #include "vocablens/atomic_file.hpp"
+#include "vocablens/compare.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/lens.hpp"
 #include "vocablens/lens_batch.hpp"
@@ -40,6 +41,7 @@ struct LensCliOptions {
   int64_t window = 0;
   int64_t max_tokens = 0;
   bool resid_mid = false;
+  bool save_probs = false;
   bool bos = false, no_bos = false;
   vocablens::cli::OutputOptions out;
 };
@@ -181,6 +183,7 @@ vocablens::LensOptions lens_options(const LensCliOptions& o) {
   vocablens::LensOptions l;
   l.top_k = o.top_k;
   l.resid_mid = o.resid_mid;
+  l.save_log_probs = o.save_probs;
   l.decoder_blocks = o.decoder_blocks;
   if (o.unembed == "pinv") l.unembed = vocablens::LensUnembed::PseudoInverse;
   else if (o.unembed != "model") throw UsageError("--unembed must be model or pinv (got '" + o.unembed + "')");
@@ -200,6 +203,8 @@ int64_t resolve_target(const LensCliOptions& o, const vocablens::Tokenizer& tok)
 int run_lens_prompts(const LensCliOptions& o, const vocablens::LensOptions& lo);
 
 int run_lens(const LensCliOptions& o) {
+  if (o.save_probs && (!o.prompts.empty() || !o.corpus.empty()))
+    throw UsageError("--save-probs applies to one prompt (--prompt or --prompt-ids), not to --prompts or --corpus");
   if (!o.prompts.empty()) {
     if (o.prompt || !o.corpus.empty() || !o.prompt_ids.empty())
       throw UsageError("--prompts cannot be used with --prompt, --prompt-ids or --corpus");
@@ -270,6 +275,7 @@ int run_lens(const LensCliOptions& o) {
   if (!o.prompt_ids.empty()) r.settings["prompt_ids"] = ids;
   vocablens::cli::fill_provenance(r, m);
   r.provenance["tokenizer"] = tok->source();
+  r.provenance["vocab_sha256"] = vocablens::vocabulary_sha256(*tok);  // what `vocablens compare` checks
   vocablens::cli::emit(r, o.out, [&] { print_lens_table(lens, *tok, m, color); });
   return 0;
 }
@@ -331,6 +337,9 @@ vocablens::cli::Register reg{
       sub.add_option("--target-id", o->target_id, "Target token by id");
       sub.add_option("--top-k", o->top_k, "Tokens reported per layer and position (default 10; 0 = none)");
       sub.add_flag("--resid-mid", o->resid_mid, "Also lens the residual between attention and MLP of every block");
+      sub.add_flag("--save-probs", o->save_probs,
+                   "Also save every layer's full log-distribution (log_probs.npy, layers x tokens x vocabulary float32), "
+                   "for the KL of `vocablens compare`");
       sub.add_option("--unembed", o->unembed, "model (W_U, default) or pinv (E⁺, the pseudo-inverse of W_Uᵀ; = pinv(W_E) when tied)")
           ->check(CLI::IsMember({"model", "pinv"}));
       sub.add_option("--decoder-blocks", o->decoder_blocks,
