@@ -17,9 +17,9 @@ from ._vocablens import Error, FormatError, UsageError, Tokenizer, Model, __vers
 from ._result import Result, load_results, report
 from ._model import load_model
 from ._analyses import (run, analyses, lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn,
-                        positions, patch, ablate, attribute, steer)
+                        positions, patch, ablate, attribute, steer, lens_batch, compare_embeddings, compare)
 
 __all__ = ["load_model", "Model", "Tokenizer", "Result", "load_results", "report", "run", "analyses", "lens",
            "lens_corpus", "project", "heads", "neurons", "spectrum", "neighbours", "knn", "positions", "patch", "ablate",
            "attribute", "steer", "Error",
-           "FormatError", "UsageError", "__version__"]
+           "FormatError", "UsageError", "__version__", "lens_batch", "compare_embeddings", "compare"]

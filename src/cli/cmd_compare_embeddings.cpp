@@ -85,7 +85,7 @@ int run_compare_embeddings(const CompareEmbeddingsCliOptions& o) {
   c.model_a = ma.source();
   c.model_b = mb.source();
   vocablens::Result r = c.to_result(tb.get());
-  vocablens::cli::fill_provenance(r, mb);
+  vocablens::cli::fill_provenance(r, ma);  // the first model, as the Python module (its run is of model A)
   r.provenance["model_a"] = ma.source();
   r.provenance["model_b"] = mb.source();
   vocablens::cli::emit(r, o.out, [&] { print_compare(c, *tb, vocablens::cli::use_color(o.out)); });

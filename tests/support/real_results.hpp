@@ -11,6 +11,7 @@
 #include "vocablens/ablation.hpp"
 #include "vocablens/anisotropy.hpp"
 #include "vocablens/attribution.hpp"
+#include "vocablens/compare.hpp"
 #include "vocablens/compare_embeddings.hpp"
 #include "vocablens/heads.hpp"
 #include "vocablens/knn.hpp"
@@ -110,6 +111,12 @@ inline std::vector<vocablens::Result> real_results(const std::string& dir) {
   ceo.k = 5;
   ceo.spectrum.k = 8;
   out.push_back(compare_embeddings(model_matrix(m, "W_E"), model_matrix(m, "W_E"), pairs, ceo).to_result(tok.get()));
+  LensOptions lca = lo, lcb = lo;  // two lens runs of one prompt (targets " Paris" / " London", B with resid_mid)
+  lca.save_log_probs = lcb.save_log_probs = true;
+  lcb.resid_mid = true;
+  lcb.target = tok->require_token_id(" London");
+  out.push_back(compare_lens_runs(logit_lens(m, ids, lca).to_result(tok.get(), prompt),
+                                  logit_lens(m, ids, lcb).to_result(tok.get(), prompt)).to_result());
   return out;
 }
 
