@@ -214,12 +214,18 @@ LensResult logit_lens(const Model& m, const std::vector<int64_t>& ids, const Len
   validate_options(m, opts);
   validate_ids(m, ids);
   LensEngine eng(m, opts);
+  return lens_from_normalised(m, eng, eng.normalised_stack(at::tensor(ids, at::kLong)), ids, opts);
+}
+
+namespace lens_detail {
+
+LensResult lens_from_normalised(const Model& m, const LensEngine& eng, const at::Tensor& normed,
+                                const std::vector<int64_t>& ids, const LensOptions& opts) {
   const int64_t T = static_cast<int64_t>(ids.size());
   std::vector<int64_t> targets(static_cast<size_t>(T), -1);
   for (int64_t t = 0; t < T; ++t)
     targets[static_cast<size_t>(t)] = opts.target ? *opts.target : (t + 1 < T ? ids[static_cast<size_t>(t + 1)] : -1);
   LensStats st;
-  at::Tensor normed = eng.normalised_stack(at::tensor(ids, at::kLong));
   eng.run_normalised(normed, ids, targets, opts.top_k, st);
 
   LensResult r;
@@ -270,6 +276,8 @@ LensResult logit_lens(const Model& m, const std::vector<int64_t>& ids, const Len
   }
   return r;
 }
+
+}  // namespace lens_detail
 
 }  // namespace vocablens
 

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -88,11 +89,67 @@ LensBatchResult logit_lens_batch(const Model& m, const Tokenizer& tok, const std
       lo[i].target = *id;
     }
   }
+  for (const auto& v : ids) lens_detail::validate_ids(m, v);
+  b.runs.resize(prompts.size());
+  size_t done = 0;
+  if (opts.decoder_blocks > 0) {
+    // The decoder-blocks lens re-runs blocks per sequence: one prompt at a time.
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      b.runs[i] = logit_lens(m, ids[i], lo[i]);
+      if (progress) progress(++done, prompts.size());
+    }
+  } else {
+    // Batched forward (docs/lens.md, bench/bench_lens_batch.cpp): prompts sorted by length, right-padded to the
+    // longest of their chunk with their own last id (causal attention: no real position sees a padded one), one
+    // forward per chunk, then each prompt's lens pass on its own rows.
+    lens_detail::LensEngine eng(m, opts);
+    const auto& layers = eng.layers();
+    std::vector<size_t> order(prompts.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return ids[x].size() < ids[y].size(); });
+    const int64_t n = static_cast<int64_t>(layers.size()), d = m.config().d_model;
+    // At most 64 prompts and about 256 MB of cached residuals per forward.
+    const int64_t budget = std::max<int64_t>(1, (int64_t{256} << 20) / (4 * std::max<int64_t>(1, n * d)));
+    vocablens::CacheSpec spec;
+    spec.resid_pre = spec.resid_post = true;
+    spec.resid_mid = opts.resid_mid;
+    for (size_t c0 = 0; c0 < order.size();) {
+      size_t c1 = c0 + 1;
+      int64_t Tmax = static_cast<int64_t>(ids[order[c0]].size());
+      while (c1 < order.size() && c1 - c0 < 64) {
+        const int64_t T1 = std::max<int64_t>(Tmax, static_cast<int64_t>(ids[order[c1]].size()));
+        if (T1 * static_cast<int64_t>(c1 - c0 + 1) > budget) break;
+        Tmax = T1;
+        ++c1;
+      }
+      const int64_t B = static_cast<int64_t>(c1 - c0);
+      at::Tensor batch = at::empty({B, Tmax}, at::kLong);
+      int64_t* bp = batch.data_ptr<int64_t>();
+      for (int64_t r = 0; r < B; ++r) {
+        const auto& v = ids[order[c0 + static_cast<size_t>(r)]];
+        for (int64_t t = 0; t < Tmax; ++t) bp[r * Tmax + t] = v[static_cast<size_t>(std::min<int64_t>(t, static_cast<int64_t>(v.size()) - 1))];
+      }
+      at::Tensor all;  // [B, n, Tmax, d]
+      {
+        auto out = m.forward(batch, spec, /*compute_logits=*/false);
+        std::vector<at::Tensor> hooks;
+        hooks.reserve(layers.size());
+        for (const auto& L : layers) hooks.push_back(out.cache.get(L.hook));  // [B, Tmax, d] each
+        all = at::stack(hooks, 1);
+      }
+      for (int64_t r = 0; r < B; ++r) {
+        const size_t i = order[c0 + static_cast<size_t>(r)];
+        const int64_t T = static_cast<int64_t>(ids[i].size());
+        at::Tensor normed = m.final_norm(all[r].narrow(1, 0, T)).contiguous();
+        b.runs[i] = lens_detail::lens_from_normalised(m, eng, normed, ids[i], lo[i]);
+        if (progress) progress(++done, prompts.size());
+      }
+      c0 = c1;
+    }
+  }
   for (size_t i = 0; i < prompts.size(); ++i) {
-    b.runs.push_back(logit_lens(m, ids[i], lo[i]));
     const int64_t T = static_cast<int64_t>(ids[i].size());
     b.readout.push_back(lo[i].target ? T - 1 : (T >= 2 ? T - 2 : -1));
-    if (progress) progress(i + 1, prompts.size());
   }
   b.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return b;

@@ -184,6 +184,11 @@ class LensEngine {
   double final_softcap_ = 0.0;  ///< the model's final logit soft-cap (Gemma-2), applied after W_U; 0 = none
 };
 
+/// The LensResult of one sequence from its normalised stack [n, T, d] (what logit_lens does after its
+/// forward pass; logit_lens_batch calls it with the rows of a batched forward). ids already validated.
+LensResult lens_from_normalised(const Model& m, const LensEngine& eng, const at::Tensor& normed,
+                                const std::vector<int64_t>& ids, const LensOptions& opts);
+
 void validate_options(const Model& m, const LensOptions& o);
 void validate_ids(const Model& m, const std::vector<int64_t>& ids);
 

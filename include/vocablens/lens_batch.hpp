@@ -9,8 +9,11 @@
 //   auto b = vocablens::logit_lens_batch(model, *tok, prompts, {});     // b.runs[p] is a LensResult
 //   vocablens::Result r = b.to_result(tok.get());                        // kind "logit_lens_batch"
 //
-// Each prompt is run through vocablens::logit_lens on its own (per-prompt forward; docs/lens.md has the
-// measurement behind that choice). The readout position of a prompt is its last position when it has a
+// One batched forward per chunk of prompts (sorted by length, right-padded with each prompt's last id; exact
+// under causal attention), then each prompt's lens pass on its own rows — measured faster than one forward per
+// prompt (bench/bench_lens_batch.cpp, docs/benchmarks.md). Numbers equal a single-prompt `logit_lens` run to
+// float32 rounding (batched GEMMs sum in another order: a target rank can move by the tokens tied with the
+// target within that rounding). With decoder_blocks > 0 each prompt runs on its own. The readout position of a prompt is its last position when it has a
 // target, else the second-to-last (whose next token is the prompt's last token); its layer curve is the
 // tidy table. Shapes: P prompts, n lens layers, T = the longest prompt in tokens; shorter prompts are
 // padded with NaN (float) / -1 (int).
