@@ -92,6 +92,9 @@ int run_train(TrainCli& c) {
              w2v ? "embeddings.safetensors, embeddings.npy" : "model.safetensors",
              !o.tokenizer.empty() ? "the tokenizer's files"
              : o.tokenizer_algo == "wordpiece" ? "vocab.txt, tokenizer_config.json" : "vocab.json, merges.txt");
+  if (o.snapshot_every > 0)
+    fmt::print("snapshots every {} steps: {}/snapshots/step-N/ (e.g. vocablens compare-embeddings on two of them)\n",
+               o.snapshot_every, r.out_dir);
   if (r.model == TrainModel::GPT)
     fmt::print("next: vocablens inspect {0}   ·   vocablens lens {0} --prompt \"the capital of france is\"\n", r.out_dir);
   return 0;
