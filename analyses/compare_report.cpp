@@ -90,7 +90,7 @@ void render_compare(Section& sec) {
   sec.used_arrays.insert("rank_b");
   sec.html += draw({"delta_prob", "", "Δ target probability (A − B)", Cmap::Diverging, -1, 1, ""},
                    "Δ target probability, A − B");
-  sec.html += draw({"delta_rank", "", "Δ target rank (A − B)", Cmap::Diverging, kNaN, kNaN, "delta_rank"}, "Δ target rank, A − B");
+  sec.html += draw({"delta_rank", "", "Δ target rank (A − B)", Cmap::Diverging, kNaN, kNaN, ""}, "Δ target rank, A − B");
   if (r.arrays.count("kl_ab")) {
     sec.html += draw({"kl_ab", "", "KL(A‖B), nats", Cmap::Magma, 0, kNaN, ""}, "KL(A ‖ B) between the two lenses, nats");
     sec.html += draw({"kl_ba", "", "KL(B‖A), nats", Cmap::Magma, 0, kNaN, ""}, "KL(B ‖ A), nats");
