@@ -31,7 +31,7 @@ show_generic(r, skip={"rotation", "singular_values_a", "singular_values_b", "knn
 }  // namespace
 
 void register_compare_embeddings_report(ResultKinds& k) {
-  k.add({"compare_embeddings", "Two embedding spaces compared", 11, "Embedding spaces compared", nullptr, kNotebook, nullptr});
+  k.add({"compare_embeddings", "Two embedding spaces compared", 14, "Embedding spaces compared", nullptr, kNotebook, nullptr});
 }
 
 }  // namespace vocablens::kinds

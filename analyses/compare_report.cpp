@@ -125,7 +125,7 @@ show_generic(r, skip={"prob_a", "prob_b", "delta_prob", "rank_a", "rank_b", "del
 }  // namespace
 
 void register_compare_report(ResultKinds& k) {
-  k.add({"lens_compare", "Two logit-lens runs compared", 13, "Two logit-lens runs compared", render_compare, kNotebook, nullptr});
+  k.add({"lens_compare", "Two logit-lens runs compared", 16, "Two logit-lens runs compared", render_compare, kNotebook, nullptr});
 }
 
 }  // namespace vocablens::kinds

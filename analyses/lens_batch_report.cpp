@@ -111,7 +111,7 @@ show_generic(r, skip={"target_prob", "target_rank", "entropy", "kl_final", "toke
 }  // namespace
 
 void register_lens_batch_report(ResultKinds& k) {
-  k.add({"logit_lens_batch", "Logit lens over many prompts", 12, "Logit lens over many prompts", render_lens_batch, kNotebook, nullptr});
+  k.add({"logit_lens_batch", "Logit lens over many prompts", 15, "Logit lens over many prompts", render_lens_batch, kNotebook, nullptr});
 }
 
 }  // namespace vocablens::kinds
