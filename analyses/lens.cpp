@@ -105,6 +105,12 @@ void LensEngine::run(const std::vector<int64_t>& ids, const std::vector<int64_t>
   run_normalised(normalised_stack(at::tensor(ids, at::kLong)), ids, targets, k, s);
 }
 
+at::Tensor LensEngine::log_probs(const at::Tensor& normed) const {
+  at::Tensor z = at::matmul(normed.to(at::kFloat), W_.to(at::kFloat));
+  if (b_.defined()) z = z + b_.to(at::kFloat);
+  return at::log_softmax(z.to(at::kDouble), -1).to(at::kFloat);  // [n, T, V]
+}
+
 void LensEngine::run_normalised(const at::Tensor& normed, const std::vector<int64_t>& ids,
                                 const std::vector<int64_t>& targets, int64_t k, LensStats& s) const {
   const int64_t T = static_cast<int64_t>(ids.size());
@@ -222,12 +228,19 @@ LensResult logit_lens(const Model& m, const std::vector<int64_t>& ids, const Len
   validate_options(m, opts);
   validate_ids(m, ids);
   LensEngine eng(m, opts);
+  return lens_from_normalised(m, eng, eng.normalised_stack(at::tensor(ids, at::kLong)), ids, opts);
+}
+
+namespace lens_detail {
+
+LensResult lens_from_normalised(const Model& m, const LensEngine& eng, const at::Tensor& normed,
+                                const std::vector<int64_t>& ids, const LensOptions& opts) {
   const int64_t T = static_cast<int64_t>(ids.size());
   std::vector<int64_t> targets(static_cast<size_t>(T), -1);
   for (int64_t t = 0; t < T; ++t)
     targets[static_cast<size_t>(t)] = opts.target ? *opts.target : (t + 1 < T ? ids[static_cast<size_t>(t + 1)] : -1);
   LensStats st;
-  eng.run(ids, targets, opts.top_k, st);
+  eng.run_normalised(normed, ids, targets, opts.top_k, st);
 
   LensResult r;
   r.tokens = ids;
@@ -271,8 +284,14 @@ LensResult logit_lens(const Model& m, const std::vector<int64_t>& ids, const Len
         r.target_rank[a] = -1;
       }
     }
+  if (opts.save_log_probs) {
+    at::Tensor lp = eng.log_probs(normed).contiguous();
+    r.log_probs.assign(lp.data_ptr<float>(), lp.data_ptr<float>() + lp.numel());
+  }
   return r;
 }
+
+}  // namespace lens_detail
 
 }  // namespace vocablens
 
@@ -369,6 +388,8 @@ Result LensResult::to_result(const Tokenizer* tok, const std::string& prompt) co
   r.arrays["target_prob"] = NdArray::f32({n, T}, target_prob.data());
   r.arrays["target_logprob"] = NdArray::f32({n, T}, target_logprob.data());
   r.arrays["target_rank"] = NdArray::i64({n, T}, target_rank.data());
+  if (!log_probs.empty() && static_cast<int64_t>(log_probs.size()) == n * T * vocab_size)
+    r.arrays["log_probs"] = NdArray::f32({n, T, vocab_size}, log_probs.data());
 
   Table tab;
   tab.name = "top_k";

@@ -65,7 +65,8 @@ TEST_CASE("--help lists the commands and explains MODEL", "[cli]") {
 
 TEST_CASE("--help of every analysis command (and demo) shows --no-color, not CLI11's --no-color{false}", "[cli]") {
   // Issue #16: the default-value syntax of the flag's definition leaked into every command's help.
-  for (const char* cmd : {"lens", "heads", "neurons", "project", "spectrum", "neighbours", "knn", "positions", "demo"}) {
+  for (const char* cmd : {"lens", "heads", "neurons", "project", "spectrum", "neighbours", "knn", "positions", "demo",
+                          "compare", "compare-embeddings"}) {
     INFO(cmd);
     std::string out = run_ok(std::string(cmd) + " --help");
     if (std::string(cmd) != "demo") CHECK(out.find("--no-color") != std::string::npos);

@@ -141,6 +141,28 @@ TEST_CASE("train: resume continues bit-identically (2N steps == N + resume N)", 
   }
 }
 
+TEST_CASE("train: --snapshot-every keeps loadable model directories equal to a run stopped there", "[train]") {
+  TrainOptions whole = tiny(TrainModel::GPT, "snap-whole");
+  whole.steps = 12;
+  whole.snapshot_every = 4;
+  vocablens::train(whole);
+  TrainOptions part = tiny(TrainModel::GPT, "snap-part");
+  part.steps = 12;
+  part.stop_after = 4;
+  vocablens::train(part);
+  const std::string s4 = whole.out_dir + "/snapshots/step-4";
+  CHECK(fs::exists(whole.out_dir + "/snapshots/step-8/model.safetensors"));
+  CHECK(fs::exists(whole.out_dir + "/snapshots/step-12/model.safetensors"));
+  // Same seed: the snapshot after step 4 is, byte for byte, the model of a run stopped after step 4.
+  CHECK(vl_test::read_file(s4 + "/model.safetensors") == vl_test::read_file(part.out_dir + "/model.safetensors"));
+  CHECK(vl_test::read_file(whole.out_dir + "/snapshots/step-12/model.safetensors") ==
+        vl_test::read_file(whole.out_dir + "/model.safetensors"));
+  // Loadable with its tokenizer, as compare-embeddings loads it.
+  vocablens::Model m4 = vocablens::load_model(s4);
+  auto t4 = vocablens::load_tokenizer_for(s4);
+  CHECK(t4->vocab_size() == m4.config().vocab_size);
+}
+
 TEST_CASE("train CLI: same seed, same loss curve; resume; refuses to clobber a run", "[train][cli]") {
   const std::string dir1 = vl_test::temp_dir("cli-a"), dir2 = vl_test::temp_dir("cli-b"), dir3 = vl_test::temp_dir("cli-c");
   const std::string args = " train --model gpt --synthetic --synthetic-lines 2000 --d-model 32 --ctx 32 --batch 4 --steps 10 "

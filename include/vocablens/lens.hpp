@@ -68,6 +68,9 @@ struct LensOptions {
   /// The tuned lens (vocablens/tuned_lens.hpp): every lens layer but the last is passed through its
   /// translator before the final norm. Null = the logit lens. Not with resid_mid or decoder_blocks.
   std::shared_ptr<const TunedLens> tuned;
+  /// Also keep every layer's full log-distribution (LensResult::log_probs, [n, T, V] float32: n·T·V·4 bytes),
+  /// what `vocablens compare` needs for the KL between two runs (`lens --save-probs`).
+  bool save_log_probs = false;
 };
 
 /// One lensed point of the residual stream.
@@ -96,6 +99,7 @@ struct LensResult {
   std::vector<float> target_prob;      ///< [n, T]
   std::vector<float> target_logprob;   ///< [n, T]
   std::vector<int64_t> target_rank;    ///< [n, T] 1 + number of tokens with a strictly larger logit
+  std::vector<float> log_probs;        ///< [n, T, V] log-softmax of each layer's logits; empty unless save_log_probs
 
   int64_t n_layers() const { return static_cast<int64_t>(layers.size()); }
   int64_t n_positions() const { return static_cast<int64_t>(tokens.size()); }
@@ -108,7 +112,7 @@ struct LensResult {
   /// The Result for exporters: kind "logit_lens"; settings (options, prompt if given); summary (tokens
   /// as ids and display strings, layers, per-layer means, per-position top-1 grid); arrays top_ids,
   /// top_probs, entropy, kl_final, cross_entropy, logsumexp, target_prob, target_logprob, target_rank,
-  /// tokens, targets; table "top_k" (one row per layer x position x rank). `tok` may be null (then token
+  /// tokens, targets (and log_probs [n, T, V] when kept); table "top_k" (one row per layer x position x rank). `tok` may be null (then token
   /// strings are "#id").
   Result to_result(const Tokenizer* tok, const std::string& prompt = "") const;
 };
@@ -172,6 +176,8 @@ class LensEngine {
   at::Tensor normalised_stack(const at::Tensor& ids) const;
   /// Statistics for ids (already validated); targets[t] = -1 for none.
   void run(const std::vector<int64_t>& ids, const std::vector<int64_t>& targets, int64_t k, LensStats& s) const;
+  /// log-softmax(normed · W + b) [n, T, V] float32, from a normalised stack (LensOptions::save_log_probs).
+  at::Tensor log_probs(const at::Tensor& normed) const;
   /// Same, from an already normalised stack [n, T, d] (benchmarks time the two halves apart).
   void run_normalised(const at::Tensor& normed, const std::vector<int64_t>& ids, const std::vector<int64_t>& targets,
                       int64_t k, LensStats& s) const;
@@ -183,6 +189,11 @@ class LensEngine {
   at::Tensor W_, b_;
   double final_softcap_ = 0.0;  ///< the model's final logit soft-cap (Gemma-2), applied after W_U; 0 = none
 };
+
+/// The LensResult of one sequence from its normalised stack [n, T, d] (what logit_lens does after its
+/// forward pass; logit_lens_batch calls it with the rows of a batched forward). ids already validated.
+LensResult lens_from_normalised(const Model& m, const LensEngine& eng, const at::Tensor& normed,
+                                const std::vector<int64_t>& ids, const LensOptions& opts);
 
 void validate_options(const Model& m, const LensOptions& o);
 void validate_ids(const Model& m, const std::vector<int64_t>& ids);

@@ -25,6 +25,7 @@
 //                        or vocab.txt + tokenizer_config.json (WordPiece, tokenizer_algo "wordpiece",
 //                        wordpiece_trainer.hpp), or the files of the tokenizer given with TrainOptions::tokenizer.
 //   train_log.json       options, per-step loss, final loss, timings.
+//   snapshots/step-<N>/  with snapshot_every: the model directory as it was after step N (kept; never removed)
 //   checkpoint/          state.json (step, RNG state, losses, options), params-<step>.safetensors,
 //                        optimizer-<step>.pt (Adam moments, torch::save): resume continues bit-identically.
 //
@@ -129,6 +130,10 @@ struct TrainOptions {
   double glove_alpha = 0.75;
   // ---- checkpoints and progress ----
   int64_t checkpoint_every = 0;         ///< also checkpoint every N steps (the end always checkpoints)
+  /// Every N steps also keep a loadable model directory out_dir/snapshots/step-<N>/ (config, weights, tokenizer
+  /// files), e.g. for `compare-embeddings` between two points of one run. GPT and EmbedLM; 0 = none. Per call
+  /// (not saved in the checkpoint, like stop_after).
+  int64_t snapshot_every = 0;
   bool resume = false;                  ///< continue out_dir/checkpoint (its options win, except steps/stop_after/checkpoint_every)
   int64_t stop_after = 0;               ///< stop after this many steps in this call (checkpoint, resumable); 0 = run to `steps`
   /// LibTorch intra-op threads while training; 0 = automatic: the count init_runtime() set when

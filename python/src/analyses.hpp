@@ -43,6 +43,9 @@ struct RegisterAnalysis {
 /// Adds run(name, model, kwargs) and analyses() to the extension module.
 void register_analyses(py::module_& mod);
 
+/// Adds compare_runs(a, b, align) (python/src/bind_compare.cpp): two lens runs, no model.
+void register_compare(py::module_& mod);
+
 /// True/False/None keyword -> optional<bool>.
 std::optional<bool> opt_flag(Options& o, const char* name);
 

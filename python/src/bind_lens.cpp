@@ -1,6 +1,7 @@
 // Python bindings of the forward-pass analyses: lens, lens_corpus, tuned_lens_eval, project (as `vocablens
 // lens/project/tuned-lens eval`).
 #include "analyses.hpp"
+#include "vocablens/compare.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/lens.hpp"
 #include "vocablens/lens_corpus.hpp"
@@ -30,6 +31,7 @@ vocablens::LensOptions lens_options(const PyModel& m, Options& o) {
   l.unembed = o.choice("unembed", "model", {"model", "pinv"}) == "pinv" ? vocablens::LensUnembed::PseudoInverse
                                                                        : vocablens::LensUnembed::Model;
   l.decoder_blocks = o.integer_at_least("decoder_blocks", 0, 0);
+  l.save_log_probs = o.flag("save_probs", false);
   return l;
 }
 
@@ -56,7 +58,12 @@ RegisterAnalysis lens_reg{
       std::string text = py::isinstance<py::str>(prompt) ? prompt.cast<std::string>() : "";
       py::gil_scoped_release nogil;
       auto lens = vocablens::logit_lens(m.model, ids, lo);
-      return lens.to_result(m.tok.get(), text);
+      auto r = lens.to_result(m.tok.get(), text);
+      if (m.tok) {  // as `vocablens lens`: what `compare` checks
+        r.provenance["tokenizer"] = m.tok->source();
+        r.provenance["vocab_sha256"] = vocablens::vocabulary_sha256(*m.tok);
+      }
+      return r;
     }};
 
 RegisterAnalysis corpus_reg{
@@ -64,6 +71,7 @@ RegisterAnalysis corpus_reg{
     [](const PyModel& m, Options& o) {
       vocablens::CorpusLensOptions co;
       co.lens = lens_options(m, o);
+      if (co.lens.save_log_probs) o.value_error("save_probs", "applies to lens() of one prompt, not to lens_corpus()");
       co.window = o.integer_at_least("window", 0, 0);
       co.max_tokens = o.integer_at_least("max_tokens", 0, 0);
       std::string path = o.str("path", "");

@@ -433,4 +433,5 @@ PYBIND11_MODULE(_vocablens, mod) {
   mod.attr("__version__") = VOCABLENS_VERSION;
 
   register_analyses(mod);
+  register_compare(mod);
 }

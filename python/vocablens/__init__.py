@@ -17,9 +17,10 @@ from ._vocablens import Error, FormatError, UsageError, Tokenizer, Model, __vers
 from ._result import Result, load_results, report
 from ._model import load_model
 from ._analyses import (run, analyses, lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn,
-                        positions, patch, ablate, attribute, steer, tuned_lens_eval)
+                        positions, patch, ablate, attribute, steer, tuned_lens_eval, lens_batch, compare_embeddings,
+                        compare)
 
 __all__ = ["load_model", "Model", "Tokenizer", "Result", "load_results", "report", "run", "analyses", "lens",
            "lens_corpus", "project", "heads", "neurons", "spectrum", "neighbours", "knn", "positions", "patch", "ablate",
-           "attribute", "steer", "tuned_lens_eval", "Error",
+           "attribute", "steer", "tuned_lens_eval", "lens_batch", "compare_embeddings", "compare", "Error",
            "FormatError", "UsageError", "__version__"]

@@ -9,6 +9,8 @@ progress: None (default) shows a tqdm bar when tqdm is installed, False shows no
 (a plain stderr line without tqdm), a callable is called as f(done, total). Ctrl-C stops the long
 analyses (heads, neurons, lens_corpus) between steps with KeyboardInterrupt.
 """
+import os
+
 from . import _vocablens as _core
 from ._model import Model
 from ._result import Result
@@ -36,12 +38,43 @@ def _call(name, model, loc):
 
 
 def lens(model, prompt, *, top_k=None, target=None, resid_mid=None, unembed=None, decoder_blocks=None, bos=None,
-         tuned=None):
+         tuned=None, save_probs=None):
     """Logit lens (`vocablens lens`). prompt: text or token ids. top_k=10, target: a token (str) or id
     (default: the next token), resid_mid=False, unembed="model"|"pinv", decoder_blocks=0, bos: None (the
-    tokenizer's convention) / True / False, tuned: a tuned lens directory (`vocablens lens --tuned`).
+    tokenizer's convention) / True / False, tuned: a tuned lens directory (`vocablens lens --tuned`),
+    save_probs=False (keep log_probs [layers, T, V] for compare()'s KL).
     Result kind "logit_lens"."""
     return _call("lens", model, locals())
+
+
+def lens_batch(model, prompts, *, top_k=None, resid_mid=None, unembed=None, decoder_blocks=None, bos=None):
+    """Logit lens over many prompts (`vocablens lens --prompts`). prompts: a list of str or of
+    {"prompt": str, "target": str} dicts, or the path of a prompts file (plain lines or JSON Lines). Result kind
+    "logit_lens_batch" (arrays with a prompt axis, table "by_layer")."""
+    return _call("lens_batch", model, locals())
+
+
+def compare_embeddings(model, model_b, *, matrix=None, k=None, moved=None, spectrum_k=None, spectra=None):
+    """Two embedding spaces on their shared tokens (`vocablens compare-embeddings`): model is aligned onto
+    model_b (another model, or a later checkpoint of one run). matrix="W_E"|"W_U", k=10, moved=50, spectrum_k=32,
+    spectra=True. Result kind "compare_embeddings"."""
+    return _call("compare_embeddings", model, locals())
+
+
+def compare(a, b, *, align=None):
+    """Two logit-lens runs side by side (`vocablens compare`): a, b are lens() Results or run directories.
+    align: None (token counts must be equal) / "start" / "end". KL needs both made with save_probs=True.
+    Result kind "lens_compare"."""
+    def core(x, arg):
+        if isinstance(x, Result):
+            return x._core
+        if isinstance(x, (str, os.PathLike)):
+            return os.fspath(x)
+        raise TypeError("compare(): {} must be a vocablens.Result (from lens()) or a run directory, not {}".format(
+            arg, type(x).__name__))
+    if align is not None and not isinstance(align, str):
+        raise TypeError("compare(): align must be None, \"start\" or \"end\", not " + type(align).__name__)
+    return Result(_core.compare_runs(core(a, "a"), core(b, "b"), align or "none"))
 
 
 def lens_corpus(model, path, *, window=None, max_tokens=None, resid_mid=None, unembed=None, decoder_blocks=None,
@@ -116,7 +149,8 @@ def _method(fn):
     return m
 
 
-for _f in (lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn, positions):
+for _f in (lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn, positions, lens_batch,
+           compare_embeddings):
     setattr(Model, _f.__name__, _method(_f))
 
 

@@ -14,8 +14,10 @@
 #include "cli/output.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/dist.hpp"
+#include "vocablens/compare.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/lens.hpp"
+#include "vocablens/lens_batch.hpp"
 #include "vocablens/lens_corpus.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
@@ -35,12 +37,14 @@ struct LensCliOptions {
   std::string tokenizer;
   std::string corpus;
   std::string tuned;
+  std::string prompts;
   std::string unembed = "model";
   int64_t top_k = 10;
   int64_t decoder_blocks = 0;
   int64_t window = 0;
   int64_t max_tokens = 0;
   bool resid_mid = false;
+  bool save_probs = false;
   bool bos = false, no_bos = false;
   vocablens::cli::OutputOptions out;
 };
@@ -184,6 +188,7 @@ vocablens::LensOptions lens_options(const LensCliOptions& o) {
   vocablens::LensOptions l;
   l.top_k = o.top_k;
   l.resid_mid = o.resid_mid;
+  l.save_log_probs = o.save_probs;
   l.decoder_blocks = o.decoder_blocks;
   if (o.unembed == "pinv") l.unembed = vocablens::LensUnembed::PseudoInverse;
   else if (o.unembed != "model") throw UsageError("--unembed must be model or pinv (got '" + o.unembed + "')");
@@ -200,9 +205,22 @@ int64_t resolve_target(const LensCliOptions& o, const vocablens::Tokenizer& tok)
                    " (the target must be a single token of " + tok.source() + ")");
 }
 
+int run_lens_prompts(const LensCliOptions& o, const vocablens::LensOptions& lo);
+
 int run_lens(const LensCliOptions& o) {
+  if (o.save_probs && (!o.prompts.empty() || !o.corpus.empty()))
+    throw UsageError("--save-probs applies to one prompt (--prompt or --prompt-ids), not to --prompts or --corpus");
+  if (!o.prompts.empty()) {
+    if (o.prompt || !o.corpus.empty() || !o.prompt_ids.empty())
+      throw UsageError("--prompts cannot be used with --prompt, --prompt-ids or --corpus");
+    if (o.target || o.target_id) throw UsageError("--target has no meaning with --prompts (give \"target\" per line in JSON Lines)");
+    if (!o.tuned.empty())  // the batched lens reads the logit lens only (not yet through translators)
+      throw UsageError("--tuned applies to --prompt, --prompt-ids and --corpus, not (yet) to --prompts");
+    if (o.bos && o.no_bos) throw UsageError("--bos and --no-bos cannot be used together");
+    return run_lens_prompts(o, lens_options(o));
+  }
   if (o.corpus.empty() && !o.prompt && o.prompt_ids.empty())
-    throw UsageError("give --prompt TEXT, --prompt-ids IDS or --corpus FILE");
+    throw UsageError("give --prompt TEXT, --prompt-ids IDS, --corpus FILE or --prompts FILE");
   if ((!o.corpus.empty()) + (o.prompt ? 1 : 0) + (!o.prompt_ids.empty()) > 1)
     throw UsageError("give only one of --prompt, --prompt-ids and --corpus");
   if (!o.prompt_ids.empty() && (o.bos || o.no_bos))
@@ -274,7 +292,51 @@ int run_lens(const LensCliOptions& o) {
   if (!o.prompt_ids.empty()) r.settings["prompt_ids"] = ids;
   vocablens::cli::fill_provenance(r, m);
   r.provenance["tokenizer"] = tok->source();
+  r.provenance["vocab_sha256"] = vocablens::vocabulary_sha256(*tok);  // what `vocablens compare` checks
   vocablens::cli::emit(r, o.out, [&] { print_lens_table(lens, *tok, m, color); });
+  return 0;
+}
+
+// `--prompts FILE`: the lens of every prompt, one run directory with a prompt axis.
+int run_lens_prompts(const LensCliOptions& o, const vocablens::LensOptions& lo) {
+  auto prompts = vocablens::read_lens_prompts(o.prompts);
+  if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
+  vocablens::Model m = vocablens::load_model(o.model);
+  vocablens::adapt_threads_to(m);
+  auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
+  vocablens::EncodeOptions eo;
+  if (o.bos) eo.add_bos = true;
+  if (o.no_bos) eo.add_bos = false;
+  const bool bar = ::isatty(STDERR_FILENO) == 1 && prompts.size() > 1;
+  auto progress = [bar](size_t done, size_t total) {
+    if (bar) fmt::print(stderr, "\rlens: prompt {}/{}", done, total);
+  };
+  auto b = vocablens::logit_lens_batch(m, *tok, prompts, lo, eo, progress);
+  if (bar) fmt::print(stderr, "\r{}\r", std::string(40, ' '));
+  b.source = o.prompts;
+  auto r = b.to_result(tok.get());
+  vocablens::cli::fill_provenance(r, m);
+  r.provenance["tokenizer"] = tok->source();
+  const bool color = vocablens::cli::use_color(o.out);
+  vocablens::cli::emit(r, o.out, [&] {
+    auto bold = [&](const std::string& t) { return color ? fmt::format(fmt::emphasis::bold, "{}", t) : t; };
+    fmt::print("{}\n", bold(fmt::format("logit lens over {} prompts of {} · {} · {:.2f} s", b.runs.size(), o.prompts, m.source(), b.seconds)));
+    fmt::print("target probability at each prompt's readout position, per layer (rank in brackets)\n");
+    std::string head = fmt::format("{:>3} {:<28} {:<10}", "#", "prompt", "target");
+    for (const auto& ly : b.runs[0].layers) head += fmt::format(" {:>13}", fit(ly.label, 13));
+    fmt::print("{}\n", bold(head));
+    for (size_t p = 0; p < b.runs.size(); ++p) {
+      const auto& L = b.runs[p];
+      const int64_t ro = b.readout[p];
+      std::string line = fmt::format("{:>3} {:<28} {:<10}", p, fit(b.prompts[p].prompt, 28),
+                                     fit(ro >= 0 ? tok->display(L.targets[static_cast<size_t>(ro)]) : "-", 10));
+      for (int64_t l = 0; l < L.n_layers(); ++l)
+        line += ro < 0 ? fmt::format(" {:>13}", "-")
+                       : fmt::format(" {:>13}", fmt::format("{:.3f} [{}]", L.target_prob[L.at(l, ro)], L.target_rank[L.at(l, ro)]));
+      fmt::print("{}\n", line);
+    }
+    fmt::print("(readout: the last position for a JSON Lines target, else the second-to-last, predicting the last token)\n");
+  });
   return 0;
 }
 
@@ -292,6 +354,9 @@ vocablens::cli::Register reg{
       sub.add_option("--target-id", o->target_id, "Target token by id");
       sub.add_option("--top-k", o->top_k, "Tokens reported per layer and position (default 10; 0 = none)");
       sub.add_flag("--resid-mid", o->resid_mid, "Also lens the residual between attention and MLP of every block");
+      sub.add_flag("--save-probs", o->save_probs,
+                   "Also save every layer's full log-distribution (log_probs.npy, layers x tokens x vocabulary float32), "
+                   "for the KL of `vocablens compare`");
       sub.add_option("--unembed", o->unembed, "model (W_U, default) or pinv (E⁺, the pseudo-inverse of W_Uᵀ; = pinv(W_E) when tied)")
           ->check(CLI::IsMember({"model", "pinv"}));
       sub.add_option("--decoder-blocks", o->decoder_blocks,
@@ -302,6 +367,8 @@ vocablens::cli::Register reg{
       sub.add_option("--tuned", o->tuned,
                      "Read every layer through a tuned lens's translators (a directory from `vocablens tuned-lens "
                      "train`, or the tuned-lens package's params.pt + config.json)");
+      sub.add_option("--prompts", o->prompts,
+                     "Many prompts: a file with one prompt per line, or JSON Lines {\"prompt\": ..., \"target\": ...}");
       sub.add_option("--window", o->window, "Corpus window in tokens (default: the model's context)");
       sub.add_option("--max-tokens", o->max_tokens, "Corpus: stop after this many predicted tokens");
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");

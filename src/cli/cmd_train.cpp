@@ -92,6 +92,9 @@ int run_train(TrainCli& c) {
              w2v ? "embeddings.safetensors, embeddings.npy" : "model.safetensors",
              !o.tokenizer.empty() ? "the tokenizer's files"
              : o.tokenizer_algo == "wordpiece" ? "vocab.txt, tokenizer_config.json" : "vocab.json, merges.txt");
+  if (o.snapshot_every > 0)
+    fmt::print("snapshots every {} steps: {}/snapshots/step-N/ (e.g. vocablens compare-embeddings on two of them)\n",
+               o.snapshot_every, r.out_dir);
   if (r.model == TrainModel::GPT)
     fmt::print("next: vocablens inspect {0}   ·   vocablens lens {0} --prompt \"the capital of france is\"\n", r.out_dir);
   return 0;
@@ -145,6 +148,8 @@ vocablens::cli::Register reg{
       sub.add_option("--x-max", o.glove_x_max, "glove: weighting f(x) = min(1, (x/x_max)^alpha) (default 100)");
       sub.add_option("--alpha", o.glove_alpha, "glove: exponent of the weighting (default 0.75)");
       sub.add_option("--checkpoint-every", o.checkpoint_every, "Also checkpoint every N steps (the end always does)");
+      sub.add_option("--snapshot-every", o.snapshot_every,
+                     "Also keep a loadable model directory DIR/snapshots/step-N/ every N steps (e.g. for compare-embeddings)");
       sub.add_flag("--resume", o.resume, "Continue the run in --out DIR from its checkpoint (bit-identical)");
       sub.add_option("--stop-after", o.stop_after, "Stop after N steps of this call (checkpointed; continue with --resume)");
       sub.add_flag("--overwrite", o.overwrite, "Replace an existing run in --out DIR");

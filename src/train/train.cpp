@@ -157,14 +157,15 @@ void validate(const TrainOptions& o) {
   if (o.n_ctx < 1 || o.n_ctx > 65536) throw UsageError("--ctx must be in 1..65536");
   if (o.checkpoint_every < 0) throw UsageError("--checkpoint-every must be >= 0");
   if (o.stop_after < 0) throw UsageError("--stop-after must be >= 0");
+  if (o.snapshot_every < 0) throw UsageError("--snapshot-every must be >= 0");
   if (o.tokenizer_algo != "bpe" && o.tokenizer_algo != "wordpiece")
     throw UsageError("--tokenizer-algo must be bpe or wordpiece (it is '" + o.tokenizer_algo + "')");
   if (o.window < 1) throw UsageError("--window must be >= 1");
   if (o.model == TrainModel::GloVe) {
     if (!(o.glove_x_max > 0) || !std::isfinite(o.glove_x_max)) throw UsageError("--x-max must be a positive number");
     if (!(o.glove_alpha >= 0) || !std::isfinite(o.glove_alpha)) throw UsageError("--alpha must be >= 0");
-    if (o.stop_after > 0 || o.checkpoint_every > 0)
-      throw UsageError("glove runs in one go (seconds to minutes): --stop-after and --checkpoint-every do not apply");
+    if (o.stop_after > 0 || o.checkpoint_every > 0 || o.snapshot_every > 0)
+      throw UsageError("glove runs in one go (seconds to minutes): --stop-after, --checkpoint-every and --snapshot-every do not apply");
   }
 }
 
@@ -237,6 +238,7 @@ TrainReport train(const TrainOptions& given) {
     saved.out_dir = o.out_dir;
     saved.steps = given.steps > 0 ? given.steps : saved.steps;
     saved.stop_after = given.stop_after;
+    saved.snapshot_every = given.snapshot_every;
     if (given.checkpoint_every > 0) saved.checkpoint_every = given.checkpoint_every;
     saved.on_progress = given.on_progress;
     saved.resume = true;
@@ -453,6 +455,15 @@ TrainReport train(const TrainOptions& given) {
     model->write(dir);
   };
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  // A loadable model directory of this step: the weights and config, and the run's tokenizer files beside them.
+  auto write_snapshot = [&] {
+    const std::string sdir = dir + "/snapshots/step-" + std::to_string(step);
+    ensure_directory(sdir);
+    model->write(sdir);
+    std::error_code ec;
+    for (const char* f : {"vocab.json", "merges.txt", "vocab.txt", "tokenizer_config.json", "tokenizer.json", "tokenizer.model"})
+      if (fs::exists(dir + "/" + f, ec)) write_file_atomic(sdir + "/" + f, read_all(dir + "/" + f));
+  };
 
   double ema = rep.losses.empty() ? 0 : rep.losses.back();
   const int64_t end = o.stop_after > 0 ? std::min(o.steps, step + o.stop_after) : o.steps;
@@ -479,6 +490,7 @@ TrainReport train(const TrainOptions& given) {
     ema = rep.losses.size() == 1 ? lv : 0.95 * ema + 0.05 * lv;
     const bool ck = o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && step < end;
     if (ck) write_checkpoint(elapsed());
+    if (o.snapshot_every > 0 && step % o.snapshot_every == 0) write_snapshot();
     if (o.on_progress) o.on_progress({step, o.steps, lv, ema, lr, elapsed(), ck, false});
   }
   write_checkpoint(elapsed());

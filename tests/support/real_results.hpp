@@ -12,9 +12,12 @@
 #include "vocablens/ablation.hpp"
 #include "vocablens/anisotropy.hpp"
 #include "vocablens/attribution.hpp"
+#include "vocablens/compare.hpp"
+#include "vocablens/compare_embeddings.hpp"
 #include "vocablens/heads.hpp"
 #include "vocablens/knn.hpp"
 #include "vocablens/lens.hpp"
+#include "vocablens/lens_batch.hpp"
 #include "vocablens/lens_corpus.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/neighbours.hpp"
@@ -104,6 +107,21 @@ inline std::vector<vocablens::Result> real_results(const std::string& dir) {
   AblationOptions ab;
   ab.sites = {parse_ablation_site("head", "1.2")};
   out.push_back(ablate(m, ids, ab).to_result(tok.get(), prompt));
+  LensOptions lbo;
+  lbo.top_k = 3;
+  out.push_back(logit_lens_batch(m, *tok, {{prompt, " Paris", 1}, {"<i>Once</i> upon a time", "", 2}}, lbo).to_result(tok.get()));
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  for (int64_t i = 0; i < 300; ++i) pairs.emplace_back(i, 299 - i);
+  CompareEmbeddingsOptions ceo;
+  ceo.k = 5;
+  ceo.spectrum.k = 8;
+  out.push_back(compare_embeddings(model_matrix(m, "W_E"), model_matrix(m, "W_E"), pairs, ceo).to_result(tok.get()));
+  LensOptions lca = lo, lcb = lo;  // two lens runs of one prompt (targets " Paris" / " London", B with resid_mid)
+  lca.save_log_probs = lcb.save_log_probs = true;
+  lcb.resid_mid = true;
+  lcb.target = tok->require_token_id(" London");
+  out.push_back(compare_lens_runs(logit_lens(m, ids, lca).to_result(tok.get(), prompt),
+                                  logit_lens(m, ids, lcb).to_result(tok.get(), prompt)).to_result());
   return out;
 }
 
