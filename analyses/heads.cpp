@@ -46,7 +46,11 @@ FactoredMatrix head_weight_circuit(const Model& m, int64_t layer, int64_t head, 
   return {m.W_Q(layer)[head], m.W_K(layer)[head].t()};
 }
 
-FactoredMatrix head_vocab_circuit(const Model& m, const at::Tensor& R, int64_t layer, int64_t head, CircuitKind kind) {
+namespace {
+// W_U passed in: for stored-dtype weights m.W_U() is a fresh float32 upcast ([d, V], 0.5 GB for a 7B model),
+// so analyze_heads makes it once rather than once per head.
+FactoredMatrix vocab_circuit(const Model& m, const at::Tensor& R, const at::Tensor& W_U, int64_t layer, int64_t head,
+                             CircuitKind kind) {
   check_head(m, layer, head);
   if (!R.defined() || R.dim() != 2 || R.size(0) != m.config().d_model)
     throw UsageError("head_vocab_circuit: the read projection must be [d_model, V]");
@@ -54,12 +58,17 @@ FactoredMatrix head_vocab_circuit(const Model& m, const at::Tensor& R, int64_t l
   at::Tensor Rt = R.t();  // [V, d]
   if (kind == CircuitKind::OV) {
     at::Tensor A = at::mm(Rt, m.W_V(layer)[head]).contiguous();   // [V, d_head]
-    at::Tensor B = at::mm(m.W_O(layer)[head], m.W_U()).contiguous();  // [d_head, V]
+    at::Tensor B = at::mm(m.W_O(layer)[head], W_U).contiguous();  // [d_head, V]
     return {A, B};
   }
   at::Tensor A = at::mm(Rt, m.W_Q(layer)[head]).contiguous();          // [V, d_head]
   at::Tensor B = at::mm(m.W_K(layer)[head].t(), R).contiguous();       // [d_head, V]
   return {A, B};
+}
+}  // namespace
+
+FactoredMatrix head_vocab_circuit(const Model& m, const at::Tensor& R, int64_t layer, int64_t head, CircuitKind kind) {
+  return vocab_circuit(m, R, kind == CircuitKind::OV ? m.W_U() : at::Tensor(), layer, head, kind);
 }
 
 HeadsAnalysis analyze_heads(const Model& m, const HeadsOptions& o, const Tokenizer* tok) {
@@ -79,7 +88,9 @@ HeadsAnalysis analyze_heads(const Model& m, const HeadsOptions& o, const Tokeniz
   a.options = o;
   a.options.layers = layers;
   a.options.heads = heads;
-  a.vocab_size = m.W_U().size(1);
+  const bool any_ov = std::find(o.kinds.begin(), o.kinds.end(), CircuitKind::OV) != o.kinds.end();
+  const at::Tensor W_U = any_ov ? m.W_U() : at::Tensor();  // once (see vocab_circuit)
+  a.vocab_size = m.weights().W_U.size(1);
   a.d_model = cfg.d_model;
   a.d_head = cfg.d_head;
   // Issue #16: --top-k 10^9 ran until out of memory. A circuit has V^2 pairs; the streamed top-k keeps
@@ -134,7 +145,7 @@ HeadsAnalysis analyze_heads(const Model& m, const HeadsOptions& o, const Tokeniz
         c.layer = l;
         c.head = h;
         c.kind = kind;
-        FactoredMatrix f = head_vocab_circuit(m, R, l, h, kind);
+        FactoredMatrix f = vocab_circuit(m, R, W_U, l, h, kind);
         if (!all_finite(f.A) || !all_finite(f.B)) {
           // Issue #16: a NaN in this head's weights (loaded under --allow-nonfinite). Its circuit has no top
           // pairs and no spectrum: empty lists and NaN scores (JSON null); the other heads are exact.

@@ -17,6 +17,7 @@
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/tuned_lens.hpp"
 #include "vocablens/unembed.hpp"
+#include "vocablens/weight.hpp"
 
 namespace vocablens {
 namespace lens_detail {
@@ -65,7 +66,14 @@ LensEngine::LensEngine(const Model& m, const LensOptions& o) : m_(m), o_(o) {
   if (o.unembed == LensUnembed::PseudoInverse) {
     W_ = embedding_pinv(m).pinv;  // [d, V], cached by unembed.hpp
   } else {
-    W_ = m.W_U();
+    const at::Tensor& stored = m.weights().W_U;
+    if (compute_dtype() == ComputeDtype::BFloat16 && stored.scalar_type() != at::kFloat) {
+      // --dtype bfloat16 with non-float32 weights: the projection runs as the model's own unembedding does
+      // (bfloat16 GEMM, float32 accumulation and statistics); a bfloat16 W_U is used in place, not upcast.
+      W_ = stored.scalar_type() == at::kBFloat16 ? stored : materialize_weight(stored).to(at::kBFloat16);
+    } else {
+      W_ = m.W_U();
+    }
     b_ = m.weights().b_U;
     final_softcap_ = m.config().final_softcap;  // as Model::unembed: logits = c * tanh(x W_U / c)
   }
@@ -128,7 +136,8 @@ void LensEngine::run_normalised(const at::Tensor& normed, const std::vector<int6
     X.copy_(normed.narrow(1, t0, p));
     at::Tensor Z = zbuf.narrow(0, 0, n * p);
     auto c0 = std::chrono::steady_clock::now();
-    at::mm_out(Z, X.reshape({n * p, d}), W_);
+    if (W_.scalar_type() == at::kBFloat16) Z.copy_(at::mm(X.reshape({n * p, d}).to(at::kBFloat16), W_));
+    else at::mm_out(Z, X.reshape({n * p, d}), W_);
     if (b_.defined()) Z.add_(b_);
     if (final_softcap_ > 0) Z.div_(final_softcap_).tanh_().mul_(final_softcap_);  // the model's own last step (Gemma-2)
     auto c1 = std::chrono::steady_clock::now();

@@ -86,7 +86,7 @@ NeuronsAnalysis analyze_neurons(const Model& m, const NeuronsOptions& o, const T
   const at::Tensor& W_gate = m.W_gate(o.layer);
   const at::Tensor& W_out = m.W_out(o.layer);
   a.d_mlp = W_in.size(1);
-  a.vocab_size = m.W_U().size(1);
+  a.vocab_size = m.weights().W_U.size(1);  // the stored tensor's shape: no float32 upcast just for a size
   if (o.top_k > a.vocab_size)  // issue #16: --top-k 10^9 ran until out of memory
     throw UsageError(fmt::format("--top-k {} is larger than the vocabulary ({} tokens)", o.top_k, a.vocab_size));
   a.gated = W_gate.defined();

@@ -23,6 +23,13 @@
 
 namespace {
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+// CPU seconds of the whole process (all threads): less sensitive than wall time to other processes on a
+// shared machine (bench/run_gguf_bench.sh reports both).
+double cpu_s() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
 double peak_rss_mb() {
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
@@ -58,17 +65,21 @@ int main(int argc, char** argv) {
   at::Tensor t = at::tensor(ids, at::kLong);
   for (int r = 0; r < repeat; ++r) {
     t0 = now();
+    double c0 = cpu_s();
     auto f = m.forward(t);
     const double s = now() - t0;
     out["forward_s"].push_back(s);
+    out["forward_cpu_s"].push_back(cpu_s() - c0);
     out["forward_tok_per_s"].push_back(static_cast<double>(n) / s);
     std::fprintf(stderr, "forward %.2f s\n", s);
   }
   for (int r = 0; r < repeat; ++r) {
     t0 = now();
+    double c0 = cpu_s();
     auto lens = vocablens::logit_lens(m, ids);
     const double s = now() - t0;
     out["lens_s"].push_back(s);
+    out["lens_cpu_s"].push_back(cpu_s() - c0);
     std::fprintf(stderr, "lens %.2f s (%lld layers)\n", s, static_cast<long long>(lens.n_layers()));
   }
   out["peak_rss_mb"] = peak_rss_mb();

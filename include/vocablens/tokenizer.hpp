@@ -115,6 +115,7 @@ std::string undisplay_text(std::string_view shown);
 ///  - tokenizer.json (Hugging Face, byte-level BPE);
 ///  - vocab.json or merges.txt (the other file of the pair must be beside it), likewise encoder.json /
 ///    vocab.bpe (OpenAI's names);
+///  - a GGUF file: its tokenizer.ggml.* vocabulary (vocablens/vocab_spec.hpp; needs the vocablens library);
 ///  - any other file: a llama2.c tokenizer (tokenizer.bin, tok512.bin, ...).
 /// Throws FormatError naming the file when it is missing, unreadable or malformed.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
@@ -122,6 +123,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 /// Finds and reads the tokenizer for a model. model_path is what load_model() takes (HF directory,
 /// llama2.c .bin, ckpt.pt) or a tokenizer file itself (tokenizer.json, vocab.json, tok512.bin, ...).
 /// If explicit_tokenizer is non-empty it is used instead of searching (see load_tokenizer()).
+/// A GGUF model uses its own tokenizer.ggml.* vocabulary when it has one.
 /// Search, in the model's directory (the path itself, or the directory holding the file):
 ///   tokenizer.json; vocab.json + merges.txt; encoder.json + vocab.bpe; tokenizer.bin; tok*.bin.
 /// When several llama2.c vocabularies are there, the one whose size matches the model's vocab_size

@@ -1,13 +1,18 @@
-// GGUF -> Model. Names and keys follow llama.cpp (src/llama-arch.cpp): token_embd, position_embd,
-// output_norm, output, blk.N.{attn_norm, attn_qkv, attn_q, attn_k, attn_v, attn_output, ffn_norm,
-// ffn_gate, ffn_up, ffn_down}; "<arch>.block_count", "<arch>.embedding_length", ...
-// A ggml matrix with ne = {in, out} is stored as `out` rows of `in` values: the [out, in] layout of
-// nn.Linear, so the "x @ W" weight is its transpose (a view).
+// GGUF -> Model through the architecture table (vocablens/arch.hpp): each family's llama.cpp tensor names
+// ("token_embd", "blk.{L}.attn_q", ...) and hyper-parameter keys ("<arch>.block_count", "<arch>.rope.*", ...)
+// mapped onto ModelConfig / ModelWeights. A ggml matrix with ne = {in, out} is stored as `out` rows of `in`
+// values: the [out, in] layout of nn.Linear, so the "x @ W" weight is its transpose (a view).
+// What llama.cpp's convert_hf_to_gguf.py changed is undone or recorded here: Llama q/k rows permuted to
+// interleaved rotary pairs (rope_interleaved), Gemma norms stored as (1 + w) (used as stored), GPT-NeoX's
+// per-head q k v rows regrouped into q | k | v, Llama-3 rope scaling as a rope_freqs factor tensor.
 #include "model/gguf_model.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "checkpoint/mapped_file.hpp"
+#include "vocablens/arch.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/weight.hpp"
 
@@ -69,25 +74,105 @@ int64_t need_int(const GgufFile& g, const std::string& key) {
   if (v <= 0 || v > (int64_t(1) << 40)) throw FormatError(g.path, "metadata '" + key + "' = " + std::to_string(v) + " is out of range");
   return v;
 }
+int64_t opt_int(const GgufFile& g, const std::string& key, int64_t fallback) {
+  return g.metadata.contains(key) ? need_int(g, key) : fallback;
+}
+double opt_float(const GgufFile& g, const std::string& key, double fallback, double lo, double hi) {
+  const double v = g.get_float(key, fallback);
+  if (!std::isfinite(v) || v < lo || v > hi)
+    throw FormatError(g.path, "metadata '" + key + "' = " + std::to_string(v) + " is out of range");
+  return v;
+}
+bool opt_bool(const GgufFile& g, const std::string& key, bool fallback) {
+  auto it = g.metadata.find(key);
+  if (it == g.metadata.end()) return fallback;
+  if (!it->is_boolean()) throw FormatError(g.path, "metadata '" + key + "' is " + g.metadata_types.at(key) + ", expected a bool");
+  return it->get<bool>();
+}
+
+std::string gguf_names() {
+  std::vector<std::string> seen;
+  for (const auto& a : architectures())
+    if (a.gguf_architecture && std::find(seen.begin(), seen.end(), a.gguf_architecture) == seen.end()) seen.push_back(a.gguf_architecture);
+  std::string s;
+  for (auto& n : seen) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// The GGUF name of role r in block `layer` with `suffix`; "" when the family has no such role.
+std::string gname(const ArchSpec& a, TensorRole r, int64_t layer, const char* suffix) {
+  const TensorSpec* t = find_tensor(a, r);
+  if (!t || !t->gguf) return "";
+  return tensor_name(t->gguf, layer) + suffix;
+}
+
+// Llama-3.1 rope scaling: llama.cpp's converter stores only one divisor per rotary frequency (rope_freqs, F32)
+// and no scaling metadata; the runner takes the four llama3 parameters. They are recovered from the divisors
+// (low_freq_factor normalised to 1: only original_context / low and / high matter) from the blended band, and
+// every divisor is then recomputed and checked, so a tensor of any other form is refused rather than misread.
+void fit_llama3_rope(const GgufFile& g, const GgufTensorInfo& rf, int64_t rdim, ModelConfig& c) {
+  auto fail = [&](const std::string& why) { throw FormatError(g.path, "tensor 'rope_freqs.weight': " + why); };
+  const int64_t n = rdim / 2;
+  if (rf.ne.size() != 1 || rf.ne[0] != n || rf.type != GgmlType::F32) fail("expected F32 with ne {" + std::to_string(n) + "}");
+  const float* f = reinterpret_cast<const float*>(g.tensor_data(rf));
+  double F = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(f[i]) || f[i] < 1) fail("holds a divisor below 1 or not finite");
+    F = std::max(F, static_cast<double>(f[i]));
+  }
+  auto omega = [&](int64_t i) { return std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(rdim)); };
+  if (F == 1.0) return;  // no scaling at all
+  std::vector<std::pair<double, double>> mid;  // (frequency, blend s) of the divisors strictly between 1 and F
+  for (int64_t i = 0; i < n; ++i)
+    if (f[i] > 1.0 + 1e-6 && f[i] < F * (1 - 1e-6)) mid.push_back({omega(i), (1.0 / f[i] - 1.0 / F) / (1.0 - 1.0 / F)});
+  if (mid.size() < 2) fail("fewer than two blended frequencies: the Llama-3.1 scaling parameters cannot be recovered");
+  // s = (original_context * w / (2 pi) - low) / (high - low), linear in the frequency w; low = 1.
+  const double a = (mid.back().second - mid.front().second) / (mid.back().first - mid.front().first);
+  const double b = a * mid.front().first - mid.front().second;
+  if (!(a > 0) || !(b > 0)) fail("does not follow the Llama-3.1 formula");
+  const double hi = 1.0 + 1.0 / b, orig = 2 * M_PI * a / b;
+  if (!std::isfinite(hi) || !std::isfinite(orig) || orig < 1 || orig > 1e12) fail("does not follow the Llama-3.1 formula");
+  c.rope_scaling = ModelConfig::RopeScaling::Llama3;
+  c.rope_factor = F;
+  c.rope_low_freq_factor = 1.0;
+  c.rope_high_freq_factor = hi;
+  c.rope_original_context = std::llround(orig);
+  const double old_ctx = static_cast<double>(c.rope_original_context);
+  for (int64_t i = 0; i < n; ++i) {  // the same rule as the runner's (and the converter's)
+    const double wavelen = 2 * M_PI / omega(i);
+    double want = 1.0;
+    if (wavelen > old_ctx) want = F;
+    else if (wavelen >= old_ctx / hi) {
+      const double s = (old_ctx / wavelen - 1.0) / (hi - 1.0);
+      want = 1.0 / ((1 - s) / F + s);
+    }
+    if (std::abs(want - f[i]) > 1e-4 * want) fail("does not follow the Llama-3.1 formula (divisor " + std::to_string(i) + ")");
+  }
+}
 
 }  // namespace
 
 ModelConfig gguf_model_config(const GgufFile& g) {
   const std::string arch = g.get_string("general.architecture", "");
   if (arch.empty()) throw FormatError(g.path, "missing metadata 'general.architecture'");
-  if (arch != "gpt2" && arch != "llama")
-    throw FormatError(g.path, "GGUF architecture '" + arch + "' is not supported (supported: gpt2, llama)");
+  const ArchSpec* spec = find_gguf_architecture(arch);
+  if (!spec) throw FormatError(g.path, "GGUF architecture '" + arch + "' is not supported (supported: " + gguf_names() + ")");
+  const ArchSpec& A = *spec;
   ModelConfig c;
-  c.architecture = arch + " (GGUF)";
+  c.family = A.family;
+  c.architecture = std::string(A.hf_architecture) + " (GGUF " + arch + ")";
   const std::string a = arch + ".";
   c.n_layers = need_int(g, a + "block_count");
   c.d_model = need_int(g, a + "embedding_length");
   c.d_mlp = need_int(g, a + "feed_forward_length");
   c.n_heads = need_int(g, a + "attention.head_count");
-  c.n_kv_heads = g.metadata.contains(a + "attention.head_count_kv") ? need_int(g, a + "attention.head_count_kv") : c.n_heads;
+  c.n_kv_heads = opt_int(g, a + "attention.head_count_kv", c.n_heads);
   c.n_ctx = need_int(g, a + "context_length");
-  if (c.d_model % c.n_heads != 0) throw FormatError(g.path, "embedding_length is not a multiple of attention.head_count");
-  c.d_head = g.metadata.contains(a + "attention.key_length") ? need_int(g, a + "attention.key_length") : c.d_model / c.n_heads;
+  if (!g.metadata.contains(a + "attention.key_length") && c.d_model % c.n_heads != 0)
+    throw FormatError(g.path, "embedding_length is not a multiple of attention.head_count");
+  c.d_head = opt_int(g, a + "attention.key_length", c.d_model / c.n_heads);
+  if (opt_int(g, a + "attention.value_length", c.d_head) != c.d_head)
+    throw FormatError(g.path, "attention.value_length differs from attention.key_length (not supported)");
   if (c.n_heads % c.n_kv_heads != 0) throw FormatError(g.path, "attention.head_count is not a multiple of head_count_kv");
   const GgufTensorInfo* emb = g.find("token_embd.weight");
   if (!emb) throw FormatError(g.path, "missing tensor 'token_embd.weight'");
@@ -104,35 +189,67 @@ ModelConfig gguf_model_config(const GgufFile& g) {
     if (n >= c.n_layers)
       throw FormatError(g.path, "tensor '" + t.name + "' lies beyond " + a + "block_count = " + std::to_string(c.n_layers));
   }
-  if (arch == "gpt2") {
-    c.family = Family::GPT2;
-    c.norm = NormKind::LayerNorm;
-    c.norm_eps = g.get_float(a + "attention.layer_norm_epsilon", 1e-5);
+  const bool layer_norm = A.family == Family::GPT2 || A.family == Family::GPTNeoX;
+  c.norm = layer_norm ? NormKind::LayerNorm : NormKind::RMSNorm;
+  c.norm_eps = layer_norm ? opt_float(g, a + "attention.layer_norm_epsilon", 1e-5, 0, 1)
+                          : opt_float(g, a + "attention.layer_norm_rms_epsilon", 1e-5, 0, 1);
+  // Biases: as the file has them (the table says which roles may carry one).
+  auto has0 = [&](TensorRole r, const char* suffix) {
+    const std::string n = gname(A, r, 0, suffix);
+    return !n.empty() && g.find(n) != nullptr;
+  };
+  c.attn_bias = has0(TensorRole::AttnQ, ".bias") || has0(TensorRole::AttnQKV, ".bias");
+  c.attn_out_bias = has0(TensorRole::AttnOut, ".bias");
+  c.mlp_bias = has0(TensorRole::FfnUp, ".bias");
+  c.gated_mlp = find_tensor(A, TensorRole::FfnGate) != nullptr || find_tensor(A, TensorRole::FfnGateUp) != nullptr;
+  if (A.family == Family::GPT2) {
     c.positions = PositionKind::Learned;
     c.activation = Activation::GeluNew;
-    c.gated_mlp = false;
-    c.attn_bias = c.mlp_bias = true;
   } else {
-    c.family = Family::Llama;
-    c.norm = NormKind::RMSNorm;
-    c.norm_eps = g.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5);
     c.positions = PositionKind::Rotary;
-    c.rope_theta = g.get_float(a + "rope.freq_base", 10000.0);
-    const int64_t rdim = g.metadata.contains(a + "rope.dimension_count") ? need_int(g, a + "rope.dimension_count") : c.d_head;
-    if (c.d_head % 2 != 0) throw FormatError(g.path, "rotary embeddings need an even head size, not " + std::to_string(c.d_head));
-    if (rdim != c.d_head)
-      throw FormatError(g.path, "partial rotary embeddings (rope.dimension_count " + std::to_string(rdim) + " < head size " +
-                                    std::to_string(c.d_head) + ") are not supported");
+    c.rope_theta = opt_float(g, a + "rope.freq_base", 10000.0, 1e-6, 1e30);
+    const int64_t rdim = opt_int(g, a + "rope.dimension_count", c.d_head);
+    if (rdim % 2 != 0 || rdim > c.d_head)
+      throw FormatError(g.path, "rope.dimension_count " + std::to_string(rdim) + " must be even and at most the head size " +
+                                    std::to_string(c.d_head));
+    c.rotary_dim = rdim == c.d_head ? 0 : rdim;
+    // llama.cpp's converter permutes Llama q/k rows from Hugging Face's rotate_half order to the interleaved
+    // pairs of Meta's code (ggml's "normal" rope); the other families keep rotate_half (ggml's "neox" rope).
+    c.rope_interleaved = A.gguf_qk_interleaved;
     const std::string scaling = g.get_string(a + "rope.scaling.type", "none");
-    if (scaling != "none" && g.get_float(a + "rope.scaling.factor", 1.0) != 1.0)
+    const double factor = opt_float(g, a + "rope.scaling.factor", 1.0, 0, 1e6);
+    if (scaling == "linear" && factor != 1.0) {
+      if (factor <= 0) throw FormatError(g.path, "metadata '" + a + "rope.scaling.factor' must be positive");
+      c.rope_scaling = ModelConfig::RopeScaling::Linear;
+      c.rope_factor = factor;
+    } else if (scaling != "none" && scaling != "linear") {
       throw FormatError(g.path, "rope scaling '" + scaling + "' is not supported");
-    // llama.cpp's converter permutes llama q/k rows from Hugging Face's rotate_half order to the
-    // interleaved pairs of Meta's code (ggml's "normal" rope): the runner follows that convention.
-    c.rope_interleaved = true;
-    c.activation = Activation::SiLU;
-    c.gated_mlp = true;
-    c.attn_bias = g.find("blk.0.attn_q.bias") != nullptr;
-    c.mlp_bias = g.find("blk.0.ffn_up.bias") != nullptr;
+    }
+    if (const GgufTensorInfo* rf = g.find("rope_freqs.weight")) fit_llama3_rope(g, *rf, rdim, c);
+    switch (A.family) {
+      case Family::GPTNeoX:
+        c.activation = Activation::Gelu;  // Pythia's hidden_act "gelu" (erf); llama.cpp runs tanh-approximate GELU
+        c.parallel_residual = opt_bool(g, a + "use_parallel_residual", true);
+        break;
+      case Family::Gemma:
+      case Family::Gemma2:
+        c.activation = Activation::GeluNew;  // gelu_pytorch_tanh
+        c.embed_scale = std::sqrt(static_cast<double>(c.d_model));
+        c.norm_weight_offset = 1.0;  // the converter stored (1 + w): used as stored, recorded here
+        if (A.family == Family::Gemma2) {
+          c.post_attn_norm = c.post_mlp_norm = true;
+          c.attn_softcap = opt_float(g, a + "attn_logit_softcapping", 0.0, 0, 1e6);
+          c.final_softcap = opt_float(g, a + "final_logit_softcapping", 0.0, 0, 1e6);
+          c.sliding_window = opt_int(g, a + "attention.sliding_window", 0);
+          c.sliding_pattern = c.sliding_window > 0 ? 2 : 0;
+        }
+        break;
+      default:
+        c.activation = Activation::SiLU;
+        break;
+    }
+    if (A.family == Family::Qwen3) c.qk_norm = true;
+    if (A.family == Family::Phi3) c.sliding_window = opt_int(g, a + "attention.sliding_window", 0);
   }
   c.bos_token_id = g.get_int("tokenizer.ggml.bos_token_id", -1);
   c.eos_token_id = g.get_int("tokenizer.ggml.eos_token_id", -1);
@@ -145,56 +262,76 @@ ModelConfig gguf_model_config(const GgufFile& g) {
 
 Model load_gguf_model(const GgufFile& g) {
   ModelConfig c = gguf_model_config(g);
+  const ArchSpec& A = architecture(c.family);
   Reader r{g, {}};
+  if (c.rope_scaling == ModelConfig::RopeScaling::Llama3) r.used.insert("rope_freqs.weight");
   const int64_t d = c.d_model, V = c.vocab_size, m = c.d_mlp, qd = c.n_heads * c.d_head, kd = c.n_kv_heads * c.d_head;
+  auto name = [&](TensorRole role, int64_t layer, const char* suffix) { return gname(A, role, layer, suffix); };
   ModelWeights w;
   w.W_E = r.matrix("token_embd.weight", V, d);
   if (c.positions == PositionKind::Learned) w.W_pos = r.matrix("position_embd.weight", c.n_ctx, d);
   w.lnf_w = r.vec("output_norm.weight", d);
   if (c.norm == NormKind::LayerNorm) w.lnf_b = r.vec("output_norm.bias", d);
   for (int64_t i = 0; i < c.n_layers; ++i) {
-    const std::string p = "blk." + std::to_string(i) + ".";
     LayerWeights L;
-    L.ln1_w = r.vec(p + "attn_norm.weight", d);
-    L.ln2_w = r.vec(p + "ffn_norm.weight", d);
+    L.ln1_w = r.vec(name(TensorRole::AttnNorm, i, ".weight"), d);
+    L.ln2_w = r.vec(name(TensorRole::FfnNorm, i, ".weight"), d);
     if (c.norm == NormKind::LayerNorm) {
-      L.ln1_b = r.vec(p + "attn_norm.bias", d);
-      L.ln2_b = r.vec(p + "ffn_norm.bias", d);
+      L.ln1_b = r.vec(name(TensorRole::AttnNorm, i, ".bias"), d);
+      L.ln2_b = r.vec(name(TensorRole::FfnNorm, i, ".bias"), d);
     }
-    if (r.has(p + "attn_qkv.weight")) {
-      at::Tensor qkv = r.matrix(p + "attn_qkv.weight", qd + 2 * kd, d).t();  // [d, q|k|v]
-      L.w_q = qkv.narrow(1, 0, qd);
-      L.w_k = qkv.narrow(1, qd, kd);
-      L.w_v = qkv.narrow(1, qd + kd, kd);
-      if (r.has(p + "attn_qkv.bias")) {
-        at::Tensor b = r.vec(p + "attn_qkv.bias", qd + 2 * kd);
+    // Fused q|k|v rows (GPT-2 c_attn and Phi-3 qkv_proj as converted; GPT-NeoX regrouped by the converter),
+    // or separate q, k, v.
+    const std::string qkv = name(TensorRole::AttnQKV, i, ".weight");
+    if (!qkv.empty() && r.has(qkv)) {
+      at::Tensor W = r.matrix(qkv, qd + 2 * kd, d).t();  // [d, q|k|v]
+      L.w_q = W.narrow(1, 0, qd);
+      L.w_k = W.narrow(1, qd, kd);
+      L.w_v = W.narrow(1, qd + kd, kd);
+      const std::string bn = name(TensorRole::AttnQKV, i, ".bias");
+      if (r.has(bn)) {
+        at::Tensor b = r.vec(bn, qd + 2 * kd);
         L.b_q = b.narrow(0, 0, qd);
         L.b_k = b.narrow(0, qd, kd);
         L.b_v = b.narrow(0, qd + kd, kd);
       }
     } else {
-      L.w_q = r.matrix(p + "attn_q.weight", qd, d).t();
-      L.w_k = r.matrix(p + "attn_k.weight", kd, d).t();
-      L.w_v = r.matrix(p + "attn_v.weight", kd, d).t();
-      L.b_q = r.opt_vec(p + "attn_q.bias", qd);
-      L.b_k = r.opt_vec(p + "attn_k.bias", kd);
-      L.b_v = r.opt_vec(p + "attn_v.bias", kd);
+      L.w_q = r.matrix("blk." + std::to_string(i) + ".attn_q.weight", qd, d).t();
+      L.w_k = r.matrix("blk." + std::to_string(i) + ".attn_k.weight", kd, d).t();
+      L.w_v = r.matrix("blk." + std::to_string(i) + ".attn_v.weight", kd, d).t();
+      if (c.attn_bias) {
+        L.b_q = r.vec("blk." + std::to_string(i) + ".attn_q.bias", qd);
+        L.b_k = r.vec("blk." + std::to_string(i) + ".attn_k.bias", kd);
+        L.b_v = r.vec("blk." + std::to_string(i) + ".attn_v.bias", kd);
+      }
     }
-    L.w_o = r.matrix(p + "attn_output.weight", d, qd).t();
-    L.b_o = r.opt_vec(p + "attn_output.bias", d);
-    L.w_in = r.matrix(p + "ffn_up.weight", m, d).t();
-    L.b_in = r.opt_vec(p + "ffn_up.bias", m);
-    if (c.gated_mlp) {
-      L.w_gate = r.matrix(p + "ffn_gate.weight", m, d).t();
-      L.b_gate = r.opt_vec(p + "ffn_gate.bias", m);
+    L.w_o = r.matrix(name(TensorRole::AttnOut, i, ".weight"), d, qd).t();
+    if (c.attn_out_bias) L.b_o = r.vec(name(TensorRole::AttnOut, i, ".bias"), d);
+    if (find_tensor(A, TensorRole::FfnGateUp)) {  // Phi-3: ffn_up holds [gate: m | up: m] rows
+      at::Tensor W = r.matrix(name(TensorRole::FfnGateUp, i, ".weight"), 2 * m, d).t();
+      L.w_gate = W.narrow(1, 0, m);
+      L.w_in = W.narrow(1, m, m);
+    } else {
+      L.w_in = r.matrix(name(TensorRole::FfnUp, i, ".weight"), m, d).t();
+      if (c.mlp_bias) L.b_in = r.vec(name(TensorRole::FfnUp, i, ".bias"), m);
+      if (c.gated_mlp) {
+        L.w_gate = r.matrix(name(TensorRole::FfnGate, i, ".weight"), m, d).t();
+        L.b_gate = r.opt_vec(name(TensorRole::FfnGate, i, ".bias"), m);
+      }
     }
-    L.w_out = r.matrix(p + "ffn_down.weight", d, m).t();
-    L.b_out = r.opt_vec(p + "ffn_down.bias", d);
+    L.w_out = r.matrix(name(TensorRole::FfnDown, i, ".weight"), d, m).t();
+    if (c.mlp_bias) L.b_out = r.opt_vec(name(TensorRole::FfnDown, i, ".bias"), d);
+    if (c.qk_norm) {
+      L.q_norm_w = r.vec(name(TensorRole::AttnQNorm, i, ".weight"), c.d_head);
+      L.k_norm_w = r.vec(name(TensorRole::AttnKNorm, i, ".weight"), c.d_head);
+    }
+    if (c.post_attn_norm) L.post_attn_norm_w = r.vec(name(TensorRole::AttnPostNorm, i, ".weight"), d);
+    if (c.post_mlp_norm) L.post_mlp_norm_w = r.vec(name(TensorRole::FfnPostNorm, i, ".weight"), d);
     w.layers.push_back(std::move(L));
   }
   if (!c.tied_embeddings) w.W_U = r.matrix("output.weight", V, d).t();
   else w.W_U = w.W_E.t();
-  // Tensors nobody reads would be silently ignored weights: refuse them (rope_freqs etc. are named).
+  // Tensors nobody reads would be silently ignored weights: refuse them (they name the unsupported variant).
   for (auto& t : g.tensors)
     if (!r.used.count(t.name))
       throw FormatError(g.path, "tensor '" + t.name + "' is not used by the " + c.architecture + " model (unsupported variant)");

@@ -8,10 +8,12 @@
 
 namespace vocablens {
 
-/// Loads a GGUF model (architectures "gpt2" and "llama" so far). Matrices stay in their stored type:
+/// Loads a GGUF model of any family in the architecture table that llama.cpp converts (gpt2, llama, qwen2,
+/// qwen3, gemma, gemma2, phi3, gptneox; vocablens/arch.hpp). Matrices stay in their stored type:
 /// F32/F16/BF16 as views of the mapping, quantized types packed (vocablens/weight.hpp); vectors (norms,
 /// biases) become float32. Throws FormatError naming the file on a missing or mis-shaped tensor, a
-/// block count that disagrees with the tensors, or an unsupported architecture / rope variant.
+/// block count that disagrees with the tensors, or an unsupported architecture / rope variant (YaRN,
+/// LongRoPE, rope_freqs not of the Llama-3.1 form).
 Model load_gguf_model(const std::string& path);
 Model load_gguf_model(const GgufFile& g);
 

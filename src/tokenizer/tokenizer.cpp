@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/gguf_hook.hpp"
 #include "tokenizer/text_util.hpp"
 #include "vocablens/bpe_tokenizer.hpp"
 #include "util/regular_file.hpp"
@@ -196,7 +197,22 @@ bool is_tokenizer_file_name(const std::string& name) {
          (name.size() > 7 && name.compare(0, 3, "tok") == 0 && name.compare(name.size() - 4, 4, ".bin") == 0);
 }
 
+/// A GGUF file (magic "GGUF"): its own tokenizer.ggml.* vocabulary (issue 18); nullptr when it has none.
+bool starts_with_gguf_magic(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char m[4];
+  return f.read(m, 4) && std::memcmp(m, "GGUF", 4) == 0;
+}
+std::unique_ptr<Tokenizer> gguf_tokenizer(const std::string& path) {
+  if (!detail::gguf_tokenizer_loader)
+    throw FormatError(path, "is a GGUF file: its vocabulary is read by vocablens' GGUF reader, which this program does not "
+                            "link (it comes with vocablens::vocablens: load_model, read_gguf)");
+  return detail::gguf_tokenizer_loader(path);
+}
+
 }  // namespace
+
+detail::GgufTokenizerLoader detail::gguf_tokenizer_loader = nullptr;
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   if (detail::is_directory(path)) {
@@ -208,6 +224,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
     // Issue #16: `-z /dev/zero` said "No such file or directory".
     const std::string kind = detail::file_kind(path);
     throw FormatError(path, kind.empty() ? "cannot open: No such file or directory" : "is " + kind + ", not a tokenizer file");
+  }
+  if (starts_with_gguf_magic(path)) {
+    if (auto t = gguf_tokenizer(path)) return t;
+    throw FormatError(path, "this GGUF file has no tokenizer (no tokenizer.ggml.model metadata)");
   }
   const std::string name = base_name(path), dir = dir_name(path);
   auto pair = [&](const char* a, const char* b, bool path_is_first) -> std::unique_ptr<Tokenizer> {
@@ -233,6 +253,8 @@ std::unique_ptr<Tokenizer> load_tokenizer_for(const std::string& model_path, con
     if (auto t = search_dir(model_path, model_vocab_size(model_path))) return t;
   } else if (is_file(model_path)) {
     if (is_tokenizer_file_name(base_name(model_path))) return load_tokenizer(model_path);
+    if (starts_with_gguf_magic(model_path))  // the GGUF's own vocabulary first; files beside it otherwise
+      if (auto t = gguf_tokenizer(model_path)) return t;
     if (auto t = search_dir(dir_name(model_path), model_vocab_size(model_path))) return t;
   } else {
     throw FormatError(model_path, "cannot open: No such file or directory");

@@ -251,4 +251,8 @@ put("fuzz_gguf", "kquants.gguf", gguf([("general.architecture", 8, "none")],
     [("q5_0", [32, 2], 6, bytes(range(44))), ("q5_1", [32, 1], 7, bytes(range(24))), ("q4_1", [32, 1], 3, bytes(range(20)))]))
 put("fuzz_gguf", "header-only.gguf", gguf([("general.architecture", 8, "llama"), ("a.arr", 9, (9 if False else 4, [1, 2, 3]))], []))
 
+# fuzz_gguf_reader (the reader alone) starts from the same GGUF seeds.
+import shutil
+shutil.copytree(os.path.join(out, "fuzz_gguf"), os.path.join(out, "fuzz_gguf_reader"), dirs_exist_ok=True)
+
 print("seeds written to", out)

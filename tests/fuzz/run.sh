@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (clang, -fsanitize=fuzzer,address,undefined) and runs each one in turn.
-#   [LANES=N] [NICE=N] tests/fuzz/run.sh [SECONDS_PER_HARNESS=60] [HARNESS...]
+#   [LANES=N] [NICE=N] [MAX_LEN=BYTES] tests/fuzz/run.sh [SECONDS_PER_HARNESS=60] [HARNESS...]
 # Stops each harness after SECONDS or 10 million executions, whichever comes first. The corpus grows in
 # build-fuzz/corpus/<harness>/ (kept between runs; seeds from tests/fuzz/make_seeds.py and the
 # regression inputs in tests/fuzz/regressions/<harness>/). Crashes, leaks and timeouts land in
@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}; shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(fuzz_config fuzz_safetensors fuzz_torch_zip fuzz_gguf fuzz_llama2c fuzz_bpe_encode fuzz_bpe_files fuzz_llama2c_tokenizer fuzz_results)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(fuzz_config fuzz_safetensors fuzz_torch_zip fuzz_gguf fuzz_gguf_reader fuzz_llama2c fuzz_bpe_encode fuzz_bpe_files fuzz_llama2c_tokenizer fuzz_results)
 fixtures=${VOCABLENS_FIXTURES:-$PWD/../shared/fixtures}
 jobs=${VOCABLENS_FUZZ_BUILD_JOBS:-2}
 
@@ -36,7 +36,7 @@ run_one() {
   echo "== $h (${secs}s or 10M runs)"
   start=$(date +%s)
   nice -n "$nice_level" ./build-fuzz/"$h" "${dirs[@]}" -max_total_time="$secs" -runs=10000000 -timeout=60 \
-      -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+      -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len="${MAX_LEN:-65536}" -print_final_stats=1 \
       -artifact_prefix="build-fuzz/artifacts/$h/" > "build-fuzz/$h.log" 2>&1 || rc=$?
   wall=$(( $(date +%s) - start ))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "build-fuzz/$h.log" | tail -1)

@@ -26,6 +26,7 @@
 #include <ATen/ATen.h>
 
 #include "vocablens/gguf.hpp"
+#include "vocablens/vocab_spec.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tensor_store.hpp"
 #endif
@@ -185,6 +186,37 @@ inline int gguf(const uint8_t* data, size_t size) {
     }
     auto m = vocablens::load_model(path);
     (void)m.forward(at::zeros({1, 1}, at::kLong));
+  } catch (const vocablens::Error& e) {
+    check_one_line(e);
+  }
+  return 0;
+}
+
+}  // namespace fuzz
+namespace vocablens {
+ModelConfig gguf_model_config(const GgufFile& g);  // src/model/gguf_model.hpp (internal header, not on this path)
+}  // namespace vocablens
+namespace fuzz {
+
+/// The GGUF reader only: read_gguf, the first row of every decodable tensor, gguf_vocab_spec and
+/// gguf_model_config (metadata -> ModelConfig), without loading weights (fuzz_gguf_reader).
+inline int gguf_reader(const uint8_t* data, size_t size) {
+  static const std::string path = scratch_path("ggufr") + ".gguf";
+  write_input(path, data, size);
+  try {
+    auto g = vocablens::read_gguf(path);
+    std::vector<float> row;
+    for (const auto& t : g.tensors) {
+      if (!vocablens::ggml_can_dequantize(t.type) || t.numel() == 0) continue;
+      row.resize(static_cast<size_t>(t.ne[0]));
+      vocablens::dequantize_row(t.type, g.tensor_data(t), row.data(), t.ne[0]);
+    }
+    try {
+      (void)vocablens::gguf_vocab_spec(g);
+    } catch (const vocablens::Error& e) {
+      check_one_line(e);
+    }
+    (void)vocablens::gguf_model_config(g);
   } catch (const vocablens::Error& e) {
     check_one_line(e);
   }

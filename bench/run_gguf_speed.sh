@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Issue 18 speed bench, side by side in one run: vocablens (bench_gguf: one forward over N tokens, the full
+# logit lens; float32 and bfloat16 compute) and llama.cpp (bench/lcpp_bench.cpp on the prebuilt libllama of
+# @node-llama-cpp/linux-x64@3.22.1: all N prompt tokens in one batch, F32 KV cache, flash attention off) on the
+# same GGUF files, same thread count, same N. Prints a table with the ratios. Not CI.
+#   bench/run_gguf_speed.sh [BUILD_DIR=build] [THREADS=1] [TOKENS=128] [KINDS="bf16 f16 q8_0 q4_k"]
+# Files: $GGUF_BENCH_DIR/<kind>.gguf (default /tmp/vocablens-gguf-speed), written by bench/make_7b.py when
+# missing, in the shape given by D/L/H/FF/V (default a 1B-class shape: D=2048 L=16 H=16 FF=5632 V=32000).
+# Each program runs REPEAT times (default 2); the best run counts. Both wall and CPU seconds (all threads of
+# the process) are reported: on a shared machine CPU seconds are the steadier measure (with THREADS=1 they
+# are the single-core cost; llama.cpp's worker threads spin while waiting, so with THREADS>1 compare wall).
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+build="${1:-$here/build}"
+threads="${2:-1}"
+tokens="${3:-128}"
+kinds="${4:-bf16 f16 q8_0 q4_k}"
+work="${GGUF_BENCH_DIR:-/tmp/vocablens-gguf-speed}"
+ref="${VOCABLENS_LLAMA_REF:-$HOME/.cache/vocablens/llama-cpp-3.22.1}"  # scripts/setup_llama_ref.sh
+lcpp="${LLAMA_CPP:-$ref/llama.cpp}"
+bins="${LLAMA_BINS:-$ref/bins/linux-x64}"
+repeat="${REPEAT:-2}"
+nice_level="${NICE:-10}"
+export D="${D:-2048}" L="${L:-16}" H="${H:-16}" FF="${FF:-5632}" V="${V:-32000}"
+mkdir -p "$work"
+cmake --build "$build" --target bench_gguf -j 2 >/dev/null
+g++ -O2 -std=c++17 "$here/bench/lcpp_bench.cpp" -I"$lcpp/include" -I"$lcpp/ggml/include" -L"$bins" -lllama -lggml -lggml-base \
+    -Wl,-rpath,"$bins" -o "$work/lcpp_bench"
+export LLAMA_BINS="$bins" VOCABLENS_THREADS="$threads" OMP_NUM_THREADS="$threads"
+log="$work/speed.log"
+: > "$log"
+for k in $kinds; do
+  [ -e "$work/$k.gguf" ] || nice -n "$nice_level" /usr/bin/python3 "$here/bench/make_7b.py" gguf "$work/$k.gguf" "$k"
+  echo "== $k $(uptime)" | tee -a "$log"
+  nice -n "$nice_level" "$work/lcpp_bench" "$work/$k.gguf" "$tokens" "$threads" "$repeat" 2>&1 | grep -E "^llama.cpp" | sed "s/^/lcpp $k /" | tee -a "$log"
+  nice -n "$nice_level" "$build/bench_gguf" "$work/$k.gguf" "$tokens" "$repeat" 2>/dev/null | sed "s/^/ours-float32 $k /" | tee -a "$log"
+  nice -n "$nice_level" "$build/bench_gguf" "$work/$k.gguf" "$tokens" "$repeat" --dtype bfloat16 2>/dev/null | sed "s/^/ours-bfloat16 $k /" | tee -a "$log"
+done
+/usr/bin/python3 - "$log" "$tokens" <<'EOF'
+import json, re, sys
+log, n = sys.argv[1], int(sys.argv[2])
+rows = {}
+for line in open(log):
+    m = re.match(r"lcpp (\S+) llama.cpp .*: ([\d.]+) s .* cpu ([\d.]+) s", line)
+    if m:
+        r = rows.setdefault(m.group(1), {})
+        r["lcpp_wall"] = min(r.get("lcpp_wall", 1e9), float(m.group(2)))
+        r["lcpp_cpu"] = min(r.get("lcpp_cpu", 1e9), float(m.group(3)))
+        continue
+    m = re.match(r"ours-(\S+) (\S+) (\{.*\})", line)
+    if m:
+        j, r = json.loads(m.group(3)), rows.setdefault(m.group(2), {})
+        r[m.group(1)] = {"fw": min(j["forward_s"]), "fc": min(j["forward_cpu_s"]), "lw": min(j["lens_s"]), "lc": min(j["lens_cpu_s"])}
+print(f"\n{n} prompt tokens, best of the repeats: tokens per wall second (tokens per CPU second); ratio = vocablens / llama.cpp;")
+print("lens / forward = CPU seconds of the full logit lens (its forward included) over those of one forward")
+print("| weights | llama.cpp | vocablens float32 | ratio | vocablens bfloat16 | ratio | lens / forward, float32 | lens / forward, bfloat16 |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for k, r in rows.items():
+    if "lcpp_cpu" not in r or "float32" not in r or "bfloat16" not in r: continue
+    f, b = r["float32"], r["bfloat16"]
+    print(f"| {k.upper()} | {n / r['lcpp_wall']:.1f} ({n / r['lcpp_cpu']:.1f}) | {n / f['fw']:.1f} ({n / f['fc']:.1f}) | "
+          f"{r['lcpp_wall'] / f['fw']:.2f} ({r['lcpp_cpu'] / f['fc']:.2f}) | {n / b['fw']:.1f} ({n / b['fc']:.1f}) | "
+          f"{r['lcpp_wall'] / b['fw']:.2f} ({r['lcpp_cpu'] / b['fc']:.2f}) | {f['lc'] / f['fc']:.2f} | {b['lc'] / b['fc']:.2f} |")
+EOF
