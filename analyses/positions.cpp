@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 
@@ -45,13 +47,22 @@ at::Tensor sinusoidal_positions(int64_t n, int64_t d, double base) {
 
 at::Tensor rotary_position_features(int64_t n, int64_t d_head, double theta) {
   if (n < 1 || d_head < 2 || d_head % 2 != 0) throw UsageError("rotary_position_features: need n >= 1 and an even d_head");
-  const int64_t h = d_head / 2;
+  auto i = at::arange(0, d_head, 2, at::TensorOptions().dtype(at::kDouble));
+  return rotary_position_features(n, at::pow(theta, -i / static_cast<double>(d_head)));
+}
+
+at::Tensor rotary_position_features(int64_t n, const at::Tensor& inv_freq) {
+  if (n < 1 || !inv_freq.defined() || inv_freq.dim() != 1 || inv_freq.numel() < 1)
+    throw UsageError("rotary_position_features: need n >= 1 and a non-empty 1-D inv_freq");
+  const at::Tensor th = inv_freq.to(at::kDouble).contiguous();
+  const int64_t h = th.numel();
   const double scale = 1.0 / std::sqrt(static_cast<double>(h));
-  at::Tensor P = at::empty({n, d_head}, at::TensorOptions().dtype(at::kDouble));
+  at::Tensor P = at::empty({n, 2 * h}, at::TensorOptions().dtype(at::kDouble));
   auto a = P.accessor<double, 2>();
+  const double* t = th.data_ptr<double>();
   for (int64_t p = 0; p < n; ++p)
     for (int64_t i = 0; i < h; ++i) {
-      double ang = static_cast<double>(p) * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(d_head));
+      const double ang = static_cast<double>(p) * t[i];
       a[p][i] = std::cos(ang) * scale;
       a[p][h + i] = std::sin(ang) * scale;
     }
@@ -165,7 +176,13 @@ PositionResult position_structure(const Model& m, const PositionOptions& opts) {
       return position_structure(sinusoidal_positions(n, cfg.d_model, opts.sinusoidal_base), "sinusoidal", opts,
                                 opts.sinusoidal_base);
     case PositionSource::Rotary:
-      return position_structure(rotary_position_features(n, cfg.d_head, cfg.rope_theta), "rotary", opts, cfg.rope_theta);
+    {
+      // The model's own frequencies: partial rotary (rotary_dim) and rope_scaling included.
+      PositionResult r = position_structure(rotary_position_features(n, rotary_inv_freq(cfg)), "rotary", opts, cfg.rope_theta);
+      if (cfg.rope_scaling == ModelConfig::RopeScaling::Linear) r.scaling = fmt::format("linear x{:g}", cfg.rope_factor);
+      if (cfg.rope_scaling == ModelConfig::RopeScaling::Llama3) r.scaling = fmt::format("llama3 x{:g}", cfg.rope_factor);
+      return r;
+    }
     default: break;
   }
   throw UsageError("position_structure: no source");
@@ -180,6 +197,7 @@ Result PositionResult::to_result() const {
   s["n_positions"] = n_positions;
   s["dim"] = dim;
   if (base > 0) s["base"] = base;
+  if (!scaling.empty()) s["rope_scaling"] = scaling;
   s["singular_values"] = spectrum.singular_values;
   s["effective_rank"] = spectrum.effective_rank;
   s["effective_rank_centred"] = spectrum.effective_rank_centred;

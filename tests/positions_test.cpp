@@ -4,9 +4,14 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "fixtures.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/gguf.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/positions.hpp"
 
@@ -191,4 +196,61 @@ TEST_CASE("geometry CLI: spectrum, neighbours, knn and positions on stories260K"
   CHECK(text.find("ends with an operator") != std::string::npos);
   CHECK(vl_test::run_command(sq(cli) + " positions " + model + " --kind learned", text) == 2);
   CHECK(vl_test::run_command(sq(cli) + " spectrum " + model + " --matrix W_pos", text) == 2);
+}
+
+// A model's rotary positions use the frequencies its forward rotates by. Llama-3.1 rope scaling: the expected
+// θ_i come from llama.cpp's own converter (convert_hf_to_gguf.py wrote rope_freqs.weight, the per-frequency
+// divisors, into the fixture's GGUF twin), not from our formula. GPT-NeoX's partial rotary: the rotated width
+// is rotary_pct × head_dim as config.json states it.
+TEST_CASE("positions: rotary from the model follows rope_scaling (llama.cpp's rope_freqs) and partial rotary", "[positions][fixtures]") {
+  vocablens::init_runtime();
+  const std::string fam = std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/";
+  // mean_i cos(Δ θ_i) for Δ = 0..n-1: the kernel of the rotary rows (positions.hpp).
+  auto kernel_error = [](const vocablens::PositionResult& r, const std::vector<double>& theta) {
+    double worst = 0;
+    for (int64_t d = 0; d < r.n_positions; ++d) {
+      double want = 0;
+      for (double t : theta) want += std::cos(static_cast<double>(d) * t);
+      want /= static_cast<double>(theta.size());
+      worst = std::max(worst, std::abs(r.cosine_by_offset[static_cast<size_t>(d)] - want));
+    }
+    return worst;
+  };
+  {
+    auto m = vocablens::load_model(fam + "llama3");
+    auto r = vocablens::position_structure(m, {});
+    auto g = vocablens::read_gguf(fam + "llama3/llama3.gguf");
+    const auto* rf = g.find("rope_freqs.weight");
+    REQUIRE(rf != nullptr);
+    REQUIRE(rf->type == vocablens::GgmlType::F32);
+    const int64_t h = rf->numel();
+    const double base = g.get_float("llama.rope.freq_base", 10000.0);
+    const int64_t rd = g.get_int("llama.rope.dimension_count", 0);
+    REQUIRE(rd == 2 * h);
+    const float* div = reinterpret_cast<const float*>(g.tensor_data(*rf));
+    std::vector<double> scaled, plain;
+    bool bites = false;
+    for (int64_t i = 0; i < h; ++i) {
+      plain.push_back(std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rd)));
+      scaled.push_back(plain.back() / static_cast<double>(div[i]));
+      bites = bites || div[i] != 1.0f;
+    }
+    REQUIRE(bites);  // the fixture's scaling changes some frequencies
+    CHECK(r.dim == rd);
+    CHECK(r.scaling == "llama3 x8");
+    CHECK(kernel_error(r, scaled) < 1e-5);   // llama.cpp stores the divisors as float32
+    CHECK(kernel_error(r, plain) > 1e-2);    // and ignoring them would show
+  }
+  {
+    auto cfg = nlohmann::json::parse(vl_test::read_file(fam + "gpt_neox/config.json"));
+    const int64_t d_head = cfg["hidden_size"].get<int64_t>() / cfg["num_attention_heads"].get<int64_t>();
+    const auto rd = static_cast<int64_t>(cfg["rotary_pct"].get<double>() * static_cast<double>(d_head));
+    const double base = cfg["rotary_emb_base"].get<double>();
+    auto r = vocablens::position_structure(vocablens::load_model(fam + "gpt_neox"), {});
+    CHECK(r.dim == rd);
+    CHECK(r.scaling.empty());
+    std::vector<double> theta;
+    for (int64_t i = 0; i < rd / 2; ++i) theta.push_back(std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rd)));
+    CHECK(kernel_error(r, theta) < 1e-6);
+  }
 }

@@ -82,6 +82,11 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
 ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
                           const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids);
 
+/// Rotary inverse frequencies θ_i [rotary_dim / 2] (float64), exactly those the forward rotates by:
+/// rope_theta^(−2i / rotary_dim) (rotary_dim = d_head unless partial), then rope_scaling (linear: / factor;
+/// llama3: Llama-3.1's blend of θ_i / factor and θ_i by wavelength). Used by the positions analysis.
+at::Tensor rotary_inv_freq(const ModelConfig& cfg);
+
 /// c * tanh(x / c); x itself when c <= 0 (Gemma-2's attention and final logit soft-capping).
 at::Tensor soft_cap(const at::Tensor& x, double c);
 

@@ -59,6 +59,7 @@ struct PositionResult {
   std::string source;             ///< "learned", "sinusoidal", "rotary"
   int64_t n_positions = 0, dim = 0;
   double base = 0;                ///< sinusoidal base or RoPE theta (0 for learned)
+  std::string scaling;            ///< rotary rope_scaling applied ("linear x4", "llama3 x8"; empty: none)
   SpectrumResult spectrum;        ///< of P (rows = positions)
   std::vector<float> cosine;      ///< [n, n]
   std::vector<double> cosine_by_offset;   ///< [n] mean of cos(p, p + Δ) over p
@@ -79,13 +80,17 @@ at::Tensor sinusoidal_positions(int64_t n, int64_t d, double base = 10000.0);
 /// Rotary "position rows" [n, d_head] (float32): [cos(p θ_i) | sin(p θ_i)] / sqrt(d_head/2), θ_i =
 /// theta^(−2i/d_head). d_head must be even.
 at::Tensor rotary_position_features(int64_t n, int64_t d_head, double theta = 10000.0);
+/// The same rows [n, 2h] for explicit frequencies θ [h] (e.g. vocablens::rotary_inv_freq(cfg): a model's
+/// partial rotary and rope_scaling).
+at::Tensor rotary_position_features(int64_t n, const at::Tensor& inv_freq);
 
 /// Analyses an explicit position matrix P [n, dim].
 PositionResult position_structure(const at::Tensor& P, const std::string& source, const PositionOptions& opts = {},
                                   double base = 0.0);
 
 /// The model's positions: W_pos when learned; otherwise (or with opts.source) the analytic encoding for
-/// the model's d_model (sinusoidal) or d_head and rope_theta (rotary), over min(n_ctx, max_positions)
+/// the model's d_model (sinusoidal) or its rotary frequencies (vocablens::rotary_inv_freq: rope_theta,
+/// rotary_dim of a partial rotary, rope_scaling), over min(n_ctx, max_positions)
 /// positions. Throws UsageError for ALiBi / no positions unless a source is given, or for "learned"
 /// when the model has no W_pos.
 PositionResult position_structure(const Model& m, const PositionOptions& opts = {});

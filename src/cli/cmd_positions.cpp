@@ -53,7 +53,8 @@ void print_heatmap(const vocablens::PositionResult& r, int64_t cells) {
 void print_positions(const vocablens::PositionResult& r, const std::string& model, bool color) {
   auto bold = [&](const std::string& t) { return color ? fmt::format(fmt::emphasis::bold, "{}", t) : t; };
   fmt::print("{}\n", bold(fmt::format("positions · {} · {} encoding{} · {} positions × {} dims", model, r.source,
-                                      r.base > 0 ? fmt::format(" (base {:g})", r.base) : "", r.n_positions, r.dim)));
+                                      r.base > 0 ? fmt::format(" (base {:g}{})", r.base, r.scaling.empty() ? "" : ", " + r.scaling + " scaling") : "",
+                                      r.n_positions, r.dim)));
   std::string sv;
   for (size_t j = 0; j < std::min<size_t>(8, r.spectrum.singular_values.size()); ++j)
     sv += fmt::format(" {:.4g}", r.spectrum.singular_values[j]);

@@ -17,19 +17,7 @@
 #include "vocablens/weight.hpp"
 
 namespace vocablens {
-namespace detail {
 
-at::Tensor activation(const at::Tensor& x, Activation a) {
-  switch (a) {
-    case Activation::GeluNew: return at::gelu(x, "tanh");
-    case Activation::Gelu: return at::gelu(x);
-    case Activation::Relu: return at::relu(x);
-    case Activation::SiLU: return at::silu(x);
-  }
-  return x;
-}
-
-// Rotary inverse frequencies [rotary_dim / 2] in double: theta^(-2i / rotary_dim), then rope_scaling.
 at::Tensor rotary_inv_freq(const ModelConfig& cfg) {
   const int64_t rd = cfg.rotary_dim > 0 ? cfg.rotary_dim : cfg.d_head;
   auto i = at::arange(0, rd, 2, at::TensorOptions().dtype(at::kDouble));
@@ -47,6 +35,18 @@ at::Tensor rotary_inv_freq(const ModelConfig& cfg) {
     return at::where(medium, blended, out);
   }
   return inv_freq;
+}
+
+namespace detail {
+
+at::Tensor activation(const at::Tensor& x, Activation a) {
+  switch (a) {
+    case Activation::GeluNew: return at::gelu(x, "tanh");
+    case Activation::Gelu: return at::gelu(x);
+    case Activation::Relu: return at::relu(x);
+    case Activation::SiLU: return at::silu(x);
+  }
+  return x;
 }
 
 // cos/sin tables [T, rotary_dim/2]; angles in double for accuracy, stored as float.
