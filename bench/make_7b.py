@@ -2,6 +2,9 @@
 """Writes a Llama-2-7B-shaped checkpoint with random weights for the memory/speed bench (never committed):
   make_7b.py safetensors OUT_DIR        Hugging Face directory: config.json + model.safetensors (BF16, 13.5 GB)
   make_7b.py gguf OUT.gguf TYPE         GGUF v3, TYPE in bf16, f16, q8_0, q4_k (norms F32), llama.cpp-loadable
+  make_7b.py torchbin OUT_DIR           Hugging Face directory: config.json + F16 pytorch_model-0000K-of-0000N.bin
+                                        shards (torch.save, ~2 GB each) + pytorch_model.bin.index.json (13.5 GB;
+                                        needs Debian's python3-torch), as save_pretrained(safe_serialization=False)
 Shape: d_model 4096, 32 layers, 32 heads, d_mlp 11008, vocabulary 32000, untied, context 4096.
 Data is drawn from a 256 MB pool of random values (weights ~ N(0, 0.02); quantized blocks with fixed small
 scales) at varying offsets, so writing is disk-bound; values matter only for timing and memory.
@@ -54,13 +57,16 @@ def stream(f, pool, nbytes, unit, seed):
         n -= n % unit
         f.write(pool[off:off + n]); nbytes -= n; off = 0
 
-def write_safetensors(out):
+def write_config(out, dtype):
     os.makedirs(out, exist_ok=True)
     json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": d, "intermediate_size": FF,
                "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": H, "vocab_size": V,
                "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu",
-               "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"},
+               "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": dtype},
               open(os.path.join(out, "config.json"), "w"), indent=1)
+
+def write_safetensors(out):
+    write_config(out, "bfloat16")
     header, off, ts = {}, 0, names()
     for _, hf, shape in ts:
         n = int(np.prod(shape)) * 2
@@ -74,6 +80,35 @@ def write_safetensors(out):
         for i, (_, hf, shape) in enumerate(ts):
             if len(shape) == 1: f.write(np.full(shape, one[0], np.uint16).tobytes())
             else: stream(f, pool, int(np.prod(shape)) * 2, 2, i)
+
+def write_torchbin(out, shard_bytes=2 << 30):
+    import torch
+    write_config(out, "float16")
+    pool = torch.frombuffer(bytearray(half_pool("f16")), dtype=torch.float16)
+    ts = names()
+    shards, cur, size = [], [], 0
+    for t in ts:
+        n = int(np.prod(t[2])) * 2
+        if cur and size + n > shard_bytes: shards.append(cur); cur, size = [], 0
+        cur.append(t); size += n
+    shards.append(cur)
+    weight_map, total = {}, 0
+    for s, group in enumerate(shards):
+        fname = "pytorch_model-%05d-of-%05d.bin" % (s + 1, len(shards))
+        part = {}
+        for i, (_, hf, shape) in enumerate(group):
+            n = int(np.prod(shape))
+            if len(shape) == 1: part[hf] = torch.ones(shape, dtype=torch.float16)
+            elif n < pool.numel():
+                off = (i * 7919) % (pool.numel() - n)
+                part[hf] = pool[off:off + n].reshape(shape).clone()
+            else:
+                part[hf] = pool.repeat(-(-n // pool.numel()))[:n].reshape(shape).clone()
+            weight_map[hf] = fname; total += n * 2
+        torch.save(part, os.path.join(out, fname))
+        del part
+    json.dump({"metadata": {"total_size": total}, "weight_map": weight_map},
+              open(os.path.join(out, "pytorch_model.bin.index.json"), "w"), indent=1)
 
 def gstr(s):
     b = s.encode(); return struct.pack("<Q", len(b)) + b
@@ -121,4 +156,5 @@ def write_gguf(path, kind):
 
 if __name__ == "__main__":
     if sys.argv[1] == "safetensors": write_safetensors(sys.argv[2])
+    elif sys.argv[1] == "torchbin": write_torchbin(sys.argv[2])
     else: write_gguf(sys.argv[2], sys.argv[3])

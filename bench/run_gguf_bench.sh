@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 18 bench: a Llama-2-7B-shaped model (random weights, bench/make_7b.py) as BF16 safetensors and as
+# Issue 18 bench: a Llama-2-7B-shaped model (random weights, bench/make_7b.py) as BF16 safetensors, as F16
+# sharded pytorch_model.bin (kind torchbin, not in the default list: it needs python3-torch), and as
 # GGUF BF16 / Q8_0 / Q4_K; vocablens (bench_gguf: load, forward, full logit lens, peak RSS; and the real
 # `vocablens lens` command under /usr/bin/time for its peak RSS) beside llama.cpp (bench/lcpp_bench.cpp
 # on the prebuilt libllama of @node-llama-cpp/linux-x64@3.22.1) on the same GGUF, same threads, same
@@ -15,16 +16,8 @@ threads="${2:-2}"
 tokens="${3:-128}"
 kinds="${4:-st bf16 q8_0 q4_k}"
 work="${GGUF_BENCH_DIR:-/tmp/vocablens-gguf-bench}"
-ref="${VOCABLENS_LLAMA_REF:-$HOME/.cache/vocablens/llama-cpp-3.22.1}"  # scripts/setup_llama_ref.sh
-lcpp="${LLAMA_CPP:-$ref/llama.cpp}"
-bins="${LLAMA_BINS:-$ref/bins/linux-x64}"
 tok="${TOKENIZER:-$here/../shared/fixtures/stories260K/tok512.bin}"
-nice_level="${NICE:-10}"
-mkdir -p "$work"
-cmake --build "$build" --target bench_gguf vocablens_cli -j 2 >/dev/null
-g++ -O2 -std=c++17 "$here/bench/lcpp_bench.cpp" -I"$lcpp/include" -I"$lcpp/ggml/include" -L"$bins" -lllama -lggml -lggml-base \
-    -Wl,-rpath,"$bins" -o "$work/lcpp_bench"
-export LLAMA_BINS="$bins" VOCABLENS_THREADS="$threads" OMP_NUM_THREADS="$threads"
+. "$here/bench/lcpp_env.sh" bench_gguf vocablens_cli
 # A prompt of exactly $tokens tokens is not needed for the CLI run: it reads a long text and the bench
 # program times exactly $tokens tokens; the CLI run shows the real command's memory.
 prompt="$(printf 'Once upon a time, there was a little girl named Lily. She liked to play in the park with her dog. %.0s' $(seq 1 6))"
@@ -42,6 +35,10 @@ for k in $kinds; do
     [ -e "$work/st/model.safetensors" ] || nice -n "$nice_level" /usr/bin/python3 "$here/bench/make_7b.py" safetensors "$work/st"
     run safetensors-bf16 "$work/st"
     [ -n "${KEEP:-}" ] || rm -rf "$work/st"
+  elif [ "$k" = torchbin ]; then
+    [ -e "$work/tb/pytorch_model.bin.index.json" ] || nice -n "$nice_level" /usr/bin/python3 "$here/bench/make_7b.py" torchbin "$work/tb"
+    run torchbin-f16 "$work/tb"
+    [ -n "${KEEP:-}" ] || rm -rf "$work/tb"
   else
     [ -e "$work/$k.gguf" ] || nice -n "$nice_level" /usr/bin/python3 "$here/bench/make_7b.py" gguf "$work/$k.gguf" "$k"
     run "gguf-$k" "$work/$k.gguf"

@@ -16,17 +16,9 @@ threads="${2:-1}"
 tokens="${3:-128}"
 kinds="${4:-bf16 f16 q8_0 q4_k}"
 work="${GGUF_BENCH_DIR:-/tmp/vocablens-gguf-speed}"
-ref="${VOCABLENS_LLAMA_REF:-$HOME/.cache/vocablens/llama-cpp-3.22.1}"  # scripts/setup_llama_ref.sh
-lcpp="${LLAMA_CPP:-$ref/llama.cpp}"
-bins="${LLAMA_BINS:-$ref/bins/linux-x64}"
 repeat="${REPEAT:-2}"
-nice_level="${NICE:-10}"
 export D="${D:-2048}" L="${L:-16}" H="${H:-16}" FF="${FF:-5632}" V="${V:-32000}"
-mkdir -p "$work"
-cmake --build "$build" --target bench_gguf -j 2 >/dev/null
-g++ -O2 -std=c++17 "$here/bench/lcpp_bench.cpp" -I"$lcpp/include" -I"$lcpp/ggml/include" -L"$bins" -lllama -lggml -lggml-base \
-    -Wl,-rpath,"$bins" -o "$work/lcpp_bench"
-export LLAMA_BINS="$bins" VOCABLENS_THREADS="$threads" OMP_NUM_THREADS="$threads"
+. "$here/bench/lcpp_env.sh" bench_gguf
 log="$work/speed.log"
 : > "$log"
 for k in $kinds; do

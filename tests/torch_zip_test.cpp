@@ -407,6 +407,23 @@ TEST_CASE("crafted checkpoint: strided views, shared storage, F16 conversion, ne
   CHECK(s.metadata.at("cfg.ids") == nlohmann::json::array({1, 2, 300}));
 }
 
+TEST_CASE("crafted checkpoint without upcast: F16 stays a float16 view of the file") {
+  Tmp tmp;
+  const std::string path = tmp.write(mini_archive(mini_pickle()));
+  TensorStore s = read_torch_zip(path, false);
+  const at::Tensor& h = s.tensors.at("h");
+  CHECK(h.scalar_type() == at::kHalf);
+  CHECK(at::equal(h.to(at::kFloat), at::tensor({1.0f, -2.0f, 0.5f})));
+  CHECK(s.stored_dtype == "F16+F32");
+  CHECK(at::equal(s.tensors.at("w"), at::arange(1, 7, at::kFloat).reshape({2, 3})));
+  // The stored half bytes themselves, not a conversion.
+  const std::string bytes = vl_test::read_file(path);
+  const at::Tensor want = at::tensor({1.0f, -2.0f, 0.5f}).to(at::kHalf);
+  const std::string halves(static_cast<const char*>(want.data_ptr()), 6);
+  REQUIRE(bytes.find(halves) != std::string::npos);
+  CHECK(std::memcmp(h.data_ptr(), halves.data(), 6) == 0);
+}
+
 TEST_CASE("misaligned storage data is copied, not viewed unaligned") {
   Tmp tmp;
   ZipWriter z;

@@ -161,8 +161,9 @@ struct LoadOptions {
 };
 
 /// Loads a model from:
-///  - a Hugging Face directory with config.json and model.safetensors, model.safetensors.index.json or
-///    pytorch_model.bin (every family of vocablens/arch.hpp; names with or without the base prefix;
+///  - a Hugging Face directory with config.json and model.safetensors, model.safetensors.index.json,
+///    pytorch_model.bin or pytorch_model.bin.index.json (F16/BF16 weights kept in their stored dtype,
+///    vocablens/weight.hpp; every family of vocablens/arch.hpp; names with or without the base prefix;
 ///    tied or explicit lm_head; causal-mask buffers ignored);
 ///  - a llama2.c checkpoint (.bin, 7-int32 header, negative vocab = untied classifier);
 ///  - a llama2.c PyTorch training checkpoint (ckpt.pt with "model" and "model_args").

@@ -11,6 +11,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -65,5 +66,19 @@ TensorStore read_safetensors_index(const std::string& index_path, bool upcast_ha
 /// flattened key; 0-d tensors appear both as a tensor and as a number in `metadata`. Tensors sharing a
 /// storage (a tied lm_head) share data. Compressed entries, big-endian and pre-1.6 files are refused.
 TensorStore read_torch_zip(const std::string& path);
+/// As above; with upcast_half == false, F16/BF16 storages stay zero-copy views in their stored dtype
+/// (load_model uses this for pytorch_model.bin: weights are kept as stored, see vocablens/weight.hpp).
+TensorStore read_torch_zip(const std::string& path, bool upcast_half);
+
+/// Reads a sharded torch.save checkpoint through its pytorch_model.bin.index.json (the same "weight_map"
+/// as the safetensors index: name -> shard file beside it), each shard with read_torch_zip.
+TensorStore read_torch_zip_index(const std::string& index_path, bool upcast_half);
+
+namespace detail {
+/// The sharded-index reader both formats share: validates the index (size, JSON depth, plain shard
+/// names), reads each shard once with `read_shard`, and takes the tensors the weight_map lists.
+TensorStore read_sharded_index(const std::string& index_path, const std::string& format,
+                               const std::function<TensorStore(const std::string&)>& read_shard);
+}  // namespace detail
 
 }  // namespace vocablens

@@ -142,50 +142,8 @@ TensorStore read_safetensors(const std::string& path, bool upcast_half) {
 TensorStore read_safetensors_index(const std::string& index_path) { return read_safetensors_index(index_path, true); }
 
 TensorStore read_safetensors_index(const std::string& index_path, bool upcast_half) {
-  using nlohmann::json;
-  // Issue #9 (hostile input): the index is read whole; bound its size first (real ones are < 1 MB).
-  std::error_code size_error;
-  const auto index_size = std::filesystem::file_size(index_path, size_error);
-  if (!size_error && index_size > (uint64_t{64} << 20))
-    throw FormatError(index_path, "file is " + std::to_string(index_size) + " bytes; index files larger than 64 MB are refused");
-  std::ifstream f(index_path, std::ios::binary);
-  if (!f) throw FormatError(index_path, "cannot open");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  std::string text = ss.str();
-  detail::check_json_depth(text, index_path, 64);
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw FormatError(index_path, std::string("malformed JSON: ") + e.what());
-  }
-  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-    throw FormatError(index_path, "no \"weight_map\" object");
-  namespace fs = std::filesystem;
-  fs::path dir = fs::path(index_path).parent_path();
-  std::map<std::string, std::vector<std::string>> by_shard;
-  for (auto& [name, shard] : j["weight_map"].items()) {
-    if (!shard.is_string()) throw FormatError(index_path, "weight_map entry '" + name + "' is not a file name");
-    std::string s = shard.get<std::string>();
-    if (s.find('/') != std::string::npos || s == ".." ) throw FormatError(index_path, "shard name '" + s + "' must be a plain file name");
-    by_shard[s].push_back(name);
-  }
-  TensorStore out;
-  out.source = index_path;
-  out.format = "safetensors";
-  if (j.contains("metadata")) out.metadata = j["metadata"];
-  std::set<std::string> dtypes;
-  for (auto& [shard, names] : by_shard) {
-    TensorStore part = read_safetensors((dir / shard).string(), upcast_half);
-    for (auto& n : names) {
-      if (!part.has(n)) throw FormatError((dir / shard).string(), "tensor '" + n + "' listed in " + index_path + " is missing");
-      out.tensors[n] = part.tensors[n];
-    }
-    dtypes.insert(part.stored_dtype);
-  }
-  for (auto& s : dtypes) out.stored_dtype += (out.stored_dtype.empty() ? "" : "+") + s;
-  return out;
+  return detail::read_sharded_index(index_path, "safetensors",
+                                    [upcast_half](const std::string& shard) { return read_safetensors(shard, upcast_half); });
 }
 
 }  // namespace vocablens

@@ -93,8 +93,8 @@ bool module_is(const std::string& module, const char* base) {
 
 class TorchHooks final : public pickle::Hooks {
  public:
-  TorchHooks(std::shared_ptr<MappedFile> file, const zip::Archive& archive, std::string root)
-      : file_(std::move(file)), archive_(archive), root_(std::move(root)) {}
+  TorchHooks(std::shared_ptr<MappedFile> file, const zip::Archive& archive, std::string root, bool upcast_half)
+      : file_(std::move(file)), archive_(archive), root_(std::move(root)), upcast_half_(upcast_half) {}
 
   void check_global(const std::string& module, const std::string& name) override {
     const std::string q = module + "." + name;
@@ -202,8 +202,9 @@ class TorchHooks final : public pickle::Hooks {
     return id;
   }
 
-  /// The tensor a Tensor value stands for, made on first use: a strided view of its storage (F16/BF16
-  /// storages are converted to float32 once, so tensors sharing a storage still share data).
+  /// The tensor a Tensor value stands for, made on first use: a strided view of its storage (with
+  /// upcast_half, F16/BF16 storages are converted to float32 once, so tensors sharing a storage still
+  /// share data; without it they stay views of the file in their stored dtype).
   at::Tensor tensor(const Value& v) {
     Spec& s = specs_[static_cast<size_t>(v.i)];
     if (!s.made.defined()) s.made = storage_tensor(s.storage).as_strided(s.sizes, s.strides, s.offset);
@@ -294,8 +295,8 @@ class TorchHooks final : public pickle::Hooks {
     Storage& s = storages_[index];
     if (!s.data.defined()) {
       at::Tensor t = view_as_tensor(file_, s.entry->data_offset, {s.numel}, {}, s.type->dtype);
-      // CPU half matmul is unsupported in LibTorch 1.13: half types become float32 (a copy, by necessity).
-      if (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16) t = t.to(at::kFloat);
+      // Callers that cannot take half types (LibTorch 1.13 has no CPU half matmul) ask for float32: a copy.
+      if (upcast_half_ && (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16)) t = t.to(at::kFloat);
       s.data = t;
     }
     return s.data;
@@ -304,6 +305,7 @@ class TorchHooks final : public pickle::Hooks {
   std::shared_ptr<MappedFile> file_;
   const zip::Archive& archive_;
   std::string root_;
+  bool upcast_half_;
   std::vector<Storage> storages_;
   std::unordered_map<std::string, ValueId> storage_ids_;
   std::vector<Spec> specs_;
@@ -459,7 +461,7 @@ std::string find_root(const zip::Archive& ar, const std::string& path) {
   return root;
 }
 
-TensorStore read(const std::string& path) {
+TensorStore read(const std::string& path, bool upcast_half) {
   auto file = MappedFile::open(path);
   const uint8_t* d = file->data();
   const size_t n = file->size();
@@ -485,7 +487,7 @@ TensorStore read(const std::string& path) {
   if (zip::crc32(pkl_data, pkl->size) != pkl->crc32)
     throw FormatError(path, "entry '" + zip::printable(pkl_name) + "' fails its CRC check (corrupted file)");
 
-  TorchHooks hooks(file, archive, root);
+  TorchHooks hooks(file, archive, root, upcast_half);
   pickle::Graph graph;
   const ValueId top = pickle::unpickle(pkl_data, pkl->size, graph, hooks, path, pkl_name);
 
@@ -501,9 +503,11 @@ TensorStore read(const std::string& path) {
 
 }  // namespace detail::torch_zip
 
-TensorStore read_torch_zip(const std::string& path) {
+TensorStore read_torch_zip(const std::string& path) { return read_torch_zip(path, true); }
+
+TensorStore read_torch_zip(const std::string& path, bool upcast_half) {
   try {
-    return detail::torch_zip::read(path);
+    return detail::torch_zip::read(path, upcast_half);
   } catch (const c10::Error& e) {
     // Validation above should make this unreachable; if LibTorch still objects, keep the one-line contract.
     std::string msg = e.what_without_backtrace();

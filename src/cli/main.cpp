@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "vocablens " VOCABLENS_VERSION " — read a transformer's internals in vocabulary space.\n"
       "MODEL is a Hugging Face directory (config.json + model.safetensors | model.safetensors.index.json |\n"
-      "pytorch_model.bin), a GGUF file (.gguf), a llama2.c checkpoint (.bin), or a llama2.c ckpt.pt.\n"
+      "pytorch_model.bin | pytorch_model.bin.index.json), a GGUF file (.gguf), a llama2.c checkpoint (.bin), or a llama2.c ckpt.pt.\n"
       "Run `vocablens <command> --help` for a command's options."};
   app.require_subcommand(1);
   // Compute precision of products with float16/bfloat16/quantized weights (vocablens/weight.hpp).

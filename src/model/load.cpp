@@ -34,9 +34,11 @@ Model load_hf_dir(const fs::path& dir) {
   TensorStore st;
   if (fs::exists(dir / "model.safetensors")) st = read_safetensors((dir / "model.safetensors").string(), false);
   else if (fs::exists(dir / "model.safetensors.index.json")) st = read_safetensors_index((dir / "model.safetensors.index.json").string(), false);
-  else if (fs::exists(dir / "pytorch_model.bin")) st = read_torch_zip((dir / "pytorch_model.bin").string());
+  else if (fs::exists(dir / "pytorch_model.bin")) st = read_torch_zip((dir / "pytorch_model.bin").string(), false);
+  else if (fs::exists(dir / "pytorch_model.bin.index.json")) st = read_torch_zip_index((dir / "pytorch_model.bin.index.json").string(), false);
   else
-    throw FormatError(dir.string(), "no weights found (expected model.safetensors, model.safetensors.index.json or pytorch_model.bin)");
+    throw FormatError(dir.string(), "no weights found (expected model.safetensors, model.safetensors.index.json, "
+                                    "pytorch_model.bin or pytorch_model.bin.index.json)");
   if (!st.stored_dtype.empty()) cfg.weight_dtype = st.stored_dtype;
   ModelWeights w = map_hf_weights(st, cfg, cp);
   attach_segments(cp, st, cfg, w);  // "vocablens_segments": W_seg (segments.cpp)

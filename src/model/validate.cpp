@@ -78,7 +78,7 @@ std::string checkpoints_hint(const std::string& dir) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string n = it->path().filename().string();
-    if (!it->is_regular_file(ec) || n == "pytorch_model.bin" || n == "tokenizer.bin") continue;
+    if (!it->is_regular_file(ec) || n.rfind("pytorch_model", 0) == 0 || n == "tokenizer.bin") continue;
     if (n.rfind("tok", 0) == 0 && ends_with(n, ".bin")) continue;  // tok512.bin: a llama2.c tokenizer
     if (ends_with(n, ".bin") || ends_with(n, ".pt")) found.push_back(n);
   }

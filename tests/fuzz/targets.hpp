@@ -171,6 +171,17 @@ inline int safetensors(const uint8_t* data, size_t size) {
   return 0;
 }
 
+/// Dequantizes the first row of every tensor whose type vocablens can decode (the block decoders on
+/// whatever bytes the file holds).
+inline void dequantize_first_rows(const vocablens::GgufFile& g) {
+  std::vector<float> row;
+  for (const auto& t : g.tensors) {
+    if (!vocablens::ggml_can_dequantize(t.type) || t.numel() == 0) continue;
+    row.resize(static_cast<size_t>(t.ne[0]));
+    vocablens::dequantize_row(t.type, g.tensor_data(t), row.data(), t.ne[0]);
+  }
+}
+
 /// The GGUF reader, dequantization of each tensor's first row, and load_model (GGUF -> Model) plus a
 /// one-token forward on whatever loads.
 inline int gguf(const uint8_t* data, size_t size) {
@@ -178,12 +189,7 @@ inline int gguf(const uint8_t* data, size_t size) {
   write_input(path, data, size);
   try {
     auto g = vocablens::read_gguf(path);
-    std::vector<float> row;
-    for (const auto& t : g.tensors) {
-      if (!vocablens::ggml_can_dequantize(t.type) || t.numel() == 0) continue;
-      row.resize(static_cast<size_t>(t.ne[0]));
-      vocablens::dequantize_row(t.type, g.tensor_data(t), row.data(), t.ne[0]);
-    }
+    dequantize_first_rows(g);
     auto m = vocablens::load_model(path);
     (void)m.forward(at::zeros({1, 1}, at::kLong));
   } catch (const vocablens::Error& e) {
@@ -205,12 +211,7 @@ inline int gguf_reader(const uint8_t* data, size_t size) {
   write_input(path, data, size);
   try {
     auto g = vocablens::read_gguf(path);
-    std::vector<float> row;
-    for (const auto& t : g.tensors) {
-      if (!vocablens::ggml_can_dequantize(t.type) || t.numel() == 0) continue;
-      row.resize(static_cast<size_t>(t.ne[0]));
-      vocablens::dequantize_row(t.type, g.tensor_data(t), row.data(), t.ne[0]);
-    }
+    dequantize_first_rows(g);
     try {
       (void)vocablens::gguf_vocab_spec(g);
     } catch (const vocablens::Error& e) {
@@ -228,7 +229,8 @@ inline int torch_zip(const uint8_t* data, size_t size) {
   static const std::string path = scratch_path("zip") + ".bin";
   write_input(path, data, size);
   try {
-    touch(vocablens::read_torch_zip(path));
+    // Odd-sized inputs: F16/BF16 storages kept as views in their dtype (as load_model reads pytorch_model.bin).
+    touch(vocablens::read_torch_zip(path, (size & 1) == 0));
   } catch (const vocablens::Error& e) {
     check_one_line(e);
   }
