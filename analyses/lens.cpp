@@ -88,11 +88,15 @@ at::Tensor LensEngine::normalised_stack(const at::Tensor& ids) const {
   std::vector<at::Tensor> rs;
   rs.reserve(layers_.size());
   for (const auto& L : layers_) rs.push_back(out.cache.get(L.hook)[0]);
-  at::Tensor stack = at::stack(rs, 0);  // [n, T, d]
+  return normalise(at::stack(rs, 0));  // [n, T, d]
+}
+
+at::Tensor LensEngine::normalise(const at::Tensor& raw) const {
+  at::Tensor stack = raw;
   if (o_.tuned) {
     // Translator l reads lens layer l; the last lens layer is the model's output (no translator).
     std::vector<at::Tensor> tr;
-    tr.reserve(rs.size());
+    tr.reserve(static_cast<size_t>(stack.size(0)));
     for (int64_t li = 0; li < stack.size(0); ++li)
       tr.push_back(li + 1 < stack.size(0) ? o_.tuned->translate(stack[li], li) : stack[li]);
     stack = at::stack(tr, 0);
@@ -101,7 +105,7 @@ at::Tensor LensEngine::normalised_stack(const at::Tensor& ids) const {
     // One layer at a time: attention scores are [H, T, T] per sequence, not [n, H, T, T].
     const int64_t first = m_.config().n_layers - o_.decoder_blocks;
     std::vector<at::Tensor> dec;
-    dec.reserve(rs.size());
+    dec.reserve(static_cast<size_t>(stack.size(0)));
     for (int64_t li = 0; li < stack.size(0); ++li) dec.push_back(run_blocks(m_.config(), m_.weights(), stack.narrow(0, li, 1), first, m_.config().n_layers)[0]);
     stack = at::stack(dec, 0);
   }

@@ -13,6 +13,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/token_id.hpp"
+#include "vocablens/tuned_lens.hpp"
 
 namespace vocablens {
 
@@ -140,7 +141,7 @@ LensBatchResult logit_lens_batch(const Model& m, const Tokenizer& tok, const std
       for (int64_t r = 0; r < B; ++r) {
         const size_t i = order[c0 + static_cast<size_t>(r)];
         const int64_t T = static_cast<int64_t>(ids[i].size());
-        at::Tensor normed = m.final_norm(all[r].narrow(1, 0, T)).contiguous();
+        at::Tensor normed = eng.normalise(all[r].narrow(1, 0, T));  // translators (tuned lens), final norm
         b.runs[i] = lens_detail::lens_from_normalised(m, eng, normed, ids[i], lo[i]);
         if (progress) progress(++done, prompts.size());
       }
@@ -206,7 +207,10 @@ Result LensBatchResult::to_result(const Tokenizer* tok) const {
   nlohmann::json layers = nlohmann::json::array();
   if (P)
     for (const auto& ly : runs[0].layers) layers.push_back(ly.label);
-  r.settings = {{"prompts_file", source}, {"top_k", P ? runs[0].top_k : 0}, {"prompts", P}};
+  const LensOptions* lo = P ? &runs[0].options : nullptr;
+  r.settings = {{"prompts_file", source}, {"top_k", P ? runs[0].top_k : 0}, {"prompts", P},
+                {"lens", lo && lo->tuned ? "tuned" : "logit"},
+                {"tuned_lens", lo && lo->tuned ? nlohmann::json(lo->tuned->source) : nlohmann::json(nullptr)}};
   r.summary = {{"prompts", plist}, {"prompt_tokens", ptoks}, {"layers", layers}, {"n_prompts", P}, {"max_tokens", T},
                {"seconds", seconds}, {"forward", "per-prompt"}};
   r.arrays["target_prob"] = NdArray::f32({P, n, T}, tp.data());

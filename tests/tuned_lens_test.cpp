@@ -17,6 +17,7 @@
 #include "vocablens/lens_corpus.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tensor_store.hpp"
+#include "vocablens/lens_batch.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/tuned_lens.hpp"
 #include "vocablens/tuned_lens_train.hpp"
@@ -116,6 +117,36 @@ TEST_CASE("tuned lens: KL per layer and position equals a double-precision brute
   // The translators change the reading (the random lens is far from the identity).
   auto plain = logit_lens(m, ids, LensOptions{});
   CHECK(std::abs(plain.kl_final[plain.at(1, 3)] - lens.kl_final[lens.at(1, 3)]) > 1e-3);
+}
+
+TEST_CASE("tuned lens over a prompts file (lens --prompts --tuned): each prompt equals the double brute force",
+          "[tuned_lens][lens_batch]") {
+  Model m = load_model(stories());
+  auto tok = load_tokenizer_for(stories());
+  TunedLens t = random_lens(m, 0.05);
+  LensOptions lo;
+  lo.top_k = 1;
+  lo.tuned = std::make_shared<TunedLens>(t);
+  std::vector<LensPrompt> prompts = {{"Once upon a time", "", 1}, {"Lily went to the park and saw a big dog", "", 2}, {"The sun", "", 3}};
+  auto b = logit_lens_batch(m, *tok, prompts, lo);
+  REQUIRE(b.runs.size() == 3);
+  double worst = 0;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const LensResult& L = b.runs[p];
+    auto ref = brute_kl(m, t, L.tokens);
+    REQUIRE(L.n_layers() == static_cast<int64_t>(ref.size()));
+    for (int64_t l = 0; l < L.n_layers(); ++l)
+      for (int64_t q = 0; q < L.n_positions(); ++q)
+        worst = std::max(worst, std::abs(L.kl_final[L.at(l, q)] - ref[static_cast<size_t>(l)][static_cast<size_t>(q)]));
+  }
+  INFO("max |KL - brute force| over 3 prompts = " << worst);
+  CHECK(worst < 1e-4);
+  Result r = b.to_result(tok.get());
+  CHECK(r.settings["lens"] == "tuned");
+  // Without the translators the batch reads differently (the test above would not pass by accident).
+  auto plain = logit_lens_batch(m, *tok, prompts, LensOptions{});
+  CHECK(std::abs(plain.runs[1].kl_final[plain.runs[1].at(1, 3)] - b.runs[1].kl_final[b.runs[1].at(1, 3)]) > 1e-3);
+  CHECK(plain.to_result(tok.get()).settings["lens"] == "logit");
 }
 
 TEST_CASE("tuned lens: saved as safetensors and params.pt, both read back identically", "[tuned_lens][io]") {

@@ -174,6 +174,9 @@ class LensEngine {
   int64_t vocab() const { return W_.size(1); }
   /// The final norm applied to every lens layer's residual (after the decoder blocks, if any): [n, T, d].
   at::Tensor normalised_stack(const at::Tensor& ids) const;
+  /// The same from the lens layers' residuals [n, T, d] of one sequence (their hooks, stacked in layers()
+  /// order): the tuned lens's translators, the decoder blocks, then the final norm.
+  at::Tensor normalise(const at::Tensor& stack) const;
   /// Statistics for ids (already validated); targets[t] = -1 for none.
   void run(const std::vector<int64_t>& ids, const std::vector<int64_t>& targets, int64_t k, LensStats& s) const;
   /// log-softmax(normed · W + b) [n, T, V] float32, from a normalised stack (LensOptions::save_log_probs).

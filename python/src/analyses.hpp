@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "vocablens/lens.hpp"
 
 namespace vlpy {
 
@@ -45,6 +46,10 @@ void register_analyses(py::module_& mod);
 
 /// Adds compare_runs(a, b, align) (python/src/bind_compare.cpp): two lens runs, no model.
 void register_compare(py::module_& mod);
+
+/// The lens keywords lens and lens_batch share: tuned (a tuned-lens directory, checked against the model),
+/// top_k, resid_mid, unembed ("model" | "pinv"), decoder_blocks (python/src/bind_lens.cpp).
+vocablens::LensOptions lens_options(const PyModel& m, Options& o);
 
 /// True/False/None keyword -> optional<bool>.
 std::optional<bool> opt_flag(Options& o, const char* name);

@@ -49,12 +49,7 @@ std::vector<vocablens::LensPrompt> prompts_from(Options& o, py::object v) {
 RegisterAnalysis lens_batch_reg{
     "lens_batch", "Logit lens over many prompts: one result with a prompt axis and a tidy per-layer table (`lens --prompts`)",
     [](const PyModel& m, Options& o) {
-      vocablens::LensOptions lo;
-      lo.top_k = o.integer_at_least("top_k", 10, 0);
-      lo.resid_mid = o.flag("resid_mid", false);
-      lo.unembed = o.choice("unembed", "model", {"model", "pinv"}) == "pinv" ? vocablens::LensUnembed::PseudoInverse
-                                                                           : vocablens::LensUnembed::Model;
-      lo.decoder_blocks = o.integer_at_least("decoder_blocks", 0, 0);
+      vocablens::LensOptions lo = lens_options(m, o);  // tuned=, top_k=, resid_mid=, unembed=, decoder_blocks=
       std::optional<bool> bos = opt_flag(o, "bos");
       py::object pv = o.raw("prompts");
       auto prompts = prompts_from(o, pv);

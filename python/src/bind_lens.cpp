@@ -19,22 +19,6 @@ void check_context(const PyModel& m, const std::vector<int64_t>& ids, const char
                           " tokens, longer than the model's context of " + std::to_string(n_ctx) + " tokens");
 }
 
-vocablens::LensOptions lens_options(const PyModel& m, Options& o) {
-  vocablens::LensOptions l;
-  const std::string tuned = o.str("tuned", "");
-  if (!tuned.empty()) {
-    l.tuned = std::make_shared<vocablens::TunedLens>(vocablens::load_tuned_lens(tuned));
-    l.tuned->check_model(m.model);
-  }
-  l.top_k = o.integer_at_least("top_k", 10, 0);
-  l.resid_mid = o.flag("resid_mid", false);
-  l.unembed = o.choice("unembed", "model", {"model", "pinv"}) == "pinv" ? vocablens::LensUnembed::PseudoInverse
-                                                                       : vocablens::LensUnembed::Model;
-  l.decoder_blocks = o.integer_at_least("decoder_blocks", 0, 0);
-  l.save_log_probs = o.flag("save_probs", false);
-  return l;
-}
-
 vocablens::TokenFilter token_filter(Options& o) {
   vocablens::TokenFilter f;
   f.alpha_only = o.flag("alpha_only", false);
@@ -47,6 +31,7 @@ RegisterAnalysis lens_reg{
     "lens", "Logit lens: every layer's residual through the final norm and unembedding (top-k, target rank, entropy, KL)",
     [](const PyModel& m, Options& o) {
       vocablens::LensOptions lo = lens_options(m, o);
+      lo.save_log_probs = o.flag("save_probs", false);
       py::object prompt = o.raw("prompt");
       py::object target = o.raw("target");
       std::optional<bool> bos = opt_flag(o, "bos");
@@ -71,7 +56,7 @@ RegisterAnalysis corpus_reg{
     [](const PyModel& m, Options& o) {
       vocablens::CorpusLensOptions co;
       co.lens = lens_options(m, o);
-      if (co.lens.save_log_probs) o.value_error("save_probs", "applies to lens() of one prompt, not to lens_corpus()");
+      if (o.flag("save_probs", false)) o.value_error("save_probs", "applies to lens() of one prompt, not to lens_corpus()");
       co.window = o.integer_at_least("window", 0, 0);
       co.max_tokens = o.integer_at_least("max_tokens", 0, 0);
       std::string path = o.str("path", "");
@@ -149,4 +134,19 @@ RegisterAnalysis project_reg{
     }};
 
 }  // namespace
+
+vocablens::LensOptions lens_options(const PyModel& m, Options& o) {
+  vocablens::LensOptions l;
+  const std::string tuned = o.str("tuned", "");
+  if (!tuned.empty()) {
+    l.tuned = std::make_shared<vocablens::TunedLens>(vocablens::load_tuned_lens(tuned));
+    l.tuned->check_model(m.model);
+  }
+  l.top_k = o.integer_at_least("top_k", 10, 0);
+  l.resid_mid = o.flag("resid_mid", false);
+  l.unembed = o.choice("unembed", "model", {"model", "pinv"}) == "pinv" ? vocablens::LensUnembed::PseudoInverse
+                                                                       : vocablens::LensUnembed::Model;
+  l.decoder_blocks = o.integer_at_least("decoder_blocks", 0, 0);
+  return l;
+}
 }  // namespace vlpy

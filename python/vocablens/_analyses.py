@@ -47,9 +47,10 @@ def lens(model, prompt, *, top_k=None, target=None, resid_mid=None, unembed=None
     return _call("lens", model, locals())
 
 
-def lens_batch(model, prompts, *, top_k=None, resid_mid=None, unembed=None, decoder_blocks=None, bos=None):
+def lens_batch(model, prompts, *, top_k=None, resid_mid=None, unembed=None, decoder_blocks=None, bos=None, tuned=None):
     """Logit lens over many prompts (`vocablens lens --prompts`). prompts: a list of str or of
-    {"prompt": str, "target": str} dicts, or the path of a prompts file (plain lines or JSON Lines). Result kind
+    {"prompt": str, "target": str} dicts, or the path of a prompts file (plain lines or JSON Lines). tuned: a
+    tuned-lens directory (`lens --prompts --tuned`; settings["lens"] == "tuned"). Result kind
     "logit_lens_batch" (arrays with a prompt axis, table "by_layer")."""
     return _call("lens_batch", model, locals())
 

@@ -205,7 +205,17 @@ int64_t resolve_target(const LensCliOptions& o, const vocablens::Tokenizer& tok)
                    " (the target must be a single token of " + tok.source() + ")");
 }
 
-int run_lens_prompts(const LensCliOptions& o, const vocablens::LensOptions& lo);
+int run_lens_prompts(const LensCliOptions& o, vocablens::LensOptions lo);
+
+// --tuned DIR: the translators, checked against the model (another model's: one line naming both).
+void attach_tuned_lens(const LensCliOptions& o, const vocablens::Model& m, vocablens::LensOptions& lo) {
+  if (o.tuned.empty()) return;
+  lo.tuned = std::make_shared<vocablens::TunedLens>(vocablens::load_tuned_lens(o.tuned));
+  vocablens::lens_detail::validate_options(m, lo);
+  if (!lo.tuned->matches_unembedding(m))
+    fmt::print(stderr, "vocablens: warning: the tuned lens {} was trained on a model with another unembedding than {} "
+                       "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n", o.tuned, o.model);
+}
 
 int run_lens(const LensCliOptions& o) {
   if (o.save_probs && (!o.prompts.empty() || !o.corpus.empty()))
@@ -214,8 +224,6 @@ int run_lens(const LensCliOptions& o) {
     if (o.prompt || !o.corpus.empty() || !o.prompt_ids.empty())
       throw UsageError("--prompts cannot be used with --prompt, --prompt-ids or --corpus");
     if (o.target || o.target_id) throw UsageError("--target has no meaning with --prompts (give \"target\" per line in JSON Lines)");
-    if (!o.tuned.empty())  // the batched lens reads the logit lens only (not yet through translators)
-      throw UsageError("--tuned applies to --prompt, --prompt-ids and --corpus, not (yet) to --prompts");
     if (o.bos && o.no_bos) throw UsageError("--bos and --no-bos cannot be used together");
     return run_lens_prompts(o, lens_options(o));
   }
@@ -238,13 +246,7 @@ int run_lens(const LensCliOptions& o) {
   vocablens::adapt_threads_to(m);
   auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
   const bool color = vocablens::cli::use_color(o.out);
-  if (!o.tuned.empty()) {
-    lo.tuned = std::make_shared<vocablens::TunedLens>(vocablens::load_tuned_lens(o.tuned));
-    vocablens::lens_detail::validate_options(m, lo);  // another model's translators: one line naming both
-    if (!lo.tuned->matches_unembedding(m))
-      fmt::print(stderr, "vocablens: warning: the tuned lens {} was trained on a model with another unembedding than {} "
-                         "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n", o.tuned, o.model);
-  }
+  attach_tuned_lens(o, m, lo);
 
   if (!o.corpus.empty()) {
     vocablens::dist::init();  // under mpirun: windows sharded over ranks, rank 0 reports
@@ -298,12 +300,13 @@ int run_lens(const LensCliOptions& o) {
 }
 
 // `--prompts FILE`: the lens of every prompt, one run directory with a prompt axis.
-int run_lens_prompts(const LensCliOptions& o, const vocablens::LensOptions& lo) {
+int run_lens_prompts(const LensCliOptions& o, vocablens::LensOptions lo) {
   auto prompts = vocablens::read_lens_prompts(o.prompts);
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   vocablens::Model m = vocablens::load_model(o.model);
   vocablens::adapt_threads_to(m);
   auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
+  attach_tuned_lens(o, m, lo);
   vocablens::EncodeOptions eo;
   if (o.bos) eo.add_bos = true;
   if (o.no_bos) eo.add_bos = false;

@@ -109,6 +109,12 @@ class Agreement(unittest.TestCase):
                   vocablens.tuned_lens_eval, self.stories, path, lens_dir, window=64, progress=False)
         self.both("logit_lens", ["lens", STORIES, "--prompt", "Once upon a time", "--tuned", lens_dir],
                   vocablens.lens, self.stories, "Once upon a time", tuned=lens_dir)
+        prompts = os.path.join(d, "prompts.txt")
+        with open(prompts, "w") as f:
+            f.write("Once upon a time\nLily went to the park\n")
+        r = self.both("logit_lens_batch", ["lens", STORIES, "--prompts", prompts, "--tuned", lens_dir],
+                      vocablens.lens_batch, self.stories, prompts, tuned=lens_dir)
+        self.assertEqual(r.settings["lens"], "tuned")
 
     def test_project(self):
         self.both("projection", ["project", GPT2, "--prompt", PROMPT, "--hook", "resid_mid", "--top-k", "4",
