@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -229,4 +230,42 @@ TEST_CASE("SIGINT during train: exit 130 after a checkpoint at the next step, an
   CHECK(vl_test::run_command(vl_test::cli_path() + " train -q --resume --out " + dir, out) == 0);
   CHECK(fs::exists(dir + "/train_log.json"));
   fs::remove_all(fs::path(dir).parent_path());
+}
+
+TEST_CASE("SIGINT during tuned-lens train: exit 130 with a checkpoint, and --resume finishes", "[interrupt]") {
+  const std::string model = vl_test::fixture("stories260K/stories260K.bin");
+  if (model.empty()) return;
+  const std::string root = vl_test::temp_dir("interrupt-tuned");
+  const std::string corpus = root + "/train.txt", dir = root + "/lens";
+  std::string out;
+  REQUIRE(vl_test::run_command(vl_test::cli_path() + " tuned-lens sample " + model +
+                                   " --tokens 4000 --seed 1 --max-len 64 --out " + corpus, out) == 0);
+  const std::vector<std::string> args = {"tuned-lens", "train", model, "--corpus", corpus, "--out", dir, "--window", "64",
+                                         "--tokens-per-step", "512", "--steps", "2000", "--checkpoint-every", "1000000"};
+  Child c = start(args);
+  REQUIRE(c.read_until("tuned-lens step 200/", 300));  // progress lines every 200 steps
+  REQUIRE(::kill(c.pid, SIGINT) == 0);
+  int rc = c.wait();
+  INFO("stderr: " << c.err);
+  CHECK(rc == 130);
+  CHECK(c.err.find("checkpoint saved in " + dir + "/checkpoint.safetensors") != std::string::npos);
+  REQUIRE(fs::exists(dir + "/checkpoint.safetensors"));
+  CHECK_FALSE(fs::exists(dir + "/params.pt"));  // the finished lens is written only at the end
+  CHECK_FALSE(any_temp_file(dir));
+  // The checkpoint is at the step the signal stopped (past the last progress line), not the last periodic one.
+  const std::string ck = vl_test::read_file(dir + "/checkpoint.safetensors");
+  uint64_t hlen = 0;
+  std::memcpy(&hlen, ck.data(), 8);
+  const auto meta = nlohmann::json::parse(ck.substr(8, hlen))["__metadata__"];
+  const int64_t at = std::stoll(meta["step"].get<std::string>());
+  CHECK(at >= 200);
+  CHECK(at < 2000);
+  // --resume with a smaller --steps than reached is refused; with --steps just past it, it finishes.
+  std::string cmd = vl_test::cli_path() + " tuned-lens train " + model + " --corpus " + corpus + " --out " + dir +
+                    " --window 64 --tokens-per-step 512 --quiet --resume --steps ";
+  CHECK(vl_test::run_command(cmd + std::to_string(at + 5), out) == 0);
+  INFO(out);
+  CHECK(fs::exists(dir + "/params.pt"));
+  CHECK(fs::exists(dir + "/config.json"));
+  fs::remove_all(root);
 }

@@ -15,6 +15,7 @@
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/dist.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/interrupt.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tensor_store.hpp"
 #include "vocablens/tokenizer.hpp"
@@ -144,6 +145,8 @@ TunedLensTrainReport train_tuned_lens(const Model& m, const Tokenizer& tok, cons
     }
     losses.resize(static_cast<size_t>(start));
   }
+  std::error_code dir_ec;
+  const bool made_dir = !fs::exists(o.out_dir, dir_ec);
   ensure_directory(o.out_dir);
   for (auto& p : params) p.requires_grad_(true);
 
@@ -176,7 +179,24 @@ TunedLensTrainReport train_tuned_lens(const Model& m, const Tokenizer& tok, cons
   int64_t perm_epoch = -1;
 
   const int64_t stop = o.stop_after > 0 ? std::min(o.steps, start + o.stop_after) : o.steps;
+  // Ctrl-C (SIGINT/SIGTERM) stops at the next step with a resumable checkpoint instead of killing the
+  // process mid-step (vocablens/interrupt.hpp); every rank stops at the same step.
+  InterruptScope interrupt_scope;
   for (int64_t step = start; step < stop; ++step) {
+    int sig = interrupt_signal();
+    if (ranks > 1) sig = static_cast<int>(dist::allreduce_max(sig));
+    if (sig) {
+      if (step == start) {
+        std::error_code ec;
+        if (made_dir && rank == 0) fs::remove_all(o.out_dir, ec);
+        throw Interrupted(sig, o.resume ? "interrupted before training resumed; the checkpoint in " + ck_path + " is unchanged"
+                                        : std::string("interrupted before the first training step; nothing was written"));
+      }
+      if (last_good != step) save_checkpoint(step);
+      dist::barrier();
+      throw Interrupted(sig, "interrupted at step " + std::to_string(step) + " of " + std::to_string(o.steps) +
+                                 ": checkpoint saved in " + ck_path + "; continue with the same command and --resume");
+    }
     // This step's windows (global order), and this rank's share.
     std::vector<int64_t> mine;
     for (int64_t j = 0; j < S; ++j) {
