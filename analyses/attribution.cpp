@@ -81,12 +81,27 @@ AttributionResult attribute_logit(const Model& m, const std::vector<int64_t>& id
   for (int64_t l = 0; l < L; ++l) {
     at::Tensor zl = z[static_cast<size_t>(l)].to(D);                  // [H, dh]
     at::Tensor heads = at::bmm(zl.unsqueeze(1), m.W_O(l).to(D)).squeeze(1);  // [H, d]
+    const auto& Lw = W.layers[static_cast<size_t>(l)];
+    at::Tensor b_o = Lw.b_o.defined() ? Lw.b_o.to(D) : at::Tensor();
+    if (Lw.post_attn_norm_w.defined()) {
+      // Gemma-2 normalises the attention output before adding it to the stream. With that norm's scale frozen
+      // at this run's value (as the final norm's below), it is linear: each head's share is its own output
+      // times g / s, and the shares sum to the normalised output the block added.
+      if (cfg.norm != NormKind::RMSNorm)
+        throw UsageError("logit attribution: a post-attention norm other than RMSNorm is not supported");
+      at::Tensor raw = heads.sum(0);
+      if (b_o.defined()) raw = raw + b_o;
+      const double s = std::sqrt(raw.pow(2).mean().item<double>() + cfg.norm_eps);
+      const at::Tensor g = Lw.post_attn_norm_w.to(D) / s;
+      heads = heads * g;
+      if (b_o.defined()) b_o = b_o * g;
+    }
     for (int64_t h = 0; h < H; ++h)
       add(heads[h], "L" + std::to_string(l) + "H" + std::to_string(h), "head", l, h);
-    const auto& Lw = W.layers[static_cast<size_t>(l)];
-    if (Lw.b_o.defined()) add(Lw.b_o, "L" + std::to_string(l) + " b_O", "attn_bias", l, -1);
+    if (b_o.defined()) add(b_o, "L" + std::to_string(l) + " b_O", "attn_bias", l, -1);
+    // mlp_out is what the block adds (after Gemma-2's post-MLP norm, which then holds any b_out inside it).
     at::Tensor ml = mlp[static_cast<size_t>(l)].to(D);
-    if (Lw.b_out.defined()) {
+    if (Lw.b_out.defined() && !Lw.post_mlp_norm_w.defined()) {
       add(ml - Lw.b_out.to(D), "MLP" + std::to_string(l), "mlp", l, -1);
       add(Lw.b_out, "MLP" + std::to_string(l) + " b_out", "mlp_bias", l, -1);
     } else {
@@ -95,7 +110,7 @@ AttributionResult attribute_logit(const Model& m, const std::vector<int64_t>& id
   }
   at::Tensor C = at::stack(parts, 0);  // [n, d]
 
-  // Guard: the components must rebuild the residual the final norm saw (not so for post-norm blocks).
+  // Guard: the components must rebuild the residual the final norm saw (not so for post-LN blocks, OPT-350m's).
   at::Tensor x = out.cache.get("resid_post", L - 1)[0][pos].to(D);
   const double err = (C.sum(0) - x).abs().max().item<double>(), scale_x = x.abs().max().item<double>();
   if (!(err <= 1e-3 * std::max(1.0, scale_x)))
