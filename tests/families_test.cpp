@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fixtures.hpp"
+#include "npy_tensor.hpp"
 #include "vocablens/arch.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
@@ -42,24 +43,6 @@ const std::vector<FamilyCase> kFamilies = {
 };
 
 std::string family_dir(const std::string& f) { return std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f; }
-
-std::vector<int64_t> read_ids(const std::string& path) {
-  std::ifstream f(path);
-  std::vector<int64_t> ids;
-  int64_t x;
-  while (f >> x) ids.push_back(x);
-  return ids;
-}
-
-at::Tensor read_f32(const std::string& path, std::vector<int64_t> shape) {
-  std::string bytes = vl_test::read_file(path);
-  int64_t n = 1;
-  for (auto s : shape) n *= s;
-  REQUIRE(static_cast<int64_t>(bytes.size()) == n * 4);
-  at::Tensor t = at::empty(shape, at::kFloat);
-  std::memcpy(t.data_ptr<float>(), bytes.data(), bytes.size());
-  return t;
-}
 
 double max_abs(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
@@ -109,10 +92,10 @@ TEST_CASE("every family of the table loads from its HF directory and matches lla
     const std::string d = family_dir(fc.dir);
     vocablens::Model m = vocablens::load_model(d);
     CHECK(m.config().architecture == fc.architecture);
-    auto ids = read_ids(d + "/ids.txt");
+    auto ids = vl_test::read_ids_txt(d + "/ids.txt");
     const int64_t T = static_cast<int64_t>(ids.size()), V = m.config().vocab_size, L = m.config().n_layers, D = m.config().d_model;
     Run ours = run_vocablens(m, ids);
-    compare(fc, ours, read_f32(d + "/llama_logits.f32", {T, V}), read_f32(d + "/llama_layers.f32", {L, T, D}), "committed llama.cpp");
+    compare(fc, ours, vl_test::read_f32_raw(d + "/llama_logits.f32", {T, V}), vl_test::read_f32_raw(d + "/llama_layers.f32", {L, T, D}), "committed llama.cpp");
   }
 }
 
@@ -125,7 +108,7 @@ TEST_CASE("llama.cpp live: lcpp_logits on each GGUF twin agrees with vocablens o
   for (const auto& fc : kFamilies) {
     const std::string d = family_dir(fc.dir);
     vocablens::Model m = vocablens::load_model(d);
-    auto ids = read_ids(d + "/ids.txt");
+    auto ids = vl_test::read_ids_txt(d + "/ids.txt");
     const int64_t T = static_cast<int64_t>(ids.size()), V = m.config().vocab_size, L = m.config().n_layers, D = m.config().d_model;
     const std::string lo = tmp + "/" + fc.dir + ".logits.f32", la = tmp + "/" + fc.dir + ".layers.f32";
     std::string out;
@@ -135,7 +118,7 @@ TEST_CASE("llama.cpp live: lcpp_logits on each GGUF twin agrees with vocablens o
     INFO(out.substr(out.size() > 2000 ? out.size() - 2000 : 0));
     REQUIRE(rc == 0);
     Run ours = run_vocablens(m, ids);
-    compare(fc, ours, read_f32(lo, {T, V}), read_f32(la, {L, T, D}), "llama.cpp live");
+    compare(fc, ours, vl_test::read_f32_raw(lo, {T, V}), vl_test::read_f32_raw(la, {L, T, D}), "llama.cpp live");
   }
 }
 
@@ -152,9 +135,9 @@ TEST_CASE("GPT-NeoX: with llama.cpp's own GELU form (tanh) the remaining gap is 
   cfg.replace(cfg.find(from), from.size(), "\"hidden_act\": \"gelu_new\"");
   vl_test::write_file(d + "/config.json", cfg);
   vocablens::Model erf = vocablens::load_model(src), tanh = vocablens::load_model(d);
-  auto ids = read_ids(src + "/ids.txt");
+  auto ids = vl_test::read_ids_txt(src + "/ids.txt");
   const int64_t T = static_cast<int64_t>(ids.size()), V = erf.config().vocab_size;
-  at::Tensor ref = read_f32(src + "/llama_logits.f32", {T, V});
+  at::Tensor ref = vl_test::read_f32_raw(src + "/llama_logits.f32", {T, V});
   const double d_erf = max_abs(run_vocablens(erf, ids).logits, ref), d_tanh = max_abs(run_vocablens(tanh, ids).logits, ref);
   std::printf("gpt_neox: max|dlogit| vs llama.cpp with erf GELU (HF) %.2e, with tanh GELU %.2e\n", d_erf, d_tanh);
   CHECK(d_tanh < d_erf);
@@ -168,10 +151,10 @@ TEST_CASE("OPT against its reference (tests/fixtures/families/opt_reference.py; 
   CHECK(m.config().position_offset == 2);
   CHECK(m.W_pos().size(0) == m.config().n_ctx);
   CHECK(m.W_E().size(1) == m.config().d_model);  // project_in folded
-  auto ids = read_ids(d + "/ids.txt");
+  auto ids = vl_test::read_ids_txt(d + "/ids.txt");
   const int64_t T = static_cast<int64_t>(ids.size()), V = m.config().vocab_size;
   Run ours = run_vocablens(m, ids);
-  at::Tensor ref = read_f32(d + "/reference_logits.f32", {T, V});
+  at::Tensor ref = vl_test::read_f32_raw(d + "/reference_logits.f32", {T, V});
   const double dl = max_abs(ours.logits, ref);
   INFO("max |Δ logit| = " << dl);
   std::printf("%-13s vs %-20s max|dlogit| %.2e (max|logit| %.2f)\n", "opt", "opt_reference.py", dl, ref.abs().max().item<double>());
@@ -192,7 +175,7 @@ TEST_CASE("roles per family: fused tensors split, GQA expanded, lens = the model
       CHECK(m.W_out(l).sizes() == at::IntArrayRef({c.d_mlp, c.d_model}));
     }
     // unembed(final_norm(last resid_post)) is the model's logits exactly: the lens's last layer needs no patch.
-    auto ids = read_ids(family_dir(f) + "/ids.txt");
+    auto ids = vl_test::read_ids_txt(family_dir(f) + "/ids.txt");
     auto out = m.forward(at::tensor(ids, at::kLong), vocablens::CacheSpec::all());
     at::Tensor lens = m.unembed(m.final_norm(out.cache.get("resid_post", c.n_layers - 1)));
     CHECK(max_abs(lens, out.logits) == 0.0);
@@ -205,7 +188,7 @@ TEST_CASE("roles per family: fused tensors split, GQA expanded, lens = the model
   CHECK(neox.config().parallel_residual);
   // Gemma-2: soft-capped logits never exceed the cap.
   vocablens::Model g2 = vocablens::load_model(family_dir("gemma2"));
-  auto o = g2.forward(at::tensor(read_ids(family_dir("gemma2") + "/ids.txt"), at::kLong));
+  auto o = g2.forward(at::tensor(vl_test::read_ids_txt(family_dir("gemma2") + "/ids.txt"), at::kLong));
   CHECK(o.logits.abs().max().item<double>() < g2.config().final_softcap);
   CHECK(vocablens::attention_window(g2.config(), 0) == 4);
   CHECK(vocablens::attention_window(g2.config(), 1) == 0);

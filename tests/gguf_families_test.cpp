@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fixtures.hpp"
+#include "npy_tensor.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/lens.hpp"
 #include "vocablens/model.hpp"
@@ -28,21 +29,6 @@ const std::vector<Case> kCases = {{"qwen2", 1e-4}, {"qwen3", 1e-4},   {"mistral"
 
 std::string dir_of(const std::string& f) { return std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f; }
 
-std::vector<int64_t> read_ids(const std::string& path) {
-  std::ifstream f(path);
-  std::vector<int64_t> ids;
-  int64_t x;
-  while (f >> x) ids.push_back(x);
-  return ids;
-}
-
-at::Tensor read_f32(const std::string& path, int64_t rows, int64_t cols) {
-  std::string bytes = vl_test::read_file(path);
-  REQUIRE(static_cast<int64_t>(bytes.size()) == rows * cols * 4);
-  at::Tensor t = at::empty({rows, cols}, at::kFloat);
-  std::memcpy(t.data_ptr<float>(), bytes.data(), bytes.size());
-  return t;
-}
 
 }  // namespace
 
@@ -58,11 +44,11 @@ TEST_CASE("GGUF twin of every family: llama.cpp's logits and the HF twin's, and 
     CHECK(gc.n_layers == h.config().n_layers);
     CHECK(gc.d_head == h.config().d_head);
     CHECK(gc.n_kv_heads == h.config().n_kv_heads);
-    auto ids = read_ids(d + "/ids.txt");
+    auto ids = vl_test::read_ids_txt(d + "/ids.txt");
     at::Tensor x = at::tensor(ids, at::kLong);
     at::Tensor lg = g.forward(x).logits[0];
     at::Tensor lh = h.forward(x).logits[0];
-    at::Tensor ref = read_f32(d + "/llama_logits.f32", static_cast<int64_t>(ids.size()), gc.vocab_size);
+    at::Tensor ref = vl_test::read_f32_raw(d + "/llama_logits.f32", {static_cast<int64_t>(ids.size()), gc.vocab_size});
     const double d_hf = (lg - lh).abs().max().item<double>(), d_lcpp = (lg - ref).abs().max().item<double>();
     std::printf("%-13s GGUF vs HF twin max|dlogit| %.2e   GGUF vs llama.cpp %.2e (max|logit| %.2f)\n", fc.dir, d_hf, d_lcpp,
                 ref.abs().max().item<double>());

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "fixtures.hpp"
+#include "npy_tensor.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/gguf.hpp"
 #include "vocablens/model.hpp"
@@ -26,23 +27,6 @@
 namespace {
 
 const std::string kDir = std::string(VOCABLENS_SOURCE_DIR) + "/tests/data/gguf/";
-
-std::vector<int64_t> read_ids(const std::string& path) {
-  std::ifstream f(path);
-  std::vector<int64_t> ids;
-  int64_t x;
-  while (f >> x) ids.push_back(x);
-  return ids;
-}
-
-at::Tensor read_logits(const std::string& path, int64_t T) {
-  std::string bytes = vl_test::read_file(path);
-  const int64_t V = static_cast<int64_t>(bytes.size() / 4) / T;
-  REQUIRE(static_cast<int64_t>(bytes.size()) == T * V * 4);
-  at::Tensor t = at::empty({T, V}, at::kFloat);
-  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-  return t;
-}
 
 double max_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
@@ -70,7 +54,7 @@ TEST_CASE("read_gguf: metadata and tensor infos of a converter-written file") {
 TEST_CASE("stories260K GGUF (F32) matches its Hugging Face twin and llama.cpp") {
   const std::string hf = vl_test::fixture("stories260K-hf");
   if (hf.empty()) return;
-  auto ids = read_ids(kDir + "ids-llama.txt");
+  auto ids = vl_test::read_ids_txt(kDir + "ids-llama.txt");
   auto gm = vocablens::load_model(kDir + "stories260K-f32.gguf");
   auto hm = vocablens::load_model(hf);
   CHECK(gm.config().rope_interleaved);      // llama.cpp's converter permuted q/k to interleaved pairs
@@ -78,7 +62,7 @@ TEST_CASE("stories260K GGUF (F32) matches its Hugging Face twin and llama.cpp") 
   CHECK(gm.config().n_kv_heads == 4);
   at::Tensor a = logits_of(gm, ids), b = logits_of(hm, ids);
   CHECK(max_diff(a, b) < 5e-5);  // same weights; rotary convention differs in float rounding only
-  at::Tensor ref = read_logits(kDir + "stories260K-f32.lcpp-logits.f32", static_cast<int64_t>(ids.size()));
+  at::Tensor ref = vl_test::read_f32_raw(kDir + "stories260K-f32.lcpp-logits.f32", {static_cast<int64_t>(ids.size()), -1});
   CHECK(max_diff(a, ref) < 1e-4);
   // Every analysis reads weights through the accessors: the same matrices as the HF twin's, per head up
   // to the q/k feature order (W_QK products agree), W_U exactly.
@@ -88,9 +72,9 @@ TEST_CASE("stories260K GGUF (F32) matches its Hugging Face twin and llama.cpp") 
 }
 
 TEST_CASE("quantized and BF16 GGUF fixtures agree with llama.cpp within the stated tolerance per type") {
-  auto ids = read_ids(kDir + "ids-llama.txt");
+  auto ids = vl_test::read_ids_txt(kDir + "ids-llama.txt");
   const int64_t T = static_cast<int64_t>(ids.size());
-  at::Tensor f32_ref = read_logits(kDir + "llamak-f32.lcpp-logits.f32", T);
+  at::Tensor f32_ref = vl_test::read_f32_raw(kDir + "llamak-f32.lcpp-logits.f32", {T, -1});
   for (const char* name : {"bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q2_k"}) {
     INFO(name);
     auto m = vocablens::load_model(kDir + "llamak-" + name + ".gguf");
@@ -98,8 +82,8 @@ TEST_CASE("quantized and BF16 GGUF fixtures agree with llama.cpp within the stat
     CHECK_FALSE(m.config().tied_embeddings);
     at::Tensor ours = logits_of(m, ids);
     // Exact reference: llama.cpp's F32 forward of the same weights dequantized by gguf-py.
-    at::Tensor exact = read_logits(kDir + "llamak-" + name + ".dequant-lcpp-logits.f32", T);
-    at::Tensor same = read_logits(kDir + "llamak-" + name + ".lcpp-logits.f32", T);
+    at::Tensor exact = vl_test::read_f32_raw(kDir + "llamak-" + name + ".dequant-lcpp-logits.f32", {T, -1});
+    at::Tensor same = vl_test::read_f32_raw(kDir + "llamak-" + name + ".lcpp-logits.f32", {T, -1});
     const double d_exact = max_diff(ours, exact), d_same = max_diff(ours, same), d_f32 = max_diff(ours, f32_ref);
     const int64_t top1 = ours.argmax(-1).eq(same.argmax(-1)).sum().item<int64_t>();
     WARN(name << ": max|ours - exact| = " << d_exact << ", max|ours - llama.cpp same file| = " << d_same
@@ -130,13 +114,13 @@ TEST_CASE("weights stay in their stored type; accessors return float32") {
 TEST_CASE("gpt2-tiny Q8_0 GGUF: fused qkv, learned positions, LayerNorm biases") {
   const std::string hf = vl_test::fixture("gpt2-tiny");
   if (hf.empty()) return;
-  auto ids = read_ids(kDir + "ids-gpt2.txt");
+  auto ids = vl_test::read_ids_txt(kDir + "ids-gpt2.txt");
   auto gm = vocablens::load_model(kDir + "gpt2-tiny-q8_0.gguf");
   CHECK(gm.config().family == vocablens::Family::GPT2);
   at::Tensor ours = logits_of(gm, ids);
-  at::Tensor ref = read_logits(kDir + "gpt2-tiny-q8_0.lcpp-logits.f32", static_cast<int64_t>(ids.size()));
+  at::Tensor ref = vl_test::read_f32_raw(kDir + "gpt2-tiny-q8_0.lcpp-logits.f32", {static_cast<int64_t>(ids.size()), -1});
   at::Tensor twin = logits_of(vocablens::load_model(hf), ids);
-  at::Tensor exact = read_logits(kDir + "gpt2-tiny-q8_0.dequant-lcpp-logits.f32", static_cast<int64_t>(ids.size()));
+  at::Tensor exact = vl_test::read_f32_raw(kDir + "gpt2-tiny-q8_0.dequant-lcpp-logits.f32", {static_cast<int64_t>(ids.size()), -1});
   WARN("gpt2-tiny q8_0: vs exact " << max_diff(ours, exact) << ", vs llama.cpp same file " << max_diff(ours, ref)
                                    << ", vs HF twin (F32 weights) " << max_diff(ours, twin) << "; llama.cpp vs HF twin "
                                    << max_diff(ref, twin) << "; max |logit| " << twin.abs().max().item<double>());
@@ -166,7 +150,7 @@ TEST_CASE("tokenizer.ggml.* metadata becomes a VocabSpec") {
 }
 
 TEST_CASE("--dtype bfloat16: measured error against the float32 compute of the same weights") {
-  auto ids = read_ids(kDir + "ids-llama.txt");
+  auto ids = vl_test::read_ids_txt(kDir + "ids-llama.txt");
   for (const char* name : {"bf16", "q4_k_m"}) {
     INFO(name);
     auto m = vocablens::load_model(kDir + "llamak-" + name + ".gguf");
