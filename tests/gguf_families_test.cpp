@@ -5,7 +5,9 @@
 // Gemma's folded (1 + w), NeoX's regrouped q|k|v undone or followed by the loader) to 1e-4.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/lens.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/npy.hpp"
 
 namespace {
 
@@ -28,6 +31,45 @@ const std::vector<Case> kCases = {{"qwen2", 1e-4}, {"qwen3", 1e-4},   {"mistral"
                                   {"phi3", 1e-4},  {"gpt_neox", 5e-3}, {"gemma", 5e-3}, {"gemma2", 5e-3}};
 
 std::string dir_of(const std::string& f) { return std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f; }
+
+// Every .npy of run directory `a` against the same file in `b`: same dtype and shape; floats within
+// 1e-3 · max(1, max|b|) (NaN where the other has NaN); integers (token ids, ranks) equal but for at most 1 %
+// of the entries (float32 near-ties ordered differently). Returns a line per problem ("" when none).
+std::string compare_run_dirs(const std::string& a, const std::string& b) {
+  std::string problems;
+  size_t arrays = 0;
+  for (const auto& e : std::filesystem::directory_iterator(a)) {
+    if (e.path().extension() != ".npy") continue;
+    ++arrays;
+    const std::string name = e.path().filename().string();
+    if (!std::filesystem::exists(b + "/" + name)) {
+      problems += name + ": missing in the other run\n";
+      continue;
+    }
+    vocablens::NdArray x = vocablens::read_npy(e.path().string()), y = vocablens::read_npy(b + "/" + name);
+    if (x.dtype != y.dtype || x.shape != y.shape) {
+      problems += name + ": dtype or shape differs\n";
+      continue;
+    }
+    at::Tensor tx = vl_test::load_npy_tensor(e.path().string()).to(at::kDouble).reshape({-1});
+    at::Tensor ty = vl_test::load_npy_tensor(b + "/" + name).to(at::kDouble).reshape({-1});
+    if (tx.numel() == 0) continue;
+    if (x.dtype == "<f4" || x.dtype == "<f8") {
+      at::Tensor nan_x = tx.isnan(), nan_y = ty.isnan();
+      if (!at::equal(nan_x, nan_y)) problems += name + ": NaN in one run only\n";
+      at::Tensor d = (tx - ty).abs().masked_fill(nan_x | nan_y, 0);
+      const double scale = std::max(1.0, ty.masked_fill(nan_y, 0).abs().max().item<double>());
+      const double worst = d.max().item<double>();
+      if (worst > 1e-3 * scale) problems += name + ": max |difference| " + std::to_string(worst) + " (scale " + std::to_string(scale) + ")\n";
+    } else {
+      const int64_t differ = tx.ne(ty).sum().item<int64_t>();
+      if (differ > std::max<int64_t>(1, tx.numel() / 100))
+        problems += name + ": " + std::to_string(differ) + " of " + std::to_string(tx.numel()) + " entries differ\n";
+    }
+  }
+  if (arrays == 0) problems += a + ": no arrays written\n";
+  return problems;
+}
 
 
 }  // namespace
@@ -57,6 +99,44 @@ TEST_CASE("GGUF twin of every family: llama.cpp's logits and the HF twin's, and 
     CHECK(at::equal(lg.argmax(-1), ref.argmax(-1)));
     auto lens = vocablens::logit_lens(g, ids);
     CHECK(lens.n_layers() == gc.n_layers + 1);
+  }
+}
+
+// Issue #18, "a GGUF of every supported family loads and runs every analysis": each analysis command run on
+// the GGUF twin (llama.cpp's converter wrote it; read by the GGUF reader, tokenizer from the file) writes the
+// arrays it writes on the Hugging Face directory (safetensors reader, tokenizer.json / vocab.json).
+TEST_CASE("every analysis command on the GGUF of every family agrees with its Hugging Face twin", "[gguf][cli]") {
+  const std::string cli = vl_test::cli_path();
+  REQUIRE_FALSE(cli.empty());
+  const std::string tmp = vl_test::temp_dir("gguf-analyses");
+  for (const auto& fc : kCases) {
+    const std::string d = dir_of(fc.dir), g = d + "/" + fc.dir + ".gguf";
+    std::string ids;
+    for (int64_t id : vl_test::read_ids_txt(d + "/ids.txt")) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+    const std::vector<std::pair<std::string, std::string>> commands = {
+        {"lens", "lens MODEL --prompt-ids " + ids + " --top-k 5"},
+        {"heads", "heads MODEL --layer 0 --head 0 --top-k 10"},
+        {"neurons", "neurons MODEL --layer 1 --neurons 0-7 --top-k 5"},
+        {"project", "project MODEL --prompt-ids " + ids + " --hook mlp_out --top-k 5"},
+        {"spectrum", "spectrum MODEL --k 8"},
+        {"neighbours", "neighbours MODEL '#5' --k 8"},
+        {"knn", "knn MODEL --k 5"},
+        {"positions", "positions MODEL --max-positions 64"},
+    };
+    for (const auto& [name, args] : commands) {
+      INFO(fc.dir << ": " << args);
+      std::string out_g = tmp + "/" + fc.dir + "-" + name + "-gguf", out_h = tmp + "/" + fc.dir + "-" + name + "-hf";
+      auto run = [&](const std::string& model, const std::string& out) {
+        std::string cmd = args, log;
+        cmd.replace(cmd.find("MODEL"), 5, "'" + model + "'");
+        const int rc = vl_test::run_command("'" + cli + "' " + cmd + " --out '" + out + "' > /dev/null", log);
+        INFO(log);
+        REQUIRE(rc == 0);
+      };
+      run(g, out_g);
+      run(d, out_h);
+      CHECK(compare_run_dirs(out_g, out_h) == "");
+    }
   }
 }
 

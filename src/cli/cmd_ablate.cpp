@@ -90,7 +90,7 @@ vocablens::cli::Register reg{
     "Zero- or mean-ablate heads, MLP neurons or residual positions and show the prediction before and after",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<AblateCliOptions>();
-      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       sub.add_option("--prompt", o->prompt, "Text to run")->required();
       sub.add_option("--head", o->heads, "Head LAYER.HEAD, e.g. 1.3 (blocks.L.attn.hook_z); repeatable");
       sub.add_option("--neuron", o->neurons, "MLP neuron LAYER.NEURON, e.g. 0.17 (blocks.L.mlp.hook_post); repeatable");

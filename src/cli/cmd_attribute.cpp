@@ -94,7 +94,7 @@ vocablens::cli::Register reg{
     "Direct logit attribution: a logit (difference) split into embedding, every head, every MLP and the biases",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<AttributeCliOptions>();
-      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       sub.add_option("--prompt", o->prompt, "Text to run")->required();
       sub.add_option("--target", o->target, "Token whose logit is attributed (bytes, e.g. \" Paris\", or #ID)")->required();
       sub.add_option("--wrong", o->wrong, "Attribute logit(target) - logit(wrong) instead");

@@ -97,7 +97,7 @@ vocablens::cli::Register reg{
     "Two embedding spaces on their shared tokens: Procrustes alignment, linear CKA, k-NN agreement, moved tokens, spectra",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<CompareEmbeddingsCliOptions>();
-      sub.add_option("MODEL_A", o->model_a, "First model (aligned onto B): HF directory, llama2.c .bin or ckpt.pt")->required();
+      sub.add_option("MODEL_A", o->model_a, std::string("First model (aligned onto B): ") + vocablens::cli::kModelHelp)->required();
       sub.add_option("MODEL_B", o->model_b, "Second model, or a later checkpoint of the same run")->required();
       sub.add_option("--matrix", o->matrix, "W_E (default) or W_U (rows are tokens; as `spectrum --matrix`)")->type_name("NAME");
       sub.add_option("--k", o->k, "Nearest neighbours per token for the agreement (default 10)");

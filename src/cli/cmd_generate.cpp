@@ -114,7 +114,7 @@ vocablens::cli::Register reg{
     "generate", "Greedy decoding from a prompt (default: BOS), printed as text",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<GenerateOptions>();
-      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       auto* steps = sub.add_option("--steps", o->steps,
                                    "Number of NEW tokens to generate after the prompt (stops earlier at the stop token or "
                                    "when the context is full: as run.c, the token predicted at the last position is kept)")

@@ -172,7 +172,7 @@ vocablens::cli::Register reg{
     "Attention heads in vocabulary space: exact top-k token pairs of each OV / QK circuit, spectra, copying scores",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<HeadsCliOptions>();
-      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       sub.add_option("--layer", o->layers, "Layers, e.g. 3 or 0,2-4 (default: all)");
       sub.add_option("--head", o->heads, "Heads, e.g. 7 or 0-3 (default: all)");
       sub.add_option("--kind", o->kind, "ov, qk or both (default both)")->check(CLI::IsMember({"ov", "qk", "both"}));

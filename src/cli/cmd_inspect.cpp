@@ -96,7 +96,7 @@ vocablens::cli::Register reg{
     "inspect", "Show a model's family, shapes, parameter count, tied or untied unembedding, dtype, and how its block departs from GPT-2's",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<InspectOptions>();
-      sub.add_option("MODEL", o->model, "Hugging Face directory, GGUF file, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       sub.add_flag("--json", o->json, "Print the description as JSON");
       return [o] { return run_inspect(*o); };
     }};

@@ -105,7 +105,7 @@ vocablens::cli::Register reg{
     "knn", "Exact k-nearest-neighbour graph (cosine) of every token's embedding; save it with --out DIR",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<KnnCliOptions>();
-      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       sub.add_option("--k", o->k, "Neighbours per token (default 10)");
       sub.add_option("--space", o->space, "E (embedding rows, default) or E+ (rows of pinv(W_E)^T)")
           ->check(CLI::IsMember({"E", "E+", "embedding", "pinv"}));

@@ -348,7 +348,7 @@ vocablens::cli::Register reg{
     "Logit lens: every layer's residual through the final norm and unembedding (top-k, target rank, entropy, KL)",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<LensCliOptions>();
-      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       sub.add_option("--prompt", o->prompt, "Text to read (tokenised with the model's tokenizer)");
       sub.add_option("--prompt-ids", o->prompt_ids,
                      "Token ids to read instead of text, used exactly as given (no BOS added), e.g. --prompt-ids 1,403,407")

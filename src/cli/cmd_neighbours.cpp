@@ -88,7 +88,7 @@ vocablens::cli::Register reg{
     "Nearest tokens by cosine to a token, word or expression (\"king - man + woman\") in E- or E+-space",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<NeighboursCliOptions>();
-      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       sub.add_option("QUERY", o->query,
                      "A token, word or expression: terms joined by ' + ' / ' - ', weights as 0.5*term, #123 for "
                      "a token id, quotes for text with spaces (' king', 'New York'); put -- before a query "

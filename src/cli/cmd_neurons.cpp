@@ -94,7 +94,7 @@ vocablens::cli::Register reg{
     "neurons", "MLP neurons in vocabulary space: top tokens of each key, gate and value vector, with their norms",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<NeuronsCliOptions>();
-      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       sub.add_option("--layer", o->layer, "Layer (0-based)")->required();
       sub.add_option("--neurons", o->neurons, "Neurons, e.g. 0,5,10-20 (default: all of the layer)");
       sub.add_option("--top-k", o->top_k, "Tokens per vector (default 30)");

@@ -120,7 +120,7 @@ vocablens::cli::Register reg{
     "Activation patching: how much of a clean run's logit difference each layer x position (or head) restores",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<PatchCliOptions>();
-      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       sub.add_option("--clean", o->clean, "The prompt whose activations are copied in")->required();
       sub.add_option("--corrupt", o->corrupt, "The prompt patched into (same number of tokens as --clean)")->required();
       sub.add_option("--target", o->target, "Token the clean run predicts (bytes, e.g. \" Mary\", or #ID)")->required();

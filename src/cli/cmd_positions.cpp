@@ -130,7 +130,7 @@ vocablens::cli::Register reg{
     "Geometry of the positional encoding: spectrum, position x position cosines, periodic components",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<PositionsCliOptions>();
-      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       sub.add_option("--kind", o->kind,
                      "auto (the model's own, default), learned (W_pos), sinusoidal or rotary (computed analytically "
                      "for the model's sizes)")

@@ -116,7 +116,7 @@ vocablens::cli::Register reg{
     "project", "Hidden states at a hook point projected to tokens (x W_U, or read through E+ / E^T)",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<ProjectCliOptions>();
-      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       sub.add_option("--prompt", o->prompt, "Text to run (tokenised with the model's tokenizer)");
       sub.add_option("--prompt-ids", o->prompt_ids,
                      "Token ids to run instead of text, used exactly as given (no BOS added), e.g. --prompt-ids 1,403,407")

@@ -158,7 +158,7 @@ vocablens::cli::Register reg{
     "Singular spectrum, PCA, effective rank, norms, loadings and anisotropy of W_E (or W_U, W_pos, ...)",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<SpectrumCliOptions>();
-      sub.add_option("MODEL", o->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       sub.add_option("--matrix", o->matrix,
                      "W_E (default), W_U, W_pos, W_in.L, W_gate.L, W_out.L, or a 2-D .npy file")
           ->type_name("NAME");

@@ -92,7 +92,7 @@ vocablens::cli::Register reg{
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<TokenizeOptions>();
       sub.add_option("MODEL", o->model,
-                     "Model (HF directory, llama2.c .bin, ckpt.pt) or a tokenizer file/directory itself")
+                     "Model (HF directory, GGUF file, llama2.c .bin, ckpt.pt) or a tokenizer file/directory itself")
           ->required();
       sub.add_option("TEXT", o->text, "Text to encode ('-' reads standard input)");
       sub.add_option("--ids", o->ids, "Token ids to decode instead (space or comma separated)")->delimiter(',');

@@ -143,7 +143,7 @@ vocablens::cli::Register reg{
       sub.require_subcommand(1);
       auto* t = c->train_cmd = sub.add_subcommand(
           "train", "Train translators h -> h + A h + b per layer on a text corpus (the tuned-lens package's recipe)");
-      t->add_option("MODEL", c->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      t->add_option("MODEL", c->model, vocablens::cli::kModelHelp)->required();
       t->add_option("--corpus", c->corpus, "Training text")->required();
       t->add_option("--out", c->train.out_dir, "Output directory: tuned_lens.safetensors, params.pt, config.json")->required();
       t->add_option("--steps", c->train.steps, "Optimisation steps (default 250)");
@@ -167,7 +167,7 @@ vocablens::cli::Register reg{
 
       auto* e = c->eval_cmd = sub.add_subcommand(
           "eval", "Per-layer cross-entropy, entropy and KL (bits per byte) of the logit and the tuned lens on held-out text");
-      e->add_option("MODEL", c->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      e->add_option("MODEL", c->model, vocablens::cli::kModelHelp)->required();
       e->add_option("--tuned", c->tuned, "Tuned lens directory (vocablens or the tuned-lens package's params.pt)")->required();
       e->add_option("--corpus", c->corpus, "Held-out text (not used in training)")->required();
       e->add_option("--window", c->eval.window, "Tokens per window (default: the model's context)");
@@ -176,7 +176,7 @@ vocablens::cli::Register reg{
       vocablens::cli::add_output_options(*e, c->out);
       auto* s = c->sample_cmd = sub.add_subcommand(
           "sample", "Text sampled from the model itself (temperature, fixed seed): training or held-out corpora");
-      s->add_option("MODEL", c->model, "Hugging Face directory, llama2.c .bin, or llama2.c ckpt.pt")->required();
+      s->add_option("MODEL", c->model, vocablens::cli::kModelHelp)->required();
       s->add_option("--tokens", c->sample_tokens, "Tokens to draw (default 20000)");
       s->add_option("--seed", c->sample_seed, "Seed (default 1)");
       s->add_option("--temperature", c->temperature, "Sampling temperature (default 1)");

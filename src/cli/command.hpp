@@ -21,6 +21,10 @@
 
 namespace vocablens::cli {
 
+/// The help text of a MODEL argument: every format load_model reads (vocablens/model.hpp).
+inline constexpr const char* kModelHelp =
+    "Hugging Face directory (safetensors or pytorch_model.bin, sharded or not), GGUF file, llama2.c .bin, or llama2.c ckpt.pt";
+
 using Runner = std::function<int()>;
 using Setup = std::function<Runner(CLI::App& sub)>;
 
