@@ -191,6 +191,34 @@ TEST_CASE("train CLI: same seed, same loss curve; resume; refuses to clobber a r
 
 // ---- loss masking ------------------------------------------------------------------------------------------
 
+// One OpenBLAS kernel family per instruction set for training (src/cli/blas_kernels.hpp): kernel families
+// round differently and a seeded run follows another trajectory on each (docs/train.md). OPENBLAS_VERBOSE=2
+// makes OpenBLAS print the family it loads ("Core: ..."), in the process and again after a re-exec.
+TEST_CASE("train pins the kernel family of the CPU's instruction set; analyses keep OpenBLAS's choice", "[train][cli]") {
+  __builtin_cpu_init();
+  const std::string want = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : "";
+  auto last_core = [](const std::string& out) {
+    const size_t p = out.rfind("Core: ");
+    return p == std::string::npos ? std::string() : out.substr(p + 6, out.find('\n', p) - p - 6);
+  };
+  std::string out;
+  const std::string env = "env -u OPENBLAS_CORETYPE -u VOCABLENS_KEEP_BLAS OPENBLAS_VERBOSE=2 ";
+  REQUIRE(vl_test::run_command(env + cli() + " train --synthetic --synthetic-lines 200 --vocab-size 300 --d-model 16 "
+                                         "--steps 2 -q --out " + vl_test::temp_dir("blas-pin") + "/run 2>&1", out) == 0);
+  INFO(out);
+  const std::string trained = last_core(out);
+  REQUIRE_FALSE(trained.empty());  // Debian's OpenBLAS prints its family with OPENBLAS_VERBOSE=2
+  if (!want.empty()) CHECK(trained == want);
+  // An analysis command keeps the family OpenBLAS chose, unless that is the SSE3 fallback.
+  std::string native;
+  REQUIRE(vl_test::run_command("env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2 " + cli() + " --help 2>&1", native) == 0);
+  const std::string chosen = last_core(native);
+  const std::string model = vl_test::fixture("stories260K/stories260K.bin");
+  if (model.empty()) return;
+  REQUIRE(vl_test::run_command(env + cli() + " inspect " + model + " 2>&1", out) == 0);
+  CHECK(last_core(out) == (chosen == "Prescott" && !want.empty() ? want : chosen));
+}
+
 TEST_CASE("loss masking: <prompt> spans are not trained on", "[train]") {
   // Each line is a random word followed by " end". Marked as a prompt, the random word is never a target,
   // and everything left to predict (" end", "\n") is certain: the loss goes to ~0. Unmarked, predicting

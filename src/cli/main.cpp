@@ -76,8 +76,9 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;
   }
-  // Before any work: get OpenBLAS's AVX kernels where it fell back to SSE3 ones (cli/blas_kernels.hpp).
-  cli::reexec_with_fast_blas_kernels(argv);
+  // Before any work: get OpenBLAS's AVX kernels where it fell back to SSE3 ones, and one kernel family per
+  // instruction set for the commands that train from a seed (cli/blas_kernels.hpp).
+  cli::reexec_with_fast_blas_kernels(argv, app.got_subcommand("train") || app.got_subcommand("demo"));
   if (allow_nonfinite) set_nonfinite_policy(NonFinitePolicy::Warn);
   try {
     init_runtime();
