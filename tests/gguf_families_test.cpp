@@ -149,10 +149,12 @@ TEST_CASE("every analysis command on the GGUF of every family agrees with its Hu
         run(r.twin, out_h);
         CHECK(compare_run_dirs(out_g, out_h) == "");
       } else {
-        CHECK(compare_run_dirs(out_g, out_g) == "");  // arrays written and readable
-        // Finite, but for the lens's by-design NaN at the last position (no next token to score).
+        // Arrays written, finite but for the lens's by-design NaN at the last position (no next token to score).
+        size_t arrays = 0;
         for (const auto& e : std::filesystem::directory_iterator(out_g)) {
-          if (e.path().extension() != ".npy" || vocablens::read_npy(e.path().string()).dtype[1] != 'f') continue;
+          if (e.path().extension() != ".npy") continue;
+          ++arrays;
+          if (vocablens::read_npy(e.path().string()).dtype[1] != 'f') continue;
           INFO(e.path().filename().string());
           at::Tensor t = vl_test::load_npy_tensor(e.path().string());
           CHECK_FALSE(t.isinf().any().item<bool>());
@@ -160,6 +162,7 @@ TEST_CASE("every analysis command on the GGUF of every family agrees with its Hu
           if (name == "lens" && t.dim() >= 1) nan = nan.narrow(-1, 0, t.size(-1) - 1);
           CHECK_FALSE(nan.any().item<bool>());
         }
+        CHECK(arrays > 0);
       }
     }
   }
