@@ -18,6 +18,9 @@
 
 namespace vl_test {
 
+const char* source_dir_path() { return VOCABLENS_SOURCE_DIR; }
+const char* binary_dir_path() { return VOCABLENS_BINARY_DIR; }
+
 static bool is_dir(const std::string& p) {
   struct stat st{};
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
