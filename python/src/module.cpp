@@ -433,5 +433,6 @@ PYBIND11_MODULE(_vocablens, mod) {
   mod.attr("__version__") = VOCABLENS_VERSION;
 
   register_analyses(mod);
+  register_declared(mod);
   register_compare(mod);
 }
