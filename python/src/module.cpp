@@ -125,6 +125,10 @@ py::dict config_dict(const vocablens::ModelConfig& c) {
   d["bos_token_id"] = c.bos_token_id;
   d["eos_token_id"] = c.eos_token_id;
   d["weight_dtype"] = c.weight_dtype;
+  // What ActivationCache's norm helpers need to know (apply_ln_to_stack, decompose_resid).
+  d["norm_before"] = c.norm_before;
+  d["final_norm"] = c.final_norm;
+  d["parallel_residual"] = c.parallel_residual;
   return d;
 }
 
@@ -289,6 +293,8 @@ py::tuple run_with_cache(const PyModel& m, py::handle input, py::object names, s
 }
 
 }  // namespace
+
+void register_hooks(py::module_& mod);  // python/src/bind_hooks.cpp
 }  // namespace vlpy
 
 PYBIND11_MODULE(_vocablens, mod) {
@@ -334,7 +340,7 @@ PYBIND11_MODULE(_vocablens, mod) {
       });
 
   // ---- Model
-  py::class_<PyModel, std::shared_ptr<PyModel>>(mod, "Model")
+  py::class_<PyModel, std::shared_ptr<PyModel>>(mod, "Model", py::dynamic_attr())  // Python keeps hook contexts on it
       .def_property_readonly("source", [](const PyModel& m) { return m.model.source(); })
       .def_property_readonly("config", [](const PyModel& m) { return config_dict(m.model.config()); })
       .def_property_readonly("tokenizer", [](const PyModel& m) -> py::object {
@@ -367,8 +373,18 @@ PYBIND11_MODULE(_vocablens, mod) {
       .def("to_ids", [](const PyModel& m, py::handle input, std::optional<bool> bos) { return ids_from(m, input, "input", bos); },
            py::arg("input"), py::arg("bos") = py::none())
       .def("token_id", [](const PyModel& m, py::handle token) { return token_from(m, token, "token"); }, py::arg("token"))
-      .def("forward", [](const PyModel& m, py::handle input, std::optional<bool> bos) {
-             return run_with_cache(m, input, py::list(), bos, true)[0];
+      // The logits as a py::object: an item of the temporary tuple would outlive the tuple it points into.
+      .def("forward", [](const PyModel& m, py::handle input, std::optional<bool> bos) -> py::object {
+             py::tuple out = run_with_cache(m, input, py::list(), bos, true);
+             return out[0];
+           }, py::arg("input"), py::arg("bos") = py::none())
+      .def("_batch_ids", [](const PyModel& m, py::handle input, std::optional<bool> bos) {
+             at::Tensor ids = batch_ids(m, input, bos);
+             if (ids.size(1) > m.model.config().n_ctx)
+               throw py::value_error("input is " + std::to_string(ids.size(1)) +
+                                     " tokens, longer than the model's context of " +
+                                     std::to_string(m.model.config().n_ctx));
+             return ids;
            }, py::arg("input"), py::arg("bos") = py::none())
       .def("run_with_cache", [](const PyModel& m, py::handle input, py::object names, std::optional<bool> bos) {
              return run_with_cache(m, input, names, bos, true);
@@ -434,4 +450,5 @@ PYBIND11_MODULE(_vocablens, mod) {
 
   register_analyses(mod);
   register_compare(mod);
+  register_hooks(mod);
 }
