@@ -1,0 +1,93 @@
+"""model.gradients: d metric(logits) / d activation, checked against central finite differences of the
+independent float64 NumPy forward (gpt2_numpy.py); weights stay frozen."""
+import unittest
+
+import numpy as np
+import torch
+
+from support import fixture, vocablens
+import gpt2_numpy
+
+GPT2 = fixture("gpt2-tiny")
+IDS = [464, 412, 733, 417, 8765, 318, 287, 262, 1748, 286]
+A, B = 1748, 262   # " city", " the"
+
+
+def metric_np(logits):
+    return logits[-1, A] - logits[-1, B]
+
+
+def metric(logits):
+    return logits[0, -1, A] - logits[0, -1, B]
+
+
+class Gradients(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.m = vocablens.load_model(GPT2)
+        cls.np = gpt2_numpy.load(GPT2)
+
+    def finite_difference(self, name, index, h=1e-5):
+        def at(delta):
+            def edit(x):
+                x[index] += delta
+                return x
+            return metric_np(gpt2_numpy.forward(self.np, IDS, {name: edit})["logits"])
+        return (at(h) - at(-h)) / (2 * h)
+
+    def test_against_finite_differences(self):
+        names = ["blocks.1.hook_resid_pre", "blocks.0.attn.hook_z", "blocks.2.mlp.hook_post", "hook_embed",
+                 "blocks.1.attn.hook_pattern"]
+        value, grads = self.m.gradients(IDS, metric, names, return_metric=True)
+        plain = gpt2_numpy.forward(self.np, IDS)
+        self.assertAlmostEqual(value, metric_np(plain["logits"]), places=4)
+        rng = np.random.RandomState(3)
+        for name in names:
+            g = grads[name]
+            self.assertEqual(tuple(g.shape), (1,) + plain[name].shape, name)
+            self.assertFalse(g.requires_grad)
+            checked = 0
+            while checked < 6:
+                idx = tuple(int(rng.randint(0, s)) for s in plain[name].shape)
+                if name.endswith("hook_pattern") and idx[2] > idx[1]:
+                    continue   # masked keys: the pattern entry is 0 and fixed
+                fd = self.finite_difference(name, idx)
+                got = g[(0,) + idx].item()
+                self.assertLess(abs(got - fd), 1e-4 + 1e-3 * abs(fd), "{} {}: {} vs {}".format(name, idx, got, fd))
+                checked += 1
+            # positions after the metric's position do not matter; the last one does
+            if name != "blocks.1.attn.hook_pattern":
+                self.assertGreater(g[0, -1].abs().max().item(), 0.0, name)
+        self.assertFalse(any(w.requires_grad for w in self.m.weights().values()))
+        self.assertIsNone(self.m.W_E.grad)
+
+    def test_with_hooks_and_errors(self):
+        # gradients through an edited forward: head 1.2 zeroed, so its z gets zero gradient downstream of it
+        def zero(z, hook):
+            z[:, :, 2] = 0.0
+        g = self.m.gradients(IDS, metric, ["blocks.0.hook_resid_post"], fwd_hooks=[("blocks.1.attn.hook_z", zero)])
+        fd = []
+        for idx in [(9, 3), (9, 40), (4, 7)]:
+            def at(delta, idx=idx):
+                def edit(x):
+                    x[idx] += delta
+                    return x
+
+                def z0(z):
+                    z[:, 2] = 0.0
+                    return z
+                return metric_np(gpt2_numpy.forward(self.np, IDS, {"blocks.0.hook_resid_post": edit,
+                                                                  "blocks.1.attn.hook_z": z0})["logits"])
+            fd.append((g["blocks.0.hook_resid_post"][(0,) + idx].item(), (at(1e-5) - at(-1e-5)) / 2e-5))
+        for got, want in fd:
+            self.assertLess(abs(got - want), 1e-4 + 1e-3 * abs(want))
+        with self.assertRaises(ValueError):
+            self.m.gradients(IDS, lambda lg: lg[0, -1], ["blocks.0.hook_resid_post"])
+        with self.assertRaises(TypeError):
+            self.m.gradients(IDS, "not callable", ["blocks.0.hook_resid_post"])
+        # the model is unchanged afterwards, and plain forwards build no graph
+        self.assertFalse(self.m.forward(IDS).requires_grad)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
