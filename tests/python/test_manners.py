@@ -67,6 +67,22 @@ class Manners(unittest.TestCase):
         self.assertEqual(p.stdout.strip(), "ok")
         self.assertEqual(p.stderr, "")     # tqdm waits a second before drawing anything
 
+    def test_integer_columns(self):
+        m = vocablens.load_model(GPT2)
+        r = m.lens("The Eiffel Tower is in the city of", top_k=3)
+        df = r.tables["top_k"]
+        for col in ("layer", "position", "input_id", "rank", "token_id", "target_id", "target_rank"):
+            self.assertIn(str(df[col].dtype), ("int64", "Int64"), col)
+        # target_id / target_rank are missing at the last position (no next token): nullable, not NaN floats
+        self.assertTrue(df["target_rank"].isna().any())
+        # layer: the arrays' layer index (accumulated_resid's: 0 = embeddings, l + 1 = after block l)
+        self.assertEqual(list(df["layer"].unique()), [0, 1, 2, 3])
+        self.assertEqual(list(df["layer_label"].unique()), ["embed", "0", "1", "2"])
+        self.assertEqual(list(df.columns[:3]), ["layer", "hook", "position"])
+        first = df[(df["layer"] == 2) & (df["position"] == 4) & (df["rank"] == 1)]["token_id"].iloc[0]
+        self.assertEqual(first, r.arrays["top_ids"][2, 4, 0])
+        self.assertEqual(r.arrays["target_rank"].dtype.name, "int64")
+
     def test_interpreter_without_torch(self):
         # sys.modules["torch"] = None makes `import torch` fail as it does in pyenv's python3
         p = run_python("""
