@@ -305,6 +305,25 @@ def gradients(self, input, metric, names, *, fwd_hooks=(), bos=None, return_metr
     return cache
 
 
+def attribution_patching(self, clean, corrupt, metric, names, *, bos=None):
+    """Attribution patching (Nanda 2023): the first-order estimate of what patching each clean activation
+    into the corrupted run does to metric(logits), (clean - corrupt) * d metric / d activation at the
+    corrupted run, summed over the activation's last dimension (d_model, d_head, d_mlp, or the key position
+    of a pattern). clean / corrupt: inputs of the same length. Returns an ActivationCache of these
+    estimates ([batch, pos] for residual points, [batch, pos, head] for hook_z, ...); one forward and one
+    backward pass in all, where activation patching runs one forward per patch."""
+    record, keys = _names_from_filter(self, names, "names")
+    _, clean_cache = self.run_with_cache(clean, names_filter=record, return_type=None, bos=bos)
+    _, corrupt_cache = self.run_with_cache(corrupt, names_filter=record, return_type=None, bos=bos)
+    for n in record:
+        if clean_cache[n].shape != corrupt_cache[n].shape:
+            raise ValueError("attribution_patching(): clean and corrupt differ in shape at {} ({} vs {}): give "
+                             "inputs of the same length".format(n, _shape(clean_cache[n]), _shape(corrupt_cache[n])))
+    grads = self.gradients(corrupt, metric, record, bos=bos)
+    est = {n: ((clean_cache[n] - corrupt_cache[n]) * grads[n]).sum(-1) for n in record}
+    return ActivationCache({k: est[tl] for k, tl in keys.items()}, self)
+
+
 # ---- tokens, TransformerLens's spellings -------------------------------------------------------------------
 
 def _ids_1d(self, tokens, arg):
@@ -388,6 +407,7 @@ def install(Model):
     Model.hooks = hooks
     Model.run_with_cache = run_with_cache
     Model.gradients = gradients
+    Model.attribution_patching = attribution_patching
     Model.hook_names = hook_names
     Model.to_tokens = to_tokens
     Model.to_str_tokens = to_str_tokens

@@ -89,5 +89,44 @@ class Gradients(unittest.TestCase):
         self.assertFalse(self.m.forward(IDS).requires_grad)
 
 
+class AttributionPatching(unittest.TestCase):
+    """Attribution patching against real activation patching (run_with_hooks, one patch at a time) on small
+    patches, where the first-order estimate must hold: corrupt + 0.02 (clean - corrupt) at one position."""
+
+    def test_against_activation_patching(self):
+        m = vocablens.load_model(GPT2)
+        clean = IDS
+        corrupt = IDS[:4] + [8765 + 1] + IDS[5:]          # one token changed
+        names = ["blocks.1.hook_resid_pre", "blocks.2.attn.hook_z", "blocks.0.hook_mlp_out"]
+        alpha = 0.02
+        # the estimate for the small patch is alpha times attribution patching's (it is linear in the patch)
+        est = m.attribution_patching(clean, corrupt, metric, names)
+        self.assertEqual(tuple(est["blocks.1.hook_resid_pre"].shape), (1, 10))
+        self.assertEqual(tuple(est["blocks.2.attn.hook_z"].shape), (1, 10, 4))
+        _, cc = m.run_with_cache(clean, names_filter=names)
+        base = metric(m.forward(corrupt)).item()
+        checked = 0
+        for name in names:
+            sites = [(p,) for p in (4, 6, 9)] if est[name].dim() == 2 else [(9, h) for h in range(4)]
+            for site in sites:
+                def patch(act, hook, site=site):
+                    src = cc[name][(0,) + site]
+                    act[(0,) + site] += alpha * (src - act[(0,) + site])
+                real = metric(m.run_with_hooks(corrupt, fwd_hooks=[(name, patch)])).item() - base
+                guess = alpha * est[name][(0,) + site].item()
+                self.assertLess(abs(real - guess), 2e-3 * abs(guess) + 2e-5, "{} {}: {} vs {}".format(
+                    name, site, real, guess))
+                checked += 1
+        self.assertEqual(checked, 3 + 4 + 3)
+        # and the full patch: the estimate has the sign of the real effect where the effect is large
+        big = [(name, (p,)) for name in ("blocks.1.hook_resid_pre", "blocks.0.hook_mlp_out") for p in (4, 9)]
+        for name, site in big:
+            def full(act, hook, site=site, name=name):
+                act[(0,) + site] = cc[name][(0,) + site]
+            real = metric(m.run_with_hooks(corrupt, fwd_hooks=[(name, full)])).item() - base
+            if abs(real) > 0.05:
+                self.assertEqual(real > 0, est[name][(0,) + site].item() > 0, "{} {}".format(name, site))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
