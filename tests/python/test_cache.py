@@ -187,5 +187,43 @@ class Cache(unittest.TestCase):
             vocablens.load_cache(tempdir("empty"))
 
 
+class Llama(unittest.TestCase):
+    """A rotary, RMSNorm, gated-MLP, grouped-query model (stories260K): the shapes as the model holds them,
+    and the helpers' sums, against the fixture's run.c reference where it has one."""
+
+    def test_stories260k(self):
+        path = fixture("stories260K/stories260K.bin")
+        m = vocablens.load_model(path)
+        c = m.config
+        ids = np.load(os.path.join(os.path.dirname(path), "reference", "ids_first32.npy")).tolist()
+        logits, cache = m.run_with_cache(ids)
+        self.assertNotIn("hook_pos_embed", cache)                         # rotary: no position embedding
+        self.assertEqual(len(cache), 2 + 14 * c["n_layers"])
+        T = len(ids)
+        self.assertEqual(tuple(cache["k", 0].shape), (1, T, c["n_kv_heads"], c["d_head"]))   # not repeated
+        self.assertEqual(tuple(cache["q", 0].shape), (1, T, c["n_heads"], c["d_head"]))
+        self.assertEqual(tuple(cache["blocks.0.mlp.hook_post"].shape), (1, T, c["d_mlp"]))
+        resid = np.load(os.path.join(os.path.dirname(path), "reference", "resid_post_first32.npy"))
+        acc = cache.accumulated_resid()
+        self.assertEqual(tuple(acc.shape), (c["n_layers"] + 1, 1, T, c["d_model"]))
+        for l in range(c["n_layers"]):
+            self.assertLess(np.abs(acc[l + 1, 0].numpy() - resid[l]).max(), ATOL, "resid %d" % l)
+        parts = cache.decompose_resid()
+        self.assertLess((parts.sum(0) - acc[-1]).abs().max().item(), 1e-4)
+        # RMSNorm: no centring; the pieces through the final norm add up to its output (no bias)
+        ln = cache.apply_ln_to_stack(parts)
+        self.assertLess((ln.sum(0) - cache["ln_final.hook_normalized"]).abs().max().item(), 1e-4)
+        fin = cache.accumulated_resid(apply_ln=True)[-1]
+        self.assertLess((m.unembed(fin) - logits).abs().max().item(), 1e-4)
+        heads = cache.stack_head_results(incl_remainder=True)
+        self.assertLess((heads.sum(0) - acc[-1]).abs().max().item(), 1e-4)
+        # a hook at k edits the kv head for every query head that reads it: the pattern changes for both
+        before = cache["pattern", 0][0, :, -1].clone()
+        _, after = m.run_with_cache(ids, names_filter=["blocks.0.attn.hook_pattern"],
+                                    fwd_hooks=[("blocks.0.attn.hook_k", lambda k, hook: k.mul_(3.0))])
+        changed = (after["pattern", 0][0, :, -1] - before).abs().amax(-1) > 1e-6
+        self.assertEqual(int(changed.sum()), c["n_heads"])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
