@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 import unittest
 
 import numpy as np
@@ -229,6 +231,34 @@ class Hooks(unittest.TestCase):
         g = self.m.gradients(IDS, lambda lg: lg[0, -1, 42], "blocks.1.hook_resid_post")
         self.assertLess((grads["blocks.1.hook_resid_post"] - g["blocks.1.hook_resid_post"]).abs().max().item(), 1e-6)
         self.assertFalse(any(w.requires_grad for w in self.m.weights().values()))
+
+    def test_gil_released_between_hooks(self):
+        # Another Python thread keeps running while a hooked forward runs in C++ (the GIL is taken only
+        # around each hook): with the GIL held for the whole pass it could not run at all.
+        count = [0]
+        stop = threading.Event()
+
+        def spin():
+            while not stop.is_set():
+                count[0] += 1
+                time.sleep(0.001)
+        batch = torch.randint(0, 50257, (4, 128))
+        hooks = [("blocks.%d.hook_resid_pre" % l, lambda x, hook: None) for l in range(3)]
+        t = threading.Thread(target=spin)
+        t.start()
+        try:
+            t0 = time.time()
+            before = count[0]
+            for _ in range(5):
+                self.m.run_with_hooks(batch, fwd_hooks=hooks, return_type=None)
+                self.m.run_with_hooks(batch, fwd_hooks=hooks)     # the unembedding: 4 x 128 x 50257
+            elapsed = time.time() - t0
+            during = count[0] - before
+        finally:
+            stop.set()
+            t.join()
+        # about one spin per millisecond when free; a held GIL would leave at most a few (between the calls)
+        self.assertGreater(during, max(30, 30 * elapsed), "other Python threads ran %d times in %.2f s of forwards" % (during, elapsed))
 
 
 if __name__ == "__main__":
