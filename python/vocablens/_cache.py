@@ -323,6 +323,53 @@ class ActivationCache:
             stack = self.apply_ln_to_stack(stack, layer, pos_slice=pos_slice)
         return (stack, labels) if return_labels else stack
 
+    def stack_activation(self, activation_name, layer=-1, sublayer_type=None):
+        """cache[activation_name, l] for every block below `layer` (-1 / None: all), stacked on a new first axis."""
+        layer = self._final_layer(layer)
+        return torch.stack([self[(activation_name, l) if sublayer_type is None else (activation_name, l, sublayer_type)]
+                            for l in range(layer)])
+
+    def get_neuron_results(self, layer, neuron_slice=None, pos_slice=None):
+        """What each neuron of block `layer` writes to the stream: mlp.hook_post[..., n] * W_out[n]
+        ([batch, pos, neurons, d_model]; without b_out, so the sum over neurons plus b_out is hook_mlp_out)."""
+        m = self._need_model("get_neuron_results")
+        acts = _slice(self["post", layer], pos_slice, -2)
+        W_out = m.W_out(layer)
+        if neuron_slice is not None:
+            acts = _slice(acts, [neuron_slice] if isinstance(neuron_slice, int) else neuron_slice, -1)
+            W_out = _slice(W_out, [neuron_slice] if isinstance(neuron_slice, int) else neuron_slice, 0)
+        return acts[..., None] * W_out
+
+    def stack_neuron_results(self, layer, pos_slice=None, neuron_slice=None, return_labels=False,
+                             incl_remainder=False, apply_ln=False):
+        """Every neuron's output (get_neuron_results) of the blocks below `layer` as [layer * neurons, batch,
+        pos, d_model], labels "L0N0", ...; incl_remainder adds the rest of the stream entering `layer`.
+        Memory: neurons * d_model floats per token and layer."""
+        self._pre_norm("stack_neuron_results")
+        layer = self._final_layer(layer)
+        d_mlp = self.model.config["d_mlp"]
+        if neuron_slice is None:
+            idx = list(range(d_mlp))
+        elif isinstance(neuron_slice, int):
+            idx = [neuron_slice]
+        elif isinstance(neuron_slice, slice):
+            idx = list(range(d_mlp))[neuron_slice]
+        else:
+            idx = [int(i) for i in neuron_slice]
+        parts, labels = [], []
+        for l in range(layer):
+            parts.append(self.get_neuron_results(l, idx, pos_slice).movedim(-2, 0))
+            labels.extend("L{}N{}".format(l, i) for i in idx)
+        stack = torch.cat(parts, 0) if parts else \
+            torch.zeros((0,) + tuple(_slice(self["hook_embed"], pos_slice, -2).shape))
+        if incl_remainder:
+            rest = _slice(self["resid_post", layer - 1] if layer > 0 else self["resid_pre", 0], pos_slice, -2)
+            stack = torch.cat([stack, (rest - stack.sum(0))[None]], 0)
+            labels.append("remainder")
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, layer, pos_slice=pos_slice)
+        return (stack, labels) if return_labels else stack
+
     def _directions(self, tokens):
         m = self._need_model("logit_attrs")
         if isinstance(tokens, str):

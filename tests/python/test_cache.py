@@ -149,6 +149,21 @@ class Cache(unittest.TestCase):
         _, zs = self.m.run_with_cache(IDS, names_filter=lambda n: n.endswith("hook_z"))
         self.close(zs.stack_head_results(), heads.detach().numpy(), "from hook_z", atol=1e-5)
 
+    def test_neuron_results(self):
+        nr = self.cache.get_neuron_results(1)
+        self.assertEqual(tuple(nr.shape), (1, 10, 256, 64))
+        post, W_out = self.acts["blocks.1.mlp.hook_post"], self.w["h.1.mlp.c_proj.weight"]
+        self.close(nr[0, :, 7], post[:, 7:8] * W_out[7], "neuron 1.7")
+        self.close(nr.sum(-2)[0] + torch.from_numpy(self.w["h.1.mlp.c_proj.bias"]).float(),
+                   self.acts["blocks.1.hook_mlp_out"], "neurons + b_out = mlp_out")
+        some, labels = self.cache.stack_neuron_results(2, neuron_slice=[3, 5], return_labels=True, incl_remainder=True)
+        self.assertEqual(labels, ["L0N3", "L0N5", "L1N3", "L1N5", "remainder"])
+        self.close(some.sum(0)[0], ref("seq1_eiffel_resid_pre.npy")[2], "neurons + remainder")
+        self.close(some[3, 0], self.acts["blocks.1.mlp.hook_post"][:, 5:6] * W_out[5], "L1N5")
+        stacked = self.cache.stack_activation("z")
+        self.assertEqual(tuple(stacked.shape), (3, 1, 10, 4, 16))
+        self.assertTrue(torch.equal(stacked[2], self.cache["blocks.2.attn.hook_z"]))
+
     def test_logit_attrs(self):
         parts = self.cache.decompose_resid()
         tok, wrong = 1748, 262
