@@ -248,24 +248,42 @@ def _names_from_filter(self, names_filter, arg):
 
 
 def run_with_cache(self, input, names_filter=None, *, names=None, return_type="logits", fwd_hooks=(), bos=None,
-                   remove_batch_dim=False):
+                   remove_batch_dim=False, incl_bwd=False):
     """(logits, ActivationCache): the forward pass's activations at every hook point (names_filter=None),
     at the names given (TransformerLens's or ours; the cache's keys are the names as given), or at those a
     callable(name) -> bool accepts. `names=` is the older spelling of a list of names. The activations
     are recorded after any hooks (fwd_hooks, model.hooks contexts) on their point. The residual points
     (resid_pre/mid/post, attn_out, mlp_out), hook_pattern and ln_final.hook_normalized are the forward's own
-    tensors (no copy); the others are one copy each (hooks.hpp). return_type as forward()."""
+    tensors (no copy); the others are one copy each (hooks.hpp). return_type as forward().
+    incl_bwd=True (with return_type="loss", a scalar) also backpropagates the loss and caches each
+    activation's gradient as "<name>_grad", as TransformerLens does."""
     if names is not None and names_filter is not None:
         raise TypeError("run_with_cache(): give names_filter or names, not both")
+    if incl_bwd and return_type != "loss":
+        raise ValueError("run_with_cache(): incl_bwd=True backpropagates a scalar: use return_type='loss' "
+                         "(or model.gradients(input, metric, names) for another metric)")
     arg = "names" if names is not None else "names_filter"
     record, keys = _names_from_filter(self, names if names is not None else names_filter, arg)
     fwd = _resolve(self, fwd_hooks, "fwd_hooks")
-    ids, logits, got = _run(self, input, fwd, record=record, logits=return_type is not None, bos=bos)
-    d = {k: got[tl] for k, tl in keys.items()}
+    grads = {}
+    bwd = []
+    if incl_bwd:
+        def keep(g, hook):
+            grads[hook.name] = g.detach()
+        bwd = [(n, keep) for n in record]
+    ids, logits, got = _run(self, input, fwd, record=record, logits=return_type is not None, bos=bos,
+                            grad=bool(incl_bwd), bwd=bwd)
+    out = _output(logits, ids, return_type)
+    d = {k: got[tl].detach() for k, tl in keys.items()}
+    if incl_bwd:
+        out.backward()
+        out = out.detach()
+        for k, tl in keys.items():
+            d[k + "_grad"] = grads[tl] if tl in grads else torch.zeros_like(d[k])
     cache = ActivationCache(d, self)
     if remove_batch_dim:
         cache = cache.remove_batch_dim()
-    return _output(logits, ids, return_type), cache
+    return out, cache
 
 
 def gradients(self, input, metric, names, *, fwd_hooks=(), bos=None, return_metric=False):

@@ -88,6 +88,23 @@ class Gradients(unittest.TestCase):
         # the model is unchanged afterwards, and plain forwards build no graph
         self.assertFalse(self.m.forward(IDS).requires_grad)
 
+    def test_run_with_cache_incl_bwd(self):
+        names = ["blocks.1.hook_resid_pre", "blocks.0.attn.hook_z"]
+        loss, cache = self.m.run_with_cache(IDS, names_filter=names, return_type="loss", incl_bwd=True)
+        self.assertEqual(set(cache.keys()), set(names) | {n + "_grad" for n in names})
+        self.assertFalse(loss.requires_grad or cache["blocks.1.hook_resid_pre"].requires_grad)
+        want = self.m.gradients(IDS, _loss, names)     # the same loss, written here
+        for n in names:
+            self.assertLess((cache[n + "_grad"] - want[n]).abs().max().item(), 1e-6, n)
+        self.assertGreater(cache["blocks.1.hook_resid_pre_grad"].abs().max().item(), 0.0)
+        with self.assertRaises(ValueError):
+            self.m.run_with_cache(IDS, names_filter=names, incl_bwd=True)
+
+
+def _loss(logits):
+    lp = torch.log_softmax(logits[0, :-1], -1)
+    return -lp.gather(-1, torch.tensor(IDS[1:])[:, None]).mean()
+
 
 class AttributionPatching(unittest.TestCase):
     """Attribution patching against real activation patching (run_with_hooks, one patch at a time) on small
