@@ -41,11 +41,11 @@ void register_heads_entry(AnalysisRegistry& r) {
            if (!o.at("heads").is_null()) ho.heads = o.at("heads").get<std::vector<int64_t>>();
            for (int64_t l : ho.layers)
              if (l >= cfg.n_layers)
-               throw UsageError("heads: layer " + std::to_string(l) + " is out of range (the model has " +
+               throw UsageError("heads: layers: layer " + std::to_string(l) + " is out of range (the model has " +
                                 std::to_string(cfg.n_layers) + " layers)");
            for (int64_t h : ho.heads)
              if (h >= cfg.n_heads)
-               throw UsageError("heads: head " + std::to_string(h) + " is out of range (the model has " +
+               throw UsageError("heads: heads: head " + std::to_string(h) + " is out of range (the model has " +
                                 std::to_string(cfg.n_heads) + " heads)");
            ho.top_k = o.at("top_k").get<int64_t>();
            ho.per_token_k = o.at("per_token_k").get<int64_t>();

@@ -357,6 +357,6 @@ TEST_CASE("vocablens heads CLI: table, JSON, CSV, run directory", "[heads][cli]"
   std::string run = vl_test::temp_dir("heads-cli-run");
   rc = vl_test::run_command(env + cli + " heads " + dir + "/stories260K.bin --layer 0 --kind qk --top-k 4 --inverse transpose --out " + run, out);
   REQUIRE(rc == 0);
-  CHECK(::stat((run + "/heads.json").c_str(), &st) == 0);
-  CHECK(::stat((run + "/heads.pairs.csv").c_str(), &st) == 0);
+  CHECK(vl_test::file_exists(run + "/heads.json"));
+  CHECK(vl_test::file_exists(run + "/heads.pairs.csv"));
 }

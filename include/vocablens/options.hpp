@@ -26,7 +26,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "vocablens/error.hpp"
+
 namespace vocablens {
+
+/// A value of the wrong type for its option (a string where an integer is declared): a UsageError that
+/// Python raises as TypeError (wrong values stay ValueError, as Python's own conventions have it).
+class OptionTypeError : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
 
 enum class OptionType {
   Integer,  ///< int64; JSON number without fraction; CLI "12"

@@ -21,8 +21,13 @@ void register_declared(py::module_& mod) {
           given[key] = py_to_json(kv.second, name + "(): " + key);
         }
         const std::string call = describe_call(name, kwargs);
-        // Checked before any work, with the GIL held: a bad keyword costs nothing.
-        vocablens::resolve_options(a.decl, given, vocablens::Surface::Python);
+        // Checked before any work, with the GIL held: a bad keyword costs nothing. A value of the wrong
+        // type is Python's TypeError, a wrong value a ValueError (vocablens.UsageError).
+        try {
+          vocablens::resolve_options(a.decl, given, vocablens::Surface::Python);
+        } catch (const vocablens::OptionTypeError& e) {
+          throw py::type_error(e.what());
+        }
         Progress bar(progress, 0, name, "it");
         auto tick = [&bar](int64_t done, int64_t total) { bar.set(done, total); };
         vocablens::Result r;

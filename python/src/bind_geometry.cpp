@@ -55,30 +55,6 @@ RegisterAnalysis spectrum_reg{
       return r;
     }};
 
-RegisterAnalysis neighbours_reg{
-    "neighbours", "Nearest tokens by cosine to a token, word or expression (\"king - man + woman\") in E- or E+-space",
-    [](const PyModel& m, Options& o) {
-      vocablens::NeighbourOptions no;
-      std::string query = o.str("query", "");
-      no.k = o.integer_at_least("k", 20, 1);
-      no.compose = vocablens::compose_from_string(o.choice("compose", "mean", {"sum", "mean", "weighted"}));
-      no.normalise_terms = !o.flag("raw", false);
-      no.exclude_inputs = !o.flag("include_inputs", false);
-      no.prefix_space = o.flag("prefix_space", false);
-      auto space = vocablens::vector_space_from_string(o.choice("space", "E", {"E", "E+", "embedding", "pinv"}));
-      std::string matrix = o.choice("matrix", "W_E", {"W_E", "W_U"});
-      o.finish();
-      if (query.empty()) throw py::value_error("neighbours(): query is empty: give a token, word or expression");
-      vocablens::parse_expression(query);  // a malformed query fails before any work
-      const vocablens::Tokenizer* tok = m.tok.get();
-      py::gil_scoped_release nogil;
-      at::Tensor X = vocablens::space_vectors(m.model, space, matrix);
-      auto r = vocablens::neighbours(X, tok, query, no);
-      r.matrix = matrix;
-      r.space = vocablens::to_string(space);
-      return r.to_result(tok);
-    }};
-
 RegisterAnalysis knn_reg{
     "knn", "Exact k-nearest-neighbour graph (cosine) of every token's embedding",
     [](const PyModel& m, Options& o) {

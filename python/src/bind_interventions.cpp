@@ -51,23 +51,6 @@ RegisterAnalysis ablate_reg{
       return vocablens::ablate(m.model, ids, ao).to_result(m.tok.get(), text_of(prompt));
     }};
 
-RegisterAnalysis attribute_reg{
-    "attribute", "Direct logit attribution: a logit (difference) split into embedding, every head, every MLP and biases",
-    [](const PyModel& m, Options& o) {
-      vocablens::AttributionOptions ao;
-      ao.position = o.integer("position", -1);
-      py::object prompt = o.raw("prompt"), target = o.raw("target"), wrong = o.raw("wrong");
-      std::optional<bool> bos = opt_flag(o, "bos");
-      o.finish();
-      if (prompt.is_none()) throw py::type_error("attribute(): missing the prompt (text or token ids)");
-      if (target.is_none()) throw py::type_error("attribute(): missing target=");
-      auto ids = ids_from(m, prompt, "prompt", bos);
-      ao.target = token_from(m, target, "target");
-      if (!wrong.is_none()) ao.wrong = token_from(m, wrong, "wrong");
-      py::gil_scoped_release nogil;
-      return vocablens::attribute_logit(m.model, ids, ao).to_result(m.tok.get(), text_of(prompt));
-    }};
-
 RegisterAnalysis steer_reg{
     "steer", "Greedy generation with scale * (W_E[plus] - W_E[minus]) added to blocks.L.hook_resid_pre (and without, to compare)",
     [](const PyModel& m, Options& o) {

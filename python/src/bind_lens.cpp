@@ -27,30 +27,6 @@ vocablens::TokenFilter token_filter(Options& o) {
   return f;
 }
 
-RegisterAnalysis lens_reg{
-    "lens", "Logit lens: every layer's residual through the final norm and unembedding (top-k, target rank, entropy, KL)",
-    [](const PyModel& m, Options& o) {
-      vocablens::LensOptions lo = lens_options(m, o);
-      lo.save_log_probs = o.flag("save_probs", false);
-      py::object prompt = o.raw("prompt");
-      py::object target = o.raw("target");
-      std::optional<bool> bos = opt_flag(o, "bos");
-      o.finish();
-      if (prompt.is_none()) throw py::type_error("lens(): missing the prompt (text or token ids)");
-      std::vector<int64_t> ids = ids_from(m, prompt, "prompt", bos);
-      check_context(m, ids, "prompt");
-      if (!target.is_none()) lo.target = token_from(m, target, "target");
-      std::string text = py::isinstance<py::str>(prompt) ? prompt.cast<std::string>() : "";
-      py::gil_scoped_release nogil;
-      auto lens = vocablens::logit_lens(m.model, ids, lo);
-      auto r = lens.to_result(m.tok.get(), text);
-      if (m.tok) {  // as `vocablens lens`: what `compare` checks
-        r.provenance["tokenizer"] = m.tok->source();
-        r.provenance["vocab_sha256"] = vocablens::vocabulary_sha256(*m.tok);
-      }
-      return r;
-    }};
-
 RegisterAnalysis corpus_reg{
     "lens_corpus", "Logit lens statistics per layer over a whole text file, streamed in context windows",
     [](const PyModel& m, Options& o) {

@@ -20,6 +20,8 @@ def run(name, model, **kwargs):
     """Runs the analysis `name` (see analyses()) with keyword options, e.g. run("lens", m, prompt="Hi")."""
     if not isinstance(name, str):
         raise TypeError("run(): name must be a str, not " + type(name).__name__)
+    if name in _DECLARED:
+        return _DECLARED[name](model, **kwargs)
     if not isinstance(model, Model):
         raise TypeError("{}(): model must be a vocablens.Model (from vocablens.load_model), not {}".format(
             name, type(model).__name__))
@@ -29,7 +31,9 @@ def run(name, model, **kwargs):
 
 def analyses():
     """[(name, description)] of every analysis the module offers."""
-    return _core.analyses()
+    declared = [(s["name"], s["summary"]) for s in _core.analyses_schema()]
+    names = {n for n, _ in declared}
+    return declared + [a for a in _core.analyses() if a[0] not in names]
 
 
 def _call(name, model, loc):
@@ -37,14 +41,80 @@ def _call(name, model, loc):
     return run(name, model, **kw)
 
 
-def lens(model, prompt, *, top_k=None, target=None, resid_mid=None, unembed=None, decoder_blocks=None, bos=None,
-         tuned=None, save_probs=None):
-    """Logit lens (`vocablens lens`). prompt: text or token ids. top_k=10, target: a token (str) or id
-    (default: the next token), resid_mid=False, unembed="model"|"pinv", decoder_blocks=0, bos: None (the
-    tokenizer's convention) / True / False, tuned: a tuned lens directory (`vocablens lens --tuned`),
-    save_probs=False (keep log_probs [layers, T, V] for compare()'s KL).
-    Result kind "logit_lens"."""
-    return _call("lens", model, locals())
+
+
+
+# ---- the declared analyses: one function each, made from the library's declaration --------------------------
+# (vocablens schema; include/vocablens/options.hpp). The signature carries the real defaults, so help() and
+# inspect.signature() show them; the .pyi stubs (vocablens/__init__.pyi) are written from the same schema.
+
+def _plain(fn, arg, v):
+    """A keyword's value as the declaration's JSON types: integer tensors and arrays of ids become lists
+    ([T] or [1, T]); floating ones are a TypeError naming the argument."""
+    if hasattr(v, "tolist") and hasattr(v, "dtype") and not isinstance(v, (str, bytes)):
+        kind = str(v.dtype)
+        if "int" not in kind or "float" in kind:
+            raise TypeError("{}(): {} must hold integers (token ids), not {}".format(fn, arg, kind))
+        shape = tuple(v.shape)
+        if len(shape) == 2 and shape[0] == 1:
+            v = v.reshape(-1)
+        elif len(shape) > 1:
+            raise ValueError("{}(): {} must be 1-D token ids or [1, T], not shape {}".format(fn, arg, list(shape)))
+        return v.tolist()
+    if isinstance(v, range):
+        return list(v)
+    if isinstance(v, (tuple, set, frozenset)):
+        return [_plain(fn, arg, x) for x in v]
+    if isinstance(v, os.PathLike):
+        return os.fspath(v)
+    return v
+
+
+def _declared(spec):
+    import inspect
+    name = spec["name"]
+    params = [inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for o in spec["options"]:
+        if o["required"]:
+            params.append(inspect.Parameter(o["name"], inspect.Parameter.POSITIONAL_OR_KEYWORD))
+    for o in spec["options"]:
+        if not o["required"]:
+            params.append(inspect.Parameter(o["name"], inspect.Parameter.KEYWORD_ONLY, default=o["default"]))
+    params.append(inspect.Parameter("progress", inspect.Parameter.KEYWORD_ONLY, default=None))
+    sig = inspect.Signature(params)
+
+    def f(*args, **kwargs):
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError("{}(): {}".format(name, e)) from None
+        a = bound.arguments
+        model = a.pop("model")
+        progress = a.pop("progress", None)
+        if not isinstance(model, Model):
+            raise TypeError("{}(): model must be a vocablens.Model (from vocablens.load_model), not {}".format(
+                name, type(model).__name__))
+        return Result(_core.run_declared(name, model, {k: _plain(name, k, v) for k, v in a.items()}, progress))
+
+    lines = [spec["summary"] + " (`vocablens {}`).".format(spec["command"]) if spec["command"] else spec["summary"], ""]
+    for o in spec["options"]:
+        extra = " One of: " + ", ".join(o["choices"]) + "." if o.get("choices") else ""
+        lines.append("{} ({}{}): {}.{}".format(o["name"], o["type"], ", required" if o["required"] else "",
+                                              o["help"], extra))
+    lines.append("progress: None (a bar for calls over about a second), False, True, or f(done, total).")
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = "\n".join(lines)
+    f.__signature__ = sig
+    f.__module__ = "vocablens"
+    return f
+
+
+_DECLARED = {s["name"]: _declared(s) for s in _core.analyses_schema()}
+lens = _DECLARED["lens"]
+heads = _DECLARED["heads"]
+neurons = _DECLARED["neurons"]
+neighbours = _DECLARED["neighbours"]
+attribute = _DECLARED["attribute"]
 
 
 def lens_batch(model, prompts, *, top_k=None, resid_mid=None, unembed=None, decoder_blocks=None, bos=None, tuned=None):
@@ -99,20 +169,8 @@ def project(model, prompt, *, hook=None, layer=None, top_k=None, positions=None,
     return _call("project", model, locals())
 
 
-def heads(model, *, layers=None, heads=None, kind=None, top_k=None, tokens=None, per_token_k=None, inverse=None,
-          pinv_rtol=None, drop_same_token=None, drop_same_word=None, alpha_only=None, allow=None, spectra=None,
-          prune=None, progress=None):
-    """Attention heads' OV / QK circuits in vocabulary space (`vocablens heads`). layers/heads: int, list or
-    "0,2-3" (default all), kind="both"|"ov"|"qk", top_k=50, tokens: per-token lists for these tokens,
-    inverse="pinv"|"transpose"|"embed". Result kind "heads"."""
-    return _call("heads", model, locals())
 
 
-def neurons(model, layer, *, neurons=None, top_k=None, inverse=None, pinv_rtol=None, keys=None, gates=None,
-            values=None, bottom=None, alpha_only=None, allow=None, block=None, progress=None):
-    """MLP neurons' keys, gates and values in vocabulary space (`vocablens neurons`). neurons: default all,
-    top_k=30; block=256 neurons per step (progress and Ctrl-C between steps). Result kind "neurons"."""
-    return _call("neurons", model, locals())
 
 
 def spectrum(model, *, matrix=None, k=None, method=None, ncv=None, loadings=None, left_vectors=None,
@@ -123,12 +181,6 @@ def spectrum(model, *, matrix=None, k=None, method=None, ncv=None, loadings=None
     return _call("spectrum", model, locals())
 
 
-def neighbours(model, query, *, k=None, space=None, matrix=None, compose=None, raw=None, include_inputs=None,
-               prefix_space=None):
-    """Nearest tokens by cosine to a token, word or expression such as "king - man + woman"
-    (`vocablens neighbours`). k=20, space="E"|"E+", matrix="W_E"|"W_U", compose="mean". Result kind
-    "neighbours"."""
-    return _call("neighbours", model, locals())
 
 
 def knn(model, *, k=None, space=None, matrix=None, block=None, edges=None):
@@ -173,11 +225,6 @@ def ablate(model, prompt, *, head=None, neuron=None, resid=None, hook=None, mode
     return _call("ablate", model, locals())
 
 
-def attribute(model, prompt, target, *, wrong=None, position=None, bos=None):
-    """Direct logit attribution (`vocablens attribute`): logit[target] (- logit[wrong]) at `position` (-1:
-    last) split into embedding, every head, every MLP and the biases, final norm frozen at this run's scale.
-    Result kind "logit_attribution"."""
-    return _call("attribute", model, locals())
 
 
 def steer(model, prompt, plus, minus, *, layer=None, scale=None, steps=None, bos=None):

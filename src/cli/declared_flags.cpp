@@ -1,6 +1,8 @@
 // Command-line flags from an analysis's declaration (see declared_flags.hpp).
 #include "cli/declared_flags.hpp"
 
+#include <cctype>
+
 #include "vocablens/error.hpp"
 #include "vocablens/token_filter.hpp"
 
@@ -9,13 +11,35 @@ namespace vocablens::cli {
 using nlohmann::json;
 
 DeclaredFlags::DeclaredFlags(AnalysisDecl d) : decl_(std::move(d)) {
-  for (const auto& o : decl_.options) slots_.push_back(Slot{&o});
+  for (const auto& o : decl_.options) {
+    Slot s;
+    s.opt = &o;
+    slots_.push_back(std::move(s));
+  }
 }
+
+namespace {
+std::string type_name(const OptionDecl& o) {
+  if (o.cli_reads_file) return "FILE";
+  switch (o.type) {
+    case OptionType::Integer: return "INT";
+    case OptionType::Real: return "NUMBER";
+    case OptionType::Indices: return "LIST";
+    case OptionType::Choice: return "CHOICE";
+    case OptionType::Token: return "TOKEN";
+    case OptionType::Texts: return "TEXT ...";
+    default: return "TEXT";
+  }
+}
+}  // namespace
 
 std::string help_line(const OptionDecl& o) {
   std::string h = o.help;
   if (o.type == OptionType::Flag) {
-    if (o.default_value.is_boolean() && o.default_value.get<bool>()) h = "Skip: " + h;
+    if (o.default_value.is_boolean() && o.default_value.get<bool>() && !h.empty()) {
+      h[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(h[0])));
+      h = "Leave out " + h;
+    }
     return h;
   }
   if (!o.choices.empty()) {
@@ -50,6 +74,7 @@ void DeclaredFlags::add_to(CLI::App& sub) {
       s.cli = sub.add_option(name, s.text, help_line(o));
     }
     if (o.required) s.cli->required();
+    s.cli->type_name(type_name(o));
   }
 }
 

@@ -74,6 +74,10 @@ std::string normalised(std::string s) {
   throw UsageError(d.name + ": " + spelling(o, s) + ": " + problem);
 }
 
+[[noreturn]] void fail_type(const AnalysisDecl& d, const OptionDecl& o, Surface s, const std::string& problem) {
+  throw OptionTypeError(d.name + ": " + spelling(o, s) + ": " + problem);
+}
+
 int64_t as_integer(const AnalysisDecl& d, const OptionDecl& o, Surface s, const json& v) {
   if (v.is_number_integer()) {
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
@@ -84,7 +88,7 @@ int64_t as_integer(const AnalysisDecl& d, const OptionDecl& o, Surface s, const 
     const double x = v.get<double>();
     if (std::isfinite(x) && x == std::floor(x) && std::abs(x) < 9.0e15) return static_cast<int64_t>(x);
   }
-  fail(d, o, s, std::string("must be an integer (got ") + compact(v) + ")");
+  fail_type(d, o, s, std::string("must be an integer (got ") + compact(v) + ")");
 }
 
 void check_range(const AnalysisDecl& d, const OptionDecl& o, Surface s, double x, const json& shown) {
@@ -100,7 +104,7 @@ json check_value(const AnalysisDecl& d, const OptionDecl& o, Surface s, const js
       return i;
     }
     case OptionType::Real: {
-      if (!v.is_number()) fail(d, o, s, "must be a number (got " + compact(v) + ")");
+      if (!v.is_number()) fail_type(d, o, s, "must be a number (got " + compact(v) + ")");
       const double x = v.get<double>();
       if (!std::isfinite(x)) fail(d, o, s, "must be finite (got " + compact(v) + ")");
       if (o.min && x < *o.min) fail(d, o, s, "must be >= " + compact(json(*o.min)) + " (got " + compact(v) + ")");
@@ -108,13 +112,13 @@ json check_value(const AnalysisDecl& d, const OptionDecl& o, Surface s, const js
       return x;
     }
     case OptionType::Flag:
-      if (!v.is_boolean()) fail(d, o, s, "must be true or false (got " + compact(v) + ")");
+      if (!v.is_boolean()) fail_type(d, o, s, "must be true or false (got " + compact(v) + ")");
       return v;
     case OptionType::Text:
-      if (!v.is_string()) fail(d, o, s, "must be a string (got " + compact(v) + ")");
+      if (!v.is_string()) fail_type(d, o, s, "must be a string (got " + compact(v) + ")");
       return v;
     case OptionType::Choice: {
-      if (!v.is_string()) fail(d, o, s, "must be a string (got " + compact(v) + ")");
+      if (!v.is_string()) fail_type(d, o, s, "must be a string (got " + compact(v) + ")");
       const std::string x = v.get<std::string>();
       if (std::find(o.choices.begin(), o.choices.end(), x) == o.choices.end()) {
         std::string list;
@@ -138,16 +142,16 @@ json check_value(const AnalysisDecl& d, const OptionDecl& o, Surface s, const js
           fail(d, o, s, "has more than " + std::to_string(kMaxIndexListEntries) + " entries");
         for (const auto& e : v) out.push_back(as_integer(d, o, s, e));
       } else {
-        fail(d, o, s, "must be a list of integers or a string such as \"0,5,10-20\" (got " + compact(v) + ")");
+        fail_type(d, o, s, "must be a list of integers or a string such as \"0,5,10-20\" (got " + compact(v) + ")");
       }
       for (int64_t i : out) check_range(d, o, s, static_cast<double>(i), json(i));
       return out;
     }
     case OptionType::Texts: {
-      if (v.is_string()) return json::array({v});
-      if (!v.is_array()) fail(d, o, s, "must be a list of strings (got " + compact(v) + ")");
-      for (const auto& e : v)
-        if (!e.is_string()) fail(d, o, s, "must hold strings (got " + compact(e) + ")");
+      if (v.is_string() || v.is_number_integer()) return json::array({v});
+      if (!v.is_array()) fail_type(d, o, s, "must be a list of strings (got " + compact(v) + ")");
+      for (const auto& e : v)  // strings; integers too (token ids where the option lists tokens)
+        if (!e.is_string() && !e.is_number_integer()) fail_type(d, o, s, "must hold strings (got " + compact(e) + ")");
       return v;
     }
     case OptionType::Token:
@@ -160,7 +164,7 @@ json check_value(const AnalysisDecl& d, const OptionDecl& o, Surface s, const js
         if (i < 0) fail(d, o, s, "a token id must be >= 0 (got " + std::to_string(i) + ")");
         return i;
       }
-      fail(d, o, s, "must be a token (its text) or a token id (got " + compact(v) + ")");
+      fail_type(d, o, s, "must be a token (its text) or a token id (got " + compact(v) + ")");
     case OptionType::Prompt:
       if (v.is_string()) {
         if (v.get<std::string>().empty()) fail(d, o, s, "is empty: it needs at least one character of text");
@@ -177,7 +181,7 @@ json check_value(const AnalysisDecl& d, const OptionDecl& o, Surface s, const js
         }
         return ids;
       }
-      fail(d, o, s, "must be text or a list of token ids (got " + compact(v) + ")");
+      fail_type(d, o, s, "must be text or a list of token ids (got " + compact(v) + ")");
   }
   fail(d, o, s, "has an unknown type");
 }

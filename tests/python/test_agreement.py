@@ -143,9 +143,9 @@ class Agreement(unittest.TestCase):
                   vocablens.neurons, self.gpt2, 1, neurons="0-40", top_k=6, progress=False)
 
     def test_neurons_all_gated(self):
-        # every neuron of a gated layer (d_mlp 172), computed by the module in four steps of 50 and merged
+        # every neuron of a gated layer (d_mlp 172)
         self.both("neurons", ["neurons", STORIES, "--layer", "2", "--bottom", "--top-k", "5"],
-                  vocablens.neurons, self.stories, 2, bottom=True, top_k=5, block=50, progress=False)
+                  vocablens.neurons, self.stories, 2, bottom=True, top_k=5, progress=False)
 
     def test_spectrum(self):
         self.both("spectrum", ["spectrum", GPT2, "--k", "8"], vocablens.spectrum, self.gpt2, k=8)

@@ -105,8 +105,9 @@ class Errors(unittest.TestCase):
 
         with self.assertRaises(KeyboardInterrupt):
             vocablens.heads(m, top_k=5, progress=progress)
-        self.assertEqual(len(ticks), 1)   # stopped after the first layer of 5
-        self.assertEqual(ticks[0], (1, m.config["n_layers"]))
+        self.assertEqual(len(ticks), 1)   # stopped after the first step
+        self.assertEqual(ticks[0][0], 1)
+        self.assertGreater(ticks[0][1], 1)
         r = vocablens.heads(m, layers=0, top_k=5, progress=False)   # and the model still works
         self.assertEqual(r.kind, "heads")
 
@@ -136,10 +137,11 @@ class Errors(unittest.TestCase):
     def test_progress_callable_and_tqdm(self):
         m = vocablens.load_model(STORIES)
         seen = []
-        vocablens.neurons(m, 0, top_k=3, block=50, progress=lambda d, t: seen.append((d, t)))
+        vocablens.neurons(m, 0, top_k=3, progress=lambda d, t: seen.append((d, t)))
         d_mlp = m.config["d_mlp"]
-        self.assertEqual(seen[-1], (d_mlp, d_mlp))
-        self.assertEqual(len(seen), (d_mlp + 49) // 50)
+        self.assertGreater(len(seen), 1)
+        self.assertEqual(seen[-1][0], seen[-1][1])   # done == total at the end
+        self.assertGreaterEqual(seen[-1][1], d_mlp)  # every vector of every neuron counted
         vocablens.neurons(m, 0, top_k=3, progress=True)   # tqdm (python3-tqdm is installed by setup.sh)
         self.assertNames(TypeError, "progress", vocablens.neurons, m, 0, progress="yes")
 

@@ -1,0 +1,70 @@
+"""Writes vocablens/__init__.pyi: typed signatures of every declared analysis, from the library's declaration
+(`vocablens schema`), plus the hand-written parts of the package. Run by the build after the module is built:
+
+    python3 -m vocablens._stubs OUT.pyi
+"""
+import sys
+
+_TYPES = {
+    "integer": "int",
+    "number": "float",
+    "boolean": "bool",
+    "string": "str",
+    "indices": "Union[int, Sequence[int], str]",
+    "strings": "Union[str, Sequence[Union[str, int]]]",
+    "token": "Union[str, int]",
+    "prompt": "Union[str, Sequence[int]]",
+}
+
+
+def _type(o):
+    if o["type"] == "choice":
+        return "Literal[" + ", ".join(repr(c) for c in o["choices"]) + "]"
+    return _TYPES[o["type"]]
+
+
+def signature(spec):
+    """The declared analysis as a typed Python stub line."""
+    parts = ["model: Model"]
+    for o in spec["options"]:
+        if o["required"]:
+            parts.append("{}: {}".format(o["name"], _type(o)))
+    parts.append("*")
+    for o in spec["options"]:
+        if not o["required"]:
+            t = _type(o)
+            if o["default"] is None:
+                t = "Optional[" + t + "]"
+            parts.append("{}: {} = {!r}".format(o["name"], t, o["default"]))
+    parts.append("progress: Union[None, bool, Callable[[int, int], Any]] = None")
+    return "def {}({}) -> Result: ...".format(spec["name"], ", ".join(parts))
+
+
+def render(schema):
+    lines = [
+        "# Generated from the analyses' declarations (vocablens schema) by vocablens/_stubs.py: do not edit.",
+        "from typing import Any, Callable, Literal, Optional, Sequence, Union",
+        "from ._vocablens import Error as Error, FormatError as FormatError, UsageError as UsageError",
+        "from ._vocablens import Tokenizer as Tokenizer, Model as Model, __version__ as __version__",
+        "from ._result import Result as Result, load_results as load_results, report as report",
+        "from ._model import load_model as load_model",
+        "",
+    ]
+    for spec in schema:
+        lines.append(signature(spec))
+    lines.append("def __getattr__(name: str) -> Any: ...  # the analyses not yet declared in the library")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv):
+    from . import _vocablens as core
+    if len(argv) != 2:
+        sys.stderr.write("usage: python3 -m vocablens._stubs OUT.pyi\n")
+        return 2
+    with open(argv[1], "w", encoding="utf-8") as f:
+        f.write(render(core.analyses_schema()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

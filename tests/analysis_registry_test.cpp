@@ -1,0 +1,99 @@
+// The registry of declared analyses: every declaration is well formed, each surface gets the same Result
+// (the CLI's --format json equals run_analysis's JSON), and bad names or options are one clear message.
+#include <nlohmann/json.hpp>
+
+#include "fixtures.hpp"
+#include "vocablens/analysis_registry.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/export.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/tokenizer.hpp"
+
+using json = nlohmann::json;
+
+namespace {
+
+// The parts of a result's JSON that say when and how it was made, not what it is.
+json without_provenance(json j) {
+  j.erase("provenance");
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("every declared analysis is registered once with a schema", "[registry]") {
+  const auto& all = vocablens::analysis_registry().all();
+  REQUIRE(all.size() >= 5);
+  for (const char* name : {"lens", "heads", "neurons", "neighbours", "attribute"}) {
+    INFO(name);
+    CHECK(vocablens::analysis_registry().find(name) != nullptr);
+  }
+  const json schema = vocablens::analyses_schema();
+  REQUIRE(schema.size() == all.size());
+  for (const auto& s : schema) {
+    INFO(s.dump());
+    CHECK(!s["summary"].get<std::string>().empty());
+    for (const auto& o : s["options"]) CHECK(!o["help"].get<std::string>().empty());
+  }
+  CHECK_THROWS_WITH(vocablens::find_analysis("neuron"),
+                    Catch::Matchers::StartsWith("no analysis named 'neuron' (known: "));
+}
+
+TEST_CASE("the CLI's --format json is run_analysis's Result: neurons, lens, neighbours, attribute", "[registry][cli]") {
+  const std::string dir = vl_test::fixture("gpt2-tiny");
+  if (dir.empty()) return;
+  const std::string cli = vl_test::require_cli();
+  if (cli.empty()) return;
+  vocablens::Model m = vocablens::load_model(dir);
+  auto tok = vocablens::load_tokenizer_for(dir);
+  struct Case {
+    std::string analysis;
+    json options;
+    std::string args;
+  };
+  const std::vector<Case> cases = {
+      {"neurons", {{"layer", 1}, {"neurons", "0-3"}, {"top_k", 4}, {"bottom", true}},
+       "neurons " + vl_test::shq(dir) + " --layer 1 --neurons 0-3 --top-k 4 --bottom"},
+      {"lens", {{"prompt", "The Eiffel Tower is in"}, {"top_k", 3}},
+       "lens " + vl_test::shq(dir) + " --prompt 'The Eiffel Tower is in' --top-k 3"},
+      {"neighbours", {{"query", "king - man + woman"}, {"k", 5}, {"prefix_space", true}},
+       "neighbours " + vl_test::shq(dir) + " 'king - man + woman' --k 5 --prefix-space"},
+      {"attribute", {{"prompt", "The Eiffel Tower is in"}, {"target", " the"}},
+       "attribute " + vl_test::shq(dir) + " --prompt 'The Eiffel Tower is in' --target ' the'"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.args);
+    const auto& a = vocablens::find_analysis(c.analysis);
+    const json ours = json::parse(vocablens::result_to_json(
+        vocablens::run_analysis(a, m, tok.get(), c.options, vocablens::Surface::Http)));
+    std::string out;
+    REQUIRE(vl_test::run_command(vl_test::shq(cli) + " " + c.args + " --format json 2>/dev/null", out) == 0);
+    const json theirs = json::parse(out);
+    CHECK(without_provenance(ours) == without_provenance(theirs));
+  }
+}
+
+TEST_CASE("bad options through the registry: one message, nothing run", "[registry]") {
+  const std::string dir = vl_test::fixture("gpt2-tiny");
+  if (dir.empty()) return;
+  vocablens::Model m = vocablens::load_model(dir);
+  auto tok = vocablens::load_tokenizer_for(dir);
+  const auto& lens = vocablens::find_analysis("lens");
+  auto message = [&](const json& given) {
+    try {
+      vocablens::run_analysis(lens, m, tok.get(), given, vocablens::Surface::Http);
+    } catch (const vocablens::UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(message({{"prompt", "Hi"}, {"top_k", 1000000000}}) == "lens: top_k: must be <= 1000000 (got 1000000000)");
+  CHECK(message({{"prompt", "Hi"}, {"top_kk", 5}}) == "lens: unknown option 'top_kk'; did you mean 'top_k'?");
+  CHECK(message({{"top_k", 5}}) == "lens: prompt: is required");
+  CHECK(message({{"prompt", json::array({1, 50257})}}) ==
+        "lens: prompt: token id 50257 is outside the vocabulary (0..50256)");
+  CHECK(message({{"prompt", "Hi"}, {"target", " Eiffel Tower"}}).rfind("lens: target ' Eiffel Tower' is ", 0) == 0);
+  const auto& heads = vocablens::find_analysis("heads");
+  CHECK_THROWS_WITH(vocablens::run_analysis(heads, m, tok.get(), {{"layers", json::array({7})}}, vocablens::Surface::Python),
+                    Catch::Matchers::StartsWith("heads: layers: layer 7 is out of range"));
+}
