@@ -80,6 +80,8 @@ void print_patch(const vocablens::PatchResult& p, const vocablens::Tokenizer& to
              heads ? ", one head's z at every position" : ", one position");
 }
 
+constexpr double kMinMeaningfulDiff = 0.25;
+
 int run_patch(const PatchCliOptions& o) {
   if (o.clean.empty() || o.corrupt.empty()) throw UsageError("give both --clean TEXT and --corrupt TEXT");
   if (o.bos && o.no_bos) throw UsageError("--bos and --no-bos cannot be used together");
@@ -108,6 +110,16 @@ int run_patch(const PatchCliOptions& o) {
     };
   auto p = vocablens::activation_patching(m, clean, corrupt, po);
   if (bar) fmt::print(stderr, "\r{}\r", std::string(40, ' '));
+  // Every cell is divided by (clean - corrupt): when the corruption barely moves the metric, float noise and
+  // tiny effects become "restored 0.45". Below a quarter of a logit (the answer's odds change by < 1.3x) the
+  // table is reported with a warning, not silently.
+  const double diff = p.clean_metric - p.corrupt_metric;
+  if (!p.degenerate && std::abs(diff) < kMinMeaningfulDiff)
+    fmt::print(stderr,
+               "vocablens: warning: the clean and corrupt runs differ by only {:.4f} in the metric (clean {:.4f}, corrupt "
+               "{:.4f}); every cell is divided by this difference, so the table mostly shows noise. Choose a corruption "
+               "that changes the answer more (|clean - corrupt| >= {:g})\n",
+               diff, p.clean_metric, p.corrupt_metric, kMinMeaningfulDiff);
   auto r = p.to_result(tok.get(), o.clean, o.corrupt);
   vocablens::cli::fill_provenance(r, m);
   r.provenance["tokenizer"] = tok->source();
