@@ -491,3 +491,23 @@ TEST_CASE("patch warns when the clean and corrupt runs barely differ in the metr
   const double c = std::stod(out.substr(k + 7)), d = std::stod(out.substr(out.find("corrupt ", k) + 8));
   CHECK(has(out, "warning: the clean and corrupt runs differ") == (std::abs(c - d) < 0.25));
 }
+
+TEST_CASE("finite but huge weights: an embedding row of +-3e38 is refused like non-finite input, not NaN rows and exit 0", "[hostile][overflow]") {
+  const std::string cli = vl_test::cli_path(), hf = vl_test::fixture("stories260K-hf");
+  REQUIRE(!cli.empty());
+  REQUIRE(!hf.empty());
+  const std::string dir = vl_test::temp_dir("huge-weights") + "/m";
+  std::string out;
+  REQUIRE(run("cp -r " + sh_quote(hf) + " " + sh_quote(dir), out) == 0);
+  // Row 317 (" Lily" in the prompt below) set to +-3e38, alternating: finite, so the load-time scan passes.
+  const std::string py = dir + "/edit.py";
+  vl_test::write_file(py, "import json, struct, sys\np = sys.argv[1]\nb = bytearray(open(p, 'rb').read())\n"
+                          "n = struct.unpack('<Q', b[:8])[0]\nh = json.loads(b[8:8 + n])\n"
+                          "t = h['model.embed_tokens.weight']\nd = t['shape'][1]\noff = 8 + n + t['data_offsets'][0]\n"
+                          "for j in range(d): struct.pack_into('<f', b, off + (317 * d + j) * 4, 3e38 if j % 2 == 0 else -3e38)\n"
+                          "open(p, 'wb').write(b)\n");
+  REQUIRE(run("/usr/bin/python3 " + sh_quote(py) + " " + sh_quote(dir + "/model.safetensors"), out) == 0);
+  const int rc = run(sh_quote(cli) + " lens " + sh_quote(dir) + " --prompt-ids 1,317,263,377", out);
+  CHECK(rc == 1);  // main: a table of NaN rows, exit 0
+  CHECK((has(last_line(out), "overflow float32") || has(last_line(out), "non-finite")));
+}

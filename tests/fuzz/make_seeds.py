@@ -182,10 +182,10 @@ put("fuzz_results", "spectrum", bundle(result("spectrum", {"n": 4, "matrix": "W_
     {"singular_values": {"file": "a.npy", "dtype": "<f8", "shape": [4]},
      "explained_variance_ratio": {"dtype": "<f8", "shape": [4], "data": [0.7, 0.2, 0.1, 0.0]}}, []), sv))
 put("fuzz_results", "heads", bundle(result("heads", {"n_layers": 1, "n_heads": 2},
-    {"copying_score": {"file": "a.npy", "dtype": "<i8", "shape": [1, 2]}},
+    {"copying_score": {"file": "a.npy", "dtype": "<i8", "shape": [2]}},  # [circuits], as the analysis writes it
     [{"name": "pairs", "columns": ["layer", "head", "circuit", "rank", "src_token", "dst_token", "score"],
       "rows": [[0, 0, "ov", 1, " Paris", " France", 3.5], [0, 1, "qk", 1, "<|endoftext|>", "\u00e9", -1]]}]),
-    npy("<i8", [1, 2], struct.pack("<2q", 1, -2))))
+    npy("<i8", [2], struct.pack("<2q", 1, -2))))
 put("fuzz_results", "generic", bundle(result("my_analysis", {"note": "x"},
     {"grid": {"file": "a.npy", "dtype": "|u1", "shape": [2, 2, 2]}}, []), npy("|u1", [2, 2, 2], bytes(range(8)))))
 
