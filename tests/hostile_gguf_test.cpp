@@ -167,3 +167,52 @@ for name, m in mats.items():
     }
   }
 }
+
+TEST_CASE("GGUF: linear rope scaling beside a Llama-3.1 rope_freqs tensor is refused, not half applied", "[hostile][gguf]") {
+  // llama3.gguf (llama.cpp's converter: rope_freqs holds the Llama-3.1 divisors) with two keys added by a
+  // small GGUF rewriter: rope.scaling.type "linear", rope.scaling.factor 2 (main loaded it and dropped them).
+  const std::string dir = vl_test::temp_dir("gguf-rope");
+  vl_test::write_file(dir + "/addkv.py", R"PY(import struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+b = open(src, 'rb').read()
+assert b[:4] == b'GGUF'
+ver, = struct.unpack_from('<I', b, 4)
+nt, nkv = struct.unpack_from('<QQ', b, 8)
+pos = 24
+SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+def skip_val(t, pos):
+    if t in SIZES: return pos + SIZES[t]
+    if t == 8:
+        n, = struct.unpack_from('<Q', b, pos); return pos + 8 + n
+    if t == 9:
+        et, n = struct.unpack_from('<IQ', b, pos); pos += 12
+        for _ in range(n): pos = skip_val(et, pos)
+        return pos
+    raise ValueError(t)
+align = 32
+for _ in range(nkv):
+    kl, = struct.unpack_from('<Q', b, pos); key = b[pos + 8:pos + 8 + kl].decode(); pos += 8 + kl
+    t, = struct.unpack_from('<I', b, pos); pos += 4
+    if key == 'general.alignment': align, = struct.unpack_from('<I', b, pos)
+    pos = skip_val(t, pos)
+kv_end = pos
+for _ in range(nt):
+    nl, = struct.unpack_from('<Q', b, pos); pos += 8 + nl
+    nd, = struct.unpack_from('<I', b, pos); pos += 4 + 8 * nd + 4 + 8
+ti_end = pos
+data_start = (ti_end + align - 1) // align * align
+def s(x): x = x.encode(); return struct.pack('<Q', len(x)) + x
+new = s('llama.rope.scaling.type') + struct.pack('<I', 8) + s('linear') + s('llama.rope.scaling.factor') + struct.pack('<If', 6, 2.0)
+head = b[:8] + struct.pack('<QQ', nt, nkv + 2) + b[24:kv_end] + new + b[kv_end:ti_end]
+head += b'\0' * ((-len(head)) % align)
+open(dst, 'wb').write(head + b[data_start:])
+)PY");
+  const std::string src = std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/llama3/llama3.gguf";
+  std::string out;
+  REQUIRE(vl_test::run_command("/usr/bin/python3 '" + dir + "/addkv.py' '" + src + "' '" + dir + "/lin.gguf'", out) == 0);
+  CHECK_NOTHROW(vocablens::load_model(src));
+  const std::string msg = error_of(dir + "/lin.gguf");
+  INFO(msg);
+  CHECK(msg.find(dir + "/lin.gguf: linear rope scaling (llama.rope.scaling.factor 2") == 0);
+  CHECK(msg.find("together with a rope_freqs tensor") != std::string::npos);
+}
