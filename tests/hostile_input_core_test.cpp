@@ -468,7 +468,7 @@ TEST_CASE("an output path that is a FIFO, a device or a directory is not replace
   CHECK(S_ISDIR(st.st_mode));
 }
 
-TEST_CASE("patch warns when the clean and corrupt runs barely differ in the metric", "[hostile][cli]") {
+TEST_CASE("patch warns when the clean and corrupt runs barely differ in the metric; its token row is not cut", "[hostile][cli]") {
   const std::string cli = vl_test::cli_path(), m = vl_test::fixture("gpt2-tiny");
   REQUIRE(!cli.empty());
   REQUIRE(!m.empty());
@@ -486,6 +486,7 @@ TEST_CASE("patch warns when the clean and corrupt runs barely differ in the metr
                   " --clean 'The Eiffel Tower is in the city of' --corrupt 'The Colosseum is in the city of' --target ' Paris'",
               out) == 0);
   INFO(out);
+  CHECK(has(out, "\xE2\x90\xA3Tower"));  // the token row shows whole tokens ("␣Tower", not "␣Towe")
   const auto k = out.find("\nclean ");  // the table's line "clean X · corrupt Y; cells: ..." (the warning may come first)
   REQUIRE(k != std::string::npos);
   const double c = std::stod(out.substr(k + 7)), d = std::stod(out.substr(out.find("corrupt ", k) + 8));

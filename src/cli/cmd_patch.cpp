@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "cli/command.hpp"
 #include "cli/output.hpp"
@@ -48,17 +50,26 @@ void print_patch(const vocablens::PatchResult& p, const vocablens::Tokenizer& to
   if (p.degenerate)
     fmt::print("the clean and corrupt runs give the same metric: the normalisation is undefined (cells '-'); "
                "raw values are in the JSON/CSV output\n");
+  // Columns as wide as the longest token label (up to 16 columns), so " Tower" is not cut to " Towe".
+  auto width_of = [](const std::string& t) {
+    size_t cols = 0;
+    for (unsigned char ch : t) cols += (ch & 0xC0) != 0x80;
+    return cols;
+  };
+  size_t W = 5;
+  std::vector<std::string> labels;
+  if (!heads)
+    for (int64_t c = 0; c < p.cols; ++c) {
+      labels.push_back(vocablens::cli::first_columns(tok.display(p.clean_tokens[static_cast<size_t>(c)]), 16));
+      W = std::max(W, width_of(labels.back()));
+    }
+  auto pad = [&](const std::string& t) { return " " + std::string(W - std::min(W, width_of(t)), ' ') + t; };
   std::string line = fmt::format("{:<8}", heads ? "layer" : "layer\\pos");
-  for (int64_t c = 0; c < p.cols; ++c) line += fmt::format(" {:>5}", heads ? "H" + std::to_string(c) : std::to_string(c));
+  for (int64_t c = 0; c < p.cols; ++c) line += pad(heads ? "H" + std::to_string(c) : std::to_string(c));
   fmt::print("{}\n", style(line, fmt::emphasis::bold));
   if (!heads) {
     line = fmt::format("{:<8}", "token");
-    for (int64_t c = 0; c < p.cols; ++c) {
-      std::string t = vocablens::cli::first_columns(tok.display(p.clean_tokens[static_cast<size_t>(c)]), 5);
-      size_t cols = 0;
-      for (unsigned char ch : t) cols += (ch & 0xC0) != 0x80;
-      line += " " + std::string(5 - cols, ' ') + t;
-    }
+    for (const auto& t : labels) line += pad(t);
     fmt::print("{}\n", line);
   }
   for (int64_t l = 0; l < p.rows; ++l) {
@@ -72,7 +83,7 @@ void print_patch(const vocablens::PatchResult& p, const vocablens::Tokenizer& to
         else if (v <= -0.1) s = fmt::format(fmt::fg(fmt::terminal_color::red), "{}", s);
         else s = fmt::format(fmt::emphasis::faint, "{}", s);
       }
-      line += " " + s;
+      line += " " + std::string(W - 5, ' ') + s;
     }
     fmt::print("{}\n", line);
   }
