@@ -97,7 +97,8 @@ show_generic(r, skip={"heads"})
 
 void register_attribution_report(ResultKinds& k) {
   k.add({"logit_attribution", "Direct logit attribution", 12, "Direct logit attribution", render_attribution, kNotebook,
-         nullptr});
+         nullptr,
+         {{"heads", "L H"}, {"mlps", "L"}}});
 }
 
 }  // namespace vocablens::kinds

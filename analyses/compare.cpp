@@ -1,6 +1,8 @@
 // Two logit-lens runs compared layer by layer and position by position (vocablens/compare.hpp).
 #include "vocablens/compare.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -55,6 +57,16 @@ std::string str_at(const nlohmann::json& j, const char* key) {
   return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
 }
 
+// A label or token string of a run is copied into every cell of the comparison's tables (layers x
+// positions): one of 10 MB cost 1.1 GB. Real ones are a few bytes; past 4 KB the run was edited.
+constexpr size_t kMaxLabelBytes = 4096;
+const std::string& bounded(const std::string& s, const std::string& run, const std::string& what) {
+  if (s.size() > kMaxLabelBytes)
+    throw UsageError(run + ": " + what + " is " + std::to_string(s.size()) + " bytes long; labels and tokens longer than " +
+                     std::to_string(kMaxLabelBytes) + " bytes are refused (an edited result?)");
+  return s;
+}
+
 Run unpack(const Result& r, const std::string& name) {
   if (r.kind != "logit_lens")
     throw UsageError(name + ": a '" + r.kind + "' result, not a logit_lens run (compare reads `vocablens lens --out` runs)");
@@ -81,7 +93,7 @@ Run unpack(const Result& r, const std::string& name) {
       const auto& e = (*lays)[static_cast<size_t>(l)];
       if (e.is_object() && e.contains("label") && e["label"].is_string()) lab = e["label"].get<std::string>();
     }
-    u.layers.push_back(lab);
+    u.layers.push_back(bounded(lab, name, "the label of layer " + std::to_string(l)));
   }
   const nlohmann::json* toks = r.summary.contains("tokens") ? &r.summary["tokens"] : nullptr;
   for (int64_t t = 0; t < u.T; ++t) {
@@ -91,8 +103,8 @@ Run unpack(const Result& r, const std::string& name) {
       if (!str_at(e, "token").empty()) tok = str_at(e, "token");
       tgt = str_at(e, "target");
     }
-    u.tokens.push_back(tok);
-    u.targets.push_back(tgt);
+    u.tokens.push_back(bounded(tok, name, "the token at position " + std::to_string(t)));
+    u.targets.push_back(bounded(tgt, name, "the target at position " + std::to_string(t)));
   }
   if (auto it = r.arrays.find("log_probs"); it != r.arrays.end()) {
     const NdArray& lp = it->second;
@@ -102,6 +114,25 @@ Run unpack(const Result& r, const std::string& name) {
       throw UsageError(name + ": log_probs has " + std::to_string(lp.shape[2]) + " columns, the vocabulary " + std::to_string(u.V));
     u.V = lp.shape[2];
     u.log_probs = &lp;
+    // The KL below is right only for log-probabilities: each row must be <= 0 and sum (as probabilities)
+    // to 1. Rows holding NaN (a NaN lens row under --allow-nonfinite) stay NaN in the KL.
+    const float* p = reinterpret_cast<const float*>(lp.bytes.data());
+    for (int64_t row = 0; row < u.n * u.T && u.V > 0; ++row) {
+      const float* x = p + row * u.V;
+      double mx = -std::numeric_limits<double>::infinity();
+      bool nan = false;
+      for (int64_t v = 0; v < u.V; ++v) {
+        if (std::isnan(x[v])) nan = true;
+        mx = std::max(mx, static_cast<double>(x[v]));
+      }
+      if (nan) continue;
+      double sum = 0;
+      for (int64_t v = 0; v < u.V; ++v) sum += std::exp(static_cast<double>(x[v]));
+      if (!(mx <= 1e-4) || !(std::abs(sum - 1.0) <= 1e-3))
+        throw UsageError(name + ": log_probs at layer " + std::to_string(row / u.T) + ", position " + std::to_string(row % u.T) +
+                         " are not log-probabilities (their probabilities sum to " + fmt::format("{:.6g}", sum) +
+                         ", largest log-probability " + fmt::format("{:.6g}", mx) + ")");
+    }
   }
   return u;
 }

@@ -125,7 +125,8 @@ show_generic(r, skip={"prob_a", "prob_b", "delta_prob", "rank_a", "rank_b", "del
 }  // namespace
 
 void register_compare_report(ResultKinds& k) {
-  k.add({"lens_compare", "Two logit-lens runs compared", 16, "Two logit-lens runs compared", render_compare, kNotebook, nullptr});
+  k.add({"lens_compare", "Two logit-lens runs compared", 16, "Two logit-lens runs compared", render_compare, kNotebook, nullptr,
+         {{"prob_a", "L T"}, {"prob_b", "L T"}, {"delta_prob", "L T"}, {"rank_a", "L T"}, {"rank_b", "L T"}, {"delta_rank", "L T"}, {"kl_ab", "L T"}, {"kl_ba", "L T"}}});
 }
 
 }  // namespace vocablens::kinds

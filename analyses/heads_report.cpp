@@ -154,7 +154,8 @@ Result example(const ExampleInput&) {
 }  // namespace
 
 void register_heads_report(ResultKinds& k) {
-  k.add({"heads", "Attention heads in vocabulary space", 4, "Attention heads", render_heads, kNotebook, example});
+  k.add({"heads", "Attention heads in vocabulary space", 4, "Attention heads", render_heads, kNotebook, example,
+         {{"circuit_index", "C 3"}, {"pair_ids", "C K 2"}, {"pair_values", "C K"}, {"copying_score", "C"}, {"weight_copying_score", "C"}, {"singular_values", "C S"}, {"eigenvalues_real", "C S"}, {"eigenvalues_imag", "C S"}, {"weight_singular_values", "C S"}, {"weight_eigenvalues_real", "C S"}, {"weight_eigenvalues_imag", "C S"}, {"per_token_ids", "C N P"}, {"per_token_values", "C N P"}}});
 }
 
 }  // namespace vocablens::kinds

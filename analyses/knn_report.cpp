@@ -34,7 +34,8 @@ Result example(const ExampleInput&) {
 }  // namespace
 
 void register_knn_report(ResultKinds& k) {
-  k.add({"knn", "Nearest-neighbour graph", 9, "Nearest neighbours", nullptr, "", example});
+  k.add({"knn", "Nearest-neighbour graph", 9, "Nearest neighbours", nullptr, "", example,
+         {{"indices", "Q K"}, {"scores", "Q K"}, {"rows", "Q"}, {"in_degree", "N"}}});
 }
 
 }  // namespace vocablens::kinds

@@ -14,6 +14,7 @@
 
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/nonfinite.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/tuned_lens.hpp"
 #include "vocablens/unembed.hpp"
@@ -159,6 +160,13 @@ void LensEngine::run_normalised(const at::Tensor& normed, const std::vector<int6
       o.top_vals = s.top_vals.data() + at * static_cast<size_t>(k);
       o.top_ids = s.top_ids.data() + at * static_cast<size_t>(k);
       row_stats(zp + r * V, V, q, o, o_.scalar_kernel);
+      // Under the default policy the weights and the model's activations were checked finite, so a row whose
+      // logits are not (or whose softmax overflows) comes from finite values too large for float32 (a 3e38
+      // embedding row, translators of 1e19): refused like non-finite input instead of NaN rows and exit 0.
+      if (o.nonfinite && nonfinite_policy() == NonFinitePolicy::Refuse)
+        throw NonFiniteError("logit lens: the logits of " + layers_[static_cast<size_t>(li)].hook + " at position " +
+                             std::to_string(t) + " overflow float32 (non-finite or too large for the softmax) although every "
+                             "weight is finite: finite values too large for the analysis (an edited checkpoint or tuned lens?)");
       s.lse[at] = o.lse;
       s.entropy[at] = o.entropy;
       s.dot_pf[at] = o.dot_pf;

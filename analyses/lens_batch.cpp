@@ -8,18 +8,20 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/token_id.hpp"
 #include "vocablens/tuned_lens.hpp"
+#include "util/regular_file.hpp"
 
 namespace vocablens {
 
 std::vector<LensPrompt> read_lens_prompts(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw FormatError(path, "cannot read the prompts file");
+  // A regular file of bounded size: /dev/zero or a FIFO would be read forever or block (regular_file.hpp).
+  std::istringstream in(detail::read_regular_file(path, detail::kMaxTextListBytes, "prompts files"));
   std::vector<std::string> lines;
   std::string line;
   while (std::getline(in, line)) {

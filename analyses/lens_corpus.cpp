@@ -14,6 +14,7 @@
 #include "vocablens/lens_corpus.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "util/regular_file.hpp"
 
 namespace vocablens {
 namespace {
@@ -54,6 +55,8 @@ CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const s
     throw UsageError("--window must be in [2, " + std::to_string(n_ctx) + "] (got " + std::to_string(W) + ")");
   if (opts.chunk_bytes < 16) throw UsageError("chunk_bytes must be at least 16");
 
+  // Streamed, so any size; but a regular file: /dev/zero never ends and a FIFO blocks (regular_file.hpp).
+  detail::check_regular_file(path, detail::kMaxCorpusBytes, "corpora");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw FormatError(path, std::string("cannot read: ") + std::strerror(errno));
   f.seekg(0, std::ios::end);

@@ -234,7 +234,8 @@ Result example(const ExampleInput& in) {
 }  // namespace
 
 void register_lens_report(ResultKinds& k) {
-  k.add({"logit_lens", "Logit lens", 0, "Logit lens", render_logit_lens, kNotebook, example});
+  k.add({"logit_lens", "Logit lens", 0, "Logit lens", render_logit_lens, kNotebook, example,
+         {{"tokens", "T"}, {"targets", "T"}, {"top_ids", "L T K"}, {"top_probs", "L T K"}, {"topk_probs", "L T K"}, {"top_k_probs", "L T K"}, {"entropy", "L T"}, {"entropies", "L T"}, {"top1_prob", "L T"}, {"top1_probs", "L T"}, {"max_prob", "L T"}, {"kl_final", "L T"}, {"cross_entropy", "L T"}, {"logsumexp", "L T"}, {"target_prob", "L T"}, {"target_logprob", "L T"}, {"target_rank", "L T"}, {"log_probs", "L T V"}}});
 }
 
 }  // namespace vocablens::kinds

@@ -24,7 +24,8 @@ Result example(const ExampleInput&) {
 }  // namespace
 
 void register_neighbours_report(ResultKinds& k) {
-  k.add({"neighbours", "Nearest neighbours", 8, "Nearest neighbours", nullptr, "", example});
+  k.add({"neighbours", "Nearest neighbours", 8, "Nearest neighbours", nullptr, "", example,
+         {{"query_vector", "D"}}});
 }
 
 }  // namespace vocablens::kinds

@@ -51,7 +51,8 @@ show_generic(r, skip={"restored", "metric"})
 }  // namespace
 
 void register_patching_report(ResultKinds& k) {
-  k.add({"activation_patching", "Activation patching", 11, "Activation patching", render_patching, kNotebook, nullptr});
+  k.add({"activation_patching", "Activation patching", 11, "Activation patching", render_patching, kNotebook, nullptr,
+         {{"restored", "R C"}, {"metric", "R C"}}});
 }
 
 }  // namespace vocablens::kinds

@@ -69,11 +69,23 @@ at::Tensor rotary_position_features(int64_t n, const at::Tensor& inv_freq) {
   return P.to(at::kFloat);
 }
 
+namespace {
+// The analysis holds an [n, n] float cosine matrix (and an [n, n] SVD workspace): 2^15 positions are 4 GB.
+constexpr int64_t kMaxPositions = int64_t{1} << 15;
+void check_position_count(int64_t n) {
+  if (n > kMaxPositions)
+    throw UsageError(fmt::format("{} positions would need an {} x {} cosine matrix ({:.0f} GB); analyse at most {} "
+                                 "(--max-positions)", n, n, n, 4.0 * static_cast<double>(n) * static_cast<double>(n) / 1e9,
+                                 kMaxPositions));
+}
+}  // namespace
+
 PositionResult position_structure(const at::Tensor& P0, const std::string& source, const PositionOptions& opts, double base) {
   if (!P0.defined() || P0.dim() != 2 || P0.size(0) < 2 || P0.size(1) < 1)
     throw UsageError("position_structure: expected a position matrix [n >= 2, dim]");
   at::Tensor P = P0.to(at::kFloat).contiguous();
   if (opts.max_positions > 0 && P.size(0) > opts.max_positions) P = P.narrow(0, 0, opts.max_positions).contiguous();
+  check_position_count(P.size(0));
   PositionResult r;
   r.source = source;
   r.base = base;
@@ -168,6 +180,9 @@ PositionResult position_structure(const Model& m, const PositionOptions& opts) {
   }
   int64_t n = cfg.n_ctx;
   if (opts.max_positions > 0) n = std::min(n, opts.max_positions);
+  // n comes from the model's metadata (a GGUF context_length of 2^30 is a few bytes): bounded here, before
+  // the [n, dim] features and the [n, n] cosine matrix are built.
+  if (src != PositionSource::Learned) check_position_count(n);
   switch (src) {
     case PositionSource::Learned:
       if (!m.W_pos().defined()) throw UsageError("this model has no learned position matrix W_pos");

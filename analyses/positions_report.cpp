@@ -144,7 +144,8 @@ Result example(const ExampleInput&) {
 }  // namespace
 
 void register_positions_report(ResultKinds& k) {
-  k.add({"positions", "Positional embeddings", 10, "Positional embeddings", render_positions, kNotebook, example});
+  k.add({"positions", "Positional embeddings", 10, "Positional embeddings", render_positions, kNotebook, example,
+         {{"cosine", "P P"}, {"cosine_by_offset", "P"}, {"singular_values", "S"}, {"explained_variance_ratio", "E"}, {"pc_scores", "P C"}, {"segment_cosine", "G G"}, {"segment_cos_to_token_pcs", "R D"}}});
 }
 
 }  // namespace vocablens::kinds

@@ -152,9 +152,11 @@ Result example(const ExampleInput& in) {
 }  // namespace
 
 void register_project_report(ResultKinds& k) {
-  k.add({"projection", "Hidden states projected into vocabulary space", 2, "Hidden states in vocabulary space", render_projection, kNotebook, example});
+  k.add({"projection", "Hidden states projected into vocabulary space", 2, "Hidden states in vocabulary space", render_projection, kNotebook, example,
+         {{"token_ids", "L P K"}, {"scores", "L P K"}, {"norms", "L P"}}});
   // The kind's older name, still read from earlier run directories.
-  k.add({"project", "Projection into vocabulary space", 3, "Projection", render_projection, kNotebook, nullptr});
+  k.add({"project", "Projection into vocabulary space", 3, "Projection", render_projection, kNotebook, nullptr,
+         {{"token_ids", "L P K"}, {"scores", "L P K"}, {"norms", "L P"}}});
 }
 
 }  // namespace vocablens::kinds

@@ -98,7 +98,8 @@ Result example(const ExampleInput&) {
 }  // namespace
 
 void register_spectrum_report(ResultKinds& k) {
-  k.add({"spectrum", "Spectrum", 6, "Spectrum", spectrum_figures, kNotebook, example});
+  k.add({"spectrum", "Spectrum", 6, "Spectrum", spectrum_figures, kNotebook, example,
+         {{"singular_values", "K"}, {"right_vectors", "K D"}, {"energy_ratio", "K"}, {"row_norms", "R"}}});
 }
 
 }  // namespace vocablens::kinds

@@ -9,6 +9,7 @@
 
 #include "vocablens/error.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "util/regular_file.hpp"
 
 namespace vocablens {
 
@@ -65,8 +66,7 @@ std::optional<std::vector<int64_t>> allowed_tokens(int64_t V, const TokenFilter&
 }
 
 std::vector<int64_t> read_token_id_list(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw FormatError(path, "cannot read token list");
+  std::istringstream f(detail::read_regular_file(path, detail::kMaxTextListBytes, "token lists"));
   std::vector<int64_t> ids;
   std::string line;
   int64_t lineno = 0;

@@ -13,6 +13,7 @@
 #include "vocablens/model.hpp"
 #include "vocablens/sha256.hpp"
 #include "vocablens/tensor_store.hpp"
+#include "util/regular_file.hpp"
 
 namespace vocablens {
 namespace fs = std::filesystem;
@@ -66,11 +67,7 @@ bool TunedLens::matches_unembedding(const Model& m) const {
 namespace {
 
 std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw FormatError(path, "cannot read");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return detail::read_regular_file(path, detail::kMaxSmallJsonBytes, "config files");  // not /dev/zero, not a FIFO
 }
 
 TunedLensConfig parse_config(const std::string& path) {

@@ -18,6 +18,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/npy.hpp"
 #include "vocablens/report.hpp"
+#include "vocablens/result_kinds.hpp"
 #include "run_directory.hpp"
 
 namespace vocablens {
@@ -587,6 +588,7 @@ std::vector<Result> read_run_directory(const std::string& dir, const std::string
     try {
       detail::verify_result_files(j, dir, path);  // issue #16: mixed or partial directories are reported
       out.push_back(result_from_json(j, dir, path));
+      detail::check_result_shapes(out.back(), path);  // the figures index one array by another's sizes
     } catch (const nlohmann::json::exception& e) {
       throw FormatError(path, std::string("malformed result: ") + e.what());
     }

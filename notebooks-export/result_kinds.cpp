@@ -3,7 +3,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
+#include <sstream>
 #include <stdexcept>
+
+#include "vocablens/error.hpp"
 
 namespace vocablens {
 
@@ -50,3 +54,55 @@ std::string kind_title(const std::string& kind) {
 }
 
 }  // namespace vocablens
+
+// ---- declared shapes (ResultKind::shapes) ----
+
+namespace vocablens::detail {
+
+namespace {
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
+}
+}  // namespace
+
+void check_result_shapes(const Result& r, const std::string& path) {
+  const ResultKind* k = result_kinds().find(r.kind);
+  if (!k) return;
+  struct Binding {
+    int64_t size;
+    std::string array;
+  };
+  std::map<std::string, Binding> bound;  // symbol -> the size the first array using it gave, and that array
+  for (const auto& [name, spec] : k->shapes) {
+    auto it = r.arrays.find(name);
+    if (it == r.arrays.end()) continue;  // optional arrays (written only with some options)
+    const std::vector<int64_t>& shape = it->second.shape;
+    std::vector<std::string> dims;
+    std::istringstream in(spec);
+    for (std::string d; in >> d;) dims.push_back(d);
+    const std::string declared = "[" + spec + "]";
+    auto refuse = [&](const std::string& why) {
+      throw FormatError(path, "array '" + name + "' has shape " + shape_text(shape) + ", but a " + r.kind + " result's '" +
+                                  name + "' is " + declared + why +
+                                  " (arrays of different runs put together, or edited); the result is refused");
+    };
+    if (dims.size() != shape.size()) refuse("");
+    for (size_t i = 0; i < dims.size(); ++i) {
+      const std::string& d = dims[i];
+      if (std::isdigit(static_cast<unsigned char>(d[0]))) {
+        if (shape[i] != std::stoll(d)) refuse("");
+        continue;
+      }
+      auto b = bound.find(d);
+      if (b == bound.end()) {
+        bound[d] = {shape[i], name};
+      } else if (b->second.size != shape[i]) {
+        refuse(" with " + d + " = " + std::to_string(b->second.size) + " from '" + b->second.array + "'");
+      }
+    }
+  }
+}
+
+}  // namespace vocablens::detail

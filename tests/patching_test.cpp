@@ -150,7 +150,9 @@ TEST_CASE("vocablens patch on the command line") {
                                      "'When John and Mary went to the store, John gave a drink to' --target ' John' "
                                      "--wrong ' Mary' --over heads --format json 2>&1",
                                out) == 0);
-  auto j = nlohmann::json::parse(out);
+  // stderr comes first: the warning that this pair barely moves the metric on the tiny model.
+  CHECK_THAT(out, Catch::Contains("warning: the clean and corrupt runs differ by only"));
+  auto j = nlohmann::json::parse(out.substr(out.find('{')));
   CHECK(j["kind"] == "activation_patching");
   CHECK(j["summary"]["column_kind"] == "head");
   REQUIRE(vl_test::run_command(cli + " --clean 'When John and Mary went' --corrupt 'When Mary and John went' "

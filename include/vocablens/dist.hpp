@@ -28,5 +28,9 @@ void allreduce_sum(float* data, int64_t n);
 /// Maximum over ranks (for "did any rank fail").
 int64_t allreduce_max(int64_t v);
 void barrier();
+/// Ends the whole job when this process is one of several ranks: MPI_Abort(MPI_COMM_WORLD, code), so that a
+/// rank that failed (bad input met only in its share of the work) does not leave the others waiting in a
+/// reduction forever. With one rank (or without MPI) it returns and the caller exits as usual.
+void abort_job(int code);
 
 }  // namespace vocablens::dist

@@ -11,6 +11,7 @@
 //     mine.report = draw_mine;                 // void(report_detail::Section&): the kind's own figures
 //     mine.notebook_code = "...python...";     // runs after r = load_result(kind); A, S = arrays, summary
 //     mine.example = my_example;               // Result(const ExampleInput&), for `report --example`
+//     mine.shapes = {{"tokens", "T"}, {"scores", "L T"}};   // checked whenever a run directory is read
 //     k.add(std::move(mine));
 //   }
 //   }
@@ -26,6 +27,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "vocablens/result.hpp"
@@ -57,6 +59,12 @@ struct ResultKind {
   /// A synthetic result shaped like the analysis's own output, for `vocablens report --example` (a preview
   /// of the report and notebook without a model). Empty: the kind has none.
   std::function<Result(const ExampleInput&)> example;
+  /// The shapes of the kind's arrays, by array name: dimensions separated by spaces, each a number or a
+  /// symbol bound by the first array that uses it ({"tokens", "T"}, {"entropy", "L T"}). Every reader of a
+  /// run directory (read_run_directory: `report`, the notebook, Python's load_results) refuses a result
+  /// whose arrays disagree with these (arrays of different runs put together), so the figures never see
+  /// an entropy of [5, 17] beside 16 tokens. Arrays not listed are shown generically, whatever their shape.
+  std::vector<std::pair<std::string, std::string>> shapes;
 };
 
 class ResultKinds {
@@ -82,6 +90,10 @@ int report_order(const std::string& kind);
 std::string kind_title(const std::string& kind);
 
 namespace detail {
+/// Throws FormatError(path, ...) when an array of `r` disagrees with its kind's declared shapes (wrong rank,
+/// a number that differs, a symbol bound to two sizes), naming both arrays. Unknown kinds: nothing to check.
+void check_result_shapes(const Result& r, const std::string& path);
+
 /// Defined by the build (builtin_result_kinds.cpp): calls every analyses/*_report.cpp's register function.
 void register_builtin_result_kinds(ResultKinds& k);
 }  // namespace detail

@@ -84,7 +84,9 @@ int run_generate(const GenerateOptions& o) {
   if (o.steer.empty() && (o.steer_layer != -1 || o.steer_scale != 4.0))
     throw vocablens::UsageError("--steer-layer and --steer-scale need --steer PLUS-MINUS");
   if (o.steer_layer < -1) throw vocablens::UsageError("--steer-layer must be >= 0");
-  std::vector<int64_t> ids;
+  // Steered text means little alone: the unsteered continuation of the same prompt is printed above it.
+  std::vector<int64_t> ids, plain;
+  std::string steer_label;
   if (!o.steer.empty()) {
     std::string shown;
     at::Tensor v = steering_vector(m, tok.get(), o.steer, shown);
@@ -94,19 +96,34 @@ int run_generate(const GenerateOptions& o) {
                                   std::to_string(c.n_layers - 1) + ")");
     fmt::print(stderr, "steering: {:+g} x ({}) added to blocks.{}.hook_resid_pre at every position (|v| = {:.4f})\n",
                o.steer_scale, shown, layer, v.norm().item<double>());
+    plain = m.generate_greedy(prompt, steps, stop);
     ids = vocablens::generate_greedy_with_hooks(m, prompt, steps, stop, vocablens::steering_hooks(v, layer, o.steer_scale));
+    steer_label = fmt::format("steered ({:+g} x {}, layer {})", o.steer_scale, shown, layer);
   } else {
     ids = m.generate_greedy(prompt, steps, stop);
   }
-  if (!ids.empty() && ids.back() == stop && stop >= 0 && ids.size() > prompt.size()) ids.pop_back();
+  auto trim = [&](std::vector<int64_t>& x) {
+    if (!x.empty() && x.back() == stop && stop >= 0 && x.size() > prompt.size()) x.pop_back();
+  };
+  trim(ids);
+  trim(plain);
   if (o.print_ids || !tok) {
     if (!tok) std::cerr << "vocablens: no tokenizer found beside the model; printing ids (use --tokenizer)\n";
-    fmt::print("{}\n", fmt::join(ids, " "));
+    if (!steer_label.empty()) {
+      fmt::print("unsteered: {}\n", fmt::join(plain, " "));
+      fmt::print("{}: {}\n", steer_label, fmt::join(ids, " "));
+    } else {
+      fmt::print("{}\n", fmt::join(ids, " "));
+    }
     return 0;
   }
-  std::string text = tok->decode(ids);
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fputc('\n', stdout);
+  auto put = [](const std::string& label, const std::string& text) {
+    if (!label.empty()) std::fputs((label + ": ").c_str(), stdout);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fputc('\n', stdout);
+  };
+  if (!steer_label.empty()) put("unsteered", tok->decode(plain));
+  put(steer_label, tok->decode(ids));
   return 0;
 }
 
@@ -122,7 +139,8 @@ vocablens::cli::Register reg{
       sub.add_option("-n", o->runc_n,
                      "run.c's -n: positions to run counting the prompt (prints n - prompt tokens + 1 new tokens; "
                      "0 or more than the context = the context). Unlike --steps, which counts new tokens only")
-          ->excludes(steps);
+          ->excludes(steps)
+          ->check(CLI::NonNegativeNumber);  // -5 is a mistake, not "unset" (exit 2)
       sub.add_option("--prompt,-p", o->prompt, "Prompt text (encoded with the model's tokenizer)");
       sub.add_option("--prompt-ids", o->prompt_ids, "Prompt as token ids, e.g. --prompt-ids 1 403 407")->delimiter(',');
       sub.add_option("--tokenizer,-z", o->tokenizer, "Tokenizer file or directory when it is not beside the model");

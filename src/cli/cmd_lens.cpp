@@ -372,8 +372,9 @@ vocablens::cli::Register reg{
                      "train`, or the tuned-lens package's params.pt + config.json)");
       sub.add_option("--prompts", o->prompts,
                      "Many prompts: a file with one prompt per line, or JSON Lines {\"prompt\": ..., \"target\": ...}");
-      sub.add_option("--window", o->window, "Corpus window in tokens (default: the model's context)");
-      sub.add_option("--max-tokens", o->max_tokens, "Corpus: stop after this many predicted tokens");
+      // Counts are checked when parsed (exit 2): -5 or 0 must not silently mean "the default".
+      sub.add_option("--window", o->window, "Corpus window in tokens (default: the model's context)")->check(CLI::Range(int64_t{2}, INT64_MAX));
+      sub.add_option("--max-tokens", o->max_tokens, "Corpus: stop after this many predicted tokens")->check(CLI::PositiveNumber);
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
       sub.add_flag("--bos", o->bos, "Prepend the BOS token to the prompt");
       sub.add_flag("--no-bos", o->no_bos, "Do not prepend BOS (llama2.c tokenizers add it by default)");

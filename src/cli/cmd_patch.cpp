@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "cli/command.hpp"
 #include "cli/output.hpp"
@@ -48,17 +50,26 @@ void print_patch(const vocablens::PatchResult& p, const vocablens::Tokenizer& to
   if (p.degenerate)
     fmt::print("the clean and corrupt runs give the same metric: the normalisation is undefined (cells '-'); "
                "raw values are in the JSON/CSV output\n");
+  // Columns as wide as the longest token label (up to 16 columns), so " Tower" is not cut to " Towe".
+  auto width_of = [](const std::string& t) {
+    size_t cols = 0;
+    for (unsigned char ch : t) cols += (ch & 0xC0) != 0x80;
+    return cols;
+  };
+  size_t W = 5;
+  std::vector<std::string> labels;
+  if (!heads)
+    for (int64_t c = 0; c < p.cols; ++c) {
+      labels.push_back(vocablens::cli::first_columns(tok.display(p.clean_tokens[static_cast<size_t>(c)]), 16));
+      W = std::max(W, width_of(labels.back()));
+    }
+  auto pad = [&](const std::string& t) { return " " + std::string(W - std::min(W, width_of(t)), ' ') + t; };
   std::string line = fmt::format("{:<8}", heads ? "layer" : "layer\\pos");
-  for (int64_t c = 0; c < p.cols; ++c) line += fmt::format(" {:>5}", heads ? "H" + std::to_string(c) : std::to_string(c));
+  for (int64_t c = 0; c < p.cols; ++c) line += pad(heads ? "H" + std::to_string(c) : std::to_string(c));
   fmt::print("{}\n", style(line, fmt::emphasis::bold));
   if (!heads) {
     line = fmt::format("{:<8}", "token");
-    for (int64_t c = 0; c < p.cols; ++c) {
-      std::string t = vocablens::cli::first_columns(tok.display(p.clean_tokens[static_cast<size_t>(c)]), 5);
-      size_t cols = 0;
-      for (unsigned char ch : t) cols += (ch & 0xC0) != 0x80;
-      line += " " + std::string(5 - cols, ' ') + t;
-    }
+    for (const auto& t : labels) line += pad(t);
     fmt::print("{}\n", line);
   }
   for (int64_t l = 0; l < p.rows; ++l) {
@@ -72,13 +83,15 @@ void print_patch(const vocablens::PatchResult& p, const vocablens::Tokenizer& to
         else if (v <= -0.1) s = fmt::format(fmt::fg(fmt::terminal_color::red), "{}", s);
         else s = fmt::format(fmt::emphasis::faint, "{}", s);
       }
-      line += " " + s;
+      line += " " + std::string(W - 5, ' ') + s;
     }
     fmt::print("{}\n", line);
   }
   fmt::print("(rows: {} of each layer{})\n", p.row_hooks.empty() ? "" : p.row_hooks[0].substr(p.row_hooks[0].find(".hook") + 1),
              heads ? ", one head's z at every position" : ", one position");
 }
+
+constexpr double kMinMeaningfulDiff = 0.25;
 
 int run_patch(const PatchCliOptions& o) {
   if (o.clean.empty() || o.corrupt.empty()) throw UsageError("give both --clean TEXT and --corrupt TEXT");
@@ -108,6 +121,16 @@ int run_patch(const PatchCliOptions& o) {
     };
   auto p = vocablens::activation_patching(m, clean, corrupt, po);
   if (bar) fmt::print(stderr, "\r{}\r", std::string(40, ' '));
+  // Every cell is divided by (clean - corrupt): when the corruption barely moves the metric, float noise and
+  // tiny effects become "restored 0.45". Below a quarter of a logit (the answer's odds change by < 1.3x) the
+  // table is reported with a warning, not silently.
+  const double diff = p.clean_metric - p.corrupt_metric;
+  if (!p.degenerate && std::abs(diff) < kMinMeaningfulDiff)
+    fmt::print(stderr,
+               "vocablens: warning: the clean and corrupt runs differ by only {:.4f} in the metric (clean {:.4f}, corrupt "
+               "{:.4f}); every cell is divided by this difference, so the table mostly shows noise. Choose a corruption "
+               "that changes the answer more (|clean - corrupt| >= {:g})\n",
+               diff, p.clean_metric, p.corrupt_metric, kMinMeaningfulDiff);
   auto r = p.to_result(tok.get(), o.clean, o.corrupt);
   vocablens::cli::fill_provenance(r, m);
   r.provenance["tokenizer"] = tok->source();

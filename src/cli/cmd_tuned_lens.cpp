@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 
@@ -149,7 +150,7 @@ vocablens::cli::Register reg{
       t->add_option("--steps", c->train.steps, "Optimisation steps (default 250)");
       t->add_option("--tokens-per-step", c->train.tokens_per_step,
                     "Tokens per step, rounded down to whole windows, at least one (default 262144 = 2^18)");
-      t->add_option("--window", c->train.window, "Tokens per training window (default: the model's context)");
+      t->add_option("--window", c->train.window, "Tokens per training window (default: the model's context)")->check(CLI::Range(int64_t{2}, INT64_MAX));
       t->add_option("--micro-batch", c->train.micro_batch, "Windows per forward pass (default: about 64k tokens)");
       t->add_option("--lr-scale", c->train.lr_scale, "SGD learning rate = lr-scale * (1 - momentum) (default 1.0)");
       t->add_option("--momentum", c->train.momentum, "Nesterov momentum (default 0.9)");
@@ -170,8 +171,9 @@ vocablens::cli::Register reg{
       e->add_option("MODEL", c->model, vocablens::cli::kModelHelp)->required();
       e->add_option("--tuned", c->tuned, "Tuned lens directory (vocablens or the tuned-lens package's params.pt)")->required();
       e->add_option("--corpus", c->corpus, "Held-out text (not used in training)")->required();
-      e->add_option("--window", c->eval.window, "Tokens per window (default: the model's context)");
-      e->add_option("--max-tokens", c->eval.max_tokens, "Stop after this many predicted tokens");
+      // Counts are checked when parsed (exit 2): -5 or 0 must not silently mean "the default".
+      e->add_option("--window", c->eval.window, "Tokens per window (default: the model's context)")->check(CLI::Range(int64_t{2}, INT64_MAX));
+      e->add_option("--max-tokens", c->eval.max_tokens, "Stop after this many predicted tokens")->check(CLI::PositiveNumber);
       e->add_option("--tokenizer", c->tokenizer, "Tokenizer file or directory (default: found beside the model)");
       vocablens::cli::add_output_options(*e, c->out);
       auto* s = c->sample_cmd = sub.add_subcommand(

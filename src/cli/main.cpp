@@ -12,6 +12,7 @@
 #include "cli/command.hpp"
 #include "cli/signals.hpp"
 #include "cli/suggest.hpp"
+#include "vocablens/dist.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/interrupt.hpp"
 #include "vocablens/model.hpp"
@@ -80,33 +81,39 @@ int main(int argc, char** argv) {
   // instruction set for the commands that train from a seed (cli/blas_kernels.hpp).
   cli::reexec_with_fast_blas_kernels(argv, app.got_subcommand("train") || app.got_subcommand("demo"));
   if (allow_nonfinite) set_nonfinite_policy(NonFinitePolicy::Warn);
-  try {
-    init_runtime();
-    set_compute_dtype(compute_dtype_from_string(dtype));
-    for (auto& [sub, run] : runners)
-      if (sub->parsed()) return run();
-  } catch (const UsageError& e) {
-    std::cerr << "vocablens: error: " << e.what() << "\n";
-    return 2;
-  } catch (const Interrupted& e) {
-    std::cerr << "vocablens: " << e.what() << "\n";
-    return e.exit_code();
-  } catch (const NonFiniteError& e) {
-    std::cerr << "vocablens: error: " << e.what() << " (--allow-nonfinite continues anyway)\n";
-    return 1;
-  } catch (const Error& e) {
-    std::cerr << "vocablens: error: " << e.what() << "\n";
-    return 1;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "vocablens: error: out of memory\n";
-    return 1;
-  } catch (const std::exception& e) {
-    // Anything else is a bug or a LibTorch check: still one line, still a non-zero exit.
-    std::string msg = e.what();
-    auto nl = msg.find('\n');
-    if (nl != std::string::npos) msg = msg.substr(0, nl);
-    std::cerr << "vocablens: internal error: " << msg << "\n";
-    return 3;
-  }
-  return 0;
+  // Under mpirun, a rank that fails ends every rank (dist::abort_job): the others would otherwise wait in
+  // their next reduction forever.
+  const int code = [&]() -> int {
+    try {
+      init_runtime();
+      set_compute_dtype(compute_dtype_from_string(dtype));
+      for (auto& [sub, run] : runners)
+        if (sub->parsed()) return run();
+    } catch (const UsageError& e) {
+      std::cerr << "vocablens: error: " << e.what() << "\n";
+      return 2;
+    } catch (const Interrupted& e) {
+      std::cerr << "vocablens: " << e.what() << "\n";
+      return e.exit_code();
+    } catch (const NonFiniteError& e) {
+      std::cerr << "vocablens: error: " << e.what() << " (--allow-nonfinite continues anyway)\n";
+      return 1;
+    } catch (const Error& e) {
+      std::cerr << "vocablens: error: " << e.what() << "\n";
+      return 1;
+    } catch (const std::bad_alloc&) {
+      std::cerr << "vocablens: error: out of memory\n";
+      return 1;
+    } catch (const std::exception& e) {
+      // Anything else is a bug or a LibTorch check: still one line, still a non-zero exit.
+      std::string msg = e.what();
+      auto nl = msg.find('\n');
+      if (nl != std::string::npos) msg = msg.substr(0, nl);
+      std::cerr << "vocablens: internal error: " << msg << "\n";
+      return 3;
+    }
+    return 0;
+  }();
+  if (code != 0) vocablens::dist::abort_job(code);
+  return code;
 }

@@ -8,10 +8,15 @@
 #include "model/gguf_model.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <set>
+#include <vector>
+
+#include <ATen/Parallel.h>
 
 #include "checkpoint/mapped_file.hpp"
+#include "model/nonfinite.hpp"
 #include "vocablens/arch.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/weight.hpp"
@@ -41,20 +46,54 @@ struct Reader {
     if (have != ne)
       throw FormatError(g.path, "tensor '" + t.name + "' has ne " + dims(t.ne) + " but the metadata implies " + dims(ne));
   }
-  // [out, in] matrix (ggml ne {in, out}) in its stored type.
+  // [out, in] matrix (ggml ne {in, out}) in its stored type. Every weight is checked for NaN/Inf as the
+  // safetensors reader's are (vocablens/nonfinite.hpp), quantized ones through their dequantized values,
+  // so a NaN block scale is caught too.
   at::Tensor matrix(const std::string& name, int64_t out, int64_t in) {
     const auto& t = info(name);
     check(t, {in, out});
+    at::Tensor view;
     switch (t.type) {
-      case GgmlType::F32: return view_as_tensor(g.file, t.offset, {out, in}, {}, at::kFloat);
-      case GgmlType::F16: return view_as_tensor(g.file, t.offset, {out, in}, {}, at::kHalf);
-      case GgmlType::BF16: return view_as_tensor(g.file, t.offset, {out, in}, {}, at::kBFloat16);
+      case GgmlType::F32: view = view_as_tensor(g.file, t.offset, {out, in}, {}, at::kFloat); break;
+      case GgmlType::F16: view = view_as_tensor(g.file, t.offset, {out, in}, {}, at::kHalf); break;
+      case GgmlType::BF16: view = view_as_tensor(g.file, t.offset, {out, in}, {}, at::kBFloat16); break;
       default: break;
+    }
+    if (view.defined()) {
+      detail::check_weight_finite(view, name, g.path);
+      return view;
     }
     if (!ggml_can_dequantize(t.type))
       throw FormatError(g.path, "tensor '" + name + "' has type " + ggml_type_name(static_cast<uint32_t>(t.type)) +
                                     ", which vocablens cannot dequantize");
+    check_quantized_finite(t, name, out, in);
     return make_packed_weight(std::static_pointer_cast<const void>(g.file), g.tensor_data(t), t.type, out, in);
+  }
+  // Quantized rows dequantized one at a time (in parallel) and scanned; on a hit the whole matrix is
+  // dequantized once more so that the message is the one every format gives (count, first index).
+  void check_quantized_finite(const GgufTensorInfo& t, const std::string& name, int64_t out, int64_t in) {
+    int64_t block_values = 0;
+    size_t block_bytes = 0;
+    if (!ggml_block_layout(t.type, block_values, block_bytes) || block_values <= 0 || in % block_values != 0) return;
+    const size_t row_bytes = static_cast<size_t>(in / block_values) * block_bytes;
+    const auto* base = static_cast<const uint8_t*>(g.tensor_data(t));
+    std::atomic<bool> bad{false};
+    at::parallel_for(0, out, 64, [&](int64_t r0, int64_t r1) {
+      std::vector<float> row(static_cast<size_t>(in));
+      for (int64_t r = r0; r < r1 && !bad.load(std::memory_order_relaxed); ++r) {
+        dequantize_row(t.type, base + static_cast<size_t>(r) * row_bytes, row.data(), in);
+        for (float v : row)
+          if (!std::isfinite(v)) {
+            bad = true;
+            break;
+          }
+      }
+    });
+    if (!bad) return;
+    at::Tensor full = at::empty({out, in}, at::kFloat);
+    for (int64_t r = 0; r < out; ++r)
+      dequantize_row(t.type, base + static_cast<size_t>(r) * row_bytes, full.data_ptr<float>() + r * in, in);
+    detail::check_weight_finite(full, name, g.path);
   }
   // A vector (norm weight, bias) as float32.
   at::Tensor vec(const std::string& name, int64_t n) {
@@ -62,6 +101,7 @@ struct Reader {
     check(t, {n});
     at::Tensor v = at::empty({n}, at::kFloat);
     dequantize_row(t.type, g.tensor_data(t), v.data_ptr<float>(), n);
+    detail::check_weight_finite(v, name, g.path);
     return v;
   }
   at::Tensor opt_vec(const std::string& name, int64_t n) { return has(name) ? vec(name, n) : at::Tensor(); }
@@ -71,7 +111,9 @@ int64_t need_int(const GgufFile& g, const std::string& key) {
   if (!g.metadata.contains(key)) throw FormatError(g.path, "missing metadata '" + key + "'");
   if (!g.metadata[key].is_number_integer()) throw FormatError(g.path, "metadata '" + key + "' is " + g.metadata_types.at(key) + ", expected an integer");
   int64_t v = g.get_int(key, 0);
-  if (v <= 0 || v > (int64_t(1) << 40)) throw FormatError(g.path, "metadata '" + key + "' = " + std::to_string(v) + " is out of range");
+  // The bound config.json's counts have (model_config.cpp): a count no tensor could hold is a corrupt file.
+  if (v <= 0 || v > (int64_t(1) << 31))
+    throw FormatError(g.path, "metadata '" + key + "' = " + std::to_string(v) + " is out of range (1 .. 2^31)");
   return v;
 }
 int64_t opt_int(const GgufFile& g, const std::string& key, int64_t fallback) {
@@ -174,6 +216,10 @@ ModelConfig gguf_model_config(const GgufFile& g) {
   if (opt_int(g, a + "attention.value_length", c.d_head) != c.d_head)
     throw FormatError(g.path, "attention.value_length differs from attention.key_length (not supported)");
   if (c.n_heads % c.n_kv_heads != 0) throw FormatError(g.path, "attention.head_count is not a multiple of head_count_kv");
+  // Each count is in range, but their product sizes the q rows: it must fit too (2^31 * 2^31 wrapped).
+  if (c.n_heads * c.d_head > (int64_t(1) << 31))
+    throw FormatError(g.path, "attention.head_count " + std::to_string(c.n_heads) + " x head size " + std::to_string(c.d_head) +
+                                  " = " + std::to_string(c.n_heads * c.d_head) + " is out of range (at most 2^31)");
   const GgufTensorInfo* emb = g.find("token_embd.weight");
   if (!emb) throw FormatError(g.path, "missing tensor 'token_embd.weight'");
   if (emb->ne.size() != 2) throw FormatError(g.path, "tensor 'token_embd.weight' is not a matrix");
@@ -225,7 +271,16 @@ ModelConfig gguf_model_config(const GgufFile& g) {
     } else if (scaling != "none" && scaling != "linear") {
       throw FormatError(g.path, "rope scaling '" + scaling + "' is not supported");
     }
-    if (const GgufTensorInfo* rf = g.find("rope_freqs.weight")) fit_llama3_rope(g, *rf, rdim, c);
+    if (const GgufTensorInfo* rf = g.find("rope_freqs.weight")) {
+      // llama.cpp applies both (positions scaled, then each frequency divided); the runner has one scaling:
+      // refused rather than the linear factor silently dropped.
+      const bool linear = c.rope_scaling == ModelConfig::RopeScaling::Linear;
+      const double linear_factor = c.rope_factor;
+      fit_llama3_rope(g, *rf, rdim, c);
+      if (linear && c.rope_scaling != ModelConfig::RopeScaling::Linear)
+        throw FormatError(g.path, "linear rope scaling (" + a + "rope.scaling.factor " + std::to_string(linear_factor) +
+                                      ") together with a rope_freqs tensor of Llama-3.1 divisors is not supported");
+    }
     switch (A.family) {
       case Family::GPTNeoX:
         c.activation = Activation::Gelu;  // Pythia's hidden_act "gelu" (erf); llama.cpp runs tanh-approximate GELU

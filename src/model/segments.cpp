@@ -10,14 +10,12 @@
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tensor_store.hpp"
+#include "util/regular_file.hpp"
 
 namespace vocablens::detail {
 
 void attach_segments(const std::string& config_path, const TensorStore& st, ModelConfig& cfg, ModelWeights& w) {
-  std::ifstream f(config_path, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);  // read_hf_config has validated it
+  nlohmann::json j = nlohmann::json::parse(detail::read_regular_file(config_path, kMaxSmallJsonBytes, "config files"), nullptr, false);  // read_hf_config has validated it
   if (!j.is_object() || !j.contains("vocablens_segments")) return;
   const auto& v = j["vocablens_segments"];
   if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1024)

@@ -3,9 +3,11 @@
 // Bytes that are not valid UTF-8 are kept as they are (only valid stretches are normalized).
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "tokenizer/bpe_model.hpp"
+#include "vocablens/error.hpp"
 
 namespace vocablens::detail {
 namespace {
@@ -69,13 +71,16 @@ std::string lowercase(std::string_view s) {
   return out;
 }
 
-std::string replace_all(std::string_view s, const std::string& from, const std::string& to) {
+// Stops once the output passes `limit` (the caller refuses the text): one Replace of "a" by a long string
+// must not build terabytes first.
+std::string replace_all(std::string_view s, const std::string& from, const std::string& to, size_t limit) {
   std::string out;
-  out.reserve(s.size() + s.size() / 4);
+  out.reserve(std::min(limit, s.size() + s.size() / 4));
   size_t i = 0;
   for (;;) {
     size_t k = s.find(from, i);
     if (k == std::string_view::npos) break;
+    if (out.size() > limit) return out;
     out.append(s.data() + i, k - i);
     out += to;
     i = k + from.size();
@@ -88,7 +93,15 @@ std::string replace_all(std::string_view s, const std::string& from, const std::
 
 std::string BpeModel::normalize(std::string_view text, bool at_start) const {
   std::string s(text);
+  // What a normaliser can do to a text is bounded: Unicode forms grow a character at most 18-fold
+  // (utf8proc's longest decomposition), a Replace by its two lengths' ratio. A chain built to grow the text
+  // without end (24 Replace "a" -> "aa" make 2^24 bytes of each "a") is refused once the text is past
+  // 64 times its input (and 1 MB), before it is gigabytes.
+  const size_t limit = std::max<size_t>(size_t{1} << 20, 64 * text.size());
   for (const NormStep& st : norm) {
+    if (s.size() > limit)
+      throw FormatError(source, "the normalizer turns " + std::to_string(text.size()) + " bytes of text into more than " +
+                                    std::to_string(limit) + " bytes (a chain of Replace steps that keeps growing it?); refused");
     if (s.empty()) break;  // HF: normalizers leave an empty stretch empty (Prepend included)
     switch (st.kind) {
       case NormStep::kNfc: s = map_unicode(s, UTF8PROC_COMPOSE); break;
@@ -97,12 +110,15 @@ std::string BpeModel::normalize(std::string_view text, bool at_start) const {
       case NormStep::kNfkd: s = map_unicode(s, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT); break;
       case NormStep::kLowercase: s = lowercase(s); break;
       case NormStep::kPrepend: s = st.a + s; break;
-      case NormStep::kReplace: s = replace_all(s, st.a, st.b); break;
+      case NormStep::kReplace: s = replace_all(s, st.a, st.b, limit); break;
       case NormStep::kMetaPrepend:
         if ((!st.first_only || at_start) && s.compare(0, st.a.size(), st.a) != 0) s = st.a + s;
         break;
     }
   }
+  if (s.size() > limit)
+    throw FormatError(source, "the normalizer turns " + std::to_string(text.size()) + " bytes of text into more than " +
+                                  std::to_string(limit) + " bytes (a chain of Replace steps that keeps growing it?); refused");
   return s;
 }
 

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/spm_charsmap.hpp"
 #include "tokenizer/text_util.hpp"
 #include "vocablens/error.hpp"
 
@@ -114,6 +115,9 @@ std::unique_ptr<SentencePieceTokenizer::Impl> make_impl(const std::string& proto
   auto p = std::make_unique<SentencePieceTokenizer::Impl>();
   p->api = &shim(source);
   p->source = source;
+  // The normaliser walks the charsmap's trie without bounds checks: a corrupted one is refused here, before
+  // libsentencepiece sees it (spm_charsmap.hpp).
+  detail::check_spm_model(proto, source);
   char* err = nullptr;
   p->h = p->api->load(proto.data(), proto.size(), &err);
   if (!p->h) {

@@ -254,6 +254,12 @@ std::unique_ptr<BpeTokenizer> read_tokenizer_json(const std::string& path) {
   bool templ = false;
   if (j.contains("post_processor")) read_template(j["post_processor"], bos, eos, templ);
   if (templ) {
+    // The template's ids index the vocabulary: one outside it would be emitted as is (or, past 2^31, wrapped
+    // to another token by the int32 below).
+    for (auto [id, where] : {std::pair<int64_t, const char*>{bos, "before"}, {eos, "after"}})
+      if (id >= 0 && (id >= static_cast<int64_t>(result->present.size()) || !result->present[static_cast<size_t>(id)]))
+        bad(path, std::string("post_processor: the special token ") + where + " $A has id " + std::to_string(id) +
+                      ", which is not a token of the vocabulary (" + std::to_string(result->present.size()) + " ids)");
     result->add_bos_default = bos >= 0;
     result->add_eos_default = eos >= 0;
     if (bos >= 0) result->bos = static_cast<int32_t>(bos);

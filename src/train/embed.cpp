@@ -15,6 +15,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/npy.hpp"
 #include "vocablens/tensor_store.hpp"
+#include "util/regular_file.hpp"
 
 namespace vocablens {
 
@@ -36,10 +37,8 @@ namespace {
 
 nlohmann::json read_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw FormatError(path, "cannot open (no such file or not readable)");
   std::ostringstream ss;
-  ss << f.rdbuf();
+  ss << detail::read_regular_file(path, detail::kMaxSmallJsonBytes, "config files");  // not /dev/zero, not a FIFO
   detail::check_json_depth(ss.str(), path);  // a downloaded model directory is untrusted input too
   try {
     return nlohmann::json::parse(ss.str());

@@ -23,6 +23,7 @@
 #include "vocablens/tensor_store.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/wordpiece_trainer.hpp"
+#include "util/regular_file.hpp"
 
 namespace vocablens {
 namespace {
@@ -30,6 +31,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::string read_all(const std::string& path) {
+  detail::check_regular_file(path, detail::kMaxCorpusBytes, "files");  // not /dev/zero, not a FIFO
   std::ifstream f(path, std::ios::binary);
   if (!f) throw FormatError(path, "cannot open (no such file or not readable)");
   std::ostringstream ss;

@@ -20,6 +20,7 @@
 #include "vocablens/tensor_store.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/tuned_lens_train.hpp"
+#include "util/regular_file.hpp"
 
 namespace vocablens {
 namespace {
@@ -27,6 +28,7 @@ namespace fs = std::filesystem;
 
 // The corpus as tokens: read in 1 MB pieces cut after a line end, BOS only before the first piece.
 std::vector<int32_t> tokenize_file(const Tokenizer& tok, const std::string& path, uint64_t& bytes) {
+  detail::check_regular_file(path, detail::kMaxCorpusBytes, "corpora");  // not /dev/zero, not a FIFO
   std::ifstream f(path, std::ios::binary);
   if (!f) throw FormatError(path, "cannot read");
   std::vector<int32_t> out;

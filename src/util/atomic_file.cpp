@@ -55,6 +55,18 @@ void remove_pending_temp_files() noexcept {
 }
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
+  // Only a regular file (or nothing) is replaced: renaming over a FIFO, a device behind a symlink or a
+  // directory someone named as the output would silently swap it for a file.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    throw FormatError(path, std::string("is ") + kind + ", not a regular file: not replaced by the output (choose another path)");
+  }
   static std::atomic<unsigned> counter{0};
   std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
   int slot = detail::register_pending(tmp);

@@ -89,4 +89,16 @@ void barrier() {
 #endif
 }
 
+void abort_job(int code) {
+#ifdef VOCABLENS_HAVE_MPI
+  if (g_active && g_size > 1) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Abort(MPI_COMM_WORLD, code != 0 ? code : 1);
+  }
+#else
+  (void)code;
+#endif
+}
+
 }  // namespace vocablens::dist

@@ -30,26 +30,51 @@ std::string file_kind(const std::string& path) {
   return kind_of(st.st_mode);
 }
 
-std::string read_regular_file(const std::string& path, uint64_t max_bytes, const std::string& what) {
-  // O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer.
+namespace {
+// Opens `path` O_NONBLOCK (a FIFO does not block), fstat's the descriptor (no race with a rename) and
+// refuses anything but a regular file of at most max_bytes. Returns the open descriptor and the size.
+int open_checked(const std::string& path, uint64_t max_bytes, const std::string& what, uint64_t& size) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int e = errno;
     if (e == ENOENT) throw FormatError(path, "no such file");
     throw FormatError(path, std::string("cannot open: ") + std::strerror(e));
   }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw FormatError(path, std::string("cannot stat: ") + std::strerror(e));
+  }
+  const std::string kind = kind_of(st.st_mode);
+  if (!kind.empty()) {
+    ::close(fd);
+    throw FormatError(path, "is " + kind + ", not a regular file");
+  }
+  if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    throw FormatError(path, "file is " + std::to_string(st.st_size) + " bytes; " + what + " larger than " +
+                                std::to_string(max_bytes >> 20) + " MB are refused");
+  }
+  size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+}  // namespace
+
+uint64_t check_regular_file(const std::string& path, uint64_t max_bytes, const std::string& what) {
+  uint64_t size = 0;
+  ::close(open_checked(path, max_bytes, what, size));
+  return size;
+}
+
+std::string read_regular_file(const std::string& path, uint64_t max_bytes, const std::string& what) {
+  uint64_t size = 0;
+  const int fd = open_checked(path, max_bytes, what, size);
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw FormatError(path, std::string("cannot stat: ") + std::strerror(errno));
-  const std::string kind = kind_of(st.st_mode);
-  if (!kind.empty()) throw FormatError(path, "is " + kind + ", not a regular file");
-  if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) > max_bytes)
-    throw FormatError(path, "file is " + std::to_string(st.st_size) + " bytes; " + what + " larger than " +
-                                std::to_string(max_bytes >> 20) + " MB are refused");
-  std::string out(static_cast<size_t>(st.st_size), '\0');
+  std::string out(static_cast<size_t>(size), '\0');
   size_t got = 0;
   while (got < out.size()) {
     const ssize_t n = ::read(fd, &out[got], out.size() - got);

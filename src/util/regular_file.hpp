@@ -21,4 +21,14 @@ std::string file_kind(const std::string& path);
 /// bytes; <what> larger than M MB are refused"), or cannot be read.
 std::string read_regular_file(const std::string& path, uint64_t max_bytes, const std::string& what = "files");
 
+/// The same checks without reading, for readers that stream the file themselves (a corpus of gigabytes):
+/// throws as read_regular_file does, so /dev/zero or a FIFO never reaches a std::ifstream (which would
+/// read forever, or block in open until a writer appears). Returns the size in bytes.
+uint64_t check_regular_file(const std::string& path, uint64_t max_bytes, const std::string& what = "files");
+
+/// Bounds of the files the program reads, by what they can hold (one place, so every reader agrees).
+inline constexpr uint64_t kMaxSmallJsonBytes = uint64_t{64} << 20;    ///< config.json, tuned-lens config, options
+inline constexpr uint64_t kMaxTextListBytes = uint64_t{1} << 30;      ///< prompts files, token lists (read whole)
+inline constexpr uint64_t kMaxCorpusBytes = uint64_t{1} << 40;        ///< corpora (streamed)
+
 }  // namespace vocablens::detail

@@ -182,12 +182,40 @@ put("fuzz_results", "spectrum", bundle(result("spectrum", {"n": 4, "matrix": "W_
     {"singular_values": {"file": "a.npy", "dtype": "<f8", "shape": [4]},
      "explained_variance_ratio": {"dtype": "<f8", "shape": [4], "data": [0.7, 0.2, 0.1, 0.0]}}, []), sv))
 put("fuzz_results", "heads", bundle(result("heads", {"n_layers": 1, "n_heads": 2},
-    {"copying_score": {"file": "a.npy", "dtype": "<i8", "shape": [1, 2]}},
+    {"copying_score": {"file": "a.npy", "dtype": "<i8", "shape": [2]}},  # [circuits], as the analysis writes it
     [{"name": "pairs", "columns": ["layer", "head", "circuit", "rank", "src_token", "dst_token", "score"],
       "rows": [[0, 0, "ov", 1, " Paris", " France", 3.5], [0, 1, "qk", 1, "<|endoftext|>", "\u00e9", -1]]}]),
-    npy("<i8", [1, 2], struct.pack("<2q", 1, -2))))
+    npy("<i8", [2], struct.pack("<2q", 1, -2))))
 put("fuzz_results", "generic", bundle(result("my_analysis", {"note": "x"},
     {"grid": {"file": "a.npy", "dtype": "|u1", "shape": [2, 2, 2]}}, []), npy("|u1", [2, 2, 2], bytes(range(8)))))
+
+# Several arrays at once (fuzz_results_multi): [u16 json length][u16 a.npy length][json][a.npy][b.npy].
+tok = npy("<i8", [2], struct.pack("<2q", 5, 7))
+put("fuzz_results_multi", "logit_lens", bundle(result("logit_lens",
+    {"layers": [{"index": 0, "label": "embed"}, {"index": 1, "label": "0"}, {"index": 2, "label": "out"}],
+     "tokens": [" Once", " upon"]},
+    {"entropy": {"file": "a.npy", "dtype": "<f4", "shape": [3, 2]}, "tokens": {"file": "b.npy", "dtype": "<i8", "shape": [2]}},
+    [], {"prompt": "Once upon"}), ent, tok))
+put("fuzz_results_multi", "patching", bundle(result("activation_patching", {"rows": ["blocks.0.hook_resid_pre"], "columns": ["0", "1"]},
+    {"restored": {"file": "a.npy", "dtype": "<f4", "shape": [1, 2]}, "metric": {"file": "b.npy", "dtype": "<f4", "shape": [1, 2]}},
+    []), npy("<f4", [1, 2], struct.pack("<2f", 0.5, 1.0)), npy("<f4", [1, 2], struct.pack("<2f", 1.5, 2.0))))
+
+# SentencePiece models (fuzz_spm_model): a BPE model with byte fallback and the nmt_nfkc charsmap, trained by
+# Debian's spm_train on a generated corpus (skipped, with a note, where spm_train is missing).
+import shutil, subprocess, tempfile
+if shutil.which("spm_train"):
+    with tempfile.TemporaryDirectory() as td:
+        words = "the quick brown fox jumps over lazy dog hello world token model piece byte small test corpus lens".split()
+        with open(os.path.join(td, "c.txt"), "w") as f:
+            for i in range(300):
+                f.write(" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(12)) + "\n")
+        for name, extra in (("bpe320", ["--model_type=bpe", "--vocab_size=320", "--byte_fallback=true"]),
+                            ("char-identity", ["--model_type=char", "--normalization_rule_name=identity"])):
+            subprocess.run(["spm_train", "--input=" + os.path.join(td, "c.txt"), "--model_prefix=" + os.path.join(td, name),
+                            "--minloglevel=2"] + extra, check=True, capture_output=True)
+            put("fuzz_spm_model", name + ".model", open(os.path.join(td, name + ".model"), "rb").read())
+else:
+    print("note: spm_train not found; fuzz_spm_model starts without seeds")
 
 # GGUF (version 3, little-endian): tiny gpt2 (F32/F16) and llama (Q8_0 / Q4_K / BF16) models in the format's
 # own layout: header, typed key-values, tensor infos, data aligned to 32 bytes.

@@ -21,6 +21,7 @@
 #include "vocablens/model_config.hpp"
 #include "vocablens/notebook.hpp"
 #include "vocablens/report.hpp"
+#include "vocablens/sentencepiece_tokenizer.hpp"
 #include "vocablens/tokenizer.hpp"
 #ifdef VOCABLENS_FUZZ_WITH_TORCH
 #include <ATen/ATen.h>
@@ -142,6 +143,52 @@ inline int results(const uint8_t* data, size_t size) {
   write_input(dir + "/r.json", data + 4, n_json);
   write_input(dir + "/a.npy", data + 4 + n_json, n_npy);
   write_input(dir + "/t.csv", data + 4 + n_json + n_npy, left);
+  try {
+    auto results = vocablens::read_run_directory(dir);
+    (void)vocablens::render_report_html(results);
+    (void)vocablens::render_notebook(results);
+  } catch (const vocablens::Error& e) {
+    check_one_line(e);
+  }
+  return 0;
+}
+
+/// A serialized SentencePiece ModelProto (tokenizer.model) through libsentencepiece: the charsmap check
+/// (spm_charsmap.hpp) first, then, for what it accepts, encode every byte value and decode the ids. A
+/// charsmap the check lets through and the normaliser reads outside of is an ASan report here.
+inline int spm_model(const uint8_t* data, size_t size) {
+  std::string text = "hello world \xEF\xBC\xA1\xEF\xBC\xA2 \xEF\xAC\x81 \xC2\xBD \xE3\x80\x80x";
+  for (int c = 1; c < 256; ++c) text += static_cast<char>(c);
+  try {
+    auto tok = vocablens::SentencePieceTokenizer::from_serialized(std::string(reinterpret_cast<const char*>(data), size),
+                                                                  "fuzz/tokenizer.model", true, false);
+    auto ids = tok->encode(text);
+    (void)tok->decode(ids);
+    for (auto id : ids) (void)tok->display(id);
+  } catch (const vocablens::Error& e) {
+    check_one_line(e);
+  }
+  return 0;
+}
+
+/// A run directory with two arrays changed at once (shapes that disagree with each other and with the
+/// kind's declared shapes): [u16 json len][u16 npy len][r.json][a.npy][b.npy = the rest], then report and
+/// notebook of what read_run_directory accepts.
+inline int results_multi(const uint8_t* data, size_t size) {
+  if (size < 4) return 0;
+  static const std::string dir = [] {
+    std::string d = scratch_path("results-multi");
+    ::mkdir(d.c_str(), 0700);
+    return d;
+  }();
+  size_t left = size - 4;
+  const size_t n_json = (data[0] | (data[1] << 8)) % (left + 1);
+  left -= n_json;
+  const size_t n_a = (data[2] | (data[3] << 8)) % (left + 1);
+  left -= n_a;
+  write_input(dir + "/r.json", data + 4, n_json);
+  write_input(dir + "/a.npy", data + 4 + n_json, n_a);
+  write_input(dir + "/b.npy", data + 4 + n_json + n_a, left);
   try {
     auto results = vocablens::read_run_directory(dir);
     (void)vocablens::render_report_html(results);
