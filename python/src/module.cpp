@@ -434,4 +434,5 @@ PYBIND11_MODULE(_vocablens, mod) {
 
   register_analyses(mod);
   register_compare(mod);
+  register_sae(mod);
 }

@@ -19,8 +19,9 @@ from ._model import load_model
 from ._analyses import (run, analyses, lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn,
                         positions, patch, ablate, attribute, steer, tuned_lens_eval, lens_batch, compare_embeddings,
                         compare)
+from ._sae import Sae, load_sae, feature_logits, feature_lens, splice_hook
 
 __all__ = ["load_model", "Model", "Tokenizer", "Result", "load_results", "report", "run", "analyses", "lens",
            "lens_corpus", "project", "heads", "neurons", "spectrum", "neighbours", "knn", "positions", "patch", "ablate",
            "attribute", "steer", "tuned_lens_eval", "lens_batch", "compare_embeddings", "compare", "Error",
-           "FormatError", "UsageError", "__version__"]
+           "FormatError", "UsageError", "__version__", "Sae", "load_sae", "feature_logits", "feature_lens", "splice_hook"]
