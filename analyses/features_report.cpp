@@ -9,12 +9,15 @@
 #include "notebooks-export/report_blocks.hpp"
 #include "notebooks-export/report_examples.hpp"
 #include "notebooks-export/report_svg.hpp"
+#include "vocablens/report.hpp"
 #include "vocablens/result_kinds.hpp"
 
 namespace vocablens::kinds {
 namespace {
 
+using report_detail::LineChart;
 using report_detail::Section;
+using report_detail::Series;
 
 std::string token_rows(const nlohmann::json& toks, const nlohmann::json& vals) {
   std::string s;
@@ -26,7 +29,39 @@ std::string token_rows(const nlohmann::json& toks, const nlohmann::json& vals) {
   return s;
 }
 
+// Per feature (x: its position in the list): the largest and smallest logit weight and the decoder norm —
+// the spread of how strongly each feature writes into token space.
+void strength_chart(Section& sec) {
+  const NdArray* top = sec.array({"top_values"});
+  const NdArray* bot = sec.array({"bottom_values"});
+  const NdArray* ids = sec.array({"feature_ids"});
+  if (!top || top->shape.size() != 2 || top->shape[0] == 0) return;
+  const int64_t N = top->shape[0], k = top->shape[1];
+  LineChart c;
+  Series best{"largest logit weight", {}}, worst{"smallest logit weight", {}}, norm{"decoder norm", {}};
+  const NdArray* dn = sec.array({"decoder_norms"});
+  for (int64_t i = 0; i < N; ++i) {
+    best.y.push_back(ndarray_value(*top, i * k));
+    if (bot && bot->shape == top->shape) worst.y.push_back(ndarray_value(*bot, i * k));
+    if (dn && dn->numel() == N) norm.y.push_back(ndarray_value(*dn, i));
+    if (ids && ids->numel() == N) c.x_labels.push_back("feature " + std::to_string(static_cast<int64_t>(ndarray_value(*ids, i))));
+  }
+  c.series.push_back(std::move(best));
+  if (!worst.y.empty()) c.series.push_back(std::move(worst));
+  if (!norm.y.empty()) c.series.push_back(std::move(norm));
+  c.x_label = "feature";
+  c.y_label = "logit weight";
+  c.points = N <= 120;
+  sec.html += "<div class=\"charts\"><div class=\"chartbox\">" +
+              report_detail::figure("Strongest promoted and suppressed token per feature", svg_line_chart(c), "", false) +
+              "</div></div>";
+  sec.use(top);
+  if (bot) sec.use(bot);
+  if (dn) sec.use(dn);
+}
+
 void render_features(Section& sec) {
+  strength_chart(sec);
   const auto& S = sec.r.summary;
   auto it = S.find("features");
   if (it == S.end() || !it->is_array() || it->empty()) return;
@@ -98,7 +133,7 @@ Result example(const ExampleInput&) {
 }  // namespace
 
 void register_features_report(ResultKinds& k) {
-  ResultKind f{"features", "SAE features in vocabulary space", 6, "SAE features", render_features, "", example};
+  ResultKind f{"features", "SAE features in vocabulary space", 17, "SAE features", render_features, "", example};
   k.add(std::move(f));
 }
 
