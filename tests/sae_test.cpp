@@ -12,6 +12,7 @@
 #include "npy_tensor.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/features.hpp"
+#include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/sae.hpp"
 #include "vocablens/tokenizer.hpp"
@@ -221,4 +222,28 @@ TEST_CASE("vocablens features CLI and its report pages", "[sae][cli]") {
   rc = vl_test::run_command(cli + " features " + gpt2 + " --sae " + fx + "/bad_din", out);
   CHECK(rc != 0);
   CHECK(out.find("d_in 32 does not match") != std::string::npos);
+}
+
+TEST_CASE("an SAE spliced into the forward pass", "[sae][hooks]") {
+  const std::string& fx = sae_fixtures();
+  vocablens::Model m = vocablens::load_model(vl_test::fixture("gpt2-tiny"));
+  auto sae = vocablens::load_sae(fx + "/saelens_jumprelu");  // blocks.2.hook_resid_post
+  at::Tensor ids = at::tensor(std::vector<int64_t>{464, 412, 733, 4008, 318}, at::kLong);
+  auto clean = vocablens::run_with_hooks(m, ids, vocablens::HookList());
+  // with the error term the forward is unchanged (up to float32 rounding of x̂ + (x − x̂))
+  vocablens::HookList with_error;
+  with_error.add(sae.hook_name, vocablens::sae_splice(sae, true));
+  auto same = vocablens::run_with_hooks(m, ids, with_error);
+  CHECK(max_abs(same.logits, clean.logits) <= 1e-4);
+  // without it, the last block's input is the reconstruction: logits = unembed(final_norm(x̂)) exactly
+  at::Tensor resid;
+  vocablens::HookList read;
+  read.add(sae.hook_name, [&](at::Tensor& a) { resid = a.clone(); });
+  vocablens::run_with_hooks(m, ids, read);
+  vocablens::HookList spliced;
+  spliced.add(sae.hook_name, vocablens::sae_splice(sae));
+  auto out = vocablens::run_with_hooks(m, ids, spliced);
+  at::Tensor want = m.unembed(m.final_norm(sae.forward(resid)));
+  CHECK(max_abs(out.logits, want) <= 1e-4);
+  CHECK(max_abs(out.logits, clean.logits) > 1e-2);
 }

@@ -56,6 +56,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -115,6 +116,14 @@ struct SaeLoadOptions {
 /// Reads an SAE or transcoder from a folder or file in one of the layouts above. Throws FormatError
 /// (file: problem) on anything wrong: unknown layout, missing cfg field, bad shape, NaN in a weight.
 Sae load_sae(const std::string& path, const SaeLoadOptions& opts = {});
+
+/// A hook (vocablens/hooks.hpp HookFn) that replaces the activation at the SAE's hook point by its
+/// reconstruction x̂ (error_term: by x̂ + (x − x̂) computed in float64, i.e. the activation itself up to
+/// rounding, so that features can be read or edited without changing the forward). hook_z activations
+/// [B, T, H, d_head] are flattened to [B, T, H·d_head] for the SAE and back. The Sae is copied (its tensors
+/// are shared, not duplicated).
+///   hooks.add(sae.hook_name, vocablens::sae_splice(sae));
+std::function<void(at::Tensor&)> sae_splice(const Sae& sae, bool error_term = false);
 
 /// Width of the activation at a hook point of `m` (d_model for the residual points and the sublayer
 /// outputs, d_mlp for mlp_pre/mlp_post, n_heads·d_head for hook_z). Throws UsageError on an unknown name.

@@ -2,6 +2,7 @@
 #include "vocablens/sae.hpp"
 
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -150,6 +151,25 @@ at::Tensor Sae::decode(const at::Tensor& f, const at::Tensor& x) const {
 }
 
 at::Tensor Sae::forward(const at::Tensor& x) const { return decode(encode(x), x); }
+
+std::function<void(at::Tensor&)> sae_splice(const Sae& sae, bool error_term) {
+  return [sae, error_term](at::Tensor& a) {
+    at::NoGradGuard ng;
+    const auto shape = a.sizes().vec();
+    at::Tensor x = a;
+    if (a.dim() >= 2 && a.size(-1) != sae.d_in && a.size(-1) * a.size(-2) == sae.d_in) x = a.flatten(-2);
+    at::Tensor y;
+    if (error_term) {
+      at::Tensor xd = x.to(at::kDouble);
+      at::Tensor xh = sae.forward(xd);
+      y = xh + (xd - xh);
+    } else {
+      y = sae.forward(x.to(at::kFloat));
+    }
+    if (y.size(-1) != shape.back()) y = y.reshape(shape);
+    a = y.to(a.scalar_type());
+  };
+}
 
 int64_t hook_width(const Model& m, const std::string& name) {
   const auto& c = m.config();
