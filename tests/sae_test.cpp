@@ -247,3 +247,51 @@ TEST_CASE("an SAE spliced into the forward pass", "[sae][hooks]") {
   CHECK(max_abs(out.logits, want) <= 1e-4);
   CHECK(max_abs(out.logits, clean.logits) > 1e-2);
 }
+
+TEST_CASE("mutated SAE files load or fail with one line, never otherwise", "[sae][robustness]") {
+  // A small deterministic fuzz of every reader: truncations and overwritten bytes of each layout's files.
+  const std::string& fx = sae_fixtures();
+  struct Target {
+    std::string dir, file, load;  // folder to copy, file in it to mutate, what to load (relative to the copy)
+  };
+  const std::vector<Target> targets = {
+      {"saelens_standard", "cfg.json", ""},
+      {"saelens_standard", "sae_weights.safetensors", ""},
+      {"gemmascope_v1/layer_1/width_96/average_l0_20", "params.npz", "params.npz"},
+      {"llamascope", "hyperparams.json", ""},
+      {"circuit_tracer", "layer_1.safetensors", "layer_1.safetensors"}};
+  uint64_t seed = 0x9E3779B97F4A7C15ull;
+  auto next = [&]() {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return seed >> 33;
+  };
+  int loaded = 0, refused = 0;
+  for (const auto& t : targets) {
+    const std::string orig = vl_test::read_file(fx + "/" + t.dir + "/" + t.file);
+    for (int round = 0; round < 40; ++round) {
+      const std::string dir = vl_test::temp_dir("sae-mut");
+      std::string log;
+      REQUIRE(vl_test::run_command("cp -r '" + fx + "/" + t.dir + "/.' '" + dir + "/'", log) == 0);
+      std::string bytes = orig;
+      if (round % 3 == 0) {
+        bytes.resize(next() % bytes.size());
+      } else {
+        const int n = 1 + static_cast<int>(next() % 8);
+        for (int q = 0; q < n; ++q) bytes[next() % bytes.size()] = static_cast<char>(next() & 0xff);
+      }
+      vl_test::write_file(dir + "/" + t.file, bytes);
+      INFO(t.dir << "/" << t.file << " round " << round);
+      try {
+        auto sae = vocablens::load_sae(t.load.empty() ? dir : dir + "/" + t.load);
+        at::Tensor x = at::randn({2, sae.d_in});
+        sae.forward(x);
+        ++loaded;
+      } catch (const vocablens::Error& e) {
+        CHECK(std::string(e.what()).find('\n') == std::string::npos);
+        ++refused;
+      }
+    }
+  }
+  CHECK(loaded + refused == 200);
+  CHECK(refused > 0);
+}

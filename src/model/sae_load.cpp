@@ -191,6 +191,8 @@ Sae load_saelens(const std::string& dir) {
     else throw FormatError(cfg_path, "missing field 'k' (topk architecture)");
   }
   auto ab = cfg.find("apply_b_dec_to_input");
+  if (ab != cfg.end() && !ab->is_null() && !ab->is_boolean())
+    throw FormatError(cfg_path, "field 'apply_b_dec_to_input' must be true or false (got " + ab->dump() + ")");
   s.apply_b_dec_to_input = ab == cfg.end() || ab->is_null() ? true : ab->get<bool>();
   s.normalize = cfg.contains("normalize_activations") ? parse_norm(cfg["normalize_activations"], cfg_path) : SaeNormalize::None;
   for (const char* mk : {"metadata", "meta"})
@@ -332,8 +334,12 @@ Sae load_circuit_tracer(const std::string& file, TensorStore st) {
   s.architecture = s.threshold.defined() ? SaeArchitecture::JumpReLU : SaeArchitecture::Standard;
   if (st.has("k")) {
     s.architecture = SaeArchitecture::TopK;
-    s.k = st.get("k").to(at::kLong).item<int64_t>();
-    if (s.k <= 0 || s.k > d_sae) throw FormatError(file, fmt::format("k {} is out of range (1..{})", s.k, d_sae));
+    const at::Tensor& kt = st.get("k");
+    if (kt.numel() != 1 || !at::isfinite(kt.to(at::kDouble)).all().item<bool>())
+      throw FormatError(file, "tensor 'k' must hold one finite number");
+    const double kd = kt.to(at::kDouble).item<double>();
+    if (kd < 1 || kd > static_cast<double>(d_sae)) throw FormatError(file, fmt::format("k {} is out of range (1..{})", kd, d_sae));
+    s.k = static_cast<int64_t>(kd);
   }
   s.apply_b_dec_to_input = false;
   s.cfg = {{"layout", s.layout}, {"architecture", to_string(s.architecture)}, {"d_in", d_in}, {"d_sae", d_sae},
