@@ -5,8 +5,8 @@
 //
 //   ninja -C build bench_feature_logits && ./build/bench_feature_logits [--d-sae N] [--vocab V] [--d D] [--k K]
 //
-// Each side runs in its own forked child so that each one's peak memory can be read (RUSAGE_CHILDREN's
-// ru_maxrss, minus the resident size at the fork, which both share); the parent prints both and the ratios.
+// Each side runs in a fresh process (this program with --side stream|dense) so that each one's peak RSS is
+// its own; the parent prints both, minus the resident size once the weights exist, and the ratios.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +14,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -38,33 +39,40 @@ double rss_mb() {  // current resident size
   return static_cast<double>(res) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / 1048576.0;
 }
 
-// Runs fn in a child; returns {seconds (as the child measured), child's peak RSS in MB}.
-std::pair<double, double> in_child(const std::function<double()>& fn) {
-  int fds[2];
-  if (::pipe(fds) != 0) std::abort();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    double t = fn();
-    if (::write(fds[1], &t, sizeof t) != sizeof t) _exit(2);
-    _exit(0);
-  }
-  ::close(fds[1]);
-  double t = -1;
-  if (::read(fds[0], &t, sizeof t) != sizeof t) t = -1;
-  ::close(fds[0]);
-  int status = 0;
+double peak_rss_mb() {
   struct rusage ru {};
-  ::wait4(pid, &status, 0, &ru);
-  return {t, static_cast<double>(ru.ru_maxrss) / 1024.0};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;
+}
+
+// Runs this program again for one side and reads back its "RESULT seconds peak_mb base_mb" line: each side
+// in a fresh process, so that its peak RSS is its own (a fork of a process whose OpenMP/BLAS threads exist
+// can hang the child).
+std::array<double, 3> run_side(const std::string& self, const std::string& side, const std::string& args) {
+  std::array<double, 3> r{-1, -1, -1};
+  FILE* p = ::popen((self + " --side " + side + args).c_str(), "r");
+  if (!p) return r;
+  char line[512];
+  while (std::fgets(line, sizeof line, p)) {
+    if (std::sscanf(line, "RESULT %lf %lf %lf", &r[0], &r[1], &r[2]) == 3) continue;
+    std::fputs(line, stdout);
+  }
+  ::pclose(p);
+  return r;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   int64_t V = 50257, d = 768, n = 24576, k = 10;
+  std::string side, args;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
+    if (a == "--side") {
+      side = argv[i + 1];
+      continue;
+    }
+    args += " " + a + " " + argv[i + 1];
     int64_t v = std::atoll(argv[i + 1]);
     if (a == "--d-sae") n = v;
     else if (a == "--vocab") V = v;
@@ -75,6 +83,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  vocablens::init_runtime();  // threads (VOCABLENS_THREADS), BLAS set-up, as the CLI
   at::manual_seed(0);
   vocablens::ModelConfig c;
   c.architecture = "random GPT-2 shapes";
@@ -101,30 +110,35 @@ int main(int argc, char** argv) {
   sae.b_enc = at::zeros({n});
   sae.b_dec = at::zeros({d});
   const double base = rss_mb();
-  fmt::print("shapes: d_sae {} · V {} · d {} · k {} · threads {} · resident before {:.0f} MB\n", n, V, d, k,
-             at::get_num_threads(), base);
-
-  auto [ts, ms] = in_child([&] {
+  if (side == "stream") {
     vocablens::FeatureLogitsOptions o;
     o.top_k = k;
     double t = now_s();
     auto a = vocablens::feature_logits(m, sae, o);
     t = now_s() - t;
-    std::fprintf(stderr, "stream: feature 0 best token %ld\n", static_cast<long>(a.top[0][0].j));
-    return t;
-  });
-  auto [td, md] = in_child([&] {
+    std::printf("stream: feature 0 best token %ld\nRESULT %f %f %f\n", static_cast<long>(a.top[0][0].j), t,
+                peak_rss_mb(), base);
+    return 0;
+  }
+  if (side == "dense") {
     double t = now_s();
     at::Tensor L = at::mm(sae.W_dec, m.W_U());  // [d_sae, V] float32: the dense baseline
     auto top = L.topk(k, 1);
     auto bot = L.topk(k, 1, /*largest=*/false);
     t = now_s() - t;
-    std::fprintf(stderr, "dense: feature 0 best token %ld\n", static_cast<long>(std::get<1>(top)[0][0].item<int64_t>()));
-    return t;
-  });
-  fmt::print("stream (feature_logits, top+bottom {}): {:.2f} s, peak RSS {:.0f} MB (+{:.0f} MB)\n", k, ts, ms, ms - base);
-  fmt::print("dense (W_dec @ W_U, topk both ends):  {:.2f} s, peak RSS {:.0f} MB (+{:.0f} MB)\n", td, md, md - base);
-  fmt::print("speed ratio dense/stream: {:.2f}x · extra-memory ratio dense/stream: {:.1f}x\n", td / ts,
-             (md - base) / std::max(1.0, ms - base));
+    std::printf("dense: feature 0 best token %ld\nRESULT %f %f %f\n",
+                static_cast<long>(std::get<1>(top)[0][0].item<int64_t>()), t, peak_rss_mb(), base);
+    return 0;
+  }
+  fmt::print("shapes: d_sae {} · V {} · d {} · k {} · threads {}\n", n, V, d, k, at::get_num_threads());
+  std::fflush(stdout);
+  auto s_ = run_side(argv[0], "stream", args);
+  auto d_ = run_side(argv[0], "dense", args);
+  fmt::print("stream (feature_logits, top+bottom {}): {:.2f} s, peak RSS {:.0f} MB (+{:.0f} MB over the weights)\n", k,
+             s_[0], s_[1], s_[1] - s_[2]);
+  fmt::print("dense (W_dec @ W_U, topk both ends):  {:.2f} s, peak RSS {:.0f} MB (+{:.0f} MB over the weights)\n",
+             d_[0], d_[1], d_[1] - d_[2]);
+  fmt::print("speed ratio dense/stream: {:.2f}x · extra-memory ratio dense/stream: {:.1f}x\n", d_[0] / s_[0],
+             (d_[1] - d_[2]) / std::max(1.0, s_[1] - s_[2]));
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/sae.hpp"
+#include "vocablens/unembed.hpp"
 #include "vocablens/tokenizer.hpp"
 
 namespace {
@@ -294,4 +295,32 @@ TEST_CASE("mutated SAE files load or fail with one line, never otherwise", "[sae
   }
   CHECK(loaded + refused == 200);
   CHECK(refused > 0);
+}
+
+TEST_CASE("feature logit weights with an allow-list equal the streamed engine's, bit for bit", "[sae][features]") {
+  const std::string& fx = sae_fixtures();
+  vocablens::Model m = vocablens::load_model(vl_test::fixture("gpt2-tiny"));
+  auto sae = vocablens::load_sae(fx + "/saelens_topk");
+  std::vector<int64_t> allow;
+  for (int64_t t = 7; t < 50257; t += 13) allow.push_back(t);
+  for (int64_t k : {1, 5, 40}) {
+    vocablens::FeatureLogitsOptions o;
+    o.top_k = k;
+    o.filter.allow = allow;
+    auto a = vocablens::feature_logits(m, sae, o);
+    vocablens::TopkStreamOptions so;
+    so.cols = allow;
+    at::Tensor X = sae.W_dec.to(at::kFloat);
+    auto top = vocablens::project_topk(X, m.W_U(), k, so);
+    auto bot = vocablens::project_topk(X.neg(), m.W_U(), k, so);
+    for (size_t f = 0; f < 96; ++f) {
+      REQUIRE(a.top[f].size() == static_cast<size_t>(k));
+      for (size_t q = 0; q < static_cast<size_t>(k); ++q) {
+        CHECK(a.top[f][q].j == top[f][q].j);
+        CHECK(a.top[f][q].value == top[f][q].value);
+        CHECK(a.bottom[f][q].j == bot[f][q].j);
+        CHECK(a.bottom[f][q].value == -bot[f][q].value);
+      }
+    }
+  }
 }

@@ -4,9 +4,11 @@
 // are d_f W_U [V] (Neuronpedia's "top / bottom logits", Bricken et al. 2023), optionally through the final
 // norm's scale (d_f ⊙ γ) W_U — the direct effect on the logits of a unit activation, ignoring the norm's
 // data-dependent 1/σ. feature_logits() returns, for every requested feature, the exact top-k and bottom-k
-// tokens of that row, computed with the streamed top-k engine (vocablens/linalg/topk_stream.hpp): a tile
-// of features × tokens at a time, never the d_sae × V product (67 G entries for a 262k-feature SAE on a
-// 256k vocabulary), and only a chunk of W_dec rows upcast to float32 at a time.
+// tokens of that row, never forming the d_sae × V product (67 G entries for a 262k-feature SAE on a 256k
+// vocabulary): a chunk of decoder rows (≤ 64 M products, ~256 MB) is multiplied by W_U in one float32 GEMM,
+// the k + 16 best and worst candidates of each row are recomputed as canonical float64 dot products
+// (topk_stream's definition), and a rigorous float32 error bound proves that no other token can enter;
+// the rare row it cannot settle goes through the streamed top-k engine (vocablens/linalg/topk_stream.hpp).
 //
 //   vocablens::Sae sae = vocablens::load_sae("saes/res-1");
 //   vocablens::FeatureLogitsOptions o;
@@ -50,6 +52,7 @@ struct FeatureLogits {
   std::vector<int64_t> features;
   std::vector<double> decoder_norms;                 ///< ‖W_dec[f]‖ (after the norm scale when asked)
   std::vector<std::vector<TopkEntry>> top, bottom;   ///< per feature; TopkEntry.j = token id
+  int64_t rows_streamed = 0;  ///< lists the chunked product could not settle, computed by the streamed engine
   /// kind "features" (see above).
   Result to_result(const Tokenizer* tok) const;
 };
