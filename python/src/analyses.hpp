@@ -51,6 +51,9 @@ void register_declared(py::module_& mod);
 /// Adds compare_runs(a, b, align) (python/src/bind_compare.cpp): two lens runs, no model.
 void register_compare(py::module_& mod);
 
+/// Adds Sae, load_sae(path, hook_name) and check_sae_fits(sae, model) (python/src/bind_sae.cpp).
+void register_sae(py::module_& mod);
+
 /// The lens keywords lens and lens_batch share: tuned (a tuned-lens directory, checked against the model),
 /// top_k, resid_mid, unembed ("model" | "pinv"), decoder_blocks (python/src/bind_lens.cpp).
 vocablens::LensOptions lens_options(const PyModel& m, Options& o);

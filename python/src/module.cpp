@@ -352,4 +352,5 @@ PYBIND11_MODULE(_vocablens, mod) {
   register_declared(mod);
   register_compare(mod);
   register_hooks(mod);
+  register_sae(mod);
 }

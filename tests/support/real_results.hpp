@@ -14,6 +14,7 @@
 #include "vocablens/attribution.hpp"
 #include "vocablens/compare.hpp"
 #include "vocablens/compare_embeddings.hpp"
+#include "vocablens/features.hpp"
 #include "vocablens/heads.hpp"
 #include "vocablens/knn.hpp"
 #include "vocablens/lens.hpp"
@@ -26,6 +27,7 @@
 #include "vocablens/positions.hpp"
 #include "vocablens/project.hpp"
 #include "vocablens/result.hpp"
+#include "vocablens/sae.hpp"
 #include "vocablens/spectrum.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/tuned_lens.hpp"
@@ -122,6 +124,22 @@ inline std::vector<vocablens::Result> real_results(const std::string& dir) {
   lcb.target = tok->require_token_id(" London");
   out.push_back(compare_lens_runs(logit_lens(m, ids, lca).to_result(tok.get(), prompt),
                                   logit_lens(m, ids, lcb).to_result(tok.get(), prompt)).to_result());
+  {  // an SAE built in memory (deterministic decoder rows), read through the unembedding
+    Sae sae;
+    const int64_t d = m.config().d_model, n = 12;
+    sae.source = "in-memory SAE";
+    sae.layout = "saelens";
+    sae.d_in = sae.d_out = d;
+    sae.d_sae = n;
+    sae.W_dec = at::sin(at::arange(n * d, at::kFloat).reshape({n, d}) * 0.37f);
+    sae.W_enc = sae.W_dec.t().contiguous();
+    sae.b_enc = at::zeros({n});
+    sae.b_dec = at::zeros({d});
+    sae.hook_name = "blocks.1.hook_resid_pre";
+    FeatureLogitsOptions fo;
+    fo.top_k = 5;
+    out.push_back(feature_logits(m, sae, fo, tok.get()).to_result(tok.get()));
+  }
   return out;
 }
 

@@ -1,0 +1,407 @@
+// Readers of SAE / transcoder files (vocablens/sae.hpp): SAELens folders, Gemma Scope params.npz and
+// params.safetensors, Llama Scope folders, circuit-tracer per-layer transcoders. Each builds the one Sae
+// layout ("x @ W" orientation), keeping the stored dtype; every tensor's shape and finiteness is checked.
+#include <sys/stat.h>
+
+#include <cmath>
+#include <regex>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "checkpoint/npz.hpp"
+#include "util/json_depth.hpp"
+#include "util/regular_file.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/sae.hpp"
+#include "vocablens/tensor_store.hpp"
+
+namespace vocablens {
+namespace {
+
+using json = nlohmann::json;
+
+const char* kLayouts =
+    "SAELens folder (cfg.json + sae_weights.safetensors), Gemma Scope params.npz / params.safetensors, "
+    "Llama Scope folder (hyperparams.json + checkpoints/final.safetensors), circuit-tracer transcoder "
+    "(layer_N.safetensors with W_enc, W_dec, b_enc, b_dec)";
+
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+bool exists(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0;
+}
+std::string join(const std::string& d, const std::string& f) { return d.empty() || d.back() == '/' ? d + f : d + "/" + f; }
+std::string basename(const std::string& p) {
+  auto s = p.find_last_of('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+std::string dirname(const std::string& p) {
+  auto s = p.find_last_of('/');
+  return s == std::string::npos ? "." : p.substr(0, s);
+}
+
+json read_json(const std::string& path) {
+  std::string text = detail::read_regular_file(path, 16 << 20, "SAE configuration files");
+  detail::check_json_depth(text, path);
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw FormatError(path, std::string("not valid JSON (") + e.what() + ")");
+  }
+  if (!j.is_object()) throw FormatError(path, "expected a JSON object");
+  return j;
+}
+
+// A required field of a JSON config, with the file named when it is missing or of the wrong type.
+const json& field(const json& j, const std::string& key, const std::string& path) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) throw FormatError(path, "missing field '" + key + "'");
+  return *it;
+}
+int64_t int_field(const json& j, const std::string& key, const std::string& path) {
+  const json& v = field(j, key, path);
+  if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > (int64_t{1} << 32))
+    throw FormatError(path, "field '" + key + "' must be a positive integer (got " + v.dump() + ")");
+  return v.get<int64_t>();
+}
+double num_field(const json& j, const std::string& key, const std::string& path) {
+  const json& v = field(j, key, path);
+  if (!v.is_number() || !std::isfinite(v.get<double>()))
+    throw FormatError(path, "field '" + key + "' must be a finite number (got " + v.dump() + ")");
+  return v.get<double>();
+}
+std::string str_or(const json& j, const std::string& key, const std::string& dflt) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : dflt;
+}
+
+// A tensor of the store with the expected shape, finite (rejecting NaN/Inf here means no analysis later
+// sees one). Half/bfloat16 stay as stored.
+at::Tensor take(const TensorStore& s, const std::string& name, std::vector<int64_t> shape, bool required = true) {
+  if (!s.has(name)) {
+    if (!required) return {};
+    std::string have;
+    for (const auto& [n, t] : s.tensors) have += (have.empty() ? "" : ", ") + n;
+    throw FormatError(s.source, "missing tensor '" + name + "' (found: " + (have.empty() ? "none" : have) + ")");
+  }
+  at::Tensor t = s.get(name);
+  if (t.sizes().vec() != shape)
+    throw FormatError(s.source, fmt::format("tensor '{}' has shape [{}], expected [{}]", name, fmt::join(t.sizes(), ", "),
+                                            fmt::join(shape, ", ")));
+  if (!t.is_floating_point()) throw FormatError(s.source, "tensor '" + name + "' is not floating point");
+  if (!at::isfinite(t.to(at::kFloat)).all().item<bool>())
+    throw FormatError(s.source, "tensor '" + name + "' has NaN or infinite values");
+  return t;
+}
+
+std::vector<int64_t> shape_of(const TensorStore& s, const std::string& name) {
+  if (!s.has(name)) {
+    std::string have;
+    for (const auto& [n, t] : s.tensors) have += (have.empty() ? "" : ", ") + n;
+    throw FormatError(s.source, "missing tensor '" + name + "' (found: " + (have.empty() ? "none" : have) + ")");
+  }
+  auto v = s.tensors.at(name).sizes().vec();
+  if (v.size() != 2) throw FormatError(s.source, "tensor '" + name + "' must be a matrix");
+  return v;
+}
+
+// Drops a scaling factor that is all ones (SAELens does the same): it would only cost a multiply.
+at::Tensor nontrivial_scale(const at::Tensor& s) {
+  if (!s.defined()) return s;
+  return at::all(s.to(at::kFloat) == 1).item<bool>() ? at::Tensor() : s;
+}
+
+SaeArchitecture parse_arch(const std::string& a, const std::string& path) {
+  if (a == "standard" || a == "relu") return SaeArchitecture::Standard;
+  if (a == "jumprelu" || a == "jumprelu_transcoder") return SaeArchitecture::JumpReLU;
+  if (a == "topk") return SaeArchitecture::TopK;
+  if (a == "batchtopk") return SaeArchitecture::BatchTopK;
+  if (a == "gated") return SaeArchitecture::Gated;
+  throw FormatError(path, "architecture '" + a + "' is not one vocablens reads (standard, jumprelu, topk, batchtopk, gated)");
+}
+
+SaeNormalize parse_norm(const json& v, const std::string& path) {
+  if (v.is_null()) return SaeNormalize::None;
+  if (!v.is_string()) throw FormatError(path, "normalize_activations must be a string");
+  const std::string s = v.get<std::string>();
+  if (s == "none") return SaeNormalize::None;
+  if (s == "expected_average_only_in") return SaeNormalize::ExpectedAverageOnlyIn;
+  if (s == "constant_norm_rescale") return SaeNormalize::ConstantNormRescale;
+  if (s == "layer_norm") return SaeNormalize::LayerNorm;
+  throw FormatError(path, "normalize_activations '" + s +
+                              "' is not one vocablens reads (none, expected_average_only_in, constant_norm_rescale, layer_norm)");
+}
+
+// Gemma Scope / circuit-tracer files carry no hook name: layer_N and the site from the folder names.
+std::string guess_hook(const std::string& path, bool transcoder, std::string* out_hook) {
+  static const std::regex layer_re("layer_(\\d+)");
+  // only the last few folder names: a user's own path ("/home/matt/...") must not decide the site
+  size_t cut = path.size();
+  for (int i = 0; i < 5 && cut != std::string::npos && cut > 0; ++i) cut = path.find_last_of('/', cut - 1);
+  const std::string tail = cut == std::string::npos ? path : path.substr(cut);
+  std::string layer;
+  // the last layer_N in the path (the file or its closest folder)
+  for (auto it = std::sregex_iterator(tail.begin(), tail.end(), layer_re); it != std::sregex_iterator(); ++it)
+    layer = (*it)[1];
+  if (layer.empty()) return "";
+  const std::string b = "blocks." + layer + ".";
+  if (transcoder) {
+    if (out_hook) *out_hook = b + "hook_mlp_out";
+    return b + "hook_resid_mid";
+  }
+  if (tail.find("mlp") != std::string::npos) return b + "hook_mlp_out";
+  if (tail.find("att") != std::string::npos) return b + "hook_attn_out";
+  return b + "hook_resid_post";
+}
+
+void finish(Sae& s) {
+  s.d_in = s.W_enc.size(0);
+  s.d_sae = s.W_enc.size(1);
+  s.d_out = s.W_dec.size(1);
+}
+
+Sae load_saelens(const std::string& dir) {
+  const std::string cfg_path = join(dir, "cfg.json");
+  const std::string w_path = join(dir, "sae_weights.safetensors");
+  json cfg = read_json(cfg_path);
+  if (!exists(w_path)) throw FormatError(dir, "has cfg.json but no sae_weights.safetensors");
+  Sae s;
+  s.source = dir;
+  s.layout = "saelens";
+  s.cfg = cfg;
+  const int64_t d_in = int_field(cfg, "d_in", cfg_path);
+  const int64_t d_sae = int_field(cfg, "d_sae", cfg_path);
+  // pre-6.0 configs: hook_point / activation_fn_str (+ activation_fn_kwargs.k for topk), no architecture.
+  std::string arch = str_or(cfg, "architecture", "");
+  const std::string act = str_or(cfg, "activation_fn_str", str_or(cfg, "activation_fn", "relu"));
+  if (arch.empty()) {
+    if (!cfg.contains("activation_fn_str") && !cfg.contains("hook_point")) throw FormatError(cfg_path, "missing field 'architecture'");
+    arch = act == "topk" ? "topk" : "standard";
+  }
+  s.architecture = parse_arch(arch, cfg_path);
+  if (s.architecture == SaeArchitecture::TopK) {
+    if (cfg.contains("k")) s.k = int_field(cfg, "k", cfg_path);
+    else if (cfg.contains("activation_fn_kwargs") && cfg["activation_fn_kwargs"].is_object())
+      s.k = int_field(cfg["activation_fn_kwargs"], "k", cfg_path);
+    else throw FormatError(cfg_path, "missing field 'k' (topk architecture)");
+  }
+  auto ab = cfg.find("apply_b_dec_to_input");
+  if (ab != cfg.end() && !ab->is_null() && !ab->is_boolean())
+    throw FormatError(cfg_path, "field 'apply_b_dec_to_input' must be true or false (got " + ab->dump() + ")");
+  s.apply_b_dec_to_input = ab == cfg.end() || ab->is_null() ? true : ab->get<bool>();
+  s.normalize = cfg.contains("normalize_activations") ? parse_norm(cfg["normalize_activations"], cfg_path) : SaeNormalize::None;
+  for (const char* mk : {"metadata", "meta"})
+    if (cfg.contains(mk) && cfg[mk].is_object()) s.hook_name = str_or(cfg[mk], "hook_name", s.hook_name);
+  s.hook_name = str_or(cfg, "hook_name", str_or(cfg, "hook_point", s.hook_name));
+  s.hook_name_out = str_or(cfg, "hook_name_out", "");
+  if (s.hook_name_out.empty() && cfg.contains("metadata") && cfg["metadata"].is_object())
+    s.hook_name_out = str_or(cfg["metadata"], "hook_name_out", "");
+  const int64_t d_out = cfg.contains("d_out") ? int_field(cfg, "d_out", cfg_path) : d_in;
+
+  TensorStore st = read_safetensors(w_path, /*upcast_half=*/false);
+  s.stored_dtype = st.stored_dtype;
+  s.W_enc = take(st, "W_enc", {d_in, d_sae});
+  s.W_dec = take(st, "W_dec", {d_sae, d_out});
+  s.b_dec = take(st, "b_dec", {d_out});
+  if (s.architecture == SaeArchitecture::Gated) {
+    s.b_gate = take(st, "b_gate", {d_sae});
+    s.b_mag = take(st, "b_mag", {d_sae});
+    s.r_mag = take(st, "r_mag", {d_sae});
+  } else {
+    s.b_enc = take(st, "b_enc", {d_sae});
+  }
+  if (s.architecture == SaeArchitecture::JumpReLU || s.architecture == SaeArchitecture::BatchTopK)
+    s.threshold = take(st, "threshold", {d_sae});
+  s.scaling_factor = nontrivial_scale(take(st, "scaling_factor", {d_sae}, false));
+  s.W_skip = take(st, "W_skip", {d_in, d_out}, false);
+  finish(s);
+  return s;
+}
+
+// Gemma Scope v1 (params.npz) and v2 (params.safetensors): w_enc/W_enc [d_in, d_sae], w_dec/W_dec
+// [d_sae, d_out], b_enc, b_dec, threshold; JumpReLU, the input used as is (no b_dec subtraction).
+Sae load_gemmascope(const std::string& file, bool npz) {
+  TensorStore st = npz ? read_npz(file) : read_safetensors(file, false);
+  // Gemma Scope 2 spells the matrices w_enc / w_dec; either case is read.
+  for (const char* k : {"w_enc", "w_dec"}) {
+    if (st.has(k)) {
+      std::string up = std::string("W_") + (k + 2);
+      st.tensors[up] = st.tensors[k];
+      st.tensors.erase(k);
+    }
+  }
+  Sae s;
+  s.source = file;
+  s.layout = npz ? "gemmascope-npz" : "gemmascope-st";
+  s.stored_dtype = st.stored_dtype;
+  auto e = shape_of(st, "W_enc");
+  auto dsh = shape_of(st, "W_dec");
+  const int64_t d_in = e[0], d_sae = e[1], d_out = dsh[1];
+  s.W_enc = take(st, "W_enc", {d_in, d_sae});
+  s.W_dec = take(st, "W_dec", {d_sae, d_out});
+  s.b_enc = take(st, "b_enc", {d_sae});
+  s.b_dec = take(st, "b_dec", {d_out});
+  s.threshold = take(st, "threshold", {d_sae});
+  s.W_skip = take(st, "affine_skip_connection", {d_in, d_out}, false);
+  s.architecture = SaeArchitecture::JumpReLU;
+  s.apply_b_dec_to_input = false;
+  s.cfg = {{"layout", s.layout}, {"architecture", "jumprelu"}, {"d_in", d_in}, {"d_sae", d_sae}, {"d_out", d_out}};
+  const bool tc = s.W_skip.defined() || d_out != d_in || file.find("transcoder") != std::string::npos;
+  s.hook_name = guess_hook(file, tc, &s.hook_name_out);
+  finish(s);
+  return s;
+}
+
+// Llama Scope: hyperparams.json + checkpoints/final.safetensors; encoder/decoder as nn.Linear (transposed).
+Sae load_llamascope(const std::string& dir) {
+  const std::string hp_path = join(dir, "hyperparams.json");
+  const std::string w_path = join(dir, "checkpoints/final.safetensors");
+  json hp = read_json(hp_path);
+  if (!exists(w_path)) throw FormatError(dir, "has hyperparams.json but no checkpoints/final.safetensors");
+  Sae s;
+  s.source = dir;
+  s.layout = "llamascope";
+  s.cfg = hp;
+  const int64_t d_in = int_field(hp, "d_model", hp_path);
+  const int64_t d_sae = int_field(hp, "d_sae", hp_path);
+  const std::string act = str_or(hp, "act_fn", "relu");
+  s.hook_name = str_or(hp, "hook_point_in", "");
+  const std::string hout = str_or(hp, "hook_point_out", s.hook_name);
+  if (hout != s.hook_name) s.hook_name_out = hout;
+  TensorStore st = read_safetensors(w_path, false);
+  s.stored_dtype = st.stored_dtype;
+  auto dsh = shape_of(st, "decoder.weight");
+  const int64_t d_out = dsh[0];
+  s.W_enc = take(st, "encoder.weight", {d_sae, d_in}).t();
+  s.b_enc = take(st, "encoder.bias", {d_sae});
+  s.W_dec = take(st, "decoder.weight", {d_out, d_sae}).t();
+  s.b_dec = take(st, "decoder.bias", {d_out});
+  s.apply_b_dec_to_input = false;
+  if (act == "jumprelu") {
+    s.architecture = SaeArchitecture::JumpReLU;
+    const double thr = num_field(hp, "jump_relu_threshold", hp_path);
+    s.threshold = at::full({d_sae}, thr, at::kFloat);
+  } else if (act == "topk") {
+    s.architecture = SaeArchitecture::TopK;
+    s.k = int_field(hp, "top_k", hp_path);
+  } else if (act == "relu") {
+    s.architecture = SaeArchitecture::Standard;
+  } else {
+    throw FormatError(hp_path, "act_fn '" + act + "' is not one vocablens reads (relu, jumprelu, topk)");
+  }
+  const std::string norm = str_or(hp, "norm_activation", "none");
+  if (norm == "dataset-wise") {
+    const json& avg = field(hp, "dataset_average_activation_norm", hp_path);
+    if (!avg.is_object()) throw FormatError(hp_path, "dataset_average_activation_norm must be an object {in, out}");
+    s.norm_in = num_field(avg, "in", hp_path);
+    s.norm_out = avg.contains("out") ? num_field(avg, "out", hp_path) : s.norm_in;
+    if (s.norm_in <= 0 || s.norm_out <= 0) throw FormatError(hp_path, "dataset_average_activation_norm must be positive");
+    s.normalize = SaeNormalize::DatasetWise;
+  } else if (norm != "none" && norm != "token-wise") {
+    throw FormatError(hp_path, "norm_activation '" + norm + "' is not one vocablens reads (none, dataset-wise)");
+  } else if (norm == "token-wise") {
+    throw FormatError(hp_path, "norm_activation 'token-wise' is not read yet (none, dataset-wise)");
+  }
+  auto sid = hp.find("sparsity_include_decoder_norm");
+  s.sparsity_include_decoder_norm = sid != hp.end() && sid->is_boolean() && sid->get<bool>();
+  finish(s);
+  return s;
+}
+
+// circuit-tracer's per-layer transcoder: W_enc [d_sae, d_in] (F.linear), W_dec [d_sae, d_out], W_skip
+// [d_out, d_in] (applied as x @ W_skipᵀ), activation_function.threshold for JumpReLU, k for TopK.
+Sae load_circuit_tracer(const std::string& file, TensorStore st) {
+  Sae s;
+  s.source = file;
+  s.layout = "circuit-tracer";
+  s.stored_dtype = st.stored_dtype;
+  auto e = shape_of(st, "W_enc");
+  auto dsh = shape_of(st, "W_dec");
+  const int64_t d_sae = e[0], d_in = e[1], d_out = dsh[1];
+  s.W_enc = take(st, "W_enc", {d_sae, d_in}).t();
+  s.W_dec = take(st, "W_dec", {d_sae, d_out});
+  s.b_enc = take(st, "b_enc", {d_sae});
+  s.b_dec = take(st, "b_dec", {d_out});
+  at::Tensor skip = take(st, "W_skip", {d_out, d_in}, false);
+  if (skip.defined()) s.W_skip = skip.t();
+  s.threshold = take(st, "activation_function.threshold", {d_sae}, false);
+  if (!s.threshold.defined()) s.threshold = take(st, "threshold", {d_sae}, false);
+  s.architecture = s.threshold.defined() ? SaeArchitecture::JumpReLU : SaeArchitecture::Standard;
+  if (st.has("k")) {
+    s.architecture = SaeArchitecture::TopK;
+    const at::Tensor& kt = st.get("k");
+    if (kt.numel() != 1 || !at::isfinite(kt.to(at::kDouble)).all().item<bool>())
+      throw FormatError(file, "tensor 'k' must hold one finite number");
+    const double kd = kt.to(at::kDouble).item<double>();
+    if (kd < 1 || kd > static_cast<double>(d_sae)) throw FormatError(file, fmt::format("k {} is out of range (1..{})", kd, d_sae));
+    s.k = static_cast<int64_t>(kd);
+  }
+  s.apply_b_dec_to_input = false;
+  s.cfg = {{"layout", s.layout}, {"architecture", to_string(s.architecture)}, {"d_in", d_in}, {"d_sae", d_sae},
+           {"d_out", d_out}};
+  s.hook_name = guess_hook(file, true, &s.hook_name_out);
+  finish(s);
+  return s;
+}
+
+std::string listing(const std::string& dir) {
+  std::string out;
+  int n = 0;
+  for (const char* f : {"cfg.json", "sae_weights.safetensors", "params.npz", "params.safetensors", "hyperparams.json",
+                        "checkpoints", "config.json", "model.safetensors"})
+    if (exists(join(dir, f))) out += (n++ ? ", " : "") + std::string(f);
+  return n ? out : "none of their files";
+}
+
+bool ends_with(const std::string& s, const std::string& suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+
+Sae load_any(const std::string& path_in) {
+  std::string path = path_in;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  if (!exists(path)) throw FormatError(path, "no such file or folder");
+  if (is_dir(path)) {
+    if (exists(join(path, "cfg.json"))) return load_saelens(path);
+    if (exists(join(path, "hyperparams.json"))) return load_llamascope(path);
+    if (exists(join(path, "params.npz"))) return load_gemmascope(join(path, "params.npz"), true);
+    if (exists(join(path, "params.safetensors"))) return load_gemmascope(join(path, "params.safetensors"), false);
+    throw FormatError(path, std::string("no SAE layout found (found: ") + listing(path) + "; layouts read: " + kLayouts + ")");
+  }
+  const std::string base = basename(path);
+  if (base == "cfg.json" || base == "sae_weights.safetensors") return load_saelens(dirname(path));
+  if (base == "hyperparams.json") return load_llamascope(dirname(path));
+  if (ends_with(base, ".npz")) return load_gemmascope(path, true);
+  if (ends_with(base, ".safetensors")) {
+    TensorStore st = read_safetensors(path, false);
+    if (st.has("w_enc") || (st.has("W_enc") && st.has("threshold") && !st.has("activation_function.threshold") &&
+                            st.tensors.at("W_enc").dim() == 2 && st.has("W_dec") &&
+                            st.tensors.at("W_enc").size(0) != st.tensors.at("W_dec").size(0)))
+      return load_gemmascope(path, false);
+    if (st.has("W_enc") && st.has("W_dec") && st.tensors.at("W_enc").dim() == 2 && st.tensors.at("W_dec").dim() == 2 &&
+        st.tensors.at("W_enc").size(0) == st.tensors.at("W_dec").size(0))
+      return load_circuit_tracer(path, std::move(st));
+    std::string have;
+    int n = 0;
+    for (const auto& [k, t] : st.tensors)
+      if (n++ < 8) have += (have.empty() ? "" : ", ") + k;
+    throw FormatError(path, "no SAE layout found (tensors: " + (have.empty() ? std::string("none") : have) +
+                                "; layouts read: " + kLayouts + ")");
+  }
+  throw FormatError(path, std::string("no SAE layout found (layouts read: ") + kLayouts + ")");
+}
+
+}  // namespace
+
+Sae load_sae(const std::string& path, const SaeLoadOptions& opts) {
+  Sae s = load_any(path);
+  if (!opts.hook_name.empty()) s.hook_name = opts.hook_name;
+  return s;
+}
+
+}  // namespace vocablens
