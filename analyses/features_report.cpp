@@ -133,7 +133,9 @@ Result example(const ExampleInput&) {
 }  // namespace
 
 void register_features_report(ResultKinds& k) {
-  ResultKind f{"features", "SAE features in vocabulary space", 17, "SAE features", render_features, "", example};
+  ResultKind f{"features", "SAE features in vocabulary space", 17, "SAE features", render_features, "", example, {}};
+  f.shapes = {{"feature_ids", "N"},      {"decoder_norms", "N"}, {"top_ids", "N K"},
+              {"top_values", "N K"},     {"bottom_ids", "N K"},  {"bottom_values", "N K"}};
   k.add(std::move(f));
 }
 
