@@ -11,48 +11,6 @@
 
 namespace vocablens {
 
-std::vector<int64_t> parse_index_list(const std::string& spec, int64_t limit, const std::string& what) {
-  std::vector<int64_t> out;
-  size_t i = 0;
-  auto bad = [&]() { return UsageError("cannot read index list '" + spec + "' (expected e.g. 0,5,10-20)"); };
-  auto number = [&](int64_t& v) {
-    size_t start = i;
-    v = 0;
-    while (i < spec.size() && spec[i] >= '0' && spec[i] <= '9') {
-      v = v * 10 + (spec[i] - '0');
-      if (v > (int64_t{1} << 40)) throw bad();
-      ++i;
-    }
-    if (i == start) throw bad();
-  };
-  while (i < spec.size()) {
-    while (i < spec.size() && spec[i] == ' ') ++i;
-    int64_t a, b;
-    number(a);
-    b = a;
-    if (i < spec.size() && spec[i] == '-') {
-      ++i;
-      number(b);
-      if (b < a) throw bad();
-    }
-    // Issue #16: "0-99999999999" was expanded (GBs) before anything checked it. Bounds first, then expand.
-    if (limit >= 0 && b >= limit)
-      throw UsageError(what + " " + std::to_string(b) + " in '" + spec + "' is out of range (0.." + std::to_string(limit - 1) +
-                       ")");
-    if (b - a + 1 > kMaxIndexListEntries - static_cast<int64_t>(out.size()))
-      throw UsageError("index list '" + spec + "' has more than " + std::to_string(kMaxIndexListEntries) + " entries");
-    for (int64_t v = a; v <= b; ++v) out.push_back(v);
-    while (i < spec.size() && spec[i] == ' ') ++i;
-    if (i < spec.size()) {
-      if (spec[i] != ',') throw bad();
-      ++i;
-      if (i == spec.size()) throw bad();
-    }
-  }
-  if (out.empty()) throw bad();
-  return out;
-}
-
 namespace {
 
 std::string text(const Tokenizer* tok, int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); }

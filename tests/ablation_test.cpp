@@ -20,14 +20,7 @@ const std::vector<int64_t> kIds = {464, 412, 733, 417, 8765, 318, 287, 6342, 13,
 
 double max_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
-std::string shq(const std::string& s) {
-  std::string o = "'";
-  for (char c : s) {
-    if (c == '\'') o += "'\\''";
-    else o.push_back(c);
-  }
-  return o + "'";
-}
+using vl_test::shq;
 
 int run_cli(const std::string& args, std::string& out) {
   return vl_test::run_command(shq(vl_test::cli_path()) + " " + args + " 2>&1", out);
@@ -192,7 +185,7 @@ TEST_CASE("ablation sites out of range and bad syntax are one clear error") {
 
 TEST_CASE("vocablens ablate and generate --steer on the command line") {
   std::string dir = vl_test::fixture("gpt2-tiny");
-  if (dir.empty() || vl_test::cli_path().empty()) return;
+  if (dir.empty() || vl_test::require_cli().empty()) return;
   std::string out;
   REQUIRE(run_cli("ablate " + shq(dir) + " --prompt 'The Eiffel Tower is in' --head 1.2 --head 2.0 --no-color", out) == 0);
   CHECK_THAT(out, Catch::Contains("ablation (zero) of head 1.2, head 2.0"));

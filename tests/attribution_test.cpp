@@ -16,14 +16,7 @@
 
 namespace {
 
-std::string shq(const std::string& s) {
-  std::string o = "'";
-  for (char c : s) {
-    if (c == '\'') o += "'\\''";
-    else o.push_back(c);
-  }
-  return o + "'";
-}
+using vl_test::shq;
 
 // Contribution of one residual component c [d] through the final norm frozen at the residual x [d],
 // written from the definitions (double, element by element).
@@ -148,7 +141,7 @@ TEST_CASE("attribution errors and the CLI") {
   o.target = 412;
   o.position = 5;
   CHECK_THROWS_WITH(vocablens::attribute_logit(m, {464, 412}, o), Catch::Contains("outside the prompt's 2 tokens"));
-  if (vl_test::cli_path().empty()) return;
+  if (vl_test::require_cli().empty()) return;
   const std::string cli = shq(vl_test::cli_path()) + " attribute " + shq(dir);
   std::string out;
   REQUIRE(vl_test::run_command(cli + " --prompt 'When John and Mary went to the store, Mary gave a drink to' --target "

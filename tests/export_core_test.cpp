@@ -30,10 +30,7 @@ using json = nlohmann::json;
 
 namespace {
 
-bool file_exists(const std::string& p) {
-  struct stat st{};
-  return ::stat(p.c_str(), &st) == 0;
-}
+using vl_test::file_exists;
 
 std::vector<std::string> list_dir(const std::string& dir) {
   std::vector<std::string> out;
@@ -51,15 +48,8 @@ std::vector<std::string> list_dir(const std::string& dir) {
 // Debian's python3 (with python3-numpy, python3-jsonschema); a pyenv shim on PATH may lack them.
 std::string python() { return file_exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
 
-bool python_has(const std::string& module) {
-  std::string out;
-  return vl_test::run_command(python() + " -c 'import " + module + "'", out) == 0;
-}
+using vl_test::python_has;
 
-void skipped(const std::string& what) {
-  std::cerr << "\n!!!!!!!! SKIPPED: " << what << " !!!!!!!!\n";
-  WARN("SKIPPED: " << what);
-}
 
 std::string source_dir() { return VOCABLENS_SOURCE_DIR; }
 
@@ -219,7 +209,7 @@ TEST_CASE("CSV is RFC 4180: strings quoted, quotes doubled, CRLF rows") {
 
 TEST_CASE("every .npy loads in numpy with identical values") {
   if (!python_has("numpy")) {
-    skipped("python3 with numpy not found; .npy files not checked against numpy");
+    vl_test::require(false, "python3 with numpy not found; .npy files not checked against numpy");
     return;
   }
   auto dir = vl_test::temp_dir("numpy") + "/run";
@@ -333,7 +323,7 @@ TEST_CASE("the JSON manifest describes every side file and validates against doc
   CHECK_THROWS_AS(vocablens::result_to_json(bad), vocablens::UsageError);
 
   if (!python_has("jsonschema")) {
-    skipped("python3-jsonschema not installed; JSON not validated against docs/schema/result.schema.json");
+    vl_test::require(false, "python3-jsonschema not installed; JSON not validated against docs/schema/result.schema.json");
     return;
   }
   auto dir = vl_test::temp_dir("schema") + "/run";

@@ -335,12 +335,8 @@ TEST_CASE("stories260K: a copying OV head's top pairs are on the diagonal unless
 }
 
 TEST_CASE("vocablens heads CLI: table, JSON, CSV, run directory", "[heads][cli]") {
-  std::string cli = vl_test::cli_path();
-  struct stat st{};
-  if (cli.empty() || ::stat(cli.c_str(), &st) != 0) {
-    WARN("SKIPPED: the vocablens CLI is not built");
-    return;
-  }
+  std::string cli = vl_test::require_cli();
+  if (cli.empty()) return;
   std::string dir = vl_test::fixture("stories260K");
   if (dir.empty()) return;
   std::string cache = vl_test::temp_dir("heads-cli-cache");

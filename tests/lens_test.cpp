@@ -30,27 +30,13 @@ using vl_test::load_npy_tensor;
 
 namespace {
 
-bool file_exists(const std::string& p) {
-  struct stat st{};
-  return ::stat(p.c_str(), &st) == 0;
-}
+using vl_test::file_exists;
+using vl_test::shq;
 
 bool have_numpy() {
   static int ok = -1;
-  if (ok < 0) {
-    std::string out;
-    ok = file_exists("/usr/bin/python3") && vl_test::run_command("/usr/bin/python3 -c 'import numpy'", out) == 0;
-  }
+  if (ok < 0) ok = vl_test::python_has("numpy");
   return ok == 1;
-}
-
-std::string shq(const std::string& s) {
-  std::string o = "'";
-  for (char c : s) {
-    if (c == '\'') o += "'\\''";
-    else o.push_back(c);
-  }
-  return o + "'";
 }
 
 // Runs tests/lens_reference.py once per test program; returns its output directory ("" when numpy is absent).
@@ -203,10 +189,7 @@ TEST_CASE("lens: the last layer equals the model's output distribution on every 
 TEST_CASE("lens: per-layer values equal the independent NumPy lens of the reference residuals", "[lens][numpy]") {
   vocablens::init_runtime();
   private_pinv_cache();
-  if (!have_numpy()) {
-    WARN("SKIPPED: /usr/bin/python3 with numpy not found (apt-get install python3-numpy)");
-    return;
-  }
+  if (!vl_test::require(have_numpy(), "/usr/bin/python3 with numpy")) return;
   std::string root = vl_test::fixtures_root();
   if (root.empty()) {
     vl_test::fixture("gpt2-tiny");  // fails or warns loudly
@@ -518,10 +501,7 @@ TEST_CASE("lens CLI: table, JSON, CSV and a run directory whose .npy files numpy
       }
     }
   }
-  if (!have_numpy()) {
-    WARN("SKIPPED: numpy check of the .npy files (/usr/bin/python3 with numpy not found)");
-    return;
-  }
+  if (!vl_test::require(have_numpy(), "/usr/bin/python3 with numpy")) return;
   // numpy.load opens every file unchanged: same dtype, shape and bytes as our own reader sees.
   std::string script = vl_test::temp_dir("lensnpy") + "/check.py";
   vl_test::write_file(script,

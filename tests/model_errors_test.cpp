@@ -77,7 +77,7 @@ void expect_clean_failure(const std::string& model_path, const std::string& file
     CHECK(what.find(problem) != std::string::npos);
     CHECK(what.find('\n') == std::string::npos);
   }
-  std::string cli = vl_test::cli_path();
+  std::string cli = vl_test::require_cli();
   if (cli.empty()) return;
   std::string out;
   int rc = vl_test::run_command(cli + " inspect '" + model_path + "'", out);

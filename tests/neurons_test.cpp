@@ -139,12 +139,8 @@ TEST_CASE("stories260K neurons: gated MLP has key (up), gate and value lists", "
 }
 
 TEST_CASE("vocablens neurons CLI", "[neurons][cli]") {
-  std::string cli = vl_test::cli_path();
-  struct stat st{};
-  if (cli.empty() || ::stat(cli.c_str(), &st) != 0) {
-    WARN("SKIPPED: the vocablens CLI is not built");
-    return;
-  }
+  std::string cli = vl_test::require_cli();
+  if (cli.empty()) return;
   std::string dir = vl_test::fixture("stories260K");
   if (dir.empty()) return;
   std::string env = "VOCABLENS_CACHE=" + vl_test::temp_dir("neurons-cli-cache") + " ";

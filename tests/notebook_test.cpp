@@ -26,15 +26,8 @@ using vocablens::Result;
 
 namespace {
 
-bool file_exists(const std::string& p) {
-  struct stat st{};
-  return ::stat(p.c_str(), &st) == 0;
-}
+using vl_test::file_exists;
 
-void skipped(const std::string& what) {
-  std::cerr << "\n!!!!!!!! SKIPPED: " << what << " !!!!!!!!\n";
-  WARN("SKIPPED: " << what);
-}
 
 std::string python() { return file_exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
 
@@ -98,7 +91,7 @@ int execute_notebook(const std::string& path) {
   bool have_jupyter = vl_test::run_command("jupyter nbconvert --version", out) == 0 &&
                       vl_test::run_command(python() + " -c 'import ipykernel, numpy, pandas, matplotlib'", out) == 0;
   if (!have_jupyter) {
-    skipped("jupyter nbconvert / ipykernel / pandas / matplotlib not installed; notebooks validated but not executed");
+    vl_test::require(false, "jupyter nbconvert / ipykernel / pandas / matplotlib not installed; notebooks validated but not executed");
     return -1;
   }
   std::string home = vl_test::temp_dir("jupyter-home");
@@ -197,7 +190,7 @@ TEST_CASE("every generated notebook validates with nbformat and executes where J
 
   std::string out;
   if (vl_test::run_command(python() + " -c 'import nbformat'", out) != 0) {
-    skipped("python3-nbformat not installed; notebooks not validated");
+    vl_test::require(false, "python3-nbformat not installed; notebooks not validated");
     return;
   }
   for (const auto& path : {nb, small}) {
@@ -217,7 +210,7 @@ TEST_CASE("every generated notebook validates with nbformat and executes where J
 TEST_CASE("the notebook of a fixture run (vocablens lens/spectrum --out --report) validates and executes") {
   std::string cli = vl_test::cli_path();
   if (cli.empty() || !file_exists(cli)) {
-    skipped("vocablens CLI not built; fixture-run notebook not exercised");
+    vl_test::require(false, "vocablens CLI not built; fixture-run notebook not exercised");
     return;
   }
   std::string model = vl_test::fixture("gpt2-tiny");
@@ -236,7 +229,7 @@ TEST_CASE("the notebook of a fixture run (vocablens lens/spectrum --out --report
   json j = json::parse(vl_test::read_file(nb));
   CHECK(j["cells"].size() == 6);  // intro, helpers, and two cells for each of the two results
   if (vl_test::run_command(python() + " -c 'import nbformat'", out) != 0) {
-    skipped("python3-nbformat not installed; notebooks not validated");
+    vl_test::require(false, "python3-nbformat not installed; notebooks not validated");
     return;
   }
   CHECK(validate_with_nbformat(nb, out));
@@ -257,7 +250,7 @@ TEST_CASE("the notebook of what every analysis really produces validates and exe
   json j = json::parse(vl_test::read_file(nb));
   CHECK(j["cells"].size() == 2 + 2 * results.size());
   if (vl_test::run_command(python() + " -c 'import nbformat'", out) != 0) {
-    skipped("python3-nbformat not installed; notebooks not validated");
+    vl_test::require(false, "python3-nbformat not installed; notebooks not validated");
     return;
   }
   CHECK(validate_with_nbformat(nb, out));

@@ -21,14 +21,7 @@ const std::vector<int64_t> kClean = {2215, 1757, 290, 5335, 1816, 284, 262, 3650
 const std::vector<int64_t> kCorrupt = {2215, 1757, 290, 5335, 1816, 284, 262, 3650, 11, 1757, 2921, 257, 4144, 284};
 const int64_t kJohn = 1757, kMary = 5335;
 
-std::string shq(const std::string& s) {
-  std::string o = "'";
-  for (char c : s) {
-    if (c == '\'') o += "'\\''";
-    else o.push_back(c);
-  }
-  return o + "'";
-}
+using vl_test::shq;
 
 }  // namespace
 
@@ -150,7 +143,7 @@ TEST_CASE("patching errors: different token lengths, equal runs, bad tokens") {
 
 TEST_CASE("vocablens patch on the command line") {
   std::string dir = vl_test::fixture("gpt2-tiny");
-  if (dir.empty() || vl_test::cli_path().empty()) return;
+  if (dir.empty() || vl_test::require_cli().empty()) return;
   const std::string cli = shq(vl_test::cli_path()) + " patch " + shq(dir);
   std::string out;
   REQUIRE(vl_test::run_command(cli + " --clean 'When John and Mary went to the store, Mary gave a drink to' --corrupt "

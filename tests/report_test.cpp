@@ -30,10 +30,7 @@ using vocablens::Table;
 
 namespace {
 
-bool file_exists(const std::string& p) {
-  struct stat st{};
-  return ::stat(p.c_str(), &st) == 0;
-}
+using vl_test::file_exists;
 
 size_t count(const std::string& hay, const std::string& needle) {
   size_t n = 0;
@@ -41,10 +38,6 @@ size_t count(const std::string& hay, const std::string& needle) {
   return n;
 }
 
-void skipped(const std::string& what) {
-  std::cerr << "\n!!!!!!!! SKIPPED: " << what << " !!!!!!!!\n";
-  WARN("SKIPPED: " << what);
-}
 
 std::string python() { return file_exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
 
@@ -292,7 +285,7 @@ TEST_CASE("write_report reads a run directory and writes report.html atomically"
 TEST_CASE("the report renders in headless Chromium: not blank, no console errors") {
   std::string chrome = chromium();
   if (chrome.empty()) {
-    skipped("chromium not installed (apt-get install chromium); the report was not rendered in a browser");
+    vl_test::require(false, "chromium not installed (apt-get install chromium); the report was not rendered in a browser");
     return;
   }
   std::string art = artifacts_dir();
@@ -335,7 +328,7 @@ TEST_CASE("the report renders in headless Chromium: not blank, no console errors
     CHECK(bytes.size() > 40000);
     double ink = ink_fraction(png);
     if (ink < 0) {
-      skipped("python3-pil not installed; screenshot checked by size only");
+      vl_test::require(false, "python3-pil not installed; screenshot checked by size only");
     } else {
       INFO("non-white fraction " << ink);
       CHECK(ink > 0.05);
@@ -357,7 +350,7 @@ TEST_CASE("the report renders in headless Chromium: not blank, no console errors
 TEST_CASE("vocablens report CLI") {
   std::string cli = vl_test::cli_path();
   if (cli.empty() || !file_exists(cli)) {
-    skipped("vocablens CLI not built; `vocablens report` not exercised");
+    vl_test::require(false, "vocablens CLI not built; `vocablens report` not exercised");
     return;
   }
   auto base = vl_test::temp_dir("report-cli");
@@ -397,7 +390,7 @@ TEST_CASE("vocablens report CLI") {
 TEST_CASE("fixture runs: analysis commands with --out/--report, the report in Chromium, every file checked") {
   std::string cli = vl_test::cli_path();
   if (cli.empty() || !file_exists(cli)) {
-    skipped("vocablens CLI not built; fixture runs not exercised");
+    vl_test::require(false, "vocablens CLI not built; fixture runs not exercised");
     return;
   }
   std::string model = vl_test::fixture("gpt2-tiny");
@@ -479,11 +472,11 @@ print(json.dumps(out))
       }
     CHECK(n >= 20);
   } else {
-    skipped("python3-numpy / python3-jsonschema missing; fixture run files not checked in Python");
+    vl_test::require(false, "python3-numpy / python3-jsonschema missing; fixture run files not checked in Python");
   }
 
   if (chromium().empty()) {
-    skipped("chromium not installed; fixture report not rendered");
+    vl_test::require(false, "chromium not installed; fixture report not rendered");
     return;
   }
   std::string png = art + "/fixture-report.png";

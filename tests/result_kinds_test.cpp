@@ -54,7 +54,7 @@ TEST_CASE("every kind the analyses produce is registered and its figures draw fr
   std::string dir = vl_test::fixture("gpt2-tiny");
   if (dir.empty()) return;
   const auto results = vl_test::real_results(dir);
-  REQUIRE(results.size() == 17);  // 13 + tuned_lens_eval (#20) + compare_embeddings, logit_lens_batch, lens_compare (#21)
+  REQUIRE(!results.empty());  // which kinds must be there: the registry's, checked below
 
   std::set<std::string> produced;
   for (const auto& r : results) {

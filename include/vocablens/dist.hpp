@@ -20,8 +20,6 @@ namespace vocablens::dist {
 
 /// Initialises MPI when launched by mpirun; idempotent. Registers finalize() at exit.
 void init();
-/// Whether this binary was built with MPI.
-bool built_with_mpi();
 int rank();
 int size();
 /// In-place element-wise sum over all ranks (no-op with one rank).

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "vocablens/options.hpp"  // parse_index_list
 #include "vocablens/result.hpp"
 #include "vocablens/token_filter.hpp"
 #include "vocablens/linalg/topk_stream.hpp"
@@ -42,11 +43,6 @@ struct NeuronsOptions {
   std::function<void(int64_t, int64_t)> progress;
 };
 
-/// "0,5,10-20" -> {0, 5, 10, ..., 20}; UsageError on anything malformed. Used by the CLI. With limit >= 0,
-/// every index must be < limit ("<what> 12 in '0-12' is out of range (0..11)"), checked before a range is
-/// expanded; lists longer than kMaxIndexListEntries are refused whatever the limit.
-constexpr int64_t kMaxIndexListEntries = int64_t{1} << 24;
-std::vector<int64_t> parse_index_list(const std::string& spec, int64_t limit = -1, const std::string& what = "index");
 
 struct NeuronProjection {
   int64_t neuron = 0;

@@ -33,14 +33,12 @@ struct TensorStore {
   /// CPU half matmul); F32 stays a zero-copy view; F64 and integer types keep their type.
   std::string stored_dtype;
 
-  /// Names read through get() (after any strip_prefix): the loader reports the tensors nobody used.
+  /// Names read through get(): the loader reports the tensors nobody used.
   mutable std::set<std::string> used;
 
   bool has(const std::string& name) const { return tensors.count(name) != 0; }
   /// The tensor `name` (recorded in `used`); throws FormatError(source, "missing tensor 'name'").
   const at::Tensor& get(const std::string& name) const;
-  /// Removes a prefix such as "transformer." or "model." from every name that has it.
-  void strip_prefix(const std::string& prefix);
 };
 
 /// Reads one .safetensors file. Checks, as the format's specification demands: the 8-byte header length

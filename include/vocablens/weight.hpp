@@ -38,8 +38,6 @@ bool is_packed_weight(const at::Tensor& w);
 GgmlType weight_storage_type(const at::Tensor& w);
 /// "F32", "BF16", "Q4_K", ... (what weight_storage_type says, as text).
 std::string weight_storage_name(const at::Tensor& w);
-/// Bytes the weight occupies in memory/on disk (packed: its blocks).
-int64_t weight_nbytes(const at::Tensor& w);
 
 /// The weight as a float32 tensor of the same logical shape: `w` itself when already float32, otherwise
 /// a fresh upcast / dequantized copy. Undefined stays undefined.

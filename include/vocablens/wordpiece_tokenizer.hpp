@@ -89,9 +89,6 @@ class WordPieceTokenizer final : public Tokenizer {
   std::string source_;
 };
 
-/// The normalisation of steps 1–3 alone (for tests and the trainer).
-std::string bert_normalize(std::string_view text, const WordPieceConfig& c);
-
 namespace detail {
 /// A WordPiece tokenizer in `dir` (tokenizer.json with a WordPiece model, or vocab.txt without vocab.json
 /// beside it), or nullptr when the directory holds no WordPiece vocabulary.

@@ -44,6 +44,10 @@ struct RegisterAnalysis {
 /// Adds run(name, model, kwargs) and analyses() to the extension module.
 void register_analyses(py::module_& mod);
 
+/// Adds analyses_schema() and run_declared(name, model, kwargs, progress): every analysis declared in the
+/// library (python/src/bind_declared.cpp).
+void register_declared(py::module_& mod);
+
 /// Adds compare_runs(a, b, align) (python/src/bind_compare.cpp): two lens runs, no model.
 void register_compare(py::module_& mod);
 

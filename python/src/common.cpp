@@ -299,8 +299,10 @@ Progress::Progress(py::object mode, int64_t total, const std::string& descriptio
     bool forced = !mode.is_none();
     try {
       py::object tqdm = py::module_::import("tqdm.auto").attr("tqdm");
+      // progress=None: the bar appears only once the call has run for a second (tqdm's delay), so quick
+      // calls print nothing in a notebook; progress=True shows it at once.
       bar_ = tqdm(py::arg("total") = total, py::arg("desc") = description, py::arg("unit") = unit,
-                  py::arg("leave") = false);
+                  py::arg("leave") = false, py::arg("delay") = forced ? 0.0 : 1.0);
     } catch (const py::error_already_set&) {
       plain_ = forced;  // no tqdm: a plain line on stderr only when asked for explicitly
     }

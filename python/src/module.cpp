@@ -125,6 +125,10 @@ py::dict config_dict(const vocablens::ModelConfig& c) {
   d["bos_token_id"] = c.bos_token_id;
   d["eos_token_id"] = c.eos_token_id;
   d["weight_dtype"] = c.weight_dtype;
+  // What ActivationCache's norm helpers need to know (apply_ln_to_stack, decompose_resid).
+  d["norm_before"] = c.norm_before;
+  d["final_norm"] = c.final_norm;
+  d["parallel_residual"] = c.parallel_residual;
   return d;
 }
 
@@ -176,49 +180,7 @@ py::dict weights_dict(const PyModel& pm) {
   return d;
 }
 
-// ---- run_with_cache --------------------------------------------------------------------------------------
-
-// A hook name, TransformerLens's ("blocks.3.hook_resid_post", "blocks.0.attn.hook_pattern",
-// "ln_final.hook_normalized") or ours ("resid_post.3", "pattern.0", "final_norm"), as (hook, layer).
-std::pair<std::string, int64_t> parse_hook_name(const std::string& name, int64_t n_layers) {
-  static const char* kHooks[] = {"resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post", "pattern"};
-  auto bad = [&](const std::string& why) -> std::pair<std::string, int64_t> {
-    throw py::value_error("names: '" + name + "' " + why +
-                          " (known: blocks.L.hook_resid_pre, blocks.L.hook_attn_out, blocks.L.hook_resid_mid, "
-                          "blocks.L.hook_mlp_out, blocks.L.hook_resid_post, blocks.L.attn.hook_pattern, "
-                          "ln_final.hook_normalized, or ours: resid_post.L, pattern.L, final_norm, ...)");
-  };
-  if (name == "ln_final.hook_normalized" || name == "final_norm") return {"final_norm", -1};
-  std::string hook, layer_text;
-  if (name.rfind("blocks.", 0) == 0) {
-    size_t dot = name.find('.', 7);
-    if (dot == std::string::npos) return bad("is not a hook name");
-    layer_text = name.substr(7, dot - 7);
-    std::string rest = name.substr(dot + 1);
-    if (rest == "attn.hook_pattern") hook = "pattern";
-    else if (rest.rfind("hook_", 0) == 0) hook = rest.substr(5);
-    else return bad("is not a hook this runner records");
-  } else {
-    size_t dot = name.rfind('.');
-    if (dot == std::string::npos) return bad("is not a hook name");
-    hook = name.substr(0, dot);
-    layer_text = name.substr(dot + 1);
-  }
-  bool known = false;
-  for (const char* h : kHooks) known = known || hook == h;
-  if (!known) return bad("is not a hook this runner records");
-  if (layer_text.empty() || layer_text.find_first_not_of("0123456789") != std::string::npos)
-    return bad("has no layer number");
-  int64_t layer = std::stoll(layer_text);
-  if (layer >= n_layers) return bad("names layer " + layer_text + " of a model with " + std::to_string(n_layers) + " layers");
-  return {hook, layer};
-}
-
-std::string tl_name(const std::string& hook, int64_t layer) {
-  if (hook == "final_norm") return "ln_final.hook_normalized";
-  if (hook == "pattern") return "blocks." + std::to_string(layer) + ".attn.hook_pattern";
-  return "blocks." + std::to_string(layer) + ".hook_" + hook;
-}
+// ---- token ids of a batch (forward, run_with_hooks, run_with_cache: python/vocablens/_hooks.py) ----------
 
 at::Tensor batch_ids(const PyModel& m, py::handle input, std::optional<bool> bos) {
   if (THPVariable_Check(input.ptr())) {
@@ -237,58 +199,9 @@ at::Tensor batch_ids(const PyModel& m, py::handle input, std::optional<bool> bos
   return at::tensor(v, at::kLong).unsqueeze(0);
 }
 
-py::tuple run_with_cache(const PyModel& m, py::handle input, py::object names, std::optional<bool> bos,
-                         bool logits_wanted) {
-  const int64_t L = m.model.config().n_layers;
-  at::Tensor ids = batch_ids(m, input, bos);
-  if (ids.size(1) > m.model.config().n_ctx)
-    throw py::value_error("input is " + std::to_string(ids.size(1)) + " tokens, longer than the model's context of " +
-                          std::to_string(m.model.config().n_ctx));
-  std::vector<std::pair<std::string, std::pair<std::string, int64_t>>> wanted;  // key as asked -> (hook, layer)
-  if (names.is_none()) {
-    for (int64_t l = 0; l < L; ++l)
-      for (const char* h : {"resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post", "pattern"})
-        wanted.push_back({tl_name(h, l), {h, l}});
-    wanted.push_back({tl_name("final_norm", -1), {"final_norm", -1}});
-  } else {
-    std::vector<py::object> items;
-    if (py::isinstance<py::str>(names)) items.push_back(names);
-    else if (py::isinstance<py::list>(names) || py::isinstance<py::tuple>(names) || py::isinstance<py::set>(names))
-      for (auto e : names) items.push_back(py::reinterpret_borrow<py::object>(e));
-    else
-      throw py::type_error("names must be a str or a list of str, not " + std::string(py::str(names.get_type().attr("__name__"))));
-    for (const auto& e : items) {
-      if (!py::isinstance<py::str>(e))
-        throw py::type_error("names must hold str, not " + std::string(py::str(e.get_type().attr("__name__"))));
-      std::string s = e.cast<std::string>();
-      wanted.push_back({s, parse_hook_name(s, L)});
-    }
-  }
-  vocablens::CacheSpec spec;
-  for (const auto& w : wanted) {
-    const std::string& h = w.second.first;
-    if (h == "resid_pre") spec.resid_pre = true;
-    else if (h == "attn_out") spec.attn_out = true;
-    else if (h == "resid_mid") spec.resid_mid = true;
-    else if (h == "mlp_out") spec.mlp_out = true;
-    else if (h == "resid_post") spec.resid_post = true;
-    else if (h == "pattern") spec.pattern = true;
-    else if (h == "final_norm") spec.final_norm = true;
-  }
-  vocablens::ForwardOutput out;
-  {
-    py::gil_scoped_release nogil;
-    out = m.model.forward(ids, spec, logits_wanted);
-  }
-  py::dict cache;
-  for (const auto& w : wanted) {
-    const auto& [h, l] = w.second;
-    cache[py::str(w.first)] = l < 0 ? out.cache.get(h) : out.cache.get(h, l);
-  }
-  return py::make_tuple(out.logits, cache);
-}
-
 }  // namespace
+
+void register_hooks(py::module_& mod);  // python/src/bind_hooks.cpp
 }  // namespace vlpy
 
 PYBIND11_MODULE(_vocablens, mod) {
@@ -334,7 +247,7 @@ PYBIND11_MODULE(_vocablens, mod) {
       });
 
   // ---- Model
-  py::class_<PyModel, std::shared_ptr<PyModel>>(mod, "Model")
+  py::class_<PyModel, std::shared_ptr<PyModel>>(mod, "Model", py::dynamic_attr())  // Python keeps hook contexts on it
       .def_property_readonly("source", [](const PyModel& m) { return m.model.source(); })
       .def_property_readonly("config", [](const PyModel& m) { return config_dict(m.model.config()); })
       .def_property_readonly("tokenizer", [](const PyModel& m) -> py::object {
@@ -367,12 +280,15 @@ PYBIND11_MODULE(_vocablens, mod) {
       .def("to_ids", [](const PyModel& m, py::handle input, std::optional<bool> bos) { return ids_from(m, input, "input", bos); },
            py::arg("input"), py::arg("bos") = py::none())
       .def("token_id", [](const PyModel& m, py::handle token) { return token_from(m, token, "token"); }, py::arg("token"))
-      .def("forward", [](const PyModel& m, py::handle input, std::optional<bool> bos) {
-             return run_with_cache(m, input, py::list(), bos, true)[0];
+      // forward, run_with_hooks, run_with_cache, gradients: python/vocablens/_hooks.py over bind_hooks.cpp.
+      .def("_batch_ids", [](const PyModel& m, py::handle input, std::optional<bool> bos) {
+             at::Tensor ids = batch_ids(m, input, bos);
+             if (ids.size(1) > m.model.config().n_ctx)
+               throw py::value_error("input is " + std::to_string(ids.size(1)) +
+                                     " tokens, longer than the model's context of " +
+                                     std::to_string(m.model.config().n_ctx));
+             return ids;
            }, py::arg("input"), py::arg("bos") = py::none())
-      .def("run_with_cache", [](const PyModel& m, py::handle input, py::object names, std::optional<bool> bos) {
-             return run_with_cache(m, input, names, bos, true);
-           }, py::arg("input"), py::arg("names") = py::none(), py::arg("bos") = py::none())
       .def("generate", [](const PyModel& m, py::handle input, int64_t steps, std::optional<bool> bos) {
              if (steps < 0) throw py::value_error("steps must be >= 0");
              std::vector<int64_t> ids = ids_from(m, input, "input", bos);
@@ -433,5 +349,7 @@ PYBIND11_MODULE(_vocablens, mod) {
   mod.attr("__version__") = VOCABLENS_VERSION;
 
   register_analyses(mod);
+  register_declared(mod);
   register_compare(mod);
+  register_hooks(mod);
 }

@@ -3,7 +3,8 @@
     import vocablens
     model = vocablens.load_model("../shared/fixtures/gpt2-tiny")
     ids = model.tokenize("The Eiffel Tower is in the city of")
-    logits, cache = model.run_with_cache(ids, names=["blocks.0.hook_resid_post"])
+    logits, cache = model.run_with_cache(ids)                       # cache: ActivationCache, 17 hook kinds
+    logits = model.run_with_hooks(ids, fwd_hooks=[("blocks.1.attn.hook_z", lambda z, hook: z.zero_())])
     lens = vocablens.lens(model, "The Eiffel Tower is in the city of", top_k=5)
     lens.arrays["top_probs"]          # numpy [layers, T, k]
     lens.tables["top_k"]              # pandas DataFrame
@@ -12,10 +13,17 @@
 The numbers are the C++ library's (the same code the `vocablens` CLI runs); tensors are torch.Tensor
 objects sharing memory with the loaded model. See docs/python.md.
 """
-from . import _vocablens as _core
-from ._vocablens import Error, FormatError, UsageError, Tokenizer, Model, __version__
-from ._result import Result, load_results, report
-from ._model import load_model
+from ._interpreter import check as _check_interpreter
+
+_check_interpreter()  # a clear ImportError naming the right interpreter, before the extension fails to load
+from . import _vocablens as _core  # noqa: E402
+from ._vocablens import Error, FormatError, UsageError, Tokenizer, Model, __version__  # noqa: E402
+from ._result import Result, load_results, report  # noqa: E402
+from ._model import load_model  # noqa: E402
+from ._cache import ActivationCache, load_cache  # noqa: E402
+from ._hooks import HookPoint, install as _install_hooks  # noqa: E402
+
+_install_hooks(Model)
 from ._analyses import (run, analyses, lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn,
                         positions, patch, ablate, attribute, steer, tuned_lens_eval, lens_batch, compare_embeddings,
                         compare)
@@ -23,4 +31,4 @@ from ._analyses import (run, analyses, lens, lens_corpus, project, heads, neuron
 __all__ = ["load_model", "Model", "Tokenizer", "Result", "load_results", "report", "run", "analyses", "lens",
            "lens_corpus", "project", "heads", "neurons", "spectrum", "neighbours", "knn", "positions", "patch", "ablate",
            "attribute", "steer", "tuned_lens_eval", "lens_batch", "compare_embeddings", "compare", "Error",
-           "FormatError", "UsageError", "__version__"]
+           "FormatError", "UsageError", "__version__", "ActivationCache", "load_cache", "HookPoint"]

@@ -4,6 +4,35 @@ import os
 from . import _vocablens as _core
 
 
+def _integer_column(name):
+    n = name.lower()
+    return (n in ("id", "layer", "head", "position", "index", "rank", "neuron", "count", "step")
+            or n.endswith(("_id", "_index", "_rank", "rank", "_position", "_count")) or n.startswith("rank"))
+
+
+def _tidy(df):
+    """Integer columns stay integers in a notebook: ids, ranks, positions, heads with missing cells (None,
+    which pandas would make float64 NaN) become pandas' nullable Int64, and a `layer` column of labels
+    ("embed", "3.mid", "3") becomes the layer axis index of the arrays (0, 1, ...) with the labels kept in
+    a `layer_label` column (added last). The CSV files keep the CLI's exact cells."""
+    import pandas as pd
+    for col in df.columns:
+        s = df[col]
+        if not _integer_column(col) or s.dtype.kind not in "fO":
+            continue
+        vals = s.dropna()
+        if len(vals) and all(isinstance(v, int) and not isinstance(v, bool) or
+                             (isinstance(v, float) and v.is_integer()) for v in vals):
+            df[col] = s.astype("Int64")
+    if "layer" in df.columns and df["layer"].dtype == object and "layer_label" not in df.columns:
+        labels = df["layer"]
+        if labels.map(lambda v: isinstance(v, str) or v is None).all():
+            order = {lab: i for i, lab in enumerate(pd.unique(labels.dropna()))}
+            df["layer_label"] = labels
+            df["layer"] = labels.map(order).astype("Int64")
+    return df
+
+
 class Result:
     """One analysis's output: `kind`, `settings`, `provenance`, `summary` (dicts), `arrays` (name ->
     numpy array, sharing memory with the result), `tables` (name -> pandas DataFrame).
@@ -56,7 +85,7 @@ class Result:
             except ImportError as e:  # pragma: no cover - setup.sh installs python3-pandas
                 raise ImportError("Result.tables needs pandas (Debian: python3-pandas); "
                                   "Result.table_rows() gives plain lists") from e
-            self._tables = {name: pd.DataFrame(rows, columns=columns)
+            self._tables = {name: _tidy(pd.DataFrame(rows, columns=columns))
                             for name, columns, rows in self._core.tables()}
         return self._tables
 

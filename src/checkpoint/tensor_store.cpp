@@ -17,15 +17,6 @@ const at::Tensor& TensorStore::get(const std::string& name) const {
   return it->second;
 }
 
-void TensorStore::strip_prefix(const std::string& prefix) {
-  std::map<std::string, at::Tensor> out;
-  for (auto& [k, v] : tensors) {
-    if (k.compare(0, prefix.size(), prefix) == 0) out[k.substr(prefix.size())] = v;
-    else out[k] = v;
-  }
-  tensors.swap(out);
-}
-
 namespace detail {
 
 TensorStore read_sharded_index(const std::string& index_path, const std::string& format,

@@ -1,114 +1,103 @@
 // `vocablens neurons MODEL --layer L [--neurons 0,5-9] [--top-k 30]`: MLP neurons in vocabulary space
 // (see vocablens/neurons.hpp): top tokens of each key (column of W_in), gate (W_gate) and value (row of W_out).
+// The flags come from the analysis's declaration (analyses/neurons_entry.cpp).
 #include <fmt/color.h>
 #include <fmt/format.h>
 
+#include <map>
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/declared_flags.hpp"
 #include "cli/output.hpp"
 #include "cli/progress.hpp"
 #include "cli/token_filter_options.hpp"
 #include "vocablens/atomic_file.hpp"
-#include "vocablens/error.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/model.hpp"
-#include "vocablens/neurons.hpp"
 #include "vocablens/tokenizer.hpp"
 
 namespace {
 
-using vocablens::UsageError;
-
-struct NeuronsCliOptions {
+struct NeuronsCli {
   std::string model;
-  int64_t layer = -1;
-  std::string neurons;
-  int64_t top_k = 30;
-  std::string inverse = "pinv";
-  double pinv_rtol = 1e-6;
-  bool no_keys = false, no_values = false, no_gates = false, bottom = false;
-  vocablens::cli::TokenFilterFlags tokens_flags;
+  std::string tokenizer;
+  std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
   vocablens::cli::OutputOptions out;
 };
 
-void print_neurons(const vocablens::NeuronsAnalysis& a, const vocablens::Tokenizer* tok, const vocablens::Model& m,
-                   bool color) {
+// The table view, read back from the Result (what --format json prints), so every surface shows one thing.
+void print_neurons(const vocablens::Result& r, const vocablens::Model& m, bool color) {
   auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
-  auto text = [&](int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); };
-  const auto& o = a.options;
+  const auto& set = r.settings;
+  const bool gated = r.summary.value("gated", false);
+  const auto n_neurons = r.summary["neurons"].size();
   fmt::print("{}\n", style(fmt::format("neurons · {} · layer {} · {} of {} neurons · top {} · keys{} via {}", m.source(),
-                                       o.layer, a.neurons.size(), a.d_mlp, o.top_k, a.gated ? "/gates" : "",
-                                       vocablens::to_string(o.inverse)),
+                                       set["layer"].get<int64_t>(), n_neurons, r.summary["d_mlp"].get<int64_t>(),
+                                       set["top_k"].get<int64_t>(), gated ? "/gates" : "",
+                                       set["inverse"].get<std::string>()),
                            fmt::emphasis::bold));
-  auto line = [&](const char* label, const std::vector<vocablens::TopkEntry>& lst) {
-    if (lst.empty()) return;
-    std::string s = fmt::format("  {:<7}", label);
-    for (const auto& e : lst) s += "  " + text(e.j);
-    fmt::print("{}\n", s);
-  };
-  for (const auto& n : a.neurons) {
-    std::string norms;
-    if (o.keys) norms += fmt::format(" · ‖key‖ {:.4g}", n.key_norm);
-    if (o.gates && a.gated) norms += fmt::format(" · ‖gate‖ {:.4g}", n.gate_norm);
-    if (o.values) norms += fmt::format(" · ‖value‖ {:.4g}", n.value_norm);
-    fmt::print("{}{}\n", style(fmt::format("neuron {}", n.neuron), fmt::emphasis::bold), norms);
-    line("key", n.key_top);
-    line("key-", n.key_bottom);
-    line("gate", n.gate_top);
-    line("gate-", n.gate_bottom);
-    line("value", n.value_top);
-    line("value-", n.value_bottom);
+  const vocablens::Table* top = nullptr;
+  const vocablens::Table* norms = nullptr;
+  for (const auto& t : r.tables) {
+    if (t.name == "top_k") top = &t;
+    if (t.name == "norms") norms = &t;
+  }
+  if (!top || !norms) return;
+  // neuron -> vector/direction -> tokens, in the table's rank order
+  std::map<int64_t, std::map<std::string, std::vector<std::string>>> lists;
+  for (const auto& row : top->rows) {  // layer, neuron, vector, direction, rank, token_id, token, score
+    const std::string label = row[2].get<std::string>() + (row[3].get<std::string>() == "bottom" ? "-" : "");
+    lists[row[1].get<int64_t>()][label].push_back(row[6].get<std::string>());
+  }
+  for (const auto& row : norms->rows) {  // layer, neuron, key_norm, gate_norm, value_norm
+    const int64_t n = row[1].get<int64_t>();
+    std::string line;
+    if (!row[2].is_null()) line += fmt::format(" · ‖key‖ {:.4g}", row[2].get<double>());
+    if (!row[3].is_null()) line += fmt::format(" · ‖gate‖ {:.4g}", row[3].get<double>());
+    if (!row[4].is_null()) line += fmt::format(" · ‖value‖ {:.4g}", row[4].get<double>());
+    fmt::print("{}{}\n", style(fmt::format("neuron {}", n), fmt::emphasis::bold), line);
+    for (const char* label : {"key", "key-", "gate", "gate-", "value", "value-"}) {
+      auto it = lists[n].find(label);
+      if (it == lists[n].end()) continue;
+      std::string s = fmt::format("  {:<7}", label);
+      for (const auto& t : it->second) s += "  " + t;
+      fmt::print("{}\n", s);
+    }
   }
 }
 
-int run_neurons(const NeuronsCliOptions& co) {
-  vocablens::NeuronsOptions o;
-  o.layer = co.layer;
-  if (!co.neurons.empty()) o.neurons = vocablens::parse_index_list(co.neurons);
-  o.top_k = co.top_k;
-  o.inverse = vocablens::parse_inverse_kind(co.inverse);
-  o.pinv.rtol = co.pinv_rtol;
-  o.keys = !co.no_keys;
-  o.values = !co.no_values;
-  o.gates = !co.no_gates;
-  o.bottom = co.bottom;
-  o.filter = vocablens::cli::token_filter(co.tokens_flags);
-  if (!o.keys && !o.values && !o.gates) throw UsageError("--no-keys, --no-gates and --no-values leave nothing to show");
-  if (!co.out.out_dir.empty()) vocablens::ensure_directory(co.out.out_dir);
+int run_neurons(const NeuronsCli& c) {
+  const auto& a = vocablens::find_analysis("neurons");
+  const nlohmann::json given = c.flags->given();
+  // Checked before the model loads: a wrong flag costs nothing.
+  const nlohmann::json resolved = vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
+  if (!c.out.out_dir.empty()) vocablens::ensure_directory(c.out.out_dir);
 
-  vocablens::Model m = vocablens::load_model(co.model);
-  auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, false);
+  vocablens::Model m = vocablens::load_model(c.model);
+  vocablens::cli::TokenFilterFlags tf;
+  tf.tokenizer = c.tokenizer;
+  tf.alpha_only = resolved["alpha_only"].get<bool>();
+  auto tok = vocablens::cli::load_tokenizer(c.model, tf, false);
   vocablens::cli::ProgressBar bar("neurons", "vectors");
-  o.progress = bar.callback();
-  auto a = vocablens::analyze_neurons(m, o, tok.get());
+  auto r = vocablens::run_analysis(a, m, tok.get(), given, vocablens::Surface::Cli, bar.callback());
   bar.finish();
-  auto r = a.to_result(tok.get());
   vocablens::cli::fill_provenance(r, m);
   if (tok) r.provenance["tokenizer"] = tok->source();
-  const bool color = vocablens::cli::use_color(co.out);
-  vocablens::cli::emit(r, co.out, [&] { print_neurons(a, tok.get(), m, color); });
+  const bool color = vocablens::cli::use_color(c.out);
+  vocablens::cli::emit(r, c.out, [&] { print_neurons(r, m, color); });
   return 0;
 }
 
 vocablens::cli::Register reg{
-    "neurons", "MLP neurons in vocabulary space: top tokens of each key, gate and value vector, with their norms",
-    [](CLI::App& sub) -> vocablens::cli::Runner {
-      auto o = std::make_shared<NeuronsCliOptions>();
-      sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
-      sub.add_option("--layer", o->layer, "Layer (0-based)")->required();
-      sub.add_option("--neurons", o->neurons, "Neurons, e.g. 0,5,10-20 (default: all of the layer)");
-      sub.add_option("--top-k", o->top_k, "Tokens per vector (default 30)");
-      sub.add_option("--inverse", o->inverse,
-                     "Keys/gates read through: pinv (exact E+, default), transpose (E^T), embed (W_E)")
-          ->check(CLI::IsMember({"pinv", "transpose", "embed"}));
-      sub.add_option("--pinv-rtol", o->pinv_rtol, "Singular values below rtol*max are dropped from E+ (default 1e-6)");
-      sub.add_flag("--no-keys", o->no_keys, "Skip the keys (columns of W_in)");
-      sub.add_flag("--no-gates", o->no_gates, "Skip the gates (gated MLPs)");
-      sub.add_flag("--no-values", o->no_values, "Skip the values (rows of W_out)");
-      sub.add_flag("--bottom", o->bottom, "Also the lowest-scoring tokens of each vector");
-      vocablens::cli::add_token_filter_options(sub, o->tokens_flags);
-      vocablens::cli::add_output_options(sub, o->out);
-      return [o] { return run_neurons(*o); };
+    "neurons", vocablens::find_analysis("neurons").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
+      auto c = std::make_shared<NeuronsCli>();
+      c->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("neurons").decl);
+      sub.add_option("MODEL", c->model, vocablens::cli::kModelHelp)->required();
+      c->flags->add_to(sub);
+      sub.add_option("--tokenizer", c->tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      vocablens::cli::add_output_options(sub, c->out);
+      return [c] { return run_neurons(*c); };
     }};
 
 }  // namespace

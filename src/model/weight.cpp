@@ -119,15 +119,6 @@ GgmlType weight_storage_type(const at::Tensor& w) {
 
 std::string weight_storage_name(const at::Tensor& w) { return ggml_type_name(static_cast<uint32_t>(weight_storage_type(w))); }
 
-int64_t weight_nbytes(const at::Tensor& w) {
-  if (!w.defined()) return 0;
-  if (is_packed_weight(w)) {
-    auto v = packed_view(w);
-    return v.rows * v.info.row_bytes;
-  }
-  return w.numel() * static_cast<int64_t>(w.element_size());
-}
-
 at::Tensor materialize_weight(const at::Tensor& w) {
   if (!w.defined() || w.scalar_type() == at::kFloat) return w;
   if (!is_packed_weight(w)) return w.to(at::kFloat);

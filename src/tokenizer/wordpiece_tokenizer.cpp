@@ -193,11 +193,6 @@ std::string dir_of(const std::string& p) {
 
 }  // namespace
 
-std::string bert_normalize(std::string_view text, const WordPieceConfig& c) {
-  std::vector<uint32_t> cps = normalize_cps(text, c);
-  return utf8_of(cps.data(), cps.size());
-}
-
 std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_tokens(std::vector<std::string> tokens,
                                                                     const WordPieceConfig& c, const std::string& source) {
   std::unique_ptr<WordPieceTokenizer> t(new WordPieceTokenizer());

@@ -36,14 +36,6 @@ void finalize_at_exit() {
 
 }  // namespace
 
-bool built_with_mpi() {
-#ifdef VOCABLENS_HAVE_MPI
-  return true;
-#else
-  return false;
-#endif
-}
-
 void init() {
   if (g_active) return;
   int world = 1;

@@ -51,6 +51,48 @@ std::string fixture(const std::string& rel) {
   return "";
 }
 
+bool require(bool present, const std::string& what) {
+  if (present) return true;
+  const char* allow = std::getenv("VOCABLENS_ALLOW_MISSING_TOOLS");
+  if (allow && std::string(allow) == "1") {
+    std::cerr << "\n!!!!!!!! SKIPPED, missing: " << what << " !!!!!!!!\n";
+    WARN("SKIPPED, missing: " << what);
+    return false;
+  }
+  FAIL("missing: " << what << " (scripts/setup.sh installs it; VOCABLENS_ALLOW_MISSING_TOOLS=1 skips loudly instead)");
+  return false;
+}
+
+std::string require_cli() {
+  std::string cli = cli_path();
+  return require(!cli.empty() && exists(cli), "the vocablens CLI (" + (cli.empty() ? std::string("VOCABLENS_CLI unset") : cli) + ")")
+             ? cli
+             : "";
+}
+
+bool file_exists(const std::string& path) { return exists(path); }
+
+std::string shq(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+bool python_has(const std::string& modules) {
+  if (!exists("/usr/bin/python3")) return false;
+  std::string out;
+  return run_command("/usr/bin/python3 -c " + shq("import " + modules), out) == 0;
+}
+
+bool program_exists(const std::string& path) {
+  if (path.find('/') != std::string::npos) return ::access(path.c_str(), X_OK) == 0;
+  std::string out;
+  return run_command("command -v " + shq(path) + " >/dev/null", out) == 0;
+}
+
 std::string cli_path() {
   if (const char* env = std::getenv("VOCABLENS_CLI")) return env;
   std::string guess = std::string(VOCABLENS_BINARY_DIR) + "/vocablens";

@@ -1,0 +1,82 @@
+// The registry of declared analyses (see vocablens/analysis_registry.hpp).
+#include "vocablens/analysis_registry.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <stdexcept>
+
+#include "vocablens/error.hpp"
+
+namespace vocablens {
+
+void AnalysisRegistry::add(DeclaredAnalysis a) {
+  const auto& d = a.decl;
+  if (d.name.empty() || !a.run) throw std::logic_error("analysis registry: an entry without a name or run function");
+  if (find(d.name)) throw std::logic_error("analysis registry: '" + d.name + "' registered twice");
+  for (size_t i = 0; i < d.options.size(); ++i) {
+    const auto& o = d.options[i];
+    bool ok = !o.name.empty() && std::islower(static_cast<unsigned char>(o.name[0]));
+    for (char c : o.name) ok = ok && (std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_');
+    if (!ok) throw std::logic_error("analysis registry: " + d.name + ": bad option name '" + o.name + "'");
+    for (size_t j = 0; j < i; ++j)
+      if (d.options[j].name == o.name) throw std::logic_error("analysis registry: " + d.name + ": option '" + o.name + "' twice");
+    if (o.type == OptionType::Choice && o.choices.empty())
+      throw std::logic_error("analysis registry: " + d.name + ": choice option '" + o.name + "' without choices");
+    if (o.required && !o.default_value.is_null())
+      throw std::logic_error("analysis registry: " + d.name + ": required option '" + o.name + "' with a default");
+  }
+  // Every default must pass the declaration's own checks (a wrong default is a bug, found at start-up by tests).
+  try {
+    nlohmann::json given = nlohmann::json::object();
+    for (const auto& o : d.options)
+      if (o.required) given[o.name] = o.type == OptionType::Integer || o.type == OptionType::Real ? nlohmann::json(o.min.value_or(0))
+                                      : o.type == OptionType::Flag ? nlohmann::json(false)
+                                      : o.type == OptionType::Choice ? nlohmann::json(o.choices.front())
+                                      : o.type == OptionType::Indices ? nlohmann::json::array({0})
+                                      : o.type == OptionType::Texts ? nlohmann::json::array({"x"})
+                                      : nlohmann::json("x");
+    resolve_options(d, given, Surface::Python);
+  } catch (const UsageError& e) {
+    throw std::logic_error(std::string("analysis registry: a default fails its own declaration: ") + e.what());
+  }
+  items_.push_back(std::move(a));
+}
+
+const DeclaredAnalysis* AnalysisRegistry::find(const std::string& name) const {
+  for (const auto& a : items_)
+    if (a.decl.name == name) return &a;
+  return nullptr;
+}
+
+const AnalysisRegistry& analysis_registry() {
+  static const AnalysisRegistry r = [] {
+    AnalysisRegistry reg;
+    detail::register_builtin_analyses(reg);
+    return reg;
+  }();
+  return r;
+}
+
+const DeclaredAnalysis& find_analysis(const std::string& name) {
+  const auto& reg = analysis_registry();
+  if (const auto* a = reg.find(name)) return *a;
+  std::string known;
+  for (const auto& a : reg.all()) known += (known.empty() ? "" : ", ") + a.decl.name;
+  std::string shown = name.size() > 60 ? name.substr(0, 57) + "..." : name;
+  throw UsageError("no analysis named '" + shown + "' (known: " + known + ")");
+}
+
+Result run_analysis(const DeclaredAnalysis& a, const Model& m, const Tokenizer* tok, const nlohmann::json& given,
+                    Surface surface, std::function<void(int64_t, int64_t)> progress, const std::atomic<bool>* cancel) {
+  const nlohmann::json options = resolve_options(a.decl, given, surface);
+  AnalysisRequest q{m, tok, options, std::move(progress), cancel};
+  return a.run(q);
+}
+
+nlohmann::json analyses_schema() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& a : analysis_registry().all()) out.push_back(option_schema(a.decl));
+  return out;
+}
+
+}  // namespace vocablens

@@ -1,0 +1,35 @@
+// `attribute`: its options, declared once, and the call every surface makes (vocablens/analysis_registry.hpp).
+#include "entry_common.hpp"
+#include "vocablens/analysis_registry.hpp"
+#include "vocablens/attribution.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/tokenizer.hpp"
+
+namespace vocablens::entries {
+
+void register_attribution_entry(AnalysisRegistry& r) {
+  AnalysisDecl d;
+  d.name = d.command = "attribute";
+  d.input = "prompt";
+  d.summary = "Direct logit attribution: a logit (difference) split into embedding, every head, every MLP and the biases";
+  d.options = entry::prompt_decls();
+  entry::append(d.options, {
+      OptionDecl{"target", OptionType::Token, nullptr, "Token whose logit is attributed (its text, e.g. \" Paris\", or #ID)"}
+          .as_required(),
+      {"wrong", OptionType::Token, nullptr, "Attribute logit(target) - logit(wrong) instead"},
+      {"position", OptionType::Integer, -1, "Position whose logit is attributed (-1: the last)"},
+  });
+  r.add({std::move(d), [](const AnalysisRequest& q) {
+           const auto& o = q.options;
+           const auto ids = entry::prompt_of(o, q.tok, q.model, "attribute");
+           AttributionOptions ao;
+           ao.target = entry::token_of(o.at("target"), q.tok, q.model, "attribute", "target");
+           if (!o.at("wrong").is_null()) ao.wrong = entry::token_of(o.at("wrong"), q.tok, q.model, "attribute", "wrong");
+           ao.position = o.at("position").get<int64_t>();
+           auto r = attribute_logit(q.model, ids, ao).to_result(q.tok, entry::prompt_text(o));
+           if (q.tok) r.provenance["tokenizer"] = q.tok->source();
+           return r;
+         }});
+}
+
+}  // namespace vocablens::entries

@@ -1,0 +1,113 @@
+// Shared pieces of the analyses' option declarations (see entry_common.hpp).
+#include "entry_common.hpp"
+
+#include <cctype>
+
+#include "vocablens/error.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/token_id.hpp"
+#include "vocablens/tokenizer.hpp"
+
+namespace vocablens::entry {
+
+std::vector<OptionDecl> token_filter_decls() {
+  return {
+      {"alpha_only", OptionType::Flag, false, "Only tokens made of ASCII letters (after one optional space)"},
+      OptionDecl{"allow", OptionType::Indices, nullptr,
+                 "Only these token ids (CLI: a file of whitespace-separated ids, # comments)", 0}
+          .spelled("--allow-list")
+          .file_on_cli(),
+  };
+}
+
+TokenFilter token_filter_of(const nlohmann::json& o) {
+  TokenFilter f;
+  f.alpha_only = o.at("alpha_only").get<bool>();
+  if (!o.at("allow").is_null()) f.allow = o.at("allow").get<std::vector<int64_t>>();
+  return f;
+}
+
+std::vector<OptionDecl> inverse_decls(const std::string& what) {
+  return {
+      OptionDecl{"inverse", OptionType::Choice, "pinv",
+                 what + " read through: pinv (exact E+), transpose (E^T), embed (W_E)"}
+          .with_choices({"pinv", "transpose", "embed"}),
+      {"pinv_rtol", OptionType::Real, 1e-6, "Singular values below rtol*max are dropped from E+", 0.0, 1.0},
+  };
+}
+
+InverseKind inverse_of(const nlohmann::json& o) { return parse_inverse_kind(o.at("inverse").get<std::string>()); }
+
+int64_t layer_of(const nlohmann::json& o, const char* name, const Model& m, const std::string& analysis) {
+  const int64_t L = m.config().n_layers;
+  int64_t l = o.at(name).get<int64_t>();
+  if (l < -L || l >= L)
+    throw UsageError(analysis + ": " + name + " " + std::to_string(l) + " is out of range (the model has " +
+                     std::to_string(L) + " layers)");
+  return l < 0 ? l + L : l;
+}
+
+std::vector<OptionDecl> prompt_decls() {
+  return {
+      OptionDecl{"prompt", OptionType::Prompt, nullptr, "Text to run (tokenised with the model's tokenizer), or token ids"}
+          .as_required(),
+      {"bos", OptionType::Flag, nullptr, "Prepend the BOS token (default: the tokenizer's convention; llama2.c adds it)"},
+  };
+}
+
+std::vector<int64_t> prompt_of(const nlohmann::json& o, const Tokenizer* tok, const Model& m, const std::string& analysis) {
+  const auto& p = o.at("prompt");
+  const int64_t V = m.config().vocab_size, n_ctx = m.config().n_ctx;
+  std::vector<int64_t> ids;
+  if (p.is_string()) {
+    if (!tok) throw UsageError(analysis + ": prompt: the model has no tokenizer; give token ids instead");
+    EncodeOptions eo;
+    if (o.contains("bos") && o.at("bos").is_boolean()) eo.add_bos = o.at("bos").get<bool>();
+    ids = tok->encode(p.get<std::string>(), eo);
+    if (ids.empty()) throw UsageError(analysis + ": prompt encodes to no tokens");
+  } else {
+    ids = p.get<std::vector<int64_t>>();
+    for (int64_t id : ids)
+      if (id < 0 || id >= V)
+        throw UsageError(analysis + ": prompt: token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                         std::to_string(V - 1) + ")");
+  }
+  if (static_cast<int64_t>(ids.size()) > n_ctx)
+    throw UsageError(analysis + ": prompt is " + std::to_string(ids.size()) + " tokens, longer than the model's context of " +
+                     std::to_string(n_ctx));
+  return ids;
+}
+
+std::string prompt_text(const nlohmann::json& o) {
+  const auto& p = o.at("prompt");
+  return p.is_string() ? p.get<std::string>() : "";
+}
+
+int64_t token_of(const nlohmann::json& v, const Tokenizer* tok, const Model& m, const std::string& analysis,
+                 const std::string& option) {
+  const int64_t V = m.config().vocab_size;
+  auto checked = [&](int64_t id) {
+    if (id < 0 || id >= V)
+      throw UsageError(analysis + ": " + option + ": token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                       std::to_string(V - 1) + ")");
+    return id;
+  };
+  if (v.is_number_integer()) return checked(v.get<int64_t>());
+  const std::string s = v.get<std::string>();
+  if (s.size() > 1 && s[0] == '#') {
+    bool digits = s.size() < 12;
+    for (size_t i = 1; i < s.size(); ++i) digits = digits && std::isdigit(static_cast<unsigned char>(s[i]));
+    if (digits) return checked(std::stoll(s.substr(1)));
+  }
+  if (!tok) throw UsageError(analysis + ": " + option + ": the model has no tokenizer; give a token id");
+  std::vector<int64_t> ids;
+  if (auto id = single_token_id(*tok, s, &ids)) return *id;
+  throw UsageError(analysis + ": " + option + " '" + s + "' is " + std::to_string(ids.size()) + " tokens: " +
+                   display_ids(*tok, ids) + " (it must be a single token; #ID names one by id)");
+}
+
+void append(std::vector<OptionDecl>& into, const std::vector<OptionDecl>& more) {
+  into.insert(into.end(), more.begin(), more.end());
+}
+
+}  // namespace vocablens::entry

@@ -1,0 +1,68 @@
+// `heads`: its options, declared once, and the call every surface makes (vocablens/analysis_registry.hpp).
+#include "entry_common.hpp"
+#include "vocablens/analysis_registry.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/heads.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/tokenizer.hpp"
+
+namespace vocablens::entries {
+
+void register_heads_entry(AnalysisRegistry& r) {
+  AnalysisDecl d;
+  d.name = d.command = "heads";
+  d.summary = "Attention heads in vocabulary space: exact top-k token pairs of each OV / QK circuit, spectra, copying scores";
+  d.options = {
+      OptionDecl{"layers", OptionType::Indices, nullptr, "Layers, e.g. 3 or 0,2-4 (default: all)", 0}.spelled("--layer"),
+      OptionDecl{"heads", OptionType::Indices, nullptr, "Heads, e.g. 7 or 0-3 (default: all)", 0}.spelled("--head"),
+      OptionDecl{"kind", OptionType::Choice, "both", "Circuits: ov, qk or both"}.with_choices({"both", "ov", "qk"}),
+      {"top_k", OptionType::Integer, 50, "Token pairs per circuit", 1, 1e6},
+  };
+  entry::append(d.options, entry::inverse_decls("QK queries and OV sources"));
+  entry::append(d.options, {
+      OptionDecl{"tokens", OptionType::Texts, nullptr,
+                 "Also list the best targets (ov) / keys (qk) of these tokens (text or #ID; CLI: repeatable)"}
+          .spelled("--token"),
+      {"per_token_k", OptionType::Integer, 0, "Length of the per-token lists (0: top_k)", 0, 1e6},
+      {"drop_same_token", OptionType::Flag, false, "Drop pairs (t, t)"},
+      {"drop_same_word", OptionType::Flag, false, "Drop pairs equal up to leading spaces and case"},
+      {"spectra", OptionType::Flag, true, "Singular values, eigenvalues and copying scores"},
+      {"prune", OptionType::Flag, true, "Norm-bound pruning in the stream (exact either way; off for timing)"},
+  });
+  entry::append(d.options, entry::token_filter_decls());
+  r.add({std::move(d), [](const AnalysisRequest& q) {
+           const auto& o = q.options;
+           const auto& cfg = q.model.config();
+           HeadsOptions ho;
+           const std::string kind = o.at("kind").get<std::string>();
+           if (kind == "both") ho.kinds = {CircuitKind::OV, CircuitKind::QK};
+           else ho.kinds = {parse_circuit_kind(kind)};
+           if (!o.at("layers").is_null()) ho.layers = o.at("layers").get<std::vector<int64_t>>();
+           if (!o.at("heads").is_null()) ho.heads = o.at("heads").get<std::vector<int64_t>>();
+           for (int64_t l : ho.layers)
+             if (l >= cfg.n_layers)
+               throw UsageError("heads: layer " + std::to_string(l) + " is out of range (the model has " +
+                                std::to_string(cfg.n_layers) + " layers)");
+           for (int64_t h : ho.heads)
+             if (h >= cfg.n_heads)
+               throw UsageError("heads: head " + std::to_string(h) + " is out of range (the model has " +
+                                std::to_string(cfg.n_heads) + " heads)");
+           ho.top_k = o.at("top_k").get<int64_t>();
+           ho.per_token_k = o.at("per_token_k").get<int64_t>();
+           ho.inverse = entry::inverse_of(o);
+           ho.pinv.rtol = o.at("pinv_rtol").get<double>();
+           ho.drop_same_token = o.at("drop_same_token").get<bool>();
+           ho.drop_same_normalized = o.at("drop_same_word").get<bool>();
+           ho.spectra = o.at("spectra").get<bool>();
+           ho.prune = o.at("prune").get<bool>();
+           ho.filter = entry::token_filter_of(o);
+           if (!o.at("tokens").is_null())
+             for (const auto& t : o.at("tokens")) ho.source_tokens.push_back(entry::token_of(t, q.tok, q.model, "heads", "tokens"));
+           ho.progress = q.progress;
+           auto r = analyze_heads(q.model, ho, q.tok).to_result(q.tok);
+           if (q.tok) r.provenance["tokenizer"] = q.tok->source();
+           return r;
+         }});
+}
+
+}  // namespace vocablens::entries

@@ -1,0 +1,122 @@
+// vocablens/options.hpp — every analysis's options, declared once.
+//
+// An analysis declares its options in one list (name, type, default, range or choices, help). From that
+// list alone come the CLI flags (`--top-k`), the Python keyword arguments with their real defaults (and the
+// `.pyi` stubs), the HTTP API's JSON body and the machine-readable schema (`GET /api/analyses`,
+// `vocablens schema`). Values are checked here, once, whatever surface they came from; the messages name the
+// option as that surface spells it (`--top-k` on the command line, `top_k` in Python and JSON).
+//
+//   vocablens::AnalysisDecl d{"neurons", "MLP neurons in vocabulary space", "neurons", {
+//       {"layer", OptionType::Integer, 0, "Layer (0-based; negative counts from the end)"},
+//       {"top_k", OptionType::Integer, 30, "Tokens per vector", 1},
+//   }};
+//   nlohmann::json o = vocablens::resolve_options(d, {{"top_k", 5}}, Surface::Python);
+//   o["top_k"] == 5; o["layer"] == 0;                      // every declared option present, defaults filled
+//   vocablens::resolve_options(d, {{"top_k", 0}}, Surface::Cli);  // UsageError "neurons: --top-k: must be >= 1 (got 0)"
+//
+// Guarantees: resolve_options returns an object holding exactly the declared names; an absent option
+// without a default is null; unknown names are refused with the closest declared one suggested; integers
+// are int64, reals finite, choices one of the list, index lists expanded and bounded (kMaxIndexListEntries).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace vocablens {
+
+enum class OptionType {
+  Integer,  ///< int64; JSON number without fraction; CLI "12"
+  Real,     ///< finite double
+  Flag,     ///< bool; CLI: `--name` when the default is false, `--no-name` when it is true
+  Text,     ///< string
+  Choice,   ///< one of `choices`
+  Indices,  ///< list of int64; CLI and strings "0,5,10-20"; JSON a list or that string
+  Texts,    ///< list of strings; CLI repeatable or comma-separated
+  Token,    ///< a token as text (" Paris", "#464") or as id (int): resolved by the analysis with the tokenizer
+  Prompt,   ///< text, or token ids (a JSON list of int): what a forward pass reads
+};
+
+const char* to_string(OptionType t);
+
+struct OptionDecl {
+  std::string name;                 ///< [a-z][a-z0-9_]*: Python keyword, JSON key; CLI `--` + name with '-'
+  OptionType type = OptionType::Text;
+  nlohmann::json default_value;     ///< null: no default (absent = not given)
+  std::string help;
+  std::optional<double> min;        ///< Integer/Real: inclusive bounds
+  std::optional<double> max;
+  std::vector<std::string> choices; ///< Choice: the allowed values
+  bool required = false;
+  std::string positional;           ///< CLI: a positional argument of this name ("QUERY") instead of a flag
+  std::string cli;                  ///< CLI spelling when not derived from the name ("--allow-list")
+  /// CLI only: the flag names a file holding the value (Indices: whitespace-separated ids, '#' comments).
+  bool cli_reads_file = false;
+
+  OptionDecl() = default;
+  OptionDecl(std::string n, OptionType t, nlohmann::json def, std::string h, std::optional<double> lo = std::nullopt,
+             std::optional<double> hi = std::nullopt)
+      : name(std::move(n)), type(t), default_value(std::move(def)), help(std::move(h)), min(lo), max(hi) {}
+  OptionDecl& with_choices(std::vector<std::string> c) {
+    choices = std::move(c);
+    return *this;
+  }
+  OptionDecl& as_required() {
+    required = true;
+    return *this;
+  }
+  OptionDecl& as_positional(std::string p) {
+    positional = std::move(p);
+    return *this;
+  }
+  OptionDecl& spelled(std::string c) {
+    cli = std::move(c);
+    return *this;
+  }
+  OptionDecl& file_on_cli() {
+    cli_reads_file = true;
+    return *this;
+  }
+};
+
+enum class Surface { Cli, Python, Http };
+
+struct AnalysisDecl {
+  std::string name;     ///< Python function and HTTP path: vocablens.<name>(), POST /api/<name>
+  std::string summary;  ///< one line, for --help, docstrings and the schema
+  std::string command;  ///< CLI subcommand ("" = none)
+  std::vector<OptionDecl> options;
+  /// What the analysis reads: "prompt" (a forward pass over one prompt), "weights" (no input text).
+  std::string input = "weights";
+
+  const OptionDecl* find(std::string_view option) const;
+};
+
+/// How `surface` spells the option: "--top-k" / "--no-keys" (CLI), "top_k" (Python, HTTP).
+std::string spelling(const OptionDecl& o, Surface surface);
+
+/// The complete options of one call: every declared name, given values checked and converted, defaults
+/// filled, null for absent options without a default. `given` is a JSON object (null = {}). Throws
+/// UsageError "<analysis>: <spelling>: <problem>" naming the first bad option.
+nlohmann::json resolve_options(const AnalysisDecl& d, const nlohmann::json& given, Surface surface);
+
+/// One value as typed on a command line, converted to the option's JSON type (before resolve_options).
+nlohmann::json parse_option_text(const AnalysisDecl& d, const OptionDecl& o, const std::string& text);
+
+/// {"name", "summary", "command", "input", "options": [{name, type, default, help, min, max, choices,
+/// required, cli}]}: the machine-readable declaration (HTTP `GET /api/analyses`, `vocablens schema`).
+nlohmann::json option_schema(const AnalysisDecl& d);
+
+/// "0,5,10-20" -> {0, 5, 10, ..., 20}; UsageError on anything malformed. With limit >= 0, every index must
+/// be < limit ("<what> 12 in '0-12' is out of range (0..11)"), checked before a range is expanded; lists
+/// longer than kMaxIndexListEntries are refused whatever the limit.
+constexpr int64_t kMaxIndexListEntries = int64_t{1} << 24;
+std::vector<int64_t> parse_index_list(const std::string& spec, int64_t limit = -1, const std::string& what = "index");
+
+/// The Python signature text "name(model, prompt, *, top_k: int = 10, ...) -> Result" (docs, .pyi stubs).
+std::string python_signature(const AnalysisDecl& d);
+
+}  // namespace vocablens

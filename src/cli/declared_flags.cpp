@@ -1,0 +1,84 @@
+// Command-line flags from an analysis's declaration (see declared_flags.hpp).
+#include "cli/declared_flags.hpp"
+
+#include "vocablens/error.hpp"
+#include "vocablens/token_filter.hpp"
+
+namespace vocablens::cli {
+
+using nlohmann::json;
+
+DeclaredFlags::DeclaredFlags(AnalysisDecl d) : decl_(std::move(d)) {
+  for (const auto& o : decl_.options) slots_.push_back(Slot{&o});
+}
+
+std::string help_line(const OptionDecl& o) {
+  std::string h = o.help;
+  if (o.type == OptionType::Flag) {
+    if (o.default_value.is_boolean() && o.default_value.get<bool>()) h = "Skip: " + h;
+    return h;
+  }
+  if (!o.choices.empty()) {
+    std::string list;
+    for (const auto& c : o.choices) list += (list.empty() ? "" : ", ") + c;
+    h += " (" + list + ")";
+  }
+  if (!o.default_value.is_null()) {
+    h += " (default " + (o.default_value.is_string() ? o.default_value.get<std::string>() : o.default_value.dump()) + ")";
+  }
+  return h;
+}
+
+void DeclaredFlags::add_to(CLI::App& sub) {
+  for (auto& s : slots_) {
+    const OptionDecl& o = *s.opt;
+    const std::string name = spelling(o, Surface::Cli);
+    if (o.type == OptionType::Flag) {
+      if (o.default_value.is_null()) {  // tri-state: --x, --no-x, or neither (the analysis decides)
+        std::string base = name.substr(2);
+        s.cli = sub.add_flag("--" + base, s.on, o.help);
+        s.cli_off = sub.add_flag("--no-" + base, s.off, "Not: " + o.help);
+        s.cli->excludes(s.cli_off);
+      } else {
+        s.cli = sub.add_flag(name, o.default_value.get<bool>() ? s.off : s.on, help_line(o));
+      }
+      continue;
+    }
+    if (o.type == OptionType::Texts) {
+      s.cli = sub.add_option(name, s.texts, help_line(o));
+    } else {
+      s.cli = sub.add_option(name, s.text, help_line(o));
+    }
+    if (o.required) s.cli->required();
+  }
+}
+
+json DeclaredFlags::given() const {
+  json out = json::object();
+  for (const auto& s : slots_) {
+    const OptionDecl& o = *s.opt;
+    if (!s.cli || (s.cli->count() == 0 && (!s.cli_off || s.cli_off->count() == 0))) continue;
+    if (o.type == OptionType::Flag) {
+      if (o.default_value.is_null()) out[o.name] = s.on;
+      else out[o.name] = o.default_value.get<bool>() ? !s.off : s.on;
+      continue;
+    }
+    if (o.type == OptionType::Texts) {
+      json list = json::array();
+      for (const auto& t : s.texts) {
+        json part = parse_option_text(decl_, o, t);
+        for (auto& p : part) list.push_back(p);
+      }
+      out[o.name] = list;
+      continue;
+    }
+    if (o.cli_reads_file) {
+      out[o.name] = read_token_id_list(s.text);
+      continue;
+    }
+    out[o.name] = parse_option_text(decl_, o, s.text);
+  }
+  return out;
+}
+
+}  // namespace vocablens::cli

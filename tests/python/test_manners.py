@@ -1,0 +1,106 @@
+"""Notebook manners: TransformerLens's token helpers, no progress bar for quick calls, and a clear
+ImportError from an interpreter that lacks Debian's torch 1.13."""
+import os
+import subprocess
+import sys
+import textwrap
+import unittest
+
+import torch
+
+from support import fixture, vocablens
+
+GPT2 = fixture("gpt2-tiny")
+STORIES = fixture("stories260K/stories260K.bin")
+EIFFEL = [464, 412, 733, 417, 8765, 318, 287, 262, 1748, 286]   # GPT-2's own ids (fixture README)
+
+
+def run_python(code):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=os.environ)
+
+
+class Tokens(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.m = vocablens.load_model(GPT2)
+
+    def test_gpt2(self):
+        t = self.m.to_tokens("The Eiffel Tower is in the city of")
+        self.assertEqual(t.dtype, torch.int64)
+        self.assertEqual(t.tolist(), [EIFFEL])
+        self.assertEqual(self.m.to_tokens("Hi", prepend_bos=True).tolist(), [[50256, 17250]])
+        both = self.m.to_tokens(["Hello world", "Hi"])
+        self.assertEqual(both.tolist(), [[15496, 995], [17250, 50256]])            # padded with EOS
+        self.assertEqual(self.m.to_tokens(["Hello world", "Hi"], padding_side="left").tolist(),
+                         [[15496, 995], [50256, 17250]])
+        self.assertEqual(self.m.to_str_tokens("The Eiffel Tower")[:3], ["The", " E", "iff"])
+        self.assertEqual(self.m.to_str_tokens(torch.tensor([EIFFEL[:2]])), ["The", " E"])
+        self.assertEqual(self.m.to_str_tokens(["Hello world", "Hi"]), [["Hello", " world"], ["Hi"]])
+        self.assertEqual(self.m.to_string(EIFFEL), "The Eiffel Tower is in the city of")
+        self.assertEqual(self.m.to_string(torch.tensor([EIFFEL, EIFFEL])), ["The Eiffel Tower is in the city of"] * 2)
+        self.assertEqual(self.m.to_single_token(" city"), 1748)
+        with self.assertRaises(TypeError):
+            self.m.to_string("text")
+        with self.assertRaises(ValueError):
+            self.m.to_tokens("x", padding_side="middle")
+
+    def test_llama2c_bos(self):
+        m = vocablens.load_model(STORIES)
+        t = m.to_tokens("Once upon a time")
+        self.assertEqual(t[0, 0].item(), m.tokenizer.bos_id)                       # SentencePiece convention
+        self.assertNotEqual(m.to_tokens("Once", prepend_bos=False)[0, 0].item(), m.tokenizer.bos_id)
+        self.assertEqual(m.to_string(t), "Once upon a time")                      # run.c drops the space after BOS
+        self.assertEqual(m.to_str_tokens("Once upon"), ["<s>", " Once", " upon"])
+
+
+class Manners(unittest.TestCase):
+    def test_quick_calls_print_no_progress(self):
+        p = run_python("""
+            import vocablens
+            m = vocablens.load_model(%r)
+            r = m.heads(layers=0, heads=1, kind="ov", top_k=3)
+            r = m.neurons(0, neurons=[1, 2], top_k=3)
+            print("ok")
+        """ % GPT2)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.strip(), "ok")
+        self.assertEqual(p.stderr, "")     # tqdm waits a second before drawing anything
+
+    def test_integer_columns(self):
+        m = vocablens.load_model(GPT2)
+        r = m.lens("The Eiffel Tower is in the city of", top_k=3)
+        df = r.tables["top_k"]
+        for col in ("layer", "position", "input_id", "rank", "token_id", "target_id", "target_rank"):
+            self.assertIn(str(df[col].dtype), ("int64", "Int64"), col)
+        # target_id / target_rank are missing at the last position (no next token): nullable, not NaN floats
+        self.assertTrue(df["target_rank"].isna().any())
+        # layer: the arrays' layer index (accumulated_resid's: 0 = embeddings, l + 1 = after block l)
+        self.assertEqual(list(df["layer"].unique()), [0, 1, 2, 3])
+        self.assertEqual(list(df["layer_label"].unique()), ["embed", "0", "1", "2"])
+        self.assertEqual(list(df.columns[:3]), ["layer", "hook", "position"])
+        first = df[(df["layer"] == 2) & (df["position"] == 4) & (df["rank"] == 1)]["token_id"].iloc[0]
+        self.assertEqual(first, r.arrays["top_ids"][2, 4, 0])
+        self.assertEqual(r.arrays["target_rank"].dtype.name, "int64")
+
+    def test_interpreter_without_torch(self):
+        # sys.modules["torch"] = None makes `import torch` fail as it does in pyenv's python3
+        p = run_python("""
+            import sys
+            sys.modules["torch"] = None
+            try:
+                import vocablens
+            except ImportError as e:
+                print(e)
+        """)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        msg = p.stdout.strip()
+        self.assertIn("torch 1.13", msg)
+        self.assertIn(sys.executable, msg)
+        self.assertIn("python3-torch", msg)
+        self.assertIn("use /", msg)            # names the interpreter to use
+        self.assertEqual(len(msg.splitlines()), 1)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
