@@ -40,7 +40,9 @@ void register_neurons_entry(AnalysisRegistry& r) {
            no.progress = q.progress;
            if (!no.keys && !no.values && !no.gates)
              throw UsageError("neurons: keys, gates and values all off leave nothing to show");
-           return analyze_neurons(q.model, no, q.tok).to_result(q.tok);
+           auto r = analyze_neurons(q.model, no, q.tok).to_result(q.tok);
+           if (q.tok) r.provenance["tokenizer"] = q.tok->source();  // as `vocablens neurons` writes it
+           return r;
          }});
 }
 

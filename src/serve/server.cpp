@@ -480,6 +480,9 @@ class Explorer {
           throw UsageError(name + ": " + it.key() + ": names a file on the server, which the HTTP API does not open "
                            "(use the command line, or start the server with the file)");
       }
+      if (given.contains("save_probs") && given["save_probs"] == true)
+        throw UsageError(name + ": save_probs: the full distributions (layers x positions x vocabulary) are too big for "
+                         "a JSON answer; use the command line's --save-probs --out DIR");
       if (given.contains("tuned") && analysis->decl.find("tuned")) {
         // {"tuned": true} = the server's --tuned DIR; false/null = the logit lens.
         const json v = given["tuned"];
