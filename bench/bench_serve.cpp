@@ -4,6 +4,8 @@
 //   ninja -C build bench_serve && ./build/bench_serve MODEL_DIR [REPEATS=10] [TOKENS=64]
 // Prompt r is the ids (1000 + TOKENS*r + i) % V, as bench/serve_bench.py sends them (a new prompt each time:
 // the server's cache never answers). Prints one JSON line of medians in milliseconds.
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,6 +25,10 @@ int main(int argc, char** argv) {
   }
   const int reps = argc > 2 ? std::atoi(argv[2]) : 10;
   const int T = argc > 3 ? std::atoi(argv[3]) : 64;
+  // As the CLI's main() does (src/cli/main.cpp): keep activation buffers in the heap. The CLI's other start-up
+  // step, OpenBLAS's fast kernels, is OPENBLAS_CORETYPE, set for both processes by bench/run_serve_bench.sh.
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
   try {
     vocablens::init_runtime();
     vocablens::Model m = vocablens::load_model(argv[1]);

@@ -11,5 +11,7 @@ if [ ! -f "$MODEL/model.safetensors" ]; then
   /usr/bin/python3 bench/lens_baseline.py make "$MODEL"
   cp ../shared/fixtures/gpt2-tiny/vocab.json ../shared/fixtures/gpt2-tiny/merges.txt "$MODEL/"
 fi
+# The kernels the CLI re-executes itself with (src/cli/blas_kernels.hpp), for the in-process run too.
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell)}
 echo "in-process: $(./build/bench_serve "$MODEL" "$REPS" 64)"
 echo "API:        $(/usr/bin/python3 bench/serve_bench.py ./build/vocablens "$MODEL" "$REPS" 64)"
