@@ -4,6 +4,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/neurons.hpp"
+#include "vocablens/tokenizer.hpp"
 
 namespace vocablens::entries {
 
