@@ -4,6 +4,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/neurons.hpp"
+#include "vocablens/tokenizer.hpp"
 
 namespace vocablens::entries {
 
@@ -40,7 +41,9 @@ void register_neurons_entry(AnalysisRegistry& r) {
            no.progress = q.progress;
            if (!no.keys && !no.values && !no.gates)
              throw UsageError("neurons: keys, gates and values all off leave nothing to show");
-           return analyze_neurons(q.model, no, q.tok).to_result(q.tok);
+           auto r = analyze_neurons(q.model, no, q.tok).to_result(q.tok);
+           if (q.tok) r.provenance["tokenizer"] = q.tok->source();  // as `vocablens neurons` writes it
+           return r;
          }});
 }
 

@@ -21,6 +21,8 @@ PACKAGES=(
   python3-nbclient python3-ipykernel python3-pandas python3-matplotlib
   # the Python module (python/, docs/python.md): pybind11 headers, Python.h, progress bars
   pybind11-dev python3-dev python3-tqdm
+  # `vocablens serve` (src/serve/, docs/serve.md): the HTTP server library
+  libcpp-httplib-dev
 )
 # node + npm run the tokenizer cross-check against tiktoken; any node >= 18 will do (keep an existing one).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then PACKAGES+=(nodejs npm); fi
@@ -55,6 +57,11 @@ mkdir -p build/wordpiece_crosscheck       # transformers.js for the WordPiece cr
 if ! cmp -s tests/wordpiece_crosscheck/package-lock.json build/wordpiece_crosscheck/package-lock.json; then
   cp tests/wordpiece_crosscheck/package.json tests/wordpiece_crosscheck/package-lock.json build/wordpiece_crosscheck/
   (cd build/wordpiece_crosscheck && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+fi
+mkdir -p build/serve                      # puppeteer-core drives Debian's chromium through the explorer's page
+if ! cmp -s tests/serve/package-lock.json build/serve/package-lock.json; then
+  cp tests/serve/package.json tests/serve/package-lock.json build/serve/
+  (cd build/serve && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
 
 if [ "${1:-}" != "--no-build" ]; then

@@ -22,7 +22,7 @@ LAYERS = [
     ["analyses/linalg"],              # building blocks: streamed top-k, factored products, Gram/eigen, pinv
     ["analyses"],                     # one slice per analysis
     ["src/train"],                    # training from scratch (uses the runner's formats and exporters)
-    ["src/cli", "python/src"],        # the roof: one file per subcommand; the Python module
+    ["src/cli", "src/serve", "python/src"],  # the roof: subcommands; `vocablens serve`'s HTTP server; Python
 ]
 
 # Public headers with no X.cpp of their own name: the layer they describe.

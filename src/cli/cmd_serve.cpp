@@ -1,0 +1,76 @@
+// `vocablens serve MODEL`: the explorer in the browser (a page and a JSON API, src/serve/server.hpp);
+// `vocablens serve RUN_DIR...` browses saved run directories without a model.
+//
+//   vocablens serve gpt2-tiny                          # http://127.0.0.1:8765/
+//   vocablens serve gpt2-tiny --port 0                 # any free port (printed)
+//   vocablens serve gpt2 --host 0.0.0.0                # other machines: a warning, and an access token
+//   vocablens serve runs/eiffel runs/rome              # browse saved results
+#include <filesystem>
+#include <memory>
+
+#include "cli/command.hpp"
+#include "serve/server.hpp"
+#include "vocablens/error.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A run directory holds <kind>.json results and no model: no config.json, no weights, not a file.
+bool looks_like_run_directory(const std::string& p) {
+  std::error_code ec;
+  if (!fs::is_directory(p, ec)) return false;
+  for (const char* f : {"config.json", "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                        "pytorch_model.bin.index.json"})
+    if (fs::exists(fs::path(p) / f, ec)) return false;
+  return true;
+}
+
+struct ServeCli {
+  std::vector<std::string> paths;
+  bool require_token = false;
+  vocablens::serve::ServeOptions o;
+};
+
+int run_serve(ServeCli& c) {
+  using vocablens::UsageError;
+  bool all_runs = true;
+  for (const auto& p : c.paths) all_runs = all_runs && looks_like_run_directory(p);
+  if (all_runs) {
+    if (!c.o.tuned.empty()) throw UsageError("--tuned needs a MODEL (run directories are browsed without one)");
+    c.o.run_dirs = c.paths;
+  } else {
+    if (c.paths.size() > 1)
+      throw UsageError("serve: give one MODEL, or only run directories (got " + std::to_string(c.paths.size()) +
+                       " paths, '" + c.paths[0] + "' is not a run directory)");
+    c.o.model = c.paths[0];
+  }
+  c.o.require_token = c.require_token;
+  return vocablens::serve::run_server(c.o);
+}
+
+vocablens::cli::Register reg{
+    "serve", "The explorer in the browser: a page and a JSON API on a loaded model (or saved run directories)",
+    [](CLI::App& sub) {
+      auto c = std::make_shared<ServeCli>();
+      sub.add_option("MODEL", c->paths,
+                     std::string(vocablens::cli::kModelHelp) + "; or one or more run directories (--out DIR of any "
+                     "command) to browse without a model")
+          ->required();
+      sub.add_option("--tokenizer", c->o.tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      sub.add_option("--tuned", c->o.tuned, "Tuned-lens directory (vocablens tuned-lens train --out): the page's "
+                                            "lens toggle and the API's {\"tuned\": true}");
+      sub.add_option("--port", c->o.port, "TCP port (default 8765; 0 = any free port, printed)");
+      sub.add_option("--host", c->o.host,
+                     "Address to bind (default 127.0.0.1). Any other address is reachable from other machines: "
+                     "vocablens warns and requires a random access token, printed in the URL");
+      sub.add_flag("--token", c->require_token,
+                   "Require a random access token (printed in the URL) on the loopback too: other users of a shared "
+                   "machine can reach 127.0.0.1");
+      sub.add_option("--workers", c->o.workers, "Analyses running at once (default 2)");
+      sub.add_option("--queue", c->o.queue, "Analyses waiting for a worker; more are answered 503 (default 8)");
+      sub.add_option("--max-body", c->o.max_body, "Largest request body in bytes (default 1048576; 413 above)");
+      return [c]() -> int { return run_serve(*c); };
+    }};
+
+}  // namespace

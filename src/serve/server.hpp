@@ -1,0 +1,57 @@
+// src/serve/server.hpp — `vocablens serve`: one model kept loaded, a page and a JSON API over HTTP.
+//
+// The explorer is a single page (src/serve/page.html, embedded in the binary: no CDN, works offline) and a
+// JSON API generated from the analyses' one declaration of options (vocablens/analysis_registry.hpp):
+//
+//   GET  /                      the page
+//   GET  /api/analyses          analyses_schema(): every analysis, its options, types, defaults, bounds
+//   GET  /api/model             the model's config, hook names, tokenizer kind and vocabulary size
+//   POST /api/<analysis>        the options as a JSON object -> result_to_json(Result, inline arrays), the
+//                               same document `vocablens <command> ... --format json` prints
+//   POST /api/tokenize          {"text": ...} -> what `vocablens tokenize --json` prints ({"ids": [...]} decodes)
+//   GET  /api/runs              browse mode (`vocablens serve RUN_DIR...`): the results of each directory
+//   GET  /api/runs/<i>/<kind>   one saved result, arrays inline
+//
+//   vocablens::serve::ServeOptions o;  o.model = "gpt2-tiny";  o.port = 0;   // 0: any free port
+//   return vocablens::serve::run_server(o);   // blocks; prints "serving ... at http://127.0.0.1:PORT/"
+//
+// Guarantees: binds 127.0.0.1 unless another host is asked for, and then every request must carry the
+// random access token (query `token=`, header `X-Vocablens-Token` or `Authorization: Bearer`); on the
+// loopback, requests naming another Host are refused (DNS rebinding). Bodies above max_body bytes are 413;
+// bad JSON, unknown analyses and options are 4xx with the library's one-line message ({"error": ...});
+// analyses run on `workers` threads with at most `queue` waiting (then 503), so the page and small requests
+// never wait behind a long one; a client that disconnects sets its analysis's cancel flag; only the
+// paths above exist (nothing is read from disk after start-up); no request can stop the server.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace vocablens::serve {
+
+struct ServeOptions {
+  std::string model;                  ///< model path ("" = browse mode over run_dirs)
+  std::string tokenizer;              ///< explicit tokenizer ("" = found beside the model)
+  std::string tuned;                  ///< tuned-lens directory offered to the lens as {"tuned": true}
+  std::vector<std::string> run_dirs;  ///< browse mode: saved run directories
+  std::string host = "127.0.0.1";
+  int port = 8765;                    ///< 0 = any free port (printed)
+  int workers = 2;                    ///< analyses running at once
+  int queue = 8;                      ///< analyses waiting; more are answered 503
+  size_t max_body = 1 << 20;          ///< request body limit in bytes (413 above)
+  size_t cache_entries = 32;          ///< answers kept per (analysis, resolved options)
+  bool require_token = false;         ///< a token on the loopback too (machines shared with other users)
+  std::string token;                  ///< access token ("" = a random one when required)
+};
+
+/// True for 127.0.0.1 / 127.x / ::1 / localhost.
+bool is_loopback_host(const std::string& host);
+
+/// Loads the model (or the run directories), binds, prints the URL on stdout, serves until killed.
+/// Returns the exit code; throws UsageError / FormatError for bad arguments before binding.
+int run_server(const ServeOptions& o);
+
+/// The page (src/serve/page.html), embedded at build time.
+extern const char* const kPageHtml;
+
+}  // namespace vocablens::serve

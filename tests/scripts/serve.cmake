@@ -1,0 +1,17 @@
+# `vocablens serve` (src/serve/, docs/serve.md): the JSON API against the CLI and under hostile requests
+# (tests/serve/api_test.py, Debian's python3, no extra module), and the page in Debian's headless chromium
+# driven by puppeteer-core (tests/serve/page_test.js; npm packages installed by scripts/setup.sh into
+# build/serve). Registered unconditionally: a missing fixture, chromium or npm package fails the test.
+# Each test starts its own server on 127.0.0.1 and a free port, and stops it however it ends.
+set(VOCABLENS_FIXTURES_DIR ${PROJECT_SOURCE_DIR}/../shared/fixtures)
+if(DEFINED ENV{VOCABLENS_FIXTURES})
+  set(VOCABLENS_FIXTURES_DIR $ENV{VOCABLENS_FIXTURES})
+endif()
+add_test(NAME serve_api COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/serve/api_test.py ${VOCABLENS_FIXTURES_DIR})
+set_tests_properties(serve_api PROPERTIES TIMEOUT 900 LABELS "serve"
+  ENVIRONMENT "VOCABLENS_CLI=$<TARGET_FILE:vocablens_cli>;VOCABLENS_THREADS=1;OMP_NUM_THREADS=1;PYTHONDONTWRITEBYTECODE=1")
+find_program(VOCABLENS_NODE node)
+add_test(NAME serve_page COMMAND ${VOCABLENS_NODE} ${PROJECT_SOURCE_DIR}/tests/serve/page_test.js
+         $<TARGET_FILE:vocablens_cli> ${VOCABLENS_FIXTURES_DIR}/gpt2-tiny ${PROJECT_BINARY_DIR}/serve)
+set_tests_properties(serve_page PROPERTIES TIMEOUT 600 LABELS "serve;node"
+  ENVIRONMENT "VOCABLENS_THREADS=1;OMP_NUM_THREADS=1")

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""`vocablens serve`'s JSON API on the gpt2-tiny fixture.
+
+1. Agreement: POST /api/<analysis> answers exactly what `vocablens <command> ... --format json` prints (the
+   provenance's command_line and created_utc removed: they say when and how each was asked), and POST
+   /api/tokenize what `vocablens tokenize --json` prints. The reference is the CLI, a separate process.
+2. Hostile requests leave it answering: path traversal, a 60 MB body, malformed and deeply nested JSON, a
+   top_k of 1e9, unknown analyses and options, a foreign Host header, a client that leaves mid-analysis, 16
+   concurrent requests; then the page and the API still answer and the process is alive.
+3. The access token (--token) and browse mode (`vocablens serve RUN_DIR`).
+
+    VOCABLENS_CLI=build/vocablens python3 tests/serve/api_test.py [FIXTURES_DIR]
+"""
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vlserve import VocablensServer  # noqa: E402
+
+CLI = os.environ.get("VOCABLENS_CLI", "")
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = sys.argv[1] if len(sys.argv) > 1 else os.environ.get(
+    "VOCABLENS_FIXTURES", os.path.join(HERE, "..", "..", "..", "shared", "fixtures"))
+MODEL = os.path.join(FIXTURES, "gpt2-tiny")
+PROMPT = "The Eiffel Tower is in the city of"
+
+failures = []
+
+
+def check(cond, what):
+    print(("ok    " if cond else "FAIL  ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+def cli_json(args):
+    r = subprocess.run([CLI, *args], capture_output=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"vocablens {' '.join(map(shlex.quote, args))} failed: {r.stderr.decode()[-500:]}")
+    return json.loads(r.stdout)
+
+
+def comparable(doc):
+    doc = json.loads(json.dumps(doc))
+    prov = doc.get("provenance", {})
+    for k in ("command_line", "created_utc"):
+        prov.pop(k, None)
+    for t in doc.get("tables", []):  # wall-clock columns (heads' "seconds") differ between any two runs
+        timed = [i for i, c in enumerate(t.get("columns", [])) if c == "seconds" or c.endswith("_seconds")]
+        for row in t.get("rows", []) if timed else []:
+            for i in timed:
+                row[i] = None
+    return doc
+
+
+def first_difference(a, b, path=""):
+    if type(a) is not type(b):
+        return f"{path}: {type(a).__name__} vs {type(b).__name__}"
+    if isinstance(a, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                return f"{path}/{k}: only in {'API' if k in a else 'CLI'}"
+            d = first_difference(a[k], b[k], f"{path}/{k}")
+            if d:
+                return d
+        return None
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return f"{path}: {len(a)} vs {len(b)} entries"
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = first_difference(x, y, f"{path}[{i}]")
+            if d:
+                return d
+        return None
+    return None if a == b else f"{path}: {a!r} vs {b!r}"
+
+
+# The analyses the page uses, each as an API body and the same request on the command line.
+CASES = [
+    ("lens", {"prompt": PROMPT, "top_k": 5}, ["lens", MODEL, "--prompt", PROMPT, "--top-k", "5"], True),
+    ("attribute", {"prompt": PROMPT, "target": " Paris", "position": 3},
+     ["attribute", MODEL, "--prompt", PROMPT, "--target", " Paris", "--position", "3"], True),
+    ("neurons", {"layer": 1, "neurons": "0-3", "top_k": 5},
+     ["neurons", MODEL, "--layer", "1", "--neurons", "0-3", "--top-k", "5"], False),
+    ("heads", {"layers": "1", "heads": [0], "top_k": 5},
+     ["heads", MODEL, "--layer", "1", "--head", "0", "--top-k", "5"], False),
+    ("neighbours", {"query": "Paris", "k": 5}, ["neighbours", MODEL, "Paris", "--k", "5"], False),
+]
+
+
+def agreement(s):
+    st, schema = s.get("/api/analyses")
+    check(st == 200 and isinstance(schema, list), "GET /api/analyses answers the list of declarations")
+    names = {a["name"]: a for a in schema}
+    check(all("options" in a and "summary" in a for a in schema), "every declaration has a summary and options")
+    st, info = s.get("/api/model")
+    with open(os.path.join(MODEL, "config.json")) as f:
+        cfg = json.load(f)
+    check(st == 200 and info["n_layers"] == cfg["n_layer"] and info["config"]["d_model"] == cfg["n_embd"],
+          "GET /api/model: the config.json's layers and width")
+    check(info["tokenizer"]["vocab_size"] == 50257 and info["tokenizer"]["kind"], "GET /api/model: tokenizer and its size")
+    check(any(h["name"] == "blocks.L.hook_resid_pre" for h in info["hooks"]), "GET /api/model: hook names")
+    for name, body, args, required in CASES:
+        if name not in names:
+            check(not required, f"{name}: registered (required by the page)")
+            continue
+        st, api = s.post("/api/" + name, body)
+        if not check(st == 200, f"POST /api/{name} {json.dumps(body)} -> 200 (got {st}: {str(api)[:300]})"):
+            continue
+        cli = cli_json(args + ["--format", "json"])
+        d = first_difference(comparable(api), comparable(cli))
+        check(d is None, f"POST /api/{name} == vocablens {name} --format json" + (f" (first difference {d})" if d else ""))
+        # The same request again: answered from the cache, the same bytes.
+        _, h1, b1 = s.request("POST", "/api/" + name, body)
+        _, h2, b2 = s.request("POST", "/api/" + name, body)
+        check(b1 == b2 and h2.get("X-Vocablens-Cache") == "hit", f"POST /api/{name} again: cached, same answer")
+    st, tok = s.post("/api/tokenize", {"text": PROMPT})
+    ref = cli_json(["tokenize", MODEL, PROMPT, "--json"])
+    check(st == 200 and tok == ref, "POST /api/tokenize == vocablens tokenize --json")
+    st, dec = s.post("/api/tokenize", {"ids": ref["ids"]})
+    check(st == 200 and dec["text"] == PROMPT and dec["tokens"] == ref["tokens"], "POST /api/tokenize {ids} decodes")
+
+
+def raw_http(port, data, timeout=30):
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as c:
+        c.sendall(data)
+        out = b""
+        try:
+            while True:
+                b = c.recv(65536)
+                if not b:
+                    break
+                out += b
+        except socket.timeout:
+            pass
+        return out
+
+
+def status_of(raw):
+    try:
+        return int(raw.split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def hostile(s):
+    # Path traversal, raw (no client normalises the path): nothing but the page and the API exists.
+    for path in ["/../../../../etc/passwd", "/%2e%2e/%2e%2e/%2e%2e/etc/passwd", "/api/../../etc/passwd",
+                 "/..%2f..%2f..%2fetc%2fpasswd", "/index.html/../../etc/passwd", "//etc/passwd", "/api/runs/0/../../x"]:
+        raw = raw_http(s.port, f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        check(status_of(raw) in (400, 404, 405) and b"root:" not in raw, f"GET {path} -> {status_of(raw)}, no file")
+    # A 60 MB body: refused (413), the server keeps answering.
+    big = b"{\"prompt\": \"" + b"a" * (60 << 20) + b"\"}"
+    try:
+        st, _, body = s.request("POST", "/api/lens", big, headers={"Content-Type": "application/json"}, timeout=120)
+    except (ConnectionError, OSError) as e:  # the server may close the connection as soon as it has answered
+        st, body = 413, str(e).encode()
+    check(st == 413, f"POST /api/lens with a 60 MB body -> 413 (got {st})")
+    # Malformed JSON, the wrong type, deep nesting, unknown names, a huge top_k: 4xx with one line.
+    bad = [
+        ("/api/lens", b"{\"prompt\": ", 400, "invalid JSON"),
+        ("/api/lens", b"[1, 2]", 400, "JSON object"),
+        ("/api/lens", b"[" * 200000 + b"]" * 200000, None, "nested"),
+        ("/api/lens", json.dumps({"prompt": "x", "top_k": 1e9}).encode(), None, "top_k"),
+        ("/api/lens", json.dumps({"prompt": "x", "top_k": 10 ** 9}).encode(), None, "top_k"),
+        ("/api/lens", json.dumps({"prompt": "x", "topk": 5}).encode(), 400, "topk"),
+        ("/api/lens", json.dumps({"prompt": "x", "corpus": "/etc/passwd"}).encode(), 400, "corpus"),
+        ("/api/lens", json.dumps({"prompt": "x" * 200000}).encode(), None, ""),
+        ("/api/lens", json.dumps({"prompt": ""}).encode(), None, "prompt"),
+        ("/api/no_such_analysis", b"{}", 404, "no analysis named"),
+        ("/api/tokenize", json.dumps({"ids": [10 ** 12]}).encode(), 400, "outside"),
+        ("/api/tokenize", json.dumps({"text": 5}).encode(), 400, "text"),
+    ]
+    for path, body, want, words in bad:
+        st, _, b = s.request("POST", path, body, headers={"Content-Type": "application/json"})
+        try:
+            msg = json.loads(b).get("error", "")
+        except ValueError:
+            msg = ""
+        ok = (st == want) if want else (400 <= st < 500)
+        check(ok and msg and "\n" not in msg and words in msg,
+              f"POST {path} {body[:50]!r}... -> {st} {msg[:140]!r}")
+    st, _, b = s.request("POST", "/api/lens", b"{\"prompt\": \"x\"}", headers={"Content-Type": "text/plain"})
+    check(st == 415, f"POST /api/lens as text/plain (a cross-site form) -> 415 (got {st})")
+    st, _, b = s.request("GET", "/api/model", headers={"Host": "evil.example:80"})
+    check(st == 403, f"GET /api/model with Host: evil.example (DNS rebinding) -> 403 (got {st})")
+    st, _, b = s.request("GET", "/api/lens")
+    check(st == 405, f"GET /api/lens -> 405 (got {st})")
+    # A client that leaves mid-analysis: its work is cancelled, the server goes on.
+    long_prompt = " ".join(["word"] * 1000)
+    for _ in range(3):
+        c = socket.create_connection(("127.0.0.1", s.port))
+        body = json.dumps({"prompt": long_prompt, "top_k": 50}).encode()
+        c.sendall(b"POST /api/lens HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: "
+                  + str(len(body)).encode() + b"\r\n\r\n" + body)
+        time.sleep(0.05)
+        c.close()
+    # 16 concurrent analyses (distinct prompts, so no cache): each answered 200 or 503 (busy), none lost.
+    results = [None] * 16
+
+    def one(i):
+        try:
+            results[i] = s.post("/api/lens", {"prompt": f"{PROMPT} number {i}", "top_k": 3})[0]
+        except Exception as e:  # noqa: BLE001
+            results[i] = repr(e)
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
+    t0 = time.time()
+    for t in threads:
+        t.start()
+    # While they run, the page answers at once.
+    st, _, page = s.request("GET", "/")
+    page_s = time.time() - t0
+    for t in threads:
+        t.join()
+    check(all(r in (200, 503) for r in results) and results.count(200) >= 2,
+          f"16 concurrent POST /api/lens: {results.count(200)} x 200, {results.count(503)} x 503 (busy), none lost: {results}")
+    check(st == 200 and b"vocablens explorer" in page, f"GET / while 16 analyses run: 200 in {page_s:.2f} s")
+    st, _ = s.get("/api/model")
+    check(st == 200 and s.alive(), "after all of it: the API answers and the process is alive")
+
+
+def token_and_browse():
+    with VocablensServer(CLI, [MODEL], ["--token"]) as s:
+        check(s.token is not None and len(s.token) == 32, "--token: a 128-bit token in the printed URL")
+        tok, s.token = s.token, None
+        st, _ = s.get("/api/model")
+        check(st == 401, f"--token: a request without it -> 401 (got {st})")
+        st, _ = s.get("/api/model", headers={"X-Vocablens-Token": "0" * 32})
+        check(st == 401, f"--token: a wrong one -> 401 (got {st})")
+        st, _ = s.get("/api/model?token=" + tok)
+        check(st == 200, f"--token: ?token= in the URL -> 200 (got {st})")
+        st, _ = s.get("/api/model", headers={"Authorization": "Bearer " + tok})
+        check(st == 200, f"--token: Authorization: Bearer -> 200 (got {st})")
+    d = tempfile.mkdtemp(prefix="vlserve-runs-")
+    subprocess.run([CLI, "lens", MODEL, "--prompt", PROMPT, "--top-k", "3", "--out", d], check=True, capture_output=True)
+    with open(os.path.join(d, "logit_lens.json")) as f:
+        saved = json.load(f)
+    with VocablensServer(CLI, [d]) as s:
+        st, runs = s.get("/api/runs")
+        check(st == 200 and runs["runs"][0]["results"][0]["kind"] == "logit_lens", "browse mode: GET /api/runs lists the run")
+        st, doc = s.get("/api/runs/0/logit_lens")
+        same = st == 200 and all(doc[k] == saved[k] for k in ("kind", "settings", "summary", "provenance"))
+        check(same and doc["arrays"]["top_ids"]["data"] and doc["arrays"]["top_ids"]["shape"] == saved["arrays"]["top_ids"]["shape"],
+              "browse mode: a saved result with its arrays inline")
+        st, err = s.post("/api/lens", {"prompt": "x"})
+        check(st == 404 and "no model" in err.get("error", ""), f"browse mode: analyses -> 404 no model (got {st})")
+        st, _ = s.get("/api/runs/7/logit_lens")
+        check(st == 404, "browse mode: an unknown run -> 404")
+
+
+def main():
+    if not CLI or not os.path.exists(CLI):
+        print("FAIL: VOCABLENS_CLI does not name the built vocablens binary")
+        return 1
+    if not os.path.isdir(MODEL):
+        print(f"FAIL: fixture missing: {MODEL}")
+        return 1
+    with VocablensServer(CLI, [MODEL]) as s:
+        agreement(s)
+        hostile(s)
+        if not s.alive():
+            failures.append("the server died")
+    token_and_browse()
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

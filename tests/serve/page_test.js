@@ -1,0 +1,150 @@
+#!/usr/bin/env node
+// `vocablens serve`'s page in Debian's headless chromium, driven by puppeteer-core: type a prompt, see the
+// lens heatmap, click a cell, see its top-k and its direct logit attribution, click a head, reload from the
+// URL (the state is in its hash), and no page error on the way. Writes a screenshot to OUT_DIR/serve.png.
+//
+//   node tests/serve/page_test.js build/vocablens ../shared/fixtures/gpt2-tiny build/serve
+// (OUT_DIR/node_modules holds puppeteer-core: scripts/setup.sh installs tests/serve/package-lock.json there.)
+"use strict";
+const { spawn } = require("child_process");
+const fs = require("fs");
+const os = require("os");
+const path = require("path");
+
+const [cli, model, outDir] = process.argv.slice(2);
+const PROMPT = "The Eiffel Tower is in the city of";
+let failures = 0;
+function check(cond, what) {
+  console.log((cond ? "ok    " : "FAIL  ") + what);
+  if (!cond) failures++;
+  return cond;
+}
+
+function startServer() {
+  return new Promise((resolve, reject) => {
+    const p = spawn(cli, ["serve", model, "--host", "127.0.0.1", "--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "", err = "";
+    const timer = setTimeout(() => reject(new Error("no URL from vocablens serve within 180 s: " + err)), 180000);
+    p.stdout.on("data", (d) => {
+      out += d;
+      const m = out.match(/http:\/\/127\.0\.0\.1:\d+\//);
+      if (m) { clearTimeout(timer); resolve({ proc: p, url: m[0] }); }
+    });
+    p.stderr.on("data", (d) => { err += d; });
+    p.on("exit", (code) => { clearTimeout(timer); reject(new Error(`vocablens serve exited with ${code}: ${err}`)); });
+  });
+}
+
+async function main() {
+  if (!cli || !model || !outDir) throw new Error("usage: page_test.js VOCABLENS_CLI MODEL_DIR OUT_DIR");
+  if (!fs.existsSync(model)) throw new Error("fixture missing: " + model);
+  const puppeteer = require(path.join(path.resolve(outDir), "node_modules", "puppeteer-core"));
+  const server = await startServer();
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "vlserve-chromium-"));
+  let browser = null;
+  const kill = () => { try { server.proc.kill("SIGTERM"); } catch (e) { /* gone */ } };
+  process.on("exit", kill);
+  try {
+    browser = await puppeteer.launch({
+      executablePath: "/usr/bin/chromium",
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             `--user-data-dir=${profile}`],
+      defaultViewport: { width: 1500, height: 900 },
+    });
+    const page = await browser.newPage();
+    const errors = [];
+    page.on("pageerror", (e) => errors.push("pageerror: " + e.message));
+    page.on("console", (m) => { if (m.type() === "error") errors.push("console: " + m.text()); });
+    page.on("requestfailed", (r) => {
+      const f = r.failure();
+      if (!(f && /ERR_ABORTED/.test(f.errorText))) errors.push("request failed: " + r.url() + " " + (f && f.errorText));
+    });
+    const external = [];
+    page.on("request", (r) => { if (!r.url().startsWith(server.url) && !r.url().startsWith("data:")) external.push(r.url()); });
+
+    await page.goto(server.url, { waitUntil: "load" });
+    await page.waitForFunction(() => !document.getElementById("model-meta").textContent.startsWith("loading"), { timeout: 60000 });
+    const meta = await page.$eval("#model-meta", (e) => e.textContent);
+    check(/gpt2-tiny/.test(meta) && /50257/.test(meta), "the header names the model and its vocabulary: " + meta.slice(0, 100));
+
+    // Type a prompt: the heatmap (layer x position) appears on the first screen.
+    await page.type("#prompt", PROMPT);
+    await page.keyboard.press("Enter");
+    await page.waitForSelector("td.cell", { timeout: 120000 });
+    const grid = await page.evaluate(() => ({
+      rows: document.querySelectorAll("#heatmap tbody tr").length,
+      cols: document.querySelectorAll("#heatmap thead th.input").length,
+      cells: document.querySelectorAll("td.cell").length,
+      box: document.querySelector("#heatmap").getBoundingClientRect().top,
+    }));
+    // The same prompt through the API: T tokens, n_layers + 1 rows (the embedding and every block's output).
+    const ref = await page.evaluate(async (p) => {
+      const r = await fetch("/api/lens", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: p, top_k: 10 }) });
+      const j = await r.json();
+      return { layers: j.summary.layers.length, T: j.summary.n_tokens, top: j.arrays.top_probs.data };
+    }, PROMPT);
+    check(grid.rows === ref.layers && grid.cols === ref.T && grid.cells === ref.layers * ref.T,
+          `heatmap: ${grid.rows} layers x ${grid.cols} positions = ${grid.cells} cells (API: ${ref.layers} x ${ref.T})`);
+    check(grid.box < 900, `heatmap on the first screen (top at ${Math.round(grid.box)} px)`);
+
+    // Click a cell: its top-k and the direct logit attribution of its top-1 token at that position.
+    const L = ref.layers - 1, P = ref.T - 1;
+    await page.click(`td.cell[data-layer="${L}"][data-pos="${P}"]`);
+    await page.waitForSelector("#topk-table tr:nth-child(3)", { timeout: 30000 });
+    await page.waitForSelector("#attr-table tr", { timeout: 120000 });
+    const cell = await page.evaluate(() => ({
+      cellText: document.querySelector("td.cell.sel").textContent,
+      top: [...document.querySelectorAll("#topk-table tr")].slice(1).map((r) => [r.children[1].textContent, +r.children[2].textContent]),
+      parts: [...document.querySelectorAll("#attr-table tr")].map((r) => r.children[0].textContent),
+      heads: document.querySelectorAll("#head-grid td.head").length,
+      hash: location.hash,
+    }));
+    check(cell.top.length === 10 && cell.top[0][0] === cell.cellText, `top-k of the cell: ${cell.top.length} tokens, first = the cell's (${cell.cellText})`);
+    const apiTop = ref.top[L][P];
+    check(cell.top.every(([, p], k) => Math.abs(p - apiTop[k]) < 1e-4), "top-k probabilities = the API's top_probs");
+    check(cell.parts.length > 3 && cell.parts.some((x) => /^L\d+H\d+$/.test(x) || /^MLP\d+$/.test(x)) && cell.heads > 0,
+          `attribution: ${cell.parts.length} largest parts (${cell.parts.slice(0, 4).join(", ")}), ${cell.heads} heads in the grid`);
+    check(/prompt=/.test(cell.hash) && new RegExp(`cell=${L}%2C${P}`).test(cell.hash), "the URL holds the prompt and the cell: " + cell.hash.slice(0, 80));
+
+    // Click a head: its OV/QK token pairs (when the server has the heads analysis).
+    const hasHeads = await page.evaluate(async () => (await (await fetch("/api/analyses")).json()).some((a) => a.name === "heads"));
+    if (hasHeads) {
+      await page.click('#head-grid td.head[data-layer="0"][data-head="0"]');
+      await page.waitForSelector('#head-body table[data-kind="ov"] tr:nth-child(2)', { timeout: 180000 });
+      check(true, "a head: its OV token pairs");
+    }
+    await page.screenshot({ path: path.join(outDir, "serve.png") });
+
+    // Colour toggles: the metric goes into the URL, the cells are recoloured.
+    const before = await page.$eval('td.cell[data-layer="0"][data-pos="0"]', (e) => e.style.background);
+    await page.click('input[name="metric"][value="entropy"]');
+    const after = await page.$eval('td.cell[data-layer="0"][data-pos="0"]', (e) => e.style.background);
+    check(/metric=entropy/.test(page.url()) && before !== after, "colour toggle: entropy recolours the cells, in the URL");
+    await page.click('input[name="metric"][value="prob"]');
+
+    // Reload from the URL alone: the same heatmap and the same cell come back.
+    const url = page.url();
+    const page2 = await browser.newPage();
+    page2.on("pageerror", (e) => errors.push("pageerror: " + e.message));
+    await page2.bringToFront();
+    await page2.goto(url, { waitUntil: "load" });
+    await page2.waitForSelector("td.cell.sel", { timeout: 120000 });
+    await page2.waitForSelector("#topk-table tr:nth-child(3)", { timeout: 30000 });
+    const again = await page2.evaluate(() => ({ prompt: document.getElementById("prompt").value,
+      sel: [+document.querySelector("td.cell.sel").dataset.layer, +document.querySelector("td.cell.sel").dataset.pos], n: document.querySelectorAll("td.cell").length }));
+    check(again.prompt === PROMPT && again.sel[0] === L && again.sel[1] === P && again.n === grid.cells,
+          "reloaded from the URL: prompt, heatmap and selected cell restored " + JSON.stringify(again));
+
+    check(external.length === 0, "no request leaves the server (offline): " + external.slice(0, 3).join(" "));
+    check(errors.length === 0, "no page errors" + (errors.length ? ": " + errors.join(" | ") : ""));
+  } finally {
+    if (browser) await browser.close();
+    kill();
+    fs.rmSync(profile, { recursive: true, force: true });
+  }
+  console.log(`${failures} failure(s)`);
+  return failures ? 1 : 0;
+}
+
+main().then((rc) => process.exit(rc), (e) => { console.log("FAIL  " + (e && e.stack || e)); process.exit(1); });
