@@ -10,6 +10,7 @@
 #include "vocablens/ablation.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/timings.hpp"
 #include "vocablens/tokenizer.hpp"
 
 namespace {
@@ -52,6 +53,7 @@ int run_generate(const GenerateOptions& o) {
   const auto& c = m.config();
   std::unique_ptr<vocablens::Tokenizer> tok;
   try {
+    vocablens::timings::Phase phase("load");
     tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
   } catch (const vocablens::FormatError& e) {
     if (!o.tokenizer.empty() || !o.prompt.empty()) throw;  // asked for explicitly: an error
@@ -59,6 +61,7 @@ int run_generate(const GenerateOptions& o) {
   std::vector<int64_t> prompt = o.prompt_ids;
   if (!o.prompt.empty()) {
     if (!prompt.empty()) throw vocablens::UsageError("give either --prompt or --prompt-ids, not both");
+    vocablens::timings::Phase phase("tokenise");
     prompt = tok->encode(o.prompt);  // llama2.c vocabularies add BOS themselves, as run.c does
   }
   if (prompt.empty()) {
@@ -99,6 +102,7 @@ int run_generate(const GenerateOptions& o) {
     ids = m.generate_greedy(prompt, steps, stop);
   }
   if (!ids.empty() && ids.back() == stop && stop >= 0 && ids.size() > prompt.size()) ids.pop_back();
+  vocablens::timings::Phase phase("write");
   if (o.print_ids || !tok) {
     if (!tok) std::cerr << "vocablens: no tokenizer found beside the model; printing ids (use --tokenizer)\n";
     fmt::print("{}\n", fmt::join(ids, " "));

@@ -20,6 +20,7 @@
 #include "vocablens/lens_batch.hpp"
 #include "vocablens/lens_corpus.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/timings.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/token_id.hpp"
 #include "vocablens/tuned_lens.hpp"
@@ -244,7 +245,10 @@ int run_lens(const LensCliOptions& o) {
 
   vocablens::Model m = vocablens::load_model(o.model);
   vocablens::adapt_threads_to(m);
-  auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
+  auto tok = [&] {
+    vocablens::timings::Phase phase("load");
+    return vocablens::load_tokenizer_for(o.model, o.tokenizer);
+  }();
   const bool color = vocablens::cli::use_color(o.out);
   attach_tuned_lens(o, m, lo);
 
@@ -279,7 +283,10 @@ int run_lens(const LensCliOptions& o) {
   vocablens::EncodeOptions eo;
   if (o.bos) eo.add_bos = true;
   if (o.no_bos) eo.add_bos = false;
-  std::vector<int64_t> ids = o.prompt_ids.empty() ? tok->encode(*o.prompt, eo) : o.prompt_ids;
+  std::vector<int64_t> ids = [&] {
+    vocablens::timings::Phase phase("tokenise");
+    return o.prompt_ids.empty() ? tok->encode(*o.prompt, eo) : o.prompt_ids;
+  }();
   if (ids.empty()) throw UsageError("empty prompt: it encodes to no tokens");
   for (int64_t id : ids)
     if (id < 0 || id >= m.config().vocab_size)
