@@ -1,13 +1,17 @@
 // Blocked causal attention (vocablens/attention.hpp) against a float64 brute force written from the
 // definition, one query row at a time: every variant the forward pass uses (causal, sliding windows that
 // do and do not align with the blocks, soft-capping, ALiBi, grouped-query heads, batches, a last block
-// shorter than the others), and bad shapes.
+// shorter than the others), and bad shapes. Then the forward pass of every family through both paths,
+// and hooks that read a pattern.
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "fixtures.hpp"
 #include "vocablens/attention.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/hooks.hpp"
+#include "vocablens/model.hpp"
 
 namespace {
 
@@ -104,4 +108,79 @@ TEST_CASE("blocked attention refuses shapes that do not fit together") {
   s.alibi_slopes = at::ones({3});
   CHECK_THROWS_AS(vocablens::blocked_causal_attention(q, at::randn({1, 2, 10, 8}), at::randn({1, 2, 10, 8}), s),
                   vocablens::UsageError);
+}
+
+namespace {
+
+// Sets the forward's attention policy for one scope.
+struct PolicyScope {
+  vocablens::AttentionPolicy saved = vocablens::attention_policy();
+  explicit PolicyScope(const vocablens::AttentionPolicy& p) { vocablens::set_attention_policy(p); }
+  ~PolicyScope() { vocablens::set_attention_policy(saved); }
+};
+
+at::Tensor logits_with(const vocablens::Model& m, const at::Tensor& ids, bool blocked, int64_t block = 256) {
+  vocablens::AttentionPolicy p;
+  p.blocked = blocked;
+  p.block = block;
+  PolicyScope s(p);
+  return m.forward(ids).logits;
+}
+
+}  // namespace
+
+// The forward pass takes the blocked path only beyond `block` positions (256 by default), longer than these
+// fixtures' contexts; a block of 4 sends their short inputs through it, tile edges, windows and all. The
+// materialising path is the one checked against llama.cpp and float64 references (families_test,
+// model_test); here both paths must agree on every family's variant: Gemma-2's window of 4 on even layers
+// and soft-caps, Qwen3's q/k norms, Phi-3, partial rotary (GPT-NeoX), learned positions (GPT-2, OPT), GQA.
+TEST_CASE("every family's forward gives the same logits through blocked and materialised attention") {
+  std::vector<std::string> dirs;
+  for (const char* f : {"qwen2", "qwen3", "mistral", "llama3", "llama_linear", "phi3", "gpt_neox", "gemma", "gemma2", "opt"})
+    dirs.push_back(std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f);
+  for (const char* f : {"gpt2-tiny", "stories260K-hf"}) dirs.push_back(vl_test::fixture(f));
+  for (const auto& dir : dirs) {
+    REQUIRE(!dir.empty());
+    auto m = vocablens::load_model(dir);
+    const int64_t T = std::min<int64_t>(m.config().n_ctx, 45);  // 11 full blocks of 4 and a short one
+    at::manual_seed(3);
+    at::Tensor ids = at::randint(0, m.config().vocab_size, {2, T}, at::kLong);  // a batch of two
+    at::Tensor plain = logits_with(m, ids, false);
+    at::Tensor blocked = logits_with(m, ids, true, 4);
+    const double err = (plain - blocked).abs().max().item<double>(), scale = plain.abs().max().item<double>();
+    INFO(dir << ": max |blocked - materialised| = " << err << " (max |logit| " << scale << ")");
+    CHECK(err <= 1e-5 * std::max(1.0, scale));
+    // At the default block (256 > T) the forward materialises: the same bits as without blocked attention.
+    CHECK(at::equal(logits_with(m, ids, true), plain));
+  }
+}
+
+TEST_CASE("a hook on one layer's pattern materialises that layer only, and the logits agree") {
+  auto m = vocablens::load_model(std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/gemma2");
+  at::Tensor ids = at::randint(0, m.config().vocab_size, {1, 40}, at::kLong);
+  vocablens::AttentionPolicy p;
+  p.block = 4;
+  PolicyScope s(p);
+  const at::Tensor plain = m.forward(ids).logits;
+  std::vector<int64_t> shape;
+  vocablens::HookList h;
+  h.add("pattern.0", [&](at::Tensor& t) { shape = t.sizes().vec(); });
+  const at::Tensor hooked = vocablens::run_with_hooks(m, ids, h).logits;
+  CHECK(shape == std::vector<int64_t>{1, m.config().n_heads, 40, 40});
+  CHECK((hooked - plain).abs().max().item<double>() < 1e-5);
+  // The cache's pattern is the materialised softmax: rows sum to one, zero above the diagonal and, on
+  // Gemma-2's sliding layer 0, at distance >= the window.
+  vocablens::CacheSpec spec;
+  spec.pattern = true;
+  auto out = m.forward(ids, spec);
+  const at::Tensor pat = out.cache.get("pattern", 0)[0];
+  CHECK((pat.sum(-1) - 1).abs().max().item<double>() < 1e-5);
+  CHECK(pat[0][10].narrow(0, 0, 10 - m.config().sliding_window + 1).abs().max().item<double>() == 0);
+  CHECK((out.logits - plain).abs().max().item<double>() < 1e-5);
+}
+
+TEST_CASE("the attention policy refuses a block below one") {
+  vocablens::AttentionPolicy p;
+  p.block = 0;
+  CHECK_THROWS_AS(vocablens::set_attention_policy(p), vocablens::UsageError);
 }

@@ -48,9 +48,20 @@ struct AttentionSpec {
 /// shapes that do not fit together.
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionSpec& s);
 
-/// False when the environment sets VOCABLENS_ATTENTION=materialize: the forward pass then forms the
-/// [B, H, T, T] scores at every layer as it did before blocked attention (for benchmarks that compare
-/// the two in one build). Read once per process.
-bool blocked_attention_enabled();
+/// Which attention the forward pass (src/model/forward.cpp) uses, process-wide. It takes the blocked path
+/// for passes without grad over more than `block` positions whose scores and pattern no hook or cache
+/// reads; otherwise it materialises the [B, H, T, T] scores.
+struct AttentionPolicy {
+  bool blocked = true;  ///< false: always materialise (VOCABLENS_ATTENTION=materialize at start-up)
+  int64_t block = 256;  ///< tile edge, and the length up to which the forward materialises anyway
+};
+
+/// The policy in effect: the default above, unless VOCABLENS_ATTENTION=materialize was set when it was
+/// first read (benchmarks that compare the two paths in one build).
+AttentionPolicy attention_policy();
+
+/// Replaces the policy (tests: a small block sends short inputs through the blocked path). Not
+/// synchronised with forward passes running on other threads.
+void set_attention_policy(const AttentionPolicy& p);
 
 }  // namespace vocablens

@@ -98,12 +98,23 @@ at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
   return z;
 }
 
-bool blocked_attention_enabled() {
-  static const bool on = [] {
+namespace {
+AttentionPolicy& policy() {
+  static AttentionPolicy p = [] {
+    AttentionPolicy d;
     const char* e = std::getenv("VOCABLENS_ATTENTION");
-    return !(e && std::strcmp(e, "materialize") == 0);
+    d.blocked = !(e && std::strcmp(e, "materialize") == 0);
+    return d;
   }();
-  return on;
+  return p;
+}
+}  // namespace
+
+AttentionPolicy attention_policy() { return policy(); }
+
+void set_attention_policy(const AttentionPolicy& p) {
+  if (p.block < 1) throw UsageError("attention policy: block must be at least 1 (got " + std::to_string(p.block) + ")");
+  policy() = p;
 }
 
 }  // namespace vocablens

@@ -209,10 +209,10 @@ inline void run_hook(const hook_detail::HookTable* hk, HookPoint p, int64_t l, a
 // for (a hook on attn_scores / pattern, or the cache's pattern). Those, passes with grad (training: the
 // blocked loop updates in place) and inputs of at most one block (where the scores are no larger than one
 // tile) take the materialising path, so short inputs give the same bits whether or not a hook reads the
-// pattern. VOCABLENS_ATTENTION=materialize forces that path everywhere (benchmarks).
-constexpr int64_t kAttentionBlock = 256;
-bool use_blocked_attention(int64_t T, const at::Tensor* pattern_out, const hook_detail::HookTable* hk, int64_t l) {
-  if (T <= kAttentionBlock || pattern_out || at::GradMode::is_enabled() || !blocked_attention_enabled()) return false;
+// pattern. The block (256) and VOCABLENS_ATTENTION=materialize: AttentionPolicy (vocablens/attention.hpp).
+bool use_blocked_attention(const AttentionPolicy& pol, int64_t T, const at::Tensor* pattern_out,
+                           const hook_detail::HookTable* hk, int64_t l) {
+  if (!pol.blocked || T <= pol.block || pattern_out || at::GradMode::is_enabled()) return false;
   return !(hk && (hk->has(HookPoint::AttnScores, l) || hk->has(HookPoint::Pattern, l)));
 }
 
@@ -239,9 +239,9 @@ at::Tensor attention(const ModelConfig& cfg, const LayerWeights& L, const BlockC
     k = apply_rotary(k, ctx.cos, ctx.sin, cfg.rope_interleaved);
   }
   at::Tensor z;  // [B, T, H, dh]
-  if (use_blocked_attention(T, pattern_out, hk, l)) {
+  if (const AttentionPolicy pol = attention_policy(); use_blocked_attention(pol, T, pattern_out, hk, l)) {
     AttentionSpec spec;
-    spec.block = kAttentionBlock;
+    spec.block = pol.block;
     spec.scale = ctx.scale;
     spec.softcap = cfg.attn_softcap;
     spec.window = attention_window(cfg, l);
