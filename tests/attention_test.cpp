@@ -72,7 +72,7 @@ TEST_CASE("blocked attention equals the float64 definition for every variant") {
       {"soft-cap and window (Gemma-2 sliding layer)", 1, 4, 2, 77, 8, 16, 9, 2.0, false},
       {"ALiBi", 2, 4, 4, 66, 8, 16, 0, 0, true},
       {"ALiBi and a window", 1, 4, 4, 66, 8, 16, 20, 0, true},
-      {"default block (256) over 600 positions", 1, 2, 1, 600, 16, 0, 0, 0, false},
+      {"default block (1024) over 1300 positions", 1, 2, 1, 1300, 16, 0, 0, 0, false},
   };
   for (const auto& c : cases) {
     SECTION(c.name) {
@@ -90,7 +90,7 @@ TEST_CASE("blocked attention equals the float64 definition for every variant") {
       REQUIRE(z.sizes() == at::IntArrayRef({c.B, c.T, c.H, c.dh}));
       const double err = (z.to(at::kDouble) - reference(q, k, v, s)).abs().max().item<double>();
       INFO(c.name << ": max |blocked - float64| = " << err);
-      CHECK(err < 2e-6);
+      CHECK(err < 5e-6);  // float32 rounding over rows of up to 1300 keys
       // A transposed (non-contiguous) q, as the forward pass passes it without rotary, gives the same.
       at::Tensor qt = q.transpose(1, 2).contiguous().transpose(1, 2);
       CHECK((vocablens::blocked_causal_attention(qt, k, v, s) - z).abs().max().item<double>() < 1e-6);
@@ -119,7 +119,7 @@ struct PolicyScope {
   ~PolicyScope() { vocablens::set_attention_policy(saved); }
 };
 
-at::Tensor logits_with(const vocablens::Model& m, const at::Tensor& ids, bool blocked, int64_t block = 256) {
+at::Tensor logits_with(const vocablens::Model& m, const at::Tensor& ids, bool blocked, int64_t block = 1024) {
   vocablens::AttentionPolicy p;
   p.blocked = blocked;
   p.block = block;
@@ -129,7 +129,7 @@ at::Tensor logits_with(const vocablens::Model& m, const at::Tensor& ids, bool bl
 
 }  // namespace
 
-// The forward pass takes the blocked path only beyond `block` positions (256 by default), longer than these
+// The forward pass takes the blocked path only beyond `block` positions (1024 by default), longer than these
 // fixtures' contexts; a block of 4 sends their short inputs through it, tile edges, windows and all. The
 // materialising path is the one checked against llama.cpp and float64 references (families_test,
 // model_test); here both paths must agree on every family's variant: Gemma-2's window of 4 on even layers
@@ -150,7 +150,7 @@ TEST_CASE("every family's forward gives the same logits through blocked and mate
     const double err = (plain - blocked).abs().max().item<double>(), scale = plain.abs().max().item<double>();
     INFO(dir << ": max |blocked - materialised| = " << err << " (max |logit| " << scale << ")");
     CHECK(err <= 1e-5 * std::max(1.0, scale));
-    // At the default block (256 > T) the forward materialises: the same bits as without blocked attention.
+    // At the default block (1024 > T) the forward materialises: the same bits as without blocked attention.
     CHECK(at::equal(logits_with(m, ids, true), plain));
   }
 }

@@ -25,8 +25,9 @@
 // Key blocks wholly outside a query block's visible range are skipped (causal attention does half the
 // work of the full product; a sliding window makes the cost O(T · window)).
 //
-// Memory: q/k/v copies of one query block plus one score tile of B·H·block² floats (4 MiB for 16 heads
-// and block 256); nothing grows with T². Not differentiable in place (the running rescales are in-place
+// Memory: a copy of one query block plus one score tile of B·H·block² floats (64 MiB for 16 heads and
+// the default block of 1024); nothing grows with T². Each step is one batched GEMM or one elementwise pass
+// over all heads: few, large operations, which keep the threads busy (docs/runner.md, "Long inputs"). Not differentiable in place (the running rescales are in-place
 // updates): the forward pass uses it only without grad, and keeps the materialising path for training
 // and for hooks or caches that read attn_scores or pattern.
 #pragma once
@@ -41,7 +42,7 @@ struct AttentionSpec {
   double softcap = 0.0;     ///< > 0: scores = softcap * tanh(scores / softcap), before bias and mask
   int64_t window = 0;       ///< > 0: query q sees keys q - window < k <= q; 0: every k <= q
   at::Tensor alibi_slopes;  ///< [H] float32: adds slope_h * (k - q) to the scores; undefined: none
-  int64_t block = 0;        ///< edge of the query and key blocks; 0: the default (256, or T when smaller)
+  int64_t block = 0;        ///< edge of the query and key blocks; 0: the default (1024, or T when smaller)
 };
 
 /// Causal softmax attention of q over k, v computed block by block (see above). Throws UsageError on
@@ -53,7 +54,7 @@ at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
 /// reads; otherwise it materialises the [B, H, T, T] scores.
 struct AttentionPolicy {
   bool blocked = true;  ///< false: always materialise (VOCABLENS_ATTENTION=materialize at start-up)
-  int64_t block = 256;  ///< tile edge, and the length up to which the forward materialises anyway
+  int64_t block = 1024;  ///< tile edge, and the length up to which the forward materialises anyway
 };
 
 /// The policy in effect: the default above, unless VOCABLENS_ATTENTION=materialize was set when it was

@@ -209,7 +209,7 @@ inline void run_hook(const hook_detail::HookTable* hk, HookPoint p, int64_t l, a
 // for (a hook on attn_scores / pattern, or the cache's pattern). Those, passes with grad (training: the
 // blocked loop updates in place) and inputs of at most one block (where the scores are no larger than one
 // tile) take the materialising path, so short inputs give the same bits whether or not a hook reads the
-// pattern. The block (256) and VOCABLENS_ATTENTION=materialize: AttentionPolicy (vocablens/attention.hpp).
+// pattern. The block (1024) and VOCABLENS_ATTENTION=materialize: AttentionPolicy (vocablens/attention.hpp).
 bool use_blocked_attention(const AttentionPolicy& pol, int64_t T, const at::Tensor* pattern_out,
                            const hook_detail::HookTable* hk, int64_t l) {
   if (!pol.blocked || T <= pol.block || pattern_out || at::GradMode::is_enabled()) return false;
