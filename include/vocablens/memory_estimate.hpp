@@ -2,7 +2,7 @@
 // computed from shapes before any work (the CLI's `--dry-run`).
 //
 //   auto e = vocablens::estimate_forward_memory(model, 1, T, spec, /*compute_logits=*/false);
-//   e.add("lens: normalised stack", n * T * d * 4);
+//   e.add_phase("lens: normalised stack", n * T * d * 4);   // after the forward, not during it
 //   fmt::print("{}", e.table());              // one row per item, then the total, in MiB
 //   if (e.total() > vocablens::available_memory()) ...
 //
@@ -12,9 +12,9 @@
 // blocked-attention tile or, where the forward materialises, the [B, H, T, T] scores, softmax and its
 // input; the MLP's intermediates, in blocks of 1024 rows without grad), the recorded cache (the stream
 // between blocks counted once: resid_post.l and resid_pre.l+1 are one tensor) and the logits. It follows
-// the forward's own rules (vocablens/attention.hpp), so it is an estimate of the peak, not a bound:
-// allocator slack and short-lived copies come on top (measured within 15 % on the long-context bench,
-// docs/benchmarks.md).
+// the forward's own rules (vocablens/attention.hpp); the forward's block and the lens's stack are phases
+// that follow one another (the larger counts). An estimate, not a bound: on the long-context bench it was
+// 16 % above the measured peak RSS at T = 2048 and 8192 (docs/benchmarks.md, "Long context").
 #pragma once
 #include <cstdint>
 #include <string>
@@ -31,10 +31,13 @@ struct MemoryEstimate {
     std::string what;
     double bytes = 0;
   };
-  std::vector<Item> items;
+  std::vector<Item> items;   ///< resident together for the whole run
+  std::vector<Item> phases;  ///< working sets of phases that follow one another: the largest counts
   void add(std::string what, double bytes) { items.push_back({std::move(what), bytes}); }
+  void add_phase(std::string what, double bytes) { phases.push_back({std::move(what), bytes}); }
+  /// Sum of `items` plus the largest of `phases`.
   double total() const;
-  /// "item  MiB" rows and a total row.
+  /// "item  MiB" rows, the phases (the largest marked), and a total row.
   std::string table() const;
 };
 

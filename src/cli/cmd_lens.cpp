@@ -231,9 +231,10 @@ int dry_run(const LensCliOptions& o, const vocablens::Model& m, int64_t T) {
   const double n = static_cast<double>(c.n_layers + 1 + (o.resid_mid ? c.n_layers : 0)), d = static_cast<double>(c.d_model);
   const double V = static_cast<double>(c.vocab_size), Td = static_cast<double>(T), k = static_cast<double>(o.top_k);
   const bool raw_stack = !o.tuned.empty() || o.decoder_blocks > 0;  // else each layer is normalised into the stack
-  e.add(raw_stack ? "lens: stacked and normalised residuals" : "lens: normalised residuals", (raw_stack ? 2 : 1) * n * Td * d * 4);
-  e.add("lens: one block of logits", std::max(n, 512.0) * (V + d) * 4);  // ~512 rows of all layers at a time
   e.add("lens: per-position results", n * Td * (k * 12 + 64) + (o.save_probs ? n * Td * V * 4 : 0.0));
+  // After the forward: the normalised stack and one block of logits (~512 rows of all layers at a time).
+  e.add_phase(raw_stack ? "lens: stacked and normalised residuals, one logit block" : "lens: normalised residuals, one logit block",
+              (raw_stack ? 2 : 1) * n * Td * d * 4 + std::max(n, 512.0) * (V + d) * 4);
   const double avail = vocablens::available_memory();
   fmt::print("vocablens lens --dry-run: {} tokens, {}\nexpected peak memory:\n{}", T, m.source(), e.table());
   if (avail > 0) fmt::print("available now: {:.1f} MiB\n", avail / (1024.0 * 1024.0));

@@ -44,16 +44,25 @@ double weight_bytes(const ModelWeights& w) {
 }  // namespace
 
 double MemoryEstimate::total() const {
-  double s = 0;
+  double s = 0, peak = 0;
   for (const auto& i : items) s += i.bytes;
-  return s;
+  for (const auto& i : phases) peak = std::max(peak, i.bytes);
+  return s + peak;
 }
 
 std::string MemoryEstimate::table() const {
   size_t w = 5;
-  for (const auto& i : items) w = std::max(w, i.what.size());
+  for (const auto& v : {&items, &phases})
+    for (const auto& i : *v) w = std::max(w, i.what.size() + 2);
   std::string s;
   for (const auto& i : items) s += fmt::format("  {:<{}}  {:>10.1f} MiB\n", i.what, w, i.bytes / kMiB);
+  if (!phases.empty()) {
+    s += "  one phase at a time (the largest counts):\n";
+    double peak = 0;
+    for (const auto& i : phases) peak = std::max(peak, i.bytes);
+    for (const auto& i : phases)
+      s += fmt::format("  {} {:<{}}  {:>10.1f} MiB\n", i.bytes == peak ? "*" : " ", i.what, w - 2, i.bytes / kMiB);
+  }
   s += fmt::format("  {:<{}}  {:>10.1f} MiB\n", "total", w, total() / kMiB);
   return s;
 }
@@ -70,7 +79,7 @@ MemoryEstimate estimate_forward_memory(const Model& m, int64_t B, int64_t T, con
   e.add("weights as stored", weight_bytes(m.weights()));
 
   // One block: its input and normalised input, q k v (and their rotated copies), z and the output.
-  const double proj = rows * (3 * d + 2 * (H + Hkv) * dh + 2 * H * dh) * f;
+  const double proj = rows * (2 * d + 2 * (H + Hkv) * dh + H * dh) * f;
   const AttentionPolicy pol = attention_policy();
   const bool blocked = pol.blocked && T > pol.block && !spec.pattern;
   const double bs = static_cast<double>(std::min<int64_t>(pol.block, T));
@@ -80,9 +89,9 @@ MemoryEstimate estimate_forward_memory(const Model& m, int64_t B, int64_t T, con
                               : 3.0 * static_cast<double>(B) * H * static_cast<double>(T) * static_cast<double>(T) * f;
   const double mlp_rows = std::min(rows, 1024.0);
   const double mlp = (c.gated_mlp ? 3.0 : 2.0) * mlp_rows * ff * f + (rows > 1024 ? rows * d * f : 0.0);
-  e.add(blocked ? "one block: projections, attention tile, MLP rows"
-                : "one block: projections, [B, H, T, T] scores, MLP rows",
-        proj + std::max(attn, mlp));
+  e.add_phase(blocked ? "forward, one block: projections, attention tile, MLP rows"
+                      : "forward, one block: projections, [B, H, T, T] scores, MLP rows",
+              proj + std::max(attn, mlp));
 
   // Recorded streams: the one between blocks (resid_pre / resid_post) once per boundary.
   const double L = static_cast<double>(spec.layers.empty() ? c.n_layers : static_cast<int64_t>(spec.layers.size()));
