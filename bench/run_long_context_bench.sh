@@ -5,7 +5,7 @@
 # (VOCABLENS_ATTENTION=materialize) side by side in one run. Not part of CI.
 #
 #   bench/run_long_context_bench.sh [BUILD_DIR] [DATA_DIR]        defaults: build, /work/bench-data
-#   TS="2048 4096 8192"   lengths run both ways      OLD_MAX=8192   longest T run the materialising way
+#   TS="2048 4096 8192"   lengths run both ways (TS="" none)   OLD_MAX=8192   longest T run the materialising way
 #   LONG_TS="32768"       lengths run blocked only   VOCABLENS_THREADS=2
 #
 # Per run: peak RSS (GNU time's %M), user + system CPU seconds of the whole command, and the forward's own
@@ -16,9 +16,9 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
 data=${2:-/work/bench-data}
 cli=$build/vocablens
-TS=${TS:-"2048 4096 8192"}
+TS=${TS-"2048 4096 8192"}
 OLD_MAX=${OLD_MAX:-8192}
-LONG_TS=${LONG_TS:-}
+LONG_TS=${LONG_TS-}
 export VOCABLENS_THREADS=${VOCABLENS_THREADS:-2}
 [ -x "$cli" ] || { echo "run_long_context_bench.sh: $cli not found (ninja -C $build vocablens_cli)" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "run_long_context_bench.sh: /usr/bin/time not found (apt-get install time)" >&2; exit 1; }
