@@ -86,6 +86,16 @@ at::Tensor LensEngine::normalised_stack(const at::Tensor& ids) const {
   spec.resid_post = true;
   spec.resid_mid = o_.resid_mid;
   auto out = m_.forward(ids, spec, /*compute_logits=*/false);
+  if (!o_.tuned && o_.decoder_blocks == 0) {
+    // Each layer normalised straight into the stack: no raw [n, T, d] copy beside the cache and the
+    // result (at long T these streams are most of the lens's memory). The norm acts row by row, so
+    // the values are those of normalising the stacked copy.
+    const at::Tensor& first = out.cache.get(layers_[0].hook);
+    at::Tensor stack = at::empty({static_cast<int64_t>(layers_.size()), first.size(1), first.size(2)}, first.options());
+    for (size_t li = 0; li < layers_.size(); ++li)
+      stack[static_cast<int64_t>(li)].copy_(m_.final_norm(out.cache.get(layers_[li].hook)[0]));
+    return stack;
+  }
   std::vector<at::Tensor> rs;
   rs.reserve(layers_.size());
   for (const auto& L : layers_) rs.push_back(out.cache.get(L.hook)[0]);

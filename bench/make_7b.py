@@ -8,11 +8,13 @@
 Shape: d_model 4096, 32 layers, 32 heads, d_mlp 11008, vocabulary 32000, untied, context 4096.
 Data is drawn from a 256 MB pool of random values (weights ~ N(0, 0.02); quantized blocks with fixed small
 scales) at varying offsets, so writing is disk-bound; values matter only for timing and memory.
-Set D/L/FF/V in the environment to write a smaller model of the same layout (for trying the bench)."""
+Set D/L/FF/V in the environment to write a smaller model of the same layout (for trying the bench), CTX for
+another context length (the long-context bench: D=2048 L=4 H=16 FF=5632 CTX=32768, TYPE f32)."""
 import json, os, struct, sys
 import numpy as np
 
-d, L, H, FF, V = (int(os.environ.get(k, v)) for k, v in (("D", 4096), ("L", 32), ("H", 32), ("FF", 11008), ("V", 32000)))
+d, L, H, FF, V, CTX = (int(os.environ.get(k, v)) for k, v in (("D", 4096), ("L", 32), ("H", 32), ("FF", 11008), ("V", 32000),
+                                                              ("CTX", 4096)))
 rng = np.random.default_rng(7)
 POOL = 256 << 20
 
@@ -61,7 +63,7 @@ def write_config(out, dtype):
     os.makedirs(out, exist_ok=True)
     json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": d, "intermediate_size": FF,
                "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": H, "vocab_size": V,
-               "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu",
+               "max_position_embeddings": CTX, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu",
                "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": dtype},
               open(os.path.join(out, "config.json"), "w"), indent=1)
 
@@ -114,7 +116,7 @@ def gstr(s):
     b = s.encode(); return struct.pack("<Q", len(b)) + b
 
 def write_gguf(path, kind):
-    tcode = {"bf16": 30, "f16": 1, "q8_0": 8, "q4_k": 12}[kind]
+    tcode = {"f32": 0, "bf16": 30, "f16": 1, "q8_0": 8, "q4_k": 12}[kind]
     def nbytes(shape, t):
         n = int(np.prod(shape))
         if t == 0: return n * 4
@@ -123,7 +125,7 @@ def write_gguf(path, kind):
     toks = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % i for i in range(256)]
     toks += ["t%d" % i for i in range(V - len(toks))]
     kv = [("general.architecture", 8, "llama"), ("general.name", 8, "random-7b-shape"),
-          ("llama.block_count", 4, L), ("llama.context_length", 4, 4096), ("llama.embedding_length", 4, d),
+          ("llama.block_count", 4, L), ("llama.context_length", 4, CTX), ("llama.embedding_length", 4, d),
           ("llama.feed_forward_length", 4, FF), ("llama.attention.head_count", 4, H), ("llama.attention.head_count_kv", 4, H),
           ("llama.rope.dimension_count", 4, d // H), ("llama.rope.freq_base", 6, 10000.0),
           ("llama.attention.layer_norm_rms_epsilon", 6, 1e-5), ("tokenizer.ggml.model", 8, "llama"),
@@ -139,18 +141,20 @@ def write_gguf(path, kind):
     for g, _, shape in names():
         t = 0 if len(shape) == 1 else tcode
         nb = nbytes(shape, t)
-        infos += gstr(g) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", n) for n in reversed(shape)) + struct.pack("<IQ", t, off)
+        if len(shape) == 1: t = -1  # a norm vector: F32 ones (the matrices of an f32 file are type 0 too)
+        infos += gstr(g) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", n) for n in reversed(shape)) + struct.pack("<IQ", max(t, 0), off)
         plan.append((shape, t, nb, off)); off += nb; off += (32 - off % 32) % 32
     head = b"GGUF" + struct.pack("<IQQ", 3, len(plan), len(kv) + 3) + body + infos
     head += b"\0" * ((32 - len(head) % 32) % 32)
-    pool = half_pool(kind) if kind in ("bf16", "f16") else quant_pool(kind)
-    unit = 2 if kind in ("bf16", "f16") else BLOCK[kind][1]
+    pool = (rng.standard_normal(POOL // 4, dtype=np.float32) * 0.02).tobytes() if kind == "f32" else \
+        half_pool(kind) if kind in ("bf16", "f16") else quant_pool(kind)
+    unit = 4 if kind == "f32" else 2 if kind in ("bf16", "f16") else BLOCK[kind][1]
     with open(path, "wb") as f:
         f.write(head)
         pos = 0
         for i, (shape, t, nb, o) in enumerate(plan):
             f.write(b"\0" * (o - pos))
-            if t == 0: f.write(np.ones(shape, np.float32).tobytes())
+            if t == -1: f.write(np.ones(shape, np.float32).tobytes())
             else: stream(f, pool, nb, unit, i)
             pos = o + nb
 

@@ -9,7 +9,9 @@
 #include "cli/token_arg.hpp"
 #include "vocablens/ablation.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/memory_estimate.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/timings.hpp"
 #include "vocablens/tokenizer.hpp"
 
 namespace {
@@ -23,6 +25,7 @@ struct GenerateOptions {
   int64_t runc_n = -1;   // -n: run.c's meaning (positions incl. the prompt); -1 = not given
   int64_t stop_id = -2;  // -2: the model's convention; -1: never stop early
   bool print_ids = false;
+  bool dry_run = false;
   std::string steer;         // "love-hate": add scale * (E[love] - E[hate]) to the residual stream
   int64_t steer_layer = -1;  // -1: n_layers / 2
   double steer_scale = 4.0;
@@ -52,6 +55,7 @@ int run_generate(const GenerateOptions& o) {
   const auto& c = m.config();
   std::unique_ptr<vocablens::Tokenizer> tok;
   try {
+    vocablens::timings::Phase phase("load");
     tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
   } catch (const vocablens::FormatError& e) {
     if (!o.tokenizer.empty() || !o.prompt.empty()) throw;  // asked for explicitly: an error
@@ -59,6 +63,7 @@ int run_generate(const GenerateOptions& o) {
   std::vector<int64_t> prompt = o.prompt_ids;
   if (!o.prompt.empty()) {
     if (!prompt.empty()) throw vocablens::UsageError("give either --prompt or --prompt-ids, not both");
+    vocablens::timings::Phase phase("tokenise");
     prompt = tok->encode(o.prompt);  // llama2.c vocabularies add BOS themselves, as run.c does
   }
   if (prompt.empty()) {
@@ -77,6 +82,20 @@ int run_generate(const GenerateOptions& o) {
     // predicted at the last position is printed, so it prints n - (prompt length - 1) new tokens.
     const int64_t n = o.runc_n == 0 || o.runc_n > c.n_ctx ? c.n_ctx : o.runc_n;
     steps = std::max<int64_t>(0, n - (static_cast<int64_t>(prompt.size()) - 1));
+  }
+  if (o.dry_run) {
+    // The last step is the largest forward: prompt and every new token, at most the context.
+    const int64_t T = std::min<int64_t>(static_cast<int64_t>(prompt.size()) + steps, c.n_ctx);
+    auto e = vocablens::estimate_forward_memory(m, 1, T, vocablens::CacheSpec::none(), true);
+    const double avail = vocablens::available_memory(), mib = 1024.0 * 1024.0;
+    fmt::print("vocablens generate --dry-run: up to {} positions, {}\nexpected peak memory:\n{}", T, m.source(), e.table());
+    if (avail > 0) fmt::print("available now: {:.1f} MiB\n", avail / mib);
+    if (avail > 0 && e.total() > avail) {
+      fmt::print(stderr, "vocablens: error: generating to {} positions needs about {:.0f} MiB, {:.0f} MiB are available: "
+                         "lower --steps or shorten the prompt\n", T, e.total() / mib, avail / mib);
+      return 1;
+    }
+    return 0;
   }
   // llama2.c's run.c ends a sample when the model emits BOS; Hugging Face models end at EOS.
   int64_t stop = o.stop_id;
@@ -107,6 +126,7 @@ int run_generate(const GenerateOptions& o) {
   };
   trim(ids);
   trim(plain);
+  vocablens::timings::Phase phase("write");
   if (o.print_ids || !tok) {
     if (!tok) std::cerr << "vocablens: no tokenizer found beside the model; printing ids (use --tokenizer)\n";
     if (!steer_label.empty()) {
@@ -147,6 +167,9 @@ vocablens::cli::Register reg{
       sub.add_option("--stop-id", o->stop_id,
                      "Stop when this id is generated (default: BOS for llama2.c models as run.c does, EOS otherwise; -1: never)");
       sub.add_flag("--ids", o->print_ids, "Print token ids instead of text");
+      sub.add_flag("--dry-run", o->dry_run,
+                   "Print the peak memory generation is expected to need (weights, the last step's activations and "
+                   "logits) and what the machine has available, then stop (exit 1 if it would not fit)");
       sub.add_option("--steer", o->steer,
                      "Steer with PLUS-MINUS, e.g. \"love-hate\": adds scale * (W_E[ love] - W_E[ hate]) to the residual "
                      "stream entering --steer-layer, at every position");

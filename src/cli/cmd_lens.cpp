@@ -19,7 +19,9 @@
 #include "vocablens/lens.hpp"
 #include "vocablens/lens_batch.hpp"
 #include "vocablens/lens_corpus.hpp"
+#include "vocablens/memory_estimate.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/timings.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/token_id.hpp"
 #include "vocablens/tuned_lens.hpp"
@@ -46,6 +48,7 @@ struct LensCliOptions {
   bool resid_mid = false;
   bool save_probs = false;
   bool bos = false, no_bos = false;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -217,7 +220,36 @@ void attach_tuned_lens(const LensCliOptions& o, const vocablens::Model& m, vocab
                        "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n", o.tuned, o.model);
 }
 
+// --dry-run: the peak memory the lens of T tokens will need (vocablens/memory_estimate.hpp), against what
+// the machine has available; exit 1 when it would not fit.
+int dry_run(const LensCliOptions& o, const vocablens::Model& m, int64_t T) {
+  const auto& c = m.config();
+  vocablens::CacheSpec spec;
+  spec.resid_pre = spec.resid_post = true;
+  spec.resid_mid = o.resid_mid;
+  auto e = vocablens::estimate_forward_memory(m, 1, T, spec, false);
+  const double n = static_cast<double>(c.n_layers + 1 + (o.resid_mid ? c.n_layers : 0)), d = static_cast<double>(c.d_model);
+  const double V = static_cast<double>(c.vocab_size), Td = static_cast<double>(T), k = static_cast<double>(o.top_k);
+  const bool raw_stack = !o.tuned.empty() || o.decoder_blocks > 0;  // else each layer is normalised into the stack
+  e.add("lens: per-position results", n * Td * (k * 12 + 64) + (o.save_probs ? n * Td * V * 4 : 0.0));
+  // After the forward: the normalised stack and one block of logits (~512 rows of all layers at a time).
+  e.add_phase(raw_stack ? "lens: stacked and normalised residuals, one logit block" : "lens: normalised residuals, one logit block",
+              (raw_stack ? 2 : 1) * n * Td * d * 4 + std::max(n, 512.0) * (V + d) * 4);
+  const double avail = vocablens::available_memory();
+  fmt::print("vocablens lens --dry-run: {} tokens, {}\nexpected peak memory:\n{}", T, m.source(), e.table());
+  if (avail > 0) fmt::print("available now: {:.1f} MiB\n", avail / (1024.0 * 1024.0));
+  if (avail > 0 && e.total() > avail) {
+    fmt::print(stderr, "vocablens: error: the lens of {} tokens needs about {:.0f} MiB, {:.0f} MiB are available: give a shorter "
+                       "prompt, or --corpus FILE --window N to read it in windows{}\n",
+               T, e.total() / (1024.0 * 1024.0), avail / (1024.0 * 1024.0), o.save_probs ? ", or leave out --save-probs" : "");
+    return 1;
+  }
+  return 0;
+}
+
 int run_lens(const LensCliOptions& o) {
+  if (o.dry_run && (!o.prompts.empty() || !o.corpus.empty()))
+    throw UsageError("--dry-run applies to one prompt (--prompt or --prompt-ids), not to --prompts or --corpus");
   if (o.save_probs && (!o.prompts.empty() || !o.corpus.empty()))
     throw UsageError("--save-probs applies to one prompt (--prompt or --prompt-ids), not to --prompts or --corpus");
   if (!o.prompts.empty()) {
@@ -244,7 +276,10 @@ int run_lens(const LensCliOptions& o) {
 
   vocablens::Model m = vocablens::load_model(o.model);
   vocablens::adapt_threads_to(m);
-  auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
+  auto tok = [&] {
+    vocablens::timings::Phase phase("load");
+    return vocablens::load_tokenizer_for(o.model, o.tokenizer);
+  }();
   const bool color = vocablens::cli::use_color(o.out);
   attach_tuned_lens(o, m, lo);
 
@@ -279,7 +314,10 @@ int run_lens(const LensCliOptions& o) {
   vocablens::EncodeOptions eo;
   if (o.bos) eo.add_bos = true;
   if (o.no_bos) eo.add_bos = false;
-  std::vector<int64_t> ids = o.prompt_ids.empty() ? tok->encode(*o.prompt, eo) : o.prompt_ids;
+  std::vector<int64_t> ids = [&] {
+    vocablens::timings::Phase phase("tokenise");
+    return o.prompt_ids.empty() ? tok->encode(*o.prompt, eo) : o.prompt_ids;
+  }();
   if (ids.empty()) throw UsageError("empty prompt: it encodes to no tokens");
   for (int64_t id : ids)
     if (id < 0 || id >= m.config().vocab_size)
@@ -289,6 +327,7 @@ int run_lens(const LensCliOptions& o) {
     throw UsageError("the prompt is " + std::to_string(ids.size()) + " tokens, longer than the model's context of " +
                      std::to_string(m.config().n_ctx) + " tokens");
   if (o.target || o.target_id) lo.target = resolve_target(o, *tok);
+  if (o.dry_run) return dry_run(o, m, static_cast<int64_t>(ids.size()));
   auto lens = vocablens::logit_lens(m, ids, lo);
   auto r = lens.to_result(tok.get(), o.prompt ? *o.prompt : tok->decode(ids));
   if (!o.prompt_ids.empty()) r.settings["prompt_ids"] = ids;
@@ -378,6 +417,9 @@ vocablens::cli::Register reg{
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
       sub.add_flag("--bos", o->bos, "Prepend the BOS token to the prompt");
       sub.add_flag("--no-bos", o->no_bos, "Do not prepend BOS (llama2.c tokenizers add it by default)");
+      sub.add_flag("--dry-run", o->dry_run,
+                   "Print the peak memory the run is expected to need (weights, activations, cache, logit blocks) and "
+                   "what the machine has available, then stop (exit 1 if it would not fit)");
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_lens(*o); };
     }};

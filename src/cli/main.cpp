@@ -17,6 +17,7 @@
 #include "vocablens/interrupt.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/nonfinite.hpp"
+#include "vocablens/timings.hpp"
 
 namespace vocablens::cli {
 std::vector<CommandInfo>& registry() {
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
   std::sort(reg.begin(), reg.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   std::map<CLI::App*, cli::Runner> runners;
   bool allow_nonfinite = false;
+  bool show_timings = false;
   for (auto& c : reg) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);
     runners[sub] = c.setup(*sub);
@@ -60,6 +62,9 @@ int main(int argc, char** argv) {
     sub->add_flag("--allow-nonfinite", allow_nonfinite,
                   "Continue (with a warning) when a weight or an activation is NaN or infinite; NaN then stays NaN "
                   "(null in JSON). Default: stop with exit 1, naming the tensor or the hook, layer and position");
+    sub->add_flag("--timings", show_timings,
+                  "Print a table of where the time went on stderr at the end: wall and CPU seconds of each phase "
+                  "(load, tokenise, forward, analysis, write)");
   }
   // Issue #16: a mistyped command or option gets "did you mean", and every usage error exits 2.
   if (std::string msg = cli::unknown_command_message(app, argc, argv); !msg.empty()) {
@@ -81,6 +86,11 @@ int main(int argc, char** argv) {
   // instruction set for the commands that train from a seed (cli/blas_kernels.hpp).
   cli::reexec_with_fast_blas_kernels(argv, app.got_subcommand("train") || app.got_subcommand("demo"));
   if (allow_nonfinite) set_nonfinite_policy(NonFinitePolicy::Warn);
+  if (show_timings) timings::enable();
+  // The table comes last on stderr, after an error line too (the time until the error is still informative).
+  struct PrintTimings {
+    ~PrintTimings() { timings::print(stderr); }
+  } print_timings;
   // Under mpirun, a rank that fails ends every rank (dist::abort_job): the others would otherwise wait in
   // their next reduction forever.
   const int code = [&]() -> int {
@@ -88,7 +98,10 @@ int main(int argc, char** argv) {
       init_runtime();
       set_compute_dtype(compute_dtype_from_string(dtype));
       for (auto& [sub, run] : runners)
-        if (sub->parsed()) return run();
+        if (sub->parsed()) {
+          timings::Phase phase("analysis");  // what the command's own phases do not claim
+          return run();
+        }
     } catch (const UsageError& e) {
       std::cerr << "vocablens: error: " << e.what() << "\n";
       return 2;

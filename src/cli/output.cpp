@@ -16,6 +16,7 @@
 #include "vocablens/notebook.hpp"
 #include "vocablens/report.hpp"
 #include "vocablens/provenance.hpp"
+#include "vocablens/timings.hpp"
 
 namespace vocablens::cli {
 namespace fs = std::filesystem;
@@ -86,6 +87,7 @@ bool use_color(const OutputOptions& o) {
 }
 
 void emit(const Result& r, const OutputOptions& o, const std::function<void()>& print_table) {
+  timings::Phase phase("write");
   const std::string& f = o.format;
   if (f != "table" && f != "json" && f != "csv" && f != "npy")
     throw UsageError("--format must be table, json, csv or npy (got '" + f + "')");

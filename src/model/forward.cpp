@@ -9,11 +9,13 @@
 #include <optional>
 
 #include "vocablens/arch.hpp"
+#include "vocablens/attention.hpp"
 
 #include "model/nonfinite.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/timings.hpp"
 #include "vocablens/weight.hpp"
 
 namespace vocablens {
@@ -150,30 +152,49 @@ at::Tensor soft_cap(const at::Tensor& x, double c) { return c > 0 ? at::tanh(x /
 
 namespace {
 
-// What every block of one forward pass shares: position tables, the masks and the score scale.
+// What every block of one forward pass shares: position tables, the score scale and, built on first use,
+// the [T, T] masks and ALiBi biases of the materialising path (blocked attention derives its masks per
+// tile from positions, so a long prompt never allocates them).
 struct BlockContext {
-  at::Tensor cos, sin, alibi, causal;
-  at::Tensor windowed;  ///< causal mask plus keys at distance >= sliding_window; undefined if no layer slides
+  at::Tensor cos, sin;
+  at::Tensor alibi_slopes;  ///< [H] float32 (ALiBi models), else undefined
   double scale = 1.0;
-  const at::Tensor& mask(const ModelConfig& cfg, int64_t layer) const {
-    return windowed.defined() && attention_window(cfg, layer) > 0 ? windowed : causal;
+  int64_t T = 0;
+  at::Device dev = at::kCPU;
+
+  /// ALiBi bias [H, T, T] (slope * (k - q)); undefined without ALiBi.
+  const at::Tensor& alibi() const {
+    if (alibi_slopes.defined() && !alibi_.defined()) {
+      auto dist = (at::arange(T).unsqueeze(0) - at::arange(T).unsqueeze(1)).to(at::kFloat).to(dev);  // k - q
+      alibi_ = alibi_slopes.view({-1, 1, 1}) * dist.unsqueeze(0);
+    }
+    return alibi_;
   }
+  /// Bool [T, T], true where query q must not see key k: the future, and for a sliding layer the keys at
+  /// distance >= its window.
+  const at::Tensor& mask(const ModelConfig& cfg, int64_t layer) const {
+    if (!causal_.defined()) causal_ = at::ones({T, T}, at::TensorOptions().dtype(at::kBool).device(dev)).triu(1);
+    const int64_t w = attention_window(cfg, layer);
+    if (w <= 0 || w >= T) return causal_;
+    if (!windowed_.defined())  // query q sees keys k with q - window < k <= q
+      windowed_ = causal_.logical_or(at::ones({T, T}, at::TensorOptions().dtype(at::kBool).device(dev)).tril(-w));
+    return windowed_;
+  }
+
+ private:
+  mutable at::Tensor alibi_, causal_, windowed_;
 };
 
 BlockContext block_context(const ModelConfig& cfg, int64_t T, const at::Device& dev) {
   using namespace detail;
   BlockContext c;
-  const int64_t H = cfg.n_heads;
+  c.T = T;
+  c.dev = dev;
   if (cfg.positions == PositionKind::Rotary) std::tie(c.cos, c.sin) = rotary_tables(cfg, T, dev);
   if (cfg.positions == PositionKind::ALiBi) {
-    auto slopes = alibi_slopes(H);
-    auto dist = (at::arange(T).unsqueeze(0) - at::arange(T).unsqueeze(1)).to(at::kFloat);  // k - q (<= 0 below diag)
-    auto sl = at::tensor(std::vector<float>(slopes.begin(), slopes.end())).view({H, 1, 1});
-    c.alibi = sl * dist.unsqueeze(0);  // [H, T, T]
+    auto slopes = alibi_slopes(cfg.n_heads);
+    c.alibi_slopes = at::tensor(std::vector<float>(slopes.begin(), slopes.end())).to(dev);
   }
-  c.causal = at::ones({T, T}, at::TensorOptions().dtype(at::kBool)).triu(1);
-  if (cfg.sliding_window > 0 && cfg.sliding_window < T)  // query q sees keys k with q - window < k <= q
-    c.windowed = c.causal.logical_or(at::ones({T, T}, at::TensorOptions().dtype(at::kBool)).tril(-cfg.sliding_window));
   c.scale = cfg.attn_scale > 0 ? cfg.attn_scale : 1.0 / std::sqrt(static_cast<double>(cfg.d_head));
   return c;
 }
@@ -181,6 +202,18 @@ BlockContext block_context(const ModelConfig& cfg, int64_t T, const at::Device& 
 // Runs the hooks of (point, layer) on t when there are any (vocablens/hooks.hpp); `hk` may be null.
 inline void run_hook(const hook_detail::HookTable* hk, HookPoint p, int64_t l, at::Tensor& t) {
   if (hk) hk->apply(p, l, t);
+}
+
+// Blocked attention (vocablens/attention.hpp) never forms the [B, H, T, T] scores. It serves every pass
+// without grad over more than one block of positions, unless this layer's scores or pattern are asked
+// for (a hook on attn_scores / pattern, or the cache's pattern). Those, passes with grad (training: the
+// blocked loop updates in place) and inputs of at most one block (where the scores are no larger than one
+// tile) take the materialising path, so short inputs give the same bits whether or not a hook reads the
+// pattern. The block (1024) and VOCABLENS_ATTENTION=materialize: AttentionPolicy (vocablens/attention.hpp).
+bool use_blocked_attention(const AttentionPolicy& pol, int64_t T, const at::Tensor* pattern_out,
+                           const hook_detail::HookTable* hk, int64_t l) {
+  if (!pol.blocked || T <= pol.block || pattern_out || at::GradMode::is_enabled()) return false;
+  return !(hk && (hk->has(HookPoint::AttnScores, l) || hk->has(HookPoint::Pattern, l)));
 }
 
 // Attention of one block on its (normalised) input h [B, T, d] -> the output projection [B, T, d].
@@ -205,19 +238,30 @@ at::Tensor attention(const ModelConfig& cfg, const LayerWeights& L, const BlockC
     q = apply_rotary(q, ctx.cos, ctx.sin, cfg.rope_interleaved);
     k = apply_rotary(k, ctx.cos, ctx.sin, cfg.rope_interleaved);
   }
-  if (Hkv != H) {  // grouped-query attention: query head h reads kv head h / (H / Hkv)
-    k = k.repeat_interleave(H / Hkv, 1);
-    v = v.repeat_interleave(H / Hkv, 1);
+  at::Tensor z;  // [B, T, H, dh]
+  if (const AttentionPolicy pol = attention_policy(); use_blocked_attention(pol, T, pattern_out, hk, l)) {
+    AttentionSpec spec;
+    spec.block = pol.block;
+    spec.scale = ctx.scale;
+    spec.softcap = cfg.attn_softcap;
+    spec.window = attention_window(cfg, l);
+    spec.alibi_slopes = ctx.alibi_slopes;
+    z = blocked_causal_attention(q, k, v, spec);  // GQA by head groups, no repeated keys
+  } else {
+    if (Hkv != H) {  // grouped-query attention: query head h reads kv head h / (H / Hkv)
+      k = k.repeat_interleave(H / Hkv, 1);
+      v = v.repeat_interleave(H / Hkv, 1);
+    }
+    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * ctx.scale;  // [B, H, T, T]
+    scores = soft_cap(scores, cfg.attn_softcap);                         // Gemma-2, before the mask
+    if (ctx.alibi_slopes.defined()) scores = scores + ctx.alibi();
+    scores = scores.masked_fill(ctx.mask(cfg, l), -std::numeric_limits<float>::infinity());
+    run_hook(hk, HookPoint::AttnScores, l, scores);
+    at::Tensor pattern = at::softmax(scores, -1);
+    run_hook(hk, HookPoint::Pattern, l, pattern);
+    if (pattern_out) *pattern_out = pattern;
+    z = at::matmul(pattern, v).transpose(1, 2);
   }
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * ctx.scale;  // [B, H, T, T]
-  scores = soft_cap(scores, cfg.attn_softcap);                         // Gemma-2, before the mask
-  if (ctx.alibi.defined()) scores = scores + ctx.alibi;
-  scores = scores.masked_fill(ctx.mask(cfg, l), -std::numeric_limits<float>::infinity());
-  run_hook(hk, HookPoint::AttnScores, l, scores);
-  at::Tensor pattern = at::softmax(scores, -1);
-  run_hook(hk, HookPoint::Pattern, l, pattern);
-  if (pattern_out) *pattern_out = pattern;
-  at::Tensor z = at::matmul(pattern, v).transpose(1, 2);  // [B, T, H, dh]
   run_hook(hk, HookPoint::Z, l, z);
   if (hk && hk->has(HookPoint::Result, l)) {  // per-head outputs only when a hook asks for them
     at::Tensor result = hook_detail::head_results(z, L.w_o);
@@ -232,6 +276,24 @@ at::Tensor attention(const ModelConfig& cfg, const LayerWeights& L, const BlockC
 at::Tensor mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& h, int64_t l,
                const hook_detail::HookTable* hk) {
   using namespace detail;
+  // Without grad and without hooks on the neurons, a long input goes through in blocks of rows: the MLP
+  // acts on each position alone, and its [rows, d_mlp] intermediates (three of them for a gated MLP) are
+  // what would otherwise dominate the activations' memory at long T.
+  constexpr int64_t kRows = 1024;
+  const int64_t rows = h.numel() / h.size(-1);
+  if (rows > kRows && !at::GradMode::is_enabled() &&
+      !(hk && (hk->has(HookPoint::MlpPre, l) || hk->has(HookPoint::MlpPost, l)))) {
+    const at::Tensor h2 = h.reshape({rows, h.size(-1)});
+    at::Tensor out;
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+      at::Tensor part = mlp(cfg, L, h2.narrow(0, r0, std::min(kRows, rows - r0)), l, nullptr);
+      if (!out.defined()) out = at::empty({rows, part.size(-1)}, part.options());
+      out.narrow(0, r0, part.size(0)).copy_(part);
+    }
+    auto sizes = h.sizes().vec();
+    sizes.back() = out.size(-1);
+    return out.view(sizes);
+  }
   at::Tensor pre = proj(h, L.w_in, L.b_in);
   at::Tensor gate = L.w_gate.defined() ? proj(h, L.w_gate, L.b_gate) : at::Tensor();
   if (hk) run_hook(hk, HookPoint::MlpPre, l, gate.defined() ? gate : pre);
@@ -318,6 +380,7 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
                           const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids,
                           const HookList* hooks) {
   using namespace detail;
+  timings::Phase phase("forward");
   at::Tensor ids = ids_in.dim() == 1 ? ids_in.unsqueeze(0) : ids_in;
   if (ids.dim() != 2) throw UsageError("token ids must be [T] or [B, T]");
   const int64_t B = ids.size(0), T = ids.size(1);

@@ -11,6 +11,7 @@
 #include "util/regular_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/timings.hpp"
 
 namespace vocablens {
 namespace detail {
@@ -51,6 +52,7 @@ Model load_hf_dir(const fs::path& dir) {
 
 Model load_model(const std::string& path, const LoadOptions& opts) {
   namespace fs = std::filesystem;
+  timings::Phase phase("load");
   std::error_code ec;
   fs::path p(path);
   if (!fs::exists(p, ec)) throw FormatError(path, "no such file or directory");
