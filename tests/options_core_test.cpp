@@ -117,7 +117,7 @@ TEST_CASE("schema and Python signature come from the declaration", "[options]") 
   CHECK(sig.rfind("sample(model, prompt: Union[str, Sequence[int]], *, top_k: int = 30, rtol: float = 1e-06, keys: bool = True, ", 0) == 0);
   CHECK(sig.find("bos: Optional[bool] = None") != std::string::npos);
   CHECK(sig.find("inverse: Literal[\"pinv\", \"transpose\"] = \"pinv\"") != std::string::npos);
-  CHECK(sig.substr(sig.size() - 10) == "-> Result");
+  CHECK(sig.substr(sig.size() - 9) == "-> Result");
 }
 
 TEST_CASE("parse_index_list bounds before expanding", "[options]") {

@@ -120,7 +120,10 @@ TEST_CASE("resource guards: counts are checked before anything is allocated") {
   r = cli("heads '" + s + "' --layer 0 --head 0 --kind ov --top-k 1000000000");
   CHECK(r.rc == 2);
   CHECK(r.out.find("larger than the number of (token, token) pairs (512^2 = 262144)") != std::string::npos);
-  r = cli("neurons '" + s + "' --layer 0 --top-k 1000000000");
+  r = cli("neurons '" + s + "' --layer 0 --top-k 1000000000");  // the declaration's bound, before the model loads
+  CHECK(r.rc == 2);
+  CHECK(r.out.find("neurons: --top-k: must be <= 1000000 (got 1000000000)") != std::string::npos);
+  r = cli("neurons '" + s + "' --layer 0 --top-k 1000");  // within it, the model's own
   CHECK(r.rc == 2);
   CHECK(r.out.find("larger than the vocabulary (512 tokens)") != std::string::npos);
   r = cli("knn '" + g + "' --k 100000");

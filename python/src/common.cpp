@@ -350,10 +350,8 @@ void Progress::set(int64_t done, int64_t total) {
   py::gil_scoped_acquire gil;
   if (total != total_) {
     total_ = total;
-    if (bar_) {
-      bar_.attr("total") = total;
-      bar_.attr("refresh")();
-    }
+    // No refresh: it would draw at once, and a quick call must print nothing (the bar waits a second).
+    if (bar_) bar_.attr("total") = total;
   }
   update_locked(done - done_);
 }

@@ -105,8 +105,7 @@ class Errors(unittest.TestCase):
 
         with self.assertRaises(KeyboardInterrupt):
             vocablens.heads(m, top_k=5, progress=progress)
-        self.assertEqual(len(ticks), 1)   # stopped after the first step
-        self.assertEqual(ticks[0][0], 1)
+        self.assertEqual(len(ticks), 1)   # stopped at the first step
         self.assertGreater(ticks[0][1], 1)
         r = vocablens.heads(m, layers=0, top_k=5, progress=False)   # and the model still works
         self.assertEqual(r.kind, "heads")

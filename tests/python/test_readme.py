@@ -42,6 +42,9 @@ class Readme(unittest.TestCase):
         self.assertIn("logit_lens.json", os.listdir(os.path.join(work, "eiffel-py")))
         self.assertEqual(len(ns["pairs"]), 10)
         self.assertEqual(tuple(ns["cache"]["blocks.1.hook_resid_post"].shape), (1, 10, 64))
+        self.assertEqual(tuple(ns["resid"].shape), (3 + 1, 1, 10, 64))      # gpt2-tiny: 3 layers
+        self.assertEqual(tuple(ns["logits"].shape), (1, 10, 50257))
+        self.assertEqual(tuple(ns["grads"]["blocks.0.hook_resid_post"].shape), (1, 10, 64))
         self.assertIn("position", out.getvalue())   # the DataFrame was printed
         shutil.rmtree(work, ignore_errors=True)
 
