@@ -3,8 +3,8 @@
 // The CLI writes every output through a temporary file renamed over the target when complete
 // (vocablens/atomic_file.hpp); its SIGINT/SIGTERM handler (src/cli/signals.cpp) removes temporary files
 // in flight, prints "vocablens: interrupted" and exits 128 + signal (130 for SIGINT).
-// A long write is started with the hidden `vocablens _write-test` command (200 MB in 64 KB chunks,
-// slowly, through the streaming AtomicWriter); the signal is sent once the temporary file exists and is
+// A long write is started with the test program vl_slow_write (tests/tools/slow_write.cpp: the CLI's signal
+// handler and 200 MB in 64 KB chunks, slowly, through the streaming AtomicWriter); the signal is sent once the temporary file exists and is
 // growing. Then a real command (`knn --out DIR --edges`) is interrupted at several moments: whatever the
 // moment, no temporary file may remain and every file present must be complete.
 #include <fcntl.h>
@@ -69,8 +69,15 @@ struct Child {
 
 // Starts the CLI with `args`; stdout to /dev/null, stderr to a pipe. SIGINT/SIGTERM reset to default in
 // the child (a test runner started in the background may ignore SIGINT, which exec would keep).
-Child start(const std::vector<std::string>& args) {
-  std::string cli = vl_test::cli_path();
+// The test program beside the CLI's build (tests/CMakeLists.txt builds it before the test programs).
+std::string slow_writer() {
+  const std::string p = (fs::path(vl_test::cli_path()).parent_path() / "tests" / "vl_slow_write").string();
+  REQUIRE(fs::exists(p));
+  return p;
+}
+
+// `program` defaults to the CLI.
+Child start(const std::vector<std::string>& args, std::string cli = vl_test::cli_path()) {
   REQUIRE_FALSE(cli.empty());
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
@@ -120,7 +127,7 @@ TEST_CASE("SIGINT during a long write: exit 130, a message, no target and no tem
   for (int sig : {SIGINT, SIGTERM}) {
     std::string dir = vl_test::temp_dir("interrupt");
     std::string target = dir + "/big.bin";
-    Child c = start({"_write-test", "--bytes", "209715200", "--chunk", "65536", "--delay-ms", "20", "--out", target});
+    Child c = start({"--bytes", "209715200", "--chunk", "65536", "--delay-ms", "20", "--out", target}, slow_writer());
     REQUIRE(c.read_until("writing ", 60));
     // Wait until the temporary file exists and holds some bytes: the write is really in flight.
     std::string tmp;
@@ -142,10 +149,10 @@ TEST_CASE("SIGINT during a long write: exit 130, a message, no target and no tem
   }
 }
 
-TEST_CASE("_write-test completes: the whole file and no temporary file", "[interrupt]") {
+TEST_CASE("the slow writer completes: the whole file and no temporary file", "[interrupt]") {
   std::string dir = vl_test::temp_dir("interrupt");
   std::string target = dir + "/small.bin";
-  Child c = start({"_write-test", "--bytes", "1000000", "--chunk", "65536", "--delay-ms", "0", "--out", target});
+  Child c = start({"--bytes", "1000000", "--chunk", "65536", "--delay-ms", "0", "--out", target}, slow_writer());
   int rc = c.wait();
   INFO(c.err);
   CHECK(rc == 0);

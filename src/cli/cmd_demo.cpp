@@ -100,55 +100,54 @@ vocablens::TrainOptions skipgram_options(const DemoCli& c, const std::string& di
   return o;
 }
 
-int run_demo(const DemoCli& c) {
-  namespace fs = std::filesystem;
-  using namespace vocablens;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  const std::string dir = c.out, model_dir = dir + "/model", sg_dir = dir + "/skipgram", res_dir = dir + "/results";
-  ensure_directory(dir);
-  if (fs::exists(res_dir)) fs::remove_all(res_dir);  // results of an earlier demo run
-  ensure_directory(res_dir);
-  auto say = [&](const std::string& s) {
+// The demo's directories and its one-line messages.
+struct DemoRun {
+  const DemoCli& c;
+  std::string dir, model_dir, sg_dir, res_dir;
+  void say(const std::string& s) const {
     if (!c.quiet) fmt::print("{}\n", s);
     std::fflush(stdout);
-  };
-  say("vocablens demo: a small GPT trained from scratch on a synthetic world, then read in vocabulary space");
+  }
+};
 
-  // 1. corpus (the trainer regenerates the same text from the same options; written here to look at)
-  TrainOptions go = gpt_options(c, model_dir);
+// Step 1: the training corpus and a held-out one, written to look at (the trainer regenerates the same text
+// from the same options).
+vocablens::SyntheticCorpus write_corpora(const DemoRun& d, const vocablens::TrainOptions& go) {
+  using namespace vocablens;
   SyntheticCorpus world = synthetic_corpus(go.synthetic_options);
-  write_file_atomic(dir + "/corpus.txt", world.text);
+  write_file_atomic(d.dir + "/corpus.txt", world.text);
   SyntheticOptions eval_opts = go.synthetic_options;
   eval_opts.seed = go.synthetic_options.seed + 1000;
   eval_opts.lines = 400;
   eval_opts.mark_prompts = false;
-  write_file_atomic(dir + "/eval.txt", synthetic_corpus(eval_opts).text);
-  say(fmt::format("[1/4] corpus: {} lines of facts, class sentences, counting and copying -> {}/corpus.txt",
-                  go.synthetic_options.lines, dir));
+  write_file_atomic(d.dir + "/eval.txt", synthetic_corpus(eval_opts).text);
+  d.say(fmt::format("[1/4] corpus: {} lines of facts, class sentences, counting and copying -> {}/corpus.txt",
+                    go.synthetic_options.lines, d.dir));
+  return world;
+}
 
-  // 2. the GPT
-  go.on_progress = cli::train_progress_printer("      gpt", c.quiet);
-  say(fmt::format("[2/4] training a GPT-2-style model ({} layers, d_model {}, {} heads, {} positions) for {} steps",
-                  go.n_layers, go.d_model, go.n_heads, to_string(go.positions), go.steps));
-  TrainReport gr = train(go);
-  say(fmt::format("      final loss {:.3f} nats/token (mean of the last 50 steps; started at {:.3f}), {} -> {}",
-                  gr.final_loss, gr.losses.empty() ? 0.0 : gr.losses.front(), cli::format_seconds(gr.seconds), model_dir));
-
-  // 3. skip-gram vectors over the same tokenizer
-  std::unique_ptr<WordVectors> wv;
-  if (c.skipgram) {
-    TrainOptions so = skipgram_options(c, sg_dir, model_dir);
-    so.on_progress = cli::train_progress_printer("      skip-gram", c.quiet);
-    say(fmt::format("[3/4] training skip-gram vectors (d {}, window {}) for {} steps", so.d_model, so.window, so.steps));
-    TrainReport sr = train(so);
-    say(fmt::format("      final loss {:.3f}, {} -> {}", sr.final_loss, cli::format_seconds(sr.seconds), sg_dir));
-    wv = std::make_unique<WordVectors>(load_word_vectors(sg_dir));
-  } else {
-    say("[3/4] skip-gram: skipped (--no-skipgram)");
+// Step 3: skip-gram vectors over the GPT's tokenizer (nullptr with --no-skipgram).
+std::unique_ptr<vocablens::WordVectors> train_skipgram(const DemoRun& d) {
+  using namespace vocablens;
+  if (!d.c.skipgram) {
+    d.say("[3/4] skip-gram: skipped (--no-skipgram)");
+    return nullptr;
   }
+  TrainOptions so = skipgram_options(d.c, d.sg_dir, d.model_dir);
+  so.on_progress = cli::train_progress_printer("      skip-gram", d.c.quiet);
+  d.say(fmt::format("[3/4] training skip-gram vectors (d {}, window {}) for {} steps", so.d_model, so.window, so.steps));
+  TrainReport sr = train(so);
+  d.say(fmt::format("      final loss {:.3f}, {} -> {}", sr.final_loss, cli::format_seconds(sr.seconds), d.sg_dir));
+  return std::make_unique<WordVectors>(load_word_vectors(d.sg_dir));
+}
 
-  // 4. analyses, through their public headers, on the model as written to disk
+// Step 4: every analysis through its public header, on the model as written to disk, each result written to
+// the results directory; returns how many failed (each failure is said and the others still run).
+int run_analyses(const DemoRun& d, const vocablens::TrainOptions& go, const vocablens::TrainReport& gr,
+                 const vocablens::SyntheticCorpus& world, const vocablens::WordVectors* wv) {
+  using namespace vocablens;
+  const std::string &dir = d.dir, &model_dir = d.model_dir, &sg_dir = d.sg_dir, &res_dir = d.res_dir;
+  auto say = [&](const std::string& s) { d.say(s); };
   say("[4/4] analyses -> " + res_dir);
   Model m = load_model(model_dir);
   adapt_threads_to(m);
@@ -282,25 +281,55 @@ int run_demo(const DemoCli& c) {
   planted_result.provenance = {{"vocablens_version", VOCABLENS_VERSION}, {"model_path", model_dir}};
   write_result(planted_result, res_dir);
 
+  return failures;
+}
+
+int run_demo(const DemoCli& c) {
+  namespace fs = std::filesystem;
+  using namespace vocablens;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  const DemoRun d{c, c.out, c.out + "/model", c.out + "/skipgram", c.out + "/results"};
+  ensure_directory(d.dir);
+  if (fs::exists(d.res_dir)) fs::remove_all(d.res_dir);  // results of an earlier demo run
+  ensure_directory(d.res_dir);
+  d.say("vocablens demo: a small GPT trained from scratch on a synthetic world, then read in vocabulary space");
+
+  TrainOptions go = gpt_options(c, d.model_dir);
+  const SyntheticCorpus world = write_corpora(d, go);
+
+  // 2. the GPT
+  go.on_progress = cli::train_progress_printer("      gpt", c.quiet);
+  d.say(fmt::format("[2/4] training a GPT-2-style model ({} layers, d_model {}, {} heads, {} positions) for {} steps",
+                    go.n_layers, go.d_model, go.n_heads, to_string(go.positions), go.steps));
+  TrainReport gr = train(go);
+  d.say(fmt::format("      final loss {:.3f} nats/token (mean of the last 50 steps; started at {:.3f}), {} -> {}",
+                    gr.final_loss, gr.losses.empty() ? 0.0 : gr.losses.front(), cli::format_seconds(gr.seconds),
+                    d.model_dir));
+
+  std::unique_ptr<WordVectors> wv = train_skipgram(d);
+  d.say("[4/4] analyses -> " + d.res_dir);
+  int failures = run_analyses(d, go, gr, world, wv.get());
+
   std::string report, notebook;
   if (c.report) {
     try {
-      auto results = read_run_directory(res_dir);
-      report = write_report(results, res_dir);
-      notebook = write_notebook(results, res_dir);  // issue #16: the demo wrote no notebook
+      auto results = read_run_directory(d.res_dir);
+      report = write_report(results, d.res_dir);
+      notebook = write_notebook(results, d.res_dir);
     } catch (const std::exception& e) {
       ++failures;
-      say(std::string("      report      FAILED: ") + e.what());
+      d.say(std::string("      report      FAILED: ") + e.what());
     }
   }
-  say(fmt::format("done in {}. Where to look:", cli::format_seconds(elapsed())));
-  if (!report.empty()) say(fmt::format("  {}  the report: open it in a browser", report));
-  if (!notebook.empty()) say(fmt::format("  {}  the notebook: reloads every result and redraws the figures", notebook));
-  say(fmt::format("  {}/  every result as JSON + .npy + CSV (planted_structure.json: the checks)", res_dir));
-  say(fmt::format("  {}/  the trained model, an ordinary Hugging Face directory; try", model_dir));
-  say(fmt::format("      vocablens lens {} --prompt \"the capital of japan is\"", model_dir));
-  if (wv) say(fmt::format("  {}/  skip-gram word vectors (embeddings.npy)", sg_dir));
-  say(fmt::format("  {}/corpus.txt  the training corpus (<prompt> spans get no loss)", dir));
+  d.say(fmt::format("done in {}. Where to look:", cli::format_seconds(elapsed())));
+  if (!report.empty()) d.say(fmt::format("  {}  the report: open it in a browser", report));
+  if (!notebook.empty()) d.say(fmt::format("  {}  the notebook: reloads every result and redraws the figures", notebook));
+  d.say(fmt::format("  {}/  every result as JSON + .npy + CSV (planted_structure.json: the checks)", d.res_dir));
+  d.say(fmt::format("  {}/  the trained model, an ordinary Hugging Face directory; try", d.model_dir));
+  d.say(fmt::format("      vocablens lens {} --prompt \"the capital of japan is\"", d.model_dir));
+  if (wv) d.say(fmt::format("  {}/  skip-gram word vectors (embeddings.npy)", d.sg_dir));
+  d.say(fmt::format("  {}/corpus.txt  the training corpus (<prompt> spans get no loss)", d.dir));
   if (failures) {
     fmt::print(stderr, "vocablens: error: {} demo step(s) failed (see above)\n", failures);
     return 1;

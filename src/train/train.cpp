@@ -6,6 +6,8 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <random>
 #include <sstream>
 
 #include <ATen/Parallel.h>
@@ -29,6 +31,7 @@ namespace vocablens {
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
+using namespace train_detail;
 
 std::string read_all(const std::string& path) {
   detail::check_regular_file(path, detail::kMaxCorpusBytes, "files");  // not /dev/zero, not a FIFO
@@ -199,87 +202,83 @@ double mean_tail(const std::vector<double>& v, size_t n) {
   return s / static_cast<double>(n);
 }
 
-}  // namespace
+// Removes a directory this run created when the run fails before its first checkpoint.
+struct RemoveIfFailed {
+  std::string dir;
+  bool armed = false;
+  ~RemoveIfFailed() {
+    std::error_code ec;
+    if (armed) fs::remove_all(dir, ec);
+  }
+};
 
-TrainReport train(const TrainOptions& given) {
-  using namespace train_detail;
-  const auto t0 = std::chrono::steady_clock::now();
+struct RunPaths {
+  std::string dir, ckdir, state_path;
+  explicit RunPaths(const std::string& d) : dir(d), ckdir(d + "/checkpoint"), state_path(d + "/checkpoint/state.json") {}
+};
+
+// The run's options: the given ones for a new run (its directory made, `cleanup` armed when this run created
+// it), or the saved ones with the given steps/stop/snapshot/progress for --resume (`state` read).
+TrainOptions open_run(const TrainOptions& given, const RunPaths& p, json& state, RemoveIfFailed& cleanup) {
   TrainOptions o = given;
-  if (o.out_dir.empty()) throw UsageError("give an output directory (--out DIR)");
   if (!o.resume) {
     resolve_defaults(o);
     validate(o);
-  }
-  const std::string dir = o.out_dir;
-  // Ctrl-C stops at the next step with a checkpoint (or, before the first step, removes what this run
-  // created) instead of killing the process mid-way (vocablens/interrupt.hpp).
-  InterruptScope interrupt_scope;
-  const std::string ckdir = dir + "/checkpoint";
-  const std::string state_path = ckdir + "/state.json";
-
-  struct RemoveIfFailed {
-    std::string dir;
-    bool armed = false;
-    ~RemoveIfFailed() {
-      std::error_code ec;
-      if (armed) fs::remove_all(dir, ec);
-    }
-  } cleanup;
-  json state;
-  if (o.resume) {
-    if (!fs::exists(state_path))
-      throw UsageError(dir + " has no checkpoint to resume (" + state_path + " not found)");
-    try {
-      state = json::parse(read_all(state_path));
-    } catch (const json::exception& e) {
-      throw FormatError(state_path, std::string("malformed JSON: ") + e.what());
-    }
-    TrainOptions saved = options_from_json(state.at("options"), state_path);
-    if (saved.model == TrainModel::GloVe)
-      throw UsageError(dir + " holds a glove run, which is not resumable (it runs in one go): train again with --overwrite");
-    saved.out_dir = o.out_dir;
-    saved.steps = given.steps > 0 ? given.steps : saved.steps;
-    saved.stop_after = given.stop_after;
-    saved.snapshot_every = given.snapshot_every;
-    if (given.checkpoint_every > 0) saved.checkpoint_every = given.checkpoint_every;
-    saved.on_progress = given.on_progress;
-    saved.resume = true;
-    o = saved;
-    resolve_defaults(o);
-    validate(o);
-  } else {
-    if (fs::exists(state_path) && !o.overwrite)
-      throw UsageError(dir + " already holds a training run (checkpoint/state.json): pass --resume to continue it or "
-                             "--overwrite to start again");
+    if (fs::exists(p.state_path) && !o.overwrite)
+      throw UsageError(p.dir + " already holds a training run (checkpoint/state.json): pass --resume to continue it or "
+                               "--overwrite to start again");
     // A run that fails before its first checkpoint (bad corpus, too few tokens, ...) leaves nothing behind
     // in a directory it created.
     std::error_code ec;
-    cleanup.dir = dir;
-    cleanup.armed = !fs::exists(dir, ec);
-    ensure_directory(dir);
-    ensure_directory(ckdir);
+    cleanup.dir = p.dir;
+    cleanup.armed = !fs::exists(p.dir, ec);
+    ensure_directory(p.dir);
+    ensure_directory(p.ckdir);
+    return o;
   }
+  if (!fs::exists(p.state_path))
+    throw UsageError(p.dir + " has no checkpoint to resume (" + p.state_path + " not found)");
+  try {
+    state = json::parse(read_all(p.state_path));
+  } catch (const json::exception& e) {
+    throw FormatError(p.state_path, std::string("malformed JSON: ") + e.what());
+  }
+  TrainOptions saved = options_from_json(state.at("options"), p.state_path);
+  if (saved.model == TrainModel::GloVe)
+    throw UsageError(p.dir + " holds a glove run, which is not resumable (it runs in one go): train again with --overwrite");
+  saved.out_dir = o.out_dir;
+  saved.steps = given.steps > 0 ? given.steps : saved.steps;
+  saved.stop_after = given.stop_after;
+  saved.snapshot_every = given.snapshot_every;
+  if (given.checkpoint_every > 0) saved.checkpoint_every = given.checkpoint_every;
+  saved.on_progress = given.on_progress;
+  saved.resume = true;
+  resolve_defaults(saved);
+  validate(saved);
+  return saved;
+}
 
-  // ---- corpus and tokenizer ----
-  std::string text = o.synthetic ? synthetic_corpus(o.synthetic_options).text : read_all(o.corpus);
-  const std::string corpus_hash = sha256_hex(text);
-  if (o.resume && state.value("corpus_sha256", std::string()) != corpus_hash)
-    throw FormatError(o.synthetic ? std::string("synthetic corpus") : o.corpus,
-                      "the corpus differs from the one the checkpoint was trained on (sha256 mismatch)");
+struct RunTokenizer {
   std::unique_ptr<Tokenizer> tok;
-  std::string tok_source;
-  std::vector<std::string> notes;
+  std::string source;               ///< how it was made, for the log
+  std::vector<std::string> notes;   ///< what the user should know about it
+};
+
+// The run's tokenizer, in the run directory: the checkpoint's (--resume), a copy of --tokenizer's files, or a
+// BPE / WordPiece vocabulary learned from `text`.
+RunTokenizer prepare_tokenizer(const TrainOptions& o, const std::string& dir, const std::string& text, const json& state) {
+  RunTokenizer r;
   if (o.resume) {
-    tok = load_tokenizer(dir);
-    tok_source = state.value("tokenizer_source", std::string());
+    r.tok = load_tokenizer(dir);
+    r.source = state.value("tokenizer_source", std::string());
   } else if (!o.tokenizer.empty()) {
-    tok = load_tokenizer(o.tokenizer);
-    tok_source = tok->source();
-    for (const std::string& f : split_sources(tok->source())) {
+    r.tok = load_tokenizer(o.tokenizer);
+    r.source = r.tok->source();
+    for (const std::string& f : split_sources(r.tok->source())) {
       const std::string to = dir + "/" + fs::path(f).filename().string();
       if (fs::weakly_canonical(f) != fs::weakly_canonical(to)) write_file_atomic(to, read_all(f));
     }
-    tok = load_tokenizer(dir);
+    r.tok = load_tokenizer(dir);
   } else if (o.tokenizer_algo == "wordpiece") {
     WordPieceTrainerOptions wo;
     wo.vocab_size = o.vocab_size;
@@ -290,13 +289,13 @@ TrainReport train(const TrainOptions& given) {
     fs::remove(dir + "/vocab.json", ec);
     fs::remove(dir + "/merges.txt", ec);
     v.write(dir);
-    tok = load_tokenizer(dir);
-    tok_source = "WordPiece trained on the corpus (" + std::to_string(v.size()) + " tokens, " +
-                 std::to_string(v.merges) + " merges)";
+    r.tok = load_tokenizer(dir);
+    r.source = "WordPiece trained on the corpus (" + std::to_string(v.size()) + " tokens, " +
+               std::to_string(v.merges) + " merges)";
     if (v.skipped_long_words > 0)
-      notes.push_back(std::to_string(v.skipped_long_words) + " word(s) longer than max_input_chars_per_word (" +
-                      std::to_string(wo.config.max_input_chars_per_word) + " characters) were not learned and encode as " +
-                      wo.config.unk_token + " (first: \"" + v.first_skipped.substr(0, 40) + "...\")");
+      r.notes.push_back(std::to_string(v.skipped_long_words) + " word(s) longer than max_input_chars_per_word (" +
+                        std::to_string(wo.config.max_input_chars_per_word) + " characters) were not learned and encode as " +
+                        wo.config.unk_token + " (first: \"" + v.first_skipped.substr(0, 40) + "...\")");
   } else {
     BpeTrainerOptions bo;
     bo.vocab_size = o.vocab_size;
@@ -307,132 +306,117 @@ TrainReport train(const TrainOptions& given) {
     fs::remove(dir + "/vocab.txt", ec);
     fs::remove(dir + "/tokenizer_config.json", ec);
     v.write(dir);
-    tok = load_tokenizer(dir);
-    tok_source = "BPE trained on the corpus (" + std::to_string(v.size()) + " tokens, " +
-                 std::to_string(v.merges.size()) + " merges)";
+    r.tok = load_tokenizer(dir);
+    r.source = "BPE trained on the corpus (" + std::to_string(v.size()) + " tokens, " +
+               std::to_string(v.merges.size()) + " merges)";
   }
-  TokenStream stream = tokenize_marked_text(*tok, text);
-  if (o.segments) {
-    if (o.model != TrainModel::GPT) throw UsageError("--segments applies to --model gpt only");
-    assign_segments(stream, o.segment_source);
-  }
-  text.clear();
-  text.shrink_to_fit();
+  return r;
+}
+
+// What every run reports whatever its model: the corpus, the tokenizer, the directory.
+struct RunInputs {
+  RunPaths paths;
+  std::string corpus_hash;
+  RunTokenizer tokenizer;
+  TokenStream stream;
+  int64_t vocab = 0;
   int64_t targets = 0;
-  for (uint8_t t : stream.target) targets += t;
-  if (targets == 0) throw UsageError("the corpus has no prediction targets (is everything inside <prompt> spans?)");
-  const int64_t vocab = tok->vocab_size();
-  auto stop_before_training = [&](int sig) {
-    throw Interrupted(sig, o.resume ? "interrupted before training resumed; the checkpoint in " + ckdir + " is unchanged"
-                                    : std::string("interrupted before the first training step; ") +
-                                          (cleanup.armed ? dir + " (created by this run) was removed"
-                                                         : "nothing resumable was written in " + dir));
-  };
-  if (int sig = interrupt_signal()) stop_before_training(sig);
-  if (o.model == TrainModel::GloVe) {
-    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-    GloveRun g = run_glove(o, stream, vocab, o.synthetic ? std::string("(synthetic)") : o.corpus, elapsed);
+
+  TrainReport report(const TrainOptions& o) const {
     TrainReport rep;
-    rep.out_dir = dir;
+    rep.out_dir = paths.dir;
     rep.model = o.model;
-    rep.step = rep.steps = o.steps;
-    rep.losses = g.losses;
-    rep.final_loss = g.final_cost;
-    rep.parameters = 2 * vocab * (o.d_model + 1);
+    rep.steps = o.steps;
     rep.vocab_size = vocab;
     rep.corpus_tokens = static_cast<int64_t>(stream.ids.size());
     rep.target_tokens = targets;
-    rep.tokenizer = tok_source;
-    rep.notes = notes;
-    rep.seconds = elapsed();
-    json log = {{"model", "glove"},
-                {"step", o.steps},
-                {"steps", o.steps},
-                {"final_loss", g.final_cost},
-                {"final_loss_definition",
-                 "GloVe cost after the last epoch: mean over the nonzero counts of 1/2 f(X)(w.w~ + b + b~ - log X)^2; "
-                 "losses[] are the epochs' costs as the reference glove prints them (taken during the epoch)"},
-                {"nonzero_counts", g.nonzero},
-                {"distinct_tokens", g.distinct},
-                {"seconds", rep.seconds},
-                {"parameters", rep.parameters},
-                {"vocab_size", vocab},
-                {"corpus_tokens", rep.corpus_tokens},
-                {"tokenizer", tok_source},
-                {"options", options_to_json(o)},
-                {"losses", rep.losses}};
-    write_file_atomic(dir + "/train_log.json", log.dump(1) + "\n");
-    json st = {{"format", "vocablens-train-checkpoint"}, {"version", 1},          {"step", o.steps},
-               {"resumable", false},                     {"losses", rep.losses}, {"corpus_sha256", corpus_hash},
-               {"tokenizer_source", tok_source},         {"options", options_to_json(o)}};
-    write_file_atomic(state_path, st.dump() + "\n");
-    cleanup.armed = false;
-    if (o.on_progress) o.on_progress({o.steps, o.steps, rep.losses.back(), rep.losses.back(), o.lr, rep.seconds, true, true});
+    rep.tokenizer = tokenizer.source;
+    rep.notes = tokenizer.notes;
     return rep;
   }
+};
 
-  std::unique_ptr<Trainable> model;
-  switch (o.model) {
-    case TrainModel::GPT: model = make_gpt(o, stream, vocab, tok->eos_id()); break;
-    case TrainModel::EmbedLM: model = make_embed_lm(o, stream, vocab); break;
-    case TrainModel::SkipGram:
-    case TrainModel::CBOW: model = make_word2vec(o, stream, vocab); break;
-    case TrainModel::GloVe: break;  // handled above
-  }
-  // Intra-op threads for the run (restored afterwards, also on errors).
-  struct ThreadScope {
-    int prev = at::get_num_threads();
-    ~ThreadScope() { at::set_num_threads(prev); }
-  } thread_scope;
-  {
-    int want = given.threads;
-    if (want <= 0)
-      want = std::getenv("VOCABLENS_THREADS")
-                 ? thread_scope.prev
-                 : threads_for_parameters(model->parameter_count(), thread_scope.prev);
+// GloVe runs in one go (counts, then epochs): its log and a non-resumable state are written at the end.
+TrainReport train_glove_run(const TrainOptions& o, const RunInputs& in, const std::function<double()>& elapsed) {
+  GloveRun g = run_glove(o, in.stream, in.vocab, o.synthetic ? std::string("(synthetic)") : o.corpus, elapsed);
+  TrainReport rep = in.report(o);
+  rep.step = o.steps;
+  rep.losses = g.losses;
+  rep.final_loss = g.final_cost;
+  rep.parameters = 2 * in.vocab * (o.d_model + 1);
+  rep.seconds = elapsed();
+  json log = {{"model", "glove"},
+              {"step", o.steps},
+              {"steps", o.steps},
+              {"final_loss", g.final_cost},
+              {"final_loss_definition",
+               "GloVe cost after the last epoch: mean over the nonzero counts of 1/2 f(X)(w.w~ + b + b~ - log X)^2; "
+               "losses[] are the epochs' costs as the reference glove prints them (taken during the epoch)"},
+              {"nonzero_counts", g.nonzero},
+              {"distinct_tokens", g.distinct},
+              {"seconds", rep.seconds},
+              {"parameters", rep.parameters},
+              {"vocab_size", in.vocab},
+              {"corpus_tokens", rep.corpus_tokens},
+              {"tokenizer", in.tokenizer.source},
+              {"options", options_to_json(o)},
+              {"losses", rep.losses}};
+  write_file_atomic(in.paths.dir + "/train_log.json", log.dump(1) + "\n");
+  json st = {{"format", "vocablens-train-checkpoint"}, {"version", 1},          {"step", o.steps},
+             {"resumable", false},                     {"losses", rep.losses}, {"corpus_sha256", in.corpus_hash},
+             {"tokenizer_source", in.tokenizer.source}, {"options", options_to_json(o)}};
+  write_file_atomic(in.paths.state_path, st.dump() + "\n");
+  if (o.on_progress) o.on_progress({o.steps, o.steps, rep.losses.back(), rep.losses.back(), o.lr, rep.seconds, true, true});
+  return rep;
+}
+
+// Intra-op threads for the run (restored afterwards, also on errors).
+struct ThreadScope {
+  int prev = at::get_num_threads();
+  ThreadScope(int given, int64_t parameters) {
+    int want = given;
+    if (want <= 0) want = std::getenv("VOCABLENS_THREADS") ? prev : threads_for_parameters(parameters, prev);
     at::set_num_threads(std::max(1, want));
   }
-  Optimizer opt(model->params, o);
-  std::mt19937_64 rng(o.seed ^ 0x9E3779B97F4A7C15ull);
+  ~ThreadScope() { at::set_num_threads(prev); }
+};
 
-  TrainReport rep;
-  rep.out_dir = dir;
-  rep.model = o.model;
-  rep.steps = o.steps;
-  rep.parameters = model->parameter_count();
-  rep.vocab_size = vocab;
-  rep.corpus_tokens = static_cast<int64_t>(stream.ids.size());
-  rep.target_tokens = targets;
-  rep.tokenizer = tok_source;
-  rep.notes = notes;
+// The optimisation state on disk: params-STEP.safetensors, optimizer-STEP.pt and state.json (the step, the
+// RNG, the losses) in checkpoint/, written so that a resumed run continues byte for byte.
+struct Checkpoints {
+  const TrainOptions& o;
+  const RunInputs& in;
+  Trainable& model;
+  Optimizer& opt;
+  std::mt19937_64& rng;
 
-  int64_t step = 0;
-  double prior_seconds = 0;
-  if (o.resume) {
-    step = state.at("step").get<int64_t>();
-    rep.losses = state.at("losses").get<std::vector<double>>();
+  // Loads the checkpoint `state` names; returns its step, with `losses` and `prior_seconds` restored.
+  int64_t restore(const json& state, std::vector<double>& losses, double& prior_seconds) {
+    const int64_t step = state.at("step").get<int64_t>();
+    losses = state.at("losses").get<std::vector<double>>();
     prior_seconds = state.value("seconds", 0.0);
     const std::string tag = std::to_string(step);
-    TensorStore st = read_safetensors(ckdir + "/params-" + tag + ".safetensors");
+    TensorStore st = read_safetensors(in.paths.ckdir + "/params-" + tag + ".safetensors");
     {
       at::NoGradGuard ng;
-      for (auto& [name, p] : model->params) {
+      for (auto& [name, p] : model.params) {
         const at::Tensor& t = st.get(name);
         if (t.sizes() != p.sizes()) throw FormatError(st.source, "tensor '" + name + "' does not match the model's shape");
         p.copy_(t);
       }
     }
-    opt.load(read_all(ckdir + "/optimizer-" + tag + ".pt"), ckdir + "/optimizer-" + tag + ".pt");
+    const std::string opt_path = in.paths.ckdir + "/optimizer-" + tag + ".pt";
+    opt.load(read_all(opt_path), opt_path);
     std::istringstream rs(state.at("rng").get<std::string>());
     rs >> rng;
-    if (!rs) throw FormatError(state_path, "malformed RNG state");
+    if (!rs) throw FormatError(in.paths.state_path, "malformed RNG state");
+    return step;
   }
-  rep.start_step = step;
 
-  auto write_checkpoint = [&](double seconds_now) {
-    cleanup.armed = false;
+  void write(int64_t step, const std::vector<double>& losses, double seconds) {
+    const std::string& ckdir = in.paths.ckdir;
     const std::string tag = std::to_string(step);
-    write_safetensors(ckdir + "/params-" + tag + ".safetensors", model->params);
+    write_safetensors(ckdir + "/params-" + tag + ".safetensors", model.params);
     write_file_atomic(ckdir + "/optimizer-" + tag + ".pt", opt.save());
     std::ostringstream rs;
     rs << rng;
@@ -440,12 +424,12 @@ TrainReport train(const TrainOptions& given) {
                {"version", 1},
                {"step", step},
                {"rng", rs.str()},
-               {"losses", rep.losses},
-               {"seconds", prior_seconds + seconds_now},
-               {"corpus_sha256", corpus_hash},
-               {"tokenizer_source", tok_source},
+               {"losses", losses},
+               {"seconds", seconds},
+               {"corpus_sha256", in.corpus_hash},
+               {"tokenizer_source", in.tokenizer.source},
                {"options", options_to_json(o)}};
-    write_file_atomic(state_path, st.dump() + "\n");
+    write_file_atomic(in.paths.state_path, st.dump() + "\n");
     // Older checkpoint files go once the new state names the new ones.
     std::error_code ec;
     for (auto& e : fs::directory_iterator(ckdir, ec)) {
@@ -454,17 +438,92 @@ TrainReport train(const TrainOptions& given) {
                         (n.rfind("optimizer-", 0) == 0 && n != "optimizer-" + tag + ".pt");
       if (ours && n.find(".tmp-") == std::string::npos) fs::remove(e.path(), ec);
     }
-    model->write(dir);
-  };
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    model.write(in.paths.dir);
+  }
+
   // A loadable model directory of this step: the weights and config, and the run's tokenizer files beside them.
-  auto write_snapshot = [&] {
+  void snapshot(int64_t step) {
+    const std::string& dir = in.paths.dir;
     const std::string sdir = dir + "/snapshots/step-" + std::to_string(step);
     ensure_directory(sdir);
-    model->write(sdir);
+    model.write(sdir);
     std::error_code ec;
     for (const char* f : {"vocab.json", "merges.txt", "vocab.txt", "tokenizer_config.json", "tokenizer.json", "tokenizer.model"})
       if (fs::exists(dir + "/" + f, ec)) write_file_atomic(sdir + "/" + f, read_all(dir + "/" + f));
+  }
+};
+
+std::unique_ptr<Trainable> make_model(const TrainOptions& o, const RunInputs& in) {
+  switch (o.model) {
+    case TrainModel::GPT: return make_gpt(o, in.stream, in.vocab, in.tokenizer.tok->eos_id());
+    case TrainModel::EmbedLM: return make_embed_lm(o, in.stream, in.vocab);
+    case TrainModel::SkipGram:
+    case TrainModel::CBOW: return make_word2vec(o, in.stream, in.vocab);
+    case TrainModel::GloVe: break;  // runs in one go (train_glove_run)
+  }
+  throw Error(std::string("internal error: no trainer for model ") + to_string(o.model));
+}
+
+}  // namespace
+
+TrainReport train(const TrainOptions& given) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  if (given.out_dir.empty()) throw UsageError("give an output directory (--out DIR)");
+  // Ctrl-C stops at the next step with a checkpoint (or, before the first step, removes what this run
+  // created) instead of killing the process mid-way (vocablens/interrupt.hpp).
+  InterruptScope interrupt_scope;
+  RunInputs in{RunPaths(given.out_dir), {}, {}, {}, 0, 0};
+  const RunPaths& paths = in.paths;
+  RemoveIfFailed cleanup;
+  json state;
+  const TrainOptions o = open_run(given, paths, state, cleanup);
+
+  // ---- corpus and tokenizer ----
+  {
+    std::string text = o.synthetic ? synthetic_corpus(o.synthetic_options).text : read_all(o.corpus);
+    in.corpus_hash = sha256_hex(text);
+    if (o.resume && state.value("corpus_sha256", std::string()) != in.corpus_hash)
+      throw FormatError(o.synthetic ? std::string("synthetic corpus") : o.corpus,
+                        "the corpus differs from the one the checkpoint was trained on (sha256 mismatch)");
+    in.tokenizer = prepare_tokenizer(o, paths.dir, text, state);
+    in.stream = tokenize_marked_text(*in.tokenizer.tok, text);
+  }
+  if (o.segments) {
+    if (o.model != TrainModel::GPT) throw UsageError("--segments applies to --model gpt only");
+    assign_segments(in.stream, o.segment_source);
+  }
+  for (uint8_t t : in.stream.target) in.targets += t;
+  if (in.targets == 0) throw UsageError("the corpus has no prediction targets (is everything inside <prompt> spans?)");
+  in.vocab = in.tokenizer.tok->vocab_size();
+  auto stop_before_training = [&](int sig) {
+    throw Interrupted(sig, o.resume ? "interrupted before training resumed; the checkpoint in " + paths.ckdir + " is unchanged"
+                                    : std::string("interrupted before the first training step; ") +
+                                          (cleanup.armed ? paths.dir + " (created by this run) was removed"
+                                                         : "nothing resumable was written in " + paths.dir));
+  };
+  if (int sig = interrupt_signal()) stop_before_training(sig);
+  if (o.model == TrainModel::GloVe) {
+    TrainReport rep = train_glove_run(o, in, elapsed);
+    cleanup.armed = false;
+    return rep;
+  }
+
+  std::unique_ptr<Trainable> model = make_model(o, in);
+  ThreadScope thread_scope(given.threads, model->parameter_count());
+  Optimizer opt(model->params, o);
+  std::mt19937_64 rng(o.seed ^ 0x9E3779B97F4A7C15ull);
+  Checkpoints checkpoints{o, in, *model, opt, rng};
+
+  TrainReport rep = in.report(o);
+  rep.parameters = model->parameter_count();
+  int64_t step = 0;
+  double prior_seconds = 0;
+  if (o.resume) step = checkpoints.restore(state, rep.losses, prior_seconds);
+  rep.start_step = step;
+  auto write_checkpoint = [&] {
+    cleanup.armed = false;
+    checkpoints.write(step, rep.losses, prior_seconds + elapsed());
   };
 
   double ema = rep.losses.empty() ? 0 : rep.losses.back();
@@ -472,10 +531,10 @@ TrainReport train(const TrainOptions& given) {
   while (step < end) {
     if (int sig = interrupt_signal()) {
       if (step == rep.start_step) stop_before_training(sig);
-      write_checkpoint(elapsed());
+      write_checkpoint();
       throw Interrupted(sig, "interrupted at step " + std::to_string(step) + " of " + std::to_string(o.steps) +
-                                 ": checkpoint saved in " + ckdir + "; continue with `vocablens train --out " + dir +
-                                 " --resume`");
+                                 ": checkpoint saved in " + paths.ckdir + "; continue with `vocablens train --out " +
+                                 paths.dir + " --resume`");
     }
     const double lr = learning_rate(o, step);
     opt.zero_grad();
@@ -491,11 +550,11 @@ TrainReport train(const TrainOptions& given) {
     rep.losses.push_back(lv);
     ema = rep.losses.size() == 1 ? lv : 0.95 * ema + 0.05 * lv;
     const bool ck = o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && step < end;
-    if (ck) write_checkpoint(elapsed());
-    if (o.snapshot_every > 0 && step % o.snapshot_every == 0) write_snapshot();
+    if (ck) write_checkpoint();
+    if (o.snapshot_every > 0 && step % o.snapshot_every == 0) checkpoints.snapshot(step);
     if (o.on_progress) o.on_progress({step, o.steps, lv, ema, lr, elapsed(), ck, false});
   }
-  write_checkpoint(elapsed());
+  write_checkpoint();
   rep.step = step;
   rep.final_loss = mean_tail(rep.losses, 50);
   rep.seconds = elapsed();
@@ -506,13 +565,13 @@ TrainReport train(const TrainOptions& given) {
               {"final_loss_definition", "mean training loss (nats per target token) of the last 50 steps"},
               {"seconds", prior_seconds + rep.seconds},
               {"parameters", rep.parameters},
-              {"vocab_size", vocab},
+              {"vocab_size", in.vocab},
               {"corpus_tokens", rep.corpus_tokens},
-              {"target_tokens", targets},
-              {"tokenizer", tok_source},
+              {"target_tokens", in.targets},
+              {"tokenizer", in.tokenizer.source},
               {"options", options_to_json(o)},
               {"losses", rep.losses}};
-  write_file_atomic(dir + "/train_log.json", log.dump(1) + "\n");
+  write_file_atomic(paths.dir + "/train_log.json", log.dump(1) + "\n");
   if (o.on_progress) o.on_progress({step, o.steps, rep.losses.empty() ? 0 : rep.losses.back(), ema,
                                     learning_rate(o, std::max<int64_t>(0, step - 1)), rep.seconds, true, true});
   return rep;
