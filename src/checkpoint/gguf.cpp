@@ -8,9 +8,7 @@
 #include <limits>
 #include <set>
 
-#include "checkpoint/mapped_file.hpp"
-#include "tokenizer/gguf_hook.hpp"
-#include "vocablens/tokenizer.hpp"
+#include "util/mapped_file.hpp"
 #include "vocablens/vocab_spec.hpp"
 #include "vocablens/error.hpp"
 
@@ -283,16 +281,5 @@ GgufFile read_gguf(const std::string& path) {
   }
   return g;
 }
-
-namespace {
-// load_tokenizer()/load_tokenizer_for() (vocablens_core) reach the GGUF vocabulary through this hook
-// (src/tokenizer/gguf_hook.hpp), set whenever the reader is linked.
-std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path) {
-  GgufFile g = read_gguf(path);
-  if (!g.metadata.contains("tokenizer.ggml.model")) return nullptr;
-  return tokenizer_from_vocab(gguf_vocab_spec(g));
-}
-[[maybe_unused]] const bool gguf_tokenizer_registered = (detail::gguf_tokenizer_loader = &load_gguf_tokenizer, true);
-}  // namespace
 
 }  // namespace vocablens

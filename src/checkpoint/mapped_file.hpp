@@ -1,4 +1,4 @@
-// checkpoint/mapped_file.hpp — a whole file mapped into memory, shared by the tensors that view it.
+// checkpoint/mapped_file.hpp — tensors that view a mapped file (util/mapped_file.hpp) without copying it.
 //
 // Checkpoint readers map the file once and hand out at::Tensor views of it: nothing is read from disk
 // until a page is touched, and the mapping stays alive as long as any tensor viewing it does (each
@@ -15,35 +15,12 @@
 #include <ATen/ATen.h>
 
 #include <cstddef>
-#include <cstdint>
 #include <memory>
-#include <string>
+
+#include "util/mapped_file.hpp"
 
 namespace vocablens {
 
-class MappedFile {
- public:
-  /// Maps the regular file at `path` in full. An empty file gives size() == 0 and a non-null data().
-  /// Throws FormatError(path, "cannot open: <strerror>") / "not a regular file" / "cannot map: ...".
-  static std::shared_ptr<MappedFile> open(const std::string& path);
-
-  ~MappedFile();
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-
-  /// First byte of the file; page-aligned (so offset alignment == address alignment). Never null.
-  const uint8_t* data() const { return data_; }
-  size_t size() const { return size_; }
-  const std::string& path() const { return path_; }
-
- private:
-  MappedFile(std::string path, uint8_t* data, size_t size, bool mapped)
-      : path_(std::move(path)), data_(data), size_(size), mapped_(mapped) {}
-  std::string path_;
-  uint8_t* data_;
-  size_t size_;
-  bool mapped_;  // false for an empty file (mmap of 0 bytes is an error; data_ points at a static byte)
-};
 
 /// A tensor of `dtype` whose element [i0, i1, ...] is at byte
 ///   offset + (i0 * strides[0] + i1 * strides[1] + ...) * element_size

@@ -10,12 +10,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/gguf_hook.hpp"
 #include "tokenizer/text_util.hpp"
 #include "vocablens/bpe_tokenizer.hpp"
 #include "util/regular_file.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/gguf.hpp"
 #include "vocablens/token_id.hpp"
+#include "vocablens/vocab_spec.hpp"
 #include "vocablens/llama2c_tokenizer.hpp"
 #include "vocablens/wordpiece_tokenizer.hpp"
 #include "vocablens/sentencepiece_tokenizer.hpp"
@@ -204,15 +205,12 @@ bool starts_with_gguf_magic(const std::string& path) {
   return f.read(m, 4) && std::memcmp(m, "GGUF", 4) == 0;
 }
 std::unique_ptr<Tokenizer> gguf_tokenizer(const std::string& path) {
-  if (!detail::gguf_tokenizer_loader)
-    throw FormatError(path, "is a GGUF file: its vocabulary is read by vocablens' GGUF reader, which this program does not "
-                            "link (it comes with vocablens::vocablens: load_model, read_gguf)");
-  return detail::gguf_tokenizer_loader(path);
+  GgufFile g = read_gguf(path);
+  if (!g.metadata.contains("tokenizer.ggml.model")) return nullptr;
+  return tokenizer_from_vocab(gguf_vocab_spec(g));
 }
 
 }  // namespace
-
-detail::GgufTokenizerLoader detail::gguf_tokenizer_loader = nullptr;
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   if (detail::is_directory(path)) {

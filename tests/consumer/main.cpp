@@ -1,10 +1,7 @@
 // The installed package in use: load a model, tokenize a prompt, run it, compare with a reference.
 //   consumer MODEL_DIR REFERENCE_LOGITS.npy
 // Prints the token ids, the greatest |logit - reference| and "consumer: OK" (exit 0) when it is <= 1e-4.
-#include <vocablens/error.hpp>
-#include <vocablens/model.hpp>
-#include <vocablens/npy.hpp>
-#include <vocablens/tokenizer.hpp>
+#include <vocablens/vocablens.hpp>  // the umbrella header: every public header compiles in a consumer
 
 #include <cstdio>
 #include <cstring>
