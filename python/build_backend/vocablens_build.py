@@ -12,7 +12,7 @@ writes) into a wheel with its dist-info. It uses the standard library only, so `
 build requirements installed.
 
 Which build directory (the first that applies):
-  1. `pip install -C build-dir=DIR .` (config setting), or the environment variable VOCABLENS_BUILD_DIR=DIR;
+  1. `pip install --config-settings build-dir=DIR .`, or the environment variable VOCABLENS_BUILD_DIR=DIR;
   2. `build/` in the source tree.
 A directory that is already configured (has CMakeCache.txt) is reused as it is, with its own options, and only
 `vocablens_python` is brought up to date (an incremental build: a configured tree compiles nothing new); a
