@@ -3,7 +3,8 @@
 directory (VOCABLENS_BUILD_DIR, set by tests/scripts/python.cmake, so nothing is compiled again), offline.
 The installed package then imports from an unrelated directory, runs a forward pass that agrees with the
 fixture's independent reference logits, carries its stubs and py.typed, and uninstalls cleanly. A venv
-without --system-site-packages gets the import error that says how to make one that works.
+without --system-site-packages gets the import error that says how to make one that works, and so does an
+interpreter of another Python version.
 
 Fails (never skips) when python3-venv, pip or the build directory is missing."""
 import glob
@@ -96,6 +97,28 @@ class Install(unittest.TestCase):
         self.assertIn("torch 1.13", last)
         self.assertIn("--system-site-packages", last)
         self.assertIn(sys.executable, last)          # the interpreter the module is built for
+
+    def test_other_python_version(self):
+        # An interpreter of another Python version (pyenv's 3.12 first on PATH, ...) cannot load the extension at
+        # all; the check names the version and the interpreter it was built for. Simulated by a _build module that
+        # records another version (the real one is written by python/CMakeLists.txt).
+        code = textwrap.dedent("""
+            import sys, types
+            fake = types.ModuleType("vocablens._build")
+            fake.PYTHON, fake.PYTHON_VERSION = "/usr/bin/python3.99", "3.99"
+            sys.modules["vocablens._build"] = fake
+            try:
+                import vocablens
+            except ImportError as e:
+                print(e)
+        """)
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        msg = p.stdout.strip()
+        self.assertEqual(len(msg.splitlines()), 1, msg)
+        self.assertIn("built for Python 3.99 (/usr/bin/python3.99)", msg)
+        self.assertIn("not {} (Python {}.{})".format(sys.executable, *sys.version_info[:2]), msg)
+        self.assertIn("use /usr/bin/python3.99", msg)
 
 
 if __name__ == "__main__":
