@@ -21,6 +21,8 @@ PACKAGES=(
   python3-nbclient python3-ipykernel python3-pandas python3-matplotlib
   # the Python module (python/, docs/python.md): pybind11 headers, Python.h, progress bars
   pybind11-dev python3-dev python3-tqdm
+  # `pip install .` of the Python package into a venv (pyproject.toml, tests/python/test_install.py)
+  python3-venv python3-pip
   # `vocablens serve` (src/serve/, docs/serve.md): the HTTP server library
   libcpp-httplib-dev
 )

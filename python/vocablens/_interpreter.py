@@ -15,6 +15,11 @@ except ImportError:  # pragma: no cover - a source checkout without a build
 
 
 def _advice():
+    if sys.prefix != sys.base_prefix:
+        # A venv: made without --system-site-packages it hides Debian's python3-torch (the usual case after
+        # `python3 -m venv .venv && .venv/bin/pip install .`).
+        return ("use a venv that sees Debian's site-packages: `{} -m venv --system-site-packages DIR`, then "
+                "`DIR/bin/pip install --no-build-isolation .` (this one, {}, does not)".format(_BUILT_FOR, sys.prefix))
     return ("use {} (Debian's python3 with python3-torch 1.13, e.g. `PYTHONPATH=build/python {} ...`; in a venv: "
             "python3 -m venv --system-site-packages)".format(_BUILT_FOR, _BUILT_FOR))
 

@@ -1,4 +1,4 @@
-# The Python module's tests (tests/python/test_*.py, unittest) and the quick-start notebook, run with the
+# The Python module's tests (tests/python/test_*.py, unittest: the notebooks, `pip install .` into a venv), run with the
 # interpreter the module was built for (Debian's /usr/bin/python3). Included by the top-level CMakeLists.txt.
 if(TARGET vocablens_python)
   file(GLOB VOCABLENS_PY_TESTS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/python/test_*.py)
@@ -7,6 +7,6 @@ if(TARGET vocablens_python)
     add_test(NAME python_${name} COMMAND ${VOCABLENS_PYTHON_EXECUTABLE} ${t}
              WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/python)
     set_tests_properties(python_${name} PROPERTIES TIMEOUT 600 LABELS "python"
-      ENVIRONMENT "PYTHONPATH=${PROJECT_BINARY_DIR}/python;VOCABLENS_CLI=$<TARGET_FILE:vocablens_cli>;VOCABLENS_THREADS=1;OMP_NUM_THREADS=1;PYTHONDONTWRITEBYTECODE=1")
+      ENVIRONMENT "PYTHONPATH=${PROJECT_BINARY_DIR}/python;VOCABLENS_BUILD_DIR=${PROJECT_BINARY_DIR};VOCABLENS_CLI=$<TARGET_FILE:vocablens_cli>;VOCABLENS_THREADS=1;OMP_NUM_THREADS=1;PYTHONDONTWRITEBYTECODE=1")
   endforeach()
 endif()

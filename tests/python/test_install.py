@@ -1,0 +1,125 @@
+"""`pip install .` as docs/python.md and README tell it: a venv of Debian's python3 that sees its site-packages
+(python3-torch), the package built by pyproject.toml's in-tree backend from the already configured build
+directory (VOCABLENS_BUILD_DIR, set by tests/scripts/python.cmake, so nothing is compiled again), offline.
+The installed package then imports from an unrelated directory, runs a forward pass that agrees with the
+fixture's independent reference logits, carries its stubs and py.typed, and uninstalls cleanly. A venv
+without --system-site-packages gets the import error that says how to make one that works, and so does an
+interpreter of another Python version.
+
+Fails (never skips) when python3-venv, pip or the build directory is missing."""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+from support import FIXTURES, SOURCE
+
+BUILD_DIR = os.environ.get("VOCABLENS_BUILD_DIR")
+
+
+def _env():
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)          # the installed package, not build/python, must be what imports
+    env.pop("PYTHONHOME", None)
+    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INDEX="1", PIP_NO_CACHE_DIR="1",
+               PYTHONDONTWRITEBYTECODE="1", VOCABLENS_BUILD_DIR=BUILD_DIR or "")
+    return env
+
+
+def _run(cmd, cwd):
+    p = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True)
+    if p.returncode != 0:
+        raise AssertionError("`{}` failed ({}):\n{}\n{}".format(" ".join(cmd), p.returncode, p.stdout[-4000:],
+                                                                p.stderr[-4000:]))
+    return p
+
+
+class Install(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not BUILD_DIR or not os.path.exists(os.path.join(BUILD_DIR, "CMakeCache.txt")):
+            raise AssertionError("VOCABLENS_BUILD_DIR must name the configured build directory (tests/scripts/"
+                                 "python.cmake sets it), got {!r}".format(BUILD_DIR))
+        cls.tmp = tempfile.mkdtemp(prefix="vocablens-install-")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def venv(self, name, system_site):
+        d = os.path.join(self.tmp, name)
+        cmd = [sys.executable, "-m", "venv"] + (["--system-site-packages"] if system_site else []) + [d]
+        p = subprocess.run(cmd, env=_env(), capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, "python3 -m venv failed (is python3-venv installed? scripts/setup.sh "
+                                          "installs it):\n" + p.stderr)
+        pip = os.path.join(d, "bin", "pip")
+        self.assertTrue(os.path.exists(pip), "the venv has no pip (python3-pip / python3-venv's ensurepip)")
+        _run([pip, "install", "--no-build-isolation", SOURCE], cwd=self.tmp)
+        return d
+
+    def test_installed_package(self):
+        d = self.venv("venv", system_site=True)
+        py = os.path.join(d, "bin", "python")
+        stories = os.path.join(FIXTURES, "stories260K")
+        code = textwrap.dedent("""
+            import os, sys, numpy as np, vocablens
+            pkg = os.path.dirname(vocablens.__file__)
+            assert pkg.startswith(sys.prefix), (pkg, sys.prefix)
+            for f in ("__init__.pyi", "py.typed", "_build.py"):
+                assert os.path.exists(os.path.join(pkg, f)), f
+            assert "def lens(" in open(os.path.join(pkg, "__init__.pyi")).read()
+            ref = os.path.join({stories!r}, "reference")
+            ids = np.load(os.path.join(ref, "ids_first32.npy")).astype(np.int64).reshape(-1)
+            want = np.load(os.path.join(ref, "logits_first32.npy")).reshape(len(ids), -1)
+            m = vocablens.load_model(os.path.join({stories!r}, "stories260K.bin"))
+            got = m.forward(ids.tolist())[0].double().numpy()
+            print(pkg, got.shape, float(np.abs(got - want).max()))
+            assert got.shape == want.shape and np.abs(got - want).max() < 1e-4
+        """).format(stories=stories)
+        p = _run([py, "-c", code], cwd=self.tmp)   # from a directory without the sources
+        self.assertIn(os.path.join(d, "lib"), p.stdout)
+
+        # the wheel's RECORD lists every file: pip removes the package completely
+        _run([os.path.join(d, "bin", "pip"), "uninstall", "-y", "vocablens"], cwd=self.tmp)
+        self.assertEqual(glob.glob(os.path.join(d, "lib", "python3*", "site-packages", "vocablens*")), [])
+
+    def test_venv_without_debian_torch(self):
+        d = self.venv("bare", system_site=False)
+        p = subprocess.run([os.path.join(d, "bin", "python"), "-c", "import vocablens"], cwd=self.tmp, env=_env(),
+                           capture_output=True, text=True)
+        self.assertNotEqual(p.returncode, 0)
+        last = p.stderr.strip().splitlines()[-1]
+        self.assertTrue(last.startswith("ImportError: "), p.stderr)
+        self.assertIn("torch 1.13", last)
+        self.assertIn("--system-site-packages", last)
+        self.assertIn(sys.executable, last)          # the interpreter the module is built for
+
+    def test_other_python_version(self):
+        # An interpreter of another Python version (pyenv's 3.12 first on PATH, ...) cannot load the extension at
+        # all; the check names the version and the interpreter it was built for. Simulated by a _build module that
+        # records another version (the real one is written by python/CMakeLists.txt).
+        code = textwrap.dedent("""
+            import sys, types
+            fake = types.ModuleType("vocablens._build")
+            fake.PYTHON, fake.PYTHON_VERSION = "/usr/bin/python3.99", "3.99"
+            sys.modules["vocablens._build"] = fake
+            try:
+                import vocablens
+            except ImportError as e:
+                print(e)
+        """)
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        msg = p.stdout.strip()
+        self.assertEqual(len(msg.splitlines()), 1, msg)
+        self.assertIn("built for Python 3.99 (/usr/bin/python3.99)", msg)
+        self.assertIn("not {} (Python {}.{})".format(sys.executable, *sys.version_info[:2]), msg)
+        self.assertIn("use /usr/bin/python3.99", msg)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
