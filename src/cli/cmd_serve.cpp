@@ -5,6 +5,7 @@
 //   vocablens serve gpt2-tiny --port 0                 # any free port (printed)
 //   vocablens serve gpt2 --host 0.0.0.0                # other machines: a warning, and an access token
 //   vocablens serve runs/eiffel runs/rome              # browse saved results
+//   vocablens serve gpt2 --sae saes/res-6 --corpus wiki.txt   # feature pages, top activations
 #include <filesystem>
 #include <memory>
 
@@ -38,6 +39,8 @@ int run_serve(ServeCli& c) {
   for (const auto& p : c.paths) all_runs = all_runs && looks_like_run_directory(p);
   if (all_runs) {
     if (!c.o.tuned.empty()) throw UsageError("--tuned needs a MODEL (run directories are browsed without one)");
+    if (!c.o.sae.empty() || !c.o.corpus.empty() || !c.o.corpus_run.empty())
+      throw UsageError("--sae, --corpus and --corpus-run need a MODEL: features and activations are computed on it");
     c.o.run_dirs = c.paths;
   } else {
     if (c.paths.size() > 1)
@@ -60,6 +63,15 @@ vocablens::cli::Register reg{
       sub.add_option("--tokenizer", c->o.tokenizer, "Tokenizer file or directory (default: found beside the model)");
       sub.add_option("--tuned", c->o.tuned, "Tuned-lens directory (vocablens tuned-lens train --out): the page's "
                                             "lens toggle and the API's {\"tuned\": true}");
+      sub.add_option("--sae", c->o.sae, "SAE or transcoder (the layouts `vocablens features --sae` reads): a feature's "
+                                        "vocabulary projection and the feature lens of the prompt on the page");
+      sub.add_option("--sae-hook", c->o.sae_hook, "Hook point the SAE reads (overrides the file's or the guessed one)");
+      sub.add_option("--corpus", c->o.corpus, "Text file: a neuron's or a feature's top activations over it (its first "
+                                              "--corpus-tokens tokens, tokenised at start-up)");
+      sub.add_option("--corpus-run", c->o.corpus_run, "A run directory of `vocablens lens --corpus FILE --out DIR`: "
+                                                      "use the corpus it read (as --corpus)");
+      sub.add_option("--corpus-tokens", c->o.corpus_tokens, "Tokens of the corpus read for top activations (default 16384)");
+      sub.add_option("--window", c->o.window, "Tokens per forward pass over the corpus (default 64)");
       sub.add_option("--port", c->o.port, "TCP port (default 8765; 0 = any free port, printed)");
       sub.add_option("--host", c->o.host,
                      "Address to bind (default 127.0.0.1). Any other address is reachable from other machines: "

@@ -9,6 +9,7 @@
 #include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/provenance.hpp"
+#include "vocablens/sae.hpp"
 #include "vocablens/tokenizer.hpp"
 
 namespace vocablens::serve {
@@ -25,6 +26,7 @@ Explorer::Explorer(const ServeOptions& o)
     Result probe;
     fill_provenance(probe, *model_, "");
     model_info_ = probe.provenance;
+    load_sae_and_corpus();
   }
   for (const auto& d : o.run_dirs) runs_.push_back({d, read_run_directory(d)});
 }
@@ -52,6 +54,11 @@ void Explorer::routes(httplib::Server& svr) {
   });
   svr.Post("/api/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     send(res, guarded([&] { return tokenize_answer(req); }));
+  });
+  svr.Post("/api/sae/features", [this](const httplib::Request& req, httplib::Response& res) { send(res, sae_features_answer(req)); });
+  svr.Post("/api/sae/lens", [this](const httplib::Request& req, httplib::Response& res) { send(res, sae_lens_answer(req)); });
+  svr.Post("/api/top_activations", [this](const httplib::Request& req, httplib::Response& res) {
+    send(res, top_activations_answer(req));
   });
   svr.Post(R"(/api/([A-Za-z0-9_\-]{1,64}))", [this](const httplib::Request& req, httplib::Response& res) {
     send(res, analysis_answer(req, req.matches[1]));
@@ -89,6 +96,11 @@ Answer Explorer::model_answer() {
                              {"bos_id", tok_->bos_id()}, {"eos_id", tok_->eos_id()}}},
               {"tuned", o_.tuned.empty() ? json(nullptr) : json(o_.tuned)},
               {"analyses", analyses},
+              {"sae", sae_info()},
+              {"corpus", corpus_path_.empty() ? json(nullptr)
+                                              : json({{"path", corpus_path_}, {"windows", corpus_.size()},
+                                                      {"window", corpus_.empty() ? size_t(0) : corpus_[0].size()}})},
+              {"d_mlp", model_->config().d_mlp},
               {"vocablens_version", VOCABLENS_VERSION}};
   return {200, dump(out) + "\n"};
 }

@@ -23,6 +23,7 @@
 namespace vocablens {
 class Model;
 class Tokenizer;
+struct Sae;
 }  // namespace vocablens
 
 namespace vocablens::serve {
@@ -59,6 +60,12 @@ class Explorer {
   Answer run_result_answer(const std::string& index, const std::string& kind);
   Answer tokenize_answer(const httplib::Request& req);
   Answer analysis_answer(const httplib::Request& req, const std::string& name);
+  // sae_api.cpp: the SAE's features and the corpus's top activations.
+  void load_sae_and_corpus();
+  json sae_info() const;
+  Answer sae_features_answer(const httplib::Request& req);
+  Answer sae_lens_answer(const httplib::Request& req);
+  Answer top_activations_answer(const httplib::Request& req);
   /// Runs `work` on the pool unless the cache holds `key`; caches a 200 answer.
   Answer pooled(const httplib::Request& req, const std::string& key,
                 std::function<Answer(const std::atomic<bool>* cancel)> work);
@@ -68,6 +75,9 @@ class Explorer {
   std::unique_ptr<Tokenizer> tok_;
   json model_info_;
   std::vector<Run> runs_;
+  std::unique_ptr<Sae> sae_;
+  std::string corpus_path_;
+  std::vector<std::vector<int64_t>> corpus_;  ///< the corpus's windows, tokenised once at start-up
   WorkerPool pool_;
   AnswerCache cache_;
 };
