@@ -22,7 +22,7 @@ PACKAGES=(
   # the Python module (python/, docs/python.md): pybind11 headers, Python.h, progress bars
   pybind11-dev python3-dev python3-tqdm
   # `vocablens serve` (src/serve/, docs/serve.md): the HTTP server library
-  libcpp-httplib-dev
+  libcpp-httplib-dev iproute2  # iproute2: ss, which serve_api reads the listen backlog with
 )
 # node + npm run the tokenizer cross-check against tiktoken; any node >= 18 will do (keep an existing one).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then PACKAGES+=(nodejs npm); fi

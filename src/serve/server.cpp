@@ -5,8 +5,11 @@
 #include "serve/server.hpp"
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 
 #include "serve/explorer.hpp"
@@ -88,6 +91,18 @@ int run_server(const ServeOptions& given) {
   });
   ex.routes(svr);
 
+  // cpp-httplib 0.11 listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's library).
+  // A burst of more simultaneous connections (the page's parallel requests, 16 concurrent clients) overflows
+  // it: the kernel then drops SYNs and answers with SYN cookies, and a handshake completed by a cookie while
+  // the accept queue is still full can end in a reset that the client sees (ConnectionResetError, counted in
+  // /proc/net/netstat as ListenOverflows / SyncookiesFailed). The listening socket is therefore remembered
+  // here (the options hook sees only sockets the server binds) and its backlog raised after binding:
+  // listen() on a listening socket only changes its backlog.
+  int listen_fd = -1;
+  svr.set_socket_options([&listen_fd](socket_t sock) {
+    httplib::default_socket_options(sock);  // what cpp-httplib does without a hook (SO_REUSEPORT)
+    listen_fd = sock;
+  });
   int port = o.port;
   if (port == 0) {
     port = svr.bind_to_any_port(o.host);
@@ -95,6 +110,9 @@ int run_server(const ServeOptions& given) {
   } else if (!svr.bind_to_port(o.host, port)) {
     throw UsageError("serve: cannot bind " + o.host + ":" + std::to_string(port) + " (in use? --port 0 picks a free one)");
   }
+  if (listen_fd >= 0 && ::listen(listen_fd, SOMAXCONN) != 0)
+    std::fprintf(stderr, "vocablens: warning: serve: could not raise the listen backlog (%s); bursts of connections may be reset\n",
+                 std::strerror(errno));
   const std::string shown_host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
   const std::string url = "http://" + shown_host + ":" + std::to_string(port) + "/" + (token.empty() ? "" : "?token=" + token);
   if (!loopback)

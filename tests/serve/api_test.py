@@ -203,6 +203,10 @@ def hostile(s):
                   + str(len(body)).encode() + b"\r\n\r\n" + body)
         time.sleep(0.05)
         c.close()
+    # The listening socket's backlog (ss's Send-Q): far above cpp-httplib's 5, so bursts are queued, not reset.
+    ss = subprocess.run(["ss", "-ltnH", f"sport = :{s.port}"], capture_output=True, text=True)
+    backlog = int(ss.stdout.split()[2]) if ss.returncode == 0 and len(ss.stdout.split()) > 2 else -1
+    check(backlog >= 128, f"the listen backlog is {backlog} (ss -ltn; cpp-httplib's own is 5)")
     # 16 concurrent analyses (distinct prompts, so no cache): each answered 200 or 503 (busy), none lost.
     results = [None] * 16
 
@@ -220,13 +224,11 @@ def hostile(s):
     page_s = time.time() - t0
     for t in threads:
         t.join()
-    # Every request gets an answer (200, or 503 when the pool is full) or, on a machine loaded enough that a
-    # connection waits past the server's read timeout, a reset it can see (never a hang, never a crash).
-    resets = sum(1 for r in results if isinstance(r, str) and "ConnectionResetError" in r)
-    check(all(r in (200, 503) or (isinstance(r, str) and "ConnectionResetError" in r) for r in results)
-          and results.count(200) >= 2,
-          f"16 concurrent POST /api/lens: {results.count(200)} x 200, {results.count(503)} x 503 (busy), "
-          f"{resets} reset, none lost: {results}")
+    # Every request gets an answer: 200, or 503 when the pool is full. (A reset here once came from cpp-httplib's
+    # listen backlog of 5: a burst of 17 connections overflowed it, the kernel fell back to SYN cookies and
+    # reset a connection; the server now raises the backlog, checked below.)
+    check(all(r in (200, 503) for r in results) and results.count(200) >= 2,
+          f"16 concurrent POST /api/lens: {results.count(200)} x 200, {results.count(503)} x 503 (busy), none lost: {results}")
     check(st == 200 and b"vocablens explorer" in page, f"GET / while 16 analyses run: 200 in {page_s:.2f} s")
     st, _ = s.get("/api/model")
     check(st == 200 and s.alive(), "after all of it: the API answers and the process is alive")
