@@ -203,6 +203,13 @@ def hostile(s):
                   + str(len(body)).encode() + b"\r\n\r\n" + body)
         time.sleep(0.05)
         c.close()
+    # The server saw them go: their jobs are counted as cancelled (skipped if still queued, else stopped or
+    # dropped), GET /api/status says so once the workers reach them.
+    deadline, cancelled = time.time() + 120, 0
+    while time.time() < deadline and cancelled < 3:
+        cancelled = s.get("/api/status")[1].get("cancelled", 0)
+        time.sleep(0.2)
+    check(cancelled >= 3, f"3 clients that left mid-analysis: {cancelled} jobs counted as cancelled (GET /api/status)")
     # The listening socket's backlog (ss's Send-Q): far above cpp-httplib's 5, so bursts are queued, not reset.
     ss = subprocess.run(["ss", "-ltnH", f"sport = :{s.port}"], capture_output=True, text=True)
     backlog = int(ss.stdout.split()[2]) if ss.returncode == 0 and len(ss.stdout.split()) > 2 else -1
