@@ -6,6 +6,7 @@
 //   vocablens serve gpt2 --host 0.0.0.0                # other machines: a warning, and an access token
 //   vocablens serve runs/eiffel runs/rome              # browse saved results
 //   vocablens serve gpt2 --sae saes/res-6 --corpus wiki.txt   # feature pages, top activations
+//   vocablens serve gpt2 runs/wiki                     # + saved runs; a `lens --corpus` run gives the corpus
 #include <filesystem>
 #include <memory>
 
@@ -43,10 +44,18 @@ int run_serve(ServeCli& c) {
       throw UsageError("--sae, --corpus and --corpus-run need a MODEL: features and activations are computed on it");
     c.o.run_dirs = c.paths;
   } else {
-    if (c.paths.size() > 1)
-      throw UsageError("serve: give one MODEL, or only run directories (got " + std::to_string(c.paths.size()) +
-                       " paths, '" + c.paths[0] + "' is not a run directory)");
+    // MODEL RUN_DIR...: the model, and run directories browsed beside it; a run of `lens --corpus` among them
+    // gives the corpus of the top activations (as --corpus-run) unless one was named.
     c.o.model = c.paths[0];
+    std::vector<std::string> corpus_runs;
+    for (size_t i = 1; i < c.paths.size(); ++i) {
+      if (!looks_like_run_directory(c.paths[i]))
+        throw UsageError("serve: give one MODEL, then only run directories ('" + c.paths[i] + "' is not a run directory)");
+      c.o.run_dirs.push_back(c.paths[i]);
+      std::error_code ec;
+      if (fs::exists(fs::path(c.paths[i]) / "logit_lens_corpus.json", ec)) corpus_runs.push_back(c.paths[i]);
+    }
+    if (c.o.corpus.empty() && c.o.corpus_run.empty() && corpus_runs.size() == 1) c.o.corpus_run = corpus_runs[0];
   }
   c.o.require_token = c.require_token;
   return vocablens::serve::run_server(c.o);
@@ -58,7 +67,8 @@ vocablens::cli::Register reg{
       auto c = std::make_shared<ServeCli>();
       sub.add_option("MODEL", c->paths,
                      std::string(vocablens::cli::kModelHelp) + "; or one or more run directories (--out DIR of any "
-                     "command) to browse without a model")
+                     "command) to browse without a model; or MODEL then run directories (browsed beside it; a run "
+                     "of `lens --corpus` among them gives the corpus of top activations)")
           ->required();
       sub.add_option("--tokenizer", c->o.tokenizer, "Tokenizer file or directory (default: found beside the model)");
       sub.add_option("--tuned", c->o.tuned, "Tuned-lens directory (vocablens tuned-lens train --out): the page's "

@@ -9,7 +9,7 @@ top activations of a neuron and of a feature over a corpus.
    neuron read at blocks.1.mlp.hook_post, the feature encoded from the SAE's own file by the standard SAE's
    definition (relu((x - b_dec) W_enc + b_enc)); the k largest: the same (window, position) and values
    within 1e-4 (the model runs in float32).
-3. --corpus-run DIR takes the corpus a `lens --corpus` run read; bad requests are 4xx with one line; a
+3. --corpus-run DIR (or `serve MODEL DIR`) takes the corpus a `lens --corpus` run read; bad requests are 4xx with one line; a
    server without --sae answers 404 for the SAE's routes.
 
     VOCABLENS_CLI=build/vocablens python3 tests/serve/sae_test.py [FIXTURES_DIR]
@@ -147,8 +147,16 @@ def main():
     subprocess.run([CLI, "lens", MODEL, "--corpus", corpus, "--out", run], check=True, capture_output=True)
     with VocablensServer(CLI, [MODEL], ["--corpus-run", run, "--corpus-tokens", "100"]) as s:
         st, info = s.get("/api/model")
-        check(st == 200 and info["sae"] is None and info["corpus"] and os.path.samefile(info["corpus"]["path"], corpus),
+        check(st == 200 and info["corpus"] and os.path.samefile(info["corpus"]["path"], corpus),
               f"--corpus-run: the run's corpus ({info.get('corpus')})")
+    # MODEL RUN_DIR: the run is browsed beside the model and, being a `lens --corpus` run, gives the corpus.
+    with VocablensServer(CLI, [MODEL, run], ["--corpus-tokens", "100"]) as s:
+        st, info = s.get("/api/model")
+        check(st == 200 and info["sae"] is None and info["corpus"] and os.path.samefile(info["corpus"]["path"], corpus),
+              f"serve MODEL RUN_DIR: the run's corpus ({info.get('corpus')})")
+        st, runs = s.get("/api/runs")
+        check(st == 200 and runs["mode"] == "model" and runs["runs"][0]["results"][0]["kind"] == "logit_lens_corpus",
+              "serve MODEL RUN_DIR: the run is browsed beside the model")
         st, api = s.post("/api/top_activations", {"unit": "neuron", "layer": 0, "index": 1, "k": 3})
         check(st == 200 and len(api["top"]) == 3 and api["tokens"] == 100, f"--corpus-run: top activations -> {st}")
         st, err = s.post("/api/sae/features", {"features": [0]})
