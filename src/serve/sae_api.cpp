@@ -218,6 +218,8 @@ Answer Explorer::top_activations_answer(const httplib::Request& req) {
       return error_answer(404, what + ": this server has no corpus (start it with --corpus FILE or --corpus-run DIR)");
     const json b = parse_body(req);
     check_keys(b, what, {"unit", "layer", "index", "k", "context"});
+    if (b.contains("unit") && !b["unit"].is_string())
+      throw UsageError(what + ": unit: expected \"neuron\" or \"feature\" (got " + shorten(b["unit"].dump()) + ")");
     unit = b.value("unit", std::string("neuron"));
     if (unit == "neuron") {
       if (!b.contains("layer")) throw UsageError(what + ": layer: give the neuron's layer");

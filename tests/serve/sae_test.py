@@ -135,6 +135,8 @@ def main():
             ("/api/top_activations", {"unit": "neuron", "layer": 9, "index": 0}, 400, "layer"),
             ("/api/top_activations", {"unit": "neuron", "layer": 0, "index": 10 ** 9}, 400, "index"),
             ("/api/top_activations", {"unit": "head", "index": 0}, 400, "unit"),
+            ("/api/top_activations", {"unit": 5, "index": 0}, 400, "unit"),
+            ("/api/top_activations", {"unit": "neuron", "layer": 0, "index": 1.5}, 400, "index"),
             ("/api/top_activations", {"unit": "feature", "index": 0, "k": 10 ** 9}, 400, "k"),
         ]:
             st, err = s.post(path, body)
