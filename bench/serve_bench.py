@@ -5,7 +5,9 @@
 
 Starts the server on 127.0.0.1 and a free port, sends POST /api/lens {"prompt": ids, "top_k": 10} with the
 prompts bench/bench_serve.cpp runs in-process (a new one each time, so the cache never answers), times each
-answer end to end (request, analysis, JSON, transfer, parsing), then the same prompt again (a cached click).
+answer end to end (request, analysis, JSON, transfer, parsing), then the same prompt again (a reload: the cached
+answer), then a click on the last position's top cell as the page does it (its top-k is read from the lens answer
+already in the page; the one request is POST /api/attribute for that token at that position), and that click again.
 Prints one JSON line of medians in milliseconds.
 """
 import json
@@ -24,7 +26,7 @@ def main():
     with open(os.path.join(model, "config.json")) as f:
         V = json.load(f)["vocab_size"]
     with VocablensServer(cli, [model]) as s:
-        times, cached = [], []
+        times, cached, click, click_again = [], [], [], []
         for r in range(-1, reps):
             ids = [(1000 + T * (r + 1) + i) % V for i in range(T)]
             t0 = time.perf_counter()
@@ -33,13 +35,21 @@ def main():
             assert st == 200 and doc["summary"]["n_tokens"] == T, (st, str(doc)[:200])
             s.post("/api/lens", {"prompt": ids, "top_k": 10})
             t2 = time.perf_counter()
+            target = doc["arrays"]["top_ids"]["data"][-1][T - 1][0]
+            body = {"prompt": ids, "target": target, "position": T - 1}
+            st, att = s.post("/api/attribute", body)
+            t3 = time.perf_counter()
+            assert st == 200, (st, str(att)[:200])
+            s.post("/api/attribute", body)
+            t4 = time.perf_counter()
             if r >= 0:
                 times.append((t1 - t0) * 1e3)
                 cached.append((t2 - t1) * 1e3)
-    times.sort()
-    cached.sort()
-    print(json.dumps({"tokens": T, "repeats": reps, "api_ms": round(times[len(times) // 2], 2),
-                      "api_cached_ms": round(cached[len(cached) // 2], 2)}))
+                click.append((t3 - t2) * 1e3)
+                click_again.append((t4 - t3) * 1e3)
+    med = lambda xs: round(sorted(xs)[len(xs) // 2], 2)  # noqa: E731
+    print(json.dumps({"tokens": T, "repeats": reps, "api_ms": med(times), "api_cached_ms": med(cached),
+                      "cell_click_ms": med(click), "cell_click_again_ms": med(click_again)}))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 // The HTML report: one self-contained page, inline SVG drawn here, no network (see report.hpp).
 //
-// Layout: a header, a navigation strip, then one <section> per Result. A section starts with what was
-// asked (settings, the prompt) and where it came from (provenance), then the kind's own figures (drawn by
-// the kind's slice, analyses/<slice>_report.cpp, found in the registry vocablens/result_kinds.hpp), then a
-// generic rendering of every array and table the kind's renderer did not use (2-D arrays as heatmaps,
-// 1-D arrays as curves, tables grouped into cards when they have key columns such as layer+head).
+// Layout: a header, a navigation strip, then one <section> per Result. The first-screen rule: a section
+// starts with the question (the prompt) and the picture — the kind's own figures (drawn by the kind's slice,
+// analyses/<slice>_report.cpp, found in the registry vocablens/result_kinds.hpp), then a generic rendering
+// of every array and table the kind's renderer did not use (2-D arrays as heatmaps, 1-D arrays as curves,
+// tables grouped into cards when they have key columns such as layer+head) — then the input tokens, and
+// the raw material folded (<details> closed): the summary, the settings and the provenance, the files.
 //
 // Safety: every string that came from a Result goes through html_escape(); attribute values are always
 // double-quoted. The page's Content-Security-Policy allows no network fetches and only the one inline
@@ -147,23 +148,26 @@ std::string render_section(const Result& r, const ReportOptions& opts, size_t in
   std::string& h = sec.html;
   h += fmt::format("<section class=\"result\" id=\"{}\">", sec.uid);
   h += "<h2>" + esc(kind_title(r.kind)) + " <span class=\"kind\">" + esc(r.kind) + "</span></h2>";
-  // What was asked.
+  // The first-screen rule: the question (the prompt) and the picture (the kind's figures) first; the raw
+  // material (summary, settings, provenance) after them and folded, so that a long summary never pushes
+  // the heatmap below the first screen.
   const json* prompt = find_key(r.settings, {"prompt", "text"});
   if (prompt && prompt->is_string()) h += "<blockquote class=\"prompt\">" + esc(prompt->get<std::string>()) + "</blockquote>";
-  h += "<div class=\"meta\"><div><h4>Settings</h4>" + kv_list(r.settings, {"prompt", "text"}) +
-       "</div><div><h4>Provenance</h4>" + provenance_html(r) + "</div></div>";
-  if (!sec.tokens.empty()) h += token_strip(sec.tokens, "Input tokens");
-  // Headline numbers and lists from the summary.
-  std::set<std::string> skip = {"tokens", "token_strings", "tokens_text", "token_text", "input_tokens", "prompt",
-                                "top1_tokens", "top1", "top_1", "top1_grid", "grid", "layer_labels"};
-  if (!sec.tokens.empty()) skip.insert("input");
-  std::string summary = kv_list(r.summary, skip);
-  if (!summary.empty()) h += "<details class=\"summary\" open><summary>Summary</summary>" + summary + "</details>";
 
   // The kind's own figures (registered by its slice, vocablens/result_kinds.hpp); then every array and table
   // they did not use, generically (grouped into cards when tables have key columns).
   if (const ResultKind* kind = result_kinds().find(r.kind); kind && kind->report) kind->report(sec);
   render_generic(sec);
+
+  // The input tokens (short, and what the figures' columns are), then the folded raw material.
+  if (!sec.tokens.empty()) h += token_strip(sec.tokens, "Input tokens");
+  std::set<std::string> skip = {"tokens", "token_strings", "tokens_text", "token_text", "input_tokens", "prompt",
+                                "top1_tokens", "top1", "top_1", "top1_grid", "grid", "layer_labels"};
+  if (!sec.tokens.empty()) skip.insert("input");
+  std::string summary = kv_list(r.summary, skip);
+  if (!summary.empty()) h += "<details class=\"summary\"><summary>Summary</summary>" + summary + "</details>";
+  h += "<details class=\"meta\"><summary>Settings and provenance</summary><div class=\"meta\"><div><h4>Settings</h4>" +
+       kv_list(r.settings, {"prompt", "text"}) + "</div><div><h4>Provenance</h4>" + provenance_html(r) + "</div></div></details>";
 
   // Side files.
   std::string files;
@@ -191,7 +195,7 @@ h3{font-size:16px;margin:18px 0 6px}
 h4{margin:4px 0;font-size:13px;text-transform:uppercase;letter-spacing:.04em;color:var(--muted)}
 .kind{font:12px ui-monospace,"DejaVu Sans Mono",monospace;color:var(--muted);background:var(--soft);border:1px solid var(--line);border-radius:4px;padding:1px 6px;vertical-align:middle}
 .prompt{margin:8px 0;padding:8px 12px;border-left:4px solid var(--accent);background:var(--soft);white-space:pre-wrap;overflow-wrap:anywhere}
-.meta{display:grid;grid-template-columns:repeat(auto-fit,minmax(280px,1fr));gap:8px 24px}
+div.meta{display:grid;grid-template-columns:repeat(auto-fit,minmax(280px,1fr));gap:8px 24px}
 dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:4px 0;font-size:14px}
 dl.kv dt{color:var(--muted)}
 dl.kv dd{margin:0;overflow-wrap:anywhere;min-width:0}

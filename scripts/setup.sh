@@ -24,7 +24,7 @@ PACKAGES=(
   # `pip install .` of the Python package into a venv (pyproject.toml, tests/python/test_install.py)
   python3-venv python3-pip
   # `vocablens serve` (src/serve/, docs/serve.md): the HTTP server library
-  libcpp-httplib-dev
+  libcpp-httplib-dev iproute2  # iproute2: ss, which serve_api reads the listen backlog with
 )
 # node + npm run the tokenizer cross-check against tiktoken; any node >= 18 will do (keep an existing one).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then PACKAGES+=(nodejs npm); fi

@@ -22,7 +22,7 @@ std::string section_of(const vocablens::Result& r) {
 
 // The <details class="summary"> block of a page ("" when there is none).
 std::string summary_block(const std::string& html) {
-  size_t a = html.find("<details class=\"summary\" open><summary>Summary</summary>");
+  size_t a = html.find("<details class=\"summary\"><summary>Summary</summary>");
   if (a == std::string::npos) return "";
   // Nested <details> (folded JSON) would end early; find the matching close by depth.
   int depth = 0;

@@ -5,6 +5,8 @@
 //   vocablens serve gpt2-tiny --port 0                 # any free port (printed)
 //   vocablens serve gpt2 --host 0.0.0.0                # other machines: a warning, and an access token
 //   vocablens serve runs/eiffel runs/rome              # browse saved results
+//   vocablens serve gpt2 --sae saes/res-6 --corpus wiki.txt   # feature pages, top activations
+//   vocablens serve gpt2 runs/wiki                     # + saved runs; a `lens --corpus` run gives the corpus
 #include <filesystem>
 #include <memory>
 
@@ -38,12 +40,22 @@ int run_serve(ServeCli& c) {
   for (const auto& p : c.paths) all_runs = all_runs && looks_like_run_directory(p);
   if (all_runs) {
     if (!c.o.tuned.empty()) throw UsageError("--tuned needs a MODEL (run directories are browsed without one)");
+    if (!c.o.sae.empty() || !c.o.corpus.empty() || !c.o.corpus_run.empty())
+      throw UsageError("--sae, --corpus and --corpus-run need a MODEL: features and activations are computed on it");
     c.o.run_dirs = c.paths;
   } else {
-    if (c.paths.size() > 1)
-      throw UsageError("serve: give one MODEL, or only run directories (got " + std::to_string(c.paths.size()) +
-                       " paths, '" + c.paths[0] + "' is not a run directory)");
+    // MODEL RUN_DIR...: the model, and run directories browsed beside it; a run of `lens --corpus` among them
+    // gives the corpus of the top activations (as --corpus-run) unless one was named.
     c.o.model = c.paths[0];
+    std::vector<std::string> corpus_runs;
+    for (size_t i = 1; i < c.paths.size(); ++i) {
+      if (!looks_like_run_directory(c.paths[i]))
+        throw UsageError("serve: give one MODEL, then only run directories ('" + c.paths[i] + "' is not a run directory)");
+      c.o.run_dirs.push_back(c.paths[i]);
+      std::error_code ec;
+      if (fs::exists(fs::path(c.paths[i]) / "logit_lens_corpus.json", ec)) corpus_runs.push_back(c.paths[i]);
+    }
+    if (c.o.corpus.empty() && c.o.corpus_run.empty() && corpus_runs.size() == 1) c.o.corpus_run = corpus_runs[0];
   }
   c.o.require_token = c.require_token;
   return vocablens::serve::run_server(c.o);
@@ -55,11 +67,21 @@ vocablens::cli::Register reg{
       auto c = std::make_shared<ServeCli>();
       sub.add_option("MODEL", c->paths,
                      std::string(vocablens::cli::kModelHelp) + "; or one or more run directories (--out DIR of any "
-                     "command) to browse without a model")
+                     "command) to browse without a model; or MODEL then run directories (browsed beside it; a run "
+                     "of `lens --corpus` among them gives the corpus of top activations)")
           ->required();
       sub.add_option("--tokenizer", c->o.tokenizer, "Tokenizer file or directory (default: found beside the model)");
       sub.add_option("--tuned", c->o.tuned, "Tuned-lens directory (vocablens tuned-lens train --out): the page's "
                                             "lens toggle and the API's {\"tuned\": true}");
+      sub.add_option("--sae", c->o.sae, "SAE or transcoder (the layouts `vocablens features --sae` reads): a feature's "
+                                        "vocabulary projection and the feature lens of the prompt on the page");
+      sub.add_option("--sae-hook", c->o.sae_hook, "Hook point the SAE reads (overrides the file's or the guessed one)");
+      sub.add_option("--corpus", c->o.corpus, "Text file: a neuron's or a feature's top activations over it (its first "
+                                              "--corpus-tokens tokens, tokenised at start-up)");
+      sub.add_option("--corpus-run", c->o.corpus_run, "A run directory of `vocablens lens --corpus FILE --out DIR`: "
+                                                      "use the corpus it read (as --corpus)");
+      sub.add_option("--corpus-tokens", c->o.corpus_tokens, "Tokens of the corpus read for top activations (default 16384)");
+      sub.add_option("--window", c->o.window, "Tokens per forward pass over the corpus (default 64)");
       sub.add_option("--port", c->o.port, "TCP port (default 8765; 0 = any free port, printed)");
       sub.add_option("--host", c->o.host,
                      "Address to bind (default 127.0.0.1). Any other address is reachable from other machines: "

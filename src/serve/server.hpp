@@ -11,6 +11,13 @@
 //   POST /api/tokenize          {"text": ...} -> what `vocablens tokenize --json` prints ({"ids": [...]} decodes)
 //   GET  /api/runs              browse mode (`vocablens serve RUN_DIR...`): the results of each directory
 //   GET  /api/runs/<i>/<kind>   one saved result, arrays inline
+//   POST /api/sae/features      with --sae: {"features": [..], "top_k": k} -> what `vocablens features MODEL
+//                               --sae PATH --features .. --format json` prints (each feature's top/bottom tokens)
+//   POST /api/sae/lens          with --sae: {"prompt": .., "top_features": n, "top_k": k} -> the feature lens
+//                               (`vocablens features MODEL --sae PATH --prompt .. --format json`)
+//   POST /api/top_activations   with --corpus / --corpus-run: {"unit": "neuron", "layer": l, "index": n} or
+//                               {"unit": "feature", "index": f} -> its k largest activations over the corpus
+//   GET  /api/status            workers, analyses running, waiting and cancelled
 //
 //   vocablens::serve::ServeOptions o;  o.model = "gpt2-tiny";  o.port = 0;   // 0: any free port
 //   return vocablens::serve::run_server(o);   // blocks; prints "serving ... at http://127.0.0.1:PORT/"
@@ -24,6 +31,7 @@
 // paths above exist (nothing is read from disk after start-up); no request can stop the server.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -33,6 +41,12 @@ struct ServeOptions {
   std::string model;                  ///< model path ("" = browse mode over run_dirs)
   std::string tokenizer;              ///< explicit tokenizer ("" = found beside the model)
   std::string tuned;                  ///< tuned-lens directory offered to the lens as {"tuned": true}
+  std::string sae;                    ///< SAE / transcoder (vocablens/sae.hpp layouts): /api/sae/features, /api/sae/lens
+  std::string sae_hook;               ///< overrides the SAE's hook point
+  std::string corpus;                 ///< text file: /api/top_activations of a neuron or feature over it
+  std::string corpus_run;             ///< a run directory of `lens --corpus`: its corpus file (settings.corpus)
+  int64_t corpus_tokens = 16384;      ///< tokens of the corpus read (from its start), in windows of `window`
+  int64_t window = 64;                ///< tokens per forward over the corpus (at most the model's context)
   std::vector<std::string> run_dirs;  ///< browse mode: saved run directories
   std::string host = "127.0.0.1";
   int port = 8765;                    ///< 0 = any free port (printed)

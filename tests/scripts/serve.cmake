@@ -10,8 +10,19 @@ endif()
 add_test(NAME serve_api COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/serve/api_test.py ${VOCABLENS_FIXTURES_DIR})
 set_tests_properties(serve_api PROPERTIES TIMEOUT 900 LABELS "serve"
   ENVIRONMENT "VOCABLENS_CLI=$<TARGET_FILE:vocablens_cli>;VOCABLENS_THREADS=1;OMP_NUM_THREADS=1;PYTHONDONTWRITEBYTECODE=1")
+# The SAE's feature pages and the corpus's top activations (tests/serve/sae_test.py: the features command and
+# a float64 NumPy forward as references).
+add_test(NAME serve_sae COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/serve/sae_test.py ${VOCABLENS_FIXTURES_DIR})
+set_tests_properties(serve_sae PROPERTIES TIMEOUT 600 LABELS "serve"
+  ENVIRONMENT "VOCABLENS_CLI=$<TARGET_FILE:vocablens_cli>;VOCABLENS_THREADS=1;OMP_NUM_THREADS=1;PYTHONDONTWRITEBYTECODE=1")
 find_program(VOCABLENS_NODE node)
 add_test(NAME serve_page COMMAND ${VOCABLENS_NODE} ${PROJECT_SOURCE_DIR}/tests/serve/page_test.js
          $<TARGET_FILE:vocablens_cli> ${VOCABLENS_FIXTURES_DIR}/gpt2-tiny ${PROJECT_BINARY_DIR}/serve)
 set_tests_properties(serve_page PROPERTIES TIMEOUT 600 LABELS "serve;node"
+  ENVIRONMENT "VOCABLENS_THREADS=1;OMP_NUM_THREADS=1")
+# The static report's first-screen rule (tests/serve/report_first_screen.js, the same puppeteer-core): the
+# heatmap of a 37-token `lens --report` within the first 900 px, the raw summary and provenance folded.
+add_test(NAME report_first_screen COMMAND ${VOCABLENS_NODE} ${PROJECT_SOURCE_DIR}/tests/serve/report_first_screen.js
+         $<TARGET_FILE:vocablens_cli> ${VOCABLENS_FIXTURES_DIR}/gpt2-tiny ${PROJECT_BINARY_DIR}/serve)
+set_tests_properties(report_first_screen PROPERTIES TIMEOUT 300 LABELS "report;node"
   ENVIRONMENT "VOCABLENS_THREADS=1;OMP_NUM_THREADS=1")

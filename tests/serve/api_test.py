@@ -194,15 +194,29 @@ def hostile(s):
     check(st == 403, f"GET /api/model with Host: evil.example (DNS rebinding) -> 403 (got {st})")
     st, _, b = s.request("GET", "/api/lens")
     check(st == 405, f"GET /api/lens -> 405 (got {st})")
-    # A client that leaves mid-analysis: its work is cancelled, the server goes on.
-    long_prompt = " ".join(["word"] * 1000)
-    for _ in range(3):
+    # A client that leaves mid-analysis: its work is cancelled, the server goes on. The analysis must outlast
+    # the client: every head's OV/QK circuits (seconds on gpt2-tiny), a different top_k each so none is cached.
+    t_left = time.time()
+    for i in range(3):
         c = socket.create_connection(("127.0.0.1", s.port))
-        body = json.dumps({"prompt": long_prompt, "top_k": 50}).encode()
-        c.sendall(b"POST /api/lens HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: "
+        body = json.dumps({"top_k": 20 + i}).encode()
+        c.sendall(b"POST /api/heads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: "
                   + str(len(body)).encode() + b"\r\n\r\n" + body)
         time.sleep(0.05)
         c.close()
+    # The server saw them go: their jobs are counted as cancelled (skipped if still queued, else stopped or
+    # dropped), GET /api/status says so once the workers reach them.
+    deadline, st = time.time() + 120, {}
+    while time.time() < deadline and not (st.get("cancelled", 0) >= 3 and st.get("running", 1) == 0):
+        st = s.get("/api/status")[1]
+        time.sleep(0.1)
+    check(st.get("cancelled", 0) >= 3 and st.get("running") == 0,
+          f"3 clients that left mid-analysis: {st.get('cancelled')} jobs counted as cancelled, the workers free again "
+          f"{time.time() - t_left:.1f} s later (GET /api/status: {st})")
+    # The listening socket's backlog (ss's Send-Q): far above cpp-httplib's 5, so bursts are queued, not reset.
+    ss = subprocess.run(["ss", "-ltnH", f"sport = :{s.port}"], capture_output=True, text=True)
+    backlog = int(ss.stdout.split()[2]) if ss.returncode == 0 and len(ss.stdout.split()) > 2 else -1
+    check(backlog >= 128, f"the listen backlog is {backlog} (ss -ltn; cpp-httplib's own is 5)")
     # 16 concurrent analyses (distinct prompts, so no cache): each answered 200 or 503 (busy), none lost.
     results = [None] * 16
 
@@ -220,13 +234,11 @@ def hostile(s):
     page_s = time.time() - t0
     for t in threads:
         t.join()
-    # Every request gets an answer (200, or 503 when the pool is full) or, on a machine loaded enough that a
-    # connection waits past the server's read timeout, a reset it can see (never a hang, never a crash).
-    resets = sum(1 for r in results if isinstance(r, str) and "ConnectionResetError" in r)
-    check(all(r in (200, 503) or (isinstance(r, str) and "ConnectionResetError" in r) for r in results)
-          and results.count(200) >= 2,
-          f"16 concurrent POST /api/lens: {results.count(200)} x 200, {results.count(503)} x 503 (busy), "
-          f"{resets} reset, none lost: {results}")
+    # Every request gets an answer: 200, or 503 when the pool is full. (A reset here once came from cpp-httplib's
+    # listen backlog of 5: a burst of 17 connections overflowed it, the kernel fell back to SYN cookies and
+    # reset a connection; the server now raises the backlog, checked below.)
+    check(all(r in (200, 503) for r in results) and results.count(200) >= 2,
+          f"16 concurrent POST /api/lens: {results.count(200)} x 200, {results.count(503)} x 503 (busy), none lost: {results}")
     check(st == 200 and b"vocablens explorer" in page, f"GET / while 16 analyses run: 200 in {page_s:.2f} s")
     st, _ = s.get("/api/model")
     check(st == 200 and s.alive(), "after all of it: the API answers and the process is alive")

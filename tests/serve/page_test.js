@@ -1,12 +1,14 @@
 #!/usr/bin/env node
 // `vocablens serve`'s page in Debian's headless chromium, driven by puppeteer-core: type a prompt, see the
 // lens heatmap, click a cell, see its top-k and its direct logit attribution, click a head, reload from the
-// URL (the state is in its hash), and no page error on the way. Writes a screenshot to OUT_DIR/serve.png.
+// URL (the state is in its hash), the SAE features firing at a cell and a feature's page (an SAE from the fixture
+// generator, a small corpus), two prompts side by side, and no page error on the way. Writes screenshots to
+// OUT_DIR/serve.png and OUT_DIR/serve-features.png.
 //
 //   node tests/serve/page_test.js build/vocablens ../shared/fixtures/gpt2-tiny build/serve
 // (OUT_DIR/node_modules holds puppeteer-core: scripts/setup.sh installs tests/serve/package-lock.json there.)
 "use strict";
-const { spawn } = require("child_process");
+const { spawn, spawnSync } = require("child_process");
 const fs = require("fs");
 const os = require("os");
 const path = require("path");
@@ -20,9 +22,9 @@ function check(cond, what) {
   return cond;
 }
 
-function startServer() {
+function startServer(extra) {
   return new Promise((resolve, reject) => {
-    const p = spawn(cli, ["serve", model, "--host", "127.0.0.1", "--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
+    const p = spawn(cli, ["serve", model, "--host", "127.0.0.1", "--port", "0", ...extra], { stdio: ["ignore", "pipe", "pipe"] });
     let out = "", err = "";
     const timer = setTimeout(() => reject(new Error("no URL from vocablens serve within 180 s: " + err)), 180000);
     p.stdout.on("data", (d) => {
@@ -39,8 +41,13 @@ async function main() {
   if (!cli || !model || !outDir) throw new Error("usage: page_test.js VOCABLENS_CLI MODEL_DIR OUT_DIR");
   if (!fs.existsSync(model)) throw new Error("fixture missing: " + model);
   const puppeteer = require(path.join(path.resolve(outDir), "node_modules", "puppeteer-core"));
-  const server = await startServer();
+  // An SAE (the fixture generator's standard one) and a small corpus: the feature pages and top activations.
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), "vlserve-chromium-"));
+  const gen = spawnSync("/usr/bin/python3", [path.join(__dirname, "..", "fixtures", "sae", "make_saes.py"), path.join(profile, "saes"), model]);
+  if (gen.status !== 0) throw new Error("make_saes.py failed: " + gen.stderr);
+  const corpus = path.join(profile, "corpus.txt");
+  fs.writeFileSync(corpus, ("The Eiffel Tower is in Paris. Rome is the capital of Italy. The river runs through the city.\n").repeat(8));
+  const server = await startServer(["--sae", path.join(profile, "saes", "saelens_standard"), "--corpus", corpus]);
   let browser = null;
   const kill = () => { try { server.proc.kill("SIGTERM"); } catch (e) { /* gone */ } };
   process.on("exit", kill);
@@ -114,7 +121,25 @@ async function main() {
       await page.waitForSelector('#head-body table[data-kind="ov"] tr:nth-child(2)', { timeout: 180000 });
       check(true, "a head: its OV token pairs");
     }
+    await page.evaluate(() => window.scrollTo(0, 0));
     await page.screenshot({ path: path.join(outDir, "serve.png") });
+    // The SAE features firing at the selected cell's position; click one: its page (vocabulary projection =
+    // the API's, top activations over the corpus), its index in the URL.
+    await page.waitForSelector("#cell-features-table tr[data-feature]", { timeout: 60000 });
+    const feature = await page.$eval("#cell-features-table tr[data-feature]", (e) => +e.dataset.feature);
+    await page.click("#cell-features-table tr[data-feature]");
+    await page.waitForSelector("#feature-projection td[data-id]", { timeout: 60000 });
+    await page.waitForSelector(".top-acts tr mark", { timeout: 60000 });
+    const fpage = await page.evaluate(async (f) => {
+      const r = await (await fetch("/api/sae/features", { method: "POST", headers: { "Content-Type": "application/json" },
+                                                          body: JSON.stringify({ features: [f], top_k: 10 }) })).json();
+      return { api: r.arrays.top_ids.data[0], shown: [...document.querySelectorAll("#feature-projection td[data-id]")].slice(0, 10).map((e) => +e.dataset.id),
+               acts: document.querySelectorAll("#feature-body .top-acts tr").length, hash: location.hash };
+    }, feature);
+    check(JSON.stringify(fpage.api) === JSON.stringify(fpage.shown) && fpage.acts > 0 && new RegExp(`feature=${feature}(&|$)`).test(fpage.hash),
+          `SAE feature #${feature} from the cell: its top tokens = the API's, ${fpage.acts} top activations, in the URL`);
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: path.join(outDir, "serve-features.png"), fullPage: true });
 
     // Colour toggles: the metric goes into the URL, the cells are recoloured.
     const before = await page.$eval('td.cell[data-layer="0"][data-pos="0"]', (e) => e.style.background);
@@ -135,6 +160,27 @@ async function main() {
       sel: [+document.querySelector("td.cell.sel").dataset.layer, +document.querySelector("td.cell.sel").dataset.pos], n: document.querySelectorAll("td.cell").length }));
     check(again.prompt === PROMPT && again.sel[0] === L && again.sel[1] === P && again.n === grid.cells,
           "reloaded from the URL: prompt, heatmap and selected cell restored " + JSON.stringify(again));
+    await page2.waitForSelector("#feature-projection td[data-id]", { timeout: 60000 });
+    await page2.waitForSelector("#head-body table[data-kind] tr", { timeout: 120000 });
+    check(true, "reloaded from the URL: the head and the SAE feature panels restored");
+
+    // Two prompts side by side: the second heatmap has the API's layers x its own positions; in the URL.
+    const SECOND = "Rome is the capital of";
+    await page2.type("#compare", SECOND);
+    await page2.keyboard.press("Enter");
+    await page2.waitForSelector("#heatmap2 td.cell2", { timeout: 120000 });
+    const pair = await page2.evaluate(async (p) => {
+      const r = await (await fetch("/api/lens", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: p, top_k: 10 }) })).json();
+      return { want: r.summary.layers.length * r.summary.n_tokens, got: document.querySelectorAll("#heatmap2 td.cell2").length,
+               a: document.querySelectorAll("#heatmap td.cell").length, visible: !document.getElementById("heat-b").hidden, hash: location.hash };
+    }, SECOND);
+    check(pair.visible && pair.got === pair.want && pair.a === grid.cells && /compare=Rome/.test(pair.hash),
+          `compare: a second heatmap of ${pair.got} cells (API ${pair.want}) beside the first (${pair.a}), in the URL`);
+    const page3 = await browser.newPage();
+    page3.on("pageerror", (e) => errors.push("pageerror: " + e.message));
+    await page3.goto(page2.url(), { waitUntil: "load" });
+    await page3.waitForSelector("#heatmap2 td.cell2", { timeout: 120000 });
+    check(await page3.$eval("#compare", (e) => e.value) === SECOND, "reloaded from the URL: the comparison restored");
 
     check(external.length === 0, "no request leaves the server (offline): " + external.slice(0, 3).join(" "));
     check(errors.length === 0, "no page errors" + (errors.length ? ": " + errors.join(" | ") : ""));

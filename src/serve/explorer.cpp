@@ -1,0 +1,227 @@
+// The explorer's routes and the API's answers (see explorer.hpp).
+#include "serve/explorer.hpp"
+
+#include <sstream>
+
+#include "vocablens/analysis_registry.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/export.hpp"
+#include "vocablens/hooks.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/provenance.hpp"
+#include "vocablens/sae.hpp"
+#include "vocablens/tokenizer.hpp"
+
+namespace vocablens::serve {
+
+const std::set<std::string> kServerFileOptions = {"corpus", "prompts", "tokenizer", "out", "allow", "allow_list",
+                                                  "sae", "path", "file", "tuned_lens"};
+
+Explorer::Explorer(const ServeOptions& o)
+    : o_(o), pool_(std::max(1, o.workers), static_cast<size_t>(std::max(0, o.queue))), cache_(o.cache_entries) {
+  if (!o.model.empty()) {
+    model_ = std::make_unique<Model>(load_model(o.model));
+    adapt_threads_to(*model_);
+    tok_ = load_tokenizer_for(o.model, o.tokenizer);
+    Result probe;
+    fill_provenance(probe, *model_, "");
+    model_info_ = probe.provenance;
+    load_sae_and_corpus();
+  }
+  for (const auto& d : o.run_dirs) runs_.push_back({d, read_run_directory(d)});
+}
+
+Explorer::~Explorer() = default;
+
+size_t Explorer::n_results() const {
+  size_t n = 0;
+  for (const auto& r : runs_) n += r.results.size();
+  return n;
+}
+
+void Explorer::routes(httplib::Server& svr) {
+  add_page_routes(svr);
+  svr.Get("/api/analyses", [this](const httplib::Request&, httplib::Response& res) {
+    send(res, guarded([&] { return Answer{200, dump(model_ ? analyses_schema() : json::array()) + "\n"}; }));
+  });
+  svr.Get("/api/model", [this](const httplib::Request&, httplib::Response& res) { send(res, guarded([&] { return model_answer(); })); });
+  svr.Get("/api/status", [this](const httplib::Request&, httplib::Response& res) {
+    send(res, Answer{200, dump(pool_.status()) + "\n"});
+  });
+  svr.Get("/api/runs", [this](const httplib::Request&, httplib::Response& res) { send(res, guarded([&] { return runs_answer(); })); });
+  svr.Get(R"(/api/runs/([0-9]{1,6})/([A-Za-z0-9_.\-]{1,80}))", [this](const httplib::Request& req, httplib::Response& res) {
+    send(res, guarded([&] { return run_result_answer(req.matches[1], req.matches[2]); }));
+  });
+  svr.Post("/api/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    send(res, guarded([&] { return tokenize_answer(req); }));
+  });
+  svr.Post("/api/sae/features", [this](const httplib::Request& req, httplib::Response& res) { send(res, sae_features_answer(req)); });
+  svr.Post("/api/sae/lens", [this](const httplib::Request& req, httplib::Response& res) { send(res, sae_lens_answer(req)); });
+  svr.Post("/api/top_activations", [this](const httplib::Request& req, httplib::Response& res) {
+    send(res, top_activations_answer(req));
+  });
+  svr.Post(R"(/api/([A-Za-z0-9_\-]{1,64}))", [this](const httplib::Request& req, httplib::Response& res) {
+    send(res, analysis_answer(req, req.matches[1]));
+  });
+  // The API's other methods: a JSON 405 rather than httplib's HTML 404.
+  svr.Get(R"(/api/([A-Za-z0-9_\-]{1,64}))", [](const httplib::Request& req, httplib::Response& res) {
+    send(res, error_answer(405, std::string(req.matches[1]) + ": analyses are run with POST and a JSON object of options"));
+  });
+}
+
+Answer Explorer::no_model() const {
+  return error_answer(404, "no model loaded: this server browses run directories (start `vocablens serve MODEL` to run analyses)");
+}
+
+Answer Explorer::model_answer() {
+  if (!model_) return no_model();
+  json hooks = json::array();
+  std::istringstream lines(hook_name_list(model_->config()));
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream w(line);
+    std::string name, short_name, shape;
+    if (!(w >> name >> short_name) || name[0] == '(') continue;
+    std::getline(w, shape);
+    shape.erase(0, shape.find_first_not_of(' '));
+    hooks.push_back({{"name", name}, {"short", short_name}, {"shape", shape}});
+  }
+  json analyses = json::array();
+  for (const auto& a : analysis_registry().all()) analyses.push_back(a.decl.name);
+  json out = {{"model", model_->source()},
+              {"config", model_info_.value("model", json::object())},
+              {"config_sha256", model_info_.value("config_sha256", "")},
+              {"hooks", hooks},
+              {"n_layers", model_->config().n_layers},
+              {"tokenizer", {{"kind", tok_->kind()}, {"source", tok_->source()}, {"vocab_size", tok_->vocab_size()},
+                             {"bos_id", tok_->bos_id()}, {"eos_id", tok_->eos_id()}}},
+              {"tuned", o_.tuned.empty() ? json(nullptr) : json(o_.tuned)},
+              {"analyses", analyses},
+              {"sae", sae_info()},
+              {"corpus", corpus_path_.empty() ? json(nullptr)
+                                              : json({{"path", corpus_path_}, {"windows", corpus_.size()},
+                                                      {"window", corpus_.empty() ? size_t(0) : corpus_[0].size()}})},
+              {"d_mlp", model_->config().d_mlp},
+              {"vocablens_version", VOCABLENS_VERSION}};
+  return {200, dump(out) + "\n"};
+}
+
+Answer Explorer::runs_answer() {
+  json runs = json::array();
+  for (size_t i = 0; i < runs_.size(); ++i) {
+    json results = json::array();
+    for (const auto& r : runs_[i].results) results.push_back({{"kind", r.kind}, {"settings", r.settings}});
+    runs.push_back({{"index", i}, {"dir", runs_[i].dir}, {"results", results}});
+  }
+  return {200, dump({{"mode", model_ ? "model" : "runs"}, {"runs", runs}}) + "\n"};
+}
+
+Answer Explorer::run_result_answer(const std::string& index, const std::string& kind) {
+  size_t i = std::stoul(index);
+  if (i >= runs_.size()) return error_answer(404, "no run directory " + index + " (" + std::to_string(runs_.size()) + " served)");
+  for (const auto& r : runs_[i].results)
+    if (r.kind == kind) return {200, result_to_json(r, /*inline_arrays=*/true)};
+  return error_answer(404, runs_[i].dir + ": no '" + shorten(kind) + "' result");
+}
+
+// What `vocablens tokenize MODEL TEXT --json` prints; {"ids": [...]} decodes like `--ids`.
+Answer Explorer::tokenize_answer(const httplib::Request& req) {
+  if (!model_) return no_model();
+  json b = parse_body(req);
+  for (auto it = b.begin(); it != b.end(); ++it)
+    if (it.key() != "text" && it.key() != "ids" && it.key() != "special" && it.key() != "bos" && it.key() != "eos")
+      throw UsageError("tokenize: unknown option '" + shorten(it.key()) + "' (known: text, ids, special, bos, eos)");
+  if (b.contains("text") == b.contains("ids")) throw UsageError("tokenize: give either text or ids (one of them)");
+  if (b.contains("ids")) {
+    if (!b["ids"].is_array()) throw UsageError("tokenize: ids: expected a list of token ids");
+    std::vector<int64_t> ids;
+    for (const auto& v : b["ids"]) {
+      if (!v.is_number_integer()) throw UsageError("tokenize: ids: expected integers, got " + shorten(v.dump()));
+      int64_t id = v.get<int64_t>();
+      if (id < 0 || id >= tok_->vocab_size())
+        throw UsageError("tokenize: ids: " + std::to_string(id) + " is outside [0, " + std::to_string(tok_->vocab_size()) + ")");
+      ids.push_back(id);
+    }
+    json tokens = json::array();
+    for (int64_t id : ids) tokens.push_back(tok_->display(id));
+    return {200, dump({{"tokenizer", tok_->source()}, {"kind", tok_->kind()}, {"ids", ids}, {"tokens", tokens},
+                       {"text", tok_->decode(ids)}}) + "\n"};
+  }
+  if (!b["text"].is_string()) throw UsageError("tokenize: text: expected a string");
+  auto flag = [&](const char* k) -> std::optional<bool> {
+    if (!b.contains(k) || b[k].is_null()) return std::nullopt;
+    if (!b[k].is_boolean()) throw UsageError(std::string("tokenize: ") + k + ": expected true or false");
+    return b[k].get<bool>();
+  };
+  const std::string text = b["text"].get<std::string>();
+  EncodeOptions eo;
+  eo.special_tokens = flag("special").value_or(false);
+  eo.add_bos = flag("bos");
+  eo.add_eos = flag("eos");
+  std::vector<int64_t> ids = tok_->encode(text, eo);
+  json tokens = json::array(), pieces = json::array();
+  for (int64_t id : ids) {
+    tokens.push_back(tok_->display(id));
+    pieces.push_back(tok_->piece(id));
+  }
+  return {200, dump({{"tokenizer", tok_->source()}, {"kind", tok_->kind()}, {"ids", ids}, {"tokens", tokens},
+                     {"pieces", pieces}, {"bytes", text.size()}}) + "\n"};
+}
+
+Answer Explorer::analysis_answer(const httplib::Request& req, const std::string& name) {
+  const DeclaredAnalysis* analysis = nullptr;
+  json resolved;
+  try {
+    if (!model_) return no_model();
+    analysis = &find_analysis(name);  // UsageError "no analysis named ..." -> 404 below
+    json given = parse_body(req);
+    for (auto it = given.begin(); it != given.end(); ++it) {
+      if (kServerFileOptions.count(it.key()))
+        throw UsageError(name + ": " + it.key() + ": names a file on the server, which the HTTP API does not open "
+                         "(use the command line, or start the server with the file)");
+    }
+    if (given.contains("save_probs") && given["save_probs"] == true)
+      throw UsageError(name + ": save_probs: the full distributions (layers x positions x vocabulary) are too big for "
+                       "a JSON answer; use the command line's --save-probs --out DIR");
+    if (given.contains("tuned") && analysis->decl.find("tuned")) {
+      // {"tuned": true} = the server's --tuned DIR; false/null = the logit lens.
+      const json v = given["tuned"];
+      if (v.is_boolean() && v.get<bool>()) {
+        if (o_.tuned.empty()) throw UsageError(name + ": tuned: this server has no tuned lens (start it with --tuned DIR)");
+        given["tuned"] = o_.tuned;
+      } else if (v.is_null() || (v.is_boolean() && !v.get<bool>())) {
+        given.erase("tuned");
+      } else {
+        throw UsageError(name + ": tuned: give true to use the server's tuned lens (--tuned DIR), or false");
+      }
+    }
+    resolved = resolve_options(analysis->decl, given, Surface::Http);
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    return error_answer(m.rfind("no analysis named", 0) == 0 ? 404 : 400, m);
+  } catch (...) {
+    return answer_for_current_exception();
+  }
+  return pooled(req, name + "\n" + resolved.dump(), [this, analysis, resolved, name](const std::atomic<bool>* cancel) {
+    // Analyses that report progress stop at their next report once the client has gone.
+    Result r = run_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http, cancel_on_progress(cancel), cancel);
+    fill_provenance(r, *model_, "POST /api/" + name);
+    return Answer{200, result_to_json(r, /*inline_arrays=*/true)};
+  });
+}
+
+Answer Explorer::pooled(const httplib::Request& req, const std::string& key,
+                        std::function<Answer(const std::atomic<bool>* cancel)> work) {
+  if (auto hit = cache_.get(key)) return {200, *hit, "hit"};
+  auto job = std::make_shared<Job>();
+  job->work = std::move(work);
+  if (!pool_.submit(job))
+    return error_answer(503, "busy: " + std::to_string(o_.workers) + " analyses running and " + std::to_string(o_.queue) +
+                                 " waiting; try again shortly");
+  Answer a = await_answer(*job, req);
+  if (a.status != 200) return a;
+  auto shared = std::make_shared<const std::string>(std::move(a.body));
+  cache_.put(key, shared);
+  return {200, *shared, "miss"};
+}
+
+}  // namespace vocablens::serve

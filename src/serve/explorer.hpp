@@ -1,0 +1,85 @@
+// src/serve/explorer.hpp — the explorer's routes: what each path of `vocablens serve` answers (the list is
+// in server.hpp). The Explorer owns what the server keeps loaded (the model and its tokenizer, the saved
+// run directories), the worker pool that runs analyses and the cache of their answers.
+//
+//   Explorer ex(options);   // loads the model / reads the run directories (errors: one line, before binding)
+//   httplib::Server svr;
+//   ex.routes(svr);
+//
+// Every route ends in a JSON answer (errors included); analyses go through the one registry
+// (vocablens/analysis_registry.hpp) on the worker pool (worker_pool.hpp); the page is static_page.cpp's.
+#pragma once
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "serve/answer_cache.hpp"
+#include "serve/http_util.hpp"
+#include "serve/server.hpp"
+#include "serve/worker_pool.hpp"
+#include "vocablens/result.hpp"
+
+namespace vocablens {
+class Model;
+class Tokenizer;
+struct Sae;
+}  // namespace vocablens
+
+namespace vocablens::serve {
+
+/// Options an analysis may declare that name files on the server: the HTTP API never opens a path a client
+/// sent. `tuned` is the exception by value: true means the directory given to `serve --tuned`.
+extern const std::set<std::string> kServerFileOptions;
+
+/// GET /, /index.html: the embedded page (src/serve/page.html); /favicon.ico: 204.
+void add_page_routes(httplib::Server& svr);
+
+/// The headers every answer carries: a Content-Security-Policy that admits the inline page and nothing from
+/// another origin, no framing, no referrer (the URL may hold the access token), no caching.
+httplib::Headers security_headers();
+
+class Explorer {
+ public:
+  explicit Explorer(const ServeOptions& o);
+  ~Explorer();
+  void routes(httplib::Server& svr);
+
+  const Model* model() const { return model_.get(); }
+  size_t n_results() const;
+
+ private:
+  struct Run {
+    std::string dir;
+    std::vector<Result> results;
+  };
+
+  Answer no_model() const;
+  Answer model_answer();
+  Answer runs_answer();
+  Answer run_result_answer(const std::string& index, const std::string& kind);
+  Answer tokenize_answer(const httplib::Request& req);
+  Answer analysis_answer(const httplib::Request& req, const std::string& name);
+  // sae_api.cpp: the SAE's features and the corpus's top activations.
+  void load_sae_and_corpus();
+  json sae_info() const;
+  Answer sae_features_answer(const httplib::Request& req);
+  Answer sae_lens_answer(const httplib::Request& req);
+  Answer top_activations_answer(const httplib::Request& req);
+  /// Runs `work` on the pool unless the cache holds `key`; caches a 200 answer.
+  Answer pooled(const httplib::Request& req, const std::string& key,
+                std::function<Answer(const std::atomic<bool>* cancel)> work);
+
+  ServeOptions o_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tok_;
+  json model_info_;
+  std::vector<Run> runs_;
+  std::unique_ptr<Sae> sae_;
+  std::string corpus_path_;
+  std::vector<std::vector<int64_t>> corpus_;  ///< the corpus's windows, tokenised once at start-up
+  WorkerPool pool_;
+  AnswerCache cache_;
+};
+
+}  // namespace vocablens::serve

@@ -1,0 +1,27 @@
+// The explorer's static content: the page, embedded in the binary at build time (cmake/embed_text.cmake),
+// and the headers every answer carries. Nothing is read from disk after start-up, so no path a client
+// sends (`/../../etc/passwd`, `%2e%2e`, ...) can reach a file: only these routes and the API exist.
+#include "serve/explorer.hpp"
+
+namespace vocablens::serve {
+
+void add_page_routes(httplib::Server& svr) {
+  auto page = [](const httplib::Request&, httplib::Response& res) { res.set_content(kPageHtml, "text/html; charset=utf-8"); };
+  svr.Get("/", page);
+  svr.Get("/index.html", page);
+  svr.Get("/favicon.ico", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
+}
+
+httplib::Headers security_headers() {
+  return {
+      {"X-Content-Type-Options", "nosniff"},
+      {"Cache-Control", "no-store"},
+      {"Referrer-Policy", "no-referrer"},  // the URL may carry the access token
+      {"X-Frame-Options", "DENY"},
+      {"Content-Security-Policy",
+       "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'; "
+       "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
+  };
+}
+
+}  // namespace vocablens::serve

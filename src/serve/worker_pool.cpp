@@ -1,0 +1,150 @@
+// The explorer's bounded worker pool and cancellation (see worker_pool.hpp).
+#include "serve/worker_pool.hpp"
+
+#include <dirent.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include "vocablens/interrupt.hpp"
+
+namespace vocablens::serve {
+namespace {
+
+// ---- is the client still there? ----------------------------------------------------------------------------
+// cpp-httplib 0.11 does not hand the connection's socket to a handler, so it is found by its addresses:
+// the one socket of this process whose peer is (remote_addr, remote_port) and whose local port is
+// local_port (a TCP connection is unique by these). While the handler runs, that socket is its own.
+
+std::string numeric_host(const sockaddr* sa, socklen_t len, int* port) {
+  char host[NI_MAXHOST] = {0}, serv[NI_MAXSERV] = {0};
+  if (::getnameinfo(sa, len, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) != 0) return "";
+  *port = std::atoi(serv);
+  return host;
+}
+
+int find_client_socket(const httplib::Request& req) {
+  DIR* d = ::opendir("/proc/self/fd");
+  if (!d) return -1;
+  int found = -1;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    int fd = std::atoi(e->d_name);
+    struct stat st{};
+    if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    sockaddr_storage peer{}, self{};
+    socklen_t pl = sizeof peer, sl = sizeof self;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &sl) != 0) continue;
+    int pport = -1, sport = -1;
+    std::string paddr = numeric_host(reinterpret_cast<sockaddr*>(&peer), pl, &pport);
+    numeric_host(reinterpret_cast<sockaddr*>(&self), sl, &sport);
+    if (pport == req.remote_port && sport == req.local_port && paddr == req.remote_addr) {
+      found = fd;
+      break;
+    }
+  }
+  ::closedir(d);
+  return found;
+}
+
+// True once the peer closed its side (or the connection broke). Data waiting (a pipelined request) is not
+// a disconnection.
+bool client_gone(int fd) {
+  if (fd < 0) return false;
+  pollfd p{fd, POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+}  // namespace
+
+WorkerPool::WorkerPool(int workers, size_t max_queue) : max_queue_(max_queue) {
+  for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { loop(); });
+}
+
+WorkerPool::~WorkerPool() {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+bool WorkerPool::submit(const std::shared_ptr<Job>& j) {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    if (q_.size() >= max_queue_) return false;
+    q_.push_back(j);
+  }
+  cv_.notify_one();
+  return true;
+}
+
+json WorkerPool::status() {
+  std::lock_guard<std::mutex> l(m_);
+  return {{"workers", threads_.size()}, {"running", running_}, {"queued", q_.size()}, {"queue_limit", max_queue_},
+          {"cancelled", cancelled_}};
+}
+
+void WorkerPool::loop() {
+  for (;;) {
+    std::shared_ptr<Job> j;
+    {
+      std::unique_lock<std::mutex> l(m_);
+      cv_.wait(l, [&] { return stop_ || !q_.empty(); });
+      if (stop_) return;
+      j = q_.front();
+      q_.pop_front();
+      ++running_;
+    }
+    Answer a;
+    if (j->cancel.load()) {
+      a = error_answer(503, "cancelled: the client went away before the analysis started");
+    } else {
+      try {
+        a = j->work(&j->cancel);
+      } catch (...) {
+        a = answer_for_current_exception();
+      }
+    }
+    const bool cancelled = j->cancel.load();
+    {
+      std::lock_guard<std::mutex> l(j->m);
+      j->answer = std::move(a);
+      j->done = true;
+    }
+    j->cv.notify_all();
+    std::lock_guard<std::mutex> l(m_);
+    --running_;
+    cancelled_ += cancelled;
+  }
+}
+
+Answer await_answer(Job& job, const httplib::Request& req) {
+  const int fd = find_client_socket(req);
+  std::unique_lock<std::mutex> l(job.m);
+  while (!job.cv.wait_for(l, std::chrono::milliseconds(50), [&] { return job.done; })) {
+    if (client_gone(fd)) {
+      job.cancel = true;  // the analysis stops at its next step; nobody reads this answer
+      return error_answer(503, "cancelled: the client went away");
+    }
+  }
+  return std::move(job.answer);
+}
+
+std::function<void(int64_t, int64_t)> cancel_on_progress(const std::atomic<bool>* cancel) {
+  return [cancel](int64_t done, int64_t total) {
+    if (cancel && cancel->load())
+      throw Interrupted(0, "cancelled: the client went away (at step " + std::to_string(done) + " of " +
+                               std::to_string(total) + ")");
+  };
+}
+
+}  // namespace vocablens::serve
