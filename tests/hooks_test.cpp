@@ -1,4 +1,4 @@
-// Hook points of the forward pass (issue #22): names (TransformerLens's and ours), zero cost and no
+// Hook points of the forward pass: names (TransformerLens's and ours), zero cost and no
 // change when hooks only read, the per-head result path, the cache seeing hooked values, and errors.
 #include <catch2/catch.hpp>
 
@@ -47,6 +47,11 @@ TEST_CASE("hook names: TransformerLens's full names and our short ones name the 
     CHECK(parse_hook_name(s.tl_name(), c) == s);
     CHECK(parse_hook_name(s.short_name(), c) == s);
   }
+  // Without a model: either spelling, no layer bound; nothing for a name of neither.
+  CHECK(vocablens::hook_site_from_name("blocks.40.hook_resid_pre") == vocablens::HookSite{HookPoint::ResidPre, 40});
+  CHECK(vocablens::hook_site_from_name("pattern.7") == vocablens::HookSite{HookPoint::Pattern, 7});
+  CHECK_FALSE(vocablens::hook_site_from_name("blocks.3.hook_resid").has_value());
+  CHECK_FALSE(vocablens::hook_site_from_name("resid_pre").has_value());
   // Unknown names and layers: one error listing the valid names.
   CHECK_THROWS_AS(parse_hook_name("blocks.3.hook_resid", c), vocablens::UsageError);
   CHECK_THROWS_WITH(parse_hook_name("blocks.3.hook_resid", c), Catch::Contains("unknown hook 'blocks.3.hook_resid'") &&
@@ -109,6 +114,14 @@ TEST_CASE("hooked activations have the documented shapes, and the cache records 
   CHECK(out.cache.get("resid_post", 0)[0][2].eq(0.5).all().item<bool>());
   CHECK(out.cache.get("resid_pre", 1)[0][2].eq(0.5).all().item<bool>());
   CHECK_FALSE(out.cache.get("resid_post", 0)[0][1].eq(0.5).all().item<bool>());
+  // One site, three spellings: the short name, TransformerLens's name and the HookSite find one tensor.
+  const vocablens::HookSite site{vocablens::HookPoint::ResidPost, 0};
+  CHECK(out.cache.has("blocks.0.hook_resid_post"));
+  CHECK(out.cache.has(site));
+  CHECK_FALSE(out.cache.has("blocks.0.hook_mlp_out"));
+  CHECK(out.cache.get("blocks.0.hook_resid_post").data_ptr() == out.cache.get("resid_post", 0).data_ptr());
+  CHECK(out.cache.get(site).data_ptr() == out.cache.get("resid_post.0").data_ptr());
+  CHECK_THROWS_WITH(out.cache.get("blocks.0.attn.hook_z"), Catch::Contains("'blocks.0.attn.hook_z' was not recorded"));
   // A hook writing in place does not reach into the weights it was computed from.
   auto wpe_before = m.W_pos().clone();
   vocablens::HookList w;

@@ -1,6 +1,7 @@
 // vocablens/cache.hpp — the residual stream recorded during a forward pass.
 //
-// Hook names follow TransformerLens, which researchers already know:
+// Activations are keyed by their hook site (vocablens/hook_site.hpp): the short name below, TransformerLens's
+// ("blocks.2.hook_resid_post") or a HookSite find the same tensor. The points the cache records:
 //   resid_pre.L   [B, T, d_model]   stream entering block L (L = 0: embeddings incl. learned positions)
 //   attn_out.L    [B, T, d_model]   attention sub-block output (after W_O and its bias)
 //   resid_mid.L   [B, T, d_model]   resid_pre.L + attn_out.L
@@ -12,13 +13,15 @@
 //
 //   vocablens::CacheSpec spec;  spec.resid_post = true;           // keep only what you need
 //   auto out = model.forward(ids, spec);
-//   at::Tensor r = out.cache.get("resid_post", 2);
+//   at::Tensor r = out.cache.get("resid_post", 2);                // == get("blocks.2.hook_resid_post")
 #pragma once
 #include <ATen/ATen.h>
 
 #include <map>
 #include <string>
 #include <vector>
+
+#include "vocablens/hook_site.hpp"
 
 namespace vocablens {
 
@@ -44,14 +47,17 @@ struct CacheSpec {
   bool wants_layer(int64_t layer) const;
 };
 
-/// Activations by hook name ("resid_pre.3", "pattern.0", "final_norm").
+/// Activations by hook site, stored under the short name ("resid_pre.3", "pattern.0", "final_norm").
 class ResidualCache {
  public:
-  bool has(const std::string& name) const { return entries_.count(name) != 0; }
+  /// `name` in either spelling ("resid_pre.3" or "blocks.3.hook_resid_pre").
+  bool has(const std::string& name) const;
   bool has(const std::string& hook, int64_t layer) const { return has(key(hook, layer)); }
+  bool has(const HookSite& s) const { return entries_.count(s.short_name()) != 0; }
   /// Throws UsageError naming the hook when it was not recorded.
   const at::Tensor& get(const std::string& name) const;
   const at::Tensor& get(const std::string& hook, int64_t layer) const { return get(key(hook, layer)); }
+  const at::Tensor& get(const HookSite& s) const { return get(s.short_name()); }
   void set(const std::string& name, at::Tensor t) { entries_[name] = std::move(t); }
   const std::map<std::string, at::Tensor>& entries() const { return entries_; }
   static std::string key(const std::string& hook, int64_t layer) { return hook + "." + std::to_string(layer); }

@@ -10,7 +10,7 @@
 //   hooks.add("resid_pre.2", [&](at::Tensor& x) { x.add_(steer * 4.0); });             // steer at layer 2
 //   auto out = vocablens::run_with_hooks(model, ids, hooks);                           // out.logits [B,T,V]
 //
-// Hook points (L = block index; the short name is accepted too; shapes for a batch [B, T]):
+// Hook points (vocablens/hook_site.hpp: L = block index; the short name is accepted too; shapes for a batch [B, T]):
 //   hook_embed                    embed              [B, T, d_model]   token embeddings W_E[ids]
 //   hook_pos_embed                pos_embed          [B, T, d_model]   learned positions (learned-position models)
 //   blocks.L.hook_resid_pre       resid_pre.L        [B, T, d_model]   stream entering block L
@@ -38,34 +38,10 @@
 #include <string>
 #include <vector>
 
+#include "vocablens/hook_site.hpp"
 #include "vocablens/model.hpp"
 
 namespace vocablens {
-
-enum class HookPoint {
-  Embed, PosEmbed, ResidPre, Q, K, V, AttnScores, Pattern, Z, Result, AttnOut, ResidMid, MlpPre, MlpPost, MlpOut,
-  ResidPost, FinalNorm
-};
-constexpr int kHookPointCount = 17;
-
-/// One hook point of one layer (layer = -1 for hook_embed, hook_pos_embed, ln_final.hook_normalized).
-struct HookSite {
-  HookPoint point = HookPoint::ResidPre;
-  int64_t layer = -1;
-  /// "blocks.3.attn.hook_z"
-  std::string tl_name() const;
-  /// "z.3"
-  std::string short_name() const;
-  bool operator==(const HookSite& o) const { return point == o.point && layer == o.layer; }
-};
-
-/// Parses a TransformerLens name ("blocks.3.hook_resid_pre", "blocks.3.attn.hook_z", "hook_embed",
-/// "ln_final.hook_normalized") or a short one ("resid_pre.3", "z.3", "final_norm"). Throws UsageError
-/// listing the valid names when `name` is none of them or its layer is not in [0, cfg.n_layers).
-HookSite parse_hook_name(const std::string& name, const ModelConfig& cfg);
-
-/// Every valid hook name pattern, for help texts and errors (one per line, "blocks.L.hook_resid_pre  resid_pre.L").
-std::string hook_name_list(const ModelConfig& cfg);
 
 using HookFn = std::function<void(at::Tensor& activation)>;
 
@@ -103,27 +79,4 @@ ForwardOutput run_with_hooks(const Model& m, const at::Tensor& ids, const HookLi
 std::vector<int64_t> generate_greedy_with_hooks(const Model& m, std::vector<int64_t> prompt, int64_t steps,
                                                 int64_t stop_token, const HookList& hooks);
 
-// ---- building blocks used by src/model/forward.cpp (not a stable interface) ---------------------------
-namespace hook_detail {
-
-/// The hooks of one forward pass, resolved to (point, layer) slots.
-class HookTable {
- public:
-  HookTable(const HookList& hooks, const ModelConfig& cfg);
-  bool has(HookPoint p, int64_t layer) const { return !slot(p, layer).empty(); }
-  /// Runs the hooks of (p, layer) on t (copied first); checks that they kept t's shape.
-  void apply(HookPoint p, int64_t layer, at::Tensor& t) const;
-
- private:
-  const std::vector<const HookFn*>& slot(HookPoint p, int64_t layer) const {
-    return slots_[static_cast<size_t>(static_cast<int>(p) * (n_layers_ + 1) + layer + 1)];
-  }
-  int64_t n_layers_ = 0;
-  std::vector<std::vector<const HookFn*>> slots_;
-};
-
-/// Per-head outputs [B, T, H, d_model] of z [B, T, H, d_head] through w_o [H*d_head, d_model].
-at::Tensor head_results(const at::Tensor& z, const at::Tensor& w_o);
-
-}  // namespace hook_detail
 }  // namespace vocablens

@@ -14,6 +14,7 @@
 #include "model/nonfinite.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/hooks.hpp"
+#include "model/hook_table.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/timings.hpp"
 #include "vocablens/weight.hpp"
@@ -132,8 +133,18 @@ bool CacheSpec::wants_layer(int64_t layer) const {
 
 const at::Tensor& ResidualCache::get(const std::string& name) const {
   auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    // TransformerLens's spelling of the same site ("blocks.3.hook_resid_post" for "resid_post.3").
+    if (const auto site = hook_site_from_name(name)) it = entries_.find(site->short_name());
+  }
   if (it == entries_.end()) throw UsageError("activation '" + name + "' was not recorded (ask for it in CacheSpec)");
   return it->second;
+}
+
+bool ResidualCache::has(const std::string& name) const {
+  if (entries_.count(name)) return true;
+  const auto site = hook_site_from_name(name);
+  return site && entries_.count(site->short_name()) != 0;
 }
 
 at::Tensor apply_norm(const at::Tensor& x, NormKind kind, double eps, const at::Tensor& w, const at::Tensor& b) {
@@ -348,7 +359,7 @@ at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const Bloc
   return out;
 }
 
-// Issue #16: after a block, the stream is checked for NaN/Inf (no-grad passes only; see nonfinite.hpp). On
+// After a block, the stream is checked for NaN/Inf (no-grad passes only; see nonfinite.hpp). On
 // a hit the block is run again with its hooks recorded, to name the first hook that went non-finite.
 // Returns false when the stream is non-finite (policy Warn), so that the caller stops checking this pass.
 bool check_block_output(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& in,
