@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "util/nearest.hpp"
 #include "vocablens/error.hpp"
 
 namespace vocablens {
@@ -49,25 +50,6 @@ std::string compact(const json& v) {
   std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-std::string normalised(std::string s) {
-  std::string out;
-  for (char c : s)
-    if (c != '-' && c != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
 }
 
 [[noreturn]] void fail(const AnalysisDecl& d, const OptionDecl& o, Surface s, const std::string& problem) {
@@ -237,12 +219,10 @@ json resolve_options(const AnalysisDecl& d, const json& given, Surface surface) 
   if (given.is_object()) {
     for (auto it = given.begin(); it != given.end(); ++it) {
       if (d.find(it.key())) continue;
-      std::string best;
-      size_t best_d = 3;
-      for (const auto& o : d.options) {
-        const size_t e = edit_distance(normalised(it.key()), normalised(o.name));
-        if (e < best_d) best_d = e, best = spelling(o, surface);
-      }
+      std::vector<std::string> names;
+      for (const auto& o : d.options) names.push_back(o.name);
+      const std::vector<std::string> close = detail::nearest_names(it.key(), names);
+      const std::string best = close.empty() ? std::string() : spelling(*d.find(close.front()), surface);
       std::string key = it.key();
       if (key.size() > 60) key = key.substr(0, 57) + "...";
       throw UsageError(d.name + ": unknown option '" + key + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?"));
