@@ -93,7 +93,7 @@ HeadsAnalysis analyze_heads(const Model& m, const HeadsOptions& o, const Tokeniz
   a.vocab_size = m.weights().W_U.size(1);
   a.d_model = cfg.d_model;
   a.d_head = cfg.d_head;
-  // Issue #16: --top-k 10^9 ran until out of memory. A circuit has V^2 pairs; the streamed top-k keeps
+  // --top-k 10^9 ran until out of memory. A circuit has V^2 pairs; the streamed top-k keeps
   // k entries per circuit, so k is bounded by both.
   const int64_t V = a.vocab_size;
   if (o.top_k > V * V)
@@ -106,7 +106,7 @@ HeadsAnalysis analyze_heads(const Model& m, const HeadsOptions& o, const Tokeniz
     if (t < 0 || t >= a.vocab_size)
       throw UsageError(fmt::format("token id {} is out of range [0, {})", t, a.vocab_size));
 
-  // Every circuit reads through E (or E+) and W_U: a NaN there leaves no head defined (issue #16).
+  // Every circuit reads through E (or E+) and W_U: a NaN there leaves no head defined.
   require_finite(m.W_E(), "W_E", "every head's vocabulary-space circuit passes through it");
   require_finite(m.W_U(), "W_U", "every head's vocabulary-space circuit passes through it");
   at::Tensor R;
@@ -147,7 +147,7 @@ HeadsAnalysis analyze_heads(const Model& m, const HeadsOptions& o, const Tokeniz
         c.kind = kind;
         FactoredMatrix f = vocab_circuit(m, R, W_U, l, h, kind);
         if (!all_finite(f.A) || !all_finite(f.B)) {
-          // Issue #16: a NaN in this head's weights (loaded under --allow-nonfinite). Its circuit has no top
+          // A NaN in this head's weights (loaded under --allow-nonfinite). Its circuit has no top
           // pairs and no spectrum: empty lists and NaN scores (JSON null); the other heads are exact.
           const std::string name = "layer " + std::to_string(l) + " head " + std::to_string(h) + " " +
                                    (kind == CircuitKind::OV ? "OV" : "QK") + " circuit";

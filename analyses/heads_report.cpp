@@ -79,7 +79,7 @@ void render_heads(Section& sec) {
   }
   if (!figs.empty()) sec.html += "<div class=\"charts\">" + figs + "</div>";
   // Per-circuit spectra [circuits, d_head] (singular values, eigenvalues): one row per circuit, labelled by its
-  // layer, head and kind (issue #16: rows were labelled by circuit index), in the order of the circuits table.
+  // layer, head and kind (rows were labelled by circuit index), in the order of the circuits table.
   if (c->rows.size() > 0 && ck >= 0) {
     std::vector<std::string> circuit_labels;
     for (const auto& row : c->rows)

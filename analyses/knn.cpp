@@ -131,7 +131,7 @@ std::string token_name(const Tokenizer* tok, int64_t id) {
   return tok ? tok->display(id) : "#" + std::to_string(id);
 }
 
-// Issue #16: `knn --k 100000` ran until out of memory (k was clamped to n - 1 = V - 1, then n x k kept).
+// `knn --k 100000` ran until out of memory (k was clamped to n - 1 = V - 1, then n x k kept).
 void check_knn_size(int64_t rows, int64_t n, int64_t k) {
   if (k > n - 1)
     throw UsageError("k " + std::to_string(k) + " is larger than the number of other rows (" + std::to_string(n - 1) + ")");
@@ -162,7 +162,7 @@ KnnGraph knn_graph(const at::Tensor& X0, const KnnOptions& opts) {
   std::vector<double> norms = row_norms64(X);
   at::Tensor U = unit_rows(X, norms);
   CandidateLists L(n, cap);
-  // Progress in units of block pairs (the work is a triangle of them), reported as rows (issue #16).
+  // Progress in units of block pairs (the work is a triangle of them), reported as rows.
   const int64_t nb = (n + B - 1) / B, pairs = nb * (nb + 1) / 2;
   int64_t pairs_done = 0;
   for (int64_t i0 = 0; i0 < n; i0 += B) {

@@ -219,7 +219,7 @@ double LensStats::kl(int64_t li, int64_t t) const {
   const size_t a = static_cast<size_t>(li * T + t), f = static_cast<size_t>((n - 1) * T + t);
   // KL(f || l) = sum pf log pf - sum pf log pl = -H_f - sum pf z_l + lse_l
   const double v = -entropy[f] - dot_pf[a] + lse[a];
-  // Issue #16: std::max(0.0, NaN) is 0.0 — NaN logits printed "KL -> final 0.000". NaN stays NaN.
+  // std::max(0.0, NaN) is 0.0 — NaN logits printed "KL -> final 0.000". NaN stays NaN.
   if (std::isnan(v)) return std::numeric_limits<double>::quiet_NaN();
   if (li == n - 1) return 0.0;
   return std::max(0.0, v);

@@ -129,7 +129,7 @@ CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const s
     }
     r.predicted += T - 1;
     r.windows += 1;
-    // Issue #16: with --max-tokens the work is bounded by tokens, not bytes (the bar stopped at 65.7 %).
+    // With --max-tokens the work is bounded by tokens, not bytes (the bar stopped at 65.7 %).
     if (opts.progress) {
       if (opts.max_tokens > 0) opts.progress(static_cast<uint64_t>(r.predicted), static_cast<uint64_t>(opts.max_tokens));
       else opts.progress(bytes_read, total);

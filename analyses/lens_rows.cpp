@@ -231,7 +231,7 @@ void row_stats(float* z, int64_t V, const RowRequest& q, RowOut& o, bool scalar)
     pass_b_scalar(z, 0, V, mx, s, s1);
   }
   if (std::isnan(s1) || !std::isfinite(mx) || !std::isfinite(s)) {
-    // Issue #16: a NaN or infinite logit (possible only under --allow-nonfinite) makes every statistic of the
+    // A NaN or infinite logit (possible only under --allow-nonfinite) makes every statistic of the
     // row NaN. The passes skip NaN in comparisons (max, top-k, rank) and the AVX2 exp maps it to a finite
     // value, so without this the row showed a plausible top-1, rank 1 and a finite cross-entropy.
     o.max = kNaN;

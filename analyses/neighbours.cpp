@@ -121,7 +121,7 @@ NeighbourResult neighbours(const at::Tensor& X0, const Tokenizer* tok, const std
       }
     }
   }
-  // Issue #16: "1e308*king + 1e308*queen" overflowed (|q|^2 = inf: every cosine 0, neighbours 0, 1, 2 ...).
+  // "1e308*king + 1e308*queen" overflowed (|q|^2 = inf: every cosine 0, neighbours 0, 1, 2 ...).
   // Cosines do not depend on the query's length, so the query is scaled by its largest |entry| for scoring;
   // an entry that is itself beyond double's range is refused.
   double qmax = 0;

@@ -45,7 +45,7 @@ NeuronsAnalysis analyze_neurons(const Model& m, const NeuronsOptions& o, const T
   const at::Tensor& W_out = m.W_out(o.layer);
   a.d_mlp = W_in.size(1);
   a.vocab_size = m.weights().W_U.size(1);  // the stored tensor's shape: no float32 upcast just for a size
-  if (o.top_k > a.vocab_size)  // issue #16: --top-k 10^9 ran until out of memory
+  if (o.top_k > a.vocab_size)  // --top-k 10^9 ran until out of memory
     throw UsageError(fmt::format("--top-k {} is larger than the vocabulary ({} tokens)", o.top_k, a.vocab_size));
   a.gated = W_gate.defined();
   std::vector<int64_t> ids = o.neurons;
@@ -66,7 +66,7 @@ NeuronsAnalysis analyze_neurons(const Model& m, const NeuronsOptions& o, const T
   const bool need_read = o.keys || (o.gates && a.gated);
   at::Tensor R = need_read ? read_projection(m, o.inverse, o.pinv) : at::Tensor();
 
-  // Rows are independent: run them in chunks so that progress can be reported (issue #16).
+  // Rows are independent: run them in chunks so that progress can be reported.
   const int64_t stages = (o.keys ? 1 : 0) + (o.gates && a.gated ? 1 : 0) + (o.values ? 1 : 0);
   const int64_t total = stages * static_cast<int64_t>(N);
   int64_t done = 0;

@@ -116,7 +116,7 @@ SpectrumMethod spectrum_method_from_string(const std::string& s) {
 SpectrumResult matrix_spectrum(const at::Tensor& M0, const SpectrumOptions& opts, const std::string& name,
                                const std::string& row_kind) {
   at::Tensor M = as_matrix_f32(M0, name.c_str());
-  require_finite(M, name, "its singular values are undefined (issue #16: --allow-nonfinite lets NaN through, "
+  require_finite(M, name, "its singular values are undefined (--allow-nonfinite lets NaN through, "
                           "it cannot make a spectrum of NaN defined)");
   if (opts.k < 1) throw UsageError("spectrum: k must be at least 1");
   if (opts.loadings < 0) throw UsageError("spectrum: the number of loadings must be >= 0");

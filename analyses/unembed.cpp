@@ -44,7 +44,7 @@ std::vector<std::vector<TopkEntry>> project_topk(const at::Tensor& X, const at::
   TopkStreamOptions o = base;
   o.k = k;
   at::Tensor Xf = X.to(at::kFloat), Pf = P.to(at::kFloat);
-  // Issue #16 (--allow-nonfinite): a NaN in the unembedding makes every row's ranking undefined; a NaN row
+  // Under --allow-nonfinite, a NaN in the unembedding makes every row's ranking undefined; a NaN row
   // of X (one neuron's vector, one position's hidden state) has no top tokens: its list is empty (JSON []),
   // the other rows are exact.
   require_finite(Pf, "the projection matrix [d, V]", "every token ranking through it is undefined");

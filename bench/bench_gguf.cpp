@@ -1,4 +1,4 @@
-// Memory and speed of a model kept in its stored dtype (issue 18): load, one forward over N tokens, the full
+// Memory and speed of a model kept in its stored dtype: load, one forward over N tokens, the full
 // logit lens (every layer, every position, top-10 + statistics), peak RSS.
 //
 //   bench_gguf MODEL N_TOKENS [REPEAT] [--dtype float32|bfloat16]

@@ -1,4 +1,4 @@
-// Benchmark of the logit lens (issue #4): GPT-2-small shape, 1024 tokens, all 13 lens layers, top-10 +
+// Benchmark of the logit lens: GPT-2-small shape, 1024 tokens, all 13 lens layers, top-10 +
 // entropy + KL + cross-entropy + target rank; and the machine's GEMM rate for the same unembedding shape.
 //
 //   bench_lens MODEL_DIR [--threads N] [--repeat R] [--block P] [--out DIR]

@@ -1,4 +1,4 @@
-// Benchmark for `lens --prompts` (issue #21): per-prompt lens (what logit_lens_batch does: one forward and one
+// Benchmark for `lens --prompts`: per-prompt lens (what logit_lens_batch does: one forward and one
 // lens pass per prompt) against a batched forward (prompts right-padded to the longest, one forward [P, T_max],
 // then each prompt's lens pass on its own rows; exact under causal attention, checked here).
 //

@@ -1,6 +1,6 @@
 // Benchmark: load a GPT-2-small-sized safetensors checkpoint (12 layers, d 768, V 50257; random weights
 // written by this program) and report load time and resident memory before and after touching weights.
-// Goal (issue #2): load < 0.3 s and no copy of the weights — RSS grows only as pages are touched.
+// Goal: load < 0.3 s and no copy of the weights — RSS grows only as pages are touched.
 //   ninja -C build bench_load && ./build/bench_load [/tmp/vocablens-gpt2-small]
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18 bench: a Llama-2-7B-shaped model (random weights, bench/make_7b.py) as BF16 safetensors, as F16
+# Stored-dtype bench: a Llama-2-7B-shaped model (random weights, bench/make_7b.py) as BF16 safetensors, as F16
 # sharded pytorch_model.bin (kind torchbin, not in the default list: it needs python3-torch), and as
 # GGUF BF16 / Q8_0 / Q4_K; vocablens (bench_gguf: load, forward, full logit lens, peak RSS; and the real
 # `vocablens lens` command under /usr/bin/time for its peak RSS) beside llama.cpp (bench/lcpp_bench.cpp

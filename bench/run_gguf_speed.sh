@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18 speed bench, side by side in one run: vocablens (bench_gguf: one forward over N tokens, the full
+# Speed of stored-dtype weights, side by side in one run: vocablens (bench_gguf: one forward over N tokens, the full
 # logit lens; float32 and bfloat16 compute) and llama.cpp (bench/lcpp_bench.cpp on the prebuilt libllama of
 # @node-llama-cpp/linux-x64@3.22.1: all N prompt tokens in one batch, F32 KV cache, flash attention off) on the
 # same GGUF files, same thread count, same N. Prints a table with the ratios. Not CI.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Logit-lens benchmark (issue #4): vocablens (bench/bench_lens.cpp) against the same computation written as
+# Logit-lens benchmark: vocablens (bench/bench_lens.cpp) against the same computation written as
 # TransformerLens does it in PyTorch (bench/lens_baseline.py), same machine, same thread count.
 #
 #   bench/run_lens_bench.sh [BUILD_DIR] [THREADS] [REPEAT]

@@ -321,7 +321,7 @@ nlohmann::json csv_value(const CsvField& f, const std::string& type) {
 }
 
 std::string read_text(const std::string& path) {
-  // Issue #16: regular files only (a FIFO hung `report`), result files at most 1 GB.
+  // Regular files only (a FIFO hung `report`), result files at most 1 GB.
   return detail::read_regular_file(path, uint64_t{1} << 30, "result files");
 }
 
@@ -367,7 +367,7 @@ Result result_from_json(const nlohmann::json& j, const std::string& dir, const s
           flat.push_back(v);
       };
       walk(e["data"]);
-      // Issue #9 (found by fuzz_results): the shape decides how many elements are copied, so it must agree
+      // Found by fuzz_results: the shape decides how many elements are copied, so it must agree
       // with the data before anything is built from it — {"shape": [6], "data": [1, 2]} read past the data.
       int64_t numel = 1;
       for (int64_t d : a.shape) {
@@ -525,7 +525,7 @@ std::string result_to_json(const Result& r, bool inline_arrays, size_t inline_li
 std::vector<std::string> write_result(const Result& r, const std::string& dir, const ExportFormats& formats) {
   validate(r);
   ensure_directory(dir);
-  // Issue #16: one writer at a time, an existing result replaced only when asked, and its old manifest
+  // One writer at a time, an existing result replaced only when asked, and its old manifest
   // removed before anything else (run_directory.hpp).
   detail::RunDirLock lock(dir);
   detail::prepare_result_slot(dir, r.kind, formats.replace);
@@ -586,7 +586,7 @@ std::vector<Result> read_run_directory(const std::string& dir, const std::string
     if (j["format_version"].get<int>() > kFormatVersion)
       throw FormatError(path, "written by a newer vocablens (format_version " + j["format_version"].dump() + ")");
     try {
-      detail::verify_result_files(j, dir, path);  // issue #16: mixed or partial directories are reported
+      detail::verify_result_files(j, dir, path);  // Mixed or partial directories are reported
       out.push_back(result_from_json(j, dir, path));
       detail::check_result_shapes(out.back(), path);  // the figures index one array by another's sizes
     } catch (const nlohmann::json::exception& e) {

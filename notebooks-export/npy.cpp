@@ -60,7 +60,7 @@ NpyHeader parse_header(const std::string& h, const std::string& path) {
     tok.erase(std::remove(tok.begin(), tok.end(), ' '), tok.end());
     if (tok.empty()) continue;
     if (tok.back() == 'L') tok.pop_back();
-    // Issue #9: ::isdigit on a plain char is undefined for bytes >= 0x80 (negative char); compare directly.
+    // ::isdigit on a plain char is undefined for bytes >= 0x80 (negative char); compare directly.
     if (tok.empty() || tok.size() > 18 || !std::all_of(tok.begin(), tok.end(), [](char c) { return c >= '0' && c <= '9'; }))
       throw FormatError(path, "npy header: bad shape entry '" + tok + "'");
     r.shape.push_back(std::stoll(tok));
@@ -87,7 +87,7 @@ size_t npy_itemsize(const std::string& dtype) {
 }
 
 NdArray read_npy(const std::string& path) {
-  // Issue #16: a symlink to /dev/zero or a FIFO named X.npy is refused, not read forever / waited on.
+  // A symlink to /dev/zero or a FIFO named X.npy is refused, not read forever / waited on.
   const std::string all = detail::read_regular_file(path, uint64_t{16} << 30, ".npy files");
   if (all.size() < 10 || std::memcmp(all.data(), "\x93NUMPY", 6) != 0) throw FormatError(path, "not a .npy file (bad magic)");
   int major = static_cast<unsigned char>(all[6]);

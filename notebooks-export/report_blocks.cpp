@@ -123,7 +123,7 @@ std::string more_note(size_t shown, size_t total, const char* what) {
                        : std::string();
 }
 
-// Issue #16: nested summary values were shown as folded raw JSON. Objects become nested key/value lists,
+// Nested summary values were shown as folded raw JSON. Objects become nested key/value lists,
 // arrays of records small tables, other arrays lists, each cut to its first entries with a note; below four
 // levels a value is one line of compact JSON.
 std::string value_html_at(const json& v, bool token_like, int depth) {
@@ -500,7 +500,7 @@ void spectrum_figures(Section& sec) {
         sec.use(ev);
       }
     c.log_y = true;
-    c.x0 = 0;  // 0-based like the singular_values table and the arrays (issue #16: the plot counted from 1)
+    c.x0 = 0;  // 0-based like the singular_values table and the arrays (the plot counted from 1)
     c.x_label = "index (0-based)";
     c.y_label = "value (log scale)";
     c.points = sv->numel() <= 64;

@@ -1,4 +1,4 @@
-// Run directories that appear complete or are reported as mixed/partial (issue #16); see run_directory.hpp.
+// Run directories that appear complete or are reported as mixed/partial; see run_directory.hpp.
 #include "run_directory.hpp"
 
 #include <dirent.h>

@@ -1,4 +1,4 @@
-// notebooks-export/run_directory.hpp — a run directory appears complete or is reported (issue #16).
+// notebooks-export/run_directory.hpp — a run directory appears complete or is reported.
 //
 // Each file is written atomically (atomic_file.hpp); the directory as a whole is made trustworthy by
 //  - a lock: write_result holds an exclusive flock on the directory while it writes, so two concurrent
@@ -37,7 +37,7 @@ void prepare_result_slot(const std::string& dir, const std::string& kind, bool r
 /// {"bytes": n, "sha256": "..."} for the bytes of a side file.
 nlohmann::ordered_json file_record(std::string_view bytes);
 
-/// Checks every entry of the result's "files" (absent in results written before issue #16: nothing to
+/// Checks every entry of the result's "files" (absent in results written by older versions: nothing to
 /// check) against the files in `dir`: present, regular, same size, same SHA-256. FormatError(path, ...)
 /// naming the file otherwise ("mixed or partial run directory").
 void verify_result_files(const nlohmann::json& j, const std::string& dir, const std::string& path);

@@ -1,4 +1,4 @@
-// Ablation and steering through hooks (issue #22), checked against an independent construction: the
+// Ablation and steering through hooks, checked against an independent construction: the
 // forward pass of a COPY of the checkpoint whose weights were edited byte by byte in its safetensors file
 // (tests/support/safetensors_edit.hpp) — zeroed W_O rows for a head, a zeroed W_out row for a neuron, a
 // shifted position table for a steering vector at layer 0. Plus mean ablation's values and the CLI.
@@ -218,7 +218,7 @@ TEST_CASE("vocablens ablate and generate --steer on the command line") {
   CHECK_THAT(out, Catch::Contains("need --steer"));
 }
 
-// Issue #22 on the families of the architecture table (#17): hooks sit in the shared attention()/mlp()/
+// On the families of the architecture table: hooks sit in the shared attention()/mlp()/
 // apply_block(), so ablation through hook_z must equal the edited checkpoint for families whose blocks differ
 // from GPT-2's and Llama's: GPT-NeoX (fused per-head query_key_value, partial rotary, parallel residual,
 // untied embed_out) and Gemma-2 (GQA, norms after attention and MLP, attention and final soft-caps, sliding

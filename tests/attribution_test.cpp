@@ -1,4 +1,4 @@
-// Direct logit attribution (issue #22): the parts sum to the model's own logit (difference) within 1e-4
+// Direct logit attribution: the parts sum to the model's own logit (difference) within 1e-4
 // on gpt2-tiny (LayerNorm, biases, learned positions), stories260K (RMSNorm, no biases, GQA) and the Gemma-2
 // family fixture (post-attention/post-MLP norms frozen per layer, logits decomposed before the soft-cap), at
 // several positions; per-part values recomputed here from the plain cache (attn_out, mlp_out) and the

@@ -64,7 +64,7 @@ TEST_CASE("--help lists the commands and explains MODEL", "[cli]") {
 }
 
 TEST_CASE("--help of every analysis command (and demo) shows --no-color, not CLI11's --no-color{false}", "[cli]") {
-  // Issue #16: the default-value syntax of the flag's definition leaked into every command's help.
+  // The default-value syntax of the flag's definition leaked into every command's help.
   for (const char* cmd : {"lens", "heads", "neurons", "project", "spectrum", "neighbours", "knn", "positions", "demo",
                           "compare", "compare-embeddings"}) {
     INFO(cmd);

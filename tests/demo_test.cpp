@@ -42,7 +42,7 @@ TEST_CASE("demo: one directory of results, and the analyses find what was plante
   REQUIRE(rc == 0);
   CHECK(out.find("Where to look") != std::string::npos);
   CHECK(out.find("report.html") != std::string::npos);
-  CHECK(out.find("vocablens.ipynb") != std::string::npos);  // issue #16: the demo writes the notebook too
+  CHECK(out.find("vocablens.ipynb") != std::string::npos);  // The demo writes the notebook too
   for (const char* f : {"corpus.txt", "model/config.json", "model/model.safetensors", "model/vocab.json", "model/merges.txt",
                         "model/train_log.json", "skipgram/embeddings.safetensors", "results/training.json",
                         "results/logit_lens.json", "results/logit_lens_corpus.json", "results/heads.json",
@@ -140,7 +140,7 @@ TEST_CASE("demo: --help explains the options", "[demo]") {
   std::string out;
   REQUIRE(vl_test::run_command(cli + " demo --help", out) == 0);
   for (const char* opt : {"--out", "--steps", "--report", "--positions", "--seed"}) CHECK(out.find(opt) != std::string::npos);
-  // Issue #16: both helps said "about 2 minutes"; the demo takes 35-40 s on 2 cores (docs/benchmarks.md).
+  // Both helps said "about 2 minutes"; the demo takes 35-40 s on 2 cores (docs/benchmarks.md).
   CHECK(out.find("about 35-40 s on 2 cores") != std::string::npos);
   CHECK(out.find("2 minutes") == std::string::npos);
   REQUIRE(vl_test::run_command(cli + " --help", out) == 0);

@@ -305,7 +305,7 @@ TEST_CASE("every family runs inspect, generate, lens, heads, neurons and spectru
   }
 }
 
-// Issue #17: `vocablens inspect` names every way a family's block departs from GPT-2's. Each family fixture's
+// `vocablens inspect` names every way a family's block departs from GPT-2's. Each family fixture's
 // distinguishing features, from its config.json and the Hugging Face modeling code (not from our output):
 TEST_CASE("inspect names each family's departures from a plain GPT-2 block") {
   const std::vector<std::pair<const char*, std::vector<const char*>>> expect = {

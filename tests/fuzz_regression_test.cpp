@@ -85,7 +85,7 @@ TEST_CASE("config.json: a huge n_embd is refused without overflowing the default
   for (const char* v : {"4611686018427387904", "9223372036854775807", "-9223372036854775808", "2305843009213693952"}) {
     std::string msg = format_error_of([&] { vocablens::parse_hf_config(config_text(std::string(", \"n_embd\": ") + v), "c.json"); });
     INFO(v << ": " << msg);
-    // Issue #16: the message gives the value and the bound ("must be positive" was wrong for huge values).
+    // The message gives the value and the bound ("must be positive" was wrong for huge values).
     CHECK(msg.find(std::string("c.json: hidden size is ") + v + ";") == 0);
   }
 }

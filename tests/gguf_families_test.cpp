@@ -102,7 +102,7 @@ TEST_CASE("GGUF twin of every family: llama.cpp's logits and the HF twin's, and 
   }
 }
 
-// Issue #18, "a GGUF of every supported family loads and runs every analysis": each analysis command run on
+// "a GGUF of every supported family loads and runs every analysis": each analysis command run on
 // the GGUF twin (llama.cpp's converter wrote it; read by the GGUF reader, tokenizer from the file) writes the
 // arrays it writes on the Hugging Face directory (safetensors reader, tokenizer.json / vocab.json): the 9
 // family fixtures and stories260K (llama, F32). The quantized files (gpt2 Q8_0, a Llama Q4_K_M) have no

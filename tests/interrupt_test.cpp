@@ -1,4 +1,4 @@
-// tests/interrupt_test.cpp — an interrupted run leaves no half-written file (issue #9).
+// tests/interrupt_test.cpp — an interrupted run leaves no half-written file.
 //
 // The CLI writes every output through a temporary file renamed over the target when complete
 // (vocablens/atomic_file.hpp); its SIGINT/SIGTERM handler (src/cli/signals.cpp) removes temporary files
@@ -219,7 +219,7 @@ TEST_CASE("knn --out interrupted at any moment leaves only complete files", "[in
 }
 
 TEST_CASE("SIGINT during train: exit 130 after a checkpoint at the next step, and --resume continues", "[interrupt]") {
-  // Issue #16: an interrupted `train` died mid-step and left a directory that neither resumed nor said why.
+  // An interrupted `train` died mid-step and left a directory that neither resumed nor said why.
   std::string dir = vl_test::temp_dir("interrupt-train") + "/run";
   Child c = start({"train", "--synthetic", "--synthetic-lines", "2000", "--vocab-size", "300", "--d-model", "32",
                    "--steps", "200", "--out", dir});

@@ -129,7 +129,7 @@ TEST_CASE("neighbours: exact ties and crowded rows", "[neighbours]") {
   CHECK_THROWS_AS(vocablens::knn_graph(at::ones({1, 3})), vocablens::UsageError);
   at::Tensor bad = at::ones({4, 3});
   bad[1][1] = std::nan("");
-  // Not a usage error (exit 1, not 2): the data holds NaN; the line names where (issue #16).
+  // Not a usage error (exit 1, not 2): the data holds NaN; the line names where.
   CHECK_THROWS_WITH(vocablens::knn_graph(bad), Catch::Contains("1 non-finite value of 12 (first: nan at [1, 1])"));
 }
 

@@ -1,4 +1,4 @@
-// The logit lens (issue #4): the last layer equals the model's own output on every fixture model; per-layer
+// The logit lens: the last layer equals the model's own output on every fixture model; per-layer
 // values equal an independent NumPy computation from the fixtures' reference residuals
 // (tests/lens_reference.py); the fused kernels against brute force; exports; the CLI and its errors.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// Activation patching (issue #22): patching the whole residual at a layer from the clean run reproduces
+// Activation patching: patching the whole residual at a layer from the clean run reproduces
 // the clean logits exactly; the first-principles values of the matrix (a patch that makes the corrupted
 // input equal the clean one restores exactly 1, a patch of identical values exactly 0); the batched
 // matrix equals single patched runs; errors (different lengths) and the CLI.

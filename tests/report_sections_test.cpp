@@ -1,4 +1,4 @@
-// The report's sections on what the analyses really produce (issue #16, "Report"): the Summary lays nested
+// The report's sections on what the analyses really produce: the Summary lays nested
 // values out instead of folding raw JSON; the heads' per-circuit spectra label their rows by layer, head and
 // kind (not by circuit index); the singular-value plot counts from 0 like the singular_values table.
 #include <catch2/catch.hpp>

@@ -376,7 +376,7 @@ TEST_CASE("vocablens report CLI") {
   CHECK(rc == 1);
   CHECK(out.find("no such directory") != std::string::npos);
 
-  // A hostile result directory (issue #9): a summary nested 10^5 deep used to crash the command (stack
+  // A hostile result directory: a summary nested 10^5 deep used to crash the command (stack
   // overflow in the JSON copy). Now one line naming the file, exit 1, and no report.html left behind.
   vocablens::ensure_directory(base + "/deep");
   std::string deep = R"({"format": "vocablens.result", "format_version": 1, "kind": "k", "settings": {},

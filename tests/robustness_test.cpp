@@ -1,4 +1,4 @@
-// tests/robustness_test.cpp — resource bounds on untrusted input (issue #9).
+// tests/robustness_test.cpp — resource bounds on untrusted input.
 //
 // Every hostile file here describes something huge in a few bytes: a safetensors header of 2^63 bytes, a
 // billion-element tensor, JSON nested 10^5 deep, a merges.txt with a 1 GB line (a sparse file: it costs

@@ -1,4 +1,4 @@
-// Issue #16 through the CLI: generation at the context end equals run.c, resource guards refuse before
+// Safety through the CLI: generation at the context end equals run.c, resource guards refuse before
 // allocating, hostile files (FIFO, /dev/zero) are refused at once, run directories are never mixed or
 // silently replaced, typos get suggestions with exit 2, progress, table digits, error text.
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-// Issue #16, model layer: non-finite weights and activations are named and refused (or, when asked,
+// Safety, model layer: non-finite weights and activations are named and refused (or, when asked,
 // warned about), config values that would make the forward NaN are refused, every tensor of a checkpoint is
 // used or reported, and generation matches llama2.c's run.c at the context end.
 #include <cmath>

@@ -1,4 +1,4 @@
-// Tokenizers of issue #17: Hugging Face tokenizer.json features beyond GPT-2 (SentencePiece-style BPE,
+// The table families' tokenizers: Hugging Face tokenizer.json features beyond GPT-2 (SentencePiece-style BPE,
 // normalizers, pre-tokenizer chains, added-token flags, BOS/EOS configuration), SentencePiece models through
 // libsentencepiece, and tokenizers built from in-memory (GGUF) vocabulary data.
 // Expected ids here are worked out by hand from the algorithms on tiny vocabularies; the agreement with real

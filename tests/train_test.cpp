@@ -488,7 +488,7 @@ TEST_CASE("train: bad options and inputs", "[train]") {
   CHECK(vocablens::train_model_from_string("skip-gram") == TrainModel::SkipGram);
 }
 
-// ---- Ctrl-C during train (issue #16: an interrupted train left a skeleton directory) ------------------------
+// ---- Ctrl-C during train (an interrupted train left a skeleton directory) ------------------------
 // The CLI's signal handler records the first SIGINT/SIGTERM inside an InterruptScope (vocablens/interrupt.hpp);
 // here the signal is recorded directly, exactly as the handler does, at a chosen moment.
 

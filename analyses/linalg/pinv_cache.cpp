@@ -72,7 +72,7 @@ void write_pinv_cache(const std::string& dir, const std::string& base, Pinv& out
   const int64_t d = out.pinv.size(0), V = out.pinv.size(1);
   try {
     ensure_directory(dir);
-    // Issue #9: write_npy goes through AtomicWriter, whose temporary file is registered with the CLI's
+    // write_npy goes through AtomicWriter, whose temporary file is registered with the CLI's
     // SIGINT/SIGTERM handler (the cache is ~150 MB for GPT-2: an interrupted write used to leave a .tmp file).
     write_npy(base + ".sv.npy", "<f8", {d}, out.singular_values.data(), out.singular_values.size() * sizeof(double));
     write_npy(base + ".npy", "<f4", {d, V}, out.pinv.data_ptr(), static_cast<size_t>(d * V) * sizeof(float));

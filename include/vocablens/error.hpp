@@ -34,7 +34,7 @@ inline size_t utf8_sequence_length(const std::string& s, size_t i) {
 
 /// `s` with its control characters written as escapes (\n, \r, \t, \xNN), so that a message quoting
 /// text from a file — an activation name, a token, a path containing a newline — stays one line; bytes that
-/// are not well-formed UTF-8 (a bad config.json's raw bytes) are written as \xNN too (issue #16).
+/// are not well-formed UTF-8 (a bad config.json's raw bytes) are written as \xNN too.
 inline std::string one_line(const std::string& s) {
   std::string out;
   out.reserve(s.size());

@@ -63,7 +63,7 @@ struct HeadsOptions {
   int64_t per_token_k = 0;                     ///< length of those lists (0 = top_k)
   bool spectra = true;                         ///< singular values, eigenvalues, copying scores
   bool prune = true;                           ///< norm-bound pruning in the stream (exact either way)
-  /// Called after each circuit with (circuits done, circuits in total); may be empty (issue #16).
+  /// Called after each circuit with (circuits done, circuits in total); may be empty.
   std::function<void(int64_t, int64_t)> progress;
 };
 

@@ -37,7 +37,7 @@ struct KnnOptions {
   int64_t k = 10;
   int64_t block = 2048;     ///< rows per GEMM block
   int64_t slack = 0;        ///< extra float32 candidates kept per row; 0 = k + 16
-  /// Called after each block of rows with (rows done, rows in total); may be empty (issue #16).
+  /// Called after each block of rows with (rows done, rows in total); may be empty.
   std::function<void(int64_t, int64_t)> progress;
 };
 
@@ -67,7 +67,7 @@ struct KnnGraph {
 };
 
 /// Exact k-NN graph of all rows of X [n, d] (self excluded). UsageError when k > n − 1 or when the candidate
-/// lists would need more than 8 GB (issue #16: `knn --k 100000` ran until out of memory).
+/// lists would need more than 8 GB (`knn --k 100000` ran until out of memory).
 KnnGraph knn_graph(const at::Tensor& X, const KnnOptions& opts = {});
 
 /// Exact k nearest rows of X for the given query rows (each excluding itself), by the same kernel

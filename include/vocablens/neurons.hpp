@@ -39,7 +39,7 @@ struct NeuronsOptions {
   bool values = true;
   bool gates = true;                   ///< ignored (no lists) when the MLP is not gated
   bool bottom = false;                 ///< also the k lowest-scoring tokens of each vector
-  /// Called as the work advances with (vectors done, vectors in total); may be empty (issue #16).
+  /// Called as the work advances with (vectors done, vectors in total); may be empty.
   std::function<void(int64_t, int64_t)> progress;
 };
 

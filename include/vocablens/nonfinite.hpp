@@ -1,6 +1,6 @@
 // vocablens/nonfinite.hpp — what happens when a weight or an activation is NaN or ±Inf.
 //
-// A non-finite value never turns into a plausible number silently (issue #16): one NaN in a weight makes
+// A non-finite value never turns into a plausible number silently: one NaN in a weight makes
 // every logit NaN, and downstream arg-maxes, means and KL divergences would print `<unk>` or 0.000. So
 //  - load_model() scans every weight it uses once (a bit test on the float's exponent, parallel, a few GB/s)
 //    and names the tensor, the element and how many values are non-finite;

@@ -1,4 +1,4 @@
-// Python bindings of issue #21's analyses: lens over many prompts (`lens --prompts`), compare-embeddings
+// Python bindings of the batch and comparison analyses: lens over many prompts (`lens --prompts`), compare-embeddings
 // (two models) and compare (two lens runs, no model: a module function, not a registered analysis).
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-// Python bindings of the interventions (issue #22): patch, ablate, attribute, steer (as `vocablens patch`,
+// Python bindings of the interventions: patch, ablate, attribute, steer (as `vocablens patch`,
 // `ablate`, `attribute`, `generate --steer`).
 #include "analyses.hpp"
 #include "vocablens/ablation.hpp"

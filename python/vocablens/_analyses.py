@@ -207,7 +207,7 @@ for _f in (lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn
     setattr(Model, _f.__name__, _method(_f))
 
 
-# ---- interventions (issue #22, docs/interventions.md) ----
+# ---- interventions (docs/interventions.md) ----
 
 def patch(model, clean, corrupt, target, *, wrong=None, over=None, position=None, bos=None):
     """Activation patching (`vocablens patch`): each activation of the clean run patched into the corrupted

@@ -22,7 +22,7 @@ namespace detail {
 TensorStore read_sharded_index(const std::string& index_path, const std::string& format,
                                const std::function<TensorStore(const std::string&)>& read_shard) {
   using nlohmann::json;
-  // Issue #9 (hostile input): the index is read whole; bound its size first (real ones are < 1 MB).
+  // Hostile input: the index is read whole; bound its size first (real ones are < 1 MB).
   std::error_code size_error;
   const auto index_size = std::filesystem::file_size(index_path, size_error);
   if (!size_error && index_size > (uint64_t{64} << 20))

@@ -349,7 +349,7 @@ vocablens::cli::Register reg{
       sub.add_option("--seed", c->seed, "Seed of the corpus, the weights and the batches (default 1)");
       sub.add_option("--positions", c->positions, "learned | sinusoidal | rope | alibi | none (default learned)")
           ->check(CLI::IsMember({"learned", "sinusoidal", "rope", "rotary", "alibi", "none"}));
-      // Callbacks rather than CLI11's negated-flag syntax, which --help printed as "--no-report{false}" (issue #16).
+      // Callbacks rather than CLI11's negated-flag syntax, which --help printed as "--no-report{false}".
       sub.add_flag_callback("--report", [c] { c->report = true; }, "Write results/report.html and results/vocablens.ipynb (the default)");
       sub.add_flag_callback("--no-report", [c] { c->report = false; }, "Write no report or notebook");
       sub.add_flag_callback("--no-skipgram", [c] { c->skipgram = false; }, "Do not train skip-gram vectors");

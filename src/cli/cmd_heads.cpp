@@ -102,7 +102,7 @@ void print_heads(const vocablens::HeadsAnalysis& a, const vocablens::Tokenizer* 
       fmt::print("{}\n", line);
     } else {
       for (size_t q = 0; q < c.top.size(); ++q)
-        // Issue #16: 4 significant digits ({:.4f} printed 0.0003 on every row of a small circuit).
+        // 4 significant digits ({:.4f} printed 0.0003 on every row of a small circuit).
         fmt::print("  {:>4}  {} → {} {:>10.4g}\n", q + 1, fit(text(c.top[q].i), 16), fit(text(c.top[q].j), 16),
                    c.top[q].value);
     }
@@ -139,7 +139,7 @@ int run_heads(const HeadsCliOptions& co) {
   for (const auto& s : co.tokens) o.source_tokens.push_back(resolve_token(*tok, s));
   for (int64_t id : co.token_ids) o.source_tokens.push_back(id);
 
-  // Issue #16: the lists are read against the model's counts, checked before a range is expanded
+  // The lists are read against the model's counts, checked before a range is expanded
   // ("--layer 0-99999999999" was expanded to 10^11 entries first).
   if (!co.layers.empty()) o.layers = vocablens::parse_index_list(co.layers, m.config().n_layers, "layer");
   if (!co.heads.empty()) o.heads = vocablens::parse_index_list(co.heads, m.config().n_heads, "head");

@@ -33,7 +33,7 @@ using vocablens::UsageError;
 struct LensCliOptions {
   std::string model;
   std::optional<std::string> prompt;
-  std::vector<int64_t> prompt_ids;  // issue #16: a reference sequence without a decode/encode round trip
+  std::vector<int64_t> prompt_ids;  // A reference sequence without a decode/encode round trip
   std::optional<std::string> target;
   std::optional<int64_t> target_id;
   std::string tokenizer;

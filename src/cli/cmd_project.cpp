@@ -23,7 +23,7 @@ using vocablens::UsageError;
 struct ProjectCliOptions {
   std::string model;
   std::string prompt;
-  std::vector<int64_t> prompt_ids;  // issue #16
+  std::vector<int64_t> prompt_ids;
   std::string hook = "resid_post";
   int64_t top_k = 10;
   std::vector<int64_t> positions;

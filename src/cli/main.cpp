@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   for (auto& c : reg) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);
     runners[sub] = c.setup(*sub);
-    // Issue #16: NaN/Inf in weights or activations stop every command unless asked (vocablens/nonfinite.hpp).
+    // NaN/Inf in weights or activations stop every command unless asked (vocablens/nonfinite.hpp).
     sub->add_flag("--allow-nonfinite", allow_nonfinite,
                   "Continue (with a warning) when a weight or an activation is NaN or infinite; NaN then stays NaN "
                   "(null in JSON). Default: stop with exit 1, naming the tensor or the hook, layer and position");
@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
                   "Print a table of where the time went on stderr at the end: wall and CPU seconds of each phase "
                   "(load, tokenise, forward, analysis, write)");
   }
-  // Issue #16: a mistyped command or option gets "did you mean", and every usage error exits 2.
+  // A mistyped command or option gets "did you mean", and every usage error exits 2.
   if (std::string msg = cli::unknown_command_message(app, argc, argv); !msg.empty()) {
     std::cerr << "vocablens: error: " << msg << "\n";
     return 2;

@@ -65,7 +65,7 @@ void add_output_options(CLI::App& sub, OutputOptions& o) {
       ->check(CLI::IsMember({"table", "json", "csv", "npy"}))
       ->type_name("F");
   sub.add_flag("--report", o.report, "Also write DIR/report.html and DIR/vocablens.ipynb (needs --out)");
-  // A callback, not CLI11's "--no-color{false}" / "!--no-color" spelling, which --help printed as is (issue #16).
+  // A callback, not CLI11's "--no-color{false}" / "!--no-color" spelling, which --help printed as is.
   sub.add_flag_callback("--no-color", [&o] { o.color = false; },
                         "No colour in tables (also when NO_COLOR is set or stdout is not a terminal)");
   sub.add_flag("--force", o.force,
@@ -96,7 +96,7 @@ void emit(const Result& r, const OutputOptions& o, const std::function<void()>& 
   if (f == "csv" && r.tables.empty())
     throw UsageError("this result has no tables; use --format json, or --out DIR for its arrays");
 
-  // Issue #16: refuse before printing anything when --out already holds this kind (write_result checks again).
+  // Refuse before printing anything when --out already holds this kind (write_result checks again).
   if (!o.out_dir.empty() && !o.force && fs::exists(fs::path(o.out_dir) / (r.kind + ".json")))
     throw FormatError((fs::path(o.out_dir) / (r.kind + ".json")).string(),
                       "a '" + r.kind + "' result is already there; vocablens does not replace a run silently: pass "
@@ -121,7 +121,7 @@ void emit(const Result& r, const OutputOptions& o, const std::function<void()>& 
   }
   if (!o.out_dir.empty()) {
     ExportFormats formats;
-    formats.replace = o.force;  // issue #16: never replace a previous run silently
+    formats.replace = o.force;  // Never replace a previous run silently
     auto files = write_result(r, o.out_dir, formats);
     fmt::print(msg, "wrote {} file{} to {}/ ({}.json)\n", files.size(), files.size() == 1 ? "" : "s", o.out_dir, r.kind);
     if (o.report) {

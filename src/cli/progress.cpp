@@ -1,4 +1,4 @@
-// One-line progress bar on stderr (issue #16); see progress.hpp.
+// One-line progress bar on stderr; see progress.hpp.
 #include "cli/progress.hpp"
 
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-// src/cli/progress.hpp — a one-line progress bar on stderr for work longer than a few seconds (issue #16).
+// src/cli/progress.hpp — a one-line progress bar on stderr for work longer than a few seconds.
 //
 // Shown when stderr is a terminal, or always with VOCABLENS_PROGRESS=1 (tests, logs); redrawn at most ten
 // times a second; erased when the work ends (ProgressBar::finish or the destructor).

@@ -1,4 +1,4 @@
-// src/cli/suggest.hpp — "did you mean" for mistyped commands and options (issue #16).
+// src/cli/suggest.hpp — "did you mean" for mistyped commands and options.
 //
 //   vocablens lense ...          -> vocablens: error: unknown command 'lense'; did you mean 'lens'?      (exit 2)
 //   vocablens heads M --topk 5   -> vocablens: error: heads: unknown option '--topk'; did you mean '--top-k'? (exit 2)

@@ -1,4 +1,4 @@
-// Config values that parse but would make the forward pass NaN (issue #16).
+// Config values that parse but would make the forward pass NaN.
 #include "core/config_checks.hpp"
 
 #include <cmath>
@@ -25,7 +25,7 @@ void check_config_values(const ModelConfig& c, const std::string& path) {
   if (c.positions == PositionKind::Rotary && (!std::isfinite(c.rope_theta) || !(c.rope_theta > 0)))
     throw FormatError(path, "rope_theta is " + num(c.rope_theta) +
                                 "; it must be a finite number > 0 (the rotary frequencies theta^(-2i/d) are NaN or infinite otherwise)");
-  // Families (issue #17): soft-caps divide the logits, rope_scaling factors divide the frequencies.
+  // Families: soft-caps divide the logits, rope_scaling factors divide the frequencies.
   for (auto [v, name] : {std::pair{c.attn_softcap, "attn_logit_softcapping"}, {c.final_softcap, "final_logit_softcapping"}})
     if (!std::isfinite(v) || v < 0)
       throw FormatError(path, std::string(name) + " is " + num(v) + "; it must be a finite number >= 0 (0: no soft-cap)");

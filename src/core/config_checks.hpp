@@ -1,4 +1,4 @@
-// src/core/config_checks.hpp — config values that parse but would make the forward pass NaN (issue #16).
+// src/core/config_checks.hpp — config values that parse but would make the forward pass NaN.
 #pragma once
 #include <string>
 

@@ -27,7 +27,7 @@ int64_t get_int(const json& j, std::initializer_list<const char*> keys, const st
     auto it = j.find(k);
     if (it != j.end() && !it->is_null()) {
       if (!it->is_number_integer()) throw FormatError(path, std::string("config field '") + k + "' is not an integer");
-      // Fuzzing fix (issue #9): an unsigned value above INT64_MAX used to wrap to a negative number
+      // Found by fuzzing: an unsigned value above INT64_MAX used to wrap to a negative number
       // (e.g. "bos_token_id": 18446744073709551615 silently read as -1 = "none").
       if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
         throw FormatError(path, std::string("config field '") + k + "' is out of range");
@@ -79,7 +79,7 @@ void read_gpt2(const json& j, ModelConfig& c, const std::string& path) {
   c.n_kv_heads = c.n_heads;
   c.vocab_size = get_int(j, {"vocab_size"}, path, 0, true);
   c.n_ctx = get_int(j, {"n_positions", "n_ctx", "max_position_embeddings"}, path, 0, true);
-  // Fuzzing fix (issue #9): 4 * n_embd overflowed int64 (UB) for a huge n_embd before the range checks
+  // Found by fuzzing: 4 * n_embd overflowed int64 (UB) for a huge n_embd before the range checks
   // below ran; an out-of-range n_embd now gets fallback 0 here and is refused below as "hidden size".
   const bool d_model_ok = c.d_model > 0 && c.d_model <= (int64_t(1) << 31);
   c.d_mlp = get_int(j, {"n_inner"}, path, d_model_ok ? 4 * c.d_model : 0, false);
@@ -294,7 +294,7 @@ ModelConfig parse_hf_config_impl(const std::string& text, const std::string& pat
   c.d_head = has_head_dim ? detail::get_int(j, {"head_dim"}, path, 0, true)
                           : (c.family == Family::Gemma || c.family == Family::Gemma2) ? 256 : c.d_model / c.n_heads;
   // Gemma's config class defaults head_dim to 256 whatever the hidden size; an explicit value wins.
-  // Fuzzing fix (issue #9): head_dim was taken unchecked (0 or negative passed through to the runner).
+  // Found by fuzzing: head_dim was taken unchecked (0 or negative passed through to the runner).
   if (c.d_head <= 0 || c.d_head > (int64_t(1) << 31))
     throw FormatError(path, "head_dim must be positive, got " + std::to_string(c.d_head));
   if (c.n_heads % c.n_kv_heads != 0) throw FormatError(path, "num_attention_heads is not a multiple of num_key_value_heads");
@@ -302,7 +302,7 @@ ModelConfig parse_hf_config_impl(const std::string& text, const std::string& pat
   finish_rotary(j, c, path);
   std::string td = j.value("torch_dtype", std::string("float32"));
   c.weight_dtype = td == "float16" ? "F16" : td == "bfloat16" ? "BF16" : "F32";
-  detail::check_config_values(c, path);  // issue #16: values that would make the forward NaN
+  detail::check_config_values(c, path);  // Values that would make the forward NaN
   return c;
 }
 }  // namespace detail
@@ -319,9 +319,9 @@ ModelConfig parse_hf_config(const std::string& text, const std::string& path) {
 }
 
 ModelConfig read_hf_config(const std::string& path) {
-  // Issue #9 (hostile input): config.json is read whole; refuse absurd sizes before reading (real ones
+  // Hostile input: config.json is read whole; refuse absurd sizes before reading (real ones
   // are a few KB).
-  // Issue #16: only a regular file (a FIFO hung, a symlink to /dev/zero read gigabytes).
+  // Only a regular file (a FIFO hung, a symlink to /dev/zero read gigabytes).
   constexpr uint64_t kMaxConfigBytes = uint64_t{64} << 20;
   return parse_hf_config(detail::read_regular_file(path, kMaxConfigBytes, "config files"), path);
 }

@@ -127,7 +127,7 @@ Model load_llama2c_bin(const std::string& path) {
   int64_t floats = vocab * dim + layers * (2 * dim + 2 * dim * dim + 2 * kd * dim + 3 * dim * hidden) + dim;
   if (version == 0) floats += seq * hs;  // legacy freq_cis_real + freq_cis_imag (each seq * hs/2)
   if (!shared) floats += vocab * dim;
-  // Issue #9 fix: floats * 4 exceeds 2^64 for some in-range headers (dim 2^24, 4096 layers) and used to
+  // Floats * 4 exceeds 2^64 for some in-range headers (dim 2^24, 4096 layers) and used to
   // wrap; compare in 128 bits (and print the saturated value).
   const unsigned __int128 expected_wide = off + static_cast<unsigned __int128>(floats) * 4;
   const uint64_t expected = expected_wide > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(expected_wide);
@@ -170,7 +170,7 @@ Model load_llama2c_bin(const std::string& path) {
   if (!shared) take("wcls", vocab * dim);
   auto get = [&](const char* name, std::vector<int64_t> shape) {
     at::Tensor t = view_as_tensor(file, at_off.at(name), shape, {}, at::kFloat);
-    // Issue #16: NaN/Inf weights named at load (stacked per-layer arrays report the layer too).
+    // NaN/Inf weights named at load (stacked per-layer arrays report the layer too).
     detail::check_weight_finite(t, name, path, shape.size() >= 2 && std::string(name) != "tok_embeddings" &&
                                                       std::string(name) != "wcls" ? 0 : -1);
     return t;
@@ -237,7 +237,7 @@ Model load_llama2c_ckpt(const std::string& path) {
   }
   detail::check_config_values(c, path);
   ModelWeights w = detail::llama2c_weights(c, get);
-  detail::check_all_tensors_used(st, c, path, "model.");  // issue #16
+  detail::check_all_tensors_used(st, c, path, "model.");
   detail::check_store_finite(st);
   c.weight_dtype = st.stored_dtype.empty() ? "F32" : st.stored_dtype;
   return Model(std::move(c), std::move(w), path);

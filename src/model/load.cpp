@@ -43,8 +43,8 @@ Model load_hf_dir(const fs::path& dir) {
   if (!st.stored_dtype.empty()) cfg.weight_dtype = st.stored_dtype;
   ModelWeights w = map_hf_weights(st, cfg, cp);
   attach_segments(cp, st, cfg, w);  // "vocablens_segments": W_seg (segments.cpp)
-  check_all_tensors_used(st, cfg, cp);  // issue #16: every tensor used or reported
-  check_store_finite(st);                // issue #16: NaN/Inf weights named at load
+  check_all_tensors_used(st, cfg, cp);  // Every tensor used or reported
+  check_store_finite(st);                // NaN/Inf weights named at load
   return Model(std::move(cfg), std::move(w), dir.string());
 }
 
@@ -56,7 +56,7 @@ Model load_model(const std::string& path, const LoadOptions& opts) {
   std::error_code ec;
   fs::path p(path);
   if (!fs::exists(p, ec)) throw FormatError(path, "no such file or directory");
-  if (!fs::is_directory(p, ec) && !fs::is_regular_file(p, ec))  // issue #16: a FIFO blocked, /dev/zero
+  if (!fs::is_directory(p, ec) && !fs::is_regular_file(p, ec))  // A FIFO blocked, /dev/zero
     throw FormatError(path, "is " + detail::file_kind(path) + ", not a model file or directory");
   if (fs::is_directory(p, ec)) return detail::load_hf_dir(p);
   // A single file: a PyTorch zip (llama2.c ckpt.pt, or pytorch_model.bin beside a config.json), a

@@ -35,7 +35,7 @@ std::vector<int64_t> Model::generate_greedy(std::vector<int64_t> tokens, int64_t
                      std::to_string(cfg_.n_ctx));
   at::NoGradGuard no_grad;
   // As llama2.c's run.c: positions 0 .. n_ctx-1 are fed and the token predicted at the last one is kept, so
-  // a full context ends with n_ctx + 1 tokens (issue #16: this stopped one token early).
+  // a full context ends with n_ctx + 1 tokens (this stopped one token early).
   for (int64_t s = 0; s < steps && static_cast<int64_t>(tokens.size()) <= cfg_.n_ctx; ++s) {
     auto ids = at::tensor(tokens, at::kLong).unsqueeze(0);
     // Only the last position's logits are needed: skip the unembedding of the others.

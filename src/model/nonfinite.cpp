@@ -1,4 +1,4 @@
-// Non-finite weights and activations: fast scans, messages naming where, and the policy (issue #16).
+// Non-finite weights and activations: fast scans, messages naming where, and the policy.
 #include "model/nonfinite.hpp"
 
 #include <ATen/Parallel.h>

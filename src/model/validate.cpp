@@ -1,4 +1,4 @@
-// Checks run after a checkpoint is mapped onto the model (issue #16): unused tensors, non-finite weights.
+// Checks run after a checkpoint is mapped onto the model: unused tensors, non-finite weights.
 #include "model/validate.hpp"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// src/model/validate.hpp — checks every loader runs after mapping a checkpoint (issue #16), kept apart from
+// src/model/validate.hpp — checks every loader runs after mapping a checkpoint, kept apart from
 // the loaders so that they stay one call each:
 //   check_all_tensors_used   every tensor of the checkpoint is used by the model or reported
 //   check_store_finite       every used weight is finite (names the tensor and element)

@@ -1,6 +1,6 @@
 // src/tokenizer/bpe_builder.hpp — collects a BPE vocabulary and its merges from any source (vocab.json +
 // merges.txt, tokenizer.json, in-memory VocabSpec), checks them and freezes them into a BpeModel.
-// Private to src/tokenizer. Every defect is a one-line FormatError naming the source (issue #9: ids and
+// Private to src/tokenizer. Every defect is a one-line FormatError naming the source (hostile input: ids and
 // sizes are bounded before any table is sized from them).
 #pragma once
 #include <array>
@@ -35,7 +35,7 @@ struct Builder {
   std::vector<std::array<int32_t, 3>> merges;  // {left, right, merged}; index = rank
   std::unordered_map<std::string, int32_t> spelled_id;  // character level: the file's spelling -> id
 
-  // Issue #9 fix (found by fuzz_bpe_files): ids index dense tables sized id + 1, so a 20-byte vocab.json
+  // Found by fuzz_bpe_files: ids index dense tables sized id + 1, so a 20-byte vocab.json
   // {"a": 1073741823} allocated 4 x 2^30 entries (> 64 GB). Ids may now exceed the number of entries the
   // file holds by at most kIdSlack (holes); callers set max_id from their entry counts.
   static constexpr int64_t kIdSlack = int64_t{1} << 16;

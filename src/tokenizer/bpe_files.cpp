@@ -1,7 +1,7 @@
 // BPE: the Builder (bpe_builder.hpp) that checks a vocabulary and freezes it into a BpeModel, and the
 // vocab.json + merges.txt reader (tokenizer.json: tokenizer_json.cpp; in-memory data: vocab_spec.cpp).
 //
-// Untrusted input (issue #9): every defect of a file is a one-line FormatError naming the file; ids and
+// Untrusted input: every defect of a file is a one-line FormatError naming the file; ids and
 // sizes are bounded before any table is sized from them (fuzzed by tests/fuzz/fuzz_bpe_files.cpp).
 #include <algorithm>
 #include <array>

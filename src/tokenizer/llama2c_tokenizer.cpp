@@ -104,7 +104,7 @@ std::unique_ptr<Llama2cTokenizer> Llama2cTokenizer::load(const std::string& path
     }
   }
   // All (left, right) whose concatenation is a piece, so that the merge loop never builds strings.
-  // Issue #9 fix (found by fuzz_llama2c_tokenizer): this used to build and hash two substrings per split
+  // Found by fuzz_llama2c_tokenizer: this used to build and hash two substrings per split
   // point, O(len^2) per piece: one 60 KB piece took 12 s, a hostile 256 MB file of long pieces hours.
   // Now every prefix/suffix is looked up by a polynomial hash (mod 2^61 - 1) computed in O(1) from
   // prefix hashes, and confirmed with memcmp; the resulting pairs are exactly the same as before.

@@ -14,10 +14,10 @@ namespace vocablens::detail {
 
 std::string read_file_bytes(const std::string& path) {
   if (is_directory(path)) throw FormatError(path, "is a directory, expected a file");
-  // Issue #9 (hostile input): tokenizer files are read whole, so their size is bounded before any
+  // Hostile input: tokenizer files are read whole, so their size is bounded before any
   // allocation: a merges.txt with a 1 GB line (or a sparse 1 TB vocab.json) is refused here. The largest
   // real tokenizer files (256k-token tokenizer.json) are ~35 MB.
-  // Issue #16: only regular files (-z /dev/zero, a FIFO), opened without blocking.
+  // Only regular files (-z /dev/zero, a FIFO), opened without blocking.
   return read_regular_file(path, kMaxTokenizerFileBytes, "tokenizer files");
 }
 

@@ -7,7 +7,7 @@
 
 namespace vocablens::detail {
 
-/// Largest file read_file_bytes() accepts (hostile-input bound, issue #9).
+/// Largest file read_file_bytes() accepts (hostile-input bound).
 constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{256} << 20;
 
 /// Whole file as bytes. Throws FormatError(path, "cannot open: <strerror>") when it cannot be read, and

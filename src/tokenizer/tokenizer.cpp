@@ -23,7 +23,7 @@
 
 namespace vocablens {
 
-// Issue #16: code points that print as blank or nothing (other spaces, zero-width and direction marks, BOM)
+// Code points that print as blank or nothing (other spaces, zero-width and direction marks, BOM)
 // would leave a table cell that looks empty or like an ordinary space; they are shown as <U+XXXX>.
 static bool invisible_code_point(uint32_t cp) {
   return cp == 0xA0 || cp == 0xAD || cp == 0x034F || cp == 0x061C || cp == 0x115F || cp == 0x1160 || cp == 0x1680 ||
@@ -198,7 +198,7 @@ bool is_tokenizer_file_name(const std::string& name) {
          (name.size() > 7 && name.compare(0, 3, "tok") == 0 && name.compare(name.size() - 4, 4, ".bin") == 0);
 }
 
-/// A GGUF file (magic "GGUF"): its own tokenizer.ggml.* vocabulary (issue 18); nullptr when it has none.
+/// A GGUF file (magic "GGUF"): its own tokenizer.ggml.* vocabulary; nullptr when it has none.
 bool starts_with_gguf_magic(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   char m[4];
@@ -219,7 +219,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
                             "encoder.json + vocab.bpe, tokenizer.bin, tok*.bin)");
   }
   if (!is_file(path)) {
-    // Issue #16: `-z /dev/zero` said "No such file or directory".
+    // `-z /dev/zero` said "No such file or directory".
     const std::string kind = detail::file_kind(path);
     throw FormatError(path, kind.empty() ? "cannot open: No such file or directory" : "is " + kind + ", not a tokenizer file");
   }

@@ -157,7 +157,7 @@ void validate(const TrainOptions& o) {
   if (!(o.weight_decay >= 0)) throw UsageError("--weight-decay must be >= 0");
   if (!(o.grad_clip >= 0)) throw UsageError("--grad-clip must be >= 0");
   if (o.d_model < 1 || o.d_model > 65536) throw UsageError("--d-model must be in 1..65536");
-  // Issue #16: a rotary base <= 0 makes every rotation NaN (training "diverged" at step 1).
+  // A rotary base <= 0 makes every rotation NaN (training "diverged" at step 1).
   if (!(o.rope_theta > 0) || !std::isfinite(o.rope_theta)) throw UsageError("--rope-theta must be a positive number");
   if (o.n_ctx < 1 || o.n_ctx > 65536) throw UsageError("--ctx must be in 1..65536");
   if (o.checkpoint_every < 0) throw UsageError("--checkpoint-every must be >= 0");

@@ -17,7 +17,7 @@ namespace detail {
 
 // Temporary files in flight, as fixed-size C strings so that the SIGINT handler can unlink them
 // without allocating.
-// Issue #9 fix: a slot is claimed (kFree -> kClaimed) *before* its path is copied and published
+// A slot is claimed (kFree -> kClaimed) *before* its path is copied and published
 // (kReady) after. The earlier version copied first and claimed after, so two threads registering at
 // once could both copy into one free slot: the winner's slot then held the loser's path, and an
 // interrupt left the winner's temporary file behind.

@@ -31,7 +31,7 @@ struct FdGuard {
 }  // namespace detail
 
 std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
-  // O_NONBLOCK: a FIFO is refused below instead of blocking the open until a writer appears (issue #16).
+  // O_NONBLOCK: a FIFO is refused below instead of blocking the open until a writer appears.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw FormatError(path, std::string("cannot open: ") + std::strerror(errno));
   detail::FdGuard guard{fd};

@@ -1,4 +1,4 @@
-// Reading only regular files of bounded size (issue #16): no /dev/zero, no blocking on a FIFO.
+// Reading only regular files of bounded size: no /dev/zero, no blocking on a FIFO.
 #include "util/regular_file.hpp"
 
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-// src/util/regular_file.hpp — read a file only if it is a regular file of bounded size (issue #16).
+// src/util/regular_file.hpp — read a file only if it is a regular file of bounded size.
 //
 // A config.json or result .npy that is a symlink to /dev/zero would be read "forever" (gigabytes); opening
 // a FIFO named config.json for reading blocks until a writer appears (inspect/report hung). So the file is

@@ -1,4 +1,5 @@
-"""Issue #21 from Python: lens_batch (= `lens --prompts`), compare_embeddings (= `compare-embeddings`) and
+"""Batch and comparison analyses from Python: lens_batch (= `lens --prompts`), compare_embeddings
+(= `compare-embeddings`) and
 compare (= `compare`) agree with the CLI file for file; compare's KL equals numpy's on the saved
 distributions; a run against itself gives zeros; bad input raises with the CLI's one-line message."""
 import json

@@ -1,4 +1,4 @@
-"""Interventions from Python (issue #22): patch, ablate, attribute, steer, each checked against a quantity
+"""Interventions from Python: patch, ablate, attribute, steer, each checked against a quantity
 computed another way (run_with_cache logits, or a forward pass of the same model)."""
 import unittest
 

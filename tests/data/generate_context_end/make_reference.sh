@@ -1,5 +1,5 @@
 #!/bin/sh
-# Regenerates the run.c references of this folder (issue #16). Builds llama2.c's run.c OUTSIDE the source
+# Regenerates the run.c references of this folder. Builds llama2.c's run.c OUTSIDE the source
 # tree from a llama2.c checkout you provide (karpathy/llama2.c @ 350e04fe35433e6d2941dce5a1f53308f87058eb).
 #   tests/data/generate_context_end/make_reference.sh /path/to/llama2.c ../shared/fixtures/stories260K
 set -eu
