@@ -263,17 +263,18 @@ TEST_CASE("a config that contradicts its tensors names the field and both values
 
 TEST_CASE("the architecture table: one entry per family, names per role, GGUF names as llama.cpp's") {
   using vocablens::TensorRole;
-  for (auto f : {vocablens::Family::GPT2, vocablens::Family::Llama, vocablens::Family::GPTNeoX, vocablens::Family::Qwen2,
-                 vocablens::Family::Qwen3, vocablens::Family::Mistral, vocablens::Family::Gemma, vocablens::Family::Gemma2,
-                 vocablens::Family::Phi3, vocablens::Family::OPT})
-    CHECK(vocablens::architecture(f).family == f);
+  for (const auto& a : vocablens::architectures()) {  // each entry is found by its name, and names are unique
+    CHECK(&vocablens::architecture(a.name) == &a);
+    CHECK(vocablens::find_architecture(a.hf_architecture) == &a);
+  }
+  CHECK(vocablens::find_family("no-such-family") == nullptr);
   const auto* q3 = vocablens::find_architecture("Qwen3ForCausalLM");
   REQUIRE(q3);
   CHECK(vocablens::hf_tensor_name(*q3, TensorRole::AttnQNorm, 3, ".weight") == "model.layers.3.self_attn.q_norm.weight");
   CHECK(vocablens::tensor_name(vocablens::find_tensor(*q3, TensorRole::AttnQNorm)->gguf, 3) == "blk.3.attn_q_norm");
-  CHECK(vocablens::find_gguf_architecture("gptneox")->family == vocablens::Family::GPTNeoX);
-  CHECK(vocablens::find_gguf_architecture("llama")->family == vocablens::Family::Llama);
-  CHECK(vocablens::hf_tensor_name(vocablens::architecture(vocablens::Family::GPT2), TensorRole::AttnQKV, 0, ".weight", false) ==
+  CHECK(std::string(vocablens::find_gguf_architecture("gptneox")->name) == "gpt_neox");
+  CHECK(std::string(vocablens::find_gguf_architecture("llama")->name) == "llama");
+  CHECK(vocablens::hf_tensor_name(vocablens::architecture("gpt2"), TensorRole::AttnQKV, 0, ".weight", false) ==
         "h.0.attn.c_attn.weight");
   // Every GGUF tensor the twins hold is named by the table (checked against the real files).
   for (const auto& fc : kFamilies) {
@@ -291,7 +292,9 @@ TEST_CASE("the architecture table: one entry per family, names per role, GGUF na
 TEST_CASE("every family runs inspect, generate, lens, heads, neurons and spectrum from the CLI") {
   const std::string cli = vl_test::cli_path();
   REQUIRE(!cli.empty());
-  for (const char* f : {"gpt_neox", "qwen2", "qwen3", "mistral", "llama3", "llama_linear", "gemma", "gemma2", "phi3", "opt"}) {
+  std::vector<std::string> dirs = {"opt"};  // every llama.cpp-checked fixture, and OPT
+  for (const auto& fc : kFamilies) dirs.push_back(fc.dir);
+  for (const auto& f : dirs) {
     const std::string d = "'" + family_dir(f) + "'";
     for (const std::string& args : {std::string("inspect ") + d, "generate " + d + " --prompt 'the cat' --steps 4",
                                     "lens " + d + " --prompt 'the cat is on the'", "heads " + d + " --layer 1 --head 0 --kind ov --top-k 3",

@@ -4,7 +4,9 @@
 // weight by role with its Hugging Face name AND its llama.cpp GGUF name, and how the stored tensor is laid
 // out (fused q|k|v, fused gate|up, Conv1D or nn.Linear orientation). The loaders (HF directories here, GGUF
 // files elsewhere) map a checkpoint through this table; the runner reads only ModelConfig; analyses read only
-// Model's roles. A new family is one entry in src/core/arch.cpp plus its config reader and its tests.
+// Model's roles. Each entry also carries its family's recipe (FamilyRecipe: config keys, norm, activation,
+// biases, positions, soft-caps, windows, GGUF hyper-parameter keys), so a new family is one entry in
+// src/core/arch.cpp (plus its fixture and test rows); no reader switches on the family.
 //
 //   const vocablens::ArchSpec* a = vocablens::find_architecture("Qwen3ForCausalLM");
 //   for (const auto& t : a->tensors)                          // roles of block 3, both namings
@@ -68,15 +70,82 @@ struct TensorSpec {
   bool per_layer;        ///< true: the pattern contains "{L}"
 };
 
-/// One family. Fixed facts of its block live here; sizes and switches read from config.json live in
-/// ModelConfig (see read_hf_config).
+/// A boolean of config.json with its value when absent; key nullptr: the family fixes the value.
+struct ConfigSwitch {
+  const char* key;
+  bool fallback;
+};
+
+/// A config.json value the runner does not implement: refused with a FormatError naming the key.
+struct ConfigRefusal {
+  const char* key;
+  bool value;       ///< the refused value (every refusal so far is a boolean switch)
+  const char* why;  ///< the end of the message: "... = true: <why>"
+};
+
+/// How a family's config.json spells its sizes and switches, and the fixed facts of its block. The one reader
+/// (read_hf_config) and the GGUF reader apply these; neither branches on the family. Keys are tried in order,
+/// the first present wins.
+struct FamilyRecipe {
+  // ---- sizes ----
+  std::vector<const char*> n_layers_keys{"num_hidden_layers"}, d_model_keys{"hidden_size"},
+      n_heads_keys{"num_attention_heads"}, n_ctx_keys{"max_position_embeddings"}, d_mlp_keys{"intermediate_size"};
+  std::vector<const char*> n_kv_heads_keys{"num_key_value_heads"};  ///< empty: always n_heads
+  int64_t d_mlp_per_d_model = 0;    ///< d_mlp when no d_mlp key is present, as a multiple of d_model (GPT-2: 4); 0: required
+  const char* head_dim_key = "head_dim";  ///< nullptr: head_dim = d_model / n_heads whatever the file says
+  int64_t head_dim_default = 0;     ///< when the key is absent; 0: d_model / n_heads (Gemma: 256)
+  // ---- norms ----
+  NormKind norm = NormKind::RMSNorm;
+  const char* norm_eps_key = "rms_norm_eps";  ///< nullptr: always norm_eps_default (OPT's nn.LayerNorm default)
+  double norm_eps_default = 1e-6;
+  double norm_weight_offset = 0;    ///< Gemma: the scale is (1 + w)
+  ConfigSwitch norm_before{nullptr, true};       ///< OPT do_layer_norm_before
+  const char* remove_final_norm_key = nullptr;   ///< OPT _remove_final_layer_norm
+  bool qk_norm = false;             ///< per-head RMSNorm on q and k (Qwen3)
+  bool post_norms = false;          ///< norms after attention and MLP, before the residual adds (Gemma-2)
+  // ---- positions ----
+  PositionKind positions = PositionKind::Rotary;
+  int64_t position_offset = 0;      ///< OPT: learned table rows before position 0
+  std::vector<const char*> rope_theta_keys{"rope_theta"};
+  std::vector<const char*> rotary_fraction_keys{"partial_rotary_factor"};  ///< rotated fraction of each head
+  double rotary_fraction_default = 1.0;
+  // ---- MLP, biases, embeddings ----
+  const char* activation_key = "hidden_act";
+  const char* activation_default = "silu";  ///< also the GGUF activation (llama.cpp fixes it per architecture)
+  bool gated_mlp = true;
+  ConfigSwitch attn_bias{"attention_bias", false}, attn_out_bias{"attention_bias", false}, mlp_bias{"mlp_bias", false};
+  ConfigSwitch tied{"tie_word_embeddings", false};
+  ConfigSwitch parallel_residual{nullptr, false};  ///< GPT-NeoX use_parallel_residual
+  const char* d_embed_key = nullptr;               ///< OPT word_embed_proj_dim (project_in/out)
+  bool embed_scale_sqrt_d_model = false;           ///< Gemma: embeddings x sqrt(d_model)
+  // ---- attention ----
+  const char* attn_scale_key = nullptr;  ///< Gemma-2 query_pre_attn_scalar s: scores scaled by s^-1/2
+  double attn_scale_default = 0;
+  const char* attn_softcap_key = nullptr;   ///< null in the file: no soft-cap
+  double attn_softcap_default = 0;
+  const char* final_softcap_key = nullptr;
+  double final_softcap_default = 0;
+  const char* sliding_window_key = nullptr;  ///< null in the file: no window
+  int64_t sliding_window_default = 0;
+  int64_t sliding_pattern = 0;  ///< 2: even layers slide, odd see everything (checked against layer_types if given)
+  std::vector<ConfigRefusal> refusals;
+  // ---- GGUF (llama.cpp's hyper-parameter keys, after "<general.architecture>.") ----
+  const char* gguf_parallel_residual_key = nullptr;  ///< "use_parallel_residual" (GPT-NeoX); nullptr: the fixed value
+  const char* gguf_attn_softcap_key = nullptr;       ///< "attn_logit_softcapping" (Gemma-2)
+  const char* gguf_final_softcap_key = nullptr;      ///< "final_logit_softcapping"
+  const char* gguf_sliding_window_key = nullptr;     ///< "attention.sliding_window"
+};
+
+/// One family: its identity (`name`, the value of ModelConfig::family), tensor names per role and block recipe.
+/// Sizes and switches read from config.json live in ModelConfig (see read_hf_config).
 struct ArchSpec {
-  Family family;
+  const char* name;                  ///< "gpt_neox": ModelConfig::family, `inspect`'s family, the Python config's
   const char* hf_architecture;       ///< "GPTNeoXForCausalLM": the value of config.json architectures[0]
   std::vector<std::string> aliases;  ///< other accepted architectures[0] values and model_type values
   const char* gguf_architecture;     ///< llama.cpp's general.architecture ("gptneox"); nullptr: not in llama.cpp
   const char* hf_base_prefix;        ///< prefix of the base model's names ("gpt_neox."), optional in files
   std::vector<TensorSpec> tensors;
+  FamilyRecipe recipe;
   // ---- how llama.cpp's convert_hf_to_gguf.py changes tensors (for GGUF readers) ----
   bool gguf_qk_interleaved;    ///< q/k rows permuted to interleaved rotary pairs (LLAMA rope type "norm")
   bool gguf_norm_plus_one;     ///< norm weights stored as (1 + w) (Gemma)
@@ -88,10 +157,12 @@ const std::vector<ArchSpec>& architectures();
 /// The entry whose hf_architecture or alias equals `name` (architectures[0] or model_type); nullptr if none.
 const ArchSpec* find_architecture(const std::string& name);
 /// The entry for llama.cpp's general.architecture value (e.g. "qwen2"); nullptr if none. GGUF "llama" files
-/// of Mistral models map to the Llama entry.
+/// of Mistral models map to the Llama entry (the first entry of that name).
 const ArchSpec* find_gguf_architecture(const std::string& gguf_arch);
-/// The entry of a family (every Family value has one).
-const ArchSpec& architecture(Family f);
+/// The entry named `family` (ModelConfig::family); throws std::logic_error for a name no entry has.
+const ArchSpec& architecture(const std::string& family);
+/// The entry named `family`; nullptr if none (a ModelConfig made in code may name no entry).
+const ArchSpec* find_family(const std::string& family);
 /// "GPT2LMHeadModel, LlamaForCausalLM, ...": the list printed when an architecture is refused.
 std::string supported_architectures();
 /// The entry's tensor of role `r`; nullptr if the family has none.

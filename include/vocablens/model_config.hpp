@@ -13,9 +13,6 @@
 
 namespace vocablens {
 
-/// The families of vocablens/arch.hpp (one table entry each). Mistral checkpoints are Llama blocks with a
-/// sliding window; they keep their own value so that `inspect` and GGUF readers can name them.
-enum class Family { GPT2, Llama, GPTNeoX, Qwen2, Qwen3, Mistral, Gemma, Gemma2, Phi3, OPT };
 enum class NormKind { LayerNorm, RMSNorm };
 /// How positions enter the model. Learned/Sinusoidal are added to the embedding; Rotary rotates q and k
 /// (Hugging Face rotate_half convention inside the runner); ALiBi biases attention scores; None: nothing.
@@ -24,7 +21,9 @@ enum class Activation { GeluNew, Gelu, Relu, SiLU };
 
 struct ModelConfig {
   std::string architecture;   ///< "GPT2LMHeadModel", "LlamaForCausalLM", "llama2.c", ...
-  Family family = Family::GPT2;
+  /// The name of its entry in the architecture table (vocablens/arch.hpp: "gpt2", "llama", "qwen3", ...): the
+  /// family is identified, never switched on; `architecture(family)` gives its entry.
+  std::string family = "gpt2";
   int64_t n_layers = 0;
   int64_t d_model = 0;
   int64_t n_heads = 0;
@@ -92,7 +91,6 @@ ModelConfig read_hf_config(const std::string& path);
 /// Parses config.json text; `path` is only used in error messages.
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& path);
 
-const char* to_string(Family f);
 const char* to_string(NormKind n);
 const char* to_string(PositionKind p);
 const char* to_string(Activation a);

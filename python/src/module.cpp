@@ -103,7 +103,7 @@ std::shared_ptr<PyModel> load(const std::string& path, const std::string& tokeni
 py::dict config_dict(const vocablens::ModelConfig& c) {
   py::dict d;
   d["architecture"] = c.architecture;
-  d["family"] = vocablens::to_string(c.family);
+  d["family"] = c.family;
   d["n_layers"] = c.n_layers;
   d["d_model"] = c.d_model;
   d["n_heads"] = c.n_heads;

@@ -50,7 +50,7 @@ int run_inspect(const InspectOptions& o) {
   for (auto& [k, v] : counts) counts_text += (counts_text.empty() ? "" : ", ") + fmt::format("{} x {}", v, k);
   if (o.json) {
     nlohmann::json j = {{"source", m.source()},          {"architecture", c.architecture},
-                        {"family", to_string(c.family)}, {"n_layers", c.n_layers},
+                        {"family", c.family}, {"n_layers", c.n_layers},
                         {"d_model", c.d_model},          {"n_heads", c.n_heads},
                         {"n_kv_heads", c.n_kv_heads},    {"d_head", c.d_head},
                         {"d_mlp", c.d_mlp},              {"vocab_size", c.vocab_size},
@@ -66,7 +66,7 @@ int run_inspect(const InspectOptions& o) {
     return 0;
   }
   fmt::print("model        {}\n", m.source());
-  fmt::print("architecture {} (family {})\n", c.architecture, to_string(c.family));
+  fmt::print("architecture {} (family {})\n", c.architecture, c.family);
   fmt::print("layers       {}\n", c.n_layers);
   fmt::print("d_model      {}\n", c.d_model);
   fmt::print("heads        {} x d_head {}{}\n", c.n_heads, c.d_head,

@@ -37,9 +37,134 @@ std::vector<TensorSpec> llama_like(BiasKind qkv_bias, BiasKind o_bias, bool lm_h
   return t;
 }
 
+ArchSpec entry(const char* name, const char* hf, std::vector<std::string> aliases, const char* gguf, const char* prefix,
+               std::vector<TensorSpec> tensors, FamilyRecipe recipe, bool gguf_qk_interleaved, bool gguf_norm_plus_one,
+               const char* summary) {
+  return {name, hf, std::move(aliases), gguf, prefix, std::move(tensors), std::move(recipe), gguf_qk_interleaved,
+          gguf_norm_plus_one, summary};
+}
+
+// The recipes. FamilyRecipe's defaults are the Llama block as LlamaConfig spells it (RMSNorm rms_norm_eps 1e-6,
+// rotary rope_theta, gated hidden_act silu, attention_bias / mlp_bias, untied); each family states how it departs.
+FamilyRecipe llama_recipe() { return {}; }
+
+FamilyRecipe gpt2_recipe() {
+  FamilyRecipe r;
+  r.n_layers_keys = {"n_layer", "num_hidden_layers"};
+  r.d_model_keys = {"n_embd", "hidden_size"};
+  r.n_heads_keys = {"n_head", "num_attention_heads"};
+  r.n_ctx_keys = {"n_positions", "n_ctx", "max_position_embeddings"};
+  r.d_mlp_keys = {"n_inner"};
+  r.n_kv_heads_keys = {};
+  r.d_mlp_per_d_model = 4;
+  r.head_dim_key = nullptr;
+  r.norm = NormKind::LayerNorm;
+  r.norm_eps_key = "layer_norm_epsilon";
+  r.norm_eps_default = 1e-5;
+  r.positions = PositionKind::Learned;
+  r.activation_key = "activation_function";
+  r.activation_default = "gelu_new";
+  r.gated_mlp = false;
+  r.attn_bias = r.attn_out_bias = r.mlp_bias = {nullptr, true};
+  r.tied = {"tie_word_embeddings", true};
+  r.refusals = {{"scale_attn_by_inverse_layer_idx", true, "not supported"}, {"scale_attn_weights", false, "not supported"}};
+  return r;
+}
+
+FamilyRecipe mistral_recipe() {
+  FamilyRecipe r;
+  r.sliding_window_key = "sliding_window";
+  r.sliding_window_default = 4096;  // MistralConfig's default when the key is absent
+  return r;
+}
+
+FamilyRecipe qwen_recipe(bool qk_norm) {
+  FamilyRecipe r;
+  if (!qk_norm) {  // Qwen2: q/k/v always biased, the output projection never
+    r.attn_bias = {nullptr, true};
+    r.attn_out_bias = {nullptr, false};
+  }
+  r.qk_norm = qk_norm;
+  r.refusals = {{"use_sliding_window", true,
+                 "Qwen sliding-window layers are not supported (released Qwen2.5/Qwen3 models set false)"}};
+  return r;
+}
+
+FamilyRecipe gemma_recipe(bool gemma2) {
+  FamilyRecipe r;
+  r.head_dim_default = 256;  // GemmaConfig's default whatever the hidden size
+  r.norm_weight_offset = 1.0;
+  r.embed_scale_sqrt_d_model = true;
+  r.activation_key = "hidden_activation";  // Gemma's MLP reads this one, whatever hidden_act says
+  r.activation_default = "gelu_pytorch_tanh";
+  r.tied = {"tie_word_embeddings", true};
+  if (gemma2) {
+    r.post_norms = true;
+    r.attn_scale_key = "query_pre_attn_scalar";
+    r.attn_scale_default = 256;
+    r.attn_softcap_key = "attn_logit_softcapping";
+    r.attn_softcap_default = 50;
+    r.final_softcap_key = "final_logit_softcapping";
+    r.final_softcap_default = 30;
+    r.sliding_window_key = "sliding_window";
+    r.sliding_window_default = 4096;
+    r.sliding_pattern = 2;
+    r.gguf_attn_softcap_key = "attn_logit_softcapping";
+    r.gguf_final_softcap_key = "final_logit_softcapping";
+    r.gguf_sliding_window_key = "attention.sliding_window";
+  }
+  return r;
+}
+
+FamilyRecipe phi3_recipe() {
+  FamilyRecipe r;
+  r.sliding_window_key = "sliding_window";
+  r.gguf_sliding_window_key = "attention.sliding_window";
+  return r;
+}
+
+FamilyRecipe gpt_neox_recipe() {
+  FamilyRecipe r;
+  r.n_kv_heads_keys = {};
+  r.norm = NormKind::LayerNorm;
+  r.norm_eps_key = "layer_norm_eps";
+  r.norm_eps_default = 1e-5;
+  r.rope_theta_keys = {"rope_theta", "rotary_emb_base"};
+  r.rotary_fraction_keys = {"partial_rotary_factor", "rotary_pct"};
+  r.rotary_fraction_default = 0.25;
+  r.activation_default = "gelu";  // Pythia's erf GELU (llama.cpp runs the tanh form: docs/runner.md)
+  r.gated_mlp = false;
+  r.attn_bias = r.attn_out_bias = {"attention_bias", true};
+  r.mlp_bias = {nullptr, true};
+  r.parallel_residual = {"use_parallel_residual", true};
+  r.gguf_parallel_residual_key = "use_parallel_residual";
+  return r;
+}
+
+FamilyRecipe opt_recipe() {
+  FamilyRecipe r;
+  r.d_mlp_keys = {"ffn_dim"};
+  r.n_kv_heads_keys = {};
+  r.norm = NormKind::LayerNorm;
+  r.norm_eps_key = nullptr;  // OPT's config has no epsilon: nn.LayerNorm's default
+  r.norm_eps_default = 1e-5;
+  r.norm_before = {"do_layer_norm_before", true};
+  r.remove_final_norm_key = "_remove_final_layer_norm";
+  r.positions = PositionKind::Learned;
+  r.position_offset = 2;
+  r.activation_key = "activation_function";
+  r.activation_default = "relu";
+  r.gated_mlp = false;
+  r.attn_bias = r.attn_out_bias = r.mlp_bias = {"enable_bias", true};
+  r.tied = {"tie_word_embeddings", true};
+  r.d_embed_key = "word_embed_proj_dim";
+  r.refusals = {{"layer_norm_elementwise_affine", false, "norms without scale and bias are not supported"}};
+  return r;
+}
+
 std::vector<ArchSpec> build_table() {
   std::vector<ArchSpec> a;
-  a.push_back({Family::GPT2, "GPT2LMHeadModel", {"GPT2Model", "gpt2"}, "gpt2", "transformer.",
+  a.push_back(entry("gpt2", "GPT2LMHeadModel", {"GPT2Model", "gpt2"}, "gpt2", "transformer.",
                {
                    model_t(R::TokenEmbd, "transformer.wte", "token_embd", Lay::Embedding, kNo, true),
                    model_t(R::PosEmbd, "transformer.wpe", "position_embd", Lay::Embedding, kNo, false),
@@ -52,24 +177,24 @@ std::vector<ArchSpec> build_table() {
                    layer_t(R::FfnUp, "transformer.h.{L}.mlp.c_fc", "blk.{L}.ffn_up", Lay::Conv1D, kReq),
                    layer_t(R::FfnDown, "transformer.h.{L}.mlp.c_proj", "blk.{L}.ffn_down", Lay::Conv1D, kReq),
                },
-               false, false, "GPT-2: pre-LayerNorm, learned positions, gelu_new MLP, fused Conv1D c_attn"});
-  a.push_back({Family::Llama, "LlamaForCausalLM", {"LlamaModel", "llama"}, "llama", "model.",
-               llama_like(kOpt, kOpt, true), true, false,
-               "Llama: RMSNorm, rotary positions (rope_theta, rope_scaling linear/llama3), SwiGLU, grouped-query attention"});
-  a.push_back({Family::Mistral, "MistralForCausalLM", {"MistralModel", "mistral"}, "llama", "model.",
-               llama_like(kNo, kNo, true), true, false, "Mistral: a Llama block with sliding-window attention"});
-  a.push_back({Family::Qwen2, "Qwen2ForCausalLM", {"Qwen2Model", "qwen2"}, "qwen2", "model.",
-               llama_like(kReq, kNo, true), false, false, "Qwen2: a Llama block with q/k/v biases"});
+               gpt2_recipe(), false, false, "GPT-2: pre-LayerNorm, learned positions, gelu_new MLP, fused Conv1D c_attn"));
+  a.push_back(entry("llama", "LlamaForCausalLM", {"LlamaModel", "llama"}, "llama", "model.", llama_like(kOpt, kOpt, true),
+               llama_recipe(), true, false,
+               "Llama: RMSNorm, rotary positions (rope_theta, rope_scaling linear/llama3), SwiGLU, grouped-query attention"));
+  a.push_back(entry("mistral", "MistralForCausalLM", {"MistralModel", "mistral"}, "llama", "model.", llama_like(kNo, kNo, true),
+               mistral_recipe(), true, false, "Mistral: a Llama block with sliding-window attention"));
+  a.push_back(entry("qwen2", "Qwen2ForCausalLM", {"Qwen2Model", "qwen2"}, "qwen2", "model.", llama_like(kReq, kNo, true),
+               qwen_recipe(false), false, false, "Qwen2: a Llama block with q/k/v biases"));
   {
     auto t = llama_like(kOpt, kOpt, true);
     t.push_back(layer_t(R::AttnQNorm, "model.layers.{L}.self_attn.q_norm", "blk.{L}.attn_q_norm", Lay::Vector, kNo));
     t.push_back(layer_t(R::AttnKNorm, "model.layers.{L}.self_attn.k_norm", "blk.{L}.attn_k_norm", Lay::Vector, kNo));
-    a.push_back({Family::Qwen3, "Qwen3ForCausalLM", {"Qwen3Model", "qwen3"}, "qwen3", "model.", std::move(t), false, false,
-                 "Qwen3: a Llama block with per-head RMSNorm on q and k"});
+    a.push_back(entry("qwen3", "Qwen3ForCausalLM", {"Qwen3Model", "qwen3"}, "qwen3", "model.", std::move(t), qwen_recipe(true),
+                      false, false, "Qwen3: a Llama block with per-head RMSNorm on q and k"));
   }
-  a.push_back({Family::Gemma, "GemmaForCausalLM", {"GemmaModel", "gemma"}, "gemma", "model.",
-               llama_like(kOpt, kOpt, true), false, true,
-               "Gemma: RMSNorm (1 + w), embeddings x sqrt(d_model), GeGLU (tanh GELU), independent head_dim"});
+  a.push_back(entry("gemma", "GemmaForCausalLM", {"GemmaModel", "gemma"}, "gemma", "model.", llama_like(kOpt, kOpt, true),
+               gemma_recipe(false), false, true,
+               "Gemma: RMSNorm (1 + w), embeddings x sqrt(d_model), GeGLU (tanh GELU), independent head_dim"));
   {
     std::vector<TensorSpec> t = {
         model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
@@ -87,11 +212,11 @@ std::vector<ArchSpec> build_table() {
         layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kNo),
         layer_t(R::FfnPostNorm, "model.layers.{L}.post_feedforward_layernorm", "blk.{L}.post_ffw_norm", Lay::Vector, kNo),
     };
-    a.push_back({Family::Gemma2, "Gemma2ForCausalLM", {"Gemma2Model", "gemma2"}, "gemma2", "model.", std::move(t), false,
-                 true,
-                 "Gemma-2: Gemma plus norms after attention and MLP, logit soft-capping, alternating sliding windows"});
+    a.push_back(entry("gemma2", "Gemma2ForCausalLM", {"Gemma2Model", "gemma2"}, "gemma2", "model.", std::move(t),
+                      gemma_recipe(true), false, true,
+                      "Gemma-2: Gemma plus norms after attention and MLP, logit soft-capping, alternating sliding windows"));
   }
-  a.push_back({Family::Phi3, "Phi3ForCausalLM", {"Phi3Model", "phi3"}, "phi3", "model.",
+  a.push_back(entry("phi3", "Phi3ForCausalLM", {"Phi3Model", "phi3"}, "phi3", "model.",
                {
                    model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
                    model_t(R::OutputNorm, "model.norm", "output_norm", Lay::Vector, kNo, true),
@@ -103,8 +228,8 @@ std::vector<ArchSpec> build_table() {
                    layer_t(R::FfnGateUp, "model.layers.{L}.mlp.gate_up_proj", "blk.{L}.ffn_up", Lay::FusedGateUp, kNo),
                    layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kNo),
                },
-               false, false, "Phi-3: a Llama block with fused qkv_proj and gate_up_proj"});
-  a.push_back({Family::GPTNeoX, "GPTNeoXForCausalLM", {"GPTNeoXModel", "gpt_neox"}, "gptneox", "gpt_neox.",
+               phi3_recipe(), false, false, "Phi-3: a Llama block with fused qkv_proj and gate_up_proj"));
+  a.push_back(entry("gpt_neox", "GPTNeoXForCausalLM", {"GPTNeoXModel", "gpt_neox"}, "gptneox", "gpt_neox.",
                {
                    model_t(R::TokenEmbd, "gpt_neox.embed_in", "token_embd", Lay::Embedding, kNo, true),
                    model_t(R::OutputNorm, "gpt_neox.final_layer_norm", "output_norm", Lay::Vector, kReq, true),
@@ -117,9 +242,9 @@ std::vector<ArchSpec> build_table() {
                    layer_t(R::FfnUp, "gpt_neox.layers.{L}.mlp.dense_h_to_4h", "blk.{L}.ffn_up", Lay::Linear, kReq),
                    layer_t(R::FfnDown, "gpt_neox.layers.{L}.mlp.dense_4h_to_h", "blk.{L}.ffn_down", Lay::Linear, kReq),
                },
-               false, false,
-               "GPT-NeoX (Pythia): parallel residual, partial rotary (rotary_pct), LayerNorm, fused per-head query_key_value"});
-  a.push_back({Family::OPT, "OPTForCausalLM", {"OPTModel", "opt"}, nullptr, "model.",
+               gpt_neox_recipe(), false, false,
+               "GPT-NeoX (Pythia): parallel residual, partial rotary (rotary_pct), LayerNorm, fused per-head query_key_value"));
+  a.push_back(entry("opt", "OPTForCausalLM", {"OPTModel", "opt"}, nullptr, "model.",
                {
                    model_t(R::TokenEmbd, "model.decoder.embed_tokens", nullptr, Lay::Embedding, kNo, true),
                    model_t(R::PosEmbd, "model.decoder.embed_positions", nullptr, Lay::Embedding, kNo, true),
@@ -136,7 +261,7 @@ std::vector<ArchSpec> build_table() {
                    layer_t(R::FfnUp, "model.decoder.layers.{L}.fc1", nullptr, Lay::Linear, kOpt),
                    layer_t(R::FfnDown, "model.decoder.layers.{L}.fc2", nullptr, Lay::Linear, kOpt),
                },
-               false, false, "OPT: learned positions offset by 2, ReLU MLP, do_layer_norm_before, project_in/out"});
+               opt_recipe(), false, false, "OPT: learned positions offset by 2, ReLU MLP, do_layer_norm_before, project_in/out"));
   return a;
 }
 
@@ -162,10 +287,15 @@ const ArchSpec* find_gguf_architecture(const std::string& gguf_arch) {
   return nullptr;
 }
 
-const ArchSpec& architecture(Family f) {
+const ArchSpec* find_family(const std::string& family) {
   for (const auto& a : architectures())
-    if (a.family == f) return a;
-  return architectures().front();  // unreachable: every Family has an entry (tests/arch_core_test.cpp)
+    if (family == a.name) return &a;
+  return nullptr;
+}
+
+const ArchSpec& architecture(const std::string& family) {
+  if (const ArchSpec* a = find_family(family)) return *a;
+  throw std::logic_error("no architecture table entry is named '" + family + "' (ModelConfig::family)");
 }
 
 std::string supported_architectures() {

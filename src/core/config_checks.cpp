@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "vocablens/arch.hpp"
 #include "vocablens/error.hpp"
 
 namespace vocablens::detail {
@@ -17,7 +18,9 @@ std::string num(double v) {
 }  // namespace
 
 void check_config_values(const ModelConfig& c, const std::string& path) {
-  const char* eps_name = c.family == Family::GPTNeoX ? "layer_norm_eps"
+  // The key the family's config.json spells it with (vocablens/arch.hpp); a config made in code may name none.
+  const ArchSpec* a = find_family(c.family);
+  const char* eps_name = a && a->recipe.norm_eps_key && a->recipe.norm == c.norm ? a->recipe.norm_eps_key
                          : c.norm == NormKind::LayerNorm ? "layer_norm_epsilon" : "rms_norm_eps";
   if (!std::isfinite(c.norm_eps) || c.norm_eps < 0)
     throw FormatError(path, std::string(eps_name) + " is " + num(c.norm_eps) +

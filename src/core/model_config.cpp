@@ -72,141 +72,109 @@ std::string fmt_num(double v) {
   return buf;
 }
 
-void read_gpt2(const json& j, ModelConfig& c, const std::string& path) {
-  c.n_layers = get_int(j, {"n_layer", "num_hidden_layers"}, path, 0, true);
-  c.d_model = get_int(j, {"n_embd", "hidden_size"}, path, 0, true);
-  c.n_heads = get_int(j, {"n_head", "num_attention_heads"}, path, 0, true);
-  c.n_kv_heads = c.n_heads;
-  c.vocab_size = get_int(j, {"vocab_size"}, path, 0, true);
-  c.n_ctx = get_int(j, {"n_positions", "n_ctx", "max_position_embeddings"}, path, 0, true);
-  // Found by fuzzing: 4 * n_embd overflowed int64 (UB) for a huge n_embd before the range checks
-  // below ran; an out-of-range n_embd now gets fallback 0 here and is refused below as "hidden size".
-  const bool d_model_ok = c.d_model > 0 && c.d_model <= (int64_t(1) << 31);
-  c.d_mlp = get_int(j, {"n_inner"}, path, d_model_ok ? 4 * c.d_model : 0, false);
-  c.norm = NormKind::LayerNorm;
-  c.norm_eps = get_num(j, "layer_norm_epsilon", 1e-5, path);
-  c.positions = PositionKind::Learned;
-  c.activation = parse_activation(j.value("activation_function", std::string("gelu_new")), path);
-  c.gated_mlp = false;
-  c.attn_bias = c.attn_out_bias = c.mlp_bias = true;
-  c.tied_embeddings = j.value("tie_word_embeddings", true);
-  // Variants of GPT-2 attention the runner does not implement: refuse rather than compute wrong numbers.
-  if (j.value("scale_attn_by_inverse_layer_idx", false))
-    throw FormatError(path, "scale_attn_by_inverse_layer_idx = true is not supported");
-  if (!j.value("scale_attn_weights", true)) throw FormatError(path, "scale_attn_weights = false is not supported");
+// The first of `keys` present and not null, or nullptr.
+const char* first_key(const json& j, const std::vector<const char*>& keys) {
+  for (const char* k : keys)
+    if (j.contains(k) && !j[k].is_null()) return k;
+  return nullptr;
 }
 
-// Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma-2, Phi-3: the Llama block's keys, then each family's departures.
-void read_llama_like(const json& j, ModelConfig& c, const std::string& path) {
-  const Family f = c.family;
-  const bool gemma = f == Family::Gemma || f == Family::Gemma2;
-  c.n_layers = get_int(j, {"num_hidden_layers"}, path, 0, true);
-  c.d_model = get_int(j, {"hidden_size"}, path, 0, true);
-  c.n_heads = get_int(j, {"num_attention_heads"}, path, 0, true);
-  c.n_kv_heads = get_int(j, {"num_key_value_heads"}, path, c.n_heads, false);
+int64_t get_int(const json& j, const std::vector<const char*>& keys, const std::string& path, int64_t fallback, bool required) {
+  const char* k = first_key(j, keys);
+  if (!k) {
+    if (required) throw FormatError(path, std::string("config.json has no '") + (keys.empty() ? "?" : keys.front()) + "'");
+    return fallback;
+  }
+  return get_int(j, {k}, path, fallback, required);
+}
+
+bool read_switch(const json& j, const ConfigSwitch& s, const std::string& path) {
+  return s.key ? get_bool(j, s.key, s.fallback, path) : s.fallback;
+}
+
+// A number whose key may be given as null to switch the feature off (soft-caps).
+double get_num_or_off(const json& j, const char* key, double fallback, const std::string& path) {
+  if (j.contains(key) && j[key].is_null()) return 0.0;
+  return get_num(j, key, fallback, path);
+}
+
+// Every family through its recipe (vocablens/arch.hpp): sizes, norms, MLP, biases, attention variants.
+void read_family(const json& j, ModelConfig& c, const FamilyRecipe& r, const std::string& path) {
+  c.n_layers = get_int(j, r.n_layers_keys, path, 0, true);
+  c.d_model = get_int(j, r.d_model_keys, path, 0, true);
+  c.n_heads = get_int(j, r.n_heads_keys, path, 0, true);
+  c.n_kv_heads = r.n_kv_heads_keys.empty() ? c.n_heads : get_int(j, r.n_kv_heads_keys, path, c.n_heads, false);
   c.vocab_size = get_int(j, {"vocab_size"}, path, 0, true);
-  c.n_ctx = get_int(j, {"max_position_embeddings"}, path, 0, true);
-  c.d_mlp = get_int(j, {"intermediate_size"}, path, 0, true);
-  c.norm = NormKind::RMSNorm;
-  c.norm_eps = get_num(j, "rms_norm_eps", 1e-6, path);
-  c.positions = PositionKind::Rotary;
-  c.rope_theta = get_num(j, "rope_theta", 10000.0, path);
-  // Gemma's MLP reads hidden_activation (gelu_pytorch_tanh when absent, whatever hidden_act says).
-  std::string act = gemma ? j.value("hidden_activation", std::string("gelu_pytorch_tanh")) : j.value("hidden_act", std::string("silu"));
-  if (gemma && j.contains("hidden_activation") && j["hidden_activation"].is_null()) act = "gelu_pytorch_tanh";
+  c.n_ctx = get_int(j, r.n_ctx_keys, path, 0, true);
+  // Fuzzing fix: d_mlp_per_d_model * d_model overflowed int64 (UB) for a huge d_model before the range checks
+  // ran; an out-of-range d_model gets fallback 0 here and is refused later as "hidden size".
+  const bool d_model_ok = c.d_model > 0 && c.d_model <= (int64_t(1) << 31);
+  c.d_mlp = get_int(j, r.d_mlp_keys, path, d_model_ok ? r.d_mlp_per_d_model * c.d_model : 0, r.d_mlp_per_d_model == 0);
+  c.norm = r.norm;
+  c.norm_eps = r.norm_eps_key ? get_num(j, r.norm_eps_key, r.norm_eps_default, path) : r.norm_eps_default;
+  c.norm_weight_offset = r.norm_weight_offset;
+  c.norm_before = read_switch(j, r.norm_before, path);
+  c.final_norm = c.norm_before && !(r.remove_final_norm_key && get_bool(j, r.remove_final_norm_key, false, path));
+  c.qk_norm = r.qk_norm;
+  c.post_attn_norm = c.post_mlp_norm = r.post_norms;
+  c.positions = r.positions;
+  c.position_offset = r.position_offset;
+  std::string act = r.activation_default;
+  if (j.contains(r.activation_key) && !j[r.activation_key].is_null()) act = j[r.activation_key].get<std::string>();
   c.activation = parse_activation(act, path);
-  c.gated_mlp = true;
-  const bool attention_bias = get_bool(j, "attention_bias", false, path);
-  c.attn_bias = f == Family::Qwen2 ? true : attention_bias;
-  c.attn_out_bias = f == Family::Qwen2 ? false : attention_bias;
-  c.mlp_bias = get_bool(j, "mlp_bias", false, path);
-  c.tied_embeddings = get_bool(j, "tie_word_embeddings", gemma, path);
-  if (f == Family::Qwen3) c.qk_norm = true;
-  if (gemma) {
-    c.norm_weight_offset = 1.0;
-    c.embed_scale = std::sqrt(static_cast<double>(c.d_model));
+  c.gated_mlp = r.gated_mlp;
+  c.attn_bias = read_switch(j, r.attn_bias, path);
+  c.attn_out_bias = read_switch(j, r.attn_out_bias, path);
+  c.mlp_bias = read_switch(j, r.mlp_bias, path);
+  c.tied_embeddings = read_switch(j, r.tied, path);
+  c.parallel_residual = read_switch(j, r.parallel_residual, path);
+  if (r.embed_scale_sqrt_d_model) c.embed_scale = std::sqrt(static_cast<double>(c.d_model));
+  if (r.d_embed_key) {
+    c.d_embed = get_int(j, {r.d_embed_key}, path, c.d_model, false);
+    if (c.d_embed <= 0 || c.d_embed > (int64_t(1) << 31)) bad_field(path, r.d_embed_key, std::to_string(c.d_embed), "must be positive");
   }
-  if (f == Family::Mistral || f == Family::Phi3 || f == Family::Gemma2) {
-    // MistralConfig and Gemma2Config default to 4096 when the key is absent; null means "no window".
-    const int64_t fallback = f == Family::Phi3 ? 0 : 4096;
-    if (j.contains("sliding_window") && j["sliding_window"].is_null()) c.sliding_window = 0;
-    else c.sliding_window = get_int(j, {"sliding_window"}, path, fallback, false);
-    if (j.contains("sliding_window") && !j["sliding_window"].is_null() && c.sliding_window <= 0)
-      bad_field(path, "sliding_window", std::to_string(c.sliding_window), "a window must be at least 1 position (or null for none)");
+  for (const auto& no : r.refusals)
+    if (get_bool(j, no.key, !no.value, path) == no.value) bad_field(path, no.key, no.value ? "true" : "false", no.why);
+  if (r.sliding_window_key) {
+    const char* k = r.sliding_window_key;
+    if (j.contains(k) && j[k].is_null()) c.sliding_window = 0;  // null means "no window"
+    else c.sliding_window = get_int(j, {k}, path, r.sliding_window_default, false);
+    if (j.contains(k) && !j[k].is_null() && c.sliding_window <= 0)
+      bad_field(path, k, std::to_string(c.sliding_window), "a window must be at least 1 position (or null for none)");
+    c.sliding_pattern = r.sliding_pattern;
   }
-  if ((f == Family::Qwen2 || f == Family::Qwen3) && get_bool(j, "use_sliding_window", false, path))
-    bad_field(path, "use_sliding_window", "true", "Qwen sliding-window layers are not supported (released Qwen2.5/Qwen3 models set false)");
-  if (f == Family::Gemma2) {
-    c.post_attn_norm = c.post_mlp_norm = true;
-    c.sliding_pattern = 2;
-    const double qpas = get_num(j, "query_pre_attn_scalar", 256.0, path);
-    if (!(qpas > 0)) bad_field(path, "query_pre_attn_scalar", fmt_num(qpas), "must be positive");
-    c.attn_scale = 1.0 / std::sqrt(qpas);
-    c.attn_softcap = j.contains("attn_logit_softcapping") && j["attn_logit_softcapping"].is_null() ? 0.0 : get_num(j, "attn_logit_softcapping", 50.0, path);
-    c.final_softcap = j.contains("final_logit_softcapping") && j["final_logit_softcapping"].is_null() ? 0.0 : get_num(j, "final_logit_softcapping", 30.0, path);
-    if (c.attn_softcap < 0) bad_field(path, "attn_logit_softcapping", fmt_num(c.attn_softcap), "must be positive");
-    if (c.final_softcap < 0) bad_field(path, "final_logit_softcapping", fmt_num(c.final_softcap), "must be positive");
-    if (j.contains("layer_types") && j["layer_types"].is_array()) {
-      const auto& lt = j["layer_types"];
-      for (size_t i = 0; i < lt.size(); ++i) {
-        const std::string want = i % 2 == 0 ? "sliding_attention" : "full_attention";
-        if (!lt[i].is_string() || lt[i].get<std::string>() != want)
-          bad_field(path, "layer_types[" + std::to_string(i) + "]", lt[i].dump(), "expected \"" + want + "\" (Gemma-2 alternates)");
-      }
+  if (r.sliding_pattern > 1 && j.contains("layer_types") && j["layer_types"].is_array()) {
+    const auto& lt = j["layer_types"];
+    const auto p = static_cast<size_t>(r.sliding_pattern);
+    for (size_t i = 0; i < lt.size(); ++i) {
+      const std::string want = i % p < p - 1 ? "sliding_attention" : "full_attention";
+      if (!lt[i].is_string() || lt[i].get<std::string>() != want)
+        bad_field(path, "layer_types[" + std::to_string(i) + "]", lt[i].dump(),
+                  "expected \"" + want + "\" (this family's pattern: sliding except every " + std::to_string(p) + "th layer)");
     }
   }
+  if (r.attn_scale_key) {
+    const double s = get_num(j, r.attn_scale_key, r.attn_scale_default, path);
+    if (!(s > 0)) bad_field(path, r.attn_scale_key, fmt_num(s), "must be positive");
+    c.attn_scale = 1.0 / std::sqrt(s);
+  }
+  if (r.attn_softcap_key) {
+    c.attn_softcap = get_num_or_off(j, r.attn_softcap_key, r.attn_softcap_default, path);
+    if (c.attn_softcap < 0) bad_field(path, r.attn_softcap_key, fmt_num(c.attn_softcap), "must be positive");
+  }
+  if (r.final_softcap_key) {
+    c.final_softcap = get_num_or_off(j, r.final_softcap_key, r.final_softcap_default, path);
+    if (c.final_softcap < 0) bad_field(path, r.final_softcap_key, fmt_num(c.final_softcap), "must be positive");
+  }
 }
 
-void read_gpt_neox(const json& j, ModelConfig& c, const std::string& path) {
-  c.n_layers = get_int(j, {"num_hidden_layers"}, path, 0, true);
-  c.d_model = get_int(j, {"hidden_size"}, path, 0, true);
-  c.n_heads = get_int(j, {"num_attention_heads"}, path, 0, true);
-  c.n_kv_heads = c.n_heads;
-  c.vocab_size = get_int(j, {"vocab_size"}, path, 0, true);
-  c.n_ctx = get_int(j, {"max_position_embeddings"}, path, 0, true);
-  c.d_mlp = get_int(j, {"intermediate_size"}, path, 0, true);
-  c.norm = NormKind::LayerNorm;
-  c.norm_eps = get_num(j, "layer_norm_eps", 1e-5, path);
-  c.positions = PositionKind::Rotary;
-  c.rope_theta = j.contains("rope_theta") ? get_num(j, "rope_theta", 10000.0, path) : get_num(j, "rotary_emb_base", 10000.0, path);
-  c.activation = parse_activation(j.value("hidden_act", std::string("gelu")), path);
-  c.gated_mlp = false;
-  c.attn_bias = c.attn_out_bias = get_bool(j, "attention_bias", true, path);
-  c.mlp_bias = true;
-  c.parallel_residual = get_bool(j, "use_parallel_residual", true, path);
-  c.tied_embeddings = get_bool(j, "tie_word_embeddings", false, path);
-}
-
-void read_opt(const json& j, ModelConfig& c, const std::string& path) {
-  c.n_layers = get_int(j, {"num_hidden_layers"}, path, 0, true);
-  c.d_model = get_int(j, {"hidden_size"}, path, 0, true);
-  c.n_heads = get_int(j, {"num_attention_heads"}, path, 0, true);
-  c.n_kv_heads = c.n_heads;
-  c.vocab_size = get_int(j, {"vocab_size"}, path, 0, true);
-  c.n_ctx = get_int(j, {"max_position_embeddings"}, path, 0, true);
-  c.d_mlp = get_int(j, {"ffn_dim"}, path, 0, true);
-  c.norm = NormKind::LayerNorm;
-  c.norm_eps = 1e-5;  // nn.LayerNorm's default; OPT's config has no epsilon
-  c.positions = PositionKind::Learned;
-  c.position_offset = 2;
-  c.activation = parse_activation(j.value("activation_function", std::string("relu")), path);
-  c.gated_mlp = false;
-  c.attn_bias = c.attn_out_bias = c.mlp_bias = get_bool(j, "enable_bias", true, path);
-  c.norm_before = get_bool(j, "do_layer_norm_before", true, path);
-  c.final_norm = c.norm_before && !get_bool(j, "_remove_final_layer_norm", false, path);
-  if (!get_bool(j, "layer_norm_elementwise_affine", true, path))
-    bad_field(path, "layer_norm_elementwise_affine", "false", "norms without scale and bias are not supported");
-  c.d_embed = get_int(j, {"word_embed_proj_dim"}, path, c.d_model, false);
-  if (c.d_embed <= 0 || c.d_embed > (int64_t(1) << 31))
-    bad_field(path, "word_embed_proj_dim", std::to_string(c.d_embed), "must be positive");
-  c.tied_embeddings = get_bool(j, "tie_word_embeddings", true, path);
-}
-
-// Rotary details shared by every rotary family: the rotated fraction and rope_scaling (or rope_parameters).
-void finish_rotary(const json& j, ModelConfig& c, const std::string& path) {
+// Rotary details of every rotary family: theta, the rotated fraction and rope_scaling (or rope_parameters).
+void finish_rotary(const json& j, ModelConfig& c, const FamilyRecipe& r, const std::string& path) {
   if (c.positions != PositionKind::Rotary) return;
-  const char* frac_key = c.family == Family::GPTNeoX && !j.contains("partial_rotary_factor") ? "rotary_pct" : "partial_rotary_factor";
-  const double frac = get_num(j, frac_key, c.family == Family::GPTNeoX ? 0.25 : 1.0, path);
+  if (const char* k = first_key(j, r.rope_theta_keys)) c.rope_theta = get_num(j, k, 10000.0, path);
+  const char* present = first_key(j, r.rotary_fraction_keys);
+  const char* frac_key = present ? present : r.rotary_fraction_keys.back();
+  const double frac = get_num(j, frac_key, r.rotary_fraction_default, path);
   const double dims = frac * static_cast<double>(c.d_head);
   c.rotary_dim = static_cast<int64_t>(dims);  // Hugging Face and llama.cpp both truncate: int(head_dim * pct)
   if (!(frac > 0 && frac <= 1) || c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
@@ -263,13 +231,9 @@ ModelConfig parse_hf_config_impl(const std::string& text, const std::string& pat
   if (!spec)
     throw FormatError(path, "unknown architecture '" + (c.architecture.empty() ? std::string("<none>") : c.architecture) +
                                 "' (supported: " + supported_architectures() + ")");
-  c.family = spec->family;
-  switch (c.family) {
-    case Family::GPT2: read_gpt2(j, c, path); break;
-    case Family::GPTNeoX: read_gpt_neox(j, c, path); break;
-    case Family::OPT: read_opt(j, c, path); break;
-    default: read_llama_like(j, c, path); break;
-  }
+  c.family = spec->name;
+  const FamilyRecipe& recipe = spec->recipe;
+  read_family(j, c, recipe, path);
   c.bos_token_id = get_int(j, {"bos_token_id"}, path, -1, false);
   c.eos_token_id = get_int(j, {"eos_token_id"}, path, -1, false);
   // vocablens extensions written by `vocablens train` (positions other than the family default).
@@ -287,19 +251,19 @@ ModelConfig parse_hf_config_impl(const std::string& text, const std::string& pat
     if (v <= 0 || v > (int64_t(1) << 31))
       throw FormatError(path, std::string(name) + " is " + std::to_string(v) +
                                   (v <= 0 ? "; it must be positive" : "; the largest supported is 2^31 = 2147483648"));
-  const bool has_head_dim = j.contains("head_dim") && !j["head_dim"].is_null() && c.family != Family::GPT2;
+  const bool has_head_dim = recipe.head_dim_key && j.contains(recipe.head_dim_key) && !j[recipe.head_dim_key].is_null();
   if (!has_head_dim && c.d_model % c.n_heads != 0)
     throw FormatError(path, "hidden size " + std::to_string(c.d_model) + " is not divisible by " +
                                 std::to_string(c.n_heads) + " heads");
-  c.d_head = has_head_dim ? detail::get_int(j, {"head_dim"}, path, 0, true)
-                          : (c.family == Family::Gemma || c.family == Family::Gemma2) ? 256 : c.d_model / c.n_heads;
+  c.d_head = has_head_dim ? detail::get_int(j, {recipe.head_dim_key}, path, 0, true)
+                          : recipe.head_dim_default > 0 ? recipe.head_dim_default : c.d_model / c.n_heads;
   // Gemma's config class defaults head_dim to 256 whatever the hidden size; an explicit value wins.
   // Found by fuzzing: head_dim was taken unchecked (0 or negative passed through to the runner).
   if (c.d_head <= 0 || c.d_head > (int64_t(1) << 31))
     throw FormatError(path, "head_dim must be positive, got " + std::to_string(c.d_head));
   if (c.n_heads % c.n_kv_heads != 0) throw FormatError(path, "num_attention_heads is not a multiple of num_key_value_heads");
   if (c.positions == PositionKind::Rotary && c.d_head % 2 != 0) throw FormatError(path, "rotary positions need an even head size");
-  finish_rotary(j, c, path);
+  finish_rotary(j, c, recipe, path);
   std::string td = j.value("torch_dtype", std::string("float32"));
   c.weight_dtype = td == "float16" ? "F16" : td == "bfloat16" ? "BF16" : "F32";
   detail::check_config_values(c, path);  // Values that would make the forward NaN
@@ -326,21 +290,6 @@ ModelConfig read_hf_config(const std::string& path) {
   return parse_hf_config(detail::read_regular_file(path, kMaxConfigBytes, "config files"), path);
 }
 
-const char* to_string(Family f) {
-  switch (f) {
-    case Family::GPT2: return "gpt2";
-    case Family::Llama: return "llama";
-    case Family::GPTNeoX: return "gpt_neox";
-    case Family::Qwen2: return "qwen2";
-    case Family::Qwen3: return "qwen3";
-    case Family::Mistral: return "mistral";
-    case Family::Gemma: return "gemma";
-    case Family::Gemma2: return "gemma2";
-    case Family::Phi3: return "phi3";
-    case Family::OPT: return "opt";
-  }
-  return "?";
-}
 const char* to_string(NormKind n) { return n == NormKind::LayerNorm ? "layernorm" : "rmsnorm"; }
 const char* to_string(PositionKind p) {
   switch (p) {

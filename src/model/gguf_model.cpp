@@ -16,6 +16,7 @@
 #include <ATen/Parallel.h>
 
 #include "checkpoint/mapped_file.hpp"
+#include "core/config_checks.hpp"
 #include "model/nonfinite.hpp"
 #include "vocablens/arch.hpp"
 #include "vocablens/error.hpp"
@@ -200,8 +201,9 @@ ModelConfig gguf_model_config(const GgufFile& g) {
   const ArchSpec* spec = find_gguf_architecture(arch);
   if (!spec) throw FormatError(g.path, "GGUF architecture '" + arch + "' is not supported (supported: " + gguf_names() + ")");
   const ArchSpec& A = *spec;
+  const FamilyRecipe& R = A.recipe;
   ModelConfig c;
-  c.family = A.family;
+  c.family = A.name;
   c.architecture = std::string(A.hf_architecture) + " (GGUF " + arch + ")";
   const std::string a = arch + ".";
   c.n_layers = need_int(g, a + "block_count");
@@ -235,9 +237,10 @@ ModelConfig gguf_model_config(const GgufFile& g) {
     if (n >= c.n_layers)
       throw FormatError(g.path, "tensor '" + t.name + "' lies beyond " + a + "block_count = " + std::to_string(c.n_layers));
   }
-  const bool layer_norm = A.family == Family::GPT2 || A.family == Family::GPTNeoX;
-  c.norm = layer_norm ? NormKind::LayerNorm : NormKind::RMSNorm;
-  c.norm_eps = layer_norm ? opt_float(g, a + "attention.layer_norm_epsilon", 1e-5, 0, 1)
+  // The block's fixed facts are the table entry's recipe, as for Hugging Face directories; what llama.cpp's
+  // converter writes as hyper-parameters is read under the recipe's GGUF keys.
+  c.norm = R.norm;
+  c.norm_eps = c.norm == NormKind::LayerNorm ? opt_float(g, a + "attention.layer_norm_epsilon", 1e-5, 0, 1)
                           : opt_float(g, a + "attention.layer_norm_rms_epsilon", 1e-5, 0, 1);
   // Biases: as the file has them (the table says which roles may carry one).
   auto has0 = [&](TensorRole r, const char* suffix) {
@@ -248,11 +251,23 @@ ModelConfig gguf_model_config(const GgufFile& g) {
   c.attn_out_bias = has0(TensorRole::AttnOut, ".bias");
   c.mlp_bias = has0(TensorRole::FfnUp, ".bias");
   c.gated_mlp = find_tensor(A, TensorRole::FfnGate) != nullptr || find_tensor(A, TensorRole::FfnGateUp) != nullptr;
-  if (A.family == Family::GPT2) {
-    c.positions = PositionKind::Learned;
-    c.activation = Activation::GeluNew;
-  } else {
-    c.positions = PositionKind::Rotary;
+  // llama.cpp fixes the activation per architecture (GPT-NeoX: its graph runs tanh GELU where Pythia's config
+  // says erf "gelu"; the recipe keeps the Hugging Face form, docs/runner.md measures the gap).
+  c.activation = detail::parse_activation(R.activation_default, g.path);
+  c.positions = R.positions;
+  c.norm_weight_offset = R.norm_weight_offset;  // the converter stored (1 + w): used as stored, recorded here
+  c.embed_scale = R.embed_scale_sqrt_d_model ? std::sqrt(static_cast<double>(c.d_model)) : 1.0;
+  c.qk_norm = R.qk_norm;
+  c.post_attn_norm = c.post_mlp_norm = R.post_norms;
+  c.parallel_residual = R.gguf_parallel_residual_key ? opt_bool(g, a + R.gguf_parallel_residual_key, R.parallel_residual.fallback)
+                                                     : R.parallel_residual.fallback;
+  if (R.gguf_attn_softcap_key) c.attn_softcap = opt_float(g, a + R.gguf_attn_softcap_key, 0.0, 0, 1e6);
+  if (R.gguf_final_softcap_key) c.final_softcap = opt_float(g, a + R.gguf_final_softcap_key, 0.0, 0, 1e6);
+  if (R.gguf_sliding_window_key) {
+    c.sliding_window = opt_int(g, a + R.gguf_sliding_window_key, 0);
+    c.sliding_pattern = c.sliding_window > 0 ? R.sliding_pattern : 0;
+  }
+  if (c.positions == PositionKind::Rotary) {
     c.rope_theta = opt_float(g, a + "rope.freq_base", 10000.0, 1e-6, 1e30);
     const int64_t rdim = opt_int(g, a + "rope.dimension_count", c.d_head);
     if (rdim % 2 != 0 || rdim > c.d_head)
@@ -281,30 +296,6 @@ ModelConfig gguf_model_config(const GgufFile& g) {
         throw FormatError(g.path, "linear rope scaling (" + a + "rope.scaling.factor " + std::to_string(linear_factor) +
                                       ") together with a rope_freqs tensor of Llama-3.1 divisors is not supported");
     }
-    switch (A.family) {
-      case Family::GPTNeoX:
-        c.activation = Activation::Gelu;  // Pythia's hidden_act "gelu" (erf); llama.cpp runs tanh-approximate GELU
-        c.parallel_residual = opt_bool(g, a + "use_parallel_residual", true);
-        break;
-      case Family::Gemma:
-      case Family::Gemma2:
-        c.activation = Activation::GeluNew;  // gelu_pytorch_tanh
-        c.embed_scale = std::sqrt(static_cast<double>(c.d_model));
-        c.norm_weight_offset = 1.0;  // the converter stored (1 + w): used as stored, recorded here
-        if (A.family == Family::Gemma2) {
-          c.post_attn_norm = c.post_mlp_norm = true;
-          c.attn_softcap = opt_float(g, a + "attn_logit_softcapping", 0.0, 0, 1e6);
-          c.final_softcap = opt_float(g, a + "final_logit_softcapping", 0.0, 0, 1e6);
-          c.sliding_window = opt_int(g, a + "attention.sliding_window", 0);
-          c.sliding_pattern = c.sliding_window > 0 ? 2 : 0;
-        }
-        break;
-      default:
-        c.activation = Activation::SiLU;
-        break;
-    }
-    if (A.family == Family::Qwen3) c.qk_norm = true;
-    if (A.family == Family::Phi3) c.sliding_window = opt_int(g, a + "attention.sliding_window", 0);
   }
   c.bos_token_id = g.get_int("tokenizer.ggml.bos_token_id", -1);
   c.eos_token_id = g.get_int("tokenizer.ggml.eos_token_id", -1);

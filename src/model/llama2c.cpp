@@ -15,7 +15,7 @@ ModelConfig llama2c_config(int64_t dim, int64_t hidden, int64_t layers, int64_t 
                            int64_t seq_len, bool shared) {
   ModelConfig c;
   c.architecture = "llama2.c";
-  c.family = Family::Llama;
+  c.family = "llama";
   c.d_model = dim;
   c.d_mlp = hidden;
   c.n_layers = layers;

@@ -26,7 +26,7 @@ std::string utc_now() {
 
 void fill_provenance(Result& r, const Model& m, const std::string& command_line) {
   const auto& c = m.config();
-  nlohmann::json model = {{"architecture", c.architecture},     {"family", to_string(c.family)},
+  nlohmann::json model = {{"architecture", c.architecture},     {"family", c.family},
                           {"n_layers", c.n_layers},             {"d_model", c.d_model},
                           {"n_heads", c.n_heads},               {"n_kv_heads", c.n_kv_heads},
                           {"d_head", c.d_head},                 {"d_mlp", c.d_mlp},

@@ -61,9 +61,9 @@ at::Tensor expect(const TensorStore& st, const std::string& name, std::vector<in
 }  // namespace
 
 // The EmbedLM's embedding and unembedding carry GPT-2's names (from the architecture table, no base prefix).
-static std::string embed_name() { return hf_tensor_name(architecture(Family::GPT2), TensorRole::TokenEmbd, -1, ".weight", false); }
-static std::string head_name() { return hf_tensor_name(architecture(Family::GPT2), TensorRole::Output, -1, ".weight", false); }
-static std::string head_bias_name() { return hf_tensor_name(architecture(Family::GPT2), TensorRole::Output, -1, ".bias", false); }
+static std::string embed_name() { return hf_tensor_name(architecture("gpt2"), TensorRole::TokenEmbd, -1, ".weight", false); }
+static std::string head_name() { return hf_tensor_name(architecture("gpt2"), TensorRole::Output, -1, ".weight", false); }
+static std::string head_bias_name() { return hf_tensor_name(architecture("gpt2"), TensorRole::Output, -1, ".bias", false); }
 
 EmbedLM load_embed_lm(const std::string& dir) {
   nlohmann::json j = read_config(dir);

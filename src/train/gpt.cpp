@@ -19,7 +19,7 @@ ModelConfig gpt_config(const TrainOptions& o, int64_t vocab) {
     throw UsageError("d_model " + std::to_string(o.d_model) + " is not divisible by " + std::to_string(o.n_heads) + " heads");
   ModelConfig c;
   c.architecture = "GPT2LMHeadModel";
-  c.family = Family::GPT2;
+  c.family = "gpt2";
   c.n_layers = o.n_layers;
   c.d_model = o.d_model;
   c.n_heads = c.n_kv_heads = o.n_heads;
@@ -69,7 +69,7 @@ GptParameters init_gpt_parameters(const ModelConfig& c, uint64_t seed) {
   auto& n = P.named;
   // Drawn in a fixed order (not the map's): the weights depend only on the seed and the shapes.
   // Names from the architecture table (GPT-2 entry, without the "transformer." base prefix, as before).
-  const ArchSpec& a = architecture(Family::GPT2);
+  const ArchSpec& a = architecture("gpt2");
   auto name = [&](TensorRole r, int64_t layer, const char* suffix) { return hf_tensor_name(a, r, layer, suffix, false); };
   n[name(TensorRole::TokenEmbd, -1, ".weight")] = normal_tensor({V, d}, std, rng);
   if (c.positions == PositionKind::Learned) n[name(TensorRole::PosEmbd, -1, ".weight")] = normal_tensor({c.n_ctx, d}, 0.01, rng);
