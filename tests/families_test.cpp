@@ -40,6 +40,7 @@ const std::vector<FamilyCase> kFamilies = {
     {"gpt_neox", "GPTNeoXForCausalLM", 5e-3, 5e-3},
     {"gemma", "GemmaForCausalLM", 5e-3, 5e-3},
     {"gemma2", "Gemma2ForCausalLM", 5e-3, 5e-3},
+    {"stablelm", "StableLmForCausalLM", 1e-4, 1e-4},
 };
 
 std::string family_dir(const std::string& f) { return std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f; }
@@ -253,6 +254,11 @@ TEST_CASE("a config that contradicts its tensors names the field and both values
     CHECK(e.find("'sliding_window' = 0") != std::string::npos);
   }
   {
+    auto d = copy_family("stablelm", "fam_qkln");
+    edit_config(d, "\"qk_layernorm\": false", "\"qk_layernorm\": true");
+    CHECK(load_error(d).find("config field 'qk_layernorm' = true: per-head LayerNorms") != std::string::npos);
+  }
+  {
     auto d = copy_family("qwen2", "fam_arch");
     edit_config(d, "Qwen2ForCausalLM", "MambaForCausalLM");
     auto e = load_error(d);
@@ -323,6 +329,7 @@ TEST_CASE("inspect names each family's departures from a plain GPT-2 block") {
                   "final logits soft-capped at 3", "sliding window 4 on even layers"}},
       {"phi3", {"sliding-window attention (2047", "gated MLP: silu", "RMSNorm"}},
       {"opt", {"post-LN", "no final norm", "offset by 2", "projected in/out", "relu MLP"}},
+      {"stablelm", {"partial: 4 of 16", "q/k/v biases but no output-projection bias", "gated MLP: silu", "grouped-query", "untied"}},
   };
   for (const auto& [family, phrases] : expect) {
     const auto dep = vocablens::departures_from_gpt2(vocablens::load_model(family_dir(family)).config());

@@ -28,7 +28,8 @@ struct Case {
 // SiLU families agree with llama.cpp to float32 rounding; GELU families to llama.cpp's fp16 GELU table (and
 // GPT-NeoX's erf GELU against llama.cpp's tanh form), see docs/runner.md.
 const std::vector<Case> kCases = {{"qwen2", 1e-4}, {"qwen3", 1e-4},   {"mistral", 1e-4},  {"llama3", 1e-4}, {"llama_linear", 1e-4},
-                                  {"phi3", 1e-4},  {"gpt_neox", 5e-3}, {"gemma", 5e-3}, {"gemma2", 5e-3}};
+                                  {"phi3", 1e-4},  {"gpt_neox", 5e-3}, {"gemma", 5e-3}, {"gemma2", 5e-3},
+                                  {"stablelm", 1e-4}};
 
 std::string dir_of(const std::string& f) { return std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f; }
 
@@ -104,7 +105,7 @@ TEST_CASE("GGUF twin of every family: llama.cpp's logits and the HF twin's, and 
 
 // "a GGUF of every supported family loads and runs every analysis": each analysis command run on
 // the GGUF twin (llama.cpp's converter wrote it; read by the GGUF reader, tokenizer from the file) writes the
-// arrays it writes on the Hugging Face directory (safetensors reader, tokenizer.json / vocab.json): the 9
+// arrays it writes on the Hugging Face directory (safetensors reader, tokenizer.json / vocab.json): the
 // family fixtures and stories260K (llama, F32). The quantized files (gpt2 Q8_0, a Llama Q4_K_M) have no
 // float32 twin: there every command must run and write finite arrays.
 TEST_CASE("every analysis command on the GGUF of every family agrees with its Hugging Face twin", "[gguf][cli]") {

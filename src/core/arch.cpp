@@ -262,6 +262,36 @@ std::vector<ArchSpec> build_table() {
                    layer_t(R::FfnDown, "model.decoder.layers.{L}.fc2", nullptr, Lay::Linear, kOpt),
                },
                opt_recipe(), false, false, "OPT: learned positions offset by 2, ReLU MLP, do_layer_norm_before, project_in/out"));
+  a.push_back(entry("stablelm", "StableLmForCausalLM", {"StableLmModel", "stablelm"}, "stablelm", "model.",
+               {
+                   model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
+                   model_t(R::OutputNorm, "model.norm", "output_norm", Lay::Vector, kReq, true),
+                   model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
+                   layer_t(R::AttnNorm, "model.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+                   layer_t(R::AttnQ, "model.layers.{L}.self_attn.q_proj", "blk.{L}.attn_q", Lay::Linear, kOpt),
+                   layer_t(R::AttnK, "model.layers.{L}.self_attn.k_proj", "blk.{L}.attn_k", Lay::Linear, kOpt),
+                   layer_t(R::AttnV, "model.layers.{L}.self_attn.v_proj", "blk.{L}.attn_v", Lay::Linear, kOpt),
+                   layer_t(R::AttnOut, "model.layers.{L}.self_attn.o_proj", "blk.{L}.attn_output", Lay::Linear, kNo),
+                   layer_t(R::FfnNorm, "model.layers.{L}.post_attention_layernorm", "blk.{L}.ffn_norm", Lay::Vector, kReq),
+                   layer_t(R::FfnGate, "model.layers.{L}.mlp.gate_proj", "blk.{L}.ffn_gate", Lay::Linear, kNo),
+                   layer_t(R::FfnUp, "model.layers.{L}.mlp.up_proj", "blk.{L}.ffn_up", Lay::Linear, kNo),
+                   layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kNo),
+               },
+               [] {  // StableLmConfig: LayerNorm layer_norm_eps, a quarter of each head rotated, SwiGLU, use_qkv_bias
+                 FamilyRecipe r;
+                 r.head_dim_key = nullptr;  // head_dim = hidden_size / num_attention_heads
+                 r.norm = NormKind::LayerNorm;
+                 r.norm_eps_key = "layer_norm_eps";
+                 r.norm_eps_default = 1e-5;
+                 r.rotary_fraction_default = 0.25;
+                 r.attn_bias = {"use_qkv_bias", false};
+                 r.attn_out_bias = r.mlp_bias = {nullptr, false};
+                 r.refusals = {{"qk_layernorm", true, "per-head LayerNorms on q and k (StableLM 2 12B) are not supported"},
+                               {"use_parallel_residual", true,
+                                "the parallel block sharing one norm between attention and MLP (StableLM 2 12B) is not supported"}};
+                 return r;
+               }(),
+               false, false, "StableLM-2: LayerNorm, partial rotary (partial_rotary_factor), SwiGLU, q/k/v biases"));
   return a;
 }
 
