@@ -120,6 +120,7 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
     double v;
     int64_t w, p, at;
     std::vector<int64_t> ids;
+    std::vector<double> vals;  // the feature's activation at each of ids
   };
   std::vector<std::vector<Cand>> best(static_cast<size_t>(D));
   const int shard_rank = opts.distributed ? dist::rank() : 0, shard_count = opts.distributed ? dist::size() : 1;
@@ -176,9 +177,12 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
           if (n == 0) continue;
           auto& b = best[static_cast<size_t>(fi)];
           if (static_cast<int64_t>(b.size()) == n && !better(v, w, p, b.back().v, b.back().w, b.back().p)) continue;
-          Cand c{v, w, p, 0, {}};
+          Cand c{v, w, p, 0, {}, {}};
           const int64_t s = std::max<int64_t>(0, p - opts.context_before), e = std::min(T, p + opts.context_after + 1);
           c.ids.assign(ids.begin() + s, ids.begin() + e);
+          // The last position (T-1) is not scored but its activation is known: read it from acts.
+          for (int64_t q = s; q < e; ++q)
+            c.vals.push_back(q < P ? A[q * D + fi] : acts[q][fi].item<double>());
           c.at = p - s;
           auto pos = std::find_if(b.begin(), b.end(), [&](const Cand& o) { return better(v, w, p, o.v, o.w, o.p); });
           b.insert(pos, std::move(c));
@@ -260,7 +264,7 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
 
   // Top contexts of every rank, merged: slot [rank, feature, q] holds (value, window, position, at, C ids);
   // each slot is written by one rank only, so the sum over ranks is exact.
-  const int64_t rec = 4 + C;
+  const int64_t rec = 4 + 2 * C;
   std::vector<double> cand;
   if (shard_count > 1) {
     dist::allreduce_sum(per_window.data(), static_cast<int64_t>(per_window.size()));
@@ -276,8 +280,10 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
           s[1] = static_cast<double>(b[q].w + 1);  // 0 = empty slot
           s[2] = static_cast<double>(b[q].p);
           s[3] = static_cast<double>(b[q].at);
-          for (int64_t c = 0; c < C; ++c)
-            s[4 + c] = c < static_cast<int64_t>(b[q].ids.size()) ? static_cast<double>(b[q].ids[static_cast<size_t>(c)] + 1) : 0.0;
+          for (int64_t c = 0; c < static_cast<int64_t>(b[q].ids.size()); ++c) {
+            s[4 + c] = static_cast<double>(b[q].ids[static_cast<size_t>(c)] + 1);
+            s[4 + C + c] = b[q].vals[static_cast<size_t>(c)];
+          }
         }
       }
       dist::allreduce_sum(cand.data(), static_cast<int64_t>(cand.size()));
@@ -287,8 +293,11 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
           for (int64_t q = 0; q < n; ++q) {
             const double* s = cand.data() + ((rk * D + fi) * n + q) * rec;
             if (s[1] == 0) continue;
-            Cand c{s[0], static_cast<int64_t>(s[1]) - 1, static_cast<int64_t>(s[2]), static_cast<int64_t>(s[3]), {}};
-            for (int64_t k = 0; k < C && s[4 + k] != 0; ++k) c.ids.push_back(static_cast<int64_t>(s[4 + k]) - 1);
+            Cand c{s[0], static_cast<int64_t>(s[1]) - 1, static_cast<int64_t>(s[2]), static_cast<int64_t>(s[3]), {}, {}};
+            for (int64_t k = 0; k < C && s[4 + k] != 0; ++k) {
+              c.ids.push_back(static_cast<int64_t>(s[4 + k]) - 1);
+              c.vals.push_back(s[4 + C + k]);
+            }
             all.push_back(std::move(c));
           }
         std::sort(all.begin(), all.end(), [](const Cand& a, const Cand& b) { return better(a.v, a.w, a.p, b.v, b.w, b.p); });
@@ -330,7 +339,7 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
   r.top_contexts.resize(static_cast<size_t>(D));
   for (int64_t fi = 0; fi < D; ++fi)
     for (auto& c : best[static_cast<size_t>(fi)])
-      r.top_contexts[static_cast<size_t>(fi)].push_back({c.v, c.w, c.p, std::move(c.ids), c.at});
+      r.top_contexts[static_cast<size_t>(fi)].push_back({c.v, c.w, c.p, std::move(c.ids), c.at, std::move(c.vals)});
   return r;
 }
 
@@ -377,7 +386,7 @@ Result SaeCorpusStats::to_result(const Tokenizer* tok) const {
   // Contexts, one row each: feature, rank, activation, window, position, tokens (-1 padded), index of the max.
   const int64_t C = options.context_before + 1 + options.context_after;
   std::vector<int64_t> cf, cw, cp, cat, cids;
-  std::vector<double> ca;
+  std::vector<double> ca, cv;
   Table tab{"contexts", {"feature", "rank", "activation", "window", "position", "context", "token"}, {}};
   nlohmann::json pages = nlohmann::json::array();
   for (int64_t f = 0; f < D && f < static_cast<int64_t>(top_contexts.size()); ++f) {
@@ -395,12 +404,13 @@ Result SaeCorpusStats::to_result(const Tokenizer* tok) const {
       for (int64_t k = 0; k < C; ++k) {
         const int64_t id = k < static_cast<int64_t>(c.ids.size()) ? c.ids[static_cast<size_t>(k)] : -1;
         cids.push_back(id);
+        cv.push_back(k < static_cast<int64_t>(c.values.size()) ? c.values[static_cast<size_t>(k)] : 0.0);
         if (id < 0) continue;
         toks.push_back(text(id));
         s += (k == c.at ? "[[" + text(id) + "]]" : text(id));
       }
       tab.rows.push_back({f, static_cast<int64_t>(q + 1), c.activation, c.window, c.position, s, text(c.ids[static_cast<size_t>(c.at)])});
-      ex.push_back({{"tokens", toks}, {"at", c.at}, {"activation", c.activation}});
+      ex.push_back({{"tokens", toks}, {"at", c.at}, {"activation", c.activation}, {"values", c.values}});
     }
     if (pages.size() < 2000)
       pages.push_back({{"feature", f}, {"density", density[static_cast<size_t>(f)]}, {"contexts", ex}});
@@ -412,6 +422,7 @@ Result SaeCorpusStats::to_result(const Tokenizer* tok) const {
   r.arrays["context_positions"] = NdArray::i64({R}, cp.data());
   r.arrays["context_at"] = NdArray::i64({R}, cat.data());
   r.arrays["context_ids"] = NdArray::i64({R, C}, cids.data());
+  r.arrays["context_values"] = NdArray::f64({R, C}, cv.data());
   r.summary["features"] = pages;
   r.tables.push_back(std::move(tab));
   return r;

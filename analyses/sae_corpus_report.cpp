@@ -76,7 +76,7 @@ void render_feature_corpus(Section& sec) {
                                     n > max_pages ? fmt::format("first {} features with contexts", max_pages) : "",
                                     true);
   for (const char* a : {"context_features", "context_activations", "context_windows", "context_positions", "context_at",
-                        "context_ids"})
+                        "context_ids", "context_values"})
     sec.used_arrays.insert(a);
   sec.used_tables.insert("contexts");
 }
@@ -139,7 +139,7 @@ void register_sae_corpus_report(ResultKinds& k) {
   f.shapes = {{"density", "D"},          {"fire_count", "D"},         {"max_activation", "D"},
               {"histogram", "D 40"},     {"histogram_edges", "41"},   {"context_features", "R"},
               {"context_activations", "R"}, {"context_windows", "R"}, {"context_positions", "R"},
-              {"context_at", "R"},       {"context_ids", "R C"}};
+              {"context_at", "R"},       {"context_ids", "R C"}, {"context_values", "R C"}};
   k.add(std::move(f));
 }
 

@@ -70,7 +70,7 @@ struct Ref {
   int64_t windows = 0, P = 0;
   std::vector<int64_t> counts, hist;
   double l0 = 0, rss = 0, tss = 0, cos = 0, ce[3] = {0, 0, 0}, kl[2] = {0, 0};
-  std::vector<std::vector<std::tuple<double, int64_t, int64_t, std::vector<int64_t>, int64_t>>> ctx;
+  std::vector<std::vector<std::tuple<double, int64_t, int64_t, std::vector<int64_t>, int64_t, std::vector<double>>>> ctx;
 };
 
 Ref brute_force(const vocablens::Model& m, const vocablens::Sae& sae, const std::vector<int64_t>& all, int64_t W,
@@ -108,8 +108,10 @@ Ref brute_force(const vocablens::Model& m, const vocablens::Sae& sae, const std:
         while (b < 39 && v >= edges[static_cast<size_t>(b + 1)]) ++b;
         r.hist[static_cast<size_t>(j * 40 + b)] += 1;
         const int64_t s0 = std::max<int64_t>(0, p - before), e0 = std::min(T, p + after + 1);
+        std::vector<double> vals;
+        for (int64_t q = s0; q < e0; ++q) vals.push_back(F[q][j]);
         r.ctx[static_cast<size_t>(j)].emplace_back(v, r.windows, p, std::vector<int64_t>(ids.begin() + s0, ids.begin() + e0),
-                                                   p - s0);
+                                                   p - s0, vals);
       }
       at::Tensor yp = y[p], hp = xh[p];
       r.rss += (yp - hp).pow(2).sum().item<double>();
@@ -194,6 +196,7 @@ TEST_CASE("SAE corpus statistics equal brute force over the same windows", "[sae
         CHECK(a[q].position == std::get<2>(b[q]));
         CHECK(a[q].ids == std::get<3>(b[q]));
         CHECK(a[q].at == std::get<4>(b[q]));
+        CHECK(a[q].values == std::get<5>(b[q]));
       }
     }
     // float32 (the default) agrees with the float64 run up to features at the margin of firing.

@@ -83,6 +83,7 @@ struct SaeCorpusStats {
     int64_t window = 0, position = 0;  ///< where in the corpus (window index, position in it)
     std::vector<int64_t> ids;          ///< the tokens around it
     int64_t at = 0;                    ///< index of the activating token in ids
+    std::vector<double> values;        ///< the feature's activation at each token of ids
   };
   std::vector<std::vector<Context>> top_contexts;  ///< [d_sae], strongest first
 

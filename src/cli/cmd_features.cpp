@@ -16,6 +16,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/features.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/neuronpedia.hpp"
 #include "vocablens/neurons.hpp"
 #include "vocablens/sae.hpp"
 #include "vocablens/sae_corpus.hpp"
@@ -28,6 +29,7 @@ using vocablens::UsageError;
 
 struct FeaturesCliOptions {
   std::string model, sae, hook, features, prompt, corpus;
+  std::string neuronpedia, np_model, np_set;
   int64_t top_k = 10, top_features = 5;
   int64_t max_tokens = 0, window = 0, contexts = 5;
   bool final_norm = false, no_bottom = false, no_ce = false;
@@ -166,15 +168,38 @@ int run_features(const FeaturesCliOptions& co) {
   vocablens::Sae sae = vocablens::load_sae(co.sae, lo);
   if (!co.prompt.empty() && !co.corpus.empty()) throw UsageError("give --prompt or --corpus, not both");
   if (!co.prompt.empty()) return run_lens(co, sae);
-  if (!co.corpus.empty()) return run_corpus(co, sae);
+  if (!co.corpus.empty() && co.neuronpedia.empty()) return run_corpus(co, sae);
   if (!co.features.empty()) o.features = vocablens::parse_index_list(co.features, sae.d_sae, "feature");
   vocablens::Model m = vocablens::load_model(co.model);
   vocablens::check_sae_fits(sae, m);
-  auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, false);
+  auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, !co.corpus.empty());
+  // --neuronpedia with --corpus: the corpus statistics feed frac_nonzero, the histograms and the contexts.
+  std::unique_ptr<vocablens::SaeCorpusStats> stats;
+  if (!co.corpus.empty()) {
+    vocablens::dist::init();
+    vocablens::SaeCorpusOptions so;
+    so.max_tokens = co.max_tokens;
+    so.window = co.window;
+    so.contexts = co.contexts;
+    so.ce_metrics = false;  // the batch has no use for them
+    stats = std::make_unique<vocablens::SaeCorpusStats>(vocablens::sae_corpus_stats(m, sae, *tok, co.corpus, so));
+    if (vocablens::dist::rank() != 0) return 0;
+  }
   vocablens::cli::ProgressBar bar("features", "features");
   o.progress = bar.callback();
   auto a = vocablens::feature_logits(m, sae, o, tok.get());
   bar.finish();
+  if (!co.neuronpedia.empty()) {
+    vocablens::NeuronpediaOptions no;
+    no.model_id = co.np_model.empty() ? m.source() : co.np_model;
+    no.sae_set = co.np_set;
+    auto batch = vocablens::neuronpedia_batch(a, stats.get(), tok.get(), no);
+    // Token text may hold partial UTF-8 characters (byte tokens): replaced, never a throw.
+    vocablens::write_file_atomic(co.neuronpedia,
+                                 batch.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    fmt::print(stderr, "wrote {} features to {} (Neuronpedia dashboard batch{})\n", a.features.size(), co.neuronpedia,
+               stats ? ", with the corpus statistics" : "");
+  }
   auto r = a.to_result(tok.get());
   vocablens::cli::fill_provenance(r, m);
   r.provenance["sae"] = sae.source;
@@ -209,6 +234,11 @@ vocablens::cli::Register reg{
       sub.add_option("--window", o->window, "With --corpus: tokens per window (default: the model's context)");
       sub.add_option("--contexts", o->contexts, "With --corpus: max-activating contexts kept per feature (default 5)");
       sub.add_flag("--no-ce", o->no_ce, "With --corpus: skip the spliced and zero-ablated forward passes (CE, KL)");
+      sub.add_option("--neuronpedia", o->neuronpedia,
+                     "Also write the features as Neuronpedia's dashboard batch JSON to this file (SAEDashboard's format); "
+                     "with --corpus, frac_nonzero, activation histograms and max-activating contexts come from it");
+      sub.add_option("--neuronpedia-model", o->np_model, "With --neuronpedia: the model_id (default: the model path)");
+      sub.add_option("--neuronpedia-set", o->np_set, "With --neuronpedia: the sae_set (default: the SAE path)");
       sub.add_flag("--final-norm", o->final_norm, "Scale each decoder direction by the final norm's weight first");
       sub.add_flag("--no-bottom", o->no_bottom, "Skip the lowest-scoring tokens");
       vocablens::cli::add_token_filter_options(sub, o->tokens_flags);
