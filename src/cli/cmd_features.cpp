@@ -14,6 +14,7 @@
 #include "cli/token_filter_options.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/feature_encoder.hpp"
 #include "vocablens/features.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/neuronpedia.hpp"
@@ -29,7 +30,7 @@ using vocablens::UsageError;
 
 struct FeaturesCliOptions {
   std::string model, sae, hook, features, prompt, corpus;
-  std::string neuronpedia, np_model, np_set;
+  std::string neuronpedia, np_model, np_set, encoder;
   int64_t top_k = 10, top_features = 5;
   int64_t max_tokens = 0, window = 0, contexts = 5;
   bool final_norm = false, no_bottom = false, no_ce = false;
@@ -38,7 +39,7 @@ struct FeaturesCliOptions {
 };
 
 void print_features(const vocablens::FeatureLogits& a, const vocablens::Tokenizer* tok, const vocablens::Model& m,
-                    bool color) {
+                    bool color, const vocablens::FeatureEncoderTokens* enc = nullptr) {
   auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
   auto text = [&](int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); };
   fmt::print("{}\n", style(fmt::format("features · {} · {} ({}, {}) · {} of {} features · top {}{}", m.source(),
@@ -54,6 +55,11 @@ void print_features(const vocablens::FeatureLogits& a, const vocablens::Tokenize
     if (!a.bottom.empty()) {
       s = "  -";
       for (const auto& e : a.bottom[q]) s += fmt::format("  {} {:.3g}", text(e.j), e.value);
+      fmt::print("{}\n", s);
+    }
+    if (enc && q < enc->top.size()) {
+      s = fmt::format("  enc ({})", vocablens::to_string(enc->kind));
+      for (const auto& e : enc->top[q]) s += fmt::format("  {} {:.3g}", text(e.j), e.value);
       fmt::print("{}\n", s);
     }
   }
@@ -201,13 +207,19 @@ int run_features(const FeaturesCliOptions& co) {
                stats ? ", with the corpus statistics" : "");
   }
   auto r = a.to_result(tok.get());
+  std::unique_ptr<vocablens::FeatureEncoderTokens> enc;
+  if (!co.encoder.empty()) {
+    enc = std::make_unique<vocablens::FeatureEncoderTokens>(vocablens::feature_encoder_tokens(
+        m, sae, a.features, co.top_k, vocablens::parse_inverse_kind(co.encoder)));
+    enc->add_to(r);
+  }
   vocablens::cli::fill_provenance(r, m);
   r.provenance["sae"] = sae.source;
   r.provenance["sae_layout"] = sae.layout;
   r.provenance["sae_stored_dtype"] = sae.stored_dtype;
   if (tok) r.provenance["tokenizer"] = tok->source();
   const bool color = vocablens::cli::use_color(co.out);
-  vocablens::cli::emit(r, co.out, [&] { print_features(a, tok.get(), m, color); });
+  vocablens::cli::emit(r, co.out, [&] { print_features(a, tok.get(), m, color, enc.get()); });
   return 0;
 }
 
@@ -239,6 +251,9 @@ vocablens::cli::Register reg{
                      "with --corpus, frac_nonzero, activation histograms and max-activating contexts come from it");
       sub.add_option("--neuronpedia-model", o->np_model, "With --neuronpedia: the model_id (default: the model path)");
       sub.add_option("--neuronpedia-set", o->np_set, "With --neuronpedia: the sae_set (default: the SAE path)");
+      sub.add_option("--encoder", o->encoder,
+                     "Also read each feature's ENCODER direction through a read projection: pinv (E+, Dar et al.), "
+                     "transpose (W_U) or embed (W_E): the tokens that excite the feature most (arrays encoder_top_*)");
       sub.add_flag("--final-norm", o->final_norm, "Scale each decoder direction by the final norm's weight first");
       sub.add_flag("--no-bottom", o->no_bottom, "Skip the lowest-scoring tokens");
       vocablens::cli::add_token_filter_options(sub, o->tokens_flags);
