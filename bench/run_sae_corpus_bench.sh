@@ -12,7 +12,6 @@ mkdir -p "$W"
 /usr/bin/python3 - "$W" <<'PY'
 import json, os, sys
 import numpy as np
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(sys.argv[0] if sys.argv[0] != "-" else ".")), ""))
 w = sys.argv[1]
 rng = np.random.default_rng(3)
 def st(path, tensors):  # safetensors, F32
