@@ -7,6 +7,7 @@
 #include "common.hpp"
 #include "vocablens/features.hpp"
 #include "vocablens/sae.hpp"
+#include "vocablens/sae_corpus.hpp"
 
 namespace vlpy {
 namespace {
@@ -65,6 +66,30 @@ RegisterAnalysis reg_lens{
       o.finish();
       py::gil_scoped_release nogil;
       return vocablens::feature_lens(m.model, *sae, ids, fo, m.tok.get()).to_result(m.tok.get(), text);
+    }};
+
+RegisterAnalysis reg_corpus{
+    "feature_corpus",
+    "An SAE over a text file: firing density, histograms, dead features, L0, max-activating contexts, MSE, "
+    "explained variance, CE loss recovered",
+    [](const PyModel& m, Options& o) {
+      auto sae = sae_arg(o);
+      vocablens::SaeCorpusOptions so;
+      so.window = o.integer_at_least("window", 0, 0);
+      so.max_tokens = o.integer_at_least("max_tokens", 0, 0);
+      so.contexts = o.integer_at_least("contexts", 5, 0);
+      so.ce_metrics = o.flag("ce", true);
+      const std::string path = o.str("path", "");
+      py::object progress = o.raw("progress");
+      o.finish();
+      if (path.empty()) throw py::value_error("feature_corpus(): path is empty: give a text file");
+      const auto& tok = m.tokenizer();
+      Progress bar(progress, 0, "feature corpus", "B");
+      so.progress = [&bar](uint64_t done, uint64_t total) {
+        bar.set(static_cast<int64_t>(done), static_cast<int64_t>(total));
+      };
+      py::gil_scoped_release nogil;
+      return vocablens::sae_corpus_stats(m.model, *sae, tok, path, so).to_result(&tok);
     }};
 
 }  // namespace

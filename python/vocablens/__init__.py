@@ -27,10 +27,11 @@ _install_hooks(Model)
 from ._analyses import (run, analyses, lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn,
                         positions, patch, ablate, attribute, steer, tuned_lens_eval, lens_batch, compare_embeddings,
                         compare)
-from ._sae import Sae, load_sae, feature_logits, feature_lens, splice_hook
+from ._sae import Sae, load_sae, feature_logits, feature_lens, splice_hook, feature_corpus, steer_feature_hook
 
 __all__ = ["load_model", "Model", "Tokenizer", "Result", "load_results", "report", "run", "analyses", "lens",
            "lens_corpus", "project", "heads", "neurons", "spectrum", "neighbours", "knn", "positions", "patch", "ablate",
            "attribute", "steer", "tuned_lens_eval", "lens_batch", "compare_embeddings", "compare", "Error",
            "FormatError", "UsageError", "__version__", "ActivationCache", "load_cache", "HookPoint",
-           "Sae", "load_sae", "feature_logits", "feature_lens", "splice_hook"]
+           "Sae", "load_sae", "feature_logits", "feature_lens", "splice_hook", "feature_corpus",
+           "steer_feature_hook"]

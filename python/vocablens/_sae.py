@@ -60,3 +60,34 @@ def feature_lens(model, sae, prompt, *, top_features=None, top_k=None, final_nor
                         + type(sae).__name__)
     return run("feature_lens", model, sae=sae, prompt=prompt, top_features=top_features, top_k=top_k,
                final_norm=final_norm)
+
+
+def feature_corpus(model, sae, path, *, window=None, max_tokens=None, contexts=None, ce=None, progress=None):
+    """An SAE over a text file (`vocablens features --corpus`): streamed in windows of the model's context
+    (window), per feature the firing density, a 40-bin log-spaced activation histogram and the contexts=5
+    strongest activations; over the corpus L0, MSE, explained variance and (ce=True, default) SAELens's CE
+    loss recovered with the reconstruction spliced in vs the hook zeroed. max_tokens bounds the scored
+    positions. Result kind "feature_corpus" (docs/results.md)."""
+    if not isinstance(sae, Sae):
+        raise TypeError("feature_corpus(): sae must be a vocablens.Sae (from vocablens.load_sae), not "
+                        + type(sae).__name__)
+    return run("feature_corpus", model, sae=sae, path=str(path), window=window, max_tokens=max_tokens,
+               contexts=contexts, ce=ce, progress=progress)
+
+
+def steer_feature_hook(sae, feature, scale=4.0):
+    """(hook_name, fn) steering with a feature (`vocablens generate --steer-feature`): fn adds
+    scale * W_dec[feature] to the activation at the point the SAE writes (a transcoder: its output hook).
+    Use as model.run_with_hooks(ids, fwd_hooks=[steer_feature_hook(sae, 12, 8.0)]); a negative scale
+    subtracts the direction."""
+    name = sae.hook_name_out or sae.hook_name
+    if not name:
+        raise ValueError("steer_feature_hook(): this SAE names no hook point; load it with load_sae(path, hook_name=...)")
+    if not 0 <= int(feature) < sae.d_sae:
+        raise ValueError(f"steer_feature_hook(): feature {feature} is out of range (0..{sae.d_sae - 1})")
+    direction = sae.W_dec[int(feature)].float() * float(scale)
+
+    def fn(activation, *args, **kwargs):
+        return activation + direction.reshape(activation.shape[2:]).to(activation.dtype)
+
+    return name, fn

@@ -4,6 +4,7 @@
 #include <fmt/color.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -13,10 +14,14 @@
 #include "cli/token_filter_options.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/feature_encoder.hpp"
 #include "vocablens/features.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/neuronpedia.hpp"
 #include "vocablens/neurons.hpp"
 #include "vocablens/sae.hpp"
+#include "vocablens/sae_corpus.hpp"
+#include "vocablens/dist.hpp"
 #include "vocablens/tokenizer.hpp"
 
 namespace {
@@ -24,15 +29,17 @@ namespace {
 using vocablens::UsageError;
 
 struct FeaturesCliOptions {
-  std::string model, sae, hook, features, prompt;
+  std::string model, sae, hook, features, prompt, corpus;
+  std::string neuronpedia, np_model, np_set, encoder;
   int64_t top_k = 10, top_features = 5;
-  bool final_norm = false, no_bottom = false;
+  int64_t max_tokens = 0, window = 0, contexts = 5;
+  bool final_norm = false, no_bottom = false, no_ce = false;
   vocablens::cli::TokenFilterFlags tokens_flags;
   vocablens::cli::OutputOptions out;
 };
 
 void print_features(const vocablens::FeatureLogits& a, const vocablens::Tokenizer* tok, const vocablens::Model& m,
-                    bool color) {
+                    bool color, const vocablens::FeatureEncoderTokens* enc = nullptr) {
   auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
   auto text = [&](int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); };
   fmt::print("{}\n", style(fmt::format("features · {} · {} ({}, {}) · {} of {} features · top {}{}", m.source(),
@@ -48,6 +55,11 @@ void print_features(const vocablens::FeatureLogits& a, const vocablens::Tokenize
     if (!a.bottom.empty()) {
       s = "  -";
       for (const auto& e : a.bottom[q]) s += fmt::format("  {} {:.3g}", text(e.j), e.value);
+      fmt::print("{}\n", s);
+    }
+    if (enc && q < enc->top.size()) {
+      s = fmt::format("  enc ({})", vocablens::to_string(enc->kind));
+      for (const auto& e : enc->top[q]) s += fmt::format("  {} {:.3g}", text(e.j), e.value);
       fmt::print("{}\n", s);
     }
   }
@@ -92,6 +104,64 @@ int run_lens(const FeaturesCliOptions& co, const vocablens::Sae& sae) {
   return 0;
 }
 
+void print_corpus(const vocablens::SaeCorpusStats& s, const vocablens::Tokenizer* tok, bool color) {
+  auto style = [&](const std::string& t, fmt::text_style st) { return color ? fmt::format(st, "{}", t) : t; };
+  auto text = [&](int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); };
+  fmt::print("{}\n", style(fmt::format("feature corpus · {} at {} · {} · {} positions in {} windows of {}", s.sae_source,
+                                       s.hook_name, s.corpus, s.positions, s.windows, s.window),
+                           fmt::emphasis::bold));
+  fmt::print("  L0 {:.4g} · dead {} of {} · MSE {:.4g} · explained variance {:.4g} · cos {:.4g}\n", s.mean_l0, s.dead(),
+             s.d_sae, s.mse, s.explained_variance, s.cossim);
+  if (s.options.ce_metrics)
+    fmt::print("  CE clean {:.4f} · with SAE {:.4f} · zero-ablated {:.4f} · CE loss recovered {:.4f} · KL with SAE {:.4g}\n",
+               s.ce_clean, s.ce_sae, s.ce_zero, s.ce_loss_score, s.kl_sae);
+  // The densest features first, each with its strongest context.
+  std::vector<int64_t> order(static_cast<size_t>(s.d_sae));
+  for (int64_t f = 0; f < s.d_sae; ++f) order[static_cast<size_t>(f)] = f;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return s.fire_count[static_cast<size_t>(a)] > s.fire_count[static_cast<size_t>(b)];
+  });
+  for (size_t i = 0; i < order.size() && i < 10; ++i) {
+    const int64_t f = order[i];
+    std::string ctx;
+    if (!s.top_contexts[static_cast<size_t>(f)].empty()) {
+      const auto& c = s.top_contexts[static_cast<size_t>(f)][0];
+      for (size_t k = 0; k < c.ids.size(); ++k)
+        ctx += static_cast<int64_t>(k) == c.at ? "[" + text(c.ids[k]) + "]" : text(c.ids[k]);
+      ctx = fmt::format("  max {:.3g}: {}", c.activation, ctx);
+    }
+    fmt::print("  #{:<6} density {:.4f}{}\n", f,
+               static_cast<double>(s.fire_count[static_cast<size_t>(f)]) / static_cast<double>(s.positions), ctx);
+  }
+}
+
+int run_corpus(const FeaturesCliOptions& co, const vocablens::Sae& sae) {
+  vocablens::dist::init();  // under mpirun: windows shared by the ranks, rank 0 reports
+  vocablens::Model m = vocablens::load_model(co.model);
+  vocablens::check_sae_fits(sae, m);
+  auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, /*required=*/true);
+  vocablens::SaeCorpusOptions o;
+  o.max_tokens = co.max_tokens;
+  o.window = co.window;
+  o.contexts = co.contexts;
+  o.ce_metrics = !co.no_ce;
+  const bool main_rank = vocablens::dist::rank() == 0;
+  vocablens::cli::ProgressBar bar("corpus", co.max_tokens > 0 ? "tokens" : "bytes");
+  if (auto cb = bar.callback(); main_rank && cb)
+    o.progress = [cb](uint64_t done, uint64_t total) { cb(static_cast<int64_t>(done), static_cast<int64_t>(total)); };
+  auto s = vocablens::sae_corpus_stats(m, sae, *tok, co.corpus, o);
+  bar.finish();
+  if (!main_rank) return 0;  // every rank holds the same result; one writes it
+  auto r = s.to_result(tok.get());
+  vocablens::cli::fill_provenance(r, m);
+  r.provenance["sae"] = sae.source;
+  r.provenance["sae_layout"] = sae.layout;
+  r.provenance["tokenizer"] = tok->source();
+  const bool color = vocablens::cli::use_color(co.out);
+  vocablens::cli::emit(r, co.out, [&] { print_corpus(s, tok.get(), color); });
+  return 0;
+}
+
 int run_features(const FeaturesCliOptions& co) {
   vocablens::FeatureLogitsOptions o;
   o.top_k = co.top_k;
@@ -102,23 +172,54 @@ int run_features(const FeaturesCliOptions& co) {
   vocablens::SaeLoadOptions lo;
   lo.hook_name = co.hook;
   vocablens::Sae sae = vocablens::load_sae(co.sae, lo);
+  if (!co.prompt.empty() && !co.corpus.empty()) throw UsageError("give --prompt or --corpus, not both");
   if (!co.prompt.empty()) return run_lens(co, sae);
+  if (!co.corpus.empty() && co.neuronpedia.empty()) return run_corpus(co, sae);
   if (!co.features.empty()) o.features = vocablens::parse_index_list(co.features, sae.d_sae, "feature");
   vocablens::Model m = vocablens::load_model(co.model);
   vocablens::check_sae_fits(sae, m);
-  auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, false);
+  auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, !co.corpus.empty());
+  // --neuronpedia with --corpus: the corpus statistics feed frac_nonzero, the histograms and the contexts.
+  std::unique_ptr<vocablens::SaeCorpusStats> stats;
+  if (!co.corpus.empty()) {
+    vocablens::dist::init();
+    vocablens::SaeCorpusOptions so;
+    so.max_tokens = co.max_tokens;
+    so.window = co.window;
+    so.contexts = co.contexts;
+    so.ce_metrics = false;  // the batch has no use for them
+    stats = std::make_unique<vocablens::SaeCorpusStats>(vocablens::sae_corpus_stats(m, sae, *tok, co.corpus, so));
+    if (vocablens::dist::rank() != 0) return 0;
+  }
   vocablens::cli::ProgressBar bar("features", "features");
   o.progress = bar.callback();
   auto a = vocablens::feature_logits(m, sae, o, tok.get());
   bar.finish();
+  if (!co.neuronpedia.empty()) {
+    vocablens::NeuronpediaOptions no;
+    no.model_id = co.np_model.empty() ? m.source() : co.np_model;
+    no.sae_set = co.np_set;
+    auto batch = vocablens::neuronpedia_batch(a, stats.get(), tok.get(), no);
+    // Token text may hold partial UTF-8 characters (byte tokens): replaced, never a throw.
+    vocablens::write_file_atomic(co.neuronpedia,
+                                 batch.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    fmt::print(stderr, "wrote {} features to {} (Neuronpedia dashboard batch{})\n", a.features.size(), co.neuronpedia,
+               stats ? ", with the corpus statistics" : "");
+  }
   auto r = a.to_result(tok.get());
+  std::unique_ptr<vocablens::FeatureEncoderTokens> enc;
+  if (!co.encoder.empty()) {
+    enc = std::make_unique<vocablens::FeatureEncoderTokens>(vocablens::feature_encoder_tokens(
+        m, sae, a.features, co.top_k, vocablens::parse_inverse_kind(co.encoder)));
+    enc->add_to(r);
+  }
   vocablens::cli::fill_provenance(r, m);
   r.provenance["sae"] = sae.source;
   r.provenance["sae_layout"] = sae.layout;
   r.provenance["sae_stored_dtype"] = sae.stored_dtype;
   if (tok) r.provenance["tokenizer"] = tok->source();
   const bool color = vocablens::cli::use_color(co.out);
-  vocablens::cli::emit(r, co.out, [&] { print_features(a, tok.get(), m, color); });
+  vocablens::cli::emit(r, co.out, [&] { print_features(a, tok.get(), m, color, enc.get()); });
   return 0;
 }
 
@@ -138,6 +239,21 @@ vocablens::cli::Register reg{
       sub.add_option("--prompt", o->prompt,
                      "Feature lens instead: run the model on this text and show the features firing at each position");
       sub.add_option("--top-features", o->top_features, "With --prompt: features shown per position (default 5)");
+      sub.add_option("--corpus", o->corpus,
+                     "Corpus statistics instead: stream this text file through the model with the SAE (firing density, "
+                     "histograms, dead features, L0, max-activating contexts, MSE, explained variance, CE loss recovered)");
+      sub.add_option("--max-tokens", o->max_tokens, "With --corpus: stop after this many scored tokens (default: all)");
+      sub.add_option("--window", o->window, "With --corpus: tokens per window (default: the model's context)");
+      sub.add_option("--contexts", o->contexts, "With --corpus: max-activating contexts kept per feature (default 5)");
+      sub.add_flag("--no-ce", o->no_ce, "With --corpus: skip the spliced and zero-ablated forward passes (CE, KL)");
+      sub.add_option("--neuronpedia", o->neuronpedia,
+                     "Also write the features as Neuronpedia's dashboard batch JSON to this file (SAEDashboard's format); "
+                     "with --corpus, frac_nonzero, activation histograms and max-activating contexts come from it");
+      sub.add_option("--neuronpedia-model", o->np_model, "With --neuronpedia: the model_id (default: the model path)");
+      sub.add_option("--neuronpedia-set", o->np_set, "With --neuronpedia: the sae_set (default: the SAE path)");
+      sub.add_option("--encoder", o->encoder,
+                     "Also read each feature's ENCODER direction through a read projection: pinv (E+, Dar et al.), "
+                     "transpose (W_U) or embed (W_E): the tokens that excite the feature most (arrays encoder_top_*)");
       sub.add_flag("--final-norm", o->final_norm, "Scale each decoder direction by the final norm's weight first");
       sub.add_flag("--no-bottom", o->no_bottom, "Skip the lowest-scoring tokens");
       vocablens::cli::add_token_filter_options(sub, o->tokens_flags);

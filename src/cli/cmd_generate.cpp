@@ -11,6 +11,8 @@
 #include "vocablens/error.hpp"
 #include "vocablens/memory_estimate.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/sae.hpp"
+#include "vocablens/sae_steer.hpp"
 #include "vocablens/timings.hpp"
 #include "vocablens/tokenizer.hpp"
 
@@ -29,6 +31,10 @@ struct GenerateOptions {
   std::string steer;         // "love-hate": add scale * (E[love] - E[hate]) to the residual stream
   int64_t steer_layer = -1;  // -1: n_layers / 2
   double steer_scale = 4.0;
+  std::string sae, sae_hook;    // --sae: steer with a feature's decoder direction instead
+  int64_t steer_feature = -1;
+  double feature_scale = 4.0;
+  bool feature_scale_given = false;
 };
 
 // --steer "A-B": the steering vector W_E[A] - W_E[B]. A word without a leading space is looked up as the
@@ -100,13 +106,30 @@ int run_generate(const GenerateOptions& o) {
   // llama2.c's run.c ends a sample when the model emits BOS; Hugging Face models end at EOS.
   int64_t stop = o.stop_id;
   if (stop == -2) stop = c.architecture == "llama2.c" ? c.bos_token_id : c.eos_token_id;
+  if (o.steer_feature >= 0 && o.sae.empty()) throw vocablens::UsageError("--steer-feature needs --sae PATH");
+  if (!o.sae.empty() && o.steer_feature < 0) throw vocablens::UsageError("--sae needs --steer-feature N (the feature to steer with)");
+  if (o.feature_scale_given && o.steer_feature < 0) throw vocablens::UsageError("--scale needs --sae PATH --steer-feature N");
+  if (o.steer_feature >= 0 && !o.steer.empty()) throw vocablens::UsageError("give --steer or --steer-feature, not both");
   if (o.steer.empty() && (o.steer_layer != -1 || o.steer_scale != 4.0))
     throw vocablens::UsageError("--steer-layer and --steer-scale need --steer PLUS-MINUS");
   if (o.steer_layer < -1) throw vocablens::UsageError("--steer-layer must be >= 0");
   // Steered text means little alone: the unsteered continuation of the same prompt is printed above it.
   std::vector<int64_t> ids, plain;
   std::string steer_label;
-  if (!o.steer.empty()) {
+  if (o.steer_feature >= 0) {
+    vocablens::SaeLoadOptions lo;
+    lo.hook_name = o.sae_hook;
+    vocablens::Sae sae = vocablens::load_sae(o.sae, lo);
+    vocablens::check_sae_fits(sae, m);
+    const std::string hook = vocablens::sae_write_hook(sae);
+    const double norm = vocablens::feature_direction(sae, o.steer_feature).norm().item<double>();
+    fmt::print(stderr, "steering: {:+g} x W_dec[{}] of {} added to {} at every position (|W_dec[{}]| = {:.4f})\n",
+               o.feature_scale, o.steer_feature, sae.source, hook, o.steer_feature, norm);
+    plain = m.generate_greedy(prompt, steps, stop);
+    ids = vocablens::generate_greedy_with_hooks(m, prompt, steps, stop,
+                                                vocablens::feature_steering_hooks(sae, o.steer_feature, o.feature_scale));
+    steer_label = fmt::format("steered ({:+g} x feature {}, {})", o.feature_scale, o.steer_feature, hook);
+  } else if (!o.steer.empty()) {
     std::string shown;
     at::Tensor v = steering_vector(m, tok.get(), o.steer, shown);
     const int64_t layer = o.steer_layer >= 0 ? o.steer_layer : c.n_layers / 2;
@@ -176,7 +199,19 @@ vocablens::cli::Register reg{
       sub.add_option("--steer-layer", o->steer_layer, "Block whose input is steered (default: n_layers / 2)");
       sub.add_option("--steer-scale", o->steer_scale, "Multiplier of the steering vector (negative reverses it)")
           ->capture_default_str();
-      return [o] { return run_generate(*o); };
+      sub.add_option("--sae", o->sae, "With --steer-feature: the SAE or transcoder whose feature steers (any layout "
+                                      "`vocablens features` reads)");
+      sub.add_option("--sae-hook", o->sae_hook, "Hook point the SAE reads (overrides the file's or the guessed one)");
+      sub.add_option("--steer-feature", o->steer_feature,
+                     "Steer with this SAE feature: adds scale * W_dec[N] at the SAE's hook (a transcoder: where it "
+                     "writes), at every position; the unsteered text is printed too")
+          ->check(CLI::NonNegativeNumber);
+      auto* fscale = sub.add_option("--scale", o->feature_scale, "With --steer-feature: the multiplier s of W_dec[N] "
+                                                                 "(default 4; negative subtracts it)");
+      return [o, fscale] {
+        o->feature_scale_given = fscale->count() > 0;
+        return run_generate(*o);
+      };
     }};
 
 }  // namespace

@@ -65,6 +65,41 @@ class Sae(unittest.TestCase):
         self.assertEqual(r.kind, "feature_lens")
         self.assertEqual(r.arrays["top_features"].shape[1], 3)
 
+    def test_feature_corpus_agrees_with_cli(self):
+        sae_dir = os.path.join(self.fx, "saelens_jumprelu")
+        corpus = os.path.join(tempdir("corpus"), "c.txt")
+        with open(corpus, "w") as f:
+            f.write("The Eiffel Tower is in the city of Paris. Once upon a time there was a little girl named Lily.\n")
+        d1, d2 = tempdir("cli"), tempdir("py")
+        cli("features", GPT2, "--sae", sae_dir, "--corpus", corpus, "--window", "16", "--contexts", "2", "--out", d1,
+            "--format", "npy")
+        sae = vocablens.load_sae(sae_dir)
+        r = vocablens.feature_corpus(self.model, sae, corpus, window=16, contexts=2, progress=False)
+        self.assertEqual(r.kind, "feature_corpus")
+        r.save(d2)
+        compare_dirs(self, d1, d2, "feature_corpus")
+        # the density is the fraction of scored positions (every token but the last) where the feature fires
+        m = r.summary["metrics"]
+        np.testing.assert_array_equal(r.arrays["fire_count"], r.arrays["histogram"].sum(axis=1))
+        np.testing.assert_allclose(r.arrays["density"], r.arrays["fire_count"] / m["positions"], rtol=0, atol=0)
+
+    def test_steer_feature_hook(self):
+        sae = vocablens.load_sae(os.path.join(self.fx, "saelens_standard"))
+        name, fn = vocablens.steer_feature_hook(sae, 5, 3.0)
+        self.assertEqual(name, "blocks.1.hook_resid_pre")
+        ids = [464, 412, 733, 8765]
+        got = self.model.run_with_hooks(ids, fwd_hooks=[(name, fn)])
+        vec = sae.W_dec[5].double() * 3.0
+
+        def by_hand(x, hook):
+            return (x.double() + vec).float()
+
+        want = self.model.run_with_hooks(ids, fwd_hooks=[("blocks.1.hook_resid_pre", by_hand)])
+        self.assertLessEqual(float((got - want).abs().max()), 1e-5)
+        self.assertGreater(float((got - self.model.run_with_hooks(ids)).abs().max()), 1e-3)
+        with self.assertRaises(ValueError):
+            vocablens.steer_feature_hook(sae, 96)
+
     def test_errors(self):
         with self.assertRaises(vocablens.FormatError) as e:
             vocablens.load_sae(os.path.join(self.fx, "bad_unknown"))

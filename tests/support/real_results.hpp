@@ -28,6 +28,7 @@
 #include "vocablens/project.hpp"
 #include "vocablens/result.hpp"
 #include "vocablens/sae.hpp"
+#include "vocablens/sae_corpus.hpp"
 #include "vocablens/spectrum.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/tuned_lens.hpp"
@@ -139,6 +140,10 @@ inline std::vector<vocablens::Result> real_results(const std::string& dir) {
     FeatureLogitsOptions fo;
     fo.top_k = 5;
     out.push_back(feature_logits(m, sae, fo, tok.get()).to_result(tok.get()));
+    SaeCorpusOptions sco;  // the same SAE over the corpus
+    sco.window = 8;
+    sco.contexts = 2;
+    out.push_back(sae_corpus_stats(m, sae, *tok, corpus, sco).to_result(tok.get()));
   }
   return out;
 }
