@@ -115,6 +115,31 @@ TEST_CASE("a byte-level vocabulary without some single-byte tokens refuses a tex
   }
 }
 
+TEST_CASE("DeepSeek's added Latin-1 tokens (ö, À, ...) match their text, as in llama.cpp") {
+  // DeepSeek's vocabularies add "õ", "÷", "Á", ..., "û" as user-defined tokens; read as byte-level spellings
+  // they would be the lone bytes 0xF5, 0xF7, 0xC1, ..., which never occur in UTF-8. Reference: the ids of
+  // llama.cpp's llama_tokenize (libllama of node-llama-cpp 3.22.1, add_special, parse_special) for these texts.
+  const std::vector<std::string> texts = {"J\xC3\xB6rg Hoh \xC3\x80 la carte, 2007",
+                                          "\xC3\xB5\xC3\xB7\xC3\x81\xC3\xBD\xC3\xBF\xC3\xB8\xC3\xBA\xC3\xBE\xC3\xBC\xC3\xB9\xC3\xB6\xC3\xBB"};
+  const std::vector<std::pair<const char*, std::vector<std::vector<int64_t>>>> want = {
+      {"deepseek-coder",
+       {{32013, 41, 32011, 13507, 414, 2085, 207, 32004, 446, 7714, 68, 11, 207, 17, 15, 15, 22},
+        {32013, 32000, 32001, 32002, 32003, 32005, 32006, 32007, 32008, 32009, 32010, 32011, 32012}}},
+      {"deepseek-llm",
+       {{100000, 41, 100003, 10704, 415, 2099, 207, 100010, 446, 86371, 11, 207, 17, 15, 15, 22},
+        {100000, 100006, 100007, 100012, 100009, 100005, 100002, 100004, 100013, 100014, 100011, 100003, 100008}}}};
+  for (const auto& [fam, ids] : want) {
+    const std::string g = llama_models_dir() + "/ggml-vocab-" + fam + ".gguf";
+    INFO(g);
+    REQUIRE(exists(g));
+    auto tok = vocablens::load_tokenizer_for(g);
+    vocablens::EncodeOptions o;
+    o.add_bos = true;
+    o.special_tokens = true;
+    for (size_t i = 0; i < texts.size(); ++i) CHECK(tok->encode(texts[i], o) == ids[i]);
+  }
+}
+
 TEST_CASE("a GGUF model's own vocabulary equals the Hugging Face tokenizer it was converted from") {
   // gpt2-tiny-q8_0.gguf carries GPT-2's vocabulary (tokenizer.ggml.*, copied from llama.cpp's ggml-vocab-gpt-2.gguf);
   // the gpt2-tiny fixture directory has GPT-2's vocab.json + merges.txt (checked against tiktoken elsewhere).

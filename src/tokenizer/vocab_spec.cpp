@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "tokenizer/bpe_builder.hpp"
+#include "tokenizer/text_util.hpp"
 #include "vocablens/bpe_tokenizer.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/sentencepiece_tokenizer.hpp"
@@ -16,6 +17,16 @@ namespace vocablens {
 namespace {
 
 using detail::bad;
+
+bool valid_utf8(std::string_view s) {
+  uint32_t cp = 0;
+  for (size_t i = 0; i < s.size();) {
+    const size_t k = detail::utf8_char(s, i, cp);
+    if (k == 0) return false;
+    i += k;
+  }
+  return true;
+}
 
 // The expressions (Hugging Face tokenizer.json spellings; PCRE2 reads them directly).
 const char* const kGpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
@@ -175,8 +186,11 @@ std::unique_ptr<Tokenizer> from_gpt2(const VocabSpec& v) {
     int32_t type = v.token_types.empty() ? 1 : v.token_types[i];
     std::string raw;
     if (type == 3 || type == 4) {  // control / user-defined: text matched before pre-tokenizing
-      // user-defined tokens may be stored in the byte-level spelling ("Ġ<tag>"): use the raw text then
-      std::string content = detail::unicode_to_bytes(v.tokens[i], raw) && type == 4 ? raw : v.tokens[i];
+      // User-defined tokens may be stored in the byte-level spelling ("Ġ<tag>"): use the raw text then. But
+      // not when those bytes are no text: DeepSeek's added tokens "ö", "À", ... (U+00F6, U+00C0) read as
+      // byte-level spellings are the lone bytes 0xF6, 0xC0, which never occur in UTF-8 — they are meant
+      // literally (Hugging Face matches the added token "ö" in the text, and so does llama.cpp).
+      std::string content = type == 4 && detail::unicode_to_bytes(v.tokens[i], raw) && valid_utf8(raw) ? raw : v.tokens[i];
       if (content.empty()) continue;
       b.add_added(v.source, content, static_cast<int64_t>(i), type == 3);
     } else if (type == 5 && !detail::unicode_to_bytes(v.tokens[i], raw)) {
