@@ -17,6 +17,15 @@
 #define VOCABLENS_SPM_SHIM "libvocablens_spm.so"
 #endif
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define VOCABLENS_HAS_ASAN 1
+#endif
+#endif
+#ifndef VOCABLENS_HAS_ASAN
+#define VOCABLENS_HAS_ASAN 0
+#endif
+
 namespace vocablens {
 namespace {
 
@@ -44,7 +53,7 @@ const Shim& shim(const std::string& source) {
   std::call_once(once, [] {
     const char* env = std::getenv("VOCABLENS_SPM_SHIM");
     int mode = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || VOCABLENS_HAS_ASAN  // (GCC's macro; clang 14 has only __has_feature)
     mode &= ~RTLD_DEEPBIND;  // ASan refuses RTLD_DEEPBIND; sanitizer runs use SentencePiece from LibTorch-free programs
 #endif
     void* h = dlopen(env && *env ? env : VOCABLENS_SPM_SHIM, mode);
