@@ -26,11 +26,15 @@
 #define VOCABLENS_HAS_ASAN 0
 #endif
 
+// The shim's handle type, declared where the shim defines it (the global namespace): function pointers whose
+// parameter types name another `vl_spm` (one inside this file's namespace) are calls through a pointer of the
+// wrong type, which clang's UBSan (-fsanitize=function) reports at the first call.
+struct vl_spm;
+
 namespace vocablens {
 namespace {
 
 // libsentencepiece through src/spm_shim (see there why it is loaded late, locally and deep-bound).
-struct vl_spm;
 struct Shim {
   vl_spm* (*load)(const char*, size_t, char**);
   void (*free_)(vl_spm*);
