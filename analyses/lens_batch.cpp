@@ -19,54 +19,6 @@
 
 namespace vocablens {
 
-std::vector<LensPrompt> read_lens_prompts(const std::string& path) {
-  // A regular file of bounded size: /dev/zero or a FIFO would be read forever or block (regular_file.hpp).
-  std::istringstream in(detail::read_regular_file(path, detail::kMaxTextListBytes, "prompts files"));
-  std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    lines.push_back(line);
-  }
-  bool jsonl = false;
-  for (const auto& l : lines) {
-    size_t p = l.find_first_not_of(" \t");
-    if (p != std::string::npos) {
-      jsonl = l[p] == '{';
-      break;
-    }
-  }
-  std::vector<LensPrompt> out;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const std::string& l = lines[i];
-    if (l.find_first_not_of(" \t") == std::string::npos) continue;
-    LensPrompt p;
-    p.line = static_cast<int64_t>(i + 1);
-    if (!jsonl) {
-      p.prompt = l;
-    } else {
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(l);
-      } catch (const std::exception& e) {
-        throw FormatError(path, fmt::format("line {}: not a JSON object ({})", i + 1, e.what()));
-      }
-      if (!j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
-        throw FormatError(path, fmt::format("line {}: expected {{\"prompt\": \"...\", \"target\": \"...\"}} with a string prompt", i + 1));
-      p.prompt = j["prompt"].get<std::string>();
-      if (j.contains("target")) {
-        if (!j["target"].is_string()) throw FormatError(path, fmt::format("line {}: \"target\" must be a string", i + 1));
-        p.target = j["target"].get<std::string>();
-        if (p.target.empty()) throw FormatError(path, fmt::format("line {}: \"target\" is empty", i + 1));
-      }
-    }
-    if (p.prompt.empty()) throw FormatError(path, fmt::format("line {}: empty prompt", i + 1));
-    out.push_back(std::move(p));
-  }
-  if (out.empty()) throw FormatError(path, "no prompts (the file is empty or blank)");
-  return out;
-}
-
 LensBatchResult logit_lens_batch(const Model& m, const Tokenizer& tok, const std::vector<LensPrompt>& prompts,
                                  const LensOptions& opts, const EncodeOptions& eo,
                                  const std::function<void(size_t, size_t)>& progress) {

@@ -1,11 +1,8 @@
 // Corpus mode of the logit lens (see vocablens/lens.hpp): a text file streamed through the model in
 // windows of its context; per-layer mean cross-entropy (nats, bits per byte), KL to the final layer,
 // entropy and top-1 accuracy over every predicted token. Memory is bounded by the chunk and window size.
-#include <cerrno>
 #include <cmath>
 #include <limits>
-#include <cstring>
-#include <fstream>
 #include <limits>
 
 #include "vocablens/dist.hpp"
@@ -14,33 +11,10 @@
 #include "vocablens/lens_corpus.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "vocablens/text_inputs.hpp"
 #include "util/regular_file.hpp"
 
 namespace vocablens {
-namespace {
-
-bool is_space(unsigned char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
-
-// Where to cut `text` so that tokenising the two halves apart changes as little as possible: before a
-// single space between two words (GPT-2's pre-tokenizer then splits there anyway), else after a line end
-// followed by text, else on a UTF-8 character boundary. Searches the second half only; returns text.size()
-// when the whole text should be kept back (no cut found and the text is short).
-size_t split_point(const std::string& text) {
-  const size_t n = text.size();
-  if (n < 2) return n;
-  const size_t lo = n / 2;
-  for (size_t i = n - 2; i > lo; --i)
-    if (text[i] == ' ' && !is_space(static_cast<unsigned char>(text[i - 1])) &&
-        !is_space(static_cast<unsigned char>(text[i + 1])))
-      return i;
-  for (size_t i = n - 2; i > lo; --i)
-    if (text[i] == '\n' && !is_space(static_cast<unsigned char>(text[i + 1]))) return i + 1;
-  size_t i = n - 1;
-  while (i > lo && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) --i;
-  return i;
-}
-
-}  // namespace
 
 CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const std::string& path,
                                    const CorpusLensOptions& opts) {
@@ -55,15 +29,8 @@ CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const s
     throw UsageError("--window must be in [2, " + std::to_string(n_ctx) + "] (got " + std::to_string(W) + ")");
   if (opts.chunk_bytes < 16) throw UsageError("chunk_bytes must be at least 16");
 
-  // Streamed, so any size; but a regular file: /dev/zero never ends and a FIFO blocks (regular_file.hpp).
-  detail::check_regular_file(path, detail::kMaxCorpusBytes, "corpora");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw FormatError(path, std::string("cannot read: ") + std::strerror(errno));
-  f.seekg(0, std::ios::end);
-  const auto end = f.tellg();
-  if (end < 0) throw FormatError(path, "cannot read: not a regular file");
-  const uint64_t total = static_cast<uint64_t>(end);
-  f.seekg(0, std::ios::beg);
+  // Streamed by for_each_corpus_chunk (text_inputs.hpp), which opens only a regular file (/dev/zero never ends, a FIFO blocks).
+  const uint64_t total = detail::check_regular_file(path, detail::kMaxCorpusBytes, "corpora");
 
   LensEngine eng(m, lo);
   const int64_t n = static_cast<int64_t>(eng.layers().size());
@@ -156,21 +123,8 @@ CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const s
     head = 0;
   };
 
-  std::string leftover, buf(opts.chunk_bytes, '\0');
-  while (!done) {
-    f.read(&buf[0], static_cast<std::streamsize>(buf.size()));
-    const size_t got = static_cast<size_t>(f.gcount());
-    if (got == 0 && f.bad()) throw FormatError(path, "read error");
-    bytes_read += got;
-    const bool eof = got < buf.size() || f.peek() == std::char_traits<char>::eof();
-    std::string text = leftover;
-    text.append(buf, 0, got);
-    leftover.clear();
-    if (!eof) {
-      size_t cut = split_point(text);
-      leftover = text.substr(cut);
-      text.resize(cut);
-    }
+  for_each_corpus_chunk(path, static_cast<size_t>(opts.chunk_bytes), [&](const std::string& text, uint64_t read, bool eof) {
+    bytes_read = read;
     if (!text.empty()) {
       EncodeOptions eo;
       if (!first_chunk) eo.add_bos = false;
@@ -180,8 +134,8 @@ CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const s
       first_chunk = false;
     }
     drain(eof);
-    if (eof) break;
-  }
+    return !done;
+  });
   if (r.predicted == 0)
     throw UsageError(path + ": the corpus has fewer than 2 tokens; nothing to predict");
   if (shard_count > 1) {

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -12,7 +13,9 @@
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/sha256.hpp"
+#include "vocablens/dist.hpp"
 #include "vocablens/tensor_store.hpp"
+#include "vocablens/tuned_lens_train.hpp"
 #include "util/regular_file.hpp"
 
 namespace vocablens {
@@ -166,6 +169,12 @@ TunedLens load_tuned_lens(const std::string& dir) {
     t.weight.push_back(W);
     t.bias.push_back(b);
   }
+  // A lens whose training stopped early (--stop-after, Ctrl-C) reads like a finished one; say so, on every
+  // path that loads it (lens --tuned, tuned-lens eval, serve, Python).
+  if (const auto u = tuned_lens_unfinished(dir); u && dist::rank() == 0)
+    std::cerr << "vocablens: warning: " << dir << " is an unfinished tuned lens: trained " << u.trained_steps << " of "
+              << u.steps << " steps (stopped by --stop-after or Ctrl-C), so its translators are only partly trained; "
+              << "finish it with the same `vocablens tuned-lens train` command and --resume\n";
   return t;
 }
 

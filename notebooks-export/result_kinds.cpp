@@ -75,7 +75,10 @@ void check_result_shapes(const Result& r, const std::string& path) {
     std::string array;
   };
   std::map<std::string, Binding> bound;  // symbol -> the size the first array using it gave, and that array
-  for (const auto& [name, spec] : k->shapes) {
+  for (const auto& entry : k->shapes) {
+    // (not a structured binding: C++17 lambdas cannot capture those, and clang refuses it)
+    const std::string& name = entry.first;
+    const std::string& spec = entry.second;
     auto it = r.arrays.find(name);
     if (it == r.arrays.end()) continue;  // optional arrays (written only with some options)
     const std::vector<int64_t>& shape = it->second.shape;

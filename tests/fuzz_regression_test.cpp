@@ -68,6 +68,8 @@ TEST_CASE("fuzz regressions: every saved input replays cleanly through its harne
   replay("fuzz_bpe_files", fuzz::bpe_files);
   replay("fuzz_llama2c_tokenizer", fuzz::llama2c_tokenizer);
   replay("fuzz_results", fuzz::results);
+  replay("fuzz_results_multi", fuzz::results_multi);
+  replay("fuzz_spm_model", fuzz::spm_model);
   std::string gpt2 = vl_test::fixture("gpt2-tiny");
   if (gpt2.empty()) return;
   auto tok = vocablens::load_tokenizer(gpt2);
@@ -75,6 +77,11 @@ TEST_CASE("fuzz regressions: every saved input replays cleanly through its harne
     INFO(f);
     const std::string bytes = vl_test::read_file(f);
     CHECK(fuzz::bpe_encode(*tok, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()) == 0);
+  }
+  for (const auto& f : files_under(kRegressions + "/fuzz_prompts_corpus")) {
+    INFO(f);
+    const std::string bytes = vl_test::read_file(f);
+    CHECK(fuzz::prompts_corpus(*tok, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()) == 0);
   }
 }
 
@@ -322,6 +329,23 @@ TEST_CASE("fuzz seeds: the hand-made seeds parse", "[fuzz]") {
     REQUIRE(rs.size() == 1);
     CHECK(rs[0].kind == (std::string(f) == "generic" ? "my_analysis" : f));
     CHECK(!rs[0].arrays.empty());
+  }
+  // fuzz_prompts_corpus: the prompts seeds are files read_lens_prompts accepts; every seed passes the harness's
+  // properties (the corpus pieces concatenate to the file) in the normal build too.
+  const std::string gpt2 = vl_test::fixture("gpt2-tiny");
+  REQUIRE(!gpt2.empty());
+  auto gpt2_tok = vocablens::load_tokenizer(gpt2);
+  const std::vector<std::pair<const char*, size_t>> prompt_seeds = {{"prompts-jsonl", 4}, {"prompts-plain", 3}, {"prompts-escapes", 2}};
+  for (auto [f, n] : prompt_seeds) {
+    INFO(f);
+    const std::string bytes = vl_test::read_file(out + "/fuzz_prompts_corpus/" + f);
+    vl_test::write_file(out + "/prompts.txt", bytes.substr(1));
+    CHECK(vocablens::read_lens_prompts(out + "/prompts.txt").size() == n);
+  }
+  for (const auto& f : files_under(out + "/fuzz_prompts_corpus")) {
+    INFO(f);
+    const std::string bytes = vl_test::read_file(f);
+    CHECK(fuzz::prompts_corpus(*gpt2_tok, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()) == 0);
   }
   fs::remove_all(out);
 }

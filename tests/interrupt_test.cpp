@@ -257,7 +257,11 @@ TEST_CASE("SIGINT during tuned-lens train: exit 130 with a checkpoint, and --res
   CHECK(rc == 130);
   CHECK(c.err.find("checkpoint saved in " + dir + "/checkpoint.safetensors") != std::string::npos);
   REQUIRE(fs::exists(dir + "/checkpoint.safetensors"));
-  CHECK_FALSE(fs::exists(dir + "/params.pt"));  // the finished lens is written only at the end
+  // The lens so far is written too, marked unfinished at the checkpoint's step (load_tuned_lens warns).
+  REQUIRE(fs::exists(dir + "/params.pt"));
+  const auto cfg = nlohmann::json::parse(vl_test::read_file(dir + "/config.json"));
+  REQUIRE(cfg.contains("vocablens_unfinished"));
+  CHECK(cfg["vocablens_unfinished"]["steps"] == 2000);
   CHECK_FALSE(any_temp_file(dir));
   // The checkpoint is at the step the signal stopped (past the last progress line), not the last periodic one.
   const std::string ck = vl_test::read_file(dir + "/checkpoint.safetensors");
@@ -267,6 +271,7 @@ TEST_CASE("SIGINT during tuned-lens train: exit 130 with a checkpoint, and --res
   const int64_t at = std::stoll(meta["step"].get<std::string>());
   CHECK(at >= 200);
   CHECK(at < 2000);
+  CHECK(cfg["vocablens_unfinished"]["trained_steps"] == at);
   // --resume with a smaller --steps than reached is refused; with --steps just past it, it finishes.
   std::string cmd = vl_test::cli_path() + " tuned-lens train " + model + " --corpus " + corpus + " --out " + dir +
                     " --window 64 --tokens-per-step 512 --quiet --resume --steps ";
@@ -274,5 +279,6 @@ TEST_CASE("SIGINT during tuned-lens train: exit 130 with a checkpoint, and --res
   INFO(out);
   CHECK(fs::exists(dir + "/params.pt"));
   CHECK(fs::exists(dir + "/config.json"));
+  CHECK_FALSE(nlohmann::json::parse(vl_test::read_file(dir + "/config.json")).contains("vocablens_unfinished"));
   fs::remove_all(root);
 }

@@ -24,22 +24,13 @@
 #include <vector>
 
 #include "vocablens/lens.hpp"
+#include "vocablens/text_inputs.hpp"  // LensPrompt, read_lens_prompts
 #include "vocablens/result.hpp"
 #include "vocablens/tokenizer.hpp"
 
 namespace vocablens {
 
 class Model;
-
-struct LensPrompt {
-  std::string prompt;
-  std::string target;  ///< one token as text; "" = the next token at every position
-  int64_t line = 0;    ///< 1-based line in the file (for errors)
-};
-
-/// Reads a prompts file (see above). Throws FormatError(path, "line N: ...") on a bad line, an empty file,
-/// or an unreadable file.
-std::vector<LensPrompt> read_lens_prompts(const std::string& path);
 
 struct LensBatchResult {
   std::string source;                  ///< the prompts file ("" when given in memory)

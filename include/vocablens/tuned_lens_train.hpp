@@ -11,6 +11,15 @@
 //              dropped), shuffled with `seed` (a fresh permutation each pass when steps need more windows)
 //   step       tokens_per_step / window windows (at least 1); the package's defaults: 250 steps of 2^18 tokens
 //
+// Defaults scaled to the model and the corpus (tokens_per_step = 0): the package's 2^18 tokens per step are
+// meant for models of d_model >= 1024 on large corpora; here a step holds min(2^18, 256 * d_model) tokens,
+// in whole windows, and never more windows than the corpus has (stories260K, d_model 64: 16384 tokens, not
+// 262144 — minutes instead of hours). `plan` reports the schedule before the first step (how many times the
+// corpus is read over, so that callers can warn about a small corpus); `progress` reports every micro-batch
+// with the fraction done and an ETA. A run that stops before `steps` (stop_after, Ctrl-C) writes its lens
+// marked unfinished (config.json "vocablens_unfinished", train_log.json "finished": false); load_tuned_lens
+// warns about such a lens.
+//
 // Under mpirun (vocablens/dist.hpp) window j of a step's batch is run by rank j mod size and the gradients
 // are summed over ranks before clipping: the update equals the one-process update within float32 rounding.
 //
@@ -36,20 +45,35 @@ class Model;
 class Tokenizer;
 
 struct TunedLensTrainProgress {
-  int64_t step = 0, steps = 0;
-  double loss = 0;   ///< this step's loss (sum over layers of mean KL, nats)
+  int64_t step = 0, steps = 0;  ///< steps finished (within_step: the step under way is step + 1), of the schedule
+  double loss = 0;   ///< this step's loss (sum over layers of mean KL, nats); 0 while within_step
   double lr = 0;
-  double seconds = 0;
+  double seconds = 0;           ///< since train_tuned_lens was called
   bool checkpoint = false;
+  /// true: a micro-batch of the step under way has finished (loss and lr not known yet).
+  bool within_step = false;
+  int64_t windows_done = 0, windows_total = 0;  ///< of this call's steps (start .. stop), all ranks together
+  double eta_seconds = -1;      ///< to the end of this call's steps, from the training time so far; -1 = unknown
+};
+
+/// The schedule, reported once before the first step.
+struct TunedLensTrainPlan {
+  int64_t corpus_tokens = 0, windows = 0, window = 0;  ///< the corpus in non-overlapping windows
+  int64_t windows_per_step = 0, tokens_per_step = 0;
+  int64_t steps = 0, start_step = 0, stop_step = 0;    ///< schedule length; this call runs steps start+1 .. stop
+  bool tokens_per_step_scaled = false;  ///< tokens_per_step was 0: scaled to the model and corpus (see above)
+  double corpus_passes = 0;             ///< windows the whole schedule reads / windows in the corpus
+  int64_t micro_batch = 0;              ///< windows per forward pass
 };
 
 struct TunedLensTrainOptions {
   std::string corpus;
   std::string out_dir;
   int64_t steps = 250;
-  int64_t tokens_per_step = int64_t{1} << 18;
+  /// 0 = scaled: min(2^18, 256 * d_model) tokens in whole windows, at most the corpus's windows (see above).
+  int64_t tokens_per_step = 0;
   int64_t window = 0;          ///< tokens per window; 0 = the model's context
-  int64_t micro_batch = 0;     ///< windows per forward pass; 0 = as many as fit ~64k tokens
+  int64_t micro_batch = 0;     ///< windows per forward pass; 0 = about 8k tokens (fewer for large vocabularies)
   double lr_scale = 1.0;
   double momentum = 0.9;
   double weight_decay = 1e-3;
@@ -66,6 +90,7 @@ struct TunedLensTrainOptions {
   /// good checkpoint. 0 = never.
   int64_t inject_nan_at_step = 0;
   std::function<void(const TunedLensTrainProgress&)> progress;
+  std::function<void(const TunedLensTrainPlan&)> plan;
 };
 
 struct TunedLensTrainReport {
@@ -83,5 +108,17 @@ TunedLensTrainReport train_tuned_lens(const Model& m, const Tokenizer& tok, cons
 
 /// Writes tuned_lens.safetensors, params.pt (torch.save format the package reads) and config.json into dir.
 void save_tuned_lens(const TunedLens& t, const std::string& dir);
+/// The same for a lens trained `trained_steps` of `steps`: when fewer, marked unfinished (config.json key
+/// "vocablens_unfinished": {"trained_steps", "steps"}; tuned_lens.safetensors metadata "unfinished").
+void save_tuned_lens(const TunedLens& t, const std::string& dir, int64_t trained_steps, int64_t steps);
+
+/// The mark save_tuned_lens leaves on an unfinished lens: trained_steps < steps. Both 0 when the lens in
+/// `dir` is finished or unmarked (the package's own lenses); a lens directory that cannot be read counts as
+/// unmarked (load_tuned_lens reports it).
+struct TunedLensUnfinished {
+  int64_t trained_steps = 0, steps = 0;
+  explicit operator bool() const { return steps > 0; }
+};
+TunedLensUnfinished tuned_lens_unfinished(const std::string& dir);
 
 }  // namespace vocablens

@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "cli/command.hpp"
@@ -55,10 +57,95 @@ int run_sample(TunedCli& c) {
 }
 
 std::string seconds_text(double s) {
+  if (!(s >= 0)) return "?";
   if (s < 60) return fmt::format("{:.1f}s", s);
-  const int m = static_cast<int>(s) / 60;
-  return fmt::format("{}m{:02d}s", m, static_cast<int>(s) - 60 * m);
+  const int64_t t = static_cast<int64_t>(s);
+  if (t < 3600) return fmt::format("{}m{:02d}s", t / 60, static_cast<int>(t % 60));
+  return fmt::format("{}h{:02d}m", t / 3600, static_cast<int>(t / 60 % 60));
 }
+
+// Seconds between progress lines when stderr is not a terminal (logs, CI, nohup): VOCABLENS_PROGRESS_INTERVAL,
+// else 30. A line also marks every tenth of the steps.
+double line_interval() {
+  const char* e = std::getenv("VOCABLENS_PROGRESS_INTERVAL");
+  if (e && *e) {
+    char* end = nullptr;
+    const double v = std::strtod(e, &end);
+    if (end != e && v >= 0 && std::isfinite(v)) return v;
+  }
+  return 30.0;
+}
+
+// What the user sees of a training run, on rank 0: the schedule and a warning when the corpus is read many
+// times over (before the first step), an estimate of the time after the first micro-batch, then a bar on a
+// terminal or a line every interval otherwise — each with the ETA.
+struct TrainDisplay {
+  bool tty = false, quiet = false, estimated = false;
+  double interval = 30, last_line = -1;
+  int64_t last_tenth = 0, start_step = 0, stop_step = 0;
+  std::chrono::steady_clock::time_point last_draw{};
+
+  void plan(const vocablens::TunedLensTrainPlan& p, int64_t d_model) {
+    start_step = p.start_step;
+    stop_step = p.stop_step;
+    if (!quiet)
+      fmt::print(stderr, "tuned-lens: {} steps of {} windows x {} tokens = {} tokens per step ({}); the corpus: {} tokens, {} windows\n",
+                 p.steps, p.windows_per_step, p.window, p.tokens_per_step,
+                 p.tokens_per_step_scaled
+                     ? fmt::format("scaled to d_model {} and the corpus; the package's recipe is --tokens-per-step 262144", d_model)
+                     : std::string("--tokens-per-step"),
+                 p.corpus_tokens, p.windows);
+    // Reusing a small corpus many times fits the translators to that text; the package trains on ~1 pass.
+    if (p.corpus_passes > 4)
+      fmt::print(stderr, "vocablens: warning: the schedule reads the corpus {:.0f} times over ({} steps x {} windows, {} windows in "
+                         "the corpus): the translators may fit this text more than the model. A longer corpus "
+                         "(`vocablens tuned-lens sample MODEL --tokens N --out FILE`) or fewer --steps reads it less often\n",
+                 p.corpus_passes, p.steps, p.windows_per_step, p.windows);
+    std::fflush(stderr);
+  }
+
+  void progress(const vocablens::TunedLensTrainProgress& p) {
+    if (quiet) return;
+    if (!estimated && p.eta_seconds >= 0 && p.windows_done < p.windows_total) {
+      estimated = true;
+      const double total = p.eta_seconds * static_cast<double>(p.windows_total) /
+                           static_cast<double>(std::max<int64_t>(1, p.windows_total - p.windows_done));
+      if (tty) fmt::print(stderr, "\r\033[K");
+      fmt::print(stderr, "tuned-lens: estimated {} for steps {}..{} of {} ({} windows; measured on the first {}){}\n",
+                 seconds_text(total), start_step + 1, stop_step, p.steps, p.windows_total, p.windows_done,
+                 total > 600 ? "; --steps, --tokens-per-step or --window shorten it" : "");
+    }
+    const double f = static_cast<double>(p.windows_done) / static_cast<double>(std::max<int64_t>(1, p.windows_total));
+    const int64_t shown_step = p.within_step ? p.step + 1 : p.step;
+    if (tty) {
+      const auto now = std::chrono::steady_clock::now();
+      const bool end = !p.within_step && p.windows_done == p.windows_total;
+      if (!end && now - last_draw < std::chrono::milliseconds(100)) return;
+      last_draw = now;
+      const int width = 28, filled = static_cast<int>(f * width);
+      fmt::print(stderr, "\r\033[Ktuned-lens [{}{}] step {}/{}  loss {}  {}  eta {}", std::string(static_cast<size_t>(filled), '#'),
+                 std::string(static_cast<size_t>(width - filled), '.'), shown_step, p.steps,
+                 p.within_step ? std::string("...") : fmt::format("{:.4f}", p.loss), seconds_text(p.seconds),
+                 seconds_text(p.eta_seconds));
+      if (end) fmt::print(stderr, "\r\033[K");
+      std::fflush(stderr);
+      return;
+    }
+    // Not a terminal: a line every tenth of this run's steps, and at least every `interval` seconds.
+    const int64_t tenth = static_cast<int64_t>(f * 10);
+    const bool at_tenth = !p.within_step && (tenth > last_tenth || p.windows_done == p.windows_total);
+    if (!at_tenth && !(last_line < 0 ? p.seconds >= interval : p.seconds - last_line >= interval)) return;
+    last_line = p.seconds;
+    if (!p.within_step) last_tenth = tenth;
+    if (p.within_step)
+      fmt::print(stderr, "tuned-lens step {}/{} ({:.1f} %): {} of {} windows  elapsed {}  eta {}\n", shown_step, p.steps, 100 * f,
+                 p.windows_done, p.windows_total, seconds_text(p.seconds), seconds_text(p.eta_seconds));
+    else
+      fmt::print(stderr, "tuned-lens step {}/{} ({:.1f} %)  loss {:.4f}  lr {:.2e}  elapsed {}  eta {}{}\n", p.step, p.steps,
+                 100 * f, p.loss, p.lr, seconds_text(p.seconds), seconds_text(p.eta_seconds), p.checkpoint ? "  (checkpoint)" : "");
+    std::fflush(stderr);
+  }
+};
 
 int run_train(TunedCli& c) {
   using namespace vocablens;
@@ -69,36 +156,30 @@ int run_train(TunedCli& c) {
   Model m = load_model(c.model);
   adapt_threads_to(m);
   auto tok = load_tokenizer_for(c.model, c.tokenizer);
-  const bool tty = ::isatty(STDERR_FILENO) == 1;
-  if (!c.quiet && dist::rank() == 0)
-    o.progress = [tty](const TunedLensTrainProgress& p) {
-      const double f = static_cast<double>(p.step) / static_cast<double>(std::max<int64_t>(1, p.steps));
-      const double eta = p.step > 0 ? p.seconds / static_cast<double>(p.step) * static_cast<double>(p.steps - p.step) : 0;
-      if (tty) {
-        const int width = 28, filled = static_cast<int>(f * width);
-        fmt::print(stderr, "\r\033[Ktuned-lens [{}{}] {}/{}  loss {:.4f}  lr {:.2e}  {}  eta {}",
-                   std::string(static_cast<size_t>(filled), '#'), std::string(static_cast<size_t>(width - filled), '.'),
-                   p.step, p.steps, p.loss, p.lr, seconds_text(p.seconds), seconds_text(eta));
-        if (p.step == p.steps) fmt::print(stderr, "\r\033[K");
-        std::fflush(stderr);
-        return;
-      }
-      const int64_t every = std::max<int64_t>(1, p.steps / 10);
-      if (p.step % every == 0 || p.step == p.steps)
-        fmt::print(stderr, "tuned-lens step {}/{}  loss {:.4f}  lr {:.2e}  {}{}\n", p.step, p.steps, p.loss, p.lr,
-                   seconds_text(p.seconds), p.checkpoint ? "  (checkpoint)" : "");
-    };
+  auto display = std::make_shared<TrainDisplay>();
+  display->tty = ::isatty(STDERR_FILENO) == 1;
+  display->quiet = c.quiet;
+  display->interval = line_interval();
+  if (dist::rank() == 0) {
+    const int64_t d_model = m.config().d_model;
+    o.plan = [display, d_model](const TunedLensTrainPlan& p) { display->plan(p, d_model); };
+    o.progress = [display](const TunedLensTrainProgress& p) { display->progress(p); };
+  }
   auto r = train_tuned_lens(m, *tok, o);
   if (dist::rank() == 0) {
     const double first = r.losses.empty() ? NAN : r.losses.front();
     const double last = r.losses.empty() ? NAN : r.losses.back();
+    const auto trained = static_cast<int64_t>(r.losses.size());
     fmt::print("trained a tuned lens for {} ({} translators) on {} tokens ({} windows of {}; {} per step{}) for steps "
-               "{}..{} in {}: loss {:.4f} -> {:.4f} (sum over layers of mean KL to the final layer, nats)\n",
+               "{}..{} of {} in {}: loss {:.4f} -> {:.4f} (sum over layers of mean KL to the final layer, nats)\n",
                m.source(), m.config().n_layers, r.corpus_tokens, r.windows, r.window, r.windows_per_step,
-               r.ranks > 1 ? fmt::format(", {} ranks", r.ranks) : "", r.start_step + 1, r.steps, seconds_text(r.seconds),
-               first, last);
+               r.ranks > 1 ? fmt::format(", {} ranks", r.ranks) : "", r.start_step + 1, trained, r.steps,
+               seconds_text(r.seconds), first, last);
     fmt::print("wrote {}/tuned_lens.safetensors, params.pt, config.json (read with `vocablens lens MODEL --tuned {}`)\n",
                r.out_dir, r.out_dir);
+    if (trained < r.steps)
+      fmt::print("the lens is unfinished ({} of {} steps) and marked so in {}/config.json: continue with the same command "
+                 "and --resume\n", trained, r.steps, r.out_dir);
   }
   return 0;
 }
@@ -143,15 +224,16 @@ vocablens::cli::Register reg{
       auto c = std::make_shared<TunedCli>();
       sub.require_subcommand(1);
       auto* t = c->train_cmd = sub.add_subcommand(
-          "train", "Train translators h -> h + A h + b per layer on a text corpus (the tuned-lens package's recipe)");
+          "train", "Train translators h -> h + A h + b per layer on a text corpus (the tuned-lens package's recipe, steps scaled to the model)");
       t->add_option("MODEL", c->model, vocablens::cli::kModelHelp)->required();
       t->add_option("--corpus", c->corpus, "Training text")->required();
       t->add_option("--out", c->train.out_dir, "Output directory: tuned_lens.safetensors, params.pt, config.json")->required();
       t->add_option("--steps", c->train.steps, "Optimisation steps (default 250)");
       t->add_option("--tokens-per-step", c->train.tokens_per_step,
-                    "Tokens per step, rounded down to whole windows, at least one (default 262144 = 2^18)");
+                    "Tokens per step, rounded down to whole windows, at least one (default: min(2^18, 256 x d_model), at most "
+                    "the corpus; 262144 = 2^18 is the package's recipe)")->check(CLI::PositiveNumber);
       t->add_option("--window", c->train.window, "Tokens per training window (default: the model's context)")->check(CLI::Range(int64_t{2}, INT64_MAX));
-      t->add_option("--micro-batch", c->train.micro_batch, "Windows per forward pass (default: about 64k tokens)");
+      t->add_option("--micro-batch", c->train.micro_batch, "Windows per forward pass (default: about 8k tokens)");
       t->add_option("--lr-scale", c->train.lr_scale, "SGD learning rate = lr-scale * (1 - momentum) (default 1.0)");
       t->add_option("--momentum", c->train.momentum, "Nesterov momentum (default 0.9)");
       t->add_option("--weight-decay", c->train.weight_decay, "Weight decay (default 1e-3)");
@@ -164,7 +246,8 @@ vocablens::cli::Register reg{
       t->add_option("--inject-nan-at-step", c->train.inject_nan_at_step, "Test hook: make this step's loss NaN")
           ->group("");
       t->add_option("--tokenizer", c->tokenizer, "Tokenizer file or directory (default: found beside the model)");
-      t->add_flag("--quiet", c->quiet, "No progress display");
+      t->add_flag("--quiet", c->quiet, "No progress display (warnings still show). Without a terminal, a progress line "
+                                         "every 30 s (VOCABLENS_PROGRESS_INTERVAL seconds) and every tenth of the steps");
 
       auto* e = c->eval_cmd = sub.add_subcommand(
           "eval", "Per-layer cross-entropy, entropy and KL (bits per byte) of the logit and the tuned lens on held-out text");

@@ -171,19 +171,27 @@ void Builder::add_merge(const std::string& path, size_t line, std::string_view l
 void Builder::check_vocabulary(const std::string& vocab_path) {
   if (m->bytes_of.empty()) bad(vocab_path, "the vocabulary is empty");
   if (!m->byte_level) return;
+  // A byte-level vocabulary has a token for every byte a text can hold, with a few published exceptions:
+  // bytes that never occur in UTF-8 (0xC0, 0xC1, 0xF5..0xFF: GPT-NeoX), and control characters or rare lead
+  // bytes that the trainer never saw (Falcon lacks 0x03..0x1E and 0xF2, StarCoder 0xF1). Such a byte gets no
+  // id: encode() refuses a text containing it, naming the byte (Hugging Face and llama.cpp drop it silently).
+  // Printable ASCII must be there: without it this is not a byte-level vocabulary at all.
+  int missing = 0;
   for (int b = 0; b < 256; ++b) {
     auto it = m->id_of.find(std::string(1, static_cast<char>(b)));
-    // Bytes that never occur in UTF-8 (0xC0, 0xC1, 0xF5..0xFF) may lack a token (GPT-NeoX's vocabulary):
-    // encode() then refuses input containing them (UsageError) instead of inventing an id.
-    if ((it == m->id_of.end() || m->special[it->second]) && (b == 0xC0 || b == 0xC1 || b >= 0xF5)) {
-      m->byte_id[b] = -1;
+    if (it != m->id_of.end() && !m->special[it->second]) {
+      m->byte_id[b] = it->second;
       continue;
     }
-    if (it == m->id_of.end() || m->special[it->second])
+    if (b >= 0x20 && b < 0x7F)
       bad(vocab_path, "the vocabulary lacks the single-byte token for byte " + std::to_string(b) +
                           " (not a byte-level BPE vocabulary)");
-    m->byte_id[b] = it->second;
+    m->byte_id[b] = -1;
+    ++missing;
   }
+  if (missing > 64)
+    bad(vocab_path, "the vocabulary lacks single-byte tokens for " + std::to_string(missing) +
+                        " of the 256 bytes (not a byte-level BPE vocabulary)");
 }
 
 std::shared_ptr<BpeModel> Builder::finish(const std::string& source, const std::string& vocab_path,

@@ -19,7 +19,11 @@ namespace detail {
 void BpeModel::missing_byte(char b) const {
   char buf[8];
   std::snprintf(buf, sizeof buf, "0x%02X", static_cast<unsigned char>(b));
-  throw UsageError(source + ": the vocabulary has no token for byte " + buf + " (not valid UTF-8) in the text");
+  const auto u = static_cast<unsigned char>(b);
+  const bool never_utf8 = u == 0xC0 || u == 0xC1 || u >= 0xF5;
+  throw UsageError(source + ": the vocabulary has no token for byte " + buf +
+                   (never_utf8 ? " (not valid UTF-8)" : u < 0x20 ? " (a control character)" : " (a UTF-8 lead byte it never saw)") +
+                   " in the text");
 }
 
 size_t BpeModel::initial_symbols(const char* p, size_t n, Workspace& ws) const {

@@ -17,11 +17,24 @@
 #define VOCABLENS_SPM_SHIM "libvocablens_spm.so"
 #endif
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define VOCABLENS_HAS_ASAN 1
+#endif
+#endif
+#ifndef VOCABLENS_HAS_ASAN
+#define VOCABLENS_HAS_ASAN 0
+#endif
+
+// The shim's handle type, declared where the shim defines it (the global namespace): function pointers whose
+// parameter types name another `vl_spm` (one inside this file's namespace) are calls through a pointer of the
+// wrong type, which clang's UBSan (-fsanitize=function) reports at the first call.
+struct vl_spm;
+
 namespace vocablens {
 namespace {
 
 // libsentencepiece through src/spm_shim (see there why it is loaded late, locally and deep-bound).
-struct vl_spm;
 struct Shim {
   vl_spm* (*load)(const char*, size_t, char**);
   void (*free_)(vl_spm*);
@@ -44,7 +57,7 @@ const Shim& shim(const std::string& source) {
   std::call_once(once, [] {
     const char* env = std::getenv("VOCABLENS_SPM_SHIM");
     int mode = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || VOCABLENS_HAS_ASAN  // (GCC's macro; clang 14 has only __has_feature)
     mode &= ~RTLD_DEEPBIND;  // ASan refuses RTLD_DEEPBIND; sanitizer runs use SentencePiece from LibTorch-free programs
 #endif
     void* h = dlopen(env && *env ? env : VOCABLENS_SPM_SHIM, mode);

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "tokenizer/bpe_builder.hpp"
+#include "tokenizer/text_util.hpp"
 #include "vocablens/bpe_tokenizer.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/sentencepiece_tokenizer.hpp"
@@ -16,6 +17,16 @@ namespace vocablens {
 namespace {
 
 using detail::bad;
+
+bool valid_utf8(std::string_view s) {
+  uint32_t cp = 0;
+  for (size_t i = 0; i < s.size();) {
+    const size_t k = detail::utf8_char(s, i, cp);
+    if (k == 0) return false;
+    i += k;
+  }
+  return true;
+}
 
 // The expressions (Hugging Face tokenizer.json spellings; PCRE2 reads them directly).
 const char* const kGpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
@@ -55,6 +66,28 @@ const std::vector<PreEntry>& pre_table() {
       {{"falcon"},
        {R"([\p{P}\$\+<=>\^~\|`]+)", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))",
         R"([0-9][0-9][0-9])"},
+       false, false},
+      // DeepSeek (LLM 7B/67B and Coder): a Sequence of Split pre-tokenizers in tokenizer.json, each applied to
+      // the pieces of the one before. Letters are listed as explicit ranges (Latin, Greek, Cyrillic, ... but
+      // not CJK), punctuation as ASCII/full-width ranges; CJK and Hangul runs are split off on their own.
+      // The expressions are llama.cpp's copies of those files, each non-ASCII character written as its code point
+      // (\x{...}): the ranges use compatibility characters (U+1F7D, U+2126 KELVIN SIGN, ...) that an editor's
+      // NFC normalisation would silently turn into others. `$` is written `\z`: Hugging Face's (Rust) `$` is the
+      // end of the piece only, PCRE2's also matches before a final newline.
+      {{"deepseek-llm"},
+       {R"([\r\n])",
+        R"(\s?[A-Za-z\x{B5}\x{C0}-\x{D6}\x{D8}-\x{F6}\x{F8}-\x{1BA}\x{1BC}-\x{1BF}\x{1C4}-\x{293}\x{295}-\x{2AF}\x{370}-\x{373}\x{376}\x{377}\x{37B}-\x{37D}\x{37F}\x{386}\x{388}-\x{38A}\x{38C}\x{38E}-\x{3A1}\x{3A3}-\x{3F5}\x{3F7}-\x{481}\x{48A}-\x{52F}\x{531}-\x{556}\x{10A0}-\x{10C5}\x{13A0}-\x{13F5}\x{13F8}-\x{13FD}\x{1C90}-\x{1CBA}\x{1CBD}-\x{1CBF}\x{1D00}-\x{1D2B}\x{1D6B}-\x{1D77}\x{1D79}-\x{1D9A}\x{1E00}-\x{1F15}\x{1F18}-\x{1F1D}\x{1F20}-\x{1F45}\x{1F48}-\x{1F4D}\x{1F50}-\x{1F57}\x{1F59}\x{1F5B}\x{1F5D}\x{1F5F}-\x{1F7D}\x{1F80}-\x{1FB4}\x{1FB6}-\x{1FBC}\x{1FBE}\x{1FC2}-\x{1FC4}\x{1FC6}-\x{1FCC}\x{1FD0}-\x{1FD3}\x{1FD6}-\x{1FDB}\x{1FE0}-\x{1FEC}\x{1FF2}-\x{1FF4}\x{1FF6}-\x{1FFC}\x{2102}\x{2107}\x{210A}-\x{2113}\x{2115}\x{2119}-\x{211D}\x{2124}\x{2126}\x{2128}\x{212A}-\x{212D}\x{212F}-\x{2134}\x{2139}\x{213C}-\x{213F}\x{2145}-\x{2149}\x{214E}\x{2183}\x{2184}\x{2C00}-\x{2C7B}\x{2C7E}-\x{2CE4}\x{2CEB}-\x{2CEE}\x{2CF2}\x{2CF3}\x{A640}-\x{A66D}\x{A680}-\x{A69B}\x{A722}-\x{A76F}\x{A771}-\x{A787}\x{A78B}-\x{A78E}\x{AB70}-\x{ABBF}\x{FB00}-\x{FB06}\x{FB13}-\x{FB17}\x{FF21}-\x{FF3A}\x{FF41}-\x{FF5A}\x{10400}-\x{1044F}\x{104B0}-\x{104D3}\x{104D8}-\x{104FB}\x{10C80}-\x{10CB2}\x{10CC0}-\x{10CF2}\x{118A0}-\x{118DF}\x{1E900}-\x{1E943}]+)",
+        R"(\s?[!-/:-~\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF5E}\x{2018}-\x{201F}\x{3000}-\x{3002}]+)",
+        R"(\s+\z)",
+        R"([\x{4E00}-\x{9FA5}\x{800}-\x{4E00}\x{AC00}-\x{D7FF}]+)",
+        R"(\p{N}+)"},
+       false, false},
+      {{"deepseek-coder"},
+       {R"([\r\n])",
+        R"(\s?\p{L}+)",
+        R"(\s?\p{P}+)",
+        R"([\x{4E00}-\x{9FA5}\x{800}-\x{4E00}\x{AC00}-\x{D7FF}]+)",
+        R"(\p{N})"},
        false, false},
       {{"poro-chat", "bloom", "gpt3-finnish"}, {kBloom}, false, false},
       {{"viking"}, {kBloom, R"(\p{N})"}, false, false},
@@ -153,8 +186,11 @@ std::unique_ptr<Tokenizer> from_gpt2(const VocabSpec& v) {
     int32_t type = v.token_types.empty() ? 1 : v.token_types[i];
     std::string raw;
     if (type == 3 || type == 4) {  // control / user-defined: text matched before pre-tokenizing
-      // user-defined tokens may be stored in the byte-level spelling ("Ġ<tag>"): use the raw text then
-      std::string content = detail::unicode_to_bytes(v.tokens[i], raw) && type == 4 ? raw : v.tokens[i];
+      // User-defined tokens may be stored in the byte-level spelling ("Ġ<tag>"): use the raw text then. But
+      // not when those bytes are no text: DeepSeek's added tokens "ö", "À", ... (U+00F6, U+00C0) read as
+      // byte-level spellings are the lone bytes 0xF6, 0xC0, which never occur in UTF-8 — they are meant
+      // literally (Hugging Face matches the added token "ö" in the text, and so does llama.cpp).
+      std::string content = type == 4 && detail::unicode_to_bytes(v.tokens[i], raw) && valid_utf8(raw) ? raw : v.tokens[i];
       if (content.empty()) continue;
       b.add_added(v.source, content, static_cast<int64_t>(i), type == 3);
     } else if (type == 5 && !detail::unicode_to_bytes(v.tokens[i], raw)) {

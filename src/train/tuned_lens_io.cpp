@@ -4,6 +4,7 @@
 #include <ATen/core/Dict.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -13,10 +14,16 @@
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/tuned_lens_train.hpp"
+#include "util/regular_file.hpp"
 
 namespace vocablens {
 
-void save_tuned_lens(const TunedLens& t, const std::string& dir) {
+void save_tuned_lens(const TunedLens& t, const std::string& dir) { save_tuned_lens(t, dir, 0, 0); }
+
+void save_tuned_lens(const TunedLens& t, const std::string& dir, int64_t trained_steps, int64_t steps) {
+  // Unfinished (--stop-after, Ctrl-C): said in config.json, which every reader of the directory opens (the
+  // tuned-lens package ignores keys it does not know, with a warning), and in the safetensors metadata.
+  const bool unfinished = steps > 0 && trained_steps < steps;
   ensure_directory(dir);
   std::map<std::string, at::Tensor> tensors;
   c10::Dict<std::string, at::Tensor> state;
@@ -31,7 +38,9 @@ void save_tuned_lens(const TunedLens& t, const std::string& dir) {
     state.insert(std::to_string(l) + ".weight", tensors[std::to_string(l) + ".weight"]);
     state.insert(std::to_string(l) + ".bias", tensors[std::to_string(l) + ".bias"]);
   }
-  train_detail::write_safetensors(dir + "/tuned_lens.safetensors", tensors, {{"format", "vocablens-tuned-lens"}, {"unembed_sha256", t.unembed_sha256}});
+  std::map<std::string, std::string> meta = {{"format", "vocablens-tuned-lens"}, {"unembed_sha256", t.unembed_sha256}};
+  if (unfinished) meta["unfinished"] = std::to_string(trained_steps) + "/" + std::to_string(steps);
+  train_detail::write_safetensors(dir + "/tuned_lens.safetensors", tensors, meta);
   const std::vector<char> pt = torch::jit::pickle_save(c10::IValue(state));
   write_file_atomic(dir + "/params.pt", std::string_view(pt.data(), pt.size()));
   const auto& c = t.config;
@@ -43,7 +52,27 @@ void save_tuned_lens(const TunedLens& t, const std::string& dir) {
                       {"base_model_revision", null_or(c.base_model_revision)},
                       {"unembed_hash", null_or(c.unembed_hash)},
                       {"lens_type", c.lens_type}};
+  if (unfinished) j["vocablens_unfinished"] = {{"trained_steps", trained_steps}, {"steps", steps}};
   write_file_atomic(dir + "/config.json", j.dump(1) + "\n");
+}
+
+TunedLensUnfinished tuned_lens_unfinished(const std::string& dir) {
+  TunedLensUnfinished u;
+  try {
+    const auto j = nlohmann::json::parse(detail::read_regular_file(dir + "/config.json", detail::kMaxSmallJsonBytes, "config files"));
+    if (!j.is_object() || !j.contains("vocablens_unfinished")) return u;
+    const auto& m = j["vocablens_unfinished"];
+    if (m.is_object() && m.value("steps", nlohmann::json()).is_number_integer() &&
+        m.value("trained_steps", nlohmann::json()).is_number_integer()) {
+      u.trained_steps = m["trained_steps"].get<int64_t>();
+      u.steps = std::max<int64_t>(1, m["steps"].get<int64_t>());
+    } else {
+      u.steps = 1;  // marked, but the counts are unreadable: still unfinished
+    }
+  } catch (const std::exception&) {
+    // no or unreadable config.json: load_tuned_lens reports what is wrong with it
+  }
+  return u;
 }
 
 }  // namespace vocablens

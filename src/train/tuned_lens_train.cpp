@@ -3,6 +3,7 @@
 // checkpoints for --resume, and gradients summed over MPI ranks (vocablens/dist.hpp).
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -79,7 +80,7 @@ TunedLensTrainReport train_tuned_lens(const Model& m, const Tokenizer& tok, cons
   const auto t_start = std::chrono::steady_clock::now();
   if (o.out_dir.empty()) throw UsageError("--out DIR is required");
   if (o.steps < 1) throw UsageError("--steps must be >= 1 (got " + std::to_string(o.steps) + ")");
-  if (o.tokens_per_step < 1) throw UsageError("--tokens-per-step must be >= 1");
+  if (o.tokens_per_step < 0) throw UsageError("--tokens-per-step must be >= 1 (or 0: scaled to the model and corpus)");
   if (!(o.lr_scale > 0) || !(o.momentum >= 0 && o.momentum < 1) || !(o.weight_decay >= 0) || !(o.max_grad_norm > 0))
     throw UsageError("--lr-scale must be > 0, --momentum in [0, 1), --weight-decay >= 0, --max-grad-norm > 0");
   const int64_t W = o.window > 0 ? o.window : cfg.n_ctx;
@@ -97,8 +98,12 @@ TunedLensTrainReport train_tuned_lens(const Model& m, const Tokenizer& tok, cons
   if (n_windows < 1)
     throw UsageError(o.corpus + ": " + std::to_string(tokens.size()) + " tokens, shorter than one training window of " +
                      std::to_string(W) + " tokens (give a longer corpus or a smaller --window)");
-  const int64_t S = std::max<int64_t>(1, o.tokens_per_step / W);  // windows per step (global)
   const int64_t L = cfg.n_layers, d = cfg.d_model;
+  // Windows per step (global). Scaled by default: the package's 2^18 tokens suit d_model >= 1024; a smaller
+  // model gets 256 tokens per residual dimension, and a step never reads more windows than the corpus has.
+  const bool scaled = o.tokens_per_step == 0;
+  const int64_t S = scaled ? std::clamp<int64_t>(std::min<int64_t>(int64_t{1} << 18, 256 * d) / W, 1, n_windows)
+                           : std::max<int64_t>(1, o.tokens_per_step / W);
 
   // Parameters and momentum buffers.
   TunedLens lens = TunedLens::identity(m);
@@ -173,7 +178,9 @@ TunedLensTrainReport train_tuned_lens(const Model& m, const Tokenizer& tok, cons
                                      {"losses", nlohmann::json(losses).dump()}});
   };
 
-  const int64_t micro = o.micro_batch > 0 ? o.micro_batch : std::max<int64_t>(1, 65536 / (W * std::max<int64_t>(1, cfg.vocab_size / 512)));
+  // About 8k tokens per forward pass: the attention scores grow with W per token, and larger batches were
+  // measured slower (stories260K, W 512: 128 windows per pass 2.9 GB, 4 windows 0.35 GB and faster).
+  const int64_t micro = o.micro_batch > 0 ? o.micro_batch : std::max<int64_t>(1, 8192 / (W * std::max<int64_t>(1, cfg.vocab_size / 512)));
   const double base_lr = o.lr_scale * (1.0 - o.momentum);
   const double norm_scale = 1.0 / (static_cast<double>(S) * static_cast<double>(W));
   int64_t last_good = start;
@@ -181,6 +188,46 @@ TunedLensTrainReport train_tuned_lens(const Model& m, const Tokenizer& tok, cons
   int64_t perm_epoch = -1;
 
   const int64_t stop = o.stop_after > 0 ? std::min(o.steps, start + o.stop_after) : o.steps;
+  if (o.plan) {
+    TunedLensTrainPlan pl;
+    pl.corpus_tokens = static_cast<int64_t>(tokens.size());
+    pl.windows = n_windows;
+    pl.window = W;
+    pl.windows_per_step = S;
+    pl.tokens_per_step = S * W;
+    pl.steps = o.steps;
+    pl.start_step = start;
+    pl.stop_step = stop;
+    pl.tokens_per_step_scaled = scaled;
+    pl.corpus_passes = static_cast<double>(o.steps) * static_cast<double>(S) / static_cast<double>(n_windows);
+    pl.micro_batch = std::min(micro, S);
+    o.plan(pl);
+  }
+  // Progress within and across steps; the ETA counts training time only (not loading and tokenising).
+  const auto t_loop = std::chrono::steady_clock::now();
+  const int64_t windows_total = (stop - start) * S;
+  auto report = [&](int64_t step_done, int64_t windows_done, bool within, double loss, double lr, bool ck) {
+    if (!o.progress) return;
+    TunedLensTrainProgress pr;
+    pr.step = step_done;
+    pr.steps = o.steps;
+    pr.loss = loss;
+    pr.lr = lr;
+    const auto now = std::chrono::steady_clock::now();
+    pr.seconds = std::chrono::duration<double>(now - t_start).count();
+    pr.checkpoint = ck;
+    pr.within_step = within;
+    pr.windows_done = windows_done;
+    pr.windows_total = windows_total;
+    const double trained = std::chrono::duration<double>(now - t_loop).count();
+    if (windows_done > 0)
+      pr.eta_seconds = trained / static_cast<double>(windows_done) * static_cast<double>(windows_total - windows_done);
+    o.progress(pr);
+  };
+  // A lens written before the schedule's end says so (save_tuned_lens's mark; load_tuned_lens warns).
+  auto save_lens = [&](int64_t trained) {
+    if (rank == 0) save_tuned_lens(lens, o.out_dir, trained, o.steps);  // (detaches the translators itself)
+  };
   // Ctrl-C (SIGINT/SIGTERM) stops at the next step with a resumable checkpoint instead of killing the
   // process mid-step (vocablens/interrupt.hpp); every rank stops at the same step.
   InterruptScope interrupt_scope;
@@ -195,9 +242,11 @@ TunedLensTrainReport train_tuned_lens(const Model& m, const Tokenizer& tok, cons
                                         : std::string("interrupted before the first training step; nothing was written"));
       }
       if (last_good != step) save_checkpoint(step);
+      save_lens(step);  // marked unfinished: usable, with a warning, until --resume completes it
       dist::barrier();
       throw Interrupted(sig, "interrupted at step " + std::to_string(step) + " of " + std::to_string(o.steps) +
-                                 ": checkpoint saved in " + ck_path + "; continue with the same command and --resume");
+                                 ": checkpoint saved in " + ck_path + " (and the lens so far, marked unfinished); " +
+                                 "continue with the same command and --resume");
     }
     // This step's windows (global order), and this rank's share.
     std::vector<int64_t> mine;
@@ -237,10 +286,13 @@ TunedLensTrainReport train_tuned_lens(const Model& m, const Tokenizer& tok, cons
         at::Tensor x = lens.translate(h, l);
         at::Tensor logq = at::log_softmax(m.unembed(m.final_norm(x)), -1);
         at::Tensor kl = (p_f * (logp_f - logq)).sum();
-        at::Tensor scaled = kl * norm_scale;
-        scaled.backward();
-        loss += scaled.item<double>();
+        at::Tensor term = kl * norm_scale;
+        term.backward();
+        loss += term.item<double>();
       }
+      // Windows of this step done so far, over all ranks (each rank runs about 1/ranks of them).
+      const int64_t step_done = std::min<int64_t>(S, static_cast<int64_t>(b0 + nb) * ranks);
+      if (step_done < S) report(step, (step - start) * S + step_done, true, 0, 0, false);
     }
     if (o.inject_nan_at_step == step + 1) loss = std::numeric_limits<double>::quiet_NaN();
     // Sum the gradients (and the loss) over ranks: one flat float buffer, one allreduce.
@@ -301,21 +353,12 @@ TunedLensTrainReport train_tuned_lens(const Model& m, const Tokenizer& tok, cons
       save_checkpoint(step + 1);
       last_good = step + 1;
     }
-    if (o.progress) {
-      TunedLensTrainProgress pr;
-      pr.step = step + 1;
-      pr.steps = o.steps;
-      pr.loss = loss;
-      pr.lr = lr;
-      pr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-      pr.checkpoint = ck;
-      o.progress(pr);
-    }
+    report(step + 1, (step + 1 - start) * S, false, loss, lr, ck);
   }
 
   for (auto& p : params) p.requires_grad_(false);
   if (rank == 0) {
-    save_tuned_lens(lens, o.out_dir);
+    save_tuned_lens(lens, o.out_dir, stop, o.steps);
     nlohmann::json log = {{"corpus", o.corpus},
                           {"corpus_tokens", tokens.size()},
                           {"window", W},
@@ -323,6 +366,8 @@ TunedLensTrainReport train_tuned_lens(const Model& m, const Tokenizer& tok, cons
                           {"windows_per_step", S},
                           {"tokens_per_step", S * W},
                           {"steps", o.steps},
+                          {"trained_steps", stop},
+                          {"finished", stop == o.steps},
                           {"ranks", ranks},
                           {"recipe",
                            {{"optimizer", "SGD (Nesterov)"},

@@ -200,6 +200,16 @@ put("fuzz_results_multi", "patching", bundle(result("activation_patching", {"row
     {"restored": {"file": "a.npy", "dtype": "<f4", "shape": [1, 2]}, "metric": {"file": "b.npy", "dtype": "<f4", "shape": [1, 2]}},
     []), npy("<f4", [1, 2], struct.pack("<2f", 0.5, 1.0)), npy("<f4", [1, 2], struct.pack("<2f", 1.5, 2.0))))
 
+# Prompts files and corpora (fuzz_prompts_corpus): byte 0 even = a prompts file, odd = a corpus read in chunks of
+# 16 + byte 1 bytes. The shipped examples (docs/examples/), plain-text prompts, and texts that cut badly.
+ex = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "examples")
+put("fuzz_prompts_corpus", "prompts-jsonl", b"\x00" + open(os.path.join(ex, "prompts.jsonl"), "rb").read())
+put("fuzz_prompts_corpus", "prompts-plain", b"\x00The Eiffel Tower is in\r\n\n  \nOnce upon a time\n{not json first}\n")
+put("fuzz_prompts_corpus", "prompts-escapes", b"\x00" + json.dumps({"prompt": "a\nb \u00e9\u65e5", "target": " c"}).encode() +
+    b"\n\n" + json.dumps({"prompt": "x"}).encode() + b"\n")
+put("fuzz_prompts_corpus", "corpus-heldout", b"\x01\x00" + open(os.path.join(ex, "heldout.txt"), "rb").read()[:4000])
+put("fuzz_prompts_corpus", "corpus-utf8", b"\x01\x05" + ("Once upon a time \u65e5\u672c\u8a9e\n\n  \t" * 20 +
+    "\U0001f642" * 30).encode() + b"\xff\xc3")
 # SentencePiece models (fuzz_spm_model): a BPE model with byte fallback and the nmt_nfkc charsmap, trained by
 # Debian's spm_train on a generated corpus (skipped, with a note, where spm_train is missing).
 import shutil, subprocess, tempfile

@@ -5,7 +5,7 @@
 # build-fuzz/corpus/<harness>/ (kept between runs; seeds from tests/fuzz/make_seeds.py and the
 # regression inputs in tests/fuzz/regressions/<harness>/). Crashes, leaks and timeouts land in
 # build-fuzz/artifacts/<harness>/ — minimise one with
-#   build-fuzz/<harness> -minimize_crash=1 -runs=100000 build-fuzz/artifacts/<harness>/crash-...
+#   build-fuzz/tests/<harness> -minimize_crash=1 -runs=100000 build-fuzz/artifacts/<harness>/crash-...
 # and add it to tests/fuzz/regressions/<harness>/ (replayed by tests/fuzz_regression_test.cpp).
 # One line per harness is appended to build-fuzz/fuzz-summary.tsv: date, harness, seconds asked,
 # executions, wall seconds, exec/s, crashes (artifact files), peak RSS MB, exit status.
@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}; shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(fuzz_config fuzz_safetensors fuzz_torch_zip fuzz_gguf fuzz_gguf_reader fuzz_llama2c fuzz_bpe_encode fuzz_bpe_files fuzz_llama2c_tokenizer fuzz_results)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(fuzz_config fuzz_safetensors fuzz_torch_zip fuzz_gguf fuzz_gguf_reader fuzz_llama2c fuzz_bpe_encode fuzz_bpe_files fuzz_llama2c_tokenizer fuzz_results fuzz_results_multi fuzz_spm_model fuzz_prompts_corpus)
 fixtures=${VOCABLENS_FIXTURES:-$PWD/../shared/fixtures}
 jobs=${VOCABLENS_FUZZ_BUILD_JOBS:-2}
 
@@ -35,7 +35,10 @@ run_one() {
   [ -d "tests/fuzz/regressions/$h" ] && dirs+=("tests/fuzz/regressions/$h")
   echo "== $h (${secs}s or 10M runs)"
   start=$(date +%s)
-  nice -n "$nice_level" ./build-fuzz/"$h" "${dirs[@]}" -max_total_time="$secs" -runs=10000000 -timeout=60 \
+  # The harnesses are built in the tests/ subdirectory (tests/CMakeLists.txt); older trees put them at the top.
+  local exe=./build-fuzz/tests/$h
+  [ -x "$exe" ] || exe=./build-fuzz/$h
+  nice -n "$nice_level" "$exe" "${dirs[@]}" -max_total_time="$secs" -runs=10000000 -timeout=60 \
       -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len="${MAX_LEN:-65536}" -print_final_stats=1 \
       -artifact_prefix="build-fuzz/artifacts/$h/" > "build-fuzz/$h.log" 2>&1 || rc=$?
   wall=$(( $(date +%s) - start ))
@@ -44,7 +47,7 @@ run_one() {
   rss=$(sed -n 's/^stat::peak_rss_mb: *//p' "build-fuzz/$h.log" | tail -1)
   # crash-, leak-, timeout-, oom- files are failures; slow-unit- files are libFuzzer's note of the slowest
   # input so far (it keeps running): listed, not counted. A process that was stopped or starved of CPU
-  # (SIGSTOP, a busy machine) leaves one — replay it (build-fuzz/<harness> FILE) to see whether it is slow.
+  # (SIGSTOP, a busy machine) leaves one — replay it (build-fuzz/tests/<harness> FILE) to see whether it is slow.
   crashes=$(find "build-fuzz/artifacts/$h" -type f ! -name 'slow-unit-*' | wc -l)
   slow=$(find "build-fuzz/artifacts/$h" -type f -name 'slow-unit-*' | wc -l)
   [ "$slow" = 0 ] || echo "   $h: $slow slow-unit file(s) in build-fuzz/artifacts/$h/ (not failures; replay to check)"

@@ -20,6 +20,7 @@
 #include "vocablens/export.hpp"
 #include "vocablens/model_config.hpp"
 #include "vocablens/notebook.hpp"
+#include "vocablens/text_inputs.hpp"
 #include "vocablens/report.hpp"
 #include "vocablens/sentencepiece_tokenizer.hpp"
 #include "vocablens/tokenizer.hpp"
@@ -196,6 +197,52 @@ inline int results_multi(const uint8_t* data, size_t size) {
   } catch (const vocablens::Error& e) {
     check_one_line(e);
   }
+  return 0;
+}
+
+/// The text files of `lens --prompts` and `lens --corpus` / `tuned-lens eval --corpus`. Byte 0 even: the rest is a
+/// prompts file for read_lens_prompts (plain or JSON Lines); every prompt it accepts is non-empty, on a line after
+/// the one before, and is tokenised. Byte 0 odd: the rest after byte 1 is a corpus read by for_each_corpus_chunk in
+/// reads of 16 + byte 1 bytes; the pieces must concatenate to the file exactly, the bytes read must grow to its
+/// size, and each piece goes through the GPT-2 tokenizer (decode(encode(piece)) == piece).
+inline int prompts_corpus(const vocablens::Tokenizer& tok, const uint8_t* data, size_t size) {
+  if (size < 2) return 0;
+  static const std::string path = scratch_path("prompts-corpus") + ".txt";
+  if ((data[0] & 1) == 0) {
+    write_input(path, data + 1, size - 1);
+    try {
+      int64_t last_line = 0;
+      for (const auto& p : vocablens::read_lens_prompts(path)) {
+        if (p.prompt.empty() || p.line <= last_line || p.line > static_cast<int64_t>(size)) std::abort();
+        last_line = p.line;
+        (void)tok.encode(p.prompt);
+        if (!p.target.empty()) (void)tok.encode(p.target);
+      }
+    } catch (const vocablens::Error& e) {
+      check_one_line(e);
+    }
+    return 0;
+  }
+  const size_t chunk = 16 + data[1];
+  write_input(path, data + 2, size - 2);
+  const std::string file(reinterpret_cast<const char*>(data + 2), size - 2);
+  std::string joined;
+  uint64_t last_read = 0;
+  bool ended = false;
+  try {
+    vocablens::for_each_corpus_chunk(path, chunk, [&](const std::string& text, uint64_t read, bool last) {
+      if (ended || read < last_read || read > file.size()) std::abort();
+      last_read = read;
+      ended = last;
+      joined += text;
+      if (tok.decode(tok.encode(text)) != text) std::abort();
+      return true;
+    });
+  } catch (const vocablens::Error& e) {
+    check_one_line(e);
+    return 0;
+  }
+  if (!ended || joined != file || last_read != file.size()) std::abort();
   return 0;
 }
 

@@ -36,6 +36,12 @@ FAMILIES = {
     # Gemma-4's tokenizer model ("gemma4"): only the GGUF path is checked (against llama.cpp); the Hugging Face
     # layout of its tokenizer.json is not reproduced here.
     "gemma-4": dict(kind="gguf-only"),
+    # Byte-level vocabularies with their own pre-tokenizers: only the GGUF path is checked (against llama.cpp).
+    "falcon": dict(kind="gguf-only"),
+    "starcoder": dict(kind="gguf-only"),
+    "refact": dict(kind="gguf-only"),
+    "deepseek-llm": dict(kind="gguf-only"),
+    "deepseek-coder": dict(kind="gguf-only"),
 }
 
 
