@@ -27,6 +27,8 @@ struct LensOptions;
 struct CorpusLensOptions;
 struct AttributionOptions;
 struct NeighbourOptions;
+struct KnnOptions;
+struct PositionOptions;
 
 namespace entries {
 
@@ -48,6 +50,10 @@ AttributionOptions attribution_options(const AnalysisRequest& q);
 /// `neighbours`: k, compose, raw, include_inputs, prefix_space, from the resolved options alone (the CLI also
 /// reads word-vector directories, which have no Model); the query, space and matrix are read as given.
 NeighbourOptions neighbour_options(const nlohmann::json& resolved);
+/// `knn`: k, block (the space, matrix and edges are read as given).
+KnnOptions knn_options(const nlohmann::json& resolved);
+/// `positions`: kind, max_positions, k, components.
+PositionOptions position_options(const nlohmann::json& resolved);
 
 }  // namespace entries
 }  // namespace vocablens

@@ -116,6 +116,8 @@ neurons = _DECLARED["neurons"]
 neighbours = _DECLARED["neighbours"]
 attribute = _DECLARED["attribute"]
 lens_corpus = _DECLARED["lens_corpus"]
+knn = _DECLARED["knn"]
+positions = _DECLARED["positions"]
 
 
 def _prompt_list(declared):
@@ -208,17 +210,6 @@ def spectrum(model, *, matrix=None, k=None, method=None, ncv=None, loadings=None
     return _call("spectrum", model, locals())
 
 
-
-
-def knn(model, *, k=None, space=None, matrix=None, block=None, edges=None):
-    """Exact k-NN graph of the vocabulary (`vocablens knn`). k=10. Result kind "knn"."""
-    return _call("knn", model, locals())
-
-
-def positions(model, *, kind=None, max_positions=None, k=None, components=None):
-    """Geometry of the positional encoding (`vocablens positions`). kind="auto"|"learned"|"sinusoidal"|
-    "rotary". Result kind "positions"."""
-    return _call("positions", model, locals())
 
 
 def _method(fn):
