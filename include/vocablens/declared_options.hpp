@@ -29,6 +29,7 @@ struct AttributionOptions;
 struct NeighbourOptions;
 struct KnnOptions;
 struct PositionOptions;
+struct TunedLensEvalOptions;
 
 namespace entries {
 
@@ -54,6 +55,8 @@ NeighbourOptions neighbour_options(const nlohmann::json& resolved);
 KnnOptions knn_options(const nlohmann::json& resolved);
 /// `positions`: kind, max_positions, k, components.
 PositionOptions position_options(const nlohmann::json& resolved);
+/// `tuned_lens_eval`: window, max_tokens (the path and the tuned lens are read as given).
+TunedLensEvalOptions tuned_lens_eval_options(const nlohmann::json& resolved);
 
 }  // namespace entries
 }  // namespace vocablens

@@ -1,5 +1,5 @@
-// Python bindings of the forward-pass analyses not yet declared in the library: tuned_lens_eval, project (as
-// `vocablens tuned-lens eval / project`). lens, lens_corpus and lens_batch are declared (analyses/lens_entry.cpp).
+// Python binding of the forward-pass analysis not yet declared in the library: project (`vocablens project`).
+// lens, lens_corpus, lens_batch and tuned_lens_eval are declared (analyses/lens_entry.cpp, tuned_lens_entry.cpp).
 #include "analyses.hpp"
 #include "vocablens/compare.hpp"
 #include "vocablens/error.hpp"
@@ -25,28 +25,6 @@ vocablens::TokenFilter token_filter(Options& o) {
   else o.raw("allow");
   return f;
 }
-
-RegisterAnalysis tuned_eval_reg{
-    "tuned_lens_eval", "Logit lens and tuned lens side by side on held-out text (bits per byte per layer)",
-    [](const PyModel& m, Options& o) {
-      vocablens::TunedLensEvalOptions eo;
-      eo.window = o.integer_at_least("window", 0, 0);
-      eo.max_tokens = o.integer_at_least("max_tokens", 0, 0);
-      std::string path = o.str("path", "");
-      std::string tuned = o.str("tuned", "");
-      py::object progress = o.raw("progress");
-      o.finish();
-      if (path.empty()) throw py::value_error("tuned_lens_eval(): path is empty: give a held-out text file");
-      if (tuned.empty()) throw py::value_error("tuned_lens_eval(): tuned is empty: give a tuned lens directory");
-      const auto& tok = m.tokenizer();
-      auto lens = std::make_shared<vocablens::TunedLens>(vocablens::load_tuned_lens(tuned));
-      Progress bar(progress, 0, "tuned lens eval", "B");
-      eo.progress = [&bar](uint64_t done, uint64_t total) {
-        bar.set(static_cast<int64_t>(done), static_cast<int64_t>(total));
-      };
-      py::gil_scoped_release nogil;
-      return vocablens::evaluate_tuned_lens(m.model, tok, lens, path, eo).to_result();
-    }};
 
 RegisterAnalysis project_reg{
     "project", "Hidden states at a hook point projected to tokens (x W_U, or read through E+ / E^T)",

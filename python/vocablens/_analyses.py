@@ -118,6 +118,7 @@ attribute = _DECLARED["attribute"]
 lens_corpus = _DECLARED["lens_corpus"]
 knn = _DECLARED["knn"]
 positions = _DECLARED["positions"]
+tuned_lens_eval = _DECLARED["tuned_lens_eval"]
 
 
 def _prompt_list(declared):
@@ -182,12 +183,6 @@ def compare(a, b, *, align=None):
     if align is not None and not isinstance(align, str):
         raise TypeError("compare(): align must be None, \"start\" or \"end\", not " + type(align).__name__)
     return Result(_core.compare_runs(core(a, "a"), core(b, "b"), align or "none"))
-
-
-def tuned_lens_eval(model, path, tuned, *, window=None, max_tokens=None, progress=None):
-    """Logit lens and tuned lens on held-out text (`vocablens tuned-lens eval`): per-layer cross-entropy,
-    entropy and KL in bits per byte, KL by window position. Result kind "tuned_lens_eval"."""
-    return _call("tuned_lens_eval", model, locals())
 
 
 def project(model, prompt, *, hook=None, layer=None, top_k=None, positions=None, final_norm=None, read=None,
