@@ -42,6 +42,11 @@ void AnalysisRegistry::add(DeclaredAnalysis a) {
   items_.push_back(std::move(a));
 }
 
+std::string AnalysisRequest::spelled(const std::string& name) const {
+  const OptionDecl* o = decl ? decl->find(name) : nullptr;
+  return o ? spelling(*o, surface) : name;
+}
+
 const DeclaredAnalysis* AnalysisRegistry::find(const std::string& name) const {
   for (const auto& a : items_)
     if (a.decl.name == name) return &a;
@@ -69,7 +74,7 @@ const DeclaredAnalysis& find_analysis(const std::string& name) {
 Result run_analysis(const DeclaredAnalysis& a, const Model& m, const Tokenizer* tok, const nlohmann::json& given,
                     Surface surface, std::function<void(int64_t, int64_t)> progress, const std::atomic<bool>* cancel) {
   const nlohmann::json options = resolve_options(a.decl, given, surface);
-  AnalysisRequest q{m, tok, options, std::move(progress), cancel};
+  AnalysisRequest q{m, tok, options, std::move(progress), cancel, surface, &a.decl};
   return a.run(q);
 }
 

@@ -2,10 +2,20 @@
 #include "entry_common.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/attribution.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
 
 namespace vocablens::entries {
+
+AttributionOptions attribution_options(const AnalysisRequest& q) {
+  const auto& o = q.options;
+  AttributionOptions ao;
+  ao.target = entry::token_of(q, o.at("target"), "target");
+  if (!o.at("wrong").is_null()) ao.wrong = entry::token_of(q, o.at("wrong"), "wrong");
+  ao.position = o.at("position").get<int64_t>();
+  return ao;
+}
 
 void register_attribution_entry(AnalysisRegistry& r) {
   AnalysisDecl d;
@@ -20,13 +30,8 @@ void register_attribution_entry(AnalysisRegistry& r) {
       {"position", OptionType::Integer, -1, "Position whose logit is attributed (-1: the last)"},
   });
   r.add({std::move(d), [](const AnalysisRequest& q) {
-           const auto& o = q.options;
-           const auto ids = entry::prompt_of(o, q.tok, q.model, "attribute");
-           AttributionOptions ao;
-           ao.target = entry::token_of(o.at("target"), q.tok, q.model, "attribute", "target");
-           if (!o.at("wrong").is_null()) ao.wrong = entry::token_of(o.at("wrong"), q.tok, q.model, "attribute", "wrong");
-           ao.position = o.at("position").get<int64_t>();
-           auto r = attribute_logit(q.model, ids, ao).to_result(q.tok, entry::prompt_text(o));
+           const auto ids = entry::prompt_of(q);
+           auto r = attribute_logit(q.model, ids, attribution_options(q)).to_result(q.tok, entry::prompt_text(q, ids));
            if (q.tok) r.provenance["tokenizer"] = q.tok->source();
            return r;
          }});

@@ -3,6 +3,8 @@
 
 #include <cctype>
 
+#include "vocablens/analysis_registry.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/token_id.hpp"
@@ -38,13 +40,28 @@ std::vector<OptionDecl> inverse_decls(const std::string& what) {
 
 InverseKind inverse_of(const nlohmann::json& o) { return parse_inverse_kind(o.at("inverse").get<std::string>()); }
 
-int64_t layer_of(const nlohmann::json& o, const char* name, const Model& m, const std::string& analysis) {
-  const int64_t L = m.config().n_layers;
-  int64_t l = o.at(name).get<int64_t>();
+namespace {
+std::string analysis_of(const AnalysisRequest& q) { return q.decl ? q.decl->name : std::string("analysis"); }
+}  // namespace
+
+int64_t layer_of(const AnalysisRequest& q, const char* name) {
+  const int64_t L = q.model.config().n_layers;
+  int64_t l = q.options.at(name).get<int64_t>();
   if (l < -L || l >= L)
-    throw UsageError(analysis + ": " + name + " " + std::to_string(l) + " is out of range (the model has " +
+    throw UsageError(analysis_of(q) + ": " + q.spelled(name) + " " + std::to_string(l) + " is out of range (the model has " +
                      std::to_string(L) + " layers)");
   return l < 0 ? l + L : l;
+}
+
+std::vector<int64_t> indices_below(const AnalysisRequest& q, const char* name, int64_t count, const std::string& what) {
+  const auto& v = q.options.at(name);
+  if (v.is_null()) return {};
+  auto out = v.get<std::vector<int64_t>>();
+  for (int64_t i : out)
+    if (i >= count)
+      throw UsageError(analysis_of(q) + ": " + q.spelled(name) + ": " + what + " " + std::to_string(i) +
+                       " is out of range (0.." + std::to_string(count - 1) + ")");
+  return out;
 }
 
 std::vector<OptionDecl> prompt_decls() {
@@ -55,36 +72,45 @@ std::vector<OptionDecl> prompt_decls() {
   };
 }
 
-std::vector<int64_t> prompt_of(const nlohmann::json& o, const Tokenizer* tok, const Model& m, const std::string& analysis) {
+std::vector<int64_t> prompt_of(const AnalysisRequest& q) {
+  const auto& o = q.options;
+  const Tokenizer* tok = q.tok;
+  const Model& m = q.model;
+  const std::string analysis = analysis_of(q), option = q.spelled("prompt");
   const auto& p = o.at("prompt");
   const int64_t V = m.config().vocab_size, n_ctx = m.config().n_ctx;
   std::vector<int64_t> ids;
   if (p.is_string()) {
-    if (!tok) throw UsageError(analysis + ": prompt: the model has no tokenizer; give token ids instead");
+    if (!tok) throw UsageError(analysis + ": " + option + ": the model has no tokenizer; give token ids instead");
     EncodeOptions eo;
     if (o.contains("bos") && o.at("bos").is_boolean()) eo.add_bos = o.at("bos").get<bool>();
     ids = tok->encode(p.get<std::string>(), eo);
-    if (ids.empty()) throw UsageError(analysis + ": prompt encodes to no tokens");
+    if (ids.empty()) throw UsageError(analysis + ": " + option + ": empty prompt: it encodes to no tokens");
   } else {
     ids = p.get<std::vector<int64_t>>();
     for (int64_t id : ids)
       if (id < 0 || id >= V)
-        throw UsageError(analysis + ": prompt: token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+        throw UsageError(analysis + ": " + option + ": token id " + std::to_string(id) + " is outside the vocabulary (0.." +
                          std::to_string(V - 1) + ")");
   }
   if (static_cast<int64_t>(ids.size()) > n_ctx)
-    throw UsageError(analysis + ": prompt is " + std::to_string(ids.size()) + " tokens, longer than the model's context of " +
-                     std::to_string(n_ctx));
+    throw UsageError(analysis + ": " + option + ": the prompt is " + std::to_string(ids.size()) +
+                     " tokens, longer than the model's context of " + std::to_string(n_ctx) + " tokens");
   return ids;
 }
 
-std::string prompt_text(const nlohmann::json& o) {
-  const auto& p = o.at("prompt");
-  return p.is_string() ? p.get<std::string>() : "";
+std::string prompt_text(const AnalysisRequest& q, const std::vector<int64_t>& ids) {
+  const auto& p = q.options.at("prompt");
+  if (p.is_string()) return p.get<std::string>();
+  return q.tok ? q.tok->decode(ids) : "";
 }
 
-int64_t token_of(const nlohmann::json& v, const Tokenizer* tok, const Model& m, const std::string& analysis,
-                 const std::string& option) {
+bool prompt_is_ids(const nlohmann::json& o) { return o.at("prompt").is_array(); }
+
+int64_t token_of(const AnalysisRequest& q, const nlohmann::json& v, const std::string& name) {
+  const Tokenizer* tok = q.tok;
+  const Model& m = q.model;
+  const std::string analysis = analysis_of(q), option = q.spelled(name);
   const int64_t V = m.config().vocab_size;
   auto checked = [&](int64_t id) {
     if (id < 0 || id >= V)
@@ -111,3 +137,10 @@ void append(std::vector<OptionDecl>& into, const std::vector<OptionDecl>& more) 
 }
 
 }  // namespace vocablens::entry
+
+namespace vocablens::entries {
+
+std::vector<int64_t> prompt_ids(const AnalysisRequest& q) { return entry::prompt_of(q); }
+std::string prompt_text(const AnalysisRequest& q, const std::vector<int64_t>& ids) { return entry::prompt_text(q, ids); }
+
+}  // namespace vocablens::entries

@@ -14,6 +14,7 @@
 namespace vocablens {
 class Model;
 class Tokenizer;
+struct AnalysisRequest;
 }
 
 namespace vocablens::entry {
@@ -26,22 +27,28 @@ TokenFilter token_filter_of(const nlohmann::json& o);
 std::vector<OptionDecl> inverse_decls(const std::string& what);
 InverseKind inverse_of(const nlohmann::json& o);
 
-/// A layer option read against the model: negative counts from the end; UsageError naming the option when
-/// out of range.
-int64_t layer_of(const nlohmann::json& o, const char* name, const Model& m, const std::string& analysis);
+/// A layer option read against the model: negative counts from the end; UsageError naming the option (as the
+/// request's surface spells it) when out of range.
+int64_t layer_of(const AnalysisRequest& q, const char* name);
+
+/// An Indices option of layers (or heads) checked against the model's count: UsageError
+/// "<analysis>: <option>: layer 7 is out of range (0..4)".
+std::vector<int64_t> indices_below(const AnalysisRequest& q, const char* name, int64_t count, const std::string& what);
 
 /// prompt (Prompt, required) and bos (tri-state Flag): the input of a forward-pass analysis.
 std::vector<OptionDecl> prompt_decls();
 /// The prompt's ids: text encoded with the tokenizer (BOS as `bos` says, else the tokenizer's convention),
 /// or ids checked against the vocabulary; UsageError when longer than the model's context.
-std::vector<int64_t> prompt_of(const nlohmann::json& o, const Tokenizer* tok, const Model& m, const std::string& analysis);
-/// The prompt's text ("" when it was given as ids), for the Result's settings.
-std::string prompt_text(const nlohmann::json& o);
+std::vector<int64_t> prompt_of(const AnalysisRequest& q);
+/// The prompt's text for the Result's settings: as given, or the ids decoded when given as ids (and a
+/// tokenizer is there).
+std::string prompt_text(const AnalysisRequest& q, const std::vector<int64_t>& ids);
+/// True when the prompt was given as token ids (the Result then also records them as settings.prompt_ids).
+bool prompt_is_ids(const nlohmann::json& o);
 
 /// One token: an id (checked against the vocabulary), "#ID", its bytes or display form, or text that the
 /// tokenizer encodes to exactly one token. UsageError naming the option otherwise.
-int64_t token_of(const nlohmann::json& v, const Tokenizer* tok, const Model& m, const std::string& analysis,
-                 const std::string& option);
+int64_t token_of(const AnalysisRequest& q, const nlohmann::json& v, const std::string& option);
 
 /// Appends `more` to `into` (declarations are built from shared pieces).
 void append(std::vector<OptionDecl>& into, const std::vector<OptionDecl>& more);

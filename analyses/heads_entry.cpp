@@ -1,12 +1,36 @@
 // `heads`: its options, declared once, and the call every surface makes (vocablens/analysis_registry.hpp).
 #include "entry_common.hpp"
 #include "vocablens/analysis_registry.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/heads.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
 
 namespace vocablens::entries {
+
+HeadsOptions heads_options(const AnalysisRequest& q) {
+  const auto& o = q.options;
+  const auto& cfg = q.model.config();
+  HeadsOptions ho;
+  const std::string kind = o.at("kind").get<std::string>();
+  if (kind == "both") ho.kinds = {CircuitKind::OV, CircuitKind::QK};
+  else ho.kinds = {parse_circuit_kind(kind)};
+  ho.layers = entry::indices_below(q, "layers", cfg.n_layers, "layer");
+  ho.heads = entry::indices_below(q, "heads", cfg.n_heads, "head");
+  ho.top_k = o.at("top_k").get<int64_t>();
+  ho.per_token_k = o.at("per_token_k").get<int64_t>();
+  ho.inverse = entry::inverse_of(o);
+  ho.pinv.rtol = o.at("pinv_rtol").get<double>();
+  ho.drop_same_token = o.at("drop_same_token").get<bool>();
+  ho.drop_same_normalized = o.at("drop_same_word").get<bool>();
+  ho.spectra = o.at("spectra").get<bool>();
+  ho.prune = o.at("prune").get<bool>();
+  ho.filter = entry::token_filter_of(o);
+  if (!o.at("tokens").is_null())
+    for (const auto& t : o.at("tokens")) ho.source_tokens.push_back(entry::token_of(q, t, "tokens"));
+  return ho;
+}
 
 void register_heads_entry(AnalysisRegistry& r) {
   AnalysisDecl d;
@@ -31,33 +55,7 @@ void register_heads_entry(AnalysisRegistry& r) {
   });
   entry::append(d.options, entry::token_filter_decls());
   r.add({std::move(d), [](const AnalysisRequest& q) {
-           const auto& o = q.options;
-           const auto& cfg = q.model.config();
-           HeadsOptions ho;
-           const std::string kind = o.at("kind").get<std::string>();
-           if (kind == "both") ho.kinds = {CircuitKind::OV, CircuitKind::QK};
-           else ho.kinds = {parse_circuit_kind(kind)};
-           if (!o.at("layers").is_null()) ho.layers = o.at("layers").get<std::vector<int64_t>>();
-           if (!o.at("heads").is_null()) ho.heads = o.at("heads").get<std::vector<int64_t>>();
-           for (int64_t l : ho.layers)
-             if (l >= cfg.n_layers)
-               throw UsageError("heads: layers: layer " + std::to_string(l) + " is out of range (the model has " +
-                                std::to_string(cfg.n_layers) + " layers)");
-           for (int64_t h : ho.heads)
-             if (h >= cfg.n_heads)
-               throw UsageError("heads: heads: head " + std::to_string(h) + " is out of range (the model has " +
-                                std::to_string(cfg.n_heads) + " heads)");
-           ho.top_k = o.at("top_k").get<int64_t>();
-           ho.per_token_k = o.at("per_token_k").get<int64_t>();
-           ho.inverse = entry::inverse_of(o);
-           ho.pinv.rtol = o.at("pinv_rtol").get<double>();
-           ho.drop_same_token = o.at("drop_same_token").get<bool>();
-           ho.drop_same_normalized = o.at("drop_same_word").get<bool>();
-           ho.spectra = o.at("spectra").get<bool>();
-           ho.prune = o.at("prune").get<bool>();
-           ho.filter = entry::token_filter_of(o);
-           if (!o.at("tokens").is_null())
-             for (const auto& t : o.at("tokens")) ho.source_tokens.push_back(entry::token_of(t, q.tok, q.model, "heads", "tokens"));
+           HeadsOptions ho = heads_options(q);
            ho.progress = q.progress;
            auto r = analyze_heads(q.model, ho, q.tok).to_result(q.tok);
            if (q.tok) r.provenance["tokenizer"] = q.tok->source();

@@ -1,12 +1,23 @@
 // `neighbours`: its options, declared once, and the call every surface makes (vocablens/analysis_registry.hpp).
 #include "entry_common.hpp"
 #include "vocablens/analysis_registry.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/neighbours.hpp"
 #include "vocablens/tokenizer.hpp"
 
 namespace vocablens::entries {
+
+NeighbourOptions neighbour_options(const nlohmann::json& o) {
+  NeighbourOptions no;
+  no.k = o.at("k").get<int64_t>();
+  no.compose = compose_from_string(o.at("compose").get<std::string>());
+  no.normalise_terms = !o.at("raw").get<bool>();
+  no.exclude_inputs = !o.at("include_inputs").get<bool>();
+  no.prefix_space = o.at("prefix_space").get<bool>();
+  return no;
+}
 
 void register_neighbours_entry(AnalysisRegistry& r) {
   AnalysisDecl d;
@@ -21,7 +32,7 @@ void register_neighbours_entry(AnalysisRegistry& r) {
       OptionDecl{"space", OptionType::Choice, "E", "E (embedding rows) or E+ (rows of pinv(W_E)^T)"}
           .with_choices({"E", "E+", "embedding", "pinv"}),
       OptionDecl{"matrix", OptionType::Choice, "W_E", "W_E or W_U (output token directions)"}.with_choices({"W_E", "W_U"}),
-      OptionDecl{"compose", OptionType::Choice, "mean", "How a multi-token word combines its pieces"}
+      OptionDecl{"compose", OptionType::Choice, "mean", "How a multi-token word combines its pieces (weighted: by byte length)"}
           .with_choices({"mean", "sum", "weighted"}),
       {"raw", OptionType::Flag, false, "Combine raw rows instead of unit-normalised ones"},
       {"include_inputs", OptionType::Flag, false, "Keep the query's own tokens in the list"},
@@ -29,12 +40,7 @@ void register_neighbours_entry(AnalysisRegistry& r) {
   };
   r.add({std::move(d), [](const AnalysisRequest& q) {
            const auto& o = q.options;
-           NeighbourOptions no;
-           no.k = o.at("k").get<int64_t>();
-           no.compose = compose_from_string(o.at("compose").get<std::string>());
-           no.normalise_terms = !o.at("raw").get<bool>();
-           no.exclude_inputs = !o.at("include_inputs").get<bool>();
-           no.prefix_space = o.at("prefix_space").get<bool>();
+           const NeighbourOptions no = neighbour_options(o);
            const std::string query = o.at("query").get<std::string>();
            parse_expression(query);  // a malformed query fails before any work
            const VectorSpace space = vector_space_from_string(o.at("space").get<std::string>());

@@ -28,7 +28,7 @@ void register_neurons_entry(AnalysisRegistry& r) {
   r.add({std::move(d), [](const AnalysisRequest& q) {
            const auto& o = q.options;
            NeuronsOptions no;
-           no.layer = entry::layer_of(o, "layer", q.model, "neurons");
+           no.layer = entry::layer_of(q, "layer");
            if (!o.at("neurons").is_null()) no.neurons = o.at("neurons").get<std::vector<int64_t>>();
            no.top_k = o.at("top_k").get<int64_t>();
            no.inverse = entry::inverse_of(o);

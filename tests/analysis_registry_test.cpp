@@ -1,5 +1,10 @@
 // The registry of declared analyses: every declaration is well formed, each surface gets the same Result
 // (the CLI's --format json equals run_analysis's JSON), and bad names or options are one clear message.
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
 #include <nlohmann/json.hpp>
 
 #include "fixtures.hpp"
@@ -97,4 +102,54 @@ TEST_CASE("bad options through the registry: one message, nothing run", "[regist
   const auto& heads = vocablens::find_analysis("heads");
   CHECK_THROWS_WITH(vocablens::run_analysis(heads, m, tok.get(), {{"layers", json::array({7})}}, vocablens::Surface::Python),
                     Catch::Matchers::StartsWith("heads: layers: layer 7 is out of range"));
+}
+
+// An option is declared once: each command that runs declared analyses offers exactly their options (as the
+// declarations spell them) plus the flags every command shares and the few aliases a command keeps for its own
+// (listed here, so that a new hand-written flag fails this test until it is declared or listed on purpose).
+TEST_CASE("each declared command's --help lists exactly the declared flags and the command-level ones", "[registry][cli]") {
+  const std::string cli = vl_test::require_cli();
+  if (cli.empty()) return;
+  const std::set<std::string> common = {"--help", "--tokenizer", "--out", "--format", "--report", "--no-color",
+                                        "--force", "--allow-nonfinite", "--timings", "--threads"};
+  // Command-level aliases and display switches (not analysis parameters): each documented where it is added.
+  const std::map<std::string, std::set<std::string>> own = {
+      {"lens", {"--prompt-ids", "--target-id", "--dry-run"}},  // ids for --prompt / --target; a memory estimate
+      {"heads", {"--token-id", "--verbose"}},                  // --token '#ID'; timing of the stream
+      {"attribute", {"--show"}},                               // rows of the table
+  };
+  std::map<std::string, std::set<std::string>> declared;  // command -> flags and positionals of its analyses
+  for (const auto& a : vocablens::analysis_registry().all()) {
+    if (a.decl.command.empty()) continue;
+    auto& flags = declared[a.decl.command];
+    for (const auto& o : a.decl.options) {
+      const std::string sp = vocablens::spelling(o, vocablens::Surface::Cli);
+      flags.insert(sp);
+      if (o.type == vocablens::OptionType::Flag && o.default_value.is_null()) flags.insert("--no-" + sp.substr(2));
+    }
+  }
+  REQUIRE(declared.size() >= 5);
+  const std::regex flag_line(R"(^  (?:-h,)?(--[a-z0-9-]+)\b)");
+  const std::regex positional_line(R"(^  ([A-Z][A-Z_]*) )");
+  for (const auto& [command, flags] : declared) {
+    INFO("vocablens " << command << " --help");
+    std::string out;
+    REQUIRE(vl_test::run_command(vl_test::shq(cli) + " " + command + " --help 2>&1", out) == 0);
+    std::set<std::string> listed;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      std::smatch m;
+      if (std::regex_search(line, m, flag_line) || std::regex_search(line, m, positional_line)) listed.insert(m[1]);
+    }
+    listed.erase("MODEL");
+    for (const auto& f : flags) {
+      INFO("declared " << f);
+      CHECK(listed.count(f) == 1);
+    }
+    const auto it = own.find(command);
+    for (const auto& f : listed) {
+      INFO("listed " << f << ": not declared, not a command-level flag (declare it, or list it above on purpose)");
+      CHECK((flags.count(f) || common.count(f) || (it != own.end() && it->second.count(f))));
+    }
+  }
 }

@@ -352,7 +352,7 @@ TEST_CASE("vocablens heads CLI: table, JSON, CSV, run directory", "[heads][cli]"
   CHECK(out.find("layer 1 head 2") != std::string::npos);
   rc = vl_test::run_command(env + cli + " heads " + dir + "/stories260K.bin --layer 9", out);
   CHECK(rc == 2);
-  CHECK(out.find("layer 9 in ") != std::string::npos);
+  CHECK(out.find("heads: --layer: layer 9 ") != std::string::npos);  // named as the command line spells it
   CHECK(out.find("is out of range (0..4)") != std::string::npos);
   std::string run = vl_test::temp_dir("heads-cli-run");
   rc = vl_test::run_command(env + cli + " heads " + dir + "/stories260K.bin --layer 0 --kind qk --top-k 4 --inverse transpose --out " + run, out);

@@ -540,7 +540,7 @@ TEST_CASE("lens CLI: clear errors for long or empty prompts, multi-token targets
   CHECK(run_cli(shq(dir) + " --prompt " + shq(long_prompt), out) == 2);
   CHECK_THAT(out, Catch::Contains("the prompt is 200 tokens, longer than the model's context of 128 tokens"));
   CHECK(run_cli(shq(dir) + " --prompt ''", out) == 2);
-  CHECK_THAT(out, Catch::Contains("empty prompt"));
+  CHECK_THAT(out, Catch::Contains("--prompt: is empty"));
   CHECK(run_cli(shq(dir), out) == 2);
   CHECK_THAT(out, Catch::Contains("--prompt"));
   CHECK(run_cli(shq(dir) + " --prompt 'The city of' --target ' Parisxyzzy'", out) == 2);

@@ -44,6 +44,13 @@ struct AnalysisRequest {
   std::function<void(int64_t, int64_t)> progress;
   /// Set by the caller to ask the analysis to stop at its next step (a server whose client left); may be null.
   const std::atomic<bool>* cancel = nullptr;
+  /// Where the options came from: messages name an option as that surface spells it ("--layer" / "layers").
+  Surface surface = Surface::Python;
+  /// The analysis's declaration (for those spellings); may be null.
+  const AnalysisDecl* decl = nullptr;
+
+  /// How this request's surface spells the declared option `name` (the name itself when undeclared).
+  std::string spelled(const std::string& name) const;
 };
 
 using AnalysisRun = std::function<Result(const AnalysisRequest&)>;

@@ -98,7 +98,8 @@ struct AnalysisDecl {
   std::string summary;  ///< one line, for --help, docstrings and the schema
   std::string command;  ///< CLI subcommand ("" = none)
   std::vector<OptionDecl> options;
-  /// What the analysis reads: "prompt" (a forward pass over one prompt), "weights" (no input text).
+  /// What the analysis reads: "prompt" (a forward pass over one prompt), "weights" (no input text), "corpus"
+  /// (a text file on the machine that runs it), "prompts" (a prompts file there), "prompts_pair" (two prompts).
   std::string input = "weights";
 
   const OptionDecl* find(std::string_view option) const;

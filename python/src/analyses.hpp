@@ -54,10 +54,6 @@ void register_compare(py::module_& mod);
 /// Adds Sae, load_sae(path, hook_name) and check_sae_fits(sae, model) (python/src/bind_sae.cpp).
 void register_sae(py::module_& mod);
 
-/// The lens keywords lens and lens_batch share: tuned (a tuned-lens directory, checked against the model),
-/// top_k, resid_mid, unembed ("model" | "pinv"), decoder_blocks (python/src/bind_lens.cpp).
-vocablens::LensOptions lens_options(const PyModel& m, Options& o);
-
 /// True/False/None keyword -> optional<bool>.
 std::optional<bool> opt_flag(Options& o, const char* name);
 

@@ -1,5 +1,5 @@
-// Python bindings of the batch and comparison analyses: lens over many prompts (`lens --prompts`), compare-embeddings
-// (two models) and compare (two lens runs, no model: a module function, not a registered analysis).
+// Python bindings of the batch and comparison analyses: compare-embeddings (two models) and compare (two lens runs, no
+// model: a module function, not a registered analysis).
 #include <algorithm>
 
 #include "analyses.hpp"
@@ -7,64 +7,10 @@
 #include "vocablens/compare_embeddings.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
-#include "vocablens/lens_batch.hpp"
 #include "vocablens/spectrum.hpp"
 
 namespace vlpy {
 namespace {
-
-// prompts: a path (str) to a prompts file, or a list of str / {"prompt": ..., "target": ...} dicts.
-std::vector<vocablens::LensPrompt> prompts_from(Options& o, py::object v) {
-  if (v.is_none()) throw py::type_error(o.function() + "(): missing prompts (a list of str / dicts, or a prompts file path)");
-  if (py::isinstance<py::str>(v)) return vocablens::read_lens_prompts(v.cast<std::string>());
-  if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v))
-    o.type_error("prompts", "a list of str or of {\"prompt\": str, \"target\": str} dicts, or a prompts file path");
-  std::vector<vocablens::LensPrompt> out;
-  int64_t i = 0;
-  for (py::handle h : v) {
-    ++i;
-    vocablens::LensPrompt p;
-    p.line = i;
-    if (py::isinstance<py::str>(h)) {
-      p.prompt = h.cast<std::string>();
-    } else if (py::isinstance<py::dict>(h)) {
-      py::dict d = py::reinterpret_borrow<py::dict>(h);
-      if (!d.contains("prompt") || !py::isinstance<py::str>(d["prompt"]))
-        o.value_error("prompts", "item " + std::to_string(i - 1) + " has no str \"prompt\"");
-      p.prompt = d["prompt"].cast<std::string>();
-      if (d.contains("target") && !d["target"].is_none()) {
-        if (!py::isinstance<py::str>(d["target"])) o.value_error("prompts", "item " + std::to_string(i - 1) + ": \"target\" must be a str");
-        p.target = d["target"].cast<std::string>();
-      }
-    } else {
-      o.type_error("prompts", "items that are str or dicts");
-    }
-    if (p.prompt.empty()) o.value_error("prompts", "item " + std::to_string(i - 1) + " is an empty prompt");
-    out.push_back(std::move(p));
-  }
-  if (out.empty()) o.value_error("prompts", "is empty");
-  return out;
-}
-
-RegisterAnalysis lens_batch_reg{
-    "lens_batch", "Logit lens over many prompts: one result with a prompt axis and a tidy per-layer table (`lens --prompts`)",
-    [](const PyModel& m, Options& o) {
-      vocablens::LensOptions lo = lens_options(m, o);  // tuned=, top_k=, resid_mid=, unembed=, decoder_blocks=
-      std::optional<bool> bos = opt_flag(o, "bos");
-      py::object pv = o.raw("prompts");
-      auto prompts = prompts_from(o, pv);
-      o.finish();
-      const auto& tok = m.tokenizer();
-      vocablens::EncodeOptions eo;
-      if (bos) eo.add_bos = *bos;
-      const std::string source = py::isinstance<py::str>(pv) ? pv.cast<std::string>() : std::string();
-      py::gil_scoped_release nogil;
-      auto b = vocablens::logit_lens_batch(m.model, tok, prompts, lo, eo);
-      b.source = source;
-      auto r = b.to_result(&tok);
-      r.provenance["tokenizer"] = tok.source();
-      return r;
-    }};
 
 RegisterAnalysis compare_embeddings_reg{
     "compare_embeddings",

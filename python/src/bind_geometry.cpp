@@ -1,11 +1,9 @@
-// Python bindings of the embedding-geometry analyses: spectrum (+ anisotropy), neighbours, knn, positions
-// (as the `vocablens` commands of the same names).
+// Python binding of the embedding-geometry analysis not yet declared in the library: spectrum (+ anisotropy), as
+// `vocablens spectrum`. neighbours, knn and positions are declared (analyses/*_entry.cpp).
 #include "analyses.hpp"
 #include "vocablens/anisotropy.hpp"
 #include "vocablens/error.hpp"
-#include "vocablens/knn.hpp"
 #include "vocablens/neighbours.hpp"
-#include "vocablens/positions.hpp"
 #include "vocablens/spectrum.hpp"
 
 namespace vlpy {
@@ -53,37 +51,6 @@ RegisterAnalysis spectrum_reg{
       }
       r.settings["method"] = method;
       return r;
-    }};
-
-RegisterAnalysis knn_reg{
-    "knn", "Exact k-nearest-neighbour graph (cosine) of every token's embedding",
-    [](const PyModel& m, Options& o) {
-      vocablens::KnnOptions ko;
-      ko.k = o.integer_at_least("k", 10, 1);
-      ko.block = o.integer_at_least("block", 2048, 16);
-      auto space = vocablens::vector_space_from_string(o.choice("space", "E", {"E", "E+", "embedding", "pinv"}));
-      std::string matrix = o.choice("matrix", "W_E", {"W_E", "W_U"});
-      bool edges = o.flag("edges", false);
-      o.finish();
-      py::gil_scoped_release nogil;
-      at::Tensor X = vocablens::space_vectors(m.model, space, matrix);
-      auto g = vocablens::knn_graph(X, ko);
-      g.matrix = matrix;
-      g.space = vocablens::to_string(space);
-      return g.to_result(m.tok.get(), edges);
-    }};
-
-RegisterAnalysis positions_reg{
-    "positions", "Geometry of the positional encoding: spectrum, position x position cosines, periodic components",
-    [](const PyModel& m, Options& o) {
-      vocablens::PositionOptions po;
-      po.source = vocablens::position_source_from_string(o.choice("kind", "auto", {"auto", "learned", "sinusoidal", "rotary"}));
-      po.max_positions = o.integer_at_least("max_positions", 2048, 0);
-      po.k = o.integer_at_least("k", 16, 1);
-      po.components = o.integer_at_least("components", 8, 1);
-      o.finish();
-      py::gil_scoped_release nogil;
-      return vocablens::position_structure(m.model, po).to_result();
     }};
 
 }  // namespace

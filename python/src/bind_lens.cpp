@@ -1,10 +1,9 @@
-// Python bindings of the forward-pass analyses: lens, lens_corpus, tuned_lens_eval, project (as `vocablens
-// lens/project/tuned-lens eval`).
+// Python binding of the forward-pass analysis not yet declared in the library: project (`vocablens project`).
+// lens, lens_corpus, lens_batch and tuned_lens_eval are declared (analyses/lens_entry.cpp, tuned_lens_entry.cpp).
 #include "analyses.hpp"
 #include "vocablens/compare.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/lens.hpp"
-#include "vocablens/lens_corpus.hpp"
 #include "vocablens/project.hpp"
 #include "vocablens/tuned_lens.hpp"
 #include "vocablens/unembed.hpp"
@@ -26,50 +25,6 @@ vocablens::TokenFilter token_filter(Options& o) {
   else o.raw("allow");
   return f;
 }
-
-RegisterAnalysis corpus_reg{
-    "lens_corpus", "Logit lens statistics per layer over a whole text file, streamed in context windows",
-    [](const PyModel& m, Options& o) {
-      vocablens::CorpusLensOptions co;
-      co.lens = lens_options(m, o);
-      if (o.flag("save_probs", false)) o.value_error("save_probs", "applies to lens() of one prompt, not to lens_corpus()");
-      co.window = o.integer_at_least("window", 0, 0);
-      co.max_tokens = o.integer_at_least("max_tokens", 0, 0);
-      std::string path = o.str("path", "");
-      py::object progress = o.raw("progress");
-      o.finish();
-      if (path.empty()) throw py::value_error("lens_corpus(): path is empty: give a text file");
-      const auto& tok = m.tokenizer();
-      Progress bar(progress, 0, "lens corpus", "B");
-      co.progress = [&bar](uint64_t done, uint64_t total) {
-        bar.set(static_cast<int64_t>(done), static_cast<int64_t>(total));
-      };
-      py::gil_scoped_release nogil;
-      auto c = vocablens::logit_lens_corpus(m.model, tok, path, co);
-      return c.to_result();
-    }};
-
-RegisterAnalysis tuned_eval_reg{
-    "tuned_lens_eval", "Logit lens and tuned lens side by side on held-out text (bits per byte per layer)",
-    [](const PyModel& m, Options& o) {
-      vocablens::TunedLensEvalOptions eo;
-      eo.window = o.integer_at_least("window", 0, 0);
-      eo.max_tokens = o.integer_at_least("max_tokens", 0, 0);
-      std::string path = o.str("path", "");
-      std::string tuned = o.str("tuned", "");
-      py::object progress = o.raw("progress");
-      o.finish();
-      if (path.empty()) throw py::value_error("tuned_lens_eval(): path is empty: give a held-out text file");
-      if (tuned.empty()) throw py::value_error("tuned_lens_eval(): tuned is empty: give a tuned lens directory");
-      const auto& tok = m.tokenizer();
-      auto lens = std::make_shared<vocablens::TunedLens>(vocablens::load_tuned_lens(tuned));
-      Progress bar(progress, 0, "tuned lens eval", "B");
-      eo.progress = [&bar](uint64_t done, uint64_t total) {
-        bar.set(static_cast<int64_t>(done), static_cast<int64_t>(total));
-      };
-      py::gil_scoped_release nogil;
-      return vocablens::evaluate_tuned_lens(m.model, tok, lens, path, eo).to_result();
-    }};
 
 RegisterAnalysis project_reg{
     "project", "Hidden states at a hook point projected to tokens (x W_U, or read through E+ / E^T)",
@@ -111,18 +66,4 @@ RegisterAnalysis project_reg{
 
 }  // namespace
 
-vocablens::LensOptions lens_options(const PyModel& m, Options& o) {
-  vocablens::LensOptions l;
-  const std::string tuned = o.str("tuned", "");
-  if (!tuned.empty()) {
-    l.tuned = std::make_shared<vocablens::TunedLens>(vocablens::load_tuned_lens(tuned));
-    l.tuned->check_model(m.model);
-  }
-  l.top_k = o.integer_at_least("top_k", 10, 0);
-  l.resid_mid = o.flag("resid_mid", false);
-  l.unembed = o.choice("unembed", "model", {"model", "pinv"}) == "pinv" ? vocablens::LensUnembed::PseudoInverse
-                                                                       : vocablens::LensUnembed::Model;
-  l.decoder_blocks = o.integer_at_least("decoder_blocks", 0, 0);
-  return l;
-}
 }  // namespace vlpy

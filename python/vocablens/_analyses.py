@@ -115,14 +115,51 @@ heads = _DECLARED["heads"]
 neurons = _DECLARED["neurons"]
 neighbours = _DECLARED["neighbours"]
 attribute = _DECLARED["attribute"]
+lens_corpus = _DECLARED["lens_corpus"]
+knn = _DECLARED["knn"]
+positions = _DECLARED["positions"]
+tuned_lens_eval = _DECLARED["tuned_lens_eval"]
 
 
-def lens_batch(model, prompts, *, top_k=None, resid_mid=None, unembed=None, decoder_blocks=None, bos=None, tuned=None):
-    """Logit lens over many prompts (`vocablens lens --prompts`). prompts: a list of str or of
-    {"prompt": str, "target": str} dicts, or the path of a prompts file (plain lines or JSON Lines). tuned: a
-    tuned-lens directory (`lens --prompts --tuned`; settings["lens"] == "tuned"). Result kind
-    "logit_lens_batch" (arrays with a prompt axis, table "by_layer")."""
-    return _call("lens_batch", model, locals())
+def _prompt_list(declared):
+    """lens_batch reads a prompts file (its declaration); from Python the prompts may also be a list of str or of
+    {"prompt": str, "target": str} dicts, written for the call to a temporary JSON Lines file (settings'
+    prompts_file names it)."""
+    import json
+    import tempfile
+
+    def f(model, prompts, *args, **kwargs):
+        if not isinstance(prompts, (list, tuple)):
+            return declared(model, _plain("lens_batch", "prompts", prompts), *args, **kwargs)
+        lines = []
+        for i, p in enumerate(prompts):
+            if isinstance(p, str):
+                p = {"prompt": p}
+            elif not isinstance(p, dict):
+                raise TypeError("lens_batch(): prompts must hold str or dicts, not {} (item {})".format(
+                    type(p).__name__, i))
+            if not isinstance(p.get("prompt"), str) or not p["prompt"]:
+                raise ValueError("lens_batch(): prompts item {} has no non-empty str \"prompt\"".format(i))
+            if p.get("target") is not None and not isinstance(p["target"], str):
+                raise ValueError("lens_batch(): prompts item {}: \"target\" must be a str".format(i))
+            lines.append(json.dumps({k: v for k, v in p.items() if k in ("prompt", "target") and v is not None}))
+        if not lines:
+            raise ValueError("lens_batch(): prompts is empty")
+        with tempfile.TemporaryDirectory(prefix="vocablens-prompts-") as d:
+            path = os.path.join(d, "prompts.jsonl")
+            with open(path, "w", encoding="utf-8") as out:
+                out.write("\n".join(lines) + "\n")
+            return declared(model, path, *args, **kwargs)
+
+    f.__name__ = f.__qualname__ = declared.__name__
+    f.__doc__ = declared.__doc__ + "\nprompts may also be a list of str or of {\"prompt\", \"target\"} dicts."
+    f.__signature__ = declared.__signature__
+    f.__module__ = "vocablens"
+    return f
+
+
+lens_batch = _prompt_list(_DECLARED["lens_batch"])
+_DECLARED["lens_batch"] = lens_batch
 
 
 def compare_embeddings(model, model_b, *, matrix=None, k=None, moved=None, spectrum_k=None, spectra=None):
@@ -148,19 +185,6 @@ def compare(a, b, *, align=None):
     return Result(_core.compare_runs(core(a, "a"), core(b, "b"), align or "none"))
 
 
-def lens_corpus(model, path, *, window=None, max_tokens=None, resid_mid=None, unembed=None, decoder_blocks=None,
-                progress=None, tuned=None):
-    """Logit lens statistics per layer over a text file (`vocablens lens --corpus`). window=n_ctx,
-    max_tokens=0 (all). Result kind "logit_lens_corpus"."""
-    return _call("lens_corpus", model, locals())
-
-
-def tuned_lens_eval(model, path, tuned, *, window=None, max_tokens=None, progress=None):
-    """Logit lens and tuned lens on held-out text (`vocablens tuned-lens eval`): per-layer cross-entropy,
-    entropy and KL in bits per byte, KL by window position. Result kind "tuned_lens_eval"."""
-    return _call("tuned_lens_eval", model, locals())
-
-
 def project(model, prompt, *, hook=None, layer=None, top_k=None, positions=None, final_norm=None, read=None,
             inverse=None, pinv_rtol=None, alpha_only=None, allow=None, bos=None):
     """Hidden states projected to tokens (`vocablens project`). hook="resid_post" (or "resid_mid.2",
@@ -181,17 +205,6 @@ def spectrum(model, *, matrix=None, k=None, method=None, ncv=None, loadings=None
     return _call("spectrum", model, locals())
 
 
-
-
-def knn(model, *, k=None, space=None, matrix=None, block=None, edges=None):
-    """Exact k-NN graph of the vocabulary (`vocablens knn`). k=10. Result kind "knn"."""
-    return _call("knn", model, locals())
-
-
-def positions(model, *, kind=None, max_positions=None, k=None, components=None):
-    """Geometry of the positional encoding (`vocablens positions`). kind="auto"|"learned"|"sinusoidal"|
-    "rotary". Result kind "positions"."""
-    return _call("positions", model, locals())
 
 
 def _method(fn):

@@ -9,8 +9,10 @@
 
 #include "cli/command.hpp"
 #include "cli/output.hpp"
-#include "cli/token_arg.hpp"
+#include "cli/declared_flags.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/atomic_file.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/attribution.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
@@ -20,11 +22,12 @@ namespace {
 
 using vocablens::UsageError;
 
+// The analysis's options come from its declaration (analyses/attribution_entry.cpp); these are the command's
+// own (--show only shapes the table).
 struct AttributeCliOptions {
-  std::string model, tokenizer, prompt, target, wrong;
-  int64_t position = -1;
+  std::string model, tokenizer;
+  std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
   int64_t show = 20;
-  bool bos = false, no_bos = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -70,19 +73,17 @@ void print_attribution(const vocablens::AttributionResult& a, const vocablens::T
 }
 
 int run_attribute(const AttributeCliOptions& o) {
-  if (o.bos && o.no_bos) throw UsageError("--bos and --no-bos cannot be used together");
+  const auto& decl = vocablens::find_analysis("attribute").decl;
+  const nlohmann::json resolved = vocablens::resolve_options(decl, o.flags->given(), vocablens::Surface::Cli);
   if (o.show < 0) throw UsageError("--show must be >= 0");
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   vocablens::Model m = vocablens::load_model(o.model);
   vocablens::adapt_threads_to(m);
   auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
-  auto ids = vocablens::cli::encode_prompt(*tok, o.prompt, "--prompt", o.bos ? 1 : o.no_bos ? 0 : -1);
-  vocablens::AttributionOptions ao;
-  ao.target = vocablens::cli::resolve_token(*tok, o.target, "--target");
-  if (!o.wrong.empty()) ao.wrong = vocablens::cli::resolve_token(*tok, o.wrong, "--wrong");
-  ao.position = o.position;
-  auto a = vocablens::attribute_logit(m, ids, ao);
-  auto r = a.to_result(tok.get(), o.prompt);
+  const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
+  const auto ids = vocablens::entries::prompt_ids(q);
+  auto a = vocablens::attribute_logit(m, ids, vocablens::entries::attribution_options(q));
+  auto r = a.to_result(tok.get(), vocablens::entries::prompt_text(q, ids));
   vocablens::cli::fill_provenance(r, m);
   r.provenance["tokenizer"] = tok->source();
   vocablens::cli::emit(r, o.out, [&] { print_attribution(a, *tok, o.show, vocablens::cli::use_color(o.out)); });
@@ -90,19 +91,13 @@ int run_attribute(const AttributeCliOptions& o) {
 }
 
 vocablens::cli::Register reg{
-    "attribute",
-    "Direct logit attribution: a logit (difference) split into embedding, every head, every MLP and the biases",
-    [](CLI::App& sub) -> vocablens::cli::Runner {
+    "attribute", vocablens::find_analysis("attribute").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<AttributeCliOptions>();
+      o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("attribute").decl);
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
-      sub.add_option("--prompt", o->prompt, "Text to run")->required();
-      sub.add_option("--target", o->target, "Token whose logit is attributed (bytes, e.g. \" Paris\", or #ID)")->required();
-      sub.add_option("--wrong", o->wrong, "Attribute logit(target) - logit(wrong) instead");
-      sub.add_option("--position", o->position, "Position whose logit is attributed (default -1: the last)");
+      o->flags->add_to(sub);
       sub.add_option("--show", o->show, "Parts listed in the table, largest |value| first (default 20)");
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
-      sub.add_flag("--bos", o->bos, "Prepend the BOS token to the prompt");
-      sub.add_flag("--no-bos", o->no_bos, "Do not prepend BOS (llama2.c tokenizers add it by default)");
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_attribute(*o); };
     }};

@@ -11,10 +11,13 @@
 #include <optional>
 
 #include "cli/command.hpp"
+#include "cli/declared_flags.hpp"
 #include "cli/output.hpp"
 #include "cli/progress.hpp"
 #include "cli/token_filter_options.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/atomic_file.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/heads.hpp"
 #include "vocablens/model.hpp"
@@ -26,19 +29,13 @@ namespace {
 
 using vocablens::UsageError;
 
+// The analysis's options come from its declaration (analyses/heads_entry.cpp); these are the command's own.
 struct HeadsCliOptions {
   std::string model;
-  std::string layers, heads;
-  std::string kind = "both";
-  int64_t top_k = 50;
-  std::string inverse = "pinv";
-  double pinv_rtol = 1e-6;
-  std::vector<std::string> tokens;
-  std::vector<int64_t> token_ids;
-  int64_t per_token_k = 0;
-  bool drop_same_token = false, drop_same_word = false;
-  vocablens::cli::TokenFilterFlags tokens_flags;
-  bool no_spectra = false, no_prune = false, verbose = false;
+  std::string tokenizer;
+  std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
+  std::vector<int64_t> token_ids;  // --token-id N: the same as --token '#N'
+  bool verbose = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -61,14 +58,6 @@ std::string fit(const std::string& s, size_t width) {
     out.push_back(ch);
   }
   return out + "…";
-}
-
-int64_t resolve_token(const vocablens::Tokenizer& tok, const std::string& s) {
-  if (s.empty()) throw UsageError("--token is empty: give one token, e.g. --token \" Paris\"");
-  std::vector<int64_t> ids;
-  if (auto id = vocablens::single_token_id(tok, s, &ids)) return *id;
-  throw UsageError("--token '" + s + "' is " + std::to_string(ids.size()) + " tokens (" +
-                   vocablens::display_ids(tok, ids, 8, /*ellipsis=*/false) + "); give a single token, or --token-id");
 }
 
 void print_heads(const vocablens::HeadsAnalysis& a, const vocablens::Tokenizer* tok, const vocablens::Model& m,
@@ -118,31 +107,23 @@ void print_heads(const vocablens::HeadsAnalysis& a, const vocablens::Tokenizer* 
 }
 
 int run_heads(const HeadsCliOptions& co) {
-  vocablens::HeadsOptions o;
-  if (co.kind == "both") o.kinds = {vocablens::CircuitKind::OV, vocablens::CircuitKind::QK};
-  else o.kinds = {vocablens::parse_circuit_kind(co.kind)};
-  if (co.top_k < 1) throw UsageError("--top-k must be at least 1");
-  if (co.per_token_k < 0) throw UsageError("--per-token-k must be >= 0");
-  o.top_k = co.top_k;
-  o.per_token_k = co.per_token_k;
-  o.inverse = vocablens::parse_inverse_kind(co.inverse);
-  o.pinv.rtol = co.pinv_rtol;
-  o.drop_same_token = co.drop_same_token;
-  o.drop_same_normalized = co.drop_same_word;
-  o.filter = vocablens::cli::token_filter(co.tokens_flags);
-  o.spectra = !co.no_spectra;
-  o.prune = !co.no_prune;
+  const auto& decl = vocablens::find_analysis("heads").decl;
+  nlohmann::json given = co.flags->given();
+  for (int64_t id : co.token_ids) given["tokens"].push_back(id);
+  // Checked before the model loads: a wrong flag costs nothing.
+  const nlohmann::json resolved = vocablens::resolve_options(decl, given, vocablens::Surface::Cli);
   if (!co.out.out_dir.empty()) vocablens::ensure_directory(co.out.out_dir);
 
   vocablens::Model m = vocablens::load_model(co.model);
-  auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, !co.tokens.empty() || co.drop_same_word);
-  for (const auto& s : co.tokens) o.source_tokens.push_back(resolve_token(*tok, s));
-  for (int64_t id : co.token_ids) o.source_tokens.push_back(id);
-
-  // The lists are read against the model's counts, checked before a range is expanded
-  // ("--layer 0-99999999999" was expanded to 10^11 entries first).
-  if (!co.layers.empty()) o.layers = vocablens::parse_index_list(co.layers, m.config().n_layers, "layer");
-  if (!co.heads.empty()) o.heads = vocablens::parse_index_list(co.heads, m.config().n_heads, "head");
+  vocablens::cli::TokenFilterFlags tf;
+  tf.tokenizer = co.tokenizer;
+  tf.alpha_only = resolved["alpha_only"].get<bool>();
+  bool token_text = resolved["drop_same_word"].get<bool>();  // text of tokens needs the tokenizer
+  if (resolved["tokens"].is_array())
+    for (const auto& t : resolved["tokens"]) token_text = token_text || t.is_string();
+  auto tok = vocablens::cli::load_tokenizer(co.model, tf, token_text);
+  const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
+  vocablens::HeadsOptions o = vocablens::entries::heads_options(q);
   vocablens::cli::ProgressBar bar("heads", "circuits");
   o.progress = bar.callback();
   auto a = vocablens::analyze_heads(m, o, tok.get());
@@ -168,28 +149,13 @@ int run_heads(const HeadsCliOptions& co) {
 }
 
 vocablens::cli::Register reg{
-    "heads",
-    "Attention heads in vocabulary space: exact top-k token pairs of each OV / QK circuit, spectra, copying scores",
-    [](CLI::App& sub) -> vocablens::cli::Runner {
+    "heads", vocablens::find_analysis("heads").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<HeadsCliOptions>();
+      o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("heads").decl);
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
-      sub.add_option("--layer", o->layers, "Layers, e.g. 3 or 0,2-4 (default: all)");
-      sub.add_option("--head", o->heads, "Heads, e.g. 7 or 0-3 (default: all)");
-      sub.add_option("--kind", o->kind, "ov, qk or both (default both)")->check(CLI::IsMember({"ov", "qk", "both"}));
-      sub.add_option("--top-k", o->top_k, "Token pairs per circuit (default 50)");
-      sub.add_option("--inverse", o->inverse,
-                     "Read side: pinv (exact E+, default), transpose (Dar et al.'s E^T approximation), embed (W_E)")
-          ->check(CLI::IsMember({"pinv", "transpose", "embed"}));
-      sub.add_option("--pinv-rtol", o->pinv_rtol, "Singular values below rtol*max are dropped from E+ (default 1e-6)");
-      sub.add_option("--token", o->tokens, "Also list the best targets (ov) / keys (qk) of this token (repeatable)");
+      o->flags->add_to(sub);
       sub.add_option("--token-id", o->token_ids, "Like --token, by id (repeatable)");
-      sub.add_option("--per-token-k", o->per_token_k, "Length of the --token lists (default: --top-k)");
-      sub.add_flag("--drop-same-token", o->drop_same_token, "Drop pairs (t, t)");
-      sub.add_flag("--drop-same-word", o->drop_same_word,
-                   "Drop pairs of tokens equal up to leading spaces and case (\" Paris\", \"paris\")");
-      vocablens::cli::add_token_filter_options(sub, o->tokens_flags);
-      sub.add_flag("--no-spectra", o->no_spectra, "Skip singular values, eigenvalues and copying scores");
-      sub.add_flag("--no-prune", o->no_prune, "Multiply every tile (the results are identical; for timing)");
+      sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
       sub.add_flag("--verbose", o->verbose, "Report the streamed work and time");
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_heads(*o); };

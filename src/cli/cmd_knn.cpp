@@ -6,9 +6,12 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/declared_flags.hpp"
 #include "cli/output.hpp"
 #include "cli/progress.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/atomic_file.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/knn.hpp"
 #include "vocablens/model.hpp"
@@ -19,14 +22,11 @@ namespace {
 
 using vocablens::UsageError;
 
+// The analysis's options come from its declaration (analyses/knn_entry.cpp); these are the command's own.
 struct KnnCliOptions {
   std::string model;
   std::string tokenizer;
-  std::string matrix = "W_E";
-  std::string space = "E";
-  int64_t k = 10;
-  int64_t block = 2048;
-  bool edges = false;
+  std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
   vocablens::cli::OutputOptions out;
 };
 
@@ -73,9 +73,10 @@ void print_knn(const vocablens::KnnGraph& g, const vocablens::Tokenizer* tok, bo
 }
 
 int run_knn(const KnnCliOptions& o) {
-  if (o.k < 1) throw UsageError("--k must be at least 1");
-  if (o.block < 16) throw UsageError("--block must be at least 16");
-  const vocablens::VectorSpace space = vocablens::vector_space_from_string(o.space);
+  const auto& decl = vocablens::find_analysis("knn").decl;
+  const nlohmann::json resolved = vocablens::resolve_options(decl, o.flags->given(), vocablens::Surface::Cli);
+  const vocablens::VectorSpace space = vocablens::vector_space_from_string(resolved["space"].get<std::string>());
+  const std::string matrix = resolved["matrix"].get<std::string>();
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   vocablens::Model m = vocablens::load_model(o.model);
   std::unique_ptr<vocablens::Tokenizer> tok;
@@ -85,33 +86,26 @@ int run_knn(const KnnCliOptions& o) {
     if (!o.tokenizer.empty()) throw;
     fmt::print(stderr, "vocablens: warning: no tokenizer ({}); tokens are shown as #id\n", e.what());
   }
-  at::Tensor X = vocablens::space_vectors(m, space, o.matrix);
-  vocablens::KnnOptions ko;
-  ko.k = o.k;
-  ko.block = o.block;
+  at::Tensor X = vocablens::space_vectors(m, space, matrix);
+  vocablens::KnnOptions ko = vocablens::entries::knn_options(resolved);
   vocablens::cli::ProgressBar bar("knn", "rows");
   ko.progress = bar.callback();
   auto g = vocablens::knn_graph(X, ko);
   bar.finish();
-  g.matrix = o.matrix;
+  g.matrix = matrix;
   g.space = vocablens::to_string(space);
-  vocablens::Result r = g.to_result(tok.get(), o.edges);
+  vocablens::Result r = g.to_result(tok.get(), resolved["edges"].get<bool>());
   vocablens::cli::fill_provenance(r, m);
   vocablens::cli::emit(r, o.out, [&] { print_knn(g, tok.get(), vocablens::cli::use_color(o.out), !o.out.out_dir.empty()); });
   return 0;
 }
 
 vocablens::cli::Register reg{
-    "knn", "Exact k-nearest-neighbour graph (cosine) of every token's embedding; save it with --out DIR",
-    [](CLI::App& sub) -> vocablens::cli::Runner {
+    "knn", vocablens::find_analysis("knn").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<KnnCliOptions>();
+      o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("knn").decl);
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
-      sub.add_option("--k", o->k, "Neighbours per token (default 10)");
-      sub.add_option("--space", o->space, "E (embedding rows, default) or E+ (rows of pinv(W_E)^T)")
-          ->check(CLI::IsMember({"E", "E+", "embedding", "pinv"}));
-      sub.add_option("--matrix", o->matrix, "W_E (default) or W_U")->check(CLI::IsMember({"W_E", "W_U"}));
-      sub.add_option("--block", o->block, "Rows per GEMM block (default 2048)");
-      sub.add_flag("--edges", o->edges, "Also write every edge as a CSV table (V·k rows)");
+      o->flags->add_to(sub);
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside MODEL)");
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_knn(*o); };

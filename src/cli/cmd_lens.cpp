@@ -11,8 +11,11 @@
 #include <optional>
 
 #include "cli/command.hpp"
+#include "cli/declared_flags.hpp"
 #include "cli/output.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/atomic_file.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/dist.hpp"
 #include "vocablens/compare.hpp"
 #include "vocablens/error.hpp"
@@ -23,31 +26,22 @@
 #include "vocablens/model.hpp"
 #include "vocablens/timings.hpp"
 #include "vocablens/tokenizer.hpp"
-#include "vocablens/token_id.hpp"
 #include "vocablens/tuned_lens.hpp"
 
 namespace {
 
 using vocablens::UsageError;
 
+// The analyses' options come from their declarations (analyses/lens_entry.cpp: lens, lens_corpus,
+// lens_batch); the command's own flags are the aliases below, the tokenizer, --dry-run and the output.
 struct LensCliOptions {
   std::string model;
-  std::optional<std::string> prompt;
-  std::vector<int64_t> prompt_ids;  // A reference sequence without a decode/encode round trip
-  std::optional<std::string> target;
-  std::optional<int64_t> target_id;
+  std::shared_ptr<vocablens::cli::DeclaredFlags> flags;     // lens (one prompt)
+  std::shared_ptr<vocablens::cli::DeclaredFlags> corpus;    // lens_corpus's options that lens lacks
+  std::shared_ptr<vocablens::cli::DeclaredFlags> batch;     // lens_batch's options that lens lacks
+  std::vector<int64_t> prompt_ids;  // --prompt-ids: the prompt as ids, used exactly as given (no BOS)
+  std::optional<int64_t> target_id; // --target-id: the target by id (= --target '#ID')
   std::string tokenizer;
-  std::string corpus;
-  std::string tuned;
-  std::string prompts;
-  std::string unembed = "model";
-  int64_t top_k = 10;
-  int64_t decoder_blocks = 0;
-  int64_t window = 0;
-  int64_t max_tokens = 0;
-  bool resid_mid = false;
-  bool save_probs = false;
-  bool bos = false, no_bos = false;
   bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
@@ -187,51 +181,59 @@ void print_corpus_table(const vocablens::CorpusLensResult& c, bool color) {
 
 // ---- the command ------------------------------------------------------------------------------------------
 
-vocablens::LensOptions lens_options(const LensCliOptions& o) {
-  vocablens::LensOptions l;
-  l.top_k = o.top_k;
-  l.resid_mid = o.resid_mid;
-  l.save_log_probs = o.save_probs;
-  l.decoder_blocks = o.decoder_blocks;
-  if (o.unembed == "pinv") l.unembed = vocablens::LensUnembed::PseudoInverse;
-  else if (o.unembed != "model") throw UsageError("--unembed must be model or pinv (got '" + o.unembed + "')");
-  return l;
+// A declaration holding only the options of `d` that `base` does not declare (the flags the lens command adds
+// for its corpus and batch forms).
+vocablens::AnalysisDecl only_new(vocablens::AnalysisDecl d, const vocablens::AnalysisDecl& base) {
+  std::vector<vocablens::OptionDecl> keep;
+  for (auto& o : d.options)
+    if (!base.find(o.name)) keep.push_back(o);
+  d.options = std::move(keep);
+  return d;
 }
 
-int64_t resolve_target(const LensCliOptions& o, const vocablens::Tokenizer& tok) {
-  if (o.target_id) return *o.target_id;
-  const std::string& s = *o.target;
-  if (s.empty()) throw UsageError("--target is empty: give one token, e.g. --target \" Paris\"");
-  std::vector<int64_t> ids;
-  if (auto id = vocablens::single_token_id(tok, s, &ids)) return *id;
-  throw UsageError("--target '" + s + "' is " + std::to_string(ids.size()) + " tokens: " + vocablens::display_ids(tok, ids) +
-                   " (the target must be a single token of " + tok.source() + ")");
+// The options typed for the one-prompt lens that `decl` (lens_corpus or lens_batch) also declares; anything else
+// given is refused with the message this command has always given.
+nlohmann::json carried_to(const vocablens::AnalysisDecl& decl, const nlohmann::json& lens_given, const char* form) {
+  nlohmann::json out = nlohmann::json::object();
+  for (auto it = lens_given.begin(); it != lens_given.end(); ++it) {
+    if (decl.find(it.key())) out[it.key()] = it.value();
+    else if (it.key() == "save_probs")
+      throw UsageError(std::string("--save-probs applies to one prompt (--prompt or --prompt-ids), not to ") + form);
+    else if (it.key() == "target" && std::string(form) == "--prompts")
+      throw UsageError("--target has no meaning with --prompts (give \"target\" per line in JSON Lines)");
+    else if (it.key() == "target")
+      throw UsageError("--target has no meaning with --corpus");
+    // --bos / --no-bos with --corpus: the windows are read as the file's tokens (accepted, as before)
+  }
+  return out;
 }
 
-int run_lens_prompts(const LensCliOptions& o, vocablens::LensOptions lo);
-
-// --tuned DIR: the translators, checked against the model (another model's: one line naming both).
-void attach_tuned_lens(const LensCliOptions& o, const vocablens::Model& m, vocablens::LensOptions& lo) {
-  if (o.tuned.empty()) return;
-  lo.tuned = std::make_shared<vocablens::TunedLens>(vocablens::load_tuned_lens(o.tuned));
+// --tuned DIR with another unembedding than the model's: a warning (fine for a fine-tune of that model).
+void warn_tuned(const vocablens::LensOptions& lo, const nlohmann::json& resolved, const LensCliOptions& o,
+                const vocablens::Model& m) {
+  if (!lo.tuned) return;
   vocablens::lens_detail::validate_options(m, lo);
   if (!lo.tuned->matches_unembedding(m))
     fmt::print(stderr, "vocablens: warning: the tuned lens {} was trained on a model with another unembedding than {} "
-                       "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n", o.tuned, o.model);
+                       "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n",
+               resolved["tuned"].get<std::string>(), o.model);
 }
 
 // --dry-run: the peak memory the lens of T tokens will need (vocablens/memory_estimate.hpp), against what
 // the machine has available; exit 1 when it would not fit.
-int dry_run(const LensCliOptions& o, const vocablens::Model& m, int64_t T) {
+int dry_run(const nlohmann::json& ro, const vocablens::Model& m, int64_t T) {
+  const bool resid_mid = ro["resid_mid"].get<bool>(), save_probs = ro["save_probs"].get<bool>();
   const auto& c = m.config();
   vocablens::CacheSpec spec;
   spec.resid_pre = spec.resid_post = true;
-  spec.resid_mid = o.resid_mid;
+  spec.resid_mid = resid_mid;
   auto e = vocablens::estimate_forward_memory(m, 1, T, spec, false);
-  const double n = static_cast<double>(c.n_layers + 1 + (o.resid_mid ? c.n_layers : 0)), d = static_cast<double>(c.d_model);
-  const double V = static_cast<double>(c.vocab_size), Td = static_cast<double>(T), k = static_cast<double>(o.top_k);
-  const bool raw_stack = !o.tuned.empty() || o.decoder_blocks > 0;  // else each layer is normalised into the stack
-  e.add("lens: per-position results", n * Td * (k * 12 + 64) + (o.save_probs ? n * Td * V * 4 : 0.0));
+  const double n = static_cast<double>(c.n_layers + 1 + (resid_mid ? c.n_layers : 0)), d = static_cast<double>(c.d_model);
+  const double V = static_cast<double>(c.vocab_size), Td = static_cast<double>(T),
+               k = static_cast<double>(ro["top_k"].get<int64_t>());
+  // else each layer is normalised into the stack
+  const bool raw_stack = !ro["tuned"].is_null() || ro["decoder_blocks"].get<int64_t>() > 0;
+  e.add("lens: per-position results", n * Td * (k * 12 + 64) + (save_probs ? n * Td * V * 4 : 0.0));
   // After the forward: the normalised stack and one block of logits (~512 rows of all layers at a time).
   e.add_phase(raw_stack ? "lens: stacked and normalised residuals, one logit block" : "lens: normalised residuals, one logit block",
               (raw_stack ? 2 : 1) * n * Td * d * 4 + std::max(n, 512.0) * (V + d) * 4);
@@ -241,36 +243,39 @@ int dry_run(const LensCliOptions& o, const vocablens::Model& m, int64_t T) {
   if (avail > 0 && e.total() > avail) {
     fmt::print(stderr, "vocablens: error: the lens of {} tokens needs about {:.0f} MiB, {:.0f} MiB are available: give a shorter "
                        "prompt, or --corpus FILE --window N to read it in windows{}\n",
-               T, e.total() / (1024.0 * 1024.0), avail / (1024.0 * 1024.0), o.save_probs ? ", or leave out --save-probs" : "");
+               T, e.total() / (1024.0 * 1024.0), avail / (1024.0 * 1024.0), save_probs ? ", or leave out --save-probs" : "");
     return 1;
   }
   return 0;
 }
 
+int run_lens_corpus(const LensCliOptions& o, const nlohmann::json& lens_given);
+int run_lens_prompts(const LensCliOptions& o, const nlohmann::json& lens_given);
+
 int run_lens(const LensCliOptions& o) {
-  if (o.dry_run && (!o.prompts.empty() || !o.corpus.empty()))
+  nlohmann::json given = o.flags->given();
+  const bool corpus = o.corpus->given().contains("path"), prompts = o.batch->given().contains("prompts");
+  const bool prompt = given.contains("prompt"), ids = !o.prompt_ids.empty();
+  if (o.dry_run && (prompts || corpus))
     throw UsageError("--dry-run applies to one prompt (--prompt or --prompt-ids), not to --prompts or --corpus");
-  if (o.save_probs && (!o.prompts.empty() || !o.corpus.empty()))
-    throw UsageError("--save-probs applies to one prompt (--prompt or --prompt-ids), not to --prompts or --corpus");
-  if (!o.prompts.empty()) {
-    if (o.prompt || !o.corpus.empty() || !o.prompt_ids.empty())
-      throw UsageError("--prompts cannot be used with --prompt, --prompt-ids or --corpus");
-    if (o.target || o.target_id) throw UsageError("--target has no meaning with --prompts (give \"target\" per line in JSON Lines)");
-    if (o.bos && o.no_bos) throw UsageError("--bos and --no-bos cannot be used together");
-    return run_lens_prompts(o, lens_options(o));
+  if (prompts) {
+    if (prompt || corpus || ids) throw UsageError("--prompts cannot be used with --prompt, --prompt-ids or --corpus");
+    if (o.target_id) throw UsageError("--target has no meaning with --prompts (give \"target\" per line in JSON Lines)");
+    return run_lens_prompts(o, given);
   }
-  if (o.corpus.empty() && !o.prompt && o.prompt_ids.empty())
-    throw UsageError("give --prompt TEXT, --prompt-ids IDS, --corpus FILE or --prompts FILE");
-  if ((!o.corpus.empty()) + (o.prompt ? 1 : 0) + (!o.prompt_ids.empty()) > 1)
-    throw UsageError("give only one of --prompt, --prompt-ids and --corpus");
-  if (!o.prompt_ids.empty() && (o.bos || o.no_bos))
+  if (!corpus && !prompt && !ids) throw UsageError("give --prompt TEXT, --prompt-ids IDS, --corpus FILE or --prompts FILE");
+  if (corpus + prompt + ids > 1) throw UsageError("give only one of --prompt, --prompt-ids and --corpus");
+  if (ids && given.contains("bos"))
     throw UsageError("--bos/--no-bos apply to --prompt text; --prompt-ids are used exactly as given");
-  if (o.prompt && o.prompt->empty())
-    throw UsageError("empty prompt: --prompt needs at least one character of text");
-  if (o.target && o.target_id) throw UsageError("--target and --target-id cannot be used together");
-  if (!o.corpus.empty() && (o.target || o.target_id)) throw UsageError("--target has no meaning with --corpus");
-  if (o.bos && o.no_bos) throw UsageError("--bos and --no-bos cannot be used together");
-  vocablens::LensOptions lo = lens_options(o);
+  if (given.contains("target") && o.target_id) throw UsageError("--target and --target-id cannot be used together");
+  if (corpus && o.target_id) throw UsageError("--target has no meaning with --corpus");
+  if (corpus) return run_lens_corpus(o, given);
+
+  const auto& decl = vocablens::find_analysis("lens").decl;
+  if (ids) given["prompt"] = o.prompt_ids;
+  if (o.target_id) given["target"] = *o.target_id;
+  // Checked before the model loads: a wrong flag costs nothing.
+  const nlohmann::json resolved = vocablens::resolve_options(decl, given, vocablens::Surface::Cli);
   // Fail on an unwritable --out before the (possibly long) computation.
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
 
@@ -281,56 +286,17 @@ int run_lens(const LensCliOptions& o) {
     return vocablens::load_tokenizer_for(o.model, o.tokenizer);
   }();
   const bool color = vocablens::cli::use_color(o.out);
-  attach_tuned_lens(o, m, lo);
-
-  if (!o.corpus.empty()) {
-    vocablens::dist::init();  // under mpirun: windows sharded over ranks, rank 0 reports
-    vocablens::CorpusLensOptions co;
-    co.lens = lo;
-    co.window = o.window;
-    co.max_tokens = o.max_tokens;
-    const bool bar = ::isatty(STDERR_FILENO) == 1 && vocablens::dist::rank() == 0;
-    if (bar)
-      co.progress = [tokens = o.max_tokens > 0](uint64_t done, uint64_t total) {
-        double f = total ? std::min(1.0, static_cast<double>(done) / static_cast<double>(total)) : 1.0;
-        int filled = static_cast<int>(f * 30);
-        const std::string amount = tokens ? fmt::format("{}/{} tokens", done, total)
-                                          : fmt::format("{:.1f}/{:.1f} MB", done / 1e6, total / 1e6);
-        fmt::print(stderr, "\r[{}{}] {:5.1f}%  {}", std::string(static_cast<size_t>(filled), '#'),
-                   std::string(static_cast<size_t>(30 - filled), '.'), f * 100, amount);
-        std::fflush(stderr);
-      };
-    auto c = vocablens::logit_lens_corpus(m, *tok, o.corpus, co);
-    if (bar) fmt::print(stderr, "\r{}\r", std::string(60, ' '));
-    if (vocablens::dist::rank() != 0) return 0;
-    auto r = c.to_result();
-    if (vocablens::dist::size() > 1) r.settings["ranks"] = vocablens::dist::size();
-    vocablens::cli::fill_provenance(r, m);
-    r.provenance["tokenizer"] = tok->source();
-    vocablens::cli::emit(r, o.out, [&] { print_corpus_table(c, color); });
-    return 0;
-  }
-
-  vocablens::EncodeOptions eo;
-  if (o.bos) eo.add_bos = true;
-  if (o.no_bos) eo.add_bos = false;
-  std::vector<int64_t> ids = [&] {
+  const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
+  std::vector<int64_t> prompt_ids = [&] {
     vocablens::timings::Phase phase("tokenise");
-    return o.prompt_ids.empty() ? tok->encode(*o.prompt, eo) : o.prompt_ids;
+    return vocablens::entries::prompt_ids(q);
   }();
-  if (ids.empty()) throw UsageError("empty prompt: it encodes to no tokens");
-  for (int64_t id : ids)
-    if (id < 0 || id >= m.config().vocab_size)
-      throw UsageError("--prompt-ids: id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                       std::to_string(m.config().vocab_size) + ")");
-  if (static_cast<int64_t>(ids.size()) > m.config().n_ctx)
-    throw UsageError("the prompt is " + std::to_string(ids.size()) + " tokens, longer than the model's context of " +
-                     std::to_string(m.config().n_ctx) + " tokens");
-  if (o.target || o.target_id) lo.target = resolve_target(o, *tok);
-  if (o.dry_run) return dry_run(o, m, static_cast<int64_t>(ids.size()));
-  auto lens = vocablens::logit_lens(m, ids, lo);
-  auto r = lens.to_result(tok.get(), o.prompt ? *o.prompt : tok->decode(ids));
-  if (!o.prompt_ids.empty()) r.settings["prompt_ids"] = ids;
+  vocablens::LensOptions lo = vocablens::entries::lens_options(q);
+  warn_tuned(lo, resolved, o, m);
+  if (o.dry_run) return dry_run(resolved, m, static_cast<int64_t>(prompt_ids.size()));
+  auto lens = vocablens::logit_lens(m, prompt_ids, lo);
+  auto r = lens.to_result(tok.get(), vocablens::entries::prompt_text(q, prompt_ids));
+  if (ids) r.settings["prompt_ids"] = prompt_ids;
   vocablens::cli::fill_provenance(r, m);
   r.provenance["tokenizer"] = tok->source();
   r.provenance["vocab_sha256"] = vocablens::vocabulary_sha256(*tok);  // what `vocablens compare` checks
@@ -338,31 +304,80 @@ int run_lens(const LensCliOptions& o) {
   return 0;
 }
 
-// `--prompts FILE`: the lens of every prompt, one run directory with a prompt axis.
-int run_lens_prompts(const LensCliOptions& o, vocablens::LensOptions lo) {
-  auto prompts = vocablens::read_lens_prompts(o.prompts);
+// `--corpus FILE`: per-layer statistics over a text file (the lens_corpus analysis).
+int run_lens_corpus(const LensCliOptions& o, const nlohmann::json& lens_given) {
+  const auto& decl = vocablens::find_analysis("lens_corpus").decl;
+  nlohmann::json given = carried_to(decl, lens_given, "--corpus");
+  const nlohmann::json own = o.corpus->given();
+  for (auto it = own.begin(); it != own.end(); ++it) given[it.key()] = it.value();
+  const nlohmann::json resolved = vocablens::resolve_options(decl, given, vocablens::Surface::Cli);
+  if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
+
+  vocablens::Model m = vocablens::load_model(o.model);
+  vocablens::adapt_threads_to(m);
+  auto tok = [&] {
+    vocablens::timings::Phase phase("load");
+    return vocablens::load_tokenizer_for(o.model, o.tokenizer);
+  }();
+  const bool color = vocablens::cli::use_color(o.out);
+  const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
+  vocablens::CorpusLensOptions co = vocablens::entries::corpus_options(q);
+  warn_tuned(co.lens, resolved, o, m);
+  vocablens::dist::init();  // under mpirun: windows sharded over ranks, rank 0 reports
+  const bool bar = ::isatty(STDERR_FILENO) == 1 && vocablens::dist::rank() == 0;
+  if (bar)
+    co.progress = [tokens = co.max_tokens > 0](uint64_t done, uint64_t total) {
+      double f = total ? std::min(1.0, static_cast<double>(done) / static_cast<double>(total)) : 1.0;
+      int filled = static_cast<int>(f * 30);
+      const std::string amount = tokens ? fmt::format("{}/{} tokens", done, total)
+                                        : fmt::format("{:.1f}/{:.1f} MB", done / 1e6, total / 1e6);
+      fmt::print(stderr, "\r[{}{}] {:5.1f}%  {}", std::string(static_cast<size_t>(filled), '#'),
+                 std::string(static_cast<size_t>(30 - filled), '.'), f * 100, amount);
+      std::fflush(stderr);
+    };
+  auto c = vocablens::logit_lens_corpus(m, *tok, resolved["path"].get<std::string>(), co);
+  if (bar) fmt::print(stderr, "\r{}\r", std::string(60, ' '));
+  if (vocablens::dist::rank() != 0) return 0;
+  auto r = c.to_result();
+  if (vocablens::dist::size() > 1) r.settings["ranks"] = vocablens::dist::size();
+  vocablens::cli::fill_provenance(r, m);
+  r.provenance["tokenizer"] = tok->source();
+  vocablens::cli::emit(r, o.out, [&] { print_corpus_table(c, color); });
+  return 0;
+}
+
+// `--prompts FILE`: the lens of every prompt, one run directory with a prompt axis (the lens_batch analysis).
+int run_lens_prompts(const LensCliOptions& o, const nlohmann::json& lens_given) {
+  const auto& decl = vocablens::find_analysis("lens_batch").decl;
+  nlohmann::json given = carried_to(decl, lens_given, "--prompts");
+  const nlohmann::json own = o.batch->given();
+  for (auto it = own.begin(); it != own.end(); ++it) given[it.key()] = it.value();
+  const nlohmann::json resolved = vocablens::resolve_options(decl, given, vocablens::Surface::Cli);
+  const std::string path = resolved["prompts"].get<std::string>();
+  auto prompts = vocablens::read_lens_prompts(path);
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   vocablens::Model m = vocablens::load_model(o.model);
   vocablens::adapt_threads_to(m);
   auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
-  attach_tuned_lens(o, m, lo);
+  const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
+  vocablens::LensOptions lo = vocablens::entries::lens_options(q);
+  warn_tuned(lo, resolved, o, m);
   vocablens::EncodeOptions eo;
-  if (o.bos) eo.add_bos = true;
-  if (o.no_bos) eo.add_bos = false;
+  if (resolved["bos"].is_boolean()) eo.add_bos = resolved["bos"].get<bool>();
   const bool bar = ::isatty(STDERR_FILENO) == 1 && prompts.size() > 1;
   auto progress = [bar](size_t done, size_t total) {
     if (bar) fmt::print(stderr, "\rlens: prompt {}/{}", done, total);
   };
   auto b = vocablens::logit_lens_batch(m, *tok, prompts, lo, eo, progress);
   if (bar) fmt::print(stderr, "\r{}\r", std::string(40, ' '));
-  b.source = o.prompts;
+  b.source = path;
   auto r = b.to_result(tok.get());
   vocablens::cli::fill_provenance(r, m);
   r.provenance["tokenizer"] = tok->source();
   const bool color = vocablens::cli::use_color(o.out);
   vocablens::cli::emit(r, o.out, [&] {
     auto bold = [&](const std::string& t) { return color ? fmt::format(fmt::emphasis::bold, "{}", t) : t; };
-    fmt::print("{}\n", bold(fmt::format("logit lens over {} prompts of {} · {} · {:.2f} s", b.runs.size(), o.prompts, m.source(), b.seconds)));
+    fmt::print("{}\n", bold(fmt::format("logit lens over {} prompts of {} · {} · {:.2f} s", b.runs.size(), path, m.source(), b.seconds)));
     fmt::print("target probability at each prompt's readout position, per layer (rank in brackets)\n");
     std::string head = fmt::format("{:>3} {:<28} {:<10}", "#", "prompt", "target");
     for (const auto& ly : b.runs[0].layers) head += fmt::format(" {:>13}", fit(ly.label, 13));
@@ -383,40 +398,22 @@ int run_lens_prompts(const LensCliOptions& o, vocablens::LensOptions lo) {
 }
 
 vocablens::cli::Register reg{
-    "lens",
-    "Logit lens: every layer's residual through the final norm and unembedding (top-k, target rank, entropy, KL)",
-    [](CLI::App& sub) -> vocablens::cli::Runner {
+    "lens", vocablens::find_analysis("lens").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<LensCliOptions>();
+      const auto& lens = vocablens::find_analysis("lens").decl;
+      o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(lens);
+      o->corpus = std::make_shared<vocablens::cli::DeclaredFlags>(only_new(vocablens::find_analysis("lens_corpus").decl, lens));
+      o->batch = std::make_shared<vocablens::cli::DeclaredFlags>(only_new(vocablens::find_analysis("lens_batch").decl, lens));
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
-      sub.add_option("--prompt", o->prompt, "Text to read (tokenised with the model's tokenizer)");
+      // --prompt may be --prompt-ids, --corpus or --prompts instead (run_lens says which one is missing).
+      o->flags->add_to(sub, {"prompt"});
+      o->corpus->add_to(sub, {"path"});
+      o->batch->add_to(sub, {"prompts"});
       sub.add_option("--prompt-ids", o->prompt_ids,
                      "Token ids to read instead of text, used exactly as given (no BOS added), e.g. --prompt-ids 1,403,407")
           ->delimiter(',');
-      sub.add_option("--target", o->target, "Target token (its bytes, e.g. \" Paris\"); default: the next token");
-      sub.add_option("--target-id", o->target_id, "Target token by id");
-      sub.add_option("--top-k", o->top_k, "Tokens reported per layer and position (default 10; 0 = none)");
-      sub.add_flag("--resid-mid", o->resid_mid, "Also lens the residual between attention and MLP of every block");
-      sub.add_flag("--save-probs", o->save_probs,
-                   "Also save every layer's full log-distribution (log_probs.npy, layers x tokens x vocabulary float32), "
-                   "for the KL of `vocablens compare`");
-      sub.add_option("--unembed", o->unembed, "model (W_U, default) or pinv (E⁺, the pseudo-inverse of W_Uᵀ; = pinv(W_E) when tied)")
-          ->check(CLI::IsMember({"model", "pinv"}));
-      sub.add_option("--decoder-blocks", o->decoder_blocks,
-                     "Treat the last K blocks as part of the decoder (default 0)");
-      sub.add_option("--corpus", o->corpus,
-                     "Per-layer statistics over a text file, streamed in context windows (under `mpirun -np N` the "
-                     "windows are shared by the ranks; the numbers equal the one-process run)");
-      sub.add_option("--tuned", o->tuned,
-                     "Read every layer through a tuned lens's translators (a directory from `vocablens tuned-lens "
-                     "train`, or the tuned-lens package's params.pt + config.json)");
-      sub.add_option("--prompts", o->prompts,
-                     "Many prompts: a file with one prompt per line, or JSON Lines {\"prompt\": ..., \"target\": ...}");
-      // Counts are checked when parsed (exit 2): -5 or 0 must not silently mean "the default".
-      sub.add_option("--window", o->window, "Corpus window in tokens (default: the model's context)")->check(CLI::Range(int64_t{2}, INT64_MAX));
-      sub.add_option("--max-tokens", o->max_tokens, "Corpus: stop after this many predicted tokens")->check(CLI::PositiveNumber);
+      sub.add_option("--target-id", o->target_id, "Target token by id (= --target '#ID')");
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
-      sub.add_flag("--bos", o->bos, "Prepend the BOS token to the prompt");
-      sub.add_flag("--no-bos", o->no_bos, "Do not prepend BOS (llama2.c tokenizers add it by default)");
       sub.add_flag("--dry-run", o->dry_run,
                    "Print the peak memory the run is expected to need (weights, activations, cache, logit blocks) and "
                    "what the machine has available, then stop (exit 1 if it would not fit)");

@@ -7,8 +7,11 @@
 #include <optional>
 
 #include "cli/command.hpp"
+#include "cli/declared_flags.hpp"
 #include "cli/output.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/atomic_file.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/neighbours.hpp"
@@ -19,17 +22,11 @@ namespace {
 
 using vocablens::UsageError;
 
+// The analysis's options come from its declaration (analyses/neighbours_entry.cpp); these are the command's own.
 struct NeighboursCliOptions {
   std::string model;
-  std::string query;
   std::string tokenizer;
-  std::string matrix = "W_E";
-  std::string space = "E";
-  std::string compose = "mean";
-  int64_t k = 20;
-  bool raw = false;
-  bool include_inputs = false;
-  bool prefix_space = false;
+  std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
   vocablens::cli::OutputOptions out;
 };
 
@@ -55,15 +52,12 @@ void print_neighbours(const vocablens::NeighbourResult& r, const vocablens::Toke
 }
 
 int run_neighbours(const NeighboursCliOptions& o) {
-  if (o.k < 1) throw UsageError("--k must be at least 1");
-  vocablens::NeighbourOptions no;
-  no.k = o.k;
-  no.compose = vocablens::compose_from_string(o.compose);
-  no.normalise_terms = !o.raw;
-  no.exclude_inputs = !o.include_inputs;
-  no.prefix_space = o.prefix_space;
-  const vocablens::VectorSpace space = vocablens::vector_space_from_string(o.space);
-  vocablens::parse_expression(o.query);  // fail on a malformed query before loading anything
+  const auto& decl = vocablens::find_analysis("neighbours").decl;
+  const nlohmann::json resolved = vocablens::resolve_options(decl, o.flags->given(), vocablens::Surface::Cli);
+  const std::string query = resolved["query"].get<std::string>();
+  const std::string matrix = resolved["matrix"].get<std::string>();
+  const vocablens::VectorSpace space = vocablens::vector_space_from_string(resolved["space"].get<std::string>());
+  vocablens::parse_expression(query);  // fail on a malformed query before loading anything
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
 
   // A directory of `train --model embed-lm | skipgram | cbow | glove`: its vectors, E space only.
@@ -73,9 +67,9 @@ int run_neighbours(const NeighboursCliOptions& o) {
   std::optional<vocablens::Model> m;
   if (!vectors_only) m.emplace(vocablens::load_model(o.model));
   auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
-  at::Tensor X = vectors_only ? vocablens::load_embedding_matrix(o.model, o.matrix) : vocablens::space_vectors(*m, space, o.matrix);
-  auto r = vocablens::neighbours(X, tok.get(), o.query, no);
-  r.matrix = o.matrix;
+  at::Tensor X = vectors_only ? vocablens::load_embedding_matrix(o.model, matrix) : vocablens::space_vectors(*m, space, matrix);
+  auto r = vocablens::neighbours(X, tok.get(), query, vocablens::entries::neighbour_options(resolved));
+  r.matrix = matrix;
   r.space = vocablens::to_string(space);
   vocablens::Result res = r.to_result(tok.get());
   if (m) vocablens::cli::fill_provenance(res, *m);
@@ -84,27 +78,11 @@ int run_neighbours(const NeighboursCliOptions& o) {
 }
 
 vocablens::cli::Register reg{
-    "neighbours",
-    "Nearest tokens by cosine to a token, word or expression (\"king - man + woman\") in E- or E+-space",
-    [](CLI::App& sub) -> vocablens::cli::Runner {
+    "neighbours", vocablens::find_analysis("neighbours").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<NeighboursCliOptions>();
+      o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("neighbours").decl);
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
-      sub.add_option("QUERY", o->query,
-                     "A token, word or expression: terms joined by ' + ' / ' - ', weights as 0.5*term, #123 for "
-                     "a token id, quotes for text with spaces (' king', 'New York'); put -- before a query "
-                     "that starts with '-'")
-          ->required();
-      sub.add_option("--k", o->k, "Number of neighbours (default 20)");
-      sub.add_option("--space", o->space, "E (embedding rows, default) or E+ (rows of pinv(W_E)^T)")
-          ->check(CLI::IsMember({"E", "E+", "embedding", "pinv"}));
-      sub.add_option("--matrix", o->matrix, "W_E (default) or W_U (output token directions)")
-          ->check(CLI::IsMember({"W_E", "W_U"}));
-      sub.add_option("--compose", o->compose, "How a multi-token word combines its pieces: mean (default), sum, "
-                                              "weighted (by byte length)")
-          ->check(CLI::IsMember({"sum", "mean", "weighted"}));
-      sub.add_flag("--raw", o->raw, "Combine raw rows instead of unit-normalised ones");
-      sub.add_flag("--include-inputs", o->include_inputs, "Keep the query's own tokens in the list");
-      sub.add_flag("--prefix-space", o->prefix_space, "Look words up with a leading space (GPT-2 word-initial tokens)");
+      o->flags->add_to(sub);
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside MODEL)");
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_neighbours(*o); };

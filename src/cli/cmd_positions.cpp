@@ -9,8 +9,11 @@
 #include <optional>
 
 #include "cli/command.hpp"
+#include "cli/declared_flags.hpp"
 #include "cli/output.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/atomic_file.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/positions.hpp"
@@ -19,12 +22,10 @@ namespace {
 
 using vocablens::UsageError;
 
+// The analysis's options come from its declaration (analyses/positions_entry.cpp); these are the command's own.
 struct PositionsCliOptions {
   std::string model;
-  std::string kind = "auto";
-  int64_t max_positions = 2048;
-  int64_t k = 16;
-  int64_t components = 8;
+  std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
   vocablens::cli::OutputOptions out;
 };
 
@@ -102,12 +103,9 @@ void print_segments(const vocablens::SegmentResult& s) {
 }
 
 int run_positions(const PositionsCliOptions& o) {
-  vocablens::PositionOptions po;
-  po.source = vocablens::position_source_from_string(o.kind);
-  if (o.max_positions < 0) throw UsageError("--max-positions must be >= 0");
-  po.max_positions = o.max_positions;
-  po.k = o.k;
-  po.components = o.components;
+  const auto& decl = vocablens::find_analysis("positions").decl;
+  const nlohmann::json resolved = vocablens::resolve_options(decl, o.flags->given(), vocablens::Surface::Cli);
+  const vocablens::PositionOptions po = vocablens::entries::position_options(resolved);
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   vocablens::Model m = vocablens::load_model(o.model);
   auto r = vocablens::position_structure(m, po);
@@ -126,18 +124,11 @@ int run_positions(const PositionsCliOptions& o) {
 }
 
 vocablens::cli::Register reg{
-    "positions",
-    "Geometry of the positional encoding: spectrum, position x position cosines, periodic components",
-    [](CLI::App& sub) -> vocablens::cli::Runner {
+    "positions", vocablens::find_analysis("positions").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<PositionsCliOptions>();
+      o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("positions").decl);
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
-      sub.add_option("--kind", o->kind,
-                     "auto (the model's own, default), learned (W_pos), sinusoidal or rotary (computed analytically "
-                     "for the model's sizes)")
-          ->check(CLI::IsMember({"auto", "learned", "sinusoidal", "rotary"}));
-      sub.add_option("--max-positions", o->max_positions, "Analyse at most this many positions (default 2048, 0 = all)");
-      sub.add_option("--k", o->k, "Singular values reported (default 16)");
-      sub.add_option("--components", o->components, "Principal components analysed for periodicity (default 8)");
+      o->flags->add_to(sub);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_positions(*o); };
     }};

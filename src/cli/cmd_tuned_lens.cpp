@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/declared_flags.hpp"
 #include "cli/output.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/dist.hpp"
@@ -20,6 +21,8 @@
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/tuned_lens.hpp"
 #include "vocablens/tuned_lens_train.hpp"
+#include "vocablens/analysis_registry.hpp"
+#include "vocablens/declared_options.hpp"
 
 namespace {
 
@@ -28,7 +31,7 @@ using vocablens::UsageError;
 struct TunedCli {
   std::string model, tokenizer, corpus, tuned;
   vocablens::TunedLensTrainOptions train;
-  vocablens::TunedLensEvalOptions eval;
+  std::shared_ptr<vocablens::cli::DeclaredFlags> eval;  // tuned_lens_eval's declaration (analyses/tuned_lens_entry.cpp)
   bool quiet = false;
   vocablens::cli::OutputOptions out;
   CLI::App* train_cmd = nullptr;
@@ -186,25 +189,26 @@ int run_train(TunedCli& c) {
 
 int run_eval(TunedCli& c) {
   using namespace vocablens;
+  const auto& decl = find_analysis("tuned_lens_eval").decl;
+  const nlohmann::json resolved = resolve_options(decl, c.eval->given(), Surface::Cli);
+  const std::string corpus = resolved["path"].get<std::string>(), tuned = resolved["tuned"].get<std::string>();
   dist::init();
-  if (c.corpus.empty()) throw UsageError("--corpus HELDOUT is required");
-  if (c.tuned.empty()) throw UsageError("--tuned DIR is required");
   if (!c.out.out_dir.empty() && dist::rank() == 0) ensure_directory(c.out.out_dir);
   Model m = load_model(c.model);
   adapt_threads_to(m);
   auto tok = load_tokenizer_for(c.model, c.tokenizer);
-  auto lens = std::make_shared<TunedLens>(load_tuned_lens(c.tuned));
+  auto lens = std::make_shared<TunedLens>(load_tuned_lens(tuned));
   lens->check_model(m);
   if (!lens->matches_unembedding(m) && dist::rank() == 0)
     fmt::print(stderr, "vocablens: warning: the tuned lens {} was trained on a model with another unembedding than {} "
-                       "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n", c.tuned, c.model);
-  auto e = evaluate_tuned_lens(m, *tok, lens, c.corpus, c.eval);
+                       "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n", tuned, c.model);
+  auto e = evaluate_tuned_lens(m, *tok, lens, corpus, entries::tuned_lens_eval_options(resolved));
   if (dist::rank() != 0) return 0;
   auto res = e.to_result();
   cli::fill_provenance(res, m);
   res.provenance["tokenizer"] = tok->source();
   cli::emit(res, c.out, [&] {
-    fmt::print("logit lens vs tuned lens ({}) over {} · {} predicted tokens, {} bytes\n", c.tuned, c.corpus,
+    fmt::print("logit lens vs tuned lens ({}) over {} · {} predicted tokens, {} bytes\n", tuned, corpus,
                e.logit.predicted, e.logit.bytes);
     fmt::print("{:<7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "layer", "CE logit", "CE tuned", "H logit", "H tuned",
                "KL logit", "KL tuned");
@@ -252,11 +256,8 @@ vocablens::cli::Register reg{
       auto* e = c->eval_cmd = sub.add_subcommand(
           "eval", "Per-layer cross-entropy, entropy and KL (bits per byte) of the logit and the tuned lens on held-out text");
       e->add_option("MODEL", c->model, vocablens::cli::kModelHelp)->required();
-      e->add_option("--tuned", c->tuned, "Tuned lens directory (vocablens or the tuned-lens package's params.pt)")->required();
-      e->add_option("--corpus", c->corpus, "Held-out text (not used in training)")->required();
-      // Counts are checked when parsed (exit 2): -5 or 0 must not silently mean "the default".
-      e->add_option("--window", c->eval.window, "Tokens per window (default: the model's context)")->check(CLI::Range(int64_t{2}, INT64_MAX));
-      e->add_option("--max-tokens", c->eval.max_tokens, "Stop after this many predicted tokens")->check(CLI::PositiveNumber);
+      c->eval = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("tuned_lens_eval").decl);
+      c->eval->add_to(*e);
       e->add_option("--tokenizer", c->tokenizer, "Tokenizer file or directory (default: found beside the model)");
       vocablens::cli::add_output_options(*e, c->out);
       auto* s = c->sample_cmd = sub.add_subcommand(

@@ -1,6 +1,7 @@
 // Command-line flags from an analysis's declaration (see declared_flags.hpp).
 #include "cli/declared_flags.hpp"
 
+#include <algorithm>
 #include <cctype>
 
 #include "vocablens/error.hpp"
@@ -53,7 +54,7 @@ std::string help_line(const OptionDecl& o) {
   return h;
 }
 
-void DeclaredFlags::add_to(CLI::App& sub) {
+void DeclaredFlags::add_to(CLI::App& sub, const std::vector<std::string>& optional_here) {
   for (auto& s : slots_) {
     const OptionDecl& o = *s.opt;
     const std::string name = spelling(o, Surface::Cli);
@@ -73,7 +74,8 @@ void DeclaredFlags::add_to(CLI::App& sub) {
     } else {
       s.cli = sub.add_option(name, s.text, help_line(o));
     }
-    if (o.required) s.cli->required();
+    if (o.required && std::find(optional_here.begin(), optional_here.end(), o.name) == optional_here.end())
+      s.cli->required();
     s.cli->type_name(type_name(o));
   }
 }

@@ -25,8 +25,9 @@ class DeclaredFlags {
  public:
   explicit DeclaredFlags(AnalysisDecl d);
   /// Adds every declared option to `sub`, with its help text and default shown (storage is this object's:
-  /// it must outlive parsing).
-  void add_to(CLI::App& sub);
+  /// it must outlive parsing). Options named in `optional_here` are not required on this command line (the
+  /// command fills them from another flag, e.g. lens's --prompt from --prompt-ids; resolve_options still checks).
+  void add_to(CLI::App& sub, const std::vector<std::string>& optional_here = {});
   /// The options given on the command line, as JSON values of their declared types.
   nlohmann::json given() const;
   const AnalysisDecl& decl() const { return decl_; }

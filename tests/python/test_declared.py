@@ -1,0 +1,80 @@
+"""One declaration per analysis: the Python function of every declared analysis is made from it (its signature
+is `vocablens schema --python`, real defaults included), and no analysis also has a hand-written binding."""
+import ast
+import inspect
+import unittest
+
+from support import cli, vocablens
+
+
+def split_params(text):
+    """'a: int = 1, b: Union[str, int] = None' -> ['a: int = 1', 'b: Union[str, int] = None'] (brackets kept)."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def parse(line):
+    """'lens(model, prompt: ..., *, top_k: int = 10) -> Result' -> ('lens', [(name, keyword_only, default)])."""
+    name, rest = line.split("(", 1)
+    params = rest.rsplit(") -> ", 1)[0]
+    out, keyword_only = [], False
+    for p in split_params(params):
+        if p == "*":
+            keyword_only = True
+            continue
+        if p == "model":
+            continue
+        head, _, default = p.partition(" = ")
+        pname = head.split(":")[0].strip()
+        out.append((pname, keyword_only, ast.literal_eval(default) if default else "<required>"))
+    return name, out
+
+
+class Declared(unittest.TestCase):
+    def test_python_signatures_are_the_declarations(self):
+        _, out, _ = cli("schema", "--python")
+        lines = out.strip().splitlines()
+        schema = vocablens._core.analyses_schema()
+        self.assertEqual(len(lines), len(schema))
+        for line in lines:
+            name, expected = parse(line)
+            with self.subTest(analysis=name):
+                fn = getattr(vocablens, name)
+                got = []
+                for p in inspect.signature(fn).parameters.values():
+                    if p.name in ("model", "progress"):
+                        continue
+                    got.append((p.name, p.kind == inspect.Parameter.KEYWORD_ONLY,
+                                "<required>" if p.default is inspect.Parameter.empty else p.default))
+                self.assertEqual(got, expected)
+                self.assertEqual(list(inspect.signature(fn).parameters)[-1], "progress")
+
+    def test_no_analysis_is_also_hand_written(self):
+        declared = {s["name"] for s in vocablens._core.analyses_schema()}
+        hand_written = {n for n, _ in vocablens._core.analyses()}
+        self.assertEqual(declared & hand_written, set())
+        # vocablens.analyses() lists each name once
+        names = [n for n, _ in vocablens.analyses()]
+        self.assertEqual(len(names), len(set(names)))
+
+    def test_stubs_list_every_declared_analysis(self):
+        from vocablens import _stubs
+        text = _stubs.render(vocablens._core.analyses_schema())
+        for s in vocablens._core.analyses_schema():
+            self.assertIn("def {}(model: Model".format(s["name"]), text)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
