@@ -106,7 +106,16 @@ at::Tensor LensEngine::normalised_stack(const at::Tensor& ids) const {
   HookList hooks;
   for (int64_t li = 0; li < n; ++li)
     hooks.add(layers_[static_cast<size_t>(li)].hook, [this, &stack, li, n](at::Tensor& x) {
-      stack[li].copy_(normalise_layer(m_, o_, x[0], li, n));
+      if (o_.tuned || o_.decoder_blocks > 0) {
+        stack[li].copy_(normalise_layer(m_, o_, x[0], li, n));
+        return;
+      }
+      // The final norm acts row by row: in row blocks, its temporaries stay small at any T.
+      const at::Tensor rows = x[0];
+      for (int64_t r0 = 0; r0 < rows.size(0); r0 += 2048) {
+        const int64_t r = std::min<int64_t>(2048, rows.size(0) - r0);
+        stack[li].narrow(0, r0, r).copy_(m_.final_norm(rows.narrow(0, r0, r)));
+      }
     });
   run_with_hooks(m_, ids, hooks, CacheSpec{}, /*compute_logits=*/false);
   return stack;
