@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/token_arg.hpp"
 #include "vocablens/atomic_file.hpp"
@@ -25,6 +26,7 @@ struct AttributeCliOptions {
   int64_t position = -1;
   int64_t show = 20;
   bool bos = false, no_bos = false;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -81,6 +83,18 @@ int run_attribute(const AttributeCliOptions& o) {
   ao.target = vocablens::cli::resolve_token(*tok, o.target, "--target");
   if (!o.wrong.empty()) ao.wrong = vocablens::cli::resolve_token(*tok, o.wrong, "--wrong");
   ao.position = o.position;
+  {
+    const auto& cf = m.config();
+    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+    (void)d; (void)V;
+    const double Tn = static_cast<double>(ids.size());
+    (void)Tn;
+    vocablens::CacheSpec spec = [] { vocablens::CacheSpec s; s.resid_pre = s.resid_mid = s.resid_post = s.attn_out = s.mlp_out = true; return s; }();
+    auto e = vocablens::estimate_forward_memory(m, 1, static_cast<int64_t>(ids.size()), spec, true);
+    e.add("attribute: per-head outputs at the position", static_cast<double>(cf.n_layers * cf.n_heads) * d * 4);
+    if (auto rc = vocablens::cli::check_memory("attribute", fmt::format("the attribution of {} tokens of {}", ids.size(), m.source()), e, o.dry_run, "shorten --prompt"))
+      return *rc;
+  }
   auto a = vocablens::attribute_logit(m, ids, ao);
   auto r = a.to_result(tok.get(), o.prompt);
   vocablens::cli::fill_provenance(r, m);
@@ -103,6 +117,7 @@ vocablens::cli::Register reg{
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
       sub.add_flag("--bos", o->bos, "Prepend the BOS token to the prompt");
       sub.add_flag("--no-bos", o->no_bos, "Do not prepend BOS (llama2.c tokenizers add it by default)");
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_attribute(*o); };
     }};

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "cli/command.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/progress.hpp"
 #include "cli/token_filter_options.hpp"
@@ -39,6 +40,7 @@ struct HeadsCliOptions {
   bool drop_same_token = false, drop_same_word = false;
   vocablens::cli::TokenFilterFlags tokens_flags;
   bool no_spectra = false, no_prune = false, verbose = false;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -138,6 +140,19 @@ int run_heads(const HeadsCliOptions& co) {
   auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, !co.tokens.empty() || co.drop_same_word);
   for (const auto& s : co.tokens) o.source_tokens.push_back(resolve_token(*tok, s));
   for (int64_t id : co.token_ids) o.source_tokens.push_back(id);
+  {
+    // The read side E+ [d, V] (with the SVD that makes it) and the streamed tiles of the V x V circuit.
+    const auto& cf = m.config();
+    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+    (void)d; (void)V;
+    auto e = vocablens::cli::model_memory(m);
+    e.add_phase(o.inverse == vocablens::InverseKind::Pinv ? "heads: E+ and its SVD, one tile of the V x V circuit"
+                                                                   : "heads: the read side, one tile of the V x V circuit",
+                (3 * d * V + 4 * 256 * V) * 4);
+    if (auto rc = vocablens::cli::check_memory("heads", "the head circuits of " + m.source(), e, co.dry_run,
+                                               "--inverse transpose (no pseudo-inverse)"))
+      return *rc;
+  }
 
   // Issue #16: the lists are read against the model's counts, checked before a range is expanded
   // ("--layer 0-99999999999" was expanded to 10^11 entries first).
@@ -191,6 +206,7 @@ vocablens::cli::Register reg{
       sub.add_flag("--no-spectra", o->no_spectra, "Skip singular values, eigenvalues and copying scores");
       sub.add_flag("--no-prune", o->no_prune, "Multiply every tile (the results are identical; for timing)");
       sub.add_flag("--verbose", o->verbose, "Report the streamed work and time");
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_heads(*o); };
     }};

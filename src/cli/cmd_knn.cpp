@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/progress.hpp"
 #include "vocablens/atomic_file.hpp"
@@ -27,6 +28,7 @@ struct KnnCliOptions {
   int64_t k = 10;
   int64_t block = 2048;
   bool edges = false;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -86,6 +88,15 @@ int run_knn(const KnnCliOptions& o) {
     fmt::print(stderr, "vocablens: warning: no tokenizer ({}); tokens are shown as #id\n", e.what());
   }
   at::Tensor X = vocablens::space_vectors(m, space, o.matrix);
+  {
+    const auto& cf = m.config();
+    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+    (void)d; (void)V;
+    auto e = vocablens::cli::model_memory(m);
+    e.add_phase("knn: the normalised vectors, one block of similarities, the graph", (2 * static_cast<double>(X.size(0)) * static_cast<double>(X.size(1)) + static_cast<double>(o.block) * static_cast<double>(X.size(0)) + static_cast<double>(X.size(0)) * static_cast<double>(o.k) * 12) * 4);
+    if (auto rc = vocablens::cli::check_memory("knn", "the k-NN graph of " + m.source(), e, o.dry_run, "--block (fewer rows per block) or --k"))
+      return *rc;
+  }
   vocablens::KnnOptions ko;
   ko.k = o.k;
   ko.block = o.block;
@@ -113,6 +124,7 @@ vocablens::cli::Register reg{
       sub.add_option("--block", o->block, "Rows per GEMM block (default 2048)");
       sub.add_flag("--edges", o->edges, "Also write every edge as a CSV table (V·k rows)");
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside MODEL)");
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_knn(*o); };
     }};

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "cli/command.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
@@ -30,6 +31,7 @@ struct NeighboursCliOptions {
   bool raw = false;
   bool include_inputs = false;
   bool prefix_space = false;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -74,6 +76,15 @@ int run_neighbours(const NeighboursCliOptions& o) {
   if (!vectors_only) m.emplace(vocablens::load_model(o.model));
   auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
   at::Tensor X = vectors_only ? vocablens::load_embedding_matrix(o.model, o.matrix) : vocablens::space_vectors(*m, space, o.matrix);
+  if (m) {
+    const auto& cf = (*m).config();
+    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+    (void)d; (void)V;
+    auto e = vocablens::cli::model_memory(*m);
+    e.add_phase("neighbours: the vectors and their normalised copy, one row of similarities", (2 * static_cast<double>(X.numel()) + static_cast<double>(X.size(0))) * 4);
+    if (auto rc = vocablens::cli::check_memory("neighbours", "the neighbours of '" + o.query + "' in " + m->source(), e, o.dry_run, "--matrix (a smaller matrix; nothing else reduces it)"))
+      return *rc;
+  }
   auto r = vocablens::neighbours(X, tok.get(), o.query, no);
   r.matrix = o.matrix;
   r.space = vocablens::to_string(space);
@@ -106,6 +117,7 @@ vocablens::cli::Register reg{
       sub.add_flag("--include-inputs", o->include_inputs, "Keep the query's own tokens in the list");
       sub.add_flag("--prefix-space", o->prefix_space, "Look words up with a leading space (GPT-2 word-initial tokens)");
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside MODEL)");
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_neighbours(*o); };
     }};

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "cli/command.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/error.hpp"
@@ -25,6 +26,7 @@ struct PositionsCliOptions {
   int64_t max_positions = 2048;
   int64_t k = 16;
   int64_t components = 8;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -110,6 +112,16 @@ int run_positions(const PositionsCliOptions& o) {
   po.components = o.components;
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   vocablens::Model m = vocablens::load_model(o.model);
+  {
+    const auto& cf = m.config();
+    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+    (void)d; (void)V;
+    const double P = static_cast<double>(o.max_positions > 0 ? std::min<int64_t>(o.max_positions, cf.n_ctx) : cf.n_ctx);
+    auto e = vocablens::cli::model_memory(m);
+    e.add_phase("positions: the position embeddings and their Gram matrix", (3 * P * d + P * P) * 4);
+    if (auto rc = vocablens::cli::check_memory("positions", "the position structure of " + m.source(), e, o.dry_run, "--max-positions (fewer positions)"))
+      return *rc;
+  }
   auto r = vocablens::position_structure(m, po);
   vocablens::Result res = r.to_result();
   std::optional<vocablens::SegmentResult> seg;  // segment embeddings, beside the positions
@@ -138,6 +150,7 @@ vocablens::cli::Register reg{
       sub.add_option("--max-positions", o->max_positions, "Analyse at most this many positions (default 2048, 0 = all)");
       sub.add_option("--k", o->k, "Singular values reported (default 16)");
       sub.add_option("--components", o->components, "Principal components analysed for periodicity (default 8)");
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_positions(*o); };
     }};
