@@ -93,8 +93,9 @@ int run_knn(const KnnCliOptions& o) {
     const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
     (void)d; (void)V;
     auto e = vocablens::cli::model_memory(m);
-    e.add_phase("knn: the normalised vectors, one block of similarities, the graph", (2 * static_cast<double>(X.size(0)) * static_cast<double>(X.size(1)) + static_cast<double>(o.block) * static_cast<double>(X.size(0)) + static_cast<double>(X.size(0)) * static_cast<double>(o.k) * 12) * 4);
-    if (auto rc = vocablens::cli::check_memory("knn", "the k-NN graph of " + m.source(), e, o.dry_run, "--block (fewer rows per block) or --k"))
+    // The graph itself (rows x k) is not counted: knn_graph refuses one too large with its own message.
+    e.add_phase("knn: the normalised vectors, one block of similarities", (2 * static_cast<double>(X.size(0)) * static_cast<double>(X.size(1)) + static_cast<double>(o.block) * static_cast<double>(X.size(0))) * 4);
+    if (auto rc = vocablens::cli::check_memory("knn", "the k-NN graph of " + m.source(), e, o.dry_run, "--block (fewer rows per block)"))
       return *rc;
   }
   vocablens::KnnOptions ko;
