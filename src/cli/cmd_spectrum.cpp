@@ -129,7 +129,8 @@ int run_spectrum(const SpectrumCliOptions& o) {
     const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
     (void)d; (void)V;
     auto e = vocablens::cli::model_memory(*m);
-    e.add_phase("spectrum: the matrix, its centred copy and the Lanczos basis", (2 * static_cast<double>(M.numel()) + static_cast<double>(M.size(0) + M.size(1)) * static_cast<double>(std::max<int64_t>(o.ncv, 2 * o.k + 1))) * 4);
+    // The basis is at most min(rows, cols) wide: a larger --k is the analysis's own error, not memory.
+    e.add_phase("spectrum: the matrix, its centred copy and the Lanczos basis", (2 * static_cast<double>(M.numel()) + static_cast<double>(M.size(0) + M.size(1)) * static_cast<double>(std::min<int64_t>(std::max<int64_t>(o.ncv, 2 * o.k + 1), std::min(M.size(0), M.size(1))))) * 4);
     if (auto rc = vocablens::cli::check_memory("spectrum", "the spectrum of " + o.matrix + " of " + m->source(), e, o.dry_run, "--k (fewer singular values)"))
       return *rc;
   }
