@@ -13,6 +13,7 @@
 #include <string>
 
 #include "vocablens/error.hpp"
+#include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/nonfinite.hpp"
 #include "vocablens/tokenizer.hpp"
@@ -61,6 +62,18 @@ void validate_ids(const Model& m, const std::vector<int64_t>& ids) {
 
 // ---------------------------------------------------------------------------------------------------
 
+// Lens layer li of n: its raw residual x [T, d] translated (tuned lens), decoded (the last blocks) and
+// normalised, [T, d]. Every step acts on this layer's rows alone.
+static at::Tensor normalise_layer(const Model& m, const LensOptions& o, const at::Tensor& x, int64_t li, int64_t n) {
+  at::Tensor h = x;
+  // Translator l reads lens layer l; the last lens layer is the model's output (no translator).
+  if (o.tuned && li + 1 < n) h = o.tuned->translate(h, li);
+  // The decoder blocks one layer at a time: attention scores are [H, T, T] per sequence, not [n, H, T, T].
+  if (o.decoder_blocks > 0)
+    h = run_blocks(m.config(), m.weights(), h.unsqueeze(0), m.config().n_layers - o.decoder_blocks, m.config().n_layers)[0];
+  return m.final_norm(h);
+}
+
 LensEngine::LensEngine(const Model& m, const LensOptions& o) : m_(m), o_(o) {
   validate_options(m, o);
   layers_ = lens_layers(m, o);
@@ -81,46 +94,39 @@ LensEngine::LensEngine(const Model& m, const LensOptions& o) : m_(m), o_(o) {
 }
 
 at::Tensor LensEngine::normalised_stack(const at::Tensor& ids) const {
-  CacheSpec spec;
-  spec.resid_pre = true;
-  spec.resid_post = true;
-  spec.resid_mid = o_.resid_mid;
-  auto out = m_.forward(ids, spec, /*compute_logits=*/false);
-  if (!o_.tuned && o_.decoder_blocks == 0) {
-    // Each layer normalised straight into the stack: no raw [n, T, d] copy beside the cache and the
-    // result (at long T these streams are most of the lens's memory). The norm acts row by row, so
-    // the values are those of normalising the stacked copy.
-    const at::Tensor& first = out.cache.get(layers_[0].hook);
-    at::Tensor stack = at::empty({static_cast<int64_t>(layers_.size()), first.size(1), first.size(2)}, first.options());
-    for (size_t li = 0; li < layers_.size(); ++li)
-      stack[static_cast<int64_t>(li)].copy_(m_.final_norm(out.cache.get(layers_[li].hook)[0]));
-    return stack;
-  }
-  std::vector<at::Tensor> rs;
-  rs.reserve(layers_.size());
-  for (const auto& L : layers_) rs.push_back(out.cache.get(L.hook)[0]);
-  return normalise(at::stack(rs, 0));  // [n, T, d]
+  // Streamed: a hook at each lens point normalises that layer's residual into its slice of the stack as
+  // the forward produces it, and nothing is recorded in a cache. The forward holds one stream at a time,
+  // so the [n, T, d] residuals exist once (the normalised stack the statistics read: KL(final || layer)
+  // needs the final distribution, known only after the last block), not twice (a cache beside the stack).
+  // The stack's pages are touched as layers arrive (at::empty maps, writing fills). Every step acts on one
+  // layer's [T, d] rows, so the values are those of normalising the stacked residuals.
+  const int64_t T = ids.dim() == 1 ? ids.size(0) : ids.size(1);
+  const int64_t n = static_cast<int64_t>(layers_.size());
+  at::Tensor stack = at::empty({n, T, m_.config().d_model}, at::TensorOptions().dtype(at::kFloat));
+  HookList hooks;
+  for (int64_t li = 0; li < n; ++li)
+    hooks.add(layers_[static_cast<size_t>(li)].hook, [this, &stack, li, n](at::Tensor& x) {
+      if (o_.tuned || o_.decoder_blocks > 0) {
+        stack[li].copy_(normalise_layer(m_, o_, x[0], li, n));
+        return;
+      }
+      // The final norm acts row by row: in row blocks, its temporaries stay small at any T.
+      const at::Tensor rows = x[0];
+      for (int64_t r0 = 0; r0 < rows.size(0); r0 += 2048) {
+        const int64_t r = std::min<int64_t>(2048, rows.size(0) - r0);
+        stack[li].narrow(0, r0, r).copy_(m_.final_norm(rows.narrow(0, r0, r)));
+      }
+    });
+  run_with_hooks(m_, ids, hooks, CacheSpec{}, /*compute_logits=*/false);
+  return stack;
 }
 
 at::Tensor LensEngine::normalise(const at::Tensor& raw) const {
-  at::Tensor stack = raw;
-  if (o_.tuned) {
-    // Translator l reads lens layer l; the last lens layer is the model's output (no translator).
-    std::vector<at::Tensor> tr;
-    tr.reserve(static_cast<size_t>(stack.size(0)));
-    for (int64_t li = 0; li < stack.size(0); ++li)
-      tr.push_back(li + 1 < stack.size(0) ? o_.tuned->translate(stack[li], li) : stack[li]);
-    stack = at::stack(tr, 0);
-  }
-  if (o_.decoder_blocks > 0) {
-    // One layer at a time: attention scores are [H, T, T] per sequence, not [n, H, T, T].
-    const int64_t first = m_.config().n_layers - o_.decoder_blocks;
-    std::vector<at::Tensor> dec;
-    dec.reserve(static_cast<size_t>(stack.size(0)));
-    for (int64_t li = 0; li < stack.size(0); ++li) dec.push_back(run_blocks(m_.config(), m_.weights(), stack.narrow(0, li, 1), first, m_.config().n_layers)[0]);
-    stack = at::stack(dec, 0);
-  }
-  return m_.final_norm(stack).contiguous();
+  const int64_t n = raw.size(0);
+  if (!o_.tuned && o_.decoder_blocks == 0) return m_.final_norm(raw).contiguous();
+  at::Tensor stack = at::empty(raw.sizes(), raw.options().dtype(at::kFloat));
+  for (int64_t li = 0; li < n; ++li) stack[li].copy_(normalise_layer(m_, o_, raw[li], li, n));
+  return stack;
 }
 
 void LensEngine::run(const std::vector<int64_t>& ids, const std::vector<int64_t>& targets, int64_t k,

@@ -6,6 +6,9 @@
 // MODEL_DIR is written by `bench/lens_baseline.py make DIR` (random GPT-2-small weights + ids.npy).
 // Prints a JSON object: forward, lens (normalise + GEMM + row passes), GEMM reference rates, peak RSS.
 // bench/run_lens_bench.sh runs this and the Python baseline and prints the ratio.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
@@ -62,7 +65,20 @@ std::string blas_core() {
 
 }  // namespace
 
+int run(int argc, char** argv);
+
+// Every failure is one line and exit 1 (an uncaught exception was an abort, signal 6: a missing --out
+// directory was found only after the timed runs, when the first array was written).
 int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_lens: error: %s\n", e.what());
+    return 1;
+  }
+}
+
+int run(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: bench_lens MODEL_DIR [--threads N] [--repeat R] [--block P] [--out DIR]\n");
     return 2;
@@ -79,6 +95,22 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
+    }
+  }
+  if ((argc - 2) % 2 != 0) {
+    std::fprintf(stderr, "bench_lens: %s needs a value\n", argv[argc - 1]);
+    return 2;
+  }
+  if (!out.empty()) {
+    // Checked before the (long) timed runs, not when the arrays are written at the end.
+    struct stat st {};
+    if (::stat(out.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      std::fprintf(stderr, "bench_lens: --out %s: no such directory (create it first)\n", out.c_str());
+      return 1;
+    }
+    if (::access(out.c_str(), W_OK) != 0) {
+      std::fprintf(stderr, "bench_lens: --out %s: directory is not writable\n", out.c_str());
+      return 1;
     }
   }
   if (threads > 0) setenv("VOCABLENS_THREADS", std::to_string(threads).c_str(), 1);

@@ -111,10 +111,11 @@ TEST_CASE("each declared command's --help lists exactly the declared flags and t
   const std::string cli = vl_test::require_cli();
   if (cli.empty()) return;
   const std::set<std::string> common = {"--help", "--tokenizer", "--out", "--format", "--report", "--no-color",
-                                        "--force", "--allow-nonfinite", "--timings", "--threads"};
+                                        "--force", "--allow-nonfinite", "--timings", "--threads",
+                                        "--dry-run"};  // every command that loads a model estimates its memory
   // Command-level aliases and display switches (not analysis parameters): each documented where it is added.
   const std::map<std::string, std::set<std::string>> own = {
-      {"lens", {"--prompt-ids", "--target-id", "--dry-run"}},  // ids for --prompt / --target; a memory estimate
+      {"lens", {"--prompt-ids", "--target-id"}},  // ids for --prompt / --target
       {"heads", {"--token-id", "--verbose"}},                  // --token '#ID'; timing of the stream
       {"attribute", {"--show"}},                               // rows of the table
   };

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/token_arg.hpp"
 #include "vocablens/ablation.hpp"
@@ -24,6 +25,7 @@ struct AblateCliOptions {
   std::vector<std::string> heads, neurons, resids, hooks, mean_over;
   int64_t position = -1, top_k = 10;
   bool bos = false, no_bos = false;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -77,6 +79,18 @@ int run_ablate(const AblateCliOptions& o) {
   auto ids = vocablens::cli::encode_prompt(*tok, o.prompt, "--prompt", bos);
   for (const auto& t : o.mean_over) ao.reference.push_back(vocablens::cli::encode_prompt(*tok, t, "--mean-over", bos));
   if (!o.target.empty()) ao.target = vocablens::cli::resolve_token(*tok, o.target, "--target");
+  {
+    const auto& cf = m.config();
+    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+    (void)d; (void)V;
+    const double Tn = static_cast<double>(ids.size());
+    (void)Tn;
+    vocablens::CacheSpec spec = [] { vocablens::CacheSpec s; s.resid_pre = s.resid_post = true; return s; }();
+    auto e = vocablens::estimate_forward_memory(m, 1, static_cast<int64_t>(ids.size()), spec, true);
+    e.add("ablate: the clean run's logits and the mean references", Tn * V * 4 * 2);
+    if (auto rc = vocablens::cli::check_memory("ablate", fmt::format("ablating over {} tokens of {}", ids.size(), m.source()), e, o.dry_run, "shorten --prompt (and the --mean-over texts)"))
+      return *rc;
+  }
   auto a = vocablens::ablate(m, ids, ao);
   auto r = a.to_result(tok.get(), o.prompt);
   vocablens::cli::fill_provenance(r, m);
@@ -108,6 +122,7 @@ vocablens::cli::Register reg{
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
       sub.add_flag("--bos", o->bos, "Prepend the BOS token");
       sub.add_flag("--no-bos", o->no_bos, "Do not prepend BOS (llama2.c tokenizers add it by default)");
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_ablate(*o); };
     }};

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/declared_flags.hpp"
 #include "vocablens/analysis_registry.hpp"
@@ -28,6 +29,7 @@ struct AttributeCliOptions {
   std::string model, tokenizer;
   std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
   int64_t show = 20;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -82,6 +84,15 @@ int run_attribute(const AttributeCliOptions& o) {
   auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
   const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
   const auto ids = vocablens::entries::prompt_ids(q);
+  {
+    const auto& cf = m.config();
+    const double d = static_cast<double>(cf.d_model);
+    vocablens::CacheSpec spec = [] { vocablens::CacheSpec s; s.resid_pre = s.resid_mid = s.resid_post = s.attn_out = s.mlp_out = true; return s; }();
+    auto e = vocablens::estimate_forward_memory(m, 1, static_cast<int64_t>(ids.size()), spec, true);
+    e.add("attribute: per-head outputs at the position", static_cast<double>(cf.n_layers * cf.n_heads) * d * 4);
+    if (auto rc = vocablens::cli::check_memory("attribute", fmt::format("the attribution of {} tokens of {}", ids.size(), m.source()), e, o.dry_run, "shorten --prompt"))
+      return *rc;
+  }
   auto a = vocablens::attribute_logit(m, ids, vocablens::entries::attribution_options(q));
   auto r = a.to_result(tok.get(), vocablens::entries::prompt_text(q, ids));
   vocablens::cli::fill_provenance(r, m);
@@ -98,6 +109,7 @@ vocablens::cli::Register reg{
       o->flags->add_to(sub);
       sub.add_option("--show", o->show, "Parts listed in the table, largest |value| first (default 20)");
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_attribute(*o); };
     }};

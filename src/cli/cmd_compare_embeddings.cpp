@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/compare_embeddings.hpp"
@@ -27,6 +28,7 @@ struct CompareEmbeddingsCliOptions {
   int64_t moved = 50;
   int64_t spectrum_k = 32;
   bool no_spectra = false;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -63,6 +65,17 @@ int run_compare_embeddings(const CompareEmbeddingsCliOptions& o) {
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   vocablens::Model ma = vocablens::load_model(o.model_a);
   vocablens::Model mb = vocablens::load_model(o.model_b);
+  {
+    const auto& cf = ma.config();
+    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+    (void)d; (void)V;
+    auto e = vocablens::cli::model_memory(ma);
+    e.add("weights of the second model", vocablens::cli::model_memory(mb).items.back().bytes);
+    e.add_phase("compare-embeddings: both matrices normalised, one block of similarities", (4 * d * V + 2048 * V) * 4);
+    if (auto rc = vocablens::cli::check_memory("compare-embeddings", "the comparison of " + ma.source() + " and " + mb.source(), e,
+                                               o.dry_run, "--matrix (one matrix at a time; nothing smaller)"))
+      return *rc;
+  }
   std::string kind_a, kind_b;
   at::Tensor Ea = vocablens::model_matrix(ma, o.matrix, &kind_a);
   at::Tensor Eb = vocablens::model_matrix(mb, o.matrix, &kind_b);
@@ -109,6 +122,7 @@ vocablens::cli::Register reg{
       sub.footer(
           "Tokens are matched by their bytes (special tokens left out). Fewer shared tokens than the dimension is an "
           "error. Neighbours are searched among the shared tokens, by cosine, in each space.");
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_compare_embeddings(*o); };
     }};

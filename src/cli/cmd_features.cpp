@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/progress.hpp"
 #include "cli/token_filter_options.hpp"
@@ -35,6 +36,7 @@ struct FeaturesCliOptions {
   int64_t max_tokens = 0, window = 0, contexts = 5;
   bool final_norm = false, no_bottom = false, no_ce = false;
   vocablens::cli::TokenFilterFlags tokens_flags;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -90,6 +92,20 @@ int run_lens(const FeaturesCliOptions& co, const vocablens::Sae& sae) {
   auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, /*required=*/true);
   std::vector<int64_t> ids = tok->encode(co.prompt);
   if (ids.empty()) throw UsageError("empty prompt: it encodes to no tokens");
+  {
+    const auto& cf = m.config();
+    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+    (void)d; (void)V;
+    const double Tn = static_cast<double>(ids.size());
+    vocablens::CacheSpec spec;
+    spec.resid_pre = spec.resid_mid = spec.resid_post = true;
+    auto e = vocablens::estimate_forward_memory(m, 1, static_cast<int64_t>(ids.size()), spec, false);
+    e.add("features: the SAE and its activations [T, d_sae]", (2 * static_cast<double>(sae.d_sae) * d + Tn * static_cast<double>(sae.d_sae)) * 4);
+    e.add_phase("features: W_U and the positions' logits", (d * V + Tn * V) * 4);
+    if (auto rc = vocablens::cli::check_memory("features", fmt::format("the feature lens of {} tokens", ids.size()), e,
+                                               co.dry_run, "shorten --prompt"))
+      return *rc;
+  }
   vocablens::FeatureLensOptions o;
   o.top_features = co.top_features;
   o.top_k = co.top_k;
@@ -179,6 +195,15 @@ int run_features(const FeaturesCliOptions& co) {
   vocablens::Model m = vocablens::load_model(co.model);
   vocablens::check_sae_fits(sae, m);
   auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, !co.corpus.empty());
+  {
+    const auto& cf = m.config();
+    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+    (void)d; (void)V;
+    auto e = vocablens::cli::model_memory(m);
+    e.add_phase("features: the SAE, W_U and one block of feature logits", (2 * static_cast<double>(sae.d_sae) * d + d * V + 1024 * V) * 4);
+    if (auto rc = vocablens::cli::check_memory("features", "the feature logits of " + sae.source, e, co.dry_run, "--features (fewer features)"))
+      return *rc;
+  }
   // --neuronpedia with --corpus: the corpus statistics feed frac_nonzero, the histograms and the contexts.
   std::unique_ptr<vocablens::SaeCorpusStats> stats;
   if (!co.corpus.empty()) {
@@ -257,6 +282,7 @@ vocablens::cli::Register reg{
       sub.add_flag("--final-norm", o->final_norm, "Scale each decoder direction by the final norm's weight first");
       sub.add_flag("--no-bottom", o->no_bottom, "Skip the lowest-scoring tokens");
       vocablens::cli::add_token_filter_options(sub, o->tokens_flags);
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_features(*o); };
     }};

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/token_arg.hpp"
 #include "vocablens/ablation.hpp"
 #include "vocablens/error.hpp"
@@ -89,19 +90,13 @@ int run_generate(const GenerateOptions& o) {
     const int64_t n = o.runc_n == 0 || o.runc_n > c.n_ctx ? c.n_ctx : o.runc_n;
     steps = std::max<int64_t>(0, n - (static_cast<int64_t>(prompt.size()) - 1));
   }
-  if (o.dry_run) {
+  {
     // The last step is the largest forward: prompt and every new token, at most the context.
     const int64_t T = std::min<int64_t>(static_cast<int64_t>(prompt.size()) + steps, c.n_ctx);
     auto e = vocablens::estimate_forward_memory(m, 1, T, vocablens::CacheSpec::none(), true);
-    const double avail = vocablens::available_memory(), mib = 1024.0 * 1024.0;
-    fmt::print("vocablens generate --dry-run: up to {} positions, {}\nexpected peak memory:\n{}", T, m.source(), e.table());
-    if (avail > 0) fmt::print("available now: {:.1f} MiB\n", avail / mib);
-    if (avail > 0 && e.total() > avail) {
-      fmt::print(stderr, "vocablens: error: generating to {} positions needs about {:.0f} MiB, {:.0f} MiB are available: "
-                         "lower --steps or shorten the prompt\n", T, e.total() / mib, avail / mib);
-      return 1;
-    }
-    return 0;
+    if (auto rc = vocablens::cli::check_memory("generate", fmt::format("generation up to {} positions with {}", T, m.source()),
+                                               e, o.dry_run, "lower --steps or shorten the prompt"))
+      return *rc;
   }
   // llama2.c's run.c ends a sample when the model emits BOS; Hugging Face models end at EOS.
   int64_t stop = o.stop_id;
@@ -190,9 +185,7 @@ vocablens::cli::Register reg{
       sub.add_option("--stop-id", o->stop_id,
                      "Stop when this id is generated (default: BOS for llama2.c models as run.c does, EOS otherwise; -1: never)");
       sub.add_flag("--ids", o->print_ids, "Print token ids instead of text");
-      sub.add_flag("--dry-run", o->dry_run,
-                   "Print the peak memory generation is expected to need (weights, the last step's activations and "
-                   "logits) and what the machine has available, then stop (exit 1 if it would not fit)");
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       sub.add_option("--steer", o->steer,
                      "Steer with PLUS-MINUS, e.g. \"love-hate\": adds scale * (W_E[ love] - W_E[ hate]) to the residual "
                      "stream entering --steer-layer, at every position");

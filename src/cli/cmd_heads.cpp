@@ -12,6 +12,7 @@
 
 #include "cli/command.hpp"
 #include "cli/declared_flags.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/progress.hpp"
 #include "cli/token_filter_options.hpp"
@@ -36,6 +37,7 @@ struct HeadsCliOptions {
   std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
   std::vector<int64_t> token_ids;  // --token-id N: the same as --token '#N'
   bool verbose = false;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -124,6 +126,18 @@ int run_heads(const HeadsCliOptions& co) {
   auto tok = vocablens::cli::load_tokenizer(co.model, tf, token_text);
   const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
   vocablens::HeadsOptions o = vocablens::entries::heads_options(q);
+  {
+    // The read side E+ [d, V] (with the SVD that makes it) and the streamed tiles of the V x V circuit.
+    const auto& cf = m.config();
+    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+    auto e = vocablens::cli::model_memory(m);
+    e.add_phase(o.inverse == vocablens::InverseKind::Pinv ? "heads: E+ and its SVD, one tile of the V x V circuit"
+                                                           : "heads: the read side, one tile of the V x V circuit",
+                (3 * d * V + 4 * 256 * V) * 4);
+    if (auto rc = vocablens::cli::check_memory("heads", "the head circuits of " + m.source(), e, co.dry_run,
+                                               "--inverse transpose (no pseudo-inverse)"))
+      return *rc;
+  }
   vocablens::cli::ProgressBar bar("heads", "circuits");
   o.progress = bar.callback();
   auto a = vocablens::analyze_heads(m, o, tok.get());
@@ -157,6 +171,7 @@ vocablens::cli::Register reg{
       sub.add_option("--token-id", o->token_ids, "Like --token, by id (repeatable)");
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
       sub.add_flag("--verbose", o->verbose, "Report the streamed work and time");
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_heads(*o); };
     }};

@@ -7,6 +7,7 @@
 
 #include "cli/command.hpp"
 #include "cli/declared_flags.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/progress.hpp"
 #include "vocablens/analysis_registry.hpp"
@@ -27,6 +28,7 @@ struct KnnCliOptions {
   std::string model;
   std::string tokenizer;
   std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -88,6 +90,15 @@ int run_knn(const KnnCliOptions& o) {
   }
   at::Tensor X = vocablens::space_vectors(m, space, matrix);
   vocablens::KnnOptions ko = vocablens::entries::knn_options(resolved);
+  {
+    auto e = vocablens::cli::model_memory(m);
+    // The graph itself (rows x k) is not counted: knn_graph refuses one too large with its own message.
+    e.add_phase("knn: the normalised vectors, one block of similarities",
+                (2 * static_cast<double>(X.size(0)) * static_cast<double>(X.size(1)) +
+                 static_cast<double>(ko.block) * static_cast<double>(X.size(0))) * 4);
+    if (auto rc = vocablens::cli::check_memory("knn", "the k-NN graph of " + m.source(), e, o.dry_run, "--block (fewer rows per block)"))
+      return *rc;
+  }
   vocablens::cli::ProgressBar bar("knn", "rows");
   ko.progress = bar.callback();
   auto g = vocablens::knn_graph(X, ko);
@@ -107,6 +118,7 @@ vocablens::cli::Register reg{
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       o->flags->add_to(sub);
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside MODEL)");
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_knn(*o); };
     }};

@@ -12,6 +12,7 @@
 
 #include "cli/command.hpp"
 #include "cli/declared_flags.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/atomic_file.hpp"
@@ -219,34 +220,26 @@ void warn_tuned(const vocablens::LensOptions& lo, const nlohmann::json& resolved
                resolved["tuned"].get<std::string>(), o.model);
 }
 
-// --dry-run: the peak memory the lens of T tokens will need (vocablens/memory_estimate.hpp), against what
-// the machine has available; exit 1 when it would not fit.
-int dry_run(const nlohmann::json& ro, const vocablens::Model& m, int64_t T) {
+// The peak memory the lens of T tokens will need (vocablens/memory_estimate.hpp): the forward records
+// nothing (each lens layer is normalised into the stack by a hook as it is produced), the stack [n, T, d]
+// lives through the forward and the lens, then one block of logits (~512 rows of all layers) at a time.
+// --dry-run prints it; without it a run that would not fit is refused before any work. -1: run.
+int check_lens_memory(const nlohmann::json& ro, bool dry_run, const vocablens::Model& m, int64_t T) {
   const bool resid_mid = ro["resid_mid"].get<bool>(), save_probs = ro["save_probs"].get<bool>();
   const auto& c = m.config();
-  vocablens::CacheSpec spec;
-  spec.resid_pre = spec.resid_post = true;
-  spec.resid_mid = resid_mid;
-  auto e = vocablens::estimate_forward_memory(m, 1, T, spec, false);
+  auto e = vocablens::estimate_forward_memory(m, 1, T, vocablens::CacheSpec::none(), false);
   const double n = static_cast<double>(c.n_layers + 1 + (resid_mid ? c.n_layers : 0)), d = static_cast<double>(c.d_model);
   const double V = static_cast<double>(c.vocab_size), Td = static_cast<double>(T),
                k = static_cast<double>(ro["top_k"].get<int64_t>());
-  // else each layer is normalised into the stack
-  const bool raw_stack = !ro["tuned"].is_null() || ro["decoder_blocks"].get<int64_t>() > 0;
+  e.add("lens: normalised residuals [layers, T, d]", n * Td * d * 4);
   e.add("lens: per-position results", n * Td * (k * 12 + 64) + (save_probs ? n * Td * V * 4 : 0.0));
-  // After the forward: the normalised stack and one block of logits (~512 rows of all layers at a time).
-  e.add_phase(raw_stack ? "lens: stacked and normalised residuals, one logit block" : "lens: normalised residuals, one logit block",
-              (raw_stack ? 2 : 1) * n * Td * d * 4 + std::max(n, 512.0) * (V + d) * 4);
-  const double avail = vocablens::available_memory();
-  fmt::print("vocablens lens --dry-run: {} tokens, {}\nexpected peak memory:\n{}", T, m.source(), e.table());
-  if (avail > 0) fmt::print("available now: {:.1f} MiB\n", avail / (1024.0 * 1024.0));
-  if (avail > 0 && e.total() > avail) {
-    fmt::print(stderr, "vocablens: error: the lens of {} tokens needs about {:.0f} MiB, {:.0f} MiB are available: give a shorter "
-                       "prompt, or --corpus FILE --window N to read it in windows{}\n",
-               T, e.total() / (1024.0 * 1024.0), avail / (1024.0 * 1024.0), save_probs ? ", or leave out --save-probs" : "");
-    return 1;
-  }
-  return 0;
+  e.add_phase("lens: one logit block", std::max(n, 512.0) * (V + d) * 4);
+  const std::string reduce = std::string("give a shorter prompt, or --corpus FILE --window N to read it in windows") +
+                             (save_probs ? ", or leave out --save-probs" : "");
+  if (auto rc = vocablens::cli::check_memory("lens", fmt::format("the lens of {} tokens of {}", T, m.source()), e,
+                                             dry_run, reduce))
+    return *rc;
+  return -1;
 }
 
 int run_lens_corpus(const LensCliOptions& o, const nlohmann::json& lens_given);
@@ -293,7 +286,7 @@ int run_lens(const LensCliOptions& o) {
   }();
   vocablens::LensOptions lo = vocablens::entries::lens_options(q);
   warn_tuned(lo, resolved, o, m);
-  if (o.dry_run) return dry_run(resolved, m, static_cast<int64_t>(prompt_ids.size()));
+  if (int rc = check_lens_memory(resolved, o.dry_run, m, static_cast<int64_t>(prompt_ids.size())); rc >= 0) return rc;
   auto lens = vocablens::logit_lens(m, prompt_ids, lo);
   auto r = lens.to_result(tok.get(), vocablens::entries::prompt_text(q, prompt_ids));
   if (ids) r.settings["prompt_ids"] = prompt_ids;
@@ -414,9 +407,7 @@ vocablens::cli::Register reg{
           ->delimiter(',');
       sub.add_option("--target-id", o->target_id, "Target token by id (= --target '#ID')");
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
-      sub.add_flag("--dry-run", o->dry_run,
-                   "Print the peak memory the run is expected to need (weights, activations, cache, logit blocks) and "
-                   "what the machine has available, then stop (exit 1 if it would not fit)");
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_lens(*o); };
     }};

@@ -8,6 +8,7 @@
 
 #include "cli/command.hpp"
 #include "cli/declared_flags.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/atomic_file.hpp"
@@ -27,6 +28,7 @@ struct NeighboursCliOptions {
   std::string model;
   std::string tokenizer;
   std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -68,6 +70,14 @@ int run_neighbours(const NeighboursCliOptions& o) {
   if (!vectors_only) m.emplace(vocablens::load_model(o.model));
   auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
   at::Tensor X = vectors_only ? vocablens::load_embedding_matrix(o.model, matrix) : vocablens::space_vectors(*m, space, matrix);
+  if (m) {
+    auto e = vocablens::cli::model_memory(*m);
+    e.add_phase("neighbours: the vectors and their normalised copy, one row of similarities",
+                (2 * static_cast<double>(X.numel()) + static_cast<double>(X.size(0))) * 4);
+    if (auto rc = vocablens::cli::check_memory("neighbours", "the neighbours of '" + query + "' in " + m->source(), e,
+                                               o.dry_run, "--matrix (a smaller matrix; nothing else reduces it)"))
+      return *rc;
+  }
   auto r = vocablens::neighbours(X, tok.get(), query, vocablens::entries::neighbour_options(resolved));
   r.matrix = matrix;
   r.space = vocablens::to_string(space);
@@ -84,6 +94,7 @@ vocablens::cli::Register reg{
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       o->flags->add_to(sub);
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside MODEL)");
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_neighbours(*o); };
     }};

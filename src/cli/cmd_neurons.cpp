@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/declared_flags.hpp"
 #include "cli/output.hpp"
 #include "cli/progress.hpp"
@@ -23,6 +24,7 @@ struct NeuronsCli {
   std::string model;
   std::string tokenizer;
   std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -79,6 +81,15 @@ int run_neurons(const NeuronsCli& c) {
   tf.tokenizer = c.tokenizer;
   tf.alpha_only = resolved["alpha_only"].get<bool>();
   auto tok = vocablens::cli::load_tokenizer(c.model, tf, false);
+  {
+    const auto& cf = m.config();
+    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+    (void)d; (void)V;
+    auto e = vocablens::cli::model_memory(m);
+    e.add_phase("neurons: W_U in float32 and one layer's vectors through it, in blocks", (d * V + 3 * static_cast<double>(cf.d_mlp) * d + 1024 * V) * 4);
+    if (auto rc = vocablens::cli::check_memory("neurons", "the neurons of " + m.source(), e, c.dry_run, "--layer (one layer at a time)"))
+      return *rc;
+  }
   vocablens::cli::ProgressBar bar("neurons", "vectors");
   auto r = vocablens::run_analysis(a, m, tok.get(), given, vocablens::Surface::Cli, bar.callback());
   bar.finish();
@@ -96,6 +107,7 @@ vocablens::cli::Register reg{
       sub.add_option("MODEL", c->model, vocablens::cli::kModelHelp)->required();
       c->flags->add_to(sub);
       sub.add_option("--tokenizer", c->tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      sub.add_flag("--dry-run", c->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, c->out);
       return [c] { return run_neurons(*c); };
     }};

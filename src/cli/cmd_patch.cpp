@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/command.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/token_arg.hpp"
 #include "vocablens/atomic_file.hpp"
@@ -27,6 +28,7 @@ struct PatchCliOptions {
   std::string model, tokenizer, clean, corrupt, target, wrong, over = "resid";
   int64_t position = -1;
   bool bos = false, no_bos = false;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -113,6 +115,18 @@ int run_patch(const PatchCliOptions& o) {
                      "MODEL TEXT` shows the tokens), e.g. swap a name for another single-token name");
   po.target = vocablens::cli::resolve_token(*tok, o.target, "--target");
   if (!o.wrong.empty()) po.wrong = vocablens::cli::resolve_token(*tok, o.wrong, "--wrong");
+  {
+    const auto& cf = m.config();
+    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+    (void)d; (void)V;
+    const double Tn = static_cast<double>(clean.size());
+    (void)Tn;
+    vocablens::CacheSpec spec = [] { vocablens::CacheSpec s; s.resid_pre = s.resid_mid = s.resid_post = s.attn_out = s.mlp_out = true; return s; }();
+    auto e = vocablens::estimate_forward_memory(m, 1, static_cast<int64_t>(clean.size()), spec, true);
+    e.add("patch: the corrupt run's logits and one patched run's", Tn * V * 4 * 2);
+    if (auto rc = vocablens::cli::check_memory("patch", fmt::format("patching over {} tokens of {}", clean.size(), m.source()), e, o.dry_run, "shorten --clean and --corrupt"))
+      return *rc;
+  }
   const bool bar = ::isatty(STDERR_FILENO) == 1;
   if (bar)
     po.progress = [](int64_t done, int64_t total) {
@@ -157,6 +171,7 @@ vocablens::cli::Register reg{
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
       sub.add_flag("--bos", o->bos, "Prepend the BOS token to both prompts");
       sub.add_flag("--no-bos", o->no_bos, "Do not prepend BOS (llama2.c tokenizers add it by default)");
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_patch(*o); };
     }};

@@ -10,6 +10,7 @@
 
 #include "cli/command.hpp"
 #include "cli/declared_flags.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/atomic_file.hpp"
@@ -26,6 +27,7 @@ using vocablens::UsageError;
 struct PositionsCliOptions {
   std::string model;
   std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -108,6 +110,15 @@ int run_positions(const PositionsCliOptions& o) {
   const vocablens::PositionOptions po = vocablens::entries::position_options(resolved);
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   vocablens::Model m = vocablens::load_model(o.model);
+  {
+    const auto& cf = m.config();
+    const double d = static_cast<double>(cf.d_model);
+    const double P = static_cast<double>(po.max_positions > 0 ? std::min<int64_t>(po.max_positions, cf.n_ctx) : cf.n_ctx);
+    auto e = vocablens::cli::model_memory(m);
+    e.add_phase("positions: the position embeddings and their Gram matrix", (3 * P * d + P * P) * 4);
+    if (auto rc = vocablens::cli::check_memory("positions", "the position structure of " + m.source(), e, o.dry_run, "--max-positions (fewer positions)"))
+      return *rc;
+  }
   auto r = vocablens::position_structure(m, po);
   vocablens::Result res = r.to_result();
   std::optional<vocablens::SegmentResult> seg;  // segment embeddings, beside the positions
@@ -129,6 +140,7 @@ vocablens::cli::Register reg{
       o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("positions").decl);
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       o->flags->add_to(sub);
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_positions(*o); };
     }};

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "cli/command.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/token_filter_options.hpp"
 #include "vocablens/atomic_file.hpp"
@@ -31,6 +32,7 @@ struct ProjectCliOptions {
   std::string inverse = "pinv";
   double pinv_rtol = 1e-6;
   vocablens::cli::TokenFilterFlags tokens_flags;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -101,6 +103,18 @@ int run_project(const ProjectCliOptions& co) {
   if (static_cast<int64_t>(ids.size()) > m.config().n_ctx)
     throw UsageError("the prompt is " + std::to_string(ids.size()) + " tokens, longer than the model's context of " +
                      std::to_string(m.config().n_ctx) + " tokens");
+  {
+    const auto& cf = m.config();
+    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+    (void)d; (void)V;
+    const double Tn = static_cast<double>(ids.size());
+    (void)Tn;
+    vocablens::CacheSpec spec = [] { vocablens::CacheSpec s; s.resid_pre = s.resid_mid = s.resid_post = s.attn_out = s.mlp_out = true; return s; }();
+    auto e = vocablens::estimate_forward_memory(m, 1, static_cast<int64_t>(ids.size()), spec, false);
+    e.add_phase("project: the read side (E+ or W_U) and the positions' logits", (2 * d * V + Tn * V) * 4);
+    if (auto rc = vocablens::cli::check_memory("project", fmt::format("the projection of {} tokens of {}", ids.size(), m.source()), e, co.dry_run, "shorten the prompt, or --position (fewer positions)"))
+      return *rc;
+  }
   auto p = vocablens::project_hidden(m, ids, o, tok.get());
   auto r = p.to_result(tok.get());
   r.settings["prompt"] = co.prompt.empty() ? tok->decode(ids) : co.prompt;
@@ -135,6 +149,7 @@ vocablens::cli::Register reg{
       vocablens::cli::add_token_filter_options(sub, o->tokens_flags);
       sub.add_flag("--bos", o->bos, "Prepend the BOS token to the prompt");
       sub.add_flag("--no-bos", o->no_bos, "Do not prepend BOS (llama2.c tokenizers add it by default)");
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_project(*o); };
     }};

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "cli/command.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "vocablens/anisotropy.hpp"
 #include "vocablens/atomic_file.hpp"
@@ -32,6 +33,7 @@ struct SpectrumCliOptions {
   bool left_vectors = false;
   bool no_anisotropy = false;
   std::vector<int64_t> remove_top = {1, 2, 3, 5, 10};
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
 
@@ -122,6 +124,16 @@ int run_spectrum(const SpectrumCliOptions& o) {
     m.emplace(vocablens::load_model(o.model));
     M = vocablens::model_matrix(*m, o.matrix, &kind);
   }
+  if (m) {
+    const auto& cf = (*m).config();
+    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+    (void)d; (void)V;
+    auto e = vocablens::cli::model_memory(*m);
+    // The basis is at most min(rows, cols) wide: a larger --k is the analysis's own error, not memory.
+    e.add_phase("spectrum: the matrix, its centred copy and the Lanczos basis", (2 * static_cast<double>(M.numel()) + static_cast<double>(M.size(0) + M.size(1)) * static_cast<double>(std::min<int64_t>(std::max<int64_t>(o.ncv, 2 * o.k + 1), std::min(M.size(0), M.size(1))))) * 4);
+    if (auto rc = vocablens::cli::check_memory("spectrum", "the spectrum of " + o.matrix + " of " + m->source(), e, o.dry_run, "--k (fewer singular values)"))
+      return *rc;
+  }
   std::unique_ptr<vocablens::Tokenizer> tok;
   if (kind == "token") {
     try {
@@ -174,6 +186,7 @@ vocablens::cli::Register reg{
           ->delimiter(',');
       sub.add_flag("--no-anisotropy", o->no_anisotropy, "Skip the anisotropy section");
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside MODEL)");
+      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_spectrum(*o); };
     }};

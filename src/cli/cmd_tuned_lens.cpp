@@ -11,8 +11,12 @@
 #include <cstdlib>
 #include <memory>
 
+#include <filesystem>
+
 #include "cli/command.hpp"
 #include "cli/declared_flags.hpp"
+#include "cli/memory_check.hpp"
+#include "vocablens/memory_estimate.hpp"
 #include "cli/output.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/dist.hpp"
@@ -33,6 +37,7 @@ struct TunedCli {
   vocablens::TunedLensTrainOptions train;
   std::shared_ptr<vocablens::cli::DeclaredFlags> eval;  // tuned_lens_eval's declaration (analyses/tuned_lens_entry.cpp)
   bool quiet = false;
+  bool dry_run = false;
   vocablens::cli::OutputOptions out;
   CLI::App* train_cmd = nullptr;
   CLI::App* eval_cmd = nullptr;
@@ -48,6 +53,13 @@ int run_sample(TunedCli& c) {
   Model m = load_model(c.model);
   adapt_threads_to(m);
   auto tok = load_tokenizer_for(c.model, c.tokenizer);
+  {
+    const int64_t T = c.sample_max_len > 0 ? std::min<int64_t>(c.sample_max_len, m.config().n_ctx) : std::min<int64_t>(256, m.config().n_ctx);
+    auto e = estimate_forward_memory(m, 1, T, CacheSpec::none(), true);
+    if (auto rc = cli::check_memory("tuned-lens sample", fmt::format("sampling sequences of {} tokens from {}", T, m.source()), e,
+                                    c.dry_run, "--max-len (shorter sequences)"))
+      return *rc;
+  }
   const std::string text = sample_corpus(m, *tok, c.sample_tokens, c.sample_seed, c.temperature, c.sample_max_len);
   if (c.sample_out.empty() || c.sample_out == "-") {
     fmt::print("{}", text);
@@ -159,6 +171,29 @@ int run_train(TunedCli& c) {
   Model m = load_model(c.model);
   adapt_threads_to(m);
   auto tok = load_tokenizer_for(c.model, c.tokenizer);
+  {
+    // With grad the forward keeps every block's activations for the backward pass and takes the
+    // materialising attention ([B, H, W, W] scores, softmax): counted per layer; the lens logits of all
+    // layers for one micro-batch (the loss) on top. An upper estimate.
+    const auto& cf = m.config();
+    const int64_t W = o.window > 0 ? std::min<int64_t>(o.window, cf.n_ctx) : cf.n_ctx;
+    int64_t B = o.micro_batch > 0 ? o.micro_batch : std::max<int64_t>(1, 8192 / W);
+    // No more windows than one step takes, nor than the corpus holds (a token is at least one byte).
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(o.corpus, ec);
+    if (!ec) B = std::min<int64_t>(B, static_cast<int64_t>(bytes) / std::max<int64_t>(1, W - 1) + 1);
+    if (o.tokens_per_step > 0) B = std::min<int64_t>(B, std::max<int64_t>(1, o.tokens_per_step / W));
+    const double rows = static_cast<double>(B * W), d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+    auto e = estimate_forward_memory(m, B, W, CacheSpec::none(), false);
+    e.add("train: activations kept for the backward pass",
+          static_cast<double>(cf.n_layers) * (rows * (10 * d + 3 * static_cast<double>(cf.d_mlp)) +
+                                              3.0 * static_cast<double>(B * cf.n_heads) * static_cast<double>(W) * static_cast<double>(W)) * 4);
+    e.add("train: translators, their gradients and momentum", 3.0 * static_cast<double>(cf.n_layers) * (d * d + d) * 4);
+    e.add_phase("train: one layer's lens logits and their gradient", 3 * rows * V * 4);
+    if (auto rc = cli::check_memory("tuned-lens train", fmt::format("training on micro-batches of {} windows of {} tokens", B, W), e,
+                                    c.dry_run, "--micro-batch (fewer windows per forward) or --window"))
+      return *rc;
+  }
   auto display = std::make_shared<TrainDisplay>();
   display->tty = ::isatty(STDERR_FILENO) == 1;
   display->quiet = c.quiet;
@@ -199,6 +234,17 @@ int run_eval(TunedCli& c) {
   auto tok = load_tokenizer_for(c.model, c.tokenizer);
   auto lens = std::make_shared<TunedLens>(load_tuned_lens(tuned));
   lens->check_model(m);
+  {
+    const auto& cf = m.config();
+    const int64_t W = c.eval.window > 0 ? std::min<int64_t>(c.eval.window, cf.n_ctx) : cf.n_ctx;
+    const double n = static_cast<double>(cf.n_layers + 1), d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+    auto e = estimate_forward_memory(m, 1, W, CacheSpec::none(), false);
+    e.add("eval: normalised residuals of one window, logit and tuned", 2 * n * static_cast<double>(W) * d * 4);
+    e.add_phase("eval: one logit block", std::max(n, 512.0) * (V + d) * 4);
+    if (auto rc = cli::check_memory("tuned-lens eval", fmt::format("the evaluation in windows of {} tokens", W), e, c.dry_run,
+                                    "--window (shorter windows)"))
+      return *rc;
+  }
   if (!lens->matches_unembedding(m) && dist::rank() == 0)
     fmt::print(stderr, "vocablens: warning: the tuned lens {} was trained on a model with another unembedding than {} "
                        "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n", tuned, c.model);
@@ -252,6 +298,7 @@ vocablens::cli::Register reg{
       t->add_option("--tokenizer", c->tokenizer, "Tokenizer file or directory (default: found beside the model)");
       t->add_flag("--quiet", c->quiet, "No progress display (warnings still show). Without a terminal, a progress line "
                                          "every 30 s (VOCABLENS_PROGRESS_INTERVAL seconds) and every tenth of the steps");
+      t->add_flag("--dry-run", c->dry_run, vocablens::cli::kDryRunHelp);
 
       auto* e = c->eval_cmd = sub.add_subcommand(
           "eval", "Per-layer cross-entropy, entropy and KL (bits per byte) of the logit and the tuned lens on held-out text");
@@ -259,6 +306,7 @@ vocablens::cli::Register reg{
       c->eval = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("tuned_lens_eval").decl);
       c->eval->add_to(*e);
       e->add_option("--tokenizer", c->tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      e->add_flag("--dry-run", c->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(*e, c->out);
       auto* s = c->sample_cmd = sub.add_subcommand(
           "sample", "Text sampled from the model itself (temperature, fixed seed): training or held-out corpora");
@@ -269,6 +317,7 @@ vocablens::cli::Register reg{
       s->add_option("--max-len", c->sample_max_len, "Tokens per sequence before a new one starts (default min(context, 256))");
       s->add_option("--out", c->sample_out, "Output file (default: stdout)");
       s->add_option("--tokenizer", c->tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      s->add_flag("--dry-run", c->dry_run, vocablens::cli::kDryRunHelp);
       return [c] {
         if (c->train_cmd->parsed()) return run_train(*c);
         if (c->sample_cmd->parsed()) return run_sample(*c);

@@ -230,13 +230,16 @@ bool use_blocked_attention(const AttentionPolicy& pol, int64_t T, const at::Tens
 // Attention of one block on its (normalised) input h [B, T, d] -> the output projection [B, T, d].
 // Hook points (every family): q/k/v after their projections (before Qwen3's q/k norm and rotary),
 // attn_scores (scaled, soft-capped, masked), pattern, z, result (per-head outputs, only when hooked).
-at::Tensor attention(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& h, int64_t l,
+// `h` is taken by value and released once projected: at long T every [B, T, d] held through the
+// attention is a sizeable part of the forward's peak (the normalised input is needed only for q, k, v).
+at::Tensor attention(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, at::Tensor h, int64_t l,
                      at::Tensor* pattern_out, const hook_detail::HookTable* hk) {
   using namespace detail;
   const int64_t B = h.size(0), T = h.size(1), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
   at::Tensor q = proj(h, L.w_q, L.b_q).view({B, T, H, dh});
   at::Tensor k = proj(h, L.w_k, L.b_k).view({B, T, Hkv, dh});
   at::Tensor v = proj(h, L.w_v, L.b_v).view({B, T, Hkv, dh});
+  h.reset();
   run_hook(hk, HookPoint::Q, l, q);
   run_hook(hk, HookPoint::K, l, k);
   run_hook(hk, HookPoint::V, l, v);
@@ -257,6 +260,10 @@ at::Tensor attention(const ModelConfig& cfg, const LayerWeights& L, const BlockC
     spec.softcap = cfg.attn_softcap;
     spec.window = attention_window(cfg, l);
     spec.alibi_slopes = ctx.alibi_slopes;
+    // The loop reads k and v contiguous in [B, Hkv, T, d_head]: made so here, the originals are released
+    // instead of held beside the loop's copies (same values, same bits).
+    k = k.contiguous();
+    v = v.contiguous();
     z = blocked_causal_attention(q, k, v, spec);  // GQA by head groups, no repeated keys
   } else {
     if (Hkv != H) {  // grouped-query attention: query head h reads kv head h / (H / Hkv)
@@ -343,6 +350,7 @@ at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const Bloc
   record(keep && spec->attn_out, "attn_out", attn_out);
 
   at::Tensor mid = x + attn_out;  // parallel residual: x + attn_out too (the MLP reads x, not mid)
+  attn_out.reset();               // recorded above if wanted; not held through the MLP (long-T peak)
   if (!cfg.norm_before) mid = norm1(cfg, L, mid);
   run_hook(hk, HookPoint::ResidMid, l, mid);
   record(keep && spec->resid_mid, "resid_mid", mid);

@@ -1,0 +1,122 @@
+// `--dry-run` on every command that loads a model: the expected peak memory is printed and nothing is
+// computed (no result is written, exit 0); without it, a run whose estimate exceeds the limit
+// (VOCABLENS_MEMORY_LIMIT, standing in for /proc/meminfo's MemAvailable) is refused before any work with
+// one line naming the option that reduces it.
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "fixtures.hpp"
+
+namespace {
+
+std::string q(const std::string& s) { return "'" + s + "'"; }
+
+// Something was written at p: a file, or a directory with an entry (commands create --out DIR before
+// the work, so that an unwritable one fails early; an empty DIR is no result).
+bool wrote(const std::string& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return false;
+  if (!S_ISDIR(st.st_mode)) return true;
+  DIR* d = ::opendir(p.c_str());
+  if (!d) return true;
+  bool any = false;
+  while (dirent* e = ::readdir(d))
+    if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") any = true;
+  ::closedir(d);
+  return any;
+}
+
+struct Case {
+  std::string name;     // what the test reports
+  std::string args;     // after `vocablens`, without --dry-run
+  std::string reduce;   // the option the refusal names
+  std::string out_dir;  // a directory the real run would write ("" = none)
+};
+
+std::vector<Case> cases(const std::string& gpt2, const std::string& sae, const std::string& tmp) {
+  const std::string M = " " + q(gpt2) + " ";
+  const std::string corpus = tmp + "/corpus.txt";
+  vl_test::write_file(corpus, "The quick brown fox jumps over the lazy dog. A second sentence follows the first one.\n");
+  return {
+      {"lens", "lens" + M + "--prompt 'The cat sat on the mat' --out " + q(tmp + "/lens"), "--corpus", tmp + "/lens"},
+      {"generate", "generate" + M + "--prompt 'Once upon' --steps 3", "--steps", ""},
+      {"heads", "heads" + M + "--layer 0 --head 0 --top-k 5 --out " + q(tmp + "/heads"), "--inverse transpose", tmp + "/heads"},
+      {"neurons", "neurons" + M + "--layer 0 --out " + q(tmp + "/neurons"), "--layer", tmp + "/neurons"},
+      {"project", "project" + M + "--prompt 'The cat sat' --hook resid_post.0 --out " + q(tmp + "/project"), "--position",
+       tmp + "/project"},
+      {"attribute", "attribute" + M + "--prompt 'The Eiffel Tower is in' --target ' Paris' --out " + q(tmp + "/attribute"),
+       "--prompt", tmp + "/attribute"},
+      {"patch", "patch" + M + "--clean 'The Eiffel Tower is in the city of' --corrupt 'The Colosseum is in the city of' --target ' Paris' --out " + q(tmp + "/patch"),
+       "--clean", tmp + "/patch"},
+      {"ablate", "ablate" + M + "--prompt 'The cat sat on the' --head 0.0 --out " + q(tmp + "/ablate"), "--prompt",
+       tmp + "/ablate"},
+      {"features", "features" + M + "--sae " + q(sae) + " --features 0-3 --out " + q(tmp + "/features"), "--features",
+       tmp + "/features"},
+      {"features (lens)", "features" + M + "--sae " + q(sae) + " --prompt 'The cat sat' --out " + q(tmp + "/features-lens"),
+       "--prompt", tmp + "/features-lens"},
+      {"knn", "knn" + M + "--k 3 --out " + q(tmp + "/knn"), "--block", tmp + "/knn"},
+      {"neighbours", "neighbours" + M + "' the' --k 3 --out " + q(tmp + "/neighbours"), "--matrix", tmp + "/neighbours"},
+      {"spectrum", "spectrum" + M + "--k 4 --out " + q(tmp + "/spectrum"), "--k", tmp + "/spectrum"},
+      {"positions", "positions" + M + "--out " + q(tmp + "/positions"), "--max-positions", tmp + "/positions"},
+      {"compare-embeddings", "compare-embeddings" + M + q(gpt2) + " --out " + q(tmp + "/compare"), "--matrix",
+       tmp + "/compare"},
+      {"tuned-lens train", "tuned-lens train" + M + "--corpus " + q(corpus) + " --out " + q(tmp + "/tuned") +
+                                " --steps 1 --window 8 --quiet",
+       "--micro-batch", tmp + "/tuned"},
+      {"tuned-lens sample", "tuned-lens sample" + M + "--tokens 5 --out " + q(tmp + "/sample.txt"), "--max-len",
+       tmp + "/sample.txt"},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("--dry-run prints an estimate and runs nothing; a run over VOCABLENS_MEMORY_LIMIT is refused up front") {
+  const std::string cli = vl_test::cli_path();
+  REQUIRE(!cli.empty());
+  const std::string gpt2 = vl_test::fixture("gpt2-tiny");
+  REQUIRE(!gpt2.empty());
+  const std::string tmp = vl_test::temp_dir("dry-run");
+  // An SAE for gpt2-tiny's residual (the generator of tests/sae_test.cpp).
+  std::string log;
+  REQUIRE(vl_test::run_command("/usr/bin/python3 " + std::string(VOCABLENS_SOURCE_DIR) +
+                                   "/tests/fixtures/sae/make_saes.py " + q(tmp + "/saes") + " " + q(gpt2),
+                               log) == 0);
+  const std::string sae = tmp + "/saes/saelens_standard";
+
+  for (const Case& c : cases(gpt2, sae, tmp)) {
+    SECTION(c.name) {
+      std::string out;
+      const int rc = vl_test::run_command(q(cli) + " " + c.args + " --dry-run 2>&1", out);
+      INFO(c.args << "\n" << out);
+      CHECK(rc == 0);
+      CHECK_THAT(out, Catch::Contains("--dry-run") && Catch::Contains("expected peak memory") &&
+                          Catch::Contains("weights as stored") && Catch::Contains("total") &&
+                          Catch::Contains("nothing was computed"));
+      if (!c.out_dir.empty()) CHECK_FALSE(wrote(c.out_dir));  // nothing written: the run did not happen
+
+      // A limit of 1 MiB: smaller than the runtime alone, so every estimate exceeds it.
+      const int refused = vl_test::run_command("VOCABLENS_MEMORY_LIMIT=1M " + q(cli) + " " + c.args + " 2>&1", out);
+      INFO(out);
+      CHECK(refused == 1);
+      CHECK_THAT(out, Catch::Contains("MiB are available") && Catch::Contains("VOCABLENS_MEMORY_LIMIT") &&
+                          Catch::Contains(c.reduce));
+      CHECK(std::count(out.begin(), out.end(), '\n') == 1);  // one line
+      if (!c.out_dir.empty()) CHECK_FALSE(wrote(c.out_dir));
+
+      // The same limit with --dry-run: printed, with the verdict, still exit 0.
+      REQUIRE(vl_test::run_command("VOCABLENS_MEMORY_LIMIT=1M " + q(cli) + " " + c.args + " --dry-run 2>&1", out) == 0);
+      CHECK_THAT(out, Catch::Contains("would NOT fit"));
+    }
+  }
+
+  SECTION("a bad VOCABLENS_MEMORY_LIMIT is named") {
+    std::string out;
+    CHECK(vl_test::run_command("VOCABLENS_MEMORY_LIMIT=lots " + q(cli) + " generate " + q(gpt2) + " --prompt x --steps 1 2>&1",
+                               out) != 0);
+    CHECK_THAT(out, Catch::Contains("VOCABLENS_MEMORY_LIMIT='lots'"));
+  }
+}
