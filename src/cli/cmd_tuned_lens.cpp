@@ -234,9 +234,10 @@ int run_eval(TunedCli& c) {
   auto tok = load_tokenizer_for(c.model, c.tokenizer);
   auto lens = std::make_shared<TunedLens>(load_tuned_lens(tuned));
   lens->check_model(m);
+  const auto eval_options = entries::tuned_lens_eval_options(resolved);
   {
     const auto& cf = m.config();
-    const int64_t W = c.eval.window > 0 ? std::min<int64_t>(c.eval.window, cf.n_ctx) : cf.n_ctx;
+    const int64_t W = eval_options.window > 0 ? std::min<int64_t>(eval_options.window, cf.n_ctx) : cf.n_ctx;
     const double n = static_cast<double>(cf.n_layers + 1), d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
     auto e = estimate_forward_memory(m, 1, W, CacheSpec::none(), false);
     e.add("eval: normalised residuals of one window, logit and tuned", 2 * n * static_cast<double>(W) * d * 4);
@@ -248,7 +249,7 @@ int run_eval(TunedCli& c) {
   if (!lens->matches_unembedding(m) && dist::rank() == 0)
     fmt::print(stderr, "vocablens: warning: the tuned lens {} was trained on a model with another unembedding than {} "
                        "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n", tuned, c.model);
-  auto e = evaluate_tuned_lens(m, *tok, lens, corpus, entries::tuned_lens_eval_options(resolved));
+  auto e = evaluate_tuned_lens(m, *tok, lens, corpus, eval_options);
   if (dist::rank() != 0) return 0;
   auto res = e.to_result();
   cli::fill_provenance(res, m);
