@@ -3,6 +3,7 @@
 // that a lens belongs to a model.
 #include "vocablens/tuned_lens.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -15,7 +16,6 @@
 #include "vocablens/sha256.hpp"
 #include "vocablens/dist.hpp"
 #include "vocablens/tensor_store.hpp"
-#include "vocablens/tuned_lens_train.hpp"
 #include "util/regular_file.hpp"
 
 namespace vocablens {
@@ -176,6 +176,25 @@ TunedLens load_tuned_lens(const std::string& dir) {
               << u.steps << " steps (stopped by --stop-after or Ctrl-C), so its translators are only partly trained; "
               << "finish it with the same `vocablens tuned-lens train` command and --resume\n";
   return t;
+}
+
+TunedLensUnfinished tuned_lens_unfinished(const std::string& dir) {
+  TunedLensUnfinished u;
+  try {
+    const auto j = nlohmann::json::parse(detail::read_regular_file(dir + "/config.json", detail::kMaxSmallJsonBytes, "config files"));
+    if (!j.is_object() || !j.contains("vocablens_unfinished")) return u;
+    const auto& m = j["vocablens_unfinished"];
+    if (m.is_object() && m.value("steps", nlohmann::json()).is_number_integer() &&
+        m.value("trained_steps", nlohmann::json()).is_number_integer()) {
+      u.trained_steps = m["trained_steps"].get<int64_t>();
+      u.steps = std::max<int64_t>(1, m["steps"].get<int64_t>());
+    } else {
+      u.steps = 1;  // marked, but the counts are unreadable: still unfinished
+    }
+  } catch (const std::exception&) {
+    // no or unreadable config.json: load_tuned_lens reports what is wrong with it
+  }
+  return u;
 }
 
 }  // namespace vocablens

@@ -109,4 +109,13 @@ struct TunedLensEvalResult {
 TunedLensEvalResult evaluate_tuned_lens(const Model& m, const Tokenizer& tok, std::shared_ptr<const TunedLens> lens,
                                         const std::string& corpus, const TunedLensEvalOptions& o = {});
 
+/// The mark save_tuned_lens (vocablens/tuned_lens_train.hpp) leaves on an unfinished lens: trained_steps < steps. Both 0 when the lens in
+/// `dir` is finished or unmarked (the package's own lenses); a lens directory that cannot be read counts as
+/// unmarked (load_tuned_lens reports it).
+struct TunedLensUnfinished {
+  int64_t trained_steps = 0, steps = 0;
+  explicit operator bool() const { return steps > 0; }
+};
+TunedLensUnfinished tuned_lens_unfinished(const std::string& dir);
+
 }  // namespace vocablens

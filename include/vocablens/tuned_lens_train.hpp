@@ -112,13 +112,5 @@ void save_tuned_lens(const TunedLens& t, const std::string& dir);
 /// "vocablens_unfinished": {"trained_steps", "steps"}; tuned_lens.safetensors metadata "unfinished").
 void save_tuned_lens(const TunedLens& t, const std::string& dir, int64_t trained_steps, int64_t steps);
 
-/// The mark save_tuned_lens leaves on an unfinished lens: trained_steps < steps. Both 0 when the lens in
-/// `dir` is finished or unmarked (the package's own lenses); a lens directory that cannot be read counts as
-/// unmarked (load_tuned_lens reports it).
-struct TunedLensUnfinished {
-  int64_t trained_steps = 0, steps = 0;
-  explicit operator bool() const { return steps > 0; }
-};
-TunedLensUnfinished tuned_lens_unfinished(const std::string& dir);
 
 }  // namespace vocablens

@@ -56,23 +56,5 @@ void save_tuned_lens(const TunedLens& t, const std::string& dir, int64_t trained
   write_file_atomic(dir + "/config.json", j.dump(1) + "\n");
 }
 
-TunedLensUnfinished tuned_lens_unfinished(const std::string& dir) {
-  TunedLensUnfinished u;
-  try {
-    const auto j = nlohmann::json::parse(detail::read_regular_file(dir + "/config.json", detail::kMaxSmallJsonBytes, "config files"));
-    if (!j.is_object() || !j.contains("vocablens_unfinished")) return u;
-    const auto& m = j["vocablens_unfinished"];
-    if (m.is_object() && m.value("steps", nlohmann::json()).is_number_integer() &&
-        m.value("trained_steps", nlohmann::json()).is_number_integer()) {
-      u.trained_steps = m["trained_steps"].get<int64_t>();
-      u.steps = std::max<int64_t>(1, m["steps"].get<int64_t>());
-    } else {
-      u.steps = 1;  // marked, but the counts are unreadable: still unfinished
-    }
-  } catch (const std::exception&) {
-    // no or unreadable config.json: load_tuned_lens reports what is wrong with it
-  }
-  return u;
-}
 
 }  // namespace vocablens
