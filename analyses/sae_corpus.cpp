@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <limits>
 
 #include "util/regular_file.hpp"
@@ -15,6 +15,7 @@
 #include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/sae.hpp"
+#include "vocablens/text_inputs.hpp"
 #include "vocablens/tokenizer.hpp"
 
 namespace vocablens {
@@ -26,25 +27,6 @@ int histogram_bin(double a) {
 }
 
 namespace {
-
-bool is_space(unsigned char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
-
-// Where to cut a chunk of text before tokenising it: the same rule as `lens --corpus` (analyses/lens_corpus.cpp),
-// so that both commands cut a corpus into the same windows.
-size_t split_point(const std::string& text) {
-  const size_t n = text.size();
-  if (n < 2) return n;
-  const size_t lo = n / 2;
-  for (size_t i = n - 2; i > lo; --i)
-    if (text[i] == ' ' && !is_space(static_cast<unsigned char>(text[i - 1])) &&
-        !is_space(static_cast<unsigned char>(text[i + 1])))
-      return i;
-  for (size_t i = n - 2; i > lo; --i)
-    if (text[i] == '\n' && !is_space(static_cast<unsigned char>(text[i + 1]))) return i + 1;
-  size_t i = n - 1;
-  while (i > lo && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) --i;
-  return i;
-}
 
 // Per-window float sums, reduced in window order (the one-process order whatever the ranks).
 enum Slot { kCeClean, kCeSae, kCeZero, kKlSae, kKlZero, kRss, kSumSq, kCos, kL0, kSlots };
@@ -88,13 +70,8 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
   if (opts.max_tokens < 0) throw UsageError("--max-tokens must be >= 0");
 
   detail::check_regular_file(path, detail::kMaxCorpusBytes, "corpora");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw FormatError(path, std::string("cannot read: ") + std::strerror(errno));
-  f.seekg(0, std::ios::end);
-  const auto end = f.tellg();
-  if (end < 0) throw FormatError(path, "cannot read: not a regular file");
-  const uint64_t total = static_cast<uint64_t>(end);
-  f.seekg(0, std::ios::beg);
+  std::error_code size_ec;
+  const uint64_t total = std::filesystem::file_size(path, size_ec);  // for progress only
 
   SaeCorpusStats r;
   r.options = opts;
@@ -209,7 +186,7 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
     }
   };
 
-  // Windows: the same cut as lens --corpus (chunks split by split_point, windows overlapping by one token).
+  // Windows: the same cut as lens --corpus (chunks from for_each_corpus_chunk, windows overlapping by one token).
   std::vector<int64_t> pending;
   size_t head = 0;
   uint64_t bytes_read = 0;
@@ -234,21 +211,8 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
     pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(head));
     head = 0;
   };
-  std::string leftover, buf(opts.chunk_bytes, '\0');
-  while (!done) {
-    f.read(&buf[0], static_cast<std::streamsize>(buf.size()));
-    const size_t got = static_cast<size_t>(f.gcount());
-    if (got == 0 && f.bad()) throw FormatError(path, "read error");
-    bytes_read += got;
-    const bool eof = got < buf.size() || f.peek() == std::char_traits<char>::eof();
-    std::string text = leftover;
-    text.append(buf, 0, got);
-    leftover.clear();
-    if (!eof) {
-      const size_t cut = split_point(text);
-      leftover = text.substr(cut);
-      text.resize(cut);
-    }
+  for_each_corpus_chunk(path, static_cast<size_t>(opts.chunk_bytes), [&](const std::string& text, uint64_t read, bool eof) {
+    bytes_read = read;
     if (!text.empty()) {
       EncodeOptions eo;
       if (!first_chunk) eo.add_bos = false;
@@ -258,8 +222,8 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
       first_chunk = false;
     }
     drain(eof);
-    if (eof) break;
-  }
+    return !done;
+  });
   if (r.positions == 0) throw UsageError(path + ": the corpus has fewer than 2 tokens; nothing to score");
 
   // Top contexts of every rank, merged: slot [rank, feature, q] holds (value, window, position, at, C ids);
