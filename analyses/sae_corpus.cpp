@@ -13,6 +13,7 @@
 #include "vocablens/dist.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/hooks.hpp"
+#include "vocablens/memory_estimate.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/sae.hpp"
 #include "vocablens/text_inputs.hpp"
@@ -54,16 +55,50 @@ int64_t SaeCorpusStats::dead() const {
   return static_cast<int64_t>(std::count(fire_count.begin(), fire_count.end(), int64_t{0}));
 }
 
+namespace {
+
+int64_t checked_window(const Model& m, const SaeCorpusOptions& opts) {
+  const int64_t n_ctx = m.config().n_ctx;
+  const int64_t W = opts.window > 0 ? opts.window : n_ctx;
+  if (W < 2 || W > n_ctx)
+    throw UsageError("--window must be in [2, " + std::to_string(n_ctx) + "] (got " + std::to_string(W) + ")");
+  return W;
+}
+
+double stored_bytes(const at::Tensor& t) {
+  return t.defined() ? static_cast<double>(t.numel()) * static_cast<double>(t.element_size()) : 0.0;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_sae_corpus_memory(const Model& m, const Sae& sae, const SaeCorpusOptions& opts) {
+  const int64_t W = checked_window(m, opts);
+  const double T = static_cast<double>(W), D = static_cast<double>(sae.d_sae);
+  const double d_in = static_cast<double>(sae.d_in), d_out = static_cast<double>(sae.d_out);
+  const double V = static_cast<double>(m.config().vocab_size);
+  MemoryEstimate e = estimate_forward_memory(m, 1, W, CacheSpec{}, opts.ce_metrics);
+  double w = 0;
+  for (const at::Tensor* t : {&sae.W_enc, &sae.W_dec, &sae.b_enc, &sae.b_dec, &sae.threshold, &sae.scaling_factor,
+                              &sae.W_skip, &sae.b_gate, &sae.b_mag, &sae.r_mag})
+    w += stored_bytes(*t);
+  e.add("SAE weights as stored", w);
+  const double act = opts.float64 ? 8.0 : 4.0;
+  e.add("one window's hook activations and reconstruction (+ float64 copies)", T * (d_in + 2 * d_out) * (act + 8));
+  e.add("one window's feature pre-activations, activations and their float64 copy", T * D * (2 * act + 8));
+  const double C = static_cast<double>(opts.context_before + 1 + opts.context_after);
+  e.add("per-feature statistics (counts, histogram, max-activating contexts)",
+        D * (8 + 8.0 * kHistogramBins) + D * static_cast<double>(opts.contexts) * (C * 16 + 64));
+  if (opts.ce_metrics) e.add("cross-entropy: clean and spliced log-probabilities in float64", 2 * T * V * 8);
+  return e;
+}
+
 SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer& tok, const std::string& path,
                                 const SaeCorpusOptions& opts) {
   at::NoGradGuard no_grad;
   if (sae.hook_name.empty())
     throw UsageError(sae.source + ": the SAE names no hook point; give one (--hook / hook_name=)");
   check_sae_fits(sae, m);
-  const int64_t n_ctx = m.config().n_ctx;
-  const int64_t W = opts.window > 0 ? opts.window : n_ctx;
-  if (W < 2 || W > n_ctx)
-    throw UsageError("--window must be in [2, " + std::to_string(n_ctx) + "] (got " + std::to_string(W) + ")");
+  const int64_t W = checked_window(m, opts);
   if (opts.chunk_bytes < 16) throw UsageError("chunk_bytes must be at least 16");
   if (opts.contexts < 0 || opts.context_before < 0 || opts.context_after < 0)
     throw UsageError("--contexts and the context widths must be >= 0");

@@ -58,6 +58,12 @@ std::vector<Case> cases(const std::string& gpt2, const std::string& sae, const s
        tmp + "/features"},
       {"features (lens)", "features" + M + "--sae " + q(sae) + " --prompt 'The cat sat' --out " + q(tmp + "/features-lens"),
        "--prompt", tmp + "/features-lens"},
+      {"features (corpus)", "features" + M + "--sae " + q(sae) + " --corpus " + q(corpus) + " --window 8 --out " +
+                                q(tmp + "/features-corpus"),
+       "--window", tmp + "/features-corpus"},
+      {"features (Neuronpedia, corpus)", "features" + M + "--sae " + q(sae) + " --corpus " + q(corpus) +
+                                             " --window 8 --neuronpedia " + q(tmp + "/np.json"),
+       "--contexts", tmp + "/np.json"},
       {"knn", "knn" + M + "--k 3 --out " + q(tmp + "/knn"), "--block", tmp + "/knn"},
       {"neighbours", "neighbours" + M + "' the' --k 3 --out " + q(tmp + "/neighbours"), "--matrix", tmp + "/neighbours"},
       {"spectrum", "spectrum" + M + "--k 4 --out " + q(tmp + "/spectrum"), "--k", tmp + "/spectrum"},

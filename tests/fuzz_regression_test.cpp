@@ -70,6 +70,7 @@ TEST_CASE("fuzz regressions: every saved input replays cleanly through its harne
   replay("fuzz_results", fuzz::results);
   replay("fuzz_results_multi", fuzz::results_multi);
   replay("fuzz_spm_model", fuzz::spm_model);
+  replay("fuzz_sae", fuzz::sae);
   std::string gpt2 = vl_test::fixture("gpt2-tiny");
   if (gpt2.empty()) return;
   auto tok = vocablens::load_tokenizer(gpt2);

@@ -51,6 +51,7 @@ namespace vocablens {
 class Model;
 class Tokenizer;
 struct Sae;
+struct MemoryEstimate;
 
 inline constexpr int kHistogramBins = 40;
 /// Bin b of the activation histogram: [10^(-3 + b/5), 10^(-3 + (b+1)/5)); the first and last bins are open.
@@ -98,5 +99,12 @@ struct SaeCorpusStats {
 /// file cannot be read.
 SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer& tok, const std::string& path,
                                 const SaeCorpusOptions& opts = {});
+
+/// The peak memory sae_corpus_stats will need, from shapes alone (the CLI's `--dry-run`): the model and one
+/// window's forward (vocablens/memory_estimate.hpp), the SAE's weights as stored, one window's activations
+/// [window, d_sae] (float32 pre-activations and activations, their float64 copy for the statistics), the
+/// statistics kept for every feature (counts, histogram, `contexts` contexts), and with `ce_metrics` the
+/// logits of the clean and spliced forwards in float64. Same checks of the window as sae_corpus_stats.
+MemoryEstimate estimate_sae_corpus_memory(const Model& m, const Sae& sae, const SaeCorpusOptions& opts = {});
 
 }  // namespace vocablens

@@ -161,6 +161,10 @@ int run_corpus(const FeaturesCliOptions& co, const vocablens::Sae& sae) {
   o.window = co.window;
   o.contexts = co.contexts;
   o.ce_metrics = !co.no_ce;
+  if (auto rc = vocablens::cli::check_memory(
+          "features", fmt::format("the corpus statistics of {} ({} features)", sae.source, sae.d_sae),
+          vocablens::estimate_sae_corpus_memory(m, sae, o), co.dry_run, "--window (fewer tokens per forward), --contexts or --no-ce"))
+    return *rc;
   const bool main_rank = vocablens::dist::rank() == 0;
   vocablens::cli::ProgressBar bar("corpus", co.max_tokens > 0 ? "tokens" : "bytes");
   if (auto cb = bar.callback(); main_rank && cb)
@@ -195,24 +199,25 @@ int run_features(const FeaturesCliOptions& co) {
   vocablens::Model m = vocablens::load_model(co.model);
   vocablens::check_sae_fits(sae, m);
   auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, !co.corpus.empty());
+  // --neuronpedia with --corpus: the corpus statistics feed frac_nonzero, the histograms and the contexts.
+  vocablens::SaeCorpusOptions so;
+  so.max_tokens = co.max_tokens;
+  so.window = co.window;
+  so.contexts = co.contexts;
+  so.ce_metrics = false;  // the batch has no use for them
   {
     const auto& cf = m.config();
     const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
-    (void)d; (void)V;
-    auto e = vocablens::cli::model_memory(m);
+    auto e = co.corpus.empty() ? vocablens::cli::model_memory(m) : vocablens::estimate_sae_corpus_memory(m, sae, so);
     e.add_phase("features: the SAE, W_U and one block of feature logits", (2 * static_cast<double>(sae.d_sae) * d + d * V + 1024 * V) * 4);
-    if (auto rc = vocablens::cli::check_memory("features", "the feature logits of " + sae.source, e, co.dry_run, "--features (fewer features)"))
+    if (auto rc = vocablens::cli::check_memory("features", "the feature logits of " + sae.source, e, co.dry_run,
+                                               co.corpus.empty() ? "--features (fewer features)"
+                                                                 : "--features (fewer features), --window or --contexts"))
       return *rc;
   }
-  // --neuronpedia with --corpus: the corpus statistics feed frac_nonzero, the histograms and the contexts.
   std::unique_ptr<vocablens::SaeCorpusStats> stats;
   if (!co.corpus.empty()) {
     vocablens::dist::init();
-    vocablens::SaeCorpusOptions so;
-    so.max_tokens = co.max_tokens;
-    so.window = co.window;
-    so.contexts = co.contexts;
-    so.ce_metrics = false;  // the batch has no use for them
     stats = std::make_unique<vocablens::SaeCorpusStats>(vocablens::sae_corpus_stats(m, sae, *tok, co.corpus, so));
     if (vocablens::dist::rank() != 0) return 0;
   }

@@ -293,4 +293,27 @@ put("fuzz_gguf", "header-only.gguf", gguf([("general.architecture", 8, "llama"),
 import shutil
 shutil.copytree(os.path.join(out, "fuzz_gguf"), os.path.join(out, "fuzz_gguf_reader"), dirs_exist_ok=True)
 
+# fuzz_sae: every layout tests/fixtures/sae/make_saes.py writes (the SAE test's own fixtures), packed as the
+# harness reads them: layout byte, JSON length (u16 little endian), the JSON part, the weights file.
+import subprocess, tempfile
+with tempfile.TemporaryDirectory() as t:
+    here = os.path.dirname(os.path.abspath(__file__))
+    subprocess.run([sys.executable, os.path.join(here, "..", "fixtures", "sae", "make_saes.py"), t], check=True,
+                   stdout=subprocess.DEVNULL)
+    def pack(layout, js, w):
+        js = open(js, "rb").read() if js else b""
+        return bytes([layout]) + struct.pack("<H", len(js)) + js + open(w, "rb").read()
+    for name in sorted(os.listdir(t)):
+        d = os.path.join(t, name)
+        if os.path.isfile(os.path.join(d, "cfg.json")) and os.path.isfile(os.path.join(d, "sae_weights.safetensors")):
+            put("fuzz_sae", name, pack(0, os.path.join(d, "cfg.json"), os.path.join(d, "sae_weights.safetensors")))
+    for root, _, files in os.walk(t):
+        for f in files:
+            p = os.path.join(root, f)
+            tag = os.path.relpath(p, t).replace("/", "_")
+            if f == "params.npz": put("fuzz_sae", tag, pack(1, None, p))
+            elif f == "params.safetensors": put("fuzz_sae", tag, pack(2, None, p))
+            elif f == "hyperparams.json": put("fuzz_sae", tag, pack(3, p, os.path.join(root, "checkpoints", "final.safetensors")))
+            elif f.startswith("layer_") and f.endswith(".safetensors"): put("fuzz_sae", tag, pack(4, None, p))
+
 print("seeds written to", out)

@@ -30,6 +30,7 @@
 #include "vocablens/gguf.hpp"
 #include "vocablens/vocab_spec.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/sae.hpp"
 #include "vocablens/tensor_store.hpp"
 #endif
 
@@ -339,6 +340,74 @@ inline int llama2c(const uint8_t* data, size_t size) {
   try {
     auto m = vocablens::load_model(path);
     (void)m.forward(at::zeros({1, 1}, at::kLong));
+  } catch (const vocablens::Error& e) {
+    check_one_line(e);
+  }
+  return 0;
+}
+
+/// The SAE / transcoder readers (load_sae), one layout per input, then an encode and a decode of one zero and one
+/// all-ones row through what loaded. Byte 0 picks the layout, bytes 1-2 (little endian, modulo what is left) the
+/// length of the JSON part; the rest is the weights file:
+///   0 SAELens folder      cfg.json (JSON part) + sae_weights.safetensors
+///   1 Gemma Scope v1      layer_1/width_96/average_l0_20/params.npz (the JSON part unused)
+///   2 Gemma Scope v2      resid_post/layer_2_width_96_l0_medium/params.safetensors
+///   3 Llama Scope folder  hyperparams.json (JSON part) + checkpoints/final.safetensors
+///   4 circuit-tracer      layer_1.safetensors
+/// Whatever loads must have the shapes its header promises and encode/decode without a crash; a non-finite
+/// output from finite weights is allowed (large weights overflow float32) but a loaded non-finite weight is not.
+inline int sae(const uint8_t* data, size_t size) {
+  if (size < 3) return 0;
+  static const std::string root = [] {
+    std::string d = scratch_path("sae");
+    for (const char* sub : {"", "/saelens", "/gs1", "/gs1/layer_1", "/gs1/layer_1/width_96",
+                            "/gs1/layer_1/width_96/average_l0_20", "/gs2", "/gs2/resid_post",
+                            "/gs2/resid_post/layer_2_width_96_l0_medium", "/llamascope", "/llamascope/checkpoints", "/ct"})
+      ::mkdir((d + sub).c_str(), 0700);
+    return d;
+  }();
+  const int layout = data[0] % 5;
+  size_t left = size - 3;
+  const size_t n_json = static_cast<size_t>(data[1] | (data[2] << 8)) % (left + 1);
+  const uint8_t* json = data + 3;
+  const uint8_t* weights = json + n_json;
+  const size_t n_weights = left - n_json;
+  std::string path;
+  switch (layout) {
+    case 0:
+      write_input(root + "/saelens/cfg.json", json, n_json);
+      write_input(root + "/saelens/sae_weights.safetensors", weights, n_weights);
+      path = root + "/saelens";
+      break;
+    case 1:
+      path = root + "/gs1/layer_1/width_96/average_l0_20/params.npz";
+      write_input(path, weights, n_weights);
+      break;
+    case 2:
+      path = root + "/gs2/resid_post/layer_2_width_96_l0_medium/params.safetensors";
+      write_input(path, weights, n_weights);
+      break;
+    case 3:
+      write_input(root + "/llamascope/hyperparams.json", json, n_json);
+      write_input(root + "/llamascope/checkpoints/final.safetensors", weights, n_weights);
+      path = root + "/llamascope";
+      break;
+    default:
+      path = root + "/ct/layer_1.safetensors";
+      write_input(path, weights, n_weights);
+  }
+  try {
+    vocablens::Sae s = vocablens::load_sae(path);
+    if (s.d_in < 1 || s.d_sae < 1 || s.d_out < 1) std::abort();
+    if (s.W_enc.size(0) != s.d_in || s.W_enc.size(1) != s.d_sae) std::abort();
+    if (s.W_dec.size(0) != s.d_sae || s.W_dec.size(1) != s.d_out) std::abort();
+    for (const at::Tensor* t : {&s.W_enc, &s.W_dec, &s.b_enc, &s.b_dec, &s.threshold, &s.scaling_factor, &s.W_skip})
+      if (t->defined() && t->numel() > 0 && !at::isfinite(t->to(at::kFloat)).all().item<bool>()) std::abort();
+    at::Tensor x = at::cat({at::zeros({1, s.d_in}), at::ones({1, s.d_in})});
+    at::Tensor f = s.encode(x);
+    if (f.size(0) != 2 || f.size(1) != s.d_sae) std::abort();
+    at::Tensor y = s.decode(f, x);
+    if (y.size(0) != 2 || y.size(1) != s.d_out) std::abort();
   } catch (const vocablens::Error& e) {
     check_one_line(e);
   }
