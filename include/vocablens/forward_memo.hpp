@@ -24,8 +24,8 @@
 //   { vocablens::ForwardMemoScope s(memo); auto a = vocablens::attribute_logit(model, ids, o); }    // replayed
 //   // s.replayed() == 1 inside the second scope; memo.stats(): records, bytes, replayed, recorded
 //
-// Memory of one record: (4 L + 2) T d_model + L T H d_head floats (gpt2-small, 64 tokens: 12 MB; its
-// 1024-token context: 190 MB). Thread-safe: records are shared, read-only, between threads.
+// Memory of one record: (3 L + 2) T d_model + L T H d_head floats (gpt2-small, 64 tokens: 9.8 MB; its
+// 1024-token context: 157 MB). Thread-safe: records are shared, read-only, between threads.
 #pragma once
 #include <ATen/ATen.h>
 
