@@ -123,10 +123,11 @@ TEST_CASE("forward memo: bounded by passes and bytes, least recently used first"
   CHECK(st.bytes == size_t(2) * (11 + 3) * 3 * 64 * 4);
   CHECK(memo.find({12, 5, 6}, &m) == nullptr);  // another model's (here: another object's) record never serves
 
-  vocablens::ForwardMemo tiny(4, 1000);  // 1000 bytes: no pass fits
+  vocablens::ForwardMemo tiny(4, 1000);  // 1000 bytes: no pass fits, none is even recorded
   {
     vocablens::ForwardMemoScope s(tiny);
     m.forward(at::tensor(std::vector<int64_t>{1, 2, 3}, at::kLong), {}, false);
+    CHECK(s.recorded() == 0);
   }
   CHECK(tiny.stats().records == 0);
   CHECK(tiny.stats().not_kept == 1);

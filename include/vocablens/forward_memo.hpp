@@ -11,7 +11,7 @@
 //     them). Its hooks run on the recorded tensors in forward order and its cache is filled from them; no
 //     block runs. Or
 //   * run as usual, with the memo's recording hooks after its own, and kept (least recently used records
-//     leave first; a record larger than the byte budget is not kept).
+//     leave first; a pass whose record would exceed the byte budget is not recorded at all).
 // A record holds the tensors the recorded pass computed, so an analysis gets the same numbers, to the bit,
 // whether its pass ran or was replayed (`serve_api` compares a replayed attribution with the CLI's).
 //
@@ -57,6 +57,9 @@ class ForwardMemo {
   std::shared_ptr<const ForwardRecord> find(const std::vector<int64_t>& ids, const void* weights);
   /// Keeps r (replacing a record of the same ids); never one above max_bytes; evicts the least recently used.
   void put(std::shared_ptr<const ForwardRecord> r);
+  /// Whether a record of `bytes` would be kept: the forward pass does not record a pass that would not
+  /// (a long prompt of a large model is not held twice during its pass only to be dropped), and counts it.
+  bool would_keep(size_t bytes);
   /// Counters of what the scopes did (replays and recordings of passes run under them).
   void count(bool replayed);
 
@@ -64,7 +67,7 @@ class ForwardMemo {
     size_t records = 0, bytes = 0, max_records = 0, max_bytes = 0;
     uint64_t replayed = 0;  ///< forward passes answered from a record
     uint64_t recorded = 0;  ///< forward passes run and recorded
-    uint64_t not_kept = 0;  ///< records larger than max_bytes (or max_records == 0)
+    uint64_t not_kept = 0;  ///< passes not recorded: larger than max_bytes (or max_records == 0)
   };
   Stats stats() const;
 

@@ -496,12 +496,17 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
         return std::move(*replayed);
       }
     }
-    rec = std::make_shared<ForwardRecord>();
-    rec->ids = std::move(key);
-    rec->weights = &w;
-    if (hooks) with_recorders = *hooks;
-    add_recorders(cfg, rec.get(), with_recorders);
-    hooks = &with_recorders;
+    // What the record will hold, in float32: (3 L + 2) T d_model + L T H d_head. A pass it cannot keep is not
+    // recorded (its activations would be held beside the pass's own for nothing).
+    const size_t floats = static_cast<size_t>((3 * cfg.n_layers + 2) * T * d + cfg.n_layers * T * cfg.n_heads * cfg.d_head);
+    if (memo->memo().would_keep(floats * sizeof(float))) {
+      rec = std::make_shared<ForwardRecord>();
+      rec->ids = std::move(key);
+      rec->weights = &w;
+      if (hooks) with_recorders = *hooks;
+      add_recorders(cfg, rec.get(), with_recorders);
+      hooks = &with_recorders;
+    }
   }
 
   ForwardOutput out;

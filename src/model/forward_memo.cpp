@@ -39,6 +39,13 @@ void ForwardMemo::put(std::shared_ptr<const ForwardRecord> r) {
   }
 }
 
+bool ForwardMemo::would_keep(size_t bytes) {
+  std::lock_guard<std::mutex> l(m_);
+  if (max_records_ > 0 && bytes <= max_bytes_) return true;
+  ++not_kept_;
+  return false;
+}
+
 void ForwardMemo::count(bool replayed) {
   std::lock_guard<std::mutex> l(m_);
   ++(replayed ? replayed_ : recorded_);
