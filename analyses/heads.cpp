@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "vocablens/error.hpp"
+#include "vocablens/interrupt.hpp"
 #include "vocablens/nonfinite.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
@@ -140,6 +141,7 @@ HeadsAnalysis analyze_heads(const Model& m, const HeadsOptions& o, const Tokeniz
   for (int64_t l : layers)
     for (int64_t h : heads)
       for (CircuitKind kind : o.kinds) {
+        throw_if_cancelled("heads, between circuits");  // a caller's CancelScope (vocablens/interrupt.hpp)
         if (o.progress) o.progress(static_cast<int64_t>(a.circuits.size()), n_circuits);
         HeadCircuit c;
         c.layer = l;

@@ -14,6 +14,7 @@
 
 #include "vocablens/error.hpp"
 #include "vocablens/hooks.hpp"
+#include "vocablens/interrupt.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/nonfinite.hpp"
 #include "vocablens/tokenizer.hpp"
@@ -152,6 +153,7 @@ void LensEngine::run_normalised(const at::Tensor& normed, const std::vector<int6
   at::Tensor zbuf = at::empty({n * P, V}, at::TensorOptions().dtype(at::kFloat));
   at::Tensor xbuf = at::empty({n, P, d}, at::TensorOptions().dtype(at::kFloat));
   for (int64_t t0 = 0; t0 < T; t0 += P) {
+    throw_if_cancelled("the logit lens");  // a caller's CancelScope: stop between blocks of positions
     const int64_t p = std::min(P, T - t0);
     at::Tensor X = xbuf.narrow(1, 0, p);
     X.copy_(normed.narrow(1, t0, p));

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "vocablens/error.hpp"
+#include "vocablens/interrupt.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
 
@@ -75,6 +76,7 @@ NeuronsAnalysis analyze_neurons(const Model& m, const NeuronsOptions& o, const T
                  std::vector<TopkEntry> NeuronProjection::*top, std::vector<TopkEntry> NeuronProjection::*bottom) {
     auto nr = row_norms(X);
     for (int64_t c0 = 0; c0 < static_cast<int64_t>(N); c0 += kChunk) {
+      throw_if_cancelled("neurons, between chunks");  // a caller's CancelScope (vocablens/interrupt.hpp)
       if (o.progress) o.progress(done, total);
       const int64_t cn = std::min<int64_t>(kChunk, static_cast<int64_t>(N) - c0);
       at::Tensor Xc = X.narrow(0, c0, cn);

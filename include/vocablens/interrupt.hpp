@@ -17,7 +17,19 @@
 //   }
 //
 // Outside the CLI (tests, the Python module) no handler is installed: interrupt_signal() stays 0.
+//
+// The same stop, asked by a caller instead of a signal: a server whose client went away sets a flag, and
+// work run on the thread that opened a CancelScope over that flag stops at its next poll of
+// throw_if_cancelled() with Interrupted (signal 0). The forward pass polls between blocks and the logit
+// lens between its blocks of positions, so every analysis built on them (lens, lens_batch, lens_corpus,
+// attribute, ...) stops within one block; the flag is per thread, so one request's cancel stops only its own
+// work. A signal is not a cancel: InterruptScope's work keeps its own safe points.
+//
+//   std::atomic<bool> cancel{false};                          // set from another thread
+//   vocablens::CancelScope scope(&cancel);                    // on the thread that does the work
+//   auto lens = vocablens::logit_lens(model, ids);            // throws Interrupted once `cancel` is set
 #pragma once
+#include <atomic>
 #include <string>
 
 #include "vocablens/error.hpp"
@@ -47,6 +59,22 @@ class Interrupted : public Error {
   int signal_;
 };
 
+/// While alive, throw_if_cancelled() on this thread throws once *flag is true (null: never). Scopes nest: the
+/// innermost one's flag is polled; closing it restores the outer one.
+class CancelScope {
+ public:
+  explicit CancelScope(const std::atomic<bool>* flag) noexcept;
+  ~CancelScope();
+  CancelScope(const CancelScope&) = delete;
+  CancelScope& operator=(const CancelScope&) = delete;
+
+ private:
+  const std::atomic<bool>* outer_;
+};
+
+/// True when this thread's CancelScope flag is set.
+bool cancel_requested() noexcept;
+
 namespace detail {
 /// Called by the signal handler: true when an InterruptScope is open and this is the first signal
 /// (it is then recorded and the handler returns); false means "exit now". Async-signal-safe.
@@ -54,5 +82,13 @@ bool record_interrupt(int sig) noexcept;
 /// Clears a recorded signal (tests).
 void clear_interrupt() noexcept;
 }  // namespace detail
+
+[[noreturn]] void throw_cancelled(const char* where);
+
+/// Throws Interrupted(0, "cancelled: the client went away (" + where + ")") when cancel_requested(). One
+/// thread-local load when no scope is open: cheap enough for every block of a forward pass.
+inline void throw_if_cancelled(const char* where) {
+  if (cancel_requested()) throw_cancelled(where);
+}
 
 }  // namespace vocablens

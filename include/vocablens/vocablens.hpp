@@ -43,6 +43,7 @@
 #include "vocablens/model.hpp"
 #include "vocablens/hooks.hpp"
 #include "vocablens/cache.hpp"
+#include "vocablens/forward_memo.hpp"
 #include "vocablens/attention.hpp"
 #include "vocablens/nonfinite.hpp"
 #include "vocablens/memory_estimate.hpp"

@@ -91,6 +91,11 @@ vocablens::cli::Register reg{
                    "machine can reach 127.0.0.1");
       sub.add_option("--workers", c->o.workers, "Analyses running at once (default 2)");
       sub.add_option("--queue", c->o.queue, "Analyses waiting for a worker; more are answered 503 (default 8)");
+      sub.add_option("--forward-cache", c->o.forward_cache,
+                     "Forward passes kept, one per prompt, that the lens and the attribution of the same prompt replay "
+                     "instead of running the model (default 4; 0 = none)");
+      sub.add_option("--forward-cache-mb", c->o.forward_cache_mb,
+                     "Memory of those passes in MB (default 512; a longer prompt's pass above it is not kept)");
       sub.add_option("--max-body", c->o.max_body, "Largest request body in bytes (default 1048576; 413 above)");
       return [c]() -> int { return run_serve(*c); };
     }};

@@ -1,11 +1,13 @@
 // The explorer's routes and the API's answers (see explorer.hpp).
 #include "serve/explorer.hpp"
 
+#include <optional>
 #include <sstream>
 
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
+#include "vocablens/forward_memo.hpp"
 #include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/provenance.hpp"
@@ -17,8 +19,15 @@ namespace vocablens::serve {
 const std::set<std::string> kServerFileOptions = {"corpus", "prompts", "tokenizer", "out", "allow", "allow_list",
                                                   "sae", "path", "file", "tuned_lens"};
 
+// Analyses of one prompt that read activations and write none: their forward passes go through the memo.
+const std::set<std::string> kForwardReaders = {"lens", "attribute"};
+
 Explorer::Explorer(const ServeOptions& o)
-    : o_(o), pool_(std::max(1, o.workers), static_cast<size_t>(std::max(0, o.queue))), cache_(o.cache_entries) {
+    : o_(o),
+      pool_(std::max(1, o.workers), static_cast<size_t>(std::max(0, o.queue))),
+      cache_(o.cache_entries),
+      forward_(std::make_unique<ForwardMemo>(static_cast<size_t>(std::max(0, o.forward_cache)),
+                                             static_cast<size_t>(std::max<int64_t>(0, o.forward_cache_mb)) << 20)) {
   if (!o.model.empty()) {
     model_ = std::make_unique<Model>(load_model(o.model));
     adapt_threads_to(*model_);
@@ -46,7 +55,12 @@ void Explorer::routes(httplib::Server& svr) {
   });
   svr.Get("/api/model", [this](const httplib::Request&, httplib::Response& res) { send(res, guarded([&] { return model_answer(); })); });
   svr.Get("/api/status", [this](const httplib::Request&, httplib::Response& res) {
-    send(res, Answer{200, dump(pool_.status()) + "\n"});
+    json st = pool_.status();
+    const ForwardMemo::Stats f = forward_->stats();
+    st["forward_cache"] = {{"passes", f.records}, {"bytes", f.bytes}, {"max_passes", f.max_records},
+                           {"max_bytes", f.max_bytes}, {"replayed", f.replayed}, {"computed", f.recorded},
+                           {"not_kept", f.not_kept}};
+    send(res, Answer{200, dump(st) + "\n"});
   });
   svr.Get("/api/runs", [this](const httplib::Request&, httplib::Response& res) { send(res, guarded([&] { return runs_answer(); })); });
   svr.Get(R"(/api/runs/([0-9]{1,6})/([A-Za-z0-9_.\-]{1,80}))", [this](const httplib::Request& req, httplib::Response& res) {
@@ -202,10 +216,18 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
     return answer_for_current_exception();
   }
   return pooled(req, name + "\n" + resolved.dump(), [this, analysis, resolved, name](const std::atomic<bool>* cancel) {
-    // Analyses that report progress stop at their next report once the client has gone.
+    // Analyses that report progress stop at their next report once the client has gone (the forward pass and
+    // the lens poll the worker's CancelScope, worker_pool.cpp).
+    // The lens and the attribution only read activations: their forward pass of a prompt is kept and the next
+    // one of the same prompt replayed (a click on a cell after the lens runs no block of the model).
+    const bool memo = kForwardReaders.count(name) != 0;
+    std::optional<ForwardMemoScope> scope;
+    if (memo) scope.emplace(*forward_);
     Result r = run_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http, cancel_on_progress(cancel), cancel);
     fill_provenance(r, *model_, "POST /api/" + name);
-    return Answer{200, result_to_json(r, /*inline_arrays=*/true)};
+    Answer a{200, result_to_json(r, /*inline_arrays=*/true)};
+    if (memo) a.forward = scope->replayed() > 0 && scope->recorded() == 0 ? "replayed" : "computed";
+    return a;
   });
 }
 
@@ -221,7 +243,9 @@ Answer Explorer::pooled(const httplib::Request& req, const std::string& key,
   if (a.status != 200) return a;
   auto shared = std::make_shared<const std::string>(std::move(a.body));
   cache_.put(key, shared);
-  return {200, *shared, "miss"};
+  Answer out{200, *shared, "miss"};
+  out.forward = a.forward;
+  return out;
 }
 
 }  // namespace vocablens::serve

@@ -1,6 +1,7 @@
 // src/serve/explorer.hpp — the explorer's routes: what each path of `vocablens serve` answers (the list is
 // in server.hpp). The Explorer owns what the server keeps loaded (the model and its tokenizer, the saved
-// run directories), the worker pool that runs analyses and the cache of their answers.
+// run directories), the worker pool that runs analyses, the cache of their answers and the memo of the
+// prompts' forward passes (vocablens/forward_memo.hpp).
 //
 //   Explorer ex(options);   // loads the model / reads the run directories (errors: one line, before binding)
 //   httplib::Server svr;
@@ -21,6 +22,7 @@
 #include "vocablens/result.hpp"
 
 namespace vocablens {
+class ForwardMemo;
 class Model;
 class Tokenizer;
 struct Sae;
@@ -80,6 +82,7 @@ class Explorer {
   std::vector<std::vector<int64_t>> corpus_;  ///< the corpus's windows, tokenised once at start-up
   WorkerPool pool_;
   AnswerCache cache_;
+  std::unique_ptr<ForwardMemo> forward_;  ///< the prompts' forward passes that lens and attribute replay
 };
 
 }  // namespace vocablens::serve

@@ -49,6 +49,7 @@ Answer answer_for_current_exception() {
 void send(httplib::Response& res, const Answer& a) {
   res.status = a.status;
   if (!a.cache.empty()) res.set_header("X-Vocablens-Cache", a.cache);
+  if (!a.forward.empty()) res.set_header("X-Vocablens-Forward", a.forward);
   res.set_content(a.body, "application/json; charset=utf-8");
 }
 

@@ -21,8 +21,9 @@ std::string dump(const json& j);
 struct Answer {
   Answer(int s = 200, std::string b = "", std::string c = "") : status(s), body(std::move(b)), cache(std::move(c)) {}
   int status;
-  std::string body;   ///< JSON
-  std::string cache;  ///< analyses: "hit" (answered from the cache) or "miss"
+  std::string body;     ///< JSON
+  std::string cache;    ///< analyses: "hit" (answered from the cache) or "miss"
+  std::string forward;  ///< lens, attribute: "replayed" (the prompt's kept forward pass) or "computed"
 };
 
 Answer error_answer(int status, const std::string& message);

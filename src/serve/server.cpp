@@ -30,6 +30,10 @@ int run_server(const ServeOptions& given) {
   if (o.port < 0 || o.port > 65535) throw UsageError("--port must be in [0, 65535] (got " + std::to_string(o.port) + ")");
   if (o.workers < 1 || o.workers > 64) throw UsageError("--workers must be in [1, 64] (got " + std::to_string(o.workers) + ")");
   if (o.queue < 0 || o.queue > 1024) throw UsageError("--queue must be in [0, 1024] (got " + std::to_string(o.queue) + ")");
+  if (o.forward_cache < 0 || o.forward_cache > 1024)
+    throw UsageError("--forward-cache must be in [0, 1024] (got " + std::to_string(o.forward_cache) + ")");
+  if (o.forward_cache_mb < 0 || o.forward_cache_mb > (int64_t(1) << 20))
+    throw UsageError("--forward-cache-mb must be in [0, 1048576] (got " + std::to_string(o.forward_cache_mb) + ")");
   if (o.model.empty() && o.run_dirs.empty()) throw UsageError("serve: give a MODEL, or run directories to browse");
   const bool loopback = is_loopback_host(o.host);
   if ((!loopback || o.require_token) && o.token.empty()) o.token = random_token();

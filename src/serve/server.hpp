@@ -17,7 +17,7 @@
 //                               (`vocablens features MODEL --sae PATH --prompt .. --format json`)
 //   POST /api/top_activations   with --corpus / --corpus-run: {"unit": "neuron", "layer": l, "index": n} or
 //                               {"unit": "feature", "index": f} -> its k largest activations over the corpus
-//   GET  /api/status            workers, analyses running, waiting and cancelled
+//   GET  /api/status            workers, analyses running, waiting and cancelled; the forward cache
 //
 //   vocablens::serve::ServeOptions o;  o.model = "gpt2-tiny";  o.port = 0;   // 0: any free port
 //   return vocablens::serve::run_server(o);   // blocks; prints "serving ... at http://127.0.0.1:PORT/"
@@ -27,8 +27,11 @@
 // loopback, requests naming another Host are refused (DNS rebinding). Bodies above max_body bytes are 413;
 // bad JSON, unknown analyses and options are 4xx with the library's one-line message ({"error": ...});
 // analyses run on `workers` threads with at most `queue` waiting (then 503), so the page and small requests
-// never wait behind a long one; a client that disconnects sets its analysis's cancel flag; only the
-// paths above exist (nothing is read from disk after start-up); no request can stop the server.
+// never wait behind a long one; a client that disconnects cancels its analysis (a queued one never starts, a
+// running one stops at its next block: vocablens/interrupt.hpp's CancelScope); the lens and the attribution
+// of a prompt share one forward pass, kept in a bounded memo (vocablens/forward_memo.hpp: forward_cache
+// passes, forward_cache_mb MB), so a click on a cell of the current prompt runs no block of the model; only
+// the paths above exist (nothing is read from disk after start-up); no request can stop the server.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -54,6 +57,8 @@ struct ServeOptions {
   int queue = 8;                      ///< analyses waiting; more are answered 503
   size_t max_body = 1 << 20;          ///< request body limit in bytes (413 above)
   size_t cache_entries = 32;          ///< answers kept per (analysis, resolved options)
+  int forward_cache = 4;              ///< forward passes kept (one per prompt) for lens / attribute to replay
+  int64_t forward_cache_mb = 512;     ///< their memory, in MB (a pass above it is not kept)
   bool require_token = false;         ///< a token on the loopback too (machines shared with other users)
   std::string token;                  ///< access token ("" = a random one when required)
 };

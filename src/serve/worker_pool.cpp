@@ -109,6 +109,7 @@ void WorkerPool::loop() {
       a = error_answer(503, "cancelled: the client went away before the analysis started");
     } else {
       try {
+        CancelScope scope(&j->cancel);  // the forward pass, the lens, heads and neurons poll it between their steps
         a = j->work(&j->cancel);
       } catch (...) {
         a = answer_for_current_exception();

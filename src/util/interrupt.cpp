@@ -7,6 +7,7 @@ namespace vocablens {
 namespace {
 std::atomic<int> g_scopes{0};
 std::atomic<int> g_signal{0};
+thread_local const std::atomic<bool>* t_cancel = nullptr;
 static_assert(std::atomic<int>::is_always_lock_free, "the signal handler touches these");
 }  // namespace
 
@@ -16,6 +17,15 @@ InterruptScope::~InterruptScope() {
 }
 
 int interrupt_signal() noexcept { return g_signal.load(); }
+
+CancelScope::CancelScope(const std::atomic<bool>* flag) noexcept : outer_(t_cancel) { t_cancel = flag; }
+CancelScope::~CancelScope() { t_cancel = outer_; }
+
+bool cancel_requested() noexcept { return t_cancel && t_cancel->load(std::memory_order_relaxed); }
+
+void throw_cancelled(const char* where) {
+  throw Interrupted(0, std::string("cancelled: the client went away (") + (where ? where : "") + ")");
+}
 
 namespace detail {
 bool record_interrupt(int sig) noexcept {

@@ -7,7 +7,9 @@
 2. Hostile requests leave it answering: path traversal, a 60 MB body, malformed and deeply nested JSON, a
    top_k of 1e9, unknown analyses and options, a foreign Host header, a client that leaves mid-analysis, 16
    concurrent requests; then the page and the API still answer and the process is alive.
-3. The access token (--token) and browse mode (`vocablens serve RUN_DIR`).
+3. A click on a cell after the lens of its prompt replays the lens's forward pass (the same JSON as the CLI's
+   attribute); a client that leaves a long analysis frees its worker for the next request.
+4. The access token (--token) and browse mode (`vocablens serve RUN_DIR`).
 
     VOCABLENS_CLI=build/vocablens python3 tests/serve/api_test.py [FIXTURES_DIR]
 """
@@ -122,11 +124,85 @@ def agreement(s):
         _, h1, b1 = s.request("POST", "/api/" + name, body)
         _, h2, b2 = s.request("POST", "/api/" + name, body)
         check(b1 == b2 and h2.get("X-Vocablens-Cache") == "hit", f"POST /api/{name} again: cached, same answer")
+    click_after_lens(s)
     st, tok = s.post("/api/tokenize", {"text": PROMPT})
     ref = cli_json(["tokenize", MODEL, PROMPT, "--json"])
     check(st == 200 and tok == ref, "POST /api/tokenize == vocablens tokenize --json")
     st, dec = s.post("/api/tokenize", {"ids": ref["ids"]})
     check(st == 200 and dec["text"] == PROMPT and dec["tokens"] == ref["tokens"], "POST /api/tokenize {ids} decodes")
+
+
+PROMPT2 = "The Colosseum stands in the middle of"
+
+
+def forward_cache(s):
+    return s.get("/api/status")[1].get("forward_cache", {})
+
+
+def click_after_lens(s):
+    """A click on a cell after the lens of its prompt: its attribution reads the lens's kept forward pass (header
+    X-Vocablens-Forward: replayed, GET /api/status's forward_cache.replayed + 1) and equals the CLI's, which runs
+    its own forward pass in another process. A click on a prompt never seen runs the forward (computed)."""
+    before = forward_cache(s)
+    check(before.get("max_passes", 0) >= 1 and before.get("max_bytes", 0) > 0,
+          f"GET /api/status: the forward cache and its bounds ({before})")
+    st, h, b = s.request("POST", "/api/lens", {"prompt": PROMPT2, "top_k": 5})
+    lens = json.loads(b)
+    check(st == 200 and h.get("X-Vocablens-Forward") == "computed", f"lens of a new prompt: its forward pass computed ({h.get('X-Vocablens-Forward')})")
+    layers, pos = len(lens["summary"]["layers"]), 4
+    for layer in (layers - 1, 1):  # two cells of the heatmap, as the page clicks them: the cell's top-1 token
+        target = lens["arrays"]["top_ids"]["data"][layer][pos][0]
+        body = {"prompt": PROMPT2, "target": target, "position": pos}
+        st, h, b = s.request("POST", "/api/attribute", body)
+        check(st == 200 and h.get("X-Vocablens-Forward") == "replayed",
+              f"click on cell ({layer}, {pos}) after the lens: the kept forward pass replayed (X-Vocablens-Forward: {h.get('X-Vocablens-Forward')})")
+        cli = cli_json(["attribute", MODEL, "--prompt", PROMPT2, "--target", f"#{target}", "--position", str(pos),
+                        "--format", "json"])
+        d = first_difference(comparable(json.loads(b)), comparable(cli))
+        check(d is None, f"the replayed click == vocablens attribute --target #{target} --position {pos} --format json"
+              + (f" (first difference {d})" if d else ""))
+    # The lens again with other options: replayed too, still the CLI's numbers.
+    st, h, b = s.request("POST", "/api/lens", {"prompt": PROMPT2, "top_k": 3})
+    cli = cli_json(["lens", MODEL, "--prompt", PROMPT2, "--top-k", "3", "--format", "json"])
+    d = first_difference(comparable(json.loads(b)), comparable(cli))
+    check(st == 200 and h.get("X-Vocablens-Forward") == "replayed" and d is None,
+          f"lens of the same prompt, top_k 3: replayed, == vocablens lens --format json ({h.get('X-Vocablens-Forward')}, {d})")
+    after = forward_cache(s)
+    check(after.get("replayed", 0) - before.get("replayed", 0) == 3 and after.get("computed", 0) - before.get("computed", 0) == 1,
+          f"GET /api/status: 3 passes replayed, 1 computed ({before} -> {after})")
+    # A click on a prompt whose lens was never asked: its own forward pass.
+    st, h, b = s.request("POST", "/api/attribute", {"prompt": PROMPT2 + " Rome", "target": " Rome", "position": 2})
+    check(st == 200 and h.get("X-Vocablens-Forward") == "computed", f"click on a prompt never seen: computed ({h.get('X-Vocablens-Forward')})")
+
+
+def cancel_frees_worker():
+    """One worker: a long analysis whose client leaves stops (between two of its steps), so the next request is
+    answered in a fraction of the long one's time; then the server still answers."""
+    with VocablensServer(CLI, [MODEL], ["--workers", "1", "--queue", "4"]) as s:
+        body = {"top_k": 20}  # every head's OV and QK circuits: ~10 s of one core on gpt2-tiny
+        t0 = time.time()
+        st, _ = s.post("/api/heads", body)
+        full = time.time() - t0
+        check(st == 200, f"heads, all circuits, client waiting: 200 in {full:.2f} s")
+        raw = json.dumps({"top_k": 21}).encode()  # another top_k: not the cached answer
+        c = socket.create_connection(("127.0.0.1", s.port))
+        c.sendall(b"POST /api/heads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: "
+                  + str(len(raw)).encode() + b"\r\n\r\n" + raw)
+        time.sleep(0.3)  # it runs on the one worker
+        c.close()
+        t1 = time.time()
+        st, h, b = s.request("POST", "/api/attribute", {"prompt": PROMPT + " and", "target": " Paris"})
+        follow = time.time() - t1
+        check(st == 200 and follow < full / 3,
+              f"the client of a long analysis left: the next request (on the same, only worker) answered in {follow:.2f} s "
+              f"(the whole analysis takes {full:.2f} s; bound {full / 3:.2f} s)")
+        deadline, stt = time.time() + 30, {}
+        while time.time() < deadline and not (stt.get("cancelled", 0) >= 1 and stt.get("running", 1) == 0):
+            stt = s.get("/api/status")[1]
+            time.sleep(0.05)
+        check(stt.get("cancelled") == 1 and stt.get("running") == 0, f"GET /api/status: the job counted as cancelled ({stt})")
+        st, _ = s.post("/api/lens", {"prompt": PROMPT, "top_k": 2})
+        check(st == 200 and s.alive(), "after it: the server answers")
 
 
 def raw_http(port, data, timeout=30):
@@ -285,6 +361,7 @@ def main():
         hostile(s)
         if not s.alive():
             failures.append("the server died")
+    cancel_frees_worker()
     token_and_browse()
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
