@@ -29,7 +29,8 @@ json without_provenance(json j) {
 TEST_CASE("every declared analysis is registered once with a schema", "[registry]") {
   const auto& all = vocablens::analysis_registry().all();
   REQUIRE(all.size() >= 5);
-  for (const char* name : {"lens", "heads", "neurons", "neighbours", "attribute"}) {
+  for (const char* name : {"lens", "heads", "neurons", "neighbours", "attribute", "feature_logits", "feature_lens",
+                           "feature_corpus", "patch", "ablate", "spectrum", "project", "steer", "compare_embeddings"}) {
     INFO(name);
     CHECK(vocablens::analysis_registry().find(name) != nullptr);
   }
@@ -65,6 +66,22 @@ TEST_CASE("the CLI's --format json is run_analysis's Result: neurons, lens, neig
        "neighbours " + vl_test::shq(dir) + " 'king - man + woman' --k 5 --prefix-space"},
       {"attribute", {{"prompt", "The Eiffel Tower is in"}, {"target", " the"}},
        "attribute " + vl_test::shq(dir) + " --prompt 'The Eiffel Tower is in' --target ' the'"},
+      {"patch", {{"clean", "When John and Mary went"}, {"corrupt", "When Mary and John went"}, {"target", " to"},
+                 {"over", "mlp"}},
+       "patch " + vl_test::shq(dir) + " --clean 'When John and Mary went' --corrupt 'When Mary and John went' "
+       "--target ' to' --over mlp"},
+      {"ablate", {{"prompt", "The Eiffel Tower is in"}, {"head", json::array({"1.2", "0.1"})}, {"top_k", 4},
+                  {"mode", "mean"}, {"mean_over", json::array({"Hello, world", "Paris is"})}},
+       "ablate " + vl_test::shq(dir) + " --prompt 'The Eiffel Tower is in' --head 1.2 --head 0.1 --top-k 4 "
+       "--mode mean --mean-over 'Hello, world' --mean-over 'Paris is'"},
+      {"spectrum", {{"matrix", "W_U"}, {"k", 5}, {"remove_top", "1,2"}, {"loadings", 3}},
+       "spectrum " + vl_test::shq(dir) + " --matrix W_U --k 5 --remove-top 1,2 --loadings 3"},
+      {"project", {{"prompt", "The Eiffel Tower is in"}, {"hook", "mlp_out.1"}, {"top_k", 3},
+                   {"positions", json::array({0, -1})}, {"read", true}},
+       "project " + vl_test::shq(dir) + " --prompt 'The Eiffel Tower is in' --hook mlp_out.1 --top-k 3 "
+       "--position 0 --position -1 --read"},
+      {"compare_embeddings", {{"model_b", dir}, {"k", 3}, {"moved", 5}, {"spectra", false}},
+       "compare-embeddings " + vl_test::shq(dir) + " " + vl_test::shq(dir) + " --k 3 --moved 5 --no-spectra"},
   };
   for (const auto& c : cases) {
     INFO(c.args);
@@ -118,6 +135,9 @@ TEST_CASE("each declared command's --help lists exactly the declared flags and t
       {"lens", {"--prompt-ids", "--target-id"}},  // ids for --prompt / --target
       {"heads", {"--token-id", "--verbose"}},                  // --token '#ID'; timing of the stream
       {"attribute", {"--show"}},                               // rows of the table
+      {"project", {"--prompt-ids"}},                           // ids for --prompt
+      {"features", {"--neuronpedia", "--neuronpedia-model", "--neuronpedia-set"}},  // an export file, as --out
+      {"compare-embeddings", {"MODEL_A", "--tokenizer-a", "--tokenizer-b"}},       // MODEL and --tokenizer, twice
   };
   std::map<std::string, std::set<std::string>> declared;  // command -> flags and positionals of its analyses
   for (const auto& a : vocablens::analysis_registry().all()) {

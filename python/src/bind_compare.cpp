@@ -1,5 +1,5 @@
-// Python bindings of the batch and comparison analyses: compare-embeddings (two models) and compare (two lens runs, no
-// model: a module function, not a registered analysis).
+// Python binding of compare (two lens runs, no model: a module function, not a declared analysis; see
+// docs/architecture.md). compare_embeddings is declared (analyses/compare_embeddings_entry.cpp).
 #include <algorithm>
 
 #include "analyses.hpp"
@@ -11,41 +11,6 @@
 
 namespace vlpy {
 namespace {
-
-RegisterAnalysis compare_embeddings_reg{
-    "compare_embeddings",
-    "Two embedding spaces on their shared tokens: Procrustes, linear CKA, k-NN agreement, moved tokens, spectra",
-    [](const PyModel& ma, Options& o) {
-      py::object mbv = o.raw("model_b");
-      if (mbv.is_none() || !py::isinstance<PyModel>(mbv))
-        o.type_error("model_b", "a vocablens.Model (the second model, or a later checkpoint)");
-      const PyModel& mb = mbv.cast<const PyModel&>();
-      std::string matrix = o.choice("matrix", "W_E", {"W_E", "W_U"});
-      vocablens::CompareEmbeddingsOptions co;
-      co.k = o.integer_at_least("k", 10, 1);
-      co.moved = o.integer_at_least("moved", 50, 0);
-      co.spectra = o.flag("spectra", true);
-      co.spectrum.k = o.integer_at_least("spectrum_k", 32, 1);
-      o.finish();
-      const auto& ta = ma.tokenizer();
-      const auto& tb = mb.tokenizer();
-      py::gil_scoped_release nogil;
-      std::string kind_a, kind_b;
-      at::Tensor Ea = vocablens::model_matrix(ma.model, matrix, &kind_a);
-      at::Tensor Eb = vocablens::model_matrix(mb.model, matrix, &kind_b);
-      auto pairs = vocablens::shared_tokens(ta, tb);
-      pairs.erase(std::remove_if(pairs.begin(), pairs.end(),
-                                 [&](const auto& p) { return p.first >= Ea.size(0) || p.second >= Eb.size(0); }),
-                  pairs.end());
-      auto c = vocablens::compare_embeddings(Ea, Eb, pairs, co);
-      c.matrix = matrix;
-      c.model_a = ma.model.source();
-      c.model_b = mb.model.source();
-      auto r = c.to_result(&tb);
-      r.provenance["model_a"] = ma.model.source();
-      r.provenance["model_b"] = mb.model.source();
-      return r;
-    }};
 
 // A run given as a Result (logit_lens) or as a run directory path.
 vocablens::Result run_from(py::handle v, const char* arg, std::string& name) {
