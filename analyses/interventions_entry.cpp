@@ -41,7 +41,7 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> patch_prompts(const Analys
   auto clean = entry::prompt_ids_of(q, q.options.at("clean"), "clean");
   auto corrupt = entry::prompt_ids_of(q, q.options.at("corrupt"), "corrupt");
   if (clean.size() != corrupt.size())
-    throw UsageError(q.spelled("clean") + " is " + std::to_string(clean.size()) + " tokens and " +
+    throw UsageError("patch: " + q.spelled("clean") + " is " + std::to_string(clean.size()) + " tokens and " +
                      q.spelled("corrupt") + " is " + std::to_string(corrupt.size()) +
                      " tokens: patching needs prompts of the same token length; reword one (`vocablens tokenize "
                      "MODEL TEXT` shows the tokens), e.g. swap a name for another single-token name");
@@ -61,7 +61,7 @@ AblationOptions ablation_options(const AnalysisRequest& q) {
   ao.mode = o.at("mode").get<std::string>() == "mean" ? AblationMode::Mean : AblationMode::Zero;
   if (!o.at("mean_over").is_null()) {
     if (ao.mode != AblationMode::Mean)
-      throw UsageError(q.spelled("mean_over") + " has a meaning only with " + q.spelled("mode") + " mean");
+      throw UsageError("ablate: " + q.spelled("mean_over") + " has a meaning only with " + q.spelled("mode") + " mean");
     for (const auto& t : o.at("mean_over")) ao.reference.push_back(entry::prompt_ids_of(q, t, "mean_over"));
   }
   if (!o.at("target").is_null()) ao.target = entry::token_of(q, o.at("target"), "target");

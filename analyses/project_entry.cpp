@@ -22,12 +22,12 @@ HiddenProjectionOptions projection_options(const AnalysisRequest& q) {
   if (const auto dot = hook.rfind('.'); dot != std::string::npos) {
     const std::string num = hook.substr(dot + 1);
     if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos || num.size() > 9)
-      throw UsageError(q.spelled("hook") + " '" + hook + "': expected NAME or NAME.LAYER, e.g. resid_post.2");
+      throw UsageError("project: " + q.spelled("hook") + " '" + hook + "': expected NAME or NAME.LAYER, e.g. resid_post.2");
     layer = std::stoll(num);
     hook = hook.substr(0, dot);
   }
   if (!o.at("layer").is_null()) layer = o.at("layer").get<int64_t>();
-  if (hook == "final_norm" && layer >= 0) throw UsageError(q.spelled("hook") + " final_norm takes no layer");
+  if (hook == "final_norm" && layer >= 0) throw UsageError("project: " + q.spelled("hook") + " final_norm takes no layer");
   po.hook = hook;
   po.layer = layer;
   po.top_k = o.at("top_k").get<int64_t>();
@@ -51,7 +51,7 @@ HiddenProjectionOptions projection_options(const AnalysisRequest& q) {
           used = 0;
         }
         if (used == 0 || used != t.size())
-          throw UsageError(q.spelled("positions") + ": '" + t +
+          throw UsageError("project: " + q.spelled("positions") + ": '" + t +
                            "' is not a position (an integer; negative counts from the end)");
         po.positions.push_back(v);
       }

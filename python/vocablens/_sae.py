@@ -3,8 +3,8 @@
     sae = vocablens.load_sae("saes/res-1")      # SAELens / Gemma Scope / Llama Scope / circuit-tracer
     f = sae.encode(x)                            # torch.Tensor [..., d_in] -> [..., d_sae]
     xhat = sae.forward(x)                        # decode(encode(x), x)
-    r = vocablens.feature_logits(model, sae, top_k=10)
-    r.arrays["top_ids"]                          # [d_sae, 10] token ids each feature promotes
+    r = vocablens.feature_logits(model, sae, top_k=8)
+    r.arrays["top_ids"]                          # [d_sae, 8] token ids each feature promotes
 """
 from . import _vocablens as _core
 from ._analyses import _DECLARED

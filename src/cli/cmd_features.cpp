@@ -291,7 +291,8 @@ vocablens::cli::Register reg{
       sub.add_option("--tokenizer", c->tokenizer, "Tokenizer file or directory (default: found beside the model)");
       sub.add_flag("--dry-run", c->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, c->out);
-      sub.footer("With --prompt (the feature lens), --top-k counts the tokens listed per feature shown (default 5).");
+      sub.footer("With --prompt (the feature lens), --top-k counts the tokens listed per feature shown (default " +
+                 vocablens::find_analysis("feature_lens").decl.find("top_k")->default_value.dump() + ").");
       return [c] { return run_features(*c); };
     }};
 
