@@ -21,6 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "vocablens/options.hpp"
+
 namespace vocablens {
 
 struct AnalysisRequest;
@@ -46,6 +48,7 @@ struct Result;
 class Tokenizer;
 struct HiddenProjectionOptions;
 struct CompareEmbeddingsResult;
+struct LensCompareOptions;
 class Model;
 
 namespace entries {
@@ -102,6 +105,11 @@ HiddenProjectionOptions projection_options(const AnalysisRequest& q);
 /// `compare_embeddings`: the comparison of q.model (aligned) onto `b`, with the resolved matrix, k, moved, spectra,
 /// spectrum_k; UsageError when a model has no tokenizer (tokens are matched by their bytes).
 CompareEmbeddingsResult compare_two_models(const AnalysisRequest& q, const Model& b, const Tokenizer* tok_b);
+/// `compare` (two lens runs, no model: declared, not registered; analyses/compare_options.cpp): its declaration,
+/// from which `vocablens compare`'s flags and vocablens.compare()'s keywords are made.
+const AnalysisDecl& compare_declaration();
+/// `compare`: align (not the runs' names).
+LensCompareOptions compare_options(const nlohmann::json& resolved);
 
 }  // namespace entries
 }  // namespace vocablens

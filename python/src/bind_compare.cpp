@@ -4,6 +4,7 @@
 
 #include "analyses.hpp"
 #include "vocablens/compare.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/compare_embeddings.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
@@ -30,13 +31,21 @@ vocablens::Result run_from(py::handle v, const char* arg, std::string& name) {
 }  // namespace
 
 void register_compare(py::module_& mod) {
+  mod.def("compare_schema", [] { return json_to_py(vocablens::option_schema(vocablens::entries::compare_declaration())); },
+          "compare's options (its declaration, as the CLI's flags are made from it)");
   mod.def(
       "compare_runs",
-      [](py::object a, py::object b, const std::string& align) {
-        vocablens::LensCompareOptions o;
-        if (align == "end") o.align = vocablens::LensAlign::End;
-        else if (align == "start") o.align = vocablens::LensAlign::Start;
-        else if (align != "none") throw py::value_error("compare(): align must be \"none\", \"start\" or \"end\" (got '" + align + "')");
+      [](py::object a, py::object b, py::dict kwargs) {
+        nlohmann::json given = nlohmann::json::object();
+        for (auto kv : kwargs)
+          if (!kv.second.is_none()) given[std::string(py::str(kv.first))] = py_to_json(kv.second, "compare(): " + std::string(py::str(kv.first)));
+        nlohmann::json resolved;
+        try {
+          resolved = vocablens::resolve_options(vocablens::entries::compare_declaration(), given, vocablens::Surface::Python);
+        } catch (const vocablens::OptionTypeError& e) {
+          throw py::type_error(e.what());
+        }
+        vocablens::LensCompareOptions o = vocablens::entries::compare_options(resolved);
         vocablens::Result ra = run_from(a, "a", o.name_a), rb = run_from(b, "b", o.name_b);
         auto r = std::make_shared<vocablens::Result>();
         {
@@ -49,7 +58,7 @@ void register_compare(py::module_& mod) {
         r->provenance["command_line"] = "python: vocablens.compare()";
         return r;
       },
-      py::arg("a"), py::arg("b"), py::arg("align") = "none");
+      py::arg("a"), py::arg("b"), py::arg("options"));
 }
 
 }  // namespace vlpy

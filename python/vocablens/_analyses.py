@@ -157,10 +157,15 @@ lens_batch = _prompt_list(_DECLARED["lens_batch"])
 _DECLARED["lens_batch"] = lens_batch
 
 
-def compare(a, b, *, align=None):
-    """Two logit-lens runs side by side (`vocablens compare`): a, b are lens() Results or run directories.
-    align: None (token counts must be equal) / "start" / "end". KL needs both made with save_probs=True.
-    Result kind "lens_compare"."""
+def _compare():
+    """vocablens.compare(a, b, ...): two lens runs, no model; its keywords are made from compare's declaration."""
+    import inspect
+    spec = _core.compare_schema()
+    params = [inspect.Parameter("a", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+              inspect.Parameter("b", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    params += [inspect.Parameter(o["name"], inspect.Parameter.KEYWORD_ONLY, default=o["default"]) for o in spec["options"]]
+    sig = inspect.Signature(params)
+
     def core(x, arg):
         if isinstance(x, Result):
             return x._core
@@ -168,9 +173,28 @@ def compare(a, b, *, align=None):
             return os.fspath(x)
         raise TypeError("compare(): {} must be a vocablens.Result (from lens()) or a run directory, not {}".format(
             arg, type(x).__name__))
-    if align is not None and not isinstance(align, str):
-        raise TypeError("compare(): align must be None, \"start\" or \"end\", not " + type(align).__name__)
-    return Result(_core.compare_runs(core(a, "a"), core(b, "b"), align or "none"))
+
+    def compare(*args, **kwargs):
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError("compare(): {}".format(e)) from None
+        o = bound.arguments
+        a, b = o.pop("a"), o.pop("b")
+        return Result(_core.compare_runs(core(a, "a"), core(b, "b"), o))
+
+    lines = ["Two logit-lens runs side by side (`vocablens compare`): a, b are lens() Results or run directories.",
+             "KL needs both made with save_probs=True. Result kind \"lens_compare\".", ""]
+    for o in spec["options"]:
+        extra = " One of: " + ", ".join(o["choices"]) + "." if o.get("choices") else ""
+        lines.append("{} ({}): {}.{}".format(o["name"], o["type"], o["help"], extra))
+    compare.__doc__ = "\n".join(lines)
+    compare.__signature__ = sig
+    compare.__module__ = "vocablens"
+    return compare
+
+
+compare = _compare()
 
 
 def _method(fn):
