@@ -74,6 +74,17 @@ class Declared(unittest.TestCase):
         names = [n for n, _ in vocablens.analyses()]
         self.assertEqual(len(names), len(set(names)))
 
+    def test_compare_keywords_are_its_declaration(self):
+        # compare reads no model (not a registered analysis) but its options are declared once all the same
+        spec = vocablens._core.compare_schema()
+        params = inspect.signature(vocablens.compare).parameters
+        self.assertEqual(list(params)[:2], ["a", "b"])
+        self.assertEqual({n: p.default for n, p in params.items() if n not in ("a", "b")},
+                         {o["name"]: o["default"] for o in spec["options"]})
+        _, out, _ = cli("compare", "--help")
+        for o in spec["options"]:
+            self.assertIn(o["cli"], out)
+
     def test_stubs_list_every_declared_analysis(self):
         from vocablens import _stubs
         text = _stubs.render(vocablens._core.analyses_schema())
