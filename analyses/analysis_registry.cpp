@@ -72,9 +72,10 @@ const DeclaredAnalysis& find_analysis(const std::string& name) {
 }
 
 Result run_analysis(const DeclaredAnalysis& a, const Model& m, const Tokenizer* tok, const nlohmann::json& given,
-                    Surface surface, std::function<void(int64_t, int64_t)> progress, const std::atomic<bool>* cancel) {
+                    Surface surface, std::function<void(int64_t, int64_t)> progress, const std::atomic<bool>* cancel,
+                    const AnalysisInputs* inputs) {
   const nlohmann::json options = resolve_options(a.decl, given, surface);
-  AnalysisRequest q{m, tok, options, std::move(progress), cancel, surface, &a.decl};
+  AnalysisRequest q{m, tok, options, std::move(progress), cancel, surface, &a.decl, inputs};
   return a.run(q);
 }
 

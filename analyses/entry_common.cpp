@@ -3,10 +3,13 @@
 
 #include <cctype>
 
+#include "vocablens/analysis_inputs.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/sae.hpp"
+#include "vocablens/spectrum.hpp"
 #include "vocablens/token_id.hpp"
 #include "vocablens/tokenizer.hpp"
 
@@ -72,12 +75,13 @@ std::vector<OptionDecl> prompt_decls() {
   };
 }
 
-std::vector<int64_t> prompt_of(const AnalysisRequest& q) {
+std::vector<int64_t> prompt_of(const AnalysisRequest& q) { return prompt_ids_of(q, q.options.at("prompt"), "prompt"); }
+
+std::vector<int64_t> prompt_ids_of(const AnalysisRequest& q, const nlohmann::json& p, const std::string& name) {
   const auto& o = q.options;
   const Tokenizer* tok = q.tok;
   const Model& m = q.model;
-  const std::string analysis = analysis_of(q), option = q.spelled("prompt");
-  const auto& p = o.at("prompt");
+  const std::string analysis = analysis_of(q), option = q.spelled(name);
   const int64_t V = m.config().vocab_size, n_ctx = m.config().n_ctx;
   std::vector<int64_t> ids;
   if (p.is_string()) {
@@ -97,6 +101,61 @@ std::vector<int64_t> prompt_of(const AnalysisRequest& q) {
     throw UsageError(analysis + ": " + option + ": the prompt is " + std::to_string(ids.size()) +
                      " tokens, longer than the model's context of " + std::to_string(n_ctx) + " tokens");
   return ids;
+}
+
+std::shared_ptr<const Sae> sae_of(const AnalysisRequest& q, const char* name, const char* hook_option) {
+  const auto& hook = q.options.at(hook_option);
+  std::shared_ptr<const Sae> sae;
+  if (q.inputs && q.inputs->saes.count(name)) {
+    sae = q.inputs->saes.at(name);
+    if (!hook.is_null()) {  // a copy naming another hook point (the weights are shared, not copied)
+      auto s = std::make_shared<Sae>(*sae);
+      s->hook_name = hook.get<std::string>();
+      sae = s;
+    }
+  } else {
+    SaeLoadOptions lo;
+    if (!hook.is_null()) lo.hook_name = hook.get<std::string>();
+    sae = std::make_shared<const Sae>(load_sae(q.options.at(name).get<std::string>(), lo));
+  }
+  check_sae_fits(*sae, q.model);
+  return sae;
+}
+
+at::Tensor matrix_of(const AnalysisRequest& q, const char* name, std::string& label, std::string& row_kind) {
+  if (q.inputs && q.inputs->tensors.count(name)) {
+    at::Tensor M = q.inputs->tensors.at(name);
+    if (M.dim() != 2)
+      throw UsageError(analysis_of(q) + ": " + q.spelled(name) + " must be 2-D, got " + std::to_string(M.dim()) + "-D");
+    if (!at::isFloatingType(M.scalar_type()))
+      throw OptionTypeError(analysis_of(q) + ": " + q.spelled(name) + " must be a floating-point tensor");
+    label = "tensor";
+    row_kind = "row";
+    return M;
+  }
+  label = q.options.at(name).get<std::string>();
+  if (q.surface == Surface::Http && label.find_first_of("/.") != std::string::npos &&
+      label.rfind("W_in.", 0) != 0 && label.rfind("W_out.", 0) != 0 && label.rfind("W_gate.", 0) != 0)
+    throw UsageError(analysis_of(q) + ": " + q.spelled(name) + ": '" + label +
+                     "' names a file on the server, which the HTTP API does not open (give a matrix name: W_E, W_U, "
+                     "W_pos, W_in.L, W_gate.L, W_out.L)");
+  row_kind = "row";
+  return model_matrix(q.model, label, &row_kind);
+}
+
+SecondModel model_of(const AnalysisRequest& q, const char* name, const std::string& tokenizer) {
+  SecondModel out;
+  if (q.inputs && q.inputs->models.count(name)) {
+    out.model = q.inputs->models.at(name).model;
+    out.tok = q.inputs->models.at(name).tok;
+    return out;
+  }
+  const std::string path = q.options.at(name).get<std::string>();
+  out.owned_model = std::make_shared<Model>(load_model(path));
+  out.model = out.owned_model.get();
+  out.owned_tok = std::shared_ptr<Tokenizer>(load_tokenizer_for(path, tokenizer).release());
+  out.tok = out.owned_tok.get();
+  return out;
 }
 
 std::string prompt_text(const AnalysisRequest& q, const std::vector<int64_t>& ids) {

@@ -2,6 +2,7 @@
 // analyses/*_entry.cpp; see vocablens/analysis_registry.hpp).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,10 +12,13 @@
 #include "vocablens/token_filter.hpp"
 #include "vocablens/unembed.hpp"
 
+#include <ATen/ATen.h>
+
 namespace vocablens {
 class Model;
 class Tokenizer;
 struct AnalysisRequest;
+struct Sae;
 }
 
 namespace vocablens::entry {
@@ -43,6 +47,29 @@ std::vector<int64_t> prompt_of(const AnalysisRequest& q);
 /// The prompt's text for the Result's settings: as given, or the ids decoded when given as ids (and a
 /// tokenizer is there).
 std::string prompt_text(const AnalysisRequest& q, const std::vector<int64_t>& ids);
+/// Another Prompt option (patch's clean / corrupt, ablate's mean_over entries): as prompt_of, the value `v`
+/// read for option `name`.
+std::vector<int64_t> prompt_ids_of(const AnalysisRequest& q, const nlohmann::json& v, const std::string& name);
+
+/// An Sae option: the vocablens.Sae Python handed over (q.inputs), else the file at the option's path, with
+/// the hook point overridden by the Text option `hook_option` when given; checked against the model.
+std::shared_ptr<const Sae> sae_of(const AnalysisRequest& q, const char* name, const char* hook_option);
+
+/// A Matrix option: the tensor Python handed over (q.inputs; 2-D, floating), else model_matrix(model, value):
+/// "W_E", "W_in.2", ... or a .npy path (refused over HTTP: a file on the server). `label` receives the name the
+/// Result records ("tensor" for a tensor), `row_kind` "token", "position", "neuron" or "row".
+at::Tensor matrix_of(const AnalysisRequest& q, const char* name, std::string& label, std::string& row_kind);
+
+/// A Model option: the vocablens.Model Python handed over (q.inputs), else the model at the option's path with
+/// the tokenizer beside it (tokenizer: a path, "" = found beside the model). Owns what it loaded.
+struct SecondModel {
+  const Model* model = nullptr;
+  const Tokenizer* tok = nullptr;
+  std::shared_ptr<Model> owned_model;
+  std::shared_ptr<Tokenizer> owned_tok;
+};
+SecondModel model_of(const AnalysisRequest& q, const char* name, const std::string& tokenizer = "");
+
 /// True when the prompt was given as token ids (the Result then also records them as settings.prompt_ids).
 bool prompt_is_ids(const nlohmann::json& o);
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fixtures.hpp"
+#include "vocablens/analysis_inputs.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
@@ -21,6 +22,7 @@ namespace {
 // The parts of a result's JSON that say when and how it was made, not what it is.
 json without_provenance(json j) {
   j.erase("provenance");
+  if (j.contains("summary") && j["summary"].is_object()) j["summary"].erase("seconds");  // wall time (spectrum)
   return j;
 }
 
@@ -29,7 +31,8 @@ json without_provenance(json j) {
 TEST_CASE("every declared analysis is registered once with a schema", "[registry]") {
   const auto& all = vocablens::analysis_registry().all();
   REQUIRE(all.size() >= 5);
-  for (const char* name : {"lens", "heads", "neurons", "neighbours", "attribute"}) {
+  for (const char* name : {"lens", "heads", "neurons", "neighbours", "attribute", "feature_logits", "feature_lens",
+                           "feature_corpus", "patch", "ablate", "spectrum", "project", "steer", "compare_embeddings"}) {
     INFO(name);
     CHECK(vocablens::analysis_registry().find(name) != nullptr);
   }
@@ -44,7 +47,7 @@ TEST_CASE("every declared analysis is registered once with a schema", "[registry
                     Catch::Matchers::StartsWith("no analysis named 'neuron' (known: "));
 }
 
-TEST_CASE("the CLI's --format json is run_analysis's Result: neurons, lens, neighbours, attribute", "[registry][cli]") {
+TEST_CASE("the CLI's --format json is run_analysis's Result: every declared command", "[registry][cli]") {
   const std::string dir = vl_test::fixture("gpt2-tiny");
   if (dir.empty()) return;
   const std::string cli = vl_test::require_cli();
@@ -65,6 +68,20 @@ TEST_CASE("the CLI's --format json is run_analysis's Result: neurons, lens, neig
        "neighbours " + vl_test::shq(dir) + " 'king - man + woman' --k 5 --prefix-space"},
       {"attribute", {{"prompt", "The Eiffel Tower is in"}, {"target", " the"}},
        "attribute " + vl_test::shq(dir) + " --prompt 'The Eiffel Tower is in' --target ' the'"},
+      {"patch", {{"clean", "When John and Mary went"}, {"corrupt", "When Mary and John went"}, {"target", " to"},
+                 {"over", "mlp"}},
+       "patch " + vl_test::shq(dir) + " --clean 'When John and Mary went' --corrupt 'When Mary and John went' "
+       "--target ' to' --over mlp"},
+      {"ablate", {{"prompt", "The Eiffel Tower is in"}, {"head", json::array({"1.2", "0.1"})}, {"top_k", 4},
+                  {"mode", "mean"}, {"mean_over", json::array({"Hello, world", "Paris is"})}},
+       "ablate " + vl_test::shq(dir) + " --prompt 'The Eiffel Tower is in' --head 1.2 --head 0.1 --top-k 4 "
+       "--mode mean --mean-over 'Hello, world' --mean-over 'Paris is'"},
+      {"spectrum", {{"matrix", "W_U"}, {"k", 5}, {"remove_top", "1,2"}, {"loadings", 3}},
+       "spectrum " + vl_test::shq(dir) + " --matrix W_U --k 5 --remove-top 1,2 --loadings 3"},
+      {"project", {{"prompt", "The Eiffel Tower is in"}, {"hook", "mlp_out.1"}, {"top_k", 3},
+                   {"positions", json::array({0, -1})}, {"read", true}},
+       "project " + vl_test::shq(dir) + " --prompt 'The Eiffel Tower is in' --hook mlp_out.1 --top-k 3 "
+       "--position 0 --position -1 --read"},
   };
   for (const auto& c : cases) {
     INFO(c.args);
@@ -73,10 +90,36 @@ TEST_CASE("the CLI's --format json is run_analysis's Result: neurons, lens, neig
     const json ours = json::parse(vocablens::result_to_json(
         vocablens::run_analysis(a, m, tok.get(), c.options, vocablens::Surface::Http), true));
     std::string out;
-    REQUIRE(vl_test::run_command(vl_test::shq(cli) + " " + c.args + " --format json 2>/dev/null", out) == 0);
+    // stdout alone (patch warns on stderr when the corruption barely moves the metric)
+    REQUIRE(vl_test::run_command(vl_test::shq(cli) + " " + c.args + " --format json 2>/dev/null | cat", out) == 0);
     const json theirs = json::parse(out);
     CHECK(without_provenance(ours) == without_provenance(theirs));
   }
+}
+
+TEST_CASE("compare-embeddings: a path on the CLI and a loaded model through the registry give one Result", "[registry][cli]") {
+  const std::string dir = vl_test::fixture("stories260K-hf");
+  if (dir.empty()) return;
+  const std::string cli = vl_test::require_cli();
+  if (cli.empty()) return;
+  vocablens::Model m = vocablens::load_model(dir);
+  auto tok = vocablens::load_tokenizer_for(dir);
+  vocablens::AnalysisInputs in;  // what Python hands over: the second model itself
+  in.models["model_b"] = {&m, tok.get()};
+  const auto& a = vocablens::find_analysis("compare_embeddings");
+  const json given = {{"model_b", dir}, {"k", 3}, {"moved", 5}, {"spectra", false}};
+  const json ours = json::parse(vocablens::result_to_json(
+      vocablens::run_analysis(a, m, tok.get(), given, vocablens::Surface::Python, {}, nullptr, &in), true));
+  // without the object, the analysis opens the path itself
+  const json by_path = json::parse(vocablens::result_to_json(
+      vocablens::run_analysis(a, m, tok.get(), given, vocablens::Surface::Cli), true));
+  std::string out;
+  REQUIRE(vl_test::run_command(vl_test::shq(cli) + " compare-embeddings " + vl_test::shq(dir) + " " + vl_test::shq(dir) +
+                                   " --k 3 --moved 5 --no-spectra --format json 2>/dev/null | cat",
+                               out) == 0);
+  CHECK(without_provenance(ours) == without_provenance(json::parse(out)));
+  CHECK(without_provenance(by_path) == without_provenance(ours));
+  CHECK(ours["summary"]["cka"].get<double>() == Approx(1.0).margin(1e-6));  // a model against itself
 }
 
 TEST_CASE("bad options through the registry: one message, nothing run", "[registry]") {
@@ -118,6 +161,9 @@ TEST_CASE("each declared command's --help lists exactly the declared flags and t
       {"lens", {"--prompt-ids", "--target-id"}},  // ids for --prompt / --target
       {"heads", {"--token-id", "--verbose"}},                  // --token '#ID'; timing of the stream
       {"attribute", {"--show"}},                               // rows of the table
+      {"project", {"--prompt-ids"}},                           // ids for --prompt
+      {"features", {"--neuronpedia", "--neuronpedia-model", "--neuronpedia-set"}},  // an export file, as --out
+      {"compare-embeddings", {"MODEL_A", "--tokenizer-a", "--tokenizer-b"}},       // MODEL and --tokenizer, twice
   };
   std::map<std::string, std::set<std::string>> declared;  // command -> flags and positionals of its analyses
   for (const auto& a : vocablens::analysis_registry().all()) {

@@ -34,6 +34,7 @@ namespace vocablens {
 
 class Model;
 class Tokenizer;
+struct AnalysisInputs;
 
 /// One call of an analysis: the model, its tokenizer (may be null), the resolved options.
 struct AnalysisRequest {
@@ -48,6 +49,9 @@ struct AnalysisRequest {
   Surface surface = Surface::Python;
   /// The analysis's declaration (for those spellings); may be null.
   const AnalysisDecl* decl = nullptr;
+
+  /// Objects given for options of type Model, Sae or Matrix (vocablens/analysis_inputs.hpp); may be null.
+  const AnalysisInputs* inputs = nullptr;
 
   /// How this request's surface spells the declared option `name` (the name itself when undeclared).
   std::string spelled(const std::string& name) const;
@@ -80,7 +84,7 @@ const DeclaredAnalysis& find_analysis(const std::string& name);
 /// resolve_options + run: the one way every surface runs an analysis.
 Result run_analysis(const DeclaredAnalysis& a, const Model& m, const Tokenizer* tok, const nlohmann::json& given,
                     Surface surface, std::function<void(int64_t, int64_t)> progress = {},
-                    const std::atomic<bool>* cancel = nullptr);
+                    const std::atomic<bool>* cancel = nullptr, const AnalysisInputs* inputs = nullptr);
 
 /// [option_schema(decl) for every analysis] — `GET /api/analyses`, `vocablens schema`.
 nlohmann::json analyses_schema();

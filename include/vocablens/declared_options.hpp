@@ -14,10 +14,14 @@
 // UsageError naming the option as q.surface spells it; they never change the options' declared defaults.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "vocablens/options.hpp"
 
 namespace vocablens {
 
@@ -30,6 +34,22 @@ struct NeighbourOptions;
 struct KnnOptions;
 struct PositionOptions;
 struct TunedLensEvalOptions;
+struct Sae;
+struct FeatureLogitsOptions;
+struct FeatureLensOptions;
+struct SaeCorpusOptions;
+struct PatchOptions;
+struct AblationOptions;
+struct SpectrumOptions;
+struct SpectrumResult;
+struct AnisotropyOptions;
+struct AnisotropyResult;
+struct Result;
+class Tokenizer;
+struct HiddenProjectionOptions;
+struct CompareEmbeddingsResult;
+struct LensCompareOptions;
+class Model;
 
 namespace entries {
 
@@ -57,6 +77,39 @@ KnnOptions knn_options(const nlohmann::json& resolved);
 PositionOptions position_options(const nlohmann::json& resolved);
 /// `tuned_lens_eval`: window, max_tokens (the path and the tuned lens are read as given).
 TunedLensEvalOptions tuned_lens_eval_options(const nlohmann::json& resolved);
+
+/// `feature_logits`, `feature_lens`, `feature_corpus`: the SAE (`sae`, with `hook` overriding its hook point; the
+/// vocablens.Sae in q.inputs, else loaded from the path), checked against the model.
+std::shared_ptr<const Sae> sae_option(const AnalysisRequest& q);
+/// `feature_logits`: top_k, features, bottom, final_norm, the token filter, q.progress (not the SAE, not encoder).
+FeatureLogitsOptions feature_logits_options(const AnalysisRequest& q);
+/// `feature_lens`: top_features, top_k, final_norm (not the SAE, not the prompt).
+FeatureLensOptions feature_lens_options(const nlohmann::json& resolved);
+/// `feature_corpus`: window, max_tokens, contexts, ce (not the SAE, not the path, not the progress).
+SaeCorpusOptions feature_corpus_options(const nlohmann::json& resolved);
+/// `patch`: over, position, target and wrong (resolved with the tokenizer), q.progress. Not the prompts.
+PatchOptions patch_options(const AnalysisRequest& q);
+/// `patch`: the clean and corrupt prompts as ids; UsageError naming both when their token counts differ.
+std::pair<std::vector<int64_t>, std::vector<int64_t>> patch_prompts(const AnalysisRequest& q);
+/// `ablate`: the sites (UsageError when none), mode, the mean_over prompts as ids, target, position, top_k.
+AblationOptions ablation_options(const AnalysisRequest& q);
+/// `spectrum`: k, method, ncv, loadings, left_vectors (the matrix is read as given).
+SpectrumOptions spectrum_options(const nlohmann::json& resolved);
+/// `spectrum`: remove_top.
+AnisotropyOptions anisotropy_options(const nlohmann::json& resolved);
+/// `spectrum`'s Result: the spectrum's, with the anisotropy (when computed) as summary.anisotropy and its table.
+Result spectrum_result(const SpectrumResult& s, const AnisotropyResult* a, const Tokenizer* tok,
+                       const nlohmann::json& resolved);
+/// `project`: hook (NAME or NAME.LAYER) and layer, top_k, positions, final_norm, read, inverse, filter. Not the prompt.
+HiddenProjectionOptions projection_options(const AnalysisRequest& q);
+/// `compare_embeddings`: the comparison of q.model (aligned) onto `b`, with the resolved matrix, k, moved, spectra,
+/// spectrum_k; UsageError when a model has no tokenizer (tokens are matched by their bytes).
+CompareEmbeddingsResult compare_two_models(const AnalysisRequest& q, const Model& b, const Tokenizer* tok_b);
+/// `compare` (two lens runs, no model: declared, not registered; analyses/compare_options.cpp): its declaration,
+/// from which `vocablens compare`'s flags and vocablens.compare()'s keywords are made.
+const AnalysisDecl& compare_declaration();
+/// `compare`: align (not the runs' names).
+LensCompareOptions compare_options(const nlohmann::json& resolved);
 
 }  // namespace entries
 }  // namespace vocablens

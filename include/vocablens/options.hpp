@@ -47,6 +47,12 @@ enum class OptionType {
   Texts,    ///< list of strings; CLI repeatable or comma-separated
   Token,    ///< a token as text (" Paris", "#464") or as id (int): resolved by the analysis with the tokenizer
   Prompt,   ///< text, or token ids (a JSON list of int): what a forward pass reads
+  // Inputs that are not JSON values. On the command line each is a path the analysis opens; Python passes
+  // the loaded object instead (vocablens/analysis_inputs.hpp), the JSON value then only labels it; the HTTP
+  // API refuses Model and Sae (they name files on the server).
+  Model,    ///< another model: a path (CLI); a vocablens.Model (Python)
+  Sae,      ///< an SAE or transcoder: a path (CLI); a vocablens.Sae (Python)
+  Matrix,   ///< a matrix: a name the model resolves ("W_E", "W_in.2", ...) or a 2-D .npy path; Python: also a tensor
 };
 
 const char* to_string(OptionType t);
@@ -64,6 +70,8 @@ struct OptionDecl {
   std::string cli;                  ///< CLI spelling when not derived from the name ("--allow-list")
   /// CLI only: the flag names a file holding the value (Indices: whitespace-separated ids, '#' comments).
   bool cli_reads_file = false;
+  /// CLI only, Texts: each occurrence of the flag is one value, never split at commas (prompts hold commas).
+  bool cli_whole = false;
 
   OptionDecl() = default;
   OptionDecl(std::string n, OptionType t, nlohmann::json def, std::string h, std::optional<double> lo = std::nullopt,
@@ -87,6 +95,10 @@ struct OptionDecl {
   }
   OptionDecl& file_on_cli() {
     cli_reads_file = true;
+    return *this;
+  }
+  OptionDecl& whole_on_cli() {
+    cli_whole = true;
     return *this;
   }
 };

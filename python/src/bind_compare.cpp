@@ -1,9 +1,10 @@
-// Python bindings of the batch and comparison analyses: compare-embeddings (two models) and compare (two lens runs, no
-// model: a module function, not a registered analysis).
+// Python binding of compare (two lens runs, no model: a module function, not a declared analysis; see
+// docs/architecture.md). compare_embeddings is declared (analyses/compare_embeddings_entry.cpp).
 #include <algorithm>
 
 #include "analyses.hpp"
 #include "vocablens/compare.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/compare_embeddings.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
@@ -11,41 +12,6 @@
 
 namespace vlpy {
 namespace {
-
-RegisterAnalysis compare_embeddings_reg{
-    "compare_embeddings",
-    "Two embedding spaces on their shared tokens: Procrustes, linear CKA, k-NN agreement, moved tokens, spectra",
-    [](const PyModel& ma, Options& o) {
-      py::object mbv = o.raw("model_b");
-      if (mbv.is_none() || !py::isinstance<PyModel>(mbv))
-        o.type_error("model_b", "a vocablens.Model (the second model, or a later checkpoint)");
-      const PyModel& mb = mbv.cast<const PyModel&>();
-      std::string matrix = o.choice("matrix", "W_E", {"W_E", "W_U"});
-      vocablens::CompareEmbeddingsOptions co;
-      co.k = o.integer_at_least("k", 10, 1);
-      co.moved = o.integer_at_least("moved", 50, 0);
-      co.spectra = o.flag("spectra", true);
-      co.spectrum.k = o.integer_at_least("spectrum_k", 32, 1);
-      o.finish();
-      const auto& ta = ma.tokenizer();
-      const auto& tb = mb.tokenizer();
-      py::gil_scoped_release nogil;
-      std::string kind_a, kind_b;
-      at::Tensor Ea = vocablens::model_matrix(ma.model, matrix, &kind_a);
-      at::Tensor Eb = vocablens::model_matrix(mb.model, matrix, &kind_b);
-      auto pairs = vocablens::shared_tokens(ta, tb);
-      pairs.erase(std::remove_if(pairs.begin(), pairs.end(),
-                                 [&](const auto& p) { return p.first >= Ea.size(0) || p.second >= Eb.size(0); }),
-                  pairs.end());
-      auto c = vocablens::compare_embeddings(Ea, Eb, pairs, co);
-      c.matrix = matrix;
-      c.model_a = ma.model.source();
-      c.model_b = mb.model.source();
-      auto r = c.to_result(&tb);
-      r.provenance["model_a"] = ma.model.source();
-      r.provenance["model_b"] = mb.model.source();
-      return r;
-    }};
 
 // A run given as a Result (logit_lens) or as a run directory path.
 vocablens::Result run_from(py::handle v, const char* arg, std::string& name) {
@@ -65,13 +31,21 @@ vocablens::Result run_from(py::handle v, const char* arg, std::string& name) {
 }  // namespace
 
 void register_compare(py::module_& mod) {
+  mod.def("compare_schema", [] { return json_to_py(vocablens::option_schema(vocablens::entries::compare_declaration())); },
+          "compare's options (its declaration, as the CLI's flags are made from it)");
   mod.def(
       "compare_runs",
-      [](py::object a, py::object b, const std::string& align) {
-        vocablens::LensCompareOptions o;
-        if (align == "end") o.align = vocablens::LensAlign::End;
-        else if (align == "start") o.align = vocablens::LensAlign::Start;
-        else if (align != "none") throw py::value_error("compare(): align must be \"none\", \"start\" or \"end\" (got '" + align + "')");
+      [](py::object a, py::object b, py::dict kwargs) {
+        nlohmann::json given = nlohmann::json::object();
+        for (auto kv : kwargs)
+          if (!kv.second.is_none()) given[std::string(py::str(kv.first))] = py_to_json(kv.second, "compare(): " + std::string(py::str(kv.first)));
+        nlohmann::json resolved;
+        try {
+          resolved = vocablens::resolve_options(vocablens::entries::compare_declaration(), given, vocablens::Surface::Python);
+        } catch (const vocablens::OptionTypeError& e) {
+          throw py::type_error(e.what());
+        }
+        vocablens::LensCompareOptions o = vocablens::entries::compare_options(resolved);
         vocablens::Result ra = run_from(a, "a", o.name_a), rb = run_from(b, "b", o.name_b);
         auto r = std::make_shared<vocablens::Result>();
         {
@@ -84,7 +58,7 @@ void register_compare(py::module_& mod) {
         r->provenance["command_line"] = "python: vocablens.compare()";
         return r;
       },
-      py::arg("a"), py::arg("b"), py::arg("align") = "none");
+      py::arg("a"), py::arg("b"), py::arg("options"));
 }
 
 }  // namespace vlpy

@@ -2,7 +2,9 @@
 // Python wrappers (python/vocablens/_analyses.py) are made from analyses_schema(), so each function's
 // signature shows the real defaults and a new analysis needs no line here.
 #include "analyses.hpp"
+#include "vocablens/analysis_inputs.hpp"
 #include "vocablens/analysis_registry.hpp"
+#include "vocablens/sae.hpp"
 
 namespace vlpy {
 
@@ -15,9 +17,39 @@ void register_declared(py::module_& mod) {
         if (!model) throw py::type_error(name + "(): model must be a vocablens.Model (from vocablens.load_model)");
         const auto& a = vocablens::find_analysis(name);
         nlohmann::json given = nlohmann::json::object();
+        // Options of type Model, Sae and Matrix take the Python object itself (vocablens/analysis_inputs.hpp);
+        // their JSON value only labels it.
+        vocablens::AnalysisInputs inputs;
+        std::vector<std::shared_ptr<PyModel>> models;  // held for the call
+        auto type_name = [](py::handle v) { return std::string(py::str(v.get_type().attr("__name__"))); };
         for (auto kv : kwargs) {
           const std::string key = py::str(kv.first);
           if (kv.second.is_none()) continue;
+          const vocablens::OptionDecl* od = a.decl.find(key);
+          if (od && od->type == vocablens::OptionType::Sae) {
+            if (!py::isinstance<vocablens::Sae>(kv.second))
+              throw py::type_error(name + "(): " + key + " must be a vocablens.Sae (from vocablens.load_sae), not " +
+                                   type_name(kv.second));
+            auto sae = kv.second.cast<std::shared_ptr<vocablens::Sae>>();
+            inputs.saes[key] = sae;
+            given[key] = sae->source.empty() ? std::string("sae") : sae->source;
+            continue;
+          }
+          if (od && od->type == vocablens::OptionType::Model) {
+            if (!py::isinstance<PyModel>(kv.second))
+              throw py::type_error(name + "(): " + key + " must be a vocablens.Model (from vocablens.load_model), not " +
+                                   type_name(kv.second));
+            auto pm = kv.second.cast<std::shared_ptr<PyModel>>();
+            models.push_back(pm);
+            inputs.models[key] = {&pm->model, pm->tok.get()};
+            given[key] = pm->model.source();
+            continue;
+          }
+          if (od && od->type == vocablens::OptionType::Matrix && THPVariable_Check(kv.second.ptr())) {
+            inputs.tensors[key] = THPVariable_Unpack(kv.second.ptr());
+            given[key] = "tensor";
+            continue;
+          }
           given[key] = py_to_json(kv.second, name + "(): " + key);
         }
         const std::string call = describe_call(name, kwargs);
@@ -33,7 +65,8 @@ void register_declared(py::module_& mod) {
         vocablens::Result r;
         {
           py::gil_scoped_release nogil;
-          r = vocablens::run_analysis(a, model->model, model->tok.get(), given, vocablens::Surface::Python, tick);
+          r = vocablens::run_analysis(a, model->model, model->tok.get(), given, vocablens::Surface::Python, tick, nullptr,
+                                     &inputs);
         }
         fill_provenance(r, *model, call);
         return std::make_shared<vocablens::Result>(std::move(r));

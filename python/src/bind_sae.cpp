@@ -1,6 +1,6 @@
 // SAEs and transcoders from Python (docs/features.md): vocablens.load_sae(path) -> Sae with encode / decode /
-// forward on torch tensors and its weights as tensors (views of the loaded file, stored dtype kept), and the
-// "feature_logits" analysis (vocablens.feature_logits(model, sae, top_k=...)).
+// forward on torch tensors and its weights as tensors (views of the loaded file, stored dtype kept). The feature
+// analyses (feature_logits, feature_lens, feature_corpus) are declared in analyses/features_entry.cpp.
 #include <memory>
 
 #include "analyses.hpp"
@@ -15,82 +15,6 @@ namespace {
 using SaePtr = std::shared_ptr<vocablens::Sae>;
 
 py::object tensor_or_none(const at::Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
-
-std::shared_ptr<const vocablens::Sae> sae_arg(Options& o) {
-  py::object s = o.raw("sae");
-  if (s.is_none()) o.type_error("sae", "a vocablens.Sae (from vocablens.load_sae); it is required");
-  try {
-    return s.cast<SaePtr>();
-  } catch (const py::cast_error&) {
-    o.type_error("sae", "a vocablens.Sae (from vocablens.load_sae)");
-  }
-}
-
-RegisterAnalysis reg_features{
-    "feature_logits",
-    "SAE / transcoder features in vocabulary space: top and bottom tokens of each decoder direction through W_U",
-    [](const PyModel& m, Options& o) {
-      auto sae = sae_arg(o);
-      vocablens::FeatureLogitsOptions fo;
-      fo.top_k = o.integer_at_least("top_k", 10, 1);
-      fo.features = o.indices("features");
-      fo.bottom = o.flag("bottom", true);
-      fo.final_norm_scale = o.flag("final_norm", false);
-      py::object progress = o.raw("progress");
-      o.finish();
-      const int64_t total = fo.features.empty() ? sae->d_sae : static_cast<int64_t>(fo.features.size());
-      Progress bar(progress, total, "features", "feature");
-      py::gil_scoped_release nogil;
-      vocablens::check_sae_fits(*sae, m.model);
-      int64_t last = 0;
-      fo.progress = [&](int64_t done, int64_t) {
-        bar.advance(done - last);
-        last = done;
-      };
-      auto a = vocablens::feature_logits(m.model, *sae, fo, m.tok.get());
-      return a.to_result(m.tok.get());
-    }};
-
-RegisterAnalysis reg_lens{
-    "feature_lens", "Feature lens: the SAE's features firing at each position of a prompt, with their top tokens",
-    [](const PyModel& m, Options& o) {
-      auto sae = sae_arg(o);
-      py::object prompt = o.raw("prompt");
-      if (prompt.is_none()) o.type_error("prompt", "text or token ids; it is required");
-      std::vector<int64_t> ids = ids_from(m, prompt, "prompt");
-      const std::string text = py::isinstance<py::str>(prompt) ? prompt.cast<std::string>() : std::string();
-      vocablens::FeatureLensOptions fo;
-      fo.top_features = o.integer_at_least("top_features", 5, 1);
-      fo.top_k = o.integer_at_least("top_k", 5, 1);
-      fo.final_norm_scale = o.flag("final_norm", false);
-      o.finish();
-      py::gil_scoped_release nogil;
-      return vocablens::feature_lens(m.model, *sae, ids, fo, m.tok.get()).to_result(m.tok.get(), text);
-    }};
-
-RegisterAnalysis reg_corpus{
-    "feature_corpus",
-    "An SAE over a text file: firing density, histograms, dead features, L0, max-activating contexts, MSE, "
-    "explained variance, CE loss recovered",
-    [](const PyModel& m, Options& o) {
-      auto sae = sae_arg(o);
-      vocablens::SaeCorpusOptions so;
-      so.window = o.integer_at_least("window", 0, 0);
-      so.max_tokens = o.integer_at_least("max_tokens", 0, 0);
-      so.contexts = o.integer_at_least("contexts", 5, 0);
-      so.ce_metrics = o.flag("ce", true);
-      const std::string path = o.str("path", "");
-      py::object progress = o.raw("progress");
-      o.finish();
-      if (path.empty()) throw py::value_error("feature_corpus(): path is empty: give a text file");
-      const auto& tok = m.tokenizer();
-      Progress bar(progress, 0, "feature corpus", "B");
-      so.progress = [&bar](uint64_t done, uint64_t total) {
-        bar.set(static_cast<int64_t>(done), static_cast<int64_t>(total));
-      };
-      py::gil_scoped_release nogil;
-      return vocablens::sae_corpus_stats(m.model, *sae, tok, path, so).to_result(&tok);
-    }};
 
 }  // namespace
 

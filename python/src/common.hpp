@@ -48,39 +48,6 @@ py::object json_to_py(const nlohmann::json& j);
 /// JSON of a Python value made of dict/list/tuple/str/int/float/bool/None; TypeError naming `arg` otherwise.
 nlohmann::json py_to_json(py::handle h, const std::string& arg);
 
-/// The keyword arguments of one call, read and checked one by one. Every error names the function and
-/// the argument: TypeError for a wrong type, ValueError for a wrong value; finish() refuses keywords
-/// nobody read (a misspelt option is an error, not a silent default).
-class Options {
- public:
-  Options(std::string function, py::dict kwargs);
-  bool has(const char* name) const;  ///< given and not None
-  int64_t integer(const char* name, int64_t def);
-  int64_t integer_at_least(const char* name, int64_t def, int64_t min);
-  std::optional<int64_t> opt_integer(const char* name);
-  double real(const char* name, double def);
-  bool flag(const char* name, bool def);
-  std::string str(const char* name, const std::string& def);
-  /// One of `choices`.
-  std::string choice(const char* name, const std::string& def, const std::vector<std::string>& choices);
-  /// None -> {}; an int -> {i}; a list/tuple/range/1-D integer tensor or array -> its values; a string
-  /// such as "0,5,10-20" -> parse_index_list.
-  std::vector<int64_t> indices(const char* name);
-  /// None -> {}; a str -> {s}; a list/tuple of str -> them.
-  std::vector<std::string> strings(const char* name);
-  py::object raw(const char* name);  ///< None when absent
-  [[noreturn]] void type_error(const char* name, const std::string& expected) const;
-  [[noreturn]] void value_error(const char* name, const std::string& problem) const;
-  void finish();
-  const std::string& function() const { return fn_; }
-
- private:
-  py::object take(const char* name);
-  std::string fn_;
-  py::dict kw_;
-  std::vector<std::string> read_;
-};
-
 /// Token ids from a Python value: str (encoded with the model's tokenizer, BOS as it decides unless `bos`
 /// says), list/tuple of int, 1-D (or [1, T]) integer torch.Tensor or numpy array. TypeError / ValueError
 /// naming `arg`. Empty sequences are a ValueError.

@@ -348,7 +348,6 @@ PYBIND11_MODULE(_vocablens, mod) {
   mod.def("load_results", &load_results, py::arg("dir"));
   mod.attr("__version__") = VOCABLENS_VERSION;
 
-  register_analyses(mod);
   register_declared(mod);
   register_compare(mod);
   register_hooks(mod);

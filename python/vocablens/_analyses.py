@@ -1,8 +1,8 @@
 """The analyses, as functions of a model (and as methods of vocablens.Model).
 
 Each one calls the C++ analysis the CLI command of the same name calls and returns a Result whose
-save(dir) writes the same run directory. Keyword arguments left at None take the CLI's defaults (listed in
-each docstring). Unknown keywords, wrong types and impossible values raise TypeError / ValueError naming
+save(dir) writes the same run directory. Every function is made from the library's declaration of its
+options (`vocablens schema`), so its signature shows the real defaults. Unknown keywords, wrong types and impossible values raise TypeError / ValueError naming
 the argument; problems found by the library raise vocablens.UsageError / FormatError with its message.
 
 progress: None (default) shows a tqdm bar when tqdm is installed, False shows nothing, True forces a bar
@@ -20,28 +20,14 @@ def run(name, model, **kwargs):
     """Runs the analysis `name` (see analyses()) with keyword options, e.g. run("lens", m, prompt="Hi")."""
     if not isinstance(name, str):
         raise TypeError("run(): name must be a str, not " + type(name).__name__)
-    if name in _DECLARED:
-        return _DECLARED[name](model, **kwargs)
-    if not isinstance(model, Model):
-        raise TypeError("{}(): model must be a vocablens.Model (from vocablens.load_model), not {}".format(
-            name, type(model).__name__))
-    kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    return Result(_core.run(name, model, kwargs))
+    if name not in _DECLARED:
+        raise ValueError("no analysis named '{}' (known: {})".format(name, ", ".join(sorted(_DECLARED))))
+    return _DECLARED[name](model, **kwargs)
 
 
 def analyses():
     """[(name, description)] of every analysis the module offers."""
-    declared = [(s["name"], s["summary"]) for s in _core.analyses_schema()]
-    names = {n for n, _ in declared}
-    return declared + [a for a in _core.analyses() if a[0] not in names]
-
-
-def _call(name, model, loc):
-    kw = {k: v for k, v in loc.items() if k != "model"}
-    return run(name, model, **kw)
-
-
-
+    return [(s["name"], s["summary"]) for s in _core.analyses_schema()]
 
 
 # ---- the declared analyses: one function each, made from the library's declaration --------------------------
@@ -82,6 +68,8 @@ def _declared(spec):
             params.append(inspect.Parameter(o["name"], inspect.Parameter.KEYWORD_ONLY, default=o["default"]))
     params.append(inspect.Parameter("progress", inspect.Parameter.KEYWORD_ONLY, default=None))
     sig = inspect.Signature(params)
+    # Model, Sae and Matrix options take Python objects (a vocablens.Model, a vocablens.Sae, a tensor) as they are.
+    objects = {o["name"] for o in spec["options"] if o["type"] in ("model", "sae", "matrix")}
 
     def f(*args, **kwargs):
         try:
@@ -94,7 +82,8 @@ def _declared(spec):
         if not isinstance(model, Model):
             raise TypeError("{}(): model must be a vocablens.Model (from vocablens.load_model), not {}".format(
                 name, type(model).__name__))
-        return Result(_core.run_declared(name, model, {k: _plain(name, k, v) for k, v in a.items()}, progress))
+        kw = {k: v if k in objects else _plain(name, k, v) for k, v in a.items()}
+        return Result(_core.run_declared(name, model, kw, progress))
 
     lines = [spec["summary"] + " (`vocablens {}`).".format(spec["command"]) if spec["command"] else spec["summary"], ""]
     for o in spec["options"]:
@@ -119,6 +108,12 @@ lens_corpus = _DECLARED["lens_corpus"]
 knn = _DECLARED["knn"]
 positions = _DECLARED["positions"]
 tuned_lens_eval = _DECLARED["tuned_lens_eval"]
+patch = _DECLARED["patch"]
+ablate = _DECLARED["ablate"]
+spectrum = _DECLARED["spectrum"]
+project = _DECLARED["project"]
+compare_embeddings = _DECLARED["compare_embeddings"]
+steer = _DECLARED["steer"]
 
 
 def _prompt_list(declared):
@@ -162,17 +157,15 @@ lens_batch = _prompt_list(_DECLARED["lens_batch"])
 _DECLARED["lens_batch"] = lens_batch
 
 
-def compare_embeddings(model, model_b, *, matrix=None, k=None, moved=None, spectrum_k=None, spectra=None):
-    """Two embedding spaces on their shared tokens (`vocablens compare-embeddings`): model is aligned onto
-    model_b (another model, or a later checkpoint of one run). matrix="W_E"|"W_U", k=10, moved=50, spectrum_k=32,
-    spectra=True. Result kind "compare_embeddings"."""
-    return _call("compare_embeddings", model, locals())
+def _compare():
+    """vocablens.compare(a, b, ...): two lens runs, no model; its keywords are made from compare's declaration."""
+    import inspect
+    spec = _core.compare_schema()
+    params = [inspect.Parameter("a", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+              inspect.Parameter("b", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    params += [inspect.Parameter(o["name"], inspect.Parameter.KEYWORD_ONLY, default=o["default"]) for o in spec["options"]]
+    sig = inspect.Signature(params)
 
-
-def compare(a, b, *, align=None):
-    """Two logit-lens runs side by side (`vocablens compare`): a, b are lens() Results or run directories.
-    align: None (token counts must be equal) / "start" / "end". KL needs both made with save_probs=True.
-    Result kind "lens_compare"."""
     def core(x, arg):
         if isinstance(x, Result):
             return x._core
@@ -180,31 +173,28 @@ def compare(a, b, *, align=None):
             return os.fspath(x)
         raise TypeError("compare(): {} must be a vocablens.Result (from lens()) or a run directory, not {}".format(
             arg, type(x).__name__))
-    if align is not None and not isinstance(align, str):
-        raise TypeError("compare(): align must be None, \"start\" or \"end\", not " + type(align).__name__)
-    return Result(_core.compare_runs(core(a, "a"), core(b, "b"), align or "none"))
+
+    def compare(*args, **kwargs):
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError("compare(): {}".format(e)) from None
+        o = bound.arguments
+        a, b = o.pop("a"), o.pop("b")
+        return Result(_core.compare_runs(core(a, "a"), core(b, "b"), o))
+
+    lines = ["Two logit-lens runs side by side (`vocablens compare`): a, b are lens() Results or run directories.",
+             "KL needs both made with save_probs=True. Result kind \"lens_compare\".", ""]
+    for o in spec["options"]:
+        extra = " One of: " + ", ".join(o["choices"]) + "." if o.get("choices") else ""
+        lines.append("{} ({}): {}.{}".format(o["name"], o["type"], o["help"], extra))
+    compare.__doc__ = "\n".join(lines)
+    compare.__signature__ = sig
+    compare.__module__ = "vocablens"
+    return compare
 
 
-def project(model, prompt, *, hook=None, layer=None, top_k=None, positions=None, final_norm=None, read=None,
-            inverse=None, pinv_rtol=None, alpha_only=None, allow=None, bos=None):
-    """Hidden states projected to tokens (`vocablens project`). hook="resid_post" (or "resid_mid.2",
-    "final_norm", ...), layer=-1 (all), top_k=10, positions=all, final_norm=False, read=False,
-    inverse="pinv". Result kind "projection"."""
-    return _call("project", model, locals())
-
-
-
-
-
-
-def spectrum(model, *, matrix=None, k=None, method=None, ncv=None, loadings=None, left_vectors=None,
-             anisotropy=None, remove_top=None):
-    """Singular spectrum, PCA, effective rank and anisotropy (`vocablens spectrum`). matrix="W_E" (or "W_U",
-    "W_pos", "W_in.L", "W_out.L", a .npy path, or a 2-D torch.Tensor), k=32, method="auto". Result kind
-    "spectrum"."""
-    return _call("spectrum", model, locals())
-
-
+compare = _compare()
 
 
 def _method(fn):
@@ -221,31 +211,6 @@ for _f in (lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn
 
 
 # ---- interventions (docs/interventions.md) ----
-
-def patch(model, clean, corrupt, target, *, wrong=None, over=None, position=None, bos=None):
-    """Activation patching (`vocablens patch`): each activation of the clean run patched into the corrupted
-    run; the restored metric (logit[target] - logit[wrong]) normalised so 0 = corrupted, 1 = clean.
-    clean/corrupt: text or ids of the same length; over="resid"|"attn"|"mlp"|"heads"; position=-1 (last).
-    Result kind "activation_patching"."""
-    return _call("patch", model, locals())
-
-
-def ablate(model, prompt, *, head=None, neuron=None, resid=None, hook=None, mode=None, target=None,
-           position=None, top_k=None, bos=None):
-    """Ablation (`vocablens ablate`): head="L.H", neuron="L.N", resid="L.P" or hook=<hook name> (each a str or
-    a list of them), mode="zero"|"mean"; predictions before and after at `position` (-1: last), target
-    followed (default: the unablated top-1), top_k=10. Result kind "ablation"."""
-    return _call("ablate", model, locals())
-
-
-
-
-def steer(model, prompt, plus, minus, *, layer=None, scale=None, steps=None, bos=None):
-    """Steering (`vocablens generate --steer PLUS-MINUS`): greedy generation of `steps` (20) tokens with
-    scale (4.0) * (W_E[plus] - W_E[minus]) added to blocks.<layer>.hook_resid_pre (layer: n_layers // 2), and
-    the same without steering. Result kind "steering": summary steered_ids/plain_ids (and texts)."""
-    return _call("steer", model, locals())
-
 
 for _f in (patch, ablate, attribute, steer):
     setattr(Model, _f.__name__, _method(_f))

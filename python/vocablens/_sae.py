@@ -3,11 +3,11 @@
     sae = vocablens.load_sae("saes/res-1")      # SAELens / Gemma Scope / Llama Scope / circuit-tracer
     f = sae.encode(x)                            # torch.Tensor [..., d_in] -> [..., d_sae]
     xhat = sae.forward(x)                        # decode(encode(x), x)
-    r = vocablens.feature_logits(model, sae, top_k=10)
-    r.arrays["top_ids"]                          # [d_sae, 10] token ids each feature promotes
+    r = vocablens.feature_logits(model, sae, top_k=8)
+    r.arrays["top_ids"]                          # [d_sae, 8] token ids each feature promotes
 """
 from . import _vocablens as _core
-from ._analyses import run
+from ._analyses import _DECLARED
 
 Sae = _core.Sae
 
@@ -37,42 +37,11 @@ def splice_hook(sae, *, error_term=False):
     return sae.hook_name, fn
 
 
-def feature_logits(model, sae, *, top_k=None, features=None, bottom=None, final_norm=None, progress=None):
-    """Logit weights of SAE features (`vocablens features`): for every feature (or `features`, e.g. "0,5-9"
-    or a list), the top_k=10 tokens its decoder direction W_dec[f] promotes through W_U and, with
-    bottom=True (default), the top_k it suppresses; final_norm=True scales each direction by the final
-    norm's weight first. Exact and streamed (never d_sae × V at once). Result kind "features": arrays
-    top_ids, top_values, bottom_ids, bottom_values [N, top_k], feature_ids, decoder_norms; table top_k."""
-    if not isinstance(sae, Sae):
-        raise TypeError("feature_logits(): sae must be a vocablens.Sae (from vocablens.load_sae), not "
-                        + type(sae).__name__)
-    return run("feature_logits", model, sae=sae, top_k=top_k, features=features, bottom=bottom,
-               final_norm=final_norm, progress=progress)
-
-
-def feature_lens(model, sae, prompt, *, top_features=None, top_k=None, final_norm=None):
-    """Feature lens (`vocablens features --prompt`): runs the model on prompt (text or ids), encodes the
-    activation at sae.hook_name and lists, per position, the top_features=5 strongest features with the
-    top_k=5 tokens each promotes. Result kind "feature_lens": arrays ids, l0 [T], top_features,
-    top_activations [T, n], shown_features, shown_token_ids; table top_features."""
-    if not isinstance(sae, Sae):
-        raise TypeError("feature_lens(): sae must be a vocablens.Sae (from vocablens.load_sae), not "
-                        + type(sae).__name__)
-    return run("feature_lens", model, sae=sae, prompt=prompt, top_features=top_features, top_k=top_k,
-               final_norm=final_norm)
-
-
-def feature_corpus(model, sae, path, *, window=None, max_tokens=None, contexts=None, ce=None, progress=None):
-    """An SAE over a text file (`vocablens features --corpus`): streamed in windows of the model's context
-    (window), per feature the firing density, a 40-bin log-spaced activation histogram and the contexts=5
-    strongest activations; over the corpus L0, MSE, explained variance and (ce=True, default) SAELens's CE
-    loss recovered with the reconstruction spliced in vs the hook zeroed. max_tokens bounds the scored
-    positions. Result kind "feature_corpus" (docs/results.md)."""
-    if not isinstance(sae, Sae):
-        raise TypeError("feature_corpus(): sae must be a vocablens.Sae (from vocablens.load_sae), not "
-                        + type(sae).__name__)
-    return run("feature_corpus", model, sae=sae, path=str(path), window=window, max_tokens=max_tokens,
-               contexts=contexts, ce=ce, progress=progress)
+# The feature analyses are declared in the library (analyses/features_entry.cpp); their functions, with the real
+# defaults in the signature, are made from the declaration (vocablens._analyses).
+feature_logits = _DECLARED["feature_logits"]
+feature_lens = _DECLARED["feature_lens"]
+feature_corpus = _DECLARED["feature_corpus"]
 
 
 def steer_feature_hook(sae, feature, scale=4.0):

@@ -14,6 +14,9 @@ _TYPES = {
     "strings": "Union[str, Sequence[Union[str, int]]]",
     "token": "Union[str, int]",
     "prompt": "Union[str, Sequence[int]]",
+    "model": "Model",
+    "sae": "Sae",
+    "matrix": "Union[str, torch.Tensor]",
 }
 
 
@@ -44,15 +47,16 @@ def render(schema):
     lines = [
         "# Generated from the analyses' declarations (vocablens schema) by vocablens/_stubs.py: do not edit.",
         "from typing import Any, Callable, Literal, Optional, Sequence, Union",
+        "import torch",
         "from ._vocablens import Error as Error, FormatError as FormatError, UsageError as UsageError",
-        "from ._vocablens import Tokenizer as Tokenizer, Model as Model, __version__ as __version__",
+        "from ._vocablens import Tokenizer as Tokenizer, Model as Model, Sae as Sae, __version__ as __version__",
         "from ._result import Result as Result, load_results as load_results, report as report",
         "from ._model import load_model as load_model",
         "",
     ]
     for spec in schema:
         lines.append(signature(spec))
-    lines.append("def __getattr__(name: str) -> Any: ...  # the analyses not yet declared in the library")
+    lines.append("def __getattr__(name: str) -> Any: ...  # the package's other names (hooks, cache, SAE helpers)")
     return "\n".join(lines) + "\n"
 
 

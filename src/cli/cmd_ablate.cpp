@@ -1,5 +1,6 @@
 // `vocablens ablate MODEL --prompt TEXT --head L.H [--neuron L.N] [--resid L.P] [--mode zero|mean]`:
-// knock out sites and show the prediction before and after (see vocablens/ablation.hpp).
+// knock out sites and show the prediction before and after (see vocablens/ablation.hpp). The flags come from
+// the analysis's declaration (analyses/interventions_entry.cpp).
 #include <fmt/color.h>
 #include <fmt/format.h>
 
@@ -7,11 +8,14 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/declared_flags.hpp"
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/token_arg.hpp"
 #include "vocablens/ablation.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/atomic_file.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
@@ -21,10 +25,8 @@ namespace {
 using vocablens::UsageError;
 
 struct AblateCliOptions {
-  std::string model, tokenizer, prompt, target, mode = "zero";
-  std::vector<std::string> heads, neurons, resids, hooks, mean_over;
-  int64_t position = -1, top_k = 10;
-  bool bos = false, no_bos = false;
+  std::string model, tokenizer;
+  std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
   bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
@@ -57,28 +59,15 @@ void print_ablation(const vocablens::AblationResult& a, const vocablens::Tokeniz
 }
 
 int run_ablate(const AblateCliOptions& o) {
-  if (o.bos && o.no_bos) throw UsageError("--bos and --no-bos cannot be used together");
-  vocablens::AblationOptions ao;
-  for (const auto& s : o.heads) ao.sites.push_back(vocablens::parse_ablation_site("head", s));
-  for (const auto& s : o.neurons) ao.sites.push_back(vocablens::parse_ablation_site("neuron", s));
-  for (const auto& s : o.resids) ao.sites.push_back(vocablens::parse_ablation_site("resid", s));
-  for (const auto& s : o.hooks) ao.sites.push_back(vocablens::parse_ablation_site("hook", s));
-  if (ao.sites.empty())
-    throw UsageError("nothing to ablate: give --head L.H, --neuron L.N, --resid L.P or --hook NAME (repeatable)");
-  if (o.mode != "zero" && o.mode != "mean") throw UsageError("--mode must be zero or mean (got '" + o.mode + "')");
-  ao.mode = o.mode == "mean" ? vocablens::AblationMode::Mean : vocablens::AblationMode::Zero;
-  if (!o.mean_over.empty() && ao.mode != vocablens::AblationMode::Mean)
-    throw UsageError("--mean-over has a meaning only with --mode mean");
-  ao.position = o.position;
-  ao.top_k = o.top_k;
+  const auto& decl = vocablens::find_analysis("ablate").decl;
+  const nlohmann::json resolved = vocablens::resolve_options(decl, o.flags->given(), vocablens::Surface::Cli);
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   vocablens::Model m = vocablens::load_model(o.model);
   vocablens::adapt_threads_to(m);
   auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
-  const int bos = o.bos ? 1 : o.no_bos ? 0 : -1;
-  auto ids = vocablens::cli::encode_prompt(*tok, o.prompt, "--prompt", bos);
-  for (const auto& t : o.mean_over) ao.reference.push_back(vocablens::cli::encode_prompt(*tok, t, "--mean-over", bos));
-  if (!o.target.empty()) ao.target = vocablens::cli::resolve_token(*tok, o.target, "--target");
+  const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
+  const vocablens::AblationOptions ao = vocablens::entries::ablation_options(q);
+  const auto ids = vocablens::entries::prompt_ids(q);
   {
     const auto& cf = m.config();
     const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
@@ -92,7 +81,7 @@ int run_ablate(const AblateCliOptions& o) {
       return *rc;
   }
   auto a = vocablens::ablate(m, ids, ao);
-  auto r = a.to_result(tok.get(), o.prompt);
+  auto r = a.to_result(tok.get(), vocablens::entries::prompt_text(q, ids));
   vocablens::cli::fill_provenance(r, m);
   r.provenance["tokenizer"] = tok->source();
   vocablens::cli::emit(r, o.out, [&] { print_ablation(a, *tok, vocablens::cli::use_color(o.out)); });
@@ -100,28 +89,13 @@ int run_ablate(const AblateCliOptions& o) {
 }
 
 vocablens::cli::Register reg{
-    "ablate",
-    "Zero- or mean-ablate heads, MLP neurons or residual positions and show the prediction before and after",
+    "ablate", vocablens::find_analysis("ablate").decl.summary,
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<AblateCliOptions>();
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
-      sub.add_option("--prompt", o->prompt, "Text to run")->required();
-      sub.add_option("--head", o->heads, "Head LAYER.HEAD, e.g. 1.3 (blocks.L.attn.hook_z); repeatable");
-      sub.add_option("--neuron", o->neurons, "MLP neuron LAYER.NEURON, e.g. 0.17 (blocks.L.mlp.hook_post); repeatable");
-      sub.add_option("--resid", o->resids, "Residual stream entering block LAYER at POSITION, LAYER.POSITION; repeatable");
-      sub.add_option("--hook", o->hooks, "A whole activation by hook name, e.g. blocks.1.hook_attn_out or mlp_out.1 "
-                                         "(docs/interventions.md lists them); repeatable");
-      sub.add_option("--mode", o->mode, "zero, or mean: the activation's mean over every position of the prompt "
-                                        "(or of the --mean-over prompts)")
-          ->check(CLI::IsMember({"zero", "mean"}))
-          ->capture_default_str();
-      sub.add_option("--mean-over", o->mean_over, "Reference prompt for --mode mean; repeatable");
-      sub.add_option("--target", o->target, "Token to follow (default: the unablated run's top prediction)");
-      sub.add_option("--position", o->position, "Position whose prediction is shown (default -1: the last)");
-      sub.add_option("--top-k", o->top_k, "Predictions listed (default 10)");
+      o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("ablate").decl);
+      o->flags->add_to(sub);
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
-      sub.add_flag("--bos", o->bos, "Prepend the BOS token");
-      sub.add_flag("--no-bos", o->no_bos, "Do not prepend BOS (llama2.c tokenizers add it by default)");
       sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_ablate(*o); };

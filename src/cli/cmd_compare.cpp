@@ -9,9 +9,11 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/declared_flags.hpp"
 #include "cli/output.hpp"
 #include "vocablens/atomic_file.hpp"
 #include "vocablens/compare.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 
 namespace {
@@ -20,7 +22,7 @@ using vocablens::UsageError;
 
 struct CompareCliOptions {
   std::string run_a, run_b;
-  std::string align = "none";
+  std::shared_ptr<vocablens::cli::DeclaredFlags> flags;  // compare's declaration (analyses/compare_options.cpp)
   vocablens::cli::OutputOptions out;
 };
 
@@ -72,10 +74,8 @@ void own_provenance(vocablens::Result& r) {
 }
 
 int run_compare(const CompareCliOptions& o) {
-  vocablens::LensCompareOptions co;
-  if (o.align == "end") co.align = vocablens::LensAlign::End;
-  else if (o.align == "start") co.align = vocablens::LensAlign::Start;
-  else if (o.align != "none") throw UsageError("--align must be none, start or end (got '" + o.align + "')");
+  vocablens::LensCompareOptions co = vocablens::entries::compare_options(vocablens::resolve_options(
+      vocablens::entries::compare_declaration(), o.flags->given(), vocablens::Surface::Cli));
   co.name_a = o.run_a;
   co.name_b = o.run_b;
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
@@ -92,15 +92,14 @@ int run_compare(const CompareCliOptions& o) {
 }
 
 vocablens::cli::Register reg{
-    "compare",
-    "Two logit-lens runs side by side: Δ target probability, Δ rank and KL between the lenses per layer and position",
+    "compare", vocablens::entries::compare_declaration().summary,
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<CompareCliOptions>();
       sub.add_option("RUN_A", o->run_a, "A `vocablens lens --out` directory")->required();
       sub.add_option("RUN_B", o->run_b, "Another one: a second prompt on the same model, or the same prompt on a model "
                                         "with the same tokenizer")->required();
-      sub.add_option("--align", o->align, "When the token counts differ: pair the first (start) or last (end) positions "
-                                          "of each (default none: an error)")->type_name("none|start|end");
+      o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::entries::compare_declaration());
+      o->flags->add_to(sub);
       sub.footer(
           "Differences are A − B, each run with its own target (the next token of its prompt, or its --target). "
           "KL(A‖B) and KL(B‖A) per layer and position need both runs made with `lens --save-probs`. Models of different "

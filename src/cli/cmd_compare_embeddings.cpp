@@ -1,5 +1,7 @@
 // `vocablens compare-embeddings MODEL_A MODEL_B`: two embedding spaces compared on their shared tokens
 // (Procrustes, linear CKA, k-NN agreement, moved tokens, both spectra; see vocablens/compare_embeddings.hpp).
+// The flags come from the analysis's declaration (analyses/compare_embeddings_entry.cpp; MODEL_B is its model_b);
+// the command keeps MODEL_A and the two tokenizers, as every command keeps MODEL and --tokenizer.
 #include <fmt/color.h>
 #include <fmt/format.h>
 
@@ -7,9 +9,12 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/declared_flags.hpp"
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/atomic_file.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/compare_embeddings.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
@@ -21,13 +26,9 @@ namespace {
 using vocablens::UsageError;
 
 struct CompareEmbeddingsCliOptions {
-  std::string model_a, model_b;
-  std::string matrix = "W_E";
+  std::string model_a;
   std::string tokenizer_a, tokenizer_b;
-  int64_t k = 10;
-  int64_t moved = 50;
-  int64_t spectrum_k = 32;
-  bool no_spectra = false;
+  std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
   bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
@@ -60,11 +61,12 @@ void print_compare(const vocablens::CompareEmbeddingsResult& c, const vocablens:
 }
 
 int run_compare_embeddings(const CompareEmbeddingsCliOptions& o) {
-  if (o.k < 1) throw UsageError("--k must be at least 1");
-  if (o.moved < 0) throw UsageError("--moved must be >= 0");
+  const auto& decl = vocablens::find_analysis("compare_embeddings").decl;
+  const nlohmann::json resolved = vocablens::resolve_options(decl, o.flags->given(), vocablens::Surface::Cli);
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
+  const std::string model_b = resolved["model_b"].get<std::string>();
   vocablens::Model ma = vocablens::load_model(o.model_a);
-  vocablens::Model mb = vocablens::load_model(o.model_b);
+  vocablens::Model mb = vocablens::load_model(model_b);
   {
     const auto& cf = ma.config();
     const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
@@ -76,27 +78,10 @@ int run_compare_embeddings(const CompareEmbeddingsCliOptions& o) {
                                                o.dry_run, "--matrix (one matrix at a time; nothing smaller)"))
       return *rc;
   }
-  std::string kind_a, kind_b;
-  at::Tensor Ea = vocablens::model_matrix(ma, o.matrix, &kind_a);
-  at::Tensor Eb = vocablens::model_matrix(mb, o.matrix, &kind_b);
-  if (kind_a != "token" || kind_b != "token")
-    throw UsageError(fmt::format("--matrix {}: rows are {}s, not tokens; compare-embeddings matches rows by token "
-                                 "(use W_E or W_U)", o.matrix, kind_a != "token" ? kind_a : kind_b));
   auto ta = vocablens::load_tokenizer_for(o.model_a, o.tokenizer_a);
-  auto tb = vocablens::load_tokenizer_for(o.model_b, o.tokenizer_b);
-  auto pairs = vocablens::shared_tokens(*ta, *tb);
-  pairs.erase(std::remove_if(pairs.begin(), pairs.end(),
-                             [&](const auto& p) { return p.first >= Ea.size(0) || p.second >= Eb.size(0); }),
-              pairs.end());
-  vocablens::CompareEmbeddingsOptions co;
-  co.k = o.k;
-  co.moved = o.moved;
-  co.spectra = !o.no_spectra;
-  co.spectrum.k = o.spectrum_k;
-  auto c = vocablens::compare_embeddings(Ea, Eb, pairs, co);
-  c.matrix = o.matrix;
-  c.model_a = ma.source();
-  c.model_b = mb.source();
+  auto tb = vocablens::load_tokenizer_for(model_b, o.tokenizer_b);
+  const vocablens::AnalysisRequest q{ma, ta.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
+  const auto c = vocablens::entries::compare_two_models(q, mb, tb.get());
   vocablens::Result r = c.to_result(tb.get());
   vocablens::cli::fill_provenance(r, ma);  // the first model, as the Python module (its run is of model A)
   r.provenance["model_a"] = ma.source();
@@ -106,17 +91,12 @@ int run_compare_embeddings(const CompareEmbeddingsCliOptions& o) {
 }
 
 vocablens::cli::Register reg{
-    "compare-embeddings",
-    "Two embedding spaces on their shared tokens: Procrustes alignment, linear CKA, k-NN agreement, moved tokens, spectra",
+    "compare-embeddings", vocablens::find_analysis("compare_embeddings").decl.summary,
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<CompareEmbeddingsCliOptions>();
       sub.add_option("MODEL_A", o->model_a, std::string("First model (aligned onto B): ") + vocablens::cli::kModelHelp)->required();
-      sub.add_option("MODEL_B", o->model_b, "Second model, or a later checkpoint of the same run")->required();
-      sub.add_option("--matrix", o->matrix, "W_E (default) or W_U (rows are tokens; as `spectrum --matrix`)")->type_name("NAME");
-      sub.add_option("--k", o->k, "Nearest neighbours per token for the agreement (default 10)");
-      sub.add_option("--moved", o->moved, "Tokens listed in the 'moved' table (default 50)");
-      sub.add_option("--spectrum-k", o->spectrum_k, "Top singular values of each matrix (default 32; all are kept when d <= 4096)");
-      sub.add_flag("--no-spectra", o->no_spectra, "Skip both spectra");
+      o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("compare_embeddings").decl);
+      o->flags->add_to(sub);
       sub.add_option("--tokenizer-a", o->tokenizer_a, "Tokenizer of MODEL_A (default: found beside it)");
       sub.add_option("--tokenizer-b", o->tokenizer_b, "Tokenizer of MODEL_B (default: found beside it)");
       sub.footer(

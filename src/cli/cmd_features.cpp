@@ -1,6 +1,8 @@
 // `vocablens features MODEL --sae PATH [--top-k K] [--features 0,5-9] [--final-norm]`: SAE / transcoder
 // features in vocabulary space (see vocablens/features.hpp): the tokens each decoder direction promotes
-// and suppresses through the unembedding, exact and streamed.
+// and suppresses, exact and streamed; with --prompt the feature lens, with --corpus the corpus statistics.
+// The flags come from the three analyses' declarations (analyses/features_entry.cpp: feature_logits,
+// feature_lens, feature_corpus); the command keeps only the Neuronpedia export, which writes a file.
 #include <fmt/color.h>
 #include <fmt/format.h>
 
@@ -9,11 +11,14 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/declared_flags.hpp"
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/progress.hpp"
 #include "cli/token_filter_options.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/atomic_file.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/feature_encoder.hpp"
 #include "vocablens/features.hpp"
@@ -24,21 +29,50 @@
 #include "vocablens/sae_corpus.hpp"
 #include "vocablens/dist.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "vocablens/unembed.hpp"
 
 namespace {
 
 using vocablens::UsageError;
+using nlohmann::json;
 
-struct FeaturesCliOptions {
-  std::string model, sae, hook, features, prompt, corpus;
-  std::string neuronpedia, np_model, np_set, encoder;
-  int64_t top_k = 10, top_features = 5;
-  int64_t max_tokens = 0, window = 0, contexts = 5;
-  bool final_norm = false, no_bottom = false, no_ce = false;
-  vocablens::cli::TokenFilterFlags tokens_flags;
+struct FeaturesCli {
+  std::string model, tokenizer;
+  std::shared_ptr<vocablens::cli::DeclaredFlags> flags;   // feature_logits
+  std::shared_ptr<vocablens::cli::DeclaredFlags> lens;    // what feature_lens adds (--prompt, --top-features, --bos)
+  std::shared_ptr<vocablens::cli::DeclaredFlags> corpus;  // what feature_corpus adds (--corpus, --window, ...)
+  std::string neuronpedia, np_model, np_set;
   bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
+
+// The options typed for feature_logits that `decl` also declares, with the form's own: one call's options.
+json form_options(const vocablens::AnalysisDecl& decl, const json& base_given, const json& own) {
+  json out = json::object();
+  for (auto it = base_given.begin(); it != base_given.end(); ++it)
+    if (decl.find(it.key())) out[it.key()] = it.value();  // others (--features, --no-bottom, ...) do not apply
+  for (auto it = own.begin(); it != own.end(); ++it) out[it.key()] = it.value();
+  return out;
+}
+
+// The model, its tokenizer and the SAE of one call (the SAE read through the declaration: --sae, --hook).
+struct Loaded {
+  std::unique_ptr<vocablens::Model> m;
+  std::unique_ptr<vocablens::Tokenizer> tok;
+  std::shared_ptr<const vocablens::Sae> sae;
+};
+
+Loaded load(const FeaturesCli& c, const vocablens::DeclaredAnalysis& a, const json& resolved, bool tokenizer_required) {
+  Loaded l;
+  l.m = std::make_unique<vocablens::Model>(vocablens::load_model(c.model));
+  const vocablens::AnalysisRequest q{*l.m, nullptr, resolved, {}, nullptr, vocablens::Surface::Cli, &a.decl};
+  l.sae = vocablens::entries::sae_option(q);
+  vocablens::cli::TokenFilterFlags tf;
+  tf.tokenizer = c.tokenizer;
+  tf.alpha_only = resolved.contains("alpha_only") && resolved["alpha_only"].get<bool>();
+  l.tok = vocablens::cli::load_tokenizer(c.model, tf, tokenizer_required);
+  return l;
+}
 
 void print_features(const vocablens::FeatureLogits& a, const vocablens::Tokenizer* tok, const vocablens::Model& m,
                     bool color, const vocablens::FeatureEncoderTokens* enc = nullptr) {
@@ -86,40 +120,6 @@ void print_lens(const vocablens::FeatureLens& a, const vocablens::Tokenizer* tok
   }
 }
 
-int run_lens(const FeaturesCliOptions& co, const vocablens::Sae& sae) {
-  vocablens::Model m = vocablens::load_model(co.model);
-  vocablens::check_sae_fits(sae, m);
-  auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, /*required=*/true);
-  std::vector<int64_t> ids = tok->encode(co.prompt);
-  if (ids.empty()) throw UsageError("empty prompt: it encodes to no tokens");
-  {
-    const auto& cf = m.config();
-    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
-    (void)d; (void)V;
-    const double Tn = static_cast<double>(ids.size());
-    vocablens::CacheSpec spec;
-    spec.resid_pre = spec.resid_mid = spec.resid_post = true;
-    auto e = vocablens::estimate_forward_memory(m, 1, static_cast<int64_t>(ids.size()), spec, false);
-    e.add("features: the SAE and its activations [T, d_sae]", (2 * static_cast<double>(sae.d_sae) * d + Tn * static_cast<double>(sae.d_sae)) * 4);
-    e.add_phase("features: W_U and the positions' logits", (d * V + Tn * V) * 4);
-    if (auto rc = vocablens::cli::check_memory("features", fmt::format("the feature lens of {} tokens", ids.size()), e,
-                                               co.dry_run, "shorten --prompt"))
-      return *rc;
-  }
-  vocablens::FeatureLensOptions o;
-  o.top_features = co.top_features;
-  o.top_k = co.top_k;
-  o.final_norm_scale = co.final_norm;
-  auto a = vocablens::feature_lens(m, sae, ids, o, tok.get());
-  auto r = a.to_result(tok.get(), co.prompt);
-  vocablens::cli::fill_provenance(r, m);
-  r.provenance["sae"] = sae.source;
-  r.provenance["sae_layout"] = sae.layout;
-  const bool color = vocablens::cli::use_color(co.out);
-  vocablens::cli::emit(r, co.out, [&] { print_lens(a, tok.get(), color); });
-  return 0;
-}
-
 void print_corpus(const vocablens::SaeCorpusStats& s, const vocablens::Tokenizer* tok, bool color) {
   auto style = [&](const std::string& t, fmt::text_style st) { return color ? fmt::format(st, "{}", t) : t; };
   auto text = [&](int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); };
@@ -151,145 +151,159 @@ void print_corpus(const vocablens::SaeCorpusStats& s, const vocablens::Tokenizer
   }
 }
 
-int run_corpus(const FeaturesCliOptions& co, const vocablens::Sae& sae) {
-  vocablens::dist::init();  // under mpirun: windows shared by the ranks, rank 0 reports
-  vocablens::Model m = vocablens::load_model(co.model);
-  vocablens::check_sae_fits(sae, m);
-  auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, /*required=*/true);
-  vocablens::SaeCorpusOptions o;
-  o.max_tokens = co.max_tokens;
-  o.window = co.window;
-  o.contexts = co.contexts;
-  o.ce_metrics = !co.no_ce;
-  if (auto rc = vocablens::cli::check_memory(
-          "features", fmt::format("the corpus statistics of {} ({} features)", sae.source, sae.d_sae),
-          vocablens::estimate_sae_corpus_memory(m, sae, o), co.dry_run, "--window (fewer tokens per forward), --contexts or --no-ce"))
-    return *rc;
-  const bool main_rank = vocablens::dist::rank() == 0;
-  vocablens::cli::ProgressBar bar("corpus", co.max_tokens > 0 ? "tokens" : "bytes");
-  if (auto cb = bar.callback(); main_rank && cb)
-    o.progress = [cb](uint64_t done, uint64_t total) { cb(static_cast<int64_t>(done), static_cast<int64_t>(total)); };
-  auto s = vocablens::sae_corpus_stats(m, sae, *tok, co.corpus, o);
-  bar.finish();
-  if (!main_rank) return 0;  // every rank holds the same result; one writes it
-  auto r = s.to_result(tok.get());
-  vocablens::cli::fill_provenance(r, m);
-  r.provenance["sae"] = sae.source;
-  r.provenance["sae_layout"] = sae.layout;
-  r.provenance["tokenizer"] = tok->source();
-  const bool color = vocablens::cli::use_color(co.out);
-  vocablens::cli::emit(r, co.out, [&] { print_corpus(s, tok.get(), color); });
-  return 0;
-}
-
-int run_features(const FeaturesCliOptions& co) {
-  vocablens::FeatureLogitsOptions o;
-  o.top_k = co.top_k;
-  o.final_norm_scale = co.final_norm;
-  o.bottom = !co.no_bottom;
-  o.filter = vocablens::cli::token_filter(co.tokens_flags);
-  if (!co.out.out_dir.empty()) vocablens::ensure_directory(co.out.out_dir);
-  vocablens::SaeLoadOptions lo;
-  lo.hook_name = co.hook;
-  vocablens::Sae sae = vocablens::load_sae(co.sae, lo);
-  if (!co.prompt.empty() && !co.corpus.empty()) throw UsageError("give --prompt or --corpus, not both");
-  if (!co.prompt.empty()) return run_lens(co, sae);
-  if (!co.corpus.empty() && co.neuronpedia.empty()) return run_corpus(co, sae);
-  if (!co.features.empty()) o.features = vocablens::parse_index_list(co.features, sae.d_sae, "feature");
-  vocablens::Model m = vocablens::load_model(co.model);
-  vocablens::check_sae_fits(sae, m);
-  auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, !co.corpus.empty());
-  // --neuronpedia with --corpus: the corpus statistics feed frac_nonzero, the histograms and the contexts.
-  vocablens::SaeCorpusOptions so;
-  so.max_tokens = co.max_tokens;
-  so.window = co.window;
-  so.contexts = co.contexts;
-  so.ce_metrics = false;  // the batch has no use for them
+int run_lens(const FeaturesCli& c, const json& given) {
+  const auto& a = vocablens::find_analysis("feature_lens");
+  const json resolved = vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
+  Loaded l = load(c, a, resolved, /*tokenizer_required=*/true);
+  const vocablens::Model& m = *l.m;
+  const vocablens::Sae& sae = *l.sae;
+  const vocablens::AnalysisRequest q{m, l.tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &a.decl};
+  std::vector<int64_t> ids = vocablens::entries::prompt_ids(q);
   {
     const auto& cf = m.config();
     const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
-    auto e = co.corpus.empty() ? vocablens::cli::model_memory(m) : vocablens::estimate_sae_corpus_memory(m, sae, so);
+    const double Tn = static_cast<double>(ids.size());
+    vocablens::CacheSpec spec;
+    spec.resid_pre = spec.resid_mid = spec.resid_post = true;
+    auto e = vocablens::estimate_forward_memory(m, 1, static_cast<int64_t>(ids.size()), spec, false);
+    e.add("features: the SAE and its activations [T, d_sae]", (2 * static_cast<double>(sae.d_sae) * d + Tn * static_cast<double>(sae.d_sae)) * 4);
+    e.add_phase("features: W_U and the positions' logits", (d * V + Tn * V) * 4);
+    if (auto rc = vocablens::cli::check_memory("features", fmt::format("the feature lens of {} tokens", ids.size()), e,
+                                               c.dry_run, "shorten --prompt"))
+      return *rc;
+  }
+  auto fl = vocablens::feature_lens(m, sae, ids, vocablens::entries::feature_lens_options(resolved), l.tok.get());
+  auto r = fl.to_result(l.tok.get(), vocablens::entries::prompt_text(q, ids));
+  vocablens::cli::fill_provenance(r, m);
+  r.provenance["sae"] = sae.source;
+  r.provenance["sae_layout"] = sae.layout;
+  const bool color = vocablens::cli::use_color(c.out);
+  vocablens::cli::emit(r, c.out, [&] { print_lens(fl, l.tok.get(), color); });
+  return 0;
+}
+
+int run_corpus(const FeaturesCli& c, const json& given) {
+  vocablens::dist::init();  // under mpirun: windows shared by the ranks, rank 0 reports
+  const auto& a = vocablens::find_analysis("feature_corpus");
+  const json resolved = vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
+  Loaded l = load(c, a, resolved, /*tokenizer_required=*/true);
+  vocablens::SaeCorpusOptions o = vocablens::entries::feature_corpus_options(resolved);
+  if (auto rc = vocablens::cli::check_memory(
+          "features", fmt::format("the corpus statistics of {} ({} features)", l.sae->source, l.sae->d_sae),
+          vocablens::estimate_sae_corpus_memory(*l.m, *l.sae, o), c.dry_run,
+          "--window (fewer tokens per forward), --contexts or --no-ce"))
+    return *rc;
+  const bool main_rank = vocablens::dist::rank() == 0;
+  vocablens::cli::ProgressBar bar("corpus", o.max_tokens > 0 ? "tokens" : "bytes");
+  if (auto cb = bar.callback(); main_rank && cb)
+    o.progress = [cb](uint64_t done, uint64_t total) { cb(static_cast<int64_t>(done), static_cast<int64_t>(total)); };
+  auto s = vocablens::sae_corpus_stats(*l.m, *l.sae, *l.tok, resolved["path"].get<std::string>(), o);
+  bar.finish();
+  if (!main_rank) return 0;  // every rank holds the same result; one writes it
+  auto r = s.to_result(l.tok.get());
+  vocablens::cli::fill_provenance(r, *l.m);
+  r.provenance["sae"] = l.sae->source;
+  r.provenance["sae_layout"] = l.sae->layout;
+  r.provenance["tokenizer"] = l.tok->source();
+  const bool color = vocablens::cli::use_color(c.out);
+  vocablens::cli::emit(r, c.out, [&] { print_corpus(s, l.tok.get(), color); });
+  return 0;
+}
+
+int run_features(const FeaturesCli& c) {
+  const json given = c.flags->given(), lens_own = c.lens->given(), corpus_own = c.corpus->given();
+  const bool prompt = lens_own.contains("prompt"), corpus = corpus_own.contains("path");
+  if (!c.out.out_dir.empty()) vocablens::ensure_directory(c.out.out_dir);
+  if (prompt && corpus) throw UsageError("give --prompt or --corpus, not both");
+  if (prompt) return run_lens(c, form_options(vocablens::find_analysis("feature_lens").decl, given, lens_own));
+  const auto& cd = vocablens::find_analysis("feature_corpus").decl;
+  if (corpus && c.neuronpedia.empty()) return run_corpus(c, form_options(cd, given, corpus_own));
+  const auto& a = vocablens::find_analysis("feature_logits");
+  const json resolved = vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
+  // --neuronpedia with --corpus: the corpus statistics feed frac_nonzero, the histograms and the contexts.
+  const json corpus_resolved =
+      corpus ? vocablens::resolve_options(cd, form_options(cd, given, corpus_own), vocablens::Surface::Cli) : json();
+  Loaded l = load(c, a, resolved, /*tokenizer_required=*/corpus);
+  const vocablens::Model& m = *l.m;
+  const vocablens::Sae& sae = *l.sae;
+  vocablens::SaeCorpusOptions so;
+  if (corpus) {
+    so = vocablens::entries::feature_corpus_options(corpus_resolved);
+    so.ce_metrics = false;  // the batch has no use for them
+  }
+  {
+    const auto& cf = m.config();
+    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+    auto e = corpus ? vocablens::estimate_sae_corpus_memory(m, sae, so) : vocablens::cli::model_memory(m);
     e.add_phase("features: the SAE, W_U and one block of feature logits", (2 * static_cast<double>(sae.d_sae) * d + d * V + 1024 * V) * 4);
-    if (auto rc = vocablens::cli::check_memory("features", "the feature logits of " + sae.source, e, co.dry_run,
-                                               co.corpus.empty() ? "--features (fewer features)"
-                                                                 : "--features (fewer features), --window or --contexts"))
+    if (auto rc = vocablens::cli::check_memory("features", "the feature logits of " + sae.source, e, c.dry_run,
+                                               corpus ? "--features (fewer features), --window or --contexts"
+                                                      : "--features (fewer features)"))
       return *rc;
   }
   std::unique_ptr<vocablens::SaeCorpusStats> stats;
-  if (!co.corpus.empty()) {
+  if (corpus) {
     vocablens::dist::init();
-    stats = std::make_unique<vocablens::SaeCorpusStats>(vocablens::sae_corpus_stats(m, sae, *tok, co.corpus, so));
+    stats = std::make_unique<vocablens::SaeCorpusStats>(
+        vocablens::sae_corpus_stats(m, sae, *l.tok, corpus_resolved["path"].get<std::string>(), so));
     if (vocablens::dist::rank() != 0) return 0;
   }
   vocablens::cli::ProgressBar bar("features", "features");
-  o.progress = bar.callback();
-  auto a = vocablens::feature_logits(m, sae, o, tok.get());
+  const vocablens::AnalysisRequest q{m, l.tok.get(), resolved, bar.callback(), nullptr, vocablens::Surface::Cli, &a.decl};
+  auto fl = vocablens::feature_logits(m, sae, vocablens::entries::feature_logits_options(q), l.tok.get());
   bar.finish();
-  if (!co.neuronpedia.empty()) {
+  if (!c.neuronpedia.empty()) {
     vocablens::NeuronpediaOptions no;
-    no.model_id = co.np_model.empty() ? m.source() : co.np_model;
-    no.sae_set = co.np_set;
-    auto batch = vocablens::neuronpedia_batch(a, stats.get(), tok.get(), no);
+    no.model_id = c.np_model.empty() ? m.source() : c.np_model;
+    no.sae_set = c.np_set;
+    auto batch = vocablens::neuronpedia_batch(fl, stats.get(), l.tok.get(), no);
     // Token text may hold partial UTF-8 characters (byte tokens): replaced, never a throw.
-    vocablens::write_file_atomic(co.neuronpedia,
+    vocablens::write_file_atomic(c.neuronpedia,
                                  batch.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-    fmt::print(stderr, "wrote {} features to {} (Neuronpedia dashboard batch{})\n", a.features.size(), co.neuronpedia,
+    fmt::print(stderr, "wrote {} features to {} (Neuronpedia dashboard batch{})\n", fl.features.size(), c.neuronpedia,
                stats ? ", with the corpus statistics" : "");
   }
-  auto r = a.to_result(tok.get());
+  auto r = fl.to_result(l.tok.get());
   std::unique_ptr<vocablens::FeatureEncoderTokens> enc;
-  if (!co.encoder.empty()) {
+  if (!resolved["encoder"].is_null()) {
     enc = std::make_unique<vocablens::FeatureEncoderTokens>(vocablens::feature_encoder_tokens(
-        m, sae, a.features, co.top_k, vocablens::parse_inverse_kind(co.encoder)));
+        m, sae, fl.features, fl.options.top_k, vocablens::parse_inverse_kind(resolved["encoder"].get<std::string>())));
     enc->add_to(r);
   }
   vocablens::cli::fill_provenance(r, m);
   r.provenance["sae"] = sae.source;
   r.provenance["sae_layout"] = sae.layout;
   r.provenance["sae_stored_dtype"] = sae.stored_dtype;
-  if (tok) r.provenance["tokenizer"] = tok->source();
-  const bool color = vocablens::cli::use_color(co.out);
-  vocablens::cli::emit(r, co.out, [&] { print_features(a, tok.get(), m, color, enc.get()); });
+  if (l.tok) r.provenance["tokenizer"] = l.tok->source();
+  const bool color = vocablens::cli::use_color(c.out);
+  vocablens::cli::emit(r, c.out, [&] { print_features(fl, l.tok.get(), m, color, enc.get()); });
   return 0;
 }
 
 vocablens::cli::Register reg{
-    "features",
-    "SAE / transcoder features in vocabulary space: the tokens each feature's decoder direction promotes and suppresses",
-    [](CLI::App& sub) -> vocablens::cli::Runner {
-      auto o = std::make_shared<FeaturesCliOptions>();
-      sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
-      sub.add_option("--sae", o->sae,
-                     "SAE or transcoder: SAELens folder, Gemma Scope params.npz / params.safetensors, Llama Scope "
-                     "folder, circuit-tracer layer_N.safetensors")
-          ->required();
-      sub.add_option("--hook", o->hook, "Hook point the SAE reads (overrides the file's or the guessed one)");
-      sub.add_option("--features", o->features, "Features, e.g. 0,5,10-20 (default: all)");
-      sub.add_option("--top-k", o->top_k, "Tokens per feature and direction (default 10)");
-      sub.add_option("--prompt", o->prompt,
-                     "Feature lens instead: run the model on this text and show the features firing at each position");
-      sub.add_option("--top-features", o->top_features, "With --prompt: features shown per position (default 5)");
-      sub.add_option("--corpus", o->corpus,
-                     "Corpus statistics instead: stream this text file through the model with the SAE (firing density, "
-                     "histograms, dead features, L0, max-activating contexts, MSE, explained variance, CE loss recovered)");
-      sub.add_option("--max-tokens", o->max_tokens, "With --corpus: stop after this many scored tokens (default: all)");
-      sub.add_option("--window", o->window, "With --corpus: tokens per window (default: the model's context)");
-      sub.add_option("--contexts", o->contexts, "With --corpus: max-activating contexts kept per feature (default 5)");
-      sub.add_flag("--no-ce", o->no_ce, "With --corpus: skip the spliced and zero-ablated forward passes (CE, KL)");
-      sub.add_option("--neuronpedia", o->neuronpedia,
+    "features", vocablens::find_analysis("feature_logits").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
+      auto c = std::make_shared<FeaturesCli>();
+      const auto& base = vocablens::find_analysis("feature_logits").decl;
+      c->flags = std::make_shared<vocablens::cli::DeclaredFlags>(base);
+      c->lens = std::make_shared<vocablens::cli::DeclaredFlags>(
+          vocablens::cli::options_not_in(vocablens::find_analysis("feature_lens").decl, base));
+      c->corpus = std::make_shared<vocablens::cli::DeclaredFlags>(
+          vocablens::cli::options_not_in(vocablens::find_analysis("feature_corpus").decl, base));
+      sub.add_option("MODEL", c->model, vocablens::cli::kModelHelp)->required();
+      c->flags->add_to(sub);
+      c->lens->add_to(sub, {"prompt"});
+      c->corpus->add_to(sub, {"path"});
+      sub.add_option("--neuronpedia", c->neuronpedia,
                      "Also write the features as Neuronpedia's dashboard batch JSON to this file (SAEDashboard's format); "
                      "with --corpus, frac_nonzero, activation histograms and max-activating contexts come from it");
-      sub.add_option("--neuronpedia-model", o->np_model, "With --neuronpedia: the model_id (default: the model path)");
-      sub.add_option("--neuronpedia-set", o->np_set, "With --neuronpedia: the sae_set (default: the SAE path)");
-      sub.add_option("--encoder", o->encoder,
-                     "Also read each feature's ENCODER direction through a read projection: pinv (E+, Dar et al.), "
-                     "transpose (W_U) or embed (W_E): the tokens that excite the feature most (arrays encoder_top_*)");
-      sub.add_flag("--final-norm", o->final_norm, "Scale each decoder direction by the final norm's weight first");
-      sub.add_flag("--no-bottom", o->no_bottom, "Skip the lowest-scoring tokens");
-      vocablens::cli::add_token_filter_options(sub, o->tokens_flags);
-      sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
-      vocablens::cli::add_output_options(sub, o->out);
-      return [o] { return run_features(*o); };
+      sub.add_option("--neuronpedia-model", c->np_model, "With --neuronpedia: the model_id (default: the model path)");
+      sub.add_option("--neuronpedia-set", c->np_set, "With --neuronpedia: the sae_set (default: the SAE path)");
+      sub.add_option("--tokenizer", c->tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      sub.add_flag("--dry-run", c->dry_run, vocablens::cli::kDryRunHelp);
+      vocablens::cli::add_output_options(sub, c->out);
+      sub.footer("With --prompt (the feature lens), --top-k counts the tokens listed per feature shown (default " +
+                 vocablens::find_analysis("feature_lens").decl.find("top_k")->default_value.dump() + ").");
+      return [c] { return run_features(*c); };
     }};
 
 }  // namespace

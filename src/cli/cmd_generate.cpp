@@ -9,6 +9,7 @@
 #include "cli/memory_check.hpp"
 #include "cli/token_arg.hpp"
 #include "vocablens/ablation.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/memory_estimate.hpp"
 #include "vocablens/model.hpp"
@@ -31,7 +32,8 @@ struct GenerateOptions {
   bool dry_run = false;
   std::string steer;         // "love-hate": add scale * (E[love] - E[hate]) to the residual stream
   int64_t steer_layer = -1;  // -1: n_layers / 2
-  double steer_scale = 4.0;
+  double steer_scale = 0;    // the `steer` analysis's declared default (analyses/steer_entry.cpp)
+  bool steer_given = false;  // --steer-layer or --steer-scale typed
   std::string sae, sae_hook;    // --sae: steer with a feature's decoder direction instead
   int64_t steer_feature = -1;
   double feature_scale = 4.0;
@@ -105,7 +107,7 @@ int run_generate(const GenerateOptions& o) {
   if (!o.sae.empty() && o.steer_feature < 0) throw vocablens::UsageError("--sae needs --steer-feature N (the feature to steer with)");
   if (o.feature_scale_given && o.steer_feature < 0) throw vocablens::UsageError("--scale needs --sae PATH --steer-feature N");
   if (o.steer_feature >= 0 && !o.steer.empty()) throw vocablens::UsageError("give --steer or --steer-feature, not both");
-  if (o.steer.empty() && (o.steer_layer != -1 || o.steer_scale != 4.0))
+  if (o.steer.empty() && o.steer_given)
     throw vocablens::UsageError("--steer-layer and --steer-scale need --steer PLUS-MINUS");
   if (o.steer_layer < -1) throw vocablens::UsageError("--steer-layer must be >= 0");
   // Steered text means little alone: the unsteered continuation of the same prompt is printed above it.
@@ -189,9 +191,11 @@ vocablens::cli::Register reg{
       sub.add_option("--steer", o->steer,
                      "Steer with PLUS-MINUS, e.g. \"love-hate\": adds scale * (W_E[ love] - W_E[ hate]) to the residual "
                      "stream entering --steer-layer, at every position");
-      sub.add_option("--steer-layer", o->steer_layer, "Block whose input is steered (default: n_layers / 2)");
-      sub.add_option("--steer-scale", o->steer_scale, "Multiplier of the steering vector (negative reverses it)")
-          ->capture_default_str();
+      // The steering parameters are the `steer` analysis's (Python's vocablens.steer): help and defaults from there.
+      const auto& steer = vocablens::find_analysis("steer").decl;
+      o->steer_scale = steer.find("scale")->default_value.get<double>();
+      auto* steer_layer = sub.add_option("--steer-layer", o->steer_layer, steer.find("layer")->help);
+      auto* steer_scale = sub.add_option("--steer-scale", o->steer_scale, steer.find("scale")->help)->capture_default_str();
       sub.add_option("--sae", o->sae, "With --steer-feature: the SAE or transcoder whose feature steers (any layout "
                                       "`vocablens features` reads)");
       sub.add_option("--sae-hook", o->sae_hook, "Hook point the SAE reads (overrides the file's or the guessed one)");
@@ -201,8 +205,9 @@ vocablens::cli::Register reg{
           ->check(CLI::NonNegativeNumber);
       auto* fscale = sub.add_option("--scale", o->feature_scale, "With --steer-feature: the multiplier s of W_dec[N] "
                                                                  "(default 4; negative subtracts it)");
-      return [o, fscale] {
+      return [o, fscale, steer_layer, steer_scale] {
         o->feature_scale_given = fscale->count() > 0;
+        o->steer_given = steer_layer->count() > 0 || steer_scale->count() > 0;
         return run_generate(*o);
       };
     }};

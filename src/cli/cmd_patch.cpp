@@ -1,5 +1,6 @@
 // `vocablens patch MODEL --clean TEXT --corrupt TEXT --target TOKEN [--wrong TOKEN] --over resid|attn|mlp|heads`:
-// activation patching (see vocablens/patching.hpp).
+// activation patching (see vocablens/patching.hpp). The flags come from the analysis's declaration
+// (analyses/interventions_entry.cpp).
 #include <fmt/color.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -11,10 +12,13 @@
 #include <vector>
 
 #include "cli/command.hpp"
+#include "cli/declared_flags.hpp"
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/token_arg.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/atomic_file.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/patching.hpp"
@@ -25,9 +29,8 @@ namespace {
 using vocablens::UsageError;
 
 struct PatchCliOptions {
-  std::string model, tokenizer, clean, corrupt, target, wrong, over = "resid";
-  int64_t position = -1;
-  bool bos = false, no_bos = false;
+  std::string model, tokenizer;
+  std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
   bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
@@ -96,25 +99,15 @@ void print_patch(const vocablens::PatchResult& p, const vocablens::Tokenizer& to
 constexpr double kMinMeaningfulDiff = 0.25;
 
 int run_patch(const PatchCliOptions& o) {
-  if (o.clean.empty() || o.corrupt.empty()) throw UsageError("give both --clean TEXT and --corrupt TEXT");
-  if (o.bos && o.no_bos) throw UsageError("--bos and --no-bos cannot be used together");
-  vocablens::PatchOptions po;
-  po.over = vocablens::parse_patch_over(o.over);
-  po.position = o.position;
+  const auto& a = vocablens::find_analysis("patch");
+  const nlohmann::json resolved = vocablens::resolve_options(a.decl, o.flags->given(), vocablens::Surface::Cli);
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   vocablens::Model m = vocablens::load_model(o.model);
   vocablens::adapt_threads_to(m);
   auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
-  const int bos = o.bos ? 1 : o.no_bos ? 0 : -1;
-  auto clean = vocablens::cli::encode_prompt(*tok, o.clean, "--clean", bos);
-  auto corrupt = vocablens::cli::encode_prompt(*tok, o.corrupt, "--corrupt", bos);
-  if (clean.size() != corrupt.size())
-    throw UsageError("--clean is " + std::to_string(clean.size()) + " tokens and --corrupt is " +
-                     std::to_string(corrupt.size()) +
-                     " tokens: patching needs prompts of the same token length; reword one (`vocablens tokenize "
-                     "MODEL TEXT` shows the tokens), e.g. swap a name for another single-token name");
-  po.target = vocablens::cli::resolve_token(*tok, o.target, "--target");
-  if (!o.wrong.empty()) po.wrong = vocablens::cli::resolve_token(*tok, o.wrong, "--wrong");
+  const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &a.decl};
+  const auto [clean, corrupt] = vocablens::entries::patch_prompts(q);
+  vocablens::PatchOptions po = vocablens::entries::patch_options(q);
   {
     const auto& cf = m.config();
     const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
@@ -145,7 +138,7 @@ int run_patch(const PatchCliOptions& o) {
                "{:.4f}); every cell is divided by this difference, so the table mostly shows noise. Choose a corruption "
                "that changes the answer more (|clean - corrupt| >= {:g})\n",
                diff, p.clean_metric, p.corrupt_metric, kMinMeaningfulDiff);
-  auto r = p.to_result(tok.get(), o.clean, o.corrupt);
+  auto r = p.to_result(tok.get(), resolved["clean"].get<std::string>(), resolved["corrupt"].get<std::string>());
   vocablens::cli::fill_provenance(r, m);
   r.provenance["tokenizer"] = tok->source();
   vocablens::cli::emit(r, o.out, [&] { print_patch(p, *tok, vocablens::cli::use_color(o.out)); });
@@ -153,24 +146,13 @@ int run_patch(const PatchCliOptions& o) {
 }
 
 vocablens::cli::Register reg{
-    "patch",
-    "Activation patching: how much of a clean run's logit difference each layer x position (or head) restores",
+    "patch", vocablens::find_analysis("patch").decl.summary,
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<PatchCliOptions>();
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
-      sub.add_option("--clean", o->clean, "The prompt whose activations are copied in")->required();
-      sub.add_option("--corrupt", o->corrupt, "The prompt patched into (same number of tokens as --clean)")->required();
-      sub.add_option("--target", o->target, "Token the clean run predicts (bytes, e.g. \" Mary\", or #ID)")->required();
-      sub.add_option("--wrong", o->wrong, "Token the corrupt run predicts: the metric becomes logit(target) - logit(wrong)");
-      sub.add_option("--over", o->over,
-                     "resid: blocks.L.hook_resid_pre per position; attn: hook_attn_out per position; mlp: hook_mlp_out "
-                     "per position; heads: attn.hook_z per head, all positions")
-          ->check(CLI::IsMember({"resid", "attn", "mlp", "heads"}))
-          ->capture_default_str();
-      sub.add_option("--position", o->position, "Position whose logits are read (default -1: the last)");
+      o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("patch").decl);
+      o->flags->add_to(sub);
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
-      sub.add_flag("--bos", o->bos, "Prepend the BOS token to both prompts");
-      sub.add_flag("--no-bos", o->no_bos, "Do not prepend BOS (llama2.c tokenizers add it by default)");
       sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_patch(*o); };

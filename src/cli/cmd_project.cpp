@@ -1,5 +1,7 @@
 // `vocablens project MODEL --prompt TEXT --hook resid_post.2 [--top-k 10]`: hidden states at a hook point
 // projected to tokens (Dar et al.'s hE: x W_U, no final norm unless --final-norm; see vocablens/unembed.hpp).
+// The flags come from the analysis's declaration (analyses/project_entry.cpp); --prompt-ids is this command's
+// alias for --prompt given as ids.
 #include <fmt/color.h>
 #include <fmt/format.h>
 
@@ -7,10 +9,13 @@
 #include <optional>
 
 #include "cli/command.hpp"
+#include "cli/declared_flags.hpp"
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/token_filter_options.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/atomic_file.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/project.hpp"
@@ -22,29 +27,12 @@ namespace {
 using vocablens::UsageError;
 
 struct ProjectCliOptions {
-  std::string model;
-  std::string prompt;
+  std::string model, tokenizer;
+  std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
   std::vector<int64_t> prompt_ids;
-  std::string hook = "resid_post";
-  int64_t top_k = 10;
-  std::vector<int64_t> positions;
-  bool final_norm = false, read = false, bos = false, no_bos = false;
-  std::string inverse = "pinv";
-  double pinv_rtol = 1e-6;
-  vocablens::cli::TokenFilterFlags tokens_flags;
   bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
-
-// "resid_post.2" -> ("resid_post", 2); "resid_post" -> ("resid_post", -1).
-std::pair<std::string, int64_t> parse_hook(const std::string& h) {
-  auto dot = h.rfind('.');
-  if (dot == std::string::npos) return {h, -1};
-  std::string name = h.substr(0, dot), num = h.substr(dot + 1);
-  if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos || num.size() > 9)
-    throw UsageError("--hook '" + h + "': expected NAME or NAME.LAYER, e.g. resid_post.2");
-  return {name, std::stoll(num)};
-}
 
 void print_projection(const vocablens::HiddenProjection& p, const vocablens::Tokenizer& tok, const vocablens::Model& m,
                       bool color) {
@@ -68,41 +56,25 @@ void print_projection(const vocablens::HiddenProjection& p, const vocablens::Tok
 }
 
 int run_project(const ProjectCliOptions& co) {
-  if (co.prompt.empty() && co.prompt_ids.empty())
+  nlohmann::json given = co.flags->given();
+  if (!given.contains("prompt") && co.prompt_ids.empty())
     throw UsageError("give --prompt TEXT (at least one character) or --prompt-ids IDS");
-  if (!co.prompt.empty() && !co.prompt_ids.empty()) throw UsageError("give either --prompt or --prompt-ids, not both");
-  if (!co.prompt_ids.empty() && (co.bos || co.no_bos))
+  if (given.contains("prompt") && !co.prompt_ids.empty()) throw UsageError("give either --prompt or --prompt-ids, not both");
+  if (!co.prompt_ids.empty() && given.contains("bos"))
     throw UsageError("--bos/--no-bos apply to --prompt text; --prompt-ids are used exactly as given");
-  if (co.bos && co.no_bos) throw UsageError("--bos and --no-bos cannot be used together");
-  vocablens::HiddenProjectionOptions o;
-  auto [hook, layer] = parse_hook(co.hook);
-  o.hook = hook;
-  o.layer = layer;
-  if (hook == "final_norm" && layer >= 0) throw UsageError("--hook final_norm takes no layer");
-  o.top_k = co.top_k;
-  o.positions = co.positions;
-  o.apply_final_norm = co.final_norm;
-  o.read = co.read;
-  o.inverse = vocablens::parse_inverse_kind(co.inverse);
-  o.pinv.rtol = co.pinv_rtol;
-  o.filter = vocablens::cli::token_filter(co.tokens_flags);
+  if (!co.prompt_ids.empty()) given["prompt"] = co.prompt_ids;
+  const auto& decl = vocablens::find_analysis("project").decl;
+  const nlohmann::json resolved = vocablens::resolve_options(decl, given, vocablens::Surface::Cli);
   if (!co.out.out_dir.empty()) vocablens::ensure_directory(co.out.out_dir);
 
   vocablens::Model m = vocablens::load_model(co.model);
   vocablens::adapt_threads_to(m);
-  auto tok = vocablens::cli::load_tokenizer(co.model, co.tokens_flags, /*required=*/true);  // the prompt needs it
-  vocablens::EncodeOptions eo;
-  if (co.bos) eo.add_bos = true;
-  if (co.no_bos) eo.add_bos = false;
-  std::vector<int64_t> ids = co.prompt_ids.empty() ? tok->encode(co.prompt, eo) : co.prompt_ids;
-  if (ids.empty()) throw UsageError("empty prompt: it encodes to no tokens");
-  for (int64_t id : ids)
-    if (id < 0 || id >= m.config().vocab_size)
-      throw UsageError("--prompt-ids: id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                       std::to_string(m.config().vocab_size) + ")");
-  if (static_cast<int64_t>(ids.size()) > m.config().n_ctx)
-    throw UsageError("the prompt is " + std::to_string(ids.size()) + " tokens, longer than the model's context of " +
-                     std::to_string(m.config().n_ctx) + " tokens");
+  vocablens::cli::TokenFilterFlags tf;
+  tf.tokenizer = co.tokenizer;
+  auto tok = vocablens::cli::load_tokenizer(co.model, tf, /*required=*/true);  // the prompt needs it
+  const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
+  const vocablens::HiddenProjectionOptions o = vocablens::entries::projection_options(q);
+  const std::vector<int64_t> ids = vocablens::entries::prompt_ids(q);
   {
     const auto& cf = m.config();
     const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
@@ -117,7 +89,7 @@ int run_project(const ProjectCliOptions& co) {
   }
   auto p = vocablens::project_hidden(m, ids, o, tok.get());
   auto r = p.to_result(tok.get());
-  r.settings["prompt"] = co.prompt.empty() ? tok->decode(ids) : co.prompt;
+  r.settings["prompt"] = vocablens::entries::prompt_text(q, ids);
   if (!co.prompt_ids.empty()) r.settings["prompt_ids"] = ids;
   vocablens::cli::fill_provenance(r, m);
   r.provenance["tokenizer"] = tok->source();
@@ -127,28 +99,16 @@ int run_project(const ProjectCliOptions& co) {
 }
 
 vocablens::cli::Register reg{
-    "project", "Hidden states at a hook point projected to tokens (x W_U, or read through E+ / E^T)",
+    "project", vocablens::find_analysis("project").decl.summary,
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<ProjectCliOptions>();
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
-      sub.add_option("--prompt", o->prompt, "Text to run (tokenised with the model's tokenizer)");
+      o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("project").decl);
+      o->flags->add_to(sub, {"prompt"});  // or --prompt-ids
       sub.add_option("--prompt-ids", o->prompt_ids,
                      "Token ids to run instead of text, used exactly as given (no BOS added), e.g. --prompt-ids 1,403,407")
           ->delimiter(',');
-      sub.add_option("--hook", o->hook,
-                     "resid_pre|resid_mid|resid_post|attn_out|mlp_out[.LAYER] or final_norm (default resid_post, "
-                     "every layer)");
-      sub.add_option("--top-k", o->top_k, "Tokens per vector (default 10)");
-      sub.add_option("--position", o->positions, "Positions to show (repeatable; negative = from the end; default all)")
-          ->allow_extra_args(false);
-      sub.add_flag("--final-norm", o->final_norm, "Apply the model's final norm first (logit-lens style)");
-      sub.add_flag("--read", o->read, "Project as a vector the model reads (x R, R from --inverse) instead of x W_U");
-      sub.add_option("--inverse", o->inverse, "With --read: pinv (exact E+, default), transpose (E^T), embed (W_E)")
-          ->check(CLI::IsMember({"pinv", "transpose", "embed"}));
-      sub.add_option("--pinv-rtol", o->pinv_rtol, "Singular values below rtol*max are dropped from E+ (default 1e-6)");
-      vocablens::cli::add_token_filter_options(sub, o->tokens_flags);
-      sub.add_flag("--bos", o->bos, "Prepend the BOS token to the prompt");
-      sub.add_flag("--no-bos", o->no_bos, "Do not prepend BOS (llama2.c tokenizers add it by default)");
+      sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
       sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);
       return [o] { return run_project(*o); };

@@ -1,5 +1,6 @@
 // `vocablens spectrum MODEL`: singular spectrum, PCA, effective rank, norms, loadings and anisotropy of an
-// embedding matrix (see vocablens/spectrum.hpp, vocablens/anisotropy.hpp).
+// embedding matrix (see vocablens/spectrum.hpp, vocablens/anisotropy.hpp). The flags come from the analysis's
+// declaration (analyses/spectrum_entry.cpp); MODEL may also be a directory of `vocablens train` word vectors.
 #include <fmt/color.h>
 #include <fmt/format.h>
 
@@ -8,10 +9,13 @@
 #include <optional>
 
 #include "cli/command.hpp"
+#include "cli/declared_flags.hpp"
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "vocablens/anisotropy.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/atomic_file.hpp"
+#include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/spectrum.hpp"
@@ -24,15 +28,8 @@ using vocablens::UsageError;
 
 struct SpectrumCliOptions {
   std::string model;
-  std::string matrix = "W_E";
   std::string tokenizer;
-  std::string method = "auto";
-  int64_t k = 32;
-  int64_t ncv = 0;
-  int64_t loadings = 10;
-  bool left_vectors = false;
-  bool no_anisotropy = false;
-  std::vector<int64_t> remove_top = {1, 2, 3, 5, 10};
+  std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
   bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
@@ -103,14 +100,10 @@ void print_spectrum(const vocablens::SpectrumResult& s, const vocablens::Anisotr
 }
 
 int run_spectrum(const SpectrumCliOptions& o) {
-  if (o.k < 1) throw UsageError("--k must be at least 1");
-  if (o.loadings < 0) throw UsageError("--loadings must be >= 0");
-  vocablens::SpectrumOptions so;
-  so.k = o.k;
-  so.ncv = o.ncv;
-  so.method = vocablens::spectrum_method_from_string(o.method);
-  so.loadings = o.loadings;
-  so.keep_left_vectors = o.left_vectors;
+  const auto& decl = vocablens::find_analysis("spectrum").decl;
+  const nlohmann::json resolved = vocablens::resolve_options(decl, o.flags->given(), vocablens::Surface::Cli);
+  const vocablens::SpectrumOptions so = vocablens::entries::spectrum_options(resolved);
+  const std::string matrix = resolved["matrix"].get<std::string>();
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
 
   // A directory of `train --model embed-lm | skipgram | cbow | glove` has no transformer: its W_E / W_U.
@@ -119,10 +112,10 @@ int run_spectrum(const SpectrumCliOptions& o) {
   std::string kind = "token";
   at::Tensor M;
   if (vectors_only) {
-    M = vocablens::load_embedding_matrix(o.model, o.matrix);
+    M = vocablens::load_embedding_matrix(o.model, matrix);
   } else {
     m.emplace(vocablens::load_model(o.model));
-    M = vocablens::model_matrix(*m, o.matrix, &kind);
+    M = vocablens::model_matrix(*m, matrix, &kind);
   }
   if (m) {
     const auto& cf = (*m).config();
@@ -130,8 +123,8 @@ int run_spectrum(const SpectrumCliOptions& o) {
     (void)d; (void)V;
     auto e = vocablens::cli::model_memory(*m);
     // The basis is at most min(rows, cols) wide: a larger --k is the analysis's own error, not memory.
-    e.add_phase("spectrum: the matrix, its centred copy and the Lanczos basis", (2 * static_cast<double>(M.numel()) + static_cast<double>(M.size(0) + M.size(1)) * static_cast<double>(std::min<int64_t>(std::max<int64_t>(o.ncv, 2 * o.k + 1), std::min(M.size(0), M.size(1))))) * 4);
-    if (auto rc = vocablens::cli::check_memory("spectrum", "the spectrum of " + o.matrix + " of " + m->source(), e, o.dry_run, "--k (fewer singular values)"))
+    e.add_phase("spectrum: the matrix, its centred copy and the Lanczos basis", (2 * static_cast<double>(M.numel()) + static_cast<double>(M.size(0) + M.size(1)) * static_cast<double>(std::min<int64_t>(std::max<int64_t>(so.ncv, 2 * so.k + 1), std::min(M.size(0), M.size(1))))) * 4);
+    if (auto rc = vocablens::cli::check_memory("spectrum", "the spectrum of " + matrix + " of " + m->source(), e, o.dry_run, "--k (fewer singular values)"))
       return *rc;
   }
   std::unique_ptr<vocablens::Tokenizer> tok;
@@ -143,21 +136,12 @@ int run_spectrum(const SpectrumCliOptions& o) {
       fmt::print(stderr, "vocablens: warning: no tokenizer ({}); tokens are shown as #id\n", e.what());
     }
   }
-  auto s = vocablens::matrix_spectrum(M, so, o.matrix, kind);
-  vocablens::Result r = s.to_result(tok.get());
+  auto s = vocablens::matrix_spectrum(M, so, matrix, kind);
   std::unique_ptr<vocablens::AnisotropyResult> a;
-  if (!o.no_anisotropy) {
-    vocablens::AnisotropyOptions ao;
-    ao.remove_top = o.remove_top;
-    a = std::make_unique<vocablens::AnisotropyResult>(vocablens::anisotropy(M, ao, o.matrix));
-    vocablens::Result ar = a->to_result();
-    r.summary["anisotropy"] = ar.summary;
-    for (auto& t : ar.tables) {
-      t.name = "anisotropy";
-      r.tables.push_back(std::move(t));
-    }
-  }
-  r.settings["method"] = o.method;
+  if (resolved["anisotropy"].get<bool>())
+    a = std::make_unique<vocablens::AnisotropyResult>(
+        vocablens::anisotropy(M, vocablens::entries::anisotropy_options(resolved), matrix));
+  vocablens::Result r = vocablens::entries::spectrum_result(s, a.get(), tok.get(), resolved);
   if (m) vocablens::cli::fill_provenance(r, *m);
   vocablens::cli::emit(r, o.out, [&] {
     print_spectrum(s, a.get(), tok.get(), m ? m->source() : o.model, vocablens::cli::use_color(o.out));
@@ -166,25 +150,12 @@ int run_spectrum(const SpectrumCliOptions& o) {
 }
 
 vocablens::cli::Register reg{
-    "spectrum",
-    "Singular spectrum, PCA, effective rank, norms, loadings and anisotropy of W_E (or W_U, W_pos, ...)",
+    "spectrum", vocablens::find_analysis("spectrum").decl.summary,
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<SpectrumCliOptions>();
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
-      sub.add_option("--matrix", o->matrix,
-                     "W_E (default), W_U, W_pos, W_in.L, W_gate.L, W_out.L, or a 2-D .npy file")
-          ->type_name("NAME");
-      sub.add_option("--k", o->k, "Top singular values / directions (default 32)");
-      sub.add_option("--method", o->method,
-                     "auto (default: gram), gram (Spectra on the float64 Gram), lanczos (Spectra, matrix-free "
-                     "x -> M^T(Mx)), dense")
-          ->check(CLI::IsMember({"auto", "gram", "lanczos", "dense"}));
-      sub.add_option("--ncv", o->ncv, "Spectra's Lanczos basis size (default min(n, max(2k+1, k+20)))");
-      sub.add_option("--loadings", o->loadings, "Rows listed per direction and sign (default 10)");
-      sub.add_flag("--left-vectors", o->left_vectors, "Also export U_k [rows, k]");
-      sub.add_option("--remove-top", o->remove_top, "Anisotropy after removing these numbers of top PCs (default 1,2,3,5,10)")
-          ->delimiter(',');
-      sub.add_flag("--no-anisotropy", o->no_anisotropy, "Skip the anisotropy section");
+      o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("spectrum").decl);
+      o->flags->add_to(sub);
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside MODEL)");
       sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);

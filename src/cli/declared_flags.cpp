@@ -29,6 +29,9 @@ std::string type_name(const OptionDecl& o) {
     case OptionType::Choice: return "CHOICE";
     case OptionType::Token: return "TOKEN";
     case OptionType::Texts: return "TEXT ...";
+    case OptionType::Model: return "MODEL";
+    case OptionType::Sae: return "PATH";
+    case OptionType::Matrix: return "NAME";
     default: return "TEXT";
   }
 }
@@ -93,6 +96,10 @@ json DeclaredFlags::given() const {
     if (o.type == OptionType::Texts) {
       json list = json::array();
       for (const auto& t : s.texts) {
+        if (o.cli_whole) {
+          list.push_back(t);
+          continue;
+        }
         json part = parse_option_text(decl_, o, t);
         for (auto& p : part) list.push_back(p);
       }
@@ -106,6 +113,14 @@ json DeclaredFlags::given() const {
     out[o.name] = parse_option_text(decl_, o, s.text);
   }
   return out;
+}
+
+AnalysisDecl options_not_in(AnalysisDecl d, const AnalysisDecl& base) {
+  std::vector<OptionDecl> keep;
+  for (auto& o : d.options)
+    if (!base.find(o.name)) keep.push_back(o);
+  d.options = std::move(keep);
+  return d;
 }
 
 }  // namespace vocablens::cli

@@ -45,6 +45,10 @@ class DeclaredFlags {
   std::deque<Slot> slots_;
 };
 
+/// `d` holding only the options that `base` does not declare: the flags a command running several analyses adds
+/// for its other forms (features --prompt / --corpus beside feature_logits's flags).
+AnalysisDecl options_not_in(AnalysisDecl d, const AnalysisDecl& base);
+
 /// "Tokens per vector (default 30)": the help line the CLI shows for a declared option.
 std::string help_line(const OptionDecl& o);
 

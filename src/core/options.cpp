@@ -24,6 +24,9 @@ const char* to_string(OptionType t) {
     case OptionType::Texts: return "strings";
     case OptionType::Token: return "token";
     case OptionType::Prompt: return "prompt";
+    case OptionType::Model: return "model";
+    case OptionType::Sae: return "sae";
+    case OptionType::Matrix: return "matrix";
   }
   return "?";
 }
@@ -98,6 +101,12 @@ json check_value(const AnalysisDecl& d, const OptionDecl& o, Surface s, const js
       return v;
     case OptionType::Text:
       if (!v.is_string()) fail_type(d, o, s, "must be a string (got " + compact(v) + ")");
+      return v;
+    case OptionType::Model:
+    case OptionType::Sae:
+    case OptionType::Matrix:
+      if (!v.is_string()) fail_type(d, o, s, "must be a path or name (got " + compact(v) + ")");
+      if (v.get<std::string>().empty()) fail(d, o, s, "is empty");
       return v;
     case OptionType::Choice: {
       if (!v.is_string()) fail_type(d, o, s, "must be a string (got " + compact(v) + ")");
@@ -290,6 +299,9 @@ json parse_option_text(const AnalysisDecl& d, const OptionDecl& o, const std::st
     case OptionType::Text:
     case OptionType::Choice:
     case OptionType::Indices:
+    case OptionType::Model:
+    case OptionType::Sae:
+    case OptionType::Matrix:
       return text;
   }
   return text;
@@ -325,6 +337,9 @@ std::string python_type(const OptionDecl& o) {
     case OptionType::Texts: return "Union[str, Sequence[str]]";
     case OptionType::Token: return "Union[str, int]";
     case OptionType::Prompt: return "Union[str, Sequence[int]]";
+    case OptionType::Model: return "Model";
+    case OptionType::Sae: return "Sae";
+    case OptionType::Matrix: return "Union[str, torch.Tensor]";
   }
   return "object";
 }

@@ -4,6 +4,7 @@
 #include <optional>
 #include <sstream>
 
+#include "vocablens/analysis_inputs.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
@@ -189,7 +190,17 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
     analysis = &find_analysis(name);  // UsageError "no analysis named ..." -> 404 below
     json given = parse_body(req);
     for (auto it = given.begin(); it != given.end(); ++it) {
-      if (kServerFileOptions.count(it.key()))
+      const OptionDecl* od = analysis->decl.find(it.key());
+      if (od && od->type == OptionType::Sae) {
+        // {"sae": true} = the server's --sae PATH; any path is a file on the server.
+        if (!it.value().is_boolean() || !it.value().get<bool>())
+          throw UsageError(name + ": " + it.key() + ": give true to use the server's SAE (--sae PATH); a path names a "
+                           "file on the server, which the HTTP API does not open");
+        if (!sae_) throw UsageError(name + ": " + it.key() + ": this server has no SAE (start it with --sae PATH)");
+        it.value() = sae_->source;
+        continue;
+      }
+      if (kServerFileOptions.count(it.key()) || (od && od->type == OptionType::Model))
         throw UsageError(name + ": " + it.key() + ": names a file on the server, which the HTTP API does not open "
                          "(use the command line, or start the server with the file)");
     }
@@ -223,7 +234,12 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
     const bool memo = kForwardReaders.count(name) != 0;
     std::optional<ForwardMemoScope> scope;
     if (memo) scope.emplace(*forward_);
-    Result r = run_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http, cancel_on_progress(cancel), cancel);
+    AnalysisInputs inputs;  // the server's SAE, for an analysis that reads one (never copied)
+    if (sae_)
+      for (const auto& o : analysis->decl.options)
+        if (o.type == OptionType::Sae) inputs.saes[o.name] = std::shared_ptr<const Sae>(sae_.get(), [](const Sae*) {});
+    Result r = run_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http, cancel_on_progress(cancel), cancel,
+                            &inputs);
     fill_provenance(r, *model_, "POST /api/" + name);
     Answer a{200, result_to_json(r, /*inline_arrays=*/true)};
     if (memo) a.forward = scope->replayed() > 0 && scope->recorded() == 0 ? "replayed" : "computed";

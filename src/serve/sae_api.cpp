@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "serve/explorer.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
 #include "vocablens/features.hpp"
@@ -39,6 +40,12 @@ void check_keys(const json& b, const std::string& what, std::initializer_list<co
       throw UsageError(what + ": unknown option '" + shorten(it.key()) + "' (known: " + list + ")");
     }
   }
+}
+
+// The default the declared analysis gives `option` (analyses/features_entry.cpp): the page's short routes take the
+// same defaults as POST /api/feature_logits and /api/feature_lens, with the page's own tighter bounds.
+const json& declared_default(const char* analysis, const char* option) {
+  return find_analysis(analysis).decl.find(option)->default_value;
 }
 
 // An integer option in [lo, hi]; a bound is checked before anything is allocated (a top_k of 1e9 is a 400).
@@ -144,14 +151,15 @@ Answer Explorer::sae_features_answer(const httplib::Request& req) {
     }
     if (fo.features.empty() || fo.features.size() > 256)
       throw UsageError(what + ": features: give 1 to 256 features per request (got " + std::to_string(fo.features.size()) + ")");
-    fo.top_k = int_option(b, "top_k", 10, 1, std::min<int64_t>(1000, tok_->vocab_size()), what);
+    fo.top_k = int_option(b, "top_k", declared_default("feature_logits", "top_k").get<int64_t>(), 1,
+                          std::min<int64_t>(1000, tok_->vocab_size()), what);
     auto flag = [&](const char* k, bool def) {
       if (!b.contains(k)) return def;
       if (!b[k].is_boolean()) throw UsageError(what + ": " + k + ": expected true or false");
       return b[k].get<bool>();
     };
-    fo.final_norm_scale = flag("final_norm", false);
-    fo.bottom = flag("bottom", true);
+    fo.final_norm_scale = flag("final_norm", declared_default("feature_logits", "final_norm").get<bool>());
+    fo.bottom = flag("bottom", declared_default("feature_logits", "bottom").get<bool>());
     key = {{"features", fo.features}, {"top_k", fo.top_k}, {"final_norm", fo.final_norm_scale}, {"bottom", fo.bottom}};
   } catch (...) {
     return answer_for_current_exception();
@@ -183,8 +191,10 @@ Answer Explorer::sae_lens_answer(const httplib::Request& req) {
     if (!b.contains("prompt") || !b["prompt"].is_string() || b["prompt"].get<std::string>().empty())
       throw UsageError(what + ": prompt: give the prompt as a non-empty string");
     prompt = b["prompt"].get<std::string>();
-    lo.top_features = int_option(b, "top_features", 5, 1, std::min<int64_t>(100, sae_->d_sae), what);
-    lo.top_k = int_option(b, "top_k", 5, 1, std::min<int64_t>(100, tok_->vocab_size()), what);
+    lo.top_features = int_option(b, "top_features", declared_default("feature_lens", "top_features").get<int64_t>(), 1,
+                                 std::min<int64_t>(100, sae_->d_sae), what);
+    lo.top_k = int_option(b, "top_k", declared_default("feature_lens", "top_k").get<int64_t>(), 1,
+                          std::min<int64_t>(100, tok_->vocab_size()), what);
     if (b.contains("final_norm")) {
       if (!b["final_norm"].is_boolean()) throw UsageError(what + ": final_norm: expected true or false");
       lo.final_norm_scale = b["final_norm"].get<bool>();

@@ -61,13 +61,29 @@ class Declared(unittest.TestCase):
                 self.assertEqual(got, expected)
                 self.assertEqual(list(inspect.signature(fn).parameters)[-1], "progress")
 
-    def test_no_analysis_is_also_hand_written(self):
+    def test_no_analysis_is_hand_written(self):
+        # The module has one binding for every analysis (run_declared); the hand-written registry is gone.
+        self.assertFalse(hasattr(vocablens._core, "run"))
+        self.assertFalse(hasattr(vocablens._core, "analyses"))
         declared = {s["name"] for s in vocablens._core.analyses_schema()}
-        hand_written = {n for n, _ in vocablens._core.analyses()}
-        self.assertEqual(declared & hand_written, set())
+        for name in ("feature_logits", "feature_lens", "feature_corpus", "patch", "ablate", "spectrum", "project",
+                     "steer", "compare_embeddings"):
+            self.assertIn(name, declared)
+            self.assertIs(getattr(vocablens, name), vocablens._analyses._DECLARED[name])
         # vocablens.analyses() lists each name once
         names = [n for n, _ in vocablens.analyses()]
         self.assertEqual(len(names), len(set(names)))
+
+    def test_compare_keywords_are_its_declaration(self):
+        # compare reads no model (not a registered analysis) but its options are declared once all the same
+        spec = vocablens._core.compare_schema()
+        params = inspect.signature(vocablens.compare).parameters
+        self.assertEqual(list(params)[:2], ["a", "b"])
+        self.assertEqual({n: p.default for n, p in params.items() if n not in ("a", "b")},
+                         {o["name"]: o["default"] for o in spec["options"]})
+        _, out, _ = cli("compare", "--help")
+        for o in spec["options"]:
+            self.assertIn(o["cli"], out)
 
     def test_stubs_list_every_declared_analysis(self):
         from vocablens import _stubs

@@ -249,6 +249,8 @@ def hostile(s):
         ("/api/lens", json.dumps({"prompt": "x", "top_k": 10 ** 9}).encode(), None, "top_k"),
         ("/api/lens", json.dumps({"prompt": "x", "topk": 5}).encode(), 400, "topk"),
         ("/api/lens", json.dumps({"prompt": "x", "corpus": "/etc/passwd"}).encode(), 400, "corpus"),
+        ("/api/compare_embeddings", json.dumps({"model_b": "/tmp"}).encode(), 400, "model_b"),
+        ("/api/spectrum", json.dumps({"matrix": "/etc/x.npy"}).encode(), 400, "matrix"),
         ("/api/lens", json.dumps({"prompt": "x" * 200000}).encode(), None, ""),
         ("/api/lens", json.dumps({"prompt": ""}).encode(), None, "prompt"),
         ("/api/no_such_analysis", b"{}", 404, "no analysis named"),

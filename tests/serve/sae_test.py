@@ -92,6 +92,10 @@ def main():
             ("/api/sae/features", {"features": "3-4", "top_k": 4, "bottom": False}, ["--features", "3-4", "--top-k", "4", "--no-bottom"]),
             ("/api/sae/lens", {"prompt": PROMPT, "top_features": 3, "top_k": 3},
              ["--prompt", PROMPT, "--top-features", "3", "--top-k", "3"]),
+            # the declared analyses, with {"sae": true} = the server's SAE
+            ("/api/feature_logits", {"sae": True, "features": [0, 5], "top_k": 5}, ["--features", "0,5", "--top-k", "5"]),
+            ("/api/feature_lens", {"sae": True, "prompt": PROMPT, "top_features": 3, "top_k": 3},
+             ["--prompt", PROMPT, "--top-features", "3", "--top-k", "3"]),
         ]:
             st, api = s.post(path, body)
             if not check(st == 200, f"POST {path} {json.dumps(body)} -> 200 (got {st}: {str(api)[:200]})"):
@@ -138,6 +142,8 @@ def main():
             ("/api/top_activations", {"unit": 5, "index": 0}, 400, "unit"),
             ("/api/top_activations", {"unit": "neuron", "layer": 0, "index": 1.5}, 400, "index"),
             ("/api/top_activations", {"unit": "feature", "index": 0, "k": 10 ** 9}, 400, "k"),
+            ("/api/feature_logits", {"sae": "/etc/passwd"}, 400, "sae"),  # a path: a file on the server
+            ("/api/feature_corpus", {"sae": True, "path": "/etc/passwd"}, 400, "path"),
         ]:
             st, err = s.post(path, body)
             msg = err.get("error", "")

@@ -1,0 +1,75 @@
+// `spectrum`: its options declared once, and the call every surface makes (vocablens/analysis_registry.hpp).
+// The matrix is an option of type Matrix: a name the model resolves or a .npy path on the command line, also a
+// 2-D tensor from Python. `vocablens spectrum` takes its flags from here (src/cli/cmd_spectrum.cpp).
+#include "entry_common.hpp"
+#include "vocablens/analysis_registry.hpp"
+#include "vocablens/anisotropy.hpp"
+#include "vocablens/declared_options.hpp"
+#include "vocablens/error.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/spectrum.hpp"
+#include "vocablens/tokenizer.hpp"
+
+namespace vocablens::entries {
+
+SpectrumOptions spectrum_options(const nlohmann::json& o) {
+  SpectrumOptions so;
+  so.k = o.at("k").get<int64_t>();
+  so.method = spectrum_method_from_string(o.at("method").get<std::string>());
+  so.ncv = o.at("ncv").get<int64_t>();
+  so.loadings = o.at("loadings").get<int64_t>();
+  so.keep_left_vectors = o.at("left_vectors").get<bool>();
+  return so;
+}
+
+AnisotropyOptions anisotropy_options(const nlohmann::json& o) {
+  AnisotropyOptions ao;
+  ao.remove_top = o.at("remove_top").get<std::vector<int64_t>>();
+  return ao;
+}
+
+Result spectrum_result(const SpectrumResult& s, const AnisotropyResult* a, const Tokenizer* tok,
+                       const nlohmann::json& o) {
+  Result r = s.to_result(tok);
+  if (a) {
+    Result ar = a->to_result();
+    r.summary["anisotropy"] = ar.summary;
+    for (auto& t : ar.tables) {
+      t.name = "anisotropy";
+      r.tables.push_back(std::move(t));
+    }
+  }
+  r.settings["method"] = o.at("method").get<std::string>();
+  return r;
+}
+
+void register_spectrum_entry(AnalysisRegistry& r) {
+  AnalysisDecl d;
+  d.name = d.command = "spectrum";
+  d.summary = "Singular spectrum, PCA, effective rank, norms, loadings and anisotropy of W_E (or W_U, W_pos, ...)";
+  d.options = {
+      {"matrix", OptionType::Matrix, "W_E",
+       "W_E, W_U, W_pos, W_in.L, W_gate.L, W_out.L, or a 2-D .npy file (Python: also a 2-D torch.Tensor)"},
+      {"k", OptionType::Integer, 32, "Top singular values / directions", 1, 1e6},
+      OptionDecl{"method", OptionType::Choice, "auto",
+                 "auto (gram), gram (Spectra on the float64 Gram), lanczos (Spectra, matrix-free x -> M^T(Mx)), dense"}
+          .with_choices({"auto", "gram", "lanczos", "dense"}),
+      {"ncv", OptionType::Integer, 0, "Spectra's Lanczos basis size (0: min(n, max(2k+1, k+20)))", 0, 1e6},
+      {"loadings", OptionType::Integer, 10, "Rows listed per direction and sign", 0, 1e6},
+      {"left_vectors", OptionType::Flag, false, "Also export U_k [rows, k]"},
+      {"remove_top", OptionType::Indices, nlohmann::json::array({1, 2, 3, 5, 10}),
+       "Anisotropy after removing these numbers of top PCs", 0, 1e6},
+      {"anisotropy", OptionType::Flag, true, "The anisotropy section"},
+  };
+  r.add({std::move(d), [](const AnalysisRequest& q) {
+           std::string label, kind;
+           const at::Tensor M = entry::matrix_of(q, "matrix", label, kind);
+           const auto s = matrix_spectrum(M, spectrum_options(q.options), label, kind);
+           std::unique_ptr<AnisotropyResult> a;
+           if (q.options.at("anisotropy").get<bool>())
+             a = std::make_unique<AnisotropyResult>(anisotropy(M, anisotropy_options(q.options), label));
+           return spectrum_result(s, a.get(), kind == "token" ? q.tok : nullptr, q.options);
+         }});
+}
+
+}  // namespace vocablens::entries
