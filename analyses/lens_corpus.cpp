@@ -7,6 +7,7 @@
 
 #include "vocablens/dist.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/detail/lens_engine.hpp"
 #include "vocablens/lens.hpp"
 #include "vocablens/lens_corpus.hpp"
 #include "vocablens/model.hpp"

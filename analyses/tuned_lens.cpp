@@ -13,7 +13,7 @@
 
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
-#include "vocablens/sha256.hpp"
+#include "vocablens/detail/sha256.hpp"
 #include "vocablens/dist.hpp"
 #include "vocablens/tensor_store.hpp"
 #include "util/regular_file.hpp"

@@ -11,7 +11,7 @@
 #include "cli/output.hpp"
 #include "cli/token_arg.hpp"
 #include "vocablens/ablation.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"

@@ -10,7 +10,7 @@
 
 #include "cli/command.hpp"
 #include "cli/output.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/compare.hpp"
 #include "vocablens/error.hpp"
 

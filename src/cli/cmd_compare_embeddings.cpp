@@ -9,7 +9,7 @@
 #include "cli/command.hpp"
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/compare_embeddings.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"

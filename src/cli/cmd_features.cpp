@@ -13,7 +13,7 @@
 #include "cli/output.hpp"
 #include "cli/progress.hpp"
 #include "cli/token_filter_options.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/feature_encoder.hpp"
 #include "vocablens/features.hpp"

@@ -14,7 +14,7 @@
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/token_arg.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/patching.hpp"

@@ -10,7 +10,7 @@
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/token_filter_options.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/project.hpp"

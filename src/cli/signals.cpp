@@ -4,7 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/interrupt.hpp"
 
 namespace vocablens::cli {

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "train/safetensors_writer.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/dist.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/interrupt.hpp"
