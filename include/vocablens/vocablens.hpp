@@ -40,6 +40,7 @@
 // Checkpoints and the runner.
 #include "vocablens/tensor_store.hpp"
 #include "vocablens/gguf.hpp"
+#include "vocablens/tuned_lens_checkpoint.hpp"
 #include "vocablens/weight.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/hooks.hpp"
