@@ -14,8 +14,8 @@
 //
 // Not included: the building blocks that only the CLI needs (interrupt.hpp, timings.hpp, dist.hpp,
 // analysis_registry.hpp, options.hpp); include them by name when you need them. Under vocablens/detail/ are the
-// library's own helpers (atomic files, SHA-256, XXH64, the config hash, the lens engine), installed because the
-// CLI, the Python module and the tests use them, but not part of the interface.
+// library's own helpers (atomic files, SHA-256, XXH64, the config hash, the signal side of interrupt.hpp, the
+// lens engine), installed because the CLI, the Python module and the tests use them, but not part of the interface.
 #pragma once
 
 // Errors and plain data (no LibTorch).

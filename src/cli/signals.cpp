@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "vocablens/detail/atomic_file.hpp"
+#include "vocablens/detail/interrupt_signal.hpp"
 #include "vocablens/interrupt.hpp"
 
 namespace vocablens::cli {
