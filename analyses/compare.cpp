@@ -12,7 +12,7 @@
 
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
-#include "vocablens/sha256.hpp"
+#include "vocablens/detail/sha256.hpp"
 #include "vocablens/tokenizer.hpp"
 
 namespace vocablens {

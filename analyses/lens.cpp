@@ -2,7 +2,7 @@
 // norm, read through the unembedding; fused per-row statistics so that the [layers, T, V] logit cube is
 // never held at once. The per-row kernels (one pass for top-k + max, one for the log-sum-exp, ...) are in
 // lens_rows.cpp.
-#include "vocablens/lens.hpp"
+#include "vocablens/detail/lens_engine.hpp"
 
 #include <ATen/Parallel.h>
 

@@ -3,16 +3,17 @@
 // entropy and top-1 accuracy over every predicted token. Memory is bounded by the chunk and window size.
 #include <cmath>
 #include <limits>
-#include <limits>
 
 #include "vocablens/dist.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/detail/lens_engine.hpp"
 #include "vocablens/lens.hpp"
 #include "vocablens/lens_corpus.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/text_inputs.hpp"
 #include "util/regular_file.hpp"
+#include "corpus_windows.hpp"
 
 namespace vocablens {
 
@@ -52,10 +53,6 @@ CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const s
     }
   }
 
-  std::vector<int64_t> pending;  // tokens not yet used as the start of a window
-  size_t head = 0;               // pending[head] is the first token of the next window
-  uint64_t bytes_read = 0;
-  bool first_chunk = true, done = false;
   LensStats st;
   std::vector<int64_t> none;
 
@@ -67,10 +64,6 @@ CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const s
   std::vector<double> pos_kl(static_cast<size_t>(n * W), 0.0), pos_count(static_cast<size_t>(W), 0.0);
   auto process = [&](const std::vector<int64_t>& ids) {
     const int64_t T = static_cast<int64_t>(ids.size());
-    for (auto id : ids)
-      if (id < 0 || id >= m.config().vocab_size)
-        throw UsageError("the tokenizer produced id " + std::to_string(id) + ", outside the model's vocabulary of " +
-                         std::to_string(m.config().vocab_size));
     per_window.resize(per_window.size() + static_cast<size_t>(n4), 0.0);
     double* win = per_window.data() + per_window.size() - static_cast<size_t>(n4);
     for (int64_t t = 0; t + 1 < T; ++t)
@@ -96,46 +89,9 @@ CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const s
     }
     r.predicted += T - 1;
     r.windows += 1;
-    // With --max-tokens the work is bounded by tokens, not bytes (the bar stopped at 65.7 %).
-    if (opts.progress) {
-      if (opts.max_tokens > 0) opts.progress(static_cast<uint64_t>(r.predicted), static_cast<uint64_t>(opts.max_tokens));
-      else opts.progress(bytes_read, total);
-    }
   };
-  auto budget_left = [&]() -> int64_t {
-    return opts.max_tokens > 0 ? opts.max_tokens - r.predicted : std::numeric_limits<int64_t>::max();
-  };
-  // Runs every full window available; at the end of the input also the last partial one.
-  auto drain = [&](bool at_end) {
-    while (!done) {
-      int64_t avail = static_cast<int64_t>(pending.size() - head);
-      int64_t len = std::min(avail, W);
-      if (len < W && !at_end) break;
-      if (opts.max_tokens > 0) len = std::min(len, budget_left() + 1);
-      if (len < 2) break;
-      std::vector<int64_t> ids(pending.begin() + static_cast<std::ptrdiff_t>(head),
-                               pending.begin() + static_cast<std::ptrdiff_t>(head + static_cast<size_t>(len)));
-      process(ids);
-      head += static_cast<size_t>(len - 1);  // windows overlap by one token
-      if (budget_left() <= 0) done = true;
-    }
-    pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(head));
-    head = 0;
-  };
-
-  for_each_corpus_chunk(path, static_cast<size_t>(opts.chunk_bytes), [&](const std::string& text, uint64_t read, bool eof) {
-    bytes_read = read;
-    if (!text.empty()) {
-      EncodeOptions eo;
-      if (!first_chunk) eo.add_bos = false;
-      auto ids = tok.encode(text, eo);
-      pending.insert(pending.end(), ids.begin(), ids.end());
-      r.tokens += static_cast<int64_t>(ids.size());
-      first_chunk = false;
-    }
-    drain(eof);
-    return !done;
-  });
+  const CorpusWindowCut cut{tok, path, static_cast<size_t>(opts.chunk_bytes), W, opts.max_tokens, m.config().vocab_size};
+  r.tokens = for_each_corpus_window(cut, total, opts.progress, process).tokens;
   if (r.predicted == 0)
     throw UsageError(path + ": the corpus has fewer than 2 tokens; nothing to predict");
   if (shard_count > 1) {

@@ -1,6 +1,6 @@
 // The logit lens's fused per-row kernels (see lens.hpp, lens_detail): top-k, max, log-sum-exp, entropy and the
 // target's log-probability of one row of logits in a few passes over V, AVX2 where the CPU has it.
-#include "vocablens/lens.hpp"
+#include "vocablens/detail/lens_engine.hpp"
 
 #include <ATen/Parallel.h>
 #if defined(__x86_64__) || defined(__i386__)

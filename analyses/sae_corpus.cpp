@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "corpus_windows.hpp"
 #include "util/regular_file.hpp"
 #include "vocablens/dist.hpp"
 #include "vocablens/error.hpp"
@@ -92,6 +93,99 @@ MemoryEstimate estimate_sae_corpus_memory(const Model& m, const Sae& sae, const 
   return e;
 }
 
+namespace {
+
+// One of a feature's best contexts while the corpus is read: value, window, position, tokens.
+struct Cand {
+  double v;
+  int64_t w, p, at;
+  std::vector<int64_t> ids;
+  std::vector<double> vals;  // the feature's activation at each of ids
+};
+
+// Top contexts of every rank, merged: slot [rank, feature, q] holds (value, window, position, at, C ids);
+// each slot is written by one rank only, so the sum over ranks is exact. Every rank ends with the n best of all.
+void merge_top_contexts(std::vector<std::vector<Cand>>& best, int64_t n, int64_t C, int shard_rank, int shard_count) {
+  const int64_t D = static_cast<int64_t>(best.size());
+  const int64_t rec = 4 + 2 * C;
+  std::vector<double> cand(static_cast<size_t>(shard_count * D * n * rec), 0.0);
+  for (int64_t fi = 0; fi < D; ++fi) {
+    const auto& b = best[static_cast<size_t>(fi)];
+    for (size_t q = 0; q < b.size(); ++q) {
+      double* s = cand.data() + ((shard_rank * D + fi) * n + static_cast<int64_t>(q)) * rec;
+      s[0] = b[q].v;
+      s[1] = static_cast<double>(b[q].w + 1);  // 0 = empty slot
+      s[2] = static_cast<double>(b[q].p);
+      s[3] = static_cast<double>(b[q].at);
+      for (int64_t c = 0; c < static_cast<int64_t>(b[q].ids.size()); ++c) {
+        s[4 + c] = static_cast<double>(b[q].ids[static_cast<size_t>(c)] + 1);
+        s[4 + C + c] = b[q].vals[static_cast<size_t>(c)];
+      }
+    }
+  }
+  dist::allreduce_sum(cand.data(), static_cast<int64_t>(cand.size()));
+  for (int64_t fi = 0; fi < D; ++fi) {
+    std::vector<Cand> all;
+    for (int rk = 0; rk < shard_count; ++rk)
+      for (int64_t q = 0; q < n; ++q) {
+        const double* s = cand.data() + ((rk * D + fi) * n + q) * rec;
+        if (s[1] == 0) continue;
+        Cand c{s[0], static_cast<int64_t>(s[1]) - 1, static_cast<int64_t>(s[2]), static_cast<int64_t>(s[3]), {}, {}};
+        for (int64_t k = 0; k < C && s[4 + k] != 0; ++k) {
+          c.ids.push_back(static_cast<int64_t>(s[4 + k]) - 1);
+          c.vals.push_back(s[4 + C + k]);
+        }
+        all.push_back(std::move(c));
+      }
+    std::sort(all.begin(), all.end(), [](const Cand& a, const Cand& b) { return better(a.v, a.w, a.p, b.v, b.w, b.p); });
+    if (static_cast<int64_t>(all.size()) > n) all.resize(static_cast<size_t>(n));
+    best[static_cast<size_t>(fi)] = std::move(all);
+  }
+}
+
+// The statistics from the per-window sums (kSlots + d per window, summed in window order), the firing counts, the
+// histogram and the best contexts (moved out of `best`).
+void finish_stats(SaeCorpusStats& r, const std::vector<double>& per_window, const std::vector<double>& counts,
+                  const std::vector<double>& hist, std::vector<std::vector<Cand>>& best, bool ce_metrics) {
+  const int64_t D = r.d_sae, d = r.d;
+  const int64_t stride = kSlots + d;
+  double sums[kSlots] = {0};
+  std::vector<double> colsum(static_cast<size_t>(d), 0.0);
+  for (int64_t w = 0; w < r.windows; ++w) {
+    const double* win = per_window.data() + w * stride;
+    for (int s = 0; s < kSlots; ++s) sums[s] += win[s];
+    for (int64_t j = 0; j < d; ++j) colsum[static_cast<size_t>(j)] += win[kSlots + j];
+  }
+  const double P = static_cast<double>(r.positions);
+  r.fire_count.resize(static_cast<size_t>(D));
+  for (int64_t fi = 0; fi < D; ++fi) r.fire_count[static_cast<size_t>(fi)] = static_cast<int64_t>(counts[static_cast<size_t>(fi)]);
+  r.histogram.resize(hist.size());
+  for (size_t i = 0; i < hist.size(); ++i) r.histogram[i] = static_cast<int64_t>(hist[i]);
+  r.mean_l0 = sums[kL0] / P;
+  r.mse = sums[kRss] / (P * static_cast<double>(d));
+  // Σ‖x − x̄‖² = Σ‖x‖² − ‖Σx‖² / P
+  double mean_sq = 0;
+  for (double c : colsum) mean_sq += c * c;
+  const double tss = sums[kSumSq] - mean_sq / P;
+  r.explained_variance = tss > 0 ? 1.0 - sums[kRss] / tss : std::numeric_limits<double>::quiet_NaN();
+  r.cossim = sums[kCos] / P;
+  if (ce_metrics) {
+    r.ce_clean = sums[kCeClean] / P;
+    r.ce_sae = sums[kCeSae] / P;
+    r.ce_zero = sums[kCeZero] / P;
+    r.ce_loss_score = (r.ce_zero - r.ce_sae) / (r.ce_zero - r.ce_clean);
+    r.kl_sae = sums[kKlSae] / P;
+    r.kl_zero = sums[kKlZero] / P;
+    r.kl_div_score = (r.kl_zero - r.kl_sae) / r.kl_zero;
+  }
+  r.top_contexts.resize(static_cast<size_t>(D));
+  for (int64_t fi = 0; fi < D; ++fi)
+    for (auto& c : best[static_cast<size_t>(fi)])
+      r.top_contexts[static_cast<size_t>(fi)].push_back({c.v, c.w, c.p, std::move(c.ids), c.at, std::move(c.vals)});
+}
+
+}  // namespace
+
 SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer& tok, const std::string& path,
                                 const SaeCorpusOptions& opts) {
   at::NoGradGuard no_grad;
@@ -127,13 +221,7 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
   std::vector<double> hist(static_cast<size_t>(D * kHistogramBins), 0.0);
   std::vector<double> per_window;                                           // kSlots + d per window
   const int64_t stride = kSlots + d;
-  // This process's best contexts per feature, kept sorted (best first): value, window, position, tokens.
-  struct Cand {
-    double v;
-    int64_t w, p, at;
-    std::vector<int64_t> ids;
-    std::vector<double> vals;  // the feature's activation at each of ids
-  };
+  // This process's best contexts per feature (Cand), kept sorted (best first).
   std::vector<std::vector<Cand>> best(static_cast<size_t>(D));
   const int shard_rank = opts.distributed ? dist::rank() : 0, shard_count = opts.distributed ? dist::size() : 1;
 
@@ -146,10 +234,6 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
 
   auto process = [&](const std::vector<int64_t>& ids) {
     const int64_t T = static_cast<int64_t>(ids.size());
-    for (auto id : ids)
-      if (id < 0 || id >= m.config().vocab_size)
-        throw UsageError("the tokenizer produced id " + std::to_string(id) + ", outside the model's vocabulary of " +
-                         std::to_string(m.config().vocab_size));
     per_window.resize(per_window.size() + static_cast<size_t>(stride), 0.0);
     const int64_t w = r.windows;
     if (w % shard_count == shard_rank) {
@@ -216,129 +300,20 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
     }
     r.positions += T - 1;
     r.windows += 1;
-    if (opts.progress) {
-      if (opts.max_tokens > 0) opts.progress(static_cast<uint64_t>(r.positions), static_cast<uint64_t>(opts.max_tokens));
-    }
   };
 
-  // Windows: the same cut as lens --corpus (chunks from for_each_corpus_chunk, windows overlapping by one token).
-  std::vector<int64_t> pending;
-  size_t head = 0;
-  uint64_t bytes_read = 0;
-  bool first_chunk = true, done = false;
-  auto budget_left = [&]() -> int64_t {
-    return opts.max_tokens > 0 ? opts.max_tokens - r.positions : std::numeric_limits<int64_t>::max();
-  };
-  auto drain = [&](bool at_end) {
-    while (!done) {
-      const int64_t avail = static_cast<int64_t>(pending.size() - head);
-      int64_t len = std::min(avail, W);
-      if (len < W && !at_end) break;
-      if (opts.max_tokens > 0) len = std::min(len, budget_left() + 1);
-      if (len < 2) break;
-      std::vector<int64_t> ids(pending.begin() + static_cast<std::ptrdiff_t>(head),
-                               pending.begin() + static_cast<std::ptrdiff_t>(head + static_cast<size_t>(len)));
-      process(ids);
-      if (opts.progress && opts.max_tokens <= 0) opts.progress(bytes_read, total);
-      head += static_cast<size_t>(len - 1);
-      if (budget_left() <= 0) done = true;
-    }
-    pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(head));
-    head = 0;
-  };
-  for_each_corpus_chunk(path, static_cast<size_t>(opts.chunk_bytes), [&](const std::string& text, uint64_t read, bool eof) {
-    bytes_read = read;
-    if (!text.empty()) {
-      EncodeOptions eo;
-      if (!first_chunk) eo.add_bos = false;
-      auto ids = tok.encode(text, eo);
-      pending.insert(pending.end(), ids.begin(), ids.end());
-      r.tokens += static_cast<int64_t>(ids.size());
-      first_chunk = false;
-    }
-    drain(eof);
-    return !done;
-  });
+  // Windows: the same cut as lens --corpus (corpus_windows.hpp).
+  const CorpusWindowCut cut{tok, path, static_cast<size_t>(opts.chunk_bytes), W, opts.max_tokens, m.config().vocab_size};
+  r.tokens = for_each_corpus_window(cut, total, opts.progress, process).tokens;
   if (r.positions == 0) throw UsageError(path + ": the corpus has fewer than 2 tokens; nothing to score");
 
-  // Top contexts of every rank, merged: slot [rank, feature, q] holds (value, window, position, at, C ids);
-  // each slot is written by one rank only, so the sum over ranks is exact.
-  const int64_t rec = 4 + 2 * C;
-  std::vector<double> cand;
   if (shard_count > 1) {
     dist::allreduce_sum(per_window.data(), static_cast<int64_t>(per_window.size()));
     dist::allreduce_sum(counts.data(), static_cast<int64_t>(counts.size()));
     dist::allreduce_sum(hist.data(), static_cast<int64_t>(hist.size()));
-    if (n > 0) {
-      cand.assign(static_cast<size_t>(shard_count * D * n * rec), 0.0);
-      for (int64_t fi = 0; fi < D; ++fi) {
-        const auto& b = best[static_cast<size_t>(fi)];
-        for (size_t q = 0; q < b.size(); ++q) {
-          double* s = cand.data() + ((shard_rank * D + fi) * n + static_cast<int64_t>(q)) * rec;
-          s[0] = b[q].v;
-          s[1] = static_cast<double>(b[q].w + 1);  // 0 = empty slot
-          s[2] = static_cast<double>(b[q].p);
-          s[3] = static_cast<double>(b[q].at);
-          for (int64_t c = 0; c < static_cast<int64_t>(b[q].ids.size()); ++c) {
-            s[4 + c] = static_cast<double>(b[q].ids[static_cast<size_t>(c)] + 1);
-            s[4 + C + c] = b[q].vals[static_cast<size_t>(c)];
-          }
-        }
-      }
-      dist::allreduce_sum(cand.data(), static_cast<int64_t>(cand.size()));
-      for (int64_t fi = 0; fi < D; ++fi) {
-        std::vector<Cand> all;
-        for (int rk = 0; rk < shard_count; ++rk)
-          for (int64_t q = 0; q < n; ++q) {
-            const double* s = cand.data() + ((rk * D + fi) * n + q) * rec;
-            if (s[1] == 0) continue;
-            Cand c{s[0], static_cast<int64_t>(s[1]) - 1, static_cast<int64_t>(s[2]), static_cast<int64_t>(s[3]), {}, {}};
-            for (int64_t k = 0; k < C && s[4 + k] != 0; ++k) {
-              c.ids.push_back(static_cast<int64_t>(s[4 + k]) - 1);
-              c.vals.push_back(s[4 + C + k]);
-            }
-            all.push_back(std::move(c));
-          }
-        std::sort(all.begin(), all.end(), [](const Cand& a, const Cand& b) { return better(a.v, a.w, a.p, b.v, b.w, b.p); });
-        if (static_cast<int64_t>(all.size()) > n) all.resize(static_cast<size_t>(n));
-        best[static_cast<size_t>(fi)] = std::move(all);
-      }
-    }
+    if (n > 0) merge_top_contexts(best, n, C, shard_rank, shard_count);
   }
-
-  double sums[kSlots] = {0};
-  std::vector<double> colsum(static_cast<size_t>(d), 0.0);
-  for (int64_t w = 0; w < r.windows; ++w) {
-    const double* win = per_window.data() + w * stride;
-    for (int s = 0; s < kSlots; ++s) sums[s] += win[s];
-    for (int64_t j = 0; j < d; ++j) colsum[static_cast<size_t>(j)] += win[kSlots + j];
-  }
-  const double P = static_cast<double>(r.positions);
-  r.fire_count.resize(static_cast<size_t>(D));
-  for (int64_t fi = 0; fi < D; ++fi) r.fire_count[static_cast<size_t>(fi)] = static_cast<int64_t>(counts[static_cast<size_t>(fi)]);
-  r.histogram.resize(hist.size());
-  for (size_t i = 0; i < hist.size(); ++i) r.histogram[i] = static_cast<int64_t>(hist[i]);
-  r.mean_l0 = sums[kL0] / P;
-  r.mse = sums[kRss] / (P * static_cast<double>(d));
-  // Σ‖x − x̄‖² = Σ‖x‖² − ‖Σx‖² / P
-  double mean_sq = 0;
-  for (double c : colsum) mean_sq += c * c;
-  const double tss = sums[kSumSq] - mean_sq / P;
-  r.explained_variance = tss > 0 ? 1.0 - sums[kRss] / tss : std::numeric_limits<double>::quiet_NaN();
-  r.cossim = sums[kCos] / P;
-  if (opts.ce_metrics) {
-    r.ce_clean = sums[kCeClean] / P;
-    r.ce_sae = sums[kCeSae] / P;
-    r.ce_zero = sums[kCeZero] / P;
-    r.ce_loss_score = (r.ce_zero - r.ce_sae) / (r.ce_zero - r.ce_clean);
-    r.kl_sae = sums[kKlSae] / P;
-    r.kl_zero = sums[kKlZero] / P;
-    r.kl_div_score = (r.kl_zero - r.kl_sae) / r.kl_zero;
-  }
-  r.top_contexts.resize(static_cast<size_t>(D));
-  for (int64_t fi = 0; fi < D; ++fi)
-    for (auto& c : best[static_cast<size_t>(fi)])
-      r.top_contexts[static_cast<size_t>(fi)].push_back({c.v, c.w, c.p, std::move(c.ids), c.at, std::move(c.vals)});
+  finish_stats(r, per_window, counts, hist, best, opts.ce_metrics);
   return r;
 }
 

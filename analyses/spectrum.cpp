@@ -113,53 +113,38 @@ SpectrumMethod spectrum_method_from_string(const std::string& s) {
   throw UsageError("unknown spectrum method '" + s + "' (expected auto, gram, lanczos or dense)");
 }
 
-SpectrumResult matrix_spectrum(const at::Tensor& M0, const SpectrumOptions& opts, const std::string& name,
-                               const std::string& row_kind) {
-  at::Tensor M = as_matrix_f32(M0, name.c_str());
-  require_finite(M, name, "its singular values are undefined (--allow-nonfinite lets NaN through, "
-                          "it cannot make a spectrum of NaN defined)");
-  if (opts.k < 1) throw UsageError("spectrum: k must be at least 1");
-  if (opts.loadings < 0) throw UsageError("spectrum: the number of loadings must be >= 0");
-  SpectrumResult r;
-  r.matrix = name;
-  r.row_kind = row_kind;
-  r.rows = M.size(0);
-  r.cols = M.size(1);
-  const int64_t m = r.rows, n = r.cols;
-  const int64_t k = std::min<int64_t>(opts.k, std::min(m, n));
-  r.k = k;
+namespace {
 
-  SpectrumMethod method = opts.method;
-  if (method == SpectrumMethod::Auto) method = SpectrumMethod::Gram;
-  if (method != SpectrumMethod::Dense && k >= n - 1) method = SpectrumMethod::Dense;  // Spectra: nev < n
-  const bool full = opts.full_spectrum && n <= opts.full_spectrum_max_cols;
-  const bool need_gram = method != SpectrumMethod::Lanczos || full;
-
-  // ---- one pass over M: Gram (when needed), column mean, row norms
-  auto t0 = Clock::now();
+// One pass over M [m, n]: MᵀM when `need_gram` (with the column mean and row norms), else only the column mean
+// and row norms (the matrix-free solver never forms MᵀM).
+GramStats first_pass(const at::Tensor& M, bool need_gram, int64_t row_block) {
+  const int64_t m = M.size(0), n = M.size(1);
   GramStats g;
   if (need_gram) {
-    g = gram_stats(M, opts.row_block);
+    g = gram_stats(M, row_block);
   } else {
     g.rows = m;
     g.cols = n;
     auto f64 = at::TensorOptions().dtype(at::kDouble);
     at::Tensor colsum = at::zeros({n}, f64);
     g.row_norms = at::empty({m}, f64);
-    for (int64_t r0 = 0; r0 < m; r0 += opts.row_block) {
-      int64_t b = std::min(opts.row_block, m - r0);
+    for (int64_t r0 = 0; r0 < m; r0 += row_block) {
+      int64_t b = std::min(row_block, m - r0);
       at::Tensor B = M.narrow(0, r0, b).to(at::kDouble);
       colsum.add_(B.sum(0));
       g.row_norms.narrow(0, r0, b).copy_(B.square().sum(1).sqrt());
     }
     g.col_mean = colsum / static_cast<double>(m);
   }
-  r.seconds_gram = seconds_since(t0);
+  return g;
+}
 
-  // ---- top-k eigenpairs of MᵀM
-  t0 = Clock::now();
-  std::vector<double> evals;           // k, descending
-  Eigen::MatrixXd evecs;               // n x k
+// The top-k eigenpairs of MᵀM (evals descending, evecs [n, k]) by `method`; r.solver, r.iterations and
+// r.operator_products say how. A Lanczos answer that fails its check falls back to the dense solver (forming
+// MᵀM into g when the matrix-free solver had not).
+void top_eigenpairs(const at::Tensor& M, GramStats& g, SpectrumMethod method, int64_t k, const SpectrumOptions& opts,
+                    SpectrumResult& r, std::vector<double>& evals, Eigen::MatrixXd& evecs) {
+  const int64_t m = M.size(0), n = M.size(1);
   auto dense_topk = [&]() {
     std::vector<double> vals;
     at::Tensor vecs;
@@ -234,9 +219,12 @@ SpectrumResult matrix_spectrum(const at::Tensor& M0, const SpectrumOptions& opts
                      : "dense (Spectra did not converge)";
     }
   }
-  r.seconds_solve = seconds_since(t0);
+}
 
-  // ---- singular values, right vectors (sign: largest-magnitude entry positive)
+// Singular values and right vectors (sign: largest-magnitude entry positive), row-norm statistics, the mean row
+// and the energy ratios, from the eigenpairs and the first pass.
+void singular_vectors_and_norms(const std::vector<double>& evals, const Eigen::MatrixXd& evecs, const GramStats& g,
+                                int64_t m, int64_t n, int64_t k, SpectrumResult& r) {
   r.singular_values.resize(static_cast<size_t>(k));
   r.right_vectors.resize(static_cast<size_t>(k * n));
   for (int64_t j = 0; j < k; ++j) {
@@ -247,7 +235,7 @@ SpectrumResult matrix_spectrum(const at::Tensor& M0, const SpectrumOptions& opts
     for (int64_t i = 0; i < n; ++i) r.right_vectors[static_cast<size_t>(j * n + i)] = sign * evecs(i, j);
   }
 
-  // ---- row norms, mean row
+  // Row norms, mean row.
   const double* rn = g.row_norms.data_ptr<double>();
   r.row_norms.assign(rn, rn + m);
   {
@@ -285,8 +273,11 @@ SpectrumResult matrix_spectrum(const at::Tensor& M0, const SpectrumOptions& opts
     double s = r.singular_values[static_cast<size_t>(j)];
     r.energy_ratio[static_cast<size_t>(j)] = r.frobenius_norm_sq > 0 ? s * s / r.frobenius_norm_sq : 0.0;
   }
+}
 
-  // ---- full spectrum and trace statistics
+// The participation ratios and total variance from MᵀM and the covariance; with `full`, every singular value,
+// the covariance spectrum, explained-variance ratios and effective ranks.
+void trace_statistics(const GramStats& g, bool full, int64_t m, int64_t n, SpectrumResult& r) {
   r.participation_ratio = r.participation_ratio_centred = std::numeric_limits<double>::quiet_NaN();
   if (g.gram.defined()) {
     double trG = g.gram.trace().item<double>(), fG = g.gram.square().sum().item<double>();
@@ -324,8 +315,11 @@ SpectrumResult matrix_spectrum(const at::Tensor& M0, const SpectrumOptions& opts
       r.effective_rank_centred = entropy_effective_rank(sc);
     }
   }
+}
 
-  // ---- projections (loadings) and left vectors
+// Each direction's top rows by projection (opts.loadings each way) and, when kept, the left vectors.
+void loadings_and_left_vectors(const at::Tensor& M, const SpectrumOptions& opts, int64_t m, int64_t n, int64_t k,
+                               SpectrumResult& r) {
   const int64_t L = std::min<int64_t>(opts.loadings, m);
   if (L > 0 || opts.keep_left_vectors) {
     at::Tensor Vk = at::empty({n, k}, at::TensorOptions().dtype(at::kFloat));
@@ -363,6 +357,45 @@ SpectrumResult matrix_spectrum(const at::Tensor& M0, const SpectrumOptions& opts
       });
     }
   }
+}
+
+}  // namespace
+
+SpectrumResult matrix_spectrum(const at::Tensor& M0, const SpectrumOptions& opts, const std::string& name,
+                               const std::string& row_kind) {
+  at::Tensor M = as_matrix_f32(M0, name.c_str());
+  require_finite(M, name, "its singular values are undefined (--allow-nonfinite lets NaN through, "
+                          "it cannot make a spectrum of NaN defined)");
+  if (opts.k < 1) throw UsageError("spectrum: k must be at least 1");
+  if (opts.loadings < 0) throw UsageError("spectrum: the number of loadings must be >= 0");
+  SpectrumResult r;
+  r.matrix = name;
+  r.row_kind = row_kind;
+  r.rows = M.size(0);
+  r.cols = M.size(1);
+  const int64_t m = r.rows, n = r.cols;
+  const int64_t k = std::min<int64_t>(opts.k, std::min(m, n));
+  r.k = k;
+
+  SpectrumMethod method = opts.method;
+  if (method == SpectrumMethod::Auto) method = SpectrumMethod::Gram;
+  if (method != SpectrumMethod::Dense && k >= n - 1) method = SpectrumMethod::Dense;  // Spectra: nev < n
+  const bool full = opts.full_spectrum && n <= opts.full_spectrum_max_cols;
+  const bool need_gram = method != SpectrumMethod::Lanczos || full;
+
+  auto t0 = Clock::now();
+  GramStats g = first_pass(M, need_gram, opts.row_block);
+  r.seconds_gram = seconds_since(t0);
+
+  t0 = Clock::now();
+  std::vector<double> evals;  // k, descending
+  Eigen::MatrixXd evecs;      // n x k
+  top_eigenpairs(M, g, method, k, opts, r, evals, evecs);
+  r.seconds_solve = seconds_since(t0);
+
+  singular_vectors_and_norms(evals, evecs, g, m, n, k, r);
+  trace_statistics(g, full, m, n, r);
+  loadings_and_left_vectors(M, opts, m, n, k, r);
   return r;
 }
 

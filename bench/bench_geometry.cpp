@@ -18,7 +18,7 @@
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/knn.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/neighbours.hpp"

@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "vocablens/detail/lens_engine.hpp"
 #include "vocablens/lens.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/npy.hpp"

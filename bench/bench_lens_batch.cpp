@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "vocablens/detail/lens_engine.hpp"
 #include "vocablens/lens.hpp"
 #include "vocablens/model.hpp"
 

@@ -12,7 +12,7 @@
 #include <limits>
 #include <sstream>
 
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "util/json_depth.hpp"
 #include "util/regular_file.hpp"
 #include "vocablens/error.hpp"

@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <set>
 
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/report.hpp"
 #include "vocablens/result_kinds.hpp"
-#include "vocablens/sha256.hpp"
+#include "vocablens/detail/sha256.hpp"
 
 namespace vocablens {
 namespace {

@@ -7,7 +7,7 @@
 #include <limits>
 #include <sstream>
 
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "util/regular_file.hpp"
 #include "vocablens/error.hpp"
 

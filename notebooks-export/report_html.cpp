@@ -22,11 +22,11 @@
 #include <map>
 #include <set>
 
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
 #include "vocablens/result_kinds.hpp"
-#include "vocablens/sha256.hpp"
+#include "vocablens/detail/sha256.hpp"
 #include "report_blocks.hpp"
 
 namespace vocablens {

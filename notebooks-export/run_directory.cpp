@@ -14,7 +14,7 @@
 
 #include "util/regular_file.hpp"
 #include "vocablens/error.hpp"
-#include "vocablens/sha256.hpp"
+#include "vocablens/detail/sha256.hpp"
 
 namespace vocablens::detail {
 

@@ -21,7 +21,7 @@
 #include "vocablens/export.hpp"
 #include "vocablens/npy.hpp"
 #include "vocablens/report.hpp"
-#include "vocablens/sha256.hpp"
+#include "vocablens/detail/sha256.hpp"
 
 using vocablens::NdArray;
 using vocablens::Result;

@@ -1,7 +1,7 @@
 // tests/interrupt_test.cpp — an interrupted run leaves no half-written file.
 //
 // The CLI writes every output through a temporary file renamed over the target when complete
-// (vocablens/atomic_file.hpp); its SIGINT/SIGTERM handler (src/cli/signals.cpp) removes temporary files
+// (vocablens/detail/atomic_file.hpp); its SIGINT/SIGTERM handler (src/cli/signals.cpp) removes temporary files
 // in flight, prints "vocablens: interrupted" and exits 128 + signal (130 for SIGINT).
 // A long write is started with the test program vl_slow_write (tests/tools/slow_write.cpp: the CLI's signal
 // handler and 200 MB in 64 KB chunks, slowly, through the streaming AtomicWriter); the signal is sent once the temporary file exists and is

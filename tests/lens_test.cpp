@@ -17,13 +17,14 @@
 
 #include "fixtures.hpp"
 #include "npy_tensor.hpp"
+#include "vocablens/detail/lens_engine.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
 #include "vocablens/lens.hpp"
 #include "vocablens/lens_corpus.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/npy.hpp"
-#include "vocablens/sha256.hpp"
+#include "vocablens/detail/sha256.hpp"
 #include "vocablens/tokenizer.hpp"
 
 using vl_test::load_npy_tensor;

@@ -13,7 +13,7 @@
 
 #include "fixtures.hpp"
 #include "real_results.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/export.hpp"
 #include "vocablens/lens_corpus.hpp"
 #include "vocablens/model.hpp"

@@ -17,12 +17,12 @@
 #include <nlohmann/json.hpp>
 
 #include "fixtures.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
 #include "vocablens/report.hpp"
 #include "vocablens/result_kinds.hpp"
-#include "vocablens/sha256.hpp"
+#include "vocablens/detail/sha256.hpp"
 
 using vocablens::NdArray;
 using vocablens::Result;

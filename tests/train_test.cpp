@@ -9,6 +9,7 @@
 #include "fixtures.hpp"
 #include "../src/train/safetensors_writer.hpp"  // internal to the trainer (not a public header)
 #include "vocablens/error.hpp"
+#include "vocablens/detail/interrupt_signal.hpp"
 #include "vocablens/interrupt.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/npy.hpp"

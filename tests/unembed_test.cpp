@@ -10,7 +10,7 @@
 #include "fixtures.hpp"
 #include "npy_tensor.hpp"
 #include "vocablens/error.hpp"
-#include "vocablens/hash.hpp"
+#include "vocablens/detail/hash.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/token_filter.hpp"

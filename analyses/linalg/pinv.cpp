@@ -1,5 +1,6 @@
 // The pseudo-inverse of a tall matrix (see include/vocablens/linalg/pinv.hpp); its disk cache is pinv_cache.cpp.
 #include "vocablens/linalg/pinv.hpp"
+#include "pinv_cache.hpp"
 
 #include <algorithm>
 

@@ -1,15 +1,16 @@
 // The E⁺ cache: .npy files ('<f4' or '<f8', C order; vocablens/npy.hpp) read and written without extra copies,
 // named by a hash of E (see include/vocablens/linalg/pinv.hpp).
 #include "vocablens/linalg/pinv.hpp"
+#include "pinv_cache.hpp"
 
 #include <cstdlib>
 #include <fstream>
 
 #include <fmt/format.h>
 
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
-#include "vocablens/hash.hpp"
+#include "vocablens/detail/hash.hpp"
 #include "vocablens/npy.hpp"
 
 namespace vocablens {

@@ -308,6 +308,31 @@ int worker_count(const TopkStreamOptions& o, int64_t work_items) {
 int64_t auto_rows(const TopkStreamOptions& o) { return o.block_rows > 0 ? o.block_rows : 256; }
 int64_t auto_cols(const TopkStreamOptions& o) { return o.block_cols > 0 ? o.block_cols : 1024; }
 
+// The tiles both kernels cut the product into: br rows x bc columns, and the largest column norm per column tile
+// (the first one when columns are sorted).
+struct Tiling {
+  int64_t br = 0, bc = 0, row_tiles = 0, col_tiles = 0;
+  std::vector<double> cmax;
+};
+
+Tiling tiling(const Prepared& p, const TopkStreamOptions& opts) {
+  Tiling t;
+  t.br = std::min<int64_t>(auto_rows(opts), std::max<int64_t>(p.n, 1));
+  t.bc = std::min<int64_t>(auto_cols(opts), std::max<int64_t>(p.m, 1));
+  t.row_tiles = (p.n + t.br - 1) / t.br;
+  t.col_tiles = (p.m + t.bc - 1) / t.bc;
+  t.cmax.assign(static_cast<size_t>(t.col_tiles), 0.0);
+  for (int64_t j = 0; j < p.m; ++j) t.cmax[j / t.bc] = std::max(t.cmax[j / t.bc], p.cn[j]);
+  return t;
+}
+
+// a += v for an atomic double (no fetch_add for floating point before C++20).
+void add_to(std::atomic<double>& a, double v) {
+  double cur = a.load();
+  while (!a.compare_exchange_weak(cur, cur + v)) {
+  }
+}
+
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -334,12 +359,9 @@ std::vector<TopkEntry> topk_stream(const at::Tensor& A, const at::Tensor& B, con
   at::NoGradGuard no_grad;
   Prepared p = prepare(A, B, opts, /*sort_rows=*/true, /*dedupe_rows=*/true);
   const int64_t n = p.n, m = p.m, r = p.r;
-  const int64_t br = std::min<int64_t>(auto_rows(opts), std::max<int64_t>(n, 1));
-  const int64_t bc = std::min<int64_t>(auto_cols(opts), std::max<int64_t>(m, 1));
-  const int64_t row_tiles = (n + br - 1) / br, col_tiles = (m + bc - 1) / bc;
-  // Largest column norm per column tile (the first one when columns are sorted).
-  std::vector<double> tile_cmax(static_cast<size_t>(col_tiles), 0.0);
-  for (int64_t j = 0; j < m; ++j) tile_cmax[j / bc] = std::max(tile_cmax[j / bc], p.cn[j]);
+  const Tiling tl = tiling(p, opts);
+  const int64_t br = tl.br, bc = tl.bc, row_tiles = tl.row_tiles, col_tiles = tl.col_tiles;
+  const std::vector<double>& tile_cmax = tl.cmax;
   std::vector<double> tile_rmax(static_cast<size_t>(row_tiles), 0.0);
   for (int64_t i = 0; i < n; ++i) tile_rmax[i / br] = std::max(tile_rmax[i / br], p.rn[i]);
 
@@ -409,9 +431,7 @@ std::vector<TopkEntry> topk_stream(const at::Tensor& A, const at::Tensor& B, con
     }
     n_tiles += my_tiles;
     n_candidates += my_cand;
-    double f = flops.load();
-    while (!flops.compare_exchange_weak(f, f + my_flops)) {
-    }
+    add_to(flops, my_flops);
     std::lock_guard<std::mutex> lk(merge_mu);
     merged.insert(merged.end(), heap.h.begin(), heap.h.end());
   };
@@ -429,11 +449,9 @@ std::vector<std::vector<TopkEntry>> topk_rows(const at::Tensor& A, const at::Ten
   at::NoGradGuard no_grad;
   Prepared p = prepare(A, B, opts, /*sort_rows=*/false, /*dedupe_rows=*/false);
   const int64_t n = p.n, m = p.m, r = p.r;
-  const int64_t br = std::min<int64_t>(auto_rows(opts), std::max<int64_t>(n, 1));
-  const int64_t bc = std::min<int64_t>(auto_cols(opts), std::max<int64_t>(m, 1));
-  const int64_t row_tiles = (n + br - 1) / br, col_tiles = (m + bc - 1) / bc;
-  std::vector<double> tile_cmax(static_cast<size_t>(col_tiles), 0.0);
-  for (int64_t j = 0; j < m; ++j) tile_cmax[j / bc] = std::max(tile_cmax[j / bc], p.cn[j]);
+  const Tiling tl = tiling(p, opts);
+  const int64_t br = tl.br, bc = tl.bc, row_tiles = tl.row_tiles, col_tiles = tl.col_tiles;
+  const std::vector<double>& tile_cmax = tl.cmax;
 
   Filter filter(opts);
   std::vector<std::vector<TopkEntry>> result(static_cast<size_t>(n));
@@ -501,9 +519,7 @@ std::vector<std::vector<TopkEntry>> topk_rows(const at::Tensor& A, const at::Ten
     }
     n_tiles += my_tiles;
     n_candidates += my_cand;
-    double f = flops.load();
-    while (!flops.compare_exchange_weak(f, f + my_flops)) {
-    }
+    add_to(flops, my_flops);
   };
 
   if (n > 0 && m > 0 && opts.k > 0) parallel_workers(worker_count(opts, row_tiles), worker);

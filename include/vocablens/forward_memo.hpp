@@ -97,9 +97,4 @@ class ForwardMemoScope {
   int64_t replayed_ = 0, recorded_ = 0;
 };
 
-namespace forward_memo_detail {
-/// This thread's innermost open scope, or null (what the forward pass asks).
-ForwardMemoScope* active() noexcept;
-}  // namespace forward_memo_detail
-
 }  // namespace vocablens

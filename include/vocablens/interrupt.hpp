@@ -75,14 +75,6 @@ class CancelScope {
 /// True when this thread's CancelScope flag is set.
 bool cancel_requested() noexcept;
 
-namespace detail {
-/// Called by the signal handler: true when an InterruptScope is open and this is the first signal
-/// (it is then recorded and the handler returns); false means "exit now". Async-signal-safe.
-bool record_interrupt(int sig) noexcept;
-/// Clears a recorded signal (tests).
-void clear_interrupt() noexcept;
-}  // namespace detail
-
 [[noreturn]] void throw_cancelled(const char* where);
 
 /// Throws Interrupted(0, "cancelled: the client went away (" + where + ")") when cancel_requested(). One

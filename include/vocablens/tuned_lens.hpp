@@ -14,7 +14,8 @@
 //   params.pt                the tuned-lens package's torch.save(layer_translators.state_dict()): same keys
 //   config.json              the package's TunedLensConfig: base_model_name_or_path, d_model,
 //                            num_hidden_layers, bias, base_model_revision, unembed_hash, lens_type
-// load_tuned_lens reads either checkpoint (safetensors first). save_tuned_lens writes both.
+// load_tuned_lens reads either checkpoint (safetensors first) through vocablens/tuned_lens_checkpoint.hpp (where
+// TunedLensConfig and tuned_lens_unfinished are); save_tuned_lens writes both.
 //
 //   vocablens::TunedLens tl = vocablens::load_tuned_lens("out/stories-lens");
 //   tl.check_model(model);                               // one line naming both when they do not match
@@ -34,22 +35,12 @@
 
 #include "vocablens/lens_corpus.hpp"
 #include "vocablens/result.hpp"
+#include "vocablens/tuned_lens_checkpoint.hpp"
 
 namespace vocablens {
 
 class Model;
 class Tokenizer;
-
-/// The package's TunedLensConfig (config.json).
-struct TunedLensConfig {
-  std::string base_model_name_or_path;
-  int64_t d_model = 0;
-  int64_t num_hidden_layers = 0;
-  bool bias = true;
-  std::string base_model_revision;  ///< "" = null
-  std::string unembed_hash;         ///< "" = null
-  std::string lens_type = "linear_tuned_lens";
-};
 
 struct TunedLens {
   TunedLensConfig config;
@@ -82,7 +73,8 @@ std::string sample_corpus(const Model& m, const Tokenizer& tok, int64_t n_tokens
 /// SHA-256 hex of W_U's float32 bytes followed by b_U's (when defined).
 std::string unembedding_sha256(const Model& m);
 
-/// Reads a tuned lens directory (tuned_lens.safetensors or params.pt, and config.json when present).
+/// Reads a tuned lens directory (tuned_lens.safetensors or params.pt, and config.json when present) with
+/// read_tuned_lens_checkpoint, and warns on stderr when its training was stopped early (tuned_lens_unfinished).
 /// Throws FormatError naming the file on any problem (missing translator, wrong shape, non-finite value).
 TunedLens load_tuned_lens(const std::string& dir);
 
@@ -108,14 +100,5 @@ struct TunedLensEvalResult {
 /// UsageError when the lens does not belong to the model.
 TunedLensEvalResult evaluate_tuned_lens(const Model& m, const Tokenizer& tok, std::shared_ptr<const TunedLens> lens,
                                         const std::string& corpus, const TunedLensEvalOptions& o = {});
-
-/// The mark save_tuned_lens (vocablens/tuned_lens_train.hpp) leaves on an unfinished lens: trained_steps < steps. Both 0 when the lens in
-/// `dir` is finished or unmarked (the package's own lenses); a lens directory that cannot be read counts as
-/// unmarked (load_tuned_lens reports it).
-struct TunedLensUnfinished {
-  int64_t trained_steps = 0, steps = 0;
-  explicit operator bool() const { return steps > 0; }
-};
-TunedLensUnfinished tuned_lens_unfinished(const std::string& dir);
 
 }  // namespace vocablens

@@ -12,9 +12,10 @@
 //   auto lens = vocablens::logit_lens(m, tok->encode("The Eiffel Tower is in"), {});
 //   vocablens::write_result(lens.to_result(tok.get(), "The Eiffel Tower is in"), "runs/eiffel");
 //
-// Not included: the building blocks other libraries already give you or that only the CLI needs
-// (atomic_file.hpp, hash.hpp, sha256.hpp, interrupt.hpp, timings.hpp, dist.hpp, config_hash.hpp,
-// analysis_registry.hpp, options.hpp); include them by name when you need them.
+// Not included: the building blocks that only the CLI needs (interrupt.hpp, timings.hpp, dist.hpp,
+// analysis_registry.hpp, options.hpp); include them by name when you need them. Under vocablens/detail/ are the
+// library's own helpers (atomic files, SHA-256, XXH64, the config hash, the signal side of interrupt.hpp, the
+// lens engine), installed because the CLI, the Python module and the tests use them, but not part of the interface.
 #pragma once
 
 // Errors and plain data (no LibTorch).
@@ -39,6 +40,7 @@
 // Checkpoints and the runner.
 #include "vocablens/tensor_store.hpp"
 #include "vocablens/gguf.hpp"
+#include "vocablens/tuned_lens_checkpoint.hpp"
 #include "vocablens/weight.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/hooks.hpp"

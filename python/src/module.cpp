@@ -6,7 +6,7 @@
 
 #include "analyses.hpp"
 #include "common.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
 #include "vocablens/notebook.hpp"

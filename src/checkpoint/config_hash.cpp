@@ -1,10 +1,10 @@
-// The sha256 of a checkpoint's architecture-defining bytes (see include/vocablens/config_hash.hpp).
-#include "vocablens/config_hash.hpp"
+// The sha256 of a checkpoint's architecture-defining bytes (see include/vocablens/detail/config_hash.hpp).
+#include "vocablens/detail/config_hash.hpp"
 
 #include <filesystem>
 #include <fstream>
 
-#include "vocablens/sha256.hpp"
+#include "vocablens/detail/sha256.hpp"
 
 namespace vocablens {
 

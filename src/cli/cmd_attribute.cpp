@@ -12,7 +12,7 @@
 #include "cli/output.hpp"
 #include "cli/declared_flags.hpp"
 #include "vocablens/analysis_registry.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/attribution.hpp"
 #include "vocablens/error.hpp"

@@ -11,7 +11,7 @@
 #include "cli/command.hpp"
 #include "cli/declared_flags.hpp"
 #include "cli/output.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/compare.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"

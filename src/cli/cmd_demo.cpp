@@ -14,7 +14,7 @@
 #include "cli/command.hpp"
 #include "cli/output.hpp"
 #include "vocablens/anisotropy.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
 #include "vocablens/heads.hpp"

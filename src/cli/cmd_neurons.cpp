@@ -13,7 +13,7 @@
 #include "cli/output.hpp"
 #include "cli/progress.hpp"
 #include "cli/token_filter_options.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"

@@ -17,7 +17,7 @@
 #include "cli/output.hpp"
 #include "cli/token_arg.hpp"
 #include "vocablens/analysis_registry.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"

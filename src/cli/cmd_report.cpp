@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "cli/command.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
 #include "vocablens/notebook.hpp"

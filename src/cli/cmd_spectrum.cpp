@@ -14,7 +14,7 @@
 #include "cli/output.hpp"
 #include "vocablens/anisotropy.hpp"
 #include "vocablens/analysis_registry.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"

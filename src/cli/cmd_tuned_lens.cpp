@@ -18,7 +18,7 @@
 #include "cli/memory_check.hpp"
 #include "vocablens/memory_estimate.hpp"
 #include "cli/output.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/dist.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"

@@ -4,7 +4,8 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
+#include "vocablens/detail/interrupt_signal.hpp"
 #include "vocablens/interrupt.hpp"
 
 namespace vocablens::cli {

@@ -14,6 +14,7 @@
 #include "model/nonfinite.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/forward_memo.hpp"
+#include "model/forward_memo_active.hpp"
 #include "vocablens/hooks.hpp"
 #include "vocablens/interrupt.hpp"
 #include "model/hook_table.hpp"

@@ -4,9 +4,9 @@
 #include <ctime>
 #include <filesystem>
 
-#include "vocablens/config_hash.hpp"
+#include "vocablens/detail/config_hash.hpp"
 #include "vocablens/model.hpp"
-#include "vocablens/sha256.hpp"
+#include "vocablens/detail/sha256.hpp"
 
 namespace vocablens {
 namespace {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/text_util.hpp"
+#include "tokenizer/wordpiece_detect.hpp"
 #include "vocablens/bpe_tokenizer.hpp"
 #include "util/regular_file.hpp"
 #include "vocablens/error.hpp"

@@ -172,6 +172,17 @@ std::unique_ptr<Tokenizer> from_llama(const VocabSpec& v) {
                                                  v.bos_id, v.eos_id);
 }
 
+// The merges of a BPE vocabulary ("left right", rank = order), each checked, into the builder.
+void add_merges(detail::Builder& b, const VocabSpec& v) {
+  for (size_t k = 0; k < v.merges.size(); ++k) {
+    const std::string& s = v.merges[k];
+    size_t sp = s.find(' ');
+    if (sp == std::string::npos || sp == 0 || sp + 1 >= s.size() || s.find(' ', sp + 1) != std::string::npos)
+      bad(v.source, "merge " + std::to_string(k + 1) + ": expected \"left right\", got \"" + detail::printable(s) + "\"");
+    b.add_merge(v.source, k + 1, std::string_view(s).substr(0, sp), std::string_view(s).substr(sp + 1));
+  }
+}
+
 std::unique_ptr<Tokenizer> from_gpt2(const VocabSpec& v) {
   std::string pre = v.pre.empty() ? "default" : v.pre;
   const PreEntry* entry = nullptr;
@@ -200,13 +211,7 @@ std::unique_ptr<Tokenizer> from_gpt2(const VocabSpec& v) {
     }
   }
   b.check_vocabulary(v.source);
-  for (size_t k = 0; k < v.merges.size(); ++k) {
-    const std::string& s = v.merges[k];
-    size_t sp = s.find(' ');
-    if (sp == std::string::npos || sp == 0 || sp + 1 >= s.size() || s.find(' ', sp + 1) != std::string::npos)
-      bad(v.source, "merge " + std::to_string(k + 1) + ": expected \"left right\", got \"" + detail::printable(s) + "\"");
-    b.add_merge(v.source, k + 1, std::string_view(s).substr(0, sp), std::string_view(s).substr(sp + 1));
-  }
+  add_merges(b, v);
   b.m->ignore_merges = entry->ignore_merges;
   std::vector<std::string> pats(entry->patterns.begin(), entry->patterns.end());
   auto m = b.finish(v.source, v.source, pats);
@@ -238,13 +243,7 @@ std::unique_ptr<Tokenizer> from_gemma4(const VocabSpec& v) {
     }
   }
   b.check_vocabulary(v.source);
-  for (size_t k = 0; k < v.merges.size(); ++k) {
-    const std::string& s = v.merges[k];
-    size_t sp = s.find(' ');
-    if (sp == std::string::npos || sp == 0 || sp + 1 >= s.size() || s.find(' ', sp + 1) != std::string::npos)
-      bad(v.source, "merge " + std::to_string(k + 1) + ": expected \"left right\", got \"" + detail::printable(s) + "\"");
-    b.add_merge(v.source, k + 1, std::string_view(s).substr(0, sp), std::string_view(s).substr(sp + 1));
-  }
+  add_merges(b, v);
   auto& m = *b.m;
   m.byte_fallback = true;
   m.unk = v.unk_id >= 0 ? static_cast<int32_t>(v.unk_id) : -1;

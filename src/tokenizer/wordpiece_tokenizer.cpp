@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/text_util.hpp"
+#include "tokenizer/wordpiece_detect.hpp"
 #include "util/json_depth.hpp"
 #include "vocablens/error.hpp"
 

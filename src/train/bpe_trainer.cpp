@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/pretokenizer.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
 
 namespace vocablens {

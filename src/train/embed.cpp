@@ -11,7 +11,7 @@
 #include "train/trainer.hpp"
 #include "util/json_depth.hpp"
 #include "vocablens/arch.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/npy.hpp"
 #include "vocablens/tensor_store.hpp"

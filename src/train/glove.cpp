@@ -10,7 +10,7 @@
 
 #include "train/safetensors_writer.hpp"
 #include "train/trainer.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/interrupt.hpp"
 #include "vocablens/npy.hpp"

@@ -7,7 +7,7 @@
 #include "train/safetensors_writer.hpp"
 #include "train/trainer.hpp"
 #include "vocablens/arch.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
 
 namespace vocablens {

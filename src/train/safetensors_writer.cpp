@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
 
 namespace vocablens::train_detail {

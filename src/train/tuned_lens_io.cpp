@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "train/safetensors_writer.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/tuned_lens_train.hpp"
 #include "util/regular_file.hpp"

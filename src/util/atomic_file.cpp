@@ -1,4 +1,4 @@
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
-// XXH64 (see include/vocablens/hash.hpp).
-#include "vocablens/hash.hpp"
+// XXH64 (see include/vocablens/detail/hash.hpp).
+#include "vocablens/detail/hash.hpp"
 
 #include <cstring>
 

@@ -1,5 +1,6 @@
 // Cooperative interruption (see vocablens/interrupt.hpp): a counter of open scopes and the first signal.
 #include "vocablens/interrupt.hpp"
+#include "vocablens/detail/interrupt_signal.hpp"
 
 #include <atomic>
 

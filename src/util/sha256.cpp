@@ -1,5 +1,5 @@
 // SHA-256 (FIPS 180-4).
-#include "vocablens/sha256.hpp"
+#include "vocablens/detail/sha256.hpp"
 
 #include <cstring>
 #include <fstream>

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "cli/signals.hpp"
-#include "vocablens/atomic_file.hpp"
+#include "vocablens/detail/atomic_file.hpp"
 
 namespace {
 

@@ -46,14 +46,4 @@ std::string default_cache_dir();
 /// XXH64 of a float32 tensor's values in C order, seeded with its shape.
 uint64_t hash_tensor(const at::Tensor& t);
 
-
-namespace detail {
-/// The cache files' common path (without ".npy") for E of shape [V, d] hashed to `hash`.
-std::string pinv_cache_base(const std::string& dir, uint64_t hash, int64_t V, int64_t d, double rtol);
-/// Fills out.pinv, singular_values, rank, cache_path, from_cache from the cache; false when absent or unusable.
-bool read_pinv_cache(const std::string& base, int64_t V, int64_t d, double rtol, Pinv& out);
-/// Stores out.pinv and out.singular_values; sets out.cache_path, or out.cache_note when that failed.
-void write_pinv_cache(const std::string& dir, const std::string& base, Pinv& out);
-}  // namespace detail
-
 }  // namespace vocablens

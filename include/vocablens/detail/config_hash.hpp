@@ -1,4 +1,4 @@
-// vocablens/config_hash.hpp — the sha256 of what defines a checkpoint's architecture, for provenance.
+// vocablens/detail/config_hash.hpp — the sha256 of what defines a checkpoint's architecture, for provenance.
 //
 // Hugging Face directory: its config.json. llama2.c .bin: its header (256 bytes for the "ak42" version >= 1
 // export, 28 for the legacy version 0). Anything else (ckpt.pt, ...) has no such bytes: nullopt, and the

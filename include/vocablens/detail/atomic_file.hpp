@@ -1,4 +1,4 @@
-// vocablens/atomic_file.hpp — write a file so that readers see either the old file or the whole new one.
+// vocablens/detail/atomic_file.hpp — write a file so that readers see either the old file or the whole new one.
 //
 // Data goes to a temporary file beside the target ("<path>.tmp-<pid>-<n>"), is flushed and fsync'ed,
 // then renamed over the target. If the process is interrupted (exception, SIGINT handled by the CLI),

@@ -1,4 +1,4 @@
-// vocablens/sha256.hpp — SHA-256 (FIPS 180-4), for provenance hashes of model configs.
+// vocablens/detail/sha256.hpp — SHA-256 (FIPS 180-4), for provenance hashes of model configs.
 //
 //   std::string h = vocablens::sha256_hex("abc");   // "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 //   std::string f = vocablens::sha256_file_hex("gpt2/config.json");

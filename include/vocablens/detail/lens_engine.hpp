@@ -1,0 +1,99 @@
+// vocablens/detail/lens_engine.hpp — the logit lens's machinery (not a stable interface).
+//
+// What logit_lens, logit_lens_batch and lens_corpus share, and what lens_test and the lens benchmarks reach into:
+// the fused per-row statistics kernel (row_stats), the raw per-(layer, position) statistics (LensStats), and the
+// engine that prepares the unembedding once per model and option set (LensEngine: the tuned lens's translators,
+// the decoder blocks, the final norm, then one GEMM per block of positions). Everything here may change with the
+// implementation; programs use vocablens/lens.hpp.
+//
+//   vocablens::lens_detail::LensEngine eng(model, opts);
+//   vocablens::lens_detail::LensStats st;
+//   eng.run(ids, targets, opts.top_k, st);      // st.lse[li * T + t], st.top_ids[(li * T + t) * k + r], ...
+//
+// Shapes: n = eng.layers().size() lens layers, T positions, d = d_model, V = eng.vocab(). normalised_stack and
+// normalise return [n, T, d] float32; log_probs returns [n, T, V] float32.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "vocablens/lens.hpp"
+
+namespace vocablens {
+namespace lens_detail {
+
+/// What one row of logits is asked for.
+struct RowRequest {
+  int64_t k = 0;             ///< top-k size
+  int64_t target = -1;       ///< id whose logit, and count of strictly larger logits, are wanted
+  int64_t next = -1;         ///< id whose logit is wanted (next token), -1 = none
+  const float* pf = nullptr; ///< final distribution of the same position (for sum pf * z), or null
+  bool write_probs = false;  ///< overwrite the row with softmax(row) afterwards
+};
+
+struct RowOut {
+  float* top_vals = nullptr;  ///< [k] logits, descending
+  int64_t* top_ids = nullptr; ///< [k]
+  int64_t top_n = 0;
+  float max = 0;
+  double lse = 0, entropy = 0, dot_pf = 0;
+  float z_target = 0, z_next = 0;
+  int64_t target_greater = 0;
+  bool nonfinite = false;  ///< the row held a NaN/Inf logit: every statistic is NaN, ids -1, target_greater -1
+};
+
+/// The fused statistics of one row z[0..V): pass A (max, top-k, target rank, sum pf z), pass B (sum exp,
+/// entropy), optional pass C (probabilities in place). AVX2 when the CPU has it, unless `scalar`.
+void row_stats(float* z, int64_t V, const RowRequest& q, RowOut& o, bool scalar);
+
+/// Raw per-(layer, position) statistics of one sequence; index li * T + t.
+struct LensStats {
+  int64_t n = 0, T = 0, k = 0;
+  std::vector<double> lse, entropy, dot_pf;
+  std::vector<float> z_target, z_next, top_vals;
+  std::vector<int64_t> target_greater, top_ids;
+  double gemm_seconds = 0, stats_seconds = 0;  ///< time spent in the unembedding GEMMs / the row passes
+  void resize(int64_t n, int64_t T, int64_t k);
+  /// KL(final || layer li) at position t, nats (clamped at 0).
+  double kl(int64_t li, int64_t t) const;
+};
+
+/// The lens machinery for one model and option set: the unembedding matrix (W_U or E⁺) prepared once,
+/// then any number of sequences.
+class LensEngine {
+ public:
+  LensEngine(const Model& m, const LensOptions& o);
+  const std::vector<LensLayer>& layers() const { return layers_; }
+  int64_t vocab() const { return W_.size(1); }
+  /// The final norm applied to every lens layer's residual (after the decoder blocks, if any): [n, T, d].
+  at::Tensor normalised_stack(const at::Tensor& ids) const;
+  /// The same from the lens layers' residuals [n, T, d] of one sequence (their hooks, stacked in layers()
+  /// order): the tuned lens's translators, the decoder blocks, then the final norm.
+  at::Tensor normalise(const at::Tensor& stack) const;
+  /// Statistics for ids (already validated); targets[t] = -1 for none.
+  void run(const std::vector<int64_t>& ids, const std::vector<int64_t>& targets, int64_t k, LensStats& s) const;
+  /// log-softmax(normed · W + b) [n, T, V] float32, from a normalised stack (LensOptions::save_log_probs).
+  at::Tensor log_probs(const at::Tensor& normed) const;
+  /// Same, from an already normalised stack [n, T, d] (benchmarks time the two halves apart).
+  void run_normalised(const at::Tensor& normed, const std::vector<int64_t>& ids, const std::vector<int64_t>& targets,
+                      int64_t k, LensStats& s) const;
+
+ private:
+  const Model& m_;
+  LensOptions o_;
+  std::vector<LensLayer> layers_;
+  at::Tensor W_, b_;
+  double final_softcap_ = 0.0;  ///< the model's final logit soft-cap (Gemma-2), applied after W_U; 0 = none
+};
+
+/// The LensResult of one sequence from its normalised stack [n, T, d] (what logit_lens does after its
+/// forward pass; logit_lens_batch calls it with the rows of a batched forward). ids already validated.
+LensResult lens_from_normalised(const Model& m, const LensEngine& eng, const at::Tensor& normed,
+                                const std::vector<int64_t>& ids, const LensOptions& opts);
+
+void validate_options(const Model& m, const LensOptions& o);
+void validate_ids(const Model& m, const std::vector<int64_t>& ids);
+
+}  // namespace lens_detail
+}  // namespace vocablens
