@@ -86,12 +86,16 @@ TEST_CASE("--dry-run prints an estimate and runs nothing; a run over VOCABLENS_M
   const std::string gpt2 = vl_test::fixture("gpt2-tiny");
   REQUIRE(!gpt2.empty());
   const std::string tmp = vl_test::temp_dir("dry-run");
-  // An SAE for gpt2-tiny's residual (the generator of tests/sae_test.cpp).
-  std::string log;
-  REQUIRE(vl_test::run_command("/usr/bin/python3 " + std::string(VOCABLENS_SOURCE_DIR) +
-                                   "/tests/fixtures/sae/make_saes.py " + q(tmp + "/saes") + " " + q(gpt2),
-                               log) == 0);
-  const std::string sae = tmp + "/saes/saelens_standard";
+  // An SAE for gpt2-tiny's residual (the generator of tests/sae_test.cpp). Catch2 runs this test case once per
+  // SECTION below (18 times): the SAE is written on the first pass only (3-4 s of Python and torch each time).
+  static const std::string sae_tmp = vl_test::temp_dir("dry-run-sae");
+  static std::string log;
+  static const int made = vl_test::run_command("/usr/bin/python3 " + std::string(VOCABLENS_SOURCE_DIR) +
+                                                   "/tests/fixtures/sae/make_saes.py " + q(sae_tmp + "/saes") + " " + q(gpt2),
+                                               log);
+  INFO(log);
+  REQUIRE(made == 0);
+  const std::string sae = sae_tmp + "/saes/saelens_standard";
 
   for (const Case& c : cases(gpt2, sae, tmp)) {
     SECTION(c.name) {

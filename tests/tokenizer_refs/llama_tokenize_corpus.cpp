@@ -2,7 +2,9 @@
 // @node-llama-cpp/linux-x64@3.22.1) on a corpus: the reference side of tests/tokenizer_refs.
 // Built by run_refs.sh against the headers of the same release (node-llama-cpp's git bundle); not part of vocablens.
 //
-//   llama_tokenize_corpus BINS_DIR vocab.gguf corpus.json ids.bin [--special]
+//   llama_tokenize_corpus BINS_DIR vocab.gguf corpus.json ids.bin [corpus2.json ids2.bin ...] [--special]
+//
+// Several corpora in one call: the vocabulary is loaded once.
 //
 // add_special = true (BOS/EOS as the vocabulary says), parse_special = --special.
 // corpus.json is read with a minimal JSON-string-array parser (no dependency); ids.bin as tokenize_ids.cpp.
@@ -80,11 +82,16 @@ static bool parse_strings(const std::string& s, std::vector<std::string>& out) {
 }
 
 int main(int argc, char** argv) {
-  if (argc < 5) {
-    std::fprintf(stderr, "usage: %s BINS_DIR vocab.gguf corpus.json ids.bin [--special]\n", argv[0]);
+  std::vector<std::string> paths;
+  bool special = false;
+  for (int i = 3; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--special") == 0) special = true;
+    else paths.push_back(argv[i]);
+  }
+  if (argc < 5 || paths.empty() || paths.size() % 2 != 0) {
+    std::fprintf(stderr, "usage: %s BINS_DIR vocab.gguf corpus.json ids.bin [corpus2.json ids2.bin ...] [--special]\n", argv[0]);
     return 2;
   }
-  bool special = argc > 5 && std::strcmp(argv[5], "--special") == 0;
   ggml_backend_load_all_from_path(argv[1]);
   llama_backend_init();
   llama_log_set([](ggml_log_level, const char*, void*) {}, nullptr);
@@ -93,28 +100,36 @@ int main(int argc, char** argv) {
   llama_model* model = llama_model_load_from_file(argv[2], mp);
   if (!model) { std::fprintf(stderr, "llama.cpp could not load %s\n", argv[2]); return 1; }
   const llama_vocab* vocab = llama_model_get_vocab(model);
-  std::ifstream in(argv[3], std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::vector<std::string> docs;
-  if (!parse_strings(ss.str(), docs)) { std::fprintf(stderr, "%s: not a JSON array of strings\n", argv[3]); return 1; }
-  std::ofstream out(argv[4], std::ios::binary);
-  std::vector<llama_token> ids;
-  size_t total = 0;
-  for (const auto& d : docs) {
-    ids.resize(d.size() + 16);
-    int32_t n = llama_tokenize(vocab, d.data(), (int32_t)d.size(), ids.data(), (int32_t)ids.size(), true, special);
-    if (n < 0) {
-      ids.resize(-n);
-      n = llama_tokenize(vocab, d.data(), (int32_t)d.size(), ids.data(), (int32_t)ids.size(), true, special);
+  for (size_t job = 0; job + 1 < paths.size(); job += 2) {
+    const std::string& corpus_path = paths[job];
+    const std::string& ids_path = paths[job + 1];
+    std::ifstream in(corpus_path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::vector<std::string> docs;
+    if (!in || !parse_strings(ss.str(), docs)) { std::fprintf(stderr, "%s: not a JSON array of strings\n", corpus_path.c_str()); return 1; }
+    std::ofstream out(ids_path, std::ios::binary);
+    if (!out) { std::fprintf(stderr, "%s: cannot create\n", ids_path.c_str()); return 1; }
+    std::vector<llama_token> ids;
+    size_t total = 0;
+    for (const auto& d : docs) {
+      ids.resize(d.size() + 16);
+      int32_t n = llama_tokenize(vocab, d.data(), (int32_t)d.size(), ids.data(), (int32_t)ids.size(), true, special);
+      if (n < 0) {
+        ids.resize(-n);
+        n = llama_tokenize(vocab, d.data(), (int32_t)d.size(), ids.data(), (int32_t)ids.size(), true, special);
+      }
+      if (n < 0) { std::fprintf(stderr, "llama_tokenize failed\n"); return 1; }
+      uint32_t cnt = (uint32_t)n;
+      out.write((const char*)&cnt, 4);
+      for (int32_t k = 0; k < n; ++k) { uint32_t v = (uint32_t)ids[k]; out.write((const char*)&v, 4); }
+      total += n;
     }
-    if (n < 0) { std::fprintf(stderr, "llama_tokenize failed\n"); return 1; }
-    uint32_t cnt = (uint32_t)n;
-    out.write((const char*)&cnt, 4);
-    for (int32_t k = 0; k < n; ++k) { uint32_t v = (uint32_t)ids[k]; out.write((const char*)&v, 4); }
-    total += n;
+    out.close();
+    if (!out) { std::fprintf(stderr, "%s: write failed\n", ids_path.c_str()); return 1; }
+    std::printf("{\"texts\": %zu, \"tokens\": %zu, \"tokenizer\": \"llama.cpp %s\", \"corpus\": \"%s\"}\n", docs.size(), total,
+                argv[2], corpus_path.c_str());
   }
-  std::printf("{\"texts\": %zu, \"tokens\": %zu, \"tokenizer\": \"llama.cpp %s\"}\n", docs.size(), total, argv[2]);
   llama_model_free(model);
   return 0;
 }

@@ -58,40 +58,42 @@ node "$src/tests/tokenizer_crosscheck/make_synthetic_corpus.js" "$work/synthetic
 node "$here/make_lines.js" "$work/lines_real.json" "$work/corpus.json" || fail "make_lines.js"
 node "$here/make_lines.js" "$work/lines_synthetic.json" "$work/synthetic.json" || fail "make_lines.js"
 
-results="$work/results.jsonl"
-: > "$results"
-bad=0
-check() {  # check FAMILY CORPUS A B LABEL_A LABEL_B REQUIRED [EXPLAIN]
-  local line
-  line=$(node "$here/compare.js" "$work/lines_$2.json" "$3" "$4" "$5" "$6" 3 "${8:-}") || { echo "compare failed: $line"; bad=1; return; }
-  echo "{\"family\": \"$1\", \"corpus\": \"$2\", \"required\": \"$7\", \"result\": $line}" >> "$results"
-  local ok
-  ok=$(node -e 'const r=JSON.parse(process.argv[1]); const q=process.argv[2];
-    const all=r.equal===r.texts; console.log(q==="all"?all:(q==="explained"?(all||r.unexplained===0):true))' "$line" "$7")
-  printf '  %-10s %-10s %-16s vs %-12s %6s / %-6s %s\n' "$1" "$2" "$5" "$6" \
-    "$(node -e 'const r=JSON.parse(process.argv[1]);process.stdout.write(String(r.equal))' "$line")" \
-    "$(node -e 'const r=JSON.parse(process.argv[1]);process.stdout.write(String(r.texts)+(r.unexplained!==undefined?" (unexplained "+r.unexplained+")":""))' "$line")" \
-    "$([ "$ok" = true ] && echo "ok ($7)" || echo "FAILED ($7)")"
-  if [ "$ok" != true ]; then bad=1; echo "    $line" | cut -c1-1500; fi
+plan="$work/plan.jsonl"
+: > "$plan"
+# check FAMILY CORPUS A B LABEL_A LABEL_B REQUIRED [EXPLAIN]: one comparison for compare.js, which runs them all
+# at the end in one process (a table line each; the test fails when a required agreement does not hold).
+check() {
+  printf '{"family": "%s", "corpus": "%s", "lines": "%s", "a": "%s", "b": "%s", "la": "%s", "lb": "%s", "required": "%s", "explain": "%s"}\n' \
+    "$1" "$2" "$work/lines_$2.json" "$3" "$4" "$5" "$6" "$7" "${8:-}" >> "$plan"
 }
 
 echo "tokenizer_refs: llama.cpp $(git -C "$lsrc" rev-parse --short HEAD 2>/dev/null) ($bins), transformers.js $(node -e 'const p=require("path"),f=require("fs");let d=p.dirname(require.resolve("@huggingface/transformers"));while(!f.existsSync(p.join(d,"package.json")))d=p.dirname(d);console.log(JSON.parse(f.readFileSync(p.join(d,"package.json"))).version)')"
+# Each tool reads each tokenizer once and encodes both corpora (real, synthetic) in that one process.
+both() {  # both FAMILY SUFFIX: sets P to (lines_real.json FAMILY.real.SUFFIX.bin lines_synthetic.json FAMILY.synthetic.SUFFIX.bin)
+  P=("$work/lines_real.json" "$work/$1.real.$2.bin" "$work/lines_synthetic.json" "$work/$1.synthetic.$2.bin")
+}
 for fam in "${families[@]}"; do
   d="$tok/$fam"
   gguf=$(cat "$d/gguf_path.txt")
-  for corpus in real synthetic; do
-    lines="$work/lines_$corpus.json" o="$work/$fam.$corpus"
-    "$exe" "spec:$d/vocab_spec.json" "$lines" "$o.spec.bin" --special >/dev/null || fail "vocablens on $d/vocab_spec.json"
-    if [ ! -f "$d/tokenizer.json" ]; then  # GGUF-only vocabulary (gemma-4): llama.cpp is the reference
-      "$ltok" "$bins" "$gguf" "$lines" "$o.llama.bin" --special >/dev/null 2>"$o.llama.log" || { cat "$o.llama.log"; fail "llama.cpp on $gguf"; }
+  both "$fam" spec; "$exe" "spec:$d/vocab_spec.json" "${P[@]}" --special >/dev/null || fail "vocablens on $d/vocab_spec.json"
+  if [ ! -f "$d/tokenizer.json" ]; then  # GGUF-only vocabulary (gemma-4): llama.cpp is the reference
+    both "$fam" llama; "$ltok" "$bins" "$gguf" "${P[@]}" --special >/dev/null 2>"$work/$fam.llama.log" || { cat "$work/$fam.llama.log"; fail "llama.cpp on $gguf"; }
+    for corpus in real synthetic; do
+      o="$work/$fam.$corpus"
       check "$fam" "$corpus" "$o.spec.bin" "$o.llama.bin" gguf-spec llama.cpp all
-      continue
-    fi
-    "$exe" "$d/tokenizer.json" "$lines" "$o.json.bin" --special >/dev/null || fail "vocablens on $d/tokenizer.json"
-    node "$here/tjs_tokenize.js" "$d" "$lines" "$o.tjs.bin" >"$o.tjs.log" 2>&1 &  # the slowest: beside the others
-    tjs_pid=$!
-    "$ltok" "$bins" "$gguf" "$lines" "$o.llama.bin" --special >/dev/null 2>"$o.llama.log" || { cat "$o.llama.log"; fail "llama.cpp on $gguf"; }
-    wait $tjs_pid || { cat "$o.tjs.log"; fail "transformers.js on $d"; }
+    done
+    continue
+  fi
+  both "$fam" json; "$exe" "$d/tokenizer.json" "${P[@]}" --special >/dev/null || fail "vocablens on $d/tokenizer.json"
+  both "$fam" tjs; node "$here/tjs_tokenize.js" "$d" "${P[@]}" >"$work/$fam.tjs.log" 2>&1 &  # the slowest: beside the others
+  tjs_pid=$!
+  both "$fam" llama; "$ltok" "$bins" "$gguf" "${P[@]}" --special >/dev/null 2>"$work/$fam.llama.log" || { cat "$work/$fam.llama.log"; fail "llama.cpp on $gguf"; }
+  if [ -f "$d/tokenizer.model" ]; then
+    both "$fam" model; "$exe" "$d/tokenizer.model" "${P[@]}" --special >/dev/null || fail "vocablens on $d/tokenizer.model"
+  fi
+  wait $tjs_pid || { cat "$work/$fam.tjs.log"; fail "transformers.js on $d"; }
+  for corpus in real synthetic; do
+    o="$work/$fam.$corpus"
     # Required: tokenizer.json = transformers.js, except (GPT-2's expression under ByteLevel) where JavaScript's \s
     # differs from Unicode White_Space (U+FEFF, U+0085); spec = llama.cpp everywhere; tokenizer.json = llama.cpp
     # except where the file's NFC normalizer changes the text (llama.cpp does not normalize).
@@ -105,7 +107,6 @@ for fam in "${families[@]}"; do
     esac
     check "$fam" "$corpus" "$o.spec.bin" "$o.llama.bin" gguf-spec llama.cpp all
     if [ -f "$d/tokenizer.model" ]; then
-      "$exe" "$d/tokenizer.model" "$lines" "$o.model.bin" --special >/dev/null || fail "vocablens on $d/tokenizer.model"
       check "$fam" "$corpus" "$o.model.bin" "$o.llama.bin" tokenizer.model llama.cpp all
       check "$fam" "$corpus" "$o.model.bin" "$o.tjs.bin" tokenizer.model transformers.js all
     fi
@@ -126,7 +127,8 @@ for fam in "${families[@]}"; do
     check "$fam" "vectors-$fam" "$work/$fam.vectors.$kind.bin" "$work/$fam.vectors.hf.bin" "$label" hf-tokenizers all
   done
 done
-node -e 'const f=require("fs");const r=f.readFileSync(process.argv[1],"utf8").trim().split("\n").map(JSON.parse);f.writeFileSync(process.argv[2],JSON.stringify(r,null,1)+"\n")' "$results" "$work/results.json"
+bad=0
+node "$here/compare.js" "$plan" "$work/results.json" 3 || bad=1
 echo "results: $work/results.json"
 [ $bad -eq 0 ] || fail "some required agreement does not hold (see above)"
 echo "tokenizer_refs: all required agreements hold"
