@@ -246,6 +246,27 @@ int check_lens_memory(const nlohmann::json& ro, bool dry_run, const vocablens::M
 int run_lens_corpus(const LensCliOptions& o, const nlohmann::json& lens_given);
 int run_lens_prompts(const LensCliOptions& o, const nlohmann::json& lens_given);
 
+// A form's options: the lens flags it carries over, then its own flags.
+nlohmann::json form_given(const vocablens::AnalysisDecl& decl, const nlohmann::json& lens_given, const char* form,
+                          const nlohmann::json& own) {
+  nlohmann::json given = carried_to(decl, lens_given, form);
+  for (auto it = own.begin(); it != own.end(); ++it) given[it.key()] = it.value();
+  return given;
+}
+
+// The model (threads adapted to its size) and its tokenizer, as every form of the command loads them.
+struct Loaded {
+  vocablens::Model m;
+  std::unique_ptr<vocablens::Tokenizer> tok;
+};
+Loaded load(const LensCliOptions& o) {
+  Loaded l{vocablens::load_model(o.model), nullptr};
+  vocablens::adapt_threads_to(l.m);
+  vocablens::timings::Phase phase("load");
+  l.tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
+  return l;
+}
+
 int run_lens(const LensCliOptions& o) {
   nlohmann::json given = o.flags->given();
   const bool corpus = o.corpus->given().contains("path"), prompts = o.batch->given().contains("prompts");
@@ -273,12 +294,9 @@ int run_lens(const LensCliOptions& o) {
   // Fail on an unwritable --out before the (possibly long) computation.
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
 
-  vocablens::Model m = vocablens::load_model(o.model);
-  vocablens::adapt_threads_to(m);
-  auto tok = [&] {
-    vocablens::timings::Phase phase("load");
-    return vocablens::load_tokenizer_for(o.model, o.tokenizer);
-  }();
+  Loaded l = load(o);
+  const vocablens::Model& m = l.m;
+  const auto& tok = l.tok;
   const bool color = vocablens::cli::use_color(o.out);
   const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
   std::vector<int64_t> prompt_ids = [&] {
@@ -301,18 +319,13 @@ int run_lens(const LensCliOptions& o) {
 // `--corpus FILE`: per-layer statistics over a text file (the lens_corpus analysis).
 int run_lens_corpus(const LensCliOptions& o, const nlohmann::json& lens_given) {
   const auto& decl = vocablens::find_analysis("lens_corpus").decl;
-  nlohmann::json given = carried_to(decl, lens_given, "--corpus");
-  const nlohmann::json own = o.corpus->given();
-  for (auto it = own.begin(); it != own.end(); ++it) given[it.key()] = it.value();
+  const nlohmann::json given = form_given(decl, lens_given, "--corpus", o.corpus->given());
   const nlohmann::json resolved = vocablens::resolve_options(decl, given, vocablens::Surface::Cli);
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
 
-  vocablens::Model m = vocablens::load_model(o.model);
-  vocablens::adapt_threads_to(m);
-  auto tok = [&] {
-    vocablens::timings::Phase phase("load");
-    return vocablens::load_tokenizer_for(o.model, o.tokenizer);
-  }();
+  Loaded l = load(o);
+  const vocablens::Model& m = l.m;
+  const auto& tok = l.tok;
   const bool color = vocablens::cli::use_color(o.out);
   const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
   vocablens::CorpusLensOptions co = vocablens::entries::corpus_options(q);
@@ -343,16 +356,14 @@ int run_lens_corpus(const LensCliOptions& o, const nlohmann::json& lens_given) {
 // `--prompts FILE`: the lens of every prompt, one run directory with a prompt axis (the lens_batch analysis).
 int run_lens_prompts(const LensCliOptions& o, const nlohmann::json& lens_given) {
   const auto& decl = vocablens::find_analysis("lens_batch").decl;
-  nlohmann::json given = carried_to(decl, lens_given, "--prompts");
-  const nlohmann::json own = o.batch->given();
-  for (auto it = own.begin(); it != own.end(); ++it) given[it.key()] = it.value();
+  const nlohmann::json given = form_given(decl, lens_given, "--prompts", o.batch->given());
   const nlohmann::json resolved = vocablens::resolve_options(decl, given, vocablens::Surface::Cli);
   const std::string path = resolved["prompts"].get<std::string>();
   auto prompts = vocablens::read_lens_prompts(path);
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
-  vocablens::Model m = vocablens::load_model(o.model);
-  vocablens::adapt_threads_to(m);
-  auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
+  Loaded l = load(o);
+  const vocablens::Model& m = l.m;
+  const auto& tok = l.tok;
   const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
   vocablens::LensOptions lo = vocablens::entries::lens_options(q);
   warn_tuned(lo, resolved, o, m);
