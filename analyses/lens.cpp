@@ -12,6 +12,7 @@
 #include <limits>
 #include <string>
 
+#include "vocablens/detail/hook_readonly.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/hooks.hpp"
 #include "vocablens/interrupt.hpp"
@@ -118,6 +119,9 @@ at::Tensor LensEngine::normalised_stack(const at::Tensor& ids) const {
         stack[li].narrow(0, r0, r).copy_(m_.final_norm(rows.narrow(0, r0, r)));
       }
     });
+  // The hooks only read their layer's residual (into the stack): the forward hands it over without the
+  // copy a hook point makes otherwise (one [T, d] less through each block).
+  hook_detail::ReadOnlyHooks read_only;
   run_with_hooks(m_, ids, hooks, CacheSpec{}, /*compute_logits=*/false);
   return stack;
 }

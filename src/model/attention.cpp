@@ -1,6 +1,8 @@
 // Blocked causal attention with an online softmax (vocablens/attention.hpp).
 #include "vocablens/attention.hpp"
 
+#include "model/attention_blocks.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -37,19 +39,22 @@ void check_shapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 
 }  // namespace
 
-at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionSpec& s) {
+namespace detail {
+
+void blocked_causal_attention_each(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const AttentionSpec& s, const AttentionBlockSink& sink) {
   check_shapes(q, k, v, s);
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), dh = q.size(3), Hkv = k.size(1), G = H / Hkv;
   const int64_t bs = std::min<int64_t>(s.block > 0 ? s.block : 1024, std::max<int64_t>(T, 1));
   const auto dev = q.device();
   const auto idx = at::TensorOptions().dtype(at::kLong).device(dev);
   // Query heads grouped under their key/value head: one batched GEMM per tile serves the whole group,
-  // and the keys are never repeated. A view when q is contiguous in [B, H, T, d_head].
+  // and the keys are never repeated. A view for any strided q (only the head dimension is split); each
+  // query block below is copied into the GEMM's layout as it is read.
   const at::Tensor q5 = q.reshape({B, Hkv, G, T, dh});
   const at::Tensor kc = k.contiguous(), vc = v.contiguous();
   const at::Tensor slopes = s.alibi_slopes.defined() ? s.alibi_slopes.to(q.options()).view({1, H, 1, 1}) : at::Tensor();
-  at::Tensor z = at::empty({B, T, H, dh}, q.options());
-  if (T == 0) return z;
+  if (T == 0) return;
 
   // Blocks run one after another, every head of the batch in one batched GEMM and one elementwise pass
   // per step: few, large operations. (One task per head and block on separate threads measured up to 10x
@@ -96,8 +101,18 @@ at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
       }
     }
     o.div_(l);
-    z.narrow(1, q0, bq).copy_(o.view({B, H, bq, dh}).transpose(1, 2));
+    sink(q0, o.view({B, H, bq, dh}).transpose(1, 2));
   }
+}
+
+}  // namespace detail
+
+at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionSpec& s) {
+  check_shapes(q, k, v, s);
+  at::Tensor z = at::empty({q.size(0), q.size(2), q.size(1), q.size(3)}, q.options());
+  detail::blocked_causal_attention_each(q, k, v, s, [&z](int64_t q0, const at::Tensor& zb) {
+    z.narrow(1, q0, zb.size(1)).copy_(zb);
+  });
   return z;
 }
 

@@ -11,6 +11,7 @@
 #include "vocablens/arch.hpp"
 #include "vocablens/attention.hpp"
 
+#include "model/attention_blocks.hpp"
 #include "model/nonfinite.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/forward_memo.hpp"
@@ -330,6 +331,93 @@ at::Tensor norm2(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor
   return apply_norm(x, cfg.norm, cfg.norm_eps, L.ln2_w, L.ln2_b);
 }
 
+// ---- the streamed block --------------------------------------------------------------------------------------
+// A long pre-norm block whose insides nobody reads runs row block by row block, so that at most four
+// [B, T, d] tensors live at once (the input stream, k, v, and one buffer that holds q, then the stream after
+// the attention, then the block's output) instead of the ~11 of the step-by-step path (the normalised input,
+// q, k, v, their rotated and contiguous copies, z, attn_out, mid, the MLP's input and output): at the
+// model's context (T = 32 768, d = 2048) each is 256 MiB. Every step acts on each position alone except the
+// attention itself, which reads k and v whole and q by query blocks already; so the norm, the projections,
+// Qwen3's q/k norm and the rotary are applied to a block of rows at a time, each query block's output goes
+// through W_O (and Gemma-2's post norm) and is added to its rows of the stream as soon as it is known, and
+// the MLP adds its output into the same rows in place. Same operations on the same values as apply_block's
+// step-by-step path (each GEMM over fewer rows; the residual adds in the same order).
+//
+// Taken when the pass has no grad, the attention would be blocked anyway (more than one block of positions,
+// no hook or cache on the scores or pattern), the block is pre-norm, and no hook or cache reads q, k, v, z,
+// the per-head results, attn_out, resid_mid, the MLP's neurons or mlp_out: their tensors never exist whole.
+bool can_stream_block(const ModelConfig& cfg, int64_t T, int64_t l, bool keep, const CacheSpec* spec,
+                      const hook_detail::HookTable* hk) {
+  if (!cfg.norm_before || !use_blocked_attention(attention_policy(), T, nullptr, hk, l)) return false;
+  if (keep && (spec->attn_out || spec->resid_mid || spec->mlp_out || spec->pattern)) return false;
+  if (hk)
+    for (HookPoint p : {HookPoint::Q, HookPoint::K, HookPoint::V, HookPoint::Z, HookPoint::Result, HookPoint::AttnOut,
+                        HookPoint::ResidMid, HookPoint::MlpPre, HookPoint::MlpPost, HookPoint::MlpOut})
+      if (hk->has(p, l)) return false;
+  return true;
+}
+
+// The block on x [B, T, d] (after the resid_pre hook), as described above; returns the block's output
+// before the resid_post hook. x is read, never written.
+at::Tensor streamed_block(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& x,
+                          int64_t l) {
+  using namespace detail;
+  const AttentionPolicy pol = attention_policy();
+  const int64_t B = x.size(0), T = x.size(1), d = x.size(2), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
+  const int64_t R = pol.block;  // rows per step: the attention's block, so one step's q rows are one query block
+  const auto opt = x.options().dtype(at::kFloat);
+  at::Tensor q = at::empty({B, T, H * dh}, opt);  // rows as hook_q lays them out; the loop reads [B, H, T, dh] views
+  at::Tensor k = at::empty({B, Hkv, T, dh}, opt), v = at::empty({B, Hkv, T, dh}, opt);  // the loop's layout
+  for (int64_t r0 = 0; r0 < T; r0 += R) {
+    const int64_t n = std::min(R, T - r0);
+    at::Tensor h = norm1(cfg, L, x.narrow(1, r0, n));
+    at::Tensor qb = proj(h, L.w_q, L.b_q).view({B, n, H, dh});
+    at::Tensor kb = proj(h, L.w_k, L.b_k).view({B, n, Hkv, dh});
+    v.narrow(2, r0, n).copy_(proj(h, L.w_v, L.b_v).view({B, n, Hkv, dh}).transpose(1, 2));
+    h.reset();
+    if (L.q_norm_w.defined()) qb = apply_norm(qb, NormKind::RMSNorm, cfg.norm_eps, L.q_norm_w, at::Tensor());  // Qwen3
+    if (L.k_norm_w.defined()) kb = apply_norm(kb, NormKind::RMSNorm, cfg.norm_eps, L.k_norm_w, at::Tensor());
+    qb = qb.transpose(1, 2);
+    kb = kb.transpose(1, 2);
+    if (ctx.cos.defined()) {
+      const at::Tensor c = ctx.cos.narrow(0, r0, n), si = ctx.sin.narrow(0, r0, n);
+      qb = apply_rotary(qb, c, si, cfg.rope_interleaved);
+      kb = apply_rotary(kb, c, si, cfg.rope_interleaved);
+    }
+    q.narrow(1, r0, n).view({B, n, H, dh}).copy_(qb.transpose(1, 2));
+    k.narrow(2, r0, n).copy_(kb);
+  }
+  // The stream after the attention, written over q's rows once their query block is done (when the heads
+  // fill d_model exactly; otherwise a buffer of its own, and q released after the loop).
+  at::Tensor mid = H * dh == d ? q : at::empty({B, T, d}, opt);
+  AttentionSpec spec;
+  spec.block = pol.block;
+  spec.scale = ctx.scale;
+  spec.softcap = cfg.attn_softcap;
+  spec.window = attention_window(cfg, l);
+  spec.alibi_slopes = ctx.alibi_slopes;
+  blocked_causal_attention_each(q.view({B, T, H, dh}).transpose(1, 2), k, v, spec, [&](int64_t q0, const at::Tensor& z) {
+    const int64_t n = z.size(1);
+    at::Tensor a = proj(z.reshape({B, n, H * dh}), L.w_o, L.b_o);
+    if (L.post_attn_norm_w.defined()) a = apply_norm(a, cfg.norm, cfg.norm_eps, L.post_attn_norm_w, at::Tensor());
+    at::Tensor rows = mid.narrow(1, q0, n);
+    at::add_out(rows, x.narrow(1, q0, n), a);  // x + attn_out, as the step-by-step path adds them
+  });
+  k.reset();
+  v.reset();
+  q.reset();
+  // The MLP, row block by row block, added into the same rows: mid + mlp_out. A parallel-residual block's
+  // MLP reads x's rows (the block's input), not mid's.
+  for (int64_t r0 = 0; r0 < T; r0 += R) {
+    const int64_t n = std::min(R, T - r0);
+    at::Tensor rows = mid.narrow(1, r0, n);
+    at::Tensor m = mlp(cfg, L, norm2(cfg, L, cfg.parallel_residual ? x.narrow(1, r0, n) : rows), l, nullptr);
+    if (L.post_mlp_norm_w.defined()) m = apply_norm(m, cfg.norm, cfg.norm_eps, L.post_mlp_norm_w, at::Tensor());
+    rows.add_(m);
+  }
+  return mid;
+}
+
 // One transformer block on x [B, T, d]; records the block's activations into `cache` when it is given.
 // The recipe (ModelConfig): pre-norm (default) or post-norm, sequential or parallel residual, optional
 // norms of the attention and MLP outputs before their residual adds. `hk` (may be null) holds hooks that
@@ -344,6 +432,12 @@ at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const Bloc
   const bool keep = cache && spec && spec->wants_layer(l);
   run_hook(hk, HookPoint::ResidPre, l, x);
   record(keep && spec->resid_pre, "resid_pre", x);
+  if (can_stream_block(cfg, x.size(1), l, keep, spec, hk)) {
+    at::Tensor out = streamed_block(cfg, L, ctx, x, l);
+    run_hook(hk, HookPoint::ResidPost, l, out);
+    record(keep && spec->resid_post, "resid_post", out);
+    return out;
+  }
 
   at::Tensor pattern;
   at::Tensor attn_out = attention(cfg, L, ctx, cfg.norm_before ? norm1(cfg, L, x) : x, l, keep && spec->pattern ? &pattern : nullptr, hk);

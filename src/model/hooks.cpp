@@ -3,6 +3,7 @@
 #include "vocablens/hooks.hpp"
 
 #include "model/hook_table.hpp"
+#include "vocablens/detail/hook_readonly.hpp"
 
 #include <ATen/core/grad_mode.h>
 
@@ -12,6 +13,13 @@
 namespace vocablens {
 
 namespace hook_detail {
+
+namespace {
+thread_local bool t_read_only = false;
+}
+ReadOnlyHooks::ReadOnlyHooks() : before_(t_read_only) { t_read_only = true; }
+ReadOnlyHooks::~ReadOnlyHooks() { t_read_only = before_; }
+bool hooks_read_only() { return t_read_only; }
 
 HookTable::HookTable(const HookList& hooks, const ModelConfig& cfg) : n_layers_(cfg.n_layers) {
   slots_.resize(static_cast<size_t>(kHookPointCount * (n_layers_ + 1)));
@@ -26,7 +34,7 @@ void HookTable::apply(HookPoint p, int64_t layer, at::Tensor& t) const {
   const auto& fns = slot(p, layer);
   if (fns.empty()) return;
   const auto sizes = t.sizes().vec();
-  t = t.clone(at::MemoryFormat::Contiguous);  // writes in place stay local to this point
+  if (!hooks_read_only()) t = t.clone(at::MemoryFormat::Contiguous);  // writes in place stay local to this point
   for (const HookFn* f : fns) {
     (*f)(t);
     if (!t.defined() || t.sizes().vec() != sizes) {

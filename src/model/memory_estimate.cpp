@@ -78,8 +78,6 @@ MemoryEstimate estimate_forward_memory(const Model& m, int64_t B, int64_t T, con
   e.add("runtime (LibTorch, BLAS, program)", kRuntime);
   e.add("weights as stored", weight_bytes(m.weights()));
 
-  // One block: its input and normalised input, q k v (and their rotated copies), z and the output.
-  const double proj = rows * (2 * d + 2 * (H + Hkv) * dh + H * dh) * f;
   const AttentionPolicy pol = attention_policy();
   const bool blocked = pol.blocked && T > pol.block && !spec.pattern;
   const double bs = static_cast<double>(std::min<int64_t>(pol.block, T));
@@ -88,10 +86,25 @@ MemoryEstimate estimate_forward_memory(const Model& m, int64_t B, int64_t T, con
   const double attn = blocked ? static_cast<double>(B) * H * bs * (2 * bs + 2 * dh + 2) * f
                               : 3.0 * static_cast<double>(B) * H * static_cast<double>(T) * static_cast<double>(T) * f;
   const double mlp_rows = std::min(rows, 1024.0);
-  const double mlp = (c.gated_mlp ? 3.0 : 2.0) * mlp_rows * ff * f + (rows > 1024 ? rows * d * f : 0.0);
-  e.add_phase(blocked ? "forward, one block: projections, attention tile, MLP rows"
-                      : "forward, one block: projections, [B, H, T, T] scores, MLP rows",
-              proj + std::max(attn, mlp));
+  const double mlp_tile = (c.gated_mlp ? 3.0 : 2.0) * mlp_rows * ff * f + mlp_rows * d * f;
+  if (blocked && c.norm_before && !spec.attn_out && !spec.resid_mid && !spec.mlp_out) {
+    // The streamed block (src/model/forward.cpp, docs/runner.md "Long inputs"): whole [B, T, .] tensors are
+    // the block's input stream, k, v and one buffer for q, then the stream after the attention and the
+    // block's output (a second one when the heads do not fill d_model); the rest is one block of rows at a
+    // time: its normalised input, q, k, v and their rotated copies, or the attention tile, or the MLP's rows.
+    const double whole = rows * (d + 2 * Hkv * dh + (H * dh == d ? d : H * dh + d)) * f;
+    const double step_rows = static_cast<double>(B) * bs;
+    const double step = step_rows * (d + 2 * (H + Hkv) * dh) * f;
+    e.add_phase("forward, one block streamed by rows: input, k, v, q / output; attention tile or MLP rows",
+                whole + std::max({step, attn, mlp_tile}));
+  } else {
+    // One block step by step: its input and normalised input, q k v (and their rotated copies), z and the output.
+    const double proj = rows * (2 * d + 2 * (H + Hkv) * dh + H * dh) * f;
+    const double mlp = (c.gated_mlp ? 3.0 : 2.0) * mlp_rows * ff * f + (rows > 1024 ? rows * d * f : 0.0);
+    e.add_phase(blocked ? "forward, one block: projections, attention tile, MLP rows"
+                        : "forward, one block: projections, [B, H, T, T] scores, MLP rows",
+                proj + std::max(attn, mlp));
+  }
 
   // Recorded streams: the one between blocks (resid_pre / resid_post) once per boundary.
   const double L = static_cast<double>(spec.layers.empty() ? c.n_layers : static_cast<int64_t>(spec.layers.size()));
