@@ -12,6 +12,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/train.hpp"
 
 namespace {
 
@@ -152,6 +153,59 @@ TEST_CASE("every family's forward gives the same logits through blocked and mate
     CHECK(err <= 1e-5 * std::max(1.0, scale));
     // At the default block (1024 > T) the forward materialises: the same bits as without blocked attention.
     CHECK(at::equal(logits_with(m, ids, true), plain));
+  }
+}
+
+// Without hooks inside a block, a pre-norm block longer than one attention block runs by rows (the
+// streamed block of src/model/forward.cpp: q, k, v projected per block of rows, z through W_O per query
+// block, the MLP added in place); a no-op hook on z keeps the step-by-step path with the same blocked
+// attention. Both must give the same logits and the same recorded residuals on every family's variant,
+// a batch of two, and ALiBi (a GPT of the trainer's, whose weights are scaled up so that a wrong bias
+// or position would show far above rounding).
+TEST_CASE("the streamed block gives the step-by-step block's logits and residuals on every family") {
+  std::vector<vocablens::Model> models;
+  for (const char* f : {"qwen2", "qwen3", "mistral", "llama3", "phi3", "gpt_neox", "gemma", "gemma2", "opt", "stablelm"})
+    models.push_back(vocablens::load_model(std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f));
+  {
+    vocablens::TrainOptions o;
+    o.d_model = 32;
+    o.n_heads = 4;
+    o.n_layers = 2;
+    o.n_ctx = 64;
+    o.positions = vocablens::PositionKind::ALiBi;
+    auto cfg = vocablens::gpt_config(o, 128);
+    auto p = vocablens::init_gpt_parameters(cfg, 7);
+    at::NoGradGuard ng;
+    for (auto& kv : p.named)
+      if (kv.second.dim() == 2) kv.second.mul_(10);
+    models.emplace_back(cfg, p.weights, "random ALiBi");
+  }
+  vocablens::AttentionPolicy pol;
+  pol.block = 4;
+  PolicyScope scope(pol);
+  for (const auto& m : models) {
+    const int64_t T = std::min<int64_t>(m.config().n_ctx, 45);  // 11 full blocks of 4 and a short one
+    at::manual_seed(5);
+    at::Tensor ids = at::randint(0, m.config().vocab_size, {2, T}, at::kLong);
+    vocablens::CacheSpec spec;
+    spec.resid_pre = spec.resid_post = true;
+    vocablens::ForwardOutput streamed;
+    {
+      at::NoGradGuard ng;
+      streamed = m.forward(ids, spec);
+    }
+    vocablens::HookList noop;
+    for (int64_t l = 0; l < m.config().n_layers; ++l) noop.add("z." + std::to_string(l), [](at::Tensor&) {});
+    vocablens::ForwardOutput stepwise = vocablens::run_with_hooks(m, ids, noop, spec);
+    const double scale = stepwise.logits.abs().max().item<double>();
+    const double err = (streamed.logits - stepwise.logits).abs().max().item<double>();
+    INFO(m.source() << ": max |streamed - step by step| = " << err << " (max |logit| " << scale << ")");
+    CHECK(err <= 1e-5 * std::max(1.0, scale));
+    for (int64_t l = 0; l < m.config().n_layers; ++l) {
+      const at::Tensor a = streamed.cache.get("resid_post", l), b = stepwise.cache.get("resid_post", l);
+      INFO("resid_post." << l);
+      CHECK((a - b).abs().max().item<double>() <= 1e-5 * std::max(1.0, b.abs().max().item<double>()));
+    }
   }
 }
 
