@@ -10,11 +10,13 @@
 // resident), the weights as stored (every distinct storage the model's tensors view: for a memory-mapped
 // checkpoint, the pages the forward reads), the largest working set of one block (projections, the
 // blocked-attention tile or, where the forward materialises, the [B, H, T, T] scores, softmax and its
-// input; the MLP's intermediates, in blocks of 1024 rows without grad), the recorded cache (the stream
-// between blocks counted once: resid_post.l and resid_pre.l+1 are one tensor) and the logits. It follows
-// the forward's own rules (vocablens/attention.hpp); the forward's block and the lens's stack are phases
-// that follow one another (the larger counts). An estimate, not a bound: on the long-context bench it was
-// 16 % above the measured peak RSS at T = 2048 and 8192 (docs/benchmarks.md, "Long context").
+// input; the MLP's intermediates, in blocks of 1024 rows without grad; for a long block that streams by
+// rows, docs/runner.md "Long inputs", its input, k, v and output buffer plus one row block's working set),
+// the recorded cache (the stream between blocks counted once: resid_post.l and resid_pre.l+1 are one
+// tensor) and the logits. It follows the forward's own rules (vocablens/attention.hpp); the forward's block
+// and the lens's stack are phases that follow one another (the larger counts). An estimate, not a bound: on
+// the long-context bench it was 3.5 to 4.7 % above the measured peak RSS at T = 4096, 8192 and 32 768
+// (docs/benchmarks.md, "Long context").
 #pragma once
 #include <cstdint>
 #include <string>
