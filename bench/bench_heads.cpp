@@ -167,13 +167,25 @@ int main(int argc, char** argv) {
 
   const double dense = 2.0 * static_cast<double>(V) * static_cast<double>(V) * static_cast<double>(dh);
   auto f = vocablens::head_vocab_circuit(m, R, 0, 0, vocablens::CircuitKind::OV);
-  for (bool prune : {false, true}) {
+  // The stream's BLAS screen (tiles written, then scanned) and its fused screen (compared in registers),
+  // pruning off, then the fused one with pruning; the square GEMM rate again right after, since a shared
+  // machine's load drifts between the two measures.
+  struct Variant {
+    const char* tag;
+    bool fused, prune;
+  };
+  for (Variant var : {Variant{"one_head_blas_full", false, false}, Variant{"one_head_full", true, false},
+                      Variant{"one_head_pruned", true, true}}) {
     vocablens::TopkStreamOptions o;
     o.k = k;
-    o.prune = prune;
+    o.prune = var.prune;
+    o.fused_screen = var.fused;
     vocablens::TopkStreamStats st;
     auto top = vocablens::topk_stream(f.A, f.B, o, &st);
-    std::string tag = prune ? "one_head_pruned" : "one_head_full";
+    const std::string tag = var.tag;
+    const double sq_after = square_gemm_rate(2048, 3);
+    report(tag + "_gemm_square_after_gflops", sq_after);
+    report(tag + "_fraction_of_square_gemm_after", dense / st.seconds / 1e9 / sq_after);
     report(tag + "_seconds", st.seconds);
     report(tag + "_effective_gflops", dense / st.seconds / 1e9);
     report(tag + "_fraction_of_square_gemm", dense / st.seconds / 1e9 / sq);

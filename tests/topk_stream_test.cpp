@@ -68,7 +68,7 @@ at::Tensor randn_nonuniform_rows(int64_t n, int64_t r, double spread) {
 
 }  // namespace
 
-TEST_CASE("topk_stream equals the canonical brute force bit for bit", "[topk_stream]") {
+TEST_CASE("topk_stream equals the canonical brute force bit for bit, with either screen", "[topk_stream]") {
   vocablens::init_runtime();
   at::manual_seed(1234);
   for (int64_t r : {1, 3, 8, 16, 64}) {
@@ -77,23 +77,64 @@ TEST_CASE("topk_stream equals the canonical brute force bit for bit", "[topk_str
       at::Tensor A = randn_nonuniform_rows(n, r, r % 2 ? 0.0 : 2.0);
       at::Tensor B = randn_nonuniform_rows(m, r, 1.0).t();  // non-contiguous [r, m]
       for (int64_t k : {1, 7, 100, 5000}) {
-        for (bool prune : {true, false}) {
-          TopkStreamOptions o;
-          o.k = k;
-          o.prune = prune;
-          o.block_rows = 16;
-          o.block_cols = 64;
-          INFO("r=" << r << " n=" << n << " k=" << k << " prune=" << prune);
-          auto want = vocablens::topk_bruteforce(A, B, o);
-          vocablens::TopkStreamStats st;
-          auto got = vocablens::topk_stream(A, B, o, &st);
-          require_identical(got, want);
-          CHECK(static_cast<int64_t>(got.size()) == std::min(k, n * m));
-          CHECK(st.dense_flops == 2.0 * n * m * r);
-          if (!prune) CHECK(st.tiles_pruned == 0);
-        }
+        for (bool prune : {true, false})
+          for (bool fused : {true, false}) {
+            TopkStreamOptions o;
+            o.k = k;
+            o.prune = prune;
+            o.fused_screen = fused;  // the register-blocked screen (where the CPU has AVX-512) and the BLAS one
+            o.block_rows = 16;
+            o.block_cols = 64;
+            INFO("r=" << r << " n=" << n << " k=" << k << " prune=" << prune << " fused=" << fused);
+            auto want = vocablens::topk_bruteforce(A, B, o);
+            vocablens::TopkStreamStats st;
+            auto got = vocablens::topk_stream(A, B, o, &st);
+            require_identical(got, want);
+            CHECK(static_cast<int64_t>(got.size()) == std::min(k, n * m));
+            CHECK(st.dense_flops == 2.0 * n * m * r);
+            if (!prune) CHECK(st.tiles_pruned == 0);
+          }
       }
     }
+  }
+}
+
+TEST_CASE("both screens keep float32 near-ties that float64 orders differently", "[topk_stream]") {
+  vocablens::init_runtime();
+  at::manual_seed(4242);
+  // Every row is one vector plus a perturbation at float32's last bits: the products of a column differ
+  // by less than their float32 rounding error, so a screen that trusted its float32 order would drop some.
+  for (int64_t r : {5, 64, 77}) {
+    at::Tensor base = at::randn({1, r});
+    at::Tensor A = (base.expand({203, r}) * (1.0 + 3e-7 * at::randn({203, r}))).contiguous();
+    at::Tensor B = at::randn({r, 161});
+    for (int64_t k : {3, 40, 900})
+      for (bool fused : {true, false}) {
+        TopkStreamOptions o;
+        o.k = k;
+        o.fused_screen = fused;
+        o.block_rows = 24;
+        o.block_cols = 96;
+        INFO("r=" << r << " k=" << k << " fused=" << fused);
+        require_identical(vocablens::topk_stream(A, B, o), vocablens::topk_bruteforce(A, B, o));
+      }
+  }
+  // A hand-made inversion: column 1 is 1 + 2^-30 exactly but 1 - 2^-24 in float32 summed in order
+  // (1 + 2^-24 rounds to 1, then adding -2^-24 + 2^-30 rounds to 1 - 2^-24); column 0 is exactly 1. Found
+  // first, column 0 sets the threshold to 1: a screen without its error margin would drop the true best.
+  const float e24 = std::ldexp(1.0f, -24), e30 = std::ldexp(1.0f, -30);
+  at::Tensor A = at::tensor({1.0f, e24, 1.0f}).view({1, 3});
+  at::Tensor B = at::tensor({1.0f, 1.0f, 0.0f, 1.0f, 0.0f, -e24 + e30}).view({3, 2});
+  REQUIRE(at::mm(A, B)[0][1].item<float>() < 1.0f);  // the float32 inversion really happens here
+  for (bool fused : {true, false}) {
+    TopkStreamOptions o;
+    o.k = 1;
+    o.prune = false;  // keep the columns in their order
+    o.fused_screen = fused;
+    auto got = vocablens::topk_stream(A, B, o);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].j == 1);
+    CHECK(got[0].value == 1.0 + std::ldexp(1.0, -30));
   }
 }
 

@@ -130,6 +130,84 @@ ScanFn pick_scan() {
 
 const ScanFn scan_ge = pick_scan();
 
+// ---- the fused screen: a register-blocked float32 product whose kMR x kNR result blocks are compared with
+// the rows' thresholds while still in registers. The BLAS path writes each [256, 1024] tile to memory and
+// reads it back to scan it; at a rank of 64 that traffic costs as much as the multiplications. ----
+
+constexpr int64_t kMR = 8, kNR = 32;
+
+// B's columns in panels of kNR: panel q holds B[k, kNR q + c] at [q][k][c], zeros past the last column.
+at::Tensor pack_col_panels(const at::Tensor& Bs) {
+  const int64_t r = Bs.size(0), m = Bs.size(1), np = (m + kNR - 1) / kNR;
+  at::Tensor P = at::zeros({np, r, kNR}, at::kFloat);
+  float* d = P.data_ptr<float>();
+  const float* s = Bs.data_ptr<float>();
+  for (int64_t q = 0; q < np; ++q) {
+    const int64_t c0 = q * kNR, w = std::min(kNR, m - c0);
+    for (int64_t k = 0; k < r; ++k) std::copy(s + k * m + c0, s + k * m + c0 + w, d + (q * r + k) * kNR);
+  }
+  return P;
+}
+
+// Rows [0, rows) of A (row-major, r columns) as [k][kMR], zeros for rows past `rows`.
+void pack_row_block(const float* A, int64_t r, int64_t rows, float* out) {
+  for (int64_t k = 0; k < r; ++k)
+    for (int64_t i = 0; i < kMR; ++i) out[k * kMR + i] = i < rows ? A[i * r + k] : 0.0f;
+}
+
+// One kMR x kNR block: bit c of masks[i] is set when row i's float32 value at column c is >= tf[i] and bit c
+// of colmask is set. Returns whether any bit is set; then vals holds the block's values ([kMR][kNR]).
+// The sum runs over k in order with fused multiply-adds: a float32 summation order like any other, so the
+// stream's error bound (prepare()) covers it.
+__attribute__((target("avx512f"))) bool screen_block_avx512(const float* ap, const float* bp, int64_t r,
+                                                            const float* tf, uint32_t colmask, uint32_t* masks,
+                                                            float* vals) {
+  __m512 lo0 = _mm512_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0, hi3 = lo0;
+  __m512 lo4 = lo0, hi4 = lo0, lo5 = lo0, hi5 = lo0, lo6 = lo0, hi6 = lo0, lo7 = lo0, hi7 = lo0;
+  for (int64_t k = 0; k < r; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(bp + k * kNR), b1 = _mm512_loadu_ps(bp + k * kNR + 16);
+    const float* a = ap + k * kMR;
+    __m512 x = _mm512_set1_ps(a[0]);
+    lo0 = _mm512_fmadd_ps(x, b0, lo0), hi0 = _mm512_fmadd_ps(x, b1, hi0);
+    x = _mm512_set1_ps(a[1]);
+    lo1 = _mm512_fmadd_ps(x, b0, lo1), hi1 = _mm512_fmadd_ps(x, b1, hi1);
+    x = _mm512_set1_ps(a[2]);
+    lo2 = _mm512_fmadd_ps(x, b0, lo2), hi2 = _mm512_fmadd_ps(x, b1, hi2);
+    x = _mm512_set1_ps(a[3]);
+    lo3 = _mm512_fmadd_ps(x, b0, lo3), hi3 = _mm512_fmadd_ps(x, b1, hi3);
+    x = _mm512_set1_ps(a[4]);
+    lo4 = _mm512_fmadd_ps(x, b0, lo4), hi4 = _mm512_fmadd_ps(x, b1, hi4);
+    x = _mm512_set1_ps(a[5]);
+    lo5 = _mm512_fmadd_ps(x, b0, lo5), hi5 = _mm512_fmadd_ps(x, b1, hi5);
+    x = _mm512_set1_ps(a[6]);
+    lo6 = _mm512_fmadd_ps(x, b0, lo6), hi6 = _mm512_fmadd_ps(x, b1, hi6);
+    x = _mm512_set1_ps(a[7]);
+    lo7 = _mm512_fmadd_ps(x, b0, lo7), hi7 = _mm512_fmadd_ps(x, b1, hi7);
+  }
+  const __m512 lo[kMR] = {lo0, lo1, lo2, lo3, lo4, lo5, lo6, lo7};
+  const __m512 hi[kMR] = {hi0, hi1, hi2, hi3, hi4, hi5, hi6, hi7};
+  uint32_t any = 0;
+  for (int64_t i = 0; i < kMR; ++i) {
+    const __m512 t = _mm512_set1_ps(tf[i]);
+    const uint32_t m = static_cast<uint32_t>(_mm512_cmp_ps_mask(lo[i], t, _CMP_GE_OQ)) |
+                       (static_cast<uint32_t>(_mm512_cmp_ps_mask(hi[i], t, _CMP_GE_OQ)) << 16);
+    masks[i] = m & colmask;
+    any |= masks[i];
+  }
+  if (any)
+    for (int64_t i = 0; i < kMR; ++i) {
+      _mm512_storeu_ps(vals + i * kNR, lo[i]);
+      _mm512_storeu_ps(vals + i * kNR + 16, hi[i]);
+    }
+  return any != 0;
+}
+
+bool fused_screen_available() {
+  __builtin_cpu_init();
+  static const bool ok = __builtin_cpu_supports("avx512f");
+  return ok;
+}
+
 // The largest float <= x (x finite or -inf).
 float float_at_most(double x) {
   if (std::isnan(x)) return -std::numeric_limits<float>::infinity();
@@ -377,7 +455,86 @@ std::vector<TopkEntry> topk_stream(const at::Tensor& A, const at::Tensor& B, con
   const float* As = p.As.data_ptr<float>();
   const float* Bt = p.Bt.data_ptr<float>();
 
-  auto worker = [&](int) {
+  // The fused screen's inputs: B in column panels (as large as B, packed once), tiles whole panels wide.
+  const bool fused = opts.fused_screen && bc % kNR == 0 && fused_screen_available();
+  const at::Tensor panels = fused ? pack_col_panels(p.Bs) : at::Tensor();
+  const float* Bp = fused ? panels.data_ptr<float>() : nullptr;
+
+  auto fused_worker = [&](int) {
+    Heap heap;
+    heap.k = opts.k;
+    std::vector<float> apack(static_cast<size_t>((br + kMR - 1) / kMR * kMR * r));
+    float vals[kMR * kNR];
+    uint32_t masks[kMR];
+    float tf[kMR];
+    double margin[kMR];
+    int64_t my_tiles = 0, my_cand = 0;
+    double my_flops = 0;
+    auto thr_now = [&] { return std::max(heap.threshold(), global_thr.load(std::memory_order_relaxed)); };
+    while (!stop.load(std::memory_order_relaxed)) {
+      int64_t t = next_tile.fetch_add(1);
+      if (t >= row_tiles) break;
+      const int64_t i0 = t * br, bi = std::min(br, n - i0), blocks = (bi + kMR - 1) / kMR;
+      if (prune && p.bound_c * tile_rmax[t] * p.cn.front() + p.abs_slack < thr_now()) {
+        stop = true;  // rows are sorted by norm: every later tile is bounded lower still
+        break;
+      }
+      for (int64_t b = 0; b < blocks; ++b)
+        pack_row_block(As + (i0 + b * kMR) * r, r, std::min(kMR, bi - b * kMR), apack.data() + b * kMR * r);
+      for (int64_t ct = 0; ct < col_tiles; ++ct) {
+        const int64_t j0 = ct * bc, cj = std::min(bc, m - j0);
+        if (prune && p.bound_c * tile_rmax[t] * tile_cmax[ct] + p.abs_slack < thr_now()) break;
+        ++my_tiles;
+        my_flops += 2.0 * static_cast<double>(bi) * static_cast<double>(cj) * static_cast<double>(r);
+        for (int64_t b = 0; b < blocks; ++b) {
+          const int64_t ib = i0 + b * kMR, rows = std::min(kMR, bi - b * kMR);
+          double thr = thr_now();
+          // Rows are sorted by norm: the rest of this tile is bounded lower still.
+          if (prune && p.bound_c * p.rn[ib] * tile_cmax[ct] + p.abs_slack < thr) break;
+          // A row that cannot reach the heap (or is past the tile) gets +inf: nothing passes it.
+          auto set_thresholds = [&] {
+            for (int64_t ii = 0; ii < kMR; ++ii) {
+              const bool live = ii < rows && !(prune && p.bound_c * p.rn[ib + ii] * tile_cmax[ct] + p.abs_slack < thr);
+              margin[ii] = live ? p.err_c * p.rn[ib + ii] * tile_cmax[ct] + p.abs_slack : 0.0;
+              tf[ii] = live ? float_at_most(thr - margin[ii]) : std::numeric_limits<float>::infinity();
+            }
+          };
+          set_thresholds();
+          for (int64_t q = j0 / kNR, qe = (j0 + cj + kNR - 1) / kNR; q < qe; ++q) {
+            const int64_t c0 = q * kNR, w = std::min(kNR, j0 + cj - c0);
+            const uint32_t colmask = w == kNR ? 0xffffffffu : ((1u << w) - 1u);
+            if (!screen_block_avx512(apack.data() + b * kMR * r, Bp + q * r * kNR, r, tf, colmask, masks, vals))
+              continue;
+            for (int64_t ii = 0; ii < rows; ++ii) {
+              const int64_t i = ib + ii;
+              const float* arow = As + i * r;
+              for (uint32_t mk = masks[ii]; mk; mk &= mk - 1) {
+                const int64_t c = __builtin_ctz(mk), jj = c0 + c;
+                if (vals[ii * kNR + c] < tf[ii]) continue;  // the threshold rose since the screen
+                const int64_t oi = p.orow[i], oj = p.ocol[jj];
+                if (!filter.keep(oi, oj)) continue;
+                ++my_cand;
+                double s = canonical_dot(arow, 1, Bt + jj * r, 1, r);
+                if (s < thr) continue;
+                if (heap.offer({oi, oj, s}) && heap.full()) {
+                  update_max(global_thr, heap.threshold());
+                  thr = thr_now();
+                  set_thresholds();
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+    n_tiles += my_tiles;
+    n_candidates += my_cand;
+    add_to(flops, my_flops);
+    std::lock_guard<std::mutex> lk(merge_mu);
+    merged.insert(merged.end(), heap.h.begin(), heap.h.end());
+  };
+
+  auto blas_worker = [&](int) {
     Heap heap;
     heap.k = opts.k;
     std::vector<float> buf(static_cast<size_t>(br * bc));
@@ -436,7 +593,12 @@ std::vector<TopkEntry> topk_stream(const at::Tensor& A, const at::Tensor& B, con
     merged.insert(merged.end(), heap.h.begin(), heap.h.end());
   };
 
-  if (opts.k > 0 && n > 0 && m > 0) parallel_workers(worker_count(opts, row_tiles), worker);
+  if (opts.k > 0 && n > 0 && m > 0) {
+    if (fused)
+      parallel_workers(worker_count(opts, row_tiles), fused_worker);
+    else
+      parallel_workers(worker_count(opts, row_tiles), blas_worker);
+  }
   std::sort(merged.begin(), merged.end(), topk_better);
   if (static_cast<int64_t>(merged.size()) > opts.k) merged.resize(static_cast<size_t>(opts.k));
   if (stats) fill_stats(*stats, n, m, r, flops.load(), n_tiles.load(), row_tiles * col_tiles, n_candidates.load(), t_start);

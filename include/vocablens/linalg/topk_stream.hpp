@@ -77,6 +77,10 @@ struct TopkStreamOptions {
   int threads = 0;
   /// Norm-bound pruning (exact; see above). Off only to measure the full streaming cost.
   bool prune = true;
+  /// topk_stream's screen: true = a register-blocked product whose 8 x 32 result blocks are compared with
+  /// the rows' thresholds in registers, never written (used where the CPU has AVX-512F and block_cols is a
+  /// multiple of 32); false = BLAS tiles written to memory, then scanned. Same entries either way.
+  bool fused_screen = true;
 };
 
 /// What a stream did (for benchmarks and --verbose output).
