@@ -57,6 +57,7 @@ namespace {
 
 constexpr double kU32 = 0x1p-24;
 constexpr double kTiny = 0x1p-147;  // covers float32 underflow in one product or conversion
+constexpr double kBig = 1e30;      // ‖x‖‖p‖ above this: float32 dots could overflow
 constexpr double kF = 8 * kU32;     // float32 evaluation of s, b, s ± b (see the top comment)
 
 struct Cand {
@@ -262,7 +263,8 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
   for (int64_t c0 = 0; c0 < Vc && ok; c0 += 4096) {
     const int64_t cb = std::min<int64_t>(4096, Vc - c0);
     at::Tensor blk = P.P.narrow(1, c0, cb).t().to(at::kFloat).contiguous();  // [cb, r]
-    if (!at::isfinite(blk).all().item<bool>() || blk.abs().max().item<double>() > 1e18) {
+    // (beyond 1e30 the screened values and bounds could overflow float32: the float32 screen takes over)
+    if (!at::isfinite(blk).all().item<bool>() || blk.abs().max().item<double>() > 1e30) {
       ok = false;
       break;
     }
@@ -293,7 +295,7 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
   std::vector<int32_t> Cb;
   constexpr int64_t kColBlk = 1024;
   std::vector<std::vector<Cand>> surv;           // [2·cn]: row q's top (2q) and bottom (2q + 1) survivors
-  std::vector<std::vector<float>> ys;            // their float32 dots
+  std::vector<std::vector<double>> ys;           // their float32 dots (canonical where float32 could overflow)
   std::vector<std::pair<int32_t, int32_t>> pairs;  // (list, entry) grouped by column
   std::atomic<int64_t> survivors{0}, finalists{0};
   for (int64_t c0 = 0; c0 < N; c0 += kChunk) {
@@ -306,7 +308,6 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
     X = materialize_weight(X).to(at::kFloat).contiguous();
     if (gamma.defined()) X = (X * gamma).contiguous();
     if (!at::isfinite(X).all().item<bool>()) throw UsageError(sae.source + ": non-finite decoder rows");
-    if (X.abs().max().item<double>() > 1e18) throw UsageError(sae.source + ": decoder values beyond 1e18");
     at::Tensor nr = X.to(at::kDouble).norm(2, {1}).contiguous();
     const float* Xd = X.data_ptr<float>();
     Aq.resize(static_cast<size_t>(cn * r));
@@ -410,7 +411,12 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
         const float* col = P.column(v, colbuf.data());
         for (int64_t p = p0; p < p1; ++p) {
           const auto [l, e] = pairs[static_cast<size_t>(p)];
-          ys[static_cast<size_t>(l)][static_cast<size_t>(e)] = dotf(Xd + (l / 2) * r, col, r);
+          const float* xr = Xd + (l / 2) * r;
+          // (a product that could overflow float32 is computed canonically: its bound is then 0)
+          ys[static_cast<size_t>(l)][static_cast<size_t>(e)] =
+              rq[static_cast<size_t>(l / 2)].norm * pn[static_cast<size_t>(v)] > kBig
+                  ? canonical_dot(xr, 1, col, 1, r)
+                  : static_cast<double>(dotf(xr, col, r));
         }
       }
     });
@@ -425,12 +431,15 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
         const float* xr = Xd + q * r;
         auto finish = [&](size_t l, bool largest, std::vector<TopkEntry>& out) {
           const std::vector<Cand>& c = surv[l];
-          const std::vector<float>& y = ys[l];
+          const std::vector<double>& y = ys[l];
           const double sg = largest ? 1.0 : -1.0;
           n_surv += static_cast<int64_t>(c.size());
           const bool all = c.size() <= static_cast<size_t>(k);
           double T = -std::numeric_limits<double>::infinity();
-          auto bound = [&](int32_t j) { return ((g24 + g53) * xn * pn[static_cast<size_t>(j)] + r * kTiny) * slack; };
+          auto bound = [&](int32_t j) {
+            const double xp = xn * pn[static_cast<size_t>(j)];
+            return xp > kBig ? 0.0 : ((g24 + g53) * xp + r * kTiny) * slack;
+          };
           if (!all) {
             lows.resize(c.size());
             for (size_t e = 0; e < c.size(); ++e) lows[e] = sg * y[e] - bound(c[e].j);
@@ -639,6 +648,11 @@ Result FeatureLogits::to_result(const Tokenizer* tok) const {
   r.summary["hook_name"] = hook_name;
   if (!hook_name_out.empty()) r.summary["hook_name_out"] = hook_name_out;
   r.summary["d_sae"] = d_sae;
+  r.summary["screen"] = screen;
+  if (screen == "int8") {
+    r.summary["screen_survivors"] = survivors;
+    r.summary["screen_finalists"] = finalists;
+  }
   r.summary["d_in"] = d_in;
   r.summary["vocab_size"] = vocab_size;
   const int64_t N = static_cast<int64_t>(features.size()), k = options.top_k;
