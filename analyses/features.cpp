@@ -205,6 +205,27 @@ void release_pages(const void* p, size_t n) {
   if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_PAGEOUT);
 }
 
+// BF16 -> float32 (exact: the 16 bits become the high half).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+__attribute__((target("avx512f"))) void bf16_to_float_avx512(const uint16_t* b, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i)));
+    _mm512_storeu_si512(out + i, _mm512_slli_epi32(w, 16));
+  }
+  for (; i < n; ++i) {
+    const uint32_t u = static_cast<uint32_t>(b[i]) << 16;
+    std::memcpy(out + i, &u, 4);
+  }
+}
+#pragma GCC diagnostic pop
+const bool bf16_avx512 = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") != 0;
+}();
+
 // Column c of the unembedding P [r, Vc] as float32 (a pointer into P when its columns are contiguous float32,
 // else converted into buf): the same values materialize_weight gives (BF16/F16 → float32 is exact).
 struct Columns {
@@ -218,6 +239,10 @@ struct Columns {
       for (int64_t i = 0; i < r; ++i) buf[i] = b[i * s0];
     } else if (dt == at::kBFloat16) {
       const uint16_t* b = reinterpret_cast<const uint16_t*>(P.data_ptr<at::BFloat16>()) + c * s1;
+      if (s0 == 1 && bf16_avx512) {
+        bf16_to_float_avx512(b, buf, r);
+        return buf;
+      }
       for (int64_t i = 0; i < r; ++i) {
         const uint32_t u = static_cast<uint32_t>(b[i * s0]) << 16;
         std::memcpy(buf + i, &u, 4);
@@ -296,7 +321,6 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
   constexpr int64_t kColBlk = 1024;
   std::vector<std::vector<Cand>> surv;           // [2·cn]: row q's top (2q) and bottom (2q + 1) survivors
   std::vector<std::vector<double>> ys;           // their float32 dots (canonical where float32 could overflow)
-  std::vector<std::pair<int32_t, int32_t>> pairs;  // (list, entry) grouped by column
   std::atomic<int64_t> survivors{0}, finalists{0};
   for (int64_t c0 = 0; c0 < N; c0 += kChunk) {
     if (o.progress) o.progress(c0, N);
@@ -386,37 +410,48 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
     // 2. float32 dots of the survivors, column by column (each column read once per chunk, not once per row
     //    that kept it: the survivors are a sparse sample of the product, and reading columns at random was the
     //    cost). Lists of k or fewer need no float32 stage.
-    std::vector<int64_t> start(static_cast<size_t>(Vc + 1), 0);
+    //    Each thread takes a range of columns: it reads every list (sequentially) and buckets the entries of
+    //    its own columns, so that the bucketing runs on all threads too.
     ys.resize(static_cast<size_t>(2 * cn));
-    for (size_t l = 0; l < surv.size(); ++l) {
-      ys[l].assign(surv[l].size(), 0.0f);
-      if (surv[l].size() > static_cast<size_t>(k))
-        for (const Cand& e : surv[l]) ++start[static_cast<size_t>(e.j) + 1];
-    }
-    for (int64_t v = 0; v < Vc; ++v) start[static_cast<size_t>(v + 1)] += start[static_cast<size_t>(v)];
-    pairs.resize(static_cast<size_t>(start[static_cast<size_t>(Vc)]));
-    {
-      std::vector<int64_t> fill(start.begin(), start.end() - 1);
-      for (size_t l = 0; l < surv.size(); ++l)
-        if (surv[l].size() > static_cast<size_t>(k))
-          for (size_t e = 0; e < surv[l].size(); ++e)
-            pairs[static_cast<size_t>(fill[static_cast<size_t>(surv[l][e].j)]++)] = {static_cast<int32_t>(l),
-                                                                                  static_cast<int32_t>(e)};
-    }
-    at::parallel_for(0, Vc, 256, [&](int64_t vb, int64_t ve) {
+    at::parallel_for(0, 2 * cn, 64, [&](int64_t lb, int64_t le) {
+      for (int64_t l = lb; l < le; ++l) ys[static_cast<size_t>(l)].assign(surv[static_cast<size_t>(l)].size(), 0.0);
+    });
+    const int64_t n_ranges = std::max<int64_t>(1, at::get_num_threads()) * 4;
+    at::parallel_for(0, n_ranges, 1, [&](int64_t tb_, int64_t te_) {
       std::vector<float> colbuf(static_cast<size_t>(r));
-      for (int64_t v = vb; v < ve; ++v) {
-        const int64_t p0 = start[static_cast<size_t>(v)], p1 = start[static_cast<size_t>(v + 1)];
-        if (p0 == p1) continue;
-        const float* col = P.column(v, colbuf.data());
-        for (int64_t p = p0; p < p1; ++p) {
-          const auto [l, e] = pairs[static_cast<size_t>(p)];
-          const float* xr = Xd + (l / 2) * r;
-          // (a product that could overflow float32 is computed canonically: its bound is then 0)
-          ys[static_cast<size_t>(l)][static_cast<size_t>(e)] =
-              rq[static_cast<size_t>(l / 2)].norm * pn[static_cast<size_t>(v)] > kBig
-                  ? canonical_dot(xr, 1, col, 1, r)
-                  : static_cast<double>(dotf(xr, col, r));
+      std::vector<int32_t> start;
+      std::vector<std::pair<int32_t, int32_t>> pr;  // (list, entry) grouped by column
+      for (int64_t t = tb_; t < te_; ++t) {
+        const int64_t v0 = Vc * t / n_ranges, v1 = Vc * (t + 1) / n_ranges;
+        start.assign(static_cast<size_t>(v1 - v0 + 1), 0);
+        for (size_t l = 0; l < surv.size(); ++l)
+          if (surv[l].size() > static_cast<size_t>(k))
+            for (const Cand& e : surv[l])
+              if (e.j >= v0 && e.j < v1) ++start[static_cast<size_t>(e.j - v0 + 1)];
+        for (int64_t v = 0; v < v1 - v0; ++v) start[static_cast<size_t>(v + 1)] += start[static_cast<size_t>(v)];
+        pr.resize(static_cast<size_t>(start.back()));
+        for (size_t l = 0; l < surv.size(); ++l)
+          if (surv[l].size() > static_cast<size_t>(k))
+            for (size_t e = 0; e < surv[l].size(); ++e) {
+              const int32_t j = surv[l][e].j;
+              if (j >= v0 && j < v1)
+                pr[static_cast<size_t>(start[static_cast<size_t>(j - v0)]++)] = {static_cast<int32_t>(l),
+                                                                               static_cast<int32_t>(e)};
+            }
+        // (start[v] now ends bucket v: bucket v is [start[v-1], start[v]))
+        for (int64_t v = v0; v < v1; ++v) {
+          const int64_t p0 = v == v0 ? 0 : start[static_cast<size_t>(v - v0 - 1)], p1 = start[static_cast<size_t>(v - v0)];
+          if (p0 == p1) continue;
+          const float* col = P.column(v, colbuf.data());
+          for (int64_t p = p0; p < p1; ++p) {
+            const auto [l, e] = pr[static_cast<size_t>(p)];
+            const float* xr = Xd + (l / 2) * r;
+            // (a product that could overflow float32 is computed canonically: its bound is then 0)
+            ys[static_cast<size_t>(l)][static_cast<size_t>(e)] =
+                rq[static_cast<size_t>(l / 2)].norm * pn[static_cast<size_t>(v)] > kBig
+                    ? canonical_dot(xr, 1, col, 1, r)
+                    : static_cast<double>(dotf(xr, col, r));
+          }
         }
       }
     });
