@@ -166,10 +166,13 @@ DotFn pick_dot() {
 struct Quantized {
   float scale;
   double norm, err;
+  float maxabs;  // (NaN compares false in the max: non-finite input shows in norm)
 };
 Quantized quantize(const float* v, int64_t n, int8_t* q) {
   float mx = 0;
   for (int64_t i = 0; i < n; ++i) mx = std::max(mx, std::fabs(v[i]));
+  if (!(mx <= std::numeric_limits<float>::max()))  // ±inf (NaN shows in the norm below): the caller gives up
+    return {1.0f, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN(), mx};
   // (below 1e-30 the scale would be subnormal: scale 1 rounds everything to 0, and e = v keeps the bound exact)
   const float sc = mx >= 1e-30f ? mx / 127.0f : 1.0f, inv = 1.0f / sc;
   double nn[8] = {0, 0, 0, 0, 0, 0, 0, 0}, ee[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -191,7 +194,7 @@ Quantized quantize(const float* v, int64_t n, int8_t* q) {
     N2 += nn[l];
     E2 += ee[l];
   }
-  return {sc, std::sqrt(N2), std::sqrt(E2)};
+  return {sc, std::sqrt(N2), std::sqrt(E2), mx};
 }
 
 // Gives a mapped range's pages back to the kernel (clean file pages are dropped, re-read if touched again):
@@ -285,25 +288,40 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
   std::vector<double> pn(static_cast<size_t>(Vc));
   std::vector<float> Pf(static_cast<size_t>(Vc)), Ef(static_cast<size_t>(Vc));  // ‖p‖, ‖e_p‖ rounded up
   bool ok = true;
-  for (int64_t c0 = 0; c0 < Vc && ok; c0 += 4096) {
-    const int64_t cb = std::min<int64_t>(4096, Vc - c0);
-    at::Tensor blk = P.P.narrow(1, c0, cb).t().to(at::kFloat).contiguous();  // [cb, r]
-    // (beyond 1e30 the screened values and bounds could overflow float32: the float32 screen takes over)
-    if (!at::isfinite(blk).all().item<bool>() || blk.abs().max().item<double>() > 1e30) {
-      ok = false;
-      break;
-    }
-    const float* bd = blk.data_ptr<float>();
-    at::parallel_for(0, cb, 64, [&](int64_t b, int64_t e) {
+  auto keep = [&](int64_t c, const Quantized& qz) {
+    sB[static_cast<size_t>(c)] = qz.scale;
+    pn[static_cast<size_t>(c)] = qz.norm;
+    Pf[static_cast<size_t>(c)] = float_at_least(qz.norm * (1 + 1e-6));
+    Ef[static_cast<size_t>(c)] = float_at_least(qz.err * (1 + 1e-6));
+  };
+  // (beyond 1e30 the screened values and bounds could overflow float32: the float32 screen takes over)
+  auto fits = [](const Quantized& qz) { return std::isfinite(qz.norm) && qz.maxabs <= 1e30f; };
+  if (P.s0 == 1) {  // columns contiguous in memory (tied W_U = W_Eᵀ): read one at a time, in the stored dtype
+    std::atomic<bool> good{true};
+    at::parallel_for(0, Vc, 256, [&](int64_t b, int64_t e) {
+      std::vector<float> buf(static_cast<size_t>(r));
       for (int64_t v = b; v < e; ++v) {
-        auto qz = quantize(bd + v * r, r, Bq.data() + (c0 + v) * r);
-        const size_t c = static_cast<size_t>(c0 + v);
-        sB[c] = qz.scale;
-        pn[c] = qz.norm;
-        Pf[c] = float_at_least(qz.norm * (1 + 1e-6));
-        Ef[c] = float_at_least(qz.err * (1 + 1e-6));
+        auto qz = quantize(P.column(v, buf.data()), r, Bq.data() + v * r);
+        if (!fits(qz)) good = false;
+        keep(v, qz);
       }
     });
+    ok = good;
+  } else {  // strided columns: blocks of 4096 transposed to float32 first
+    for (int64_t c0 = 0; c0 < Vc && ok; c0 += 4096) {
+      const int64_t cb = std::min<int64_t>(4096, Vc - c0);
+      at::Tensor blk = P.P.narrow(1, c0, cb).t().to(at::kFloat).contiguous();  // [cb, r]
+      const float* bd = blk.data_ptr<float>();
+      std::atomic<bool> good{true};
+      at::parallel_for(0, cb, 64, [&](int64_t b, int64_t e) {
+        for (int64_t v = b; v < e; ++v) {
+          auto qz = quantize(bd + v * r, r, Bq.data() + (c0 + v) * r);
+          if (!fits(qz)) good = false;
+          keep(c0 + v, qz);
+        }
+      });
+      ok = good;
+    }
   }
   if (!ok) return false;
   const double t_q = std::chrono::duration<double>(std::chrono::steady_clock::now() - tq0).count();
