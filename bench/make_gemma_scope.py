@@ -5,6 +5,10 @@
   make_gemma_scope.py sae OUT_DIR     Gemma Scope v1 layout: OUT_DIR/params.npz (float32; W_enc [2304, 262144],
                                       W_dec [262144, 2304] rows of unit norm, b_enc, b_dec, threshold; 4.8 GB),
                                       written block by block (never a whole matrix in memory)
+  make_gemma_scope.py check RUN MODEL_DIR SAE_DIR [N]
+                                      compares the first N (8) features of a `vocablens features ... --out RUN
+                                      --format npy` run with float64 NumPy (W_E from the BF16 file, W_dec rows
+                                      from params.npz): ids equal, values within 1e-12
 Values are independent N(0, σ) draws (no repeated pool: repeated columns would make exact ties everywhere).
 D, V, N (d_sae) in the environment write smaller files of the same layout."""
 import json, os, struct, sys, zipfile
@@ -84,7 +88,36 @@ def sae(out):
                 f.write(npy_header(shape) + np.full(shape, val, np.float32).tobytes())
 
 
+def check(run, model_dir, sae_dir, n=8):
+    top_ids, top_vals = np.load(run + "/features.top_ids.npy"), np.load(run + "/features.top_values.npy")
+    bot_ids, bot_vals = np.load(run + "/features.bottom_ids.npy"), np.load(run + "/features.bottom_values.npy")
+    feats = np.load(run + "/features.feature_ids.npy")
+    with open(os.path.join(model_dir, "model.safetensors"), "rb") as f:
+        hn = struct.unpack("<Q", f.read(8))[0]
+        e = json.loads(f.read(hn))["model.embed_tokens.weight"]
+        V_, D_ = e["shape"]
+        f.seek(8 + hn + e["data_offsets"][0])
+        E = (np.frombuffer(f.read(V_ * D_ * 2), np.uint16).astype(np.uint32) << 16).view(np.float32).reshape(V_, D_)
+    E = E.astype(np.float64)
+    with zipfile.ZipFile(os.path.join(sae_dir, "params.npz")) as z, z.open("W_dec.npy") as g:
+        g.read(8)
+        g.read(struct.unpack("<H", g.read(2))[0])
+        rows = int(feats[:n].max()) + 1
+        W = np.frombuffer(g.read(rows * D_ * 4), np.float32).reshape(rows, D_).astype(np.float64)
+    bad, worst = 0, 0.0
+    for q in range(min(n, len(feats))):
+        v = E @ W[feats[q]]
+        hi = np.lexsort((np.arange(V_), -v))[: top_ids.shape[1]]
+        lo = np.lexsort((np.arange(V_), v))[: bot_ids.shape[1]]
+        bad += int((hi != top_ids[q]).sum() + (lo != bot_ids[q]).sum())
+        worst = max(worst, float(np.abs(v[hi] - top_vals[q]).max()), float(np.abs(v[lo] - bot_vals[q]).max()))
+    print(f"{min(n, len(feats))} features: {bad} ids differ, largest value difference {worst:.3g}")
+    sys.exit(1 if bad or worst > 1e-12 else 0)
+
+
 if __name__ == "__main__":
+    if len(sys.argv) >= 5 and sys.argv[1] == "check":
+        check(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]) if len(sys.argv) > 5 else 8)
     if len(sys.argv) != 3 or sys.argv[1] not in ("model", "sae"):
         sys.exit(__doc__)
     (model if sys.argv[1] == "model" else sae)(sys.argv[2])
