@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cmath>
 #include <functional>
 #include <cstdlib>
@@ -279,9 +278,6 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
   P.dt = P.P.scalar_type();
   const int64_t r = P.r, Vc = P.P.size(1), N = static_cast<int64_t>(ids.size());
   const int64_t k = std::min<int64_t>(o.top_k, Vc);
-  double t_rows = 0;
-  std::atomic<int64_t> t_scan{0}, t_gemm_ns{0};
-  auto tq0 = std::chrono::steady_clock::now();
   // Quantise the columns, a block at a time in the stored dtype (a float32 copy of one block only).
   std::vector<int8_t> Bq(static_cast<size_t>(Vc * r));
   std::vector<float> sB(static_cast<size_t>(Vc));
@@ -324,7 +320,6 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
     }
   }
   if (!ok) return false;
-  const double t_q = std::chrono::duration<double>(std::chrono::steady_clock::now() - tq0).count();
   a.screen = "int8";
   auto gamma_r = [&](double u) { return r * u / (1 - r * u); };
   const double g53 = gamma_r(0x1p-53), g24 = gamma_r(kU32);
@@ -357,7 +352,6 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
     at::parallel_for(0, cn, 16, [&](int64_t b, int64_t e) {
       for (int64_t q = b; q < e; ++q) rq[static_cast<size_t>(q)] = quantize(Xd + q * r, r, Aq.data() + q * r);
     });
-    auto tg0 = std::chrono::steady_clock::now();
     auto nra = nr.accessor<double, 1>();
     for (int64_t q = 0; q < cn; ++q) a.decoder_norms[static_cast<size_t>(c0 + q)] = nra[q];
     // 1. Product and scan, a tile of 1024 columns at a time: the int32 tile [cn, 1024] (4 MB) stays in cache
@@ -403,10 +397,7 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
     Cb.resize(static_cast<size_t>(cn * kColBlk));
     for (int64_t j0 = 0; j0 < Vc; j0 += kColBlk) {
       const int64_t nb = std::min(kColBlk, Vc - j0);
-      auto tg = std::chrono::steady_clock::now();
       detail::int8_gemm(Aq.data(), Bq.data() + j0 * r, Cb.data(), cn, r, nb);
-      auto ts0 = std::chrono::steady_clock::now();
-      t_gemm_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(ts0 - tg).count();
       const bool last = j0 + nb == Vc;
       at::parallel_for(0, cn, 16, [&](int64_t ib, int64_t ie) {
         std::vector<Cand> tmp;
@@ -423,7 +414,6 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
           if (o.bottom) prune(surv[l + 1], false, tb[ii], lim_b[ii], vals, tmp);
         }
       });
-      t_scan += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - ts0).count();
     }
     // 2. float32 dots of the survivors, column by column (each column read once per chunk, not once per row
     //    that kept it: the survivors are a sparse sample of the product, and reading columns at random was the
@@ -517,7 +507,6 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
       survivors += n_surv;
       finalists += n_fin;
     });
-    t_rows += std::chrono::duration<double>(std::chrono::steady_clock::now() - tg0).count();
     X = at::Tensor();  // (may be a view of the mapped decoder)
     if (release && consecutive)
       release_pages(static_cast<const float*>(sae.W_dec.data_ptr()) + ids[static_cast<size_t>(c0)] * sae.W_dec.size(1),
@@ -525,8 +514,6 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
   }
   a.survivors = survivors;
   a.finalists = finalists;
-  if (std::getenv("VL_SCREEN_DEBUG"))
-    fmt::print(stderr, "screen: quantise W_U {:.2f} s, chunks {:.2f} s (thread-sums: gemm {:.2f} s, scan {:.2f} s)\n", t_q, t_rows, t_gemm_ns.load() * 1e-9, t_scan.load() * 1e-9);
   return true;
 }
 
