@@ -338,7 +338,9 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
   for (int64_t c0 = 0; c0 < N; c0 += kChunk) {
     if (o.progress) o.progress(c0, N);
     const int64_t cn = std::min(kChunk, N - c0);
-    const bool consecutive = ids[static_cast<size_t>(c0 + cn - 1)] - ids[static_cast<size_t>(c0)] == cn - 1;
+    bool consecutive = true;  // ids[c0 + i] == ids[c0] + i: the chunk is a slice of W_dec (no gather)
+    for (int64_t i = 1; i < cn && consecutive; ++i)
+      consecutive = ids[static_cast<size_t>(c0 + i)] == ids[static_cast<size_t>(c0)] + i;
     at::Tensor X = consecutive ? sae.W_dec.narrow(0, ids[static_cast<size_t>(c0)], cn)
                                : sae.W_dec.index_select(
                                      0, at::tensor(std::vector<int64_t>(ids.begin() + c0, ids.begin() + c0 + cn), at::kLong));

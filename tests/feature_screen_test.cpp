@@ -189,10 +189,23 @@ TEST_CASE("the int8 screen keeps far fewer tokens than it rejects, and rejects b
     CHECK(a.survivors < static_cast<int64_t>(o.features.size()) * 2 * V / 5);
     CHECK(a.finalists >= static_cast<int64_t>(o.features.size()) * 2 * o.top_k);
   }
+  // a feature list whose first and last ids span exactly its length, out of order: rows must not be taken as
+  // one slice of W_dec
+  o.features = {0, 2, 1, 3, 4, 6, 5, 7};
+  auto b = vocablens::feature_logits(s.model, s.sae, o);
+  o.screen = "float32";
+  auto c = vocablens::feature_logits(s.model, s.sae, o);
+  for (size_t q = 0; q < o.features.size(); ++q)
+    for (size_t e = 0; e < 5; ++e) {
+      CHECK(b.top[q][e].j == c.top[q][e].j);
+      CHECK(b.top[q][e].value == c.top[q][e].value);
+      CHECK(b.bottom[q][e].j == c.bottom[q][e].j);
+    }
   o.screen = "fast";
   CHECK_THROWS_AS(vocablens::feature_logits(s.model, s.sae, o), vocablens::UsageError);
   // NaN in the decoder: one line naming the SAE (the reader rejects it first; the analysis checks again)
   o.screen = "int8";
+  o.features = {100, 101, 102};
   s.sae.W_dec[101][3] = std::nanf("");
   try {
     vocablens::feature_logits(s.model, s.sae, o);
