@@ -278,7 +278,7 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
   P.dt = P.P.scalar_type();
   const int64_t r = P.r, Vc = P.P.size(1), N = static_cast<int64_t>(ids.size());
   const int64_t k = std::min<int64_t>(o.top_k, Vc);
-  // Quantise the columns, a block at a time in the stored dtype (a float32 copy of one block only).
+  // Quantise the columns once, read in the stored dtype (never a float32 copy of all of W_U).
   std::vector<int8_t> Bq(static_cast<size_t>(Vc * r));
   std::vector<float> sB(static_cast<size_t>(Vc));
   std::vector<double> pn(static_cast<size_t>(Vc));
