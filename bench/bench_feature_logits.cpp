@@ -4,6 +4,12 @@
 // shapes by default (V = 50257, d = 768, d_sae = 24576), decoder rows of unit norm as SAELens saves them.
 //
 //   ninja -C build bench_feature_logits && ./build/bench_feature_logits [--d-sae N] [--vocab V] [--d D] [--k K]
+//                                                                     [--sides int8,float32,dense] [--check 1]
+//
+// Sides: int8 = feature_logits with the int8 screen (the default where available), float32 = the same with the
+// float32 screen (the previous method), dense = the baseline. --check 1 also compares the int8 and float32
+// screens' lists entry for entry (ids and float64 values, ==) in one process. Times are CPU seconds of the
+// process (user + system, getrusage) and wall seconds.
 //
 // Each side runs in a fresh process (this program with --side stream|dense) so that each one's peak RSS is
 // its own; the parent prints both, minus the resident size once the weights exist, and the ratios.
@@ -20,6 +26,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 
 #include <fmt/format.h>
@@ -39,22 +46,29 @@ double rss_mb() {  // current resident size
   return static_cast<double>(res) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / 1048576.0;
 }
 
+double cpu_s() {
+  struct rusage ru {};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
 double peak_rss_mb() {
   struct rusage ru {};
   ::getrusage(RUSAGE_SELF, &ru);
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
 
-// Runs this program again for one side and reads back its "RESULT seconds peak_mb base_mb" line: each side
+// Runs this program again for one side and reads back its "RESULT cpu_s peak_mb base_mb wall_s" line: each side
 // in a fresh process, so that its peak RSS is its own (a fork of a process whose OpenMP/BLAS threads exist
 // can hang the child).
-std::array<double, 3> run_side(const std::string& self, const std::string& side, const std::string& args) {
-  std::array<double, 3> r{-1, -1, -1};
+std::array<double, 4> run_side(const std::string& self, const std::string& side, const std::string& args) {
+  std::array<double, 4> r{-1, -1, -1, -1};
   FILE* p = ::popen((self + " --side " + side + args).c_str(), "r");
   if (!p) return r;
   char line[512];
   while (std::fgets(line, sizeof line, p)) {
-    if (std::sscanf(line, "RESULT %lf %lf %lf", &r[0], &r[1], &r[2]) == 3) continue;
+    if (std::sscanf(line, "RESULT %lf %lf %lf %lf", &r[0], &r[1], &r[2], &r[3]) == 4) continue;
     std::fputs(line, stdout);
   }
   ::pclose(p);
@@ -65,11 +79,16 @@ std::array<double, 3> run_side(const std::string& self, const std::string& side,
 
 int main(int argc, char** argv) {
   int64_t V = 50257, d = 768, n = 24576, k = 10;
-  std::string side, args;
+  bool check = false;
+  std::string side, args, sides = "int8,float32,dense";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--side") {
       side = argv[i + 1];
+      continue;
+    }
+    if (a == "--sides") {
+      sides = argv[i + 1];
       continue;
     }
     args += " " + a + " " + argv[i + 1];
@@ -78,6 +97,7 @@ int main(int argc, char** argv) {
     else if (a == "--vocab") V = v;
     else if (a == "--d") d = v;
     else if (a == "--k") k = v;
+    else if (a == "--check") check = v != 0;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -110,35 +130,61 @@ int main(int argc, char** argv) {
   sae.b_enc = at::zeros({n});
   sae.b_dec = at::zeros({d});
   const double base = rss_mb();
-  if (side == "stream") {
+  if (side == "int8" || side == "float32") {
     vocablens::FeatureLogitsOptions o;
     o.top_k = k;
-    double t = now_s();
+    o.screen = side;
+    double c = cpu_s(), t = now_s();
     auto a = vocablens::feature_logits(m, sae, o);
     t = now_s() - t;
-    std::printf("stream: feature 0 best token %ld\nRESULT %f %f %f\n", static_cast<long>(a.top[0][0].j), t,
-                peak_rss_mb(), base);
+    c = cpu_s() - c;
+    std::printf("%s: screen %s, feature 0 best token %ld, survivors %.1f / finalists %.1f per feature and end\n",
+                side.c_str(), a.screen.c_str(), static_cast<long>(a.top[0][0].j),
+                static_cast<double>(a.survivors) / static_cast<double>(2 * n),
+                static_cast<double>(a.finalists) / static_cast<double>(2 * n));
+    if (check) {
+      o.screen = side == "int8" ? "float32" : "int8";
+      auto b = vocablens::feature_logits(m, sae, o);
+      int64_t diff = 0;
+      for (size_t f = 0; f < a.top.size(); ++f)
+        for (size_t q = 0; q < a.top[f].size(); ++q) {
+          diff += a.top[f][q].j != b.top[f][q].j || a.top[f][q].value != b.top[f][q].value;
+          diff += a.bottom[f][q].j != b.bottom[f][q].j || a.bottom[f][q].value != b.bottom[f][q].value;
+        }
+      std::printf("check: %s vs %s screen: %ld of %ld entries differ\n", a.screen.c_str(), b.screen.c_str(),
+                  static_cast<long>(diff), static_cast<long>(2 * n * k));
+    }
+    std::printf("RESULT %f %f %f %f\n", c, peak_rss_mb(), base, t);
     return 0;
   }
   if (side == "dense") {
-    double t = now_s();
+    double c = cpu_s(), t = now_s();
     at::Tensor L = at::mm(sae.W_dec, m.W_U());  // [d_sae, V] float32: the dense baseline
     auto top = L.topk(k, 1);
     auto bot = L.topk(k, 1, /*largest=*/false);
     t = now_s() - t;
-    std::printf("dense: feature 0 best token %ld\nRESULT %f %f %f\n",
-                static_cast<long>(std::get<1>(top)[0][0].item<int64_t>()), t, peak_rss_mb(), base);
+    c = cpu_s() - c;
+    std::printf("dense: feature 0 best token %ld\nRESULT %f %f %f %f\n",
+                static_cast<long>(std::get<1>(top)[0][0].item<int64_t>()), c, peak_rss_mb(), base, t);
     return 0;
   }
   fmt::print("shapes: d_sae {} · V {} · d {} · k {} · threads {}\n", n, V, d, k, at::get_num_threads());
   std::fflush(stdout);
-  auto s_ = run_side(argv[0], "stream", args);
-  auto d_ = run_side(argv[0], "dense", args);
-  fmt::print("stream (feature_logits, top+bottom {}): {:.2f} s, peak RSS {:.0f} MB (+{:.0f} MB over the weights)\n", k,
-             s_[0], s_[1], s_[1] - s_[2]);
-  fmt::print("dense (W_dec @ W_U, topk both ends):  {:.2f} s, peak RSS {:.0f} MB (+{:.0f} MB over the weights)\n",
-             d_[0], d_[1], d_[1] - d_[2]);
-  fmt::print("speed ratio dense/stream: {:.2f}x · extra-memory ratio dense/stream: {:.1f}x\n", d_[0] / s_[0],
-             (d_[1] - d_[2]) / std::max(1.0, s_[1] - s_[2]));
+  std::map<std::string, std::array<double, 4>> res;
+  std::string rest = sides + ",";
+  for (size_t p = 0; (p = rest.find(',')) != std::string::npos; rest.erase(0, p + 1)) {
+    std::string sd = rest.substr(0, p);
+    if (sd.empty()) continue;
+    res[sd] = run_side(argv[0], sd, args + (check && sd == "int8" ? " --check 1" : ""));
+    const auto& x = res[sd];
+    fmt::print("{:8s} CPU {:7.2f} s · wall {:7.2f} s · peak RSS {:5.0f} MB (+{:.0f} MB over the weights)\n", sd, x[0],
+               x[3], x[1], x[1] - x[2]);
+    std::fflush(stdout);
+  }
+  if (res.count("dense"))
+    for (const auto& [sd, x] : res)
+      if (sd != "dense")
+        fmt::print("dense / {}: CPU {:.2f}x · wall {:.2f}x · extra memory {:.1f}x\n", sd, res["dense"][0] / x[0],
+                   res["dense"][3] / x[3], (res["dense"][1] - res["dense"][2]) / std::max(1.0, x[1] - x[2]));
   return 0;
 }

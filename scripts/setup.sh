@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git  # git: scripts/setup_llama_ref.sh clones llama.cpp's source bundle
   libtorch-dev libopenblas0-openmp
+  libdnnl-dev  # oneDNN headers: the exact int8 GEMM that screens SAE feature logit weights (LibTorch loads its library)
   libeigen3-dev libspectra-dev libfmt-dev catch2 nlohmann-json3-dev libcli11-dev libpcre2-dev
   # corpus work across processes (vocablens/dist.hpp, docs/lens.md): mpirun -np N vocablens ...
   libopenmpi-dev openmpi-bin

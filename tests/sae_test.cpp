@@ -153,12 +153,16 @@ TEST_CASE("feature logit weights equal the dense float64 product's top and botto
   const std::string& fx = sae_fixtures();
   vocablens::Model m = vocablens::load_model(vl_test::fixture("gpt2-tiny"));
   auto sae = vocablens::load_sae(fx + "/saelens_standard");
+  // both screens (int8 where this CPU has an exact int8 kernel, float32): the same lists
+  for (const std::string screen : {"float32", "int8"})
   for (const std::string suffix : {"", "_norm"}) {
-    INFO("suffix " << suffix);
+    INFO("suffix " << suffix << " screen " << screen);
     vocablens::FeatureLogitsOptions o;
     o.top_k = 7;
     o.final_norm_scale = suffix == "_norm";
+    o.screen = screen;
     auto a = vocablens::feature_logits(m, sae, o);
+    CHECK(a.screen == (screen == "int8" && vocablens::feature_logits_int8_available() ? "int8" : "float32"));
     vocablens::Result r = a.to_result(nullptr);
     CHECK(r.kind == "features");
     REQUIRE(r.arrays.at("top_ids").shape == std::vector<int64_t>{96, 7});
@@ -303,10 +307,13 @@ TEST_CASE("feature logit weights with an allow-list equal the streamed engine's,
   auto sae = vocablens::load_sae(fx + "/saelens_topk");
   std::vector<int64_t> allow;
   for (int64_t t = 7; t < 50257; t += 13) allow.push_back(t);
+  for (const std::string screen : {"float32", "int8"})
   for (int64_t k : {1, 5, 40}) {
+    INFO("k " << k << " screen " << screen);
     vocablens::FeatureLogitsOptions o;
     o.top_k = k;
     o.filter.allow = allow;
+    o.screen = screen;
     auto a = vocablens::feature_logits(m, sae, o);
     vocablens::TopkStreamOptions so;
     so.cols = allow;

@@ -5,10 +5,19 @@
 // norm's scale (d_f ⊙ γ) W_U — the direct effect on the logits of a unit activation, ignoring the norm's
 // data-dependent 1/σ. feature_logits() returns, for every requested feature, the exact top-k and bottom-k
 // tokens of that row, never forming the d_sae × V product (67 G entries for a 262k-feature SAE on a 256k
-// vocabulary): a chunk of decoder rows (≤ 64 M products, ~256 MB) is multiplied by W_U in one float32 GEMM,
-// the k + 16 best and worst candidates of each row are recomputed as canonical float64 dot products
-// (topk_stream's definition), and a rigorous float32 error bound proves that no other token can enter;
-// the rare row it cannot settle goes through the streamed top-k engine (vocablens/linalg/topk_stream.hpp).
+// vocabulary). Chunks of decoder rows (≤ 64 M products, ~256 MB) are SCREENED by a cheap product, then the
+// survivors are recomputed exactly:
+//  * int8 screen (default where oneDNN has an exact int8 kernel: AVX-512 VNNI / AMX): each decoder row and
+//    each W_U column is rounded to int8 with its own scale, multiplied exactly in int32 (~4× the float32
+//    GEMM's speed), and every token whose screened value plus a rigorous bound on the quantisation error
+//    (Cauchy–Schwarz on the rounding residuals, docs/features.md "How the screen stays exact") could still
+//    reach the k-th best lower bound survives; survivors get a float32 dot with its own bound, then the
+//    finalists the canonical float64 dot product (topk_stream's definition). W_U is read in column blocks
+//    in its stored dtype (a BF16 unembedding is never copied to float32), W_dec in row chunks.
+//  * float32 screen (fallback, or FeatureLogitsOptions::screen = "float32"): one float32 GEMM per chunk, the
+//    k + 16 best and worst candidates recomputed canonically, a float32 error bound proving no other token
+//    can enter; the rare row it cannot settle goes through the streamed engine (vocablens/linalg/topk_stream.hpp).
+// Both give the same lists, bit for bit: the screen only decides which tokens are recomputed.
 //
 //   vocablens::Sae sae = vocablens::load_sae("saes/res-1");
 //   vocablens::FeatureLogitsOptions o;
@@ -41,6 +50,9 @@ struct FeatureLogitsOptions {
   bool bottom = true;              ///< also the k lowest tokens of each feature
   bool final_norm_scale = false;   ///< multiply each decoder row by the final norm's scale γ first
   TokenFilter filter;
+  /// "auto" (int8 where available and at least 256 features are asked for, float32 otherwise), "int8"
+  /// (float32 where int8 is unavailable here) or "float32". Results are identical; only speed differs.
+  std::string screen = "auto";
   /// Called as the work advances with (features done, features in total); may be empty.
   std::function<void(int64_t, int64_t)> progress;
 };
@@ -53,6 +65,9 @@ struct FeatureLogits {
   std::vector<double> decoder_norms;                 ///< ‖W_dec[f]‖ (after the norm scale when asked)
   std::vector<std::vector<TopkEntry>> top, bottom;   ///< per feature; TopkEntry.j = token id
   int64_t rows_streamed = 0;  ///< lists the chunked product could not settle, computed by the streamed engine
+  std::string screen;         ///< the screen that ran: "int8" or "float32"
+  int64_t survivors = 0;      ///< int8 screen: tokens that passed it (all features, both ends), recomputed in float32
+  int64_t finalists = 0;      ///< tokens recomputed canonically (float64)
   /// kind "features" (see above).
   Result to_result(const Tokenizer* tok) const;
 };
@@ -83,6 +98,9 @@ struct FeatureLens {
 /// Throws UsageError when the SAE names no hook point (give one with SaeLoadOptions::hook_name).
 FeatureLens feature_lens(const Model& m, const Sae& sae, const std::vector<int64_t>& ids, const FeatureLensOptions& o,
                          const Tokenizer* tok = nullptr);
+
+/// True when the int8 screen can run on this machine (built with oneDNN, an exact int8 kernel on this CPU).
+bool feature_logits_int8_available();
 
 /// Throws UsageError on a feature out of range, top_k < 1 or > V, or an SAE whose decoder does not write
 /// d_model-wide vectors (its file named).

@@ -1,8 +1,12 @@
 // checkpoint/mapped_file.cpp — bounds-checked tensor views of a mapped file.
 #include "checkpoint/mapped_file.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -32,6 +36,39 @@ bool strided_span_bytes(at::IntArrayRef sizes, at::IntArrayRef strides, size_t e
   }
   uint64_t count = 0;
   return !__builtin_add_overflow(max_index, uint64_t{1}, &count) && !__builtin_mul_overflow(count, uint64_t{elem}, &span);
+}
+
+// A misaligned span of at least 256 MB, copied into an unnamed temporary file (O_TMPFILE in $TMPDIR or /tmp)
+// and mapped copy-on-write: its pages are file-backed, so the kernel (and MADV_PAGEOUT from a reader going
+// through it in chunks) can drop and re-read them, where an aligned heap copy would keep all of it resident —
+// a 262k-feature Gemma Scope params.npz (numpy does not align members) holds two 2.4 GB matrices. The source
+// pages are given back as they are copied. Undefined tensor when the file cannot be made (the caller copies).
+at::Tensor temp_file_copy(const uint8_t* first, size_t span, at::IntArrayRef sizes, at::IntArrayRef strides,
+                          const at::TensorOptions& options) {
+  const char* dir = std::getenv("TMPDIR");
+  if (!dir || !*dir) dir = "/tmp";
+  const int fd = ::open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return {};
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT 21
+#endif
+  const uintptr_t pg = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  for (size_t off = 0; off < span;) {
+    const size_t n = std::min(span - off, size_t{64} << 20);
+    const ssize_t w = ::pwrite(fd, first + off, n, static_cast<off_t>(off));
+    if (w <= 0) {
+      ::close(fd);
+      return {};
+    }
+    const uintptr_t a = (reinterpret_cast<uintptr_t>(first + off) + pg - 1) / pg * pg;
+    const uintptr_t b = reinterpret_cast<uintptr_t>(first + off + static_cast<size_t>(w)) / pg * pg;
+    if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_PAGEOUT);
+    off += static_cast<size_t>(w);
+  }
+  void* p = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  ::close(fd);  // (the mapping keeps the unnamed file alive; it disappears with the mapping)
+  if (p == MAP_FAILED) return {};
+  return at::from_blob(p, sizes, strides, [p, span](void*) { ::munmap(p, span); }, options);
 }
 
 }  // namespace
@@ -74,7 +111,12 @@ at::Tensor view_as_tensor(const std::shared_ptr<MappedFile>& file, size_t offset
     std::shared_ptr<MappedFile> keep = file;
     return at::from_blob(first, sizes, strides, [keep](void*) mutable { keep.reset(); }, options);
   }
-  // Misaligned: copy the addressed span into a fresh (aligned) buffer and view it with the same strides.
+  // Misaligned: copy the addressed span into a fresh (aligned) buffer and view it with the same strides (a
+  // large one into a mapped temporary file, see temp_file_copy).
+  if (span >= (uint64_t{256} << 20)) {
+    at::Tensor t = detail::temp_file_copy(first, static_cast<size_t>(span), sizes, strides, options);
+    if (t.defined()) return t;
+  }
   at::Tensor buffer = at::empty({static_cast<int64_t>(span / elem)}, options);
   std::memcpy(buffer.data_ptr(), first, span);
   return buffer.as_strided(sizes, strides, 0);

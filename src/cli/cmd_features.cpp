@@ -235,7 +235,13 @@ int run_features(const FeaturesCli& c) {
     const auto& cf = m.config();
     const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
     auto e = corpus ? vocablens::estimate_sae_corpus_memory(m, sae, so) : vocablens::cli::model_memory(m);
-    e.add_phase("features: the SAE, W_U and one block of feature logits", (2 * static_cast<double>(sae.d_sae) * d + d * V + 1024 * V) * 4);
+    // the int8 screen: W_U as int8 and a chunk of 1024 decoder rows; else a float32 block of 1024 × V logits
+    // (and a float32 copy of W_U when it is stored otherwise); the lists, N × 2k entries, either way
+    const double N = static_cast<double>(sae.d_sae), k = static_cast<double>(resolved["top_k"].get<int64_t>());
+    const bool int8 = vocablens::feature_logits_int8_available();
+    e.add_phase("features: W_U's screening copy, one chunk of decoder rows, the lists",
+                int8 ? d * V + 24 * V + 1024 * (9 * d + 4096) + N * 2 * k * 40
+                     : (d * V + 1024 * V + 1024 * d) * 4 + N * 2 * k * 40);
     if (auto rc = vocablens::cli::check_memory("features", "the feature logits of " + sae.source, e, c.dry_run,
                                                corpus ? "--features (fewer features), --window or --contexts"
                                                       : "--features (fewer features)"))

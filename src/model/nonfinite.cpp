@@ -62,6 +62,17 @@ std::string value_str(const at::Tensor& flat, int64_t i) {
 int64_t first_nonfinite(const at::Tensor& t) {
   if (!t.defined() || t.numel() == 0 || !c10::isFloatingType(t.scalar_type())) return -1;
   if (t.scalar_type() == at::kFloat && t.is_contiguous() && t.device().is_cpu()) return scan_f32(t.data_ptr<float>(), t.numel());
+  // Other dtypes through ATen, in slices of <= 16 M values along the first dimension: a whole-tensor mask of a
+  // BF16 256k × 2304 embedding would be 590 MB (twice, with its negation) on top of the mapped weights.
+  if (t.dim() >= 1 && t.size(0) > 1 && t.numel() > (int64_t{16} << 20)) {
+    const int64_t per = t.numel() / t.size(0), step = std::max<int64_t>(1, (int64_t{16} << 20) / per);
+    for (int64_t r0 = 0; r0 < t.size(0); r0 += step) {
+      at::Tensor sl = t.detach().narrow(0, r0, std::min(step, t.size(0) - r0));
+      if (at::isfinite(sl).all().item<bool>()) continue;
+      return r0 * per + at::logical_not(at::isfinite(sl)).reshape(-1).nonzero().select(1, 0)[0].item<int64_t>();
+    }
+    return -1;
+  }
   at::Tensor bad = at::logical_not(at::isfinite(t.detach())).reshape(-1);
   if (!bad.any().item<bool>()) return -1;
   return bad.nonzero().select(1, 0)[0].item<int64_t>();

@@ -1,8 +1,11 @@
 // Readers of SAE / transcoder files (vocablens/sae.hpp): SAELens folders, Gemma Scope params.npz and
 // params.safetensors, Llama Scope folders, circuit-tracer per-layer transcoders. Each builds the one Sae
 // layout ("x @ W" orientation), keeping the stored dtype; every tensor's shape and finiteness is checked.
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <regex>
 #include <vector>
@@ -80,6 +83,32 @@ std::string str_or(const json& j, const std::string& key, const std::string& dfl
   return it != j.end() && it->is_string() ? it->get<std::string>() : dflt;
 }
 
+// True when every value of t is finite. Checked in slices of <= 16 M values along the first dimension: a
+// Gemma-Scope-sized W_enc (2.4 GB float32, mapped from the file) never needs a 600 MB mask, and the pages of a
+// large mapped tensor are given back once read (MADV_PAGEOUT: clean file pages are dropped and read again if
+// touched; harmless on other memory), so that loading reads each matrix once without keeping it resident —
+// the logit weights, for one, never touch W_enc again.
+bool all_finite(const at::Tensor& t) {
+  if (t.dim() == 0 || t.numel() <= (int64_t{16} << 20)) return at::isfinite(t.to(at::kFloat)).all().item<bool>();
+  const int64_t per_row = t.numel() / std::max<int64_t>(1, t.size(0));
+  const int64_t step = std::max<int64_t>(1, (int64_t{16} << 20) / std::max<int64_t>(1, per_row));
+  const bool give_back = t.is_contiguous() && t.nbytes() > (size_t{256} << 20);
+  for (int64_t r0 = 0; r0 < t.size(0); r0 += step) {
+    at::Tensor sl = t.narrow(0, r0, std::min(step, t.size(0) - r0));
+    if (!at::isfinite(sl.to(at::kFloat)).all().item<bool>()) return false;
+    if (give_back) {
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT 21
+#endif
+      const uintptr_t pg = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+      const uintptr_t p = reinterpret_cast<uintptr_t>(sl.data_ptr());
+      const uintptr_t a = (p + pg - 1) / pg * pg, b = (p + sl.nbytes()) / pg * pg;
+      if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_PAGEOUT);
+    }
+  }
+  return true;
+}
+
 // A tensor of the store with the expected shape, finite (rejecting NaN/Inf here means no analysis later
 // sees one). Half/bfloat16 stay as stored.
 at::Tensor take(const TensorStore& s, const std::string& name, std::vector<int64_t> shape, bool required = true) {
@@ -94,8 +123,7 @@ at::Tensor take(const TensorStore& s, const std::string& name, std::vector<int64
     throw FormatError(s.source, fmt::format("tensor '{}' has shape [{}], expected [{}]", name, fmt::join(t.sizes(), ", "),
                                             fmt::join(shape, ", ")));
   if (!t.is_floating_point()) throw FormatError(s.source, "tensor '" + name + "' is not floating point");
-  if (!at::isfinite(t.to(at::kFloat)).all().item<bool>())
-    throw FormatError(s.source, "tensor '" + name + "' has NaN or infinite values");
+  if (!all_finite(t)) throw FormatError(s.source, "tensor '" + name + "' has NaN or infinite values");
   return t;
 }
 
