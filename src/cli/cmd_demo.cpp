@@ -339,7 +339,7 @@ int run_demo(const DemoCli& c) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_demo{
     "demo",
     "Train a small GPT on the built-in synthetic corpus (about 35-40 s on 2 cores, measured; nothing downloaded), run "
     "every analysis on it and write results, the HTML report and a notebook under one directory",
