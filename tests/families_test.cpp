@@ -15,9 +15,11 @@
 
 #include "fixtures.hpp"
 #include "npy_tensor.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/arch.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/tokenizer.hpp"
 
 namespace {
 
@@ -295,21 +297,42 @@ TEST_CASE("the architecture table: one entry per family, names per role, GGUF na
   }
 }
 
-TEST_CASE("every family runs inspect, generate, lens, heads, neurons and spectrum from the CLI") {
+// The CLI on every family: inspect (its summary names the family) and generate on each; lens, heads, neurons and
+// spectrum on OPT (no GGUF twin) and Gemma (SentencePiece tokenizer, scaled embedding) through the CLI, and on
+// every family in this process through the registry the CLI ends in (run_analysis, same options; a CLI
+// process costs ~0.5 s of LibTorch start-up; gguf_families_test compares these analyses across readers).
+TEST_CASE("every family runs inspect, generate, lens, heads, neurons and spectrum") {
+  using nlohmann::json;
   const std::string cli = vl_test::cli_path();
   REQUIRE(!cli.empty());
   std::vector<std::string> dirs = {"opt"};  // every llama.cpp-checked fixture, and OPT
   for (const auto& fc : kFamilies) dirs.push_back(fc.dir);
+  const std::vector<std::pair<std::string, json>> analyses = {
+      {"lens", {{"prompt", "the cat is on the"}}},
+      {"heads", {{"layers", 1}, {"heads", 0}, {"kind", "ov"}, {"top_k", 3}}},
+      {"neurons", {{"layer", 0}, {"top_k", 3}}},
+      {"spectrum", json::object()}};
   for (const auto& f : dirs) {
     const std::string d = "'" + family_dir(f) + "'";
-    for (const std::string& args : {std::string("inspect ") + d, "generate " + d + " --prompt 'the cat' --steps 4",
-                                    "lens " + d + " --prompt 'the cat is on the'", "heads " + d + " --layer 1 --head 0 --kind ov --top-k 3",
-                                    "neurons " + d + " --layer 0 --top-k 3", "spectrum " + d}) {
+    std::vector<std::string> commands = {std::string("inspect ") + d, "generate " + d + " --prompt 'the cat' --steps 4"};
+    if (f == "opt" || f == "gemma")
+      for (const std::string& args : {"lens " + d + " --prompt 'the cat is on the'", "heads " + d + " --layer 1 --head 0 --kind ov --top-k 3",
+                                      "neurons " + d + " --layer 0 --top-k 3", "spectrum " + d})
+        commands.push_back(args);
+    for (const std::string& args : commands) {
       std::string out;
       const int rc = vl_test::run_command("'" + cli + "' " + args, out);
       INFO(f << ": vocablens " << args << "\n" << out);
       CHECK(rc == 0);
       if (args.rfind("inspect", 0) == 0) CHECK(out.find(vocablens::architecture(vocablens::load_model(family_dir(f)).config().family).summary) != std::string::npos);
+    }
+    vocablens::Model m = vocablens::load_model(family_dir(f));
+    auto tok = vocablens::load_tokenizer_for(family_dir(f));
+    for (const auto& [name, given] : analyses) {
+      INFO(f << ": " << name << " " << given.dump());
+      vocablens::Result r;
+      CHECK_NOTHROW(r = vocablens::run_analysis(vocablens::find_analysis(name), m, tok.get(), given, vocablens::Surface::Cli));
+      CHECK(!r.arrays.empty());
     }
   }
 }

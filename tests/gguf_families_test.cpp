@@ -14,10 +14,13 @@
 
 #include "fixtures.hpp"
 #include "npy_tensor.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/export.hpp"
 #include "vocablens/lens.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/npy.hpp"
+#include "vocablens/tokenizer.hpp"
 
 namespace {
 
@@ -103,52 +106,82 @@ TEST_CASE("GGUF twin of every family: llama.cpp's logits and the HF twin's, and 
   }
 }
 
-// "a GGUF of every supported family loads and runs every analysis": each analysis command run on
-// the GGUF twin (llama.cpp's converter wrote it; read by the GGUF reader, tokenizer from the file) writes the
-// arrays it writes on the Hugging Face directory (safetensors reader, tokenizer.json / vocab.json): the
-// family fixtures and stories260K (llama, F32). The quantized files (gpt2 Q8_0, a Llama Q4_K_M) have no
-// float32 twin: there every command must run and write finite arrays.
+// "a GGUF of every supported family loads and runs every analysis": each analysis run on the GGUF twin
+// (llama.cpp's converter wrote it; read by the GGUF reader, tokenizer from the file) writes the arrays it writes
+// on the Hugging Face directory (safetensors reader, tokenizer.json / vocab.json): the family fixtures and
+// stories260K (llama, F32). The quantized files (gpt2 Q8_0, a Llama Q4_K_M) have no float32 twin: there every
+// analysis must run and write finite arrays. The analyses run in this process, through the registry every
+// surface ends in (run_analysis; analysis_registry_test checks the CLI gives the registry's Result), each
+// model loaded once; the CLI itself runs every command on one GGUF (stories260K), compared with its twin.
 TEST_CASE("every analysis command on the GGUF of every family agrees with its Hugging Face twin", "[gguf][cli]") {
-  const std::string cli = vl_test::cli_path();
-  REQUIRE_FALSE(cli.empty());
+  using nlohmann::json;
   const std::string tmp = vl_test::temp_dir("gguf-analyses");
   const std::string data = std::string(VOCABLENS_SOURCE_DIR) + "/tests/data/gguf/";
   struct Run {
     std::string name, gguf, twin, ids_file;
+    bool cli = false;  ///< also run every command through the CLI on the GGUF
   };
   std::vector<Run> runs;
   for (const auto& fc : kCases) runs.push_back({fc.dir, dir_of(fc.dir) + "/" + fc.dir + ".gguf", dir_of(fc.dir), dir_of(fc.dir) + "/ids.txt"});
   const std::string stories_hf = vl_test::fixture("stories260K-hf");
-  if (!stories_hf.empty()) runs.push_back({"stories260K", data + "stories260K-f32.gguf", stories_hf, data + "ids-llama.txt"});
+  if (!stories_hf.empty()) runs.push_back({"stories260K", data + "stories260K-f32.gguf", stories_hf, data + "ids-llama.txt", true});
   runs.push_back({"gpt2-q8_0", data + "gpt2-tiny-q8_0.gguf", "", data + "ids-gpt2.txt"});
   runs.push_back({"llama-q4_k_m", data + "llamak-q4_k_m.gguf", "", data + "ids-llama.txt"});
+  const std::string cli = vl_test::cli_path();
+  REQUIRE_FALSE(cli.empty());
   for (const auto& r : runs) {
+    const std::vector<int64_t> id_list = vl_test::read_ids_txt(r.ids_file);
     std::string ids;
-    for (int64_t id : vl_test::read_ids_txt(r.ids_file)) ids += (ids.empty() ? "" : ",") + std::to_string(id);
-    const std::vector<std::pair<std::string, std::string>> commands = {
-        {"lens", "lens MODEL --prompt-ids " + ids + " --top-k 5"},
-        {"heads", "heads MODEL --layer 0 --head 0 --top-k 10"},
-        {"neurons", "neurons MODEL --layer 1 --neurons 0-7 --top-k 5"},
-        {"project", "project MODEL --prompt-ids " + ids + " --hook mlp_out --top-k 5"},
-        {"spectrum", "spectrum MODEL --k 8"},
-        {"neighbours", "neighbours MODEL '#5' --k 8"},
-        {"knn", "knn MODEL --k 5"},
-        {"positions", "positions MODEL --max-positions 64"},
+    for (int64_t id : id_list) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+    struct Command {
+      std::string name, analysis;
+      json given;       ///< the registry's options
+      std::string cli;  ///< the same as CLI arguments
     };
-    for (const auto& [name, args] : commands) {
-      INFO(r.name << ": " << args);
-      const std::string out_g = tmp + "/" + r.name + "-" + name + "-gguf", out_h = tmp + "/" + r.name + "-" + name + "-hf";
-      auto run = [&](const std::string& model, const std::string& out) {
-        std::string cmd = args, log;
-        cmd.replace(cmd.find("MODEL"), 5, "'" + model + "'");
-        const int rc = vl_test::run_command("'" + cli + "' " + cmd + " --out '" + out + "' > /dev/null", log);
+    const std::vector<Command> commands = {
+        {"lens", "lens", {{"prompt", id_list}, {"top_k", 5}}, "lens MODEL --prompt-ids " + ids + " --top-k 5"},
+        {"heads", "heads", {{"layers", 0}, {"heads", 0}, {"top_k", 10}}, "heads MODEL --layer 0 --head 0 --top-k 10"},
+        {"neurons", "neurons", {{"layer", 1}, {"neurons", "0-7"}, {"top_k", 5}}, "neurons MODEL --layer 1 --neurons 0-7 --top-k 5"},
+        {"project", "project", {{"prompt", id_list}, {"hook", "mlp_out"}, {"top_k", 5}},
+         "project MODEL --prompt-ids " + ids + " --hook mlp_out --top-k 5"},
+        {"spectrum", "spectrum", {{"k", 8}}, "spectrum MODEL --k 8"},
+        {"neighbours", "neighbours", {{"query", "#5"}, {"k", 8}}, "neighbours MODEL '#5' --k 8"},
+        {"knn", "knn", {{"k", 5}}, "knn MODEL --k 5"},
+        {"positions", "positions", {{"max_positions", 64}}, "positions MODEL --max-positions 64"},
+    };
+    // Every command on one model, in this process: the run directories `<tmp>/<run>-<command>-<suffix>`.
+    auto run_all = [&](const std::string& model, const std::string& suffix) {
+      INFO(r.name << " (" << model << ")");
+      vocablens::Model m = vocablens::load_model(model);
+      auto tok = vocablens::load_tokenizer_for(model);
+      for (const auto& c : commands) {
+        INFO(c.cli);
+        vocablens::Result res = vocablens::run_analysis(vocablens::find_analysis(c.analysis), m, tok.get(), c.given,
+                                                        vocablens::Surface::Cli);
+        vocablens::write_result(res, tmp + "/" + r.name + "-" + c.name + "-" + suffix);
+      }
+    };
+    run_all(r.gguf, "gguf");
+    if (r.cli) {
+      for (const auto& c : commands) {
+        INFO(r.name << ": " << c.cli);
+        std::string cmd = c.cli, log;
+        cmd.replace(cmd.find("MODEL"), 5, "'" + r.gguf + "'");
+        const int rc = vl_test::run_command("'" + cli + "' " + cmd + " --out '" + tmp + "/" + r.name + "-" + c.name +
+                                                "-cli' > /dev/null",
+                                            log);
         INFO(log);
         REQUIRE(rc == 0);
-      };
-      run(r.gguf, out_g);
+      }
+    }
+    if (!r.twin.empty()) run_all(r.twin, "hf");
+    for (const auto& c : commands) {
+      INFO(r.name << ": " << c.cli);
+      const std::string out_g = tmp + "/" + r.name + "-" + c.name + "-gguf";
       if (!r.twin.empty()) {
-        run(r.twin, out_h);
+        const std::string out_h = tmp + "/" + r.name + "-" + c.name + "-hf";
         CHECK(compare_run_dirs(out_g, out_h) == "");
+        if (r.cli) CHECK(compare_run_dirs(tmp + "/" + r.name + "-" + c.name + "-cli", out_h) == "");
       } else {
         // Arrays written, finite but for the lens's by-design NaN at the last position (no next token to score).
         size_t arrays = 0;
@@ -160,7 +193,7 @@ TEST_CASE("every analysis command on the GGUF of every family agrees with its Hu
           at::Tensor t = vl_test::load_npy_tensor(e.path().string());
           CHECK_FALSE(t.isinf().any().item<bool>());
           at::Tensor nan = t.isnan();
-          if (name == "lens" && t.dim() >= 1) nan = nan.narrow(-1, 0, t.size(-1) - 1);
+          if (c.name == "lens" && t.dim() >= 1) nan = nan.narrow(-1, 0, t.size(-1) - 1);
           CHECK_FALSE(nan.any().item<bool>());
         }
         CHECK(arrays > 0);

@@ -5,10 +5,16 @@
 // the README assumes: the checkout's docs/ and build/ beside ../shared/fixtures. Each must exit 0. The one
 // other command in a block, ./scripts/setup.sh (installs Debian packages and builds), is listed below and
 // not run; anything else is a failure, so a new command cannot be skipped silently.
+//
+// The sandbox is build/readme-run (made afresh, kept afterwards) and each command's output is kept in
+// build/readme-run/logs/NN.txt (the command on its first line): demo_test checks the README's own demo run
+// there instead of training the demo a second time (a CTest fixture, tests/CMakeLists.txt).
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -53,12 +59,15 @@ TEST_CASE("README: every command runs as written", "[readme]") {
 
   // The sandbox: T/repo/{build, docs} and T/shared/fixtures, so "./build/vocablens", "docs/examples/..." and
   // "../shared/fixtures/..." resolve as in a checkout.
-  const fs::path T = vl_test::temp_dir("readme");
+  const fs::path T = fs::path(VOCABLENS_BINARY_DIR) / "readme-run";
+  fs::remove_all(T);
   fs::create_directories(T / "repo");
+  fs::create_directories(T / "logs");
   fs::create_symlink(fs::path(VOCABLENS_BINARY_DIR), T / "repo" / "build");
   fs::create_symlink(fs::path(VOCABLENS_SOURCE_DIR) / "docs", T / "repo" / "docs");
   fs::create_symlink(fs::path(fixtures).parent_path(), T / "shared");
   REQUIRE(fs::exists(T / "shared" / fs::path(fixtures).filename()));
+  int n = 0;
   for (const auto& cmd : commands) {
     std::string out;
     const auto t0 = std::chrono::steady_clock::now();
@@ -72,6 +81,9 @@ TEST_CASE("README: every command runs as written", "[readme]") {
                                             }(),
                                         out);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    char name[16];
+    std::snprintf(name, sizeof name, "%02d.txt", ++n);
+    std::ofstream(T / "logs" / name) << cmd << "\n" << out;
     INFO(cmd << "\n-> exit " << rc << " after " << s << " s\n" << out.substr(out.size() > 4000 ? out.size() - 4000 : 0));
     CHECK(rc == 0);
   }

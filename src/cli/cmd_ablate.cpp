@@ -88,7 +88,7 @@ int run_ablate(const AblateCliOptions& o) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_ablate{
     "ablate", vocablens::find_analysis("ablate").decl.summary,
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<AblateCliOptions>();

@@ -101,7 +101,7 @@ int run_attribute(const AttributeCliOptions& o) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_attribute{
     "attribute", vocablens::find_analysis("attribute").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<AttributeCliOptions>();
       o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("attribute").decl);

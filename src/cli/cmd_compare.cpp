@@ -91,7 +91,7 @@ int run_compare(const CompareCliOptions& o) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_compare{
     "compare", vocablens::entries::compare_declaration().summary,
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<CompareCliOptions>();

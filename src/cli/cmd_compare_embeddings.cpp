@@ -90,7 +90,7 @@ int run_compare_embeddings(const CompareEmbeddingsCliOptions& o) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_compare_embeddings{
     "compare-embeddings", vocablens::find_analysis("compare_embeddings").decl.summary,
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<CompareEmbeddingsCliOptions>();

@@ -56,8 +56,10 @@ struct DemoCli {
 };
 
 // The demo's tuned configuration (docs/train.md, "The demo"): 35-40 s on 2 cores (docs/benchmarks.md).
+// 1000 steps, not 1200: the planted copying head is clearer (best OV copying score 0.63 against 0.51 at 1200,
+// where the cosine schedule's end lets it fade) and the run is ~5 s shorter; demo_test checks this very run.
 constexpr int64_t kDemoLines = 40000;
-constexpr int64_t kDemoSteps = 1200;
+constexpr int64_t kDemoSteps = 1000;
 constexpr int64_t kDemoSkipgramSteps = 1500;
 
 vocablens::TrainOptions gpt_options(const DemoCli& c, const std::string& dir) {
@@ -337,7 +339,7 @@ int run_demo(const DemoCli& c) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_demo{
     "demo",
     "Train a small GPT on the built-in synthetic corpus (about 35-40 s on 2 cores, measured; nothing downloaded), run "
     "every analysis on it and write results, the HTML report and a notebook under one directory",

@@ -286,7 +286,7 @@ int run_features(const FeaturesCli& c) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_features{
     "features", vocablens::find_analysis("feature_logits").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto c = std::make_shared<FeaturesCli>();
       const auto& base = vocablens::find_analysis("feature_logits").decl;

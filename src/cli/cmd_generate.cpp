@@ -167,7 +167,7 @@ int run_generate(const GenerateOptions& o) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_generate{
     "generate", "Greedy decoding from a prompt (default: BOS), printed as text",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<GenerateOptions>();

@@ -14,6 +14,7 @@
 #include "cli/declared_flags.hpp"
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
+#include "cli/text_fit.hpp"
 #include "cli/progress.hpp"
 #include "cli/token_filter_options.hpp"
 #include "vocablens/analysis_registry.hpp"
@@ -28,6 +29,9 @@
 
 namespace {
 
+using vocablens::cli::columns;
+using vocablens::cli::fit;
+
 using vocablens::UsageError;
 
 // The analysis's options come from its declaration (analyses/heads_entry.cpp); these are the command's own.
@@ -41,26 +45,7 @@ struct HeadsCliOptions {
   vocablens::cli::OutputOptions out;
 };
 
-size_t columns(const std::string& s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
 
-std::string fit(const std::string& s, size_t width) {
-  if (columns(s) <= width) return s + std::string(width - columns(s), ' ');
-  std::string out;
-  size_t n = 0;
-  for (char ch : s) {
-    unsigned char c = static_cast<unsigned char>(ch);
-    if ((c & 0xC0) != 0x80) {
-      if (n == width - 1) break;
-      ++n;
-    }
-    out.push_back(ch);
-  }
-  return out + "…";
-}
 
 void print_heads(const vocablens::HeadsAnalysis& a, const vocablens::Tokenizer* tok, const vocablens::Model& m,
                  bool color) {
@@ -162,7 +147,7 @@ int run_heads(const HeadsCliOptions& co) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_heads{
     "heads", vocablens::find_analysis("heads").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<HeadsCliOptions>();
       o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("heads").decl);

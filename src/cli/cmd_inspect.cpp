@@ -92,7 +92,7 @@ int run_inspect(const InspectOptions& o) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_inspect{
     "inspect", "Show a model's family, shapes, parameter count, tied or untied unembedding, dtype, and how its block departs from GPT-2's",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<InspectOptions>();

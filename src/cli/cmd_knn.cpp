@@ -111,7 +111,7 @@ int run_knn(const KnnCliOptions& o) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_knn{
     "knn", vocablens::find_analysis("knn").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<KnnCliOptions>();
       o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("knn").decl);

@@ -14,6 +14,7 @@
 #include "cli/declared_flags.hpp"
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
+#include "cli/text_fit.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/declared_options.hpp"
@@ -31,6 +32,9 @@
 #include "vocablens/tuned_lens.hpp"
 
 namespace {
+
+using vocablens::cli::columns;
+using vocablens::cli::fit;
 
 using vocablens::UsageError;
 
@@ -61,27 +65,8 @@ int terminal_width() {
 }
 
 // Number of terminal columns of UTF-8 text (one per code point; good enough for tables of tokens).
-size_t columns(const std::string& s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
 
 // First `width` columns of s, padded with spaces to exactly `width` ("…" marks a cut).
-std::string fit(const std::string& s, size_t width) {
-  if (columns(s) <= width) return s + std::string(width - columns(s), ' ');
-  std::string out;
-  size_t n = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if ((c & 0xC0) != 0x80) {
-      if (n == width - 1) break;
-      ++n;
-    }
-    out.push_back(s[i]);
-  }
-  return out + "…";
-}
 
 std::string pct(double p) {
   if (std::isnan(p)) return "   -";
@@ -402,7 +387,7 @@ int run_lens_prompts(const LensCliOptions& o, const nlohmann::json& lens_given) 
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_lens{
     "lens", vocablens::find_analysis("lens").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<LensCliOptions>();
       const auto& lens = vocablens::find_analysis("lens").decl;

@@ -87,7 +87,7 @@ int run_neighbours(const NeighboursCliOptions& o) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_neighbours{
     "neighbours", vocablens::find_analysis("neighbours").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<NeighboursCliOptions>();
       o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("neighbours").decl);

@@ -100,7 +100,7 @@ int run_neurons(const NeuronsCli& c) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_neurons{
     "neurons", vocablens::find_analysis("neurons").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto c = std::make_shared<NeuronsCli>();
       c->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("neurons").decl);

@@ -145,7 +145,7 @@ int run_patch(const PatchCliOptions& o) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_patch{
     "patch", vocablens::find_analysis("patch").decl.summary,
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<PatchCliOptions>();

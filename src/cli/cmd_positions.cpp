@@ -137,7 +137,7 @@ int run_positions(const PositionsCliOptions& o) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_positions{
     "positions", vocablens::find_analysis("positions").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<PositionsCliOptions>();
       o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("positions").decl);

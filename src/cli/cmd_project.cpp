@@ -98,7 +98,7 @@ int run_project(const ProjectCliOptions& co) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_project{
     "project", vocablens::find_analysis("project").decl.summary,
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<ProjectCliOptions>();

@@ -78,7 +78,7 @@ int run_report(const ReportCmdOptions& o) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_report{
     "report", "Render a run directory as one self-contained HTML page (and a Jupyter notebook)",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<ReportCmdOptions>();

@@ -30,7 +30,7 @@ int run_schema(const SchemaCli& c) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_schema{
     "schema", "The options of every analysis as JSON (as declared once; what the Python module and HTTP API offer)",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto c = std::make_shared<SchemaCli>();

@@ -61,7 +61,7 @@ int run_serve(ServeCli& c) {
   return vocablens::serve::run_server(c.o);
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_serve{
     "serve", "The explorer in the browser: a page and a JSON API on a loaded model (or saved run directories)",
     [](CLI::App& sub) {
       auto c = std::make_shared<ServeCli>();

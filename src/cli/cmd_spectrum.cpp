@@ -149,7 +149,7 @@ int run_spectrum(const SpectrumCliOptions& o) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_spectrum{
     "spectrum", vocablens::find_analysis("spectrum").decl.summary,
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<SpectrumCliOptions>();

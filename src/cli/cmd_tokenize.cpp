@@ -87,7 +87,7 @@ int run_tokenize(const TokenizeOptions& o) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_tokenize{
     "tokenize", "Show the token ids and tokens of a text (or decode ids with --ids)",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<TokenizeOptions>();

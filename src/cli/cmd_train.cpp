@@ -100,7 +100,7 @@ int run_train(TrainCli& c) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_train{
     "train",
     "Train a model from scratch (embed-lm, skipgram, cbow, glove, or a small GPT) on a text file or the built-in "
     "synthetic corpus; writes a Hugging Face-style directory",

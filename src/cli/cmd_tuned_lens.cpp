@@ -268,7 +268,7 @@ int run_eval(TunedCli& c) {
   return 0;
 }
 
-vocablens::cli::Register reg{
+vocablens::cli::Register registered_cmd_tuned_lens{
     "tuned-lens",
     "Tuned lens: train per-layer affine translators (train) and compare them with the logit lens (eval)",
     [](CLI::App& sub) -> vocablens::cli::Runner {

@@ -2,12 +2,15 @@
 //
 // Each src/cli/cmd_<name>.cpp defines one subcommand and registers it with a static object:
 //
-//   static vocablens::cli::Register reg{"inspect", "Show a model's family, shapes and parameter count",
+//   static vocablens::cli::Register registered_cmd_inspect{"inspect", "Show a model's family, shapes and parameter count",
 //     [](CLI::App& sub) {
 //       auto opts = std::make_shared<std::string>();
 //       sub.add_option("MODEL", *opts, "...")->required();
 //       return [opts]() -> int { ...; return 0; };      // runs after parsing
 //     }};
+//
+// The object is named after its file: the CLI compiles as a unity build (CMakeLists.txt), batches of files in
+// one translation unit, so no file-local name may repeat across src/cli and src/serve.
 //
 // The CLI stays thin: parse flags, call one analysis, hand the result to an exporter. Errors are thrown
 // as vocablens::Error and printed by main() as one line "vocablens: error: <what>" with exit code 1

@@ -20,7 +20,7 @@ import os
 import sys
 
 import numpy as np
-from gguf import GGUFReader, GGUFWriter, GGUFValueType
+from gguf import GGUFWriter
 
 LLAMA3_RE = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 QWEN2_RE = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -45,22 +45,72 @@ FAMILIES = {
 }
 
 
+# GGUF metadata value types (llama.cpp's gguf.h, GGUF v2/v3): struct format, or "s" (string) / "a" (array).
+_GGUF_TYPES = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 8: "s", 9: "a", 10: "<Q",
+               11: "<q", 12: "<d"}
+
+
+def read_gguf_metadata(path):
+    """The key/value section of a GGUF file as {key: value} (arrays as lists, strings decoded as UTF-8).
+
+    Written here rather than read with gguf-py's GGUFReader, which builds a numpy view per array element
+    (~45 s of CPU for these seven vocabularies, most of the test's set-up); the tensors are not read.
+    """
+    import mmap
+    import struct
+    with open(path, "rb") as fh:
+        buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    if buf[:4] != b"GGUF":
+        raise ValueError("%s: not a GGUF file" % path)
+    version, = struct.unpack_from("<I", buf, 4)
+    if version < 2:
+        raise ValueError("%s: GGUF version %d (only 2 and 3)" % (path, version))
+    _n_tensors, n_kv = struct.unpack_from("<QQ", buf, 8)
+    pos = 24
+
+    def string():
+        nonlocal pos
+        n, = struct.unpack_from("<Q", buf, pos)
+        v = buf[pos + 8:pos + 8 + n].decode("utf-8")
+        pos += 8 + n
+        return v
+
+    def value(t):
+        nonlocal pos
+        fmt = _GGUF_TYPES[t]
+        if fmt == "s":
+            return string()
+        if fmt == "a":
+            sub, n = struct.unpack_from("<IQ", buf, pos)
+            pos += 12
+            sfmt = _GGUF_TYPES[sub]
+            if sfmt == "s":
+                return [string() for _ in range(n)]
+            if sfmt == "a":
+                return [value(9) for _ in range(n)]
+            size = struct.calcsize(sfmt)
+            out = list(struct.unpack_from("<%d%s" % (n, sfmt[1]), buf, pos))
+            pos += n * size
+            return out
+        v, = struct.unpack_from(fmt, buf, pos)
+        pos += struct.calcsize(fmt)
+        return v
+
+    meta = {}
+    for _ in range(n_kv):
+        key = string()
+        t, = struct.unpack_from("<I", buf, pos)
+        pos += 4
+        meta[key] = value(t)
+    return meta
+
+
 def field(r, key, default=None):
-    f = r.fields.get(key)
-    if f is None:
-        return default
-    if f.types and f.types[0] == GGUFValueType.ARRAY:
-        sub = f.types[-1]
-        if sub == GGUFValueType.STRING:
-            return [bytes(f.parts[i]).decode("utf-8") for i in f.data]
-        return [f.parts[i].tolist()[0] for i in f.data]
-    if f.types[0] == GGUFValueType.STRING:
-        return bytes(f.parts[f.data[0]]).decode("utf-8")
-    return f.parts[f.data[0]].tolist()[0]
+    return r.get(key, default)
 
 
 def read_vocab(path):
-    r = GGUFReader(path)
+    r = read_gguf_metadata(path)
     v = dict(
         model=field(r, "tokenizer.ggml.model"),
         pre=field(r, "tokenizer.ggml.pre", ""),
@@ -233,7 +283,7 @@ def main():
                 f.write(spm_model(v))
         if tj is not None:
             with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
-                json.dump(tj, f, ensure_ascii=False)
+                f.write(json.dumps(tj, ensure_ascii=False))
             with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
                 json.dump(cfg, f, ensure_ascii=False, indent=1)
         gguf_path = os.path.join(models, "ggml-vocab-%s.gguf" % name)
@@ -242,7 +292,7 @@ def main():
             gguf_path = os.path.join(d, "llama.gguf")
             copy_with_pre(reader, v, opt["pre"], gguf_path)
         with open(os.path.join(d, "vocab_spec.json"), "w", encoding="utf-8") as f:
-            json.dump({k: v[k] for k in v}, f, ensure_ascii=False)
+            f.write(json.dumps({k: v[k] for k in v}, ensure_ascii=False))
         with open(os.path.join(d, "gguf_path.txt"), "w") as f:
             f.write(os.path.abspath(gguf_path) + "\n")
         print("%s: %d tokens, %d merges -> %s" % (name, len(v["tokens"]), len(tj["model"]["merges"] if tj else v["merges"]), d))
