@@ -225,6 +225,17 @@ inline void run_hook(const hook_detail::HookTable* hk, HookPoint p, int64_t l, a
 // blocked loop updates in place) and inputs of at most one block (where the scores are no larger than one
 // tile) take the materialising path, so short inputs give the same bits whether or not a hook reads the
 // pattern. The block (1024) and VOCABLENS_ATTENTION=materialize: AttentionPolicy (vocablens/attention.hpp).
+// Layer l's variant of the blocked attention (block size, scale, soft-cap, window, ALiBi).
+AttentionSpec attention_spec(const ModelConfig& cfg, const BlockContext& ctx, const AttentionPolicy& pol, int64_t l) {
+  AttentionSpec spec;
+  spec.block = pol.block;
+  spec.scale = ctx.scale;
+  spec.softcap = cfg.attn_softcap;
+  spec.window = attention_window(cfg, l);
+  spec.alibi_slopes = ctx.alibi_slopes;
+  return spec;
+}
+
 bool use_blocked_attention(const AttentionPolicy& pol, int64_t T, const at::Tensor* pattern_out,
                            const hook_detail::HookTable* hk, int64_t l) {
   if (!pol.blocked || T <= pol.block || pattern_out || at::GradMode::is_enabled()) return false;
@@ -258,12 +269,7 @@ at::Tensor attention(const ModelConfig& cfg, const LayerWeights& L, const BlockC
   }
   at::Tensor z;  // [B, T, H, dh]
   if (const AttentionPolicy pol = attention_policy(); use_blocked_attention(pol, T, pattern_out, hk, l)) {
-    AttentionSpec spec;
-    spec.block = pol.block;
-    spec.scale = ctx.scale;
-    spec.softcap = cfg.attn_softcap;
-    spec.window = attention_window(cfg, l);
-    spec.alibi_slopes = ctx.alibi_slopes;
+    const AttentionSpec spec = attention_spec(cfg, ctx, pol, l);
     // The loop reads k and v contiguous in [B, Hkv, T, d_head]: made so here, the originals are released
     // instead of held beside the loop's copies (same values, same bits).
     k = k.contiguous();
@@ -390,12 +396,7 @@ at::Tensor streamed_block(const ModelConfig& cfg, const LayerWeights& L, const B
   // The stream after the attention, written over q's rows once their query block is done (when the heads
   // fill d_model exactly; otherwise a buffer of its own, and q released after the loop).
   at::Tensor mid = H * dh == d ? q : at::empty({B, T, d}, opt);
-  AttentionSpec spec;
-  spec.block = pol.block;
-  spec.scale = ctx.scale;
-  spec.softcap = cfg.attn_softcap;
-  spec.window = attention_window(cfg, l);
-  spec.alibi_slopes = ctx.alibi_slopes;
+  const AttentionSpec spec = attention_spec(cfg, ctx, pol, l);
   blocked_causal_attention_each(q.view({B, T, H, dh}).transpose(1, 2), k, v, spec, [&](int64_t q0, const at::Tensor& z) {
     const int64_t n = z.size(1);
     at::Tensor a = proj(z.reshape({B, n, H * dh}), L.w_o, L.b_o);
