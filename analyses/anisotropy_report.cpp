@@ -53,7 +53,7 @@ void render_anisotropy(Section& sec) {
   }
 }
 
-const char* kNotebook = R"PY(drawn = set()
+const char* kAnisotropyNotebook = R"PY(drawn = set()
 h = next((A[n] for n in ("cosine_histogram", "histogram", "hist", "counts") if n in A), None)
 if h is not None:
     edges = next((A[n] for n in ("bin_edges", "edges", "bins") if n in A), None)
@@ -83,7 +83,7 @@ show_generic(r, skip=drawn)
 )PY";
 
 // A synthetic result shaped like the analysis's own (for `vocablens report --example`).
-Result example(const ExampleInput&) {
+Result anisotropy_example(const ExampleInput&) {
   Result r;
   r.kind = "anisotropy";
   r.settings = {{"matrix", "W_E"}, {"samples", 100000}};
@@ -110,7 +110,7 @@ Result example(const ExampleInput&) {
 }  // namespace
 
 void register_anisotropy_report(ResultKinds& k) {
-  k.add({"anisotropy", "Anisotropy", 7, "Anisotropy", render_anisotropy, kNotebook, example});
+  k.add({"anisotropy", "Anisotropy", 7, "Anisotropy", render_anisotropy, kAnisotropyNotebook, anisotropy_example});
 }
 
 }  // namespace vocablens::kinds

@@ -76,7 +76,7 @@ void render_attribution(Section& sec) {
   }
 }
 
-const char* kNotebook = R"PY(comp = r["tables"]["components"]
+const char* kAttributionNotebook = R"PY(comp = r["tables"]["components"]
 top = comp.reindex(comp["value"].abs().sort_values(ascending=False).index).head(30)
 fig, axes = plt.subplots(1, 2, figsize=(15, max(4, 0.25 * len(top) + 1)))
 axes[0].barh(top["name"][::-1], top["value"][::-1], color=["#2a9d5c" if v >= 0 else "#c0392b" for v in top["value"][::-1]])
@@ -96,7 +96,7 @@ show_generic(r, skip={"heads"})
 }  // namespace
 
 void register_attribution_report(ResultKinds& k) {
-  k.add({"logit_attribution", "Direct logit attribution", 12, "Direct logit attribution", render_attribution, kNotebook,
+  k.add({"logit_attribution", "Direct logit attribution", 12, "Direct logit attribution", render_attribution, kAttributionNotebook,
          nullptr,
          {{"heads", "L H"}, {"mlps", "L"}}});
 }

@@ -6,7 +6,7 @@
 namespace vocablens::kinds {
 namespace {
 
-const char* kNotebook = R"PY(fig, axes = plt.subplots(1, 3, figsize=(16, 4))
+const char* kCompareEmbeddingsNotebook = R"PY(fig, axes = plt.subplots(1, 3, figsize=(16, 4))
 if "singular_values_a" in A and "singular_values_b" in A:
     for key, lab in (("singular_values_a", "A"), ("singular_values_b", "B")):
         sv = A[key]
@@ -31,7 +31,7 @@ show_generic(r, skip={"rotation", "singular_values_a", "singular_values_b", "knn
 }  // namespace
 
 void register_compare_embeddings_report(ResultKinds& k) {
-  k.add({"compare_embeddings", "Two embedding spaces compared", 14, "Embedding spaces compared", nullptr, kNotebook, nullptr,
+  k.add({"compare_embeddings", "Two embedding spaces compared", 14, "Embedding spaces compared", nullptr, kCompareEmbeddingsNotebook, nullptr,
          {{"rotation", "A B"}, {"ids_a", "M"}, {"ids_b", "M"}, {"knn_overlap", "M"}, {"aligned_cosine", "M"}, {"aligned_distance", "M"}, {"procrustes_singular_values", "S"}, {"singular_values_a", "SA"}, {"singular_values_b", "SB"}}});
 }
 

@@ -99,7 +99,7 @@ void render_compare(Section& sec) {
   }
 }
 
-const char* kNotebook = R"PY(n, T = A["prob_a"].shape
+const char* kCompareNotebook = R"PY(n, T = A["prob_a"].shape
 rows = S.get("layers", [str(i) for i in range(n)])
 cols = [a if a == b else a + " | " + b for a, b in zip(S.get("tokens_a", range(T)), S.get("tokens_b", range(T)))]
 panels = [("prob_a", "A: " + S["a"]["run"], "viridis", 0, 1), ("prob_b", "B: " + S["b"]["run"], "viridis", 0, 1),
@@ -125,7 +125,7 @@ show_generic(r, skip={"prob_a", "prob_b", "delta_prob", "rank_a", "rank_b", "del
 }  // namespace
 
 void register_compare_report(ResultKinds& k) {
-  k.add({"lens_compare", "Two logit-lens runs compared", 16, "Two logit-lens runs compared", render_compare, kNotebook, nullptr,
+  k.add({"lens_compare", "Two logit-lens runs compared", 16, "Two logit-lens runs compared", render_compare, kCompareNotebook, nullptr,
          {{"prob_a", "L T"}, {"prob_b", "L T"}, {"delta_prob", "L T"}, {"rank_a", "L T"}, {"rank_b", "L T"}, {"delta_rank", "L T"}, {"kl_ab", "L T"}, {"kl_ba", "L T"}}});
 }
 

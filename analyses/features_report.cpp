@@ -91,7 +91,7 @@ void render_features(Section& sec) {
   sec.used_tables.insert("top_k");
 }
 
-Result example(const ExampleInput&) {
+Result features_example(const ExampleInput&) {
   Result r;
   r.kind = "features";
   r.settings = {{"sae", "saes/gpt2-tiny-res-1"}, {"layout", "saelens"}, {"top_k", 5}, {"bottom", true}};
@@ -133,7 +133,7 @@ Result example(const ExampleInput&) {
 }  // namespace
 
 void register_features_report(ResultKinds& k) {
-  ResultKind f{"features", "SAE features in vocabulary space", 17, "SAE features", render_features, "", example, {}};
+  ResultKind f{"features", "SAE features in vocabulary space", 17, "SAE features", render_features, "", features_example, {}};
   f.shapes = {{"feature_ids", "N"},      {"decoder_norms", "N"}, {"top_ids", "N K"},
               {"top_values", "N K"},     {"bottom_ids", "N K"},  {"bottom_values", "N K"}};
   k.add(std::move(f));

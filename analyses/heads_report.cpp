@@ -104,7 +104,7 @@ void render_heads(Section& sec) {
     if (sec.r.arrays.count(n)) sec.used_arrays.insert(n);
 }
 
-const char* kNotebook = R"PY(circuits = r["tables"].get("circuits")
+const char* kHeadsNotebook = R"PY(circuits = r["tables"].get("circuits")
 if circuits is not None and {"layer", "head"} <= set(circuits.columns):
     kinds = list(circuits["kind"].unique()) if "kind" in circuits.columns else [None]
     for metric in [m for m in ("copying_score", "weight_copying_score") if m in circuits.columns]:
@@ -123,7 +123,7 @@ show_generic(r, skip={"circuit_index", "pair_ids", "pair_values", "per_token_ids
 )PY";
 
 // A synthetic result shaped like the analysis's own (for `vocablens report --example`).
-Result example(const ExampleInput&) {
+Result heads_example(const ExampleInput&) {
   Result r;
   r.kind = "heads";
   r.settings = {{"layers", {0, 1, 2, 3}}, {"heads", json::array()}, {"kinds", {"ov", "qk"}}, {"top_k", 4}, {"inverse", "pinv"}};
@@ -154,7 +154,7 @@ Result example(const ExampleInput&) {
 }  // namespace
 
 void register_heads_report(ResultKinds& k) {
-  k.add({"heads", "Attention heads in vocabulary space", 4, "Attention heads", render_heads, kNotebook, example,
+  k.add({"heads", "Attention heads in vocabulary space", 4, "Attention heads", render_heads, kHeadsNotebook, heads_example,
          {{"circuit_index", "C 3"}, {"pair_ids", "C K 2"}, {"pair_values", "C K"}, {"copying_score", "C"}, {"weight_copying_score", "C"}, {"singular_values", "C S"}, {"eigenvalues_real", "C S"}, {"eigenvalues_imag", "C S"}, {"weight_singular_values", "C S"}, {"weight_eigenvalues_real", "C S"}, {"weight_eigenvalues_imag", "C S"}, {"per_token_ids", "C N P"}, {"per_token_values", "C N P"}}});
 }
 

@@ -12,7 +12,7 @@ namespace vocablens::kinds {
 namespace {
 
 // A synthetic result shaped like the analysis's own (for `vocablens report --example`).
-Result example(const ExampleInput&) {
+Result knn_example(const ExampleInput&) {
   Result r;
   r.kind = "knn";
   r.settings = {{"k", 3}, {"matrix", "W_E"}, {"space", "embedding"}};
@@ -34,7 +34,7 @@ Result example(const ExampleInput&) {
 }  // namespace
 
 void register_knn_report(ResultKinds& k) {
-  k.add({"knn", "Nearest-neighbour graph", 9, "Nearest neighbours", nullptr, "", example,
+  k.add({"knn", "Nearest-neighbour graph", 9, "Nearest neighbours", nullptr, "", knn_example,
          {{"indices", "Q K"}, {"scores", "Q K"}, {"rows", "Q"}, {"in_degree", "N"}}});
 }
 

@@ -93,7 +93,7 @@ void render_lens_batch(Section& sec) {
   }
 }
 
-const char* kNotebook = R"PY(P, n, T = A["target_prob"].shape
+const char* kLensBatchNotebook = R"PY(P, n, T = A["target_prob"].shape
 lens_layers = S.get("layers", [str(i) for i in range(n)])
 for p in range(P):
     Tp = int(A["lengths"][p])
@@ -111,7 +111,7 @@ show_generic(r, skip={"target_prob", "target_rank", "entropy", "kl_final", "toke
 }  // namespace
 
 void register_lens_batch_report(ResultKinds& k) {
-  k.add({"logit_lens_batch", "Logit lens over many prompts", 15, "Logit lens over many prompts", render_lens_batch, kNotebook, nullptr,
+  k.add({"logit_lens_batch", "Logit lens over many prompts", 15, "Logit lens over many prompts", render_lens_batch, kLensBatchNotebook, nullptr,
          {{"tokens", "P T"}, {"lengths", "P"}, {"target_prob", "P L T"}, {"target_rank", "P L T"}, {"entropy", "P L T"}, {"kl_final", "P L T"}, {"readout_prob", "P L"}, {"readout_rank", "P L"}}});
 }
 

@@ -29,7 +29,7 @@ void render_lens_corpus(Section& sec) {
   if (L > 0) curves_per_layer(sec, m, layer_labels(r, L));
 }
 
-const char* kNotebook = R"PY(per_layer = [n for n, a in A.items() if np.squeeze(a).ndim == 1 and a.dtype.kind == "f"]
+const char* kLensCorpusNotebook = R"PY(per_layer = [n for n, a in A.items() if np.squeeze(a).ndim == 1 and a.dtype.kind == "f"]
 n = len(np.squeeze(A[per_layer[0]])) if per_layer else 0
 per_layer = [p for p in per_layer if len(np.squeeze(A[p])) == n]
 per_layer_curves({p: np.squeeze(A[p]) for p in per_layer}, per_layer, layer_labels(r, n))
@@ -39,7 +39,7 @@ show_generic(r, skip=set(per_layer))
 }  // namespace
 
 void register_lens_corpus_report(ResultKinds& k) {
-  k.add({"logit_lens_corpus", "Logit lens over a corpus", 1, "Logit lens over a corpus", render_lens_corpus, kNotebook, nullptr,
+  k.add({"logit_lens_corpus", "Logit lens over a corpus", 1, "Logit lens over a corpus", render_lens_corpus, kLensCorpusNotebook, nullptr,
          {{"mean_cross_entropy", "L"}, {"bits_per_byte", "L"}, {"mean_kl_final", "L"}, {"mean_entropy", "L"}, {"top1_accuracy", "L"}, {"kl_by_position", "L N"}}});
 }
 

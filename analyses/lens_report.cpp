@@ -130,7 +130,7 @@ void render_logit_lens(Section& sec) {
   curves_per_layer(sec, metrics, layers);
 }
 
-const char* kNotebook = R"PY(tokens = input_tokens(r)
+const char* kLensNotebook = R"PY(tokens = input_tokens(r)
 prob = A["top1_prob"] if "top1_prob" in A else (as_grid(A["top_probs"], 0) if "top_probs" in A else None)
 ent = as_grid(A["entropy"]) if "entropy" in A else None
 base = prob if prob is not None else ent
@@ -164,7 +164,7 @@ show_generic(r, skip=set(metrics) | {"top_probs", "top_ids", "tokens", "targets"
 )PY";
 
 // A synthetic result shaped like the analysis's own (for `vocablens report --example`).
-Result example(const ExampleInput& in) {
+Result lens_example(const ExampleInput& in) {
   const std::string& prompt = in.prompt;
   const std::vector<std::string>& toks = in.tokens;
   const int64_t L = 5, T = static_cast<int64_t>(toks.size()), k = 5, V = static_cast<int64_t>(kExampleVocab.size());
@@ -234,7 +234,7 @@ Result example(const ExampleInput& in) {
 }  // namespace
 
 void register_lens_report(ResultKinds& k) {
-  k.add({"logit_lens", "Logit lens", 0, "Logit lens", render_logit_lens, kNotebook, example,
+  k.add({"logit_lens", "Logit lens", 0, "Logit lens", render_logit_lens, kLensNotebook, lens_example,
          {{"tokens", "T"}, {"targets", "T"}, {"top_ids", "L T K"}, {"top_probs", "L T K"}, {"topk_probs", "L T K"}, {"top_k_probs", "L T K"}, {"entropy", "L T"}, {"entropies", "L T"}, {"top1_prob", "L T"}, {"top1_probs", "L T"}, {"max_prob", "L T"}, {"kl_final", "L T"}, {"cross_entropy", "L T"}, {"logsumexp", "L T"}, {"target_prob", "L T"}, {"target_logprob", "L T"}, {"target_rank", "L T"}, {"log_probs", "L T V"}}});
 }
 

@@ -7,7 +7,7 @@ namespace vocablens::kinds {
 namespace {
 
 // A synthetic result shaped like the analysis's own (for `vocablens report --example`).
-Result example(const ExampleInput&) {
+Result neighbours_example(const ExampleInput&) {
   Result r;
   r.kind = "neighbours";
   r.settings = {{"query", " Paris - France + \"<script>\""}, {"k", 8}, {"space", "embedding"}, {"matrix", "W_E"}};
@@ -24,7 +24,7 @@ Result example(const ExampleInput&) {
 }  // namespace
 
 void register_neighbours_report(ResultKinds& k) {
-  k.add({"neighbours", "Nearest neighbours", 8, "Nearest neighbours", nullptr, "", example,
+  k.add({"neighbours", "Nearest neighbours", 8, "Nearest neighbours", nullptr, "", neighbours_example,
          {{"query_vector", "D"}}});
 }
 

@@ -12,7 +12,7 @@ namespace vocablens::kinds {
 namespace {
 
 // A synthetic result shaped like the analysis's own (for `vocablens report --example`).
-Result example(const ExampleInput&) {
+Result neurons_example(const ExampleInput&) {
   Result r;
   r.kind = "neurons";
   r.settings = {{"layer", 2}, {"neurons", "top 6 by norm"}, {"k", 5}};
@@ -41,7 +41,7 @@ Result example(const ExampleInput&) {
 }  // namespace
 
 void register_neurons_report(ResultKinds& k) {
-  k.add({"neurons", "MLP neurons in vocabulary space", 5, "MLP neurons", nullptr, "", example,
+  k.add({"neurons", "MLP neurons in vocabulary space", 5, "MLP neurons", nullptr, "", neurons_example,
          {{"neuron_ids", "N"}, {"key_norms", "N"}, {"gate_norms", "N"}, {"value_norms", "N"}}});
 }
 

@@ -35,7 +35,7 @@ void render_patching(Section& sec) {
   if (const NdArray* m = sec.array({"metric"})) sec.use(m);  // the same cells before normalisation (CSV/npy)
 }
 
-const char* kNotebook = R"PY(m = as_grid(A["restored"])
+const char* kPatchingNotebook = R"PY(m = as_grid(A["restored"])
 rows = [str(x).split(".")[1] if str(x).startswith("blocks.") else str(x) for x in S.get("rows", [])]
 cols = [str(x) for x in S.get("columns", [])]
 fig, ax = plt.subplots(figsize=(max(5, 0.55 * m.shape[1] + 2), max(3, 0.45 * m.shape[0] + 1.5)))
@@ -51,7 +51,7 @@ show_generic(r, skip={"restored", "metric"})
 }  // namespace
 
 void register_patching_report(ResultKinds& k) {
-  k.add({"activation_patching", "Activation patching", 11, "Activation patching", render_patching, kNotebook, nullptr,
+  k.add({"activation_patching", "Activation patching", 11, "Activation patching", render_patching, kPatchingNotebook, nullptr,
          {{"restored", "R C"}, {"metric", "R C"}}});
 }
 

@@ -60,7 +60,7 @@ void render_positions(Section& sec) {
   }
 }
 
-const char* kNotebook = R"PY(drawn = set()
+const char* kPositionsNotebook = R"PY(drawn = set()
 for name, a in A.items():
     m = as_grid(a)
     if m is None or m.shape[0] != m.shape[1] or m.shape[0] < 2:
@@ -106,7 +106,7 @@ show_generic(r, skip=drawn)
 )PY";
 
 // A synthetic result shaped like the analysis's own (for `vocablens report --example`).
-Result example(const ExampleInput&) {
+Result positions_example(const ExampleInput&) {
   Result r;
   r.kind = "positions";
   r.settings = {{"matrix", "W_pos"}};
@@ -144,7 +144,7 @@ Result example(const ExampleInput&) {
 }  // namespace
 
 void register_positions_report(ResultKinds& k) {
-  k.add({"positions", "Positional embeddings", 10, "Positional embeddings", render_positions, kNotebook, example,
+  k.add({"positions", "Positional embeddings", 10, "Positional embeddings", render_positions, kPositionsNotebook, positions_example,
          {{"cosine", "P P"}, {"cosine_by_offset", "P"}, {"singular_values", "S"}, {"explained_variance_ratio", "E"}, {"pc_scores", "P C"}, {"segment_cosine", "G G"}, {"segment_cos_to_token_pcs", "R D"}}});
 }
 

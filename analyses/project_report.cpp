@@ -81,7 +81,7 @@ void render_projection(Section& sec) {
   }
 }
 
-const char* kNotebook = R"PY(scores = as_grid(A["scores"], 0) if "scores" in A else None
+const char* kProjectNotebook = R"PY(scores = as_grid(A["scores"], 0) if "scores" in A else None
 drawn = {"scores", "token_ids"}
 if scores is not None:
     L, P = scores.shape
@@ -111,7 +111,7 @@ show_generic(r, skip=drawn)
 )PY";
 
 // A synthetic result shaped like the analysis's own (for `vocablens report --example`).
-Result example(const ExampleInput& in) {
+Result project_example(const ExampleInput& in) {
   const std::vector<std::string>& toks = in.tokens;
   Result r;
   r.kind = "projection";
@@ -152,10 +152,10 @@ Result example(const ExampleInput& in) {
 }  // namespace
 
 void register_project_report(ResultKinds& k) {
-  k.add({"projection", "Hidden states projected into vocabulary space", 2, "Hidden states in vocabulary space", render_projection, kNotebook, example,
+  k.add({"projection", "Hidden states projected into vocabulary space", 2, "Hidden states in vocabulary space", render_projection, kProjectNotebook, project_example,
          {{"token_ids", "L P K"}, {"scores", "L P K"}, {"norms", "L P"}}});
   // The kind's older name, still read from earlier run directories.
-  k.add({"project", "Projection into vocabulary space", 3, "Projection", render_projection, kNotebook, nullptr,
+  k.add({"project", "Projection into vocabulary space", 3, "Projection", render_projection, kProjectNotebook, nullptr,
          {{"token_ids", "L P K"}, {"scores", "L P K"}, {"norms", "L P"}}});
 }
 

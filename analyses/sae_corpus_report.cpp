@@ -81,7 +81,7 @@ void render_feature_corpus(Section& sec) {
   sec.used_tables.insert("contexts");
 }
 
-Result example(const ExampleInput&) {
+Result sae_corpus_example(const ExampleInput&) {
   Result r;
   r.kind = "feature_corpus";
   r.settings = {{"corpus", "wiki.txt"}, {"sae", "saes/res-1"}, {"window", 128}, {"contexts", 2}};
@@ -135,7 +135,7 @@ Result example(const ExampleInput&) {
 
 void register_sae_corpus_report(ResultKinds& k) {
   ResultKind f{"feature_corpus", "SAE features over a corpus", 18, "SAE features over a corpus", render_feature_corpus,
-               "", example, {}};
+               "", sae_corpus_example, {}};
   f.shapes = {{"density", "D"},          {"fire_count", "D"},         {"max_activation", "D"},
               {"histogram", "D 40"},     {"histogram_edges", "41"},   {"context_features", "R"},
               {"context_activations", "R"}, {"context_windows", "R"}, {"context_positions", "R"},

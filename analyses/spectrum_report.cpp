@@ -14,7 +14,7 @@ namespace {
 
 using namespace report_detail;  // NOLINT: the report's building blocks and figures
 
-const char* kNotebook = R"PY(drawn = set()
+const char* kSpectrumNotebook = R"PY(drawn = set()
 sv = next((A[n] for n in ("all_singular_values", "singular_values", "eigenvalues", "spectrum") if n in A), None)
 fig, axes = plt.subplots(1, 3, figsize=(16, 4))
 if sv is not None:
@@ -50,7 +50,7 @@ show_generic(r, skip=drawn | {"right_vectors", "left_vectors", "mean_row"})
 )PY";
 
 // A synthetic result shaped like the analysis's own (for `vocablens report --example`).
-Result example(const ExampleInput&) {
+Result spectrum_example(const ExampleInput&) {
   Result r;
   r.kind = "spectrum";
   r.settings = {{"matrix", "W_E"}, {"k", 16}, {"method", "auto"}};
@@ -98,7 +98,7 @@ Result example(const ExampleInput&) {
 }  // namespace
 
 void register_spectrum_report(ResultKinds& k) {
-  k.add({"spectrum", "Spectrum", 6, "Spectrum", spectrum_figures, kNotebook, example,
+  k.add({"spectrum", "Spectrum", 6, "Spectrum", spectrum_figures, kSpectrumNotebook, spectrum_example,
          {{"singular_values", "K"}, {"right_vectors", "K D"}, {"energy_ratio", "K"}, {"row_norms", "R"}}});
 }
 

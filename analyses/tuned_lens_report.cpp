@@ -56,7 +56,7 @@ void render_tuned_eval(Section& sec) {
   }
 }
 
-const char* kNotebook = R"PY(labels = layer_labels(r, len(A["logit_kl_bpb"]))
+const char* kTunedLensNotebook = R"PY(labels = layer_labels(r, len(A["logit_kl_bpb"]))
 fig, axes = plt.subplots(1, 3, figsize=(15, 3.4))
 for ax, stem, title in zip(axes, ["kl_bpb", "ce_bpb", "entropy_bpb"],
                            ["KL to final (bits/byte)", "cross-entropy (bits/byte)", "entropy (bits/byte)"]):
@@ -78,7 +78,7 @@ show_generic(r, skip={"logit_kl_bpb", "tuned_kl_bpb", "logit_ce_bpb", "tuned_ce_
 }  // namespace
 
 void register_tuned_lens_report(ResultKinds& k) {
-  k.add({"tuned_lens_eval", "Tuned lens and logit lens", 1, "Tuned lens and logit lens", render_tuned_eval, kNotebook, nullptr,
+  k.add({"tuned_lens_eval", "Tuned lens and logit lens", 1, "Tuned lens and logit lens", render_tuned_eval, kTunedLensNotebook, nullptr,
          {{"logit_ce_bpb", "L"}, {"tuned_ce_bpb", "L"}, {"logit_entropy_bpb", "L"}, {"tuned_entropy_bpb", "L"}, {"logit_kl_bpb", "L"}, {"tuned_kl_bpb", "L"}, {"logit_kl_by_position", "L N"}, {"tuned_kl_by_position", "L M"}}});
 }
 

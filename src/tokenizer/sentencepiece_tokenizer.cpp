@@ -161,7 +161,7 @@ std::unique_ptr<SentencePieceTokenizer::Impl> make_impl(const std::string& proto
   return p;
 }
 
-std::string dir_of(const std::string& path) {
+std::string spm_dir_of(const std::string& path) {
   auto k = path.find_last_of('/');
   return k == std::string::npos ? std::string(".") : path.substr(0, k);
 }
@@ -177,7 +177,7 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::load(const std::
   auto impl = make_impl(bytes, path);
   impl->add_bos = impl->bos >= 0;  // transformers' LlamaTokenizer / GemmaTokenizer default
   // tokenizer_config.json beside the model: add_bos_token / add_eos_token as transformers reads them.
-  std::string cfg_path = dir_of(path) + "/tokenizer_config.json";
+  std::string cfg_path = spm_dir_of(path) + "/tokenizer_config.json";
   if (detail::is_regular_file(cfg_path)) {
     try {
       auto cfg = nlohmann::json::parse(detail::read_file_bytes(cfg_path));

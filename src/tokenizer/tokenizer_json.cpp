@@ -25,7 +25,7 @@ std::string type_of(const json& j) {
   return j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : std::string();
 }
 
-std::string dir_of(const std::string& p) {
+std::string json_dir_of(const std::string& p) {
   auto k = p.find_last_of('/');
   return k == std::string::npos ? std::string(".") : p.substr(0, k);
 }
@@ -265,7 +265,7 @@ std::unique_ptr<BpeTokenizer> read_tokenizer_json(const std::string& path) {
     if (bos >= 0) result->bos = static_cast<int32_t>(bos);
     if (eos >= 0) result->eos = static_cast<int32_t>(eos);
   }
-  std::string cfg_path = dir_of(path) + "/tokenizer_config.json";
+  std::string cfg_path = json_dir_of(path) + "/tokenizer_config.json";
   if (detail::is_regular_file(cfg_path)) {
     json cfg = detail::parse_json(cfg_path);
     if (cfg.is_object()) {

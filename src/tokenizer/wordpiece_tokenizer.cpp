@@ -187,7 +187,7 @@ nlohmann::json parse_json_file(const std::string& path) {
   }
 }
 
-std::string dir_of(const std::string& p) {
+std::string wordpiece_dir_of(const std::string& p) {
   auto k = p.find_last_of('/');
   return k == std::string::npos ? "." : (k == 0 ? "/" : p.substr(0, k));
 }
@@ -243,8 +243,8 @@ std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_vocab_txt(const std
   }
   WordPieceConfig c;
   std::string cfg_path = config_path;
-  if (cfg_path.empty() && detail::is_regular_file(dir_of(vocab_path) + "/tokenizer_config.json"))
-    cfg_path = dir_of(vocab_path) + "/tokenizer_config.json";
+  if (cfg_path.empty() && detail::is_regular_file(wordpiece_dir_of(vocab_path) + "/tokenizer_config.json"))
+    cfg_path = wordpiece_dir_of(vocab_path) + "/tokenizer_config.json";
   std::string source = vocab_path;
   if (!cfg_path.empty()) {
     nlohmann::json j = parse_json_file(cfg_path);
