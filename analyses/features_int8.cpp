@@ -1,0 +1,521 @@
+// The int8 screen of the feature logit weights (docs/features.md, "How the screen stays exact"): its
+// quantisation, scans, bounds and the screened pass that analyses/features.cpp calls where oneDNN is exact.
+#include "features_int8.hpp"
+#include "vocablens/features.hpp"
+
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "vocablens/error.hpp"
+#include "vocablens/hooks.hpp"
+#include "vocablens/model.hpp"
+#include "vocablens/sae.hpp"
+#include "vocablens/tokenizer.hpp"
+#include "vocablens/unembed.hpp"
+#include "vocablens/weight.hpp"
+
+#include "int8_gemm.hpp"
+
+namespace vocablens {
+namespace {
+
+// ---- the int8 screen (docs/features.md, "How the screen stays exact") ----
+//
+// Notation for one decoder row x [r] (float32, after the norm scale) and one unembedding column p [r]:
+//   x = s_x·a + e_x,  a ∈ int8^r, s_x = max|x_i| / 127, e_x the rounding residual (its norm in float64);
+//   p = s_p·b + e_p,  likewise per column;
+//   C = a·b, exact in int32 (int8_gemm.hpp); the screened value, in units of s_x, is s = fl(fl(C)·s_p).
+// Then x·p − s_x s_p C = x·e_p + e_x·p − e_x·e_p, so by Cauchy–Schwarz
+//   |x·p − s_x s_p C| ≤ ‖x‖‖e_p‖ + ‖e_x‖‖p‖ + ‖e_x‖‖e_p‖                            (quantisation)
+//   |s_x s_p C| ≤ ‖s_x a‖‖s_p b‖ ≤ (‖x‖ + ‖e_x‖)(‖p‖ + ‖e_p‖)                         (what float32 rounds)
+//   |canonical − x·p| ≤ γ_r(2^-53)·‖x‖‖p‖                                             (float64 sum in order)
+// Computing s, b and s ± b in float32 costs at most a few roundings of relative size u = 2^-24 on numbers no
+// larger than |s_p C| + b; 8u·(‖x‖ + ‖e_x‖)(‖p‖ + ‖e_p‖)/s_x covers them, 2^-145 covers underflow. So with
+//   b(v) = al·‖e_p‖ + be·‖p‖ + tau,  al = (‖x‖ + ‖e_x‖)(1 + 8u)/s_x,  be = (‖e_x‖ + 8u(‖x‖ + ‖e_x‖) + γ_r(2^-53)‖x‖)/s_x
+// (al, be and the column norms rounded up, times 1 + 1e-5 for the float64 rounding of the norms), every token's
+// canonical value lies in s_x·[lo, hi] with lo = s − b, hi = s + b as computed. If T is the k-th largest lo of
+// the row, k tokens have canonical ≥ s_x·T, so a token with hi < T is below k others: it cannot be in the top k
+// nor tie with the k-th. The survivors (hi ≥ T; at the bottom lo ≤ the k-th smallest hi) are recomputed in
+// float32, error ≤ (γ_r(u) + γ_r(2^-53))·‖x‖‖p‖ (+ underflow), the same argument removes those whose upper
+// bound is below the k-th largest lower bound, and the finalists are computed canonically and sorted: the lists
+// are those of the canonical values of all tokens.
+
+constexpr double kU32 = 0x1p-24;
+constexpr double kTiny = 0x1p-147;  // covers float32 underflow in one product or conversion
+constexpr double kBig = 1e30;      // ‖x‖‖p‖ above this: float32 dots could overflow
+constexpr double kF = 8 * kU32;     // float32 evaluation of s, b, s ± b (see the top comment)
+
+struct Cand {
+  int32_t j;
+  float lo, hi;  // bounds on the token's canonical value, in units of s_x
+};
+
+// The smallest float >= x (x finite or infinite).
+float float_at_least(double x) {
+  float f = static_cast<float>(x);
+  if (static_cast<double>(f) < x) f = std::nextafter(f, std::numeric_limits<float>::infinity());
+  return f;
+}
+
+// One row's scan over columns [0, n) of a product tile: s = fl(fl(C[j])·sc[j]), b = al·E[j] + (be·P[j] + tau),
+// lo = s − b, hi = s + b (float32). (base + j, lo, hi) goes to `top` when hi >= tt, to `bot` when lo <= tb.
+// Almost every block of 16 passes neither test (the vectorised path's reason to exist).
+struct ScanArgs {
+  const float *sc, *E, *P;
+  float al, be, tau;
+};
+void scan_scalar(const int32_t* C, const ScanArgs& g, int64_t j0, int64_t n, int64_t base, float tt, float tb,
+                 std::vector<Cand>& top, std::vector<Cand>& bot) {
+  for (int64_t j = j0; j < n; ++j) {
+    const float s = static_cast<float>(C[j]) * g.sc[j];
+    const float b = g.al * g.E[j] + (g.be * g.P[j] + g.tau);
+    const float lo = s - b, hi = s + b;
+    if (hi >= tt) top.push_back({static_cast<int32_t>(base + j), lo, hi});
+    if (lo <= tb) bot.push_back({static_cast<int32_t>(base + j), lo, hi});
+  }
+}
+
+// (GCC 12 warns about the intrinsics' own _mm512_undefined_* placeholders)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+__attribute__((target("avx512f"))) void scan_avx512(const int32_t* C, const ScanArgs& g, int64_t j0, int64_t n,
+                                                    int64_t base, float tt, float tb, std::vector<Cand>& top,
+                                                    std::vector<Cand>& bot) {
+  const __m512 vt = _mm512_set1_ps(tt), vb = _mm512_set1_ps(tb), al = _mm512_set1_ps(g.al), be = _mm512_set1_ps(g.be),
+               tau = _mm512_set1_ps(g.tau);
+  int64_t j = j0;
+  alignas(64) float blo[16], bhi[16];
+  for (; j + 16 <= n; j += 16) {
+    const __m512 s = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(C + j)), _mm512_loadu_ps(g.sc + j));
+    // (two roundings, not fused: the bound allows for them either way)
+    const __m512 b = _mm512_add_ps(_mm512_mul_ps(al, _mm512_loadu_ps(g.E + j)),
+                                   _mm512_add_ps(_mm512_mul_ps(be, _mm512_loadu_ps(g.P + j)), tau));
+    const __m512 lo = _mm512_sub_ps(s, b), hi = _mm512_add_ps(s, b);
+    unsigned mt = _mm512_cmp_ps_mask(hi, vt, _CMP_GE_OQ), mb = _mm512_cmp_ps_mask(lo, vb, _CMP_LE_OQ);
+    if ((mt | mb) == 0) continue;
+    _mm512_store_ps(blo, lo);
+    _mm512_store_ps(bhi, hi);
+    for (; mt; mt &= mt - 1) {
+      const int q = __builtin_ctz(mt);
+      top.push_back({static_cast<int32_t>(base + j + q), blo[q], bhi[q]});
+    }
+    for (; mb; mb &= mb - 1) {
+      const int q = __builtin_ctz(mb);
+      bot.push_back({static_cast<int32_t>(base + j + q), blo[q], bhi[q]});
+    }
+  }
+  scan_scalar(C, g, j, n, base, tt, tb, top, bot);
+}
+
+using ScanFn = void (*)(const int32_t*, const ScanArgs&, int64_t, int64_t, int64_t, float, float, std::vector<Cand>&,
+                        std::vector<Cand>&);
+ScanFn pick_scan() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") ? scan_avx512 : scan_scalar;
+}
+
+// float32 dot product (any order: its error bound holds for every order).
+float dot_scalar(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int q = 0; q < 8; ++q) acc[q] += a[i + q] * b[i + q];
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+__attribute__((target("avx512f"))) float dot_avx512(const float* a, const float* b, int64_t n) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+  }
+  float s = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+#pragma GCC diagnostic pop
+
+using DotFn = float (*)(const float*, const float*, int64_t);
+DotFn pick_dot() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") ? dot_avx512 : dot_scalar;
+}
+
+// Rounds v [n] to int8 with scale max|v|/127 (1 for a zero vector); writes q, returns the scale, ‖v‖ and the
+// residual's norm ‖v − scale·q‖ (float64, from the values actually used).
+struct Quantized {
+  float scale;
+  double norm, err;
+  float maxabs;  // (NaN compares false in the max: non-finite input shows in norm)
+};
+Quantized quantize(const float* v, int64_t n, int8_t* q) {
+  float mx = 0;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, std::fabs(v[i]));
+  if (!(mx <= std::numeric_limits<float>::max()))  // ±inf (NaN shows in the norm below): the caller gives up
+    return {1.0f, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN(), mx};
+  // (below 1e-30 the scale would be subnormal: scale 1 rounds everything to 0, and e = v keeps the bound exact)
+  const float sc = mx >= 1e-30f ? mx / 127.0f : 1.0f, inv = 1.0f / sc;
+  double nn[8] = {0, 0, 0, 0, 0, 0, 0, 0}, ee[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  auto one = [&](int64_t i, int l) {
+    // round to nearest even by the 1.5·2^23 trick (|v·inv| <= 127·(1 + 2^-23)); clamped for safety
+    float t = (v[i] * inv + 12582912.0f) - 12582912.0f;
+    t = std::min(127.0f, std::max(-127.0f, t));
+    q[i] = static_cast<int8_t>(t);
+    const double e = static_cast<double>(v[i]) - static_cast<double>(sc) * static_cast<double>(t);
+    nn[l] += static_cast<double>(v[i]) * static_cast<double>(v[i]);
+    ee[l] += e * e;
+  };
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) one(i + l, l);
+  for (; i < n; ++i) one(i, 0);
+  double N2 = 0, E2 = 0;
+  for (int l = 0; l < 8; ++l) {
+    N2 += nn[l];
+    E2 += ee[l];
+  }
+  return {sc, std::sqrt(N2), std::sqrt(E2), mx};
+}
+
+// Gives a mapped range's pages back to the kernel (clean file pages are dropped, re-read if touched again):
+// keeps the resident size of a pass over a multi-GB mapped decoder at one chunk. Harmless on other memory.
+void release_pages(const void* p, size_t n) {
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT 21
+#endif
+  const uintptr_t pg = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t a = (reinterpret_cast<uintptr_t>(p) + pg - 1) / pg * pg, b = (reinterpret_cast<uintptr_t>(p) + n) / pg * pg;
+  if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_PAGEOUT);
+}
+
+// BF16 -> float32 (exact: the 16 bits become the high half).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+__attribute__((target("avx512f"))) void bf16_to_float_avx512(const uint16_t* b, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i)));
+    _mm512_storeu_si512(out + i, _mm512_slli_epi32(w, 16));
+  }
+  for (; i < n; ++i) {
+    const uint32_t u = static_cast<uint32_t>(b[i]) << 16;
+    std::memcpy(out + i, &u, 4);
+  }
+}
+#pragma GCC diagnostic pop
+const bool bf16_avx512 = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") != 0;
+}();
+
+// Column c of the unembedding P [r, Vc] as float32 (a pointer into P when its columns are contiguous float32,
+// else converted into buf): the same values materialize_weight gives (BF16/F16 → float32 is exact).
+struct Columns {
+  at::Tensor P;
+  int64_t r = 0, s0 = 0, s1 = 0;
+  at::ScalarType dt = at::kFloat;
+  const float* column(int64_t c, float* buf) const {
+    if (dt == at::kFloat) {
+      const float* b = P.data_ptr<float>() + c * s1;
+      if (s0 == 1) return b;
+      for (int64_t i = 0; i < r; ++i) buf[i] = b[i * s0];
+    } else if (dt == at::kBFloat16) {
+      const uint16_t* b = reinterpret_cast<const uint16_t*>(P.data_ptr<at::BFloat16>()) + c * s1;
+      if (s0 == 1 && bf16_avx512) {
+        bf16_to_float_avx512(b, buf, r);
+        return buf;
+      }
+      for (int64_t i = 0; i < r; ++i) {
+        const uint32_t u = static_cast<uint32_t>(b[i * s0]) << 16;
+        std::memcpy(buf + i, &u, 4);
+      }
+    } else {
+      const at::Half* b = P.data_ptr<at::Half>() + c * s1;
+      for (int64_t i = 0; i < r; ++i) buf[i] = static_cast<float>(b[i * s0]);
+    }
+    return buf;
+  }
+};
+
+}  // namespace
+
+bool feature_logits_int8_available() { return detail::int8_gemm_available(); }
+
+namespace detail {
+
+// The int8-screened pass (see the comment above). Returns false, having done nothing, when the unembedding
+// cannot be quantised (non-finite or beyond float32's comfortable range): the caller then uses float32.
+bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOptions& o, const at::Tensor& gamma,
+                         const std::vector<int64_t>& ids, const std::vector<int64_t>& col_id, FeatureLogits& a) {
+  static const ScanFn scan = pick_scan();
+  static const DotFn dotf = pick_dot();
+  Columns P;
+  P.P = m.weights().W_U;  // [r, V] in its stored dtype (a transposed view of W_E when tied)
+  if (!col_id.empty()) P.P = P.P.index_select(1, at::tensor(col_id, at::kLong));
+  P.r = P.P.size(0);
+  P.s0 = P.P.stride(0);
+  P.s1 = P.P.stride(1);
+  P.dt = P.P.scalar_type();
+  const int64_t r = P.r, Vc = P.P.size(1), N = static_cast<int64_t>(ids.size());
+  const int64_t k = std::min<int64_t>(o.top_k, Vc);
+  // Quantise the columns once, read in the stored dtype (never a float32 copy of all of W_U).
+  std::vector<int8_t> Bq(static_cast<size_t>(Vc * r));
+  std::vector<float> sB(static_cast<size_t>(Vc));
+  std::vector<double> pn(static_cast<size_t>(Vc));
+  std::vector<float> Pf(static_cast<size_t>(Vc)), Ef(static_cast<size_t>(Vc));  // ‖p‖, ‖e_p‖ rounded up
+  bool ok = true;
+  auto keep = [&](int64_t c, const Quantized& qz) {
+    sB[static_cast<size_t>(c)] = qz.scale;
+    pn[static_cast<size_t>(c)] = qz.norm;
+    Pf[static_cast<size_t>(c)] = float_at_least(qz.norm * (1 + 1e-6));
+    Ef[static_cast<size_t>(c)] = float_at_least(qz.err * (1 + 1e-6));
+  };
+  // (beyond 1e30 the screened values and bounds could overflow float32: the float32 screen takes over)
+  auto fits = [](const Quantized& qz) { return std::isfinite(qz.norm) && qz.maxabs <= 1e30f; };
+  if (P.s0 == 1) {  // columns contiguous in memory (tied W_U = W_Eᵀ): read one at a time, in the stored dtype
+    std::atomic<bool> good{true};
+    at::parallel_for(0, Vc, 256, [&](int64_t b, int64_t e) {
+      std::vector<float> buf(static_cast<size_t>(r));
+      for (int64_t v = b; v < e; ++v) {
+        auto qz = quantize(P.column(v, buf.data()), r, Bq.data() + v * r);
+        if (!fits(qz)) good = false;
+        keep(v, qz);
+      }
+    });
+    ok = good;
+  } else {  // strided columns: blocks of 4096 transposed to float32 first
+    for (int64_t c0 = 0; c0 < Vc && ok; c0 += 4096) {
+      const int64_t cb = std::min<int64_t>(4096, Vc - c0);
+      at::Tensor blk = P.P.narrow(1, c0, cb).t().to(at::kFloat).contiguous();  // [cb, r]
+      const float* bd = blk.data_ptr<float>();
+      std::atomic<bool> good{true};
+      at::parallel_for(0, cb, 64, [&](int64_t b, int64_t e) {
+        for (int64_t v = b; v < e; ++v) {
+          auto qz = quantize(bd + v * r, r, Bq.data() + (c0 + v) * r);
+          if (!fits(qz)) good = false;
+          keep(c0 + v, qz);
+        }
+      });
+      ok = good;
+    }
+  }
+  if (!ok) return false;
+  a.screen = "int8";
+  auto gamma_r = [&](double u) { return r * u / (1 - r * u); };
+  const double g53 = gamma_r(0x1p-53), g24 = gamma_r(kU32);
+  const double slack = 1 + 1e-6;
+  auto token = [&](int64_t c) { return col_id.empty() ? c : col_id[static_cast<size_t>(c)]; };
+  // Decoder rows in chunks of 1024 (their float32 copy, int8 copy and survivors; the product lives in 1 MB tiles).
+  const int64_t kChunk = 1024;
+  const bool release = sae.W_dec.is_contiguous() && sae.W_dec.scalar_type() == at::kFloat &&
+                       sae.W_dec.nbytes() > (size_t{256} << 20);
+  std::vector<int8_t> Aq;
+  std::vector<int32_t> Cb;
+  constexpr int64_t kColBlk = 1024;
+  std::vector<std::vector<Cand>> surv;           // [2·cn]: row q's top (2q) and bottom (2q + 1) survivors
+  std::vector<std::vector<double>> ys;           // their float32 dots (canonical where float32 could overflow)
+  std::atomic<int64_t> survivors{0}, finalists{0};
+  for (int64_t c0 = 0; c0 < N; c0 += kChunk) {
+    if (o.progress) o.progress(c0, N);
+    const int64_t cn = std::min(kChunk, N - c0);
+    bool consecutive = true;  // ids[c0 + i] == ids[c0] + i: the chunk is a slice of W_dec (no gather)
+    for (int64_t i = 1; i < cn && consecutive; ++i)
+      consecutive = ids[static_cast<size_t>(c0 + i)] == ids[static_cast<size_t>(c0)] + i;
+    at::Tensor X = consecutive ? sae.W_dec.narrow(0, ids[static_cast<size_t>(c0)], cn)
+                               : sae.W_dec.index_select(
+                                     0, at::tensor(std::vector<int64_t>(ids.begin() + c0, ids.begin() + c0 + cn), at::kLong));
+    X = materialize_weight(X).to(at::kFloat).contiguous();
+    if (gamma.defined()) X = (X * gamma).contiguous();
+    if (!at::isfinite(X).all().item<bool>()) throw UsageError(sae.source + ": non-finite decoder rows");
+    at::Tensor nr = X.to(at::kDouble).norm(2, {1}).contiguous();
+    const float* Xd = X.data_ptr<float>();
+    Aq.resize(static_cast<size_t>(cn * r));
+    std::vector<Quantized> rq(static_cast<size_t>(cn));
+    at::parallel_for(0, cn, 16, [&](int64_t b, int64_t e) {
+      for (int64_t q = b; q < e; ++q) rq[static_cast<size_t>(q)] = quantize(Xd + q * r, r, Aq.data() + q * r);
+    });
+    auto nra = nr.accessor<double, 1>();
+    for (int64_t q = 0; q < cn; ++q) a.decoder_norms[static_cast<size_t>(c0 + q)] = nra[q];
+    // 1. Product and scan, a tile of 1024 columns at a time: the int32 tile [cn, 1024] (4 MB) stays in cache
+    //    between the product (all threads, one oneDNN call) and the scan (rows shared by the threads); each
+    //    row's candidate lists and thresholds carry over from tile to tile.
+    surv.resize(static_cast<size_t>(2 * cn));
+    std::vector<ScanArgs> ga(static_cast<size_t>(cn));
+    std::vector<float> tt(static_cast<size_t>(cn), -std::numeric_limits<float>::infinity());
+    std::vector<float> tb(static_cast<size_t>(cn), o.bottom ? std::numeric_limits<float>::infinity()
+                                                            : -std::numeric_limits<float>::infinity());
+    std::vector<size_t> lim_t(static_cast<size_t>(cn), static_cast<size_t>(k)), lim_b = lim_t;
+    for (int64_t i = 0; i < cn; ++i) {
+      // b_v = al·‖e_p(v)‖ + be·‖p_v‖ + tau (the bound above, per column, in units of s_x; see the top comment)
+      const Quantized& qx = rq[static_cast<size_t>(i)];
+      const double xn = qx.norm, ex = qx.err, sx = qx.scale, sl = 1 + 1e-5;
+      ScanArgs& g = ga[static_cast<size_t>(i)];
+      g.sc = sB.data();
+      g.E = Ef.data();
+      g.P = Pf.data();
+      g.al = float_at_least((xn + ex) * (1 + kF) / sx * sl);
+      g.be = float_at_least((ex + kF * (xn + ex) + g53 * xn) / sx * sl);
+      g.tau = static_cast<float>(4 * kTiny);
+      surv[static_cast<size_t>(2 * i)].clear();
+      surv[static_cast<size_t>(2 * i + 1)].clear();
+    }
+    // Keeps the candidates that can still survive: top, hi >= (k-th largest lo so far); bottom, lo <= (k-th
+    // smallest hi so far). The k-th so far never passes the final one (a subset's k-th largest is no larger),
+    // so nothing that survives the final test is dropped; a token never kept had hi below a threshold that
+    // is itself below k lower bounds: k tokens are certainly above it.
+    auto prune = [&](std::vector<Cand>& c, bool largest, float& thr, size_t& lim, std::vector<float>& vals,
+                     std::vector<Cand>& tmp) {
+      if (c.size() < static_cast<size_t>(k) || c.size() < lim) return;
+      vals.resize(c.size());
+      for (size_t e = 0; e < c.size(); ++e) vals[e] = largest ? -c[e].lo : c[e].hi;
+      std::nth_element(vals.begin(), vals.begin() + (k - 1), vals.end());
+      thr = largest ? -vals[static_cast<size_t>(k - 1)] : vals[static_cast<size_t>(k - 1)];
+      tmp.clear();
+      for (const Cand& e : c)
+        if (largest ? e.hi >= thr : e.lo <= thr) tmp.push_back(e);
+      c.swap(tmp);
+      lim = 2 * c.size() + 256;
+    };
+    Cb.resize(static_cast<size_t>(cn * kColBlk));
+    for (int64_t j0 = 0; j0 < Vc; j0 += kColBlk) {
+      const int64_t nb = std::min(kColBlk, Vc - j0);
+      detail::int8_gemm(Aq.data(), Bq.data() + j0 * r, Cb.data(), cn, r, nb);
+      const bool last = j0 + nb == Vc;
+      at::parallel_for(0, cn, 16, [&](int64_t ib, int64_t ie) {
+        std::vector<Cand> tmp;
+        std::vector<float> vals;
+        for (int64_t i = ib; i < ie; ++i) {
+          const size_t l = static_cast<size_t>(2 * i), ii = static_cast<size_t>(i);
+          ScanArgs g = ga[ii];
+          g.sc += j0;
+          g.E += j0;
+          g.P += j0;
+          scan(Cb.data() + i * nb, g, 0, nb, j0, tt[ii], tb[ii], surv[l], surv[l + 1]);
+          if (last) lim_t[ii] = lim_b[ii] = 0;  // the final test, with the row's k-th value
+          prune(surv[l], true, tt[ii], lim_t[ii], vals, tmp);
+          if (o.bottom) prune(surv[l + 1], false, tb[ii], lim_b[ii], vals, tmp);
+        }
+      });
+    }
+    // 2. float32 dots of the survivors, column by column (each column read once per chunk, not once per row
+    //    that kept it: the survivors are a sparse sample of the product, and reading columns at random was the
+    //    cost). Lists of k or fewer need no float32 stage.
+    //    Each thread takes a range of columns: it reads every list (sequentially) and buckets the entries of
+    //    its own columns, so that the bucketing runs on all threads too.
+    ys.resize(static_cast<size_t>(2 * cn));
+    at::parallel_for(0, 2 * cn, 64, [&](int64_t lb, int64_t le) {
+      for (int64_t l = lb; l < le; ++l) ys[static_cast<size_t>(l)].assign(surv[static_cast<size_t>(l)].size(), 0.0);
+    });
+    const int64_t n_ranges = std::max<int64_t>(1, at::get_num_threads()) * 4;
+    at::parallel_for(0, n_ranges, 1, [&](int64_t tb_, int64_t te_) {
+      std::vector<float> colbuf(static_cast<size_t>(r));
+      std::vector<int32_t> start;
+      std::vector<std::pair<int32_t, int32_t>> pr;  // (list, entry) grouped by column
+      for (int64_t t = tb_; t < te_; ++t) {
+        const int64_t v0 = Vc * t / n_ranges, v1 = Vc * (t + 1) / n_ranges;
+        start.assign(static_cast<size_t>(v1 - v0 + 1), 0);
+        for (size_t l = 0; l < surv.size(); ++l)
+          if (surv[l].size() > static_cast<size_t>(k))
+            for (const Cand& e : surv[l])
+              if (e.j >= v0 && e.j < v1) ++start[static_cast<size_t>(e.j - v0 + 1)];
+        for (int64_t v = 0; v < v1 - v0; ++v) start[static_cast<size_t>(v + 1)] += start[static_cast<size_t>(v)];
+        pr.resize(static_cast<size_t>(start.back()));
+        for (size_t l = 0; l < surv.size(); ++l)
+          if (surv[l].size() > static_cast<size_t>(k))
+            for (size_t e = 0; e < surv[l].size(); ++e) {
+              const int32_t j = surv[l][e].j;
+              if (j >= v0 && j < v1)
+                pr[static_cast<size_t>(start[static_cast<size_t>(j - v0)]++)] = {static_cast<int32_t>(l),
+                                                                               static_cast<int32_t>(e)};
+            }
+        // (start[v] now ends bucket v: bucket v is [start[v-1], start[v]))
+        for (int64_t v = v0; v < v1; ++v) {
+          const int64_t p0 = v == v0 ? 0 : start[static_cast<size_t>(v - v0 - 1)], p1 = start[static_cast<size_t>(v - v0)];
+          if (p0 == p1) continue;
+          const float* col = P.column(v, colbuf.data());
+          for (int64_t p = p0; p < p1; ++p) {
+            const auto [l, e] = pr[static_cast<size_t>(p)];
+            const float* xr = Xd + (l / 2) * r;
+            // (a product that could overflow float32 is computed canonically: its bound is then 0)
+            ys[static_cast<size_t>(l)][static_cast<size_t>(e)] =
+                rq[static_cast<size_t>(l / 2)].norm * pn[static_cast<size_t>(v)] > kBig
+                    ? canonical_dot(xr, 1, col, 1, r)
+                    : static_cast<double>(dotf(xr, col, r));
+          }
+        }
+      }
+    });
+    // 3. Per row and end: the float32 bound removes all but the finalists, which are computed canonically.
+    at::parallel_for(0, cn, 1, [&](int64_t qb, int64_t qe) {
+      std::vector<float> colbuf(static_cast<size_t>(r));
+      std::vector<double> lows;
+      std::vector<TopkEntry> fin;
+      int64_t n_surv = 0, n_fin = 0;
+      for (int64_t q = qb; q < qe; ++q) {
+        const double xn = rq[static_cast<size_t>(q)].norm;
+        const float* xr = Xd + q * r;
+        auto finish = [&](size_t l, bool largest, std::vector<TopkEntry>& out) {
+          const std::vector<Cand>& c = surv[l];
+          const std::vector<double>& y = ys[l];
+          const double sg = largest ? 1.0 : -1.0;
+          n_surv += static_cast<int64_t>(c.size());
+          const bool all = c.size() <= static_cast<size_t>(k);
+          double T = -std::numeric_limits<double>::infinity();
+          auto bound = [&](int32_t j) {
+            const double xp = xn * pn[static_cast<size_t>(j)];
+            return xp > kBig ? 0.0 : ((g24 + g53) * xp + r * kTiny) * slack;
+          };
+          if (!all) {
+            lows.resize(c.size());
+            for (size_t e = 0; e < c.size(); ++e) lows[e] = sg * y[e] - bound(c[e].j);
+            std::nth_element(lows.begin(), lows.begin() + (k - 1), lows.end(), std::greater<double>());
+            T = lows[static_cast<size_t>(k - 1)];
+          }
+          fin.clear();
+          for (size_t e = 0; e < c.size(); ++e) {
+            if (!all && sg * y[e] + bound(c[e].j) < T) continue;
+            const double v = canonical_dot(xr, 1, P.column(c[e].j, colbuf.data()), 1, r);
+            fin.push_back({c0 + q, token(c[e].j), sg * v});
+          }
+          n_fin += static_cast<int64_t>(fin.size());
+          std::sort(fin.begin(), fin.end(), topk_better);
+          fin.resize(static_cast<size_t>(k));
+          for (auto& e : fin) e.value = sg * e.value;
+          out = fin;
+        };
+        finish(static_cast<size_t>(2 * q), true, a.top[static_cast<size_t>(c0 + q)]);
+        if (o.bottom) finish(static_cast<size_t>(2 * q + 1), false, a.bottom[static_cast<size_t>(c0 + q)]);
+      }
+      survivors += n_surv;
+      finalists += n_fin;
+    });
+    X = at::Tensor();  // (may be a view of the mapped decoder)
+    if (release && consecutive)
+      release_pages(static_cast<const float*>(sae.W_dec.data_ptr()) + ids[static_cast<size_t>(c0)] * sae.W_dec.size(1),
+                    static_cast<size_t>(cn * sae.W_dec.size(1)) * sizeof(float));
+  }
+  a.survivors = survivors;
+  a.finalists = finalists;
+  return true;
+}
+
+}  // namespace detail
+
+}  // namespace vocablens
