@@ -5,6 +5,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <tuple>
+#include <vector>
 
 #ifdef VOCABLENS_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
@@ -31,7 +32,11 @@ dnnl::matmul::primitive_desc describe(int64_t M, int64_t K, int64_t N) {
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
   dnnl::memory::desc a({M, K}, dt::s8, tag::ab), b({K, N}, dt::s8, tag::ba), c({M, N}, dt::s32, tag::ab);
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), engine().eng);
+  // The caller's scratchpad: a primitive executed from several threads at once must not share the library's
+  // (oneDNN's default shares one unless built with DNNL_ENABLE_CONCURRENT_EXEC).
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, engine().eng);
 }
 
 // Kernels whose int8 dot products accumulate exactly in 32 bits: VNNI (vpdpbusd) and AMX.
@@ -75,9 +80,12 @@ void int8_gemm(const int8_t* A, const int8_t* B, int32_t* C, int64_t M, int64_t 
   // Primitives may run concurrently (each caller its own stream); called inside a parallel region, oneDNN runs
   // on the calling thread alone.
   thread_local dnnl::stream str(e.eng);
+  thread_local std::vector<uint8_t> scratch;
+  const size_t ns = pd->scratchpad_desc().get_size();
+  if (scratch.size() < ns) scratch.resize(ns);
   dnnl::memory am(pd->src_desc(), e.eng, const_cast<int8_t*>(A)), bm(pd->weights_desc(), e.eng, const_cast<int8_t*>(B)),
-      cm(pd->dst_desc(), e.eng, C);
-  prim->execute(str, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+      cm(pd->dst_desc(), e.eng, C), sm(pd->scratchpad_desc(), e.eng, scratch.data());
+  prim->execute(str, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
   str.wait();
 }
 

@@ -9,7 +9,8 @@
 // Available only when the build found oneDNN (libdnnl, the library LibTorch already loads) and oneDNN picks a
 // kernel with exact 32-bit accumulation on this CPU (AVX-512 VNNI or AMX: vpdpbusd / tdpbssd). Older int8
 // kernels (vpmaddubsw) saturate 16-bit pairs and are refused. Threads: oneDNN's OpenMP runtime (the
-// process's OMP setting).
+// process's OMP setting); called from inside an OpenMP parallel region it runs on the calling thread alone, and
+// several threads may call it at once (each has its own stream and scratchpad).
 #pragma once
 #include <cstdint>
 #include <string>
