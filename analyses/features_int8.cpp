@@ -375,6 +375,16 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
   const bool release = sae.W_dec.is_contiguous() && sae.W_dec.scalar_type() == at::kFloat &&
                        sae.W_dec.nbytes() > (size_t{256} << 20);
   std::vector<int8_t> Aq;
+  // W_U's int8 columns in tiles of 1024, each reordered once into the layout oneDNN's kernel reads for the
+  // usual row block (rows per block: a chunk shared evenly by the threads, 64 to 512 rows; 512 × 1024 columns
+  // of int32 is 2 MB, measured faster here than 128 or 256 rows, and than 512 or 2048 columns).
+  const int64_t nthr = std::max<int64_t>(1, at::get_num_threads()), colblk = 1024;
+  std::vector<detail::Int8PackedB> Wt;
+  {
+    const int64_t m0 = std::clamp<int64_t>((std::min(kChunk, N) + nthr - 1) / nthr, 64, 512);
+    for (int64_t j0 = 0; j0 < Vc; j0 += colblk) Wt.emplace_back(Bq.data() + j0 * r, r, std::min(colblk, Vc - j0), m0);
+    std::vector<int8_t>().swap(Bq);
+  }
   std::vector<Keep> keeps;                       // [2·cn]: row q's top (2q) and bottom (2q + 1) candidates
   std::vector<std::vector<Cand>> surv;           // [2·cn]: their survivors
   std::vector<std::vector<double>> ys;           // their float32 dots (canonical where float32 could overflow)
@@ -428,8 +438,7 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
     // threads meet once per chunk, not twice per tile.
     // (rows per block: the chunk shared evenly by the threads, 64 to 512 rows; 512 × 1024 columns of int32 is
     // 2 MB, measured faster here than 128 or 256 rows, and than 512 or 2048 columns)
-    const int64_t nthr = std::max<int64_t>(1, at::get_num_threads());
-    const int64_t rowblk = std::clamp<int64_t>((cn + nthr - 1) / nthr, 64, 512), colblk = 1024;
+    const int64_t rowblk = std::clamp<int64_t>((cn + nthr - 1) / nthr, 64, 512);
     const int64_t n_rb = (cn + rowblk - 1) / rowblk;
     std::atomic<int64_t> next_rb{0};
     at::parallel_for(0, std::min<int64_t>(n_rb, at::get_num_threads()), 1, [&](int64_t, int64_t) {
@@ -438,7 +447,7 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
         const int64_t i0 = rb * rowblk, m = std::min(rowblk, cn - i0);
         for (int64_t j0 = 0; j0 < Vc; j0 += colblk) {
           const int64_t nb = std::min(colblk, Vc - j0);
-          detail::int8_gemm(Aq.data() + i0 * r, Bq.data() + j0 * r, Ct.data(), m, r, nb);
+          detail::int8_gemm(Aq.data() + i0 * r, Wt[static_cast<size_t>(j0 / colblk)], Ct.data(), m);
           const bool last = j0 + nb == Vc;
           for (int64_t i = i0; i < i0 + m; ++i) {
             const size_t l = static_cast<size_t>(2 * i), ii = static_cast<size_t>(i);
