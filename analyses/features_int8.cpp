@@ -471,12 +471,13 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
     //    that kept it: the survivors are a sparse sample of the product, and reading columns at random was the
     //    cost). Lists of k or fewer need no float32 stage.
     //    Each thread takes a range of columns: it reads every list (sequentially) and buckets the entries of
-    //    its own columns, so that the bucketing runs on all threads too.
+    //    its own columns, so that the bucketing runs on all threads too. One range per thread: parallel_for
+    //    hands out contiguous equal shares anyway, and each range more is one more read of every list.
     ys.resize(static_cast<size_t>(2 * cn));
     at::parallel_for(0, 2 * cn, 64, [&](int64_t lb, int64_t le) {
       for (int64_t l = lb; l < le; ++l) ys[static_cast<size_t>(l)].assign(surv[static_cast<size_t>(l)].size(), 0.0);
     });
-    const int64_t n_ranges = std::max<int64_t>(1, at::get_num_threads()) * 4;
+    const int64_t n_ranges = nthr;
     at::parallel_for(0, n_ranges, 1, [&](int64_t tb_, int64_t te_) {
       std::vector<float> colbuf(static_cast<size_t>(r));
       std::vector<int32_t> start;
