@@ -190,7 +190,7 @@ int run(int argc, char** argv) {
   // Paired reference: right after each lens run, the same unembedding work as plain at::mm calls (all
   // n * T rows, in the lens's block shape, into one reused buffer). On a shared machine the load drifts;
   // comparing each lens run with a GEMM run taken under the same conditions keeps the ratio honest.
-  const int64_t Pb = std::min(T, block > 0 ? block : std::max<int64_t>(1, 512 / n));
+  const int64_t Pb = std::min(T, block > 0 ? block : vocablens::lens_detail::default_block_positions(n, V));
   at::Tensor refA = at::randn({n * Pb, d});
   at::Tensor refC = at::empty({n * Pb, V});
   auto paired_gemm = [&]() {
@@ -243,7 +243,7 @@ int run(int argc, char** argv) {
 
   // The machine's GEMM rate for this shape: a plain at::mm [M, d] x [d, V], with W_U as the model holds it
   // (a transposed view of W_E when tied) and as a contiguous [d, V] copy; M = the lens's block rows and T.
-  const int64_t P = block > 0 ? block : std::max<int64_t>(1, 512 / n);
+  const int64_t P = block > 0 ? block : vocablens::lens_detail::default_block_positions(n, V);
   const int64_t Mblock = n * std::min(P, T);
   nlohmann::json gemm = nlohmann::json::array();
   double machine_gflops = 0;
