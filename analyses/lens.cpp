@@ -151,7 +151,7 @@ void LensEngine::run_normalised(const at::Tensor& normed, const std::vector<int6
   const int64_t n = static_cast<int64_t>(layers_.size());
   const int64_t V = W_.size(1);
   s.resize(n, T, k);
-  int64_t P = o_.block_positions > 0 ? o_.block_positions : std::max<int64_t>(1, 512 / n);
+  int64_t P = o_.block_positions > 0 ? o_.block_positions : default_block_positions(n, W_.size(1));
   P = std::min(P, T);
   const int64_t d = normed.size(2);
   at::Tensor zbuf = at::empty({n * P, V}, at::TensorOptions().dtype(at::kFloat));
@@ -209,6 +209,12 @@ void LensEngine::run_normalised(const at::Tensor& normed, const std::vector<int6
     s.gemm_seconds += std::chrono::duration<double>(c1 - c0).count();
     s.stats_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - c1).count();
   }
+}
+
+int64_t default_block_positions(int64_t n, int64_t V) {
+  const int64_t budget_rows = (int64_t{256} << 20) / (4 * std::max<int64_t>(V, 1));
+  const int64_t rows = std::clamp<int64_t>(budget_rows, 512, 1024);
+  return std::max<int64_t>(1, rows / std::max<int64_t>(n, 1));
 }
 
 void LensStats::resize(int64_t n_, int64_t T_, int64_t k_) {

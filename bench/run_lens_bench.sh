@@ -42,13 +42,15 @@ if [ ! -f "$work/model/model.safetensors" ] || [ ! -f "$work/model/ids.npy" ]; t
 fi
 mkdir -p "$work/out"
 
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== vocablens (threads $threads)" >&2
 "$build/bench_lens" "$work/model" --threads "$threads" --repeat "$repeat" --out "$work/out" | tee "$work/vocablens.json"
 echo "== PyTorch, TransformerLens style (threads $threads)" >&2
 "$py" "$here/bench/lens_baseline.py" run "$work/model" --threads "$threads" --repeat "$repeat" --out "$work/out" \
   | tee "$work/baseline.json"
 
-"$py" - "$work" <<'PY'
+load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
+"$py" - "$work" "$load_before" "$load_after" <<'PY'
 import json, sys, os
 import numpy as np
 w = sys.argv[1]
@@ -67,6 +69,16 @@ print(f"lens only (13 x 1024 x V)    vocablens {v['lens_s']:.2f} s   baseline {b
       f"speed-up {b['lens_s'] / v['lens_s']:.2f}x")
 print(f"forward + lens               vocablens {v['total_s']:.2f} s   baseline {b['total_s']:.2f} s   "
       f"speed-up {b['total_s'] / v['total_s']:.2f}x")
+print(f"forward (wall)                vocablens {v['forward_and_norm_s']:.2f} s (forward alone {v['forward_s']:.2f} s)   "
+      f"baseline {b['forward_s']:.2f} s   speed-up {b['forward_s'] / v['forward_and_norm_s']:.2f}x")
+# CPU seconds of each process (all threads): the steadier measure on a shared machine.
+print(f"CPU s, lens                  vocablens {v['cpu_lens_s']:.2f}   baseline {b['cpu_lens_s']:.2f}   "
+      f"ratio {b['cpu_lens_s'] / v['cpu_lens_s']:.2f}x")
+print(f"CPU s, forward               vocablens {v['cpu_forward_and_norm_s']:.2f} (forward alone {v['cpu_forward_s']:.2f})   "
+      f"baseline {b['cpu_forward_s']:.2f}   ratio {b['cpu_forward_s'] / v['cpu_forward_and_norm_s']:.2f}x")
+print(f"CPU s, forward + lens        vocablens {v['cpu_total_s']:.2f}   baseline {b['cpu_total_s']:.2f}   "
+      f"ratio {b['cpu_total_s'] / v['cpu_total_s']:.2f}x")
+print(f"load average                 before {sys.argv[2]}, after {sys.argv[3]}")
 print(f"unembedding rate             lens {v['lens_gflops']:.1f} GFLOP/s (GEMM phase {v['lens_gemm_gflops']:.1f}), "
       f"machine GEMM {v['machine_gemm_gflops']:.1f} GFLOP/s -> {100 * v['lens_fraction_of_machine_gemm']:.0f}%")
 print(f"paired with plain at::mm     same rows and blocks right after each lens run: "

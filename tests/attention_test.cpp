@@ -130,7 +130,7 @@ at::Tensor logits_with(const vocablens::Model& m, const at::Tensor& ids, bool bl
 
 }  // namespace
 
-// The forward pass takes the blocked path only beyond `block` positions (1024 by default), longer than these
+// The forward pass takes the blocked path only beyond `block` positions (256 by default), longer than these
 // fixtures' contexts; a block of 4 sends their short inputs through it, tile edges, windows and all. The
 // materialising path is the one checked against llama.cpp and float64 references (families_test,
 // model_test); here both paths must agree on every family's variant: Gemma-2's window of 4 on even layers
@@ -151,7 +151,7 @@ TEST_CASE("every family's forward gives the same logits through blocked and mate
     const double err = (plain - blocked).abs().max().item<double>(), scale = plain.abs().max().item<double>();
     INFO(dir << ": max |blocked - materialised| = " << err << " (max |logit| " << scale << ")");
     CHECK(err <= 1e-5 * std::max(1.0, scale));
-    // At the default block (1024 > T) the forward materialises: the same bits as without blocked attention.
+    // At a block of 1024 (> T) the forward materialises: the same bits as without blocked attention.
     CHECK(at::equal(logits_with(m, ids, true), plain));
   }
 }

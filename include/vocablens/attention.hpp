@@ -54,7 +54,12 @@ at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
 /// reads; otherwise it materialises the [B, H, T, T] scores.
 struct AttentionPolicy {
   bool blocked = true;  ///< false: always materialise (VOCABLENS_ATTENTION=materialize at start-up)
-  int64_t block = 1024;  ///< tile edge, and the length up to which the forward materialises anyway
+  /// Tile edge, and the length up to which the forward materialises anyway. 256: on a GPT-2-small shape at
+  /// 1024 tokens (2 threads, docs/benchmarks.md "Logit lens") the blocked, streamed forward took 1.6-1.8 s
+  /// against 8 s materialised (a [12, 1024, 1024] score tensor written and read three times per layer, its
+  /// elementwise passes alternating with GEMMs) and 1024-edge tiles; causal tiles above the diagonal are
+  /// skipped and a tile stays in cache.
+  int64_t block = 256;
 };
 
 /// The policy in effect: the default above, unless VOCABLENS_ATTENTION=materialize was set when it was

@@ -208,7 +208,8 @@ void warn_tuned(const vocablens::LensOptions& lo, const nlohmann::json& resolved
 
 // The peak memory the lens of T tokens will need (vocablens/memory_estimate.hpp): the forward records
 // nothing (each lens layer is normalised into the stack by a hook as it is produced), the stack [n, T, d]
-// lives through the forward and the lens, then one block of logits (~512 rows of all layers) at a time.
+// lives through the forward and the lens, then one block of logits (lens_detail::default_block_positions:
+// 512-1024 rows of all layers, at most 256 MiB when more than 512 rows) at a time.
 // --dry-run prints it; without it a run that would not fit is refused before any work. -1: run.
 int check_lens_memory(const nlohmann::json& ro, bool dry_run, const vocablens::Model& m, int64_t T) {
   const bool resid_mid = ro["resid_mid"].get<bool>(), save_probs = ro["save_probs"].get<bool>();
@@ -219,7 +220,10 @@ int check_lens_memory(const nlohmann::json& ro, bool dry_run, const vocablens::M
                k = static_cast<double>(ro["top_k"].get<int64_t>());
   e.add("lens: normalised residuals [layers, T, d]", n * Td * d * 4);
   e.add("lens: per-position results", n * Td * (k * 12 + 64) + (save_probs ? n * Td * V * 4 : 0.0));
-  e.add_phase("lens: one logit block", std::max(n, 512.0) * (V + d) * 4);
+  // The engine's block of positions, no more than the prompt has.
+  const double block_rows = n * static_cast<double>(std::min<int64_t>(
+                                    T, vocablens::lens_detail::default_block_positions(static_cast<int64_t>(n), c.vocab_size)));
+  e.add_phase("lens: one logit block", std::max(n, block_rows) * (V + d) * 4);
   const std::string reduce = std::string("give a shorter prompt, or --corpus FILE --window N to read it in windows") +
                              (save_probs ? ", or leave out --save-probs" : "");
   if (auto rc = vocablens::cli::check_memory("lens", fmt::format("the lens of {} tokens of {}", T, m.source()), e,

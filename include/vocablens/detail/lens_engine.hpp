@@ -59,6 +59,13 @@ struct LensStats {
   double kl(int64_t li, int64_t t) const;
 };
 
+/// Positions per GEMM block when LensOptions::block_positions is 0, for n lens layers and a vocabulary of V:
+/// about 1024 rows of layers x positions, fewer when the [rows, V] float32 logit block would pass 256 MiB, but
+/// never under 512 rows (or one position). At GPT-2-small's shape (n 13, V 50 257) that is 78 positions,
+/// 1 014 rows, a 204 MB block: OpenBLAS ran the [rows, 768] x [768, V] GEMM at 98 % of its [1024, ...] rate,
+/// against 89-93 % with the former ~512 rows (docs/benchmarks.md, "Logit lens").
+int64_t default_block_positions(int64_t n, int64_t V);
+
 /// The lens machinery for one model and option set: the unembedding matrix (W_U or E⁺) prepared once,
 /// then any number of sequences.
 class LensEngine {
