@@ -60,7 +60,7 @@ struct LensOptions {
   /// One target token for every position. Unset: the next input token (none at the last position).
   std::optional<int64_t> target;
   /// Positions per GEMM block; 0 = choose automatically (about 1024 rows of layers x positions, the logit
-  /// block capped at 256 MiB: detail::default_block_positions).
+  /// block capped at 256 MiB: lens_detail::default_block_positions).
   int64_t block_positions = 0;
   /// Force the portable scalar statistics kernel instead of the AVX2 one (for tests and comparison).
   bool scalar_kernel = false;
