@@ -115,13 +115,13 @@ void brute_force(const Setup& s, int64_t k, bool norm, const std::vector<int64_t
     for (int64_t t = 0; t < V; ++t) cols.push_back(t);
   top.assign(N, {});
   bot.assign(N, {});
+  const float* xp = X.data_ptr<float>();  // (data_ptr checks the dtype on every call: not in the inner loop)
+  const float* pp = P.data_ptr<float>();
   for (int64_t f = 0; f < N; ++f) {
     std::vector<std::pair<double, int64_t>> all;
     for (int64_t t : cols) {
       double acc = 0;
-      for (int64_t i = 0; i < D; ++i)
-        acc += static_cast<double>(X.data_ptr<float>()[f * D + i]) *
-               static_cast<double>(P.data_ptr<float>()[t * D + i]);
+      for (int64_t i = 0; i < D; ++i) acc += static_cast<double>(xp[f * D + i]) * static_cast<double>(pp[t * D + i]);
       all.emplace_back(acc, t);
     }
     auto hi = all, lo = all;
