@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -43,6 +44,8 @@ void validate_options(const Model& m, const LensOptions& o) {
     throw UsageError("target token id " + std::to_string(*o.target) + " is outside the vocabulary [0, " +
                      std::to_string(c.vocab_size) + ")");
   if (o.block_positions < 0) throw UsageError("block_positions must be >= 0");
+  if (o.two_pass && o.save_log_probs)
+    throw UsageError("--two-pass cannot be combined with --save-probs (which keeps every layer's [T, V] distribution)");
   if (o.tuned) {
     if (o.resid_mid) throw UsageError("--tuned cannot be combined with --resid-mid (translators read resid_post only)");
     if (o.decoder_blocks > 0) throw UsageError("--tuned cannot be combined with --decoder-blocks");
@@ -145,6 +148,42 @@ at::Tensor LensEngine::log_probs(const at::Tensor& normed) const {
   return at::log_softmax(z.to(at::kDouble), -1).to(at::kFloat);  // [n, T, V]
 }
 
+void LensEngine::logits_into(at::Tensor& Z, const at::Tensor& X) const {
+  if (W_.scalar_type() == at::kBFloat16) Z.copy_(at::mm(X.to(at::kBFloat16), W_));
+  else at::mm_out(Z, X, W_);
+  if (b_.defined()) Z.add_(b_);
+  if (final_softcap_ > 0) Z.div_(final_softcap_).tanh_().mul_(final_softcap_);  // the model's own last step (Gemma-2)
+}
+
+void LensEngine::row_into(float* z, int64_t li, int64_t t, const float* pf, bool write_probs,
+                          const std::vector<int64_t>& ids, const std::vector<int64_t>& targets, LensStats& s) const {
+  const int64_t T = s.T, k = s.k, V = W_.size(1);
+  RowRequest q;
+  q.k = k;
+  q.target = targets[static_cast<size_t>(t)];
+  q.next = t + 1 < T ? ids[static_cast<size_t>(t + 1)] : -1;
+  q.pf = pf;
+  q.write_probs = write_probs;
+  RowOut o;
+  const size_t at = static_cast<size_t>(li * T + t);
+  o.top_vals = s.top_vals.data() + at * static_cast<size_t>(k);
+  o.top_ids = s.top_ids.data() + at * static_cast<size_t>(k);
+  row_stats(z, V, q, o, o_.scalar_kernel);
+  // Under the default policy the weights and the model's activations were checked finite, so a row whose
+  // logits are not (or whose softmax overflows) comes from finite values too large for float32 (a 3e38
+  // embedding row, translators of 1e19): refused like non-finite input instead of NaN rows and exit 0.
+  if (o.nonfinite && nonfinite_policy() == NonFinitePolicy::Refuse)
+    throw NonFiniteError("logit lens: the logits of " + layers_[static_cast<size_t>(li)].hook + " at position " +
+                         std::to_string(t) + " overflow float32 (non-finite or too large for the softmax) although every "
+                         "weight is finite: finite values too large for the analysis (an edited checkpoint or tuned lens?)");
+  s.lse[at] = o.lse;
+  s.entropy[at] = o.entropy;
+  s.dot_pf[at] = o.dot_pf;
+  s.z_target[at] = o.z_target;
+  s.target_greater[at] = o.target_greater;
+  s.z_next[at] = o.z_next;
+}
+
 void LensEngine::run_normalised(const at::Tensor& normed, const std::vector<int64_t>& ids,
                                 const std::vector<int64_t>& targets, int64_t k, LensStats& s) const {
   const int64_t T = static_cast<int64_t>(ids.size());
@@ -163,52 +202,84 @@ void LensEngine::run_normalised(const at::Tensor& normed, const std::vector<int6
     X.copy_(normed.narrow(1, t0, p));
     at::Tensor Z = zbuf.narrow(0, 0, n * p);
     auto c0 = std::chrono::steady_clock::now();
-    if (W_.scalar_type() == at::kBFloat16) Z.copy_(at::mm(X.reshape({n * p, d}).to(at::kBFloat16), W_));
-    else at::mm_out(Z, X.reshape({n * p, d}), W_);
-    if (b_.defined()) Z.add_(b_);
-    if (final_softcap_ > 0) Z.div_(final_softcap_).tanh_().mul_(final_softcap_);  // the model's own last step (Gemma-2)
+    logits_into(Z, X.reshape({n * p, d}));
     auto c1 = std::chrono::steady_clock::now();
     float* zp = Z.data_ptr<float>();
-    auto do_row = [&](int64_t r, const float* pf, bool write_probs) {
-      const int64_t li = r / p, t = t0 + r % p;
-      RowRequest q;
-      q.k = k;
-      q.target = targets[static_cast<size_t>(t)];
-      q.next = t + 1 < T ? ids[static_cast<size_t>(t + 1)] : -1;
-      q.pf = pf;
-      q.write_probs = write_probs;
-      RowOut o;
-      const size_t at = static_cast<size_t>(li * T + t);
-      o.top_vals = s.top_vals.data() + at * static_cast<size_t>(k);
-      o.top_ids = s.top_ids.data() + at * static_cast<size_t>(k);
-      row_stats(zp + r * V, V, q, o, o_.scalar_kernel);
-      // Under the default policy the weights and the model's activations were checked finite, so a row whose
-      // logits are not (or whose softmax overflows) comes from finite values too large for float32 (a 3e38
-      // embedding row, translators of 1e19): refused like non-finite input instead of NaN rows and exit 0.
-      if (o.nonfinite && nonfinite_policy() == NonFinitePolicy::Refuse)
-        throw NonFiniteError("logit lens: the logits of " + layers_[static_cast<size_t>(li)].hook + " at position " +
-                             std::to_string(t) + " overflow float32 (non-finite or too large for the softmax) although every "
-                             "weight is finite: finite values too large for the analysis (an edited checkpoint or tuned lens?)");
-      s.lse[at] = o.lse;
-      s.entropy[at] = o.entropy;
-      s.dot_pf[at] = o.dot_pf;
-      s.z_target[at] = o.z_target;
-      s.target_greater[at] = o.target_greater;
-      s.z_next[at] = o.z_next;
-    };
     // 1) the final layer's rows: statistics, then overwritten by the final distribution.
     const int64_t fin0 = (n - 1) * p;
     at::parallel_for(fin0, n * p, 1, [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) do_row(r, nullptr, n > 1);
+      for (int64_t r = b; r < e; ++r) row_into(zp + r * V, r / p, t0 + r % p, nullptr, n > 1, ids, targets, s);
     });
     // 2) every other layer, with the dot product against the final distribution of the same position.
     if (n > 1)
       at::parallel_for(0, fin0, 1, [&](int64_t b, int64_t e) {
-        for (int64_t r = b; r < e; ++r) do_row(r, zp + (fin0 + r % p) * V, false);
+        for (int64_t r = b; r < e; ++r)
+          row_into(zp + r * V, r / p, t0 + r % p, zp + (fin0 + r % p) * V, false, ids, targets, s);
       });
     s.gemm_seconds += std::chrono::duration<double>(c1 - c0).count();
     s.stats_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - c1).count();
   }
+}
+
+void LensEngine::run_two_pass(const std::vector<int64_t>& ids, const std::vector<int64_t>& targets, int64_t k,
+                              LensStats& s) const {
+  const int64_t T = static_cast<int64_t>(ids.size());
+  const int64_t n = static_cast<int64_t>(layers_.size());
+  const int64_t V = W_.size(1);
+  s.resize(n, T, k);
+  // One layer's rows per GEMM: the block the one-pass engine gives all n layers, for this one.
+  const int64_t P = std::min(o_.block_positions > 0 ? o_.block_positions : default_block_positions(1, V), T);
+  const at::Tensor idt = at::tensor(ids, at::kLong);
+  // Layer li's residual x [T, d] (from its hook), normalised and read P positions at a time: each block's
+  // logits go through `each(t0, p, Z)`. The final norm acts row by row, so a plain lens normalises block by
+  // block; a tuned lens or decoder blocks act on the whole layer first (the decoder's attention reads every
+  // position of it).
+  auto blocks = [&](const at::Tensor& x, int64_t li, const std::function<void(int64_t, int64_t, at::Tensor&)>& each) {
+    const at::Tensor whole = (o_.tuned || o_.decoder_blocks > 0) ? normalise_layer(m_, o_, x, li, n) : at::Tensor();
+    at::Tensor zbuf = at::empty({P, V}, at::TensorOptions().dtype(at::kFloat));
+    for (int64_t t0 = 0; t0 < T; t0 += P) {
+      throw_if_cancelled("the logit lens");
+      const int64_t p = std::min(P, T - t0);
+      const at::Tensor X = whole.defined() ? whole.narrow(0, t0, p) : m_.final_norm(x.narrow(0, t0, p));
+      at::Tensor Z = zbuf.narrow(0, 0, p);
+      auto c0 = std::chrono::steady_clock::now();
+      logits_into(Z, X.to(at::kFloat).contiguous());
+      auto c1 = std::chrono::steady_clock::now();
+      each(t0, p, Z);
+      s.gemm_seconds += std::chrono::duration<double>(c1 - c0).count();
+      s.stats_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - c1).count();
+    }
+  };
+  hook_detail::ReadOnlyHooks read_only;  // the hooks only read their layer's residual
+  // 1) The final layer: its statistics, and its distribution kept for every position [T, V].
+  at::Tensor pf_all = at::empty({T, V}, at::TensorOptions().dtype(at::kFloat));
+  {
+    HookList hooks;
+    hooks.add(layers_.back().hook, [&](at::Tensor& x) {
+      blocks(x[0], n - 1, [&](int64_t t0, int64_t p, at::Tensor& Z) {
+        float* zp = Z.data_ptr<float>();
+        at::parallel_for(0, p, 1, [&](int64_t b, int64_t e) {
+          for (int64_t r = b; r < e; ++r) row_into(zp + r * V, n - 1, t0 + r, nullptr, n > 1, ids, targets, s);
+        });
+        pf_all.narrow(0, t0, p).copy_(Z);
+      });
+    });
+    run_with_hooks(m_, idt, hooks, CacheSpec{}, /*compute_logits=*/false);
+  }
+  if (n == 1) return;
+  // 2) Every other layer as the second forward produces it, against the final distribution of each position.
+  HookList hooks;
+  for (int64_t li = 0; li + 1 < n; ++li)
+    hooks.add(layers_[static_cast<size_t>(li)].hook, [&, li](at::Tensor& x) {
+      blocks(x[0], li, [&](int64_t t0, int64_t p, at::Tensor& Z) {
+        float* zp = Z.data_ptr<float>();
+        const float* pp = pf_all.data_ptr<float>();
+        at::parallel_for(0, p, 1, [&](int64_t b, int64_t e) {
+          for (int64_t r = b; r < e; ++r) row_into(zp + r * V, li, t0 + r, pp + (t0 + r) * V, false, ids, targets, s);
+        });
+      });
+    });
+  run_with_hooks(m_, idt, hooks, CacheSpec{}, /*compute_logits=*/false);
 }
 
 int64_t default_block_positions(int64_t n, int64_t V) {
@@ -277,20 +348,39 @@ LensResult logit_lens(const Model& m, const std::vector<int64_t>& ids, const Len
   validate_options(m, opts);
   validate_ids(m, ids);
   LensEngine eng(m, opts);
-  return lens_from_normalised(m, eng, eng.normalised_stack(at::tensor(ids, at::kLong)), ids, opts);
+  if (!opts.two_pass) return lens_from_normalised(m, eng, eng.normalised_stack(at::tensor(ids, at::kLong)), ids, opts);
+  const std::vector<int64_t> targets = lens_targets(ids, opts);
+  LensStats st;
+  eng.run_two_pass(ids, targets, opts.top_k, st);
+  return lens_from_stats(m, eng, st, ids, targets, opts);
 }
 
 namespace lens_detail {
 
-LensResult lens_from_normalised(const Model& m, const LensEngine& eng, const at::Tensor& normed,
-                                const std::vector<int64_t>& ids, const LensOptions& opts) {
+std::vector<int64_t> lens_targets(const std::vector<int64_t>& ids, const LensOptions& opts) {
   const int64_t T = static_cast<int64_t>(ids.size());
   std::vector<int64_t> targets(static_cast<size_t>(T), -1);
   for (int64_t t = 0; t < T; ++t)
     targets[static_cast<size_t>(t)] = opts.target ? *opts.target : (t + 1 < T ? ids[static_cast<size_t>(t + 1)] : -1);
+  return targets;
+}
+
+LensResult lens_from_normalised(const Model& m, const LensEngine& eng, const at::Tensor& normed,
+                                const std::vector<int64_t>& ids, const LensOptions& opts) {
+  const std::vector<int64_t> targets = lens_targets(ids, opts);
   LensStats st;
   eng.run_normalised(normed, ids, targets, opts.top_k, st);
+  LensResult r = lens_from_stats(m, eng, st, ids, targets, opts);
+  if (opts.save_log_probs) {
+    at::Tensor lp = eng.log_probs(normed).contiguous();
+    r.log_probs.assign(lp.data_ptr<float>(), lp.data_ptr<float>() + lp.numel());
+  }
+  return r;
+}
 
+LensResult lens_from_stats(const Model& m, const LensEngine& eng, const LensStats& st, const std::vector<int64_t>& ids,
+                           const std::vector<int64_t>& targets, const LensOptions& opts) {
+  const int64_t T = static_cast<int64_t>(ids.size());
   LensResult r;
   r.tokens = ids;
   r.layers = eng.layers();
@@ -333,10 +423,6 @@ LensResult lens_from_normalised(const Model& m, const LensEngine& eng, const at:
         r.target_rank[a] = -1;
       }
     }
-  if (opts.save_log_probs) {
-    at::Tensor lp = eng.log_probs(normed).contiguous();
-    r.log_probs.assign(lp.data_ptr<float>(), lp.data_ptr<float>() + lp.numel());
-  }
   return r;
 }
 

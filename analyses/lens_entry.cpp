@@ -43,6 +43,7 @@ LensOptions lens_options(const AnalysisRequest& q) {
   lo.top_k = o.at("top_k").get<int64_t>();
   lo.resid_mid = o.at("resid_mid").get<bool>();
   if (o.contains("save_probs")) lo.save_log_probs = o.at("save_probs").get<bool>();
+  if (o.contains("two_pass")) lo.two_pass = o.at("two_pass").get<bool>();
   lo.unembed = o.at("unembed").get<std::string>() == "pinv" ? LensUnembed::PseudoInverse : LensUnembed::Model;
   lo.decoder_blocks = o.at("decoder_blocks").get<int64_t>();
   if (o.contains("target") && !o.at("target").is_null()) lo.target = entry::token_of(q, o.at("target"), "target");
@@ -64,6 +65,9 @@ void register_lens_entry(AnalysisRegistry& r) {
       {"target", OptionType::Token, nullptr, "Target token for every position (its text, or #ID); default: the next token"},
       {"save_probs", OptionType::Flag, false,
        "Keep every layer's full log-distribution (log_probs [layers, T, V], float32) for compare's KL"},
+      {"two_pass", OptionType::Flag, false,
+       "Hold one layer at a time instead of every layer's residual [layers, T, d]: runs the forward twice and keeps "
+       "the final distribution [T, V] (long prompts on large models; --dry-run shows both)"},
   });
   entry::append(d.options, reading_decls());
   r.add({std::move(d), [](const AnalysisRequest& q) {

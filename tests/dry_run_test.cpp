@@ -43,6 +43,8 @@ std::vector<Case> cases(const std::string& gpt2, const std::string& sae, const s
   vl_test::write_file(corpus, "The quick brown fox jumps over the lazy dog. A second sentence follows the first one.\n");
   return {
       {"lens", "lens" + M + "--prompt 'The cat sat on the mat' --out " + q(tmp + "/lens"), "--corpus", tmp + "/lens"},
+      {"lens --two-pass", "lens" + M + "--prompt 'The cat sat on the mat' --two-pass --out " + q(tmp + "/lens2"), "--corpus",
+       tmp + "/lens2"},
       {"generate", "generate" + M + "--prompt 'Once upon' --steps 3", "--steps", ""},
       {"heads", "heads" + M + "--layer 0 --head 0 --top-k 5 --out " + q(tmp + "/heads"), "--inverse transpose", tmp + "/heads"},
       {"neurons", "neurons" + M + "--layer 0 --out " + q(tmp + "/neurons"), "--layer", tmp + "/neurons"},
@@ -121,6 +123,14 @@ TEST_CASE("--dry-run prints an estimate and runs nothing; a run over VOCABLENS_M
       REQUIRE(vl_test::run_command("VOCABLENS_MEMORY_LIMIT=1M " + q(cli) + " " + c.args + " --dry-run 2>&1", out) == 0);
       CHECK_THAT(out, Catch::Contains("would NOT fit"));
     }
+  }
+
+  SECTION("--two-pass: the final distribution [T, V] instead of the residual stack; one prompt only") {
+    std::string out;
+    REQUIRE(vl_test::run_command(q(cli) + " lens " + q(gpt2) + " --prompt 'The cat sat' --two-pass --dry-run 2>&1", out) == 0);
+    CHECK_THAT(out, Catch::Contains("the final distribution [T, V]") && !Catch::Contains("normalised residuals"));
+    CHECK(vl_test::run_command(q(cli) + " lens " + q(gpt2) + " --corpus " + q(tmp + "/corpus.txt") + " --two-pass 2>&1", out) == 2);
+    CHECK_THAT(out, Catch::Contains("--two-pass applies to one prompt"));
   }
 
   SECTION("a bad VOCABLENS_MEMORY_LIMIT is named") {

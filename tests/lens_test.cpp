@@ -214,6 +214,10 @@ TEST_CASE("lens: per-layer values equal the independent NumPy lens of the refere
     opt.resid_mid = c["resid_mid"];
     opt.unembed = c["unembed"] == "pinv" ? vocablens::LensUnembed::PseudoInverse : vocablens::LensUnembed::Model;
     if (c.contains("target")) opt.target = c["target"].get<int64_t>();
+    // Both engines: the stack of every layer's residual (default), and --two-pass (one layer at a time).
+    for (const bool two_pass : {false, true}) {
+    INFO("two_pass " << two_pass);
+    opt.two_pass = two_pass;
     auto lens = vocablens::logit_lens(m, ids, opt);
     auto hooks = c["hooks"].get<std::vector<std::string>>();
     REQUIRE(lens.n_layers() == static_cast<int64_t>(hooks.size()));
@@ -265,6 +269,7 @@ TEST_CASE("lens: per-layer values equal the independent NumPy lens of the refere
       }
     // Most ids are clear of ties; the pseudo-inverse lens is near-uniform, so fewer are there.
     CHECK(compared > (opt.unembed == vocablens::LensUnembed::PseudoInverse ? 0 : n * T));
+    }
   }
 }
 
@@ -357,6 +362,29 @@ TEST_CASE("lens: results do not depend on the block size or kernel", "[lens]") {
       for (size_t i = 0; i < ra.top_probs.size(); ++i) CHECK(std::abs(rb.top_probs[i] - ra.top_probs[i]) <= 1e-6);
     }
   }
+  // --two-pass (the final distribution kept, each other layer read as its hook produces it), at several block
+  // sizes and with decoder blocks (which act on a whole layer): the same statistics as the stacked engine.
+  for (int64_t decoder : {int64_t{0}, int64_t{1}}) {
+    vocablens::LensOptions base = a;
+    base.decoder_blocks = decoder;
+    auto one = decoder ? vocablens::logit_lens(m, ids, base) : ra;
+    for (int64_t P : {int64_t{0}, int64_t{33}}) {
+      INFO("two-pass, block " << P << " decoder blocks " << decoder);
+      vocablens::LensOptions b = base;
+      b.two_pass = true;
+      b.block_positions = P;
+      auto rb = vocablens::logit_lens(m, ids, b);
+      CHECK(rb.top_ids == one.top_ids);
+      REQUIRE(rb.target_rank.size() == one.target_rank.size());
+      for (size_t i = 0; i < one.target_rank.size(); ++i) CHECK(std::abs(rb.target_rank[i] - one.target_rank[i]) <= 1);
+      for (size_t i = 0; i < one.entropy.size(); ++i) {
+        CHECK(std::abs(rb.entropy[i] - one.entropy[i]) <= 1e-5);
+        CHECK(std::abs(rb.kl_final[i] - one.kl_final[i]) <= 1e-5);
+        CHECK(std::abs(rb.logsumexp[i] - one.logsumexp[i]) <= 1e-5);
+      }
+      for (size_t i = 0; i < one.top_probs.size(); ++i) CHECK(std::abs(rb.top_probs[i] - one.top_probs[i]) <= 1e-6);
+    }
+  }
   // The lens really re-normalises each layer (TransformerLens #1076): the embedding layer's distribution is
   // far from uniform, unlike with the last layer's cached scale.
   double uniform = std::log(50257.0);
@@ -382,6 +410,9 @@ TEST_CASE("lens: bad inputs are clear errors", "[lens][errors]") {
   o = {};
   o.target = 9999;
   CHECK_THROWS_WITH(vocablens::logit_lens(m, {1, 2}, o), Catch::Contains("outside the vocabulary"));
+  o = {};
+  o.two_pass = o.save_log_probs = true;
+  CHECK_THROWS_WITH(vocablens::logit_lens(m, {1, 2}, o), Catch::Contains("--two-pass cannot be combined with --save-probs"));
   // k = 0 is allowed: statistics without top-k.
   o = {};
   o.top_k = 0;

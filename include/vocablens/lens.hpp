@@ -70,6 +70,13 @@ struct LensOptions {
   /// Also keep every layer's full log-distribution (LensResult::log_probs, [n, T, V] float32: n·T·V·4 bytes),
   /// what `vocablens compare` needs for the KL between two runs (`lens --save-probs`).
   bool save_log_probs = false;
+  /// Hold one lens layer at a time instead of every layer's normalised residual [n, T, d]: a first forward
+  /// keeps only the final layer and its distribution [T, V] (what KL(final || layer) needs), a second computes
+  /// every other layer's statistics as its hook produces it. The same statistics (up to the GEMM's float32
+  /// rounding) for n·T·d·4 bytes less and T·V·4 more, at the cost of a second forward: for long prompts on
+  /// models where n·d > V (a 7B Llama at 8192 tokens: 4.2 GB of residuals against 1.0 GB of distribution).
+  /// Not with save_log_probs (which keeps every layer's [T, V] anyway).
+  bool two_pass = false;
 };
 
 /// One lensed point of the residual stream.

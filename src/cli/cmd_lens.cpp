@@ -184,8 +184,9 @@ nlohmann::json carried_to(const vocablens::AnalysisDecl& decl, const nlohmann::j
   nlohmann::json out = nlohmann::json::object();
   for (auto it = lens_given.begin(); it != lens_given.end(); ++it) {
     if (decl.find(it.key())) out[it.key()] = it.value();
-    else if (it.key() == "save_probs")
-      throw UsageError(std::string("--save-probs applies to one prompt (--prompt or --prompt-ids), not to ") + form);
+    else if (it.key() == "save_probs" || it.key() == "two_pass")
+      throw UsageError(std::string(it.key() == "save_probs" ? "--save-probs" : "--two-pass") +
+                       " applies to one prompt (--prompt or --prompt-ids), not to " + form);
     else if (it.key() == "target" && std::string(form) == "--prompts")
       throw UsageError("--target has no meaning with --prompts (give \"target\" per line in JSON Lines)");
     else if (it.key() == "target")
@@ -209,26 +210,42 @@ void warn_tuned(const vocablens::LensOptions& lo, const nlohmann::json& resolved
 // The peak memory the lens of T tokens will need (vocablens/memory_estimate.hpp): the forward records
 // nothing (each lens layer is normalised into the stack by a hook as it is produced), the stack [n, T, d]
 // lives through the forward and the lens, then one block of logits (lens_detail::default_block_positions:
-// 512-1024 rows of all layers, at most 256 MiB when more than 512 rows) at a time.
+// 512-1024 rows of all layers, at most 256 MiB when more than 512 rows) at a time. With --two-pass: the final
+// distribution [T, V] instead of the stack, one layer's logit block at a time (and, for a tuned lens or
+// decoder blocks, one normalised layer [T, d]).
 // --dry-run prints it; without it a run that would not fit is refused before any work. -1: run.
 int check_lens_memory(const nlohmann::json& ro, bool dry_run, const vocablens::Model& m, int64_t T) {
-  const bool resid_mid = ro["resid_mid"].get<bool>(), save_probs = ro["save_probs"].get<bool>();
+  const bool resid_mid = ro["resid_mid"].get<bool>(), save_probs = ro["save_probs"].get<bool>(),
+             two_pass = ro.value("two_pass", false);
   const auto& c = m.config();
-  auto e = vocablens::estimate_forward_memory(m, 1, T, vocablens::CacheSpec::none(), false);
   const double n = static_cast<double>(c.n_layers + 1 + (resid_mid ? c.n_layers : 0)), d = static_cast<double>(c.d_model);
   const double V = static_cast<double>(c.vocab_size), Td = static_cast<double>(T),
                k = static_cast<double>(ro["top_k"].get<int64_t>());
-  e.add("lens: normalised residuals [layers, T, d]", n * Td * d * 4);
-  e.add("lens: per-position results", n * Td * (k * 12 + 64) + (save_probs ? n * Td * V * 4 : 0.0));
-  // The engine's block of positions, no more than the prompt has.
-  const double block_rows = n * static_cast<double>(std::min<int64_t>(
-                                    T, vocablens::lens_detail::default_block_positions(static_cast<int64_t>(n), c.vocab_size)));
-  e.add_phase("lens: one logit block", std::max(n, block_rows) * (V + d) * 4);
-  const std::string reduce = std::string("give a shorter prompt, or --corpus FILE --window N to read it in windows") +
-                             (save_probs ? ", or leave out --save-probs" : "");
+  auto stats_and_block = [&](vocablens::MemoryEstimate& e, double layers_per_block) {
+    e.add("lens: per-position results", n * Td * (k * 12 + 64) + (save_probs ? n * Td * V * 4 : 0.0));
+    const double rows = layers_per_block * static_cast<double>(std::min<int64_t>(
+                            T, vocablens::lens_detail::default_block_positions(static_cast<int64_t>(layers_per_block), c.vocab_size)));
+    e.add_phase("lens: one logit block", std::max(layers_per_block, rows) * (V + d) * 4);
+  };
+  auto one_pass = vocablens::estimate_forward_memory(m, 1, T, vocablens::CacheSpec::none(), false);
+  one_pass.add("lens: normalised residuals [layers, T, d]", n * Td * d * 4);
+  stats_and_block(one_pass, n);
+  auto two = vocablens::estimate_forward_memory(m, 1, T, vocablens::CacheSpec::none(), false);
+  two.add("lens --two-pass: the final distribution [T, V]", Td * V * 4);
+  if (!ro["tuned"].is_null() || ro["decoder_blocks"].get<int64_t>() > 0) two.add("lens --two-pass: one normalised layer [T, d]", Td * d * 4);
+  stats_and_block(two, 1);
+  const auto& e = two_pass ? two : one_pass;
+  std::string reduce = std::string("give a shorter prompt, or --corpus FILE --window N to read it in windows") +
+                       (save_probs ? ", or leave out --save-probs" : "");
+  if (!two_pass && !save_probs && two.total() < one_pass.total())
+    reduce += fmt::format(", or --two-pass (about {:.0f} MiB: two forwards, one layer held at a time)", two.total() / 1048576.0);
   if (auto rc = vocablens::cli::check_memory("lens", fmt::format("the lens of {} tokens of {}", T, m.source()), e,
-                                             dry_run, reduce))
+                                             dry_run, reduce)) {
+    if (dry_run && !two_pass && !save_probs && two.total() < one_pass.total())
+      fmt::print("with --two-pass: about {:.1f} MiB (the forward runs twice; one layer's residual held at a time)\n",
+                 two.total() / 1048576.0);
     return *rc;
+  }
   return -1;
 }
 

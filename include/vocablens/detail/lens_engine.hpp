@@ -85,6 +85,11 @@ class LensEngine {
   /// Same, from an already normalised stack [n, T, d] (benchmarks time the two halves apart).
   void run_normalised(const at::Tensor& normed, const std::vector<int64_t>& ids, const std::vector<int64_t>& targets,
                       int64_t k, LensStats& s) const;
+  /// The same statistics as run() without the [n, T, d] stack (LensOptions::two_pass): a forward for the final
+  /// layer's distribution [T, V], then a second forward whose hooks compute every other layer's statistics in
+  /// blocks of positions as the layer is produced.
+  void run_two_pass(const std::vector<int64_t>& ids, const std::vector<int64_t>& targets, int64_t k,
+                    LensStats& s) const;
 
  private:
   const Model& m_;
@@ -92,12 +97,24 @@ class LensEngine {
   std::vector<LensLayer> layers_;
   at::Tensor W_, b_;
   double final_softcap_ = 0.0;  ///< the model's final logit soft-cap (Gemma-2), applied after W_U; 0 = none
+
+  /// Z [rows, V] = the logits of normalised rows X [rows, d]: X·W (+ b, soft-cap), as the model's unembedding.
+  void logits_into(at::Tensor& Z, const at::Tensor& X) const;
+  /// The statistics of lens layer li at position t from its logit row z (pf: the final distribution at t, or
+  /// null; write_probs: overwrite z with softmax(z)) into s.
+  void row_into(float* z, int64_t li, int64_t t, const float* pf, bool write_probs, const std::vector<int64_t>& ids,
+                const std::vector<int64_t>& targets, LensStats& s) const;
 };
 
 /// The LensResult of one sequence from its normalised stack [n, T, d] (what logit_lens does after its
 /// forward pass; logit_lens_batch calls it with the rows of a batched forward). ids already validated.
 LensResult lens_from_normalised(const Model& m, const LensEngine& eng, const at::Tensor& normed,
                                 const std::vector<int64_t>& ids, const LensOptions& opts);
+/// The LensResult of statistics already computed (what lens_from_normalised does after run_normalised).
+LensResult lens_from_stats(const Model& m, const LensEngine& eng, const LensStats& st, const std::vector<int64_t>& ids,
+                           const std::vector<int64_t>& targets, const LensOptions& opts);
+/// The target of every position: opts.target, else the next input token (-1 at the last position).
+std::vector<int64_t> lens_targets(const std::vector<int64_t>& ids, const LensOptions& opts);
 
 void validate_options(const Model& m, const LensOptions& o);
 void validate_ids(const Model& m, const std::vector<int64_t>& ids);
