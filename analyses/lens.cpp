@@ -26,8 +26,6 @@
 namespace vocablens {
 namespace lens_detail {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
 // ---------------------------------------------------------------------------------------------------
 
 void validate_options(const Model& m, const LensOptions& o) {
