@@ -1,4 +1,5 @@
 // Attention heads in vocabulary space: exact streamed top-k (token, token) pairs and factored spectra.
+#include "token_label.hpp"
 #include "vocablens/heads.hpp"
 
 #include <algorithm>
@@ -37,7 +38,6 @@ void check_head(const Model& m, int64_t layer, int64_t head) {
     throw UsageError(fmt::format("head {} is out of range (model has {} heads per layer: 0..{})", head, c.n_heads, c.n_heads - 1));
 }
 
-std::string text(const Tokenizer* tok, int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); }
 
 }  // namespace
 
@@ -242,17 +242,17 @@ Result HeadsAnalysis::to_result(const Tokenizer* tok) const {
       pair_ids[(c * k + static_cast<int64_t>(q)) * 2] = e.i;
       pair_ids[(c * k + static_cast<int64_t>(q)) * 2 + 1] = e.j;
       pair_values[c * k + static_cast<int64_t>(q)] = e.value;
-      pairs.rows.push_back({hc.layer, hc.head, kind, static_cast<int64_t>(q + 1), e.i, text(tok, e.i), e.j,
-                            text(tok, e.j), e.value});
-      if (q < 10) top.push_back({text(tok, e.i), text(tok, e.j), e.value});
+      pairs.rows.push_back({hc.layer, hc.head, kind, static_cast<int64_t>(q + 1), e.i, token_label(tok, e.i), e.j,
+                            token_label(tok, e.j), e.value});
+      if (q < 10) top.push_back({token_label(tok, e.i), token_label(tok, e.j), e.value});
     }
     for (int64_t s = 0; s < S && s < static_cast<int64_t>(hc.per_token.size()); ++s) {
       const auto& lst = hc.per_token[static_cast<size_t>(s)];
       for (size_t q = 0; q < lst.size(); ++q) {
         per_ids[(c * S + s) * pk + static_cast<int64_t>(q)] = lst[q].j;
         per_vals[(c * S + s) * pk + static_cast<int64_t>(q)] = lst[q].value;
-        per_token.rows.push_back({hc.layer, hc.head, kind, lst[q].i, text(tok, lst[q].i), static_cast<int64_t>(q + 1),
-                                  lst[q].j, text(tok, lst[q].j), lst[q].value});
+        per_token.rows.push_back({hc.layer, hc.head, kind, lst[q].i, token_label(tok, lst[q].i), static_cast<int64_t>(q + 1),
+                                  lst[q].j, token_label(tok, lst[q].j), lst[q].value});
       }
     }
     double fro = 0;

@@ -1,4 +1,5 @@
 // The exact k-NN graph of a vocabulary by cosine (see include/vocablens/knn.hpp).
+#include "token_label.hpp"
 #include "vocablens/knn.hpp"
 
 #include <ATen/Parallel.h>
@@ -125,10 +126,6 @@ void finalise(KnnGraph& g, const CandidateLists& L, const at::Tensor& X, const s
   });
   g.rescored = std::accumulate(rescored.begin(), rescored.end(), int64_t{0});
   g.fallback_rows = std::count(fell_back.begin(), fell_back.end(), 1);
-}
-
-std::string token_name(const Tokenizer* tok, int64_t id) {
-  return tok ? tok->display(id) : "#" + std::to_string(id);
 }
 
 // `knn --k 100000` ran until out of memory (k was clamped to n - 1 = V - 1, then n x k kept).
@@ -297,8 +294,8 @@ Result KnnGraph::to_result(const Tokenizer* tok, bool edges) const {
     Table ht{"hubs", {"rank", "token_id", "token", "in_degree"}, {}};
     for (size_t i = 0; i < order.size(); ++i) {
       int64_t id = order[i];
-      if (i < 20) hubs.push_back({{"id", id}, {"token", token_name(tok, id)}, {"in_degree", in_degree[static_cast<size_t>(id)]}});
-      ht.rows.push_back({i + 1, id, token_name(tok, id), in_degree[static_cast<size_t>(id)]});
+      if (i < 20) hubs.push_back({{"id", id}, {"token", token_label(tok, id)}, {"in_degree", in_degree[static_cast<size_t>(id)]}});
+      ht.rows.push_back({i + 1, id, token_label(tok, id), in_degree[static_cast<size_t>(id)]});
     }
     s["top_hubs"] = hubs;
     res.tables.push_back(std::move(ht));
@@ -308,10 +305,10 @@ Result KnnGraph::to_result(const Tokenizer* tok, bool edges) const {
     nlohmann::json nb = nlohmann::json::array();
     for (int64_t t = 0; t < k; ++t) {
       int64_t j = indices[static_cast<size_t>(r * k + t)];
-      nb.push_back({{"id", j}, {"token", token_name(tok, j)}, {"cosine", scores[static_cast<size_t>(r * k + t)]}});
+      nb.push_back({{"id", j}, {"token", token_label(tok, j)}, {"cosine", scores[static_cast<size_t>(r * k + t)]}});
     }
     int64_t src = rows[static_cast<size_t>(r)];
-    sample.push_back({{"id", src}, {"token", token_name(tok, src)}, {"neighbours", nb}});
+    sample.push_back({{"id", src}, {"token", token_label(tok, src)}, {"neighbours", nb}});
   }
   s["first_rows"] = sample;
   res.summary = s;
@@ -326,10 +323,10 @@ Result KnnGraph::to_result(const Tokenizer* tok, bool edges) const {
     et.rows.reserve(static_cast<size_t>(q * k));
     for (int64_t r = 0; r < q; ++r) {
       int64_t src = rows[static_cast<size_t>(r)];
-      std::string sname = token_name(tok, src);
+      std::string sname = token_label(tok, src);
       for (int64_t t = 0; t < k; ++t) {
         int64_t j = indices[static_cast<size_t>(r * k + t)];
-        et.rows.push_back({src, sname, t + 1, j, token_name(tok, j), scores[static_cast<size_t>(r * k + t)]});
+        et.rows.push_back({src, sname, t + 1, j, token_label(tok, j), scores[static_cast<size_t>(r * k + t)]});
       }
     }
     res.tables.push_back(std::move(et));

@@ -27,8 +27,6 @@
 namespace vocablens {
 namespace lens_detail {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
 // ---------------------------------------------------------------------------------------------------
 
 void validate_options(const Model& m, const LensOptions& o) {

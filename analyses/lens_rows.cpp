@@ -15,7 +15,6 @@ namespace vocablens {
 namespace lens_detail {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // ---------------------------------------------------------------------------------------------------
 // top-k of one row: a small array sorted by value descending; ties keep the lower id first (ids arrive

@@ -1,6 +1,7 @@
 // Cosine neighbourhoods of single tokens / words / expressions. See include/vocablens/neighbours.hpp. The
 // query grammar ("king - man + woman") and the resolution of its terms to tokens are in neighbour_query.cpp;
 // the k-NN graph of the whole vocabulary is knn.cpp.
+#include "token_label.hpp"
 #include "vocablens/neighbours.hpp"
 
 #include <ATen/Parallel.h>
@@ -21,10 +22,6 @@
 namespace vocablens {
 
 namespace {
-
-std::string token_name(const Tokenizer* tok, int64_t id) {
-  return tok ? tok->display(id) : "#" + std::to_string(id);
-}
 
 }  // namespace
 
@@ -154,7 +151,7 @@ Result NeighbourResult::to_result(const Tokenizer* tok) const {
   for (const auto& t : terms) {
     nlohmann::json pieces = nlohmann::json::array();
     for (size_t i = 0; i < t.pieces.size(); ++i)
-      pieces.push_back({{"id", t.pieces[i]}, {"token", token_name(tok, t.pieces[i])}, {"weight", t.piece_weights[i]}});
+      pieces.push_back({{"id", t.pieces[i]}, {"token", token_label(tok, t.pieces[i])}, {"weight", t.piece_weights[i]}});
     nlohmann::json tj = {{"weight", t.term.weight}, {"pieces", pieces}, {"single_token", t.single_token}};
     if (t.term.id >= 0) tj["id"] = t.term.id;
     else tj["text"] = t.term.text;
@@ -164,8 +161,8 @@ Result NeighbourResult::to_result(const Tokenizer* tok) const {
   Table table{"neighbours", {"rank", "token_id", "token", "cosine"}, {}};
   for (size_t i = 0; i < neighbours.size(); ++i) {
     const auto& x = neighbours[i];
-    nb.push_back({{"rank", i + 1}, {"id", x.id}, {"token", token_name(tok, x.id)}, {"cosine", x.cosine}});
-    table.rows.push_back({i + 1, x.id, token_name(tok, x.id), x.cosine});
+    nb.push_back({{"rank", i + 1}, {"id", x.id}, {"token", token_label(tok, x.id)}, {"cosine", x.cosine}});
+    table.rows.push_back({i + 1, x.id, token_label(tok, x.id), x.cosine});
   }
   res.summary = {{"query", query}, {"space", space}, {"matrix", matrix}, {"terms", terms_j},
                  {"excluded", excluded}, {"neighbours", nb}};

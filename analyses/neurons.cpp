@@ -1,4 +1,5 @@
 // MLP neurons in vocabulary space: keys (and gates) through the read projection, values through W_U.
+#include "token_label.hpp"
 #include "vocablens/neurons.hpp"
 
 #include <limits>
@@ -13,8 +14,6 @@
 namespace vocablens {
 
 namespace {
-
-std::string text(const Tokenizer* tok, int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); }
 
 std::vector<double> row_norms(const at::Tensor& X) {
   at::Tensor n = X.to(at::kDouble).norm(2, {1}).contiguous();
@@ -152,8 +151,8 @@ Result NeuronsAnalysis::to_result(const Tokenizer* tok) const {
         nlohmann::json toks = nlohmann::json::array();
         for (size_t q = 0; q < lst.size(); ++q) {
           top.rows.push_back({options.layer, n.neuron, p.name, dir == 0 ? "top" : "bottom", static_cast<int64_t>(q + 1),
-                              lst[q].j, text(tok, lst[q].j), lst[q].value});
-          if (q < 10) toks.push_back(text(tok, lst[q].j));
+                              lst[q].j, token_label(tok, lst[q].j), lst[q].value});
+          if (q < 10) toks.push_back(token_label(tok, lst[q].j));
         }
         jn[std::string(p.name) + (dir == 0 ? "_top" : "_bottom")] = toks;
       }

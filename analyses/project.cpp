@@ -1,4 +1,5 @@
 // Hidden states at a hook point projected to tokens: the `project` command (see include/vocablens/project.hpp).
+#include "token_label.hpp"
 #include "vocablens/project.hpp"
 
 #include <algorithm>
@@ -11,7 +12,6 @@ namespace vocablens {
 
 namespace {
 
-std::string token_text(const Tokenizer* tok, int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); }
 
 }  // namespace
 
@@ -87,7 +87,7 @@ Result HiddenProjection::to_result(const Tokenizer* tok) const {
                   {"alpha_only", options.filter.alpha_only},
                   {"allow_list_size", options.filter.allow ? static_cast<int64_t>(options.filter.allow->size()) : -1}};
   nlohmann::json input = nlohmann::json::array();
-  for (int64_t id : ids) input.push_back({{"id", id}, {"token", token_text(tok, id)}});
+  for (int64_t id : ids) input.push_back({{"id", id}, {"token", token_label(tok, id)}});
   res.summary["input"] = input;
   const int64_t L = static_cast<int64_t>(layers.size()), Pn = static_cast<int64_t>(positions.size()), k = options.top_k;
   std::vector<int64_t> tid(static_cast<size_t>(L * Pn * k), -1);
@@ -101,16 +101,16 @@ Result HiddenProjection::to_result(const Tokenizer* tok) const {
       nrm[static_cast<size_t>(l * Pn + p)] = norms[l][p];
       const auto& top = this->top[l][p];
       nlohmann::json jp = {{"position", positions[p]},
-                           {"input_token", token_text(tok, ids[positions[p]])},
+                           {"input_token", token_label(tok, ids[positions[p]])},
                            {"norm", norms[l][p]},
                            {"top", nlohmann::json::array()}};
       for (size_t q = 0; q < top.size(); ++q) {
         size_t at_ = static_cast<size_t>((l * Pn + p) * k) + q;
         tid[at_] = top[q].j;
         score[at_] = top[q].value;
-        t.rows.push_back({layers[l], positions[p], token_text(tok, ids[positions[p]]), static_cast<int64_t>(q + 1),
-                          top[q].j, token_text(tok, top[q].j), top[q].value});
-        jp["top"].push_back({{"id", top[q].j}, {"token", token_text(tok, top[q].j)}, {"score", top[q].value}});
+        t.rows.push_back({layers[l], positions[p], token_label(tok, ids[positions[p]]), static_cast<int64_t>(q + 1),
+                          top[q].j, token_label(tok, top[q].j), top[q].value});
+        jp["top"].push_back({{"id", top[q].j}, {"token", token_label(tok, top[q].j)}, {"score", top[q].value}});
       }
       jl["positions"].push_back(jp);
     }

@@ -8,6 +8,7 @@
 
 #include "fixtures.hpp"
 #include "safetensors_edit.hpp"
+#include "tensor_checks.hpp"
 #include "vocablens/ablation.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/hooks.hpp"
@@ -17,8 +18,6 @@
 namespace {
 
 const std::vector<int64_t> kIds = {464, 412, 733, 417, 8765, 318, 287, 6342, 13, 383};
-
-double max_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
 using vl_test::shq;
 
@@ -48,8 +47,8 @@ TEST_CASE("zero-ablating a head through hook_z equals the checkpoint with that h
       auto got = vocablens::run_with_hooks(m, at::tensor(kIds, at::kLong), hooks).logits;
       auto plain = m.forward(at::tensor(kIds, at::kLong)).logits;
       INFO("layer " << layer << " head " << head);
-      CHECK(max_diff(got, ref) < 1e-5);
-      CHECK(max_diff(got, plain) > 1e-3);  // the ablation did something
+      CHECK(vl_test::max_abs_diff(got, ref) < 1e-5);
+      CHECK(vl_test::max_abs_diff(got, plain) > 1e-3);  // the ablation did something
     }
 }
 
@@ -72,12 +71,12 @@ TEST_CASE("zero-ablating a head equals zeroed W_O columns on a Llama checkpoint 
   vocablens::HookList h;
   h.add("blocks.3.attn.hook_z", [&](at::Tensor& z) { z.select(2, head).zero_(); });
   auto got = vocablens::run_with_hooks(m, at::tensor(ids, at::kLong), h).logits;
-  CHECK(max_diff(got, ref) < 1e-5);
-  CHECK(max_diff(got, m.forward(at::tensor(ids, at::kLong)).logits) > 1e-4);
+  CHECK(vl_test::max_abs_diff(got, ref) < 1e-5);
+  CHECK(vl_test::max_abs_diff(got, m.forward(at::tensor(ids, at::kLong)).logits) > 1e-4);
   // The per-head result hook zeroing the same head gives the same logits (a second path through the block).
   vocablens::HookList h2;
   h2.add("result.3", [&](at::Tensor& r) { r.select(2, head).zero_(); });
-  CHECK(max_diff(vocablens::run_with_hooks(m, at::tensor(ids, at::kLong), h2).logits, ref) < 1e-5);
+  CHECK(vl_test::max_abs_diff(vocablens::run_with_hooks(m, at::tensor(ids, at::kLong), h2).logits, ref) < 1e-5);
 }
 
 TEST_CASE("zero-ablating an MLP neuron equals the checkpoint with its W_out row zeroed (gpt2-tiny)") {
@@ -92,7 +91,7 @@ TEST_CASE("zero-ablating an MLP neuron equals the checkpoint with its W_out row 
   vocablens::AblationOptions o;
   o.sites = {vocablens::parse_ablation_site("neuron", "1.17")};
   auto hooks = vocablens::ablation_hooks(m, o.sites, vocablens::AblationMode::Zero, {});
-  CHECK(max_diff(vocablens::run_with_hooks(m, at::tensor(kIds, at::kLong), hooks).logits, ref) < 1e-5);
+  CHECK(vl_test::max_abs_diff(vocablens::run_with_hooks(m, at::tensor(kIds, at::kLong), hooks).logits, ref) < 1e-5);
 }
 
 TEST_CASE("zero-ablating a whole hook (mlp_out.1) equals the checkpoint with that MLP's W_out and b_out zeroed") {
@@ -108,7 +107,7 @@ TEST_CASE("zero-ablating a whole hook (mlp_out.1) equals the checkpoint with tha
   auto ref = vocablens::load_model(edited).forward(at::tensor(kIds, at::kLong)).logits;
   auto hooks = vocablens::ablation_hooks(m, {vocablens::parse_ablation_site("hook", "blocks.1.hook_mlp_out")},
                                          vocablens::AblationMode::Zero, {});
-  CHECK(max_diff(vocablens::run_with_hooks(m, at::tensor(kIds, at::kLong), hooks).logits, ref) < 1e-5);
+  CHECK(vl_test::max_abs_diff(vocablens::run_with_hooks(m, at::tensor(kIds, at::kLong), hooks).logits, ref) < 1e-5);
 }
 
 TEST_CASE("steering at layer 0 equals the checkpoint with the vector added to every position embedding (gpt2-tiny)") {
@@ -127,8 +126,8 @@ TEST_CASE("steering at layer 0 equals the checkpoint with the vector added to ev
                                                      }}});
   auto ref = vocablens::load_model(edited).forward(at::tensor(kIds, at::kLong)).logits;
   auto got = vocablens::run_with_hooks(m, at::tensor(kIds, at::kLong), vocablens::steering_hooks(v, 0, scale)).logits;
-  CHECK(max_diff(got, ref) < 1e-4);
-  CHECK(max_diff(got, m.forward(at::tensor(kIds, at::kLong)).logits) > 1e-2);
+  CHECK(vl_test::max_abs_diff(got, ref) < 1e-4);
+  CHECK(vl_test::max_abs_diff(got, m.forward(at::tensor(kIds, at::kLong)).logits) > 1e-2);
   // Greedy decoding with steering hooks: its first step is the argmax of the steered forward.
   auto gen = vocablens::generate_greedy_with_hooks(m, kIds, 1, -1, vocablens::steering_hooks(v, 0, scale));
   REQUIRE(gen.size() == kIds.size() + 1);
@@ -153,8 +152,8 @@ TEST_CASE("mean ablation writes the mean over the reference positions") {
   at::Tensor seen;
   hooks.add("z.1", [&](at::Tensor& z) { seen = z.clone(); });  // runs after the ablation hook
   vocablens::run_with_hooks(m, at::tensor(kIds, at::kLong), hooks);
-  for (int64_t t = 0; t < static_cast<int64_t>(kIds.size()); ++t) CHECK(max_diff(seen[0][t][2], mean) < 1e-6);
-  CHECK(max_diff(seen[0].select(1, 1), zref.new_zeros({1})) > 0);  // other heads untouched (not zero)
+  for (int64_t t = 0; t < static_cast<int64_t>(kIds.size()); ++t) CHECK(vl_test::max_abs_diff(seen[0][t][2], mean) < 1e-6);
+  CHECK(vl_test::max_abs_diff(seen[0].select(1, 1), zref.new_zeros({1})) > 0);  // other heads untouched (not zero)
 
   // ablate(): the report of one run, before vs after; the target defaults to the unablated top-1.
   vocablens::AblationOptions o;
@@ -246,12 +245,12 @@ TEST_CASE("zero-ablating a head through hook_z equals zeroed W_O columns for GPT
     h.add("blocks.1.attn.hook_z", [&](at::Tensor& z) { z.select(2, head).zero_(); });
     auto got = vocablens::run_with_hooks(m, at::tensor(ids, at::kLong), h).logits;
     auto plain = m.forward(at::tensor(ids, at::kLong)).logits;
-    INFO(c.family << ": max |hooked - edited| = " << max_diff(got, ref) << ", effect " << max_diff(got, plain));
-    CHECK(max_diff(got, ref) < 1e-5);
-    CHECK(max_diff(got, plain) > 1e-4);  // the ablation did something
+    INFO(c.family << ": max |hooked - edited| = " << vl_test::max_abs_diff(got, ref) << ", effect " << vl_test::max_abs_diff(got, plain));
+    CHECK(vl_test::max_abs_diff(got, ref) < 1e-5);
+    CHECK(vl_test::max_abs_diff(got, plain) > 1e-4);  // the ablation did something
     // The per-head route (attn.hook_result) gives the same logits as hook_z.
     vocablens::HookList hr;
     hr.add("blocks.1.attn.hook_result", [&](at::Tensor& r) { r.select(2, head).zero_(); });
-    CHECK(max_diff(vocablens::run_with_hooks(m, at::tensor(ids, at::kLong), hr).logits, ref) < 1e-5);
+    CHECK(vl_test::max_abs_diff(vocablens::run_with_hooks(m, at::tensor(ids, at::kLong), hr).logits, ref) < 1e-5);
   }
 }

@@ -50,7 +50,7 @@ at::Tensor reference(const at::Tensor& q32, const at::Tensor& k32, const at::Ten
   return z;
 }
 
-struct Case {
+struct AttentionVariant {
   const char* name;
   int64_t B, H, Hkv, T, dh, block, window;
   double softcap;
@@ -60,7 +60,7 @@ struct Case {
 }  // namespace
 
 TEST_CASE("blocked attention equals the float64 definition for every variant") {
-  const std::vector<Case> cases = {
+  const std::vector<AttentionVariant> cases = {
       {"causal, one block", 1, 2, 2, 12, 8, 0, 0, 0, false},
       {"causal, 7 blocks of 16, last one short", 2, 3, 3, 100, 8, 16, 0, 0, false},
       {"grouped-query 8 over 2", 1, 8, 2, 70, 8, 16, 0, 0, false},

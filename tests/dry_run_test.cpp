@@ -30,14 +30,15 @@ bool wrote(const std::string& p) {
   return any;
 }
 
-struct Case {
+struct DryRunCommand {
   std::string name;     // what the test reports
   std::string args;     // after `vocablens`, without --dry-run
   std::string reduce;   // the option the refusal names
   std::string out_dir;  // a directory the real run would write ("" = none)
 };
 
-std::vector<Case> cases(const std::string& gpt2, const std::string& sae, const std::string& tmp) {
+std::vector<DryRunCommand> dry_run_commands(const std::string& gpt2, const std::string& sae,
+                                            const std::string& tmp) {
   const std::string M = " " + q(gpt2) + " ";
   const std::string corpus = tmp + "/corpus.txt";
   vl_test::write_file(corpus, "The quick brown fox jumps over the lazy dog. A second sentence follows the first one.\n");
@@ -99,7 +100,7 @@ TEST_CASE("--dry-run prints an estimate and runs nothing; a run over VOCABLENS_M
   REQUIRE(made == 0);
   const std::string sae = sae_tmp + "/saes/saelens_standard";
 
-  for (const Case& c : cases(gpt2, sae, tmp)) {
+  for (const DryRunCommand& c : dry_run_commands(gpt2, sae, tmp)) {
     SECTION(c.name) {
       std::string out;
       const int rc = vl_test::run_command(q(cli) + " " + c.args + " --dry-run 2>&1", out);

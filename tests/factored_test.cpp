@@ -9,9 +9,10 @@
 
 #include "fixtures.hpp"
 #include "npy_tensor.hpp"
+#include "tensor_checks.hpp"
 #include "vocablens/error.hpp"
-#include "vocablens/linalg/factored.hpp"
 #include "vocablens/heads.hpp"
+#include "vocablens/linalg/factored.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/unembed.hpp"
 

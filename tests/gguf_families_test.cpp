@@ -24,15 +24,15 @@
 
 namespace {
 
-struct Case {
+struct GgufFamily {
   const char* dir;
   double lcpp_tol;  ///< max |Δ logit| against llama.cpp: as tests/families_test.cpp states per family
 };
 // SiLU families agree with llama.cpp to float32 rounding; GELU families to llama.cpp's fp16 GELU table (and
 // GPT-NeoX's erf GELU against llama.cpp's tanh form), see docs/runner.md.
-const std::vector<Case> kCases = {{"qwen2", 1e-4}, {"qwen3", 1e-4},   {"mistral", 1e-4},  {"llama3", 1e-4}, {"llama_linear", 1e-4},
-                                  {"phi3", 1e-4},  {"gpt_neox", 5e-3}, {"gemma", 5e-3}, {"gemma2", 5e-3},
-                                  {"stablelm", 1e-4}};
+const std::vector<GgufFamily> kGgufFamilies = {
+    {"qwen2", 1e-4}, {"qwen3", 1e-4}, {"mistral", 1e-4}, {"llama3", 1e-4}, {"llama_linear", 1e-4},
+    {"phi3", 1e-4}, {"gpt_neox", 5e-3}, {"gemma", 5e-3}, {"gemma2", 5e-3}, {"stablelm", 1e-4}};
 
 std::string dir_of(const std::string& f) { return std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f; }
 
@@ -79,7 +79,7 @@ std::string compare_run_dirs(const std::string& a, const std::string& b) {
 }  // namespace
 
 TEST_CASE("GGUF twin of every family: llama.cpp's logits and the HF twin's, and the logit lens runs") {
-  for (const auto& fc : kCases) {
+  for (const auto& fc : kGgufFamilies) {
     const std::string d = dir_of(fc.dir);
     INFO(fc.dir);
     vocablens::Model g = vocablens::load_model(d + "/" + fc.dir + ".gguf");
@@ -122,7 +122,8 @@ TEST_CASE("every analysis command on the GGUF of every family agrees with its Hu
     bool cli = false;  ///< also run every command through the CLI on the GGUF
   };
   std::vector<Run> runs;
-  for (const auto& fc : kCases) runs.push_back({fc.dir, dir_of(fc.dir) + "/" + fc.dir + ".gguf", dir_of(fc.dir), dir_of(fc.dir) + "/ids.txt"});
+  for (const auto& fc : kGgufFamilies)
+    runs.push_back({fc.dir, dir_of(fc.dir) + "/" + fc.dir + ".gguf", dir_of(fc.dir), dir_of(fc.dir) + "/ids.txt"});
   const std::string stories_hf = vl_test::fixture("stories260K-hf");
   if (!stories_hf.empty()) runs.push_back({"stories260K", data + "stories260K-f32.gguf", stories_hf, data + "ids-llama.txt", true});
   runs.push_back({"gpt2-q8_0", data + "gpt2-tiny-q8_0.gguf", "", data + "ids-gpt2.txt"});

@@ -18,6 +18,7 @@
 
 #include "fixtures.hpp"
 #include "npy_tensor.hpp"
+#include "tensor_checks.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/gguf.hpp"
 #include "vocablens/model.hpp"
@@ -27,12 +28,6 @@
 namespace {
 
 const std::string kDir = std::string(VOCABLENS_SOURCE_DIR) + "/tests/data/gguf/";
-
-double max_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
-
-at::Tensor logits_of(const vocablens::Model& m, const std::vector<int64_t>& ids) {
-  return m.forward(at::tensor(ids, at::kLong)).logits[0];
-}
 
 }  // namespace
 
@@ -60,15 +55,15 @@ TEST_CASE("stories260K GGUF (F32) matches its Hugging Face twin and llama.cpp") 
   CHECK(gm.config().rope_interleaved);      // llama.cpp's converter permuted q/k to interleaved pairs
   CHECK_FALSE(hm.config().rope_interleaved);
   CHECK(gm.config().n_kv_heads == 4);
-  at::Tensor a = logits_of(gm, ids), b = logits_of(hm, ids);
-  CHECK(max_diff(a, b) < 5e-5);  // same weights; rotary convention differs in float rounding only
+  at::Tensor a = vl_test::logits_of(gm, ids), b = vl_test::logits_of(hm, ids);
+  CHECK(vl_test::max_abs_diff(a, b) < 5e-5);  // same weights; rotary convention differs in float rounding only
   at::Tensor ref = vl_test::read_f32_raw(kDir + "stories260K-f32.lcpp-logits.f32", {static_cast<int64_t>(ids.size()), -1});
-  CHECK(max_diff(a, ref) < 1e-4);
+  CHECK(vl_test::max_abs_diff(a, ref) < 1e-4);
   // Every analysis reads weights through the accessors: the same matrices as the HF twin's, per head up
   // to the q/k feature order (W_QK products agree), W_U exactly.
-  CHECK(max_diff(gm.W_U(), hm.W_U()) == 0);
+  CHECK(vl_test::max_abs_diff(gm.W_U(), hm.W_U()) == 0);
   at::Tensor qk_g = at::matmul(gm.W_Q(2)[3], gm.W_K(2)[3].t()), qk_h = at::matmul(hm.W_Q(2)[3], hm.W_K(2)[3].t());
-  CHECK(max_diff(qk_g, qk_h) < 1e-5);
+  CHECK(vl_test::max_abs_diff(qk_g, qk_h) < 1e-5);
 }
 
 TEST_CASE("quantized and BF16 GGUF fixtures agree with llama.cpp within the stated tolerance per type") {
@@ -80,11 +75,11 @@ TEST_CASE("quantized and BF16 GGUF fixtures agree with llama.cpp within the stat
     auto m = vocablens::load_model(kDir + "llamak-" + name + ".gguf");
     CHECK(m.config().vocab_size == 512);
     CHECK_FALSE(m.config().tied_embeddings);
-    at::Tensor ours = logits_of(m, ids);
+    at::Tensor ours = vl_test::logits_of(m, ids);
     // Exact reference: llama.cpp's F32 forward of the same weights dequantized by gguf-py.
     at::Tensor exact = vl_test::read_f32_raw(kDir + "llamak-" + name + ".dequant-lcpp-logits.f32", {T, -1});
     at::Tensor same = vl_test::read_f32_raw(kDir + "llamak-" + name + ".lcpp-logits.f32", {T, -1});
-    const double d_exact = max_diff(ours, exact), d_same = max_diff(ours, same), d_f32 = max_diff(ours, f32_ref);
+    const double d_exact = vl_test::max_abs_diff(ours, exact), d_same = vl_test::max_abs_diff(ours, same), d_f32 = vl_test::max_abs_diff(ours, f32_ref);
     const int64_t top1 = ours.argmax(-1).eq(same.argmax(-1)).sum().item<int64_t>();
     WARN(name << ": max|ours - exact| = " << d_exact << ", max|ours - llama.cpp same file| = " << d_same
               << " (top-1 " << top1 << "/" << T << "), quantization error vs F32 weights " << d_f32
@@ -105,7 +100,7 @@ TEST_CASE("weights stay in their stored type; accessors return float32") {
   CHECK(m.W_U().sizes() == at::IntArrayRef({256, 512}));
   // weight_matmul on a packed weight == x @ materialize_weight(w)
   at::Tensor x = at::randn({5, 256});
-  CHECK(max_diff(vocablens::weight_matmul(x, L.w_in), at::mm(x, m.W_in(0))) < 1e-4);
+  CHECK(vl_test::max_abs_diff(vocablens::weight_matmul(x, L.w_in), at::mm(x, m.W_in(0))) < 1e-4);
   auto b = vocablens::load_model(kDir + "llamak-bf16.gguf");
   CHECK(b.weights().layers[1].w_out.scalar_type() == at::kBFloat16);
   CHECK(b.W_out(1).scalar_type() == at::kFloat);
@@ -117,16 +112,16 @@ TEST_CASE("gpt2-tiny Q8_0 GGUF: fused qkv, learned positions, LayerNorm biases")
   auto ids = vl_test::read_ids_txt(kDir + "ids-gpt2.txt");
   auto gm = vocablens::load_model(kDir + "gpt2-tiny-q8_0.gguf");
   CHECK(gm.config().family == "gpt2");
-  at::Tensor ours = logits_of(gm, ids);
+  at::Tensor ours = vl_test::logits_of(gm, ids);
   at::Tensor ref = vl_test::read_f32_raw(kDir + "gpt2-tiny-q8_0.lcpp-logits.f32", {static_cast<int64_t>(ids.size()), -1});
-  at::Tensor twin = logits_of(vocablens::load_model(hf), ids);
+  at::Tensor twin = vl_test::logits_of(vocablens::load_model(hf), ids);
   at::Tensor exact = vl_test::read_f32_raw(kDir + "gpt2-tiny-q8_0.dequant-lcpp-logits.f32", {static_cast<int64_t>(ids.size()), -1});
-  WARN("gpt2-tiny q8_0: vs exact " << max_diff(ours, exact) << ", vs llama.cpp same file " << max_diff(ours, ref)
-                                   << ", vs HF twin (F32 weights) " << max_diff(ours, twin) << "; llama.cpp vs HF twin "
-                                   << max_diff(ref, twin) << "; max |logit| " << twin.abs().max().item<double>());
-  CHECK(max_diff(ours, exact) < 5e-3);  // llama.cpp's GELU is an fp16 lookup table (~1e-3)
-  CHECK(max_diff(ours, ref) < 0.15);
-  CHECK(max_diff(ours, twin) < 0.15);   // Q8_0 rounding of the weights
+  WARN("gpt2-tiny q8_0: vs exact " << vl_test::max_abs_diff(ours, exact) << ", vs llama.cpp same file " << vl_test::max_abs_diff(ours, ref)
+                                   << ", vs HF twin (F32 weights) " << vl_test::max_abs_diff(ours, twin) << "; llama.cpp vs HF twin "
+                                   << vl_test::max_abs_diff(ref, twin) << "; max |logit| " << twin.abs().max().item<double>());
+  CHECK(vl_test::max_abs_diff(ours, exact) < 5e-3);  // llama.cpp's GELU is an fp16 lookup table (~1e-3)
+  CHECK(vl_test::max_abs_diff(ours, ref) < 0.15);
+  CHECK(vl_test::max_abs_diff(ours, twin) < 0.15);   // Q8_0 rounding of the weights
 }
 
 TEST_CASE("tokenizer.ggml.* metadata becomes a VocabSpec") {
@@ -154,11 +149,11 @@ TEST_CASE("--dtype bfloat16: measured error against the float32 compute of the s
   for (const char* name : {"bf16", "q4_k_m"}) {
     INFO(name);
     auto m = vocablens::load_model(kDir + "llamak-" + name + ".gguf");
-    at::Tensor f = logits_of(m, ids);
+    at::Tensor f = vl_test::logits_of(m, ids);
     vocablens::set_compute_dtype(vocablens::ComputeDtype::BFloat16);
-    at::Tensor b = logits_of(m, ids);
+    at::Tensor b = vl_test::logits_of(m, ids);
     vocablens::set_compute_dtype(vocablens::ComputeDtype::Float32);
-    const double d = max_diff(f, b), scale = f.abs().max().item<double>();
+    const double d = vl_test::max_abs_diff(f, b), scale = f.abs().max().item<double>();
     WARN(name << ": bfloat16 compute vs float32 compute: max |diff| " << d << " (max |logit| " << scale << "), top-1 "
               << f.argmax(-1).eq(b.argmax(-1)).sum().item<int64_t>() << "/" << ids.size());
     CHECK(d > 0);             // the mode does change the arithmetic

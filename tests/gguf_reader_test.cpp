@@ -38,7 +38,7 @@ std::string file_with(uint32_t version, uint32_t n_dims, uint32_t type, uint64_t
   return w.b;
 }
 
-std::string error_of(const std::string& bytes, const std::string& tag) {
+std::string gguf_read_error(const std::string& bytes, const std::string& tag) {
   const std::string path = vl_test::temp_dir("gguf-hostile") + "/" + tag + ".gguf";
   vl_test::write_file(path, bytes);
   try {
@@ -54,52 +54,52 @@ std::string error_of(const std::string& bytes, const std::string& tag) {
 
 }  // namespace
 
-TEST_CASE("a minimal valid file reads") { CHECK(error_of(file_with(3, 1, 0, 0), "ok") == "<accepted>"); }
+TEST_CASE("a minimal valid file reads") { CHECK(gguf_read_error(file_with(3, 1, 0, 0), "ok") == "<accepted>"); }
 
 TEST_CASE("hostile GGUF headers and tensor infos give one-line errors") {
   const std::string ok = file_with(3, 1, 0, 0);
-  CHECK_THAT(error_of(ok.substr(0, 30), "truncated0"), Catch::Contains("metadata count 1 cannot fit"));
-  CHECK_THAT(error_of(ok.substr(0, 70), "truncated"), Catch::Contains("truncated file"));
-  CHECK_THAT(error_of("GGML" + ok.substr(4), "magic"), Catch::Contains("no 'GGUF' magic"));
-  CHECK_THAT(error_of(file_with(1, 1, 0, 0), "v1"), Catch::Contains("version 1 is not supported"));
-  CHECK_THAT(error_of(file_with(0x03000000, 1, 0, 0), "bigendian"), Catch::Contains("big-endian"));
-  CHECK_THAT(error_of(file_with(3, 5, 0, 0), "ndims"), Catch::Contains("n_dims 5"));
-  CHECK_THAT(error_of(file_with(3, 1, 99, 0), "type99"), Catch::Contains("unknown ggml tensor type 99"));
-  CHECK_THAT(error_of(file_with(3, 1, 16, 0), "iq2"), Catch::Contains("IQ2_XXS (16) is not supported"));
-  CHECK_THAT(error_of(file_with(3, 1, 0, 32), "offset"), Catch::Contains("runs past the end of the data section"));
-  CHECK_THAT(error_of(file_with(3, 1, 0, 7), "align"), Catch::Contains("not a multiple of the alignment"));
-  CHECK_THAT(error_of(file_with(3, 1, 0, 0, 8), "short"), Catch::Contains("runs past the end"));
-  CHECK_THAT(error_of(file_with(3, 1, 8, 0), "q8"), Catch::Contains("not a multiple of Q8_0's block of 32"));
+  CHECK_THAT(gguf_read_error(ok.substr(0, 30), "truncated0"), Catch::Contains("metadata count 1 cannot fit"));
+  CHECK_THAT(gguf_read_error(ok.substr(0, 70), "truncated"), Catch::Contains("truncated file"));
+  CHECK_THAT(gguf_read_error("GGML" + ok.substr(4), "magic"), Catch::Contains("no 'GGUF' magic"));
+  CHECK_THAT(gguf_read_error(file_with(1, 1, 0, 0), "v1"), Catch::Contains("version 1 is not supported"));
+  CHECK_THAT(gguf_read_error(file_with(0x03000000, 1, 0, 0), "bigendian"), Catch::Contains("big-endian"));
+  CHECK_THAT(gguf_read_error(file_with(3, 5, 0, 0), "ndims"), Catch::Contains("n_dims 5"));
+  CHECK_THAT(gguf_read_error(file_with(3, 1, 99, 0), "type99"), Catch::Contains("unknown ggml tensor type 99"));
+  CHECK_THAT(gguf_read_error(file_with(3, 1, 16, 0), "iq2"), Catch::Contains("IQ2_XXS (16) is not supported"));
+  CHECK_THAT(gguf_read_error(file_with(3, 1, 0, 32), "offset"), Catch::Contains("runs past the end of the data section"));
+  CHECK_THAT(gguf_read_error(file_with(3, 1, 0, 7), "align"), Catch::Contains("not a multiple of the alignment"));
+  CHECK_THAT(gguf_read_error(file_with(3, 1, 0, 0, 8), "short"), Catch::Contains("runs past the end"));
+  CHECK_THAT(gguf_read_error(file_with(3, 1, 8, 0), "q8"), Catch::Contains("not a multiple of Q8_0's block of 32"));
 }
 
 TEST_CASE("huge counts and lengths are refused before any allocation") {
   W w;
   w.b = "GGUF";
   w.u32(3).u64(0).u64(1).str("a").u32(9).u32(10).u64(uint64_t(1) << 60);  // array of 2^60 u64
-  CHECK_THAT(error_of(w.b, "arr60"), Catch::Contains("array of 1152921504606846976 u64 elements cannot fit"));
+  CHECK_THAT(gguf_read_error(w.b, "arr60"), Catch::Contains("array of 1152921504606846976 u64 elements cannot fit"));
   W s;
   s.b = "GGUF";
   s.u32(3).u64(0).u64(1).u64(uint64_t(1) << 62);  // key length 2^62
   s.b += std::string(16, 'x');
-  CHECK_THAT(error_of(s.b, "strlen"), Catch::Contains("runs past the end of the file"));
+  CHECK_THAT(gguf_read_error(s.b, "strlen"), Catch::Contains("runs past the end of the file"));
   W c;
   c.b = "GGUF";
   c.u32(3).u64(uint64_t(1) << 61).u64(0);
-  CHECK_THAT(error_of(c.b, "tcount"), Catch::Contains("tensor count"));
+  CHECK_THAT(gguf_read_error(c.b, "tcount"), Catch::Contains("tensor count"));
   W n;  // arrays of arrays nested 5 deep
   n.b = "GGUF";
   n.u32(3).u64(0).u64(1).str("n").u32(9);
   for (int i = 0; i < 5; ++i) n.u32(9).u64(1);
   n.u32(4).u64(1).u32(7);
-  CHECK_THAT(error_of(n.b, "nest"), Catch::Contains("nested more than 4 deep"));
+  CHECK_THAT(gguf_read_error(n.b, "nest"), Catch::Contains("nested more than 4 deep"));
   W a;  // general.alignment 3
   a.b = "GGUF";
   a.u32(3).u64(0).u64(1).str("general.alignment").u32(4).u32(3);
-  CHECK_THAT(error_of(a.b, "al3"), Catch::Contains("not a power of two"));
+  CHECK_THAT(gguf_read_error(a.b, "al3"), Catch::Contains("not a power of two"));
   W dims;  // dims whose product overflows
   dims.b = "GGUF";
   dims.u32(3).u64(1).u64(0).str("t").u32(4).u64(uint64_t(1) << 31).u64(uint64_t(1) << 31).u64(4).u64(1).u32(0).u64(0);
-  CHECK_THAT(error_of(dims.b, "dims"), Catch::Contains("dimensions are too large"));
+  CHECK_THAT(gguf_read_error(dims.b, "dims"), Catch::Contains("dimensions are too large"));
 }
 
 TEST_CASE("GGUF model files whose tensors disagree with the metadata are refused by load_model") {

@@ -14,11 +14,12 @@
 
 #include "fixtures.hpp"
 #include "npy_tensor.hpp"
+#include "tensor_checks.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/heads.hpp"
+#include "vocablens/linalg/topk_stream.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
-#include "vocablens/linalg/topk_stream.hpp"
 #include "vocablens/unembed.hpp"
 
 using vocablens::CircuitKind;
@@ -27,18 +28,6 @@ using vocablens::TopkStreamOptions;
 
 namespace {
 
-void use_temp_cache() { ::setenv("VOCABLENS_CACHE", vl_test::temp_dir("heads-cache").c_str(), 1); }
-
-void require_identical(const std::vector<TopkEntry>& got, const std::vector<TopkEntry>& want) {
-  REQUIRE(got.size() == want.size());
-  for (size_t q = 0; q < got.size(); ++q) {
-    INFO("rank " << q << ": got (" << got[q].i << ", " << got[q].j << ", " << got[q].value << ") want (" << want[q].i
-                 << ", " << want[q].j << ", " << want[q].value << ")");
-    REQUIRE(got[q].i == want[q].i);
-    REQUIRE(got[q].j == want[q].j);
-    REQUIRE(got[q].value == want[q].value);
-  }
-}
 
 // Brute force in torch float32: materialise the (restricted) V×V matrix with one GEMM, mask, and take the
 // k largest (stable sort: ties by flat index, i.e. (i asc, j asc); or at::topk for big matrices, whose tie
@@ -120,7 +109,7 @@ int64_t check_equal_up_to_ties(const std::vector<TopkEntry>& streamed, const std
 // that dominate, whose targets differ by ~1e-9.
 TEST_CASE("stories260K: streamed top-k pairs equal brute force for every head and both kinds", "[heads][exact]") {
   vocablens::init_runtime();
-  use_temp_cache();
+  vl_test::use_temp_cache("heads-cache");
   std::string dir = vl_test::fixture("stories260K");
   if (dir.empty()) return;
   auto m = vocablens::load_model(dir + "/stories260K.bin");
@@ -143,7 +132,7 @@ TEST_CASE("stories260K: streamed top-k pairs equal brute force for every head an
             o.block_cols = 128;
             auto streamed = vocablens::topk_stream(f.A, f.B, o);
             // 1. bit for bit against the canonical brute force (every one of the V² entries evaluated)
-            require_identical(streamed, vocablens::topk_bruteforce(f.A, f.B, o));
+            vl_test::require_identical_topk(streamed, vocablens::topk_bruteforce(f.A, f.B, o));
             // 2. against torch's float32 materialisation + stable sort
             order_differences += check_equal_up_to_ties(streamed, torch_dense_topk(f, nullptr, drop_diag, 100, true), f);
           }
@@ -156,7 +145,7 @@ TEST_CASE("stories260K: streamed top-k pairs equal brute force for every head an
 
 TEST_CASE("gpt2-tiny: streamed top-k pairs equal brute force on a 4096-token allow-list", "[heads][exact]") {
   vocablens::init_runtime();
-  use_temp_cache();
+  vl_test::use_temp_cache("heads-cache");
   std::string dir = vl_test::fixture("gpt2-tiny");
   if (dir.empty()) return;
   auto m = vocablens::load_model(dir);
@@ -179,7 +168,7 @@ TEST_CASE("gpt2-tiny: streamed top-k pairs equal brute force on a 4096-token all
         o.exclude_diagonal = (h % 2 == 1);
         auto streamed = vocablens::topk_stream(f.A, f.B, o);
         // Canonical brute force over all 4096² allowed entries: identical.
-        require_identical(streamed, vocablens::topk_bruteforce(f.A, f.B, o));
+        vl_test::require_identical_topk(streamed, vocablens::topk_bruteforce(f.A, f.B, o));
         // torch float32 materialisation of the 4096×4096 restriction.
         auto dense = torch_dense_topk(f, &allow, o.exclude_diagonal, 50, /*stable_sort=*/false);
         order_differences += check_equal_up_to_ties(streamed, dense, f);
@@ -194,7 +183,7 @@ TEST_CASE("gpt2-tiny: streamed top-k pairs equal brute force on a 4096-token all
 
 TEST_CASE("vocabulary circuits are the Table-1 forms", "[heads]") {
   vocablens::init_runtime();
-  use_temp_cache();
+  vl_test::use_temp_cache("heads-cache");
   std::string dir = vl_test::fixture("stories260K");
   if (dir.empty()) return;
   auto m = vocablens::load_model(dir + "/stories260K.bin");
@@ -230,7 +219,7 @@ TEST_CASE("vocabulary circuits are the Table-1 forms", "[heads]") {
 
 TEST_CASE("analyze_heads: filters, per-token lists, spectra, Result", "[heads]") {
   vocablens::init_runtime();
-  use_temp_cache();
+  vl_test::use_temp_cache("heads-cache");
   std::string dir = vl_test::fixture("gpt2-tiny");
   if (dir.empty()) return;
   auto m = vocablens::load_model(dir);
@@ -268,7 +257,7 @@ TEST_CASE("analyze_heads: filters, per-token lists, spectra, Result", "[heads]")
     so.cols = so.rows;
     so.row_class = cls;
     so.col_class = cls;
-    require_identical(c.top, vocablens::topk_stream(f.A, f.B, so));
+    vl_test::require_identical_topk(c.top, vocablens::topk_stream(f.A, f.B, so));
     // Per-token lists: the row of the dense product, filtered.
     REQUIRE(c.per_token.size() == 2);
     for (size_t s = 0; s < 2; ++s) {
@@ -313,7 +302,7 @@ TEST_CASE("analyze_heads: filters, per-token lists, spectra, Result", "[heads]")
 
 TEST_CASE("stories260K: a copying OV head's top pairs are on the diagonal unless dropped", "[heads]") {
   vocablens::init_runtime();
-  use_temp_cache();
+  vl_test::use_temp_cache("heads-cache");
   std::string dir = vl_test::fixture("stories260K");
   if (dir.empty()) return;
   auto m = vocablens::load_model(dir + "/stories260K.bin");

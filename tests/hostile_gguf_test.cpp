@@ -42,13 +42,13 @@ void set_u32(std::string& file, const std::string& key, uint32_t value) {
   std::memcpy(&file[at + pat.size() + 4], &value, 4);
 }
 
-std::string write_tmp(const std::string& bytes, const std::string& name) {
+std::string write_gguf(const std::string& bytes, const std::string& name) {
   std::string p = vl_test::temp_dir("gguf-hostile") + "/" + name;
   vl_test::write_file(p, bytes);
   return p;
 }
 
-std::string error_of(const std::string& path) {
+std::string model_load_error(const std::string& path) {
   try {
     vocablens::load_model(path);
   } catch (const vocablens::Error& e) {
@@ -71,8 +71,8 @@ TEST_CASE("GGUF: a NaN in a Q4_0 block scale, or in an F32 embedding, is refused
     const size_t block = 5;  // block 5 of the first row: values 160 .. 191
     const uint16_t nan_f16 = 0x7E00;
     std::memcpy(&bytes[t->offset + block * 18], &nan_f16, 2);
-    const std::string p = write_tmp(bytes, "nan-scale.gguf");
-    const std::string msg = error_of(p);
+    const std::string p = write_gguf(bytes, "nan-scale.gguf");
+    const std::string msg = model_load_error(p);
     INFO(msg);
     CHECK(msg.find(p + ": weight '" + t->name) == 0);
     CHECK(msg.find("non-finite") != std::string::npos);
@@ -88,8 +88,8 @@ TEST_CASE("GGUF: a NaN in a Q4_0 block scale, or in an F32 embedding, is refused
     REQUIRE(t->type == vocablens::GgmlType::F32);
     const float nan = std::numeric_limits<float>::quiet_NaN();
     std::memcpy(&bytes[t->offset + (7 * t->ne[0] + 3) * 4], &nan, 4);
-    const std::string p = write_tmp(bytes, "nan-embd.gguf");
-    const std::string msg = error_of(p);
+    const std::string p = write_gguf(bytes, "nan-embd.gguf");
+    const std::string msg = model_load_error(p);
     INFO(msg);
     CHECK(msg.find(p + ": weight 'token_embd.weight' holds 1 non-finite value") == 0);
     CHECK(msg.find("at [7, 3]") != std::string::npos);
@@ -103,8 +103,8 @@ TEST_CASE("GGUF: head count x head size that overflows, and a context of 2^30, a
   std::string bytes = copy_of("llamak-q4_0.gguf");
   set_u32(bytes, "llama.attention.head_count", 0x80000000u);
   set_u32(bytes, "llama.attention.head_count_kv", 0x80000000u);
-  std::string p = write_tmp(bytes, "heads.gguf");
-  std::string msg = error_of(p);
+  std::string p = write_gguf(bytes, "heads.gguf");
+  std::string msg = model_load_error(p);
   INFO(msg);
   CHECK(msg.find(p + ": ") == 0);
   CHECK(msg.find("head_count 2147483648 x head size") != std::string::npos);
@@ -118,7 +118,7 @@ TEST_CASE("GGUF: head count x head size that overflows, and a context of 2^30, a
   // context_length 2^30: `positions --max-positions 0` (all) must not build a 2^30 x 2^30 matrix.
   bytes = copy_of("llamak-q4_0.gguf");
   set_u32(bytes, "llama.context_length", 1u << 30);
-  p = write_tmp(bytes, "ctx.gguf");
+  p = write_gguf(bytes, "ctx.gguf");
   CHECK(vl_test::run_command("timeout 60 '" + cli + "' positions '" + p + "' --max-positions 0", out) == 2);
   INFO(out);
   CHECK(out.find("1073741824 positions would need") != std::string::npos);
@@ -211,7 +211,7 @@ open(dst, 'wb').write(head + b[data_start:])
   std::string out;
   REQUIRE(vl_test::run_command("/usr/bin/python3 '" + dir + "/addkv.py' '" + src + "' '" + dir + "/lin.gguf'", out) == 0);
   CHECK_NOTHROW(vocablens::load_model(src));
-  const std::string msg = error_of(dir + "/lin.gguf");
+  const std::string msg = model_load_error(dir + "/lin.gguf");
   INFO(msg);
   CHECK(msg.find(dir + "/lin.gguf: linear rope scaling (llama.rope.scaling.factor 2") == 0);
   CHECK(msg.find("together with a rope_freqs tensor") != std::string::npos);

@@ -15,13 +15,13 @@
 
 namespace {
 
-std::string write_tmp(const std::string& name, const std::string& text) {
+std::string prompts_file(const std::string& name, const std::string& text) {
   std::string p = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/vl_lens_batch_" + name;
   std::ofstream(p, std::ios::binary) << text;
   return p;
 }
 
-std::string error_of(const std::string& path) {
+std::string prompts_error(const std::string& path) {
   try {
     vocablens::read_lens_prompts(path);
   } catch (const vocablens::FormatError& e) {
@@ -33,23 +33,23 @@ std::string error_of(const std::string& path) {
 }  // namespace
 
 TEST_CASE("lens --prompts: the prompts file", "[lens_batch]") {
-  auto plain = vocablens::read_lens_prompts(write_tmp("plain.txt", "Once upon a time\r\n\n  \nThe cat {sat}\n"));
+  auto plain = vocablens::read_lens_prompts(prompts_file("plain.txt", "Once upon a time\r\n\n  \nThe cat {sat}\n"));
   REQUIRE(plain.size() == 2);
   CHECK(plain[0].prompt == "Once upon a time");
   CHECK(plain[0].line == 1);
   CHECK(plain[1].prompt == "The cat {sat}");
   CHECK(plain[1].line == 4);
   CHECK(plain[1].target.empty());
-  auto jl = vocablens::read_lens_prompts(write_tmp("p.jsonl", "{\"prompt\": \"a\\nb\", \"target\": \" x\"}\n\n{\"prompt\": \"c\"}\n"));
+  auto jl = vocablens::read_lens_prompts(prompts_file("p.jsonl", "{\"prompt\": \"a\\nb\", \"target\": \" x\"}\n\n{\"prompt\": \"c\"}\n"));
   REQUIRE(jl.size() == 2);
   CHECK(jl[0].prompt == "a\nb");
   CHECK(jl[0].target == " x");
   CHECK(jl[1].line == 3);
-  CHECK(error_of(write_tmp("bad.jsonl", "{\"prompt\": \"a\"}\nplain\n")).find("line 2: not a JSON object") != std::string::npos);
-  CHECK(error_of(write_tmp("bad2.jsonl", "{\"text\": \"a\"}\n")).find("line 1: expected") != std::string::npos);
-  CHECK(error_of(write_tmp("bad3.jsonl", "{\"prompt\": \"a\", \"target\": 3}\n")).find("line 1: \"target\" must be a string") != std::string::npos);
-  CHECK(error_of(write_tmp("empty.txt", "\n \n")).find("no prompts") != std::string::npos);
-  CHECK(error_of("/nonexistent/prompts.txt").find("no such file") != std::string::npos);
+  CHECK(prompts_error(prompts_file("bad.jsonl", "{\"prompt\": \"a\"}\nplain\n")).find("line 2: not a JSON object") != std::string::npos);
+  CHECK(prompts_error(prompts_file("bad2.jsonl", "{\"text\": \"a\"}\n")).find("line 1: expected") != std::string::npos);
+  CHECK(prompts_error(prompts_file("bad3.jsonl", "{\"prompt\": \"a\", \"target\": 3}\n")).find("line 1: \"target\" must be a string") != std::string::npos);
+  CHECK(prompts_error(prompts_file("empty.txt", "\n \n")).find("no prompts") != std::string::npos);
+  CHECK(prompts_error("/nonexistent/prompts.txt").find("no such file") != std::string::npos);
 }
 
 TEST_CASE("lens --prompts: arrays and table equal single-prompt lens runs", "[lens_batch][fixtures]") {

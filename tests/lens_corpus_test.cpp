@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "corpus_text.hpp"
 #include "fixtures.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/lens.hpp"
@@ -14,12 +15,6 @@
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
 
-namespace {
-const char* kCorpusText =
-    "The Eiffel Tower is in the city of Paris. It was built for the world fair of 1889 and is made of iron.\n"
-    "Once upon a time there was a little girl named Lily. She liked to play outside in the sun with her dog.\n"
-    "One day she found a big red ball under a tree, and she was very happy. The end.\n";
-}
 
 TEST_CASE("lens corpus: windows overlap by one token and the means equal per-window lenses", "[lens][corpus]") {
   vocablens::init_runtime();
@@ -29,8 +24,8 @@ TEST_CASE("lens corpus: windows overlap by one token and the means equal per-win
   auto tok = vocablens::load_tokenizer_for(dir);
   std::string tmp = vl_test::temp_dir("lenscorpus");
   std::string path = tmp + "/corpus.txt";
-  vl_test::write_file(path, kCorpusText);
-  auto all = tok->encode(kCorpusText);
+  vl_test::write_file(path, vl_test::kShortCorpus);
+  auto all = tok->encode(vl_test::kShortCorpus);
   REQUIRE(all.size() > 40);
 
   for (int64_t W : {int64_t{16}, int64_t{128}}) {
@@ -47,9 +42,9 @@ TEST_CASE("lens corpus: windows overlap by one token and the means equal per-win
     CHECK(c.tokens == static_cast<int64_t>(all.size()));
     CHECK(c.predicted == static_cast<int64_t>(all.size()) - 1);
     CHECK(calls == c.windows);
-    CHECK(c.corpus_bytes == std::string(kCorpusText).size());
+    CHECK(c.corpus_bytes == std::string(vl_test::kShortCorpus).size());
     // The predicted tokens are every token but the first: their bytes are the text minus the first token.
-    CHECK(c.bytes == std::string(kCorpusText).size() - tok->token_bytes(all[0]).size());
+    CHECK(c.bytes == std::string(vl_test::kShortCorpus).size() - tok->token_bytes(all[0]).size());
     // Reference: the same windows through logit_lens.
     const int64_t n = static_cast<int64_t>(c.layers.size());
     std::vector<double> ce(n, 0), kl(n, 0), ent(n, 0), acc(n, 0);

@@ -15,16 +15,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "corpus_text.hpp"
 #include "fixtures.hpp"
 #include "npy_tensor.hpp"
+#include "tensor_checks.hpp"
 #include "vocablens/detail/lens_engine.hpp"
+#include "vocablens/detail/sha256.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
 #include "vocablens/lens.hpp"
 #include "vocablens/lens_corpus.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/npy.hpp"
-#include "vocablens/detail/sha256.hpp"
 #include "vocablens/tokenizer.hpp"
 
 using vl_test::load_npy_tensor;
@@ -41,7 +43,7 @@ bool have_numpy() {
 }
 
 // Runs tests/lens_reference.py once per test program; returns its output directory ("" when numpy is absent).
-std::string reference_dir() {
+std::string lens_reference_dir() {
   static std::string dir = [] {
     if (!have_numpy()) return std::string();
     std::string root = vl_test::fixtures_root();
@@ -196,7 +198,7 @@ TEST_CASE("lens: per-layer values equal the independent NumPy lens of the refere
     vl_test::fixture("gpt2-tiny");  // fails or warns loudly
     return;
   }
-  std::string ref = reference_dir();
+  std::string ref = lens_reference_dir();
   std::ifstream f(ref + "/cases.json");
   auto cases = nlohmann::json::parse(f)["cases"];
   REQUIRE(cases.size() >= 10);
@@ -456,18 +458,12 @@ TEST_CASE("lens: to_result carries tokens, settings, arrays and the top-k table"
 
 // ---- corpus mode (the engine: lens_corpus_test.cpp; here the CLI) ----------------------------------------
 
-namespace {
-const char* kCorpusText =
-    "The Eiffel Tower is in the city of Paris. It was built for the world fair of 1889 and is made of iron.\n"
-    "Once upon a time there was a little girl named Lily. She liked to play outside in the sun with her dog.\n"
-    "One day she found a big red ball under a tree, and she was very happy. The end.\n";
-}
 
 // ---- the CLI ---------------------------------------------------------------------------------------------
 
 namespace {
 
-int run_cli(const std::string& args, std::string& out) {
+int run_lens_cli(const std::string& args, std::string& out) {
   std::string cli = vl_test::cli_path();
   REQUIRE(!cli.empty());
   return vl_test::run_command(shq(cli) + " lens " + args, out);
@@ -481,20 +477,20 @@ TEST_CASE("lens CLI: table, JSON, CSV and a run directory whose .npy files numpy
   if (dir.empty()) return;
   const std::string prompt = "The Eiffel Tower is in the city of";
   std::string out;
-  REQUIRE(run_cli(shq(dir) + " --prompt " + shq(prompt) + " --target ' Paris' --top-k 5 --no-color", out) == 0);
+  REQUIRE(run_lens_cli(shq(dir) + " --prompt " + shq(prompt) + " --target ' Paris' --top-k 5 --no-color", out) == 0);
   CHECK_THAT(out, Catch::Contains("logit lens"));
   CHECK_THAT(out, Catch::Contains("embed"));
   CHECK_THAT(out, Catch::Contains("␣Paris"));
   CHECK_THAT(out, Catch::Contains("KL→final"));
 
-  REQUIRE(run_cli(shq(dir) + " --prompt " + shq(prompt) + " --format json 2>/dev/null", out) == 0);
+  REQUIRE(run_lens_cli(shq(dir) + " --prompt " + shq(prompt) + " --format json 2>/dev/null", out) == 0);
   auto j = nlohmann::json::parse(out);
   CHECK(j["kind"] == "logit_lens");
   CHECK(j["summary"]["prompt"] == prompt);
   CHECK(j["summary"]["tokens"].size() == 10);
   CHECK(j["provenance"].contains("model_path"));
 
-  REQUIRE(run_cli(shq(dir) + " --prompt " + shq(prompt) + " --top-k 3 --format csv 2>/dev/null", out) == 0);
+  REQUIRE(run_lens_cli(shq(dir) + " --prompt " + shq(prompt) + " --top-k 3 --format csv 2>/dev/null", out) == 0);
   std::string header = out.substr(0, out.find('\n'));
   header.erase(std::remove(header.begin(), header.end(), '"'), header.end());
   CHECK(header.rfind("layer,hook,position,input_id,input_token,rank,token_id,token,prob", 0) == 0);
@@ -503,7 +499,7 @@ TEST_CASE("lens CLI: table, JSON, CSV and a run directory whose .npy files numpy
   CHECK(lines == 1 + 4 * 10 * 3);
 
   std::string run = vl_test::temp_dir("lenscli") + "/run";
-  REQUIRE(run_cli(shq(dir) + " --prompt " + shq(prompt) + " --target ' Paris' --resid-mid --out " + shq(run) +
+  REQUIRE(run_lens_cli(shq(dir) + " --prompt " + shq(prompt) + " --target ' Paris' --resid-mid --out " + shq(run) +
                       " --no-color",
                   out) == 0);
   CHECK(file_exists(run + "/logit_lens.json"));
@@ -569,22 +565,22 @@ TEST_CASE("lens CLI: clear errors for long or empty prompts, multi-token targets
   std::string out;
   std::string long_prompt;
   for (int i = 0; i < 200; ++i) long_prompt += " word";
-  CHECK(run_cli(shq(dir) + " --prompt " + shq(long_prompt), out) == 2);
+  CHECK(run_lens_cli(shq(dir) + " --prompt " + shq(long_prompt), out) == 2);
   CHECK_THAT(out, Catch::Contains("the prompt is 200 tokens, longer than the model's context of 128 tokens"));
-  CHECK(run_cli(shq(dir) + " --prompt ''", out) == 2);
+  CHECK(run_lens_cli(shq(dir) + " --prompt ''", out) == 2);
   CHECK_THAT(out, Catch::Contains("--prompt: is empty"));
-  CHECK(run_cli(shq(dir), out) == 2);
+  CHECK(run_lens_cli(shq(dir), out) == 2);
   CHECK_THAT(out, Catch::Contains("--prompt"));
-  CHECK(run_cli(shq(dir) + " --prompt 'The city of' --target ' Parisxyzzy'", out) == 2);
+  CHECK(run_lens_cli(shq(dir) + " --prompt 'The city of' --target ' Parisxyzzy'", out) == 2);
   CHECK_THAT(out, Catch::Contains("--target ' Parisxyzzy' is 3 tokens: ␣Paris"));
-  CHECK(run_cli(shq(dir) + " --prompt 'The city of' --target-id 99999", out) == 2);
+  CHECK(run_lens_cli(shq(dir) + " --prompt 'The city of' --target-id 99999", out) == 2);
   CHECK_THAT(out, Catch::Contains("outside the vocabulary"));
   std::string tmp = vl_test::temp_dir("lensbad");
   vl_test::write_file(tmp + "/file", "x");
-  CHECK(run_cli(shq(dir) + " --prompt 'The city of' --out " + shq(tmp + "/file/run"), out) == 1);
+  CHECK(run_lens_cli(shq(dir) + " --prompt 'The city of' --out " + shq(tmp + "/file/run"), out) == 1);
   CHECK_THAT(out, Catch::Contains(tmp + "/file"));
   CHECK_THAT(out, Catch::StartsWith("vocablens: error: "));
-  CHECK(run_cli(shq(dir) + " --prompt 'x' --decoder-blocks 9", out) == 2);
+  CHECK(run_lens_cli(shq(dir) + " --prompt 'x' --decoder-blocks 9", out) == 2);
   CHECK_THAT(out, Catch::Contains("--decoder-blocks must be in [0, 3]"));
 }
 
@@ -594,19 +590,19 @@ TEST_CASE("lens CLI: llama2.c model, decoder and pinv variants, corpus mode", "[
   if (dir.empty()) return;
   std::string out;
   std::string model = shq(dir + "/stories260K.bin");
-  REQUIRE(run_cli(model + " --prompt 'Once upon a time' --target ' the' --no-color", out) == 0);
+  REQUIRE(run_lens_cli(model + " --prompt 'Once upon a time' --target ' the' --no-color", out) == 0);
   CHECK_THAT(out, Catch::Contains("<s>"));  // BOS added like run.c
-  REQUIRE(run_cli(model + " --prompt 'Once upon a time' --decoder-blocks 2 --resid-mid --no-color", out) == 0);
+  REQUIRE(run_lens_cli(model + " --prompt 'Once upon a time' --decoder-blocks 2 --resid-mid --no-color", out) == 0);
   CHECK_THAT(out, Catch::Contains("last 2 blocks as decoder"));
-  REQUIRE(run_cli(model + " --prompt 'Once upon a time' --unembed pinv --format json 2>/dev/null", out) == 0);
+  REQUIRE(run_lens_cli(model + " --prompt 'Once upon a time' --unembed pinv --format json 2>/dev/null", out) == 0);
   CHECK(nlohmann::json::parse(out)["settings"]["unembed"] == "pinv");
   std::string tmp = vl_test::temp_dir("lenscorpuscli");
-  vl_test::write_file(tmp + "/c.txt", kCorpusText);
-  REQUIRE(run_cli(model + " --corpus " + shq(tmp + "/c.txt") + " --window 32 --out " + shq(tmp + "/run") + " --no-color",
+  vl_test::write_file(tmp + "/c.txt", vl_test::kShortCorpus);
+  REQUIRE(run_lens_cli(model + " --corpus " + shq(tmp + "/c.txt") + " --window 32 --out " + shq(tmp + "/run") + " --no-color",
                   out) == 0);
   CHECK_THAT(out, Catch::Contains("bits/byte"));
   CHECK(file_exists(tmp + "/run/logit_lens_corpus.json"));
   CHECK(file_exists(tmp + "/run/logit_lens_corpus.bits_per_byte.npy"));
-  CHECK(run_cli(model + " --corpus " + shq(tmp + "/nope.txt"), out) == 1);
+  CHECK(run_lens_cli(model + " --corpus " + shq(tmp + "/nope.txt"), out) == 1);
   CHECK_THAT(out, Catch::Contains("nope.txt"));
 }

@@ -17,14 +17,10 @@
 
 namespace {
 
-std::string shq(const std::string& s) {
-  std::string o = "'";
-  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return o + "'";
-}
+using vl_test::shq;
 
 // Writes the two checkpoints and their float64 logits once per test program.
-const std::string& reference_dir() {
+const std::string& long_context_reference_dir() {
   static const std::string dir = [] {
     std::string d = vl_test::temp_dir("longctx");
     std::string out;
@@ -53,7 +49,7 @@ double peak_rss_mib(const std::string& cmd, const std::vector<std::string>& env 
 
 // `vocablens lens` on the first T reference ids; `quiet`: output to /dev/null.
 std::string lens_command(const std::string& model, int64_t T, bool quiet = true) {
-  auto ids = vl_test::load_npy_tensor(reference_dir() + "/ids.npy");
+  auto ids = vl_test::load_npy_tensor(long_context_reference_dir() + "/ids.npy");
   std::string list;
   for (int64_t t = 0; t < T; ++t) list += (t ? "," : "") + std::to_string(ids[t].item<int64_t>());
   return shq(vl_test::cli_path()) + " lens " + shq(model) + " --prompt-ids " + list + " --top-k 1 --format json" +
@@ -63,7 +59,7 @@ std::string lens_command(const std::string& model, int64_t T, bool quiet = true)
 }  // namespace
 
 TEST_CASE("a 4096-token forward equals the float64 reference (full causal and sliding window, GQA)") {
-  const std::string& d = reference_dir();
+  const std::string& d = long_context_reference_dir();
   at::Tensor ids = vl_test::load_npy_tensor(d + "/ids.npy");
   REQUIRE(ids.size(0) == 4096);
   for (const char* name : {"llama", "mistral"}) {
@@ -84,7 +80,7 @@ TEST_CASE("a 4096-token forward equals the float64 reference (full causal and sl
 TEST_CASE("the CLI's peak memory grows linearly in the prompt's length") {
   const std::string cli = vl_test::cli_path();
   REQUIRE(!cli.empty());
-  const std::string model = reference_dir() + "/llama";
+  const std::string model = long_context_reference_dir() + "/llama";
   // Blocked attention serves inputs longer than its block (256 positions by default); the control below
   // forces the materialising path.
   const double r2 = peak_rss_mib(lens_command(model, 2048));
@@ -110,7 +106,7 @@ TEST_CASE("the CLI's peak memory grows linearly in the prompt's length") {
 TEST_CASE("--dry-run prints the expected peak memory and runs nothing; --timings prints the phases") {
   const std::string cli = vl_test::cli_path();
   REQUIRE(!cli.empty());
-  const std::string model = reference_dir() + "/llama";
+  const std::string model = long_context_reference_dir() + "/llama";
   std::string out;
   // The estimate of the 4096-token lens against the peak RSS of the real run (the test above measures
   // about 205 MiB): the fixed runtime part dominates on a model this small, so within 25 %.

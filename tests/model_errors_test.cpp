@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fixtures.hpp"
+#include "tiny_gpt2.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 
@@ -13,27 +14,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string le64(uint64_t v) {
-  std::string s(8, '\0');
-  for (int i = 0; i < 8; ++i) s[static_cast<size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
-  return s;
-}
+using vl_test::le64;
+using vl_test::make_model_dir;
+using vl_test::safetensors_bytes;
+using vl_test::tiny_gpt2_config;
 
-// A safetensors file from a header JSON and a data section.
-std::string safetensors_bytes(const nlohmann::json& header, const std::string& data) {
-  std::string h = header.dump();
-  while (h.size() % 8) h.push_back(' ');
-  return le64(h.size()) + h + data;
-}
-
-// A one-layer GPT-2 config for hand-made checkpoints.
-nlohmann::json tiny_gpt2_config() {
-  return {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"n_layer", 1}, {"n_embd", 4},
-          {"n_head", 2}, {"n_positions", 8}, {"vocab_size", 10}, {"layer_norm_epsilon", 1e-5}};
-}
-
-// Every tensor of that config, float32 zeros, laid out back to back.
-std::string tiny_gpt2_safetensors(std::map<std::string, std::vector<int64_t>> override_shapes = {},
+// Every tensor of the one-layer tiny GPT-2, float32 zeros, laid out back to back; shapes overridden or dropped.
+std::string zero_gpt2_safetensors(std::map<std::string, std::vector<int64_t>> override_shapes = {},
                                   std::vector<std::string> drop = {}) {
   std::map<std::string, std::vector<int64_t>> shapes = {
       {"wte.weight", {10, 4}}, {"wpe.weight", {8, 4}}, {"ln_f.weight", {4}}, {"ln_f.bias", {4}},
@@ -54,13 +41,6 @@ std::string tiny_gpt2_safetensors(std::map<std::string, std::vector<int64_t>> ov
     off += n;
   }
   return safetensors_bytes(h, std::string(off, '\0'));
-}
-
-std::string make_model_dir(const std::string& tag, const std::string& config, const std::string& weights) {
-  std::string dir = vl_test::temp_dir(tag);
-  vl_test::write_file(dir + "/config.json", config);
-  vl_test::write_file(dir + "/model.safetensors", weights);
-  return dir;
 }
 
 // The API throws FormatError whose message names `file` and contains `problem`; the CLI prints exactly
@@ -91,7 +71,7 @@ void expect_clean_failure(const std::string& model_path, const std::string& file
 }  // namespace
 
 TEST_CASE("a well-formed hand-made checkpoint loads (the error cases below differ from it in one thing)") {
-  std::string dir = make_model_dir("ok", tiny_gpt2_config().dump(), tiny_gpt2_safetensors());
+  std::string dir = make_model_dir("ok", tiny_gpt2_config().dump(), zero_gpt2_safetensors());
   auto m = vocablens::load_model(dir);
   CHECK(m.config().n_layers == 1);
   auto out = m.forward(at::tensor(std::vector<int64_t>{1, 2, 3}, at::kLong));
@@ -103,7 +83,7 @@ TEST_CASE("non-existent path") {
 }
 
 TEST_CASE("truncated safetensors file") {
-  std::string full = tiny_gpt2_safetensors();
+  std::string full = zero_gpt2_safetensors();
   std::string dir = make_model_dir("trunc", tiny_gpt2_config().dump(), full.substr(0, full.size() - 100));
   expect_clean_failure(dir, dir + "/model.safetensors", "outside the data section");
   std::string dir2 = make_model_dir("trunc2", tiny_gpt2_config().dump(), full.substr(0, 5));
@@ -137,12 +117,12 @@ TEST_CASE("dtype/shape byte mismatch") {
 }
 
 TEST_CASE("missing tensor") {
-  std::string dir = make_model_dir("missing", tiny_gpt2_config().dump(), tiny_gpt2_safetensors({}, {"h.0.mlp.c_fc.bias"}));
+  std::string dir = make_model_dir("missing", tiny_gpt2_config().dump(), zero_gpt2_safetensors({}, {"h.0.mlp.c_fc.bias"}));
   expect_clean_failure(dir, dir + "/model.safetensors", "missing tensor 'h.0.mlp.c_fc.bias'");
 }
 
 TEST_CASE("shape disagreeing with config.json") {
-  std::string dir = make_model_dir("shape", tiny_gpt2_config().dump(), tiny_gpt2_safetensors({{"wpe.weight", {7, 4}}}));
+  std::string dir = make_model_dir("shape", tiny_gpt2_config().dump(), zero_gpt2_safetensors({{"wpe.weight", {7, 4}}}));
   expect_clean_failure(dir, dir + "/model.safetensors", "tensor 'wpe.weight' has shape [7, 4]");
 }
 
@@ -150,18 +130,18 @@ TEST_CASE("unknown architecture") {
   auto cfg = tiny_gpt2_config();
   cfg["architectures"] = {"MambaForCausalLM"};
   cfg["model_type"] = "mamba";
-  std::string dir = make_model_dir("arch", cfg.dump(), tiny_gpt2_safetensors());
+  std::string dir = make_model_dir("arch", cfg.dump(), zero_gpt2_safetensors());
   expect_clean_failure(dir, dir + "/config.json", "unknown architecture 'MambaForCausalLM'");
 }
 
 TEST_CASE("malformed JSON") {
-  std::string dir = make_model_dir("json", "{\"n_layer\": 1,", tiny_gpt2_safetensors());
+  std::string dir = make_model_dir("json", "{\"n_layer\": 1,", zero_gpt2_safetensors());
   expect_clean_failure(dir, dir + "/config.json", "malformed JSON");
   std::string bad_header = le64(8) + "{\"a\":[1 ";
   std::string dir2 = make_model_dir("hjson", tiny_gpt2_config().dump(), bad_header);
   expect_clean_failure(dir2, dir2 + "/model.safetensors", "not valid JSON");
   std::string deep(100000, '[');
-  std::string dir3 = make_model_dir("deep", deep, tiny_gpt2_safetensors());
+  std::string dir3 = make_model_dir("deep", deep, zero_gpt2_safetensors());
   expect_clean_failure(dir3, dir3 + "/config.json", "nested deeper than");
 }
 

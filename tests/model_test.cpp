@@ -10,6 +10,7 @@
 
 #include "fixtures.hpp"
 #include "npy_tensor.hpp"
+#include "tensor_checks.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tensor_store.hpp"

@@ -17,8 +17,6 @@
 
 namespace {
 
-void use_temp_cache() { ::setenv("VOCABLENS_CACHE", vl_test::temp_dir("neurons-cache").c_str(), 1); }
-
 // The list equals the dense projection's top-k (values within fp32 rounding; ids where no near-tie).
 void check_against_dense(const std::vector<vocablens::TopkEntry>& got, const at::Tensor& scores /*[V]*/, int64_t k,
                          bool lowest = false) {
@@ -48,7 +46,7 @@ TEST_CASE("parse_index_list", "[neurons]") {
 
 TEST_CASE("gpt2-tiny neurons: keys through E+, values through W_U, norms", "[neurons]") {
   vocablens::init_runtime();
-  use_temp_cache();
+  vl_test::use_temp_cache("neurons-cache");
   std::string dir = vl_test::fixture("gpt2-tiny");
   if (dir.empty()) return;
   auto m = vocablens::load_model(dir);
@@ -112,7 +110,7 @@ TEST_CASE("gpt2-tiny neurons: keys through E+, values through W_U, norms", "[neu
 
 TEST_CASE("stories260K neurons: gated MLP has key (up), gate and value lists", "[neurons]") {
   vocablens::init_runtime();
-  use_temp_cache();
+  vl_test::use_temp_cache("neurons-cache");
   std::string dir = vl_test::fixture("stories260K");
   if (dir.empty()) return;
   auto m = vocablens::load_model(dir + "/stories260K.bin");

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "fixtures.hpp"
+#include "torch_zip_writer.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
 #include "vocablens/model.hpp"
@@ -191,13 +192,12 @@ struct Scratch {
   }
 };
 
-void le(std::string& out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out += static_cast<char>((v >> (8 * i)) & 0xFF);
-}
+using vl_test::Pickle;
+using vl_test::put_le;
 
 std::string safetensors(const std::string& header, const std::string& data = "") {
   std::string out;
-  le(out, header.size(), 8);
+  put_le(out, header.size(), 8);
   return out + header + data;
 }
 
@@ -209,68 +209,12 @@ std::string nested(char open, char close, size_t depth, const std::string& inner
   return s;
 }
 
-uint32_t crc32(const std::string& s) {
-  uint32_t c = 0xFFFFFFFFu;
-  for (unsigned char b : s) {
-    c ^= b;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-  }
-  return c ^ 0xFFFFFFFFu;
-}
-
 // A STORED zip (classic end record), as torch.save writes it.
 std::string zip(const std::vector<std::pair<std::string, std::string>>& items) {
-  std::string out;
-  std::vector<uint32_t> offsets;
-  for (auto& [name, data] : items) {
-    offsets.push_back(static_cast<uint32_t>(out.size()));
-    le(out, 0x04034b50, 4), le(out, 20, 2), le(out, 0, 2), le(out, 0, 2), le(out, 0, 4);
-    le(out, crc32(data), 4), le(out, data.size(), 4), le(out, data.size(), 4), le(out, name.size(), 2), le(out, 0, 2);
-    out += name + data;
-  }
-  const size_t cd = out.size();
-  for (size_t i = 0; i < items.size(); ++i) {
-    auto& [name, data] = items[i];
-    le(out, 0x02014b50, 4), le(out, 20, 2), le(out, 20, 2), le(out, 0, 2), le(out, 0, 2), le(out, 0, 4);
-    le(out, crc32(data), 4), le(out, data.size(), 4), le(out, data.size(), 4), le(out, name.size(), 2);
-    le(out, 0, 2), le(out, 0, 2), le(out, 0, 2), le(out, 0, 2), le(out, 0, 4), le(out, offsets[i], 4);
-    out += name;
-  }
-  const size_t cd_size = out.size() - cd;
-  le(out, 0x06054b50, 4), le(out, 0, 2), le(out, 0, 2), le(out, items.size(), 2), le(out, items.size(), 2);
-  le(out, cd_size, 4), le(out, cd, 4), le(out, 0, 2);
-  return out;
+  vl_test::ZipWriter z;
+  for (auto& [name, data] : items) z.add(name, data);
+  return z.bytes();
 }
-
-// Pickle protocol 2 as torch.save emits it.
-struct Pickle {
-  std::string b = std::string("\x80\x02", 2);
-  Pickle& op(char c) { return b += c, *this; }
-  Pickle& str(const std::string& s) {
-    b += 'X';
-    le(b, s.size(), 4);
-    return b += s, *this;
-  }
-  Pickle& integer(int64_t v) {
-    b += '\x8a';
-    b += '\x08';
-    le(b, static_cast<uint64_t>(v), 8);
-    return *this;
-  }
-  Pickle& global(const std::string& module, const std::string& name) { return b += 'c' + module + "\n" + name + "\n", *this; }
-  Pickle& ints(const std::vector<int64_t>& v) {
-    op('(');
-    for (auto x : v) integer(x);
-    return op('t');
-  }
-  Pickle& tensor(const std::string& key, int64_t numel, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
-    global("torch._utils", "_rebuild_tensor_v2").op('(');
-    op('(').str("storage").global("torch", "FloatStorage").str(key).str("cpu").integer(numel).op('t').op('Q');
-    integer(0).ints(sizes).ints(strides).op('\x89').global("collections", "OrderedDict").op(')').op('R');
-    return op('t').op('R');
-  }
-  std::string done() { return b + "."; }
-};
 
 std::string torch_file(const std::string& pickle) {
   return zip({{"archive/data.pkl", pickle}, {"archive/data/0", std::string(24, '\0')}, {"archive/version", "3\n"}});
@@ -278,7 +222,7 @@ std::string torch_file(const std::string& pickle) {
 
 std::string one_tensor(int64_t numel, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
   Pickle p;
-  p.op('}').op('(').str("w").tensor("0", numel, sizes, strides).op('u');
+  p.op('}').op('(').str("w").tensor("0", numel, 0, sizes, strides).op('u');
   return torch_file(p.done());
 }
 
@@ -306,14 +250,14 @@ TEST_CASE("safetensors: a header length of 2^63 (or 2^64-1, or 100 MB + 1) is re
   Scratch s;
   for (uint64_t claim : {uint64_t{1} << 63, ~uint64_t{0}, (uint64_t{100} << 20) + 1}) {
     std::string bytes;
-    le(bytes, claim, 8);
+    put_le(bytes, claim, 8);
     bytes += "{}";
     std::string f = s.put("h" + std::to_string(claim) + ".safetensors", bytes);
     expect_refused(f, "exceeds the 100 MB limit", [&] { vocablens::read_safetensors(f); });
   }
   // Under the limit but past the end of a small file.
   std::string bytes;
-  le(bytes, uint64_t{99} << 20, 8);
+  put_le(bytes, uint64_t{99} << 20, 8);
   std::string f = s.put("short.safetensors", bytes + "{}");
   expect_refused(f, "runs past the end of the file", [&] { vocablens::read_safetensors(f); });
 }
@@ -373,7 +317,7 @@ TEST_CASE("llama2.c: a header implying a huge model in a small file is refused b
   Scratch s;
   auto header = [](std::vector<int32_t> h) {
     std::string out;
-    for (int32_t v : h) le(out, static_cast<uint32_t>(v), 4);
+    for (int32_t v : h) put_le(out, static_cast<uint32_t>(v), 4);
     return out + std::string(64, '\0');
   };
   // A billion-element embedding (vocab 2^20 x dim 1024) and the largest header the bounds allow (whose

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "corpus_text.hpp"
 #include "fixtures.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/hooks.hpp"
@@ -21,11 +22,6 @@
 #include "vocablens/tokenizer.hpp"
 
 namespace {
-
-const char* kText =
-    "The Eiffel Tower is in the city of Paris. It was built for the world fair of 1889 and is made of iron.\n"
-    "Once upon a time there was a little girl named Lily. She liked to play outside in the sun with her dog.\n"
-    "One day she found a big red ball under a tree, and she was very happy. The end.\n";
 
 std::string sae_dir() {
   static std::string dir = [] {
@@ -149,8 +145,8 @@ TEST_CASE("SAE corpus statistics equal brute force over the same windows", "[sae
   auto m = vocablens::load_model(dir);
   auto tok = vocablens::load_tokenizer_for(dir);
   const std::string path = vl_test::temp_dir("saecorpus") + "/corpus.txt";
-  vl_test::write_file(path, kText);
-  const auto all = tok->encode(kText);
+  vl_test::write_file(path, vl_test::kShortCorpus);
+  const auto all = tok->encode(vl_test::kShortCorpus);
   REQUIRE(all.size() > 40);
 
   for (const char* name : {"saelens_standard", "saelens_jumprelu", "circuit_tracer/layer_1.safetensors"}) {

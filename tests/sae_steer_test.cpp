@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fixtures.hpp"
+#include "tensor_checks.hpp"
 #include "vocablens/ablation.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/hooks.hpp"
@@ -32,11 +33,6 @@ std::string steer_saes() {
   return dir;
 }
 
-double max_diff(const at::Tensor& a, const at::Tensor& b) {
-  REQUIRE(a.sizes() == b.sizes());
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
-}
-
 }  // namespace
 
 TEST_CASE("steering with an SAE feature adds scale * W_dec[f] at the point the SAE writes", "[sae][steer]") {
@@ -53,16 +49,16 @@ TEST_CASE("steering with an SAE feature adds scale * W_dec[f] at the point the S
     auto sae = vocablens::load_sae(steer_saes() + "/saelens_standard");
     at::Tensor got = vocablens::run_with_hooks(m, ids, vocablens::feature_steering_hooks(sae, f, s)).logits;
     at::Tensor want = vocablens::run_with_hooks(m, ids, vocablens::steering_hooks(sae.W_dec[f].to(at::kFloat), 1, s)).logits;
-    CHECK(max_diff(got, want) == 0.0);
-    CHECK(max_diff(got, clean) > 1e-3);  // it did something
+    CHECK(vl_test::max_abs_diff(got, want) == 0.0);
+    CHECK(vl_test::max_abs_diff(got, clean) > 1e-3);  // it did something
   }
   {  // a transcoder writing blocks.1.hook_mlp_out: adding there = adding to the residual entering block 2
     auto sae = vocablens::load_sae(steer_saes() + "/circuit_tracer/layer_1.safetensors");
     CHECK(vocablens::sae_write_hook(sae) == "blocks.1.hook_mlp_out");
     at::Tensor got = vocablens::run_with_hooks(m, ids, vocablens::feature_steering_hooks(sae, f, s)).logits;
     at::Tensor want = vocablens::run_with_hooks(m, ids, vocablens::steering_hooks(sae.W_dec[f].to(at::kFloat), 2, s)).logits;
-    CHECK(max_diff(got, want) <= 1e-4);
-    CHECK(max_diff(got, clean) > 1e-3);
+    CHECK(vl_test::max_abs_diff(got, want) <= 1e-4);
+    CHECK(vl_test::max_abs_diff(got, clean) > 1e-3);
   }
   {  // an SAE on the last block's output: logits = unembed(final_norm(resid_post + s * d)), by hand
     auto sae = vocablens::load_sae(steer_saes() + "/saelens_jumprelu");
@@ -73,7 +69,7 @@ TEST_CASE("steering with an SAE feature adds scale * W_dec[f] at the point the S
     vocablens::run_with_hooks(m, ids, cap);
     at::Tensor want = m.unembed(m.final_norm(resid + s * sae.W_dec[f].to(at::kFloat)));
     at::Tensor got = vocablens::run_with_hooks(m, ids, vocablens::feature_steering_hooks(sae, f, s)).logits;
-    CHECK(max_diff(got.reshape(want.sizes()), want) <= 1e-4);
+    CHECK(vl_test::max_abs_diff(got.reshape(want.sizes()), want) <= 1e-4);
   }
   auto sae = vocablens::load_sae(steer_saes() + "/saelens_standard");
   CHECK_THROWS_AS(vocablens::feature_steering_hooks(sae, 96, 1.0), vocablens::UsageError);

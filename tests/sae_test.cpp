@@ -43,7 +43,7 @@ double max_abs(const at::Tensor& a, const at::Tensor& b) {
 }
 
 template <class F>
-std::string error_of(F&& f) {
+std::string error_thrown_by(F&& f) {
   try {
     f();
   } catch (const vocablens::Error& e) {
@@ -108,44 +108,44 @@ TEST_CASE("bad SAE files give one line naming the file", "[sae]") {
   vocablens::Model m = vocablens::load_model(vl_test::fixture("gpt2-tiny"));
   auto one_line = [](const std::string& e) { return !e.empty() && e.find('\n') == std::string::npos; };
 
-  std::string e = error_of([&] { vocablens::load_sae(fx + "/bad_nan"); });
+  std::string e = error_thrown_by([&] { vocablens::load_sae(fx + "/bad_nan"); });
   INFO(e);
   CHECK(one_line(e));
   CHECK(e.find("bad_nan") != std::string::npos);
   CHECK(e.find("'W_dec' has NaN") != std::string::npos);
 
-  e = error_of([&] { vocablens::load_sae(fx + "/bad_missing"); });
+  e = error_thrown_by([&] { vocablens::load_sae(fx + "/bad_missing"); });
   INFO(e);
   CHECK(one_line(e));
   CHECK(e.find("bad_missing/cfg.json: missing field 'd_sae'") != std::string::npos);
 
-  e = error_of([&] { vocablens::load_sae(fx + "/bad_unknown"); });
+  e = error_thrown_by([&] { vocablens::load_sae(fx + "/bad_unknown"); });
   INFO(e);
   CHECK(one_line(e));
   CHECK(e.find("bad_unknown: no SAE layout found") != std::string::npos);
   CHECK(e.find("layouts read") != std::string::npos);
 
-  e = error_of([&] { vocablens::load_sae(fx + "/no_such_sae"); });
+  e = error_thrown_by([&] { vocablens::load_sae(fx + "/no_such_sae"); });
   CHECK(e.find("no_such_sae: no such file") != std::string::npos);
 
   auto din = vocablens::load_sae(fx + "/bad_din");
-  e = error_of([&] { vocablens::check_sae_fits(din, m); });
+  e = error_thrown_by([&] { vocablens::check_sae_fits(din, m); });
   INFO(e);
   CHECK(one_line(e));
   CHECK(e.find("bad_din: d_in 32 does not match blocks.1.hook_resid_pre") != std::string::npos);
 
   auto hook = vocablens::load_sae(fx + "/bad_hook");
-  e = error_of([&] { vocablens::check_sae_fits(hook, m); });
+  e = error_thrown_by([&] { vocablens::check_sae_fits(hook, m); });
   INFO(e);
   CHECK(one_line(e));
   CHECK(e.find("bad_hook: hook 'blocks.1.hook_nowhere'") != std::string::npos);
 
   // input of the wrong width: a UsageError naming the SAE
   auto sae = vocablens::load_sae(fx + "/saelens_standard");
-  e = error_of([&] { sae.encode(at::zeros({2, 32})); });
+  e = error_thrown_by([&] { sae.encode(at::zeros({2, 32})); });
   CHECK(e.find("saelens_standard") != std::string::npos);
   auto tc = vocablens::load_sae(fx + "/circuit_tracer/layer_1.safetensors");
-  e = error_of([&] { tc.decode(at::zeros({2, 96})); });
+  e = error_thrown_by([&] { tc.decode(at::zeros({2, 96})); });
   CHECK(e.find("skip connection") != std::string::npos);
 }
 
@@ -195,7 +195,7 @@ TEST_CASE("feature logit weights equal the dense float64 product's top and botto
   REQUIRE(a.top.size() == 6);
   for (size_t q = 0; q < 6; ++q) CHECK(a.top[q][0].j == top_ids[o.features[q]][0].item<int64_t>());
   o.features = {96};
-  CHECK(error_of([&] { vocablens::feature_logits(m, sae, o); }).find("feature 96 is out of range") != std::string::npos);
+  CHECK(error_thrown_by([&] { vocablens::feature_logits(m, sae, o); }).find("feature 96 is out of range") != std::string::npos);
 }
 
 TEST_CASE("vocablens features CLI and its report pages", "[sae][cli]") {

@@ -10,34 +10,27 @@
 #include <nlohmann/json.hpp>
 
 #include "fixtures.hpp"
+#include "tiny_gpt2.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/heads.hpp"
 #include "vocablens/lens.hpp"
 #include "vocablens/lens_corpus.hpp"
-#include "vocablens/neurons.hpp"
-#include "vocablens/spectrum.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/neurons.hpp"
 #include "vocablens/nonfinite.hpp"
+#include "vocablens/spectrum.hpp"
 #include "vocablens/tokenizer.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string le64(uint64_t v) {
-  std::string s(8, '\0');
-  for (int i = 0; i < 8; ++i) s[static_cast<size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
-  return s;
-}
+using vl_test::make_model_dir;
+using vl_test::tiny_gpt2_config;
 
-nlohmann::json tiny_gpt2_config(int layers = 1) {
-  return {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"n_layer", layers}, {"n_embd", 4},
-          {"n_head", 2}, {"n_positions", 8}, {"vocab_size", 10}, {"layer_norm_epsilon", 1e-5}};
-}
-
-// Every tensor of a `layers`-layer tiny GPT-2 (plus `extra`), float32 0.01, one element set to `poke_value`
-// in tensor `poke` (flat index 1) when given.
-std::string tiny_gpt2_safetensors(int layers, std::map<std::string, std::vector<int64_t>> extra = {},
+// Every tensor of a `layers`-layer tiny GPT-2 (vl_test::tiny_gpt2_config) plus `extra`, float32 0.01, one
+// element set to `poke_value` in tensor `poke` (flat index 1) when given.
+std::string filled_gpt2_safetensors(int layers, std::map<std::string, std::vector<int64_t>> extra = {},
                                   const std::string& poke = "", float poke_value = 0) {
   std::map<std::string, std::vector<int64_t>> shapes = {
       {"wte.weight", {10, 4}}, {"wpe.weight", {8, 4}}, {"ln_f.weight", {4}}, {"ln_f.bias", {4}}};
@@ -61,16 +54,7 @@ std::string tiny_gpt2_safetensors(int layers, std::map<std::string, std::vector<
     h[k] = {{"dtype", "F32"}, {"shape", v}, {"data_offsets", {data.size(), data.size() + 4 * n}}};
     data.append(reinterpret_cast<const char*>(vals.data()), 4 * n);
   }
-  std::string hs = h.dump();
-  while (hs.size() % 8) hs.push_back(' ');
-  return le64(hs.size()) + hs + data;
-}
-
-std::string make_model_dir(const std::string& tag, const std::string& config, const std::string& weights) {
-  std::string dir = vl_test::temp_dir(tag);
-  vl_test::write_file(dir + "/config.json", config);
-  vl_test::write_file(dir + "/model.safetensors", weights);
-  return dir;
+  return vl_test::safetensors_bytes(h, data);
 }
 
 template <class E>
@@ -137,7 +121,7 @@ TEST_CASE("NaN in the final norm, Inf embedding: named") {
   CHECK(w.find("nan at [9]") != std::string::npos);
 
   std::string dir = make_model_dir("infemb", tiny_gpt2_config().dump(),
-                                   tiny_gpt2_safetensors(1, {}, "wte.weight", INFINITY));
+                                   filled_gpt2_safetensors(1, {}, "wte.weight", INFINITY));
   w = load_error<vocablens::NonFiniteError>(dir);
   INFO(w);
   CHECK(w.find("weight 'wte.weight'") != std::string::npos);
@@ -179,7 +163,7 @@ TEST_CASE("activations: a non-finite value appearing in a block names the hook, 
 TEST_CASE("config.json values that make the forward NaN are refused") {
   auto cfg = tiny_gpt2_config();
   cfg["layer_norm_epsilon"] = -1;
-  std::string dir = make_model_dir("eps", cfg.dump(), tiny_gpt2_safetensors(1));
+  std::string dir = make_model_dir("eps", cfg.dump(), filled_gpt2_safetensors(1));
   CHECK(load_error<vocablens::FormatError>(dir).find("layer_norm_epsilon is -1") != std::string::npos);
   std::string dir_l = vl_test::fixture("stories260K-hf");
   if (dir_l.empty()) return;
@@ -205,7 +189,7 @@ TEST_CASE("config.json values that make the forward NaN are refused") {
 TEST_CASE("n_layer 10^12 is reported as out of range, with its value") {
   auto cfg = tiny_gpt2_config();
   cfg["n_layer"] = 1000000000000LL;
-  std::string dir = make_model_dir("hugelayers", cfg.dump(), tiny_gpt2_safetensors(1));
+  std::string dir = make_model_dir("hugelayers", cfg.dump(), filled_gpt2_safetensors(1));
   std::string w = load_error<vocablens::FormatError>(dir);
   INFO(w);
   CHECK(w.find("number of layers is 1000000000000") != std::string::npos);
@@ -214,14 +198,14 @@ TEST_CASE("n_layer 10^12 is reported as out of range, with its value") {
 
 TEST_CASE("every tensor of the checkpoint is used or reported") {
   // A config saying 2 layers over 3-layer weights.
-  std::string dir = make_model_dir("layers", tiny_gpt2_config(2).dump(), tiny_gpt2_safetensors(3));
+  std::string dir = make_model_dir("layers", tiny_gpt2_config(2).dump(), filled_gpt2_safetensors(3));
   std::string w = load_error<vocablens::FormatError>(dir);
   INFO(w);
   CHECK(w.find("holds weights of layer 2") != std::string::npos);
   CHECK(w.find("says 2 layers") != std::string::npos);
   // Unknown extra tensors.
   std::string dir2 = make_model_dir("extra", tiny_gpt2_config().dump(),
-                                    tiny_gpt2_safetensors(1, {{"score.weight", {3, 4}}, {"h.0.adapter.weight", {4}}}));
+                                    filled_gpt2_safetensors(1, {{"score.weight", {3, 4}}, {"h.0.adapter.weight", {4}}}));
   w = load_error<vocablens::FormatError>(dir2);
   INFO(w);
   CHECK(w.find("2 tensors that a GPT2LMHeadModel model does not use: 'h.0.adapter.weight', 'score.weight'") !=
@@ -229,7 +213,7 @@ TEST_CASE("every tensor of the checkpoint is used or reported") {
   std::string out;
   CHECK(cli("inspect '" + dir2 + "'", out) == 1);
   // The buffers real checkpoints carry (attn.bias) are not reported: the 1-layer model loads.
-  CHECK_NOTHROW(vocablens::load_model(make_model_dir("ok", tiny_gpt2_config().dump(), tiny_gpt2_safetensors(1))));
+  CHECK_NOTHROW(vocablens::load_model(make_model_dir("ok", tiny_gpt2_config().dump(), filled_gpt2_safetensors(1))));
   // And every fixture loads.
   for (const char* f : {"gpt2-tiny", "gpt2-tiny-prefixed", "gpt2-tiny-torchbin", "stories260K-hf", "llama2xs/ckpt.pt"}) {
     std::string p = vl_test::fixture(f);

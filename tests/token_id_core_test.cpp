@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "fixture_tokenizers.hpp"
 #include "fixtures.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/token_id.hpp"
@@ -13,29 +14,11 @@
 
 using vocablens::Tokenizer;
 using vocablens::UsageError;
-
-namespace {
-
-const Tokenizer* gpt2() {
-  static std::unique_ptr<Tokenizer> t = [] {
-    std::string dir = vl_test::fixture("gpt2-tiny");
-    return dir.empty() ? nullptr : vocablens::load_tokenizer_for(dir);
-  }();
-  return t.get();
-}
-
-const Tokenizer* tok512() {
-  static std::unique_ptr<Tokenizer> t = [] {
-    std::string p = vl_test::fixture("stories260K/tok512.bin");
-    return p.empty() ? nullptr : vocablens::load_tokenizer(p);
-  }();
-  return t.get();
-}
-
-}  // namespace
+using vl_test::gpt2_tokenizer;
+using vl_test::tok512_tokenizer;
 
 TEST_CASE("display forms and look-ups", "[tokenizer]") {
-  if (!gpt2() || !tok512()) return;
+  if (!gpt2_tokenizer() || !tok512_tokenizer()) return;
   using vocablens::display_text;
   using vocablens::undisplay_text;
   CHECK(display_text(" Paris") == "␣Paris");
@@ -51,7 +34,7 @@ TEST_CASE("display forms and look-ups", "[tokenizer]") {
   for (std::string s : {std::string(" Paris\n\t"), std::string("\xE6\x97 \xC2\x85\r", 7), std::string("\x00\x01", 2)})
     CHECK(undisplay_text(display_text(s)) == s);
 
-  const Tokenizer& g = *gpt2();
+  const Tokenizer& g = *gpt2_tokenizer();
   CHECK(g.token_to_id(" Paris") == 6342);
   CHECK(g.token_to_id("␣Paris") == 6342);
   CHECK(g.token_to_id("\n") == 198);
@@ -75,7 +58,7 @@ TEST_CASE("display forms and look-ups", "[tokenizer]") {
   CHECK_THROWS_AS(g.decode(std::vector<int64_t>{50257}), UsageError);
   CHECK_THROWS_AS(g.token_bytes(-3), UsageError);
 
-  const Tokenizer& t = *tok512();
+  const Tokenizer& t = *tok512_tokenizer();
   CHECK(t.display(1) == "<s>");
   CHECK(t.display(2) == "</s>");
   CHECK(t.display(0) == "<unk>");
@@ -99,8 +82,8 @@ TEST_CASE("display forms and look-ups", "[tokenizer]") {
 }
 
 TEST_CASE("single_token_id: a token as it stands, else a one-token encoding; otherwise the pieces", "[tokenizer]") {
-  if (!gpt2() || !tok512()) return;
-  const Tokenizer& g = *gpt2();
+  if (!gpt2_tokenizer() || !tok512_tokenizer()) return;
+  const Tokenizer& g = *gpt2_tokenizer();
   std::vector<int64_t> pieces = {99};
   CHECK(vocablens::single_token_id(g, " Paris", &pieces) == 6342);
   CHECK(pieces.empty());                                       // matched as a token: no encoding needed
@@ -114,7 +97,7 @@ TEST_CASE("single_token_id: a token as it stands, else a one-token encoding; oth
   CHECK(vocablens::display_ids(g, many, 2) == "␣Paris ␣Paris ...");
   CHECK(vocablens::display_ids(g, many, 2, false) == "␣Paris ␣Paris");
   // llama2.c: " Once" is a piece; "Once" is not, but its encoding (dummy prefix added) is that one token.
-  const Tokenizer& t = *tok512();
+  const Tokenizer& t = *tok512_tokenizer();
   CHECK_FALSE(t.token_to_id("Once").has_value());
   CHECK(vocablens::single_token_id(t, "Once", &pieces) == 403);
   CHECK(pieces == std::vector<int64_t>{403});

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "fixture_tokenizers.hpp"
 #include "fixtures.hpp"
 #include "vocablens/bpe_tokenizer.hpp"
 #include "vocablens/error.hpp"
@@ -23,6 +24,9 @@ using vocablens::Tokenizer;
 using vocablens::UsageError;
 using json = nlohmann::json;
 
+using vl_test::gpt2_tokenizer;
+using vl_test::tok512_tokenizer;
+
 namespace {
 
 std::vector<int64_t> ids_of(const json& j) { return j.get<std::vector<int64_t>>(); }
@@ -32,23 +36,6 @@ std::string hex_of(const std::string& s) {
   char b[4];
   for (unsigned char c : s) std::snprintf(b, sizeof b, "%02x", c), out += b;
   return out;
-}
-
-/// The GPT-2 tokenizer of the gpt2-tiny fixture (loaded once; loading takes ~0.2 s).
-const Tokenizer* gpt2() {
-  static std::unique_ptr<Tokenizer> t = [] {
-    std::string dir = vl_test::fixture("gpt2-tiny");
-    return dir.empty() ? nullptr : vocablens::load_tokenizer_for(dir);
-  }();
-  return t.get();
-}
-
-const Tokenizer* tok512() {
-  static std::unique_ptr<Tokenizer> t = [] {
-    std::string p = vl_test::fixture("stories260K/tok512.bin");
-    return p.empty() ? nullptr : vocablens::load_tokenizer(p);
-  }();
-  return t.get();
 }
 
 /// Checks that f() throws FormatError whose what() is one line and names `path`.
@@ -86,17 +73,17 @@ std::map<std::pair<std::string, std::string>, size_t> read_ranks(const std::stri
 
 TEST_CASE("GPT-2 BPE: all 340 fixture vectors encode and decode exactly", "[tokenizer][gpt2]") {
   auto path = vl_test::fixture("tokenizer/gpt2_vectors.json");
-  if (path.empty() || !gpt2()) return;
+  if (path.empty() || !gpt2_tokenizer()) return;
   json vectors = json::parse(vl_test::read_file(path));
   REQUIRE(vectors.size() == 340);
   size_t ok = 0;
   for (const auto& v : vectors) {
     std::string text = v["text"].get<std::string>();
     std::vector<int64_t> want = ids_of(v["ids"]);
-    std::vector<int64_t> got = gpt2()->encode(text);
+    std::vector<int64_t> got = gpt2_tokenizer()->encode(text);
     INFO("text hex " << hex_of(text) << " source " << v["source"].get<std::string>());
     CHECK(got == want);
-    CHECK(gpt2()->decode(want) == text);
+    CHECK(gpt2_tokenizer()->decode(want) == text);
     ok += got == want;
   }
   CHECK(ok == 340);
@@ -104,7 +91,7 @@ TEST_CASE("GPT-2 BPE: all 340 fixture vectors encode and decode exactly", "[toke
 
 TEST_CASE("GPT-2 BPE: <|endoftext|> as a special token only when asked", "[tokenizer][gpt2]") {
   auto path = vl_test::fixture("tokenizer/gpt2_special_tokens.json");
-  if (path.empty() || !gpt2()) return;
+  if (path.empty() || !gpt2_tokenizer()) return;
   json vectors = json::parse(vl_test::read_file(path));
   REQUIRE(vectors.size() == 3);
   EncodeOptions special;
@@ -112,55 +99,55 @@ TEST_CASE("GPT-2 BPE: <|endoftext|> as a special token only when asked", "[token
   for (const auto& v : vectors) {
     std::string text = v["text"].get<std::string>();
     INFO(text);
-    CHECK(gpt2()->encode(text) == ids_of(v["ids_plain_bpe"]));
-    CHECK(gpt2()->encode(text, special) == ids_of(v["ids_with_special_tokens"]));
-    CHECK(gpt2()->decode(ids_of(v["ids_with_special_tokens"])) == text);
+    CHECK(gpt2_tokenizer()->encode(text) == ids_of(v["ids_plain_bpe"]));
+    CHECK(gpt2_tokenizer()->encode(text, special) == ids_of(v["ids_with_special_tokens"]));
+    CHECK(gpt2_tokenizer()->decode(ids_of(v["ids_with_special_tokens"])) == text);
   }
-  CHECK(gpt2()->bos_id() == 50256);
-  CHECK(gpt2()->eos_id() == 50256);
-  CHECK(gpt2()->is_special(50256));
-  CHECK_FALSE(gpt2()->is_special(198));
+  CHECK(gpt2_tokenizer()->bos_id() == 50256);
+  CHECK(gpt2_tokenizer()->eos_id() == 50256);
+  CHECK(gpt2_tokenizer()->is_special(50256));
+  CHECK_FALSE(gpt2_tokenizer()->is_special(198));
   EncodeOptions bos_eos;
   bos_eos.add_bos = true;
   bos_eos.add_eos = true;
-  CHECK(gpt2()->encode("Hello world!", bos_eos) == std::vector<int64_t>{50256, 15496, 995, 0, 50256});
+  CHECK(gpt2_tokenizer()->encode("Hello world!", bos_eos) == std::vector<int64_t>{50256, 15496, 995, 0, 50256});
   // adjacent and repeated special tokens
-  CHECK(gpt2()->encode("<|endoftext|><|endoftext|>a<|endoftext|>", special) ==
+  CHECK(gpt2_tokenizer()->encode("<|endoftext|><|endoftext|>a<|endoftext|>", special) ==
         std::vector<int64_t>{50256, 50256, 64, 50256});
 }
 
 TEST_CASE("llama2.c tok512: all 23 fixture vectors match run.c's encode()", "[tokenizer][llama2c]") {
   auto path = vl_test::fixture("tokenizer/tok512_stories260K_vectors.json");
-  if (path.empty() || !tok512()) return;
+  if (path.empty() || !tok512_tokenizer()) return;
   json vectors = json::parse(vl_test::read_file(path));
   REQUIRE(vectors.size() == 23);
-  CHECK(tok512()->vocab_size() == 512);
-  CHECK(tok512()->kind() == "llama2c");
+  CHECK(tok512_tokenizer()->vocab_size() == 512);
+  CHECK(tok512_tokenizer()->kind() == "llama2c");
   size_t ok = 0;
   for (const auto& v : vectors) {
     std::string text = v["text"].get<std::string>();
     std::vector<int64_t> want = ids_of(v["ids"]);
-    std::vector<int64_t> got = tok512()->encode(text);
+    std::vector<int64_t> got = tok512_tokenizer()->encode(text);
     INFO("text: " << text);
     CHECK(got == want);
     ok += got == want;
     auto pieces = v["pieces"].get<std::vector<std::string>>();
     REQUIRE(pieces.size() == want.size());
-    for (size_t i = 0; i < want.size(); ++i) CHECK(tok512()->piece(want[i]) == pieces[i]);
-    CHECK(tok512()->decode(want) == text);
+    for (size_t i = 0; i < want.size(); ++i) CHECK(tok512_tokenizer()->piece(want[i]) == pieces[i]);
+    CHECK(tok512_tokenizer()->decode(want) == text);
   }
   CHECK(ok == 23);
   EncodeOptions no_bos;
   no_bos.add_bos = false;
-  CHECK(tok512()->encode("Once upon a time", no_bos) == std::vector<int64_t>{403, 407, 261, 378});
+  CHECK(tok512_tokenizer()->encode("Once upon a time", no_bos) == std::vector<int64_t>{403, 407, 261, 378});
   EncodeOptions eos;
   eos.add_eos = true;
-  CHECK(tok512()->encode("The end.", eos).back() == 2);
+  CHECK(tok512_tokenizer()->encode("The end.", eos).back() == 2);
 }
 
 TEST_CASE("llama2.c: random texts agree with a literal port of run.c's encode()", "[tokenizer][llama2c]") {
-  if (!tok512()) return;
-  const auto& t = dynamic_cast<const Llama2cTokenizer&>(*tok512());
+  if (!tok512_tokenizer()) return;
+  const auto& t = dynamic_cast<const Llama2cTokenizer&>(*tok512_tokenizer());
   const int64_t V = t.vocab_size();
   // run.c, statement by statement (sorted-vocabulary bsearch replaced by a map; same strings, same ids)
   std::map<std::string, int64_t> lookup;
@@ -212,18 +199,18 @@ TEST_CASE("llama2.c: random texts agree with a literal port of run.c's encode()"
 }
 
 TEST_CASE("empty input", "[tokenizer]") {
-  if (!gpt2() || !tok512()) return;
-  CHECK(gpt2()->encode("").empty());
-  CHECK(gpt2()->decode(std::vector<int64_t>{}).empty());
-  CHECK(tok512()->encode("") == std::vector<int64_t>{1});
+  if (!gpt2_tokenizer() || !tok512_tokenizer()) return;
+  CHECK(gpt2_tokenizer()->encode("").empty());
+  CHECK(gpt2_tokenizer()->decode(std::vector<int64_t>{}).empty());
+  CHECK(tok512_tokenizer()->encode("") == std::vector<int64_t>{1});
   EncodeOptions no_bos;
   no_bos.add_bos = false;
-  CHECK(tok512()->encode("", no_bos).empty());
-  CHECK(tok512()->decode(std::vector<int64_t>{1}).empty());
+  CHECK(tok512_tokenizer()->encode("", no_bos).empty());
+  CHECK(tok512_tokenizer()->decode(std::vector<int64_t>{1}).empty());
 }
 
 TEST_CASE("arbitrary bytes round-trip (invalid UTF-8, NUL, long runs)", "[tokenizer]") {
-  if (!gpt2() || !tok512()) return;
+  if (!gpt2_tokenizer() || !tok512_tokenizer()) return;
   std::mt19937 rng(12345);
   const std::vector<std::string> atoms = {
       "a", "Z", " ", "  ", "\n", "\r\n", "\t", "'s", "'", "1", "42", ".", ",", "\xC3\xA9", "\xE6\x97\xA5",
@@ -241,38 +228,39 @@ TEST_CASE("arbitrary bytes round-trip (invalid UTF-8, NUL, long runs)", "[tokeni
       }
     }
     INFO("hex " << hex_of(s));
-    REQUIRE(gpt2()->decode(gpt2()->encode(s)) == s);
+    REQUIRE(gpt2_tokenizer()->decode(gpt2_tokenizer()->encode(s)) == s);
     EncodeOptions special;
     special.special_tokens = true;
-    REQUIRE(gpt2()->decode(gpt2()->encode(s, special)) == s);
-    REQUIRE(tok512()->decode(tok512()->encode(s)) == s);
+    REQUIRE(gpt2_tokenizer()->decode(gpt2_tokenizer()->encode(s, special)) == s);
+    REQUIRE(tok512_tokenizer()->decode(tok512_tokenizer()->encode(s)) == s);
   }
   // long runs go through the O(n log n) merge path
   for (std::string s : {std::string(5000, ' '), std::string(3000, 'a'), std::string(2000, '\xFF'),
                         std::string(1000, '\n') + "x", std::string(700, '7')}) {
-    CHECK(gpt2()->decode(gpt2()->encode(s)) == s);
-    CHECK(tok512()->decode(tok512()->encode(s)) == s);
+    CHECK(gpt2_tokenizer()->decode(gpt2_tokenizer()->encode(s)) == s);
+    CHECK(tok512_tokenizer()->decode(tok512_tokenizer()->encode(s)) == s);
   }
   // every single byte
   for (int b = 0; b < 256; ++b) {
     std::string s(1, static_cast<char>(b));
-    auto ids = gpt2()->encode(s);
+    auto ids = gpt2_tokenizer()->encode(s);
     CHECK(ids.size() == 1);
-    CHECK(gpt2()->decode(ids) == s);
-    CHECK(tok512()->decode(tok512()->encode(s)) == s);
+    CHECK(gpt2_tokenizer()->decode(ids) == s);
+    CHECK(tok512_tokenizer()->decode(tok512_tokenizer()->encode(s)) == s);
   }
 }
 
 TEST_CASE("GPT-2 BPE: long words agree with a naive encoder.py merge loop", "[tokenizer][gpt2]") {
   std::string merges = vl_test::fixture("gpt2-tiny/merges.txt");
-  if (merges.empty() || !gpt2()) return;
+  if (merges.empty() || !gpt2_tokenizer()) return;
   // The oracle: encoder.py's bpe() over spelled tokens; spelled token -> id through piece() of all ids.
   std::map<std::string, int64_t> id_of_spelling;
-  for (int64_t id = 0; id < gpt2()->vocab_size(); ++id) id_of_spelling[gpt2()->piece(id)] = id;
+  for (int64_t id = 0; id < gpt2_tokenizer()->vocab_size(); ++id) id_of_spelling[gpt2_tokenizer()->piece(id)] = id;
   const auto ranks = read_ranks(merges);
   auto oracle = [&](const std::string& word) {
     std::vector<std::string> w;
-    for (unsigned char c : word) w.push_back(gpt2()->piece(*gpt2()->token_to_id(std::string(1, static_cast<char>(c)))));
+    for (unsigned char c : word)
+      w.push_back(gpt2_tokenizer()->piece(*gpt2_tokenizer()->token_to_id(std::string(1, static_cast<char>(c)))));
     while (w.size() > 1) {
       size_t best = SIZE_MAX;
       std::pair<std::string, std::string> bp;
@@ -303,9 +291,9 @@ TEST_CASE("GPT-2 BPE: long words agree with a naive encoder.py merge loop", "[to
     std::string word;
     for (size_t i = 0; i < len; ++i) word += letters[rng() % letters.size()];
     INFO(word);
-    CHECK(gpt2()->encode(word) == oracle(word));
+    CHECK(gpt2_tokenizer()->encode(word) == oracle(word));
     std::string spaces(len, ' ');  // "\s+(?!\S)" at the end of the text: one pre-token
-    CHECK(gpt2()->encode(spaces) == oracle(spaces));
+    CHECK(gpt2_tokenizer()->encode(spaces) == oracle(spaces));
   }
 }
 
@@ -396,8 +384,8 @@ TEST_CASE("GPT-2 BPE: the three file layouts give the same tokenizer", "[tokeniz
 }
 
 TEST_CASE("GPT-2 pre-tokenizer uses Unicode White_Space, like tiktoken", "[tokenizer][gpt2]") {
-  if (!gpt2()) return;
-  auto* b = dynamic_cast<const BpeTokenizer*>(gpt2());
+  if (!gpt2_tokenizer()) return;
+  auto* b = dynamic_cast<const BpeTokenizer*>(gpt2_tokenizer());
   REQUIRE(b);
   CHECK(b->pretokenize("Hello world's  end\n\n") == std::vector<std::string>{"Hello", " world", "'s", " ", " end", "\n\n"});
   // U+180E MONGOLIAN VOWEL SEPARATOR is not White_Space (PCRE2's own \s would say it is)
@@ -500,15 +488,15 @@ TEST_CASE("missing or malformed vocabulary files give a one-line FormatError nam
 }
 
 TEST_CASE("encode is safe to call from several threads", "[tokenizer]") {
-  if (!gpt2()) return;
+  if (!gpt2_tokenizer()) return;
   std::string text;
   for (int i = 0; i < 300; ++i) text += "Thread " + std::to_string(i * 7919) + " says: caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC!\n";
-  const auto want = gpt2()->encode(text);
+  const auto want = gpt2_tokenizer()->encode(text);
   std::vector<std::vector<int64_t>> got(4);
   std::vector<std::thread> th;
   for (int k = 0; k < 4; ++k)
     th.emplace_back([&, k] {
-      for (int r = 0; r < 5; ++r) got[k] = gpt2()->encode(text);
+      for (int r = 0; r < 5; ++r) got[k] = gpt2_tokenizer()->encode(text);
     });
   for (auto& t : th) t.join();
   for (auto& g : got) CHECK(g == want);

@@ -9,25 +9,15 @@
 #include <numeric>
 #include <set>
 
+#include "tensor_checks.hpp"
 #include "vocablens/error.hpp"
-#include "vocablens/model.hpp"
 #include "vocablens/linalg/topk_stream.hpp"
+#include "vocablens/model.hpp"
 
 using vocablens::TopkEntry;
 using vocablens::TopkStreamOptions;
 
 namespace {
-
-void require_identical(const std::vector<TopkEntry>& got, const std::vector<TopkEntry>& want) {
-  REQUIRE(got.size() == want.size());
-  for (size_t q = 0; q < got.size(); ++q) {
-    INFO("rank " << q << ": got (" << got[q].i << ", " << got[q].j << ", " << got[q].value << ") want (" << want[q].i
-                 << ", " << want[q].j << ", " << want[q].value << ")");
-    REQUIRE(got[q].i == want[q].i);
-    REQUIRE(got[q].j == want[q].j);
-    REQUIRE(got[q].value == want[q].value);  // bit-identical canonical values
-  }
-}
 
 // torch float32 materialisation of the filtered product, stable-sorted by (value desc, i asc, j asc).
 std::vector<TopkEntry> torch_reference(const at::Tensor& A, const at::Tensor& B, const TopkStreamOptions& o) {
@@ -89,7 +79,7 @@ TEST_CASE("topk_stream equals the canonical brute force bit for bit, with either
             auto want = vocablens::topk_bruteforce(A, B, o);
             vocablens::TopkStreamStats st;
             auto got = vocablens::topk_stream(A, B, o, &st);
-            require_identical(got, want);
+            vl_test::require_identical_topk(got, want);
             CHECK(static_cast<int64_t>(got.size()) == std::min(k, n * m));
             CHECK(st.dense_flops == 2.0 * n * m * r);
             if (!prune) CHECK(st.tiles_pruned == 0);
@@ -116,7 +106,7 @@ TEST_CASE("both screens keep float32 near-ties that float64 orders differently",
         o.block_rows = 24;
         o.block_cols = 96;
         INFO("r=" << r << " k=" << k << " fused=" << fused);
-        require_identical(vocablens::topk_stream(A, B, o), vocablens::topk_bruteforce(A, B, o));
+        vl_test::require_identical_topk(vocablens::topk_stream(A, B, o), vocablens::topk_bruteforce(A, B, o));
       }
   }
   // A hand-made inversion: column 1 is 1 + 2^-30 exactly but 1 - 2^-24 in float32 summed in order
@@ -152,7 +142,7 @@ TEST_CASE("topk_stream is independent of tiling and thread count", "[topk_stream
         o.block_cols = bc;
         o.threads = threads;
         INFO("block " << br << "x" << bc << " threads " << threads);
-        require_identical(vocablens::topk_stream(A, B, o), ref);
+        vl_test::require_identical_topk(vocablens::topk_stream(A, B, o), ref);
       }
 }
 
@@ -169,7 +159,7 @@ TEST_CASE("topk_stream on integer data equals torch float32 materialisation exac
     o.block_rows = 32;
     o.block_cols = 64;
     auto got = vocablens::topk_stream(A, B, o);
-    require_identical(got, torch_reference(A, B, o));
+    vl_test::require_identical_topk(got, torch_reference(A, B, o));
   }
   // Filters on the same tie-heavy data (the reference applies them by masking the full matrix).
   TopkStreamOptions o;
@@ -181,8 +171,8 @@ TEST_CASE("topk_stream on integer data equals torch float32 materialisation exac
   o.cols = cols;
   o.exclude_diagonal = true;
   at::Tensor Asq = A.narrow(0, 0, 180);
-  require_identical(vocablens::topk_stream(Asq, B, o), torch_reference(Asq, B, o));
-  require_identical(vocablens::topk_stream(Asq, B, o), vocablens::topk_bruteforce(Asq, B, o));
+  vl_test::require_identical_topk(vocablens::topk_stream(Asq, B, o), torch_reference(Asq, B, o));
+  vl_test::require_identical_topk(vocablens::topk_stream(Asq, B, o), vocablens::topk_bruteforce(Asq, B, o));
 }
 
 TEST_CASE("topk_stream agrees with torch float32 on real data up to float32 rounding", "[topk_stream]") {
@@ -224,7 +214,7 @@ TEST_CASE("filters act inside the stream: classes, predicate, allow-lists", "[to
     auto got = vocablens::topk_stream(Aq, Bq, o);
     REQUIRE(got.size() == 50);
     for (auto& e : got) CHECK(e.i != e.j);
-    require_identical(got, vocablens::topk_bruteforce(Aq, Bq, o));
+    vl_test::require_identical_topk(got, vocablens::topk_bruteforce(Aq, Bq, o));
   }
   SECTION("classes and predicate") {
     TopkStreamOptions o = base;
@@ -237,7 +227,7 @@ TEST_CASE("filters act inside the stream: classes, predicate, allow-lists", "[to
       CHECK((e.i + e.j) % 5 != 0);
       if (e.i % 7 != 0) CHECK(e.i / 3 != e.j / 3);
     }
-    require_identical(got, vocablens::topk_bruteforce(A, B, o));
+    vl_test::require_identical_topk(got, vocablens::topk_bruteforce(A, B, o));
   }
   SECTION("allow-lists with duplicates and unsorted order") {
     TopkStreamOptions o = base;
@@ -245,7 +235,7 @@ TEST_CASE("filters act inside the stream: classes, predicate, allow-lists", "[to
     o.cols = std::vector<int64_t>{0, 299, 150, 150, 42};
     auto got = vocablens::topk_stream(A, B, o);
     CHECK(got.size() == 20);  // 5 distinct rows × 4 distinct columns
-    require_identical(got, vocablens::topk_bruteforce(A, B, o));
+    vl_test::require_identical_topk(got, vocablens::topk_bruteforce(A, B, o));
     o.rows = std::vector<int64_t>{};
     CHECK(vocablens::topk_stream(A, B, o).empty());
   }
@@ -261,8 +251,8 @@ TEST_CASE("norm-bound pruning skips work and stays exact", "[topk_stream]") {
   auto a = vocablens::topk_stream(A, B, o, &pruned);
   o.prune = false;
   auto b = vocablens::topk_stream(A, B, o, &full);
-  require_identical(a, b);
-  require_identical(a, vocablens::topk_bruteforce(A, B, o));
+  vl_test::require_identical_topk(a, b);
+  vl_test::require_identical_topk(a, vocablens::topk_bruteforce(A, B, o));
   CHECK(pruned.tiles_pruned > 0);
   CHECK(pruned.gemm_flops < 0.2 * full.gemm_flops);
   CHECK(full.gemm_flops == full.dense_flops);
@@ -287,7 +277,7 @@ TEST_CASE("topk_rows: per-row top-k equals brute force per row", "[topk_stream]"
       TopkStreamOptions one = o;
       one.rows = std::vector<int64_t>{(*o.rows)[q]};
       INFO("row " << (*o.rows)[q]);
-      require_identical(got[q], vocablens::topk_bruteforce(A, B, one));
+      vl_test::require_identical_topk(got[q], vocablens::topk_bruteforce(A, B, one));
     }
     o.rows.reset();
     o.cols = std::vector<int64_t>{1, 2, 3, 899};

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fixtures.hpp"
+#include "torch_zip_writer.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/tensor_store.hpp"
 
@@ -28,133 +29,10 @@ using vocablens::TensorStore;
 // ---------------------------------------------------------------------------------------------------
 // Crafting helpers.
 
-uint32_t crc32(const std::string& s) {
-  uint32_t c = 0xFFFFFFFFu;
-  for (unsigned char b : s) {
-    c ^= b;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-  }
-  return c ^ 0xFFFFFFFFu;
-}
-
-void le(std::string& out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out += static_cast<char>((v >> (8 * i)) & 0xFF);
-}
-
-// A minimal zip writer: STORED entries (optionally marked with another method), classic end record.
-struct ZipWriter {
-  struct Item {
-    std::string name, data;
-    uint16_t method;
-    uint32_t offset;
-  };
-  std::vector<Item> items;
-  void add(const std::string& name, const std::string& data, uint16_t method = 0) { items.push_back({name, data, method, 0}); }
-  std::string bytes() {
-    std::string out;
-    for (auto& it : items) {
-      it.offset = static_cast<uint32_t>(out.size());
-      le(out, 0x04034b50, 4);
-      le(out, 20, 2);
-      le(out, 0, 2);
-      le(out, it.method, 2);
-      le(out, 0, 4);  // time, date
-      le(out, crc32(it.data), 4);
-      le(out, it.data.size(), 4);
-      le(out, it.data.size(), 4);
-      le(out, it.name.size(), 2);
-      le(out, 0, 2);
-      out += it.name;
-      out += it.data;
-    }
-    const size_t cd = out.size();
-    for (auto& it : items) {
-      le(out, 0x02014b50, 4);
-      le(out, 20, 2);
-      le(out, 20, 2);
-      le(out, 0, 2);
-      le(out, it.method, 2);
-      le(out, 0, 4);
-      le(out, crc32(it.data), 4);
-      le(out, it.data.size(), 4);
-      le(out, it.data.size(), 4);
-      le(out, it.name.size(), 2);
-      le(out, 0, 2);   // extra
-      le(out, 0, 2);   // comment
-      le(out, 0, 2);   // disk
-      le(out, 0, 2);   // internal attributes
-      le(out, 0, 4);   // external attributes
-      le(out, it.offset, 4);
-      out += it.name;
-    }
-    const size_t cd_size = out.size() - cd;
-    le(out, 0x06054b50, 4);
-    le(out, 0, 2);
-    le(out, 0, 2);
-    le(out, items.size(), 2);
-    le(out, items.size(), 2);
-    le(out, cd_size, 4);
-    le(out, cd, 4);
-    le(out, 0, 2);
-    return out;
-  }
-};
-
-// Emits pickle protocol-2 opcodes the way torch.save does.
-struct Pickle {
-  std::string b = std::string("\x80\x02", 2);
-  Pickle& op(char c) {
-    b += c;
-    return *this;
-  }
-  Pickle& str(const std::string& s) {
-    b += 'X';
-    le(b, s.size(), 4);
-    b += s;
-    return *this;
-  }
-  Pickle& integer(int64_t v) {
-    if (v >= 0 && v < 256) {
-      b += 'K';
-      le(b, static_cast<uint64_t>(v), 1);
-    } else if (v >= INT32_MIN && v <= INT32_MAX) {
-      b += 'J';
-      le(b, static_cast<uint64_t>(v), 4);
-    } else {
-      b += '\x8a';
-      b += '\x08';
-      le(b, static_cast<uint64_t>(v), 8);
-    }
-    return *this;
-  }
-  Pickle& real(double d) {
-    uint64_t bits;
-    std::memcpy(&bits, &d, 8);
-    b += 'G';
-    for (int i = 7; i >= 0; --i) b += static_cast<char>((bits >> (8 * i)) & 0xFF);
-    return *this;
-  }
-  Pickle& global(const std::string& module, const std::string& name) {
-    b += 'c' + module + "\n" + name + "\n";
-    return *this;
-  }
-  Pickle& ints(const std::vector<int64_t>& v) {
-    op('(');
-    for (auto x : v) integer(x);
-    return op('t');
-  }
-  // _rebuild_tensor_v2(('storage', torch.<type>, key, 'cpu', numel), offset, sizes, strides, False, OrderedDict())
-  Pickle& tensor(const std::string& key, int64_t numel, int64_t offset, const std::vector<int64_t>& sizes,
-                 const std::vector<int64_t>& strides, const std::string& type = "FloatStorage") {
-    global("torch._utils", "_rebuild_tensor_v2");
-    op('(');
-    op('(').str("storage").global("torch", type).str(key).str("cpu").integer(numel).op('t').op('Q');
-    integer(offset).ints(sizes).ints(strides).op('\x89');
-    global("collections", "OrderedDict").op(')').op('R');
-    return op('t').op('R');
-  }
-  std::string done() { return b + "."; }
-};
+using vl_test::crc32;
+using vl_test::Pickle;
+using vl_test::ZipWriter;
+using vl_test::put_le;
 
 std::string floats(const std::vector<float>& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4); }
 
@@ -585,7 +463,7 @@ TEST_CASE("hostile: seeded mutations only ever produce FormatError") {
     const int edits = 1 + static_cast<int>(rng() % 3);
     for (int e = 0; e < edits; ++e) f[pkl_at + rng() % pkl_size] = static_cast<char>(rng());
     std::string crc;
-    le(crc, crc32(f.substr(pkl_at, pkl_size)), 4);
+    put_le(crc, crc32(f.substr(pkl_at, pkl_size)), 4);
     f.replace(cd + 16, 4, crc);
     expect_clean_outcome(tmp.write(f, "ckpt.pt"));
   }

@@ -6,10 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fixtures.hpp"
 #include "../src/train/safetensors_writer.hpp"  // internal to the trainer (not a public header)
-#include "vocablens/error.hpp"
+#include "fixtures.hpp"
+#include "tensor_checks.hpp"
 #include "vocablens/detail/interrupt_signal.hpp"
+#include "vocablens/error.hpp"
 #include "vocablens/interrupt.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/npy.hpp"
@@ -379,10 +380,6 @@ SymmetryChange symmetry_change(const std::function<at::Tensor(const std::vector<
   return c;
 }
 
-at::Tensor logits_of(const vocablens::Model& m, const std::vector<int64_t>& ids) {
-  return m.forward(at::tensor(ids, at::kLong)).logits[0];
-}
-
 // The first block's attention output added to the residual: resid_mid.0 [T, d].
 at::Tensor first_block_of(const vocablens::Model& m, const std::vector<int64_t>& ids) {
   vocablens::CacheSpec spec;
@@ -407,7 +404,7 @@ vocablens::Model random_gpt(PositionKind kind, int64_t layers) {
   return vocablens::Model(cfg, p.weights, "random");
 }
 
-const std::vector<int64_t> kIds = {11, 42, 7, 99, 3, 64, 25, 80, 5, 17};
+const std::vector<int64_t> kToyIds = {11, 42, 7, 99, 3, 64, 25, 80, 5, 17};
 const PositionKind kKinds[] = {PositionKind::None, PositionKind::Learned, PositionKind::Sinusoidal, PositionKind::Rotary,
                                PositionKind::ALiBi};
 
@@ -419,8 +416,8 @@ TEST_CASE("positions: without positions the model is permutation-equivariant; ev
   for (PositionKind kind : kKinds) {
     INFO(vocablens::to_string(kind));
     vocablens::Model one = random_gpt(kind, 1), two = random_gpt(kind, 2);
-    auto out1 = symmetry_change([&](const std::vector<int64_t>& ids) { return logits_of(one, ids); }, kIds);
-    auto blk2 = symmetry_change([&](const std::vector<int64_t>& ids) { return first_block_of(two, ids); }, kIds);
+    auto out1 = symmetry_change([&](const std::vector<int64_t>& ids) { return vl_test::logits_of(one, ids); }, kToyIds);
+    auto blk2 = symmetry_change([&](const std::vector<int64_t>& ids) { return first_block_of(two, ids); }, kToyIds);
     INFO("1-layer logits: prefix " << out1.prefix << ", swap " << out1.swap << "; 2-layer first block: prefix "
                                     << blk2.prefix << ", swap " << blk2.swap);
     if (kind == PositionKind::None) {
@@ -429,7 +426,7 @@ TEST_CASE("positions: without positions the model is permutation-equivariant; ev
       CHECK(blk2.prefix < 1e-5);
       CHECK(blk2.swap < 1e-5);
       // Two causal layers see order through the mask: not a symmetry of the whole 2-layer model.
-      auto out2 = symmetry_change([&](const std::vector<int64_t>& ids) { return logits_of(two, ids); }, kIds);
+      auto out2 = symmetry_change([&](const std::vector<int64_t>& ids) { return vl_test::logits_of(two, ids); }, kToyIds);
       CHECK(out2.prefix > 1e-3);
     } else {
       CHECK(out1.prefix > 1e-3);
@@ -455,7 +452,7 @@ TEST_CASE("positions: trained models of every kind round-trip through config.jso
     CHECK(st.has("wpe.weight") == (kind == PositionKind::Learned));
     vocablens::Model m = vocablens::load_model(o.out_dir);
     REQUIRE(m.config().positions == kind);
-    auto c = symmetry_change([&](const std::vector<int64_t>& ids) { return logits_of(m, ids); }, kIds);
+    auto c = symmetry_change([&](const std::vector<int64_t>& ids) { return vl_test::logits_of(m, ids); }, kToyIds);
     INFO("prefix " << c.prefix << ", swap " << c.swap);
     if (kind == PositionKind::None) {
       CHECK(c.prefix < 1e-5);

@@ -9,11 +9,12 @@
 
 #include "fixtures.hpp"
 #include "npy_tensor.hpp"
-#include "vocablens/error.hpp"
+#include "tensor_checks.hpp"
 #include "vocablens/detail/hash.hpp"
+#include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
-#include "vocablens/tokenizer.hpp"
 #include "vocablens/token_filter.hpp"
+#include "vocablens/tokenizer.hpp"
 #include "vocablens/unembed.hpp"
 
 namespace {

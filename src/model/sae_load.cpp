@@ -88,7 +88,7 @@ std::string str_or(const json& j, const std::string& key, const std::string& dfl
 // large mapped tensor are given back once read (MADV_PAGEOUT: clean file pages are dropped and read again if
 // touched; harmless on other memory), so that loading reads each matrix once without keeping it resident —
 // the logit weights, for one, never touch W_enc again.
-bool all_finite(const at::Tensor& t) {
+bool all_finite_in_slices(const at::Tensor& t) {
   if (t.dim() == 0 || t.numel() <= (int64_t{16} << 20)) return at::isfinite(t.to(at::kFloat)).all().item<bool>();
   const int64_t per_row = t.numel() / std::max<int64_t>(1, t.size(0));
   const int64_t step = std::max<int64_t>(1, (int64_t{16} << 20) / std::max<int64_t>(1, per_row));
@@ -123,7 +123,7 @@ at::Tensor take(const TensorStore& s, const std::string& name, std::vector<int64
     throw FormatError(s.source, fmt::format("tensor '{}' has shape [{}], expected [{}]", name, fmt::join(t.sizes(), ", "),
                                             fmt::join(shape, ", ")));
   if (!t.is_floating_point()) throw FormatError(s.source, "tensor '" + name + "' is not floating point");
-  if (!all_finite(t)) throw FormatError(s.source, "tensor '" + name + "' has NaN or infinite values");
+  if (!all_finite_in_slices(t)) throw FormatError(s.source, "tensor '" + name + "' has NaN or infinite values");
   return t;
 }
 

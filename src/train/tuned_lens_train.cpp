@@ -18,6 +18,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/interrupt.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/nonfinite.hpp"
 #include "vocablens/tensor_store.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/tuned_lens_train.hpp"
@@ -70,8 +71,6 @@ std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch) {
   for (int64_t i = n - 1; i > 0; --i) std::swap(p[static_cast<size_t>(i)], p[rng() % static_cast<uint64_t>(i + 1)]);
   return p;
 }
-
-bool all_finite(const at::Tensor& t) { return at::isfinite(t).all().item<bool>(); }
 
 // One call of train_tuned_lens, as named steps: the options checked, the corpus read, the schedule (window, windows
 // per step, micro-batches, learning rate), the translators (fresh, or from the checkpoint of --resume), then per step

@@ -140,6 +140,8 @@ std::string temp_dir(const std::string& tag) {
   return buf.data();
 }
 
+void use_temp_cache(const std::string& tag) { ::setenv("VOCABLENS_CACHE", temp_dir(tag).c_str(), 1); }
+
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw std::runtime_error("cannot read " + path);

@@ -50,6 +50,9 @@ int run_command(const std::string& cmd, std::string& output);
 
 /// A fresh empty temporary directory (removed by the OS's tmp cleaning, not by us).
 std::string temp_dir(const std::string& tag);
+/// Points VOCABLENS_CACHE (the library's cache of pseudo-inverses, vocablens/linalg/pinv.hpp) at a fresh temp_dir(tag),
+/// so that a test computes what it checks instead of reading an earlier run's result.
+void use_temp_cache(const std::string& tag);
 
 /// Reads a whole file as bytes.
 std::string read_file(const std::string& path);

@@ -57,8 +57,4 @@ inline at::Tensor read_f32_raw(const std::string& path, std::vector<int64_t> sha
   return t;
 }
 
-inline double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
-}
-
 }  // namespace vl_test

@@ -16,12 +16,16 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "vocablens/lens.hpp"
 
 namespace vocablens {
 namespace lens_detail {
+
+/// What a statistic is where a row has none (no target, no next token, a non-finite row).
+inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 /// What one row of logits is asked for.
 struct RowRequest {
