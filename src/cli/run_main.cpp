@@ -14,6 +14,7 @@
 
 #include "cli/blas_kernels.hpp"
 #include "cli/command.hpp"
+#include "cli/output.hpp"
 #include "cli/signals.hpp"
 #include "cli/suggest.hpp"
 #include "vocablens/dist.hpp"
@@ -34,6 +35,7 @@ int vocablens::cli::run_main(int argc, char** argv) {
   using namespace vocablens;
   // First thing: SIGINT/SIGTERM remove half-written temporary files, say so, exit 130 (cli/signals.cpp).
   cli::install_signal_handlers();
+  cli::arguments().assign(argv, argv + argc);  // the provenance's command line (cli/output.hpp)
   // LibTorch allocates and frees activation buffers of a few MB per layer and window. glibc serves blocks
   // above its adaptive mmap threshold with fresh mappings and trims the heap eagerly, so every buffer came
   // back as new pages to fault in (a third of the time of a corpus lens on a small model went to the
