@@ -71,7 +71,7 @@ struct Child {
 // the child (a test runner started in the background may ignore SIGINT, which exec would keep).
 // The test program beside the CLI's build (tests/CMakeLists.txt builds it before the test programs).
 std::string slow_writer() {
-  const std::string p = (fs::path(vl_test::cli_path()).parent_path() / "tests" / "vl_slow_write").string();
+  const std::string p = std::string(VOCABLENS_BINARY_DIR) + "/tests/vl_slow_write";
   REQUIRE(fs::exists(p));
   return p;
 }

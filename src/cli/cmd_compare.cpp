@@ -57,10 +57,8 @@ void print_compare(const vocablens::LensCompareResult& c, bool color) {
 void own_provenance(vocablens::Result& r) {
   std::string& line = vocablens::cli::command_line();
   if (line.empty()) {
-    std::ifstream f("/proc/self/cmdline", std::ios::binary);
-    std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    for (char& ch : all)
-      if (ch == '\0') ch = ' ';
+    std::string all;
+    for (const std::string& a : vocablens::cli::arguments()) all += a + ' ';
     while (!all.empty() && all.back() == ' ') all.pop_back();
     line = all;
   }

@@ -34,19 +34,12 @@ std::string shell_quote(const std::string& a) {
   return o + "'";
 }
 
-// The command line from /proc when main() did not set it (Linux).
-std::string proc_command_line() {
-  std::ifstream f("/proc/self/cmdline", std::ios::binary);
-  if (!f) return "";
-  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+// The command line from the arguments when main() did not set it.
+std::string quoted_command_line() {
   std::string out;
-  size_t start = 0;
-  while (start < all.size()) {
-    size_t end = all.find('\0', start);
-    if (end == std::string::npos) end = all.size();
+  for (const std::string& a : arguments()) {
     if (!out.empty()) out.push_back(' ');
-    out += shell_quote(all.substr(start, end - start));
-    start = end + 1;
+    out += shell_quote(a);
   }
   return out;
 }
@@ -56,6 +49,11 @@ std::string proc_command_line() {
 std::string& command_line() {
   static std::string line;
   return line;
+}
+
+std::vector<std::string>& arguments() {
+  static std::vector<std::string> args;
+  return args;
 }
 
 void add_output_options(CLI::App& sub, OutputOptions& o) {
@@ -74,7 +72,7 @@ void add_output_options(CLI::App& sub, OutputOptions& o) {
 }
 
 void fill_provenance(Result& r, const Model& m) {
-  if (command_line().empty()) command_line() = proc_command_line();
+  if (command_line().empty()) command_line() = quoted_command_line();
   vocablens::fill_provenance(r, m, command_line());  // vocablens/provenance.hpp (shared with the Python module)
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -46,5 +47,9 @@ bool use_color(const OutputOptions& o);
 
 /// The command line as typed (set by main()).
 std::string& command_line();
+
+/// The process's arguments, argv[0] first, as run_main() received them: what the provenance's command line is
+/// made of (not /proc/self/cmdline, which is another program's in the test suite's fork server).
+std::vector<std::string>& arguments();
 
 }  // namespace vocablens::cli

@@ -9,12 +9,15 @@ if(DEFINED ENV{VOCABLENS_FIXTURES})
 endif()
 add_test(NAME serve_api COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/serve/api_test.py ${VOCABLENS_FIXTURES_DIR})
 set_tests_properties(serve_api PROPERTIES TIMEOUT 900 LABELS "serve"
-  ENVIRONMENT "VOCABLENS_CLI=$<TARGET_FILE:vocablens_cli>;VOCABLENS_THREADS=1;OMP_NUM_THREADS=1;PYTHONDONTWRITEBYTECODE=1")
+  ENVIRONMENT "${VOCABLENS_CLI_FOR_TESTS};VOCABLENS_THREADS=1;OMP_NUM_THREADS=1;PYTHONDONTWRITEBYTECODE=1")
 # The SAE's feature pages and the corpus's top activations (tests/serve/sae_test.py: the features command and
 # a float64 NumPy forward as references).
 add_test(NAME serve_sae COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/serve/sae_test.py ${VOCABLENS_FIXTURES_DIR})
 set_tests_properties(serve_sae PROPERTIES TIMEOUT 600 LABELS "serve"
-  ENVIRONMENT "VOCABLENS_CLI=$<TARGET_FILE:vocablens_cli>;VOCABLENS_THREADS=1;OMP_NUM_THREADS=1;PYTHONDONTWRITEBYTECODE=1")
+  ENVIRONMENT "${VOCABLENS_CLI_FOR_TESTS};VOCABLENS_THREADS=1;OMP_NUM_THREADS=1;PYTHONDONTWRITEBYTECODE=1")
+if(TEST cli_server_start)  # the CLI through the fork server (tests/CMakeLists.txt)
+  set_tests_properties(serve_api serve_sae PROPERTIES FIXTURES_REQUIRED vl_cli_server)
+endif()
 find_program(VOCABLENS_NODE node)
 add_test(NAME serve_page COMMAND ${VOCABLENS_NODE} ${PROJECT_SOURCE_DIR}/tests/serve/page_test.js
          $<TARGET_FILE:vocablens_cli> ${VOCABLENS_FIXTURES_DIR}/gpt2-tiny ${PROJECT_BINARY_DIR}/serve)
