@@ -22,7 +22,7 @@ std::string sample_corpus(const Model& m, const Tokenizer& tok, int64_t n_tokens
   std::mt19937_64 rng(seed);
   std::string out;
   int64_t drawn = 0;
-  constexpr int64_t B = 32;  // sequences drawn side by side, one forward pass per position for all
+  constexpr int64_t B = kSampleCorpusBatch;  // sequences drawn side by side, one forward pass per position for all
   while (drawn < n_tokens) {
     std::vector<std::vector<int64_t>> seqs(B, std::vector<int64_t>{bos});
     std::vector<bool> done(B, false);

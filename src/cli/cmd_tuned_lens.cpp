@@ -55,8 +55,9 @@ int run_sample(TunedCli& c) {
   auto tok = load_tokenizer_for(c.model, c.tokenizer);
   {
     const int64_t T = c.sample_max_len > 0 ? std::min<int64_t>(c.sample_max_len, m.config().n_ctx) : std::min<int64_t>(256, m.config().n_ctx);
-    auto e = estimate_forward_memory(m, 1, T, CacheSpec::none(), true);
-    if (auto rc = cli::check_memory("tuned-lens sample", fmt::format("sampling sequences of {} tokens from {}", T, m.source()), e,
+    auto e = estimate_forward_memory(m, kSampleCorpusBatch, T, CacheSpec::none(), true);
+    if (auto rc = cli::check_memory("tuned-lens sample", fmt::format("sampling {} sequences of {} tokens side by side from {}",
+                                                                     kSampleCorpusBatch, T, m.source()), e,
                                     c.dry_run, "--max-len (shorter sequences)"))
       return *rc;
   }
