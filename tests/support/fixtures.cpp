@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -82,9 +83,11 @@ std::string shq(const std::string& s) {
 }
 
 bool python_has(const std::string& modules) {
-  if (!exists("/usr/bin/python3")) return false;
+  static std::map<std::string, bool> known;  // a python3 start per question, once per test program
+  if (auto it = known.find(modules); it != known.end()) return it->second;
   std::string out;
-  return run_command("/usr/bin/python3 -c " + shq("import " + modules), out) == 0;
+  const bool ok = exists("/usr/bin/python3") && run_command("/usr/bin/python3 -c " + shq("import " + modules), out) == 0;
+  return known[modules] = ok;
 }
 
 bool program_exists(const std::string& path) {
