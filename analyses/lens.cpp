@@ -249,8 +249,8 @@ void LensEngine::run_two_pass(const std::vector<int64_t>& ids, const std::vector
     }
   };
   hook_detail::ReadOnlyHooks read_only;  // the hooks only read their layer's residual
-  // 1) The final layer: its statistics, and its distribution kept for every position [T, V].
-  at::Tensor pf_all = at::empty({T, V}, at::TensorOptions().dtype(at::kFloat));
+  // 1) The final layer: its statistics, and (when other layers need it) its distribution for every position [T, V].
+  at::Tensor pf_all = n > 1 ? at::empty({T, V}, at::TensorOptions().dtype(at::kFloat)) : at::Tensor();
   {
     HookList hooks;
     hooks.add(layers_.back().hook, [&](at::Tensor& x) {
@@ -259,7 +259,7 @@ void LensEngine::run_two_pass(const std::vector<int64_t>& ids, const std::vector
         at::parallel_for(0, p, 1, [&](int64_t b, int64_t e) {
           for (int64_t r = b; r < e; ++r) row_into(zp + r * V, n - 1, t0 + r, nullptr, n > 1, ids, targets, s);
         });
-        pf_all.narrow(0, t0, p).copy_(Z);
+        if (n > 1) pf_all.narrow(0, t0, p).copy_(Z);
       });
     });
     run_with_hooks(m_, idt, hooks, CacheSpec{}, /*compute_logits=*/false);

@@ -237,11 +237,12 @@ int check_lens_memory(const nlohmann::json& ro, bool dry_run, const vocablens::M
   const auto& e = two_pass ? two : one_pass;
   std::string reduce = std::string("give a shorter prompt, or --corpus FILE --window N to read it in windows") +
                        (save_probs ? ", or leave out --save-probs" : "");
-  if (!two_pass && !save_probs && two.total() < one_pass.total())
+  const bool suggest_two_pass = !two_pass && !save_probs && two.total() < one_pass.total();
+  if (suggest_two_pass)
     reduce += fmt::format(", or --two-pass (about {:.0f} MiB: two forwards, one layer held at a time)", two.total() / 1048576.0);
   if (auto rc = vocablens::cli::check_memory("lens", fmt::format("the lens of {} tokens of {}", T, m.source()), e,
                                              dry_run, reduce)) {
-    if (dry_run && !two_pass && !save_probs && two.total() < one_pass.total())
+    if (dry_run && suggest_two_pass)
       fmt::print("with --two-pass: about {:.1f} MiB (the forward runs twice; one layer's residual held at a time)\n",
                  two.total() / 1048576.0);
     return *rc;
