@@ -4,6 +4,7 @@
 #include <random>
 
 #include "vocablens/error.hpp"
+#include "vocablens/kv_cache.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/tuned_lens.hpp"
@@ -22,18 +23,19 @@ std::string sample_corpus(const Model& m, const Tokenizer& tok, int64_t n_tokens
   std::mt19937_64 rng(seed);
   std::string out;
   int64_t drawn = 0;
-  constexpr int64_t B = kSampleCorpusBatch;  // sequences drawn side by side, one forward pass per position for all
+  constexpr int64_t B = kSampleCorpusBatch;  // sequences drawn side by side, one position per step for all
   while (drawn < n_tokens) {
     std::vector<std::vector<int64_t>> seqs(B, std::vector<int64_t>{bos});
     std::vector<bool> done(B, false);
-    std::vector<int64_t> flat;
+    std::vector<int64_t> fed(B);
+    KVCache kv;  // each step runs only position t - 1 (vocablens/kv_cache.hpp)
+    kv.reserve(len);
     for (int64_t t = 1; t < len && drawn < n_tokens; ++t) {
-      flat.clear();
+      // Position t - 1 of each sequence; a finished one goes on with BOS, which nobody reads.
       for (int64_t b = 0; b < B; ++b)
-        for (int64_t j = 0; j < t; ++j)
-          flat.push_back(j < static_cast<int64_t>(seqs[b].size()) ? seqs[b][static_cast<size_t>(j)] : bos);
-      auto fo = m.forward(at::tensor(flat, at::kLong).reshape({B, t}), {}, true);
-      at::Tensor z = at::softmax(fo.logits.select(1, t - 1).to(at::kDouble).div(temperature), -1).contiguous();
+        fed[static_cast<size_t>(b)] = t - 1 < static_cast<int64_t>(seqs[b].size()) ? seqs[b][static_cast<size_t>(t - 1)] : bos;
+      auto fo = forward_cached(m, at::tensor(fed, at::kLong).reshape({B, 1}), kv);
+      at::Tensor z = at::softmax(fo.logits.select(1, 0).to(at::kDouble).div(temperature), -1).contiguous();
       const double* zp = z.data_ptr<double>();
       bool any = false;
       for (int64_t b = 0; b < B && drawn < n_tokens; ++b) {

@@ -113,7 +113,8 @@ class Model {
   /// Greedy decoding: appends `steps` argmax tokens to `prompt` (stops early at stop_token if >= 0, or when
   /// the token predicted at position n_ctx - 1 has been appended: as llama2.c's run.c, a full context
   /// returns n_ctx + 1 tokens). Throws UsageError when the prompt is longer than n_ctx. Returns prompt +
-  /// generated ids. Recomputes the full prefix each step (simple, exact).
+  /// generated ids. The prompt runs in one pass, then one position per step (keys and values cached:
+  /// vocablens/kv_cache.hpp).
   std::vector<int64_t> generate_greedy(std::vector<int64_t> prompt, int64_t steps, int64_t stop_token = -1) const;
 
   /// The final norm as a callable: x [..., d_model] -> normalised [..., d_model] (with scale and bias;

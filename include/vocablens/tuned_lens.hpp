@@ -67,7 +67,8 @@ struct TunedLens {
 /// the model has none), draw each next token from softmax(logits / temperature) with a portable generator
 /// seeded by `seed` (inverse CDF in double: the same text on every machine), and end at BOS/EOS or after
 /// `max_len` tokens (0 = min(n_ctx, 256)); decoded and joined by newlines until `n_tokens` are drawn.
-/// Sequences sample_corpus draws side by side (one forward of [kSampleCorpusBatch, t] per position t).
+/// Sequences sample_corpus draws side by side (one forward of [kSampleCorpusBatch, 1] per position, the earlier
+/// positions' keys and values cached: vocablens/kv_cache.hpp).
 inline constexpr int64_t kSampleCorpusBatch = 32;
 std::string sample_corpus(const Model& m, const Tokenizer& tok, int64_t n_tokens, uint64_t seed,
                           double temperature = 1.0, int64_t max_len = 0);

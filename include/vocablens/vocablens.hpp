@@ -46,6 +46,7 @@
 #include "vocablens/hooks.hpp"
 #include "vocablens/cache.hpp"
 #include "vocablens/forward_memo.hpp"
+#include "vocablens/kv_cache.hpp"
 #include "vocablens/attention.hpp"
 #include "vocablens/nonfinite.hpp"
 #include "vocablens/memory_estimate.hpp"

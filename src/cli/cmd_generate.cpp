@@ -12,6 +12,7 @@
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/memory_estimate.hpp"
+#include "vocablens/kv_cache.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/sae.hpp"
 #include "vocablens/sae_steer.hpp"
@@ -93,9 +94,11 @@ int run_generate(const GenerateOptions& o) {
     steps = std::max<int64_t>(0, n - (static_cast<int64_t>(prompt.size()) - 1));
   }
   {
-    // The last step is the largest forward: prompt and every new token, at most the context.
+    // At most the context: a full pass over every position (steering runs full passes; plain decoding runs
+    // the prompt, then one position per step) beside the keys and values of every position.
     const int64_t T = std::min<int64_t>(static_cast<int64_t>(prompt.size()) + steps, c.n_ctx);
     auto e = vocablens::estimate_forward_memory(m, 1, T, vocablens::CacheSpec::none(), true);
+    e.add(fmt::format("KV cache [{} positions]", T), vocablens::kv_cache_bytes(c, 1, T));
     if (auto rc = vocablens::cli::check_memory("generate", fmt::format("generation up to {} positions with {}", T, m.source()),
                                                e, o.dry_run, "lower --steps or shorten the prompt"))
       return *rc;

@@ -21,6 +21,7 @@
 #include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/dist.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/kv_cache.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/tuned_lens.hpp"
@@ -55,7 +56,9 @@ int run_sample(TunedCli& c) {
   auto tok = load_tokenizer_for(c.model, c.tokenizer);
   {
     const int64_t T = c.sample_max_len > 0 ? std::min<int64_t>(c.sample_max_len, m.config().n_ctx) : std::min<int64_t>(256, m.config().n_ctx);
-    auto e = estimate_forward_memory(m, kSampleCorpusBatch, T, CacheSpec::none(), true);
+    // One position of every sequence per step, the earlier ones' keys and values cached.
+    auto e = estimate_forward_memory(m, kSampleCorpusBatch, 1, CacheSpec::none(), true);
+    e.add(fmt::format("KV cache [{} x {} positions]", kSampleCorpusBatch, T), kv_cache_bytes(m.config(), kSampleCorpusBatch, T));
     if (auto rc = cli::check_memory("tuned-lens sample", fmt::format("sampling {} sequences of {} tokens side by side from {}",
                                                                      kSampleCorpusBatch, T, m.source()), e,
                                     c.dry_run, "--max-len (shorter sequences)"))

@@ -3,10 +3,12 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <optional>
+#include <tuple>
 
 #include "vocablens/arch.hpp"
 #include "vocablens/attention.hpp"
@@ -19,6 +21,7 @@
 #include "vocablens/hooks.hpp"
 #include "vocablens/interrupt.hpp"
 #include "model/hook_table.hpp"
+#include "vocablens/kv_cache.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/timings.hpp"
 #include "vocablens/weight.hpp"
@@ -165,45 +168,89 @@ at::Tensor segment_embedding(const ModelWeights& w, const at::Tensor& segment_id
 
 at::Tensor soft_cap(const at::Tensor& x, double c) { return c > 0 ? at::tanh(x / c) * c : x; }
 
+// The forward pass's side of KVCache (vocablens/kv_cache.hpp).
+struct KVCacheAccess {
+  // Writes layer l's keys and values k, v [B, H_kv, n, d_head] of positions p0 .. p0 + n - 1 and returns the
+  // cached ones of positions 0 .. p0 + n - 1 (views). Room grows by doubling (at least `reserve` positions,
+  // at most n_ctx), so a sequence of steps copies each row O(1) times. Writing the same rows twice (the
+  // non-finite check re-runs a block) gives the same cache.
+  static std::pair<at::Tensor, at::Tensor> put(KVCache& c, int64_t l, const at::Tensor& k, const at::Tensor& v,
+                                               int64_t p0, int64_t n_ctx) {
+    if (c.k_.size() <= static_cast<size_t>(l)) {
+      c.k_.resize(static_cast<size_t>(l) + 1);
+      c.v_.resize(static_cast<size_t>(l) + 1);
+    }
+    at::Tensor& K = c.k_[static_cast<size_t>(l)];
+    at::Tensor& V = c.v_[static_cast<size_t>(l)];
+    const int64_t n = k.size(2), need = p0 + n;
+    if (!K.defined() || K.size(2) < need || K.size(0) != k.size(0)) {  // batch: a first call after one that threw
+      const int64_t cap = std::min(n_ctx, std::max({need, c.reserve_, K.defined() ? 2 * K.size(2) : int64_t{16}}));
+      at::Tensor K2 = at::empty({k.size(0), k.size(1), cap, k.size(3)}, k.options());
+      at::Tensor V2 = at::empty({v.size(0), v.size(1), cap, v.size(3)}, v.options());
+      if (p0 > 0) {
+        K2.narrow(2, 0, p0).copy_(K.narrow(2, 0, p0));
+        V2.narrow(2, 0, p0).copy_(V.narrow(2, 0, p0));
+      }
+      K = K2;
+      V = V2;
+    }
+    K.narrow(2, p0, n).copy_(k);
+    V.narrow(2, p0, n).copy_(v);
+    return {K.narrow(2, 0, need), V.narrow(2, 0, need)};
+  }
+  static void advance(KVCache& c, int64_t B, int64_t n) {
+    c.batch_ = B;
+    c.length_ += n;
+  }
+};
+
 namespace {
 
 // What every block of one forward pass shares: position tables, the score scale and, built on first use,
-// the [T, T] masks and ALiBi biases of the materialising path (blocked attention derives its masks per
-// tile from positions, so a long prompt never allocates them).
+// the masks and ALiBi biases of the materialising path (blocked attention derives its masks per tile from
+// positions, so a long prompt never allocates them). The pass's queries are at positions offset .. T - 1
+// and its keys at 0 .. T - 1: offset is 0 except for a step of incremental decoding (vocablens/kv_cache.hpp),
+// whose keys include the cached positions.
 struct BlockContext {
-  at::Tensor cos, sin;
+  at::Tensor cos, sin;      ///< [T, rotary_dim / 2] for every key position
   at::Tensor alibi_slopes;  ///< [H] float32 (ALiBi models), else undefined
   double scale = 1.0;
   int64_t T = 0;
+  int64_t offset = 0;
   at::Device dev = at::kCPU;
 
-  /// ALiBi bias [H, T, T] (slope * (k - q)); undefined without ALiBi.
+  /// ALiBi bias [H, T - offset, T] (slope * (k - q)); undefined without ALiBi.
   const at::Tensor& alibi() const {
     if (alibi_slopes.defined() && !alibi_.defined()) {
-      auto dist = (at::arange(T).unsqueeze(0) - at::arange(T).unsqueeze(1)).to(at::kFloat).to(dev);  // k - q
+      auto dist = (at::arange(T).unsqueeze(0) - at::arange(offset, T).unsqueeze(1)).to(at::kFloat).to(dev);  // k - q
       alibi_ = alibi_slopes.view({-1, 1, 1}) * dist.unsqueeze(0);
     }
     return alibi_;
   }
-  /// Bool [T, T], true where query q must not see key k: the future, and for a sliding layer the keys at
-  /// distance >= its window.
+  /// Bool [T - offset, T], true where query q must not see key k: the future (k > q), and for a sliding
+  /// layer the keys at distance >= its window (q - k >= window).
   const at::Tensor& mask(const ModelConfig& cfg, int64_t layer) const {
-    if (!causal_.defined()) causal_ = at::ones({T, T}, at::TensorOptions().dtype(at::kBool).device(dev)).triu(1);
+    const auto k = at::arange(T, at::TensorOptions().device(dev)).unsqueeze(0);
+    const auto q = at::arange(offset, T, at::TensorOptions().device(dev)).unsqueeze(1);
+    if (!causal_.defined()) causal_ = k > q;
     const int64_t w = attention_window(cfg, layer);
     if (w <= 0 || w >= T) return causal_;
-    if (!windowed_.defined())  // query q sees keys k with q - window < k <= q
-      windowed_ = causal_.logical_or(at::ones({T, T}, at::TensorOptions().dtype(at::kBool).device(dev)).tril(-w));
+    if (!windowed_.defined()) windowed_ = causal_.logical_or(q - k >= w);  // q sees q - window < k <= q
     return windowed_;
   }
+  /// The rotary tables of the query (and new key) positions offset .. T - 1.
+  at::Tensor cos_new() const { return offset == 0 ? cos : cos.narrow(0, offset, T - offset); }
+  at::Tensor sin_new() const { return offset == 0 ? sin : sin.narrow(0, offset, T - offset); }
 
  private:
   mutable at::Tensor alibi_, causal_, windowed_;
 };
 
-BlockContext block_context(const ModelConfig& cfg, int64_t T, const at::Device& dev) {
+BlockContext block_context(const ModelConfig& cfg, int64_t T, const at::Device& dev, int64_t offset = 0) {
   using namespace detail;
   BlockContext c;
   c.T = T;
+  c.offset = offset;
   c.dev = dev;
   if (cfg.positions == PositionKind::Rotary) std::tie(c.cos, c.sin) = rotary_tables(cfg, T, dev);
   if (cfg.positions == PositionKind::ALiBi) {
@@ -248,7 +295,7 @@ bool use_blocked_attention(const AttentionPolicy& pol, int64_t T, const at::Tens
 // `h` is taken by value and released once projected: at long T every [B, T, d] held through the
 // attention is a sizeable part of the forward's peak (the normalised input is needed only for q, k, v).
 at::Tensor attention(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, at::Tensor h, int64_t l,
-                     at::Tensor* pattern_out, const hook_detail::HookTable* hk) {
+                     at::Tensor* pattern_out, const hook_detail::HookTable* hk, KVCache* kv) {
   using namespace detail;
   const int64_t B = h.size(0), T = h.size(1), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
   at::Tensor q = proj(h, L.w_q, L.b_q).view({B, T, H, dh});
@@ -264,11 +311,16 @@ at::Tensor attention(const ModelConfig& cfg, const LayerWeights& L, const BlockC
   q = q.transpose(1, 2);
   k = k.transpose(1, 2);
   if (ctx.cos.defined()) {
-    q = apply_rotary(q, ctx.cos, ctx.sin, cfg.rope_interleaved);
-    k = apply_rotary(k, ctx.cos, ctx.sin, cfg.rope_interleaved);
+    const at::Tensor c = ctx.cos_new(), si = ctx.sin_new();
+    q = apply_rotary(q, c, si, cfg.rope_interleaved);
+    k = apply_rotary(k, c, si, cfg.rope_interleaved);
   }
+  // Incremental decoding: the new positions' keys and values join the cached ones, which the queries read.
+  // Blocked attention pairs query and key positions one to one, so only a first call (offset 0) takes it.
+  if (kv) std::tie(k, v) = KVCacheAccess::put(*kv, l, k, v, ctx.offset, cfg.n_ctx);
   at::Tensor z;  // [B, T, H, dh]
-  if (const AttentionPolicy pol = attention_policy(); use_blocked_attention(pol, T, pattern_out, hk, l)) {
+  if (const AttentionPolicy pol = attention_policy();
+      ctx.offset == 0 && use_blocked_attention(pol, T, pattern_out, hk, l)) {
     const AttentionSpec spec = attention_spec(cfg, ctx, pol, l);
     // The loop reads k and v contiguous in [B, Hkv, T, d_head]: made so here, the originals are released
     // instead of held beside the loop's copies (same values, same bits).
@@ -280,7 +332,7 @@ at::Tensor attention(const ModelConfig& cfg, const LayerWeights& L, const BlockC
       k = k.repeat_interleave(H / Hkv, 1);
       v = v.repeat_interleave(H / Hkv, 1);
     }
-    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * ctx.scale;  // [B, H, T, T]
+    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * ctx.scale;  // [B, H, T, offset + T]
     scores = soft_cap(scores, cfg.attn_softcap);                         // Gemma-2, before the mask
     if (ctx.alibi_slopes.defined()) scores = scores + ctx.alibi();
     scores = scores.masked_fill(ctx.mask(cfg, l), -std::numeric_limits<float>::infinity());
@@ -425,7 +477,8 @@ at::Tensor streamed_block(const ModelConfig& cfg, const LayerWeights& L, const B
 // read or write activations (vocablens/hooks.hpp); a hook point runs its hooks, then records. attn_out and
 // mlp_out are what is added to the stream (after Gemma-2's post norms).
 at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& x_in,
-                       int64_t l, ResidualCache* cache, const CacheSpec* spec, const hook_detail::HookTable* hk) {
+                       int64_t l, ResidualCache* cache, const CacheSpec* spec, const hook_detail::HookTable* hk,
+                       KVCache* kv = nullptr) {
   at::Tensor x = x_in;
   auto record = [&](bool wanted, const char* hook, const at::Tensor& t) {
     if (cache && wanted) cache->set(ResidualCache::key(hook, l), t);
@@ -433,7 +486,7 @@ at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const Bloc
   const bool keep = cache && spec && spec->wants_layer(l);
   run_hook(hk, HookPoint::ResidPre, l, x);
   record(keep && spec->resid_pre, "resid_pre", x);
-  if (can_stream_block(cfg, x.size(1), l, keep, spec, hk)) {
+  if (!kv && can_stream_block(cfg, x.size(1), l, keep, spec, hk)) {
     at::Tensor out = streamed_block(cfg, L, ctx, x, l);
     run_hook(hk, HookPoint::ResidPost, l, out);
     record(keep && spec->resid_post, "resid_post", out);
@@ -441,7 +494,8 @@ at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const Bloc
   }
 
   at::Tensor pattern;
-  at::Tensor attn_out = attention(cfg, L, ctx, cfg.norm_before ? norm1(cfg, L, x) : x, l, keep && spec->pattern ? &pattern : nullptr, hk);
+  at::Tensor attn_out =
+      attention(cfg, L, ctx, cfg.norm_before ? norm1(cfg, L, x) : x, l, keep && spec->pattern ? &pattern : nullptr, hk, kv);
   if (L.post_attn_norm_w.defined()) attn_out = apply_norm(attn_out, cfg.norm, cfg.norm_eps, L.post_attn_norm_w, at::Tensor());
   run_hook(hk, HookPoint::AttnOut, l, attn_out);
   record(keep && spec->pattern, "pattern", pattern);
@@ -469,12 +523,12 @@ at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const Bloc
 // a hit the block is run again with its hooks recorded, to name the first hook that went non-finite.
 // Returns false when the stream is non-finite (policy Warn), so that the caller stops checking this pass.
 bool check_block_output(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& in,
-                        const at::Tensor& out, int64_t l, const hook_detail::HookTable* hk) {
+                        const at::Tensor& out, int64_t l, const hook_detail::HookTable* hk, KVCache* kv) {
   if (at::GradMode::is_enabled() || detail::first_nonfinite(out) < 0) return true;
   ResidualCache c;
   CacheSpec s = CacheSpec::all();
   s.layers = {l};
-  apply_block(cfg, L, ctx, in, l, &c, &s, hk);
+  apply_block(cfg, L, ctx, in, l, &c, &s, hk, kv);  // rewrites the same cache rows with the same values
   const std::string ctx_msg = " (layer " + std::to_string(l) + "; its input resid_pre." + std::to_string(l) + " was finite)";
   for (const char* hook : {"attn_out", "resid_mid", "mlp_out", "resid_post"})
     if (!detail::check_activation_finite(c.get(hook, l), ResidualCache::key(hook, l), ctx_msg)) return false;
@@ -558,18 +612,27 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
   return run_forward(cfg, w, ids, spec, compute_logits, segment_ids, nullptr);
 }
 
-ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids_in,
-                          const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids,
-                          const HookList* hooks) {
+namespace {
+
+// The pass of run_forward and forward_cached: ids [B, T] at positions p0 .. p0 + T - 1, where p0 is the
+// length of `kv` (0 without one).
+ForwardOutput forward_impl(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids_in,
+                           const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids,
+                           const HookList* hooks, KVCache* kv) {
   using namespace detail;
   timings::Phase phase("forward");
   at::Tensor ids = ids_in.dim() == 1 ? ids_in.unsqueeze(0) : ids_in;
   if (ids.dim() != 2) throw UsageError("token ids must be [T] or [B, T]");
-  const int64_t B = ids.size(0), T = ids.size(1);
+  const int64_t B = ids.size(0), T = ids.size(1), p0 = kv ? kv->length() : 0;
   if (T < 1) throw UsageError("empty input: at least one token is needed");
-  if (T > cfg.n_ctx)
-    throw UsageError("input of " + std::to_string(T) + " tokens is longer than the model's context of " +
-                     std::to_string(cfg.n_ctx));
+  if (kv && p0 > 0 && B != kv->batch())
+    throw UsageError("a batch of " + std::to_string(B) + " sequences, but the KV cache holds " +
+                     std::to_string(kv->batch()));
+  if (p0 + T > cfg.n_ctx)
+    throw UsageError(p0 > 0 ? std::to_string(T) + " more tokens after the " + std::to_string(p0) +
+                                  " cached ones exceed the model's context of " + std::to_string(cfg.n_ctx)
+                            : "input of " + std::to_string(T) + " tokens is longer than the model's context of " +
+                                  std::to_string(cfg.n_ctx));
   ids = ids.to(at::kLong).contiguous();
   if (ids.numel() > 0) {
     int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
@@ -584,7 +647,7 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
   ForwardMemoScope* memo = forward_memo_detail::active();
   std::shared_ptr<ForwardRecord> rec;
   HookList with_recorders;
-  if (memo && B == 1 && ids.device().is_cpu() && !segment_ids.defined() && !at::GradMode::is_enabled()) {
+  if (memo && !kv && B == 1 && ids.device().is_cpu() && !segment_ids.defined() && !at::GradMode::is_enabled()) {
     std::vector<int64_t> key(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + T);
     if (auto found = memo->memo().find(key, &w)) {
       if (auto replayed = replay_forward(cfg, w, *found, spec, compute_logits, hooks)) {
@@ -617,22 +680,24 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
   if (cfg.embed_scale != 1.0) x = x * cfg.embed_scale;  // Gemma: sqrt(d_model), in float32 as Hugging Face does
   run_hook(hk, HookPoint::Embed, -1, x);                 // the embedding as it enters the stream (scaled)
   if (cfg.positions == PositionKind::Learned) {
-    at::Tensor pos = materialize_weight(w.W_pos.narrow(0, 0, T));
+    at::Tensor pos = materialize_weight(w.W_pos.narrow(0, p0, T));
     if (hk && hk->has(HookPoint::PosEmbed, -1)) {
       pos = pos.unsqueeze(0).expand({B, T, d});
       hk->apply(HookPoint::PosEmbed, -1, pos);
     }
     x = x + pos;
-  } else if (cfg.positions == PositionKind::Sinusoidal) x = x + sinusoidal_table(T, d);
+  } else if (cfg.positions == PositionKind::Sinusoidal) {
+    x = x + (p0 == 0 ? sinusoidal_table(T, d) : sinusoidal_table(p0 + T, d).narrow(0, p0, T));
+  }
   if (w.W_seg.defined() || segment_ids.defined()) x = x + detail::segment_embedding(w, segment_ids, B, T);
 
   bool check = check_activation_finite(x, "resid_pre.0", " (the token embedding" +
                                         std::string(cfg.positions == PositionKind::Learned ? " plus positions)" : ")"));
-  const BlockContext ctx = block_context(cfg, T, x.device());
+  const BlockContext ctx = block_context(cfg, p0 + T, x.device(), p0);
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     throw_if_cancelled("the forward pass");  // a caller's CancelScope (vocablens/interrupt.hpp): stop between blocks
-    at::Tensor next = apply_block(cfg, w.layers[static_cast<size_t>(l)], ctx, x, l, &cache, &spec, hk);
-    if (check) check = check_block_output(cfg, w.layers[static_cast<size_t>(l)], ctx, x, next, l, hk);
+    at::Tensor next = apply_block(cfg, w.layers[static_cast<size_t>(l)], ctx, x, l, &cache, &spec, hk, kv);
+    if (check) check = check_block_output(cfg, w.layers[static_cast<size_t>(l)], ctx, x, next, l, hk, kv);
     x = next;
   }
   if (spec.final_norm || compute_logits || rec) {
@@ -645,11 +710,26 @@ ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const a
     if (check && compute_logits) check_activation_finite(out.logits, "logits", " (final_norm was finite)");
   }
   if (rec) {
-    for (const auto& kv : rec->acts) rec->bytes += kv.second.numel() * kv.second.element_size();
+    for (const auto& a : rec->acts) rec->bytes += a.second.numel() * a.second.element_size();
     memo->memo().put(std::move(rec));
     memo->count(false);
   }
+  if (kv) KVCacheAccess::advance(*kv, B, T);  // only now: a pass that threw leaves the cache's length as it was
   return out;
+}
+
+}  // namespace
+
+ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
+                          const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids,
+                          const HookList* hooks) {
+  return forward_impl(cfg, w, ids, spec, compute_logits, segment_ids, hooks, nullptr);
+}
+
+ForwardOutput forward_cached(const Model& m, const at::Tensor& ids, KVCache& kv, const CacheSpec& spec,
+                             bool compute_logits) {
+  at::NoGradGuard no_grad;
+  return forward_impl(m.config(), m.weights(), ids, spec, compute_logits, at::Tensor(), nullptr, &kv);
 }
 
 at::Tensor run_blocks(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& x, int64_t first, int64_t last) {

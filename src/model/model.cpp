@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "vocablens/error.hpp"
+#include "vocablens/kv_cache.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/weight.hpp"
 
@@ -34,12 +35,16 @@ std::vector<int64_t> Model::generate_greedy(std::vector<int64_t> tokens, int64_t
     throw UsageError("the prompt has " + std::to_string(tokens.size()) + " tokens, longer than the model's context of " +
                      std::to_string(cfg_.n_ctx));
   at::NoGradGuard no_grad;
+  // The prompt in one pass, then one position per step, its keys and values kept (vocablens/kv_cache.hpp).
+  KVCache kv;
+  kv.reserve(std::min<int64_t>(cfg_.n_ctx, static_cast<int64_t>(tokens.size()) + steps));
+  CacheSpec fin;
+  fin.final_norm = true;  // only the last position's logits are needed: the others are not unembedded
   // As llama2.c's run.c: positions 0 .. n_ctx-1 are fed and the token predicted at the last one is kept, so
   // a full context ends with n_ctx + 1 tokens (this stopped one token early).
   for (int64_t s = 0; s < steps && static_cast<int64_t>(tokens.size()) <= cfg_.n_ctx; ++s) {
-    auto ids = at::tensor(tokens, at::kLong).unsqueeze(0);
-    // Only the last position's logits are needed: skip the unembedding of the others.
-    auto out = run_forward(cfg_, w_, ids, [] { CacheSpec c; c.final_norm = true; return c; }(), false);
+    const auto fed = kv.length() == 0 ? tokens : std::vector<int64_t>{tokens.back()};
+    auto out = forward_cached(*this, at::tensor(fed, at::kLong).unsqueeze(0), kv, fin, false);
     auto last = out.cache.get("final_norm").select(1, -1);
     int64_t next = unembed(last).argmax(-1).item<int64_t>();
     tokens.push_back(next);
