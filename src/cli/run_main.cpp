@@ -71,6 +71,8 @@ int vocablens::cli::run_main(int argc, char** argv) {
     sub->add_flag("--timings", show_timings,
                   "Print a table of where the time went on stderr at the end: wall and CPU seconds of each phase "
                   "(load, tokenise, forward, analysis, write)");
+    // A nested command (`tuned-lens train ... --timings`) hands the options it does not know to its parent.
+    for (CLI::App* child : sub->get_subcommands([](CLI::App*) { return true; })) child->fallthrough();
   }
   // A mistyped command or option gets "did you mean", and every usage error exits 2.
   if (std::string msg = cli::unknown_command_message(app, argc, argv); !msg.empty()) {

@@ -44,12 +44,23 @@ std::string unknown_option_message(const CLI::App& app, int argc, char** argv) {
   if (argc < 2) return "";
   const CLI::App* sub = find_sub(app, argv[1]);
   if (!sub) return "";
+  // A nested command (`tuned-lens train`) accepts its own options and, falling through, its parent's.
+  std::vector<const CLI::App*> chain = {sub};
+  std::string command = sub->get_name();
+  int first = 2;
+  if (argc > 2)
+    if (const CLI::App* child = find_sub(*sub, argv[2])) {
+      chain.push_back(child);
+      command += " " + child->get_name();
+      first = 3;
+    }
   std::vector<std::string> names;
-  for (const CLI::Option* o : sub->get_options()) {
-    for (const auto& l : o->get_lnames()) names.push_back("--" + l);
-    for (const auto& s : o->get_snames()) names.push_back("-" + s);
-  }
-  for (int i = 2; i < argc; ++i) {
+  for (const CLI::App* c : chain)
+    for (const CLI::Option* o : c->get_options()) {
+      for (const auto& l : o->get_lnames()) names.push_back("--" + l);
+      for (const auto& s : o->get_snames()) names.push_back("-" + s);
+    }
+  for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--") break;
     if (a.size() < 2 || a[0] != '-' || std::isdigit(static_cast<unsigned char>(a[1])) || a[1] == '.') continue;
@@ -57,8 +68,8 @@ std::string unknown_option_message(const CLI::App& app, int argc, char** argv) {
     if (std::find(names.begin(), names.end(), name) != names.end()) continue;
     if (name.size() > 2 && name[1] != '-') continue;  // combined short flags: let CLI11 judge
     auto best = nearest(name, names);
-    return sub->get_name() + ": unknown option '" + name + "'" +
-           (best.empty() ? "" : "; did you mean " + join_quoted(best) + "?") + " (`vocablens " + sub->get_name() +
+    return command + ": unknown option '" + name + "'" +
+           (best.empty() ? "" : "; did you mean " + join_quoted(best) + "?") + " (`vocablens " + command +
            " --help` lists its options)";
   }
   return "";
