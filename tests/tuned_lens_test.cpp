@@ -315,6 +315,34 @@ TEST_CASE("tuned lens training: resume equals an uninterrupted run; NaN stops an
   CHECK_FALSE(fs::exists(dir + "/nan/tuned_lens.safetensors"));
 }
 
+TEST_CASE("tuned lens training: windows' activations kept between passes train the same translators",
+          "[tuned_lens][train]") {
+  Model m = load_model(stories());
+  auto tok = load_tokenizer_for(stories(), "");
+  const std::string dir = temp_dir("tuned_kept");
+  TunedLensTrainOptions o;
+  o.corpus = write_corpus(dir, 3);
+  o.window = 32;
+  o.tokens_per_step = 96;  // 3 windows a step, micro-batches of 2 and 1: kept windows are stacked anew
+  o.micro_batch = 2;
+  o.steps = 20;
+  double passes = 0;
+  o.plan = [&](const TunedLensTrainPlan& p) { passes = p.corpus_passes; };
+  o.out_dir = dir + "/kept";
+  auto kept = train_tuned_lens(m, *tok, o);
+  REQUIRE(passes > 2);  // later passes read the kept windows
+  o.keep_activations = false;
+  o.out_dir = dir + "/recomputed";
+  auto recomputed = train_tuned_lens(m, *tok, o);
+  REQUIRE(kept.losses.size() == recomputed.losses.size());
+  for (size_t i = 0; i < kept.losses.size(); ++i) CHECK(kept.losses[i] == Approx(recomputed.losses[i]).epsilon(1e-6));
+  TunedLens a = load_tuned_lens(dir + "/kept"), b = load_tuned_lens(dir + "/recomputed");
+  for (int64_t l = 0; l < a.n_translators(); ++l) {
+    CHECK(at::allclose(a.weight[l], b.weight[l], 1e-5, 1e-7));
+    CHECK(at::allclose(a.bias[l], b.bias[l], 1e-5, 1e-7));
+  }
+}
+
 TEST_CASE("tuned lens training: a corpus shorter than one window says so", "[tuned_lens][errors]") {
   Model m = load_model(stories());
   auto tok = load_tokenizer_for(stories(), "");

@@ -20,6 +20,12 @@
 // marked unfinished (config.json "vocablens_unfinished", train_log.json "finished": false); load_tuned_lens
 // warns about such a lens.
 //
+// The model's activations of a window do not change while the translators train: when the schedule reads the
+// corpus more than once and every window's inputs to the loss (the residual entering each layer [W, d] and the
+// final distribution [W, V], as log-probabilities and probabilities) fit in kTunedLensKeptBudget bytes, each
+// window's forward runs once and later passes read it back (the same values; a small corpus trained for many
+// steps, as the docs' recipe, spends about half its time in the forward otherwise).
+//
 // Under mpirun (vocablens/dist.hpp) window j of a step's batch is run by rank j mod size and the gradients
 // are summed over ranks before clipping: the update equals the one-process update within float32 rounding.
 //
@@ -86,6 +92,9 @@ struct TunedLensTrainOptions {
   /// Stop after this many steps in this call (a checkpoint is written then; --resume continues); 0 = run to
   /// `steps`. The learning-rate schedule always spans `steps`.
   int64_t stop_after = 0;
+  /// Keep every window's activations between passes when they fit kTunedLensKeptBudget (see above); false
+  /// runs the forward for every window of every step (the same values, slower; less memory).
+  bool keep_activations = true;
   /// Test hook: make the loss of this step (1-based) NaN, to check that training stops and keeps the last
   /// good checkpoint. 0 = never.
   int64_t inject_nan_at_step = 0;
@@ -101,6 +110,14 @@ struct TunedLensTrainReport {
   double seconds = 0;
   int ranks = 1;
 };
+
+/// At most this many bytes of kept window activations (see above).
+inline constexpr double kTunedLensKeptBudget = 512.0 * 1024 * 1024;
+/// Bytes one window of `window` tokens keeps: n_layers residuals [W, d_model] and the final distribution
+/// [W, V] twice (log-probabilities and probabilities), float32.
+inline double tuned_lens_kept_bytes_per_window(const ModelConfig& c, int64_t window) {
+  return static_cast<double>(window) * (static_cast<double>(c.n_layers * c.d_model) + 2.0 * static_cast<double>(c.vocab_size)) * 4.0;
+}
 
 /// Trains (or resumes) and writes the lens into o.out_dir. Throws UsageError on bad options or a corpus
 /// shorter than one window, FormatError on unreadable files, Error when training diverges.

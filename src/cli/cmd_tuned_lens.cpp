@@ -193,6 +193,9 @@ int run_train(TunedCli& c) {
           static_cast<double>(cf.n_layers) * (rows * (10 * d + 3 * static_cast<double>(cf.d_mlp)) +
                                               3.0 * static_cast<double>(B * cf.n_heads) * static_cast<double>(W) * static_cast<double>(W)) * 4);
     e.add("train: translators, their gradients and momentum", 3.0 * static_cast<double>(cf.n_layers) * (d * d + d) * 4);
+    if (!ec)  // every window's activations, kept when the corpus is read more than once (at most the budget)
+      e.add("train: the windows' activations, kept between passes",
+            std::min(kTunedLensKeptBudget, static_cast<double>(bytes / static_cast<uintmax_t>(W)) * tuned_lens_kept_bytes_per_window(cf, W)));
     e.add_phase("train: one layer's lens logits and their gradient", 3 * rows * V * 4);
     if (auto rc = cli::check_memory("tuned-lens train", fmt::format("training on micro-batches of {} windows of {} tokens", B, W), e,
                                     c.dry_run, "--micro-batch (fewer windows per forward) or --window"))

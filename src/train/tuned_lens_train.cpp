@@ -122,6 +122,10 @@ class LensTrainer {
                                 : std::max<int64_t>(1, 8192 / (W_ * std::max<int64_t>(1, cfg_.vocab_size / 512)));
     base_lr_ = o_.lr_scale * (1.0 - o_.momentum);
     norm_scale_ = 1.0 / (static_cast<double>(S_) * static_cast<double>(W_));
+    const double passes = static_cast<double>(o_.steps - start_) * static_cast<double>(S_) / static_cast<double>(n_windows_);
+    keep_windows_ = o_.keep_activations && passes > 1.0 &&
+                    static_cast<double>(n_windows_) * tuned_lens_kept_bytes_per_window(cfg_, W_) <= kTunedLensKeptBudget;
+    if (keep_windows_) kept_.assign(static_cast<size_t>(n_windows_), {});
     last_good_ = start_;
     stop_ = o_.stop_after > 0 ? std::min(o_.steps, start_ + o_.stop_after) : o_.steps;
     if (!o_.plan) return;
@@ -282,31 +286,18 @@ class LensTrainer {
   // The gradients of sum_l KL(final || lens_l) / (S·W) over this rank's windows, in micro-batches; returns the
   // rank's share of the loss.
   double accumulate_gradients(int64_t step, const std::vector<int64_t>& mine) {
-    const int64_t W = W_;
     for (auto& p : params_)
       if (p.grad().defined()) p.mutable_grad().zero_();
     double loss = 0;
     for (size_t b0 = 0; b0 < mine.size(); b0 += static_cast<size_t>(micro_)) {
       const size_t nb = std::min(mine.size() - b0, static_cast<size_t>(micro_));
-      at::Tensor ids = at::empty({static_cast<int64_t>(nb), W}, at::kLong);
-      auto* ip = ids.data_ptr<int64_t>();
-      for (size_t i = 0; i < nb; ++i)
-        for (int64_t t = 0; t < W; ++t)
-          ip[static_cast<int64_t>(i) * W + t] = tokens_[static_cast<size_t>(mine[b0 + i] * W + t)];
-      CacheSpec spec;
-      spec.resid_pre = true;
-      spec.resid_post = true;
-      ForwardOutput out;
-      at::Tensor logp_f, p_f;
-      {
-        at::NoGradGuard ng;
-        out = m_.forward(ids, spec, /*compute_logits=*/true);
-        logp_f = at::log_softmax(out.logits, -1);
-        p_f = logp_f.exp();
-      }
+      const std::vector<at::Tensor> in = loss_inputs(std::vector<int64_t>(mine.begin() + static_cast<std::ptrdiff_t>(b0),
+                                                                          mine.begin() + static_cast<std::ptrdiff_t>(b0 + nb)));
+      const at::Tensor& logp_f = in[static_cast<size_t>(cfg_.n_layers)];
+      const at::Tensor& p_f = in[static_cast<size_t>(cfg_.n_layers) + 1];
       at::AutoGradMode grad(true);
       for (int64_t l = 0; l < cfg_.n_layers; ++l) {
-        const at::Tensor& h = l == 0 ? out.cache.get("resid_pre", 0) : out.cache.get("resid_post", l - 1);
+        const at::Tensor& h = in[static_cast<size_t>(l)];
         at::Tensor x = lens_.translate(h, l);
         at::Tensor logq = at::log_softmax(m_.unembed(m_.final_norm(x)), -1);
         at::Tensor kl = (p_f * (logp_f - logq)).sum();
@@ -319,6 +310,45 @@ class LensTrainer {
       if (step_done < S_) report_progress(step, (step - start_) * S_ + step_done, true, 0, 0, false);
     }
     return loss;
+  }
+
+  // What the loss reads of these windows [nb, W, ...]: the residual entering each layer (n_layers tensors), then
+  // the final log-probabilities and probabilities. From one forward pass, or from the windows kept by an
+  // earlier one (keep_windows_: the same values).
+  std::vector<at::Tensor> loss_inputs(const std::vector<int64_t>& windows) {
+    const size_t L = static_cast<size_t>(cfg_.n_layers);
+    bool all_kept = keep_windows_;
+    for (int64_t w : windows) all_kept = all_kept && !kept_[static_cast<size_t>(w)].empty();
+    std::vector<at::Tensor> in(L + 2);
+    if (all_kept) {
+      std::vector<at::Tensor> parts(windows.size());
+      for (size_t j = 0; j < L + 2; ++j) {
+        for (size_t i = 0; i < windows.size(); ++i) parts[i] = kept_[static_cast<size_t>(windows[i])][j];
+        in[j] = at::stack(parts);
+      }
+      return in;
+    }
+    const int64_t W = W_, nb = static_cast<int64_t>(windows.size());
+    at::Tensor ids = at::empty({nb, W}, at::kLong);
+    auto* ip = ids.data_ptr<int64_t>();
+    for (int64_t i = 0; i < nb; ++i)
+      for (int64_t t = 0; t < W; ++t) ip[i * W + t] = tokens_[static_cast<size_t>(windows[static_cast<size_t>(i)] * W + t)];
+    CacheSpec spec;
+    spec.resid_pre = true;
+    spec.resid_post = true;
+    at::NoGradGuard ng;
+    ForwardOutput out = m_.forward(ids, spec, /*compute_logits=*/true);
+    for (size_t l = 0; l < L; ++l)
+      in[l] = l == 0 ? out.cache.get("resid_pre", 0) : out.cache.get("resid_post", static_cast<int64_t>(l) - 1);
+    in[L] = at::log_softmax(out.logits, -1);
+    in[L + 1] = in[L].exp();
+    if (keep_windows_)
+      for (int64_t i = 0; i < nb; ++i) {
+        auto& k = kept_[static_cast<size_t>(windows[static_cast<size_t>(i)])];
+        k.clear();
+        for (const at::Tensor& t : in) k.push_back(t.select(0, i).clone());
+      }
+    return in;
   }
 
   // Sum the gradients (and the loss) over ranks: one flat float buffer, one allreduce.
@@ -455,6 +485,8 @@ class LensTrainer {
   int64_t n_windows_ = 0;
   // schedule
   int64_t W_ = 0, S_ = 0, micro_ = 1, start_ = 0, stop_ = 0, last_good_ = 0;
+  bool keep_windows_ = false;
+  std::vector<std::vector<at::Tensor>> kept_;  ///< per window: loss_inputs' tensors [W, ...] (keep_windows_)
   bool scaled_ = false;
   double base_lr_ = 0, norm_scale_ = 0;
   std::vector<int64_t> perm_;
