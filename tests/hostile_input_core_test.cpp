@@ -24,12 +24,6 @@
 
 namespace {
 
-std::string sh_quote(const std::string& s) {
-  std::string o = "'";
-  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return o + "'";
-}
-
 int run(const std::string& cmd, std::string& out) {
   int rc = vl_test::run_command(cmd, out);
   INFO(cmd << "\n-> rc " << rc << "\n" << out);
@@ -58,7 +52,7 @@ std::string train_spm(const std::string& dir) {
   }
   vl_test::write_file(dir + "/corpus.txt", corpus);
   std::string out;
-  int rc = run("cd " + sh_quote(dir) +
+  int rc = run("cd " + vl_test::shq(dir) +
                    " && spm_train --input=corpus.txt --model_prefix=spm --model_type=bpe --vocab_size=320"
                    " --byte_fallback=true --minloglevel=2",
                out);
@@ -92,7 +86,7 @@ void edit_charsmaps(const std::string& in, const std::vector<std::pair<std::stri
   for (const auto& [out_path, body] : edits) py += "edit(" + py_str(out_path) + ", " + py_str(body) + ")\n";
   std::string script = edits.front().first + ".py", out;
   vl_test::write_file(script, py);
-  REQUIRE(run("/usr/bin/python3 " + sh_quote(script), out) == 0);
+  REQUIRE(run("/usr/bin/python3 " + vl_test::shq(script), out) == 0);
 }
 
 void edit_charsmap(const std::string& in, const std::string& out_path, const std::string& edit) {
@@ -129,7 +123,7 @@ TEST_CASE("SentencePiece: a corrupted precompiled_charsmap is refused before the
     std::string out;
     const std::string text = "hello world ＡＢＣ ﬁ ½ é";  // NFKC folds the full-width and compatibility forms
     vl_test::write_file(dir + "/text.txt", text + "\n");
-    REQUIRE(run("spm_encode --model=" + sh_quote(good) + " --output_format=id < " + sh_quote(dir + "/text.txt"), out) == 0);
+    REQUIRE(run("spm_encode --model=" + vl_test::shq(good) + " --output_format=id < " + vl_test::shq(dir + "/text.txt"), out) == 0);
     vocablens::EncodeOptions o;
     o.add_bos = false;
     CHECK(tok->encode(text, o) == parse_ids(out));
@@ -140,7 +134,7 @@ TEST_CASE("SentencePiece: a corrupted precompiled_charsmap is refused before the
   REQUIRE(::mkdir(mdir.c_str(), 0755) == 0);
   edit_charsmap(good, mdir + "/tokenizer.model", "cm[4:8] = struct.pack('<I', 0x7fffffff)");
   std::string out;
-  int rc = run(sh_quote(cli) + " tokenize " + sh_quote(mdir) + " hello", out);
+  int rc = run(vl_test::shq(cli) + " tokenize " + vl_test::shq(mdir) + " hello", out);
   CHECK(rc == 1);
   CHECK(has(last_line(out), mdir + "/tokenizer.model: normalizer_spec.precompiled_charsmap is corrupted"));
   CHECK_THROWS_AS(vocablens::load_tokenizer_for(mdir), vocablens::FormatError);
@@ -207,7 +201,7 @@ TEST_CASE("run directory: arrays that disagree in shape are refused by every rea
   // `report` said "out of memory" for entropy [L, T + 1], died of SIGSEGV for [L + 1, T] and drew [L, T - 1].
   const std::string src = vl_test::temp_dir("rundir-src");
   std::string out;
-  REQUIRE(run(sh_quote(cli) + " lens " + sh_quote(m) + " --prompt 'Lily went to the park' --out " + sh_quote(src), out) == 0);
+  REQUIRE(run(vl_test::shq(cli) + " lens " + vl_test::shq(m) + " --prompt 'Lily went to the park' --out " + vl_test::shq(src), out) == 0);
   auto rs = vocablens::read_run_directory(src);
   REQUIRE(rs.size() == 1);
   const vocablens::Result base = rs[0];
@@ -229,7 +223,7 @@ TEST_CASE("run directory: arrays that disagree in shape are refused by every rea
     }
     CHECK(has(msg, dir + "/logit_lens.json: array 'entropy' has shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "]"));
     CHECK(msg.find('\n') == std::string::npos);
-    CHECK(run(sh_quote(cli) + " report " + sh_quote(dir), out) == 1);
+    CHECK(run(vl_test::shq(cli) + " report " + vl_test::shq(dir), out) == 1);
     CHECK(has(last_line(out), "array 'entropy' has shape"));
     // Several arrays changed at once: still refused, the first disagreement named.
     r.arrays["target_prob"] = r.arrays["entropy"];
@@ -281,29 +275,29 @@ TEST_CASE("prompts, corpora and tuned-lens configs that are /dev/zero or a FIFO 
   REQUIRE(!m.empty());
   const std::string dir = vl_test::temp_dir("hostile-files");
   const std::string fifo = make_fifo(dir, "pipe.txt");
-  const std::string C = sh_quote(cli) + " ", M = " " + sh_quote(m) + " ";
+  const std::string C = vl_test::shq(cli) + " ", M = " " + vl_test::shq(m) + " ";
   for (const std::string& bad : {std::string("/dev/zero"), fifo}) {
     const std::string what = bad == fifo ? "is a FIFO (named pipe), not a regular file" : "is a character device";
-    refused(C + "lens" + M + "--prompts " + sh_quote(bad), 1, bad, what);
-    refused(C + "lens" + M + "--corpus " + sh_quote(bad), 1, bad, what);
+    refused(C + "lens" + M + "--prompts " + vl_test::shq(bad), 1, bad, what);
+    refused(C + "lens" + M + "--corpus " + vl_test::shq(bad), 1, bad, what);
   }
   // A tuned lens to evaluate, then its config.json replaced by /dev/zero and by a FIFO.
   std::string corpus;
   for (int i = 0; i < 60; ++i) corpus += "Once upon a time there was a little girl named Lily. She liked to play in the park.\n";
   vl_test::write_file(dir + "/corpus.txt", corpus);
   std::string out;
-  REQUIRE(run(C + "tuned-lens train" + M + "--corpus " + sh_quote(dir + "/corpus.txt") + " --out " + sh_quote(dir + "/t") +
+  REQUIRE(run(C + "tuned-lens train" + M + "--corpus " + vl_test::shq(dir + "/corpus.txt") + " --out " + vl_test::shq(dir + "/t") +
                   " --window 64 --tokens-per-step 512 --steps 2 --quiet",
               out) == 0);
   for (const std::string& bad : {std::string("/dev/zero"), fifo}) {
     const std::string what = bad == fifo ? "FIFO" : "character device";
-    refused(C + "tuned-lens eval" + M + "--tuned " + sh_quote(dir + "/t") + " --corpus " + sh_quote(bad), 1, bad, what);
+    refused(C + "tuned-lens eval" + M + "--tuned " + vl_test::shq(dir + "/t") + " --corpus " + vl_test::shq(bad), 1, bad, what);
     const std::string t2 = dir + "/t2";
     std::string o2;
-    REQUIRE(run("rm -rf " + sh_quote(t2) + " && cp -r " + sh_quote(dir + "/t") + " " + sh_quote(t2) + " && rm " +
-                    sh_quote(t2 + "/config.json") + " && ln -s " + sh_quote(bad) + " " + sh_quote(t2 + "/config.json"),
+    REQUIRE(run("rm -rf " + vl_test::shq(t2) + " && cp -r " + vl_test::shq(dir + "/t") + " " + vl_test::shq(t2) + " && rm " +
+                    vl_test::shq(t2 + "/config.json") + " && ln -s " + vl_test::shq(bad) + " " + vl_test::shq(t2 + "/config.json"),
                 o2) == 0);
-    refused(C + "lens" + M + "--tuned " + sh_quote(t2) + " --prompt Lily", 1, t2 + "/config.json", what);
+    refused(C + "lens" + M + "--tuned " + vl_test::shq(t2) + " --prompt Lily", 1, t2 + "/config.json", what);
   }
 }
 
@@ -313,7 +307,7 @@ TEST_CASE("counts on the command line: -n -5, --window -5, --max-tokens 0 are us
   REQUIRE(!m.empty());
   const std::string dir = vl_test::temp_dir("hostile-counts");
   vl_test::write_file(dir + "/c.txt", "Lily went to the park. She saw a dog.\n");
-  const std::string C = sh_quote(cli) + " ", M = " " + sh_quote(m) + " ", corpus = " --corpus " + sh_quote(dir + "/c.txt");
+  const std::string C = vl_test::shq(cli) + " ", M = " " + vl_test::shq(m) + " ", corpus = " --corpus " + vl_test::shq(dir + "/c.txt");
   for (const std::string& args : {"generate" + M + "-n -5", "lens" + M + corpus + " --window -5",
                                   "lens" + M + corpus + " --window 1", "lens" + M + corpus + " --max-tokens 0",
                                   "lens" + M + corpus + " --max-tokens -3", "tuned-lens eval" + M + "--tuned x" + corpus + " --window -5",
@@ -339,11 +333,11 @@ TEST_CASE("mpirun -np 2: a rank that fails ends every rank in seconds with a non
   // Rank 1 cannot open its corpus; rank 0 reads a good one and reaches the reduction of the statistics,
   // where it would wait for rank 1 forever.
   const std::string script = dir + "/rank.sh";
-  vl_test::write_file(script, "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then c=" + sh_quote(dir + "/missing.txt") +
-                                  "; else c=" + sh_quote(dir + "/c.txt") + "; fi\nexec " + sh_quote(cli) + " lens " + sh_quote(m) +
+  vl_test::write_file(script, "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then c=" + vl_test::shq(dir + "/missing.txt") +
+                                  "; else c=" + vl_test::shq(dir + "/c.txt") + "; fi\nexec " + vl_test::shq(cli) + " lens " + vl_test::shq(m) +
                                   " --corpus \"$c\" --window 64\n");
   auto t0 = std::chrono::steady_clock::now();
-  int rc = run("timeout 120 mpirun -np 2 --oversubscribe --allow-run-as-root sh " + sh_quote(script), out);
+  int rc = run("timeout 120 mpirun -np 2 --oversubscribe --allow-run-as-root sh " + vl_test::shq(script), out);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO("rc " << rc << " after " << s << " s\n" << out);
   CHECK(rc != 0);
@@ -418,9 +412,9 @@ TEST_CASE("compare: log_probs that are not log-probabilities, and a 10 MB layer 
   const std::string dir = vl_test::temp_dir("hostile-compare");
   std::string out;
   for (const char* r : {"a", "b"})
-    REQUIRE(run(sh_quote(cli) + " lens " + sh_quote(m) + " --prompt 'Lily went to the park' --save-probs --out " + sh_quote(dir + "/" + r),
+    REQUIRE(run(vl_test::shq(cli) + " lens " + vl_test::shq(m) + " --prompt 'Lily went to the park' --save-probs --out " + vl_test::shq(dir + "/" + r),
                 out) == 0);
-  REQUIRE(run(sh_quote(cli) + " compare " + sh_quote(dir + "/a") + " " + sh_quote(dir + "/b"), out) == 0);
+  REQUIRE(run(vl_test::shq(cli) + " compare " + vl_test::shq(dir + "/a") + " " + vl_test::shq(dir + "/b"), out) == 0);
   auto edited = [&](const std::string& name, const std::function<void(vocablens::Result&)>& edit) {
     auto rs = vocablens::read_run_directory(dir + "/b");
     REQUIRE(rs.size() == 1);
@@ -434,7 +428,7 @@ TEST_CASE("compare: log_probs that are not log-probabilities, and a 10 MB layer 
     auto* p = reinterpret_cast<float*>(a.bytes.data());
     for (int64_t i = 0; i < a.numel(); ++i) p[i] += 3.0f;
   });
-  CHECK(run(sh_quote(cli) + " compare " + sh_quote(dir + "/a") + " " + sh_quote(shifted), out) == 2);
+  CHECK(run(vl_test::shq(cli) + " compare " + vl_test::shq(dir + "/a") + " " + vl_test::shq(shifted), out) == 2);
   CHECK(has(last_line(out), "log_probs at layer 0, position 0 are not log-probabilities"));
   // A 10 MB label of layer 0 (it was copied into every cell: 1.1 GB).
   const std::string big = edited("biglabel", [](vocablens::Result& r) {
@@ -442,7 +436,7 @@ TEST_CASE("compare: log_probs that are not log-probabilities, and a 10 MB layer 
     r.summary["layers"][0]["label"] = std::string(10 << 20, 'x');
   });
   auto t0 = std::chrono::steady_clock::now();
-  CHECK(run(sh_quote(cli) + " compare " + sh_quote(dir + "/a") + " " + sh_quote(big), out) == 2);
+  CHECK(run(vl_test::shq(cli) + " compare " + vl_test::shq(dir + "/a") + " " + vl_test::shq(big), out) == 2);
   CHECK(has(last_line(out), "the label of layer 0 is 10485760 bytes long"));
   CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 30);
 }
@@ -452,7 +446,7 @@ TEST_CASE("generate --steer prints the unsteered continuation above the steered 
   REQUIRE(!cli.empty());
   REQUIRE(!m.empty());
   std::string plain, steered;
-  const std::string base = sh_quote(cli) + " generate " + sh_quote(m) + " --prompt 'I think that' --steps 8 --ids";  // ids: one line each
+  const std::string base = vl_test::shq(cli) + " generate " + vl_test::shq(m) + " --prompt 'I think that' --steps 8 --ids";  // ids: one line each
   REQUIRE(vl_test::run_command(base + " 2>/dev/null", plain) == 0);
   REQUIRE(vl_test::run_command(base + " --steer love-hate --steer-layer 1 --steer-scale 6 2>/dev/null", steered) == 0);
   INFO("plain:\n" << plain << "steered:\n" << steered);
@@ -476,7 +470,7 @@ TEST_CASE("an output path that is a FIFO, a device or a directory is not replace
   const std::string sub = dir + "/sub.txt";
   REQUIRE(::mkdir(sub.c_str(), 0755) == 0);
   for (const std::string& out : {fifo, dev, sub}) {
-    refused(sh_quote(cli) + " tuned-lens sample " + sh_quote(m) + " --tokens 64 --seed 1 --out " + sh_quote(out), 1, out,
+    refused(vl_test::shq(cli) + " tuned-lens sample " + vl_test::shq(m) + " --tokens 64 --seed 1 --out " + vl_test::shq(out), 1, out,
             "not a regular file: not replaced");
   }
   struct stat st {};
@@ -494,7 +488,7 @@ TEST_CASE("patch warns when the clean and corrupt runs barely differ in the metr
   REQUIRE(!m.empty());
   // README's IOI example on the tiny model: clean 0.8275, corrupt 0.9324 (a difference of -0.105).
   std::string out;
-  REQUIRE(run(sh_quote(cli) + " patch " + sh_quote(m) +
+  REQUIRE(run(vl_test::shq(cli) + " patch " + vl_test::shq(m) +
                   " --clean 'When John and Mary went to the store, Mary gave a drink to'"
                   " --corrupt 'When John and Mary went to the store, John gave a drink to' --target ' John' --wrong ' Mary'"
                   " --over heads",
@@ -502,7 +496,7 @@ TEST_CASE("patch warns when the clean and corrupt runs barely differ in the metr
   CHECK(has(out, "clean 0.8275 · corrupt 0.9324"));
   CHECK(has(out, "warning: the clean and corrupt runs differ by only -0.10"));
   // A corruption that moves the answer by more than a quarter logit gets no warning.
-  REQUIRE(run(sh_quote(cli) + " patch " + sh_quote(m) +
+  REQUIRE(run(vl_test::shq(cli) + " patch " + vl_test::shq(m) +
                   " --clean 'The Eiffel Tower is in the city of' --corrupt 'The Colosseum is in the city of' --target ' Paris'",
               out) == 0);
   INFO(out);
@@ -519,7 +513,7 @@ TEST_CASE("finite but huge weights: an embedding row of +-3e38 is refused like n
   REQUIRE(!hf.empty());
   const std::string dir = vl_test::temp_dir("huge-weights") + "/m";
   std::string out;
-  REQUIRE(run("cp -r " + sh_quote(hf) + " " + sh_quote(dir), out) == 0);
+  REQUIRE(run("cp -r " + vl_test::shq(hf) + " " + vl_test::shq(dir), out) == 0);
   // Row 317 (" Lily" in the prompt below) set to +-3e38, alternating: finite, so the load-time scan passes.
   const std::string py = dir + "/edit.py";
   vl_test::write_file(py, "import json, struct, sys\np = sys.argv[1]\nb = bytearray(open(p, 'rb').read())\n"
@@ -527,8 +521,8 @@ TEST_CASE("finite but huge weights: an embedding row of +-3e38 is refused like n
                           "t = h['model.embed_tokens.weight']\nd = t['shape'][1]\noff = 8 + n + t['data_offsets'][0]\n"
                           "for j in range(d): struct.pack_into('<f', b, off + (317 * d + j) * 4, 3e38 if j % 2 == 0 else -3e38)\n"
                           "open(p, 'wb').write(b)\n");
-  REQUIRE(run("/usr/bin/python3 " + sh_quote(py) + " " + sh_quote(dir + "/model.safetensors"), out) == 0);
-  const int rc = run(sh_quote(cli) + " lens " + sh_quote(dir) + " --prompt-ids 1,317,263,377", out);
+  REQUIRE(run("/usr/bin/python3 " + vl_test::shq(py) + " " + vl_test::shq(dir + "/model.safetensors"), out) == 0);
+  const int rc = run(vl_test::shq(cli) + " lens " + vl_test::shq(dir) + " --prompt-ids 1,317,263,377", out);
   CHECK(rc == 1);  // main: a table of NaN rows, exit 0
   CHECK((has(last_line(out), "overflow float32") || has(last_line(out), "non-finite")));
 }
