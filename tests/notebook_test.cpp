@@ -1,11 +1,12 @@
 // The Jupyter notebook of a run: valid nbformat 4 (checked with python3-nbformat), code cells free of
 // result data, and, where jupyter nbconvert and a Python kernel with numpy/pandas/matplotlib are
-// installed, it executes from top to bottom without an error. The executed notebook is kept under
-// <build>/artifacts/notebook_test/ ("ARTIFACT: ..." lines).
+// installed, it executes from top to bottom without an error. The executed notebooks are kept under
+// <build>/artifacts/notebook_test/*/vocablens.nbconvert.ipynb ("ARTIFACT: ..." lines).
 #include <sys/stat.h>
 
 #include <iostream>
 #include <set>
+#include <vector>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -74,65 +75,178 @@ std::vector<Result> notebook_results() {
   return rs;
 }
 
-bool validate_with_nbformat(const std::string& path, std::string& out) {
-  int rc = vl_test::run_command(python() + " -c 'import sys, nbformat; nb = nbformat.read(sys.argv[1], as_version=nbformat.NO_CONVERT); "
-                                           "nbformat.validate(nb); assert nb.nbformat == 4; print(\"valid\", nb.nbformat, nb.nbformat_minor, len(nb.cells))' " +
-                                    shell_quote(path),
-                                out);
-  return rc == 0;
+// Whether python3 has nbformat / Jupyter can execute a notebook: probed once per test program (each probe
+// starts Python, the second with pandas and matplotlib: about a second of CPU each).
+bool have_nbformat() {
+  static const bool have = [] {
+    std::string out;
+    return vl_test::run_command(python() + " -c 'import nbformat'", out) == 0;
+  }();
+  return have;
 }
 
-}  // namespace
+bool have_jupyter() {
+  static const bool have = [] {
+    std::string out;
+    return vl_test::run_command("jupyter nbconvert --version", out) == 0 &&
+           vl_test::run_command(python() + " -c 'import ipykernel, numpy, pandas, matplotlib'", out) == 0;
+  }();
+  return have;
+}
 
-// Executes a notebook with jupyter nbconvert (in its own directory); returns the number of images it drew,
-// or -1 when Jupyter is not available (after a loud SKIPPED line).
-int execute_notebook(const std::string& path) {
-  std::string out;
-  bool have_jupyter = vl_test::run_command("jupyter nbconvert --version", out) == 0 &&
-                      vl_test::run_command(python() + " -c 'import ipykernel, numpy, pandas, matplotlib'", out) == 0;
-  if (!have_jupyter) {
-    vl_test::require(false, "jupyter nbconvert / ipykernel / pandas / matplotlib not installed; notebooks validated but not executed");
-    return -1;
+// nbformat.validate on every notebook in `paths`, in one Python process; returns those that are not valid
+// nbformat 4 (`out` says why).
+std::vector<std::string> invalid_notebooks(const std::vector<std::string>& paths, std::string& out) {
+  std::string cmd = python() + " -c 'import sys, nbformat\n"
+                               "for p in sys.argv[1:]:\n"
+                               "    try:\n"
+                               "        nb = nbformat.read(p, as_version=nbformat.NO_CONVERT); nbformat.validate(nb); assert nb.nbformat == 4\n"
+                               "        print(\"valid\", nb.nbformat, nb.nbformat_minor, len(nb.cells), p)\n"
+                               "    except Exception as e:\n"
+                               "        print(\"INVALID\", repr(e), p)\n'";
+  for (const auto& p : paths) cmd += " " + shell_quote(p);
+  std::vector<std::string> bad;
+  if (vl_test::run_command(cmd, out) != 0) return paths;
+  for (const auto& p : paths) {
+    // A line "valid 4 <minor> <cells> <path>" for this path.
+    bool ok = false;
+    for (size_t at = out.find("valid 4 "); at != std::string::npos; at = out.find("valid 4 ", at + 1)) {
+      if (at > 0 && out[at - 1] != '\n') continue;  // not "INVALID"
+      size_t eol = out.find('\n', at);
+      std::string line = out.substr(at, eol == std::string::npos ? std::string::npos : eol - at);
+      if (line.size() >= p.size() + 1 && line.compare(line.size() - p.size() - 1, std::string::npos, " " + p) == 0) ok = true;
+    }
+    if (!ok) bad.push_back(p);
   }
+  return bad;
+}
+
+// A notebook to execute, and the fewest images it must draw.
+struct ToExecute {
+  std::string path;
+  int min_images;
+};
+
+// The notebooks of the test: made (with the checks of their making) by the functions below, validated and
+// executed together by the last test case, so that Jupyter starts once (each notebook still gets a kernel of
+// its own, in its own directory).
+
+// Every generated notebook: the example results, and a one-result notebook (the smallest case).
+std::vector<ToExecute> generated_notebooks() {
+  std::string art = std::string(VOCABLENS_BINARY_DIR) + "/artifacts/notebook_test";
+  std::string run = art + "/run";
+  vocablens::ensure_directory(run);
+  auto results = notebook_results();
+  for (const auto& r : results) vocablens::write_result(r, run);
+  auto back = vocablens::read_run_directory(run);
+  REQUIRE(back.size() == results.size());
+  std::string nb = vocablens::write_notebook(back, run);
+  CHECK(nb == run + "/vocablens.ipynb");
+  std::string small_dir = art + "/small";
+  vocablens::ensure_directory(small_dir);
+  vocablens::write_result(results.front(), small_dir);
+  std::string small = vocablens::write_notebook(vocablens::read_run_directory(small_dir), small_dir);
+  // lens heatmaps + curves, projection, heads, spectrum, anisotropy, positions, ...
+  return {{nb, 10}, {small, 2}};
+}
+
+// The notebook of a fixture run (vocablens spectrum, then lens --out --report into the same directory).
+std::vector<ToExecute> fixture_run_notebook() {
+  std::string cli = vl_test::cli_path();
+  if (cli.empty() || !file_exists(cli)) {
+    vl_test::require(false, "vocablens CLI not built; fixture-run notebook not exercised");
+    return {};
+  }
+  std::string model = vl_test::fixture("gpt2-tiny");
+  REQUIRE(!model.empty());
+  std::string run = std::string(VOCABLENS_BINARY_DIR) + "/artifacts/notebook_test/fixture-run";
+  std::string out;
+  vl_test::run_command("rm -rf " + shell_quote(run), out);
+  for (std::string c : {"spectrum " + shell_quote(model) + " --k 8 --out " + shell_quote(run),
+                        "lens " + shell_quote(model) + " --prompt 'The \"Eiffel\" Tower is in' --top-k 5 --out " + shell_quote(run) + " --report"}) {
+    int rc = vl_test::run_command(shell_quote(cli) + " " + c, out);
+    INFO("vocablens " << c << "\n" << out.substr(0, 3000));
+    REQUIRE(rc == 0);
+  }
+  std::string nb = run + "/vocablens.ipynb";
+  REQUIRE(file_exists(nb));
+  json j = json::parse(vl_test::read_file(nb));
+  CHECK(j["cells"].size() == 6);  // intro, helpers, and two cells for each of the two results
+  return {{nb, 4}};
+}
+
+// The notebook of what every analysis really produces: every kind's cell reads the arrays and tables its
+// analysis really writes (a renamed one is a KeyError when executed).
+std::vector<ToExecute> real_results_notebook() {
+  std::string model = vl_test::fixture("gpt2-tiny");
+  REQUIRE(!model.empty());
+  std::string run = std::string(VOCABLENS_BINARY_DIR) + "/artifacts/notebook_test/real-results";
+  std::string out;
+  vl_test::run_command("rm -rf " + shell_quote(run), out);
+  vocablens::ensure_directory(run);
+  const auto results = vl_test::real_results(model);
+  for (const auto& r : results) vocablens::write_result(r, run);
+  std::string nb = vocablens::write_notebook(vocablens::read_run_directory(run), run);
+  json j = json::parse(vl_test::read_file(nb));
+  CHECK(j["cells"].size() == 2 + 2 * results.size());
+  return {{nb, 10}};
+}
+
+// Executes the notebooks with one `jupyter nbconvert --execute` (each in its own directory, written beside it
+// as <name>.nbconvert.ipynb) and checks every code cell of each: executed, no error output, no Error or
+// Warning on its stderr, at least `min_images` images drawn, and the executed notebook valid nbformat 4.
+void execute_notebooks(const std::vector<ToExecute>& notebooks) {
   std::string home = vl_test::temp_dir("jupyter-home");
   std::string env = "MPLCONFIGDIR=" + shell_quote(home) + " IPYTHONDIR=" + shell_quote(home + "/ipython") +
                     " JUPYTER_RUNTIME_DIR=" + shell_quote(home + "/runtime") + " JUPYTER_DATA_DIR=" + shell_quote(home + "/data") +
                     " JUPYTER_PLATFORM_DIRS=1 PYDEVD_DISABLE_FILE_VALIDATION=1 ";
-  std::string executed = path.substr(0, path.size() - 6) + ".executed.ipynb";
-  ::unlink(executed.c_str());
-  std::string dir = path.substr(0, path.rfind('/'));
-  int rc = vl_test::run_command("cd " + shell_quote(dir) + " && " + env +
-                                    "timeout 600 jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=300 "
-                                    "--ExecutePreprocessor.kernel_name=python3 --output " +
-                                    shell_quote(executed) + " " + shell_quote(path),
+  std::string inputs;
+  std::vector<std::string> executed;
+  for (const auto& n : notebooks) {
+    executed.push_back(n.path.substr(0, n.path.size() - 6) + ".nbconvert.ipynb");
+    ::unlink(executed.back().c_str());
+    inputs += " " + shell_quote(n.path);
+  }
+  std::string out;
+  // The kernel of each notebook runs in the notebook's directory (nbconvert's default, as `cd DIR` did).
+  int rc = vl_test::run_command(env + "timeout 600 jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=300 "
+                                      "--ExecutePreprocessor.kernel_name=python3" + inputs,
                                 out);
   INFO(out);
   REQUIRE(rc == 0);
-  REQUIRE(file_exists(executed));
-  std::cout << "ARTIFACT: executed notebook " << executed << "\n";
-  json ex = json::parse(vl_test::read_file(executed));
-  int images = 0;
-  for (const auto& c : ex["cells"]) {
-    if (c["cell_type"] != "code") continue;
-    CHECK(!c["execution_count"].is_null());
-    for (const auto& o : c["outputs"]) {
-      CHECK(o["output_type"] != "error");
-      if (o.contains("data") && o["data"].contains("image/png")) ++images;
-      if (o["output_type"] == "stream" && o["name"] == "stderr") {
-        std::string text;
-        if (o["text"].is_array())
-          for (const auto& l : o["text"]) text += l.get<std::string>();
-        else
-          text = o["text"].get<std::string>();
-        INFO("stderr of a cell: " << text);
-        CHECK(text.find("Error") == std::string::npos);
-        CHECK(text.find("Warning") == std::string::npos);
+  for (size_t i = 0; i < notebooks.size(); ++i) {
+    INFO("executed notebook " << executed[i]);
+    REQUIRE(file_exists(executed[i]));
+    std::cout << "ARTIFACT: executed notebook " << executed[i] << "\n";
+    json ex = json::parse(vl_test::read_file(executed[i]));
+    int images = 0;
+    for (const auto& c : ex["cells"]) {
+      if (c["cell_type"] != "code") continue;
+      CHECK(!c["execution_count"].is_null());
+      for (const auto& o : c["outputs"]) {
+        CHECK(o["output_type"] != "error");
+        if (o.contains("data") && o["data"].contains("image/png")) ++images;
+        if (o["output_type"] == "stream" && o["name"] == "stderr") {
+          std::string text;
+          if (o["text"].is_array())
+            for (const auto& l : o["text"]) text += l.get<std::string>();
+          else
+            text = o["text"].get<std::string>();
+          INFO("stderr of a cell: " << text);
+          CHECK(text.find("Error") == std::string::npos);
+          CHECK(text.find("Warning") == std::string::npos);
+        }
       }
     }
+    CHECK(images >= notebooks[i].min_images);
   }
-  CHECK(validate_with_nbformat(executed, out));
-  return images;
+  std::string vout;
+  const auto bad = invalid_notebooks(executed, vout);
+  INFO(vout);
+  CHECK(bad.empty());
 }
+
+}  // namespace
 
 TEST_CASE("the notebook is nbformat 4 with one section per result and no data in code cells") {
   auto results = notebook_results();
@@ -172,89 +286,28 @@ TEST_CASE("the notebook is nbformat 4 with one section per result and no data in
   CHECK(vocablens::render_notebook(results, "x") == vocablens::render_notebook(results, "x"));
 }
 
-TEST_CASE("every generated notebook validates with nbformat and executes where Jupyter is installed") {
-  std::string art = std::string(VOCABLENS_BINARY_DIR) + "/artifacts/notebook_test";
-  std::string run = art + "/run";
-  vocablens::ensure_directory(run);
-  auto results = notebook_results();
-  for (const auto& r : results) vocablens::write_result(r, run);
-  auto back = vocablens::read_run_directory(run);
-  REQUIRE(back.size() == results.size());
-  std::string nb = vocablens::write_notebook(back, run);
-  CHECK(nb == run + "/vocablens.ipynb");
-  // A one-result notebook too (the smallest case).
-  std::string small_dir = art + "/small";
-  vocablens::ensure_directory(small_dir);
-  vocablens::write_result(results.front(), small_dir);
-  std::string small = vocablens::write_notebook(vocablens::read_run_directory(small_dir), small_dir);
 
-  std::string out;
-  if (vl_test::run_command(python() + " -c 'import nbformat'", out) != 0) {
+TEST_CASE("every notebook (generated, of a fixture run, of what every analysis produces) validates and executes",
+          "[fixtures]") {
+  std::vector<ToExecute> notebooks = generated_notebooks();
+  for (auto& n : fixture_run_notebook()) notebooks.push_back(n);
+  for (auto& n : real_results_notebook()) notebooks.push_back(n);
+
+  if (!have_nbformat()) {
     vl_test::require(false, "python3-nbformat not installed; notebooks not validated");
     return;
   }
-  for (const auto& path : {nb, small}) {
-    INFO(path);
-    bool ok = validate_with_nbformat(path, out);
-    INFO(out);
-    CHECK(ok);
-  }
+  std::vector<std::string> paths;
+  for (const auto& n : notebooks) paths.push_back(n.path);
+  std::string out;
+  const auto bad = invalid_notebooks(paths, out);
+  INFO(out);
+  CHECK(bad.empty());
 
   // Execution needs jupyter nbconvert, a python3 kernel (ipykernel) and the libraries the cells import.
-  int images = execute_notebook(nb);
-  if (images < 0) return;
-  CHECK(images >= 10);  // lens heatmaps + curves, projection, heads, spectrum, anisotropy, positions, ...
-  CHECK(execute_notebook(small) >= 2);
-}
-
-TEST_CASE("the notebook of a fixture run (vocablens lens/spectrum --out --report) validates and executes") {
-  std::string cli = vl_test::cli_path();
-  if (cli.empty() || !file_exists(cli)) {
-    vl_test::require(false, "vocablens CLI not built; fixture-run notebook not exercised");
+  if (!have_jupyter()) {
+    vl_test::require(false, "jupyter nbconvert / ipykernel / pandas / matplotlib not installed; notebooks validated but not executed");
     return;
   }
-  std::string model = vl_test::fixture("gpt2-tiny");
-  if (model.empty()) return;
-  std::string run = std::string(VOCABLENS_BINARY_DIR) + "/artifacts/notebook_test/fixture-run";
-  std::string out;
-  vl_test::run_command("rm -rf " + shell_quote(run), out);
-  for (std::string c : {"spectrum " + shell_quote(model) + " --k 8 --out " + shell_quote(run),
-                        "lens " + shell_quote(model) + " --prompt 'The \"Eiffel\" Tower is in' --top-k 5 --out " + shell_quote(run) + " --report"}) {
-    int rc = vl_test::run_command(shell_quote(cli) + " " + c, out);
-    INFO("vocablens " << c << "\n" << out.substr(0, 3000));
-    REQUIRE(rc == 0);
-  }
-  std::string nb = run + "/vocablens.ipynb";
-  REQUIRE(file_exists(nb));
-  json j = json::parse(vl_test::read_file(nb));
-  CHECK(j["cells"].size() == 6);  // intro, helpers, and two cells for each of the two results
-  if (vl_test::run_command(python() + " -c 'import nbformat'", out) != 0) {
-    vl_test::require(false, "python3-nbformat not installed; notebooks not validated");
-    return;
-  }
-  CHECK(validate_with_nbformat(nb, out));
-  int images = execute_notebook(nb);
-  if (images >= 0) CHECK(images >= 4);
-}
-
-TEST_CASE("the notebook of what every analysis really produces validates and executes", "[fixtures]") {
-  std::string model = vl_test::fixture("gpt2-tiny");
-  if (model.empty()) return;
-  std::string run = std::string(VOCABLENS_BINARY_DIR) + "/artifacts/notebook_test/real-results";
-  std::string out;
-  vl_test::run_command("rm -rf " + shell_quote(run), out);
-  vocablens::ensure_directory(run);
-  const auto results = vl_test::real_results(model);
-  for (const auto& r : results) vocablens::write_result(r, run);
-  std::string nb = vocablens::write_notebook(vocablens::read_run_directory(run), run);
-  json j = json::parse(vl_test::read_file(nb));
-  CHECK(j["cells"].size() == 2 + 2 * results.size());
-  if (vl_test::run_command(python() + " -c 'import nbformat'", out) != 0) {
-    vl_test::require(false, "python3-nbformat not installed; notebooks not validated");
-    return;
-  }
-  CHECK(validate_with_nbformat(nb, out));
-  // Every kind's cell reads the arrays and tables its analysis really writes (a renamed one is a KeyError).
-  int images = execute_notebook(nb);
-  if (images >= 0) CHECK(images >= 10);
+  execute_notebooks(notebooks);
 }

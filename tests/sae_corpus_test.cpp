@@ -13,6 +13,7 @@
 
 #include "corpus_text.hpp"
 #include "fixtures.hpp"
+#include "sae_fixtures.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
@@ -23,21 +24,8 @@
 
 namespace {
 
-std::string sae_dir() {
-  static std::string dir = [] {
-    std::string gpt2 = vl_test::fixture("gpt2-tiny");
-    REQUIRE(!gpt2.empty());
-    std::string out = vl_test::temp_dir("sae-corpus-fixtures");
-    std::string log;
-    const int rc = vl_test::run_command(std::string("/usr/bin/python3 ") + VOCABLENS_SOURCE_DIR +
-                                            "/tests/fixtures/sae/make_saes.py " + out + " " + gpt2,
-                                        log);
-    INFO(log);
-    REQUIRE(rc == 0);
-    return out;
-  }();
-  return dir;
-}
+// make_saes.py's SAEs, made once per build directory (support/sae_fixtures.hpp).
+std::string sae_dir() { return vl_test::sae_fixtures_dir(); }
 
 double rel(double a, double b) { return std::abs(a - b) / std::max(1.0, std::abs(b)); }
 

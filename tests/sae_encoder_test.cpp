@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fixtures.hpp"
+#include "sae_fixtures.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/feature_encoder.hpp"
 #include "vocablens/model.hpp"
@@ -16,17 +17,13 @@ TEST_CASE("feature encoder directions read through E+, W_U and W_E equal the den
   vocablens::init_runtime();
   const std::string dir = vl_test::fixture("gpt2-tiny");
   REQUIRE(!dir.empty());
-  const std::string tmp = vl_test::temp_dir("sae-enc");
-  std::string log;
-  REQUIRE(vl_test::run_command(std::string("/usr/bin/python3 ") + VOCABLENS_SOURCE_DIR + "/tests/fixtures/sae/make_saes.py " +
-                                   tmp + "/saes " + dir,
-                               log) == 0);
+  const std::string saes = vl_test::sae_fixtures_dir();  // make_saes.py's, made once per build directory
   auto m = vocablens::load_model(dir);
   const int64_t k = 6;
   const std::vector<int64_t> feats = {0, 3, 41, 95};
   for (const char* name : {"saelens_standard", "llamascope"}) {
     INFO(name);
-    auto sae = vocablens::load_sae(tmp + "/saes/" + name);
+    auto sae = vocablens::load_sae(saes + "/" + name);
     const at::Tensor Wenc = sae.W_enc.to(at::kDouble);  // [d, d_sae]
     const at::Tensor WU = m.W_U().to(at::kDouble);       // [d, V]
     const at::Tensor E = WU.t();
@@ -56,12 +53,12 @@ TEST_CASE("feature encoder directions read through E+, W_U and W_E equal the den
       }
     }
   }
-  auto sae = vocablens::load_sae(tmp + "/saes/saelens_standard");
+  auto sae = vocablens::load_sae(saes + "/saelens_standard");
   CHECK_THROWS_AS(vocablens::feature_encoder_tokens(m, sae, {96}, 3, vocablens::InverseKind::Embed), vocablens::UsageError);
   CHECK_THROWS_AS(vocablens::feature_encoder_tokens(m, sae, {0}, 0, vocablens::InverseKind::Embed), vocablens::UsageError);
   std::string out;
-  REQUIRE(vl_test::run_command(vl_test::cli_path() + " features " + dir + " --sae " + tmp +
-                                   "/saes/saelens_standard --features 0,3 --top-k 3 --encoder embed 2>&1",
+  REQUIRE(vl_test::run_command(vl_test::cli_path() + " features " + dir + " --sae " + saes +
+                                   "/saelens_standard --features 0,3 --top-k 3 --encoder embed 2>&1",
                                out) == 0);
   CHECK(out.find("enc (embed)") != std::string::npos);
 }

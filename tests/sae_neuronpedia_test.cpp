@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fixtures.hpp"
+#include "sae_fixtures.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/report.hpp"
 #include "vocablens/sae.hpp"
@@ -22,11 +23,7 @@ TEST_CASE("features --neuronpedia writes SAEDashboard's batch JSON", "[sae][neur
   const std::string dir = vl_test::fixture("gpt2-tiny");
   REQUIRE(!dir.empty());
   const std::string tmp = vl_test::temp_dir("sae-np");
-  std::string log;
-  REQUIRE(vl_test::run_command(std::string("/usr/bin/python3 ") + VOCABLENS_SOURCE_DIR + "/tests/fixtures/sae/make_saes.py " +
-                                   tmp + "/saes " + dir,
-                               log) == 0);
-  const std::string saep = tmp + "/saes/saelens_jumprelu";
+  const std::string saep = vl_test::sae_fixtures_dir() + "/saelens_jumprelu";  // made once per build directory
   vl_test::write_file(tmp + "/c.txt",
                       "The Eiffel Tower is in the city of Paris. It was built for the world fair of 1889.\n"
                       "Once upon a time there was a little girl named Lily. She liked to play outside.\n");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fixtures.hpp"
+#include "sae_fixtures.hpp"
 #include "tensor_checks.hpp"
 #include "vocablens/ablation.hpp"
 #include "vocablens/error.hpp"
@@ -19,19 +20,8 @@
 
 namespace {
 
-std::string steer_saes() {
-  static std::string dir = [] {
-    std::string out = vl_test::temp_dir("sae-steer-fixtures"), log;
-    const int rc = vl_test::run_command(std::string("/usr/bin/python3 ") + VOCABLENS_SOURCE_DIR +
-                                            "/tests/fixtures/sae/make_saes.py " + out + " " +
-                                            vl_test::fixture("gpt2-tiny"),
-                                        log);
-    INFO(log);
-    REQUIRE(rc == 0);
-    return out;
-  }();
-  return dir;
-}
+// make_saes.py's SAEs, made once per build directory (support/sae_fixtures.hpp).
+std::string steer_saes() { return vl_test::sae_fixtures_dir(); }
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fixtures.hpp"
+#include "sae_fixtures.hpp"
 #include "npy_tensor.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/features.hpp"
@@ -20,22 +21,9 @@
 
 namespace {
 
-// The generated SAEs (once per test process): OUT/<case>, OUT/ref, OUT/cases.json.
-const std::string& sae_fixtures() {
-  static std::string dir = [] {
-    std::string gpt2 = vl_test::fixture("gpt2-tiny");
-    REQUIRE(!gpt2.empty());
-    std::string out = vl_test::temp_dir("sae-fixtures");
-    std::string log;
-    const int rc = vl_test::run_command(std::string("/usr/bin/python3 ") + VOCABLENS_SOURCE_DIR +
-                                            "/tests/fixtures/sae/make_saes.py " + out + " " + gpt2,
-                                        log);
-    INFO(log);
-    REQUIRE(rc == 0);  // python3 with numpy + torch is required: a missing reference fails the test
-    return out;
-  }();
-  return dir;
-}
+// The generated SAEs (made once per build directory, support/sae_fixtures.hpp): OUT/<case>, OUT/ref,
+// OUT/cases.json.
+const std::string& sae_fixtures() { return vl_test::sae_fixtures_dir(); }
 
 double max_abs(const at::Tensor& a, const at::Tensor& b) {
   REQUIRE(a.sizes() == b.sizes());
