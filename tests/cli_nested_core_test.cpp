@@ -7,11 +7,7 @@
 
 #include "fixtures.hpp"
 
-namespace {
-
-std::string q(const std::string& s) { return vl_test::shq(s); }
-
-}  // namespace
+using vl_test::shq;
 
 TEST_CASE("--timings and --allow-nonfinite after a nested command") {
   const std::string cli = vl_test::require_cli();
@@ -20,14 +16,14 @@ TEST_CASE("--timings and --allow-nonfinite after a nested command") {
   REQUIRE(!model.empty());
   const std::string tmp = vl_test::temp_dir("nested-options");
   std::string out;
-  int rc = vl_test::run_command(q(cli) + " tuned-lens sample " + q(model) + " --tokens 300 --max-len 32 --out " +
-                                    q(tmp + "/corpus.txt") + " --timings --allow-nonfinite 2>&1",
+  int rc = vl_test::run_command(shq(cli) + " tuned-lens sample " + shq(model) + " --tokens 300 --max-len 32 --out " +
+                                    shq(tmp + "/corpus.txt") + " --timings --allow-nonfinite 2>&1",
                                 out);
   INFO(out);
   REQUIRE(rc == 0);
   CHECK_THAT(out, Catch::Contains("phase") && Catch::Contains("forward") && Catch::Contains("total"));
-  rc = vl_test::run_command(q(cli) + " tuned-lens train " + q(model) + " --corpus " + q(tmp + "/corpus.txt") +
-                                " --out " + q(tmp + "/lens") + " --window 32 --tokens-per-step 256 --steps 2 --timings 2>&1",
+  rc = vl_test::run_command(shq(cli) + " tuned-lens train " + shq(model) + " --corpus " + shq(tmp + "/corpus.txt") +
+                                " --out " + shq(tmp + "/lens") + " --window 32 --tokens-per-step 256 --steps 2 --timings 2>&1",
                             out);
   INFO(out);
   REQUIRE(rc == 0);
@@ -41,7 +37,7 @@ TEST_CASE("an unknown option after a nested command is named, with its command")
   const std::string model = vl_test::fixture("stories260K/stories260K.bin");
   REQUIRE(!model.empty());
   std::string out;
-  const int rc = vl_test::run_command(q(cli) + " tuned-lens train " + q(model) + " --corpus x.txt --out /nonexistent/x --stepz 3 2>&1", out);
+  const int rc = vl_test::run_command(shq(cli) + " tuned-lens train " + shq(model) + " --corpus x.txt --out /nonexistent/x --stepz 3 2>&1", out);
   INFO(out);
   CHECK(rc == 2);
   CHECK_THAT(out, Catch::Contains("tuned-lens train: unknown option '--stepz'; did you mean '--steps'?"));

@@ -118,12 +118,15 @@ struct BlockContext {
   /// Bool [T - offset, T], true where query q must not see key k: the future (k > q), and for a sliding
   /// layer the keys at distance >= its window (q - k >= window).
   const at::Tensor& mask(const ModelConfig& cfg, int64_t layer) const {
-    const auto k = at::arange(T, at::TensorOptions().device(dev)).unsqueeze(0);
-    const auto q = at::arange(offset, T, at::TensorOptions().device(dev)).unsqueeze(1);
-    if (!causal_.defined()) causal_ = k > q;
+    // Built once per pass (every layer asks): k - q for keys k (columns) and queries q (rows).
+    if (!causal_.defined()) {
+      dist_ = at::arange(T, at::TensorOptions().device(dev)).unsqueeze(0) -
+              at::arange(offset, T, at::TensorOptions().device(dev)).unsqueeze(1);
+      causal_ = dist_ > 0;
+    }
     const int64_t w = attention_window(cfg, layer);
     if (w <= 0 || w >= T) return causal_;
-    if (!windowed_.defined()) windowed_ = causal_.logical_or(q - k >= w);  // q sees q - window < k <= q
+    if (!windowed_.defined()) windowed_ = causal_.logical_or(dist_ <= -w);  // q sees q - window < k <= q
     return windowed_;
   }
   /// The rotary tables of the query (and new key) positions offset .. T - 1.
@@ -131,7 +134,7 @@ struct BlockContext {
   at::Tensor sin_new() const { return offset == 0 ? sin : sin.narrow(0, offset, T - offset); }
 
  private:
-  mutable at::Tensor alibi_, causal_, windowed_;
+  mutable at::Tensor alibi_, causal_, windowed_, dist_;
 };
 
 BlockContext block_context(const ModelConfig& cfg, int64_t T, const at::Device& dev, int64_t offset = 0) {
