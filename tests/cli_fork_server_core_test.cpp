@@ -1,9 +1,10 @@
-// The test suite's CLI fork server (tests/support/cli_server.cpp, cli_client.cpp; docs/testing.md): a CLI run
+// The test suite's fork servers (tests/support/fork_server.cpp, fork_client.cpp; docs/testing.md): a CLI run
 // through it must be indistinguishable, for the test that made it, from the real `vocablens` process. The
 // reference is the real binary itself, run the same way: the same exit status (code, or the signal it died of),
 // stdout and stderr, and — read from /proc while both wait on their stdin — the same cwd, umask, resource
 // limits, ignored and blocked signals. Then the client's own contract: signals forwarded, a killed client's
-// worker killed, the fallback to the real binary, the server's start, stop and idle exit.
+// worker killed, the fallback to the real binary, the server's start, stop and idle exit; and a test program
+// served by its own server through vl_test_client, as CTest runs the LibTorch ones.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -424,4 +425,35 @@ TEST_CASE("fork server: start, replace, stop, idle exit, a socket path longer th
   CHECK(wait_gone(third, 10));
   CHECK_FALSE(fs::exists(sock));
   CHECK(server({"--vl-cli-server", "bogus"}) == 2 << 8);
+}
+
+// A test program through its own fork server, as CTest runs vl_tests_model & co. (this program, vl_tests_core,
+// has the same main() and server mode): the same exit status and output as the program run directly, for a
+// passing run, a filter matching nothing (`-w NoTests`: 2) and a bad option; the client's --stop.
+TEST_CASE("fork server: a test program through vl_test_client", "[cli_server]") {
+  const std::string program = std::string(VOCABLENS_BINARY_DIR) + "/tests/vl_tests_core";
+  const std::string test_client = std::string(VOCABLENS_BINARY_DIR) + "/tests/vl_test_client";
+  const std::string dir = vl_test::temp_dir("test-server");
+  const std::string sock = dir + "/t.sock", pid_file = dir + "/t.pid";
+  REQUIRE(run(program, {"--vl-test-server", "start", sock, pid_file, "60"}).status == 0);
+  const pid_t server = static_cast<pid_t>(std::stol(vl_test::read_file(pid_file)));
+  Setup via;
+  via.env = {"VL_CLI_CLIENT_REQUIRE_SERVER=1"};
+  // Catch2's closing line carries no timing; the counts and every message must match.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"-w", "NoTests", "-#", "[#options_core_test]~[.]"}, {"-w", "NoTests", "[#no_such_file_test]"}, {"--no-such-option"}}) {
+    INFO(args.back());
+    const Run direct = run(program, args);
+    std::vector<std::string> through{sock, program};
+    through.insert(through.end(), args.begin(), args.end());
+    const Run served = run(test_client, through, via);
+    CHECK(served.status == direct.status);
+    CHECK(served.out == direct.out);
+    CHECK(served.err == direct.err);
+  }
+  CHECK(run(program, {"-w", "NoTests", "[#no_such_file_test]"}).status == 2 << 8);
+  CHECK(run(test_client, {"--stop", sock, pid_file, program}).status == 0);
+  CHECK(wait_gone(server, 10));
+  CHECK_FALSE(fs::exists(sock));
+  CHECK(run(test_client, {sock, program, "--list-tags"}, via).status == 125 << 8);  // no server: refused as asked
 }

@@ -9,7 +9,7 @@ if(TARGET vocablens_python)
     set_tests_properties(python_${name} PROPERTIES TIMEOUT 600 LABELS "python"
       ENVIRONMENT "PYTHONPATH=${PROJECT_BINARY_DIR}/python;VOCABLENS_BUILD_DIR=${PROJECT_BINARY_DIR};${VOCABLENS_CLI_FOR_TESTS};VOCABLENS_THREADS=1;OMP_NUM_THREADS=1;PYTHONDONTWRITEBYTECODE=1")
     if(TEST cli_server_start)  # the CLI through the fork server (tests/CMakeLists.txt)
-      set_tests_properties(python_${name} PROPERTIES FIXTURES_REQUIRED vl_cli_server)
+      set_tests_properties(python_${name} PROPERTIES FIXTURES_REQUIRED vl_fork_servers)
     endif()
   endforeach()
 endif()

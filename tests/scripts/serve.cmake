@@ -16,7 +16,7 @@ add_test(NAME serve_sae COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/ser
 set_tests_properties(serve_sae PROPERTIES TIMEOUT 600 LABELS "serve"
   ENVIRONMENT "${VOCABLENS_CLI_FOR_TESTS};VOCABLENS_THREADS=1;OMP_NUM_THREADS=1;PYTHONDONTWRITEBYTECODE=1")
 if(TEST cli_server_start)  # the CLI through the fork server (tests/CMakeLists.txt)
-  set_tests_properties(serve_api serve_sae PROPERTIES FIXTURES_REQUIRED vl_cli_server)
+  set_tests_properties(serve_api serve_sae PROPERTIES FIXTURES_REQUIRED vl_fork_servers)
 endif()
 find_program(VOCABLENS_NODE node)
 add_test(NAME serve_page COMMAND ${VOCABLENS_NODE} ${PROJECT_SOURCE_DIR}/tests/serve/page_test.js

@@ -1,16 +1,22 @@
-// vl_cli_client — what the tests run as "the vocablens CLI" (VOCABLENS_CLI), with no LibTorch in it.
+// The test suite's fork client (test infrastructure; docs/testing.md, "The fork servers"), with no LibTorch in
+// it, built twice:
+//   vl_cli_client ARGS...                   what the tests run as "the vocablens CLI" (VOCABLENS_CLI); its server
+//                                           is named by VOCABLENS_CLI_SERVER, its real binary compiled in
+//                                           (VL_REAL_CLI)
+//   vl_test_client SOCKET PROGRAM ARGS...   how CTest runs a LibTorch test program (`PROGRAM ARGS...`) through
+//                                           the program's own server on SOCKET
+//   vl_test_client --stop SOCKET PIDFILE PROGRAM   stops that server (CTest's cleanup) without loading LibTorch
 //
-// Every `vocablens` process pays ~0.45 s of CPU before main() (285 shared libraries bound, LibTorch's operators
+// Every LibTorch process pays ~0.5 s of CPU before main() (285 shared libraries bound, LibTorch's operators
 // registered); the test suite starts hundreds. This client starts in a millisecond and hands its process
 // state — argv, environment, cwd, umask, resource limits, ignored and blocked signals, fds 0/1/2 — to the fork
-// server named by VOCABLENS_CLI_SERVER (tests/support/cli_server.cpp), whose worker runs the CLI with LibTorch
-// already loaded. Then it behaves as that worker: forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to it,
-// and ends as it ended (the same exit code, or the same signal raised on itself), so its caller's wait status
-// is the real binary's.
+// server (fork_server.cpp), whose worker runs the program with LibTorch already loaded. Then it behaves as that
+// worker: forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to it, and ends as it ended (the same exit code,
+// or the same signal raised on itself), so its caller's wait status is the real binary's.
 //
-// No server reachable (VOCABLENS_CLI_SERVER unset, nothing listening, the server refused): exec the real binary
-// (VL_REAL_CLI, compiled in), so a test program run by hand works unchanged. VL_CLI_CLIENT_REQUIRE_SERVER=1
-// turns that fallback into an error (exit 125), for the client's own test. docs/testing.md has the design.
+// No server reachable (no socket named, nothing listening, the server refused): exec the real binary, so a test
+// program run by hand works unchanged. VL_CLI_CLIENT_REQUIRE_SERVER=1 turns that fallback into an error (exit
+// 125), for the clients' own test.
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -29,17 +35,15 @@
 #include <string>
 #include <vector>
 
-#include "cli_wire.hpp"
-
-#ifndef VL_REAL_CLI
-#error "VL_REAL_CLI must name the real vocablens binary"
-#endif
+#include "fork_server.hpp"
+#include "fork_wire.hpp"
 
 extern char** environ;
 
 namespace {
 
 int g_signal_pipe[2] = {-1, -1};
+const char* g_real = nullptr;  // the real binary: what a fallback execs, the worker's argv[0]
 
 extern "C" void on_signal(int sig) {
   const int saved = errno;
@@ -50,7 +54,7 @@ extern "C" void on_signal(int sig) {
 }
 
 [[noreturn]] void die(const char* what) {
-  std::fprintf(stderr, "vl_cli_client: %s: %s\n", what, std::strerror(errno));
+  std::fprintf(stderr, "vl_fork_client: %s: %s\n", what, std::strerror(errno));
   std::_Exit(125);
 }
 
@@ -69,14 +73,14 @@ void drain_signals() {
 // meantime delivered to ourselves (it would have reached the real process), then exec.
 [[noreturn]] void run_real_binary(char** argv) {
   if (std::getenv("VL_CLI_CLIENT_REQUIRE_SERVER")) {
-    std::fprintf(stderr, "vl_cli_client: no fork server at VOCABLENS_CLI_SERVER (VL_CLI_CLIENT_REQUIRE_SERVER is set)\n");
+    std::fprintf(stderr, "vl_fork_client: no fork server for %s (VL_CLI_CLIENT_REQUIRE_SERVER is set)\n", g_real);
     std::_Exit(125);
   }
   if (g_signal_pipe[0] >= 0) drain_signals();
   for (int sig : g_handled) ::signal(sig, SIG_DFL);
   for (int sig : g_pending) ::raise(sig);
-  ::execv(VL_REAL_CLI, argv);
-  die("exec " VL_REAL_CLI);
+  ::execv(g_real, argv);
+  die((std::string("exec ") + g_real).c_str());
 }
 
 // Ends this process as the worker ended: same exit code, or death by the same signal.
@@ -99,7 +103,7 @@ void drain_signals() {
   std::_Exit(125);
 }
 
-bool read_message(int fd, vl_cli_wire::Message& m) {
+bool read_message(int fd, vl_fork_wire::Message& m) {
   size_t got = 0;
   auto* p = reinterpret_cast<char*>(&m);
   while (got < sizeof m) {
@@ -125,14 +129,27 @@ bool write_all(int fd, const char* p, size_t n) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef VL_REAL_CLI
+  g_real = VL_REAL_CLI;
+  const char* where = std::getenv("VOCABLENS_CLI_SERVER");
+#else
+  if (argc == 5 && std::strcmp(argv[1], "--stop") == 0) return vl_fork_server::stop(argv[2], argv[3], argv[4]);
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: vl_test_client SOCKET PROGRAM [ARGS...] | --stop SOCKET PIDFILE PROGRAM\n");
+    return 125;
+  }
+  const char* where = argv[1];
+  g_real = argv[2];
+  argc -= 2;
+  argv += 2;
+#endif
   // The worker sees the real binary's path as argv[0] (CLI11 prints it in usage lines), as does the fallback.
   std::vector<char*> args(argv, argv + argc);
   args.push_back(nullptr);
-  args[0] = const_cast<char*>(VL_REAL_CLI);
-  const char* where = std::getenv("VOCABLENS_CLI_SERVER");
+  args[0] = const_cast<char*>(g_real);
   if (!where || !*where) run_real_binary(args.data());
 
-  vl_cli_wire::Request req;
+  vl_fork_wire::Request req;
   // The caller's signal state, read before this client installs its own handlers.
   sigset_t blocked;
   ::sigprocmask(SIG_BLOCK, nullptr, &blocked);
@@ -143,7 +160,7 @@ int main(int argc, char** argv) {
     if (sigismember(&blocked, sig) == 1) req.blocked_signals |= 1ull << (sig - 1);
   }
   if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) die("pipe");
-  for (int sig : vl_cli_wire::kForwarded) {
+  for (int sig : vl_fork_wire::kForwarded) {
     if (req.ignored_signals & (1ull << (sig - 1))) continue;  // ignored by the caller: the worker ignores it too
     struct sigaction sa {};
     sa.sa_handler = on_signal;
@@ -157,7 +174,7 @@ int main(int argc, char** argv) {
   if (sock < 0) run_real_binary(args.data());
   sockaddr_un addr;
   int dir_fd = -1;
-  if (!vl_cli_wire::socket_address(where, addr, dir_fd)) run_real_binary(args.data());
+  if (!vl_fork_wire::socket_address(where, addr, dir_fd)) run_real_binary(args.data());
   int rc;
   do rc = ::connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   while (rc != 0 && errno == EINTR);
@@ -171,9 +188,9 @@ int main(int argc, char** argv) {
   const mode_t mask = ::umask(0);
   ::umask(mask);
   req.umask = mask;
-  for (int i = 0; i < vl_cli_wire::kLimitCount; ++i) {
+  for (int i = 0; i < vl_fork_wire::kLimitCount; ++i) {
     struct rlimit rl {};
-    ::getrlimit(vl_cli_wire::kLimits[i], &rl);
+    ::getrlimit(vl_fork_wire::kLimits[i], &rl);
     req.limit_cur[i] = rl.rlim_cur;
     req.limit_max[i] = rl.rlim_max;
   }
@@ -227,23 +244,23 @@ int main(int argc, char** argv) {
       }
     }
     if (!p[0].revents) continue;
-    vl_cli_wire::Message m{};
+    vl_fork_wire::Message m{};
     if (!read_message(sock, m)) {
       if (worker < 0) run_real_binary(args.data());  // the session ended before starting anything
       errno = ECONNRESET;
       die("the fork server's session ended before the worker did");
     }
     switch (m.kind) {
-      case vl_cli_wire::kStarted:
+      case vl_fork_wire::kStarted:
         worker = m.value;
         drain_signals();
         for (int sig : g_pending) ::kill(worker, sig);
         g_pending.clear();
         break;
-      case vl_cli_wire::kFallBack:
+      case vl_fork_wire::kFallBack:
         ::close(sock);
         run_real_binary(args.data());
-      case vl_cli_wire::kExited:
+      case vl_fork_wire::kExited:
         end_like(m.value);
       default:
         errno = EPROTO;

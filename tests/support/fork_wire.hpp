@@ -1,9 +1,10 @@
-// tests/support/cli_wire.hpp — the few bytes between the test suite's CLI client and its fork server.
+// tests/support/fork_wire.hpp — the few bytes between the test suite's fork clients and its fork servers.
 //
-// Test infrastructure only (docs/testing.md, "The CLI fork server"): every test that runs the `vocablens` CLI
-// runs tests/support/cli_client.cpp instead (VOCABLENS_CLI), which hands its whole process state to a server
-// (tests/support/cli_server.cpp) that has LibTorch loaded already and forks a worker calling the CLI's
-// run_main(). One unix stream connection per CLI run:
+// Test infrastructure only (docs/testing.md, "The fork servers"): a test that runs the `vocablens` CLI runs
+// vl_cli_client instead (VOCABLENS_CLI), and CTest runs each LibTorch test program through vl_test_client (both
+// tests/support/fork_client.cpp), which hand their whole process state to a server of the program
+// (tests/support/fork_server.cpp) that has LibTorch loaded already and forks a worker calling the program's
+// main. One unix stream connection per run:
 //
 //   client -> server  one sendmsg: Request + SCM_RIGHTS [the open ones of fds 0, 1, 2 (Request::fds), cwd],
 //                     then Request::payload bytes: argc NUL-terminated argv strings, envc environment strings
@@ -25,10 +26,12 @@
 #include <cstring>
 #include <string>
 
-namespace vl_cli_wire {
+namespace vl_fork_wire {
 
-/// argv[1] of the server binary that selects server mode; anything else runs the CLI (run_main).
-inline constexpr const char* kServerFlag = "--vl-cli-server";
+/// argv[1] of vl_cli_server that selects server mode; anything else runs the CLI (run_main).
+inline constexpr const char* kCliServerFlag = "--vl-cli-server";
+/// argv[1] of a test program that selects server mode; anything else runs its tests.
+inline constexpr const char* kTestServerFlag = "--vl-test-server";
 
 inline constexpr uint32_t kMagic = 0x766c6331;  // "vlc1"
 
@@ -85,4 +88,4 @@ inline bool socket_address(const std::string& path, sockaddr_un& addr, int& dir_
   return true;
 }
 
-}  // namespace vl_cli_wire
+}  // namespace vl_fork_wire
