@@ -10,10 +10,18 @@ SOURCE = os.path.dirname(os.path.dirname(HERE))
 FIXTURES = os.environ.get("VOCABLENS_FIXTURES") or os.path.join(SOURCE, "..", "shared", "fixtures")
 CLI = os.environ.get("VOCABLENS_CLI") or os.path.join(SOURCE, "build", "vocablens")
 
-import vocablens  # noqa: E402  (PYTHONPATH=build/python)
-import torch  # noqa: E402
 
-torch.set_num_threads(1)  # same as the CLI under CTest (VOCABLENS_THREADS=1): identical summation order
+def __getattr__(name):
+    """`from support import vocablens` loads the module (and LibTorch, ~1.2 s of CPU) on first use only: the
+    tests that need just the paths (the notebooks run in their own kernels, `pip install` in a venv) skip it."""
+    if name != "vocablens":
+        raise AttributeError("module 'support' has no attribute " + repr(name))
+    import vocablens  # PYTHONPATH=build/python
+    import torch
+
+    torch.set_num_threads(1)  # same as the CLI under CTest (VOCABLENS_THREADS=1): identical summation order
+    globals()["vocablens"] = vocablens
+    return vocablens
 
 
 def fixture(rel):

@@ -42,8 +42,10 @@ async function main() {
   if (!fs.existsSync(model)) throw new Error("fixture missing: " + model);
   const puppeteer = require(path.join(path.resolve(outDir), "node_modules", "puppeteer-core"));
   // An SAE (the fixture generator's standard one) and a small corpus: the feature pages and top activations.
+  // --standard-only writes that SAE alone, the same bytes as a full run (0.14 s of CPU instead of 0.54 s: the
+  // other layouts and the dense logit references are not read here).
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), "vlserve-chromium-"));
-  const gen = spawnSync("/usr/bin/python3", [path.join(__dirname, "..", "fixtures", "sae", "make_saes.py"), path.join(profile, "saes"), model]);
+  const gen = spawnSync("/usr/bin/python3", [path.join(__dirname, "..", "fixtures", "sae", "make_saes.py"), "--standard-only", path.join(profile, "saes")]);
   if (gen.status !== 0) throw new Error("make_saes.py failed: " + gen.stderr);
   const corpus = path.join(profile, "corpus.txt");
   fs.writeFileSync(corpus, ("The Eiffel Tower is in Paris. Rome is the capital of Italy. The river runs through the city.\n").repeat(8));
