@@ -57,6 +57,37 @@ struct CandidateLists {
     vv[pos] = v;
     ii[pos] = j;
   }
+  // Lists col0 + a .. col0 + b - 1 take columns a..b-1 of the row-major [rows, width] block `s`, row r being
+  // global index row0 + r, rows in order: for each list the same sequence of inserts as scan() over the
+  // transposed block (no index is skipped: the block is off the diagonal).
+  void scan_columns(const float* s, int64_t rows, int64_t width, int64_t a, int64_t b, int64_t col0, int64_t row0) {
+    std::vector<float> thr(static_cast<size_t>(b - a));
+    for (int64_t c = a; c < b; ++c) thr[static_cast<size_t>(c - a)] = threshold(col0 + c);
+    constexpr int64_t W = 16;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = s + r * width;
+      int64_t c = a;
+      for (; c + W <= b; c += W) {
+        bool any = false;
+        for (int64_t t = 0; t < W; ++t) any |= row[c + t] > thr[static_cast<size_t>(c + t - a)];
+        if (!any) continue;
+        for (int64_t t = 0; t < W; ++t) {
+          const size_t e = static_cast<size_t>(c + t - a);
+          if (row[c + t] > thr[e]) {
+            insert(col0 + c + t, row[c + t], row0 + r);
+            thr[e] = threshold(col0 + c + t);
+          }
+        }
+      }
+      for (; c < b; ++c) {
+        const size_t e = static_cast<size_t>(c - a);
+        if (row[c] > thr[e]) {
+          insert(col0 + c, row[c], row0 + r);
+          thr[e] = threshold(col0 + c);
+        }
+      }
+    }
+  }
   // Scans `len` scores of list r's row; column c is global index col0 + c; `skip` is never inserted.
   void scan(int64_t r, const float* s, int64_t len, int64_t col0, int64_t skip) {
     float thr = threshold(r);
@@ -175,11 +206,10 @@ KnnGraph knn_graph(const at::Tensor& X0, const KnnOptions& opts) {
         for (int64_t r = a; r < b; ++r) L.scan(i0 + r, s + r * bj, bj, j0, i0 + r);
       });
       if (j0 != i0) {
-        at::Tensor T = S.t().contiguous();  // [bj, bi]
-        const float* tp = T.data_ptr<float>();
-        at::parallel_for(0, bj, 16, [&](int64_t a, int64_t b) {
-          for (int64_t c = a; c < b; ++c) L.scan(j0 + c, tp + c * bi, bi, i0, -1);
-        });
+        // The same block read by columns: list j0 + c takes column c, row by row, i.e. the candidates i0 + r in
+        // the order a scan of the transposed block gives them (hence the same lists), without materialising
+        // S^T (a strided copy of 16 MB per block pair: a fifth of the run).
+        at::parallel_for(0, bj, 64, [&](int64_t a, int64_t b) { L.scan_columns(s, bi, bj, a, b, j0, i0); });
       }
     }
   }

@@ -33,14 +33,24 @@ namespace {
 // Per-window float sums, reduced in window order (the one-process order whatever the ranks).
 enum Slot { kCeClean, kCeSae, kCeZero, kKlSae, kKlZero, kRss, kSumSq, kCos, kL0, kSlots };
 
-// Next-token cross-entropy and KL(clean || other) of positions 0 .. T-2, in float64.
-void ce_kl(const at::Tensor& clean_logp, const at::Tensor& logits, const std::vector<int64_t>& ids, double* ce,
-           double* kl) {
-  const int64_t T = static_cast<int64_t>(ids.size());
-  at::Tensor lp = logits.reshape({T, -1}).narrow(0, 0, T - 1).to(at::kDouble).log_softmax(-1);
+// Log-probabilities [T-1, V] (float64) of positions 0 .. T-2 from the logits of a window of T tokens.
+at::Tensor scored_logp(const at::Tensor& logits, int64_t T) {
+  return logits.reshape({T, -1}).narrow(0, 0, T - 1).to(at::kDouble).log_softmax(-1);
+}
+
+// Next-token cross-entropy of positions 0 .. T-2, from their log-probabilities.
+void add_ce(const at::Tensor& lp, const std::vector<int64_t>& ids, double* ce) {
   auto acc = lp.accessor<double, 2>();
-  for (int64_t t = 0; t + 1 < T; ++t) *ce -= acc[t][ids[static_cast<size_t>(t + 1)]];
-  if (kl && clean_logp.defined()) *kl += (clean_logp.exp() * (clean_logp - lp)).sum().item<double>();
+  for (size_t t = 0; t + 1 < ids.size(); ++t) *ce -= acc[static_cast<int64_t>(t)][ids[t + 1]];
+}
+
+// Next-token cross-entropy and KL(clean || other) of positions 0 .. T-2, in float64; `clean_p` is
+// clean_logp.exp(), computed once per window for both patched runs.
+void ce_kl(const at::Tensor& clean_logp, const at::Tensor& clean_p, const at::Tensor& logits,
+           const std::vector<int64_t>& ids, double* ce, double* kl) {
+  const at::Tensor lp = scored_logp(logits, static_cast<int64_t>(ids.size()));
+  add_ce(lp, ids, ce);
+  *kl += (clean_p * (clean_logp - lp)).sum().item<double>();
 }
 
 // The better of two contexts: larger activation, then earlier window, then earlier position.
@@ -287,15 +297,16 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
       }
       win[kL0] = static_cast<double>(l0);
       if (opts.ce_metrics) {
-        at::Tensor clean_lp = clean.logits.reshape({T, -1}).narrow(0, 0, P).to(at::kDouble).log_softmax(-1);
-        ce_kl({}, clean.logits, ids, &win[kCeClean], nullptr);
+        // The clean log-probabilities and probabilities once per window (each is a float64 exp over [P, V]).
+        const at::Tensor clean_lp = scored_logp(clean.logits, T), clean_p = clean_lp.exp();
+        add_ce(clean_lp, ids, &win[kCeClean]);
         at::Tensor xhat_f = xhat.to(at::kFloat);
         HookList splice;
         splice.add(r.target_hook, [&](at::Tensor& a) { a.copy_(xhat_f.reshape(a.sizes())); });
-        ce_kl(clean_lp, run_with_hooks(m, tids, splice).logits, ids, &win[kCeSae], &win[kKlSae]);
+        ce_kl(clean_lp, clean_p, run_with_hooks(m, tids, splice).logits, ids, &win[kCeSae], &win[kKlSae]);
         HookList zero;
         zero.add(r.target_hook, [](at::Tensor& a) { a.zero_(); });
-        ce_kl(clean_lp, run_with_hooks(m, tids, zero).logits, ids, &win[kCeZero], &win[kKlZero]);
+        ce_kl(clean_lp, clean_p, run_with_hooks(m, tids, zero).logits, ids, &win[kCeZero], &win[kKlZero]);
       }
     }
     r.positions += T - 1;

@@ -28,6 +28,7 @@ V, D, H, HKV, DH, FF, L = 320, 64, 4, 2, 16, 128, 2
 WINDOW = 700
 EPS = 1e-6
 THETA = 10000.0
+ROWS = 1024  # query rows per softmax block (forward())
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -102,11 +103,17 @@ def forward(w, ids, window):
             kv = hd // (H // HKV)
             qh = rotate(q[:, hd * DH:(hd + 1) * DH], cos, sin)
             kh = rotate(k[:, kv * DH:(kv + 1) * DH], cos, sin)
-            s = qh @ kh.T / np.sqrt(DH)
-            s[hidden] = -np.inf
-            s -= s.max(axis=-1, keepdims=True)
-            e = np.exp(s)
-            z[:, hd * DH:(hd + 1) * DH] = (e / e.sum(axis=-1, keepdims=True)) @ v[:, kv * DH:(kv + 1) * DH]
+            vh = v[:, kv * DH:(kv + 1) * DH]
+            # Each query row's softmax is its own: the rows go ROWS at a time (the same float64 values as one
+            # [T, T] matrix, without allocating and faulting in 128 MiB per head), and a block's keys stop at
+            # its last query — the keys after it are hidden from every row of the block (weight exactly 0).
+            for r0 in range(0, T, ROWS):
+                r1 = min(T, r0 + ROWS)
+                s = qh[r0:r1] @ kh[:r1].T / np.sqrt(DH)
+                s[hidden[r0:r1, :r1]] = -np.inf
+                s -= s.max(axis=-1, keepdims=True)
+                e = np.exp(s)
+                z[r0:r1, hd * DH:(hd + 1) * DH] = (e / e.sum(axis=-1, keepdims=True)) @ vh[:r1]
         x = x + z @ w[p + "self_attn.o_proj.weight"].T
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"])
         g = h @ w[p + "mlp.gate_proj.weight"].T
