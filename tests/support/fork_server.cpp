@@ -279,28 +279,21 @@ pid_t read_pid_file(const std::string& path) {
   return static_cast<pid_t>(pid);
 }
 
-// True when `pid` runs the program `exe` (not a recycled pid of something else).
-bool is_server(pid_t pid, const std::string& exe) {
-  if (pid <= 0) return false;
+// The path of /proc/PID/exe ("self" or a pid), without the " (deleted)" of a binary replaced since it started.
+std::string program_of(const std::string& pid) {
   char buf[4096];
-  const ssize_t a = ::readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), buf, sizeof buf - 1);
-  if (a <= 0) return false;
-  std::string x(buf, static_cast<size_t>(a));
-  const std::string deleted = " (deleted)";
-  if (x.size() > deleted.size() && x.compare(x.size() - deleted.size(), deleted.size(), deleted) == 0)
-    x.resize(x.size() - deleted.size());
-  return x == exe;
-}
-
-std::string own_program() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  const ssize_t n = ::readlink(("/proc/" + pid + "/exe").c_str(), buf, sizeof buf - 1);
   std::string x = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
   const std::string deleted = " (deleted)";
   if (x.size() > deleted.size() && x.compare(x.size() - deleted.size(), deleted.size(), deleted) == 0)
     x.resize(x.size() - deleted.size());
   return x;
 }
+
+std::string own_program() { return program_of("self"); }
+
+// True when `pid` runs the program `exe` (not a recycled pid of something else).
+bool is_server(pid_t pid, const std::string& exe) { return pid > 0 && !exe.empty() && program_of(std::to_string(pid)) == exe; }
 
 int stop_server(const std::string& socket_path, const std::string& pid_file, const std::string& exe) {
   const pid_t pid = read_pid_file(pid_file);
