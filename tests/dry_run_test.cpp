@@ -151,6 +151,24 @@ TEST_CASE("--dry-run prints an estimate and runs nothing; a run over VOCABLENS_M
     CHECK_THAT(out, Catch::Contains("--two-pass applies to one prompt"));
   }
 
+  SECTION("lens: the projection matrix the engine holds is counted (a copy of a W_U not stored as float32, E+)") {
+    // gpt2-tiny-q8_0.gguf: d_model 64, vocabulary 50257, W_U tied to the Q8_0 embedding (its header and
+    // tests/gguf_model_test.cpp); the sizes below are d·V·4 and d·V·2 bytes, in MiB with one decimal.
+    const std::string q8 = std::string(VOCABLENS_SOURCE_DIR) + "/tests/data/gguf/gpt2-tiny-q8_0.gguf";
+    const std::string lens = " lens " + q(q8) + " --prompt 'The cat sat' --dry-run 2>&1";
+    std::string out;
+    REQUIRE(vl_test::run_command(q(cli) + lens, out) == 0);
+    CHECK_THAT(out, Catch::Matches("[\\s\\S]*lens: W_U as float32 \\(stored as Q8_0\\) +12\\.3 MiB[\\s\\S]*"));
+    REQUIRE(vl_test::run_command(q(cli) + " --dtype bfloat16" + lens, out) == 0);
+    CHECK_THAT(out, Catch::Matches("[\\s\\S]*lens: W_U as bfloat16 \\(stored as Q8_0\\) +6\\.1 MiB[\\s\\S]*"));
+    REQUIRE(vl_test::run_command(q(cli) + lens.substr(0, lens.size() - 5) + " --unembed pinv 2>&1", out) == 0);
+    CHECK_THAT(out, Catch::Matches("[\\s\\S]*lens: E⁺ \\[d, V\\] as float32 +12\\.3 MiB[\\s\\S]*") &&
+                        Catch::Contains("E⁺ computed when not cached") && !Catch::Contains("W_U as"));
+    // gpt2-tiny's safetensors are float32: W_U is used in place, no copy counted.
+    REQUIRE(vl_test::run_command(q(cli) + " lens " + q(gpt2) + " --prompt 'The cat sat' --dry-run 2>&1", out) == 0);
+    CHECK_THAT(out, !Catch::Contains("W_U as"));
+  }
+
   SECTION("a bad VOCABLENS_MEMORY_LIMIT is named") {
     std::string out;
     CHECK(vl_test::run_command("VOCABLENS_MEMORY_LIMIT=lots " + q(cli) + " generate " + q(gpt2) + " --prompt x --steps 1 2>&1",

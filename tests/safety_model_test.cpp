@@ -383,3 +383,25 @@ TEST_CASE("--allow-nonfinite: neurons and heads keep the finite ones exact; spec
   }
   CHECK_THROWS_WITH(vocablens::analyze_heads(emb, ho), Catch::Contains("W_E holds 1 non-finite"));
 }
+
+TEST_CASE("finiteness is scanned in place for float32, bfloat16 and float16, contiguous or transposed") {
+  // Values placed by hand, so the expected first hit (in the view's row-major order) is known independently.
+  for (auto dt : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    CAPTURE(c10::toString(dt));
+    at::Tensor t = at::zeros({37, 4099}, dt);
+    t[0][0] = dt == at::kHalf ? 65504.0f : 3.0e38f;  // the largest finite values are finite
+    t[1][1] = dt == at::kHalf ? 6.0e-8f : 1.0e-40f;  // and so are subnormals
+    CHECK(vocablens::all_finite(t));
+    CHECK(vocablens::all_finite(t.t()));
+    t[5][17] = std::numeric_limits<float>::quiet_NaN();
+    t[20][3] = -std::numeric_limits<float>::infinity();
+    CHECK_FALSE(vocablens::all_finite(t));
+    CHECK_FALSE(vocablens::all_finite(t.t()));
+    CHECK(vocablens::all_finite(t.narrow(0, 6, 14)));     // rows 6..19: contiguous, clean
+    CHECK_FALSE(vocablens::all_finite(t.narrow(0, 6, 15)));  // row 20 included
+    CHECK(vocablens::all_finite(t.narrow(1, 4, 13)));     // columns 4..16: strided, clean
+    CHECK_THROWS_WITH(vocablens::require_finite(t, "M", "c"), Catch::Contains("M holds 2 non-finite values of 151663 (first: nan at [5, 17])"));
+    // Transposed: [17, 5] holds the NaN, [3, 20] the -inf, which comes first in the view's order.
+    CHECK_THROWS_WITH(vocablens::require_finite(t.t(), "M", "c"), Catch::Contains("(first: -inf at [3, 20])"));
+  }
+}

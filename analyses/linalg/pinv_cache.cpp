@@ -10,6 +10,7 @@
 
 #include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/nonfinite.hpp"
 #include "vocablens/detail/hash.hpp"
 #include "vocablens/npy.hpp"
 
@@ -57,7 +58,7 @@ bool read_pinv_cache(const std::string& base, int64_t V, int64_t d, double rtol,
   std::string path = base + ".npy";
   if (read_raw(base + ".sv.npy", npy_header("<f8", {d}), sv.data(), sv.size() * sizeof(double)) &&
       read_raw(path, npy_header("<f4", {d, V}), pinv.data_ptr(), static_cast<size_t>(d * V) * sizeof(float)) &&
-      at::isfinite(pinv).all().item<bool>()) {
+      all_finite(pinv)) {  // scanned in place: no mask or abs copy of a [d, V] matrix
     out.pinv = pinv;
     out.singular_values = sv;
     double smax = sv.empty() ? 0.0 : sv.front();

@@ -16,6 +16,7 @@
 
 #include "screen_kernels.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/nonfinite.hpp"
 
 namespace vocablens {
 
@@ -142,9 +143,9 @@ void check_operands(const at::Tensor& A, const at::Tensor& B) {
                      std::to_string(B.size(1)) + "])");
   if (A.scalar_type() != at::kFloat || B.scalar_type() != at::kFloat)
     throw UsageError("topk_stream: operands must be float32");
-  if (A.numel() > 0 && !at::isfinite(A).all().item<bool>())
+  if (A.numel() > 0 && !all_finite(A))
     throw UsageError("topk_stream: A has non-finite values");
-  if (B.numel() > 0 && !at::isfinite(B).all().item<bool>())
+  if (B.numel() > 0 && !all_finite(B))
     throw UsageError("topk_stream: B has non-finite values");
 }
 

@@ -221,16 +221,41 @@ int check_lens_memory(const nlohmann::json& ro, bool dry_run, const vocablens::M
   const double n = static_cast<double>(c.n_layers + 1 + (resid_mid ? c.n_layers : 0)), d = static_cast<double>(c.d_model);
   const double V = static_cast<double>(c.vocab_size), Td = static_cast<double>(T),
                k = static_cast<double>(ro["top_k"].get<int64_t>());
+  // One pass: the logit blocks follow the forward (a phase; the forward's freed heap is trimmed in between).
+  // Two passes: each layer's block is made by a hook while the forward runs, so both are resident together.
   auto stats_and_block = [&](vocablens::MemoryEstimate& e, double layers_per_block) {
     e.add("lens: per-position results", n * Td * (k * 12 + 64) + (save_probs ? n * Td * V * 4 : 0.0));
     const double rows = layers_per_block * static_cast<double>(std::min<int64_t>(
                             T, vocablens::lens_detail::default_block_positions(static_cast<int64_t>(layers_per_block), c.vocab_size)));
-    e.add_phase("lens: one logit block", std::max(layers_per_block, rows) * (V + d) * 4);
+    const double block = std::max(layers_per_block, rows) * (V + d) * 4;
+    if (layers_per_block > 1) e.add_phase("lens: one logit block", block);
+    else e.add("lens --two-pass: one layer's logit block, made during the forward", block);
+  };
+  // The projection matrix the engine holds for the whole run (LensEngine's constructor): E⁺ [d, V] float32 with
+  // --unembed pinv; else W_U in place when stored as float32 (or bfloat16 under --dtype bfloat16), otherwise a
+  // copy — float32, or bfloat16 under --dtype bfloat16 (made from a transient float32 one).
+  auto projection = [&](vocablens::MemoryEstimate& e) {
+    const at::Tensor& stored = m.weights().W_U;
+    const bool bf16 = vocablens::compute_dtype() == vocablens::ComputeDtype::BFloat16;
+    if (ro["unembed"].get<std::string>() == "pinv") {
+      e.add("lens: E⁺ [d, V] as float32", d * V * 4);
+      // computed unless cached (linalg/pinv.cpp): E as float32, one float64 chunk of 8192 rows and its product,
+      // the d × d Gram matrix, eigenvectors, workspace and the kept projector
+      e.add_phase("lens: E⁺ computed when not cached",
+                  (stored.scalar_type() == at::kFloat ? 0.0 : d * V * 4) + 2 * 8192 * d * 8 + 5 * d * d * 8);
+    }
+    else if (bf16 && stored.scalar_type() != at::kFloat && stored.scalar_type() != at::kBFloat16) {
+      e.add("lens: W_U as bfloat16 (stored as " + vocablens::weight_storage_name(stored) + ")", d * V * 2);
+      e.add_phase("lens: W_U's float32 copy, converted to bfloat16", d * V * 4);
+    } else if (!bf16 && stored.scalar_type() != at::kFloat)
+      e.add("lens: W_U as float32 (stored as " + vocablens::weight_storage_name(stored) + ")", d * V * 4);
   };
   auto one_pass = vocablens::estimate_forward_memory(m, 1, T, vocablens::CacheSpec::none(), false);
   one_pass.add("lens: normalised residuals [layers, T, d]", n * Td * d * 4);
+  projection(one_pass);
   stats_and_block(one_pass, n);
   auto two = vocablens::estimate_forward_memory(m, 1, T, vocablens::CacheSpec::none(), false);
+  projection(two);
   two.add("lens --two-pass: the final distribution [T, V]", Td * V * 4);
   if (!ro["tuned"].is_null() || ro["decoder_blocks"].get<int64_t>() > 0) two.add("lens --two-pass: one normalised layer [T, d]", Td * d * 4);
   stats_and_block(two, 1);

@@ -16,6 +16,7 @@
 #include "util/json_depth.hpp"
 #include "util/regular_file.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/nonfinite.hpp"
 #include "vocablens/sae.hpp"
 #include "vocablens/tensor_store.hpp"
 
@@ -89,13 +90,13 @@ std::string str_or(const json& j, const std::string& key, const std::string& dfl
 // touched; harmless on other memory), so that loading reads each matrix once without keeping it resident —
 // the logit weights, for one, never touch W_enc again.
 bool all_finite_in_slices(const at::Tensor& t) {
-  if (t.dim() == 0 || t.numel() <= (int64_t{16} << 20)) return at::isfinite(t.to(at::kFloat)).all().item<bool>();
+  if (t.dim() == 0 || t.numel() <= (int64_t{16} << 20)) return all_finite(t);
   const int64_t per_row = t.numel() / std::max<int64_t>(1, t.size(0));
   const int64_t step = std::max<int64_t>(1, (int64_t{16} << 20) / std::max<int64_t>(1, per_row));
   const bool give_back = t.is_contiguous() && t.nbytes() > (size_t{256} << 20);
   for (int64_t r0 = 0; r0 < t.size(0); r0 += step) {
     at::Tensor sl = t.narrow(0, r0, std::min(step, t.size(0) - r0));
-    if (!at::isfinite(sl.to(at::kFloat)).all().item<bool>()) return false;
+    if (!all_finite(sl)) return false;  // in place: no float copy or masks
     if (give_back) {
 #ifndef MADV_PAGEOUT
 #define MADV_PAGEOUT 21
