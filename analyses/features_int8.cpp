@@ -218,6 +218,62 @@ DotFn pick_dot() {
   return __builtin_cpu_supports("avx512f") ? dot_avx512 : dot_scalar;
 }
 
+// Step 2 of a chunk: float32 dots of the survivors, column by column (each column read once per chunk, not
+// once per row that kept it: the survivors are a sparse sample of the product, and reading columns at random
+// was the cost). Lists of k or fewer need no float32 stage.
+// Each thread takes a range of columns: it reads every list (sequentially) and buckets the entries of its own
+// columns, so that the bucketing runs on all threads too. One range per thread: parallel_for hands out
+// contiguous equal shares anyway, and each range more is one more read of every list.
+// ys[l][e] is the float32 dot of surv[l][e]'s column with decoder row l / 2 (Xd [rows, r]), canonical where
+// float32 could overflow; `n_ranges` ranges of columns, one per thread.
+void survivor_dots(const std::vector<std::vector<Cand>>& surv, int64_t k, const detail::int8_screen::Columns& P,
+                   int64_t Vc, const float* Xd, const std::vector<detail::int8_screen::Quantized>& rq,
+                   const std::vector<double>& pn, DotFn dotf, int64_t n_ranges, std::vector<std::vector<double>>& ys) {
+  const int64_t r = P.r;
+  ys.resize(surv.size());
+  at::parallel_for(0, static_cast<int64_t>(surv.size()), 64, [&](int64_t lb, int64_t le) {
+    for (int64_t l = lb; l < le; ++l) ys[static_cast<size_t>(l)].assign(surv[static_cast<size_t>(l)].size(), 0.0);
+  });
+  at::parallel_for(0, n_ranges, 1, [&](int64_t tb_, int64_t te_) {
+    std::vector<float> colbuf(static_cast<size_t>(r));
+    std::vector<int32_t> start;
+    std::vector<std::pair<int32_t, int32_t>> pr;  // (list, entry) grouped by column
+    for (int64_t t = tb_; t < te_; ++t) {
+      const int64_t v0 = Vc * t / n_ranges, v1 = Vc * (t + 1) / n_ranges;
+      start.assign(static_cast<size_t>(v1 - v0 + 1), 0);
+      for (size_t l = 0; l < surv.size(); ++l)
+        if (surv[l].size() > static_cast<size_t>(k))
+          for (const Cand& e : surv[l])
+            if (e.j >= v0 && e.j < v1) ++start[static_cast<size_t>(e.j - v0 + 1)];
+      for (int64_t v = 0; v < v1 - v0; ++v) start[static_cast<size_t>(v + 1)] += start[static_cast<size_t>(v)];
+      pr.resize(static_cast<size_t>(start.back()));
+      for (size_t l = 0; l < surv.size(); ++l)
+        if (surv[l].size() > static_cast<size_t>(k))
+          for (size_t e = 0; e < surv[l].size(); ++e) {
+            const int32_t j = surv[l][e].j;
+            if (j >= v0 && j < v1)
+              pr[static_cast<size_t>(start[static_cast<size_t>(j - v0)]++)] = {static_cast<int32_t>(l),
+                                                                             static_cast<int32_t>(e)};
+          }
+      // (start[v] now ends bucket v: bucket v is [start[v-1], start[v]))
+      for (int64_t v = v0; v < v1; ++v) {
+        const int64_t p0 = v == v0 ? 0 : start[static_cast<size_t>(v - v0 - 1)], p1 = start[static_cast<size_t>(v - v0)];
+        if (p0 == p1) continue;
+        const float* col = P.column(v, colbuf.data());
+        for (int64_t p = p0; p < p1; ++p) {
+          const auto [l, e] = pr[static_cast<size_t>(p)];
+          const float* xr = Xd + (l / 2) * r;
+          // (a product that could overflow float32 is computed canonically: its bound is then 0)
+          ys[static_cast<size_t>(l)][static_cast<size_t>(e)] =
+              rq[static_cast<size_t>(l / 2)].norm * pn[static_cast<size_t>(v)] > kBig
+                  ? canonical_dot(xr, 1, col, 1, r)
+                  : static_cast<double>(dotf(xr, col, r));
+        }
+      }
+    }
+  });
+}
+
 // Gives a mapped range's pages back to the kernel (clean file pages are dropped, re-read if touched again):
 // keeps the resident size of a pass over a multi-GB mapped decoder at one chunk. Harmless on other memory.
 void release_pages(const void* p, size_t n) {
@@ -347,55 +403,8 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
         }
       }
     });
-    // 2. float32 dots of the survivors, column by column (each column read once per chunk, not once per row
-    //    that kept it: the survivors are a sparse sample of the product, and reading columns at random was the
-    //    cost). Lists of k or fewer need no float32 stage.
-    //    Each thread takes a range of columns: it reads every list (sequentially) and buckets the entries of
-    //    its own columns, so that the bucketing runs on all threads too. One range per thread: parallel_for
-    //    hands out contiguous equal shares anyway, and each range more is one more read of every list.
-    ys.resize(static_cast<size_t>(2 * cn));
-    at::parallel_for(0, 2 * cn, 64, [&](int64_t lb, int64_t le) {
-      for (int64_t l = lb; l < le; ++l) ys[static_cast<size_t>(l)].assign(surv[static_cast<size_t>(l)].size(), 0.0);
-    });
-    const int64_t n_ranges = nthr;
-    at::parallel_for(0, n_ranges, 1, [&](int64_t tb_, int64_t te_) {
-      std::vector<float> colbuf(static_cast<size_t>(r));
-      std::vector<int32_t> start;
-      std::vector<std::pair<int32_t, int32_t>> pr;  // (list, entry) grouped by column
-      for (int64_t t = tb_; t < te_; ++t) {
-        const int64_t v0 = Vc * t / n_ranges, v1 = Vc * (t + 1) / n_ranges;
-        start.assign(static_cast<size_t>(v1 - v0 + 1), 0);
-        for (size_t l = 0; l < surv.size(); ++l)
-          if (surv[l].size() > static_cast<size_t>(k))
-            for (const Cand& e : surv[l])
-              if (e.j >= v0 && e.j < v1) ++start[static_cast<size_t>(e.j - v0 + 1)];
-        for (int64_t v = 0; v < v1 - v0; ++v) start[static_cast<size_t>(v + 1)] += start[static_cast<size_t>(v)];
-        pr.resize(static_cast<size_t>(start.back()));
-        for (size_t l = 0; l < surv.size(); ++l)
-          if (surv[l].size() > static_cast<size_t>(k))
-            for (size_t e = 0; e < surv[l].size(); ++e) {
-              const int32_t j = surv[l][e].j;
-              if (j >= v0 && j < v1)
-                pr[static_cast<size_t>(start[static_cast<size_t>(j - v0)]++)] = {static_cast<int32_t>(l),
-                                                                               static_cast<int32_t>(e)};
-            }
-        // (start[v] now ends bucket v: bucket v is [start[v-1], start[v]))
-        for (int64_t v = v0; v < v1; ++v) {
-          const int64_t p0 = v == v0 ? 0 : start[static_cast<size_t>(v - v0 - 1)], p1 = start[static_cast<size_t>(v - v0)];
-          if (p0 == p1) continue;
-          const float* col = P.column(v, colbuf.data());
-          for (int64_t p = p0; p < p1; ++p) {
-            const auto [l, e] = pr[static_cast<size_t>(p)];
-            const float* xr = Xd + (l / 2) * r;
-            // (a product that could overflow float32 is computed canonically: its bound is then 0)
-            ys[static_cast<size_t>(l)][static_cast<size_t>(e)] =
-                rq[static_cast<size_t>(l / 2)].norm * pn[static_cast<size_t>(v)] > kBig
-                    ? canonical_dot(xr, 1, col, 1, r)
-                    : static_cast<double>(dotf(xr, col, r));
-          }
-        }
-      }
-    });
+    // 2. float32 dots of the survivors (survivor_dots).
+    survivor_dots(surv, k, P, Vc, Xd, rq, pn, dotf, nthr, ys);
     // 3. Per row and end: the float32 bound removes all but the finalists, which are computed canonically.
     at::parallel_for(0, cn, 1, [&](int64_t qb, int64_t qe) {
       std::vector<float> colbuf(static_cast<size_t>(4 * r));
