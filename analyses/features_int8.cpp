@@ -1,5 +1,6 @@
-// The int8 screen of the feature logit weights (docs/features.md, "How the screen stays exact"): its
-// quantisation, scans, bounds and the screened pass that analyses/features.cpp calls where oneDNN is exact.
+// The int8 screen of the feature logit weights (docs/features.md, "How the screen stays exact"): its scans,
+// bounds and the per-thread screened pass that analyses/features.cpp calls where oneDNN is exact. The numbers
+// it screens with (int8 rounding, W_U quantised and packed once per pass) come from features_int8_quant.cpp.
 #include "features_int8.hpp"
 #include "vocablens/features.hpp"
 
@@ -25,6 +26,7 @@
 #include "vocablens/unembed.hpp"
 #include "vocablens/weight.hpp"
 
+#include "features_int8_quant.hpp"
 #include "int8_gemm.hpp"
 
 namespace vocablens {
@@ -60,13 +62,6 @@ struct Cand {
   int32_t j;
   float lo, hi;  // bounds on the token's canonical value, in units of s_x
 };
-
-// The smallest float >= x (x finite or infinite).
-float float_at_least(double x) {
-  float f = static_cast<float>(x);
-  if (static_cast<double>(f) < x) f = std::nextafter(f, std::numeric_limits<float>::infinity());
-  return f;
-}
 
 // One row's candidates at one end, and the running threshold that admits them. Top end: key = lo, and a token
 // is admitted when hi >= thr; bottom end (the mirror, negated): key = −hi, admitted when −lo >= thr. `heap`
@@ -223,40 +218,60 @@ DotFn pick_dot() {
   return __builtin_cpu_supports("avx512f") ? dot_avx512 : dot_scalar;
 }
 
-// Rounds v [n] to int8 with scale max|v|/127 (1 for a zero vector); writes q, returns the scale, ‖v‖ and the
-// residual's norm ‖v − scale·q‖ (float64, from the values actually used).
-struct Quantized {
-  float scale;
-  double norm, err;
-  float maxabs;  // (NaN compares false in the max: non-finite input shows in norm)
-};
-Quantized quantize(const float* v, int64_t n, int8_t* q) {
-  float mx = 0;
-  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, std::fabs(v[i]));
-  if (!(mx <= std::numeric_limits<float>::max()))  // ±inf (NaN shows in the norm below): the caller gives up
-    return {1.0f, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN(), mx};
-  // (below 1e-30 the scale would be subnormal: scale 1 rounds everything to 0, and e = v keeps the bound exact)
-  const float sc = mx >= 1e-30f ? mx / 127.0f : 1.0f, inv = 1.0f / sc;
-  double nn[8] = {0, 0, 0, 0, 0, 0, 0, 0}, ee[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  auto one = [&](int64_t i, int l) {
-    // round to nearest even by the 1.5·2^23 trick (|v·inv| <= 127·(1 + 2^-23)); clamped for safety
-    float t = (v[i] * inv + 12582912.0f) - 12582912.0f;
-    t = std::min(127.0f, std::max(-127.0f, t));
-    q[i] = static_cast<int8_t>(t);
-    const double e = static_cast<double>(v[i]) - static_cast<double>(sc) * static_cast<double>(t);
-    nn[l] += static_cast<double>(v[i]) * static_cast<double>(v[i]);
-    ee[l] += e * e;
-  };
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) one(i + l, l);
-  for (; i < n; ++i) one(i, 0);
-  double N2 = 0, E2 = 0;
-  for (int l = 0; l < 8; ++l) {
-    N2 += nn[l];
-    E2 += ee[l];
-  }
-  return {sc, std::sqrt(N2), std::sqrt(E2), mx};
+// Step 2 of a chunk: float32 dots of the survivors, column by column (each column read once per chunk, not
+// once per row that kept it: the survivors are a sparse sample of the product, and reading columns at random
+// was the cost). Lists of k or fewer need no float32 stage.
+// Each thread takes a range of columns: it reads every list (sequentially) and buckets the entries of its own
+// columns, so that the bucketing runs on all threads too. One range per thread: parallel_for hands out
+// contiguous equal shares anyway, and each range more is one more read of every list.
+// ys[l][e] is the float32 dot of surv[l][e]'s column with decoder row l / 2 (Xd [rows, r]), canonical where
+// float32 could overflow; `n_ranges` ranges of columns, one per thread.
+void survivor_dots(const std::vector<std::vector<Cand>>& surv, int64_t k, const detail::int8_screen::Columns& P,
+                   int64_t Vc, const float* Xd, const std::vector<detail::int8_screen::Quantized>& rq,
+                   const std::vector<double>& pn, DotFn dotf, int64_t n_ranges, std::vector<std::vector<double>>& ys) {
+  const int64_t r = P.r;
+  ys.resize(surv.size());
+  at::parallel_for(0, static_cast<int64_t>(surv.size()), 64, [&](int64_t lb, int64_t le) {
+    for (int64_t l = lb; l < le; ++l) ys[static_cast<size_t>(l)].assign(surv[static_cast<size_t>(l)].size(), 0.0);
+  });
+  at::parallel_for(0, n_ranges, 1, [&](int64_t tb_, int64_t te_) {
+    std::vector<float> colbuf(static_cast<size_t>(r));
+    std::vector<int32_t> start;
+    std::vector<std::pair<int32_t, int32_t>> pr;  // (list, entry) grouped by column
+    for (int64_t t = tb_; t < te_; ++t) {
+      const int64_t v0 = Vc * t / n_ranges, v1 = Vc * (t + 1) / n_ranges;
+      start.assign(static_cast<size_t>(v1 - v0 + 1), 0);
+      for (size_t l = 0; l < surv.size(); ++l)
+        if (surv[l].size() > static_cast<size_t>(k))
+          for (const Cand& e : surv[l])
+            if (e.j >= v0 && e.j < v1) ++start[static_cast<size_t>(e.j - v0 + 1)];
+      for (int64_t v = 0; v < v1 - v0; ++v) start[static_cast<size_t>(v + 1)] += start[static_cast<size_t>(v)];
+      pr.resize(static_cast<size_t>(start.back()));
+      for (size_t l = 0; l < surv.size(); ++l)
+        if (surv[l].size() > static_cast<size_t>(k))
+          for (size_t e = 0; e < surv[l].size(); ++e) {
+            const int32_t j = surv[l][e].j;
+            if (j >= v0 && j < v1)
+              pr[static_cast<size_t>(start[static_cast<size_t>(j - v0)]++)] = {static_cast<int32_t>(l),
+                                                                             static_cast<int32_t>(e)};
+          }
+      // (start[v] now ends bucket v: bucket v is [start[v-1], start[v]))
+      for (int64_t v = v0; v < v1; ++v) {
+        const int64_t p0 = v == v0 ? 0 : start[static_cast<size_t>(v - v0 - 1)], p1 = start[static_cast<size_t>(v - v0)];
+        if (p0 == p1) continue;
+        const float* col = P.column(v, colbuf.data());
+        for (int64_t p = p0; p < p1; ++p) {
+          const auto [l, e] = pr[static_cast<size_t>(p)];
+          const float* xr = Xd + (l / 2) * r;
+          // (a product that could overflow float32 is computed canonically: its bound is then 0)
+          ys[static_cast<size_t>(l)][static_cast<size_t>(e)] =
+              rq[static_cast<size_t>(l / 2)].norm * pn[static_cast<size_t>(v)] > kBig
+                  ? canonical_dot(xr, 1, col, 1, r)
+                  : static_cast<double>(dotf(xr, col, r));
+        }
+      }
+    }
+  });
 }
 
 // Gives a mapped range's pages back to the kernel (clean file pages are dropped, re-read if touched again):
@@ -270,56 +285,6 @@ void release_pages(const void* p, size_t n) {
   if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_PAGEOUT);
 }
 
-// BF16 -> float32 (exact: the 16 bits become the high half).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-__attribute__((target("avx512f"))) void bf16_to_float_avx512(const uint16_t* b, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i)));
-    _mm512_storeu_si512(out + i, _mm512_slli_epi32(w, 16));
-  }
-  for (; i < n; ++i) {
-    const uint32_t u = static_cast<uint32_t>(b[i]) << 16;
-    std::memcpy(out + i, &u, 4);
-  }
-}
-#pragma GCC diagnostic pop
-const bool bf16_avx512 = [] {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") != 0;
-}();
-
-// Column c of the unembedding P [r, Vc] as float32 (a pointer into P when its columns are contiguous float32,
-// else converted into buf): the same values materialize_weight gives (BF16/F16 → float32 is exact).
-struct Columns {
-  at::Tensor P;
-  int64_t r = 0, s0 = 0, s1 = 0;
-  at::ScalarType dt = at::kFloat;
-  const float* column(int64_t c, float* buf) const {
-    if (dt == at::kFloat) {
-      const float* b = P.data_ptr<float>() + c * s1;
-      if (s0 == 1) return b;
-      for (int64_t i = 0; i < r; ++i) buf[i] = b[i * s0];
-    } else if (dt == at::kBFloat16) {
-      const uint16_t* b = reinterpret_cast<const uint16_t*>(P.data_ptr<at::BFloat16>()) + c * s1;
-      if (s0 == 1 && bf16_avx512) {
-        bf16_to_float_avx512(b, buf, r);
-        return buf;
-      }
-      for (int64_t i = 0; i < r; ++i) {
-        const uint32_t u = static_cast<uint32_t>(b[i * s0]) << 16;
-        std::memcpy(buf + i, &u, 4);
-      }
-    } else {
-      const at::Half* b = P.data_ptr<at::Half>() + c * s1;
-      for (int64_t i = 0; i < r; ++i) buf[i] = static_cast<float>(b[i * s0]);
-    }
-    return buf;
-  }
-};
-
 }  // namespace
 
 bool feature_logits_int8_available() { return detail::int8_gemm_available(); }
@@ -330,80 +295,32 @@ namespace detail {
 // cannot be quantised (non-finite or beyond float32's comfortable range): the caller then uses float32.
 bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOptions& o, const at::Tensor& gamma,
                          const std::vector<int64_t>& ids, const std::vector<int64_t>& col_id, FeatureLogits& a) {
+  using namespace int8_screen;
   static const ScanFn scan = pick_scan();
   static const DotFn dotf = pick_dot();
-  Columns P;
-  P.P = m.weights().W_U;  // [r, V] in its stored dtype (a transposed view of W_E when tied)
-  if (!col_id.empty()) P.P = P.P.index_select(1, at::tensor(col_id, at::kLong));
-  P.r = P.P.size(0);
-  P.s0 = P.P.stride(0);
-  P.s1 = P.P.stride(1);
-  P.dt = P.P.scalar_type();
-  const int64_t r = P.r, Vc = P.P.size(1), N = static_cast<int64_t>(ids.size());
+  // W_U's int8 columns in tiles of 1024, each reordered once into the layout oneDNN's kernel reads for the
+  // usual row block (rows per block: a chunk shared evenly by the threads, 64 to 512 rows; 512 × 1024 columns
+  // of int32 is 2 MB, measured faster here than 128 or 256 rows, and than 512 or 2048 columns).
+  const int64_t N = static_cast<int64_t>(ids.size()), kChunk = 1024;
+  const int64_t nthr = std::max<int64_t>(1, at::get_num_threads()), colblk = 1024;
+  QuantizedUnembedding U;
+  if (!quantize_unembedding(m, col_id, colblk, std::clamp<int64_t>((std::min(kChunk, N) + nthr - 1) / nthr, 64, 512), U))
+    return false;
+  const Columns& P = U.P;
+  const int64_t r = P.r, Vc = U.Vc;
   const int64_t k = std::min<int64_t>(o.top_k, Vc);
-  // Quantise the columns once, read in the stored dtype (never a float32 copy of all of W_U).
-  std::vector<int8_t> Bq(static_cast<size_t>(Vc * r));
-  std::vector<float> sB(static_cast<size_t>(Vc));
-  std::vector<double> pn(static_cast<size_t>(Vc));
-  std::vector<float> Pf(static_cast<size_t>(Vc)), Ef(static_cast<size_t>(Vc));  // ‖p‖, ‖e_p‖ rounded up
-  bool ok = true;
-  auto keep = [&](int64_t c, const Quantized& qz) {
-    sB[static_cast<size_t>(c)] = qz.scale;
-    pn[static_cast<size_t>(c)] = qz.norm;
-    Pf[static_cast<size_t>(c)] = float_at_least(qz.norm * (1 + 1e-6));
-    Ef[static_cast<size_t>(c)] = float_at_least(qz.err * (1 + 1e-6));
-  };
-  // (beyond 1e30 the screened values and bounds could overflow float32: the float32 screen takes over)
-  auto fits = [](const Quantized& qz) { return std::isfinite(qz.norm) && qz.maxabs <= 1e30f; };
-  if (P.s0 == 1) {  // columns contiguous in memory (tied W_U = W_Eᵀ): read one at a time, in the stored dtype
-    std::atomic<bool> good{true};
-    at::parallel_for(0, Vc, 256, [&](int64_t b, int64_t e) {
-      std::vector<float> buf(static_cast<size_t>(r));
-      for (int64_t v = b; v < e; ++v) {
-        auto qz = quantize(P.column(v, buf.data()), r, Bq.data() + v * r);
-        if (!fits(qz)) good = false;
-        keep(v, qz);
-      }
-    });
-    ok = good;
-  } else {  // strided columns: blocks of 4096 transposed to float32 first
-    for (int64_t c0 = 0; c0 < Vc && ok; c0 += 4096) {
-      const int64_t cb = std::min<int64_t>(4096, Vc - c0);
-      at::Tensor blk = P.P.narrow(1, c0, cb).t().to(at::kFloat).contiguous();  // [cb, r]
-      const float* bd = blk.data_ptr<float>();
-      std::atomic<bool> good{true};
-      at::parallel_for(0, cb, 64, [&](int64_t b, int64_t e) {
-        for (int64_t v = b; v < e; ++v) {
-          auto qz = quantize(bd + v * r, r, Bq.data() + (c0 + v) * r);
-          if (!fits(qz)) good = false;
-          keep(c0 + v, qz);
-        }
-      });
-      ok = good;
-    }
-  }
-  if (!ok) return false;
+  const std::vector<float>&sB = U.sB, &Pf = U.Pf, &Ef = U.Ef;
+  const std::vector<double>& pn = U.pn;
   a.screen = "int8";
   auto gamma_r = [&](double u) { return r * u / (1 - r * u); };
   const double g53 = gamma_r(0x1p-53), g24 = gamma_r(kU32);
   const double slack = 1 + 1e-6;
   auto token = [&](int64_t c) { return col_id.empty() ? c : col_id[static_cast<size_t>(c)]; };
-  // Decoder rows in chunks of 1024 (their float32 copy, int8 copy and survivors; the product lives in one
+  // Decoder rows in chunks of kChunk (their float32 copy, int8 copy and survivors; the product lives in one
   // [rows, 1024] int32 tile per thread).
-  const int64_t kChunk = 1024;
   const bool release = sae.W_dec.is_contiguous() && sae.W_dec.scalar_type() == at::kFloat &&
                        sae.W_dec.nbytes() > (size_t{256} << 20);
   std::vector<int8_t> Aq;
-  // W_U's int8 columns in tiles of 1024, each reordered once into the layout oneDNN's kernel reads for the
-  // usual row block (rows per block: a chunk shared evenly by the threads, 64 to 512 rows; 512 × 1024 columns
-  // of int32 is 2 MB, measured faster here than 128 or 256 rows, and than 512 or 2048 columns).
-  const int64_t nthr = std::max<int64_t>(1, at::get_num_threads()), colblk = 1024;
-  std::vector<detail::Int8PackedB> Wt;
-  {
-    const int64_t m0 = std::clamp<int64_t>((std::min(kChunk, N) + nthr - 1) / nthr, 64, 512);
-    for (int64_t j0 = 0; j0 < Vc; j0 += colblk) Wt.emplace_back(Bq.data() + j0 * r, r, std::min(colblk, Vc - j0), m0);
-    std::vector<int8_t>().swap(Bq);
-  }
   std::vector<Keep> keeps;                       // [2·cn]: row q's top (2q) and bottom (2q + 1) candidates
   std::vector<std::vector<Cand>> surv;           // [2·cn]: their survivors
   std::vector<std::vector<double>> ys;           // their float32 dots (canonical where float32 could overflow)
@@ -466,7 +383,7 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
         const int64_t i0 = rb * rowblk, m = std::min(rowblk, cn - i0);
         for (int64_t j0 = 0; j0 < Vc; j0 += colblk) {
           const int64_t nb = std::min(colblk, Vc - j0);
-          detail::int8_gemm(Aq.data() + i0 * r, Wt[static_cast<size_t>(j0 / colblk)], Ct.data(), m);
+          detail::int8_gemm(Aq.data() + i0 * r, U.Wt[static_cast<size_t>(j0 / colblk)], Ct.data(), m);
           const bool last = j0 + nb == Vc;
           for (int64_t i = i0; i < i0 + m; ++i) {
             const size_t l = static_cast<size_t>(2 * i), ii = static_cast<size_t>(i);
@@ -486,55 +403,8 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
         }
       }
     });
-    // 2. float32 dots of the survivors, column by column (each column read once per chunk, not once per row
-    //    that kept it: the survivors are a sparse sample of the product, and reading columns at random was the
-    //    cost). Lists of k or fewer need no float32 stage.
-    //    Each thread takes a range of columns: it reads every list (sequentially) and buckets the entries of
-    //    its own columns, so that the bucketing runs on all threads too. One range per thread: parallel_for
-    //    hands out contiguous equal shares anyway, and each range more is one more read of every list.
-    ys.resize(static_cast<size_t>(2 * cn));
-    at::parallel_for(0, 2 * cn, 64, [&](int64_t lb, int64_t le) {
-      for (int64_t l = lb; l < le; ++l) ys[static_cast<size_t>(l)].assign(surv[static_cast<size_t>(l)].size(), 0.0);
-    });
-    const int64_t n_ranges = nthr;
-    at::parallel_for(0, n_ranges, 1, [&](int64_t tb_, int64_t te_) {
-      std::vector<float> colbuf(static_cast<size_t>(r));
-      std::vector<int32_t> start;
-      std::vector<std::pair<int32_t, int32_t>> pr;  // (list, entry) grouped by column
-      for (int64_t t = tb_; t < te_; ++t) {
-        const int64_t v0 = Vc * t / n_ranges, v1 = Vc * (t + 1) / n_ranges;
-        start.assign(static_cast<size_t>(v1 - v0 + 1), 0);
-        for (size_t l = 0; l < surv.size(); ++l)
-          if (surv[l].size() > static_cast<size_t>(k))
-            for (const Cand& e : surv[l])
-              if (e.j >= v0 && e.j < v1) ++start[static_cast<size_t>(e.j - v0 + 1)];
-        for (int64_t v = 0; v < v1 - v0; ++v) start[static_cast<size_t>(v + 1)] += start[static_cast<size_t>(v)];
-        pr.resize(static_cast<size_t>(start.back()));
-        for (size_t l = 0; l < surv.size(); ++l)
-          if (surv[l].size() > static_cast<size_t>(k))
-            for (size_t e = 0; e < surv[l].size(); ++e) {
-              const int32_t j = surv[l][e].j;
-              if (j >= v0 && j < v1)
-                pr[static_cast<size_t>(start[static_cast<size_t>(j - v0)]++)] = {static_cast<int32_t>(l),
-                                                                               static_cast<int32_t>(e)};
-            }
-        // (start[v] now ends bucket v: bucket v is [start[v-1], start[v]))
-        for (int64_t v = v0; v < v1; ++v) {
-          const int64_t p0 = v == v0 ? 0 : start[static_cast<size_t>(v - v0 - 1)], p1 = start[static_cast<size_t>(v - v0)];
-          if (p0 == p1) continue;
-          const float* col = P.column(v, colbuf.data());
-          for (int64_t p = p0; p < p1; ++p) {
-            const auto [l, e] = pr[static_cast<size_t>(p)];
-            const float* xr = Xd + (l / 2) * r;
-            // (a product that could overflow float32 is computed canonically: its bound is then 0)
-            ys[static_cast<size_t>(l)][static_cast<size_t>(e)] =
-                rq[static_cast<size_t>(l / 2)].norm * pn[static_cast<size_t>(v)] > kBig
-                    ? canonical_dot(xr, 1, col, 1, r)
-                    : static_cast<double>(dotf(xr, col, r));
-          }
-        }
-      }
-    });
+    // 2. float32 dots of the survivors (survivor_dots).
+    survivor_dots(surv, k, P, Vc, Xd, rq, pn, dotf, nthr, ys);
     // 3. Per row and end: the float32 bound removes all but the finalists, which are computed canonically.
     at::parallel_for(0, cn, 1, [&](int64_t qb, int64_t qe) {
       std::vector<float> colbuf(static_cast<size_t>(4 * r));

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "fixtures.hpp"
+#include "random_gpt.hpp"
 #include "vocablens/attention.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
-#include "vocablens/train.hpp"
 
 namespace {
 
@@ -166,20 +166,7 @@ TEST_CASE("the streamed block gives the step-by-step block's logits and residual
   std::vector<vocablens::Model> models;
   for (const char* f : {"qwen2", "qwen3", "mistral", "llama3", "phi3", "gpt_neox", "gemma", "gemma2", "opt", "stablelm"})
     models.push_back(vocablens::load_model(std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f));
-  {
-    vocablens::TrainOptions o;
-    o.d_model = 32;
-    o.n_heads = 4;
-    o.n_layers = 2;
-    o.n_ctx = 64;
-    o.positions = vocablens::PositionKind::ALiBi;
-    auto cfg = vocablens::gpt_config(o, 128);
-    auto p = vocablens::init_gpt_parameters(cfg, 7);
-    at::NoGradGuard ng;
-    for (auto& kv : p.named)
-      if (kv.second.dim() == 2) kv.second.mul_(10);
-    models.emplace_back(cfg, p.weights, "random ALiBi");
-  }
+  models.push_back(vl_test::scaled_random_gpt(vocablens::PositionKind::ALiBi, 2, 64, 7, "random ALiBi"));
   vocablens::AttentionPolicy pol;
   pol.block = 4;
   PolicyScope scope(pol);

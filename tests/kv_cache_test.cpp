@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "fixtures.hpp"
+#include "random_gpt.hpp"
 #include "vocablens/attention.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/kv_cache.hpp"
 #include "vocablens/model.hpp"
-#include "vocablens/train.hpp"
 
 namespace {
 
@@ -23,19 +23,9 @@ struct Named {
   vocablens::Model model;
 };
 
+// The trainer's GPT with a 64-position context, weights scaled up (support/random_gpt.hpp).
 vocablens::Model random_gpt(vocablens::PositionKind positions) {
-  vocablens::TrainOptions o;
-  o.d_model = 32;
-  o.n_heads = 4;
-  o.n_layers = 2;
-  o.n_ctx = 64;
-  o.positions = positions;
-  auto cfg = vocablens::gpt_config(o, 128);
-  auto p = vocablens::init_gpt_parameters(cfg, 11);
-  at::NoGradGuard ng;
-  for (auto& kv : p.named)
-    if (kv.second.dim() == 2) kv.second.mul_(10);
-  return vocablens::Model(cfg, p.weights, "random GPT");
+  return vl_test::scaled_random_gpt(positions, 2, 64, 11, "random GPT");
 }
 
 std::vector<Named> every_variant() {

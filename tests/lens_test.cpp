@@ -447,6 +447,10 @@ TEST_CASE("lens: to_result carries tokens, settings, arrays and the top-k table"
   CHECK(r.settings["top_k"] == 4);
   CHECK(r.settings["target"]["id"] == 6342);
   CHECK(r.settings["target"]["token"] == "␣Paris");
+  // Which engine read the layers is a setting like the others (the statistics agree either way).
+  CHECK(r.settings.at("two_pass") == false);
+  o.two_pass = true;
+  CHECK(vocablens::logit_lens(m, ids, o).to_result(tok.get()).settings.at("two_pass") == true);
   CHECK(r.summary["prompt"] == "The Eiffel Tower is in the city of");
   REQUIRE(r.summary["tokens"].size() == ids.size());
   CHECK(r.summary["tokens"][1]["token"] == "␣E");

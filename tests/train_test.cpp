@@ -8,6 +8,7 @@
 
 #include "../src/train/safetensors_writer.hpp"  // internal to the trainer (not a public header)
 #include "fixtures.hpp"
+#include "random_gpt.hpp"
 #include "tensor_checks.hpp"
 #include "vocablens/detail/interrupt_signal.hpp"
 #include "vocablens/error.hpp"
@@ -388,21 +389,8 @@ at::Tensor first_block_of(const vocablens::Model& m, const std::vector<int64_t>&
   return m.forward(at::tensor(ids, at::kLong), spec, false).cache.get("resid_mid", 0)[0];
 }
 
-vocablens::Model random_gpt(PositionKind kind, int64_t layers) {
-  TrainOptions o;
-  o.d_model = 32;
-  o.n_heads = 4;
-  o.n_layers = layers;
-  o.n_ctx = 16;
-  o.positions = kind;
-  auto cfg = vocablens::gpt_config(o, 128);
-  auto p = vocablens::init_gpt_parameters(cfg, 7);
-  // Larger weights than GPT-2's init so that every effect is far above float rounding.
-  at::NoGradGuard ng;
-  for (auto& kv : p.named)
-    if (kv.second.dim() == 2) kv.second.mul_(10);
-  return vocablens::Model(cfg, p.weights, "random");
-}
+// Larger weights than GPT-2's init so that every effect is far above float rounding (support/random_gpt.hpp).
+vocablens::Model random_gpt(PositionKind kind, int64_t layers) { return vl_test::scaled_random_gpt(kind, layers, 16, 7, "random"); }
 
 const std::vector<int64_t> kToyIds = {11, 42, 7, 99, 3, 64, 25, 80, 5, 17};
 const PositionKind kKinds[] = {PositionKind::None, PositionKind::Learned, PositionKind::Sinusoidal, PositionKind::Rotary,

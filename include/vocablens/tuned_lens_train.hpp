@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "vocablens/model_config.hpp"
 #include "vocablens/tuned_lens.hpp"
 
 namespace vocablens {

@@ -1,5 +1,6 @@
 // The transformer forward pass shared by every family (and by the trainer, which calls it with grad).
-// One block = attention() + mlp() composed by apply_block() as ModelConfig's recipe says.
+// One block = attention() + mlp() composed by apply_block() as ModelConfig's recipe says. The forward
+// memo's recording and replaying of a pass are in forward_replay.cpp.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
@@ -19,6 +20,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/forward_memo.hpp"
 #include "model/forward_memo_active.hpp"
+#include "model/forward_replay.hpp"
 #include "vocablens/hooks.hpp"
 #include "vocablens/interrupt.hpp"
 #include "model/hook_table.hpp"
@@ -426,71 +428,6 @@ bool check_block_output(const ModelConfig& cfg, const LayerWeights& L, const Blo
   return detail::check_activation_finite(out, ResidualCache::key("resid_post", l), ctx_msg);
 }
 
-// ---- the forward memo (vocablens/forward_memo.hpp) -----------------------------------------------------------
-// A record holds, for every layer, what these hook points saw: resid_pre.0 (resid_pre.L of a later block is
-// resid_post.(L-1), the same tensor in the pass), z, resid_mid, mlp_out, resid_post, and final_norm.
-const char* const kRecordedPoints[] = {"z", "resid_mid", "mlp_out", "resid_post"};
-
-// The recording hooks, after the pass's own: each keeps the tensor the rest of the pass goes on with.
-void add_recorders(const ModelConfig& cfg, ForwardRecord* rec, HookList& hooks) {
-  auto keep = [rec](const std::string& name) { return [rec, name](at::Tensor& t) { rec->acts[name] = t; }; };
-  hooks.add("resid_pre.0", keep("resid_pre.0"));
-  for (int64_t l = 0; l < cfg.n_layers; ++l)
-    for (const char* p : kRecordedPoints) hooks.add(ResidualCache::key(p, l), keep(ResidualCache::key(p, l)));
-  hooks.add("final_norm", keep("final_norm"));
-}
-
-// The pass, from a record: its hooks run on the recorded tensors in forward order (each hook point copies
-// before its callbacks, so the record is never written), its cache is filled with copies. Empty when the
-// pass asks for something a record does not hold: it then runs.
-std::optional<ForwardOutput> replay_forward(const ModelConfig& cfg, const ModelWeights& w, const ForwardRecord& rec,
-                                            const CacheSpec& spec, bool compute_logits, const HookList* hooks) {
-  using namespace detail;
-  if (spec.attn_out || spec.pattern) return std::nullopt;
-  if (hooks)
-    for (const auto& it : hooks->items()) {
-      const HookPoint p = parse_hook_name(it.name, cfg).point;
-      if (p != HookPoint::ResidPre && p != HookPoint::Z && p != HookPoint::ResidMid && p != HookPoint::MlpOut &&
-          p != HookPoint::ResidPost && p != HookPoint::FinalNorm)
-        return std::nullopt;
-    }
-  auto get = [&rec](const std::string& name) -> const at::Tensor* {
-    auto it = rec.acts.find(name);
-    return it == rec.acts.end() ? nullptr : &it->second;
-  };
-  if (!get("resid_pre.0") || !get("final_norm")) return std::nullopt;
-  for (int64_t l = 0; l < cfg.n_layers; ++l)
-    for (const char* p : kRecordedPoints)
-      if (!get(ResidualCache::key(p, l))) return std::nullopt;
-
-  std::optional<hook_detail::HookTable> table;
-  if (hooks && !hooks->empty()) table.emplace(*hooks, cfg);
-  const hook_detail::HookTable* hk = table ? &*table : nullptr;
-  ForwardOutput out;
-  auto point = [&](HookPoint p, int64_t l, const std::string& name, bool wanted, const std::string& cache_name) {
-    at::Tensor t = *get(name);
-    run_hook(hk, p, l, t);
-    if (wanted) out.cache.set(cache_name, t.clone());
-  };
-  for (int64_t l = 0; l < cfg.n_layers; ++l) {
-    throw_if_cancelled("the forward pass");
-    const bool keep = spec.wants_layer(l);
-    point(HookPoint::ResidPre, l, l == 0 ? "resid_pre.0" : ResidualCache::key("resid_post", l - 1),
-          keep && spec.resid_pre, ResidualCache::key("resid_pre", l));
-    point(HookPoint::Z, l, ResidualCache::key("z", l), false, "");
-    point(HookPoint::ResidMid, l, ResidualCache::key("resid_mid", l), keep && spec.resid_mid, ResidualCache::key("resid_mid", l));
-    point(HookPoint::MlpOut, l, ResidualCache::key("mlp_out", l), keep && spec.mlp_out, ResidualCache::key("mlp_out", l));
-    point(HookPoint::ResidPost, l, ResidualCache::key("resid_post", l), keep && spec.resid_post, ResidualCache::key("resid_post", l));
-  }
-  if (spec.final_norm || compute_logits) {
-    at::Tensor fin = *get("final_norm");
-    run_hook(hk, HookPoint::FinalNorm, -1, fin);
-    if (spec.final_norm) out.cache.set("final_norm", fin.clone());
-    if (compute_logits) out.logits = soft_cap(proj(fin, w.W_U, w.b_U), cfg.final_softcap);
-  }
-  return out;
-}
-
 }  // namespace
 
 ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
@@ -541,7 +478,7 @@ ForwardOutput forward_impl(const ModelConfig& cfg, const ModelWeights& w, const 
   if (memo && !kv && B == 1 && ids.device().is_cpu() && !segment_ids.defined() && !at::GradMode::is_enabled()) {
     std::vector<int64_t> key(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + T);
     if (auto found = memo->memo().find(key, &w)) {
-      if (auto replayed = replay_forward(cfg, w, *found, spec, compute_logits, hooks)) {
+      if (auto replayed = forward_memo_detail::replay_forward(cfg, w, *found, spec, compute_logits, hooks)) {
         memo->count(true);
         return std::move(*replayed);
       }
@@ -554,7 +491,7 @@ ForwardOutput forward_impl(const ModelConfig& cfg, const ModelWeights& w, const 
       rec->ids = std::move(key);
       rec->weights = &w;
       if (hooks) with_recorders = *hooks;
-      add_recorders(cfg, rec.get(), with_recorders);
+      forward_memo_detail::add_recorders(cfg, rec.get(), with_recorders);
       hooks = &with_recorders;
     }
   }

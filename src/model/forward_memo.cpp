@@ -1,5 +1,5 @@
 // The memo of forward passes (see vocablens/forward_memo.hpp): its bounded LRU of records and the thread's
-// scope. Recording and replaying are the forward pass's own (src/model/forward.cpp), which asks active().
+// scope. Recording and replaying a pass are forward_replay.cpp's; the forward pass (forward.cpp) asks active().
 #include "vocablens/forward_memo.hpp"
 #include "model/forward_memo_active.hpp"
 

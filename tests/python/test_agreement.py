@@ -59,8 +59,10 @@ def compare_dirs(tc, cli_dir, py_dir, kind):
 
 class Agreement(unittest.TestCase):
     def both(self, kind, cli_args, fn, /, *args, **kwargs):
-        """Runs `vocablens <cli_args> --out D1` and fn(*args, **kwargs).save(D2); compares; returns the Result."""
+        """Runs `vocablens <cli_args> --out D1` (kept in self.cli_dir) and fn(*args, **kwargs).save(D2); compares;
+        returns the Result."""
         d1, d2 = tempdir("cli"), tempdir("py")
+        self.cli_dir = d1
         cli(*cli_args, "--out", d1, "--format", "npy")
         r = fn(*args, **kwargs)
         self.assertIsInstance(r, vocablens.Result)
@@ -88,6 +90,15 @@ class Agreement(unittest.TestCase):
     def test_lens_decoder_blocks(self):
         self.both("logit_lens", ["lens", GPT2, "--prompt", PROMPT, "--decoder-blocks", "1"],
                   vocablens.lens, self.gpt2, PROMPT, decoder_blocks=1)
+
+    def test_lens_two_pass(self):
+        """--two-pass / two_pass=True is recorded in the settings of the CLI's run directory and of the Result."""
+        r = self.both("logit_lens", ["lens", GPT2, "--prompt", PROMPT, "--two-pass"],
+                      vocablens.lens, self.gpt2, PROMPT, two_pass=True)
+        self.assertIs(r.settings["two_pass"], True)
+        with open(os.path.join(self.cli_dir, "logit_lens.json")) as f:
+            self.assertIs(json.load(f)["settings"]["two_pass"], True)
+        self.assertIs(vocablens.lens(self.gpt2, PROMPT).settings["two_pass"], False)
 
     def test_lens_corpus(self):
         path = os.path.join(tempdir("corpus"), "corpus.txt")

@@ -88,6 +88,8 @@ def first_difference(a, b, path=""):
 # The analyses the page uses, each as an API body and the same request on the command line.
 CASES = [
     ("lens", {"prompt": PROMPT, "top_k": 5}, ["lens", MODEL, "--prompt", PROMPT, "--top-k", "5"], True),
+    ("lens", {"prompt": PROMPT, "top_k": 5, "two_pass": True},
+     ["lens", MODEL, "--prompt", PROMPT, "--top-k", "5", "--two-pass"], True),
     ("attribute", {"prompt": PROMPT, "target": " Paris", "position": 3},
      ["attribute", MODEL, "--prompt", PROMPT, "--target", " Paris", "--position", "3"], True),
     ("neurons", {"layer": 1, "neurons": "0-3", "top_k": 5},
@@ -120,6 +122,9 @@ def agreement(s):
         cli = cli_json(args + ["--format", "json"])
         d = first_difference(comparable(api), comparable(cli))
         check(d is None, f"POST /api/{name} == vocablens {name} --format json" + (f" (first difference {d})" if d else ""))
+        if name == "lens":  # which engine read the layers is recorded like the other options
+            check(api["settings"].get("two_pass") is body.get("two_pass", False),
+                  f"POST /api/lens {json.dumps(body)}: settings.two_pass is {body.get('two_pass', False)}")
         # The same request again: answered from the cache, the same bytes.
         _, h1, b1 = s.request("POST", "/api/" + name, body)
         _, h2, b2 = s.request("POST", "/api/" + name, body)
