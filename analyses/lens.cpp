@@ -464,6 +464,7 @@ Result LensResult::to_result(const Tokenizer* tok, const std::string& prompt) co
                 {"unembed", unembed_name(options.unembed)},
                 {"decoder_blocks", options.decoder_blocks},
                 {"two_pass", options.two_pass},  // the same statistics either way; says which engine read them
+                {"save_probs", options.save_log_probs},  // the option's name on every surface (--save-probs)
                 {"final_norm", "recomputed on each layer's residual"},
                 {"lens", options.tuned ? "tuned" : "logit"},
                 {"tuned_lens", options.tuned ? nlohmann::json(options.tuned->source) : nlohmann::json(nullptr)},

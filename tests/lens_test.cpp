@@ -451,6 +451,11 @@ TEST_CASE("lens: to_result carries tokens, settings, arrays and the top-k table"
   CHECK(r.settings.at("two_pass") == false);
   o.two_pass = true;
   CHECK(vocablens::logit_lens(m, ids, o).to_result(tok.get()).settings.at("two_pass") == true);
+  // So is whether every layer's log-probabilities were kept.
+  CHECK(r.settings.at("save_probs") == false);
+  o.two_pass = false;
+  o.save_log_probs = true;
+  CHECK(vocablens::logit_lens(m, ids, o).to_result(tok.get()).settings.at("save_probs") == true);
   CHECK(r.summary["prompt"] == "The Eiffel Tower is in the city of");
   REQUIRE(r.summary["tokens"].size() == ids.size());
   CHECK(r.summary["tokens"][1]["token"] == "␣E");
