@@ -42,7 +42,7 @@ TEST_CASE("zero-ablating a head through hook_z equals the checkpoint with that h
                                                             }}});
       auto m2 = vocablens::load_model(edited);
       auto ref = m2.forward(at::tensor(kIds, at::kLong)).logits;
-      vocablens::AblationSite site{vocablens::AblationSite::Kind::Head, layer, head};
+      vocablens::AblationSite site{vocablens::AblationSite::Kind::Head, layer, head, {}};
       auto hooks = vocablens::ablation_hooks(m, {site}, vocablens::AblationMode::Zero, {});
       auto got = vocablens::run_with_hooks(m, at::tensor(kIds, at::kLong), hooks).logits;
       auto plain = m.forward(at::tensor(kIds, at::kLong)).logits;

@@ -85,7 +85,7 @@ TEST_CASE("neighbours: k-NN graph equals brute force on stories260K and llama2xs
     at::Tensor W = vocablens::pseudo_inverse_rows(X);
     at::Tensor want = at::linalg_pinv(X.to(at::kDouble)).t();
     CHECK(((W.to(at::kDouble) - want).abs().max() / want.abs().max()).item<double>() < 1e-5);
-    auto g = vocablens::knn_graph(W, {5, 128, 0});
+    auto g = vocablens::knn_graph(W, {5, 128, 0, {}});
     CHECK(check_rows(g, W, iota_rows(512)) == 512);
   }
 }
@@ -171,7 +171,7 @@ TEST_CASE("neighbours: full gpt2-tiny k-NN graph equals brute force on sampled r
   if (dir.empty()) return;
   auto m = vocablens::load_model(dir);
   at::Tensor X = m.W_E().contiguous();
-  auto g = vocablens::knn_graph(X, {10, 2048, 0});
+  auto g = vocablens::knn_graph(X, {10, 2048, 0, {}});
   WARN("gpt2-tiny full graph: " << g.seconds << " s, rescored " << g.rescored << ", fallback rows " << g.fallback_rows);
   at::manual_seed(10);
   at::Tensor perm = at::randperm(50257, at::kLong).narrow(0, 0, 1000);

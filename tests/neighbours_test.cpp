@@ -69,7 +69,7 @@ TEST_CASE("neighbours: tokens, words and expressions on gpt2-tiny", "[neighbours
   o.k = 10;
   int64_t king = tok->require_token_id(" king");
   auto nb = vocablens::neighbours(X, tok.get(), "' king'", o);
-  auto g = vocablens::knn_query(X, {king}, {10, 2048, 0});
+  auto g = vocablens::knn_query(X, {king}, {10, 2048, 0, {}});
   REQUIRE(nb.neighbours.size() == 10u);
   for (int64_t t = 0; t < 10; ++t) {
     CHECK(nb.neighbours[static_cast<size_t>(t)].id == g.indices[static_cast<size_t>(t)]);
