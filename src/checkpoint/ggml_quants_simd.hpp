@@ -7,9 +7,10 @@
 //     dequantize_row (and so as libggml): int -> float conversions, then one multiply, then one subtract or
 //     add where the format has a min/offset. The file is compiled with -ffp-contract=off, so no multiply and
 //     add are fused (an FMA would round once instead of twice);
-//   - bfloat16: round-to-nearest-even of that exact float32 value, NaN -> 0x7FC0: what LibTorch's
-//     float -> bfloat16 conversion (c10::BFloat16) gives, so a bf16 tile equals `.to(at::kBFloat16)` of the
-//     float32 one. With integer operations, or with vcvtneps2bf16 where the CPU has AVX512-BF16 and no
+//   - bfloat16: round-to-nearest-even of that exact float32 value, NaN -> 0x7FC0: c10::BFloat16's rule, so a
+//     bf16 tile equals `.to(at::kBFloat16)` of the float32 one bit for bit, except that LibTorch's vectorised
+//     conversion writes NaN as 0xFFFF (its scalar one, 0x7FC0): a NaN stays a NaN. (GGUF weights with NaN
+//     are refused at load anyway.) With integer operations, or with vcvtneps2bf16 where the CPU has AVX512-BF16 and no
 //     denormal can occur (the .cpp says why none does).
 // tests/gguf_quants_test.cpp checks both against the scalar decoders on every block of random buffers
 // (non-finite and extreme fp16 scales included) and against libggml; tests/weight_tiles_test.cpp checks the
