@@ -2,7 +2,7 @@
 // scalar decoders), weight_matmul (vocablens/weight.hpp) with the tiles decoded straight into the compute
 // dtype, the same with the reference tiles it replaced (scalar decode to float32, LibTorch's conversion), and
 // the dense product on an already-decoded copy (what the decode costs on top of the GEMM). One matrix of a
-// GGUF model (layer 0's w_gate, or w_in), process CPU seconds, best of 5.
+// GGUF model (layer 0's w_gate, or w_in), process CPU seconds, best of 5. Then the whole forward both ways.
 //
 //   ninja -C build bench_weight_tiles && VOCABLENS_THREADS=1 build/bench_weight_tiles MODEL.gguf [N_TOKENS=128]
 #include <ATen/ATen.h>
@@ -97,6 +97,19 @@ int main(int argc, char** argv) {
       for (int64_t r = 0; r < out; ++r) vocablens::dequantize_row(type, base + r * row_bytes, f32.data() + r % ring * in, in);
     });
     vocablens::ggml_simd::set_level(vocablens::ggml_simd::detected_level());
+    // The unembedding (largest matrix; its blocks exceed the L3 cache): a cold stream from memory.
+    const at::Tensor wu = m.weights().W_U;
+    if (vocablens::is_packed_weight(wu) && vocablens::weight_storage_type(wu) == type) {
+      const at::Tensor rows_u = wu.t();  // [V, d]
+      const auto* ub = static_cast<const uint8_t*>(rows_u.data_ptr());
+      const int64_t V = rows_u.size(0), d = rows_u.size(1), ubytes = d / bv * static_cast<int64_t>(bb);
+      const double t_cold = best_of_5([&] {
+        for (int64_t r = 0; r < V; ++r) vocablens::dequantize_row_bf16(type, ub + r * ubytes, b16.data() + r % ring * d, d);
+      });
+      std::printf("decode ns/value, W_U [%lld, %lld] (%.0f MB of blocks) into %lld cached rows: bfloat16 %.3f\n",
+                  static_cast<long long>(d), static_cast<long long>(V), 1e-6 * static_cast<double>(V * ubytes),
+                  static_cast<long long>(ring), 1e9 * t_cold / static_cast<double>(V * d));
+    }
     std::printf("decode ns/value, whole matrix: float32 %.3f (scalar %.3f), bfloat16 %.3f; vector decoders %s\n", ns(t_vec),
                 ns(t_sca), ns(t_b16), vocablens::ggml_simd::vectorized(type) ? "on" : "off");
     std::printf("decode ns/value, into %lld cached rows: float32 %.3f (scalar %.3f), bfloat16 %.3f (integer rounding %.3f, scalar %.3f)\n",
@@ -116,5 +129,18 @@ int main(int argc, char** argv) {
     std::printf("%s: weight_matmul %.2f ms (%.1f GFLOP/s), reference tiles %.2f ms, dense GEMM alone %.2f ms (%.1f GFLOP/s)\n",
                 b16 ? "bfloat16" : "float32", 1e3 * t_new, gflop / t_new, 1e3 * t_ref, 1e3 * t_dense, gflop / t_dense);
   }
+  // The whole forward over N tokens, both ways, in this process.
+  const at::Tensor ids = at::randint(3, m.config().vocab_size, {N}, at::kLong);
+  for (auto dt : {vocablens::ComputeDtype::Float32, vocablens::ComputeDtype::BFloat16}) {
+    vocablens::set_compute_dtype(dt);
+    const double t_new = best_of_5([&] { m.forward(ids); });
+    vocablens::set_reference_weight_tiles(true);
+    const double t_ref = best_of_5([&] { m.forward(ids); });
+    vocablens::set_reference_weight_tiles(false);
+    std::printf("%s forward: %.1f tokens per CPU second (reference tiles %.1f)\n",
+                dt == vocablens::ComputeDtype::BFloat16 ? "bfloat16" : "float32", static_cast<double>(N) / t_new,
+                static_cast<double>(N) / t_ref);
+  }
+  vocablens::set_compute_dtype(vocablens::ComputeDtype::Float32);
   return 0;
 }
