@@ -182,6 +182,17 @@ TEST_CASE("weight_matmul: tiles decoded into the compute dtype equal the referen
       }
     }
   }
+  // No tokens at all: an empty product, as before.
+  {
+    auto q = random_blocks(GgmlType::Q4_K, 300, in, 9u, false);
+    const at::Tensor w = vocablens::make_packed_weight(q, q->data(), GgmlType::Q4_K, 300, in).t();
+    for (auto dt : {vocablens::ComputeDtype::Float32, vocablens::ComputeDtype::BFloat16}) {
+      vocablens::set_compute_dtype(dt);
+      const at::Tensor y = vocablens::weight_matmul(at::randn({0, in}), w);
+      CHECK(y.sizes() == at::IntArrayRef({0, 300}));
+      CHECK(y.scalar_type() == at::kFloat);
+    }
+  }
   // Dense F16 / BF16 weights stored [out, in] (GGUF, safetensors) and viewed transposed; and one stored [in, out],
   // which weight_matmul multiplies through the reference path.
   for (auto st : {at::kHalf, at::kBFloat16}) {

@@ -101,8 +101,8 @@ bool row_source(const at::Tensor& w, bool packed, RowSource& s) {
     s = {v.info.type, v.info.cols, v.info.row_bytes, v.first};
     return true;
   }
-  const int64_t in = w.size(0);
   if (w.dim() != 2 || (w.scalar_type() != at::kHalf && w.scalar_type() != at::kBFloat16)) return false;
+  const int64_t in = w.size(0);
   if (w.stride(0) != 1 || (w.size(1) > 1 && w.stride(1) != in)) return false;
   s = {w.scalar_type() == at::kHalf ? GgmlType::F16 : GgmlType::BF16, in, 2 * in,
        static_cast<const uint8_t*>(w.data_ptr())};
