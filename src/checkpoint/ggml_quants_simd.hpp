@@ -9,9 +9,9 @@
 //     add are fused (an FMA would round once instead of twice);
 //   - bfloat16: round-to-nearest-even of that exact float32 value, NaN -> 0x7FC0: c10::BFloat16's rule, so a
 //     bf16 tile equals `.to(at::kBFloat16)` of the float32 one bit for bit, except that LibTorch's vectorised
-//     conversion writes NaN as 0xFFFF (its scalar one, 0x7FC0): a NaN stays a NaN. (GGUF weights with NaN
-//     are refused at load anyway.) With integer operations, or with vcvtneps2bf16 where the CPU has AVX512-BF16 and no
-//     denormal can occur (the .cpp says why none does).
+//     conversion writes NaN as 0xFFFF (its scalar one, 0x7FC0): a NaN stays a NaN (GGUF weights with NaN
+//     are refused at load anyway). Rounded with integer operations, or with vcvtneps2bf16 where the CPU has
+//     AVX512-BF16 and no denormal can occur (the .cpp says why none does).
 // tests/gguf_quants_test.cpp checks both against the scalar decoders on every block of random buffers
 // (non-finite and extreme fp16 scales included) and against libggml; tests/weight_tiles_test.cpp checks the
 // runner's products against the float32-decode-then-convert path they replace.
