@@ -6,9 +6,13 @@
 // (normal, heavy-tailed, tiny values that make fp16 scales subnormal, zeros), then libggml's
 // dequantize_row_<type> and our dequantize_row() decode the same bytes, and every float must have the
 // same bit pattern. F16 and BF16 are checked on all 65536 bit patterns. A missing library FAILS the test.
+// The AVX-512 decoders (which dequantize_row uses where the CPU has them) are also checked against the scalar
+// decoders, at every level the CPU runs, on every block of random buffers with extreme fp16 scales, in
+// float32 and in bfloat16.
 #include <catch2/catch.hpp>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "../src/checkpoint/ggml_quants_simd.hpp"  // the vector decoders and their scalar twins (internal)
 #include "vocablens/error.hpp"
 #include "vocablens/gguf.hpp"
 
@@ -144,4 +149,144 @@ TEST_CASE("dequantize_row refuses types it cannot decode and partial blocks") {
   CHECK_THROWS_AS(vocablens::dequantize_row(GgmlType::Q4_K, in, out, 100), vocablens::UsageError);
   CHECK(vocablens::ggml_type_name(31) == "type 31");
   CHECK(vocablens::ggml_type_name(12) == "Q4_K");
+}
+
+// ---- The vector decoders (src/checkpoint/ggml_quants_simd.hpp) against the scalar ones.
+
+namespace {
+
+// Random blocks whose fp16 scales (and mins) are drawn from a list of extremes part of the time: infinities,
+// quiet and signalling NaNs, the largest finite, the smallest subnormal, signed zeros; otherwise random bits.
+std::vector<uint8_t> hostile_blocks(GgmlType type, int64_t blocks, uint32_t seed) {
+  int64_t bv = 0;
+  size_t bb = 0;
+  REQUIRE(vocablens::ggml_block_layout(type, bv, bb));
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> q(bb * static_cast<size_t>(blocks));
+  for (auto& c : q) c = static_cast<uint8_t>(rng());
+  std::vector<size_t> scale_at;  // byte offsets of the fp16 scales in one block
+  switch (type) {
+    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: scale_at = {0}; break;
+    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: scale_at = {0, 2}; break;
+    case GgmlType::Q6_K: scale_at = {208}; break;
+    case GgmlType::Q2_K: scale_at = {80, 82}; break;
+    case GgmlType::Q3_K: scale_at = {108}; break;
+    default: break;
+  }
+  const uint16_t extremes[] = {0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFE55, 0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x03FF, 0x0000, 0x8000, 0x3C00};
+  for (int64_t b = 0; b < blocks; ++b)
+    for (size_t off : scale_at)
+      if (rng() % 3 == 0) {
+        const uint16_t h = extremes[rng() % (sizeof(extremes) / sizeof(extremes[0]))];
+        std::memcpy(&q[static_cast<size_t>(b) * bb + off], &h, 2);
+      }
+  return q;
+}
+
+const char* level_name(vocablens::ggml_simd::Level l) {
+  using L = vocablens::ggml_simd::Level;
+  return l == L::Scalar ? "scalar" : l == L::Avx512 ? "AVX-512, integer rounding" : "AVX-512 with AVX512-BF16";
+}
+
+// Every level this CPU runs (the scalar one included), each set in turn; the detected one restored after.
+template <typename F>
+void at_each_level(F&& f) {
+  using L = vocablens::ggml_simd::Level;
+  const L top = vocablens::ggml_simd::detected_level();
+  if (top != L::Avx512Bf16) WARN("this CPU runs the decoders only up to: " << level_name(top));
+  for (L l : {L::Scalar, L::Avx512, L::Avx512Bf16}) {
+    if (l > top) continue;
+    vocablens::ggml_simd::set_level(l);
+    INFO("decoders: " << level_name(l));
+    f(l);
+  }
+  vocablens::ggml_simd::set_level(top);
+}
+
+}  // namespace
+
+TEST_CASE("vector decoders equal the scalar ones on every block, extreme fp16 scales included, float32 and bfloat16") {
+  const GgmlType types[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                            GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+  int checked_vector = 0;
+  for (GgmlType t : types) {
+    INFO(vocablens::ggml_type_name(static_cast<uint32_t>(t)));
+    int64_t bv = 0;
+    size_t bb = 0;
+    REQUIRE(vocablens::ggml_block_layout(t, bv, bb));
+    const int64_t blocks = 4096 * 32 / bv;  // 131 072 values
+    const auto q = hostile_blocks(t, blocks, 7u + static_cast<uint32_t>(t));
+    const int64_t n = blocks * bv;
+    std::vector<float> ref(static_cast<size_t>(n)), got(ref.size());
+    std::vector<uint16_t> ref16(ref.size()), got16(ref.size());
+    vocablens::dequantize_row_scalar(t, q.data(), ref.data(), n);
+    vocablens::dequantize_row_bf16_scalar(t, q.data(), ref16.data(), n);
+    // The bf16 reference is the float32 one rounded (c10's rule is checked against c10 in weight_tiles_test).
+    size_t unrounded = 0;
+    for (size_t i = 0; i < ref.size(); ++i) unrounded += ref16[i] != vocablens::float_to_bf16_rne(ref[i]);
+    CHECK(unrounded == 0);
+    at_each_level([&](vocablens::ggml_simd::Level l) {
+      if (l != vocablens::ggml_simd::Level::Scalar && vocablens::ggml_simd::vectorized(t)) ++checked_vector;
+      std::fill(got.begin(), got.end(), -1.f);
+      vocablens::dequantize_row(t, q.data(), got.data(), n);
+      CHECK(std::memcmp(ref.data(), got.data(), ref.size() * 4) == 0);
+      std::fill(got16.begin(), got16.end(), uint16_t{1});
+      vocablens::dequantize_row_bf16(t, q.data(), got16.data(), n);
+      CHECK(std::memcmp(ref16.data(), got16.data(), ref16.size() * 2) == 0);
+      // Row by row from unaligned addresses (the runner decodes rows of a mapped file at any offset).
+      std::vector<uint8_t> shifted(q.size() + 3);
+      std::memcpy(shifted.data() + 3, q.data(), q.size());
+      vocablens::dequantize_row_bf16(t, shifted.data() + 3, got16.data() + 1, n - bv);
+      CHECK(std::memcmp(ref16.data(), got16.data() + 1, static_cast<size_t>(n - bv) * 2) == 0);
+    });
+  }
+  if (vocablens::ggml_simd::detected_level() != vocablens::ggml_simd::Level::Scalar) CHECK(checked_vector >= 16);
+}
+
+TEST_CASE("vector F16, BF16 and F32 conversion equals the scalar one on all 65536 patterns, any length") {
+  std::vector<uint16_t> all(65536 + 7);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i * 40503u);  // every pattern, shuffled
+  std::vector<float> f32_in(all.size());
+  std::mt19937 rng(3);
+  for (auto& v : f32_in) {
+    uint32_t bits = rng();
+    if (rng() % 8 == 0) bits &= 0x807FFFFFu;  // float32 denormals (the F32 type can hold them)
+    if (rng() % 8 == 0) bits = (bits & 0xFFFF0000u) | (rng() % 2 ? 0x8000u : 0x7FFFu);  // rounding ties and near-ties
+    std::memcpy(&v, &bits, 4);
+  }
+  for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
+    INFO(vocablens::ggml_type_name(static_cast<uint32_t>(t)));
+    const void* src = t == GgmlType::F32 ? static_cast<const void*>(f32_in.data()) : static_cast<const void*>(all.data());
+    for (int64_t n : {int64_t(65536 + 7), int64_t(15), int64_t(1)}) {
+      std::vector<float> ref(static_cast<size_t>(n)), got(ref.size());
+      std::vector<uint16_t> ref16(ref.size()), got16(ref.size());
+      vocablens::dequantize_row_scalar(t, src, ref.data(), n);
+      vocablens::dequantize_row_bf16_scalar(t, src, ref16.data(), n);
+      at_each_level([&](vocablens::ggml_simd::Level) {
+        vocablens::dequantize_row(t, src, got.data(), n);
+        CHECK(std::memcmp(ref.data(), got.data(), ref.size() * 4) == 0);
+        vocablens::dequantize_row_bf16(t, src, got16.data(), n);
+        CHECK(std::memcmp(ref16.data(), got16.data(), ref16.size() * 2) == 0);
+      });
+    }
+  }
+}
+
+TEST_CASE("float_to_bf16_rne: ties to even, NaN to 0x7FC0, infinities and denormals kept") {
+  auto bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return vocablens::float_to_bf16_rne(f);
+  };
+  CHECK(bits(0x3F808000u) == 0x3F80);  // tie, even below
+  CHECK(bits(0x3F818000u) == 0x3F82);  // tie, odd below: up
+  CHECK(bits(0x3F808001u) == 0x3F81);
+  CHECK(bits(0x3F807FFFu) == 0x3F80);
+  CHECK(bits(0x7F800000u) == 0x7F80);
+  CHECK(bits(0xFF800000u) == 0xFF80);
+  CHECK(bits(0x7F7FFFFFu) == 0x7F80);  // rounds up to infinity, as c10
+  CHECK(bits(0xFFC00001u) == 0x7FC0);
+  CHECK(bits(0x7F800001u) == 0x7FC0);
+  CHECK(bits(0x00018000u) == 0x0002);  // denormal tie, odd below: up
+  CHECK(bits(0x80000000u) == 0x8000);
 }

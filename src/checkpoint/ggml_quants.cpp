@@ -2,8 +2,10 @@
 // structs; gguf-py quants.py). Each block is read by byte offset (no packed structs), and each value is
 // computed with the same float operations in the same order as libggml, so results agree bit for bit
 // (this file is compiled with -ffp-contract=off: a fused multiply-add would round differently).
+#include <algorithm>
 #include <cstring>
 
+#include "checkpoint/ggml_quants_simd.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/gguf.hpp"
 
@@ -227,20 +229,58 @@ bool ggml_block_layout(GgmlType type, int64_t& block_values, size_t& block_bytes
 
 bool ggml_can_dequantize(GgmlType type) { return layout(type) != nullptr; }
 
-void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
+namespace {
+
+const Layout& checked_layout(GgmlType type, int64_t n) {
   const Layout* l = layout(type);
   if (!l) throw UsageError("cannot dequantize ggml type " + ggml_type_name(static_cast<uint32_t>(type)));
   if (n % l->values != 0)
     throw UsageError("dequantize_row: " + std::to_string(n) + " values is not a whole number of " +
                      ggml_type_name(static_cast<uint32_t>(type)) + " blocks");
-  const uint8_t* p = static_cast<const uint8_t*>(src);
-  switch (type) {
+  return *l;
+}
+
+void scalar_unchecked(const Layout& l, const uint8_t* p, float* dst, int64_t n) {
+  switch (l.type) {
     case GgmlType::F32: std::memcpy(dst, p, static_cast<size_t>(n) * 4); return;
     case GgmlType::F16: for (int64_t i = 0; i < n; ++i) dst[i] = half_at(p + 2 * i); return;
     case GgmlType::BF16: for (int64_t i = 0; i < n; ++i) dst[i] = bf16_at(p + 2 * i); return;
     default: break;
   }
-  for (int64_t b = 0; b < n / l->values; ++b) l->block(p + static_cast<size_t>(b) * l->bytes, dst + b * l->values);
+  for (int64_t b = 0; b < n / l.values; ++b) l.block(p + static_cast<size_t>(b) * l.bytes, dst + b * l.values);
+}
+
+// Through float32 in pieces of a few blocks (on the stack), then rounded.
+void bf16_scalar_unchecked(const Layout& l, const uint8_t* p, uint16_t* dst, int64_t n) {
+  float tmp[1024];
+  const int64_t step = 1024 / l.values * l.values;
+  for (int64_t i = 0; i < n; i += step) {
+    const int64_t m = std::min(step, n - i);
+    scalar_unchecked(l, p + static_cast<size_t>(i / l.values) * l.bytes, tmp, m);
+    for (int64_t j = 0; j < m; ++j) dst[i + j] = float_to_bf16_rne(tmp[j]);
+  }
+}
+
+}  // namespace
+
+void dequantize_row_scalar(GgmlType type, const void* src, float* dst, int64_t n) {
+  scalar_unchecked(checked_layout(type, n), static_cast<const uint8_t*>(src), dst, n);
+}
+
+void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
+  const Layout& l = checked_layout(type, n);
+  const uint8_t* p = static_cast<const uint8_t*>(src);
+  if (!ggml_simd::decode_f32(type, p, dst, n)) scalar_unchecked(l, p, dst, n);
+}
+
+void dequantize_row_bf16_scalar(GgmlType type, const void* src, uint16_t* dst, int64_t n) {
+  bf16_scalar_unchecked(checked_layout(type, n), static_cast<const uint8_t*>(src), dst, n);
+}
+
+void dequantize_row_bf16(GgmlType type, const void* src, uint16_t* dst, int64_t n) {
+  const Layout& l = checked_layout(type, n);
+  const uint8_t* p = static_cast<const uint8_t*>(src);
+  if (!ggml_simd::decode_bf16(type, p, dst, n)) bf16_scalar_unchecked(l, p, dst, n);
 }
 
 }  // namespace vocablens

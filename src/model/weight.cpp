@@ -4,9 +4,14 @@
 #include <ATen/Parallel.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
+#include <new>
+#include <type_traits>
 #include <unordered_map>
 
+#include "checkpoint/ggml_quants_simd.hpp"
+#include "model/weight_tiles.hpp"
 #include "vocablens/error.hpp"
 
 namespace vocablens {
@@ -74,11 +79,91 @@ at::Tensor dequant_rows(const PackedView& v, int64_t r0, int64_t n) {
 }
 
 std::atomic<int> g_compute{static_cast<int>(ComputeDtype::Float32)};
+std::atomic<bool> g_reference_tiles{false};
 
 // Tiles hold about this many values (16 MB as float32): below the CLI's 32 MB malloc mmap threshold, so
 // tile buffers are reused from the heap instead of being mapped and faulted in afresh each time (a 7B
 // Q4_K lens spent more time in page faults than in arithmetic with 64 MB tiles).
 constexpr int64_t kTileValues = int64_t(4) << 20;
+
+// Where a tile's rows come from: stored rows of `cols` values (`row_bytes` apart), each the weight's values
+// for one output column: a packed ggml matrix, or a dense F16/BF16 one stored [out, in] (the usual layout of
+// GGUF and safetensors Linear weights, viewed as w = stored.t()).
+struct RowSource {
+  GgmlType type;
+  int64_t cols, row_bytes;
+  const uint8_t* first;
+};
+bool row_source(const at::Tensor& w, bool packed, RowSource& s) {
+  if (packed) {
+    const PackedView v = packed_view(w);
+    if (v.row_dim != 1) return false;
+    s = {v.info.type, v.info.cols, v.info.row_bytes, v.first};
+    return true;
+  }
+  if (w.dim() != 2 || (w.scalar_type() != at::kHalf && w.scalar_type() != at::kBFloat16)) return false;
+  const int64_t in = w.size(0);
+  if (w.stride(0) != 1 || (w.size(1) > 1 && w.stride(1) != in)) return false;
+  s = {w.scalar_type() == at::kHalf ? GgmlType::F16 : GgmlType::BF16, in, 2 * in,
+       static_cast<const uint8_t*>(w.data_ptr())};
+  return true;
+}
+
+// A buffer kept per thread and grown on demand: tiles are decoded into the same memory every time (no
+// allocation, no page faults), and the GEMM reads them from there.
+struct Scratch {
+  void* p = nullptr;
+  size_t cap = 0;
+  ~Scratch() { std::free(p); }
+  void* get(size_t bytes) {
+    if (bytes > cap) {
+      std::free(p);
+      cap = (bytes + 4095) / 4096 * 4096;
+      p = std::aligned_alloc(64, cap);
+      if (!p) {
+        cap = 0;
+        throw std::bad_alloc();
+      }
+    }
+    return p;
+  }
+};
+
+// Rows [r0, r0 + n) decoded into dst [n, cols] in the compute dtype, rows in parallel.
+template <typename T>
+void decode_tile(const RowSource& s, int64_t r0, int64_t n, T* dst) {
+  at::parallel_for(0, n, 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      if constexpr (std::is_same_v<T, float>) dequantize_row(s.type, s.first + (r0 + i) * s.row_bytes, dst + i * s.cols, s.cols);
+      else dequantize_row_bf16(s.type, s.first + (r0 + i) * s.row_bytes, dst + i * s.cols, s.cols);
+    }
+  });
+}
+
+// The product as it was computed before the tiles were decoded straight into the GEMM's dtype: the scalar
+// decoders into a fresh float32 tile, converted by LibTorch. Kept as the oracle the tests compare with.
+at::Tensor reference_matmul(const at::Tensor& xc, const at::Tensor& w, bool packed, bool bf16, int64_t tile) {
+  const int64_t out = w.size(1);
+  at::Tensor y = at::empty({xc.size(0), out}, at::kFloat);
+  PackedView v{};
+  if (packed) v = packed_view(w);
+  for (int64_t o0 = 0; o0 < out; o0 += tile) {
+    const int64_t n = std::min(tile, out - o0);
+    at::Tensor wt;
+    if (packed) {
+      wt = at::empty({n, v.info.cols}, at::kFloat);
+      for (int64_t i = 0; i < n; ++i)
+        dequantize_row_scalar(v.info.type, v.first + (o0 + i) * v.info.row_bytes, wt.data_ptr<float>() + i * v.info.cols,
+                              v.info.cols);
+      wt = wt.t();
+    } else {
+      wt = w.narrow(1, o0, n).to(at::kFloat);
+    }
+    if (bf16) wt = wt.to(at::kBFloat16);
+    y.narrow(1, o0, n).copy_(at::mm(xc, wt));
+  }
+  return y;
+}
 
 }  // namespace
 
@@ -149,21 +234,41 @@ at::Tensor weight_matmul(const at::Tensor& x, const at::Tensor& w, const at::Ten
     at::Tensor y = at::mm(x.to(at::kBFloat16), w).to(at::kFloat);
     return b.defined() ? y.add_(b) : y;
   }
-  // Tiles of output columns: each is upcast / dequantized, multiplied, and dropped.
-  at::Tensor y = at::empty({N, out}, x.options());
+  // Tiles of output columns: each is decoded (or upcast) into the compute dtype and multiplied.
   at::Tensor xc = bf16 ? x.to(at::kBFloat16) : x;
   const int64_t tile = std::max<int64_t>(1, std::min<int64_t>(out, kTileValues / std::max<int64_t>(in, 1)));
-  PackedView v{};
-  if (packed) v = packed_view(w);
+  RowSource s{};
+  if (g_reference_tiles.load() || !row_source(w, packed, s)) {
+    at::Tensor y = reference_matmul(xc, w, packed, bf16, tile);
+    return b.defined() ? y.add_(b) : y;
+  }
+  // The tile is decoded as rows [n, in] and passed transposed: the same operand layout as before (the GEMMs see
+  // identical shapes and strides, so their results do not change), read by BLAS / oneDNN without a copy.
+  // float32 products go straight into their columns of y; bfloat16 ones (LibTorch's bf16 GEMM returns bf16)
+  // into a reused [N, n] buffer, then widened into y.
+  static thread_local Scratch tile_buf, part_buf;
+  at::Tensor y = at::empty({N, out}, x.options().dtype(at::kFloat));
+  const at::ScalarType dt = bf16 ? at::kBFloat16 : at::kFloat;
+  const size_t esize = bf16 ? 2 : 4;
+  void* tb = tile_buf.get(static_cast<size_t>(tile * in) * esize);
   for (int64_t o0 = 0; o0 < out; o0 += tile) {
     const int64_t n = std::min(tile, out - o0);
-    at::Tensor wt = packed ? dequant_rows(v, o0, n).t() : w.narrow(1, o0, n).to(at::kFloat);  // [in, n]
-    if (bf16) wt = wt.to(at::kBFloat16);
-    at::Tensor part = at::mm(xc, wt);
-    y.narrow(1, o0, n).copy_(part);
+    if (bf16) decode_tile(s, o0, n, static_cast<uint16_t*>(tb));
+    else decode_tile(s, o0, n, static_cast<float*>(tb));
+    const at::Tensor wt = at::from_blob(tb, {n, in}, at::TensorOptions().dtype(dt)).t();  // [in, n]
+    if (bf16) {
+      at::Tensor part = at::from_blob(part_buf.get(static_cast<size_t>(N * n) * 2), {N, n}, at::TensorOptions().dtype(dt));
+      at::mm_out(part, xc, wt);
+      y.narrow(1, o0, n).copy_(part);
+    } else {
+      at::Tensor dst = y.narrow(1, o0, n);
+      at::mm_out(dst, xc, wt);
+    }
   }
   return b.defined() ? y.add_(b) : y;
 }
+
+void set_reference_weight_tiles(bool on) { g_reference_tiles = on; }
 
 at::Tensor weight_rows(const at::Tensor& w, const at::Tensor& ids) {
   if (!is_packed_weight(w)) return w.index_select(0, ids).to(at::kFloat);
