@@ -28,6 +28,7 @@
 
 #include "features_int8_quant.hpp"
 #include "int8_gemm.hpp"
+#include "util/parallel.hpp"
 
 namespace vocablens {
 namespace {
@@ -231,10 +232,10 @@ void survivor_dots(const std::vector<std::vector<Cand>>& surv, int64_t k, const 
                    const std::vector<double>& pn, DotFn dotf, int64_t n_ranges, std::vector<std::vector<double>>& ys) {
   const int64_t r = P.r;
   ys.resize(surv.size());
-  at::parallel_for(0, static_cast<int64_t>(surv.size()), 64, [&](int64_t lb, int64_t le) {
+  detail::parallel_for(0, static_cast<int64_t>(surv.size()), 64, [&](int64_t lb, int64_t le) {
     for (int64_t l = lb; l < le; ++l) ys[static_cast<size_t>(l)].assign(surv[static_cast<size_t>(l)].size(), 0.0);
   });
-  at::parallel_for(0, n_ranges, 1, [&](int64_t tb_, int64_t te_) {
+  detail::parallel_for(0, n_ranges, 1, [&](int64_t tb_, int64_t te_) {
     std::vector<float> colbuf(static_cast<size_t>(r));
     std::vector<int32_t> start;
     std::vector<std::pair<int32_t, int32_t>> pr;  // (list, entry) grouped by column
@@ -341,7 +342,7 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
     const float* Xd = X.data_ptr<float>();
     Aq.resize(static_cast<size_t>(cn * r));
     std::vector<Quantized> rq(static_cast<size_t>(cn));
-    at::parallel_for(0, cn, 16, [&](int64_t b, int64_t e) {
+    detail::parallel_for(0, cn, 16, [&](int64_t b, int64_t e) {
       for (int64_t q = b; q < e; ++q) rq[static_cast<size_t>(q)] = quantize(Xd + q * r, r, Aq.data() + q * r);
     });
     auto nra = nr.accessor<double, 1>();
@@ -377,7 +378,7 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
     const int64_t rowblk = std::clamp<int64_t>((cn + nthr - 1) / nthr, 64, 512);
     const int64_t n_rb = (cn + rowblk - 1) / rowblk;
     std::atomic<int64_t> next_rb{0};
-    at::parallel_for(0, std::min<int64_t>(n_rb, at::get_num_threads()), 1, [&](int64_t, int64_t) {
+    detail::parallel_for(0, std::min<int64_t>(n_rb, at::get_num_threads()), 1, [&](int64_t, int64_t) {
       std::vector<int32_t> Ct(static_cast<size_t>(rowblk * colblk));
       for (int64_t rb; (rb = next_rb++) < n_rb;) {
         const int64_t i0 = rb * rowblk, m = std::min(rowblk, cn - i0);
@@ -406,7 +407,7 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
     // 2. float32 dots of the survivors (survivor_dots).
     survivor_dots(surv, k, P, Vc, Xd, rq, pn, dotf, nthr, ys);
     // 3. Per row and end: the float32 bound removes all but the finalists, which are computed canonically.
-    at::parallel_for(0, cn, 1, [&](int64_t qb, int64_t qe) {
+    detail::parallel_for(0, cn, 1, [&](int64_t qb, int64_t qe) {
       std::vector<float> colbuf(static_cast<size_t>(4 * r));
       std::vector<int32_t> js;
       std::vector<double> lows;

@@ -1,6 +1,7 @@
 // The int8 quantisation of the feature screen (features_int8_quant.hpp says what and why apart from the pass):
 // rounding to int8, W_U's columns in their stored dtype, and W_U quantised and packed once per pass.
 #include "features_int8_quant.hpp"
+#include "util/parallel.hpp"
 
 #include <ATen/Parallel.h>
 #include <immintrin.h>
@@ -119,7 +120,7 @@ bool quantize_unembedding(const Model& m, const std::vector<int64_t>& col_id, in
   auto fits = [](const Quantized& qz) { return std::isfinite(qz.norm) && qz.maxabs <= 1e30f; };
   if (P.s0 == 1) {  // columns contiguous in memory (tied W_U = W_Eᵀ): read one at a time, in the stored dtype
     std::atomic<bool> good{true};
-    at::parallel_for(0, Vc, 256, [&](int64_t b, int64_t e) {
+    detail::parallel_for(0, Vc, 256, [&](int64_t b, int64_t e) {
       std::vector<float> buf(static_cast<size_t>(r));
       for (int64_t v = b; v < e; ++v) {
         auto qz = quantize(P.column(v, buf.data()), r, Bq.data() + v * r);
@@ -134,7 +135,7 @@ bool quantize_unembedding(const Model& m, const std::vector<int64_t>& col_id, in
       at::Tensor blk = P.P.narrow(1, c0, cb).t().to(at::kFloat).contiguous();  // [cb, r]
       const float* bd = blk.data_ptr<float>();
       std::atomic<bool> good{true};
-      at::parallel_for(0, cb, 64, [&](int64_t b, int64_t e) {
+      detail::parallel_for(0, cb, 64, [&](int64_t b, int64_t e) {
         for (int64_t v = b; v < e; ++v) {
           auto qz = quantize(bd + v * r, r, Bq.data() + (c0 + v) * r);
           if (!fits(qz)) good = false;

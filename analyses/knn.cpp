@@ -14,6 +14,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/linalg/cosine.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "util/parallel.hpp"
 
 namespace vocablens {
 
@@ -123,7 +124,7 @@ void finalise(KnnGraph& g, const CandidateLists& L, const at::Tensor& X, const s
   g.scores.assign(static_cast<size_t>(q * k), 0.0);
   std::vector<int64_t> rescored(static_cast<size_t>(q), 0);
   std::vector<char> fell_back(static_cast<size_t>(q), 0);
-  at::parallel_for(0, q, 64, [&](int64_t a, int64_t b) {
+  detail::parallel_for(0, q, 64, [&](int64_t a, int64_t b) {
     std::vector<std::pair<double, int64_t>> cand;
     for (int64_t r = a; r < b; ++r) {
       const int64_t qi = g.rows[static_cast<size_t>(r)];
@@ -202,14 +203,14 @@ KnnGraph knn_graph(const at::Tensor& X0, const KnnOptions& opts) {
       const int64_t bj = std::min(B, n - j0);
       at::Tensor S = at::mm(A, U.narrow(0, j0, bj).t()).contiguous();  // [bi, bj]
       const float* s = S.data_ptr<float>();
-      at::parallel_for(0, bi, 16, [&](int64_t a, int64_t b) {
+      detail::parallel_for(0, bi, 16, [&](int64_t a, int64_t b) {
         for (int64_t r = a; r < b; ++r) L.scan(i0 + r, s + r * bj, bj, j0, i0 + r);
       });
       if (j0 != i0) {
         // The same block read by columns: list j0 + c takes column c, row by row, i.e. the candidates i0 + r in
         // the order a scan of the transposed block gives them (hence the same lists), without materialising
         // S^T (a strided copy of 16 MB per block pair: a fifth of the run).
-        at::parallel_for(0, bj, 64, [&](int64_t a, int64_t b) { L.scan_columns(s, bi, bj, a, b, j0, i0); });
+        detail::parallel_for(0, bj, 64, [&](int64_t a, int64_t b) { L.scan_columns(s, bi, bj, a, b, j0, i0); });
       }
     }
   }
@@ -249,7 +250,7 @@ KnnGraph knn_query(const at::Tensor& X0, const std::vector<int64_t>& rows, const
       const int64_t bj = std::min(B, n - j0);
       at::Tensor S = at::mm(A, U.narrow(0, j0, bj).t()).contiguous();
       const float* s = S.data_ptr<float>();
-      at::parallel_for(0, bi, 16, [&](int64_t a, int64_t b) {
+      detail::parallel_for(0, bi, 16, [&](int64_t a, int64_t b) {
         for (int64_t r = a; r < b; ++r) L.scan(i0 + r, s + r * bj, bj, j0, rows[static_cast<size_t>(i0 + r)]);
       });
     }

@@ -24,6 +24,7 @@
 #include "vocablens/tuned_lens.hpp"
 #include "vocablens/unembed.hpp"
 #include "vocablens/weight.hpp"
+#include "util/parallel.hpp"
 
 namespace vocablens {
 namespace lens_detail {
@@ -206,12 +207,12 @@ void LensEngine::run_normalised(const at::Tensor& normed, const std::vector<int6
     float* zp = Z.data_ptr<float>();
     // 1) the final layer's rows: statistics, then overwritten by the final distribution.
     const int64_t fin0 = (n - 1) * p;
-    at::parallel_for(fin0, n * p, 1, [&](int64_t b, int64_t e) {
+    detail::parallel_for(fin0, n * p, 1, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) row_into(zp + r * V, r / p, t0 + r % p, nullptr, n > 1, ids, targets, s);
     });
     // 2) every other layer, with the dot product against the final distribution of the same position.
     if (n > 1)
-      at::parallel_for(0, fin0, 1, [&](int64_t b, int64_t e) {
+      detail::parallel_for(0, fin0, 1, [&](int64_t b, int64_t e) {
         for (int64_t r = b; r < e; ++r)
           row_into(zp + r * V, r / p, t0 + r % p, zp + (fin0 + r % p) * V, false, ids, targets, s);
       });
@@ -257,7 +258,7 @@ void LensEngine::run_two_pass(const std::vector<int64_t>& ids, const std::vector
     hooks.add(layers_.back().hook, [&](at::Tensor& x) {
       blocks(x[0], n - 1, [&](int64_t t0, int64_t p, at::Tensor& Z) {
         float* zp = Z.data_ptr<float>();
-        at::parallel_for(0, p, 1, [&](int64_t b, int64_t e) {
+        detail::parallel_for(0, p, 1, [&](int64_t b, int64_t e) {
           for (int64_t r = b; r < e; ++r) row_into(zp + r * V, n - 1, t0 + r, nullptr, n > 1, ids, targets, s);
         });
         if (n > 1) pf_all.narrow(0, t0, p).copy_(Z);
@@ -273,7 +274,7 @@ void LensEngine::run_two_pass(const std::vector<int64_t>& ids, const std::vector
       blocks(x[0], li, [&](int64_t t0, int64_t p, at::Tensor& Z) {
         float* zp = Z.data_ptr<float>();
         const float* pp = pf_all.data_ptr<float>();
-        at::parallel_for(0, p, 1, [&](int64_t b, int64_t e) {
+        detail::parallel_for(0, p, 1, [&](int64_t b, int64_t e) {
           for (int64_t r = b; r < e; ++r) row_into(zp + r * V, li, t0 + r, pp + (t0 + r) * V, false, ids, targets, s);
         });
       });

@@ -18,6 +18,7 @@
 #include "vocablens/spectrum.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/unembed.hpp"
+#include "util/parallel.hpp"
 
 namespace vocablens {
 
@@ -68,7 +69,7 @@ std::vector<Neighbour> nearest_to_vector(const at::Tensor& X0, const std::vector
   }
   std::vector<double> score(static_cast<size_t>(n));
   const float* x = X.data_ptr<float>();
-  at::parallel_for(0, n, 1024, [&](int64_t a, int64_t b) {
+  detail::parallel_for(0, n, 1024, [&](int64_t a, int64_t b) {
     for (int64_t j = a; j < b; ++j) {
       const float* r = x + j * d;
       score[static_cast<size_t>(j)] = cos_from(dot_acc(q.data(), r, d), qn, std::sqrt(dot64(r, r, d)));

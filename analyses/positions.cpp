@@ -11,6 +11,7 @@
 
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
+#include "util/parallel.hpp"
 
 namespace vocablens {
 
@@ -134,7 +135,7 @@ PositionResult position_structure(const at::Tensor& P0, const std::string& sourc
     r.pc_scores.assign(z, z + n * nc);
     r.components.resize(static_cast<size_t>(nc));
     const double two_pi = 2.0 * std::acos(-1.0);
-    at::parallel_for(0, nc, 1, [&](int64_t j0, int64_t j1) {
+    detail::parallel_for(0, nc, 1, [&](int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j) {
         PositionComponent pc;
         pc.index = j;

@@ -23,6 +23,7 @@
 #include "vocablens/model.hpp"
 #include "vocablens/npy.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "util/parallel.hpp"
 
 namespace vocablens {
 
@@ -47,7 +48,7 @@ class NormalOp {
   void perform_op(const double* x_in, double* y_out) const {
     Eigen::Map<const Eigen::VectorXd> x(x_in, n_);
     std::vector<Eigen::VectorXd> partial(static_cast<size_t>(nblocks_));
-    at::parallel_for(0, nblocks_, 1, [&](int64_t b0, int64_t b1) {
+    detail::parallel_for(0, nblocks_, 1, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
         int64_t r0 = b * block_, r = std::min(block_, m_ - r0);
         Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> B(M_ + r0 * n_, r, n_);
@@ -339,7 +340,7 @@ void loadings_and_left_vectors(const at::Tensor& M, const SpectrumOptions& opts,
     if (L > 0) {
       r.top_positive.assign(static_cast<size_t>(k), {});
       r.top_negative.assign(static_cast<size_t>(k), {});
-      at::parallel_for(0, k, 1, [&](int64_t j0, int64_t j1) {
+      detail::parallel_for(0, k, 1, [&](int64_t j0, int64_t j1) {
         std::vector<int64_t> idx(static_cast<size_t>(m));
         for (int64_t j = j0; j < j1; ++j) {
           auto val = [&](int64_t i) { return pp[i * k + j]; };

@@ -8,6 +8,7 @@
 
 #include "vocablens/error.hpp"
 #include "vocablens/nonfinite.hpp"
+#include "util/parallel.hpp"
 
 namespace vocablens {
 
@@ -27,7 +28,7 @@ std::vector<double> row_norms64(const at::Tensor& X) {
   const int64_t n = X.size(0), d = X.size(1);
   const float* p = X.data_ptr<float>();
   std::vector<double> out(static_cast<size_t>(n));
-  at::parallel_for(0, n, 1024, [&](int64_t a, int64_t b) {
+  detail::parallel_for(0, n, 1024, [&](int64_t a, int64_t b) {
     for (int64_t i = a; i < b; ++i) out[static_cast<size_t>(i)] = std::sqrt(dot64(p + i * d, p + i * d, d));
   });
   return out;
@@ -39,7 +40,7 @@ at::Tensor unit_rows(const at::Tensor& X, const std::vector<double>& norms) {
   at::Tensor U = at::empty({n, d}, at::TensorOptions().dtype(at::kFloat));
   const float* x = X.data_ptr<float>();
   float* u = U.data_ptr<float>();
-  at::parallel_for(0, n, 1024, [&](int64_t a, int64_t b) {
+  detail::parallel_for(0, n, 1024, [&](int64_t a, int64_t b) {
     for (int64_t i = a; i < b; ++i) {
       double nr = norms[static_cast<size_t>(i)];
       double inv = nr > 0 ? 1.0 / nr : 0.0;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "vocablens/error.hpp"
+#include "util/parallel.hpp"
 
 namespace vocablens {
 
@@ -64,7 +65,7 @@ GramStats gram_stats(const at::Tensor& M0, int64_t row_block) {
     int64_t r = std::min(row_block, g.rows - r0);
     at::Tensor B = buf.narrow(0, 0, r);
     double* dst = B.data_ptr<double>();
-    at::parallel_for(0, r, 256, [&](int64_t i0, int64_t i1) {
+    detail::parallel_for(0, r, 256, [&](int64_t i0, int64_t i1) {
       // ATen hands each thread one contiguous chunk, so a slot per thread is never shared.
       std::vector<double>& cs = col_partial[static_cast<size_t>(at::get_thread_num() % nthreads)];
       for (int64_t i = i0; i < i1; ++i) {

@@ -43,16 +43,6 @@ float bf16_at(const uint8_t* p) {
   return f;
 }
 
-// The 6-bit scale and min of sub-block j from the 12 packed bytes of Q4_K / Q5_K.
-void scale_min_k4(int j, const uint8_t* q, uint8_t& d, uint8_t& m) {
-  if (j < 4) {
-    d = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
 
 // ---- 32-value blocks
 void q4_0(const uint8_t* b, float* y) {  // d f16, qs[16]

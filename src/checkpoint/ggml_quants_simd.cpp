@@ -137,15 +137,6 @@ VL_AVX512 void q8_0(const uint8_t* b, Out* y) {
 }
 
 // ---- 256-value super-blocks
-inline void scale_min_k4(int j, const uint8_t* q, uint8_t& d, uint8_t& m) {
-  if (j < 4) {
-    d = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
 // Q4_K: 8 sub-blocks of 32, value = d·sc · q - dmin·m (scalar: d1 * q - m1).
 template <typename Out>
 VL_AVX512 void q4_k(const uint8_t* b, Out* y) {

@@ -47,6 +47,17 @@ inline uint16_t float_to_bf16_rne(float f) {
   return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
+/// The 6-bit scale and min of sub-block j from the 12 packed bytes of a Q4_K / Q5_K super-block (both decoders).
+inline void scale_min_k4(int j, const uint8_t* q, uint8_t& d, uint8_t& m) {
+  if (j < 4) {
+    d = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
 namespace ggml_simd {
 
 /// Which decoders run: scalar; AVX-512 (F, BW, VL, DQ and F16C) rounding to bfloat16 with integer arithmetic;

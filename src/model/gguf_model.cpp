@@ -21,6 +21,7 @@
 #include "vocablens/arch.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/weight.hpp"
+#include "util/parallel.hpp"
 
 namespace vocablens {
 namespace {
@@ -79,7 +80,7 @@ struct Reader {
     const size_t row_bytes = static_cast<size_t>(in / block_values) * block_bytes;
     const auto* base = static_cast<const uint8_t*>(g.tensor_data(t));
     std::atomic<bool> bad{false};
-    at::parallel_for(0, out, 64, [&](int64_t r0, int64_t r1) {
+    detail::parallel_for(0, out, 64, [&](int64_t r0, int64_t r1) {
       std::vector<float> row(static_cast<size_t>(in));
       for (int64_t r = r0; r < r1 && !bad.load(std::memory_order_relaxed); ++r) {
         dequantize_row(t.type, base + static_cast<size_t>(r) * row_bytes, row.data(), in);

@@ -1,5 +1,6 @@
 // Non-finite weights and activations: fast scans, messages naming where, and the policy.
 #include "model/nonfinite.hpp"
+#include "util/parallel.hpp"
 
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
@@ -32,7 +33,7 @@ template <typename Word, Word kExp>
 int64_t scan_bits(const Word* p, int64_t n) {
   std::atomic<int64_t> first{INT64_MAX};
   constexpr int64_t kBlock = 8192;
-  at::parallel_for(0, (n + kBlock - 1) / kBlock, 16, [&](int64_t b0, int64_t b1) {
+  detail::parallel_for(0, (n + kBlock - 1) / kBlock, 16, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t lo = b * kBlock, hi = std::min(n, lo + kBlock);
       if (lo >= first.load(std::memory_order_relaxed)) return;

@@ -13,6 +13,7 @@
 #include "checkpoint/ggml_quants_simd.hpp"
 #include "model/weight_tiles.hpp"
 #include "vocablens/error.hpp"
+#include "util/parallel.hpp"
 
 namespace vocablens {
 namespace {
@@ -71,7 +72,7 @@ PackedView packed_view(const at::Tensor& w) {
 at::Tensor dequant_rows(const PackedView& v, int64_t r0, int64_t n) {
   at::Tensor out = at::empty({n, v.info.cols}, at::kFloat);
   float* dst = out.data_ptr<float>();
-  at::parallel_for(0, n, 16, [&](int64_t b, int64_t e) {
+  detail::parallel_for(0, n, 16, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
       dequantize_row(v.info.type, v.first + (r0 + i) * v.info.row_bytes, dst + i * v.info.cols, v.info.cols);
   });
@@ -132,7 +133,7 @@ struct Scratch {
 // Rows [r0, r0 + n) decoded into dst [n, cols] in the compute dtype, rows in parallel.
 template <typename T>
 void decode_tile(const RowSource& s, int64_t r0, int64_t n, T* dst) {
-  at::parallel_for(0, n, 16, [&](int64_t b, int64_t e) {
+  detail::parallel_for(0, n, 16, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       if constexpr (std::is_same_v<T, float>) dequantize_row(s.type, s.first + (r0 + i) * s.row_bytes, dst + i * s.cols, s.cols);
       else dequantize_row_bf16(s.type, s.first + (r0 + i) * s.row_bytes, dst + i * s.cols, s.cols);

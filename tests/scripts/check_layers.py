@@ -14,7 +14,7 @@ import sys
 
 # Lowest first. Folders on one line are one layer (they may include each other).
 LAYERS = [
-    ["src/util"],                     # errors, atomic files, hashes, JSON guards: no LibTorch
+    ["src/util"],                     # errors, atomic files, hashes, JSON guards: no LibTorch (but parallel.cpp)
     ["src/core"],                     # plain data: model config, Result
     ["src/tokenizer", "src/checkpoint", "src/spm_shim"],  # text -> ids; files -> named tensors
     ["src/model"],                    # the runner: weights by role, forward, ResidualCache

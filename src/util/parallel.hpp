@@ -1,0 +1,24 @@
+// util/parallel.hpp (internal) — at::parallel_for on every thread, from any file.
+//
+// at::parallel_for is an inline template whose `#pragma omp parallel` is compiled into the calling file: called
+// from a file built without -fopenmp it runs on one thread (ATen's own operators are parallel either way). This
+// one is compiled once, with OpenMP (src/util/parallel.cpp), so the project's own loops use every thread while
+// their files keep the precompiled header and need no flag. Same contract as at::parallel_for: f(b, e) on
+// disjoint chunks of [begin, end) of at least `grain` iterations (one chunk, on the caller's thread, when the
+// range is small, one thread is set or the call is already inside a parallel region); at::get_thread_num()
+// inside f names the worker; an exception thrown by f is rethrown to the caller.
+//
+//   vocablens::detail::parallel_for(0, rows, 16, [&](int64_t b, int64_t e) {
+//     for (int64_t r = b; r < e; ++r) scan_row(r);
+//   });
+#pragma once
+#include <cstdint>
+#include <functional>
+
+namespace vocablens {
+namespace detail {
+
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
+
+}  // namespace detail
+}  // namespace vocablens
