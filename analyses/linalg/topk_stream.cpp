@@ -2,7 +2,6 @@
 #include "vocablens/linalg/topk_stream.hpp"
 
 #include <ATen/Parallel.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,39 +16,11 @@
 #include "screen_kernels.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/nonfinite.hpp"
+#include "util/parallel.hpp"
 
 namespace vocablens {
 
-namespace {
-using OmpSetNumThreads = void (*)(int);
-// libgomp's omp_set_num_threads, looked up at run time (LibTorch and OpenBLAS load libgomp; this project
-// is not compiled with -fopenmp, so it cannot be linked directly). nullptr when absent.
-OmpSetNumThreads omp_set_num_threads_fn() {
-  static OmpSetNumThreads f = reinterpret_cast<OmpSetNumThreads>(::dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-  return f;
-}
-}  // namespace
-
-void parallel_workers(int workers, const std::function<void(int)>& fn) {
-  if (workers < 1) workers = 1;
-  std::exception_ptr err;
-  std::mutex mu;
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<size_t>(workers));
-  for (int w = 0; w < workers; ++w)
-    threads.emplace_back([&, w] {
-      // OpenMP's thread count is per thread: 1 here makes every BLAS call in this worker single-threaded.
-      if (auto set = omp_set_num_threads_fn()) set(1);
-      try {
-        fn(w);
-      } catch (...) {
-        std::lock_guard<std::mutex> lk(mu);
-        if (!err) err = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (err) std::rethrow_exception(err);
-}
+void parallel_workers(int workers, const std::function<void(int)>& fn) { detail::parallel_workers(workers, fn); }
 
 double canonical_dot(const float* a, int64_t sa, const float* b, int64_t sb, int64_t r) {
   // Each float32 x float32 product is exact in float64 (24 + 24 <= 53 significant bits), so a fused

@@ -20,5 +20,11 @@ namespace detail {
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
 
+/// fn(0..workers-1) on `workers` new threads, joined; the first exception is rethrown. Inside each worker
+/// OpenMP's per-thread count is 1, so BLAS calls there are single-threaded: for loops whose bodies call at::mm
+/// (one long-lived worker per core instead of GEMMs split into small pieces). vocablens::parallel_workers
+/// (vocablens/linalg/topk_stream.hpp) is this.
+void parallel_workers(int workers, const std::function<void(int)>& fn);
+
 }  // namespace detail
 }  // namespace vocablens

@@ -107,9 +107,8 @@ std::vector<std::vector<TopkEntry>> topk_rows(const at::Tensor& A, const at::Ten
 
 /// Runs fn(0..workers-1) on `workers` new threads and waits; rethrows the first exception. Inside each
 /// worker, BLAS calls (at::mm) are single-threaded (OpenMP's per-thread thread count is set to 1), so the
-/// workers never oversubscribe the cores. Use this instead of at::parallel_for for loops that call at::mm:
-/// this project is not compiled with -fopenmp, and there at::parallel_for runs the whole range on the
-/// calling thread (while each at::mm inside it spreads over every core in tiny, slow pieces).
+/// workers never oversubscribe the cores. Use this instead of a parallel_for for loops that call at::mm: one
+/// long-lived worker per core, each GEMM whole on its thread, instead of every GEMM split over every core.
 void parallel_workers(int workers, const std::function<void(int)>& fn);
 
 /// The canonical value of one entry: Σ_k a[k·sa]·b[k·sb] in float64, k ascending (see above).
