@@ -68,17 +68,6 @@ PackedView packed_view(const at::Tensor& w) {
   return v;
 }
 
-// Rows [r0, r0 + n) of a packed view as float32 [n, cols], rows decoded in parallel.
-at::Tensor dequant_rows(const PackedView& v, int64_t r0, int64_t n) {
-  at::Tensor out = at::empty({n, v.info.cols}, at::kFloat);
-  float* dst = out.data_ptr<float>();
-  detail::parallel_for(0, n, 16, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i)
-      dequantize_row(v.info.type, v.first + (r0 + i) * v.info.row_bytes, dst + i * v.info.cols, v.info.cols);
-  });
-  return out;
-}
-
 std::atomic<int> g_compute{static_cast<int>(ComputeDtype::Float32)};
 std::atomic<bool> g_reference_tiles{false};
 
@@ -139,6 +128,13 @@ void decode_tile(const RowSource& s, int64_t r0, int64_t n, T* dst) {
       else dequantize_row_bf16(s.type, s.first + (r0 + i) * s.row_bytes, dst + i * s.cols, s.cols);
     }
   });
+}
+
+// Rows [r0, r0 + n) of a packed view as float32 [n, cols], rows decoded in parallel.
+at::Tensor dequant_rows(const PackedView& v, int64_t r0, int64_t n) {
+  at::Tensor out = at::empty({n, v.info.cols}, at::kFloat);
+  decode_tile(RowSource{v.info.type, v.info.cols, v.info.row_bytes, v.first}, r0, n, out.data_ptr<float>());
+  return out;
 }
 
 // The product as it was computed before the tiles were decoded straight into the GEMM's dtype: the scalar
