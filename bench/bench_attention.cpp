@@ -12,14 +12,7 @@
 #include <limits>
 
 #include "vocablens/attention.hpp"
-
-namespace {
-double cpu_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-}  // namespace
+#include "bench_clock.hpp"
 
 int main(int argc, char** argv) {
   const int64_t T = argc > 1 ? std::atoll(argv[1]) : 2048, H = argc > 2 ? std::atoll(argv[2]) : 16,
@@ -35,10 +28,10 @@ int main(int argc, char** argv) {
   auto time = [](auto&& f, const char* name) {
     f();
     const auto w0 = std::chrono::steady_clock::now();
-    const double c0 = cpu_now();
+    const double c0 = vl_bench::cpu_now();
     at::Tensor r = f();
     const double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-    std::printf("%-12s wall %8.3f s  CPU %8.3f s\n", name, w, cpu_now() - c0);
+    std::printf("%-12s wall %8.3f s  CPU %8.3f s\n", name, w, vl_bench::cpu_now() - c0);
     return r;
   };
   at::Tensor zb = time([&] { return vocablens::blocked_causal_attention(q, k, v, s); }, "blocked");

@@ -15,26 +15,7 @@
 
 #include "vocablens/kv_cache.hpp"
 #include "vocablens/model.hpp"
-
-namespace {
-
-double cpu_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-double best_of_3(const std::function<void()>& f) {
-  double best = 1e30;
-  for (int r = 0; r < 3; ++r) {
-    const double t0 = cpu_now();
-    f();
-    best = std::min(best, cpu_now() - t0);
-  }
-  return best;
-}
-
-}  // namespace
+#include "bench_clock.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -49,8 +30,8 @@ int main(int argc, char** argv) {
   at::NoGradGuard ng;
 
   std::vector<int64_t> cached, full;
-  const double t_cached = best_of_3([&] { cached = m.generate_greedy(prompt, steps); });
-  const double t_full = best_of_3([&] {
+  const double t_cached = vl_bench::best_of(3, [&] { cached = m.generate_greedy(prompt, steps); });
+  const double t_full = vl_bench::best_of(3, [&] {
     full = prompt;
     for (int64_t s = 0; s < steps; ++s)
       full.push_back(m.forward(at::tensor(full, at::kLong)).logits[0][-1].argmax().item<int64_t>());
@@ -60,7 +41,7 @@ int main(int argc, char** argv) {
 
   const int64_t B = 32, len = std::min<int64_t>(64, n_ctx);
   at::Tensor last_cached, last_full;
-  const double b_cached = best_of_3([&] {
+  const double b_cached = vl_bench::best_of(3, [&] {
     vocablens::KVCache kv;
     kv.reserve(len);
     at::Tensor tok = at::ones({B, 1}, at::kLong);
@@ -69,7 +50,7 @@ int main(int argc, char** argv) {
       tok = last_cached.argmax(-1, true);
     }
   });
-  const double b_full = best_of_3([&] {
+  const double b_full = vl_bench::best_of(3, [&] {
     at::Tensor seq = at::ones({B, 1}, at::kLong);
     for (int64_t t = 1; t < len; ++t) {
       last_full = m.forward(seq).logits.select(1, t - 1);

@@ -24,18 +24,13 @@
 #include "vocablens/neighbours.hpp"
 #include "vocablens/npy.hpp"
 #include "vocablens/spectrum.hpp"
+#include "bench_clock.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 // Process CPU time (all threads): on a shared machine wall time depends on the load, CPU time less so.
-double cpu_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 void usage() {
   std::fprintf(stderr,
                "usage: bench_geometry --out DIR [--rows 50257] [--dim 768] [--k 64] [--knn-k 10] [--block 2048]\n"
@@ -101,10 +96,10 @@ int main(int argc, char** argv) {
     vocablens::SpectrumResult s;
     for (int64_t r = 0; r < reps; ++r) {
       auto t = Clock::now();
-      double c0 = cpu_now();
+      double c0 = vl_bench::cpu_now();
       s = vocablens::matrix_spectrum(E, o, "E");
       best = std::min(best, since(t));
-      best_cpu = std::min(best_cpu, cpu_now() - c0);
+      best_cpu = std::min(best_cpu, vl_bench::cpu_now() - c0);
     }
     report["spectrum_gram"] = {{"k", k}, {"seconds_best", best}, {"cpu_seconds_best", best_cpu}, {"reps", reps}, {"seconds_gram", s.seconds_gram},
                                {"seconds_spectra", s.seconds_solve}, {"operator_products", s.operator_products},
@@ -122,9 +117,9 @@ int main(int argc, char** argv) {
     if (lanczos) {
       o.method = vocablens::SpectrumMethod::Lanczos;
       auto t = Clock::now();
-      double c0 = cpu_now();
+      double c0 = vl_bench::cpu_now();
       auto l = vocablens::matrix_spectrum(E, o, "E");
-      double lcpu = cpu_now() - c0;
+      double lcpu = vl_bench::cpu_now() - c0;
       double worst = 0;
       for (int64_t j = 0; j < k; ++j)
         worst = std::max(worst, std::abs(l.singular_values[static_cast<size_t>(j)] - s.singular_values[static_cast<size_t>(j)]) /
@@ -140,9 +135,9 @@ int main(int argc, char** argv) {
     o.k = knn_k;
     o.block = block;
     auto t = Clock::now();
-    double c0 = cpu_now();
+    double c0 = vl_bench::cpu_now();
     auto g = vocablens::knn_graph(E, o);
-    double sec = since(t), cpu = cpu_now() - c0;
+    double sec = since(t), cpu = vl_bench::cpu_now() - c0;
     report["knn"] = {{"k", knn_k}, {"block", block}, {"seconds", sec}, {"cpu_seconds", cpu}, {"rescored", g.rescored},
                      {"fallback_rows", g.fallback_rows}, {"margin", g.margin}};
     if (save) {

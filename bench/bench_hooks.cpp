@@ -17,23 +17,18 @@
 #include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/patching.hpp"
+#include "bench_clock.hpp"
 
 namespace {
-
-double cpu_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 // Median over 7 rounds of the mean CPU seconds of `reps` calls.
 double measure(int reps, const std::function<void()>& f) {
   std::vector<double> r;
   f();  // warm-up
   for (int round = 0; round < 7; ++round) {
-    double t0 = cpu_now();
+    double t0 = vl_bench::cpu_now();
     for (int i = 0; i < reps; ++i) f();
-    r.push_back((cpu_now() - t0) / reps);
+    r.push_back((vl_bench::cpu_now() - t0) / reps);
   }
   std::sort(r.begin(), r.end());
   return r[3];

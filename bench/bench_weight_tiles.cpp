@@ -18,26 +18,7 @@
 #include "../src/model/weight_tiles.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/weight.hpp"
-
-namespace {
-
-double cpu_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-double best_of_5(const std::function<void()>& f) {
-  double best = 1e30;
-  for (int r = 0; r < 5; ++r) {
-    const double t0 = cpu_now();
-    f();
-    best = std::min(best, cpu_now() - t0);
-  }
-  return best;
-}
-
-}  // namespace
+#include "bench_clock.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -68,32 +49,32 @@ int main(int argc, char** argv) {
     std::vector<float> f32(static_cast<size_t>(values));
     std::vector<uint16_t> b16(static_cast<size_t>(values));
     auto ns = [&](double s) { return 1e9 * s / static_cast<double>(values); };
-    const double t_vec = best_of_5([&] {
+    const double t_vec = vl_bench::best_of(5, [&] {
       for (int64_t r = 0; r < out; ++r) vocablens::dequantize_row(type, base + r * row_bytes, f32.data() + r * in, in);
     });
-    const double t_sca = best_of_5([&] {
+    const double t_sca = vl_bench::best_of(5, [&] {
       for (int64_t r = 0; r < out; ++r) vocablens::dequantize_row_scalar(type, base + r * row_bytes, f32.data() + r * in, in);
     });
-    const double t_b16 = best_of_5([&] {
+    const double t_b16 = vl_bench::best_of(5, [&] {
       for (int64_t r = 0; r < out; ++r) vocablens::dequantize_row_bf16(type, base + r * row_bytes, b16.data() + r * in, in);
     });
     // The same into 32 rows reused (cache-resident: the decoders' own speed, not the memory's).
     const int64_t ring = 32;
-    const double t_hot = best_of_5([&] {
+    const double t_hot = vl_bench::best_of(5, [&] {
       for (int64_t r = 0; r < out; ++r) vocablens::dequantize_row(type, base + r * row_bytes, f32.data() + r % ring * in, in);
     });
-    const double t_hot16 = best_of_5([&] {
+    const double t_hot16 = vl_bench::best_of(5, [&] {
       for (int64_t r = 0; r < out; ++r) vocablens::dequantize_row_bf16(type, base + r * row_bytes, b16.data() + r % ring * in, in);
     });
     vocablens::ggml_simd::set_level(vocablens::ggml_simd::Level::Avx512);
-    const double t_hot16i = best_of_5([&] {
+    const double t_hot16i = vl_bench::best_of(5, [&] {
       for (int64_t r = 0; r < out; ++r) vocablens::dequantize_row_bf16(type, base + r * row_bytes, b16.data() + r % ring * in, in);
     });
     vocablens::ggml_simd::set_level(vocablens::ggml_simd::Level::Scalar);
-    const double t_hot16s = best_of_5([&] {
+    const double t_hot16s = vl_bench::best_of(5, [&] {
       for (int64_t r = 0; r < out; ++r) vocablens::dequantize_row_bf16(type, base + r * row_bytes, b16.data() + r % ring * in, in);
     });
-    const double t_hots = best_of_5([&] {
+    const double t_hots = vl_bench::best_of(5, [&] {
       for (int64_t r = 0; r < out; ++r) vocablens::dequantize_row(type, base + r * row_bytes, f32.data() + r % ring * in, in);
     });
     vocablens::ggml_simd::set_level(vocablens::ggml_simd::detected_level());
@@ -103,7 +84,7 @@ int main(int argc, char** argv) {
       const at::Tensor rows_u = wu.t();  // [V, d]
       const auto* ub = static_cast<const uint8_t*>(rows_u.data_ptr());
       const int64_t V = rows_u.size(0), d = rows_u.size(1), ubytes = d / bv * static_cast<int64_t>(bb);
-      const double t_cold = best_of_5([&] {
+      const double t_cold = vl_bench::best_of(5, [&] {
         for (int64_t r = 0; r < V; ++r) vocablens::dequantize_row_bf16(type, ub + r * ubytes, b16.data() + r % ring * d, d);
       });
       std::printf("decode ns/value, W_U [%lld, %lld] (%.0f MB of blocks) into %lld cached rows: bfloat16 %.3f\n",
@@ -118,17 +99,17 @@ int main(int argc, char** argv) {
   for (auto dt : {vocablens::ComputeDtype::Float32, vocablens::ComputeDtype::BFloat16}) {
     vocablens::set_compute_dtype(dt);
     const bool b16 = dt == vocablens::ComputeDtype::BFloat16;
-    const double t_new = best_of_5([&] { vocablens::weight_matmul(x, w); });
+    const double t_new = vl_bench::best_of(5, [&] { vocablens::weight_matmul(x, w); });
     vocablens::set_reference_weight_tiles(true);
-    const double t_ref = best_of_5([&] { vocablens::weight_matmul(x, w); });
+    const double t_ref = vl_bench::best_of(5, [&] { vocablens::weight_matmul(x, w); });
     vocablens::set_reference_weight_tiles(false);
     const at::Tensor wd = b16 ? wf.t().contiguous().to(at::kBFloat16).t() : wf.t().contiguous().t();
     const at::Tensor xd = b16 ? x.to(at::kBFloat16) : x;
-    const double t_dense = best_of_5([&] { at::mm(xd, wd); });
+    const double t_dense = vl_bench::best_of(5, [&] { at::mm(xd, wd); });
     // The same operand laid out [in, out] row-major (no transpose): if the GEMM copied a transposed operand,
     // this would be the faster one.
     const at::Tensor wc = wd.contiguous();
-    const double t_dense_c = best_of_5([&] { at::mm(xd, wc); });
+    const double t_dense_c = vl_bench::best_of(5, [&] { at::mm(xd, wc); });
     const double gflop = 2.0 * static_cast<double>(N) * static_cast<double>(values) * 1e-9;
     std::printf("%s: weight_matmul %.2f ms (%.1f GFLOP/s), reference tiles %.2f ms, dense GEMM alone %.2f ms (%.1f GFLOP/s; "
                 "operand not transposed %.2f ms)\n",
@@ -139,9 +120,9 @@ int main(int argc, char** argv) {
   const at::Tensor ids = at::randint(3, m.config().vocab_size, {N}, at::kLong);
   for (auto dt : {vocablens::ComputeDtype::Float32, vocablens::ComputeDtype::BFloat16}) {
     vocablens::set_compute_dtype(dt);
-    const double t_new = best_of_5([&] { m.forward(ids); });
+    const double t_new = vl_bench::best_of(5, [&] { m.forward(ids); });
     vocablens::set_reference_weight_tiles(true);
-    const double t_ref = best_of_5([&] { m.forward(ids); });
+    const double t_ref = vl_bench::best_of(5, [&] { m.forward(ids); });
     vocablens::set_reference_weight_tiles(false);
     std::printf("%s forward: %.1f tokens per CPU second (reference tiles %.1f)\n",
                 dt == vocablens::ComputeDtype::BFloat16 ? "bfloat16" : "float32", static_cast<double>(N) / t_new,
