@@ -46,8 +46,8 @@ TEST_CASE("the registry: unique names, plain names, every example of its own kin
   CHECK(vocablens::report_order("no_such_kind") == 1000);
   CHECK(vocablens::kind_title("no_such_kind") == "No such kind");
   vocablens::ResultKinds mine;
-  mine.add({"x", "X", 0, "", nullptr, "", nullptr});
-  CHECK_THROWS_AS(mine.add({"x", "X again", 1, "", nullptr, "", nullptr}), std::logic_error);
+  mine.add({"x", "X", 0, "", nullptr, "", nullptr, {}});
+  CHECK_THROWS_AS(mine.add({"x", "X again", 1, "", nullptr, "", nullptr, {}}), std::logic_error);
 }
 
 TEST_CASE("every kind the analyses produce is registered and its figures draw from the real output", "[kinds][fixtures]") {
