@@ -24,6 +24,7 @@
 #include "vocablens/tuned_lens.hpp"
 #include "vocablens/unembed.hpp"
 #include "vocablens/weight.hpp"
+#include "model/bf16_gemm.hpp"
 #include "util/parallel.hpp"
 
 namespace vocablens {
@@ -149,7 +150,7 @@ at::Tensor LensEngine::log_probs(const at::Tensor& normed) const {
 }
 
 void LensEngine::logits_into(at::Tensor& Z, const at::Tensor& X) const {
-  if (W_.scalar_type() == at::kBFloat16) Z.copy_(at::mm(X.to(at::kBFloat16), W_));
+  if (W_.scalar_type() == at::kBFloat16) Z.copy_(detail::mm_bf16(X.to(at::kBFloat16), W_));
   else at::mm_out(Z, X, W_);
   if (b_.defined()) Z.add_(b_);
   if (final_softcap_ > 0) Z.div_(final_softcap_).tanh_().mul_(final_softcap_);  // the model's own last step (Gemma-2)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../src/checkpoint/ggml_quants_simd.hpp"
+#include "../src/model/bf16_gemm.hpp"
 #include "../src/model/weight_tiles.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/weight.hpp"
@@ -105,11 +106,13 @@ int main(int argc, char** argv) {
     vocablens::set_reference_weight_tiles(false);
     const at::Tensor wd = b16 ? wf.t().contiguous().to(at::kBFloat16).t() : wf.t().contiguous().t();
     const at::Tensor xd = b16 ? x.to(at::kBFloat16) : x;
-    const double t_dense = vl_bench::best_of(5, [&] { at::mm(xd, wd); });
+    // bf16 through mm_bf16, as the runner multiplies (LibTorch's own bf16 GEMM is a scalar loop without AVX-512)
+    auto mm = [&](const at::Tensor& a, const at::Tensor& b) { return b16 ? vocablens::detail::mm_bf16(a, b) : at::mm(a, b); };
+    const double t_dense = vl_bench::best_of(5, [&] { mm(xd, wd); });
     // The same operand laid out [in, out] row-major (no transpose): if the GEMM copied a transposed operand,
     // this would be the faster one.
     const at::Tensor wc = wd.contiguous();
-    const double t_dense_c = vl_bench::best_of(5, [&] { at::mm(xd, wc); });
+    const double t_dense_c = vl_bench::best_of(5, [&] { mm(xd, wc); });
     const double gflop = 2.0 * static_cast<double>(N) * static_cast<double>(values) * 1e-9;
     std::printf("%s: weight_matmul %.2f ms (%.1f GFLOP/s), reference tiles %.2f ms, dense GEMM alone %.2f ms (%.1f GFLOP/s; "
                 "operand not transposed %.2f ms)\n",

@@ -48,7 +48,8 @@ at::Tensor materialize_weight(const at::Tensor& w);
 ///    results equal a float32 model holding the same (stored-precision) weights up to summation order.
 ///  - BFloat16: activations are rounded to bfloat16 and bfloat16 weights multiplied by LibTorch's bf16
 ///    GEMM (float32 accumulation); quantized tiles are dequantized to bfloat16. Faster on CPUs with
-///    AVX512-BF16, less exact (docs/runner.md gives the measured error).
+///    AVX512-BF16, less exact (docs/runner.md gives the measured error). On CPUs without AVX-512, where
+///    LibTorch's bf16 GEMM is a scalar loop, the same arithmetic runs on the float32 SGEMM (float32's speed).
 enum class ComputeDtype { Float32, BFloat16 };
 void set_compute_dtype(ComputeDtype d);
 ComputeDtype compute_dtype();

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
+#include "model/bf16_gemm.hpp"
 #include "vocablens/arch.hpp"
 #include "vocablens/gguf.hpp"
 #include "vocablens/model.hpp"
@@ -80,8 +81,12 @@ int run_inspect(const InspectOptions& o) {
                  ? fmt::format(" (theta {:g}, {})", c.rope_theta, c.rope_interleaved ? "interleaved pairs" : "rotate_half")
                  : "");
   fmt::print("unembedding  {}\n", c.tied_embeddings ? "tied to the embedding" : "separate (untied)");
-  fmt::print("dtype        {} on disk; matrices kept as stored, computed in {}\n", c.weight_dtype,
-             vocablens::compute_dtype() == vocablens::ComputeDtype::BFloat16 ? "bfloat16" : "float32");
+  const bool bf16 = vocablens::compute_dtype() == vocablens::ComputeDtype::BFloat16;
+  fmt::print("dtype        {} on disk; matrices kept as stored, computed in {}{}\n", c.weight_dtype,
+             bf16 ? "bfloat16" : "float32",
+             bf16 && !vocablens::detail::bf16_gemm_native()
+                 ? " (this CPU has no AVX-512: bf16 operands multiplied by the float32 SGEMM, float32's speed)"
+                 : "");
   fmt::print("tensors      {}\n", counts_text);
   fmt::print("parameters   {} ({:.2f} M)\n", m.parameter_count(), m.parameter_count() / 1e6);
   fmt::print("family       {}\n", vocablens::architecture(c.family).summary);

@@ -52,8 +52,10 @@ int vocablens::cli::run_main(int argc, char** argv) {
   std::string dtype = std::getenv("VOCABLENS_DTYPE") ? std::getenv("VOCABLENS_DTYPE") : "float32";
   app.add_option("--dtype", dtype,
                  "Compute precision for weights stored as F16/BF16/quantized: float32 (default; weights upcast one "
-                 "tile at a time, exact) or bfloat16 (bf16 GEMM, faster, ~1e-2 relative error); give it before the "
-                 "command, e.g. `vocablens --dtype bfloat16 lens ...` (or VOCABLENS_DTYPE)")
+                 "tile at a time, exact) or bfloat16 (activations and weights rounded to bf16, float32 accumulation, "
+                 "~1e-2 relative error; about twice as fast on CPUs with AVX512-BF16, float32's speed on CPUs "
+                 "without AVX-512); give it before the command, e.g. `vocablens --dtype bfloat16 lens ...` (or "
+                 "VOCABLENS_DTYPE)")
       ->check(CLI::IsMember({"float32", "bfloat16"}));
   app.set_version_flag("--version", std::string(VOCABLENS_VERSION));
   auto& reg = cli::registry();

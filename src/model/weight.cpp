@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "checkpoint/ggml_quants_simd.hpp"
+#include "model/bf16_gemm.hpp"
 #include "model/weight_tiles.hpp"
 #include "vocablens/error.hpp"
 #include "util/parallel.hpp"
@@ -156,8 +157,8 @@ at::Tensor reference_matmul(const at::Tensor& xc, const at::Tensor& w, bool pack
     } else {
       wt = w.narrow(1, o0, n).to(at::kFloat);
     }
-    if (bf16) wt = wt.to(at::kBFloat16);
-    y.narrow(1, o0, n).copy_(at::mm(xc, wt));
+    if (bf16) y.narrow(1, o0, n).copy_(detail::mm_bf16(xc, wt.to(at::kBFloat16)));
+    else y.narrow(1, o0, n).copy_(at::mm(xc, wt));
   }
   return y;
 }
@@ -228,7 +229,7 @@ at::Tensor weight_matmul(const at::Tensor& x, const at::Tensor& w, const at::Ten
     return b.defined() ? at::addmm(b, x, wf) : at::mm(x, wf);
   }
   if (!packed && bf16 && w.scalar_type() == at::kBFloat16) {
-    at::Tensor y = at::mm(x.to(at::kBFloat16), w).to(at::kFloat);
+    at::Tensor y = detail::mm_bf16(x.to(at::kBFloat16), w).to(at::kFloat);
     return b.defined() ? y.add_(b) : y;
   }
   // Tiles of output columns: each is decoded (or upcast) into the compute dtype and multiplied.
@@ -243,25 +244,36 @@ at::Tensor weight_matmul(const at::Tensor& x, const at::Tensor& w, const at::Ten
   // identical shapes and strides, so their results do not change), read by BLAS / oneDNN without a copy.
   // float32 products go straight into their columns of y; bfloat16 ones (LibTorch's bf16 GEMM returns bf16)
   // into a reused [N, n] buffer, then widened into y.
+  // Where LibTorch's bf16 GEMM is slow (no AVX-512, src/model/bf16_gemm.hpp), bfloat16 compute runs the same
+  // arithmetic in float32: activations and tiles rounded to bf16 precision (their products are exact in float32),
+  // float32 sums, each output rounded to bf16 at the end — what mm_bf16 does, without a bf16 buffer to widen.
+  const bool emulate = bf16 && !detail::bf16_gemm_libtorch();
+  const at::Tensor xg = emulate ? xc.to(at::kFloat) : xc;
   static thread_local Scratch tile_buf, part_buf;
   at::Tensor y = at::empty({N, out}, x.options().dtype(at::kFloat));
-  const at::ScalarType dt = bf16 ? at::kBFloat16 : at::kFloat;
-  const size_t esize = bf16 ? 2 : 4;
+  const bool bf16_tiles = bf16 && !emulate;
+  const at::ScalarType dt = bf16_tiles ? at::kBFloat16 : at::kFloat;
+  const size_t esize = bf16_tiles ? 2 : 4;
   void* tb = tile_buf.get(static_cast<size_t>(tile * in) * esize);
   for (int64_t o0 = 0; o0 < out; o0 += tile) {
     const int64_t n = std::min(tile, out - o0);
-    if (bf16) decode_tile(s, o0, n, static_cast<uint16_t*>(tb));
-    else decode_tile(s, o0, n, static_cast<float*>(tb));
+    if (bf16_tiles) {
+      decode_tile(s, o0, n, static_cast<uint16_t*>(tb));
+    } else {
+      decode_tile(s, o0, n, static_cast<float*>(tb));
+      if (emulate) detail::round_to_bf16(static_cast<float*>(tb), n * in);
+    }
     const at::Tensor wt = at::from_blob(tb, {n, in}, at::TensorOptions().dtype(dt)).t();  // [in, n]
-    if (bf16) {
+    if (bf16_tiles) {
       at::Tensor part = at::from_blob(part_buf.get(static_cast<size_t>(N * n) * 2), {N, n}, at::TensorOptions().dtype(dt));
-      at::mm_out(part, xc, wt);
+      detail::mm_bf16_out(part, xc, wt);
       y.narrow(1, o0, n).copy_(part);
     } else {
       at::Tensor dst = y.narrow(1, o0, n);
-      at::mm_out(dst, xc, wt);
+      at::mm_out(dst, xg, wt);
     }
   }
+  if (emulate) detail::round_to_bf16(y.data_ptr<float>(), y.numel());
   return b.defined() ? y.add_(b) : y;
 }
 
