@@ -17,6 +17,16 @@ std::string q(const std::string& s) { return "'" + s + "'"; }
 
 // Something was written at p: a file, or a directory with an entry (commands create --out DIR before
 // the work, so that an unwritable one fails early; an empty DIR is no result).
+// The MiB figure of the estimate's first line containing `label` (-1 when none).
+double mib_of(const std::string& out, const std::string& label) {
+  const size_t at = out.find(label);
+  if (at == std::string::npos) return -1;
+  const size_t end = out.find(" MiB", at);
+  if (end == std::string::npos) return -1;
+  const size_t start = out.find_last_of(' ', end - 1) + 1;
+  return std::stod(out.substr(start, end - start));
+}
+
 bool wrote(const std::string& p) {
   struct stat st {};
   if (::stat(p.c_str(), &st) != 0) return false;
@@ -159,8 +169,15 @@ TEST_CASE("--dry-run prints an estimate and runs nothing; a run over VOCABLENS_M
     std::string out;
     REQUIRE(vl_test::run_command(q(cli) + lens, out) == 0);
     CHECK_THAT(out, Catch::Matches("[\\s\\S]*lens: W_U as float32 \\(stored as Q8_0\\) +12\\.3 MiB[\\s\\S]*"));
+    const double block_f32 = mib_of(out, "lens: one logit block");
     REQUIRE(vl_test::run_command(q(cli) + " --dtype bfloat16" + lens, out) == 0);
     CHECK_THAT(out, Catch::Matches("[\\s\\S]*lens: W_U as bfloat16 \\(stored as Q8_0\\) +6\\.1 MiB[\\s\\S]*"));
+    // the block's bf16 GEMM: its bf16 activations and result at least (rows·(V + d)·2 bytes: 1.5× the float32
+    // block), and on CPUs without AVX-512 the float32 path's transients (src/model/bf16_gemm.hpp)
+    const double block_bf16 = mib_of(out, "lens: one logit block (and its bfloat16 product)");
+    INFO(out);
+    REQUIRE(block_f32 > 0);
+    CHECK(block_bf16 >= 1.5 * block_f32 - 0.1);
     REQUIRE(vl_test::run_command(q(cli) + lens.substr(0, lens.size() - 5) + " --unembed pinv 2>&1", out) == 0);
     CHECK_THAT(out, Catch::Matches("[\\s\\S]*lens: E⁺ \\[d, V\\] as float32 +12\\.3 MiB[\\s\\S]*") &&
                         Catch::Contains("E⁺ computed when not cached") && !Catch::Contains("W_U as"));

@@ -15,6 +15,7 @@
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/text_fit.hpp"
+#include "model/bf16_gemm.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/declared_options.hpp"
@@ -223,13 +224,28 @@ int check_lens_memory(const nlohmann::json& ro, bool dry_run, const vocablens::M
                k = static_cast<double>(ro["top_k"].get<int64_t>());
   // One pass: the logit blocks follow the forward (a phase; the forward's freed heap is trimmed in between).
   // Two passes: each layer's block is made by a hook while the forward runs, so both are resident together.
+  // Under --dtype bfloat16 with a W_U not stored as float32 the block's product is a bf16 GEMM
+  // (LensEngine::logits_into): the bf16 activations and result beside the float32 block, and where the CPU has
+  // no AVX-512 (src/model/bf16_gemm.hpp) the float32 activations, one widened column block of W_U (≤ 4 M values)
+  // and its float32 product.
+  const bool bf16_product = vocablens::compute_dtype() == vocablens::ComputeDtype::BFloat16 &&
+                            m.weights().W_U.scalar_type() != at::kFloat && ro["unembed"].get<std::string>() != "pinv";
   auto stats_and_block = [&](vocablens::MemoryEstimate& e, double layers_per_block) {
     e.add("lens: per-position results", n * Td * (k * 12 + 64) + (save_probs ? n * Td * V * 4 : 0.0));
     const double rows = layers_per_block * static_cast<double>(std::min<int64_t>(
                             T, vocablens::lens_detail::default_block_positions(static_cast<int64_t>(layers_per_block), c.vocab_size)));
-    const double block = std::max(layers_per_block, rows) * (V + d) * 4;
-    if (layers_per_block > 1) e.add_phase("lens: one logit block", block);
-    else e.add("lens --two-pass: one layer's logit block, made during the forward", block);
+    const double R = std::max(layers_per_block, rows);
+    double block = R * (V + d) * 4;
+    if (bf16_product) {
+      block += R * (V + d) * 2;
+      if (!vocablens::detail::bf16_gemm_libtorch()) {
+        const double cols = std::min(V, std::max(1.0, std::floor(static_cast<double>(vocablens::detail::kBf16WidenValues) / d)));
+        block += R * d * 4 + d * cols * 4 + R * cols * 4;
+      }
+    }
+    const std::string with = bf16_product ? " (and its bfloat16 product)" : "";
+    if (layers_per_block > 1) e.add_phase("lens: one logit block" + with, block);
+    else e.add("lens --two-pass: one layer's logit block" + with + ", made during the forward", block);
   };
   // The projection matrix the engine holds for the whole run (LensEngine's constructor): E⁺ [d, V] float32 with
   // --unembed pinv; else W_U in place when stored as float32 (or bfloat16 under --dtype bfloat16), otherwise a

@@ -15,7 +15,6 @@ namespace vocablens::detail {
 namespace {
 
 std::atomic<int> g_choice{static_cast<int>(Bf16Gemm::Auto)};
-constexpr int64_t kBlockValues = int64_t{1} << 22;  // columns of b widened at a time: ≤ 4 M values, 16 MB
 
 }  // namespace
 
@@ -79,7 +78,7 @@ void mm_bf16_out(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
   }
   const at::Tensor af = a.to(at::kFloat);
   const int64_t K = b.size(0), M = b.size(1);
-  const int64_t block = std::max<int64_t>(1, std::min<int64_t>(M, kBlockValues / std::max<int64_t>(K, 1)));
+  const int64_t block = std::max<int64_t>(1, std::min<int64_t>(M, kBf16WidenValues / std::max<int64_t>(K, 1)));
   for (int64_t j0 = 0; j0 < M; j0 += block) {
     const int64_t n = std::min(block, M - j0);
     // copy_ rounds the float32 sums to nearest-even bfloat16, as oneDNN writes its bf16 output.

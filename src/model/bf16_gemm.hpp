@@ -18,6 +18,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+
 namespace vocablens::detail {
 
 enum class Bf16Gemm {
@@ -25,6 +27,8 @@ enum class Bf16Gemm {
   LibTorch,  ///< always at::mm on the bfloat16 operands
   Float32,   ///< always the widened float32 SGEMM
 };
+/// Values of b widened to float32 at a time by the float32 path (whole columns; 16 MB).
+constexpr int64_t kBf16WidenValues = int64_t{1} << 22;
 /// Process-wide choice (tests and benchmarks compare the two paths; nothing else sets it).
 void set_bf16_gemm(Bf16Gemm g);
 /// Whether Auto runs LibTorch's bfloat16 GEMM on this CPU.
