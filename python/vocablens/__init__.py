@@ -17,7 +17,7 @@ from ._interpreter import check as _check_interpreter
 
 _check_interpreter()  # a clear ImportError naming the right interpreter, before the extension fails to load
 from . import _vocablens as _core  # noqa: E402
-from ._vocablens import Error, FormatError, UsageError, Tokenizer, Model, __version__  # noqa: E402
+from ._vocablens import Error, FormatError, UsageError, Tokenizer, Model, __version__, set_dtype, get_dtype  # noqa: E402,E501
 from ._result import Result, load_results, report  # noqa: E402
 from ._model import load_model  # noqa: E402
 from ._cache import ActivationCache, load_cache  # noqa: E402
@@ -29,7 +29,7 @@ from ._analyses import (run, analyses, lens, lens_corpus, project, heads, neuron
                         compare)
 from ._sae import Sae, load_sae, feature_logits, feature_lens, splice_hook, feature_corpus, steer_feature_hook
 
-__all__ = ["load_model", "Model", "Tokenizer", "Result", "load_results", "report", "run", "analyses", "lens",
+__all__ = ["load_model", "set_dtype", "get_dtype", "Model", "Tokenizer", "Result", "load_results", "report", "run", "analyses", "lens",
            "lens_corpus", "project", "heads", "neurons", "spectrum", "neighbours", "knn", "positions", "patch", "ablate",
            "attribute", "steer", "tuned_lens_eval", "lens_batch", "compare_embeddings", "compare", "Error",
            "FormatError", "UsageError", "__version__", "ActivationCache", "load_cache", "HookPoint",

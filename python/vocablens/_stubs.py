@@ -52,6 +52,8 @@ def render(schema):
         "from ._vocablens import Tokenizer as Tokenizer, Model as Model, Sae as Sae, __version__ as __version__",
         "from ._result import Result as Result, load_results as load_results, report as report",
         "from ._model import load_model as load_model",
+        "def set_dtype(dtype: Literal['float32', 'bfloat16']) -> None: ...",
+        "def get_dtype() -> Literal['float32', 'bfloat16']: ...",
         "",
     ]
     for spec in schema:

@@ -6,7 +6,7 @@ import unittest
 import numpy as np
 import torch
 
-from support import fixture, vocablens
+from support import SOURCE, fixture, vocablens
 
 GPT2 = fixture("gpt2-tiny")
 STORIES = fixture("stories260K/stories260K.bin")
@@ -98,6 +98,35 @@ class Stories(unittest.TestCase):
         self.assertIsNotNone(m.W_gate(0))
         self.assertEqual(m.tokenize("Once")[0], m.tokenizer.bos_id)   # llama2.c adds BOS, as run.c does
         self.assertNotEqual(m.tokenize("Once", bos=False)[0], m.tokenizer.bos_id)
+
+
+class ComputeDtype(unittest.TestCase):
+    """set_dtype / get_dtype: the CLI's --dtype from Python (process-wide)."""
+
+    def tearDown(self):
+        vocablens.set_dtype("float32")
+
+    def test_bfloat16_changes_quantized_products_only(self):
+        ids = ref(GPT2, "seq1_eiffel_ids.npy").tolist()
+        q8 = vocablens.load_model(os.path.join(SOURCE, "tests", "data", "gguf", "gpt2-tiny-q8_0.gguf"))
+        f32 = vocablens.load_model(GPT2)   # float32 safetensors: multiplied in float32 whatever the setting
+        self.assertEqual(vocablens.get_dtype(), "float32")
+        a, fa = q8(ids), f32(ids)
+        vocablens.set_dtype("bfloat16")
+        self.assertEqual(vocablens.get_dtype(), "bfloat16")
+        b, fb = q8(ids), f32(ids)
+        diff, scale = (a - b).abs().max().item(), a.abs().max().item()
+        self.assertGreater(diff, 0.0)              # bf16 rounding did happen
+        self.assertLess(diff, 5e-2 * scale)        # ~1e-2 relative, as documented (docs/runner.md)
+        self.assertTrue(torch.equal(fa, fb))
+        vocablens.set_dtype("float32")
+        self.assertTrue(torch.equal(q8(ids), a))   # back to the exact products, bit for bit
+
+    def test_bad_dtype_is_a_usage_error(self):
+        with self.assertRaises(vocablens.UsageError) as e:
+            vocablens.set_dtype("float64")
+        self.assertIn("float32 or bfloat16", str(e.exception))
+        self.assertEqual(vocablens.get_dtype(), "float32")
 
 
 if __name__ == "__main__":
