@@ -16,18 +16,6 @@ namespace {
 
 std::atomic<int> g_choice{static_cast<int>(Bf16Gemm::Auto)};
 
-}  // namespace
-
-bool bf16_gemm_libtorch() {
-  switch (static_cast<Bf16Gemm>(g_choice.load())) {
-    case Bf16Gemm::LibTorch: return true;
-    case Bf16Gemm::Float32: return false;
-    default: return bf16_gemm_native();
-  }
-}
-
-namespace {
-
 void round_scalar(float* p, int64_t b, int64_t e) {
   for (int64_t i = b; i < e; ++i) {
     const uint32_t bits = static_cast<uint32_t>(float_to_bf16_rne(p[i])) << 16;
@@ -53,6 +41,14 @@ __attribute__((target("avx2"))) void round_avx2(float* p, int64_t b, int64_t e) 
 }
 
 }  // namespace
+
+bool bf16_gemm_libtorch() {
+  switch (static_cast<Bf16Gemm>(g_choice.load())) {
+    case Bf16Gemm::LibTorch: return true;
+    case Bf16Gemm::Float32: return false;
+    default: return bf16_gemm_native();
+  }
+}
 
 void round_to_bf16(float* p, int64_t n) {
   static const bool avx2 = __builtin_cpu_supports("avx2");
