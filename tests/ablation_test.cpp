@@ -218,7 +218,7 @@ TEST_CASE("vocablens ablate and generate --steer on the command line") {
 }
 
 // On the families of the architecture table: hooks sit in the shared attention()/mlp()/
-// apply_block(), so ablation through hook_z must equal the edited checkpoint for families whose blocks differ
+// block(), so ablation through hook_z must equal the edited checkpoint for families whose blocks differ
 // from GPT-2's and Llama's: GPT-NeoX (fused per-head query_key_value, partial rotary, parallel residual,
 // untied embed_out) and Gemma-2 (GQA, norms after attention and MLP, attention and final soft-caps, sliding
 // window). Both fixtures are nn.Linear layouts: o_proj / dense [d_model, H*d_head], head h owns columns

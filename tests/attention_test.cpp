@@ -156,13 +156,13 @@ TEST_CASE("every family's forward gives the same logits through blocked and mate
   }
 }
 
-// Without hooks inside a block, a pre-norm block longer than one attention block runs by rows (the
-// streamed block of src/model/forward.cpp: q, k, v projected per block of rows, z through W_O per query
+// Without hooks inside a block, a block longer than one attention block runs by rows (the one recipe
+// of src/model/forward.cpp by rows: q, k, v projected per block of rows, z through W_O per query
 // block, the MLP added in place); a no-op hook on z keeps the step-by-step path with the same blocked
 // attention. Both must give the same logits and the same recorded residuals on every family's variant,
 // a batch of two, and ALiBi (a GPT of the trainer's, whose weights are scaled up so that a wrong bias
 // or position would show far above rounding).
-TEST_CASE("the streamed block gives the step-by-step block's logits and residuals on every family") {
+TEST_CASE("the block by rows gives the whole block's logits and residuals on every family, post-norm OPT included") {
   std::vector<vocablens::Model> models;
   for (const char* f : {"qwen2", "qwen3", "mistral", "llama3", "phi3", "gpt_neox", "gemma", "gemma2", "opt", "stablelm"})
     models.push_back(vocablens::load_model(std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f));

@@ -1,5 +1,5 @@
 // The transformer forward pass shared by every family (and by the trainer, which calls it with grad).
-// One block = attention() + mlp() composed by apply_block() as ModelConfig's recipe says. The forward
+// One block = the recipe of block(): q, k, v -> attention -> W_O -> MLP over row ranges, as ModelConfig says. The forward
 // memo's recording and replaying of a pass are in forward_replay.cpp.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -159,6 +159,22 @@ inline void run_hook(const hook_detail::HookTable* hk, HookPoint p, int64_t l, a
   if (hk) hk->apply(p, l, t);
 }
 
+// ---- the block recipe ------------------------------------------------------------------------------------------
+// One transformer block of any family is one recipe, `block()` below, applied to row ranges of the stream:
+//   1. q, k, v of the rows (norm1 before them in pre-norm blocks; Qwen3's q/k norm; rotary), written into
+//      tensors that hold every position's;
+//   2. the attention, whose z arrives by query block; each block's z goes through W_O (and Gemma-2's post
+//      norm) and is added to its rows of the stream: mid = x + attn_out (post-norm blocks: norm1 of that);
+//   3. the MLP over the same rows (norm2 before it in pre-norm blocks, Gemma-2's post norm after), added:
+//      out = mid + mlp_out (post-norm blocks: norm2 of that). A parallel-residual block's MLP reads x.
+// Every step acts on each position alone except the attention itself, which reads k and v whole. So when
+// nobody reads the block's insides, a long block runs by row blocks of the attention's block size: at most
+// four [B, T, d] tensors live at once (the input stream, k, v, and one buffer that holds q, then mid, then
+// the output) instead of ~11 (at the model's context, T = 32 768 and d = 2048, each is 256 MiB). Otherwise
+// the row range is the whole sequence, one step each, and the hook points run on whole tensors. Either way
+// the same operations on the same values, the residual adds in the same order (by rows each GEMM runs over
+// fewer rows). A new operation of a family lands once, in the step it belongs to.
+
 // Blocked attention (vocablens/attention.hpp) never forms the [B, H, T, T] scores. It serves every pass
 // without grad over more than one block of positions, unless this layer's scores or pattern are asked
 // for (a hook on attn_scores / pattern, or the cache's pattern). Those, passes with grad (training: the
@@ -182,66 +198,130 @@ bool use_blocked_attention(const AttentionPolicy& pol, int64_t T, const at::Tens
   return !(hk && (hk->has(HookPoint::AttnScores, l) || hk->has(HookPoint::Pattern, l)));
 }
 
-// Attention of one block on its (normalised) input h [B, T, d] -> the output projection [B, T, d].
-// Hook points (every family): q/k/v after their projections (before Qwen3's q/k norm and rotary),
-// attn_scores (scaled, soft-capped, masked), pattern, z, result (per-head outputs, only when hooked).
-// `h` is taken by value and released once projected: at long T every [B, T, d] held through the
-// attention is a sizeable part of the forward's peak (the normalised input is needed only for q, k, v).
-at::Tensor attention(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, at::Tensor h, int64_t l,
-                     at::Tensor* pattern_out, const hook_detail::HookTable* hk, KVCache* kv) {
+// Whether layer l's block runs by row blocks: the pass has no grad, the attention would be blocked anyway
+// (more than one block of positions, no hook or cache on the scores or pattern), it is not a step of
+// incremental decoding, and no hook or cache reads q, k, v, z, the per-head results, attn_out, resid_mid,
+// the MLP's neurons or mlp_out: their tensors never exist whole.
+bool block_by_rows(int64_t T, int64_t l, bool keep, const CacheSpec* spec, const hook_detail::HookTable* hk,
+                   const KVCache* kv) {
+  if (kv || !use_blocked_attention(attention_policy(), T, nullptr, hk, l)) return false;
+  if (keep && (spec->attn_out || spec->resid_mid || spec->mlp_out || spec->pattern)) return false;
+  if (hk)
+    for (HookPoint p : {HookPoint::Q, HookPoint::K, HookPoint::V, HookPoint::Z, HookPoint::Result, HookPoint::AttnOut,
+                        HookPoint::ResidMid, HookPoint::MlpPre, HookPoint::MlpPost, HookPoint::MlpOut})
+      if (hk->has(p, l)) return false;
+  return true;
+}
+
+at::Tensor norm1(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& x) {
+  return apply_norm(x, cfg.norm, cfg.norm_eps, L.ln1_w, L.ln1_b);
+}
+at::Tensor norm2(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& x) {
+  return apply_norm(x, cfg.norm, cfg.norm_eps, L.ln2_w, L.ln2_b);
+}
+
+struct Qkv {
+  at::Tensor q, k, v;  ///< [B, H, n, dh], [B, Hkv, n, dh] (views; made contiguous where the attention wants it)
+};
+
+// Step 1 on the stream's rows r0 .. r0 + n - 1 (x_rows [B, n, d], the query positions ctx.offset + r0 ...).
+// Hook points q, k, v after their projections (before Qwen3's q/k norm and the rotary). The normalised
+// input is released once projected: at long T every [B, T, d] held through the attention is a sizeable
+// part of the forward's peak.
+Qkv qkv_rows(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& x_rows,
+             int64_t r0, int64_t l, const hook_detail::HookTable* hk) {
   using namespace detail;
-  const int64_t B = h.size(0), T = h.size(1), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
-  at::Tensor q = proj(h, L.w_q, L.b_q).view({B, T, H, dh});
-  at::Tensor k = proj(h, L.w_k, L.b_k).view({B, T, Hkv, dh});
-  at::Tensor v = proj(h, L.w_v, L.b_v).view({B, T, Hkv, dh});
+  const int64_t B = x_rows.size(0), n = x_rows.size(1), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
+  at::Tensor h = cfg.norm_before ? norm1(cfg, L, x_rows) : x_rows;
+  Qkv r;
+  r.q = proj(h, L.w_q, L.b_q).view({B, n, H, dh});
+  r.k = proj(h, L.w_k, L.b_k).view({B, n, Hkv, dh});
+  r.v = proj(h, L.w_v, L.b_v).view({B, n, Hkv, dh});
   h.reset();
-  run_hook(hk, HookPoint::Q, l, q);
-  run_hook(hk, HookPoint::K, l, k);
-  run_hook(hk, HookPoint::V, l, v);
-  v = v.transpose(1, 2);
-  if (L.q_norm_w.defined()) q = apply_norm(q, NormKind::RMSNorm, cfg.norm_eps, L.q_norm_w, at::Tensor());  // Qwen3, per head
-  if (L.k_norm_w.defined()) k = apply_norm(k, NormKind::RMSNorm, cfg.norm_eps, L.k_norm_w, at::Tensor());
-  q = q.transpose(1, 2);
-  k = k.transpose(1, 2);
+  run_hook(hk, HookPoint::Q, l, r.q);
+  run_hook(hk, HookPoint::K, l, r.k);
+  run_hook(hk, HookPoint::V, l, r.v);
+  r.v = r.v.transpose(1, 2);
+  if (L.q_norm_w.defined()) r.q = apply_norm(r.q, NormKind::RMSNorm, cfg.norm_eps, L.q_norm_w, at::Tensor());  // per head
+  if (L.k_norm_w.defined()) r.k = apply_norm(r.k, NormKind::RMSNorm, cfg.norm_eps, L.k_norm_w, at::Tensor());
+  r.q = r.q.transpose(1, 2);
+  r.k = r.k.transpose(1, 2);
   if (ctx.cos.defined()) {
-    const at::Tensor c = ctx.cos_new(), si = ctx.sin_new();
-    q = apply_rotary(q, c, si, cfg.rope_interleaved);
-    k = apply_rotary(k, c, si, cfg.rope_interleaved);
+    const at::Tensor c = ctx.cos.narrow(0, ctx.offset + r0, n), si = ctx.sin.narrow(0, ctx.offset + r0, n);
+    r.q = apply_rotary(r.q, c, si, cfg.rope_interleaved);
+    r.k = apply_rotary(r.k, c, si, cfg.rope_interleaved);
   }
-  // Incremental decoding: the new positions' keys and values join the cached ones, which the queries read.
+  return r;
+}
+
+// Step 2's attention on the whole sequence's q, k, v (taken over: released before `out` runs). Hands z
+// [B, n, H, dh] of query rows q0 .. q0 + n - 1 to out(q0, z): by query block where `by_rows` (the blocked
+// loop), else once for every row — then hook points attn_scores (scaled, soft-capped, masked) and pattern
+// run on the materialising path, whose pattern is kept in *pattern_out when asked for. Incremental decoding
+// (kv): the new positions' keys and values join the cached ones, which the queries read.
+template <class Out>
+void attend(const ModelConfig& cfg, const BlockContext& ctx, Qkv a, int64_t l, bool by_rows, at::Tensor* pattern_out,
+            const hook_detail::HookTable* hk, KVCache* kv, Out&& out) {
+  const int64_t H = cfg.n_heads, Hkv = cfg.n_kv_heads, T = a.q.size(2);
+  if (kv) std::tie(a.k, a.v) = KVCacheAccess::put(*kv, l, a.k, a.v, ctx.offset, cfg.n_ctx);
+  const AttentionPolicy pol = attention_policy();
   // Blocked attention pairs query and key positions one to one, so only a first call (offset 0) takes it.
-  if (kv) std::tie(k, v) = KVCacheAccess::put(*kv, l, k, v, ctx.offset, cfg.n_ctx);
-  at::Tensor z;  // [B, T, H, dh]
-  if (const AttentionPolicy pol = attention_policy();
-      ctx.offset == 0 && use_blocked_attention(pol, T, pattern_out, hk, l)) {
+  if (ctx.offset == 0 && use_blocked_attention(pol, T, pattern_out, hk, l)) {
     const AttentionSpec spec = attention_spec(cfg, ctx, pol, l);
+    if (by_rows) {
+      detail::blocked_causal_attention_each(a.q, a.k, a.v, spec, [&](int64_t q0, const at::Tensor& z) { out(q0, z); });
+      return;
+    }
     // The loop reads k and v contiguous in [B, Hkv, T, d_head]: made so here, the originals are released
     // instead of held beside the loop's copies (same values, same bits).
-    k = k.contiguous();
-    v = v.contiguous();
-    z = blocked_causal_attention(q, k, v, spec);  // GQA by head groups, no repeated keys
-  } else {
-    if (Hkv != H) {  // grouped-query attention: query head h reads kv head h / (H / Hkv)
-      k = k.repeat_interleave(H / Hkv, 1);
-      v = v.repeat_interleave(H / Hkv, 1);
-    }
-    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * ctx.scale;  // [B, H, T, offset + T]
-    scores = soft_cap(scores, cfg.attn_softcap);                         // Gemma-2, before the mask
+    a.k = a.k.contiguous();
+    a.v = a.v.contiguous();
+    at::Tensor z = blocked_causal_attention(a.q, a.k, a.v, spec);  // GQA by head groups, no repeated keys
+    a = Qkv();
+    out(0, std::move(z));
+    return;
+  }
+  if (Hkv != H) {  // grouped-query attention: query head h reads kv head h / (H / Hkv)
+    a.k = a.k.repeat_interleave(H / Hkv, 1);
+    a.v = a.v.repeat_interleave(H / Hkv, 1);
+  }
+  at::Tensor z;
+  {
+    at::Tensor scores = at::matmul(a.q, a.k.transpose(-2, -1)) * ctx.scale;  // [B, H, T, offset + T]
+    scores = soft_cap(scores, cfg.attn_softcap);                             // Gemma-2, before the mask
     if (ctx.alibi_slopes.defined()) scores = scores + ctx.alibi();
     scores = scores.masked_fill(ctx.mask(cfg, l), -std::numeric_limits<float>::infinity());
     run_hook(hk, HookPoint::AttnScores, l, scores);
     at::Tensor pattern = at::softmax(scores, -1);
+    scores.reset();
     run_hook(hk, HookPoint::Pattern, l, pattern);
     if (pattern_out) *pattern_out = pattern;
-    z = at::matmul(pattern, v).transpose(1, 2);
+    z = at::matmul(pattern, a.v).transpose(1, 2);
   }
+  a = Qkv();
+  out(0, std::move(z));
+}
+
+// Step 2's output for query rows: z [B, n, H, dh] through W_O, then Gemma-2's post norm. Hook points z,
+// result (the per-head outputs, made only when hooked) and attn_out (what is added to the stream).
+at::Tensor attention_out(const ModelConfig& cfg, const LayerWeights& L, at::Tensor z, int64_t l,
+                         const hook_detail::HookTable* hk) {
+  using namespace detail;
+  const int64_t B = z.size(0), n = z.size(1);
   run_hook(hk, HookPoint::Z, l, z);
-  if (hk && hk->has(HookPoint::Result, l)) {  // per-head outputs only when a hook asks for them
+  at::Tensor a;
+  if (hk && hk->has(HookPoint::Result, l)) {
     at::Tensor result = hook_detail::head_results(z, L.w_o);
+    z.reset();
     run_hook(hk, HookPoint::Result, l, result);
-    return L.b_o.defined() ? result.sum(2) + L.b_o : result.sum(2);
+    a = L.b_o.defined() ? result.sum(2) + L.b_o : result.sum(2);
+  } else {
+    a = proj(z.reshape({B, n, cfg.n_heads * cfg.d_head}), L.w_o, L.b_o);
+    z.reset();
   }
-  return proj(z.reshape({B, T, H * dh}), L.w_o, L.b_o);
+  if (L.post_attn_norm_w.defined()) a = apply_norm(a, cfg.norm, cfg.norm_eps, L.post_attn_norm_w, at::Tensor());
+  run_hook(hk, HookPoint::AttnOut, l, a);
+  return a;
 }
 
 // The MLP of one block on its (normalised) input: plain act(x W_in) or gated act(x W_gate) * (x W_in).
@@ -275,103 +355,13 @@ at::Tensor mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& 
   return proj(act, L.w_out, L.b_out);
 }
 
-at::Tensor norm1(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& x) {
-  return apply_norm(x, cfg.norm, cfg.norm_eps, L.ln1_w, L.ln1_b);
-}
-at::Tensor norm2(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& x) {
-  return apply_norm(x, cfg.norm, cfg.norm_eps, L.ln2_w, L.ln2_b);
-}
-
-// ---- the streamed block --------------------------------------------------------------------------------------
-// A long pre-norm block whose insides nobody reads runs row block by row block, so that at most four
-// [B, T, d] tensors live at once (the input stream, k, v, and one buffer that holds q, then the stream after
-// the attention, then the block's output) instead of the ~11 of the step-by-step path (the normalised input,
-// q, k, v, their rotated and contiguous copies, z, attn_out, mid, the MLP's input and output): at the
-// model's context (T = 32 768, d = 2048) each is 256 MiB. Every step acts on each position alone except the
-// attention itself, which reads k and v whole and q by query blocks already; so the norm, the projections,
-// Qwen3's q/k norm and the rotary are applied to a block of rows at a time, each query block's output goes
-// through W_O (and Gemma-2's post norm) and is added to its rows of the stream as soon as it is known, and
-// the MLP adds its output into the same rows in place. Same operations on the same values as apply_block's
-// step-by-step path (each GEMM over fewer rows; the residual adds in the same order).
-//
-// Taken when the pass has no grad, the attention would be blocked anyway (more than one block of positions,
-// no hook or cache on the scores or pattern), the block is pre-norm, and no hook or cache reads q, k, v, z,
-// the per-head results, attn_out, resid_mid, the MLP's neurons or mlp_out: their tensors never exist whole.
-bool can_stream_block(const ModelConfig& cfg, int64_t T, int64_t l, bool keep, const CacheSpec* spec,
-                      const hook_detail::HookTable* hk) {
-  if (!cfg.norm_before || !use_blocked_attention(attention_policy(), T, nullptr, hk, l)) return false;
-  if (keep && (spec->attn_out || spec->resid_mid || spec->mlp_out || spec->pattern)) return false;
-  if (hk)
-    for (HookPoint p : {HookPoint::Q, HookPoint::K, HookPoint::V, HookPoint::Z, HookPoint::Result, HookPoint::AttnOut,
-                        HookPoint::ResidMid, HookPoint::MlpPre, HookPoint::MlpPost, HookPoint::MlpOut})
-      if (hk->has(p, l)) return false;
-  return true;
-}
-
-// The block on x [B, T, d] (after the resid_pre hook), as described above; returns the block's output
-// before the resid_post hook. x is read, never written.
-at::Tensor streamed_block(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& x,
-                          int64_t l) {
-  using namespace detail;
-  const AttentionPolicy pol = attention_policy();
-  const int64_t B = x.size(0), T = x.size(1), d = x.size(2), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
-  const int64_t R = pol.block;  // rows per step: the attention's block, so one step's q rows are one query block
-  const auto opt = x.options().dtype(at::kFloat);
-  at::Tensor q = at::empty({B, T, H * dh}, opt);  // rows as hook_q lays them out; the loop reads [B, H, T, dh] views
-  at::Tensor k = at::empty({B, Hkv, T, dh}, opt), v = at::empty({B, Hkv, T, dh}, opt);  // the loop's layout
-  for (int64_t r0 = 0; r0 < T; r0 += R) {
-    const int64_t n = std::min(R, T - r0);
-    at::Tensor h = norm1(cfg, L, x.narrow(1, r0, n));
-    at::Tensor qb = proj(h, L.w_q, L.b_q).view({B, n, H, dh});
-    at::Tensor kb = proj(h, L.w_k, L.b_k).view({B, n, Hkv, dh});
-    v.narrow(2, r0, n).copy_(proj(h, L.w_v, L.b_v).view({B, n, Hkv, dh}).transpose(1, 2));
-    h.reset();
-    if (L.q_norm_w.defined()) qb = apply_norm(qb, NormKind::RMSNorm, cfg.norm_eps, L.q_norm_w, at::Tensor());  // Qwen3
-    if (L.k_norm_w.defined()) kb = apply_norm(kb, NormKind::RMSNorm, cfg.norm_eps, L.k_norm_w, at::Tensor());
-    qb = qb.transpose(1, 2);
-    kb = kb.transpose(1, 2);
-    if (ctx.cos.defined()) {
-      const at::Tensor c = ctx.cos.narrow(0, r0, n), si = ctx.sin.narrow(0, r0, n);
-      qb = apply_rotary(qb, c, si, cfg.rope_interleaved);
-      kb = apply_rotary(kb, c, si, cfg.rope_interleaved);
-    }
-    q.narrow(1, r0, n).view({B, n, H, dh}).copy_(qb.transpose(1, 2));
-    k.narrow(2, r0, n).copy_(kb);
-  }
-  // The stream after the attention, written over q's rows once their query block is done (when the heads
-  // fill d_model exactly; otherwise a buffer of its own, and q released after the loop).
-  at::Tensor mid = H * dh == d ? q : at::empty({B, T, d}, opt);
-  const AttentionSpec spec = attention_spec(cfg, ctx, pol, l);
-  blocked_causal_attention_each(q.view({B, T, H, dh}).transpose(1, 2), k, v, spec, [&](int64_t q0, const at::Tensor& z) {
-    const int64_t n = z.size(1);
-    at::Tensor a = proj(z.reshape({B, n, H * dh}), L.w_o, L.b_o);
-    if (L.post_attn_norm_w.defined()) a = apply_norm(a, cfg.norm, cfg.norm_eps, L.post_attn_norm_w, at::Tensor());
-    at::Tensor rows = mid.narrow(1, q0, n);
-    at::add_out(rows, x.narrow(1, q0, n), a);  // x + attn_out, as the step-by-step path adds them
-  });
-  k.reset();
-  v.reset();
-  q.reset();
-  // The MLP, row block by row block, added into the same rows: mid + mlp_out. A parallel-residual block's
-  // MLP reads x's rows (the block's input), not mid's.
-  for (int64_t r0 = 0; r0 < T; r0 += R) {
-    const int64_t n = std::min(R, T - r0);
-    at::Tensor rows = mid.narrow(1, r0, n);
-    at::Tensor m = mlp(cfg, L, norm2(cfg, L, cfg.parallel_residual ? x.narrow(1, r0, n) : rows), l, nullptr);
-    if (L.post_mlp_norm_w.defined()) m = apply_norm(m, cfg.norm, cfg.norm_eps, L.post_mlp_norm_w, at::Tensor());
-    rows.add_(m);
-  }
-  return mid;
-}
-
-// One transformer block on x [B, T, d]; records the block's activations into `cache` when it is given.
-// The recipe (ModelConfig): pre-norm (default) or post-norm, sequential or parallel residual, optional
-// norms of the attention and MLP outputs before their residual adds. `hk` (may be null) holds hooks that
-// read or write activations (vocablens/hooks.hpp); a hook point runs its hooks, then records. attn_out and
-// mlp_out are what is added to the stream (after Gemma-2's post norms).
-at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& x_in,
-                       int64_t l, ResidualCache* cache, const CacheSpec* spec, const hook_detail::HookTable* hk,
-                       KVCache* kv = nullptr) {
+// One transformer block on x [B, T, d] (the recipe above); records the block's activations into `cache` when it
+// is given. `hk` (may be null) holds hooks that read or write activations (vocablens/hooks.hpp); a hook point
+// runs its hooks, then records. attn_out and mlp_out are what is added to the stream (after Gemma-2's post
+// norms). x is read, never written.
+at::Tensor block(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& x_in,
+                 int64_t l, ResidualCache* cache, const CacheSpec* spec, const hook_detail::HookTable* hk,
+                 KVCache* kv = nullptr) {
   at::Tensor x = x_in;
   auto record = [&](bool wanted, const char* hook, const at::Tensor& t) {
     if (cache && wanted) cache->set(ResidualCache::key(hook, l), t);
@@ -379,39 +369,70 @@ at::Tensor apply_block(const ModelConfig& cfg, const LayerWeights& L, const Bloc
   const bool keep = cache && spec && spec->wants_layer(l);
   run_hook(hk, HookPoint::ResidPre, l, x);
   record(keep && spec->resid_pre, "resid_pre", x);
-  if (!kv && can_stream_block(cfg, x.size(1), l, keep, spec, hk)) {
-    at::Tensor out = streamed_block(cfg, L, ctx, x, l);
-    run_hook(hk, HookPoint::ResidPost, l, out);
-    record(keep && spec->resid_post, "resid_post", out);
-    return out;
+  const int64_t B = x.size(0), T = x.size(1), d = x.size(2), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
+  const bool by_rows = block_by_rows(T, l, keep, spec, hk, kv);
+  const int64_t R = by_rows ? attention_policy().block : T;  // by rows: one step's q rows are one query block
+  const auto opt = x.options().dtype(at::kFloat);
+
+  // Step 1. Whole: the projections themselves. By rows: each row block's written into tensors of every
+  // position — q in the rows hook_q lays out (the loop reads [B, H, T, dh] views), k and v in the loop's.
+  Qkv qkv;
+  at::Tensor mid;  // the stream after the attention
+  if (!by_rows) {
+    qkv = qkv_rows(cfg, L, ctx, x, 0, l, hk);
+  } else {
+    at::Tensor q = at::empty({B, T, H * dh}, opt);
+    qkv.k = at::empty({B, Hkv, T, dh}, opt);
+    qkv.v = at::empty({B, Hkv, T, dh}, opt);
+    for (int64_t r0 = 0; r0 < T; r0 += R) {
+      const int64_t n = std::min(R, T - r0);
+      Qkv rows = qkv_rows(cfg, L, ctx, x.narrow(1, r0, n), r0, l, nullptr);
+      q.narrow(1, r0, n).view({B, n, H, dh}).copy_(rows.q.transpose(1, 2));
+      qkv.k.narrow(2, r0, n).copy_(rows.k);
+      qkv.v.narrow(2, r0, n).copy_(rows.v);
+    }
+    qkv.q = q.view({B, T, H, dh}).transpose(1, 2);
+    // mid is written over q's rows once their query block is done (when the heads fill d_model exactly).
+    if (H * dh == d) mid = q.view({B, T, d});
   }
 
+  // Step 2: mid = x + attn_out by query rows; post-norm blocks normalise the sum.
   at::Tensor pattern;
-  at::Tensor attn_out =
-      attention(cfg, L, ctx, cfg.norm_before ? norm1(cfg, L, x) : x, l, keep && spec->pattern ? &pattern : nullptr, hk, kv);
-  if (L.post_attn_norm_w.defined()) attn_out = apply_norm(attn_out, cfg.norm, cfg.norm_eps, L.post_attn_norm_w, at::Tensor());
-  run_hook(hk, HookPoint::AttnOut, l, attn_out);
+  attend(cfg, ctx, std::move(qkv), l, by_rows, keep && spec->pattern ? &pattern : nullptr, hk, kv,
+         [&](int64_t q0, at::Tensor z) {
+           const int64_t n = z.size(1);
+           at::Tensor a = attention_out(cfg, L, std::move(z), l, hk);
+           record(keep && spec->attn_out, "attn_out", a);
+           if (!mid.defined()) mid = at::empty({B, T, d}, opt);  // whole: only now, after q, k, v are released
+           at::Tensor rows = mid.narrow(1, q0, n);
+           at::add_out(rows, x.narrow(1, q0, n), a);  // parallel residual: x + attn_out too (the MLP reads x)
+           if (!cfg.norm_before) rows.copy_(norm1(cfg, L, rows));
+         });
   record(keep && spec->pattern, "pattern", pattern);
-  record(keep && spec->attn_out, "attn_out", attn_out);
-
-  at::Tensor mid = x + attn_out;  // parallel residual: x + attn_out too (the MLP reads x, not mid)
-  attn_out.reset();               // recorded above if wanted; not held through the MLP (long-T peak)
-  if (!cfg.norm_before) mid = norm1(cfg, L, mid);
   run_hook(hk, HookPoint::ResidMid, l, mid);
   record(keep && spec->resid_mid, "resid_mid", mid);
 
-  const at::Tensor& mlp_in_stream = cfg.parallel_residual ? x : mid;
-  at::Tensor mlp_out = mlp(cfg, L, cfg.norm_before ? norm2(cfg, L, mlp_in_stream) : mlp_in_stream, l, hk);
-  if (L.post_mlp_norm_w.defined()) mlp_out = apply_norm(mlp_out, cfg.norm, cfg.norm_eps, L.post_mlp_norm_w, at::Tensor());
-  run_hook(hk, HookPoint::MlpOut, l, mlp_out);
-  record(keep && spec->mlp_out, "mlp_out", mlp_out);
-  at::Tensor out = mid + mlp_out;
-  if (!cfg.norm_before) out = norm2(cfg, L, out);
+  // Step 3: out = mid + mlp_out by rows. By rows the sum is written over mid's rows (nobody reads mid);
+  // whole, into a tensor of its own, made after the MLP (the cache or a hook may hold mid).
+  const at::Tensor& mlp_stream = cfg.parallel_residual ? x : mid;
+  at::Tensor out = by_rows ? mid : at::Tensor();
+  for (int64_t r0 = 0; r0 < T; r0 += R) {
+    const int64_t n = std::min(R, T - r0);
+    const at::Tensor in = mlp_stream.narrow(1, r0, n);
+    at::Tensor m = mlp(cfg, L, cfg.norm_before ? norm2(cfg, L, in) : in, l, hk);
+    if (L.post_mlp_norm_w.defined()) m = apply_norm(m, cfg.norm, cfg.norm_eps, L.post_mlp_norm_w, at::Tensor());
+    run_hook(hk, HookPoint::MlpOut, l, m);
+    record(keep && spec->mlp_out, "mlp_out", m);
+    if (!out.defined()) out = at::empty({B, T, d}, opt);
+    at::Tensor rows = out.narrow(1, r0, n);
+    at::add_out(rows, mid.narrow(1, r0, n), m);
+    if (!cfg.norm_before) rows.copy_(norm2(cfg, L, rows));
+  }
+  mid.reset();
   run_hook(hk, HookPoint::ResidPost, l, out);
   record(keep && spec->resid_post, "resid_post", out);
   return out;
 }
-
 // After a block, the stream is checked for NaN/Inf (no-grad passes only; see nonfinite.hpp). On
 // a hit the block is run again with its hooks recorded, to name the first hook that went non-finite.
 // Returns false when the stream is non-finite (policy Warn), so that the caller stops checking this pass.
@@ -421,7 +442,7 @@ bool check_block_output(const ModelConfig& cfg, const LayerWeights& L, const Blo
   ResidualCache c;
   CacheSpec s = CacheSpec::all();
   s.layers = {l};
-  apply_block(cfg, L, ctx, in, l, &c, &s, hk, kv);  // rewrites the same cache rows with the same values
+  block(cfg, L, ctx, in, l, &c, &s, hk, kv);  // rewrites the same cache rows with the same values
   const std::string ctx_msg = " (layer " + std::to_string(l) + "; its input resid_pre." + std::to_string(l) + " was finite)";
   for (const char* hook : {"attn_out", "resid_mid", "mlp_out", "resid_post"})
     if (!detail::check_activation_finite(c.get(hook, l), ResidualCache::key(hook, l), ctx_msg)) return false;
@@ -524,7 +545,7 @@ ForwardOutput forward_impl(const ModelConfig& cfg, const ModelWeights& w, const 
   const BlockContext ctx = block_context(cfg, p0 + T, x.device(), p0);
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     throw_if_cancelled("the forward pass");  // a caller's CancelScope (vocablens/interrupt.hpp): stop between blocks
-    at::Tensor next = apply_block(cfg, w.layers[static_cast<size_t>(l)], ctx, x, l, &cache, &spec, hk, kv);
+    at::Tensor next = block(cfg, w.layers[static_cast<size_t>(l)], ctx, x, l, &cache, &spec, hk, kv);
     if (check) check = check_block_output(cfg, w.layers[static_cast<size_t>(l)], ctx, x, next, l, hk, kv);
     x = next;
   }
@@ -571,7 +592,7 @@ at::Tensor run_blocks(const ModelConfig& cfg, const ModelWeights& w, const at::T
                      std::to_string(cfg.n_ctx));
   const BlockContext ctx = block_context(cfg, x.size(1), x.device());
   at::Tensor h = x;
-  for (int64_t l = first; l < last; ++l) h = apply_block(cfg, w.layers[static_cast<size_t>(l)], ctx, h, l, nullptr, nullptr, nullptr);
+  for (int64_t l = first; l < last; ++l) h = block(cfg, w.layers[static_cast<size_t>(l)], ctx, h, l, nullptr, nullptr, nullptr);
   return h;
 }
 

@@ -87,8 +87,8 @@ MemoryEstimate estimate_forward_memory(const Model& m, int64_t B, int64_t T, con
                               : 3.0 * static_cast<double>(B) * H * static_cast<double>(T) * static_cast<double>(T) * f;
   const double mlp_rows = std::min(rows, 1024.0);
   const double mlp_tile = (c.gated_mlp ? 3.0 : 2.0) * mlp_rows * ff * f + mlp_rows * d * f;
-  if (blocked && c.norm_before && !spec.attn_out && !spec.resid_mid && !spec.mlp_out) {
-    // The streamed block (src/model/forward.cpp, docs/runner.md "Long inputs"): whole [B, T, .] tensors are
+  if (blocked && !spec.attn_out && !spec.resid_mid && !spec.mlp_out) {
+    // The block by rows (src/model/forward.cpp, docs/runner.md "Long inputs"): whole [B, T, .] tensors are
     // the block's input stream, k, v and one buffer for q, then the stream after the attention and the
     // block's output (a second one when the heads do not fill d_model); the rest is one block of rows at a
     // time: its normalised input, q, k, v and their rotated copies, or the attention tile, or the MLP's rows.
