@@ -4,12 +4,14 @@
 // fork is only safe then), because init_runtime() reads VOCABLENS_THREADS once per process. The child
 // reports the thread counts it saw through a pipe.
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <ATen/Parallel.h>
 
@@ -76,4 +78,61 @@ TEST_CASE("threads: all cores by default, one per million parameters for a model
   CHECK(pinned.after_init == 3);
   CHECK(pinned.small == 3);
   CHECK(pinned.large == 3);
+}
+
+namespace {
+
+// In a child: VOCABLENS_THREADS = threads, then the CPU seconds of a 32-step greedy generation on gpt2-tiny
+// (best of three after one warm-up run, this process's CPU clock around the call alone).
+double generate_cpu_seconds(const char* threads, const std::string& model) {
+  int fd[2];
+  REQUIRE(pipe(fd) == 0);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(fd[0]);
+    setenv("VOCABLENS_THREADS", threads, 1);
+    vocablens::init_runtime();
+    auto m = vocablens::load_model(model);
+    const std::vector<int64_t> prompt = {464, 3290, 318, 287};
+    auto cpu = [] {
+      timespec ts{};
+      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+      return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+    };
+    m.generate_greedy(prompt, 32, -1);
+    double best = 1e9;
+    for (int rep = 0; rep < 3; ++rep) {
+      const double t0 = cpu();
+      m.generate_greedy(prompt, 32, -1);
+      best = std::min(best, cpu() - t0);
+    }
+    if (write(fd[1], &best, sizeof best) != static_cast<ssize_t>(sizeof best)) _exit(3);
+    _exit(0);
+  }
+  close(fd[1]);
+  double best = -1;
+  ssize_t got = read(fd[0], &best, sizeof best);
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  REQUIRE(got == static_cast<ssize_t>(sizeof best));
+  return best;
+}
+
+}  // namespace
+
+// A small model's decoding step is hundreds of operations far too small to split: on two threads each one
+// woke (or waited for) a second thread, and a 32-step generate cost 1.5-1.9x the CPU seconds of one thread
+// (40x in the forward itself on a busy machine). Such passes now run on the calling thread alone
+// (util/parallel.hpp, SerialBelow); VOCABLENS_SERIAL_WORK=0 brings the old behaviour back.
+TEST_CASE("threads: a small model's generate costs no more CPU on two threads than on one", "[threads]") {
+  const std::string model = vl_test::fixture("gpt2-tiny");
+  REQUIRE(!model.empty());
+  const double one = generate_cpu_seconds("1", model), two = generate_cpu_seconds("2", model);
+  INFO("CPU seconds of a 32-step generate on gpt2-tiny: 1 thread " << one << ", 2 threads " << two);
+  CHECK(one > 0);
+  CHECK(two <= 1.3 * one);
 }

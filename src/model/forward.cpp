@@ -29,6 +29,8 @@
 #include "vocablens/model.hpp"
 #include "vocablens/timings.hpp"
 #include "vocablens/weight.hpp"
+#include "model/forward_work.hpp"
+#include "util/parallel.hpp"
 
 namespace vocablens {
 
@@ -482,6 +484,8 @@ ForwardOutput forward_impl(const ModelConfig& cfg, const ModelWeights& w, const 
                                   " cached ones exceed the model's context of " + std::to_string(cfg.n_ctx)
                             : "input of " + std::to_string(T) + " tokens is longer than the model's context of " +
                                   std::to_string(cfg.n_ctx));
+  // A pass too small to split (a small model's decoding step, a short prompt) runs on this thread alone.
+  const detail::SerialBelow serial(forward_work(cfg, B * T, compute_logits));
   ids = ids.to(at::kLong).contiguous();
   if (ids.numel() > 0) {
     int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();

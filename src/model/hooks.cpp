@@ -2,7 +2,9 @@
 // decoding with hooks. Hook names: hook_site.cpp.
 #include "vocablens/hooks.hpp"
 
+#include "model/forward_work.hpp"
 #include "model/hook_table.hpp"
+#include "util/parallel.hpp"
 #include "vocablens/detail/hook_readonly.hpp"
 
 #include <ATen/core/grad_mode.h>
@@ -75,6 +77,8 @@ std::vector<int64_t> generate_greedy_with_hooks(const Model& m, std::vector<int6
   for (int64_t s = 0; s < steps && static_cast<int64_t>(tokens.size()) <= m.config().n_ctx; ++s) {
     auto ids = at::tensor(tokens, at::kLong).unsqueeze(0);
     auto out = run_forward(m.config(), m.weights(), ids, spec, false, at::Tensor(), &hooks);
+    // The step's unembedding and argmax: one row, on this thread alone when small (util/parallel.hpp).
+    const detail::SerialBelow serial(forward_work(m.config(), 0, true));
     int64_t next = m.unembed(out.cache.get("final_norm").select(1, -1)).argmax(-1).item<int64_t>();
     tokens.push_back(next);
     if (next == stop_token) break;

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "model/forward_work.hpp"
+#include "util/parallel.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/kv_cache.hpp"
 #include "vocablens/model.hpp"
@@ -46,6 +48,8 @@ std::vector<int64_t> Model::generate_greedy(std::vector<int64_t> tokens, int64_t
     const auto fed = kv.length() == 0 ? tokens : std::vector<int64_t>{tokens.back()};
     auto out = forward_cached(*this, at::tensor(fed, at::kLong).unsqueeze(0), kv, fin, false);
     auto last = out.cache.get("final_norm").select(1, -1);
+    // The step's unembedding and argmax: one row, on this thread alone when small (util/parallel.hpp).
+    const detail::SerialBelow serial(forward_work(cfg_, 0, true));
     int64_t next = unembed(last).argmax(-1).item<int64_t>();
     tokens.push_back(next);
     if (next == stop_token) break;

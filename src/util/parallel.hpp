@@ -26,5 +26,26 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function
 /// (vocablens/linalg/topk_stream.hpp) is this.
 void parallel_workers(int workers, const std::function<void(int)>& fn);
 
+/// For its lifetime, the calling thread's OpenMP thread count is 1 when `work` (the multiply-adds of what
+/// follows) is below serial_work_limit(), and unchanged otherwise. A small model's decoding step or a short
+/// prompt is hundreds of operations each far too small to split: every parallel region then costs waking a
+/// second thread, and on a busy machine waiting for it while it is descheduled (measured: a 32-step generate
+/// on a 3 M-parameter model took 40x the forward's CPU seconds on two threads). OpenMP's count is per
+/// thread, so other threads (a server's workers, Python threads) are unaffected.
+class SerialBelow {
+ public:
+  explicit SerialBelow(double work);
+  ~SerialBelow();
+  SerialBelow(const SerialBelow&) = delete;
+  SerialBelow& operator=(const SerialBelow&) = delete;
+
+ private:
+  int prev_ = 0;  ///< the count to restore; 0: nothing was changed
+};
+
+/// The work (multiply-adds) below which SerialBelow runs one thread: 2e7 by default (docs/runner.md,
+/// "Threads"); VOCABLENS_SERIAL_WORK=N sets it (0: never).
+double serial_work_limit();
+
 }  // namespace detail
 }  // namespace vocablens

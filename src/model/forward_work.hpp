@@ -1,0 +1,24 @@
+// model/forward_work.hpp (internal) — the multiply-adds of a forward pass, for choosing its thread count.
+//
+//   const detail::SerialBelow serial(forward_work(cfg, B * T, compute_logits));   // util/parallel.hpp
+//
+// Counts the products with the blocks' weights (q, k, v, o and the MLP's two or three matrices) per token and,
+// when logits are made, the unembedding; the attention's own T x T work is left out (it matters only for long
+// inputs, which are far above any threshold anyway).
+#pragma once
+#include <cstdint>
+
+#include "vocablens/model_config.hpp"
+
+namespace vocablens {
+
+inline double forward_work(const ModelConfig& cfg, int64_t tokens, bool logits) {
+  const double d = static_cast<double>(cfg.d_model);
+  const double per_layer = d * static_cast<double>((cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.d_head) +
+                           static_cast<double>(cfg.n_heads * cfg.d_head) * d +
+                           (cfg.gated_mlp ? 3.0 : 2.0) * d * static_cast<double>(cfg.d_mlp);
+  const double per_token = static_cast<double>(cfg.n_layers) * per_layer + (logits ? d * static_cast<double>(cfg.vocab_size) : 0.0);
+  return per_token * static_cast<double>(tokens);
+}
+
+}  // namespace vocablens
