@@ -405,9 +405,16 @@ at::Tensor block(const ModelConfig& cfg, const LayerWeights& L, const BlockConte
            const int64_t n = z.size(1);
            at::Tensor a = attention_out(cfg, L, std::move(z), l, hk);
            record(keep && spec->attn_out, "attn_out", a);
-           if (!mid.defined()) mid = at::empty({B, T, d}, opt);  // whole: only now, after q, k, v are released
+           // parallel residual: x + attn_out too (the MLP reads x). Whole (which includes every pass with grad:
+           // out= operations do not differentiate), a new tensor, made only now that q, k, v are released.
+           if (!by_rows) {
+             mid = x + a;
+             if (!cfg.norm_before) mid = norm1(cfg, L, mid);
+             return;
+           }
+           if (!mid.defined()) mid = at::empty({B, T, d}, opt);
            at::Tensor rows = mid.narrow(1, q0, n);
-           at::add_out(rows, x.narrow(1, q0, n), a);  // parallel residual: x + attn_out too (the MLP reads x)
+           at::add_out(rows, x.narrow(1, q0, n), a);
            if (!cfg.norm_before) rows.copy_(norm1(cfg, L, rows));
          });
   record(keep && spec->pattern, "pattern", pattern);
@@ -415,17 +422,21 @@ at::Tensor block(const ModelConfig& cfg, const LayerWeights& L, const BlockConte
   record(keep && spec->resid_mid, "resid_mid", mid);
 
   // Step 3: out = mid + mlp_out by rows. By rows the sum is written over mid's rows (nobody reads mid);
-  // whole, into a tensor of its own, made after the MLP (the cache or a hook may hold mid).
+  // whole, a tensor of its own, made after the MLP (the cache or a hook may hold mid).
   const at::Tensor& mlp_stream = cfg.parallel_residual ? x : mid;
   at::Tensor out = by_rows ? mid : at::Tensor();
   for (int64_t r0 = 0; r0 < T; r0 += R) {
     const int64_t n = std::min(R, T - r0);
-    const at::Tensor in = mlp_stream.narrow(1, r0, n);
+    const at::Tensor in = by_rows ? mlp_stream.narrow(1, r0, n) : mlp_stream;
     at::Tensor m = mlp(cfg, L, cfg.norm_before ? norm2(cfg, L, in) : in, l, hk);
     if (L.post_mlp_norm_w.defined()) m = apply_norm(m, cfg.norm, cfg.norm_eps, L.post_mlp_norm_w, at::Tensor());
     run_hook(hk, HookPoint::MlpOut, l, m);
     record(keep && spec->mlp_out, "mlp_out", m);
-    if (!out.defined()) out = at::empty({B, T, d}, opt);
+    if (!by_rows) {
+      out = mid + m;
+      if (!cfg.norm_before) out = norm2(cfg, L, out);
+      continue;
+    }
     at::Tensor rows = out.narrow(1, r0, n);
     at::add_out(rows, mid.narrow(1, r0, n), m);
     if (!cfg.norm_before) rows.copy_(norm2(cfg, L, rows));
