@@ -67,8 +67,14 @@ bool bf16_gemm_native() {
   return native;
 }
 
+bool bf16_gemm_onednn_size(int64_t N, int64_t K, int64_t M) {
+  // LibTorch 1.13's checksize() in use_mkldnn_bf16_matmul: only a product of more than 16^3 goes to oneDNN.
+  return N * K * M > 16 * 16 * 16;
+}
+
 void mm_bf16_out(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
-  if (bf16_gemm_libtorch()) {
+  const bool forced = static_cast<Bf16Gemm>(g_choice.load()) == Bf16Gemm::LibTorch;
+  if (bf16_gemm_libtorch() && (forced || bf16_gemm_onednn_size(a.size(0), a.size(1), b.size(1)))) {
     at::mm_out(out, a, b);
     return;
   }

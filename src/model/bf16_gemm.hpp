@@ -37,6 +37,10 @@ bool bf16_gemm_native();
 /// caller holding float32 operands may run the same arithmetic itself: round them to bfloat16 precision in
 /// float32 (round_to_bf16), multiply in float32, round the products (weight_matmul's tiles do this).
 bool bf16_gemm_libtorch();
+/// Whether LibTorch hands an [N, K] x [K, M] bfloat16 product to oneDNN where the CPU allows it: only above 16^3
+/// multiply-adds. Smaller ones run its scalar loop (bfloat16 accumulation for a row-major b), so Auto takes the
+/// float32 path for them on every CPU.
+bool bf16_gemm_onednn_size(int64_t N, int64_t K, int64_t M);
 /// Each of n float32 values rounded to the nearest bfloat16 (ties to even; NaN stays NaN), kept as float32.
 void round_to_bf16(float* p, int64_t n);
 
