@@ -5,7 +5,9 @@
 #include <cctype>
 #include <stdexcept>
 
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/model.hpp"
 
 namespace vocablens {
 
@@ -83,6 +85,24 @@ nlohmann::json analyses_schema() {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& a : analysis_registry().all()) out.push_back(option_schema(a.decl));
   return out;
+}
+
+MemoryEstimate model_memory(const Model& m) {
+  // The forward's estimate of a one-token pass, its (tiny) block phase left out.
+  MemoryEstimate e = estimate_forward_memory(m, 1, 1, CacheSpec::none(), false);
+  e.phases.clear();
+  return e;
+}
+
+AnalysisEstimate estimate_analysis(const DeclaredAnalysis& a, const Model& m, const Tokenizer* tok,
+                                   const nlohmann::json& given, Surface surface, const AnalysisInputs* inputs) {
+  const nlohmann::json options = resolve_options(a.decl, given, surface);
+  AnalysisRequest q{m, tok, options, {}, nullptr, surface, &a.decl, inputs};
+  if (a.estimate) return a.estimate(q);
+  AnalysisEstimate e;
+  e.memory = model_memory(m);
+  e.what = a.decl.name + " on " + m.source();
+  return e;
 }
 
 }  // namespace vocablens

@@ -7,6 +7,7 @@
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/timings.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/sae.hpp"
 #include "vocablens/spectrum.hpp"
@@ -86,6 +87,7 @@ std::vector<int64_t> prompt_ids_of(const AnalysisRequest& q, const nlohmann::jso
   std::vector<int64_t> ids;
   if (p.is_string()) {
     if (!tok) throw UsageError(analysis + ": " + option + ": the model has no tokenizer; give token ids instead");
+    timings::Phase phase("tokenise");  // `--timings`: on every surface, whoever calls
     EncodeOptions eo;
     if (o.contains("bos") && o.at("bos").is_boolean()) eo.add_bos = o.at("bos").get<bool>();
     ids = tok->encode(p.get<std::string>(), eo);

@@ -2,10 +2,19 @@
 // (vocablens/analysis_registry.hpp): `lens` (one prompt), `lens_corpus` (`lens --corpus FILE`: statistics over a
 // text file) and `lens_batch` (`lens --prompts FILE`: many prompts, one result). The `vocablens lens` command
 // offers the three through one set of flags (src/cli/cmd_lens.cpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <memory>
 
 #include "entry_common.hpp"
+#include "model/bf16_gemm.hpp"
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
+#include "vocablens/detail/lens_engine.hpp"
+#include "vocablens/memory_estimate.hpp"
 #include "vocablens/compare.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
@@ -15,6 +24,7 @@
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/tuned_lens.hpp"
+#include "vocablens/weight.hpp"
 
 namespace vocablens::entries {
 
@@ -35,6 +45,92 @@ std::vector<OptionDecl> reading_decls() {
   };
 }
 
+
+// The peak memory of the lens of T tokens (vocablens/analysis_estimate.hpp): the forward records nothing (each
+// lens layer is normalised into the stack by a hook as it is produced), the stack [n, T, d] lives through the
+// forward and the lens, then one block of logits (lens_detail::default_block_positions: 512-1024 rows of all
+// layers, at most 256 MiB when more than 512 rows) at a time. With two_pass: the final distribution [T, V]
+// instead of the stack, one layer's logit block at a time (and, for a tuned lens or decoder blocks, one
+// normalised layer [T, d]).
+AnalysisEstimate lens_estimate(const AnalysisRequest& q, int64_t T) {
+  const auto& ro = q.options;
+  const Model& m = q.model;
+  const bool resid_mid = ro.at("resid_mid").get<bool>(), save_probs = ro.at("save_probs").get<bool>(),
+             two_pass = ro.at("two_pass").get<bool>(), pinv = ro.at("unembed").get<std::string>() == "pinv";
+  const auto& c = m.config();
+  const double n = static_cast<double>(c.n_layers + 1 + (resid_mid ? c.n_layers : 0)), d = static_cast<double>(c.d_model);
+  const double V = static_cast<double>(c.vocab_size), Td = static_cast<double>(T),
+               k = static_cast<double>(ro.at("top_k").get<int64_t>());
+  // One pass: the logit blocks follow the forward (a phase; the forward's freed heap is trimmed in between).
+  // Two passes: each layer's block is made by a hook while the forward runs, so both are resident together.
+  // Under bfloat16 compute with a W_U not stored as float32 the block's product is a bf16 GEMM
+  // (LensEngine::logits_into): the bf16 activations and result beside the float32 block, and where the CPU has
+  // no AVX-512 (src/model/bf16_gemm.hpp) the float32 activations, one widened column block of W_U (<= 4 M values)
+  // and its float32 product.
+  const bool bf16 = compute_dtype() == ComputeDtype::BFloat16;
+  const bool bf16_product = bf16 && m.weights().W_U.scalar_type() != at::kFloat && !pinv;
+  auto stats_and_block = [&](MemoryEstimate& e, double layers_per_block) {
+    e.add("lens: per-position results", n * Td * (k * 12 + 64) + (save_probs ? n * Td * V * 4 : 0.0));
+    const double rows = layers_per_block * static_cast<double>(std::min<int64_t>(
+                            T, lens_detail::default_block_positions(static_cast<int64_t>(layers_per_block), c.vocab_size)));
+    const double R = std::max(layers_per_block, rows);
+    double block = R * (V + d) * 4;
+    if (bf16_product) {
+      block += R * (V + d) * 2;
+      if (!detail::bf16_gemm_libtorch()) {
+        const double cols = std::min(V, std::max(1.0, std::floor(static_cast<double>(detail::kBf16WidenValues) / d)));
+        block += R * d * 4 + d * cols * 4 + R * cols * 4;
+      }
+    }
+    const std::string with = bf16_product ? " (and its bfloat16 product)" : "";
+    if (layers_per_block > 1) e.add_phase("lens: one logit block" + with, block);
+    else e.add("lens " + q.spelled("two_pass") + ": one layer's logit block" + with + ", made during the forward", block);
+  };
+  // The projection matrix the engine holds for the whole run (LensEngine's constructor): E+ [d, V] float32 with
+  // unembed pinv; else W_U in place when stored as float32 (or bfloat16 under bfloat16 compute), otherwise a
+  // copy — float32, or bfloat16 (made from a transient float32 one).
+  auto projection = [&](MemoryEstimate& e) {
+    const at::Tensor& stored = m.weights().W_U;
+    if (pinv) {
+      e.add("lens: E⁺ [d, V] as float32", d * V * 4);
+      // computed unless cached (linalg/pinv.cpp): E as float32, one float64 chunk of 8192 rows and its product,
+      // the d x d Gram matrix, eigenvectors, workspace and the kept projector
+      e.add_phase("lens: E⁺ computed when not cached",
+                  (stored.scalar_type() == at::kFloat ? 0.0 : d * V * 4) + 2 * 8192 * d * 8 + 5 * d * d * 8);
+    } else if (bf16 && stored.scalar_type() != at::kFloat && stored.scalar_type() != at::kBFloat16) {
+      e.add("lens: W_U as bfloat16 (stored as " + weight_storage_name(stored) + ")", d * V * 2);
+      e.add_phase("lens: W_U's float32 copy, converted to bfloat16", d * V * 4);
+    } else if (!bf16 && stored.scalar_type() != at::kFloat) {
+      e.add("lens: W_U as float32 (stored as " + weight_storage_name(stored) + ")", d * V * 4);
+    }
+  };
+  MemoryEstimate one_pass = estimate_forward_memory(m, 1, T, CacheSpec::none(), false);
+  one_pass.add("lens: normalised residuals [layers, T, d]", n * Td * d * 4);
+  projection(one_pass);
+  stats_and_block(one_pass, n);
+  MemoryEstimate two = estimate_forward_memory(m, 1, T, CacheSpec::none(), false);
+  projection(two);
+  two.add("lens " + q.spelled("two_pass") + ": the final distribution [T, V]", Td * V * 4);
+  if (!ro.at("tuned").is_null() || ro.at("decoder_blocks").get<int64_t>() > 0)
+    two.add("lens " + q.spelled("two_pass") + ": one normalised layer [T, d]", Td * d * 4);
+  stats_and_block(two, 1);
+
+  AnalysisEstimate e;
+  e.memory = two_pass ? two : one_pass;
+  e.what = fmt::format("the lens of {} tokens of {}", T, m.source());
+  const bool cli = q.surface == Surface::Cli;
+  e.reduce = std::string("give a shorter prompt, or ") +
+             (cli ? "--corpus FILE --window N to read it in windows" : "read it in windows with lens_corpus (path, window)") +
+             (save_probs ? ", or leave out " + q.spelled("save_probs") : "");
+  if (!two_pass && !save_probs && two.total() < one_pass.total()) {
+    e.reduce += fmt::format(", or {} (about {:.0f} MiB: two forwards, one layer held at a time)",
+                            cli ? q.spelled("two_pass") : q.spelled("two_pass") + "=True", two.total() / 1048576.0);
+    e.note = fmt::format("with {}: about {:.1f} MiB (the forward runs twice; one layer's residual held at a time)",
+                         q.spelled("two_pass"), two.total() / 1048576.0);
+  }
+  return e;
+}
+
 }  // namespace
 
 LensOptions lens_options(const AnalysisRequest& q) {
@@ -51,6 +147,12 @@ LensOptions lens_options(const AnalysisRequest& q) {
     auto tuned = std::make_shared<TunedLens>(load_tuned_lens(o.at("tuned").get<std::string>()));
     tuned->check_model(q.model);
     lo.tuned = tuned;
+    lens_detail::validate_options(q.model, lo);  // a refused combination is said before the warning below
+    if (!tuned->matches_unembedding(q.model))
+      std::fprintf(stderr,
+                   "vocablens: warning: the tuned lens %s was trained on a model with another unembedding than %s "
+                   "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n",
+                   o.at("tuned").get<std::string>().c_str(), q.model.source().c_str());
   }
   return lo;
 }
@@ -70,7 +172,8 @@ void register_lens_entry(AnalysisRegistry& r) {
        "the final distribution [T, V] (long prompts on large models; --dry-run shows both)"},
   });
   entry::append(d.options, reading_decls());
-  r.add({std::move(d), [](const AnalysisRequest& q) {
+  r.add({std::move(d),
+         [](const AnalysisRequest& q) {
            const auto ids = entry::prompt_of(q);
            auto r = logit_lens(q.model, ids, lens_options(q)).to_result(q.tok, entry::prompt_text(q, ids));
            if (entry::prompt_is_ids(q.options)) r.settings["prompt_ids"] = ids;  // the exact sequence read
@@ -79,7 +182,8 @@ void register_lens_entry(AnalysisRegistry& r) {
              r.provenance["vocab_sha256"] = vocabulary_sha256(*q.tok);
            }
            return r;
-         }});
+         },
+         [](const AnalysisRequest& q) { return lens_estimate(q, static_cast<int64_t>(entry::prompt_of(q).size())); }});
 
   AnalysisDecl c;
   c.name = "lens_corpus";

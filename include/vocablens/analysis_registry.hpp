@@ -12,7 +12,8 @@
 //
 //   namespace vocablens::entries {
 //   void register_neurons_entry(AnalysisRegistry& r) {
-//     r.add({neurons_decl(), [](const AnalysisRequest& q) { ... return analyze_neurons(...).to_result(q.tok); }});
+//     r.add({neurons_decl(), [](const AnalysisRequest& q) { ... return analyze_neurons(...).to_result(q.tok); },
+//            [](const AnalysisRequest& q) { ... return AnalysisEstimate{...}; }});   // optional: the peak memory
 //   }
 //   }
 //
@@ -23,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +37,7 @@ namespace vocablens {
 class Model;
 class Tokenizer;
 struct AnalysisInputs;
+struct AnalysisEstimate;  // vocablens/analysis_estimate.hpp
 
 /// One call of an analysis: the model, its tokenizer (may be null), the resolved options.
 struct AnalysisRequest {
@@ -58,10 +61,15 @@ struct AnalysisRequest {
 };
 
 using AnalysisRun = std::function<Result(const AnalysisRequest&)>;
+/// The peak memory a request will need, from shapes, before any work (vocablens/analysis_estimate.hpp).
+using AnalysisEstimator = std::function<AnalysisEstimate(const AnalysisRequest&)>;
 
 struct DeclaredAnalysis {
+  DeclaredAnalysis(AnalysisDecl d, AnalysisRun r, AnalysisEstimator e = {})
+      : decl(std::move(d)), run(std::move(r)), estimate(std::move(e)) {}
   AnalysisDecl decl;
   AnalysisRun run;
+  AnalysisEstimator estimate;  ///< may be empty: the runtime and the weights as stored
 };
 
 class AnalysisRegistry {

@@ -15,11 +15,9 @@
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/text_fit.hpp"
-#include "model/bf16_gemm.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/declared_options.hpp"
-#include "vocablens/detail/lens_engine.hpp"
 #include "vocablens/dist.hpp"
 #include "vocablens/compare.hpp"
 #include "vocablens/error.hpp"
@@ -76,16 +74,38 @@ std::string pct(double p) {
   return fmt::format("{:>3.0f}%", p * 100);
 }
 
-void print_lens_table(const vocablens::LensResult& L, const vocablens::Tokenizer& tok, const vocablens::Model& m,
-                      bool color) {
-  const int64_t n = L.n_layers(), T = L.n_positions(), k = L.top_k;
+// A Result's array as typed values (row-major; nullptr when absent).
+template <class T>
+const T* values(const vocablens::Result& r, const char* name) {
+  auto it = r.arrays.find(name);
+  return it == r.arrays.end() ? nullptr : reinterpret_cast<const T*>(it->second.bytes.data());
+}
+
+// The lens Result as a terminal table: the top-1 grid (the last positions that fit), then per-layer means.
+void print_lens_table(const vocablens::Result& r, const vocablens::Tokenizer& tok, bool color) {
+  const auto& set = r.settings;
+  const auto& sum = r.summary;
+  const int64_t n = static_cast<int64_t>(sum["layers"].size()), T = sum["n_tokens"].get<int64_t>(),
+                k = set["top_k"].get<int64_t>();
+  const int64_t* tokens = values<int64_t>(r, "tokens");
+  const int64_t* targets = values<int64_t>(r, "targets");
+  const int64_t* top_ids = values<int64_t>(r, "top_ids");
+  const float* top_probs = values<float>(r, "top_probs");
+  const float* entropy = values<float>(r, "entropy");
+  const float* kl_final = values<float>(r, "kl_final");
+  const float* cross_entropy = values<float>(r, "cross_entropy");
+  const float* target_prob = values<float>(r, "target_prob");
+  const int64_t* target_rank = values<int64_t>(r, "target_rank");
+  auto at = [T](int64_t li, int64_t t) { return static_cast<size_t>(li * T + t); };
+  auto top_id = [&](int64_t li, int64_t t, int64_t j) { return top_ids[at(li, t) * static_cast<size_t>(k) + static_cast<size_t>(j)]; };
+  auto top_prob = [&](int64_t li, int64_t t, int64_t j) { return top_probs[at(li, t) * static_cast<size_t>(k) + static_cast<size_t>(j)]; };
+  auto label = [&](int64_t li) { return sum["layers"][static_cast<size_t>(li)]["label"].get<std::string>(); };
   auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
+  const int64_t decoder_blocks = set["decoder_blocks"].get<int64_t>();
   fmt::print("{}\n", style(fmt::format("{} lens · {} · {} tokens · {} layers · unembedding {}{}",
-                                       L.options.tuned ? "tuned" : "logit", m.source(), T, n,
-                                       L.options.unembed == vocablens::LensUnembed::PseudoInverse ? "E⁺ = pinv(W_Uᵀ)" : "W_U",
-                                       L.options.decoder_blocks ? fmt::format(" · last {} blocks as decoder",
-                                                                              L.options.decoder_blocks)
-                                                                : ""),
+                                       set["lens"].get<std::string>(), sum["model"].get<std::string>(), T, n,
+                                       set["unembed"].get<std::string>() == "pinv" ? "E⁺ = pinv(W_Uᵀ)" : "W_U",
+                                       decoder_blocks ? fmt::format(" · last {} blocks as decoder", decoder_blocks) : ""),
                                fmt::emphasis::bold));
   fmt::print("final norm recomputed on each layer's residual; cells: top-1 token and its probability{}\n",
              k == 0 ? " (none: --top-k 0)" : "");
@@ -103,21 +123,21 @@ void print_lens_table(const vocablens::LensResult& L, const vocablens::Tokenizer
   for (int64_t t = first; t < T; ++t) line += " " + fit(std::to_string(t), cell_w);
   fmt::print("{}\n", line);
   line = row_label("input");
-  for (int64_t t = first; t < T; ++t) line += " " + fit(tok.display(L.tokens[t]), cell_w);
+  for (int64_t t = first; t < T; ++t) line += " " + fit(tok.display(tokens[t]), cell_w);
   fmt::print("{}\n", line);
   line = row_label("target");
   for (int64_t t = first; t < T; ++t)
-    line += " " + style(fit(L.targets[t] >= 0 ? tok.display(L.targets[t]) : "-", cell_w), fmt::fg(fmt::terminal_color::cyan));
+    line += " " + style(fit(targets[t] >= 0 ? tok.display(targets[t]) : "-", cell_w), fmt::fg(fmt::terminal_color::cyan));
   fmt::print("{}\n", line);
   if (k > 0) {
     for (int64_t li = 0; li < n; ++li) {
-      line = row_label(L.layers[li].label);
+      line = row_label(label(li));
       for (int64_t t = first; t < T; ++t) {
-        const int64_t id = L.top_id(li, t, 0);
-        const double p = L.top_prob(li, t, 0);
+        const int64_t id = top_id(li, t, 0);
+        const double p = top_prob(li, t, 0);
         std::string cell = fit(id < 0 ? "NaN" : tok.display(id), tok_w) + " " + pct(p);  // -1: a NaN row
         fmt::text_style st;
-        if (id == L.targets[t]) st = fmt::fg(fmt::terminal_color::green) | fmt::emphasis::bold;
+        if (id == targets[t]) st = fmt::fg(fmt::terminal_color::green) | fmt::emphasis::bold;
         else if (p >= 0.5) st = fmt::emphasis::bold;
         else if (p < 0.1) st = fmt::emphasis::faint;
         line += " " + (color ? fmt::format(st, "{}", cell) : cell);
@@ -130,41 +150,75 @@ void print_lens_table(const vocablens::LensResult& L, const vocablens::Tokenizer
                                          "KL→final", "tgt rank", "tgt p", "top at last position"),
                              fmt::emphasis::bold));
   for (int64_t li = 0; li < n; ++li) {
-    const size_t a = L.at(li, T - 1);
-    double se = 0, sk = 0;
+    const size_t a = at(li, T - 1);
+    double se = 0, sk = 0, sce = 0;
+    int64_t nce = 0;
     for (int64_t t = 0; t < T; ++t) {
-      se += L.entropy[L.at(li, t)];
-      sk += L.kl_final[L.at(li, t)];
+      se += entropy[at(li, t)];
+      sk += kl_final[at(li, t)];
+      if (!std::isnan(cross_entropy[at(li, t)])) {  // positions without a target have none
+        sce += cross_entropy[at(li, t)];
+        ++nce;
+      }
     }
     std::string tops;
     for (int64_t j = 0; j < std::min<int64_t>(k, 3); ++j)
-      tops += (j ? "  " : "") + (L.top_id(li, T - 1, j) < 0 ? std::string("NaN") : tok.display(L.top_id(li, T - 1, j))) + " " +
-              pct(L.top_prob(li, T - 1, j));
-    double ce = L.mean_cross_entropy(li);
-    fmt::print("{} {:>9} {:>9.3f} {:>9.3f}  {:>8} {:>7}  {}\n", row_label(L.layers[li].label),
-               std::isnan(ce) ? std::string("-") : fmt::format("{:.3f}", ce), se / static_cast<double>(T),
-               sk / static_cast<double>(T), L.target_rank[a] >= 0 ? std::to_string(L.target_rank[a]) : "-",
-               std::isnan(L.target_prob[a]) ? std::string("-") : fmt::format("{:.4g}", L.target_prob[a]), tops);
+      tops += (j ? "  " : "") + (top_id(li, T - 1, j) < 0 ? std::string("NaN") : tok.display(top_id(li, T - 1, j))) + " " +
+              pct(top_prob(li, T - 1, j));
+    fmt::print("{} {:>9} {:>9.3f} {:>9.3f}  {:>8} {:>7}  {}\n", row_label(label(li)),
+               nce == 0 ? std::string("-") : fmt::format("{:.3f}", sce / static_cast<double>(nce)), se / static_cast<double>(T),
+               sk / static_cast<double>(T), target_rank[a] >= 0 ? std::to_string(target_rank[a]) : "-",
+               std::isnan(target_prob[a]) ? std::string("-") : fmt::format("{:.4g}", target_prob[a]), tops);
   }
   fmt::print("(entropy and KL: mean over positions, nats; target at the last position{})\n",
-             L.options.target ? "" : " = none when the target is the next token");
+             set["target"].is_object() ? "" : " = none when the target is the next token");
 }
 
-void print_corpus_table(const vocablens::CorpusLensResult& c, bool color) {
+void print_corpus_table(const vocablens::Result& r, bool color) {
+  const auto& set = r.settings;
+  const auto& sum = r.summary;
   auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
   fmt::print("{}\n", style(fmt::format("{} lens over {} · {} bytes · {} tokens in {} windows of {}",
-                                       c.options.tuned ? "tuned" : "logit", c.corpus,
-                                       c.corpus_bytes, c.tokens, c.windows, c.window),
+                                       set["lens"].get<std::string>(), set["corpus"].get<std::string>(),
+                                       sum["corpus_bytes"].get<int64_t>(), sum["tokens"].get<int64_t>(),
+                                       sum["windows"].get<int64_t>(), set["window"].get<int64_t>()),
                            fmt::emphasis::bold));
   fmt::print("{}\n", style(fmt::format("{:<7} {:>10} {:>10} {:>10} {:>10} {:>8}", "layer", "CE nats", "bits/byte",
                                        "KL→final", "entropy", "top-1"),
                            fmt::emphasis::bold));
-  for (size_t i = 0; i < c.layers.size(); ++i)
-    fmt::print("{:<7} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>7.2f}%\n", fit(c.layers[i].label, 7),
-               c.mean_cross_entropy[i], c.bits_per_byte[i], c.mean_kl_final[i], c.mean_entropy[i],
-               c.top1_accuracy[i] * 100);
+  for (const auto& ly : sum["per_layer"])
+    fmt::print("{:<7} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>7.2f}%\n", fit(ly["layer"].get<std::string>(), 7),
+               ly["cross_entropy_nats"].get<double>(), ly["bits_per_byte"].get<double>(), ly["kl_final_nats"].get<double>(),
+               ly["entropy_nats"].get<double>(), ly["top1_accuracy"].get<double>() * 100);
   fmt::print("({} predicted tokens, {} bytes; means over every predicted token, final norm recomputed per layer)\n",
-             c.predicted, c.bytes);
+             sum["predicted_tokens"].get<int64_t>(), sum["predicted_bytes"].get<int64_t>());
+}
+
+void print_batch_table(const vocablens::Result& r, const vocablens::Model& m, bool color) {
+  const auto& sum = r.summary;
+  const int64_t P = sum["n_prompts"].get<int64_t>(), n = static_cast<int64_t>(sum["layers"].size()),
+                T = sum["max_tokens"].get<int64_t>();
+  const float* tp = values<float>(r, "target_prob");
+  const int64_t* rank = values<int64_t>(r, "target_rank");
+  auto bold = [&](const std::string& t) { return color ? fmt::format(fmt::emphasis::bold, "{}", t) : t; };
+  fmt::print("{}\n", bold(fmt::format("logit lens over {} prompts of {} · {} · {:.2f} s", P,
+                                      r.settings["prompts_file"].get<std::string>(), m.source(), sum["seconds"].get<double>())));
+  fmt::print("target probability at each prompt's readout position, per layer (rank in brackets)\n");
+  std::string head = fmt::format("{:>3} {:<28} {:<10}", "#", "prompt", "target");
+  for (const auto& ly : sum["layers"]) head += fmt::format(" {:>13}", fit(ly.get<std::string>(), 13));
+  fmt::print("{}\n", bold(head));
+  for (int64_t p = 0; p < P; ++p) {
+    const auto& pr = sum["prompts"][static_cast<size_t>(p)];
+    const int64_t ro = pr["readout_position"].get<int64_t>();
+    std::string line = fmt::format("{:>3} {:<28} {:<10}", p, fit(pr["prompt"].get<std::string>(), 28),
+                                   fit(ro >= 0 ? pr["target"].get<std::string>() : "-", 10));
+    for (int64_t l = 0; l < n; ++l) {
+      const size_t i = static_cast<size_t>((p * n + l) * T + std::max<int64_t>(ro, 0));
+      line += ro < 0 ? fmt::format(" {:>13}", "-") : fmt::format(" {:>13}", fmt::format("{:.3f} [{}]", tp[i], rank[i]));
+    }
+    fmt::print("{}\n", line);
+  }
+  fmt::print("(readout: the last position for a JSON Lines target, else the second-to-last, predicting the last token)\n");
 }
 
 // ---- the command ------------------------------------------------------------------------------------------
@@ -195,100 +249,6 @@ nlohmann::json carried_to(const vocablens::AnalysisDecl& decl, const nlohmann::j
     // --bos / --no-bos with --corpus: the windows are read as the file's tokens (accepted, as before)
   }
   return out;
-}
-
-// --tuned DIR with another unembedding than the model's: a warning (fine for a fine-tune of that model).
-void warn_tuned(const vocablens::LensOptions& lo, const nlohmann::json& resolved, const LensCliOptions& o,
-                const vocablens::Model& m) {
-  if (!lo.tuned) return;
-  vocablens::lens_detail::validate_options(m, lo);
-  if (!lo.tuned->matches_unembedding(m))
-    fmt::print(stderr, "vocablens: warning: the tuned lens {} was trained on a model with another unembedding than {} "
-                       "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n",
-               resolved["tuned"].get<std::string>(), o.model);
-}
-
-// The peak memory the lens of T tokens will need (vocablens/memory_estimate.hpp): the forward records
-// nothing (each lens layer is normalised into the stack by a hook as it is produced), the stack [n, T, d]
-// lives through the forward and the lens, then one block of logits (lens_detail::default_block_positions:
-// 512-1024 rows of all layers, at most 256 MiB when more than 512 rows) at a time. With --two-pass: the final
-// distribution [T, V] instead of the stack, one layer's logit block at a time (and, for a tuned lens or
-// decoder blocks, one normalised layer [T, d]).
-// --dry-run prints it; without it a run that would not fit is refused before any work. -1: run.
-int check_lens_memory(const nlohmann::json& ro, bool dry_run, const vocablens::Model& m, int64_t T) {
-  const bool resid_mid = ro["resid_mid"].get<bool>(), save_probs = ro["save_probs"].get<bool>(),
-             two_pass = ro.value("two_pass", false);
-  const auto& c = m.config();
-  const double n = static_cast<double>(c.n_layers + 1 + (resid_mid ? c.n_layers : 0)), d = static_cast<double>(c.d_model);
-  const double V = static_cast<double>(c.vocab_size), Td = static_cast<double>(T),
-               k = static_cast<double>(ro["top_k"].get<int64_t>());
-  // One pass: the logit blocks follow the forward (a phase; the forward's freed heap is trimmed in between).
-  // Two passes: each layer's block is made by a hook while the forward runs, so both are resident together.
-  // Under --dtype bfloat16 with a W_U not stored as float32 the block's product is a bf16 GEMM
-  // (LensEngine::logits_into): the bf16 activations and result beside the float32 block, and where the CPU has
-  // no AVX-512 (src/model/bf16_gemm.hpp) the float32 activations, one widened column block of W_U (≤ 4 M values)
-  // and its float32 product.
-  const bool bf16_product = vocablens::compute_dtype() == vocablens::ComputeDtype::BFloat16 &&
-                            m.weights().W_U.scalar_type() != at::kFloat && ro["unembed"].get<std::string>() != "pinv";
-  auto stats_and_block = [&](vocablens::MemoryEstimate& e, double layers_per_block) {
-    e.add("lens: per-position results", n * Td * (k * 12 + 64) + (save_probs ? n * Td * V * 4 : 0.0));
-    const double rows = layers_per_block * static_cast<double>(std::min<int64_t>(
-                            T, vocablens::lens_detail::default_block_positions(static_cast<int64_t>(layers_per_block), c.vocab_size)));
-    const double R = std::max(layers_per_block, rows);
-    double block = R * (V + d) * 4;
-    if (bf16_product) {
-      block += R * (V + d) * 2;
-      if (!vocablens::detail::bf16_gemm_libtorch()) {
-        const double cols = std::min(V, std::max(1.0, std::floor(static_cast<double>(vocablens::detail::kBf16WidenValues) / d)));
-        block += R * d * 4 + d * cols * 4 + R * cols * 4;
-      }
-    }
-    const std::string with = bf16_product ? " (and its bfloat16 product)" : "";
-    if (layers_per_block > 1) e.add_phase("lens: one logit block" + with, block);
-    else e.add("lens --two-pass: one layer's logit block" + with + ", made during the forward", block);
-  };
-  // The projection matrix the engine holds for the whole run (LensEngine's constructor): E⁺ [d, V] float32 with
-  // --unembed pinv; else W_U in place when stored as float32 (or bfloat16 under --dtype bfloat16), otherwise a
-  // copy — float32, or bfloat16 under --dtype bfloat16 (made from a transient float32 one).
-  auto projection = [&](vocablens::MemoryEstimate& e) {
-    const at::Tensor& stored = m.weights().W_U;
-    const bool bf16 = vocablens::compute_dtype() == vocablens::ComputeDtype::BFloat16;
-    if (ro["unembed"].get<std::string>() == "pinv") {
-      e.add("lens: E⁺ [d, V] as float32", d * V * 4);
-      // computed unless cached (linalg/pinv.cpp): E as float32, one float64 chunk of 8192 rows and its product,
-      // the d × d Gram matrix, eigenvectors, workspace and the kept projector
-      e.add_phase("lens: E⁺ computed when not cached",
-                  (stored.scalar_type() == at::kFloat ? 0.0 : d * V * 4) + 2 * 8192 * d * 8 + 5 * d * d * 8);
-    }
-    else if (bf16 && stored.scalar_type() != at::kFloat && stored.scalar_type() != at::kBFloat16) {
-      e.add("lens: W_U as bfloat16 (stored as " + vocablens::weight_storage_name(stored) + ")", d * V * 2);
-      e.add_phase("lens: W_U's float32 copy, converted to bfloat16", d * V * 4);
-    } else if (!bf16 && stored.scalar_type() != at::kFloat)
-      e.add("lens: W_U as float32 (stored as " + vocablens::weight_storage_name(stored) + ")", d * V * 4);
-  };
-  auto one_pass = vocablens::estimate_forward_memory(m, 1, T, vocablens::CacheSpec::none(), false);
-  one_pass.add("lens: normalised residuals [layers, T, d]", n * Td * d * 4);
-  projection(one_pass);
-  stats_and_block(one_pass, n);
-  auto two = vocablens::estimate_forward_memory(m, 1, T, vocablens::CacheSpec::none(), false);
-  projection(two);
-  two.add("lens --two-pass: the final distribution [T, V]", Td * V * 4);
-  if (!ro["tuned"].is_null() || ro["decoder_blocks"].get<int64_t>() > 0) two.add("lens --two-pass: one normalised layer [T, d]", Td * d * 4);
-  stats_and_block(two, 1);
-  const auto& e = two_pass ? two : one_pass;
-  std::string reduce = std::string("give a shorter prompt, or --corpus FILE --window N to read it in windows") +
-                       (save_probs ? ", or leave out --save-probs" : "");
-  const bool suggest_two_pass = !two_pass && !save_probs && two.total() < one_pass.total();
-  if (suggest_two_pass)
-    reduce += fmt::format(", or --two-pass (about {:.0f} MiB: two forwards, one layer held at a time)", two.total() / 1048576.0);
-  if (auto rc = vocablens::cli::check_memory("lens", fmt::format("the lens of {} tokens of {}", T, m.source()), e,
-                                             dry_run, reduce)) {
-    if (dry_run && suggest_two_pass)
-      fmt::print("with --two-pass: about {:.1f} MiB (the forward runs twice; one layer's residual held at a time)\n",
-                 two.total() / 1048576.0);
-    return *rc;
-  }
-  return -1;
 }
 
 int run_lens_corpus(const LensCliOptions& o, const nlohmann::json& lens_given);
@@ -334,119 +294,76 @@ int run_lens(const LensCliOptions& o) {
   if (corpus && o.target_id) throw UsageError("--target has no meaning with --corpus");
   if (corpus) return run_lens_corpus(o, given);
 
-  const auto& decl = vocablens::find_analysis("lens").decl;
+  const auto& a = vocablens::find_analysis("lens");
   if (ids) given["prompt"] = o.prompt_ids;
   if (o.target_id) given["target"] = *o.target_id;
   // Checked before the model loads: a wrong flag costs nothing.
-  const nlohmann::json resolved = vocablens::resolve_options(decl, given, vocablens::Surface::Cli);
+  vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
   // Fail on an unwritable --out before the (possibly long) computation.
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
 
   Loaded l = load(o);
-  const vocablens::Model& m = l.m;
-  const auto& tok = l.tok;
+  const auto est = vocablens::estimate_analysis(a, l.m, l.tok.get(), given, vocablens::Surface::Cli);
+  if (auto rc = vocablens::cli::check_memory("lens", est, o.dry_run)) return *rc;
+  auto r = vocablens::run_analysis(a, l.m, l.tok.get(), given, vocablens::Surface::Cli);
+  vocablens::cli::fill_provenance(r, l.m);
   const bool color = vocablens::cli::use_color(o.out);
-  const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
-  std::vector<int64_t> prompt_ids = [&] {
-    vocablens::timings::Phase phase("tokenise");
-    return vocablens::entries::prompt_ids(q);
-  }();
-  vocablens::LensOptions lo = vocablens::entries::lens_options(q);
-  warn_tuned(lo, resolved, o, m);
-  if (int rc = check_lens_memory(resolved, o.dry_run, m, static_cast<int64_t>(prompt_ids.size())); rc >= 0) return rc;
-  auto lens = vocablens::logit_lens(m, prompt_ids, lo);
-  auto r = lens.to_result(tok.get(), vocablens::entries::prompt_text(q, prompt_ids));
-  if (ids) r.settings["prompt_ids"] = prompt_ids;
-  vocablens::cli::fill_provenance(r, m);
-  r.provenance["tokenizer"] = tok->source();
-  r.provenance["vocab_sha256"] = vocablens::vocabulary_sha256(*tok);  // what `vocablens compare` checks
-  vocablens::cli::emit(r, o.out, [&] { print_lens_table(lens, *tok, m, color); });
+  vocablens::cli::emit(r, o.out, [&] { print_lens_table(r, *l.tok, color); });
   return 0;
 }
 
 // `--corpus FILE`: per-layer statistics over a text file (the lens_corpus analysis).
 int run_lens_corpus(const LensCliOptions& o, const nlohmann::json& lens_given) {
-  const auto& decl = vocablens::find_analysis("lens_corpus").decl;
-  const nlohmann::json given = form_given(decl, lens_given, "--corpus", o.corpus->given());
-  const nlohmann::json resolved = vocablens::resolve_options(decl, given, vocablens::Surface::Cli);
+  const auto& a = vocablens::find_analysis("lens_corpus");
+  const nlohmann::json given = form_given(a.decl, lens_given, "--corpus", o.corpus->given());
+  vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
 
   Loaded l = load(o);
-  const vocablens::Model& m = l.m;
-  const auto& tok = l.tok;
-  const bool color = vocablens::cli::use_color(o.out);
-  const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
-  vocablens::CorpusLensOptions co = vocablens::entries::corpus_options(q);
-  warn_tuned(co.lens, resolved, o, m);
   vocablens::dist::init();  // under mpirun: windows sharded over ranks, rank 0 reports
   const bool bar = ::isatty(STDERR_FILENO) == 1 && vocablens::dist::rank() == 0;
-  if (bar)
-    co.progress = [tokens = co.max_tokens > 0](uint64_t done, uint64_t total) {
-      double f = total ? std::min(1.0, static_cast<double>(done) / static_cast<double>(total)) : 1.0;
-      int filled = static_cast<int>(f * 30);
-      const std::string amount = tokens ? fmt::format("{}/{} tokens", done, total)
-                                        : fmt::format("{:.1f}/{:.1f} MB", done / 1e6, total / 1e6);
-      fmt::print(stderr, "\r[{}{}] {:5.1f}%  {}", std::string(static_cast<size_t>(filled), '#'),
-                 std::string(static_cast<size_t>(30 - filled), '.'), f * 100, amount);
-      std::fflush(stderr);
-    };
-  auto c = vocablens::logit_lens_corpus(m, *tok, resolved["path"].get<std::string>(), co);
+  const bool tokens = given.contains("max_tokens") && !given["max_tokens"].is_null();
+  auto progress = [bar, tokens](int64_t done, int64_t total) {
+    if (!bar) return;
+    double f = total ? std::min(1.0, static_cast<double>(done) / static_cast<double>(total)) : 1.0;
+    int filled = static_cast<int>(f * 30);
+    const std::string amount = tokens ? fmt::format("{}/{} tokens", done, total)
+                                      : fmt::format("{:.1f}/{:.1f} MB", static_cast<double>(done) / 1e6,
+                                                    static_cast<double>(total) / 1e6);
+    fmt::print(stderr, "\r[{}{}] {:5.1f}%  {}", std::string(static_cast<size_t>(filled), '#'),
+               std::string(static_cast<size_t>(30 - filled), '.'), f * 100, amount);
+    std::fflush(stderr);
+  };
+  auto r = vocablens::run_analysis(a, l.m, l.tok.get(), given, vocablens::Surface::Cli, progress);
   if (bar) fmt::print(stderr, "\r{}\r", std::string(60, ' '));
   if (vocablens::dist::rank() != 0) return 0;
-  auto r = c.to_result();
   if (vocablens::dist::size() > 1) r.settings["ranks"] = vocablens::dist::size();
-  vocablens::cli::fill_provenance(r, m);
-  r.provenance["tokenizer"] = tok->source();
-  vocablens::cli::emit(r, o.out, [&] { print_corpus_table(c, color); });
+  vocablens::cli::fill_provenance(r, l.m);
+  const bool color = vocablens::cli::use_color(o.out);
+  vocablens::cli::emit(r, o.out, [&] { print_corpus_table(r, color); });
   return 0;
 }
 
 // `--prompts FILE`: the lens of every prompt, one run directory with a prompt axis (the lens_batch analysis).
 int run_lens_prompts(const LensCliOptions& o, const nlohmann::json& lens_given) {
-  const auto& decl = vocablens::find_analysis("lens_batch").decl;
-  const nlohmann::json given = form_given(decl, lens_given, "--prompts", o.batch->given());
-  const nlohmann::json resolved = vocablens::resolve_options(decl, given, vocablens::Surface::Cli);
-  const std::string path = resolved["prompts"].get<std::string>();
-  auto prompts = vocablens::read_lens_prompts(path);
+  const auto& a = vocablens::find_analysis("lens_batch");
+  const nlohmann::json given = form_given(a.decl, lens_given, "--prompts", o.batch->given());
+  const nlohmann::json resolved = vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
+  vocablens::read_lens_prompts(resolved["prompts"].get<std::string>());  // a bad file is refused before the load
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   Loaded l = load(o);
-  const vocablens::Model& m = l.m;
-  const auto& tok = l.tok;
-  const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
-  vocablens::LensOptions lo = vocablens::entries::lens_options(q);
-  warn_tuned(lo, resolved, o, m);
-  vocablens::EncodeOptions eo;
-  if (resolved["bos"].is_boolean()) eo.add_bos = resolved["bos"].get<bool>();
-  const bool bar = ::isatty(STDERR_FILENO) == 1 && prompts.size() > 1;
-  auto progress = [bar](size_t done, size_t total) {
-    if (bar) fmt::print(stderr, "\rlens: prompt {}/{}", done, total);
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  bool shown = false;
+  auto progress = [tty, &shown](int64_t done, int64_t total) {
+    if (!tty || total <= 1) return;
+    fmt::print(stderr, "\rlens: prompt {}/{}", done, total);
+    shown = true;
   };
-  auto b = vocablens::logit_lens_batch(m, *tok, prompts, lo, eo, progress);
-  if (bar) fmt::print(stderr, "\r{}\r", std::string(40, ' '));
-  b.source = path;
-  auto r = b.to_result(tok.get());
-  vocablens::cli::fill_provenance(r, m);
-  r.provenance["tokenizer"] = tok->source();
+  auto r = vocablens::run_analysis(a, l.m, l.tok.get(), given, vocablens::Surface::Cli, progress);
+  if (shown) fmt::print(stderr, "\r{}\r", std::string(40, ' '));
+  vocablens::cli::fill_provenance(r, l.m);
   const bool color = vocablens::cli::use_color(o.out);
-  vocablens::cli::emit(r, o.out, [&] {
-    auto bold = [&](const std::string& t) { return color ? fmt::format(fmt::emphasis::bold, "{}", t) : t; };
-    fmt::print("{}\n", bold(fmt::format("logit lens over {} prompts of {} · {} · {:.2f} s", b.runs.size(), path, m.source(), b.seconds)));
-    fmt::print("target probability at each prompt's readout position, per layer (rank in brackets)\n");
-    std::string head = fmt::format("{:>3} {:<28} {:<10}", "#", "prompt", "target");
-    for (const auto& ly : b.runs[0].layers) head += fmt::format(" {:>13}", fit(ly.label, 13));
-    fmt::print("{}\n", bold(head));
-    for (size_t p = 0; p < b.runs.size(); ++p) {
-      const auto& L = b.runs[p];
-      const int64_t ro = b.readout[p];
-      std::string line = fmt::format("{:>3} {:<28} {:<10}", p, fit(b.prompts[p].prompt, 28),
-                                     fit(ro >= 0 ? tok->display(L.targets[static_cast<size_t>(ro)]) : "-", 10));
-      for (int64_t l = 0; l < L.n_layers(); ++l)
-        line += ro < 0 ? fmt::format(" {:>13}", "-")
-                       : fmt::format(" {:>13}", fmt::format("{:.3f} [{}]", L.target_prob[L.at(l, ro)], L.target_rank[L.at(l, ro)]));
-      fmt::print("{}\n", line);
-    }
-    fmt::print("(readout: the last position for a JSON Lines target, else the second-to-last, predicting the last token)\n");
-  });
+  vocablens::cli::emit(r, o.out, [&] { print_batch_table(r, l.m, color); });
   return 0;
 }
 

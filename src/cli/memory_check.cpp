@@ -41,13 +41,6 @@ double memory_limit() {
   return v * mult;
 }
 
-MemoryEstimate model_memory(const Model& m) {
-  // The forward's estimate of a one-token pass, its (tiny) block phase left out.
-  MemoryEstimate e = estimate_forward_memory(m, 1, 1, CacheSpec::none(), false);
-  e.phases.clear();
-  return e;
-}
-
 std::optional<int> check_memory(const std::string& command, const std::string& what, const MemoryEstimate& e,
                                 bool dry_run, const std::string& reduce) {
   const double limit = memory_limit();
@@ -68,6 +61,12 @@ std::optional<int> check_memory(const std::string& command, const std::string& w
                             what, e.total() / kMiB, limit / kMiB,
                             std::getenv("VOCABLENS_MEMORY_LIMIT") ? " (VOCABLENS_MEMORY_LIMIT)" : "", command, reduce));
   return std::nullopt;
+}
+
+std::optional<int> check_memory(const std::string& command, const AnalysisEstimate& e, bool dry_run) {
+  auto rc = check_memory(command, e.what, e.memory, dry_run, e.reduce);
+  if (dry_run && !e.note.empty()) fmt::print("{}\n", e.note);
+  return rc;
 }
 
 }  // namespace vocablens::cli

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/memory_estimate.hpp"
 
 namespace vocablens {
@@ -36,12 +37,16 @@ inline constexpr const char* kDryRunHelp =
 double memory_limit();
 
 /// The part every command has: the runtime and the model's weights as stored (no activations).
-MemoryEstimate model_memory(const Model& m);
+using vocablens::model_memory;
 
 /// --dry-run: prints `e` (for "vocablens COMMAND: WHAT") and returns 0. Otherwise throws vocablens::Error
 /// when e.total() exceeds memory_limit() ("... needs about N MiB, M MiB are available: REDUCE"), and
 /// returns nullopt (run) when it fits or the limit is unknown.
 std::optional<int> check_memory(const std::string& command, const std::string& what, const MemoryEstimate& e,
                                 bool dry_run, const std::string& reduce);
+
+/// The same for a declared analysis's estimate (vocablens/analysis_estimate.hpp): its what and reduce, and its
+/// note printed after a dry run.
+std::optional<int> check_memory(const std::string& command, const AnalysisEstimate& e, bool dry_run);
 
 }  // namespace vocablens::cli
