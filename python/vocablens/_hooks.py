@@ -365,6 +365,8 @@ def _names_from_filter(self, names_filter, arg):
     """names_filter -> ([TransformerLens names to record], {key as returned: TransformerLens name})."""
     all_names = hook_names(self)
     if names_filter is None:
+        if not self.__dict__.get("_use_attn_result", True):   # set_use_attn_result(False): as TransformerLens
+            all_names = [n for n in all_names if not n.endswith("attn.hook_result")]
         return all_names, {n: n for n in all_names}
     if isinstance(names_filter, str):
         names_filter = [names_filter]

@@ -74,6 +74,7 @@ def cfg(self):
         "output_logits_soft_cap": c["final_softcap"] if c["final_softcap"] > 0 else -1.0,
         "default_prepend_bos": True, "tokenizer_prepends_bos": _prepends_bos(self),
         "device": "cpu", "dtype": torch.float32, "n_devices": 1,
+        "use_attn_result": self.__dict__.get("_use_attn_result", True),
     }
     return Config(fields)
 
@@ -208,6 +209,16 @@ class _Weights:
         return getattr(self._model, props[name])
 
 
+def set_use_attn_result(self, use_attn_result):
+    """TransformerLens's switch for the per-head outputs blocks.L.attn.hook_result. vocablens computes them
+    whenever they are hooked or cached, and run_with_cache() with no names_filter caches them unless this was
+    set to False (TransformerLens leaves them out until it is set to True)."""
+    if not isinstance(use_attn_result, bool):
+        raise TypeError("set_use_attn_result(): use_attn_result must be True or False, not " +
+                        type(use_attn_result).__name__)
+    self._use_attn_result = use_attn_result
+
+
 # ---- install ----------------------------------------------------------------------------------------------------
 
 def install(Model):
@@ -228,3 +239,4 @@ def install(Model):
     Model.embed = property(lambda self: _Weights(self, W_E="W_E"), doc="model.embed.W_E (= model.W_E)")
     Model.pos_embed = property(lambda self: _Weights(self, W_pos="W_pos"), doc="model.pos_embed.W_pos (= model.W_pos)")
     Model.generate = generate
+    Model.set_use_attn_result = set_use_attn_result

@@ -177,6 +177,24 @@ class ActNames(Base):
             cache["resid_post", -4]
 
 
+class AttnResult(Base):
+    def test_set_use_attn_result(self):
+        m = self.m
+        _, cache = m.run_with_cache(IDS)
+        self.assertIn("blocks.0.attn.hook_result", cache)               # vocablens caches it by default
+        m.set_use_attn_result(False)
+        try:
+            self.assertFalse(m.cfg.use_attn_result)
+            logits, cache = m.run_with_cache(IDS)
+            self.assertNotIn("blocks.0.attn.hook_result", cache)
+            self.assertTrue(torch.equal(logits, m(IDS)))                 # per-head sums not taken: forward's logits
+            self.assertIn("blocks.0.attn.hook_result", m.run_with_cache(IDS, names_filter="result.0")[1])
+        finally:
+            m.set_use_attn_result(True)
+        self.assertIn("blocks.0.attn.hook_result", m.run_with_cache(IDS)[1])
+        self.assertIn("use_attn_result", self.one_line(TypeError, m.set_use_attn_result, "yes"))
+
+
 class Tokens(Base):
     def test_bos_as_transformerlens(self):
         m = self.m
