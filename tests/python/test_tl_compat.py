@@ -171,6 +171,7 @@ class ActNames(Base):
         self.assertTrue(torch.equal(cache["resid_post", -1], cache["blocks.2.hook_resid_post"]))
         self.assertTrue(torch.equal(cache["z", -3], cache["blocks.0.attn.hook_z"]))
         self.assertTrue(torch.equal(cache["pattern", -2, "attn"], cache["blocks.1.attn.hook_pattern"]))
+        self.assertTrue(torch.equal(cache["pattern", 0], cache["blocks.0.attn.hook_pattern"]))
         self.assertTrue(torch.equal(cache["resid_pre1"], cache["blocks.1.hook_resid_pre"]))
         self.assertTrue(torch.equal(cache[vocablens.utils.get_act_name("mlp_out", 0)], cache["mlp_out", 0]))
         with self.assertRaises(KeyError):
@@ -203,6 +204,8 @@ class Tokens(Base):
         self.assertEqual(m.to_tokens("Hello", prepend_bos=False).tolist(), [[15496]])
         self.assertEqual(m.to_str_tokens("Hello"), ["<|endoftext|>", "Hello"])
         self.assertEqual(m.to_tokens(["Hello world", "Hi"]).tolist(), [[BOS, 15496, 995], [BOS, 17250, BOS]])
+        self.assertEqual(m.to_string(m.to_tokens("Hello")[0]), "<|endoftext|>Hello")   # decode keeps specials
+        self.assertEqual(m.to_single_token(" city"), 1748)              # GPT-2's id (fixture README)
         s = vocablens.load_model(STORIES)
         bos = s.tokenizer.bos_id
         self.assertEqual(s.to_tokens("Once")[0].tolist().count(bos), 1)  # a tokenizer that adds BOS: still once
@@ -370,9 +373,19 @@ class Generate(Base):
         b = m.generate(prompt, max_new_tokens=5, top_k=3, return_type="tokens")
         self.assertTrue(torch.equal(a, b))
         seq = a[0].tolist()
-        for t in range(m.to_tokens(prompt).shape[1], len(seq)):         # each draw is among the 3 likeliest
+        start = m.to_tokens(prompt).shape[1]
+        for t in range(start, len(seq)):                                 # each draw is among the 3 likeliest
             logits = gpt2_numpy.forward(self.np, seq[:t])["logits"][-1]
             self.assertIn(seq[t], np.argsort(-logits)[:3].tolist())
+        # temperature 0 and a top_p below the top token's probability leave only the argmax (TransformerLens's rules)
+        self.assertTrue(torch.equal(m.generate(prompt, max_new_tokens=5, temperature=0.0, return_type="tokens"),
+                                    greedy))
+        self.assertTrue(torch.equal(m.generate(prompt, max_new_tokens=5, top_p=1e-9, return_type="tokens"), greedy))
+        # freq_penalty subtracts penalty * count: a huge one never draws a token already in the sequence
+        torch.manual_seed(3)
+        fresh = m.generate(prompt, max_new_tokens=8, freq_penalty=1e4, return_type="tokens")[0].tolist()
+        for t in range(start, len(fresh)):
+            self.assertNotIn(fresh[t], fresh[:t])
 
     def test_bad_arguments(self):
         m = self.m
