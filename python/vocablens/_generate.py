@@ -141,6 +141,22 @@ def generate(self, input="", max_new_tokens=10, stop_at_eos=True, eos_token_id=N
                 break
     if return_type == "tokens":
         return tokens
-    rows = [[i for i in row.tolist() if tok is None or not tok.is_special(i)] for row in tokens]
-    texts = [self.decode(r) if r else "" for r in rows]
+    texts = [_text(self, row.tolist(), tok) for row in tokens]
     return texts[0] if len(texts) == 1 else texts
+
+
+def _text(model, ids, tok):
+    """The text of ids without special tokens (TransformerLens decodes with skip_special_tokens). A leading BOS is
+    decoded with the text and its own text cut off, so that a SentencePiece tokenizer drops the space it puts
+    after BOS, as it does when decoding the whole sequence ("Once upon", not " Once upon")."""
+    lead = None
+    if tok is not None and ids and tok.is_special(ids[0]):
+        lead = ids[0]
+    rest = [i for i in ids if tok is None or not tok.is_special(i)]
+    if not rest:
+        return ""
+    if lead is not None:
+        full, pre = model.decode([lead] + rest), model.decode([lead])
+        if full.startswith(pre):
+            return full[len(pre):]
+    return model.decode(rest)

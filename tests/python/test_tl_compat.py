@@ -355,6 +355,12 @@ class Generate(Base):
         self.assertEqual(again.tolist(), [want])
         self.assertEqual(m.generate("The Eiffel Tower is", steps=6, do_sample=False, return_type="tokens").tolist(),
                          [want])
+        # SentencePiece: the text as the whole sequence decodes (<s> is empty text and takes the space after it)
+        s = vocablens.load_model(STORIES)
+        toks = s.generate("Once upon a time", max_new_tokens=8, do_sample=False, return_type="tokens")
+        self.assertEqual(toks[0, 0].item(), s.tokenizer.bos_id)
+        self.assertEqual(s.generate("Once upon a time", max_new_tokens=8, do_sample=False), s.to_string(toks[0]))
+        self.assertTrue(s.to_string(toks[0]).startswith("Once upon a time"))
         self.assertEqual(len(want), 13)                                  # six new tokens, none of them EOS
         stop = want[9]                                                   # a later token as EOS: stops at its first
         first = 7 + want[7:].index(stop)
