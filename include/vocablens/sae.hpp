@@ -130,8 +130,9 @@ std::function<void(at::Tensor&)> sae_splice(const Sae& sae, bool error_term = fa
 int64_t hook_width(const Model& m, const std::string& hook_name);
 
 /// Checks that the SAE reads and writes vectors of the model's widths: d_in == hook_width(hook_name) when
-/// the hook is known, and d_out == d_model when it writes into the residual stream. Throws FormatError
-/// naming the SAE's file ("d_in 32 does not match blocks.1.hook_resid_pre of <model> (width 64)").
+/// the hook is known, and d_out == d_model when it writes into the residual stream. Throws UsageError
+/// (two good files that do not pair) naming the SAE's file ("d_in 32 does not match blocks.1.hook_resid_pre of
+/// <model> (width 64)").
 void check_sae_fits(const Sae& sae, const Model& m);
 
 }  // namespace vocablens

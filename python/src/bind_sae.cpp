@@ -40,7 +40,7 @@ void register_sae(py::module_& mod) {
       .def_property_readonly("threshold", [](const vocablens::Sae& s) { return tensor_or_none(s.threshold); })
       .def_property_readonly("W_skip", [](const vocablens::Sae& s) { return tensor_or_none(s.W_skip); })
       .def_property_readonly("scaling_factor", [](const vocablens::Sae& s) { return tensor_or_none(s.scaling_factor); })
-      .def_property_readonly("cfg", [](const vocablens::Sae& s) { return json_to_py(s.cfg); })
+      .def_property_readonly("_cfg", [](const vocablens::Sae& s) { return json_to_py(s.cfg); })
       .def_property_readonly("hook_name", [](const vocablens::Sae& s) { return s.hook_name; })
       .def_property_readonly("hook_name_out", [](const vocablens::Sae& s) { return s.hook_name_out; })
       .def_property_readonly("layout", [](const vocablens::Sae& s) { return s.layout; })

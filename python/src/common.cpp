@@ -49,7 +49,15 @@ py::object json_to_py(const nlohmann::json& j) {
 nlohmann::json py_to_json(py::handle h, const std::string& arg) {
   if (h.is_none()) return nullptr;
   if (py::isinstance<py::bool_>(h)) return h.cast<bool>();
-  if (py::isinstance<py::int_>(h)) return h.cast<int64_t>();
+  if (py::isinstance<py::int_>(h)) {
+    // 2**63 and beyond: pybind's cast would say only "Unable to cast Python instance"; name the argument instead.
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+    if (overflow != 0)
+      throw py::value_error(arg + ": " + std::string(py::str(h)) + " is out of range (integers here are 64-bit)");
+    if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+    return static_cast<int64_t>(v);
+  }
   if (py::isinstance<py::float_>(h)) return h.cast<double>();
   if (py::isinstance<py::str>(h)) return h.cast<std::string>();
   if (py::isinstance<py::dict>(h)) {
@@ -76,6 +84,17 @@ bool is_int(py::handle v) {
   if (py::isinstance<py::int_>(v)) return true;
   // numpy integer scalars, 0-d integer tensors: anything with __index__ that is not a float/bool
   return PyIndex_Check(v.ptr()) && !py::isinstance<py::float_>(v);
+}
+// An integer (anything with __index__) as int64; beyond 64 bits a ValueError naming `what`, not pybind's
+// "Unable to cast".
+int64_t index_of(py::handle e, const std::string& what) {
+  py::object i = py::reinterpret_steal<py::object>(PyNumber_Index(e.ptr()));
+  if (!i) throw py::error_already_set();
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  if (overflow != 0) throw py::value_error(what + " = " + std::string(py::str(i)) + " is out of range");
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  return static_cast<int64_t>(v);
 }
 }  // namespace
 
@@ -110,11 +129,11 @@ std::vector<int64_t> ids_from(const PyModel& m, py::handle v, const std::string&
     py::tuple shape = v.attr("shape");
     if (ndim == 2 && shape[0].cast<int64_t>() == 1) return ids_from(m, v[py::int_(0)], arg, bos);
     if (ndim != 1) throw py::value_error(arg + " must be 1-D [T] (or [1, T]) token ids, got shape " + std::string(py::str(shape)));
-    for (auto e : v) ids.push_back(py::reinterpret_steal<py::object>(PyNumber_Index(e.ptr())).cast<int64_t>());
+    for (auto e : v) ids.push_back(index_of(e, arg + "[" + std::to_string(ids.size()) + "]"));
   } else if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v) || py::isinstance(v, py::module_::import("builtins").attr("range"))) {
     for (auto e : v) {
       if (!is_int(e)) throw py::type_error(arg + " must hold int token ids, not " + type_name(e));
-      ids.push_back(py::reinterpret_steal<py::object>(PyNumber_Index(e.ptr())).cast<int64_t>());
+      ids.push_back(index_of(e, arg + "[" + std::to_string(ids.size()) + "]"));
     }
   } else {
     throw py::type_error(arg + " must be a str, a list of token ids or an integer tensor, not " + type_name(v));
@@ -130,7 +149,7 @@ std::vector<int64_t> ids_from(const PyModel& m, py::handle v, const std::string&
 
 int64_t token_from(const PyModel& m, py::handle v, const std::string& arg) {
   if (is_int(v)) {
-    int64_t id = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr())).cast<int64_t>();
+    int64_t id = index_of(v, arg);
     if (id < 0 || id >= m.model.config().vocab_size)
       throw py::value_error(arg + " = " + std::to_string(id) + " is not a token id of this model (0 .. " +
                             std::to_string(m.model.config().vocab_size - 1) + ")");

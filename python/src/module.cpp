@@ -130,6 +130,12 @@ py::dict config_dict(const vocablens::ModelConfig& c) {
   d["norm_before"] = c.norm_before;
   d["final_norm"] = c.final_norm;
   d["parallel_residual"] = c.parallel_residual;
+  // What model.cfg (TransformerLens's field names, python/vocablens/_tl.py) reports beside the above.
+  d["rotary_dim"] = c.positions == vocablens::PositionKind::Rotary ? (c.rotary_dim > 0 ? c.rotary_dim : c.d_head) : 0;
+  d["attn_softcap"] = c.attn_softcap;
+  d["final_softcap"] = c.final_softcap;
+  d["sliding_window"] = c.sliding_window;
+  d["qk_norm"] = c.qk_norm;
   return d;
 }
 
@@ -179,6 +185,30 @@ py::dict weights_dict(const PyModel& pm) {
   put("unembed.W_U", w.W_U);
   put("unembed.b_U", w.b_U);
   return d;
+}
+
+at::Tensor layer_weight(const PyModel& pm, int64_t l, const std::string& key) {
+  const auto& m = pm.model;
+  const auto& lw = m.weights().layers[static_cast<size_t>(l)];
+  if (key == "W_Q") return m.W_Q(l);
+  if (key == "W_K") return m.W_K(l);
+  if (key == "W_V") return m.W_V(l);
+  if (key == "W_O") return m.W_O(l);
+  if (key == "b_Q") return m.b_Q(l);
+  if (key == "b_K") return m.b_K(l);
+  if (key == "b_V") return m.b_V(l);
+  if (key == "b_O") return lw.b_o;
+  if (key == "W_in") return m.W_in(l);
+  if (key == "b_in") return lw.b_in;
+  if (key == "W_gate") return m.W_gate(l);
+  if (key == "b_gate") return lw.b_gate;
+  if (key == "W_out") return m.W_out(l);
+  if (key == "b_out") return lw.b_out;
+  if (key == "ln1.w") return lw.ln1_w;
+  if (key == "ln1.b") return lw.ln1_b;
+  if (key == "ln2.w") return lw.ln2_w;
+  if (key == "ln2.b") return lw.ln2_b;
+  throw py::value_error("no block weight named '" + key + "'");
 }
 
 // ---- token ids of a batch (forward, run_with_hooks, run_with_cache: python/vocablens/_hooks.py) ----------
@@ -239,10 +269,12 @@ PYBIND11_MODULE(_vocablens, mod) {
       .def_property_readonly("vocab_size", &vocablens::Tokenizer::vocab_size)
       .def_property_readonly("bos_id", &vocablens::Tokenizer::bos_id)
       .def_property_readonly("eos_id", &vocablens::Tokenizer::eos_id)
-      .def("token_bytes", [](const vocablens::Tokenizer& t, int64_t id) { return py::bytes(t.token_bytes(id)); })
-      .def("display", &vocablens::Tokenizer::display)
-      .def("token_to_id", [](const vocablens::Tokenizer& t, const std::string& s) { return t.token_to_id(s); })
-      .def("is_special", &vocablens::Tokenizer::is_special)
+      .def("token_bytes", [](const vocablens::Tokenizer& t, int64_t id) { return py::bytes(t.token_bytes(id)); },
+           py::arg("id"))
+      .def("display", &vocablens::Tokenizer::display, py::arg("id"))
+      .def("token_to_id", [](const vocablens::Tokenizer& t, const std::string& s) { return t.token_to_id(s); },
+           py::arg("token"))
+      .def("is_special", &vocablens::Tokenizer::is_special, py::arg("id"))
       .def("__repr__", [](const vocablens::Tokenizer& t) {
         return "<vocablens.Tokenizer " + t.kind() + ", " + std::to_string(t.vocab_size()) + " tokens, " + t.source() + ">";
       });
@@ -290,30 +322,36 @@ PYBIND11_MODULE(_vocablens, mod) {
                                      std::to_string(m.model.config().n_ctx));
              return ids;
            }, py::arg("input"), py::arg("bos") = py::none())
-      .def("generate", [](const PyModel& m, py::handle input, int64_t steps, std::optional<bool> bos) {
-             if (steps < 0) throw py::value_error("steps must be >= 0");
-             std::vector<int64_t> ids = ids_from(m, input, "input", bos);
+      // The C++ greedy loop (its keys and values cached): model.generate's path without Python hooks or sampling
+      // (python/vocablens/_generate.py). ids are checked there.
+      .def("_generate_greedy", [](const PyModel& m, std::vector<int64_t> ids, int64_t steps, int64_t stop) {
              py::gil_scoped_release nogil;
-             return m.model.generate_greedy(ids, steps, m.tok ? m.tok->eos_id() : -1);
-           }, py::arg("input"), py::arg("steps") = 20, py::arg("bos") = py::none())
+             return m.model.generate_greedy(std::move(ids), steps, stop);
+           }, py::arg("ids"), py::arg("steps"), py::arg("stop"))
       .def("weights", &weights_dict)
       .def_property_readonly("W_E", [](const PyModel& m) { return m.model.W_E(); })
       .def_property_readonly("W_U", [](const PyModel& m) { return m.model.W_U(); })
       .def_property_readonly("W_pos", [](const PyModel& m) { return m.model.W_pos(); })
       .def_property_readonly("b_U", [](const PyModel& m) { return m.model.weights().b_U; })
-      .def("W_Q", [](const PyModel& m, int64_t l) { return m.model.W_Q(check_layer(m, l)); }, py::arg("layer"))
-      .def("W_K", [](const PyModel& m, int64_t l) { return m.model.W_K(check_layer(m, l)); }, py::arg("layer"))
-      .def("W_V", [](const PyModel& m, int64_t l) { return m.model.W_V(check_layer(m, l)); }, py::arg("layer"))
-      .def("W_O", [](const PyModel& m, int64_t l) { return m.model.W_O(check_layer(m, l)); }, py::arg("layer"))
-      .def("W_in", [](const PyModel& m, int64_t l) { return m.model.W_in(check_layer(m, l)); }, py::arg("layer"))
-      .def("W_gate", [](const PyModel& m, int64_t l) { return m.model.W_gate(check_layer(m, l)); }, py::arg("layer"))
-      .def("W_out", [](const PyModel& m, int64_t l) { return m.model.W_out(check_layer(m, l)); }, py::arg("layer"))
+      // One block's weight by its TransformerLens name (W_Q ... b_out, ln1.w ...), float32, None when the model has
+      // none; the stacked properties model.W_Q, ... and model.blocks[l] are made from it (python/vocablens/_tl.py).
+      .def("_layer_weight", [](const PyModel& m, int64_t l, const std::string& key) -> py::object {
+             at::Tensor t = layer_weight(m, check_layer(m, l), key);
+             if (!t.defined()) return py::none();
+             return py::cast(vocablens::materialize_weight(t));
+           }, py::arg("layer"), py::arg("key"))
       .def("final_norm", [](const PyModel& m, const at::Tensor& x) {
              if (x.dim() < 1 || x.size(-1) != m.model.config().d_model)
                throw py::value_error("x must have d_model = " + std::to_string(m.model.config().d_model) + " as last dimension");
              return m.model.final_norm(x.to(at::kFloat));
            }, py::arg("x"))
-      .def("unembed", [](const PyModel& m, const at::Tensor& x) {
+      .def("_final_norm_weight", [](const PyModel& m, const std::string& which) -> py::object {
+             const auto& w = m.model.weights();
+             const at::Tensor& t = which == "w" ? w.lnf_w : which == "b" ? w.lnf_b : at::Tensor();
+             if (!t.defined()) return py::none();
+             return py::cast(vocablens::materialize_weight(t));
+           }, py::arg("which"))
+      .def("_unembed", [](const PyModel& m, const at::Tensor& x) {
              if (x.dim() < 1 || x.size(-1) != m.model.config().d_model)
                throw py::value_error("x must have d_model = " + std::to_string(m.model.config().d_model) + " as last dimension");
              return m.model.unembed(x.to(at::kFloat));

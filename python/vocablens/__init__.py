@@ -5,6 +5,7 @@
     ids = model.tokenize("The Eiffel Tower is in the city of")
     logits, cache = model.run_with_cache(ids)                       # cache: ActivationCache, 17 hook kinds
     logits = model.run_with_hooks(ids, fwd_hooks=[("blocks.1.attn.hook_z", lambda z, hook: z.zero_())])
+    model.cfg.n_layers, model.W_O[0]    # TransformerLens's names (docs/python.md, "Coming from TransformerLens")
     lens = vocablens.lens(model, "The Eiffel Tower is in the city of", top_k=5)
     lens.arrays["top_probs"]          # numpy [layers, T, k]
     lens.tables["top_k"]              # pandas DataFrame
@@ -17,21 +18,33 @@ from ._interpreter import check as _check_interpreter
 
 _check_interpreter()  # a clear ImportError naming the right interpreter, before the extension fails to load
 from . import _vocablens as _core  # noqa: E402
-from ._vocablens import Error, FormatError, UsageError, Tokenizer, Model, __version__, set_dtype, get_dtype  # noqa: E402,E501
+from ._vocablens import Error, FormatError, UsageError, Tokenizer, Model, __version__  # noqa: E402
+from ._guard import guard_class as _guard_class, guard_function as _guard_function  # noqa: E402
+
+# A C++ method given a wrong type raises one line naming the argument, not pybind's list of overloads.
+for _cls, _label in ((Model, "Model"), (Tokenizer, "Tokenizer"), (_core.Sae, "Sae")):
+    _guard_class(_cls, _label)
+set_dtype = _guard_function(_core.set_dtype, "set_dtype")
+get_dtype = _guard_function(_core.get_dtype, "get_dtype")
 from ._result import Result, load_results, report  # noqa: E402
 from ._model import load_model  # noqa: E402
 from ._cache import ActivationCache, load_cache  # noqa: E402
 from ._hooks import HookPoint, install as _install_hooks  # noqa: E402
+from ._tokens import install as _install_tokens  # noqa: E402
+from ._tl import install as _install_tl  # noqa: E402
 
 _install_hooks(Model)
+_install_tokens(Model)
+_install_tl(Model)
 from ._analyses import (run, analyses, lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn,
                         positions, patch, ablate, attribute, steer, tuned_lens_eval, lens_batch, compare_embeddings,
                         compare)
 from ._sae import Sae, load_sae, feature_logits, feature_lens, splice_hook, feature_corpus, steer_feature_hook
+from . import utils  # noqa: E402  TransformerLens's utils.get_act_name
 
 __all__ = ["load_model", "set_dtype", "get_dtype", "Model", "Tokenizer", "Result", "load_results", "report", "run", "analyses", "lens",
            "lens_corpus", "project", "heads", "neurons", "spectrum", "neighbours", "knn", "positions", "patch", "ablate",
            "attribute", "steer", "tuned_lens_eval", "lens_batch", "compare_embeddings", "compare", "Error",
            "FormatError", "UsageError", "__version__", "ActivationCache", "load_cache", "HookPoint",
            "Sae", "load_sae", "feature_logits", "feature_lens", "splice_hook", "feature_corpus",
-           "steer_feature_hook"]
+           "steer_feature_hook", "utils"]

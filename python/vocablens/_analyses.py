@@ -156,6 +156,40 @@ def _prompt_list(declared):
 lens_batch = _prompt_list(_DECLARED["lens_batch"])
 _DECLARED["lens_batch"] = lens_batch
 
+# `vocablens patch` warns below this |clean - corrupt| (src/cli/cmd_patch.cpp, kMinMeaningfulDiff): every cell is
+# divided by the difference, so the table is mostly noise. tests/python/test_tl_compat.py checks both warn alike.
+PATCH_MIN_DIFF = 0.25
+
+
+class PatchWarning(UserWarning):
+    """patch(): the clean and corrupt runs barely differ in the metric."""
+
+
+def _warned_patch(declared):
+    import warnings
+
+    def f(*args, **kwargs):
+        r = declared(*args, **kwargs)
+        s = r.summary
+        diff = s["clean_metric"] - s["corrupt_metric"]
+        if not s.get("degenerate") and abs(diff) < PATCH_MIN_DIFF:
+            warnings.warn("patch(): the clean and corrupt runs differ by only {:.4f} in the metric (clean {:.4f}, "
+                          "corrupt {:.4f}); every cell is divided by this difference, so the table mostly shows "
+                          "noise. Choose a corruption that changes the answer more (|clean - corrupt| >= {:g})".format(
+                              diff, s["clean_metric"], s["corrupt_metric"], PATCH_MIN_DIFF), PatchWarning, stacklevel=2)
+        return r
+
+    f.__name__ = f.__qualname__ = declared.__name__
+    f.__doc__ = declared.__doc__ + ("\nWarns (PatchWarning) when |clean - corrupt| < {:g}, as `vocablens patch` "
+                                    "does.".format(PATCH_MIN_DIFF))
+    f.__signature__ = declared.__signature__
+    f.__module__ = "vocablens"
+    return f
+
+
+patch = _warned_patch(_DECLARED["patch"])
+_DECLARED["patch"] = patch
+
 
 def _compare():
     """vocablens.compare(a, b, ...): two lens runs, no model; its keywords are made from compare's declaration."""

@@ -23,33 +23,7 @@ import numpy as np
 import torch
 
 from . import _vocablens as _core
-
-# TransformerLens's short activation names (utils.get_act_name) -> the point after "blocks.L."
-_BLOCK_SHORT = {
-    "resid_pre": "hook_resid_pre", "resid_mid": "hook_resid_mid", "resid_post": "hook_resid_post",
-    "attn_out": "hook_attn_out", "mlp_out": "hook_mlp_out",
-    "q": "attn.hook_q", "k": "attn.hook_k", "v": "attn.hook_v", "z": "attn.hook_z", "result": "attn.hook_result",
-    "pattern": "attn.hook_pattern", "attn": "attn.hook_pattern", "attn_scores": "attn.hook_attn_scores",
-    "attn_logits": "attn.hook_attn_scores", "pre": "mlp.hook_pre", "post": "mlp.hook_post",
-    "mlp_pre": "mlp.hook_pre", "mlp_post": "mlp.hook_post",
-}
-_MODEL_SHORT = {"embed": "hook_embed", "pos_embed": "hook_pos_embed", "normalized": "ln_final.hook_normalized",
-                "final_norm": "ln_final.hook_normalized"}
-
-
-def act_name(name, layer=None, layer_type=None):
-    """TransformerLens's get_act_name: ("resid_pre", 3) -> "blocks.3.hook_resid_pre", ("z", 0) ->
-    "blocks.0.attn.hook_z", ("post", 1) -> "blocks.1.mlp.hook_post", ("embed") -> "hook_embed"."""
-    if layer is None:
-        if name in _MODEL_SHORT:
-            return _MODEL_SHORT[name]
-        raise KeyError("'{}' needs a layer: cache['{}', L]".format(name, name))
-    if name not in _BLOCK_SHORT:
-        raise KeyError("'{}' is not an activation name (known: {})".format(name, ", ".join(sorted(_BLOCK_SHORT))))
-    if layer_type is not None and layer_type not in ("attn", "mlp", "a", "m"):
-        raise KeyError("layer type '{}' is not 'attn' or 'mlp' (norm scales are not cached)".format(layer_type))
-    return "blocks.{}.{}".format(int(layer), _BLOCK_SHORT[name])
-
+from .utils import get_act_name
 
 def _slice(t, s, dim):
     """TransformerLens's Slice on dimension `dim`: None keeps all, an int selects (the dimension goes), a
@@ -83,7 +57,10 @@ class ActivationCache:
         if isinstance(key, tuple):
             if not 1 <= len(key) <= 3:
                 raise KeyError("cache[name, layer(, 'attn' | 'mlp')], not {!r}".format(key))
-            key = act_name(*key)
+            if len(key) == 1:
+                key = key[0]
+            else:
+                key = self._tuple_name(*key)
         if not isinstance(key, str):
             raise KeyError("cache keys are hook names (str) or (name, layer) tuples, not {}".format(type(key).__name__))
         if key in self.cache_dict:
@@ -94,7 +71,14 @@ class ActivationCache:
                 tl = _core._hook_site(self.model, key, "cache key")[0]
             except ValueError:
                 tl = None
-        if tl is not None:
+        if tl is None:
+            try:
+                tl = get_act_name(key)   # TransformerLens's shorthand: "resid_pre3", "k6", "embed"
+            except ValueError:
+                tl = None
+            if tl is not None and tl in self.cache_dict:
+                return tl
+        if tl is not None and self.model is not None:
             if tl in self.cache_dict:
                 return tl
             for k in self.cache_dict:
@@ -105,6 +89,22 @@ class ActivationCache:
                     pass
         raise KeyError("'{}' is not in this cache ({} activations; run_with_cache(names_filter=...) chooses "
                        "which are kept)".format(key, len(self.cache_dict)))
+
+    def _tuple_name(self, name, layer, layer_type=None):
+        """(name, layer[, layer_type]) as TransformerLens's cache reads it: a negative layer counts from the end
+        (cache["resid_post", -1] is the last block's)."""
+        if isinstance(layer, int) and not isinstance(layer, bool) and layer < 0:
+            if self.model is None:
+                raise KeyError("cache[{!r}, {}]: a negative layer needs the model (load_cache(dir, model=...))".format(
+                    name, layer))
+            n = self.model.config["n_layers"]
+            if layer < -n:
+                raise KeyError("cache[{!r}, {}]: the model has {} layers".format(name, layer, n))
+            layer += n
+        try:
+            return get_act_name(name, layer, layer_type)
+        except (TypeError, ValueError) as e:
+            raise KeyError(str(e)) from None
 
     def __getitem__(self, key):
         return self.cache_dict[self._key(key)]
@@ -293,7 +293,7 @@ class ActivationCache:
         for l in range(self._n_layers()):
             key = "blocks.{}.attn.hook_result".format(l)
             if key not in self:
-                self.cache_dict[key] = torch.einsum("...hd,hdm->...hm", self["z", l], m.W_O(l))
+                self.cache_dict[key] = torch.einsum("...hd,hdm->...hm", self["z", l], m._layer_weight(l, "W_O"))
 
     def stack_head_results(self, layer=-1, return_labels=False, incl_remainder=False, pos_slice=None,
                            apply_ln=False):
@@ -306,7 +306,7 @@ class ActivationCache:
         parts, labels = [], []
         for l in range(layer):
             key = "blocks.{}.attn.hook_result".format(l)
-            r = self[key] if key in self else torch.einsum("...hd,hdm->...hm", self["z", l], m.W_O(l))
+            r = self[key] if key in self else torch.einsum("...hd,hdm->...hm", self["z", l], m._layer_weight(l, "W_O"))
             r = _slice(r, pos_slice, -3)
             parts.append(r.movedim(-2, 0))
             labels.extend("L{}H{}".format(l, h) for h in range(r.shape[-2]))
@@ -334,7 +334,7 @@ class ActivationCache:
         ([batch, pos, neurons, d_model]; without b_out, so the sum over neurons plus b_out is hook_mlp_out)."""
         m = self._need_model("get_neuron_results")
         acts = _slice(self["post", layer], pos_slice, -2)
-        W_out = m.W_out(layer)
+        W_out = m._layer_weight(layer, "W_out")
         if neuron_slice is not None:
             acts = _slice(acts, [neuron_slice] if isinstance(neuron_slice, int) else neuron_slice, -1)
             W_out = _slice(W_out, [neuron_slice] if isinstance(neuron_slice, int) else neuron_slice, 0)

@@ -11,27 +11,35 @@
 
 Every call runs one C++ forward pass (vocablens._vocablens._run_hooked) with the GIL released; each Python
 hook takes the GIL only while it runs. The activation a hook receives shares memory with the pass (no copy).
+
+Hooks entered with model.hooks(...) or model.add_hook(...) belong to the thread that entered them: a forward
+in another thread on the same model does not see them (a research result must not depend on what another
+thread happens to be doing).
 """
 import contextlib
-import numbers
+import itertools
+import threading
 
 import torch
 
 from . import _vocablens as _core
 from ._cache import ActivationCache
+from ._tokens import texts as _texts, to_tokens
 
 _RETURN_TYPES = ("logits", "loss", "both", None)
 
 
 class HookPoint:
     """What a hook function receives as `hook`: the point's TransformerLens name, its layer, and `ctx`, a
-    dict the function may use to keep state during one call."""
+    dict the function may use to keep state during one call. The values of model.hook_dict are HookPoints
+    too, with TransformerLens's add_hook(fn) / remove_hooks() for their point."""
 
-    __slots__ = ("name", "ctx")
+    __slots__ = ("name", "ctx", "_model")
 
-    def __init__(self, name):
+    def __init__(self, name, model=None):
         self.name = name
         self.ctx = {}
+        self._model = model
 
     def layer(self):
         """The block index of a blocks.L.* point; None for hook_embed, hook_pos_embed, ln_final.hook_normalized."""
@@ -39,6 +47,23 @@ class HookPoint:
         if parts[0] == "blocks":
             return int(parts[1])
         return None
+
+    def _owner(self, what):
+        if self._model is None:
+            raise ValueError("HookPoint.{}(): this hook point is a call's argument; use model.hook_dict[{!r}]".format(
+                what, self.name))
+        return self._model
+
+    def add_hook(self, hook, dir="fwd", is_permanent=False, level=None, prepend=False):
+        """model.add_hook(this point's name, hook, ...)."""
+        add_hook(self._owner("add_hook"), self.name, hook, dir=dir, is_permanent=is_permanent, level=level,
+                 prepend=prepend)
+
+    def remove_hooks(self, dir="fwd", including_permanent=False, level=None):
+        """Removes this thread's hooks on this point (dir "fwd", "bwd" or "both"; permanent ones only with
+        including_permanent=True)."""
+        _check_dir(dir, "remove_hooks", both=True)
+        _remove(self._owner("remove_hooks"), dir, including_permanent, level, name=self.name)
 
     def __repr__(self):
         return "<vocablens.HookPoint {}>".format(self.name)
@@ -114,17 +139,102 @@ def _resolve(model, hooks, arg):
     return out
 
 
-def _active(model):
-    return getattr(model, "_context_hooks", None) or []
+# ---- hooks that outlive a call: model.hooks(...) contexts and model.add_hook(...) -------------------------
+# Kept per model and per thread (a threading.local on the model), in the order they were added, as TransformerLens
+# keeps them per hook point in registration order. An entry is [name, fn, dir, permanent, level]; level is the
+# model.hooks() context that added it (None for add_hook).
+
+_STATE_LOCK = threading.Lock()
+_LEVELS = itertools.count(1)
+
+
+def _state(model):
+    """This thread's list of hook entries on `model`."""
+    tls = model.__dict__.get("_hook_threads")
+    if tls is None:
+        with _STATE_LOCK:
+            tls = model.__dict__.get("_hook_threads")
+            if tls is None:
+                tls = threading.local()
+                model._hook_threads = tls
+    entries = getattr(tls, "entries", None)
+    if entries is None:
+        entries = tls.entries = []
+    return entries
+
+
+def _check_dir(dir, fn, both=False, arg="dir"):
+    allowed = ("fwd", "bwd", "both") if both else ("fwd", "bwd")
+    if dir not in allowed:
+        raise ValueError("{}(): {} must be {}, not {!r}".format(fn, arg, " or ".join(repr(a) for a in allowed), dir))
+
+
+def _remove(model, direction, including_permanent, level, name=None):
+    entries = _state(model)
+    entries[:] = [e for e in entries if not (
+        (direction == "both" or e[2] == direction) and (including_permanent or not e[3]) and
+        (level is None or e[4] == level) and (name is None or e[0] == name))]
+
+
+def add_hook(self, name, hook, dir="fwd", is_permanent=False, level=None, prepend=False):
+    """TransformerLens's add_hook: `hook` (fn(activation, hook)) runs at `name` (a hook name or a filter
+    callable(name) -> bool) in every later forward of this thread on this model, until reset_hooks() (which
+    keeps is_permanent ones unless including_permanent=True). dir="bwd": fn(grad, hook) on the gradient, and
+    the forwards then run with autograd so that backward() reaches it. prepend=True runs it before the
+    point's other hooks. Other threads' forwards do not see it."""
+    _check_dir(dir, "add_hook")
+    if not isinstance(name, str) and not callable(name):
+        raise TypeError("add_hook(): name must be a hook name or a filter callable(name) -> bool, not " +
+                        type(name).__name__)
+    if not callable(hook):
+        raise TypeError("add_hook(): hook must be callable as fn(activation, hook), not " + type(hook).__name__)
+    if not isinstance(is_permanent, bool):
+        raise TypeError("add_hook(): is_permanent must be a bool, not " + type(is_permanent).__name__)
+    resolved = _resolve(self, [(name, hook)], "add_hook")
+    entries = _state(self)
+    new = [[n, fn, dir, is_permanent, level] for n, fn in resolved]
+    if prepend:
+        entries[:0] = new
+    else:
+        entries.extend(new)
+
+
+def reset_hooks(self, clear_contexts=True, direction="both", including_permanent=False, level=None):
+    """TransformerLens's reset_hooks: removes this thread's hooks on this model added with add_hook (and,
+    with clear_contexts, those of enclosing model.hooks() blocks); permanent ones only with
+    including_permanent=True; direction "fwd", "bwd" or "both"."""
+    _check_dir(direction, "reset_hooks", both=True, arg="direction")
+    if clear_contexts or level is not None:
+        _remove(self, direction, including_permanent, level)
+    else:
+        entries = _state(self)
+        entries[:] = [e for e in entries if e[4] is not None or not (
+            (direction == "both" or e[2] == direction) and (including_permanent or not e[3]))]
+
+
+def hook_dict(self):
+    """{TransformerLens name: HookPoint} of every hook point (model.hook_dict["blocks.0.hook_resid_pre"]
+    .add_hook(fn) is model.add_hook("blocks.0.hook_resid_pre", fn))."""
+    d = self.__dict__.get("_hook_dict")
+    if d is None:
+        d = {n: HookPoint(n, self) for n in hook_names(self)}
+        self._hook_dict = d
+    return dict(d)
 
 
 def _run(model, input, fwd, record=(), logits=True, grad=False, bos=None, bwd=()):
-    """One forward pass: the hook contexts' hooks, then `fwd`, then backward hooks (registered on the
-    activations as tensor hooks when grad is on), recording `record` (TransformerLens names)."""
-    ids = model._batch_ids(input, bos)
+    """One forward pass: this thread's added and context hooks, then `fwd`, then backward hooks (registered
+    on the activations as tensor hooks when grad is on), recording `record` (TransformerLens names). Added
+    backward hooks turn grad on."""
+    ids = _input_ids(model, input, bos)
+    entries = list(_state(model))
+    fwd = [(e[0], e[1]) for e in entries if e[2] == "fwd"] + list(fwd)
+    bwd = [(e[0], e[1]) for e in entries if e[2] == "bwd"] + list(bwd)
+    if bwd:
+        grad = True
     points = {}
     wrapped = []
-    for name, fn in list(_active(model)) + list(fwd):
+    for name, fn in fwd:
         hp = points.setdefault(name, HookPoint(name))
         wrapped.append((name, _wrap(fn, hp)))
     for name, fn in bwd:
@@ -132,6 +242,15 @@ def _run(model, input, fwd, record=(), logits=True, grad=False, bos=None, bwd=()
         wrapped.append((name, _backward_registrar(fn, hp)))
     out, cache = _core._run_hooked(model, ids, wrapped, list(record), logits, grad)
     return ids, out, cache
+
+
+def _input_ids(model, input, prepend_bos):
+    """[batch, pos] ids of a forward's input: text is tokenised as to_tokens does (TransformerLens's default:
+    BOS prepended unless prepend_bos=False; a list of texts padded on the right), never cut to the context
+    (too long is a ValueError); ids and tensors are taken as they are."""
+    if _texts(input) is not None:
+        input = to_tokens(model, input, prepend_bos, truncate=False)
+    return model._batch_ids(input, None)
 
 
 def _backward_registrar(fn, hook):
@@ -175,23 +294,36 @@ def _output(logits, ids, return_type):
 
 # ---- Model methods ----------------------------------------------------------------------------------------
 
-def forward(self, input, return_type="logits", *, bos=None):
-    """Logits [batch, pos, d_vocab] (float32) of `input` (text, ids, or an integer tensor [T] / [B, T]),
-    with the hooks of any enclosing model.hooks(...) context. return_type: "logits", "loss" (next-token
-    cross-entropy, mean), "both" or None."""
+def _bos(fn, prepend_bos, bos):
+    """prepend_bos, or its older spelling bos= (the same meaning now)."""
+    if bos is not None:
+        if prepend_bos is not None:
+            raise TypeError("{}(): give prepend_bos or bos, not both".format(fn))
+        prepend_bos = bos
+    if prepend_bos is not None and not isinstance(prepend_bos, bool):
+        raise TypeError("{}(): prepend_bos must be None, True or False, not {}".format(fn, type(prepend_bos).__name__))
+    return prepend_bos
+
+
+def forward(self, input, return_type="logits", *, prepend_bos=None, bos=None):
+    """Logits [batch, pos, d_vocab] (float32) of `input`: text or a list of texts (tokenised as to_tokens:
+    BOS prepended unless prepend_bos=False, as TransformerLens), ids, or an integer tensor [T] / [B, T];
+    with this thread's hooks (model.hooks(...) blocks, add_hook). return_type: "logits", "loss"
+    (next-token cross-entropy, mean), "both" or None."""
+    bos = _bos("forward", prepend_bos, bos)
     ids, logits, _ = _run(self, input, (), logits=return_type is not None, bos=bos)
     return _output(logits, ids, return_type)
 
 
-def run_with_hooks(self, input, fwd_hooks=(), bwd_hooks=(), *, return_type="logits", grad=None, bos=None,
-                   reset_hooks_end=True, clear_contexts=False):
+def run_with_hooks(self, input, fwd_hooks=(), bwd_hooks=(), *, return_type="logits", grad=None, prepend_bos=None,
+                   bos=None, reset_hooks_end=True, clear_contexts=False):
     """Forward pass with hooks (TransformerLens's run_with_hooks).
 
     fwd_hooks: [(name or filter, fn)]: name is a hook name (TransformerLens's "blocks.1.attn.hook_z" or ours
     "z.1"), a filter is callable(name) -> bool over every hook point (model.hook_names()). fn(activation,
     hook) edits the activation in place or returns a replacement of the same shape and dtype (else
     ValueError naming the hook and both shapes); hook.name, hook.layer(), hook.ctx. Hooks on one point run
-    in list order, after those of enclosing model.hooks() contexts. An exception in a hook propagates as
+    in list order, after this thread's added and context hooks. An exception in a hook propagates as
     itself; the model stays usable.
     bwd_hooks: [(name or filter, fn)]: fn(grad, hook) is called with the gradient of the activation when the
     returned logits (or loss) are backpropagated; it may return a replacement gradient. Turns grad on.
@@ -200,6 +332,7 @@ def run_with_hooks(self, input, fwd_hooks=(), bwd_hooks=(), *, return_type="logi
     return_type: "logits" [batch, pos, d_vocab], "loss", "both" or None.
     reset_hooks_end / clear_contexts are accepted for TransformerLens compatibility: hooks given here never
     outlive the call."""
+    bos = _bos("run_with_hooks", prepend_bos, bos)
     fwd = _resolve(self, fwd_hooks, "fwd_hooks")
     bwd = _resolve(self, bwd_hooks, "bwd_hooks")
     if grad is None:
@@ -210,25 +343,30 @@ def run_with_hooks(self, input, fwd_hooks=(), bwd_hooks=(), *, return_type="logi
 
 @contextlib.contextmanager
 def hooks(self, fwd_hooks=(), bwd_hooks=(), reset_hooks_end=True, clear_contexts=False):
-    """Context manager: the hooks apply to every forward / run_with_hooks / run_with_cache / gradients call
-    inside the `with` block (nested blocks add theirs after the outer ones) and are gone after it.
-    bwd_hooks need grad: use run_with_hooks(..., grad=True) or gradients() inside the block."""
+    """Context manager: the hooks apply to every forward / run_with_hooks / run_with_cache / gradients /
+    generate call of this thread inside the `with` block (nested blocks add theirs after the outer ones) and
+    are gone after it (reset_hooks_end=False keeps them, until reset_hooks()). Forwards of other threads
+    do not see them. bwd_hooks make the forwards inside run with autograd, so that backward() reaches
+    them."""
     fwd = _resolve(self, fwd_hooks, "fwd_hooks")
-    if bwd_hooks:
-        raise ValueError("hooks(): bwd_hooks are given to run_with_hooks(..., bwd_hooks=...) (they need a "
-                         "backward pass of that call's output)")
-    before = list(_active(self))
-    self._context_hooks = before + fwd
+    bwd = _resolve(self, bwd_hooks, "bwd_hooks")
+    level = next(_LEVELS)
+    entries = _state(self)
+    entries.extend([n, fn, "fwd", False, level] for n, fn in fwd)
+    entries.extend([n, fn, "bwd", False, level] for n, fn in bwd)
     try:
         yield self
     finally:
-        self._context_hooks = before
+        if reset_hooks_end:
+            _remove(self, "both", True, level)
 
 
 def _names_from_filter(self, names_filter, arg):
     """names_filter -> ([TransformerLens names to record], {key as returned: TransformerLens name})."""
     all_names = hook_names(self)
     if names_filter is None:
+        if not self.__dict__.get("_use_attn_result", True):   # set_use_attn_result(False): as TransformerLens
+            all_names = [n for n in all_names if not n.endswith("attn.hook_result")]
         return all_names, {n: n for n in all_names}
     if isinstance(names_filter, str):
         names_filter = [names_filter]
@@ -247,8 +385,8 @@ def _names_from_filter(self, names_filter, arg):
     return sorted(set(keys.values()), key=all_names.index), keys
 
 
-def run_with_cache(self, input, names_filter=None, *, names=None, return_type="logits", fwd_hooks=(), bos=None,
-                   remove_batch_dim=False, incl_bwd=False):
+def run_with_cache(self, input, names_filter=None, *, names=None, return_type="logits", fwd_hooks=(), prepend_bos=None,
+                   bos=None, remove_batch_dim=False, incl_bwd=False):
     """(logits, ActivationCache): the forward pass's activations at every hook point (names_filter=None),
     at the names given (TransformerLens's or ours; the cache's keys are the names as given), or at those a
     callable(name) -> bool accepts. `names=` is the older spelling of a list of names. The activations
@@ -257,6 +395,7 @@ def run_with_cache(self, input, names_filter=None, *, names=None, return_type="l
     tensors (no copy); the others are one copy each (hooks.hpp). return_type as forward().
     incl_bwd=True (with return_type="loss", a scalar) also backpropagates the loss and caches each
     activation's gradient as "<name>_grad", as TransformerLens does."""
+    bos = _bos("run_with_cache", prepend_bos, bos)
     if names is not None and names_filter is not None:
         raise TypeError("run_with_cache(): give names_filter or names, not both")
     if incl_bwd and return_type != "loss":
@@ -286,11 +425,12 @@ def run_with_cache(self, input, names_filter=None, *, names=None, return_type="l
     return out, cache
 
 
-def gradients(self, input, metric, names, *, fwd_hooks=(), bos=None, return_metric=False):
+def gradients(self, input, metric, names, *, fwd_hooks=(), prepend_bos=None, bos=None, return_metric=False):
     """The gradient of a scalar metric(logits) with respect to each activation in `names` (a hook name, a
     list of them, or a filter callable), as an ActivationCache of gradients with the activations' shapes.
     The weights stay frozen (they never require grad); fwd_hooks and model.hooks contexts apply.
     return_metric=True returns (metric value as a float, gradients)."""
+    bos = _bos("gradients", prepend_bos, bos)
     if not callable(metric):
         raise TypeError("gradients(): metric must be callable as metric(logits) -> scalar tensor, not " +
                         type(metric).__name__)
@@ -323,13 +463,14 @@ def gradients(self, input, metric, names, *, fwd_hooks=(), bos=None, return_metr
     return cache
 
 
-def attribution_patching(self, clean, corrupt, metric, names, *, bos=None):
+def attribution_patching(self, clean, corrupt, metric, names, *, prepend_bos=None, bos=None):
     """Attribution patching (Nanda 2023): the first-order estimate of what patching each clean activation
     into the corrupted run does to metric(logits), (clean - corrupt) * d metric / d activation at the
     corrupted run, summed over the activation's last dimension (d_model, d_head, d_mlp, or the key position
     of a pattern). clean / corrupt: inputs of the same length. Returns an ActivationCache of these
     estimates ([batch, pos] for residual points, [batch, pos, head] for hook_z, ...); one forward and one
     backward pass in all, where activation patching runs one forward per patch."""
+    bos = _bos("attribution_patching", prepend_bos, bos)
     record, keys = _names_from_filter(self, names, "names")
     _, clean_cache = self.run_with_cache(clean, names_filter=record, return_type=None, bos=bos)
     _, corrupt_cache = self.run_with_cache(corrupt, names_filter=record, return_type=None, bos=bos)
@@ -342,83 +483,10 @@ def attribution_patching(self, clean, corrupt, metric, names, *, bos=None):
     return ActivationCache({k: est[tl] for k, tl in keys.items()}, self)
 
 
-# ---- tokens, TransformerLens's spellings -------------------------------------------------------------------
-
-def _ids_1d(self, tokens, arg):
-    if isinstance(tokens, (str, bytes)):
-        raise TypeError("{} must be token ids (a list or an integer tensor), not {}".format(arg, type(tokens).__name__))
-    if isinstance(tokens, torch.Tensor):
-        if tokens.dim() == 2 and tokens.shape[0] == 1:
-            tokens = tokens[0]
-        if tokens.dim() != 1:
-            raise ValueError("{} must be [pos] or [1, pos] token ids, got {}".format(arg, _shape(tokens)))
-        return [int(t) for t in tokens.tolist()]
-    return self.to_ids(tokens, bos=False)
-
-
-def to_tokens(self, input, prepend_bos=None, *, padding_side="right", truncate=True):
-    """Token ids as an int64 tensor [batch, pos]: a str gives [1, pos], a list of str [batch, pos] padded on
-    `padding_side` with the EOS id (0 without one). prepend_bos=None follows the tokenizer's convention
-    (llama2.c and SentencePiece models add BOS, GPT-2's BPE does not; TransformerLens always adds it), True /
-    False force it. truncate: cut to the model's context."""
-    if padding_side not in ("right", "left"):
-        raise ValueError("to_tokens(): padding_side must be 'right' or 'left', not {!r}".format(padding_side))
-    texts = [input] if isinstance(input, str) else input
-    if not isinstance(texts, (list, tuple)) or not texts or not all(isinstance(t, str) for t in texts):
-        raise TypeError("to_tokens(): input must be a str or a non-empty list of str")
-    rows = [self.tokenize(t, bos=prepend_bos) for t in texts]
-    n_ctx = self.config["n_ctx"]
-    if truncate:
-        rows = [r[:n_ctx] for r in rows]
-    width = max(len(r) for r in rows)
-    tok = self.tokenizer
-    pad = tok.eos_id if tok is not None and tok.eos_id is not None and tok.eos_id >= 0 else 0
-    out = torch.full((len(rows), width), pad, dtype=torch.int64)
-    for i, r in enumerate(rows):
-        if not r:
-            continue
-        if padding_side == "right":
-            out[i, :len(r)] = torch.tensor(r, dtype=torch.int64)
-        else:
-            out[i, width - len(r):] = torch.tensor(r, dtype=torch.int64)
-    return out
-
-
-def to_str_tokens(self, input, prepend_bos=None):
-    """The tokens as strings (each token's text, e.g. " Paris"; special tokens as "<s>"; invalid UTF-8
-    pieces shown with U+FFFD):
-    input is text (tokenised as to_tokens), ids, a [pos] / [1, pos] tensor, or a list of texts / a [batch,
-    pos] tensor (then a list of lists)."""
-    if isinstance(input, (list, tuple)) and input and all(isinstance(t, str) for t in input):
-        return [self.to_str_tokens(t, prepend_bos) for t in input]
-    if isinstance(input, torch.Tensor) and input.dim() == 2 and input.shape[0] > 1:
-        return [self.to_str_tokens(row) for row in input]
-    if isinstance(input, str):
-        ids = self.tokenize(input, bos=prepend_bos)
-    else:
-        ids = _ids_1d(self, input, "input")
-    tok = self.tokenizer
-
-    def one(i):
-        if tok is not None and tok.is_special(i):
-            return tok.display(i)  # "<s>", "<|endoftext|>" (SentencePiece decodes control tokens to "")
-        return self.decode_bytes([i]).decode("utf-8", errors="replace")
-    return [one(i) for i in ids]
-
-
-def to_string(self, tokens):
-    """Ids -> text: a [pos] tensor or list of ids gives a str, a [batch, pos] tensor a list of str."""
-    if isinstance(tokens, torch.Tensor) and tokens.dim() == 2 and tokens.shape[0] > 1:
-        return [self.to_string(row) for row in tokens]
-    return self.decode(_ids_1d(self, tokens, "tokens"))
-
-
-def to_single_token(self, string):
-    """The id of a string that is one token (TransformerLens's to_single_token)."""
-    return self.token_id(string)
-
-
 def install(Model):
+    Model.add_hook = add_hook
+    Model.reset_hooks = reset_hooks
+    Model.hook_dict = property(hook_dict)
     Model.forward = forward
     Model.__call__ = forward
     Model.run_with_hooks = run_with_hooks
@@ -427,7 +495,3 @@ def install(Model):
     Model.gradients = gradients
     Model.attribution_patching = attribution_patching
     Model.hook_names = hook_names
-    Model.to_tokens = to_tokens
-    Model.to_str_tokens = to_str_tokens
-    Model.to_string = to_string
-    Model.to_single_token = to_single_token

@@ -122,8 +122,19 @@ class Result:
 
 
 def load_results(dir):
-    """Reads a run directory (written by the CLI or by Result.save) back: a list of Results."""
-    return [Result(r) for r in _core.load_results(os.fspath(dir))]
+    """Reads a run directory (written by the CLI or by Result.save) back: a list of Results. A path that is
+    not a directory, or one that holds no result, is a vocablens.FormatError naming it."""
+    if not isinstance(dir, (str, os.PathLike)):
+        raise TypeError("load_results(): dir must be a str or os.PathLike, not " + type(dir).__name__)
+    dir = os.fspath(dir)
+    if not os.path.isdir(dir):
+        raise _core.FormatError("{}: {}".format(dir, "not a directory" if os.path.exists(dir) else "no such directory"))
+    results = _core.load_results(dir)
+    if not results:
+        # An empty list would read as "this run found nothing" when the path is not a run directory at all.
+        raise _core.FormatError("{}: no vocablens results here (a run directory holds <kind>.json files written "
+                                "by `vocablens ... --out DIR` or Result.save)".format(dir))
+    return [Result(r) for r in results]
 
 
 def report(results, path, *, title=""):

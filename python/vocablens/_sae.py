@@ -2,14 +2,47 @@
 
     sae = vocablens.load_sae("saes/res-1")      # SAELens / Gemma Scope / Llama Scope / circuit-tracer
     f = sae.encode(x)                            # torch.Tensor [..., d_in] -> [..., d_sae]
-    xhat = sae.forward(x)                        # decode(encode(x), x)
+    xhat = sae(x)                                # = sae.forward(x) = decode(encode(x), x), as SAELens's forward
+    sae.cfg.d_sae, sae.cfg.hook_name             # SAELens's field names as attributes (cfg is still a dict)
     r = vocablens.feature_logits(model, sae, top_k=8)
     r.arrays["top_ids"]                          # [d_sae, 8] token ids each feature promotes
 """
+import os
+
 from . import _vocablens as _core
 from ._analyses import _DECLARED
 
 Sae = _core.Sae
+
+
+class SaeConfig(dict):
+    """sae.cfg: the file's configuration (a dict, as before) whose keys also read as attributes, with SAELens's
+    fields as the loader resolved them: d_in, d_sae, d_out, hook_name (the one the SAE is used at: the file's,
+    the one guessed from its path, or load_sae's hook_name=), architecture, apply_b_dec_to_input,
+    normalize_activations, dtype (as stored), device."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError("sae.cfg has no field '{}' (it has: {})".format(
+                name, ", ".join(sorted(self)))) from None
+
+
+def _cfg(self):
+    c = SaeConfig(self._cfg if isinstance(self._cfg, dict) else {})
+    # What the SAE is used with wins over what the file said (a hook_name given to load_sae, a guessed one).
+    c.update(d_in=self.d_in, d_sae=self.d_sae, d_out=self.d_out, hook_name=self.hook_name)
+    for k, v in (("architecture", self.architecture), ("apply_b_dec_to_input", self.apply_b_dec_to_input),
+                 ("normalize_activations", self.normalize_activations), ("dtype", self.stored_dtype),
+                 ("device", "cpu")):
+        c.setdefault(k, v)
+    return c
+
+
+Sae.cfg = property(_cfg, doc=SaeConfig.__doc__)
+# SAELens's sae(x): the reconstruction, decode(encode(x)) (sae.forward).
+Sae.__call__ = lambda self, x: self.forward(x)
 
 
 def load_sae(path, *, hook_name=None):
@@ -17,8 +50,13 @@ def load_sae(path, *, hook_name=None):
     params.npz / params.safetensors, a Llama Scope folder (hyperparams.json + checkpoints/final.safetensors)
     or a circuit-tracer layer_N.safetensors. hook_name overrides the hook the file names (or the one
     guessed from its path). Returns a vocablens.Sae: encode / decode / forward on torch tensors, W_enc,
-    W_dec, b_enc, b_dec, threshold as tensors (stored dtype kept), cfg (dict), hook_name."""
-    return _core.load_sae(str(path), hook_name or "")
+    W_dec, b_enc, b_dec, threshold as tensors (stored dtype kept), cfg (a dict whose keys are also attributes:
+    sae.cfg.d_sae), hook_name; sae(x) is sae.forward(x)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError("load_sae(): path must be a str or os.PathLike, not " + type(path).__name__)
+    if hook_name is not None and not isinstance(hook_name, str):
+        raise TypeError("load_sae(): hook_name must be a str, not " + type(hook_name).__name__)
+    return _core.load_sae(os.fspath(path), hook_name or "")
 
 
 def splice_hook(sae, *, error_term=False):

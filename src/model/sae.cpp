@@ -189,31 +189,33 @@ int64_t hook_width(const Model& m, const std::string& name) {
   }
 }
 
+// A width or hook that does not fit is a wrong pairing of two good files, so a UsageError (the CLI's exit 2,
+// Python's ValueError), not a FormatError; the message still starts with the SAE's path.
 void check_sae_fits(const Sae& sae, const Model& m) {
   auto width = [&](const std::string& h) {
     try {
       return hook_width(m, h);
     } catch (const UsageError& e) {
-      throw FormatError(sae.source, "hook '" + h + "' is not a hook point of " + m.source() +
-                                        " (e.g. blocks.0.hook_resid_pre, blocks.0.hook_mlp_out, blocks.0.attn.hook_z)");
+      throw UsageError(sae.source + ": hook '" + h + "' is not a hook point of " + m.source() +
+                       " (e.g. blocks.0.hook_resid_pre, blocks.0.hook_mlp_out, blocks.0.attn.hook_z)");
     }
   };
   if (!sae.hook_name.empty()) {
     const int64_t w = width(sae.hook_name);
     if (w != sae.d_in)
-      throw FormatError(sae.source, fmt::format("d_in {} does not match {} of {} (width {})", sae.d_in, sae.hook_name,
-                                                m.source(), w));
+      throw UsageError(sae.source + ": " + fmt::format("d_in {} does not match {} of {} (width {})", sae.d_in,
+                                                       sae.hook_name, m.source(), w));
   }
   const int64_t d_model = m.config().d_model;
   const std::string out = sae.hook_name_out.empty() ? sae.hook_name : sae.hook_name_out;
   if (!out.empty()) {
     const int64_t w = width(out);
     if (w != sae.d_out)
-      throw FormatError(sae.source, fmt::format("d_out {} does not match {} of {} (width {})", sae.d_out, out,
-                                                m.source(), w));
+      throw UsageError(sae.source + ": " + fmt::format("d_out {} does not match {} of {} (width {})", sae.d_out,
+                                                       out, m.source(), w));
   } else if (sae.d_in != d_model && sae.d_out != d_model) {
-    throw FormatError(sae.source, fmt::format("d_in {} / d_out {} match no residual width of {} (d_model {})", sae.d_in,
-                                              sae.d_out, m.source(), d_model));
+    throw UsageError(sae.source + ": " + fmt::format("d_in {} / d_out {} match no residual width of {} (d_model {})",
+                                                     sae.d_in, sae.d_out, m.source(), d_model));
   }
 }
 

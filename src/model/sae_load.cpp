@@ -79,9 +79,13 @@ double num_field(const json& j, const std::string& key, const std::string& path)
     throw FormatError(path, "field '" + key + "' must be a finite number (got " + v.dump() + ")");
   return v.get<double>();
 }
-std::string str_or(const json& j, const std::string& key, const std::string& dflt) {
+// A string field, or `dflt` when absent or null. Any other type is refused: `"hook_name": 5` read as "no hook"
+// would load an SAE that silently splices nowhere.
+std::string str_or(const json& j, const std::string& key, const std::string& dflt, const std::string& path) {
   auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : dflt;
+  if (it == j.end() || it->is_null()) return dflt;
+  if (!it->is_string()) throw FormatError(path, "field '" + key + "' must be a string (got " + it->dump() + ")");
+  return it->get<std::string>();
 }
 
 // True when every value of t is finite. Checked in slices of <= 16 M values along the first dimension: a
@@ -206,8 +210,8 @@ Sae load_saelens(const std::string& dir) {
   const int64_t d_in = int_field(cfg, "d_in", cfg_path);
   const int64_t d_sae = int_field(cfg, "d_sae", cfg_path);
   // pre-6.0 configs: hook_point / activation_fn_str (+ activation_fn_kwargs.k for topk), no architecture.
-  std::string arch = str_or(cfg, "architecture", "");
-  const std::string act = str_or(cfg, "activation_fn_str", str_or(cfg, "activation_fn", "relu"));
+  std::string arch = str_or(cfg, "architecture", "", cfg_path);
+  const std::string act = str_or(cfg, "activation_fn_str", str_or(cfg, "activation_fn", "relu", cfg_path), cfg_path);
   if (arch.empty()) {
     if (!cfg.contains("activation_fn_str") && !cfg.contains("hook_point")) throw FormatError(cfg_path, "missing field 'architecture'");
     arch = act == "topk" ? "topk" : "standard";
@@ -225,11 +229,11 @@ Sae load_saelens(const std::string& dir) {
   s.apply_b_dec_to_input = ab == cfg.end() || ab->is_null() ? true : ab->get<bool>();
   s.normalize = cfg.contains("normalize_activations") ? parse_norm(cfg["normalize_activations"], cfg_path) : SaeNormalize::None;
   for (const char* mk : {"metadata", "meta"})
-    if (cfg.contains(mk) && cfg[mk].is_object()) s.hook_name = str_or(cfg[mk], "hook_name", s.hook_name);
-  s.hook_name = str_or(cfg, "hook_name", str_or(cfg, "hook_point", s.hook_name));
-  s.hook_name_out = str_or(cfg, "hook_name_out", "");
+    if (cfg.contains(mk) && cfg[mk].is_object()) s.hook_name = str_or(cfg[mk], "hook_name", s.hook_name, cfg_path);
+  s.hook_name = str_or(cfg, "hook_name", str_or(cfg, "hook_point", s.hook_name, cfg_path), cfg_path);
+  s.hook_name_out = str_or(cfg, "hook_name_out", "", cfg_path);
   if (s.hook_name_out.empty() && cfg.contains("metadata") && cfg["metadata"].is_object())
-    s.hook_name_out = str_or(cfg["metadata"], "hook_name_out", "");
+    s.hook_name_out = str_or(cfg["metadata"], "hook_name_out", "", cfg_path);
   const int64_t d_out = cfg.contains("d_out") ? int_field(cfg, "d_out", cfg_path) : d_in;
 
   TensorStore st = read_safetensors(w_path, /*upcast_half=*/false);
@@ -298,9 +302,9 @@ Sae load_llamascope(const std::string& dir) {
   s.cfg = hp;
   const int64_t d_in = int_field(hp, "d_model", hp_path);
   const int64_t d_sae = int_field(hp, "d_sae", hp_path);
-  const std::string act = str_or(hp, "act_fn", "relu");
-  s.hook_name = str_or(hp, "hook_point_in", "");
-  const std::string hout = str_or(hp, "hook_point_out", s.hook_name);
+  const std::string act = str_or(hp, "act_fn", "relu", hp_path);
+  s.hook_name = str_or(hp, "hook_point_in", "", hp_path);
+  const std::string hout = str_or(hp, "hook_point_out", s.hook_name, hp_path);
   if (hout != s.hook_name) s.hook_name_out = hout;
   TensorStore st = read_safetensors(w_path, false);
   s.stored_dtype = st.stored_dtype;
@@ -323,7 +327,7 @@ Sae load_llamascope(const std::string& dir) {
   } else {
     throw FormatError(hp_path, "act_fn '" + act + "' is not one vocablens reads (relu, jumprelu, topk)");
   }
-  const std::string norm = str_or(hp, "norm_activation", "none");
+  const std::string norm = str_or(hp, "norm_activation", "none", hp_path);
   if (norm == "dataset-wise") {
     const json& avg = field(hp, "dataset_average_activation_norm", hp_path);
     if (!avg.is_object()) throw FormatError(hp_path, "dataset_average_activation_norm must be an object {in, out}");

@@ -2,6 +2,7 @@
 #include "vocablens/weight.hpp"
 
 #include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -219,8 +220,57 @@ ComputeDtype compute_dtype_from_string(const std::string& s) {
   throw UsageError("unknown compute dtype '" + s + "' (expected float32 or bfloat16)");
 }
 
+namespace {
+
+at::Tensor stored_weight_matmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
+
+// Columns [o0, o0 + n) of a stored (F16 / BF16 / quantized) weight [in, out] as a float32 [in, n] tile.
+at::Tensor float_tile(const at::Tensor& w, int64_t o0, int64_t n) {
+  if (!is_packed_weight(w)) return w.narrow(1, o0, n).to(at::kFloat);
+  auto v = packed_view(w);
+  if (v.row_dim != 1) return materialize_weight(w).narrow(1, o0, n);
+  return dequant_rows(v, o0, n).t();
+}
+
+// x @ W for a weight stored in another dtype than float32, differentiable in x. The product itself writes into
+// preallocated outputs (mm_out), which autograd refuses ("functions with out=... arguments don't support automatic
+// differentiation"), so it runs as one autograd node: forward is the tiled product, backward dx = dy @ W^T with
+// W decoded again one tile at a time. The weight stays frozen (no gradient) and is never held whole in float32;
+// the node keeps only the stored tensor (a view of the loaded file).
+struct StoredWeightMatmul : public torch::autograd::Function<StoredWeightMatmul> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w) {
+    ctx->saved_data["w"] = w;
+    return stored_weight_matmul(x, w, at::Tensor());
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const at::Tensor w = ctx->saved_data["w"].toTensor();
+    const at::Tensor dy = grads[0].to(at::kFloat);
+    const int64_t in = w.size(0), out = w.size(1);
+    const int64_t tile = std::max<int64_t>(1, std::min<int64_t>(out, kTileValues / std::max<int64_t>(in, 1)));
+    at::Tensor dx = at::zeros({dy.size(0), in}, dy.options());
+    for (int64_t o0 = 0; o0 < out; o0 += tile) {
+      const int64_t n = std::min(tile, out - o0);
+      dx.addmm_(dy.narrow(1, o0, n), float_tile(w, o0, n).t());
+    }
+    return {dx, at::Tensor()};
+  }
+};
+
+}  // namespace
+
 at::Tensor weight_matmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   if (w.scalar_type() == at::kFloat) return b.defined() ? at::addmm(b, x, w) : at::mm(x, w);
+  if (at::GradMode::is_enabled() && x.requires_grad()) {
+    at::Tensor y = StoredWeightMatmul::apply(x, w);
+    return b.defined() ? y + b.to(at::kFloat) : y;
+  }
+  return stored_weight_matmul(x, w, b);
+}
+
+namespace {
+
+at::Tensor stored_weight_matmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   const bool bf16 = compute_dtype() == ComputeDtype::BFloat16;
   const int64_t N = x.size(0), in = w.size(0), out = w.size(1);
   const bool packed = is_packed_weight(w);
@@ -276,6 +326,8 @@ at::Tensor weight_matmul(const at::Tensor& x, const at::Tensor& w, const at::Ten
   if (emulate) detail::round_to_bf16(y.data_ptr<float>(), y.numel());
   return b.defined() ? y.add_(b) : y;
 }
+
+}  // namespace
 
 void set_reference_weight_tiles(bool on) { g_reference_tiles = on; }
 

@@ -8,21 +8,9 @@ from support import cli, vocablens
 
 
 def split_params(text):
-    """'a: int = 1, b: Union[str, int] = None' -> ['a: int = 1', 'b: Union[str, int] = None'] (brackets kept)."""
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        if ch in "[(":
-            depth += 1
-        elif ch in "])":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        out.append(cur.strip())
-    return out
+    """'a: int = 1, b: Union[str, int] = None' -> ['a: int = 1', 'b: Union[str, int] = None'] (brackets kept): the
+    splitter the package reads pybind11's signatures with."""
+    return vocablens._guard.split_top_level(text)
 
 
 def parse(line):

@@ -85,7 +85,9 @@ class Errors(unittest.TestCase):
         self.assertNames(ValueError, "matrix", vocablens.spectrum, self.m, matrix=torch.zeros(3, 4, 5))
         self.assertNames(ValueError, "lens", vocablens.run, "lens_tuned_typo", self.m)
         with self.assertRaises(IndexError):
-            self.m.W_Q(3)
+            self.m.W_Q[3]
+        with self.assertRaises(IndexError):
+            self.m.blocks[3]
 
     def test_model_survives_errors(self):
         for _ in range(3):

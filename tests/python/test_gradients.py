@@ -1,11 +1,15 @@
 """model.gradients: d metric(logits) / d activation, checked against central finite differences of the
-independent float64 NumPy forward (gpt2_numpy.py); weights stay frozen."""
+independent float64 NumPy forward (gpt2_numpy.py), for weights stored as F32, F16 and BF16; weights stay frozen."""
+import json
+import os
+import shutil
+import struct
 import unittest
 
 import numpy as np
 import torch
 
-from support import fixture, vocablens
+from support import SOURCE, fixture, tempdir, vocablens
 import gpt2_numpy
 
 GPT2 = fixture("gpt2-tiny")
@@ -104,6 +108,95 @@ class Gradients(unittest.TestCase):
 def _loss(logits):
     lp = torch.log_softmax(logits[0, :-1], -1)
     return -lp.gather(-1, torch.tensor(IDS[1:])[:, None]).mean()
+
+
+def half_copy(dtype):
+    """gpt2-tiny with every tensor stored as F16 or BF16 (a new model.safetensors written here), and the float64
+    weights it stores, for gpt2_numpy.forward."""
+    d = os.path.join(tempdir("grad-" + dtype), "gpt2-" + dtype)
+    os.makedirs(d)
+    for f in ("config.json", "vocab.json", "merges.txt"):
+        shutil.copy(os.path.join(GPT2, f), d)
+    ref = gpt2_numpy.load(GPT2)
+    header, blobs, offset = {}, [], 0
+    stored = {}
+    for name, a in ref["w"].items():
+        t = torch.from_numpy(a.astype(np.float32)).to(torch.float16 if dtype == "F16" else torch.bfloat16)
+        raw = t.view(torch.int16).numpy().tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+        stored[name] = t.to(torch.float64).numpy()
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)          # the data starts 8-byte aligned, as safetensors writers pad it
+    with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    return d, dict(ref, w=stored)
+
+
+class StoredDtypes(unittest.TestCase):
+    """Weights kept as F16 / BF16 (multiplied through the tiled product, not upcast whole): gradients through them
+    equal finite differences of the float64 forward of the stored values, as for F32."""
+
+    def check(self, dtype):
+        path, ref = half_copy(dtype)
+        m = vocablens.load_model(path)
+        self.assertEqual(m.config["weight_dtype"], dtype)
+        names = ["blocks.0.hook_resid_post", "blocks.1.attn.hook_z", "blocks.2.mlp.hook_pre"]
+        value, grads = m.gradients(IDS, metric, names, return_metric=True)
+        self.assertAlmostEqual(value, metric_np(gpt2_numpy.forward(ref, IDS)["logits"]), places=3)
+        rng = np.random.RandomState(5)
+        for name in names:
+            for _ in range(4):
+                idx = (9,) + tuple(int(rng.randint(0, s)) for s in grads[name].shape[2:])
+
+                def at(delta, name=name, idx=idx):
+                    def edit(x):
+                        x[idx] += delta
+                        return x
+                    return metric_np(gpt2_numpy.forward(ref, IDS, {name: edit})["logits"])
+                fd = (at(1e-5) - at(-1e-5)) / 2e-5
+                got = grads[name][(0,) + idx].item()
+                self.assertLess(abs(got - fd), 1e-4 + 1e-3 * abs(fd),
+                                "{} {} {}: {} vs {}".format(dtype, name, idx, got, fd))
+        # run_with_hooks(grad=True) through the same weights, and the weights stay frozen
+        keep = {}
+
+        def grab(x, hook):
+            x.requires_grad_(True)
+            keep["x"] = x
+        logits = m.run_with_hooks(IDS, fwd_hooks=[("blocks.0.hook_resid_post", grab)], grad=True)
+        metric(logits).backward()
+        self.assertLess((keep["x"].grad - grads["blocks.0.hook_resid_post"]).abs().max().item(), 1e-5)
+        self.assertFalse(any(w.requires_grad for w in m.weights().values()))
+
+    def test_f16(self):
+        self.check("F16")
+
+    def test_bf16(self):
+        self.check("BF16")
+
+    def test_q8_0_gguf(self):
+        # gpt2-tiny quantized by llama.cpp (tests/data/gguf): no float64 twin of its dequantized weights here, so
+        # the gradients are checked against central differences of the same model's float32 forward (whose
+        # logits gguf_model_test checks against llama.cpp's), with a step and tolerance float32 allows.
+        m = vocablens.load_model(os.path.join(SOURCE, "tests", "data", "gguf", "gpt2-tiny-q8_0.gguf"))
+        names = ["blocks.0.hook_resid_post", "blocks.1.mlp.hook_post"]
+        grads = m.gradients(IDS, metric, names)
+        rng = np.random.RandomState(9)
+        for name in names:
+            for _ in range(4):
+                idx = (0, 9, int(rng.randint(0, grads[name].shape[-1])))
+
+                def at(delta, name=name, idx=idx):
+                    def edit(x, hook):
+                        x[idx] += delta
+                    return metric(m.run_with_hooks(IDS, fwd_hooks=[(name, edit)])).double().item()
+                h = 1e-2
+                fd = (at(h) - at(-h)) / (2 * h)
+                got = grads[name][idx].item()
+                self.assertLess(abs(got - fd), 2e-3 + 2e-2 * abs(fd), "Q8_0 {} {}: {} vs {}".format(name, idx, got, fd))
+        self.assertGreater(grads["blocks.0.hook_resid_post"][0, 9].abs().max().item(), 0.0)
 
 
 class AttributionPatching(unittest.TestCase):

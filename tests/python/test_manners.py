@@ -26,17 +26,19 @@ class Tokens(unittest.TestCase):
         cls.m = vocablens.load_model(GPT2)
 
     def test_gpt2(self):
-        t = self.m.to_tokens("The Eiffel Tower is in the city of")
+        # TransformerLens prepends BOS (<|endoftext|>, 50256) for GPT-2 too unless prepend_bos=False
+        t = self.m.to_tokens("The Eiffel Tower is in the city of", prepend_bos=False)
         self.assertEqual(t.dtype, torch.int64)
         self.assertEqual(t.tolist(), [EIFFEL])
+        self.assertEqual(self.m.to_tokens("The Eiffel Tower is in the city of").tolist(), [[50256] + EIFFEL])
         self.assertEqual(self.m.to_tokens("Hi", prepend_bos=True).tolist(), [[50256, 17250]])
-        both = self.m.to_tokens(["Hello world", "Hi"])
+        both = self.m.to_tokens(["Hello world", "Hi"], prepend_bos=False)
         self.assertEqual(both.tolist(), [[15496, 995], [17250, 50256]])            # padded with EOS
-        self.assertEqual(self.m.to_tokens(["Hello world", "Hi"], padding_side="left").tolist(),
+        self.assertEqual(self.m.to_tokens(["Hello world", "Hi"], prepend_bos=False, padding_side="left").tolist(),
                          [[15496, 995], [50256, 17250]])
-        self.assertEqual(self.m.to_str_tokens("The Eiffel Tower")[:3], ["The", " E", "iff"])
+        self.assertEqual(self.m.to_str_tokens("The Eiffel Tower", prepend_bos=False)[:3], ["The", " E", "iff"])
         self.assertEqual(self.m.to_str_tokens(torch.tensor([EIFFEL[:2]])), ["The", " E"])
-        self.assertEqual(self.m.to_str_tokens(["Hello world", "Hi"]), [["Hello", " world"], ["Hi"]])
+        self.assertEqual(self.m.to_str_tokens(["Hello world", "Hi"], prepend_bos=False), [["Hello", " world"], ["Hi"]])
         self.assertEqual(self.m.to_string(EIFFEL), "The Eiffel Tower is in the city of")
         self.assertEqual(self.m.to_string(torch.tensor([EIFFEL, EIFFEL])), ["The Eiffel Tower is in the city of"] * 2)
         self.assertEqual(self.m.to_single_token(" city"), 1748)

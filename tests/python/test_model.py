@@ -53,8 +53,12 @@ class Gpt2(unittest.TestCase):
         self.assertEqual(set(cache), set(names))
 
     def test_run_with_cache_text_and_batch(self):
-        logits, cache = self.m.run_with_cache("The Eiffel Tower is in the city of", names="blocks.0.hook_resid_post")
+        # text is tokenised as TransformerLens does (BOS first); the reference ids have none
+        logits, cache = self.m.run_with_cache("The Eiffel Tower is in the city of", names="blocks.0.hook_resid_post",
+                                              prepend_bos=False)
         self.assertLess((logits[0] - ref(GPT2, "seq1_eiffel_logits.npy")).abs().max().item(), ATOL)
+        with_bos, _ = self.m.run_with_cache("The Eiffel Tower is in the city of", names="blocks.0.hook_resid_post")
+        self.assertEqual(tuple(with_bos.shape), (1, 11, 50257))
         batch = torch.stack([ref(GPT2, "seq1_eiffel_ids.npy"), ref(GPT2, "seq1_eiffel_ids.npy")])
         logits2, cache2 = self.m.run_with_cache(batch, names=["resid_pre.0"])
         self.assertEqual(tuple(logits2.shape), (2, 10, 50257))
@@ -74,9 +78,10 @@ class Gpt2(unittest.TestCase):
         self.assertTrue(torch.equal(self.m.W_U, W_E.t()))
         w = self.m.weights()
         self.assertEqual(tuple(w["blocks.0.attn.W_Q"].shape), (4, 64, 16))
-        self.assertEqual(tuple(self.m.W_O(2).shape), (4, 16, 64))
+        self.assertEqual(tuple(self.m.W_O[2].shape), (4, 16, 64))       # stacked, TransformerLens's shapes
+        self.assertEqual(tuple(self.m.W_O.shape), (3, 4, 16, 64))
         self.assertEqual(tuple(w["blocks.2.mlp.W_in"].shape), (64, 256))
-        self.assertIsNone(self.m.W_gate(0))
+        self.assertIsNone(self.m.W_gate)
         self.assertEqual(tuple(self.m.W_pos.shape), (128, 64))
 
     def test_final_norm_and_unembed(self):
@@ -95,7 +100,7 @@ class Stories(unittest.TestCase):
         self.assertLess((cache["blocks.4.hook_resid_post"][0] - ref(os.path.dirname(STORIES), "resid_post_first32.npy")[4])
                         .abs().max().item(), ATOL)
         self.assertEqual(m.config["family"], "llama")
-        self.assertIsNotNone(m.W_gate(0))
+        self.assertEqual(tuple(m.W_gate.shape), (5, 64, 172))
         self.assertEqual(m.tokenize("Once")[0], m.tokenizer.bos_id)   # llama2.c adds BOS, as run.c does
         self.assertNotEqual(m.tokenize("Once", bos=False)[0], m.tokenizer.bos_id)
 

@@ -41,10 +41,12 @@ class Readme(unittest.TestCase):
             os.chdir(cwd)
         self.assertIn("logit_lens.json", os.listdir(os.path.join(work, "eiffel-py")))
         self.assertEqual(len(ns["pairs"]), 10)
-        self.assertEqual(tuple(ns["cache"]["blocks.1.hook_resid_post"].shape), (1, 10, 64))
-        self.assertEqual(tuple(ns["resid"].shape), (3 + 1, 1, 10, 64))      # gpt2-tiny: 3 layers
-        self.assertEqual(tuple(ns["logits"].shape), (1, 10, 50257))
-        self.assertEqual(tuple(ns["grads"]["blocks.0.hook_resid_post"].shape), (1, 10, 64))
+        # text is tokenised as TransformerLens does: <|endoftext|> first, then the prompt's 10 tokens
+        self.assertEqual(tuple(ns["cache"]["blocks.1.hook_resid_post"].shape), (1, 11, 64))
+        self.assertEqual(tuple(ns["resid"].shape), (3 + 1, 1, 11, 64))      # gpt2-tiny: 3 layers
+        self.assertEqual(tuple(ns["logits"].shape), (1, 11, 50257))
+        self.assertEqual(tuple(ns["grads"]["blocks.0.hook_resid_post"].shape), (1, 11, 64))
+        self.assertEqual(tuple(ns["W_O"].shape), (4, 16, 64))
         self.assertIn("position", out.getvalue())   # the DataFrame was printed
         shutil.rmtree(work, ignore_errors=True)
 

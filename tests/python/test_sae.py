@@ -110,7 +110,7 @@ class Sae(unittest.TestCase):
         with self.assertRaises(TypeError):
             vocablens.feature_logits(self.model, "not an sae")
         bad = vocablens.load_sae(os.path.join(self.fx, "bad_din"))
-        with self.assertRaises(vocablens.FormatError) as e:
+        with self.assertRaises(vocablens.UsageError) as e:      # two good files that do not pair
             vocablens.feature_logits(self.model, bad, progress=False)
         self.assertIn("d_in 32 does not match", str(e.exception))
 
