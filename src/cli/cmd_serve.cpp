@@ -109,8 +109,9 @@ vocablens::cli::Register registered_cmd_serve{
       sub.add_option("--write-timeout", c->o.write_timeout,
                      "Seconds an answer may wait for its client to read any of it (default 10); then the connection "
                      "is dropped");
-      sub.add_option("--max-answer-entries", c->o.max_answer_entries,
-                     "Largest answer of an analysis, in entries (top-k rows, token pairs; default 500000): a request "
+      sub.add_option("--max-answer-values", c->o.max_answer_values,
+                     "Largest array of an analysis's answer, in values (top-k tokens, pair ids; default 100000, what an "
+                     "answer carries inline): a request "
                      "whose answer would hold more is refused (413) before it runs");
       return [c]() -> int { return run_serve(*c); };
     }};

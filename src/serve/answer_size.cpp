@@ -38,25 +38,25 @@ AnswerSize estimate_answer_size(const DeclaredAnalysis& a, const nlohmann::json&
     const double kinds = resolved.value("kind", std::string("both")) == "both" ? 2 : 1;
     const double per_token = integer_or(resolved, "per_token_k", 0) > 0 ? integer_or(resolved, "per_token_k", 0) : k;
     const double tokens = list_length(resolved, "tokens", 0);
-    s.entries = (k + tokens * per_token) * layers * heads * kinds;
-    s.how = tokens > 0 ? fmt::format("(top_k {:.0f} + {:.0f} tokens × {:.0f})", k, tokens, per_token)
-                       : fmt::format("top_k {:.0f}", k);
+    s.values = 2 * (k + tokens * per_token) * layers * heads * kinds;  // a pair is two token ids
+    s.how = tokens > 0 ? fmt::format("2 × (top_k {:.0f} + {:.0f} tokens × {:.0f})", k, tokens, per_token)
+                       : fmt::format("2 × top_k {:.0f}", k);
     s.how += fmt::format(" × {:.0f} layers × {:.0f} heads × {:.0f} kinds", layers, heads, kinds);
     return s;
   }
   if (name == "lens") {
     const double layers = static_cast<double>(cfg.n_layers + 1) * (resolved.value("resid_mid", false) ? 2 : 1);
-    s.entries = k * positions * layers;
+    s.values = k * positions * layers;
     s.how = fmt::format("top_k {:.0f} × {:.0f} positions × {:.0f} layers", k, positions, layers);
     return s;
   }
-  s.entries = k * positions;
+  s.values = k * positions;
   s.how = fmt::format("{} {:.0f} × {:.0f} positions", resolved.contains("top_k") ? "top_k" : "k", k, positions);
   for (const auto& o : a.decl.options) {
     if (o.type != OptionType::Indices || o.name == "allow") continue;  // an allow-list narrows, never widens
     const double n = list_length(resolved, o.name.c_str(), 1);
     if (n == 1) continue;
-    s.entries *= n;
+    s.values *= n;
     s.how += fmt::format(" × {:.0f} {}", n, o.name);
   }
   return s;

@@ -1,6 +1,7 @@
 // The explorer's connections: caps, request deadlines, byte budgets, write timeouts (see connections.hpp).
 #include "serve/connections.hpp"
 
+#include <malloc.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -61,6 +62,12 @@ class GuardedStream : public httplib::Stream {
   }
   bool over_budget() const { return over_budget_; }
   bool timed_out() const { return timed_out_; }
+  /// Bytes written since the last call.
+  size_t take_written() {
+    const size_t w = written_;
+    written_ = 0;
+    return w;
+  }
   bool has_buffered() const { return pos_ < end_; }
 
   bool is_readable() const override { return has_buffered() || poll_ms(fd_, POLLIN, ms_left()) > 0; }
@@ -96,12 +103,14 @@ class GuardedStream : public httplib::Stream {
   }
 
   ssize_t write(const char* ptr, size_t size) override {
-    // A client that accepts no byte for write_timeout_s is dropped (its answer stays unread).
-    if (poll_ms(fd_, POLLOUT, long(l_.write_timeout_s) * 1000) <= 0) return -1;
-    ssize_t n;
-    do n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    return n;
+    // A client that accepts no byte for write_timeout_s is dropped (its answer stays unread). The send never
+    // blocks (MSG_DONTWAIT): the wait is the poll's alone, not the poll's plus a blocked send's.
+    for (;;) {
+      if (poll_ms(fd_, POLLOUT, long(l_.write_timeout_s) * 1000) <= 0) return -1;
+      const ssize_t n = ::send(fd_, ptr, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n >= 0) written_ += static_cast<size_t>(n);
+      if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return n;
+    }
   }
 
   void get_remote_ip_and_port(std::string& ip, int& port) const override { ip = numeric_address(fd_, true, &port); }
@@ -119,6 +128,7 @@ class GuardedStream : public httplib::Stream {
   size_t delivered_ = 0;
   bool over_budget_ = false;
   bool timed_out_ = false;
+  size_t written_ = 0;
   char buf_[4096];
   size_t pos_ = 0, end_ = 0;
 };
@@ -227,6 +237,9 @@ bool GuardedServer::serve_connection(int fd) {
     bool closed = false;
     t_read_limit = ReadLimit::None;
     const bool ok = process_request(strm, /*close_connection=*/count == 1, closed, nullptr);
+    // The copies of a large answer this thread made (the response, its headers) are free now, in this thread's
+    // malloc arena, which keeps them: give them back to the system (worker_pool.cpp does so for the work).
+    if (strm.take_written() >= (size_t(1) << 20)) ::malloc_trim(0);
     // Over budget: the rest of its body is never read; timed out: what it sends next is no request.
     if (strm.over_budget()) return true;
     if (!ok || closed || strm.timed_out()) return false;

@@ -240,10 +240,10 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
     // Refused before any work when the answer would be too big to build and send (answer_size.hpp): an
     // allocation failure halfway through could leave no memory for anything else.
     const AnswerSize size = estimate_answer_size(*analysis, resolved, *model_, tok_.get());
-    if (size.entries > static_cast<double>(o_.max_answer_entries))
-      return error_answer(413, fmt::format("{}: the answer would hold {:.0f} entries ({}), over this server's limit of {} "
-                                           "(serve --max-answer-entries); ask for fewer, or use the command line",
-                                           name, size.entries, size.how, o_.max_answer_entries));
+    if (size.values > static_cast<double>(o_.max_answer_values))
+      return error_answer(413, fmt::format("{}: the answer would hold {:.0f} values ({}), over this server's limit of {} "
+                                           "(serve --max-answer-values); ask for fewer, or use the command line",
+                                           name, size.values, size.how, o_.max_answer_values));
   } catch (const UsageError& e) {
     const std::string m = e.what();
     return error_answer(m.rfind("no analysis named", 0) == 0 ? 404 : 400, m);

@@ -92,8 +92,8 @@ int run_server(const ServeOptions& given) {
     throw UsageError("--request-timeout must be in [1, 600] seconds (got " + std::to_string(o.request_timeout) + ")");
   if (o.write_timeout < 1 || o.write_timeout > 600)
     throw UsageError("--write-timeout must be in [1, 600] seconds (got " + std::to_string(o.write_timeout) + ")");
-  if (o.max_answer_entries < 1)
-    throw UsageError("--max-answer-entries must be at least 1 (got " + std::to_string(o.max_answer_entries) + ")");
+  if (o.max_answer_values < 1 || o.max_answer_values > 100000000)
+    throw UsageError("--max-answer-values must be in [1, 100000000] (got " + std::to_string(o.max_answer_values) + ")");
   // An empty address would bind every interface: say which one is meant instead.
   if (o.host.empty()) throw UsageError("--host is empty: give an address to bind (127.0.0.1 for this machine only)");
   if (o.model.empty() && o.run_dirs.empty()) throw UsageError("serve: give a MODEL, or run directories to browse");
