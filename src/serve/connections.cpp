@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "serve/http_util.hpp"
+#include "vocablens/error.hpp"
 
 namespace vocablens::serve {
 namespace {
@@ -150,20 +151,70 @@ ReadLimit take_read_limit() {
   return r;
 }
 
+ConnectionThreads::ConnectionThreads(size_t n, size_t stack_bytes) {
+  pthread_attr_t attr;
+  ::pthread_attr_init(&attr);
+  ::pthread_attr_setstacksize(&attr, stack_bytes);
+  int err = 0;
+  for (size_t i = 0; i < n && err == 0; ++i) {
+    pthread_t t;
+    err = ::pthread_create(&t, &attr, [](void* self) -> void* {
+      static_cast<ConnectionThreads*>(self)->run();
+      return nullptr;
+    }, this);
+    if (err == 0) threads_.push_back(t);
+  }
+  ::pthread_attr_destroy(&attr);
+  if (err != 0) {
+    const size_t started = threads_.size();
+    // Those started are stopped and joined, so nothing is left waiting on a destroyed condition variable.
+    shutdown();
+    throw Error("serve: could not start " + std::to_string(n) + " connection threads (" + std::strerror(err) +
+                " after " + std::to_string(started) + "); lower --max-connections or raise the limits");
+  }
+}
+
+ConnectionThreads::~ConnectionThreads() { shutdown(); }
+
+void ConnectionThreads::enqueue(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    jobs_.push_back(std::move(fn));
+  }
+  cv_.notify_one();
+}
+
+void ConnectionThreads::shutdown() {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    if (stopping_ && threads_.empty()) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (pthread_t t : threads_) ::pthread_join(t, nullptr);
+  threads_.clear();
+}
+
+void ConnectionThreads::run() {
+  for (;;) {
+    std::function<void()> fn;
+    {
+      std::unique_lock<std::mutex> l(m_);
+      cv_.wait(l, [&] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopping, nothing left
+      fn = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    fn();  // process_and_close_socket: catches everything itself
+  }
+}
+
 httplib::TaskQueue* GuardedServer::make_task_queue() const {
   // Threads for every allowed connection, plus some that only write a refusal: a connection over the caps
-  // must reach process_and_close_socket to be refused rather than wait in the pool's queue.
-  const size_t n = limits_.max_connections + 8;
-  pthread_attr_t old{}, small{};
-  const bool have_old = ::pthread_getattr_default_np(&old) == 0;
-  ::pthread_attr_init(&small);
-  ::pthread_attr_setstacksize(&small, size_t(2) << 20);  // the handlers' deepest path: JSON of ≤ 256 levels
-  ::pthread_setattr_default_np(&small);
-  auto* q = new httplib::ThreadPool(n);
-  if (have_old) ::pthread_setattr_default_np(&old);
-  ::pthread_attr_destroy(&small);
-  if (have_old) ::pthread_attr_destroy(&old);
-  return q;
+  // must reach process_and_close_socket to be refused rather than wait in the queue. 2 MB stacks (the
+  // handlers' deepest path is JSON of at most 256 levels): the default 8 MB each would cost a GB of address
+  // space.
+  return new ConnectionThreads(limits_.max_connections + 8, size_t(2) << 20);
 }
 
 nlohmann::json GuardedServer::stats() {

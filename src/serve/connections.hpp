@@ -14,13 +14,20 @@
 //   * nothing thrown while reading or writing a connection (an allocation failure) leaves its thread.
 //
 //   GuardedServer svr(limits);
-//   svr.new_task_queue = [&] { return svr.make_task_queue(); };
+//   httplib::TaskQueue* q = svr.make_task_queue();   // before the URL is printed: an Error if threads fail
+//   svr.new_task_queue = [q] { return q; };           // cpp-httplib owns it from there
 #pragma once
+#include <pthread.h>
+
+#include <condition_variable>
 #include <cstddef>
 #include <ctime>
+#include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -42,11 +49,30 @@ struct ConnectionLimits {
 enum class ReadLimit { None, OverBudget, TimedOut };
 ReadLimit take_read_limit();
 
+/// cpp-httplib's task queue on `n` threads of `stack_bytes` stacks. Unlike httplib::ThreadPool, a thread that
+/// cannot be created (a process limit, the address space) is an Error from the constructor, with the threads
+/// already started stopped: ThreadPool's constructor then left them waiting on a destroyed condition
+/// variable and the server hung.
+class ConnectionThreads : public httplib::TaskQueue {
+ public:
+  ConnectionThreads(size_t n, size_t stack_bytes);
+  ~ConnectionThreads() override;
+  void enqueue(std::function<void()> fn) override;
+  void shutdown() override;
+
+ private:
+  void run();
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<pthread_t> threads_;
+  bool stopping_ = false;
+};
+
 class GuardedServer : public httplib::Server {
  public:
   explicit GuardedServer(const ConnectionLimits& l) : limits_(l) {}
-  /// The pool cpp-httplib runs connections on: max_connections threads plus a few that only refuse, with
-  /// 2 MB stacks (the default 8 MB each would cost a GB of address space).
+  /// The threads cpp-httplib runs connections on: max_connections plus a few that only refuse.
   httplib::TaskQueue* make_task_queue() const;
   /// {"open", "max", "max_per_client", "refused"} for /api/status.
   nlohmann::json stats();

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "serve/connections.hpp"
@@ -110,8 +111,11 @@ int run_server(const ServeOptions& given) {
   limits.write_timeout_s = o.write_timeout;
   GuardedServer svr(limits);
   // Handler threads: one per allowed connection (connections.cpp), so the page and small requests are
-  // answered while analyses wait in the pool and slow clients hold their own connections.
-  svr.new_task_queue = [&svr] { return svr.make_task_queue(); };
+  // answered while analyses wait in the pool and slow clients hold their own connections. Started here,
+  // before the URL is printed: cpp-httplib would start them only once listening, after "serving ...", and a
+  // failure there hung the server. listen_after_bind() takes the queue and deletes it when it returns.
+  std::unique_ptr<httplib::TaskQueue> threads(svr.make_task_queue());
+  svr.new_task_queue = [&threads] { return threads.release(); };
   svr.set_payload_max_length(static_cast<size_t>(o.max_body));
   // What cpp-httplib sets on each accepted socket (SO_RCVTIMEO / SO_SNDTIMEO); GuardedServer's own stream
   // keeps the stricter per-request deadline.

@@ -262,7 +262,8 @@ def refused_at_start():
     def serve(args, timeout=60):
         t0 = time.time()
         try:
-            r = subprocess.run([CLI, "serve", *args], capture_output=True, text=True, timeout=timeout)
+            r = subprocess.run([CLI, "serve", *args], capture_output=True, text=True, timeout=timeout,
+                               preexec_fn=cap_memory)
             return r.returncode, r.stderr.strip(), time.time() - t0
         except subprocess.TimeoutExpired:
             return None, "timed out", time.time() - t0
@@ -275,6 +276,9 @@ def refused_at_start():
         (["--corpus", fifo], "FIFO"), (["--corpus", "/dev/zero"], "character device"),
         (["--corpus", d], "directory"), (["--tuned", "/etc"], "--tuned"),
         (["--max-connections", "0"], "--max-connections"), (["--request-timeout", "-3"], "--request-timeout"),
+        # 4104 threads of 2 MB stacks do not fit in the 4 GB address space: refused before "serving", where
+        # cpp-httplib's own pool, started after it, hung on the failure.
+        (["--max-connections", "4096"], "could not start 4104 connection threads"),
     ]
     for extra, words in cases:
         rc, err, took = serve([MODEL, "--port", "0", *extra])
@@ -300,6 +304,9 @@ def main():
              "--max-client-connections", str(per_client), "--max-connections", "100"]
     with VocablensServer(CLI, [MODEL], extra, preexec_fn=cap_memory) as s:
         pid = server_pid(s.port)
+        with open(f"/proc/{pid}/limits") as f:  # the cap reached the server (a fork-server worker too)
+            cap = [line.split()[3] for line in f if line.startswith("Max address space")]
+        check(cap == [str(MEMORY_CAP)], f"the server (pid {pid}) runs with its address space capped: {cap} bytes")
         start_rss = rss_mb(pid)
         probe = Probe(s)
         probe("start-up")
