@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <limits>
 #include <numeric>
 #include <type_traits>
@@ -303,9 +304,19 @@ void trace_statistics(const GramStats& g, bool full, int64_t m, int64_t n, Spect
       }
       r.explained_variance_ratio.resize(static_cast<size_t>(n));
       r.cumulative_explained_variance.resize(static_cast<size_t>(n));
+      // The covariance is E[x xᵀ] − μ μᵀ: for rows that are all alike its entries are rounding noise of the
+      // order of n ε E|x|², and ratios of noise to noise are not fractions of any variance. Below that the
+      // ratios are NaN (null in JSON), never 0.0.
+      const double noise = static_cast<double>(n) * 16 * std::numeric_limits<double>::epsilon() *
+                           (m > 0 ? r.frobenius_norm_sq / static_cast<double>(m) : 0.0);
+      const bool undefined = !(tot > noise) || !std::isfinite(tot);
+      if (undefined)
+        std::cerr << "vocablens: warning: spectrum: the total variance is " << tot
+                  << (std::isfinite(tot) ? " (every row the same, within rounding)" : "")
+                  << ": explained-variance ratios are undefined (NaN)\n";
       double cum = 0;
       for (int64_t j = 0; j < n; ++j) {
-        double ratio = tot > 0 ? r.covariance_eigenvalues[static_cast<size_t>(j)] / tot : 0.0;
+        double ratio = undefined ? std::numeric_limits<double>::quiet_NaN() : r.covariance_eigenvalues[static_cast<size_t>(j)] / tot;
         cum += ratio;
         r.explained_variance_ratio[static_cast<size_t>(j)] = ratio;
         r.cumulative_explained_variance[static_cast<size_t>(j)] = cum;
@@ -429,6 +440,10 @@ Result SpectrumResult::to_result(const Tokenizer* tok) const {
     // Components needed for 50 / 90 / 99 % of the variance.
     nlohmann::json need = nlohmann::json::object();
     for (auto [q, label] : {std::pair<double, const char*>{0.5, "50%"}, {0.9, "90%"}, {0.99, "99%"}}) {
+      if (!std::isfinite(cumulative_explained_variance.back())) {  // no variance to explain: no count either
+        need[label] = nullptr;
+        continue;
+      }
       int64_t c = 0;
       while (c < cols && cumulative_explained_variance[static_cast<size_t>(c)] < q) ++c;
       need[label] = std::min(c + 1, cols);

@@ -45,6 +45,15 @@ TEST_CASE("lens --prompts: the prompts file", "[lens_batch]") {
   CHECK(jl[0].prompt == "a\nb");
   CHECK(jl[0].target == " x");
   CHECK(jl[1].line == 3);
+  // A UTF-8 byte order mark is the file's encoding, not text: the JSON Lines file is still JSON Lines, and a
+  // plain file's first prompt does not start with U+FEFF.
+  auto bom = vocablens::read_lens_prompts(prompts_file("bom.jsonl", "\xEF\xBB\xBF{\"prompt\": \"a\", \"target\": \" x\"}\n"));
+  REQUIRE(bom.size() == 1);
+  CHECK(bom[0].prompt == "a");
+  CHECK(bom[0].target == " x");
+  auto bom_plain = vocablens::read_lens_prompts(prompts_file("bom.txt", "\xEF\xBB\xBFOnce upon a time\n"));
+  REQUIRE(bom_plain.size() == 1);
+  CHECK(bom_plain[0].prompt == "Once upon a time");
   CHECK(prompts_error(prompts_file("bad.jsonl", "{\"prompt\": \"a\"}\nplain\n")).find("line 2: not a JSON object") != std::string::npos);
   CHECK(prompts_error(prompts_file("bad2.jsonl", "{\"text\": \"a\"}\n")).find("line 1: expected") != std::string::npos);
   CHECK(prompts_error(prompts_file("bad3.jsonl", "{\"prompt\": \"a\", \"target\": 3}\n")).find("line 1: \"target\" must be a string") != std::string::npos);

@@ -18,6 +18,7 @@
 #include "fixtures.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
+#include "vocablens/npy.hpp"
 #include "vocablens/tokenizer.hpp"
 
 namespace fs = std::filesystem;
@@ -372,4 +373,57 @@ TEST_CASE("run directories: a concurrent writer is refused while another holds t
   auto j = nlohmann::json::parse(vl_test::read_file(dir + "/sample.json"));
   CHECK(j["files"]["sample.x.npy"]["bytes"].get<int64_t>() == static_cast<int64_t>(fs::file_size(dir + "/sample.x.npy")));
   CHECK(vocablens::read_run_directory(dir).size() == 1);
+}
+
+TEST_CASE("values that meant something else: refused, warned about or read as on the other surfaces") {
+  std::string g = vl_test::fixture("gpt2-tiny");
+  std::string s = vl_test::fixture("stories260K/stories260K.bin");
+  if (g.empty() || s.empty()) return;
+  const std::string d = vl_test::temp_dir("leftovers");
+  // generate --steer-layer -1 is the last block, as the `steer` analysis reads it over HTTP and in Python
+  // (it used to steer the default block, n_layers / 2); one past the end from either side is refused.
+  const std::string gen = "generate '" + s + "' --prompt 'Once upon a time' --steps 12 --steer '#300-#301' --steer-scale 8";
+  const std::string last = stdout_of(gen + " --steer-layer -1");
+  CHECK(last == stdout_of(gen + " --steer-layer 4"));  // stories260K: 5 blocks
+  CHECK(last.find(", layer 4):") != std::string::npos);
+  CHECK(stdout_of(gen).find(", layer 2):") != std::string::npos);  // the default, n_layers / 2
+  Run r = cli(gen + " --steer-layer -6");
+  CHECK(r.rc != 0);
+  CHECK(r.out.find("--steer-layer -6 is out of range") != std::string::npos);
+  // demo --steps 0 / -5 used to train the default 1 000 steps.
+  for (const char* bad : {"0", "-5"}) {
+    r = cli(std::string("demo --out '") + d + "/demo' --steps " + bad);
+    INFO(r.out);
+    CHECK(r.rc != 0);
+    CHECK(r.out.find("--steps") != std::string::npos);
+    CHECK(r.seconds < 20);
+    CHECK_FALSE(fs::exists(d + "/demo"));
+  }
+  // lens --out "" exited 0 having written nothing.
+  r = cli("lens '" + g + "' --prompt 'The cat' --out ''");
+  CHECK(r.rc != 0);
+  CHECK(r.out.find("--out") != std::string::npos);
+  CHECK(r.out.find("is empty") != std::string::npos);
+  // VOCABLENS_THREADS that is not a positive whole number: said on stderr (it used to be ignored silently).
+  for (const char* bad : {"-4", "four", "2x"}) {
+    r = cli("tokenize '" + g + "' 'Hello'", std::string("VOCABLENS_THREADS=") + bad);
+    CHECK(r.rc == 0);
+    CHECK(r.out.find(std::string("VOCABLENS_THREADS='") + bad + "' is not a whole number") != std::string::npos);
+  }
+  r = cli("tokenize '" + g + "' 'Hello'", "VOCABLENS_THREADS=2");
+  CHECK(r.out.find("VOCABLENS_THREADS") == std::string::npos);
+  // tokenize - reads standard input with a bound (it read /dev/zero until memory ran out).
+  r = cli("tokenize '" + g + "' - < /dev/zero");
+  CHECK(r.rc != 0);
+  CHECK(r.out.find("more than 64 MB") != std::string::npos);
+  CHECK(r.seconds < 30);
+  // spectrum --matrix of a matrix whose rows are all alike: ratios null and a warning, not 0.0 and 8 of 8.
+  std::vector<float> same(100 * 8, 0.37f);
+  vocablens::write_npy(d + "/const.npy", vocablens::NdArray::f32({100, 8}, same.data()));
+  r = cli("spectrum '" + g + "' --matrix '" + d + "/const.npy' --format json", "", d + "/spectrum.err");
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["summary"]["components_for_variance"]["90%"].is_null());
+  CHECK(j["summary"]["cumulative_explained_variance"]["1"].is_null());
+  CHECK(vl_test::read_file(d + "/spectrum.err").find("warning: spectrum: the total variance is") != std::string::npos);
 }

@@ -113,6 +113,34 @@ TEST_CASE("spectrum: synthetic matrix with a known spectrum", "[spectrum]") {
   CHECK(at::equal(g1.row_norms, g2.row_norms));
 }
 
+TEST_CASE("spectrum: no variance gives NaN ratios, not 0.0 ratios and a full-rank count", "[spectrum]") {
+  vocablens::init_runtime();
+  // Rows all alike (a constant matrix, and a non-constant row repeated): the covariance is 0 up to rounding,
+  // so λⱼ / Σλ is 0/0. It used to be reported as ratios 0.0 and 8 of 8 components for 50 / 90 / 99 %.
+  at::Tensor constant = at::full({100, 8}, 0.37f);
+  at::Tensor repeated = at::arange(8, at::kFloat).mul(0.3).add(-1.1).unsqueeze(0).repeat({100, 1});
+  for (const at::Tensor& M : {constant, repeated}) {
+    vocablens::SpectrumOptions o;
+    o.k = 3;
+    auto r = vocablens::matrix_spectrum(M, o);
+    REQUIRE(r.explained_variance_ratio.size() == 8);
+    for (double v : r.explained_variance_ratio) CHECK(std::isnan(v));
+    for (double v : r.cumulative_explained_variance) CHECK(std::isnan(v));
+    CHECK(std::abs(r.total_variance) < 1e-9);
+    const auto j = r.to_result(nullptr).summary;
+    for (const char* q : {"50%", "90%", "99%"}) CHECK(j["components_for_variance"][q].is_null());
+    CHECK(j["cumulative_explained_variance"]["1"].dump() == "null");  // a NaN, written as null
+  }
+  // A small but real variance (1e-3 around a large mean) is still measured: ratios sum to 1.
+  at::manual_seed(3);
+  at::Tensor small = at::full({100, 8}, 50.0f) + 1e-3f * at::randn({100, 8});
+  auto r = vocablens::matrix_spectrum(small, {});
+  double sum = 0;
+  for (double v : r.explained_variance_ratio) sum += v;
+  CHECK(sum == Approx(1.0).epsilon(1e-9));
+  CHECK(r.to_result(nullptr).summary["components_for_variance"]["99%"].is_number());
+}
+
 TEST_CASE("spectrum: every fixture's matrices equal a dense SVD", "[spectrum][fixtures]") {
   vocablens::init_runtime();
   struct Case {

@@ -128,6 +128,20 @@ TEST_CASE("the E+ cache: written atomically, read back bit-identical, corrupt fi
   auto other = vocablens::pseudo_inverse(E2, o);
   CHECK_FALSE(other.from_cache);
   CHECK(other.cache_path != first.cache_path);
+  // A cache file replaced by another valid matrix of the same shape (E2's E+ copied over E's): its checksum
+  // no longer matches, so it is recomputed, not used.
+  {
+    const std::string base = first.cache_path.substr(0, first.cache_path.size() - 4);
+    const std::string other_base = other.cache_path.substr(0, other.cache_path.size() - 4);
+    vl_test::write_file(first.cache_path, vl_test::read_file(other.cache_path));
+    vl_test::write_file(base + ".sv.npy", vl_test::read_file(other_base + ".sv.npy"));
+    REQUIRE_FALSE(at::equal(vl_test::load_npy_tensor(first.cache_path), first.pinv));
+    auto swapped = vocablens::pseudo_inverse(E, o);
+    CHECK_FALSE(swapped.from_cache);
+    CHECK(at::equal(swapped.pinv, first.pinv));
+    // Recomputing rewrote the files and their checksum: the next call reads them again.
+    CHECK(vocablens::pseudo_inverse(E, o).from_cache);
+  }
   // Corrupt (truncated) file: recomputed, result unchanged.
   {
     std::string bytes = vl_test::read_file(first.cache_path);

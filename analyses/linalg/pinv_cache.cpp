@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -44,6 +46,15 @@ bool read_raw(const std::string& path, const std::string& header, void* out, siz
   return !f.read(&extra, 1);
 }
 
+// The checksum file beside the two .npy files: the hash of the source matrix E they were computed from and
+// XXH64 of their own contents. A cache file replaced by another valid matrix of the same shape (the name is
+// only E's hash; the content is not) used to be read without a word.
+std::string checksum_text(uint64_t source, const at::Tensor& pinv, const std::vector<double>& sv) {
+  return fmt::format("vocablens E+ cache 1\nsource_xxh64 {:016x}\npinv_xxh64 {:016x}\nsv_xxh64 {:016x}\n", source,
+                     hash_bytes(pinv.data_ptr(), static_cast<size_t>(pinv.numel()) * sizeof(float)),
+                     hash_bytes(sv.data(), sv.size() * sizeof(double)));
+}
+
 }  // namespace
 
 namespace detail {
@@ -59,6 +70,14 @@ bool read_pinv_cache(const std::string& base, int64_t V, int64_t d, double rtol,
   if (read_raw(base + ".sv.npy", npy_header("<f8", {d}), sv.data(), sv.size() * sizeof(double)) &&
       read_raw(path, npy_header("<f4", {d, V}), pinv.data_ptr(), static_cast<size_t>(d * V) * sizeof(float)) &&
       all_finite(pinv)) {  // scanned in place: no mask or abs copy of a [d, V] matrix
+    std::ifstream f(base + ".sum", std::ios::binary);
+    std::string stored((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (stored != checksum_text(out.hash, pinv, sv)) {
+      std::cerr << "vocablens: warning: the E+ cache " << path
+                << (stored.empty() ? " has no checksum file (.sum)" : " does not match its checksum (.sum): changed since it was written")
+                << "; recomputing E+\n";
+      return false;
+    }
     out.pinv = pinv;
     out.singular_values = sv;
     double smax = sv.empty() ? 0.0 : sv.front();
@@ -78,6 +97,7 @@ void write_pinv_cache(const std::string& dir, const std::string& base, Pinv& out
     // SIGINT/SIGTERM handler (the cache is ~150 MB for GPT-2: an interrupted write used to leave a .tmp file).
     write_npy(base + ".sv.npy", "<f8", {d}, out.singular_values.data(), out.singular_values.size() * sizeof(double));
     write_npy(base + ".npy", "<f4", {d, V}, out.pinv.data_ptr(), static_cast<size_t>(d * V) * sizeof(float));
+    write_file_atomic(base + ".sum", checksum_text(out.hash, out.pinv, out.singular_values));  // last: vouches for both
     out.cache_path = base + ".npy";
   } catch (const Error& e) {
     out.cache_note = std::string("not cached: ") + e.what();

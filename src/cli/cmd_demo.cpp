@@ -346,8 +346,11 @@ vocablens::cli::Register registered_cmd_demo{
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto c = std::make_shared<DemoCli>();
       sub.add_option("--out", c->out, "Output directory (default ./vocablens-demo)");
-      sub.add_option("--steps", c->steps, fmt::format("GPT training steps (default {})", kDemoSteps));
-      sub.add_option("--skipgram-steps", c->skipgram_steps, fmt::format("Skip-gram steps (default {})", kDemoSkipgramSteps));
+      // Typed values must be positive: 0 or -5 used to fall back to the defaults silently.
+      sub.add_option("--steps", c->steps, fmt::format("GPT training steps (default {})", kDemoSteps))
+          ->check(CLI::Range(int64_t(1), int64_t(10000000)));
+      sub.add_option("--skipgram-steps", c->skipgram_steps, fmt::format("Skip-gram steps (default {})", kDemoSkipgramSteps))
+          ->check(CLI::Range(int64_t(1), int64_t(10000000)));
       sub.add_option("--seed", c->seed, "Seed of the corpus, the weights and the batches (default 1)");
       sub.add_option("--positions", c->positions, "learned | sinusoidal | rope | alibi | none (default learned)")
           ->check(CLI::IsMember({"learned", "sinusoidal", "rope", "rotary", "alibi", "none"}));

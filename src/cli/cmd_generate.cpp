@@ -32,7 +32,8 @@ struct GenerateOptions {
   bool print_ids = false;
   bool dry_run = false;
   std::string steer;         // "love-hate": add scale * (E[love] - E[hate]) to the residual stream
-  int64_t steer_layer = -1;  // -1: n_layers / 2
+  int64_t steer_layer = 0;   // read only when typed (steer_layer_given); default n_layers / 2
+  bool steer_layer_given = false;
   double steer_scale = 0;    // the `steer` analysis's declared default (analyses/steer_entry.cpp)
   bool steer_given = false;  // --steer-layer or --steer-scale typed
   std::string sae, sae_hook;    // --sae: steer with a feature's decoder direction instead
@@ -112,7 +113,6 @@ int run_generate(const GenerateOptions& o) {
   if (o.steer_feature >= 0 && !o.steer.empty()) throw vocablens::UsageError("give --steer or --steer-feature, not both");
   if (o.steer.empty() && o.steer_given)
     throw vocablens::UsageError("--steer-layer and --steer-scale need --steer PLUS-MINUS");
-  if (o.steer_layer < -1) throw vocablens::UsageError("--steer-layer must be >= 0");
   // Steered text means little alone: the unsteered continuation of the same prompt is printed above it.
   std::vector<int64_t> ids, plain;
   std::string steer_label;
@@ -132,10 +132,14 @@ int run_generate(const GenerateOptions& o) {
   } else if (!o.steer.empty()) {
     std::string shown;
     at::Tensor v = steering_vector(m, tok.get(), o.steer, shown);
-    const int64_t layer = o.steer_layer >= 0 ? o.steer_layer : c.n_layers / 2;
-    if (layer >= c.n_layers)
-      throw vocablens::UsageError("--steer-layer " + std::to_string(layer) + " is out of range (0.." +
-                                  std::to_string(c.n_layers - 1) + ")");
+    // As the `steer` analysis reads its layer over HTTP and in Python: negative counts from the end (-1 =
+    // the last block), so one number means one layer on every surface.
+    const int64_t L = c.n_layers;
+    if (o.steer_layer_given && (o.steer_layer < -L || o.steer_layer >= L))
+      throw vocablens::UsageError("--steer-layer " + std::to_string(o.steer_layer) + " is out of range (the model has " +
+                                  std::to_string(L) + " layers: 0.." + std::to_string(L - 1) + ", or -1..-" +
+                                  std::to_string(L) + " from the end)");
+    const int64_t layer = !o.steer_layer_given ? L / 2 : o.steer_layer < 0 ? o.steer_layer + L : o.steer_layer;
     fmt::print(stderr, "steering: {:+g} x ({}) added to blocks.{}.hook_resid_pre at every position (|v| = {:.4f})\n",
                o.steer_scale, shown, layer, v.norm().item<double>());
     plain = m.generate_greedy(prompt, steps, stop);
@@ -210,7 +214,8 @@ vocablens::cli::Register registered_cmd_generate{
                                                                  "(default 4; negative subtracts it)");
       return [o, fscale, steer_layer, steer_scale] {
         o->feature_scale_given = fscale->count() > 0;
-        o->steer_given = steer_layer->count() > 0 || steer_scale->count() > 0;
+        o->steer_layer_given = steer_layer->count() > 0;
+        o->steer_given = o->steer_layer_given || steer_scale->count() > 0;
         return run_generate(*o);
       };
     }};

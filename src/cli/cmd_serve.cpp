@@ -96,7 +96,23 @@ vocablens::cli::Register registered_cmd_serve{
                      "instead of running the model (default 4; 0 = none)");
       sub.add_option("--forward-cache-mb", c->o.forward_cache_mb,
                      "Memory of those passes in MB (default 512; a longer prompt's pass above it is not kept)");
-      sub.add_option("--max-body", c->o.max_body, "Largest request body in bytes (default 1048576; 413 above)");
+      sub.add_option("--max-body", c->o.max_body,
+                     "Largest request body in bytes, chunked or not (default 1048576, at most 1 GiB; 413 above)")
+          ->check(CLI::Range(int64_t(1), int64_t(1) << 30));  // on the text typed: 2^64 is not clamped first
+      sub.add_option("--max-connections", c->o.max_connections,
+                     "Open connections in all (default 128); more are answered 503 and closed");
+      sub.add_option("--max-client-connections", c->o.max_client_connections,
+                     "Open connections from one address (default 64); more are answered 503 and closed");
+      sub.add_option("--request-timeout", c->o.request_timeout,
+                     "Seconds a request (its line, headers and body) may take to arrive from its first byte (default "
+                     "10); a slower one is dropped");
+      sub.add_option("--write-timeout", c->o.write_timeout,
+                     "Seconds an answer may wait for its client to read any of it (default 10); then the connection "
+                     "is dropped");
+      sub.add_option("--max-answer-values", c->o.max_answer_values,
+                     "Largest array of an analysis's answer, in values (top-k tokens, pair ids; default 100000, what an "
+                     "answer carries inline): a request "
+                     "whose answer would hold more is refused (413) before it runs");
       return [c]() -> int { return run_serve(*c); };
     }};
 

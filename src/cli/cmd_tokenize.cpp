@@ -10,6 +10,7 @@
 #include <iostream>
 #include <iterator>
 #include <memory>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -32,8 +33,19 @@ struct TokenizeOptions {
   bool json = false;
 };
 
+// Standard input read with a bound: `tokenize - < /dev/zero` used to read until memory ran out (2.2 GB in
+// a minute). 64 MB of text is far more than anyone tokenizes to look at; a corpus goes to `lens --corpus`.
+constexpr size_t kMaxStdinBytes = size_t(64) << 20;
+
 std::string read_stdin() {
-  std::string s{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+  std::string s;
+  std::vector<char> chunk(1 << 20);
+  while (std::cin.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || std::cin.gcount() > 0) {
+    s.append(chunk.data(), static_cast<size_t>(std::cin.gcount()));
+    if (s.size() > kMaxStdinBytes)
+      throw vocablens::UsageError("tokenize -: standard input holds more than 64 MB; tokenize a shorter text (a corpus "
+                                  "is read by `vocablens lens --corpus FILE`)");
+  }
   return s;
 }
 

@@ -57,7 +57,15 @@ std::vector<std::string>& arguments() {
 }
 
 void add_output_options(CLI::App& sub, OutputOptions& o) {
-  sub.add_option("--out", o.out_dir, "Write the run directory DIR (JSON + .npy + CSV)")->type_name("DIR");
+  // An empty --out ("" from an unset shell variable) used to mean "no --out": the run printed and wrote nothing.
+  sub.add_option_function<std::string>(
+         "--out",
+         [&o](const std::string& dir) {
+           if (dir.empty()) throw CLI::ValidationError("--out", "is empty: give the run directory to write");
+           o.out_dir = dir;
+         },
+         "Write the run directory DIR (JSON + .npy + CSV)")
+      ->type_name("DIR");
   sub.add_option("--format", o.format,
                  "table (human-readable, default), json (to stdout), csv (tables to stdout), npy (needs --out)")
       ->check(CLI::IsMember({"table", "json", "csv", "npy"}))

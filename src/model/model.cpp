@@ -4,6 +4,8 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -135,11 +137,18 @@ void init_runtime() {
   int n = static_cast<int>(std::thread::hardware_concurrency());
   if (n < 1) n = 1;
   g_auto_threads = n;
-  if (const char* env = std::getenv("VOCABLENS_THREADS")) {
-    int v = std::atoi(env);
-    if (v > 0) {
-      n = v;
+  if (const char* env = std::getenv("VOCABLENS_THREADS"); env && *env) {
+    // A whole number in [1, 4096]; anything else (-4, "four", 8x) is said on stderr rather than ignored
+    // quietly, since the run then uses a thread count nobody asked for.
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(env, &end, 10);
+    if (errno == 0 && end != env && *end == '\0' && v >= 1 && v <= 4096) {
+      n = static_cast<int>(v);
       g_auto_threads = 0;
+    } else {
+      std::fprintf(stderr, "vocablens: warning: VOCABLENS_THREADS='%s' is not a whole number in [1, 4096]; ignored (%d threads)\n",
+                   env, n);
     }
   }
   at::set_num_threads(n);

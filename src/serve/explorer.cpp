@@ -4,6 +4,11 @@
 #include <optional>
 #include <sstream>
 
+#include <fmt/format.h>
+
+#include "serve/answer_size.hpp"
+#include "serve/connections.hpp"
+
 #include "vocablens/analysis_inputs.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/error.hpp"
@@ -14,6 +19,7 @@
 #include "vocablens/provenance.hpp"
 #include "vocablens/sae.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "vocablens/tuned_lens.hpp"
 
 namespace vocablens::serve {
 
@@ -36,6 +42,15 @@ Explorer::Explorer(const ServeOptions& o)
     Result probe;
     fill_provenance(probe, *model_, "");
     model_info_ = probe.provenance;
+    if (!o.tuned.empty()) {
+      // Read once at start-up, so that `--tuned /etc` (or another model's lens) is refused here, not by the
+      // first request that asks for it.
+      try {
+        load_tuned_lens(o.tuned).check_model(*model_);
+      } catch (const Error& e) {
+        throw UsageError(std::string("--tuned: ") + e.what());
+      }
+    }
     load_sae_and_corpus();
   }
   for (const auto& d : o.run_dirs) runs_.push_back({d, read_run_directory(d)});
@@ -55,8 +70,10 @@ void Explorer::routes(httplib::Server& svr) {
     send(res, guarded([&] { return Answer{200, dump(model_ ? analyses_schema() : json::array()) + "\n"}; }));
   });
   svr.Get("/api/model", [this](const httplib::Request&, httplib::Response& res) { send(res, guarded([&] { return model_answer(); })); });
-  svr.Get("/api/status", [this](const httplib::Request&, httplib::Response& res) {
+  auto* connections = dynamic_cast<GuardedServer*>(&svr);  // connections.hpp: its counts, when it is one
+  svr.Get("/api/status", [this, connections](const httplib::Request&, httplib::Response& res) {
     json st = pool_.status();
+    if (connections) st["connections"] = connections->stats();
     const ForwardMemo::Stats f = forward_->stats();
     st["forward_cache"] = {{"passes", f.records}, {"bytes", f.bytes}, {"max_passes", f.max_records},
                            {"max_bytes", f.max_bytes}, {"replayed", f.replayed}, {"computed", f.recorded},
@@ -220,6 +237,13 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
       }
     }
     resolved = resolve_options(analysis->decl, given, Surface::Http);
+    // Refused before any work when the answer would be too big to build and send (answer_size.hpp): an
+    // allocation failure halfway through could leave no memory for anything else.
+    const AnswerSize size = estimate_answer_size(*analysis, resolved, *model_, tok_.get());
+    if (size.values > static_cast<double>(o_.max_answer_values))
+      return error_answer(413, fmt::format("{}: the answer would hold {:.0f} values ({}), over this server's limit of {} "
+                                           "(serve --max-answer-values); ask for fewer, or use the command line",
+                                           name, size.values, size.how, o_.max_answer_values));
   } catch (const UsageError& e) {
     const std::string m = e.what();
     return error_answer(m.rfind("no analysis named", 0) == 0 ? 404 : 400, m);

@@ -1,6 +1,7 @@
 // The explorer's answers and request parsing (see http_util.hpp).
 #include "serve/http_util.hpp"
 
+#include <cctype>
 #include <cstdint>
 #include <new>
 #include <random>
@@ -40,6 +41,10 @@ Answer answer_for_current_exception() {
   } catch (const std::exception& e) {
     std::string msg = e.what();
     if (auto nl = msg.find('\n'); nl != std::string::npos) msg = msg.substr(0, nl);
+    // LibTorch reports a failed allocation as a c10::Error ("DefaultCPUAllocator: can't allocate memory: you
+    // tried to allocate N bytes"), not std::bad_alloc: the same condition, the same 503.
+    if (msg.find("can't allocate memory") != std::string::npos || msg.find("not enough memory") != std::string::npos)
+      return error_answer(503, "out of memory: " + msg);
     return error_answer(500, "internal error: " + msg);
   } catch (...) {
     return error_answer(500, "internal error");
@@ -64,6 +69,15 @@ bool same_secret(const std::string& a, const std::string& b) {  // constant time
   unsigned diff = a.size() != b.size();
   for (size_t i = 0; i < b.size(); ++i) diff |= static_cast<unsigned char>(i < a.size() ? a[i] : 0) ^ static_cast<unsigned char>(b[i]);
   return diff == 0;
+}
+
+bool is_json_media_type(const std::string& content_type) {
+  std::string type = content_type.substr(0, content_type.find(';'));
+  const auto first = type.find_first_not_of(" \t");
+  const auto last = type.find_last_not_of(" \t");
+  type = first == std::string::npos ? "" : type.substr(first, last - first + 1);
+  for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return type == "application/json";
 }
 
 std::string host_name_of(const std::string& host_header) {  // "127.0.0.1:8765" -> "127.0.0.1", "[::1]:80" -> "::1"

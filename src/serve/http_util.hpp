@@ -57,6 +57,10 @@ std::string random_token();
 /// a == b, in time that depends on b's length only (b: the secret).
 bool same_secret(const std::string& a, const std::string& b);
 
+/// True for a Content-Type of JSON: "application/json" compared case-insensitively and exactly, parameters
+/// (`; charset=utf-8`) allowed; "application/jsonx" or "text/json" are not.
+bool is_json_media_type(const std::string& content_type);
+
 /// "127.0.0.1:8765" -> "127.0.0.1", "[::1]:80" -> "::1".
 std::string host_name_of(const std::string& host_header);
 

@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "serve/explorer.hpp"
+#include "util/regular_file.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
@@ -102,6 +103,8 @@ void Explorer::load_sae_and_corpus() {
   const int64_t n_ctx = model_->config().n_ctx > 0 ? model_->config().n_ctx : o_.window;
   if (o_.window < 2 || o_.window > n_ctx)
     throw UsageError("--window must be in [2, " + std::to_string(n_ctx) + "] (got " + std::to_string(o_.window) + ")");
+  // A regular file, as `lens --corpus` requires: a FIFO blocked start-up for ever, /dev/zero never ended.
+  detail::check_regular_file(corpus_path_, detail::kMaxCorpusBytes, "corpora");
   std::ifstream f(corpus_path_, std::ios::binary);
   if (!f) throw FormatError(corpus_path_, "cannot read the corpus");
   // Enough bytes for the tokens asked for (a token is rarely over 32 bytes), cut after the last whole line.

@@ -11,7 +11,13 @@
 #include <cerrno>
 #include <cstring>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
 
+#include "serve/connections.hpp"
 #include "serve/explorer.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
@@ -25,6 +31,48 @@ bool is_loopback_host(const std::string& host) {
   return false;
 }
 
+namespace {
+
+// "pid 123 (vocablens)" for the process listening on TCP `port`, when this user may see it; "" otherwise.
+// Read from /proc: the listening socket's inode in /proc/net/tcp{,6}, then the process holding that inode.
+std::string port_holder(int port) {
+  std::string inode;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream f(table);
+    std::string line;
+    std::getline(f, line);  // column names
+    while (inode.empty() && std::getline(f, line)) {
+      std::istringstream w(line);
+      std::string sl, local, remote, state, skip;
+      if (!(w >> sl >> local >> remote >> state)) continue;
+      const auto colon = local.rfind(':');
+      if (state != "0A" || colon == std::string::npos) continue;  // 0A: LISTEN
+      if (std::strtol(local.c_str() + colon + 1, nullptr, 16) != port) continue;
+      for (int i = 0; i < 5; ++i) w >> skip;  // tx:rx, tr:when, retrnsmt, uid, timeout
+      w >> inode;
+    }
+    if (!inode.empty()) break;
+  }
+  if (inode.empty()) return "";
+  const std::string target = "socket:[" + inode + "]";
+  std::error_code ec;
+  for (const auto& proc : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = proc.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code ec2;
+    for (const auto& fd : std::filesystem::directory_iterator(proc.path() / "fd", ec2)) {
+      std::error_code ec3;
+      if (std::filesystem::read_symlink(fd.path(), ec3).string() != target) continue;
+      std::string comm;
+      std::getline(std::ifstream(proc.path() / "comm"), comm);
+      return "pid " + pid + (comm.empty() ? "" : " (" + comm + ")") + " listens on it";
+    }
+  }
+  return "another process listens on it";
+}
+
+}  // namespace
+
 int run_server(const ServeOptions& given) {
   ServeOptions o = given;
   if (o.port < 0 || o.port > 65535) throw UsageError("--port must be in [0, 65535] (got " + std::to_string(o.port) + ")");
@@ -34,21 +82,45 @@ int run_server(const ServeOptions& given) {
     throw UsageError("--forward-cache must be in [0, 1024] (got " + std::to_string(o.forward_cache) + ")");
   if (o.forward_cache_mb < 0 || o.forward_cache_mb > (int64_t(1) << 20))
     throw UsageError("--forward-cache-mb must be in [0, 1048576] (got " + std::to_string(o.forward_cache_mb) + ")");
+  if (o.max_body < 1 || o.max_body > (int64_t(1) << 30))
+    throw UsageError("--max-body must be in [1, 1073741824] bytes (got " + std::to_string(o.max_body) + ")");
+  if (o.max_connections < 1 || o.max_connections > 4096)
+    throw UsageError("--max-connections must be in [1, 4096] (got " + std::to_string(o.max_connections) + ")");
+  if (o.max_client_connections < 1 || o.max_client_connections > o.max_connections)
+    throw UsageError("--max-client-connections must be in [1, --max-connections = " + std::to_string(o.max_connections) +
+                     "] (got " + std::to_string(o.max_client_connections) + ")");
+  if (o.request_timeout < 1 || o.request_timeout > 600)
+    throw UsageError("--request-timeout must be in [1, 600] seconds (got " + std::to_string(o.request_timeout) + ")");
+  if (o.write_timeout < 1 || o.write_timeout > 600)
+    throw UsageError("--write-timeout must be in [1, 600] seconds (got " + std::to_string(o.write_timeout) + ")");
+  if (o.max_answer_values < 1 || o.max_answer_values > 100000000)
+    throw UsageError("--max-answer-values must be in [1, 100000000] (got " + std::to_string(o.max_answer_values) + ")");
+  // An empty address would bind every interface: say which one is meant instead.
+  if (o.host.empty()) throw UsageError("--host is empty: give an address to bind (127.0.0.1 for this machine only)");
   if (o.model.empty() && o.run_dirs.empty()) throw UsageError("serve: give a MODEL, or run directories to browse");
   const bool loopback = is_loopback_host(o.host);
   if ((!loopback || o.require_token) && o.token.empty()) o.token = random_token();
 
   Explorer ex(o);  // loads the model / reads the run directories before binding: errors are one line, exit 1
 
-  httplib::Server svr;
-  // Handler threads: enough that the page and small requests are answered while analyses wait in the pool.
-  const size_t handler_threads = static_cast<size_t>(std::max(16, 2 * (o.workers + o.queue) + 8));
-  svr.new_task_queue = [handler_threads] { return new httplib::ThreadPool(handler_threads); };
-  svr.set_payload_max_length(o.max_body);
-  svr.set_read_timeout(10, 0);
-  svr.set_write_timeout(30, 0);
-  svr.set_keep_alive_max_count(100);
-  svr.set_keep_alive_timeout(5);
+  ConnectionLimits limits;
+  limits.max_connections = static_cast<size_t>(o.max_connections);
+  limits.max_per_client = static_cast<size_t>(o.max_client_connections);
+  limits.max_body = static_cast<size_t>(o.max_body);
+  limits.request_timeout_s = o.request_timeout;
+  limits.write_timeout_s = o.write_timeout;
+  GuardedServer svr(limits);
+  // Handler threads: one per allowed connection (connections.cpp), so the page and small requests are
+  // answered while analyses wait in the pool and slow clients hold their own connections. Started here,
+  // before the URL is printed: cpp-httplib would start them only once listening, after "serving ...", and a
+  // failure there hung the server. listen_after_bind() takes the queue and deletes it when it returns.
+  std::unique_ptr<httplib::TaskQueue> threads(svr.make_task_queue());
+  svr.new_task_queue = [&threads] { return threads.release(); };
+  svr.set_payload_max_length(static_cast<size_t>(o.max_body));
+  // What cpp-httplib sets on each accepted socket (SO_RCVTIMEO / SO_SNDTIMEO); GuardedServer's own stream
+  // keeps the stricter per-request deadline.
+  svr.set_read_timeout(limits.request_timeout_s, 0);
+  svr.set_write_timeout(limits.write_timeout_s, 0);
   svr.set_default_headers(security_headers());
   const std::string token = o.token;
   svr.set_pre_routing_handler([token, loopback](const httplib::Request& req, httplib::Response& res) {
@@ -62,7 +134,12 @@ int run_server(const ServeOptions& given) {
         return httplib::Server::HandlerResponse::Handled;
       }
     }
-    if (req.method == "POST" && req.get_header_value("Content-Type").rfind("application/json", 0) != 0) {
+    if (req.get_header_value_count("Host") > 1) {
+      // Two Host headers: which one the guards below read would be the library's choice, not the client's.
+      send(res, error_answer(400, "two Host headers: send one"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.method == "POST" && !is_json_media_type(req.get_header_value("Content-Type"))) {
       // Also what keeps a page of another site from starting analyses: it cannot send this type without a
       // CORS preflight, which this server never grants.
       send(res, error_answer(415, "POST " + shorten(req.path) + ": send a JSON object with Content-Type: application/json"));
@@ -78,10 +155,22 @@ int run_server(const ServeOptions& given) {
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  svr.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+  const std::string too_large = "request too large: the body may hold " + std::to_string(o.max_body) +
+                                " bytes (--max-body), chunked or not";
+  const std::string too_slow = "request timeout: a request must arrive whole within " +
+                               std::to_string(o.request_timeout) + " s of its first byte (--request-timeout)";
+  svr.set_error_handler(httplib::Server::HandlerWithResponse([too_large, too_slow](const httplib::Request& req,
+                                                                                   httplib::Response& res) {
+    // The library saw a read fail (400); it was one of our limits (connections.cpp).
+    const ReadLimit limit = take_read_limit();
+    if (limit != ReadLimit::None) {
+      res.status = limit == ReadLimit::OverBudget ? 413 : 408;
+      res.body.clear();
+    }
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // our own JSON error
     std::string msg = res.status == 404 ? "no such page: " + shorten(req.path)
-                      : res.status == 413 ? "request body too large"
+                      : res.status == 413 ? too_large
+                      : res.status == 408 ? too_slow
                                           : "HTTP " + std::to_string(res.status);
     send(res, error_answer(res.status, msg));
     return httplib::Server::HandlerResponse::Handled;
@@ -104,7 +193,11 @@ int run_server(const ServeOptions& given) {
   // listen() on a listening socket only changes its backlog.
   int listen_fd = -1;
   svr.set_socket_options([&listen_fd](socket_t sock) {
-    httplib::default_socket_options(sock);  // what cpp-httplib does without a hook (SO_REUSEPORT)
+    // SO_REUSEADDR (a restart binds while old connections linger in TIME_WAIT) but not cpp-httplib's default
+    // SO_REUSEPORT: with it a second server bound the same port and the kernel split the requests between
+    // the two models.
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     listen_fd = sock;
   });
   int port = o.port;
@@ -112,7 +205,11 @@ int run_server(const ServeOptions& given) {
     port = svr.bind_to_any_port(o.host);
     if (port <= 0) throw UsageError("serve: cannot bind " + o.host + " (is it an address of this machine?)");
   } else if (!svr.bind_to_port(o.host, port)) {
-    throw UsageError("serve: cannot bind " + o.host + ":" + std::to_string(port) + " (in use? --port 0 picks a free one)");
+    const std::string holder = port_holder(port);
+    if (!holder.empty())
+      throw UsageError("serve: port " + std::to_string(port) + " is in use (" + holder + "); --port 0 picks a free one");
+    throw UsageError("serve: cannot bind " + o.host + ":" + std::to_string(port) + " (in use, or not an address of this "
+                     "machine? --port 0 picks a free port)");
   }
   if (listen_fd >= 0 && ::listen(listen_fd, SOMAXCONN) != 0)
     std::fprintf(stderr, "vocablens: warning: serve: could not raise the listen backlog (%s); bursts of connections may be reset\n",

@@ -24,7 +24,10 @@
 //
 // Guarantees: binds 127.0.0.1 unless another host is asked for, and then every request must carry the
 // random access token (query `token=`, header `X-Vocablens-Token` or `Authorization: Bearer`); on the
-// loopback, requests naming another Host are refused (DNS rebinding). Bodies above max_body bytes are 413;
+// loopback, requests naming another Host are refused (DNS rebinding). Connections are capped in all and per
+// address, each request must arrive within request_timeout, unread answers are dropped after write_timeout
+// (connections.hpp); an answer over max_answer_values is 413 before the work (answer_size.hpp); a port in use
+// is refused, not shared. Bodies above max_body bytes (chunked too) are 413;
 // bad JSON, unknown analyses and options are 4xx with the library's one-line message ({"error": ...});
 // analyses run on `workers` threads with at most `queue` waiting (then 503), so the page and small requests
 // never wait behind a long one; a client that disconnects cancels its analysis (a queued one never starts, a
@@ -55,7 +58,15 @@ struct ServeOptions {
   int port = 8765;                    ///< 0 = any free port (printed)
   int workers = 2;                    ///< analyses running at once
   int queue = 8;                      ///< analyses waiting; more are answered 503
-  size_t max_body = 1 << 20;          ///< request body limit in bytes (413 above)
+  int64_t max_body = 1 << 20;         ///< request body limit in bytes, chunked bodies included (413 above)
+  int max_connections = 128;          ///< open connections in all (503 above; connections.hpp)
+  int max_client_connections = 64;    ///< open connections from one address (503 above)
+  int request_timeout = 10;           ///< seconds a request (line, headers, body) may take to arrive
+  int write_timeout = 10;             ///< seconds an answer may wait for its client to read (then dropped)
+  /// Values an analysis's answer may hold in its largest array (413 above). The default is the count up to which
+  /// an answer carries an array inline (result_to_json's inline_limit, as `--format json`): a larger array
+  /// would be named by a file the client cannot fetch.
+  int64_t max_answer_values = 100000;
   size_t cache_entries = 32;          ///< answers kept per (analysis, resolved options)
   int forward_cache = 4;              ///< forward passes kept (one per prompt) for lens / attribute to replay
   int64_t forward_cache_mb = 512;     ///< their memory, in MB (a pass above it is not kept)

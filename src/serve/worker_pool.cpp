@@ -2,6 +2,7 @@
 #include "serve/worker_pool.hpp"
 
 #include <dirent.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -62,6 +63,8 @@ bool client_gone(int fd) {
   return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
+constexpr size_t kTrimAfterBytes = size_t(1) << 20;
+
 }  // namespace
 
 WorkerPool::WorkerPool(int workers, size_t max_queue) : max_queue_(max_queue) {
@@ -112,10 +115,18 @@ void WorkerPool::loop() {
         CancelScope scope(&j->cancel);  // the forward pass, the lens, heads and neurons poll it between their steps
         a = j->work(&j->cancel);
       } catch (...) {
-        a = answer_for_current_exception();
+        try {
+          a = answer_for_current_exception();
+        } catch (...) {  // no memory even for the message: an empty 503 rather than std::terminate
+          a = Answer{503};
+        }
       }
     }
     const bool cancelled = j->cancel.load();
+    // A large answer's JSON tree and the analysis's buffers were freed into glibc's arenas, which keep them:
+    // resident memory grew by every large answer and was never given back. Return it to the system (a few
+    // milliseconds, once per large answer).
+    if (a.body.size() >= kTrimAfterBytes) ::malloc_trim(0);
     {
       std::lock_guard<std::mutex> l(j->m);
       j->answer = std::move(a);

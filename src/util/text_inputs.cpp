@@ -17,7 +17,11 @@ namespace vocablens {
 
 std::vector<LensPrompt> read_lens_prompts(const std::string& path) {
   // A regular file of bounded size: /dev/zero or a FIFO would be read forever or block (regular_file.hpp).
-  std::istringstream in(detail::read_regular_file(path, detail::kMaxTextListBytes, "prompts files"));
+  std::string text = detail::read_regular_file(path, detail::kMaxTextListBytes, "prompts files");
+  // A UTF-8 byte order mark (editors on Windows write one) marks the encoding; it is not part of the first
+  // prompt, and left in place it hid a JSON Lines file's first '{' (the file was read as plain text).
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
+  std::istringstream in(text);
   std::vector<std::string> lines;
   std::string line;
   while (std::getline(in, line)) {

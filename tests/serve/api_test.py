@@ -210,19 +210,26 @@ def cancel_frees_worker():
         check(st == 200 and s.alive(), "after it: the server answers")
 
 
+def read_until_closed(c, limit_s):
+    """(what the socket received, whether the peer closed it) after at most limit_s seconds."""
+    c.settimeout(limit_s)
+    out = b""
+    try:
+        while True:
+            b = c.recv(65536)
+            if not b:
+                return out, True
+            out += b
+    except socket.timeout:
+        return out, False
+    except OSError:
+        return out, True
+
+
 def raw_http(port, data, timeout=30):
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as c:
         c.sendall(data)
-        out = b""
-        try:
-            while True:
-                b = c.recv(65536)
-                if not b:
-                    break
-                out += b
-        except socket.timeout:
-            pass
-        return out
+        return read_until_closed(c, timeout)[0]
 
 
 def status_of(raw):
@@ -356,12 +363,18 @@ def token_and_browse():
         check(st == 404, "browse mode: an unknown run -> 404")
 
 
-def main():
+def inputs_missing():
+    """What the serve tests lack (the CLI, the fixture) as a FAIL line, or None."""
     if not CLI or not os.path.exists(CLI):
-        print("FAIL: VOCABLENS_CLI does not name the built vocablens binary")
-        return 1
+        return "FAIL: VOCABLENS_CLI does not name the built vocablens binary"
     if not os.path.isdir(MODEL):
-        print(f"FAIL: fixture missing: {MODEL}")
+        return f"FAIL: fixture missing: {MODEL}"
+    return None
+
+
+def main():
+    if inputs_missing():
+        print(inputs_missing())
         return 1
     with VocablensServer(CLI, [MODEL]) as s:
         agreement(s)

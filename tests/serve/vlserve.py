@@ -25,8 +25,9 @@ def _kill_leftovers():
 
 
 class VocablensServer:
-    def __init__(self, cli, args, extra=(), env=None, start_timeout=180):
+    def __init__(self, cli, args, extra=(), env=None, start_timeout=180, preexec_fn=None):
         self.cmd = [cli, "serve", *args, "--host", "127.0.0.1", "--port", "0", *extra]
+        self.preexec_fn = preexec_fn  # e.g. a memory cap (resource.setrlimit) in the child
         self.env = dict(os.environ, **(env or {}))
         self.start_timeout = start_timeout
         self.proc = None
@@ -39,7 +40,8 @@ class VocablensServer:
         import tempfile
         fd, self.stderr_path = tempfile.mkstemp(prefix="vlserve-", suffix=".err")
         err = os.fdopen(fd, "w")
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=err, env=self.env)
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=err, env=self.env,
+                                     preexec_fn=self.preexec_fn)
         err.close()
         _LIVE.add(self.proc)
         deadline = time.time() + self.start_timeout
