@@ -36,13 +36,13 @@ from ._tl import install as _install_tl  # noqa: E402
 _install_hooks(Model)
 _install_tokens(Model)
 _install_tl(Model)
-from ._analyses import (run, analyses, lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn,
+from ._analyses import (run, analyses, estimate, Estimate, lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn,
                         positions, patch, ablate, attribute, steer, tuned_lens_eval, lens_batch, compare_embeddings,
                         compare)
 from ._sae import Sae, load_sae, feature_logits, feature_lens, splice_hook, feature_corpus, steer_feature_hook
 from . import utils  # noqa: E402  TransformerLens's utils.get_act_name
 
-__all__ = ["load_model", "set_dtype", "get_dtype", "Model", "Tokenizer", "Result", "load_results", "report", "run", "analyses", "lens",
+__all__ = ["load_model", "set_dtype", "get_dtype", "Model", "Tokenizer", "Result", "load_results", "report", "run", "estimate", "Estimate", "analyses", "lens",
            "lens_corpus", "project", "heads", "neurons", "spectrum", "neighbours", "knn", "positions", "patch", "ablate",
            "attribute", "steer", "tuned_lens_eval", "lens_batch", "compare_embeddings", "compare", "Error",
            "FormatError", "UsageError", "__version__", "ActivationCache", "load_cache", "HookPoint",

@@ -99,6 +99,46 @@ def _declared(spec):
 
 
 _DECLARED = {s["name"]: _declared(s) for s in _core.analyses_schema()}
+
+
+class Estimate(dict):
+    """vocablens.estimate()'s answer, a dict: analysis, what, total_bytes, items and phases ([(what, bytes)]: the
+    items are resident together, the largest phase counts), available_bytes and fits (None when the machine does
+    not say), reduce (how to need less) and note. Printed, it is the table the CLI's --dry-run prints."""
+
+    def __repr__(self):
+        lines = ["{}: expected peak memory".format(self["what"]), self["table"].rstrip("\n")]
+        if self["available_bytes"] is not None:
+            lines.append("available now: {:.1f} MiB — {}".format(
+                self["available_bytes"] / 1048576.0, "it fits" if self["fits"] else "it would NOT fit: " + self["reduce"]))
+        if self["note"]:
+            lines.append(self["note"])
+        return "\n".join(lines)
+
+
+def estimate(name, model, *args, **kwargs):
+    """The peak memory the analysis `name` would need with these arguments, from shapes and before any work:
+    the figure the CLI's --dry-run prints and refuses a run by, from the same declaration. Arguments as for the
+    analysis itself, e.g. estimate("lens", m, "The Eiffel Tower is in", two_pass=True). Returns an Estimate."""
+    if not isinstance(name, str):
+        raise TypeError("estimate(): name must be a str, not " + type(name).__name__)
+    if name not in _DECLARED:
+        raise ValueError("no analysis named '{}' (known: {})".format(name, ", ".join(sorted(_DECLARED))))
+    sig = _DECLARED[name].__signature__
+    try:
+        bound = sig.bind(model, *args, **kwargs)
+    except TypeError as e:
+        raise TypeError("estimate({!r}): {}".format(name, e)) from None
+    a = bound.arguments
+    model = a.pop("model")
+    a.pop("progress", None)
+    if not isinstance(model, Model):
+        raise TypeError("estimate(): model must be a vocablens.Model (from vocablens.load_model), not {}".format(
+            type(model).__name__))
+    objects = {o["name"] for s in _core.analyses_schema() if s["name"] == name for o in s["options"]
+               if o["type"] in ("model", "sae", "matrix")}
+    kw = {k: v if k in objects else _plain(name, k, v) for k, v in a.items()}
+    return Estimate(_core.estimate_declared(name, model, kw))
 lens = _DECLARED["lens"]
 heads = _DECLARED["heads"]
 neurons = _DECLARED["neurons"]

@@ -54,6 +54,8 @@ def render(schema):
         "from ._model import load_model as load_model",
         "def set_dtype(dtype: Literal['float32', 'bfloat16']) -> None: ...",
         "def get_dtype() -> Literal['float32', 'bfloat16']: ...",
+        "class Estimate(dict): ...",
+        "def estimate(name: str, model: Model, *args: Any, **kwargs: Any) -> Estimate: ...",
         "",
     ]
     for spec in schema:

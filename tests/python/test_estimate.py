@@ -1,0 +1,59 @@
+"""vocablens.estimate(): the peak memory an analysis would need, from the same declaration as the CLI's --dry-run
+(vocablens/analysis_estimate.hpp). Checked against the CLI's own dry run and the shapes it must count."""
+import json
+import re
+import unittest
+
+from support import cli, fixture, vocablens
+
+GPT2 = fixture("gpt2-tiny")
+
+
+class Estimate(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.m = vocablens.load_model(GPT2)
+        with open(GPT2 + "/config.json") as f:
+            cls.cfg = json.load(f)
+
+    def test_equals_the_cli_dry_run(self):
+        e = vocablens.estimate("lens", self.m, [5, 6, 7])
+        _, out, _ = cli("lens", GPT2, "--prompt-ids", "5,6,7", "--dry-run")
+        total = re.search(r"total\s+([0-9.]+) MiB", out)
+        self.assertIsNotNone(total, out)
+        self.assertEqual("{:.1f}".format(e["total_bytes"] / 1048576.0), total.group(1))
+        self.assertIn(e["what"], out)
+        self.assertIn("MiB", repr(e))
+
+    def test_counts_what_the_options_add(self):
+        ids = list(range(10, 110))
+        plain = vocablens.estimate("lens", self.m, ids)
+        probs = vocablens.estimate("lens", self.m, ids, save_probs=True)
+        n, V = self.cfg["n_layer"] + 1, self.cfg["vocab_size"]
+        # every layer's [T, V] distribution, float32
+        self.assertAlmostEqual(probs["total_bytes"] - plain["total_bytes"], n * 100 * V * 4, delta=1)
+        self.assertIn("save_probs", probs["reduce"])
+        self.assertGreater(plain["total_bytes"], vocablens.estimate("lens", self.m, ids[:4])["total_bytes"])
+        # what each item is: the weights and the lens's stack are named
+        self.assertTrue(any("normalised residuals" in w for w, _ in plain["items"]), plain["items"])
+
+    def test_bad_arguments_are_typed_one_liners(self):
+        with self.assertRaises(TypeError) as cm:
+            vocablens.estimate("lens", self.m, "Hi", top_kk=3)
+        self.assertIn("top_kk", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            vocablens.estimate("lens", self.m, "Hi", top_k=-1)
+        self.assertIn("top_k", str(cm.exception))
+        with self.assertRaises(ValueError):
+            vocablens.estimate("no_such_analysis", self.m)
+        with self.assertRaises(TypeError):
+            vocablens.estimate("lens", "not a model", "Hi")
+
+    def test_an_analysis_without_its_own_estimate_gets_the_weights(self):
+        e = vocablens.estimate("positions", self.m)
+        self.assertGreater(e["total_bytes"], 0)
+        self.assertEqual(e["phases"], [])
+
+
+if __name__ == "__main__":
+    unittest.main()
