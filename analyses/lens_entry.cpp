@@ -118,13 +118,16 @@ AnalysisEstimate lens_estimate(const AnalysisRequest& q, int64_t T) {
   AnalysisEstimate e;
   e.memory = two_pass ? two : one_pass;
   e.what = fmt::format("the lens of {} tokens of {}", T, m.source());
-  const bool cli = q.surface == Surface::Cli;
-  e.reduce = std::string("give a shorter prompt, or ") +
-             (cli ? "--corpus FILE --window N to read it in windows" : "read it in windows with lens_corpus (path, window)") +
+  // How to need less, as each surface spells it (the HTTP API reads no files, so no corpus there).
+  const bool cli = q.surface == Surface::Cli, http = q.surface == Surface::Http;
+  e.reduce = std::string("give a shorter prompt") +
+             (cli ? ", or --corpus FILE --window N to read it in windows"
+                  : http ? "" : ", or read it in windows with lens_corpus (path, window)") +
              (save_probs ? ", or leave out " + q.spelled("save_probs") : "");
   if (!two_pass && !save_probs && two.total() < one_pass.total()) {
-    e.reduce += fmt::format(", or {} (about {:.0f} MiB: two forwards, one layer held at a time)",
-                            cli ? q.spelled("two_pass") : q.spelled("two_pass") + "=True", two.total() / 1048576.0);
+    const std::string on = cli ? q.spelled("two_pass") : q.spelled("two_pass") + (http ? ": true" : "=True");
+    e.reduce += fmt::format(", or {} (about {:.0f} MiB: two forwards, one layer held at a time)", on,
+                            two.total() / 1048576.0);
     e.note = fmt::format("with {}: about {:.1f} MiB (the forward runs twice; one layer's residual held at a time)",
                          q.spelled("two_pass"), two.total() / 1048576.0);
   }

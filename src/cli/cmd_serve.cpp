@@ -113,6 +113,11 @@ vocablens::cli::Register registered_cmd_serve{
                      "Largest array of an analysis's answer, in values (top-k tokens, pair ids; default 100000, what an "
                      "answer carries inline): a request "
                      "whose answer would hold more is refused (413) before it runs");
+      sub.add_option("--memory-budget", c->o.memory_budget_mb,
+                     "MiB that the analyses running at once may need beyond the loaded model, by the estimate "
+                     "`--dry-run` prints (default 0: what the machine has available once the model is loaded); a "
+                     "request that alone needs more is refused (413), one that would not fit beside those running "
+                     "waits its turn as 503");
       return [c]() -> int { return run_serve(*c); };
     }};
 

@@ -1,6 +1,8 @@
 // The explorer's routes and the API's answers (see explorer.hpp).
 #include "serve/explorer.hpp"
 
+#include <algorithm>
+#include <memory>
 #include <optional>
 #include <sstream>
 
@@ -9,6 +11,7 @@
 #include "serve/answer_size.hpp"
 #include "serve/connections.hpp"
 
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_inputs.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/error.hpp"
@@ -52,6 +55,9 @@ Explorer::Explorer(const ServeOptions& o)
       }
     }
     load_sae_and_corpus();
+    // The memory budget: what the declared estimates of the analyses running at once may add to the model.
+    resident_ = model_memory(*model_).total();
+    memory_budget_ = o.memory_budget_mb > 0 ? static_cast<double>(o.memory_budget_mb) * 1048576.0 : available_memory();
   }
   for (const auto& d : o.run_dirs) runs_.push_back({d, read_run_directory(d)});
 }
@@ -202,6 +208,7 @@ Answer Explorer::tokenize_answer(const httplib::Request& req) {
 Answer Explorer::analysis_answer(const httplib::Request& req, const std::string& name) {
   const DeclaredAnalysis* analysis = nullptr;
   json resolved;
+  double reserved = 0;  // the estimate admitted against the memory budget, given back when the work is done
   try {
     if (!model_) return no_model();
     analysis = &find_analysis(name);  // UsageError "no analysis named ..." -> 404 below
@@ -244,13 +251,38 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
       return error_answer(413, fmt::format("{}: the answer would hold {:.0f} values ({}), over this server's limit of {} "
                                            "(serve --max-answer-values); ask for fewer, or use the command line",
                                            name, size.values, size.how, o_.max_answer_values));
+    // And when its working memory, by the analysis's declared estimate (the figure `--dry-run` prints), would not
+    // fit in the server's budget: alone (413, with the estimate), or beside the analyses running now (503).
+    const AnalysisEstimate est = estimate_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http);
+    const double need = std::max(0.0, est.memory.total() - resident_);
+    if (memory_budget_ > 0) {
+      if (need > memory_budget_)
+        return error_answer(413, fmt::format("{}: {} needs about {:.0f} MiB beyond the loaded model, over this server's "
+                                             "memory budget of {:.0f} MiB (serve --memory-budget){}",
+                                             name, est.what, need / 1048576.0, memory_budget_ / 1048576.0,
+                                             est.reduce.empty() ? std::string() : ": " + est.reduce));
+      std::lock_guard<std::mutex> lk(memory_mu_);
+      if (memory_in_use_ + need > memory_budget_)
+        return error_answer(503, fmt::format("busy: {} needs about {:.0f} MiB and the analyses running hold {:.0f} of "
+                                             "this server's {:.0f} MiB budget; try again shortly",
+                                             est.what, need / 1048576.0, memory_in_use_ / 1048576.0,
+                                             memory_budget_ / 1048576.0));
+      memory_in_use_ += need;
+      reserved = need;
+    }
   } catch (const UsageError& e) {
     const std::string m = e.what();
     return error_answer(m.rfind("no analysis named", 0) == 0 ? 404 : 400, m);
   } catch (...) {
     return answer_for_current_exception();
   }
-  return pooled(req, name + "\n" + resolved.dump(), [this, analysis, resolved, name](const std::atomic<bool>* cancel) {
+  // Given back when the work is done or dropped (the job, and the function holding this, are destroyed then).
+  auto reservation = std::shared_ptr<void>(nullptr, [this, reserved](void*) {
+    if (reserved <= 0) return;
+    std::lock_guard<std::mutex> lk(memory_mu_);
+    memory_in_use_ = std::max(0.0, memory_in_use_ - reserved);
+  });
+  return pooled(req, name + "\n" + resolved.dump(), [this, analysis, resolved, name, reservation](const std::atomic<bool>* cancel) {
     // Analyses that report progress stop at their next report once the client has gone (the forward pass and
     // the lens poll the worker's CancelScope, worker_pool.cpp).
     // The lens and the attribution only read activations: their forward pass of a prompt is kept and the next

@@ -10,6 +10,7 @@
 // Every route ends in a JSON answer (errors included); analyses go through the one registry
 // (vocablens/analysis_registry.hpp) on the worker pool (worker_pool.hpp); the page is static_page.cpp's.
 #pragma once
+#include <mutex>
 #include <memory>
 #include <set>
 #include <string>
@@ -83,6 +84,10 @@ class Explorer {
   WorkerPool pool_;
   AnswerCache cache_;
   std::unique_ptr<ForwardMemo> forward_;  ///< the prompts' forward passes that lens and attribute replay
+  double memory_budget_ = -1;             ///< bytes beyond the model that running analyses may need; -1 unknown
+  double resident_ = 0;                   ///< the model's share of every estimate: runtime + weights as stored
+  std::mutex memory_mu_;
+  double memory_in_use_ = 0;              ///< the estimates (beyond the model) of the analyses admitted and running
 };
 
 }  // namespace vocablens::serve

@@ -93,6 +93,8 @@ int run_server(const ServeOptions& given) {
     throw UsageError("--request-timeout must be in [1, 600] seconds (got " + std::to_string(o.request_timeout) + ")");
   if (o.write_timeout < 1 || o.write_timeout > 600)
     throw UsageError("--write-timeout must be in [1, 600] seconds (got " + std::to_string(o.write_timeout) + ")");
+  if (o.memory_budget_mb < 0 || o.memory_budget_mb > (int64_t(1) << 30))
+    throw UsageError("--memory-budget must be in [0, 1073741824] MiB (got " + std::to_string(o.memory_budget_mb) + ")");
   if (o.max_answer_values < 1 || o.max_answer_values > 100000000)
     throw UsageError("--max-answer-values must be in [1, 100000000] (got " + std::to_string(o.max_answer_values) + ")");
   // An empty address would bind every interface: say which one is meant instead.

@@ -67,6 +67,10 @@ struct ServeOptions {
   /// an answer carries an array inline (result_to_json's inline_limit, as `--format json`): a larger array
   /// would be named by a file the client cannot fetch.
   int64_t max_answer_values = 100000;
+  /// Memory, in MiB, the analyses running at once may need beyond the loaded model, by their declared estimates
+  /// (vocablens/analysis_estimate.hpp): a request that alone needs more is 413 with the estimate, one that does
+  /// not fit beside those running is 503. 0 = what the machine has available once the model is loaded.
+  int64_t memory_budget_mb = 0;
   size_t cache_entries = 32;          ///< answers kept per (analysis, resolved options)
   int forward_cache = 4;              ///< forward passes kept (one per prompt) for lens / attribute to replay
   int64_t forward_cache_mb = 512;     ///< their memory, in MB (a pass above it is not kept)

@@ -9,6 +9,7 @@ within 1 s and equal what `vocablens lens ... --format json` prints (the referen
 3. a chunked body over --max-body is refused (413) without being buffered (the server's resident memory);
 4. clients that ask for big answers and never read them: their connections are dropped after --write-timeout;
 5. two too-big requests at once (lens top_k 50257, heads top_k 10^6): 413 before any work, naming the size;
+   a request whose declared memory estimate exceeds --memory-budget: 413 naming the estimate;
 6. protocol: two Host headers, media types compared exactly and case-insensitively;
 7. start-up refusals: --max-body -1 / 0 / 2^64, --host "", --corpus on a FIFO, /dev/zero or a directory,
    --tuned /etc, and a port another server holds (no SO_REUSEPORT: it says which process holds it).
@@ -258,6 +259,22 @@ def protocol(s):
         check(st == want, f"Content-Type: {ctype} -> {st} (want {want})")
 
 
+def memory_budget():
+    """A request whose declared estimate (the figure `lens --dry-run` prints) needs more than --memory-budget
+    beyond the model is refused before any work, naming the estimate; a small one runs."""
+    with VocablensServer(CLI, [MODEL], ["--memory-budget", "64"], preexec_fn=cap_memory) as s:
+        st, doc = s.post("/api/lens", {"prompt": PROMPT, "top_k": 3})
+        check(st == 200, f"--memory-budget 64: a short lens runs ({st})")
+        # 4 lens rows x 120 positions of a 50257-token vocabulary: a logit block of ~96 MiB alone.
+        ids = list(range(100, 220))
+        st, doc = s.post("/api/lens", {"prompt": ids, "top_k": 1})
+        msg = doc.get("error", "")
+        check(st == 413 and "memory budget of 64 MiB" in msg and "the lens of 120 tokens" in msg and "\n" not in msg,
+              f"--memory-budget 64: a 120-token lens -> {st}: {msg[:200]!r}")
+        st, _ = s.post("/api/lens", {"prompt": PROMPT, "top_k": 4})
+        check(st == 200, f"and the server still answers ({st})")
+
+
 def refused_at_start():
     def serve(args, timeout=60):
         t0 = time.time()
@@ -276,6 +293,7 @@ def refused_at_start():
         (["--corpus", fifo], "FIFO"), (["--corpus", "/dev/zero"], "character device"),
         (["--corpus", d], "directory"), (["--tuned", "/etc"], "--tuned"),
         (["--max-connections", "0"], "--max-connections"), (["--request-timeout", "-3"], "--request-timeout"),
+        (["--memory-budget", "-1"], "--memory-budget"),
         # 4104 threads of 2 MB stacks do not fit in the 4 GB address space: refused before "serving", where
         # cpp-httplib's own pool, started after it, hung on the failure.
         (["--max-connections", "4096"], "could not start 4104 connection threads"),
@@ -319,6 +337,7 @@ def main():
         check(s.alive(), "the server is alive after all of it")
         print(f"resident memory: {start_rss:.0f} MB at start, {rss_mb(pid):.0f} MB after the abuse "
               f"(address space capped at {MEMORY_CAP >> 30} GB)")
+    memory_budget()
     refused_at_start()
     print(f"{len(failures)} failure(s) in {time.time() - t_start:.1f} s")
     return 1 if failures else 0
