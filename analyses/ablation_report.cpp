@@ -5,6 +5,6 @@
 
 namespace vocablens::kinds {
 
-void register_ablation_report(ResultKinds& k) { k.add({"ablation", "Ablation", 13, "Ablation", nullptr, "", nullptr}); }
+void register_ablation_report(ResultKinds& k) { k.add({"ablation", "Ablation", 13, "Ablation", nullptr, "", nullptr, {}}); }
 
 }  // namespace vocablens::kinds

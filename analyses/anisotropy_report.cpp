@@ -110,7 +110,7 @@ Result anisotropy_example(const ExampleInput&) {
 }  // namespace
 
 void register_anisotropy_report(ResultKinds& k) {
-  k.add({"anisotropy", "Anisotropy", 7, "Anisotropy", render_anisotropy, kAnisotropyNotebook, anisotropy_example});
+  k.add({"anisotropy", "Anisotropy", 7, "Anisotropy", render_anisotropy, kAnisotropyNotebook, anisotropy_example, {}});
 }
 
 }  // namespace vocablens::kinds
