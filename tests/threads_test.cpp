@@ -25,15 +25,36 @@ struct Seen {
   long long large_params = -1;
 };
 
-// In a child: VOCABLENS_THREADS = env (nullptr: unset), init_runtime(), then adapt to stories260K and
-// gpt2-tiny.
-Seen run_child(const char* env, const std::string& small_model, const std::string& large_model) {
+// fn() in a forked child (before this process has started any LibTorch thread), its value sent back through a
+// pipe: T is trivially copyable. The child's exit status and the value's arrival are required.
+template <class T, class F>
+T in_child(F&& fn) {
   int fd[2];
   REQUIRE(pipe(fd) == 0);
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     close(fd[0]);
+    const T v = fn();
+    if (write(fd[1], &v, sizeof v) != static_cast<ssize_t>(sizeof v)) _exit(3);
+    _exit(0);
+  }
+  close(fd[1]);
+  T v{};
+  ssize_t got = read(fd[0], &v, sizeof v);
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  REQUIRE(got == static_cast<ssize_t>(sizeof v));
+  return v;
+}
+
+// In a child: VOCABLENS_THREADS = env (nullptr: unset), init_runtime(), then adapt to stories260K and
+// gpt2-tiny.
+Seen run_child(const char* env, const std::string& small_model, const std::string& large_model) {
+  return in_child<Seen>([&] {
     if (env) setenv("VOCABLENS_THREADS", env, 1);
     else unsetenv("VOCABLENS_THREADS");
     Seen s;
@@ -45,19 +66,8 @@ Seen run_child(const char* env, const std::string& small_model, const std::strin
     auto large = vocablens::load_model(large_model);
     s.large = vocablens::adapt_threads_to(large);
     s.large_params = large.parameter_count();
-    if (write(fd[1], &s, sizeof s) != static_cast<ssize_t>(sizeof s)) _exit(3);
-    _exit(0);
-  }
-  close(fd[1]);
-  Seen s;
-  ssize_t got = read(fd[0], &s, sizeof s);
-  close(fd[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
-  REQUIRE(got == static_cast<ssize_t>(sizeof s));
-  return s;
+    return s;
+  });
 }
 
 }  // namespace
@@ -85,12 +95,7 @@ namespace {
 // In a child: VOCABLENS_THREADS = threads, then the CPU seconds of a 32-step greedy generation on gpt2-tiny
 // (best of three after one warm-up run, this process's CPU clock around the call alone).
 double generate_cpu_seconds(const char* threads, const std::string& model) {
-  int fd[2];
-  REQUIRE(pipe(fd) == 0);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    close(fd[0]);
+  return in_child<double>([&] {
     setenv("VOCABLENS_THREADS", threads, 1);
     vocablens::init_runtime();
     auto m = vocablens::load_model(model);
@@ -107,19 +112,8 @@ double generate_cpu_seconds(const char* threads, const std::string& model) {
       m.generate_greedy(prompt, 32, -1);
       best = std::min(best, cpu() - t0);
     }
-    if (write(fd[1], &best, sizeof best) != static_cast<ssize_t>(sizeof best)) _exit(3);
-    _exit(0);
-  }
-  close(fd[1]);
-  double best = -1;
-  ssize_t got = read(fd[0], &best, sizeof best);
-  close(fd[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
-  REQUIRE(got == static_cast<ssize_t>(sizeof best));
-  return best;
+    return best;
+  });
 }
 
 }  // namespace
