@@ -38,7 +38,7 @@ enum class TensorRole {
   AttnQ, AttnK, AttnV,
   AttnQKV,      ///< fused q|k|v (attn_qkv)
   AttnOut,      ///< attention output projection (attn_output)
-  AttnQNorm, AttnKNorm,  ///< per-head norms on q and k (Qwen3)
+  AttnQNorm, AttnKNorm,  ///< norms on q and k: per head (Qwen3) or over the whole projection (OLMo 2)
   AttnPostNorm, ///< norm on the attention output before the residual add (Gemma-2 post_attention_norm)
   FfnNorm,      ///< norm before the MLP (ffn_norm)
   FfnGate, FfnUp, FfnDown,
@@ -102,6 +102,8 @@ struct FamilyRecipe {
   ConfigSwitch norm_before{nullptr, true};       ///< OPT do_layer_norm_before
   const char* remove_final_norm_key = nullptr;   ///< OPT _remove_final_layer_norm
   bool qk_norm = false;             ///< per-head RMSNorm on q and k (Qwen3)
+  bool qk_norm_full = false;        ///< the q/k norms span all heads of the projection (OLMo 2)
+  bool input_norms = true;          ///< false: no norm before attention and MLP (OLMo 2)
   bool post_norms = false;          ///< norms after attention and MLP, before the residual adds (Gemma-2)
   // ---- positions ----
   PositionKind positions = PositionKind::Rotary;
@@ -109,6 +111,9 @@ struct FamilyRecipe {
   std::vector<const char*> rope_theta_keys{"rope_theta"};
   std::vector<const char*> rotary_fraction_keys{"partial_rotary_factor"};  ///< rotated fraction of each head
   double rotary_fraction_default = 1.0;
+  const char* rotary_layers_key = nullptr;  ///< SmolLM3 no_rope_layers: per layer 1 = rotary, 0 = none
+  const char* no_rotary_interval_key = nullptr;  ///< SmolLM3 no_rope_layer_interval: when no list is given,
+  int64_t no_rotary_interval = 0;                ///< every n-th layer (l % n == n - 1) has no rotary; 0: none
   // ---- MLP, biases, embeddings ----
   const char* activation_key = "hidden_act";
   const char* activation_default = "silu";  ///< also the GGUF activation (llama.cpp fixes it per architecture)
@@ -127,13 +132,17 @@ struct FamilyRecipe {
   double final_softcap_default = 0;
   const char* sliding_window_key = nullptr;  ///< null in the file: no window
   int64_t sliding_window_default = 0;
-  int64_t sliding_pattern = 0;  ///< 2: even layers slide, odd see everything (checked against layer_types if given)
+  int64_t sliding_pattern = 0;  ///< p > 1: layer l slides unless l % p == p - 1; config.json layer_types, if given, decides
+  const char* sliding_pattern_key = nullptr;  ///< Gemma 3 sliding_window_pattern (configs without layer_types)
+  const char* rope_local_theta_key = nullptr; ///< Gemma 3 rope_local_base_freq: the sliding layers' rotary base
+  double rope_local_theta_default = 0;
   std::vector<ConfigRefusal> refusals;
   // ---- GGUF (llama.cpp's hyper-parameter keys, after "<general.architecture>.") ----
   const char* gguf_parallel_residual_key = nullptr;  ///< "use_parallel_residual" (GPT-NeoX); nullptr: the fixed value
   const char* gguf_attn_softcap_key = nullptr;       ///< "attn_logit_softcapping" (Gemma-2)
   const char* gguf_final_softcap_key = nullptr;      ///< "final_logit_softcapping"
   const char* gguf_sliding_window_key = nullptr;     ///< "attention.sliding_window"
+  const char* gguf_rope_local_theta_key = nullptr;   ///< "rope.freq_base_swa" (Gemma 3)
 };
 
 /// One family: its identity (`name`, the value of ModelConfig::family), tensor names per role and block recipe.

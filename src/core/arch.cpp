@@ -383,10 +383,26 @@ const char* to_string(TensorRole r) {
   return "?";
 }
 
+namespace {
+// Whether `layer` is a sliding-window layer by type (layer_types, else the pattern; without either, all are).
+bool sliding_layer(const ModelConfig& c, int64_t layer) {
+  if (!c.sliding_layers.empty())
+    return layer >= 0 && layer < static_cast<int64_t>(c.sliding_layers.size()) && c.sliding_layers[static_cast<size_t>(layer)];
+  if (c.sliding_pattern > 1) return layer % c.sliding_pattern < c.sliding_pattern - 1;
+  return true;
+}
+}  // namespace
+
 int64_t attention_window(const ModelConfig& c, int64_t layer) {
-  if (c.sliding_window <= 0) return 0;
-  if (c.sliding_pattern > 1) return layer % c.sliding_pattern < c.sliding_pattern - 1 ? c.sliding_window : 0;
-  return c.sliding_window;
+  return c.sliding_window > 0 && sliding_layer(c, layer) ? c.sliding_window : 0;
+}
+
+bool local_rotary(const ModelConfig& c, int64_t layer) { return c.rope_theta_local > 0 && sliding_layer(c, layer); }
+
+bool rotary_layer(const ModelConfig& c, int64_t layer) {
+  if (c.positions != PositionKind::Rotary) return false;
+  if (c.rotary_layers.empty()) return true;
+  return layer >= 0 && layer < static_cast<int64_t>(c.rotary_layers.size()) && c.rotary_layers[static_cast<size_t>(layer)];
 }
 
 std::vector<std::string> departures_from_gpt2(const ModelConfig& c) {
@@ -403,6 +419,11 @@ std::vector<std::string> departures_from_gpt2(const ModelConfig& c) {
     if (c.rope_scaling == ModelConfig::RopeScaling::Llama3)
       r += fmt::format(", llama3 scaling x{:g} (low {:g}, high {:g}, original context {})", c.rope_factor, c.rope_low_freq_factor,
                        c.rope_high_freq_factor, c.rope_original_context);
+    if (c.rope_theta_local > 0) r += fmt::format("; sliding-window layers: theta {:g}, unscaled", c.rope_theta_local);
+    std::string none;
+    for (size_t l = 0; l < c.rotary_layers.size(); ++l)
+      if (!c.rotary_layers[l]) none += (none.empty() ? "" : ", ") + std::to_string(l);
+    if (!none.empty()) r += "; no rotary on layers " + none;
     d.push_back(r + ") instead of learned positions");
   } else if (c.positions != PositionKind::Learned) {
     d.push_back(std::string(to_string(c.positions)) + " positions instead of learned ones");
@@ -418,10 +439,16 @@ std::vector<std::string> departures_from_gpt2(const ModelConfig& c) {
   if (!c.attn_bias && !c.attn_out_bias) d.push_back("no attention biases");
   else if (!c.attn_out_bias) d.push_back("q/k/v biases but no output-projection bias");
   else if (!c.attn_bias) d.push_back("output-projection bias but no q/k/v biases");
-  if (c.qk_norm) d.push_back("per-head RMSNorm on q and k");
+  if (c.qk_norm) d.push_back(c.qk_norm_full ? "RMSNorm on q and k over all heads at once" : "per-head RMSNorm on q and k");
+  if (!c.input_norms) d.push_back("no norm before attention and MLP");
   if (c.attn_scale != 0) d.push_back(fmt::format("attention scale {:g} instead of 1/sqrt(d_head)", c.attn_scale));
   if (c.attn_softcap != 0) d.push_back(fmt::format("attention logits soft-capped at {:g}", c.attn_softcap));
-  if (c.sliding_window > 0)
+  if (c.sliding_window > 0 && !c.sliding_layers.empty()) {
+    std::string full;
+    for (size_t l = 0; l < c.sliding_layers.size(); ++l)
+      if (!c.sliding_layers[l]) full += (full.empty() ? "" : ", ") + std::to_string(l);
+    d.push_back(fmt::format("sliding window {} except on layers {} (full attention)", c.sliding_window, full.empty() ? "none" : full));
+  } else if (c.sliding_window > 0)
     d.push_back(c.sliding_pattern == 2 ? fmt::format("sliding window {} on even layers, full attention on odd layers", c.sliding_window)
                 : c.sliding_pattern > 2 ? fmt::format("sliding window {} except on every {}th layer", c.sliding_window, c.sliding_pattern)
                                       : fmt::format("sliding-window attention ({} positions)", c.sliding_window));
