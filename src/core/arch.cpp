@@ -116,6 +116,24 @@ FamilyRecipe gemma_recipe(bool gemma2) {
   return r;
 }
 
+// Gemma3TextConfig: Gemma-2's recipe with q/k norms, no soft-caps by default, layers typed by layer_types (else
+// sliding_window_pattern, 6: every 6th layer global); the local layers rotate with rope_local_base_freq, unscaled.
+FamilyRecipe gemma3_recipe() {
+  FamilyRecipe r = gemma_recipe(true);
+  r.qk_norm = true;
+  r.rope_theta_keys = {"rope_theta"};
+  r.attn_softcap_default = 0;  // null in Gemma3TextConfig: the keys still switch a cap on when a file gives one
+  r.final_softcap_default = 0;
+  r.sliding_window_default = 4096;
+  r.sliding_pattern = 6;
+  r.sliding_pattern_key = "sliding_window_pattern";
+  r.rope_local_theta_key = "rope_local_base_freq";
+  r.rope_local_theta_default = 10000.0;
+  r.gguf_attn_softcap_key = nullptr;  // llama.cpp's Gemma 3 graph has no attention soft-cap
+  r.gguf_rope_local_theta_key = "rope.freq_base_swa";
+  return r;
+}
+
 FamilyRecipe phi3_recipe() {
   FamilyRecipe r;
   r.sliding_window_key = "sliding_window";
@@ -212,9 +230,16 @@ std::vector<ArchSpec> build_table() {
         layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kNo),
         layer_t(R::FfnPostNorm, "model.layers.{L}.post_feedforward_layernorm", "blk.{L}.post_ffw_norm", Lay::Vector, kNo),
     };
-    a.push_back(entry("gemma2", "Gemma2ForCausalLM", {"Gemma2Model", "gemma2"}, "gemma2", "model.", std::move(t),
+    a.push_back(entry("gemma2", "Gemma2ForCausalLM", {"Gemma2Model", "gemma2"}, "gemma2", "model.", t,
                       gemma_recipe(true), false, true,
                       "Gemma-2: Gemma plus norms after attention and MLP, logit soft-capping, alternating sliding windows"));
+    // Gemma 3: Gemma-2's names plus per-head q/k norms (Gemma3RMSNorm: also 1 + w).
+    t.push_back(layer_t(R::AttnQNorm, "model.layers.{L}.self_attn.q_norm", "blk.{L}.attn_q_norm", Lay::Vector, kNo));
+    t.push_back(layer_t(R::AttnKNorm, "model.layers.{L}.self_attn.k_norm", "blk.{L}.attn_k_norm", Lay::Vector, kNo));
+    a.push_back(entry("gemma3", "Gemma3ForCausalLM", {"Gemma3ForConditionalGeneration", "gemma3_text", "gemma3"}, "gemma3",
+                      "model.", std::move(t), gemma3_recipe(), false, true,
+                      "Gemma 3: Gemma-2's block without soft-caps, per-head q/k RMSNorm, 5 local : 1 global layers with "
+                      "their own rotary bases"));
   }
   a.push_back(entry("phi3", "Phi3ForCausalLM", {"Phi3Model", "phi3"}, "phi3", "model.",
                {
