@@ -46,6 +46,7 @@ const std::vector<FamilyCase> kFamilies = {
     // layer (4e-4 of it; docs/runner.md), the logits' stays 2.6e-3.
     {"gemma3", "Gemma3ForCausalLM", 5e-3, 1e-2},
     {"stablelm", "StableLmForCausalLM", 1e-4, 1e-4},
+    {"olmo2", "Olmo2ForCausalLM", 1e-4, 1e-4},
 };
 
 std::string family_dir(const std::string& f) { return std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f; }
@@ -369,6 +370,8 @@ TEST_CASE("inspect names each family's departures from a plain GPT-2 block") {
                   "linear scaling x8", "sliding-window layers: theta 10000, unscaled", "norm after the MLP"}},
       {"phi3", {"sliding-window attention (2047", "gated MLP: silu", "RMSNorm"}},
       {"opt", {"post-LN", "no final norm", "offset by 2", "projected in/out", "relu MLP"}},
+      {"olmo2", {"no norm before attention and MLP", "RMSNorm on q and k over all heads at once", "norm after attention",
+                 "norm after the MLP", "grouped-query", "untied"}},
       {"stablelm", {"partial: 4 of 16", "q/k/v biases but no output-projection bias", "gated MLP: silu", "grouped-query", "untied"}},
   };
   for (const auto& [family, phrases] : expect) {

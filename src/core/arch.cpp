@@ -317,6 +317,35 @@ std::vector<ArchSpec> build_table() {
                  return r;
                }(),
                false, false, "StableLM-2: LayerNorm, partial rotary (partial_rotary_factor), SwiGLU, q/k/v biases"));
+  a.push_back(entry("olmo2", "Olmo2ForCausalLM", {"Olmo2Model", "olmo2"}, "olmo2", "model.",
+               {
+                   model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
+                   model_t(R::OutputNorm, "model.norm", "output_norm", Lay::Vector, kNo, true),
+                   model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
+                   layer_t(R::AttnQ, "model.layers.{L}.self_attn.q_proj", "blk.{L}.attn_q", Lay::Linear, kOpt),
+                   layer_t(R::AttnK, "model.layers.{L}.self_attn.k_proj", "blk.{L}.attn_k", Lay::Linear, kOpt),
+                   layer_t(R::AttnV, "model.layers.{L}.self_attn.v_proj", "blk.{L}.attn_v", Lay::Linear, kOpt),
+                   layer_t(R::AttnOut, "model.layers.{L}.self_attn.o_proj", "blk.{L}.attn_output", Lay::Linear, kOpt),
+                   layer_t(R::AttnQNorm, "model.layers.{L}.self_attn.q_norm", "blk.{L}.attn_q_norm", Lay::Vector, kNo),
+                   layer_t(R::AttnKNorm, "model.layers.{L}.self_attn.k_norm", "blk.{L}.attn_k_norm", Lay::Vector, kNo),
+                   layer_t(R::AttnPostNorm, "model.layers.{L}.post_attention_layernorm", "blk.{L}.post_attention_norm", Lay::Vector, kNo),
+                   layer_t(R::FfnGate, "model.layers.{L}.mlp.gate_proj", "blk.{L}.ffn_gate", Lay::Linear, kNo),
+                   layer_t(R::FfnUp, "model.layers.{L}.mlp.up_proj", "blk.{L}.ffn_up", Lay::Linear, kNo),
+                   layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kNo),
+                   layer_t(R::FfnPostNorm, "model.layers.{L}.post_feedforward_layernorm", "blk.{L}.post_ffw_norm", Lay::Vector, kNo),
+               },
+               [] {  // Olmo2Config: RMSNorm 1e-5, no norms before attention and MLP, post-norms, q/k norms over the
+                     // whole projection, head_dim = hidden_size / heads, SwiGLU without biases, untied
+                 FamilyRecipe r;
+                 r.head_dim_key = nullptr;
+                 r.norm_eps_default = 1e-5;
+                 r.input_norms = false;
+                 r.post_norms = true;
+                 r.qk_norm = r.qk_norm_full = true;
+                 r.mlp_bias = {nullptr, false};
+                 return r;
+               }(),
+               false, false, "OLMo 2: norms after attention and MLP only, RMSNorm on the whole q and k projections, SwiGLU"));
   return a;
 }
 
