@@ -47,6 +47,7 @@ const std::vector<FamilyCase> kFamilies = {
     {"gemma3", "Gemma3ForCausalLM", 5e-3, 1e-2},
     {"stablelm", "StableLmForCausalLM", 1e-4, 1e-4},
     {"olmo2", "Olmo2ForCausalLM", 1e-4, 1e-4},
+    {"smollm3", "SmolLM3ForCausalLM", 1e-4, 1e-4},
 };
 
 std::string family_dir(const std::string& f) { return std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f; }
@@ -265,6 +266,11 @@ TEST_CASE("a config that contradicts its tensors names the field and both values
     CHECK(load_error(d).find("config field 'qk_layernorm' = true: per-head LayerNorms") != std::string::npos);
   }
   {
+    auto d = copy_family("smollm3", "fam_nope");
+    edit_config(d, "\"no_rope_layers\": [\n    1,\n    1,\n    1,\n    0\n  ]", "\"no_rope_layers\": [1, 1, 1, 2]");
+    CHECK(load_error(d).find("config field 'no_rope_layers[3]' = 2: must be 1 (rotary) or 0 (none)") != std::string::npos);
+  }
+  {
     auto d = copy_family("gemma3", "fam_lt");
     edit_config(d, "\"full_attention\"", "\"chunked_attention\"");
     auto e = load_error(d);
@@ -372,6 +378,7 @@ TEST_CASE("inspect names each family's departures from a plain GPT-2 block") {
       {"opt", {"post-LN", "no final norm", "offset by 2", "projected in/out", "relu MLP"}},
       {"olmo2", {"no norm before attention and MLP", "RMSNorm on q and k over all heads at once", "norm after attention",
                  "norm after the MLP", "grouped-query", "untied"}},
+      {"smollm3", {"no rotary on layers 3", "theta 2e+06", "grouped-query", "gated MLP: silu"}},
       {"stablelm", {"partial: 4 of 16", "q/k/v biases but no output-projection bias", "gated MLP: silu", "grouped-query", "untied"}},
   };
   for (const auto& [family, phrases] : expect) {
@@ -390,8 +397,8 @@ TEST_CASE("inspect names each family's departures from a plain GPT-2 block") {
 
 // Per-layer facts a config lists layer by layer are followed as listed, not re-derived from a period: a
 // checkpoint that departs from the family's pattern runs as its config says (llama.cpp fixes the period per
-// architecture, so this is checked on the config and on a changed forward, not against llama.cpp).
-TEST_CASE("layer_types (Gemma 3) is honoured as listed") {
+// architecture, so these are checked on the config and on a changed forward, not against llama.cpp).
+TEST_CASE("layer_types (Gemma 3) and no_rope_layers (SmolLM3) are honoured as listed") {
   auto ids = at::tensor(vl_test::read_ids_txt(family_dir("gemma3") + "/ids.txt"), at::kLong);
   {
     vocablens::Model base = vocablens::load_model(family_dir("gemma3"));
@@ -409,6 +416,17 @@ TEST_CASE("layer_types (Gemma 3) is honoured as listed") {
     CHECK_FALSE(vocablens::local_rotary(changed.config(), 0));
     CHECK(vocablens::attention_window(changed.config(), 1) == 4);
     CHECK(max_abs(changed.forward(ids).logits, base.forward(ids).logits) > 1e-3);
+  }
+  {
+    vocablens::Model base = vocablens::load_model(family_dir("smollm3"));
+    CHECK(vocablens::rotary_layer(base.config(), 2));
+    CHECK_FALSE(vocablens::rotary_layer(base.config(), 3));
+    auto d = copy_family("smollm3", "fam_nope_all");
+    edit_config(d, "\"no_rope_layers\": [\n    1,\n    1,\n    1,\n    0\n  ]", "\"no_rope_layers\": [1, 1, 1, 1]");
+    vocablens::Model changed = vocablens::load_model(d);
+    CHECK(vocablens::rotary_layer(changed.config(), 3));
+    auto sids = at::tensor(vl_test::read_ids_txt(family_dir("smollm3") + "/ids.txt"), at::kLong);
+    CHECK(max_abs(changed.forward(sids).logits, base.forward(sids).logits) > 1e-3);
   }
 }
 

@@ -346,6 +346,19 @@ std::vector<ArchSpec> build_table() {
                  return r;
                }(),
                false, false, "OLMo 2: norms after attention and MLP only, RMSNorm on the whole q and k projections, SwiGLU"));
+  a.push_back(entry("smollm3", "SmolLM3ForCausalLM", {"SmolLM3Model", "smollm3"}, "smollm3", "model.", llama_like(kOpt, kOpt, true),
+               [] {  // SmolLM3Config: a Llama block whose every 4th layer (no_rope_layers, else no_rope_layer_interval)
+                     // has no rotary; tied by default
+                 FamilyRecipe r;
+                 r.tied = {"tie_word_embeddings", true};
+                 r.rotary_layers_key = "no_rope_layers";
+                 r.no_rotary_interval_key = "no_rope_layer_interval";
+                 r.no_rotary_interval = 4;
+                 r.refusals = {{"use_sliding_window", true,
+                                "SmolLM3's sliding-window layers are not supported (released SmolLM3 models set false)"}};
+                 return r;
+               }(),
+               true, false, "SmolLM3: a Llama block with no rotary on every 4th layer (no_rope_layers)"));
   return a;
 }
 
