@@ -48,6 +48,7 @@ const std::vector<FamilyCase> kFamilies = {
     {"stablelm", "StableLmForCausalLM", 1e-4, 1e-4},
     {"olmo2", "Olmo2ForCausalLM", 1e-4, 1e-4},
     {"smollm3", "SmolLM3ForCausalLM", 1e-4, 1e-4},
+    {"phi2", "PhiForCausalLM", 5e-3, 5e-3},
 };
 
 std::string family_dir(const std::string& f) { return std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f; }
@@ -271,6 +272,11 @@ TEST_CASE("a config that contradicts its tensors names the field and both values
     CHECK(load_error(d).find("config field 'no_rope_layers[3]' = 2: must be 1 (rotary) or 0 (none)") != std::string::npos);
   }
   {
+    auto d = copy_family("phi2", "fam_phi_qkln");
+    edit_config(d, "\"qk_layernorm\": false", "\"qk_layernorm\": true");
+    CHECK(load_error(d).find("config field 'qk_layernorm' = true: LayerNorms on q and k") != std::string::npos);
+  }
+  {
     auto d = copy_family("gemma3", "fam_lt");
     edit_config(d, "\"full_attention\"", "\"chunked_attention\"");
     auto e = load_error(d);
@@ -379,6 +385,7 @@ TEST_CASE("inspect names each family's departures from a plain GPT-2 block") {
       {"olmo2", {"no norm before attention and MLP", "RMSNorm on q and k over all heads at once", "norm after attention",
                  "norm after the MLP", "grouped-query", "untied"}},
       {"smollm3", {"no rotary on layers 3", "theta 2e+06", "grouped-query", "gated MLP: silu"}},
+      {"phi2", {"parallel residual", "partial: 4 of 8", "untied"}},
       {"stablelm", {"partial: 4 of 16", "q/k/v biases but no output-projection bias", "gated MLP: silu", "grouped-query", "untied"}},
   };
   for (const auto& [family, phrases] : expect) {

@@ -359,6 +359,37 @@ std::vector<ArchSpec> build_table() {
                  return r;
                }(),
                true, false, "SmolLM3: a Llama block with no rotary on every 4th layer (no_rope_layers)"));
+  a.push_back(entry("phi", "PhiForCausalLM", {"PhiModel", "phi"}, "phi2", "model.",
+               {
+                   model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
+                   model_t(R::OutputNorm, "model.final_layernorm", "output_norm", Lay::Vector, kReq, true),
+                   model_t(R::Output, "lm_head", "output", Lay::Linear, kReq, false),
+                   layer_t(R::AttnNorm, "model.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+                   layer_t(R::AttnQ, "model.layers.{L}.self_attn.q_proj", "blk.{L}.attn_q", Lay::Linear, kReq),
+                   layer_t(R::AttnK, "model.layers.{L}.self_attn.k_proj", "blk.{L}.attn_k", Lay::Linear, kReq),
+                   layer_t(R::AttnV, "model.layers.{L}.self_attn.v_proj", "blk.{L}.attn_v", Lay::Linear, kReq),
+                   layer_t(R::AttnOut, "model.layers.{L}.self_attn.dense", "blk.{L}.attn_output", Lay::Linear, kReq),
+                   // One LayerNorm feeds attention and MLP: the MLP's norm is the same tensor.
+                   layer_t(R::FfnNorm, "model.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+                   layer_t(R::FfnUp, "model.layers.{L}.mlp.fc1", "blk.{L}.ffn_up", Lay::Linear, kReq),
+                   layer_t(R::FfnDown, "model.layers.{L}.mlp.fc2", "blk.{L}.ffn_down", Lay::Linear, kReq),
+               },
+               [] {  // PhiConfig (Phi-2): parallel attention and MLP on one LayerNorm, partial rotary, gelu_new,
+                     // biases everywhere (lm_head too), untied
+                 FamilyRecipe r;
+                 r.head_dim_key = nullptr;
+                 r.norm = NormKind::LayerNorm;
+                 r.norm_eps_key = "layer_norm_eps";
+                 r.norm_eps_default = 1e-5;
+                 r.rotary_fraction_default = 0.5;
+                 r.activation_default = "gelu_new";
+                 r.gated_mlp = false;
+                 r.attn_bias = r.attn_out_bias = r.mlp_bias = {nullptr, true};
+                 r.parallel_residual = {nullptr, true};
+                 r.refusals = {{"qk_layernorm", true, "LayerNorms on q and k are not supported (Phi-2 sets false)"}};
+                 return r;
+               }(),
+               false, false, "Phi-2: attention and MLP in parallel on one LayerNorm, partial rotary, gelu_new, biased lm_head"));
   return a;
 }
 
