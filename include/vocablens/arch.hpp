@@ -29,6 +29,7 @@ namespace vocablens {
 /// What a stored tensor is for. Model-level roles first, then per-block ones (llama.cpp's LLM_TENSOR_*).
 enum class TensorRole {
   TokenEmbd,    ///< token embedding W_E (GGUF token_embd)
+  TokenEmbdNorm,  ///< norm of the token embeddings before the first block (BLOOM word_embeddings_layernorm)
   PosEmbd,      ///< learned position table W_pos (position_embd)
   OutputNorm,   ///< final norm (output_norm)
   Output,       ///< unembedding / lm_head (output); absent when tied
@@ -90,7 +91,9 @@ struct FamilyRecipe {
   // ---- sizes ----
   std::vector<const char*> n_layers_keys{"num_hidden_layers"}, d_model_keys{"hidden_size"},
       n_heads_keys{"num_attention_heads"}, n_ctx_keys{"max_position_embeddings"}, d_mlp_keys{"intermediate_size"};
-  std::vector<const char*> n_kv_heads_keys{"num_key_value_heads"};  ///< empty: always n_heads
+  std::vector<const char*> n_kv_heads_keys{"num_key_value_heads"};  ///< empty: always n_heads (or n_kv_heads_fixed)
+  int64_t n_kv_heads_fixed = 0;     ///< Falcon-7B's multi-query attention: always this many key/value heads; 0: keys
+  int64_t n_ctx_default = 0;        ///< context when no n_ctx key is present (BLOOM: ALiBi, its configs give none); 0: required
   int64_t d_mlp_per_d_model = 0;    ///< d_mlp when no d_mlp key is present, as a multiple of d_model (GPT-2: 4); 0: required
   const char* head_dim_key = "head_dim";  ///< nullptr: head_dim = d_model / n_heads whatever the file says
   int64_t head_dim_default = 0;     ///< when the key is absent; 0: d_model / n_heads (Gemma: 256)
@@ -123,6 +126,7 @@ struct FamilyRecipe {
   ConfigSwitch parallel_residual{nullptr, false};  ///< GPT-NeoX use_parallel_residual
   const char* d_embed_key = nullptr;               ///< OPT word_embed_proj_dim (project_in/out)
   bool embed_scale_sqrt_d_model = false;           ///< Gemma: embeddings x sqrt(d_model)
+  bool embed_norm = false;                         ///< BLOOM: the embeddings normalised before the first block
   // ---- attention ----
   const char* attn_scale_key = nullptr;  ///< Gemma-2 query_pre_attn_scalar s: scores scaled by s^-1/2
   double attn_scale_default = 0;

@@ -57,6 +57,7 @@ struct ModelWeights {
   at::Tensor W_E;            ///< [V, d_model]
   at::Tensor W_pos;          ///< [n_ctx, d_model] for learned positions; undefined otherwise
   at::Tensor W_seg;          ///< [n_segments, d_model] segment (token-type) embeddings; undefined if none
+  at::Tensor emb_norm_w, emb_norm_b;  ///< [d_model]: norm of the token embeddings (BLOOM); undefined otherwise
   at::Tensor lnf_w, lnf_b;   ///< [d_model]; lnf_b undefined for RMSNorm
   at::Tensor W_U;            ///< [d_model, V]; a view of W_E.t() when tied
   at::Tensor b_U;            ///< [V] or undefined

@@ -67,6 +67,7 @@ struct ModelConfig {
   bool post_attn_norm = false;     ///< norm of the attention output before the residual add (Gemma-2)
   bool post_mlp_norm = false;      ///< norm of the MLP output before the residual add (Gemma-2)
   double embed_scale = 1.0;        ///< token embeddings are multiplied by this (Gemma: sqrt(d_model))
+  bool embed_norm = false;         ///< the token embeddings are normalised before the first block (BLOOM)
   double attn_scale = 0.0;         ///< attention score multiplier; 0 = 1/sqrt(d_head) (Gemma-2: query_pre_attn_scalar^-1/2)
   double attn_softcap = 0.0;       ///< scores = c * tanh(scores / c) before the mask; 0 = none (Gemma-2)
   double final_softcap = 0.0;      ///< logits = c * tanh(logits / c), inside Model::unembed; 0 = none (Gemma-2)

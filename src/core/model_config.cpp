@@ -103,9 +103,11 @@ void read_family(const json& j, ModelConfig& c, const FamilyRecipe& r, const std
   c.n_layers = get_int(j, r.n_layers_keys, path, 0, true);
   c.d_model = get_int(j, r.d_model_keys, path, 0, true);
   c.n_heads = get_int(j, r.n_heads_keys, path, 0, true);
-  c.n_kv_heads = r.n_kv_heads_keys.empty() ? c.n_heads : get_int(j, r.n_kv_heads_keys, path, c.n_heads, false);
+  c.n_kv_heads = r.n_kv_heads_fixed > 0      ? r.n_kv_heads_fixed
+                 : r.n_kv_heads_keys.empty() ? c.n_heads
+                                             : get_int(j, r.n_kv_heads_keys, path, c.n_heads, false);
   c.vocab_size = get_int(j, {"vocab_size"}, path, 0, true);
-  c.n_ctx = get_int(j, r.n_ctx_keys, path, 0, true);
+  c.n_ctx = get_int(j, r.n_ctx_keys, path, r.n_ctx_default, r.n_ctx_default == 0);
   // Fuzzing fix: d_mlp_per_d_model * d_model overflowed int64 (UB) for a huge d_model before the range checks
   // ran; an out-of-range d_model gets fallback 0 here and is refused later as "hidden size".
   const bool d_model_ok = c.d_model > 0 && c.d_model <= (int64_t(1) << 31);
@@ -131,6 +133,7 @@ void read_family(const json& j, ModelConfig& c, const FamilyRecipe& r, const std
   c.tied_embeddings = read_switch(j, r.tied, path);
   c.parallel_residual = read_switch(j, r.parallel_residual, path);
   if (r.embed_scale_sqrt_d_model) c.embed_scale = std::sqrt(static_cast<double>(c.d_model));
+  c.embed_norm = r.embed_norm;
   if (r.d_embed_key) {
     c.d_embed = get_int(j, {r.d_embed_key}, path, c.d_model, false);
     if (c.d_embed <= 0 || c.d_embed > (int64_t(1) << 31)) bad_field(path, r.d_embed_key, std::to_string(c.d_embed), "must be positive");
@@ -354,6 +357,29 @@ ModelConfig read_hf_config(const std::string& path) {
   // Only a regular file (a FIFO hung, a symlink to /dev/zero read gigabytes).
   constexpr uint64_t kMaxConfigBytes = uint64_t{64} << 20;
   return parse_hf_config(detail::read_regular_file(path, kMaxConfigBytes, "config files"), path);
+}
+
+// Per-layer facts (declared in vocablens/model_config.hpp).
+namespace {
+// Whether `layer` is a sliding-window layer by type (layer_types, else the pattern; without either, all are).
+bool sliding_layer(const ModelConfig& c, int64_t layer) {
+  if (!c.sliding_layers.empty())
+    return layer >= 0 && layer < static_cast<int64_t>(c.sliding_layers.size()) && c.sliding_layers[static_cast<size_t>(layer)];
+  if (c.sliding_pattern > 1) return layer % c.sliding_pattern < c.sliding_pattern - 1;
+  return true;
+}
+}  // namespace
+
+int64_t attention_window(const ModelConfig& c, int64_t layer) {
+  return c.sliding_window > 0 && sliding_layer(c, layer) ? c.sliding_window : 0;
+}
+
+bool local_rotary(const ModelConfig& c, int64_t layer) { return c.rope_theta_local > 0 && sliding_layer(c, layer); }
+
+bool rotary_layer(const ModelConfig& c, int64_t layer) {
+  if (c.positions != PositionKind::Rotary) return false;
+  if (c.rotary_layers.empty()) return true;
+  return layer >= 0 && layer < static_cast<int64_t>(c.rotary_layers.size()) && c.rotary_layers[static_cast<size_t>(layer)];
 }
 
 const char* to_string(NormKind n) { return n == NormKind::LayerNorm ? "layernorm" : "rmsnorm"; }

@@ -488,6 +488,7 @@ ForwardOutput forward_impl(const ModelConfig& cfg, const ModelWeights& w, const 
   at::Tensor x = (w.W_E.scalar_type() == at::kFloat ? w.W_E.index_select(0, ids.view(-1)) : weight_rows(w.W_E, ids.view(-1)))
                      .view({B, T, d});
   if (cfg.embed_scale != 1.0) x = x * cfg.embed_scale;  // Gemma: sqrt(d_model), in float32 as Hugging Face does
+  if (cfg.embed_norm) x = apply_norm(x, cfg.norm, cfg.norm_eps, w.emb_norm_w, w.emb_norm_b);  // BLOOM
   run_hook(hk, HookPoint::Embed, -1, x);                 // the embedding as it enters the stream (scaled)
   if (cfg.positions == PositionKind::Learned) {
     at::Tensor pos = materialize_weight(w.W_pos.narrow(0, p0, T));

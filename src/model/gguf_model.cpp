@@ -258,6 +258,7 @@ ModelConfig gguf_model_config(const GgufFile& g) {
   c.positions = R.positions;
   c.norm_weight_offset = R.norm_weight_offset;  // the converter stored (1 + w): used as stored, recorded here
   c.embed_scale = R.embed_scale_sqrt_d_model ? std::sqrt(static_cast<double>(c.d_model)) : 1.0;
+  c.embed_norm = R.embed_norm;
   c.qk_norm = R.qk_norm;
   c.qk_norm_full = R.qk_norm_full;
   c.input_norms = R.input_norms;
@@ -341,6 +342,10 @@ Model load_gguf_model(const GgufFile& g) {
   ModelWeights w;
   w.W_E = r.matrix("token_embd.weight", V, d);
   if (c.positions == PositionKind::Learned) w.W_pos = r.matrix("position_embd.weight", c.n_ctx, d);
+  if (c.embed_norm) {
+    w.emb_norm_w = r.vec(name(TensorRole::TokenEmbdNorm, -1, ".weight"), d);
+    if (c.norm == NormKind::LayerNorm) w.emb_norm_b = r.vec(name(TensorRole::TokenEmbdNorm, -1, ".bias"), d);
+  }
   w.lnf_w = r.vec("output_norm.weight", d);
   if (c.norm == NormKind::LayerNorm) w.lnf_b = r.vec("output_norm.bias", d);
   for (int64_t i = 0; i < c.n_layers; ++i) {

@@ -132,6 +132,10 @@ class Mapper {
       at::Tensor pos = get(TensorRole::PosEmbd, -1, ".weight", {c_.n_ctx + c_.position_offset, d});
       w.W_pos = c_.position_offset ? pos.narrow(0, c_.position_offset, c_.n_ctx) : pos;
     }
+    if (c_.embed_norm) {  // BLOOM: word_embeddings_layernorm
+      w.emb_norm_w = norm(TensorRole::TokenEmbdNorm, -1, d);
+      if (c_.norm == NormKind::LayerNorm) w.emb_norm_b = get(TensorRole::TokenEmbdNorm, -1, ".bias", {d});
+    }
     if (c_.final_norm) {
       w.lnf_w = norm(TensorRole::OutputNorm, -1, d);
       w.lnf_b = c_.norm == NormKind::LayerNorm ? get(TensorRole::OutputNorm, -1, ".bias", {d}) : at::Tensor();
