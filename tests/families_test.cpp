@@ -49,6 +49,7 @@ const std::vector<FamilyCase> kFamilies = {
     {"olmo2", "Olmo2ForCausalLM", 1e-4, 1e-4},
     {"smollm3", "SmolLM3ForCausalLM", 1e-4, 1e-4},
     {"phi2", "PhiForCausalLM", 5e-3, 5e-3},
+    {"bloom", "BloomForCausalLM", 5e-3, 5e-3},
 };
 
 std::string family_dir(const std::string& f) { return std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f; }
@@ -277,6 +278,12 @@ TEST_CASE("a config that contradicts its tensors names the field and both values
     CHECK(load_error(d).find("config field 'qk_layernorm' = true: LayerNorms on q and k") != std::string::npos);
   }
   {
+    auto d = copy_family("bloom", "fam_bloom_post");
+    edit_config(d, "\"apply_residual_connection_post_layernorm\": false", "\"apply_residual_connection_post_layernorm\": true");
+    CHECK(load_error(d).find("config field 'apply_residual_connection_post_layernorm' = true: a residual taken after") !=
+          std::string::npos);
+  }
+  {
     auto d = copy_family("gemma3", "fam_lt");
     edit_config(d, "\"full_attention\"", "\"chunked_attention\"");
     auto e = load_error(d);
@@ -386,6 +393,7 @@ TEST_CASE("inspect names each family's departures from a plain GPT-2 block") {
                  "norm after the MLP", "grouped-query", "untied"}},
       {"smollm3", {"no rotary on layers 3", "theta 2e+06", "grouped-query", "gated MLP: silu"}},
       {"phi2", {"parallel residual", "partial: 4 of 8", "untied"}},
+      {"bloom", {"alibi positions instead of learned ones", "embeddings normalised before the first block"}},
       {"stablelm", {"partial: 4 of 16", "q/k/v biases but no output-projection bias", "gated MLP: silu", "grouped-query", "untied"}},
   };
   for (const auto& [family, phrases] : expect) {

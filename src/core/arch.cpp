@@ -388,6 +388,46 @@ std::vector<ArchSpec> build_table() {
                  return r;
                }(),
                false, false, "Phi-2: attention and MLP in parallel on one LayerNorm, partial rotary, gelu_new, biased lm_head"));
+  a.push_back(entry("bloom", "BloomForCausalLM", {"BloomModel", "bloom"}, "bloom", "transformer.",
+               {
+                   model_t(R::TokenEmbd, "transformer.word_embeddings", "token_embd", Lay::Embedding, kNo, true),
+                   model_t(R::TokenEmbdNorm, "transformer.word_embeddings_layernorm", "token_embd_norm", Lay::Vector, kReq, true),
+                   model_t(R::OutputNorm, "transformer.ln_f", "output_norm", Lay::Vector, kReq, true),
+                   model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
+                   layer_t(R::AttnNorm, "transformer.h.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+                   layer_t(R::AttnQKV, "transformer.h.{L}.self_attention.query_key_value", "blk.{L}.attn_qkv",
+                           Lay::FusedQKVPerHead, kReq),
+                   layer_t(R::AttnOut, "transformer.h.{L}.self_attention.dense", "blk.{L}.attn_output", Lay::Linear, kReq),
+                   layer_t(R::FfnNorm, "transformer.h.{L}.post_attention_layernorm", "blk.{L}.ffn_norm", Lay::Vector, kReq),
+                   layer_t(R::FfnUp, "transformer.h.{L}.mlp.dense_h_to_4h", "blk.{L}.ffn_up", Lay::Linear, kReq),
+                   layer_t(R::FfnDown, "transformer.h.{L}.mlp.dense_4h_to_h", "blk.{L}.ffn_down", Lay::Linear, kReq),
+               },
+               [] {  // BloomConfig: n_layer / n_head, LayerNorm layer_norm_epsilon (also on the embeddings), ALiBi, a
+                     // tanh-GELU MLP of 4 d (n_inner), biases everywhere, tied; no context length in its configs
+                 FamilyRecipe r;
+                 r.n_layers_keys = {"n_layer", "num_hidden_layers"};
+                 r.d_model_keys = {"hidden_size", "n_embed"};
+                 r.n_heads_keys = {"n_head", "num_attention_heads"};
+                 r.n_ctx_keys = {"seq_length"};
+                 r.n_ctx_default = 2048;  // its training length; ALiBi itself has no limit
+                 r.d_mlp_keys = {"n_inner"};
+                 r.n_kv_heads_keys = {};
+                 r.d_mlp_per_d_model = 4;
+                 r.head_dim_key = nullptr;
+                 r.norm = NormKind::LayerNorm;
+                 r.norm_eps_key = "layer_norm_epsilon";
+                 r.norm_eps_default = 1e-5;
+                 r.embed_norm = true;
+                 r.positions = PositionKind::ALiBi;
+                 r.activation_default = "gelu_new";  // bloom_gelu_forward: the tanh form
+                 r.gated_mlp = false;
+                 r.attn_bias = r.attn_out_bias = r.mlp_bias = {nullptr, true};
+                 r.tied = {"tie_word_embeddings", true};
+                 r.refusals = {{"apply_residual_connection_post_layernorm", true,
+                                "a residual taken after the norm is not supported (BLOOM checkpoints set false)"}};
+                 return r;
+               }(),
+               false, false, "BLOOM: ALiBi, LayerNorm of the embeddings, fused per-head query_key_value, tanh-GELU MLP"));
   return a;
 }
 
