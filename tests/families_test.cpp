@@ -50,6 +50,7 @@ const std::vector<FamilyCase> kFamilies = {
     {"smollm3", "SmolLM3ForCausalLM", 1e-4, 1e-4},
     {"phi2", "PhiForCausalLM", 5e-3, 5e-3},
     {"bloom", "BloomForCausalLM", 5e-3, 5e-3},
+    {"falcon", "FalconForCausalLM", 5e-3, 5e-3},
 };
 
 std::string family_dir(const std::string& f) { return std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f; }
@@ -284,6 +285,11 @@ TEST_CASE("a config that contradicts its tensors names the field and both values
           std::string::npos);
   }
   {
+    auto d = copy_family("falcon", "fam_falcon_new");
+    edit_config(d, "\"new_decoder_architecture\": false", "\"new_decoder_architecture\": true");
+    CHECK(load_error(d).find("config field 'new_decoder_architecture' = true: Falcon-40B/180B's block") != std::string::npos);
+  }
+  {
     auto d = copy_family("gemma3", "fam_lt");
     edit_config(d, "\"full_attention\"", "\"chunked_attention\"");
     auto e = load_error(d);
@@ -394,6 +400,8 @@ TEST_CASE("inspect names each family's departures from a plain GPT-2 block") {
       {"smollm3", {"no rotary on layers 3", "theta 2e+06", "grouped-query", "gated MLP: silu"}},
       {"phi2", {"parallel residual", "partial: 4 of 8", "untied"}},
       {"bloom", {"alibi positions instead of learned ones", "embeddings normalised before the first block"}},
+      {"falcon", {"parallel residual", "grouped-query attention (4 query heads share 1 key/value heads)", "gelu MLP",
+                  "no attention biases", "no MLP biases"}},
       {"stablelm", {"partial: 4 of 16", "q/k/v biases but no output-projection bias", "gated MLP: silu", "grouped-query", "untied"}},
   };
   for (const auto& [family, phrases] : expect) {

@@ -34,7 +34,7 @@ struct GgufFamily {
 const std::vector<GgufFamily> kGgufFamilies = {
     {"qwen2", 1e-4}, {"qwen3", 1e-4}, {"mistral", 1e-4}, {"llama3", 1e-4}, {"llama_linear", 1e-4},
     {"phi3", 1e-4}, {"gpt_neox", 5e-3}, {"gemma", 5e-3}, {"gemma2", 5e-3}, {"gemma3", 5e-3}, {"stablelm", 1e-4},
-    {"olmo2", 1e-4}, {"smollm3", 1e-4}, {"phi2", 5e-3}, {"bloom", 5e-3}};
+    {"olmo2", 1e-4}, {"smollm3", 1e-4}, {"phi2", 5e-3}, {"bloom", 5e-3}, {"falcon", 5e-3}};
 
 std::string dir_of(const std::string& f) { return std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f; }
 

@@ -428,6 +428,47 @@ std::vector<ArchSpec> build_table() {
                  return r;
                }(),
                false, false, "BLOOM: ALiBi, LayerNorm of the embeddings, fused per-head query_key_value, tanh-GELU MLP"));
+  a.push_back(entry("falcon", "FalconForCausalLM", {"FalconModel", "falcon"}, "falcon", "transformer.",
+               {
+                   model_t(R::TokenEmbd, "transformer.word_embeddings", "token_embd", Lay::Embedding, kNo, true),
+                   model_t(R::OutputNorm, "transformer.ln_f", "output_norm", Lay::Vector, kReq, true),
+                   model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
+                   layer_t(R::AttnNorm, "transformer.h.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+                   // Multi-query: rows [q: H * dh | k: dh | v: dh] (one key/value group, as llama.cpp's converter keeps it)
+                   layer_t(R::AttnQKV, "transformer.h.{L}.self_attention.query_key_value", "blk.{L}.attn_qkv", Lay::FusedQKV, kOpt),
+                   layer_t(R::AttnOut, "transformer.h.{L}.self_attention.dense", "blk.{L}.attn_output", Lay::Linear, kOpt),
+                   // Attention and MLP in parallel on the one input_layernorm: the MLP's norm is the same tensor.
+                   layer_t(R::FfnNorm, "transformer.h.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+                   layer_t(R::FfnUp, "transformer.h.{L}.mlp.dense_h_to_4h", "blk.{L}.ffn_up", Lay::Linear, kOpt),
+                   layer_t(R::FfnDown, "transformer.h.{L}.mlp.dense_4h_to_h", "blk.{L}.ffn_down", Lay::Linear, kOpt),
+               },
+               [] {  // FalconConfig, Falcon-7B's block: multi-query, attention and MLP in parallel on one LayerNorm,
+                     // rotary, erf GELU (activation), no biases (bias), tied; the other Falcon blocks are refused
+                 FamilyRecipe r;
+                 r.n_layers_keys = {"num_hidden_layers", "n_layer"};
+                 r.n_heads_keys = {"num_attention_heads", "n_head"};
+                 r.n_ctx_default = 2048;  // older configs give no context length
+                 r.d_mlp_keys = {"ffn_hidden_size"};
+                 r.d_mlp_per_d_model = 4;
+                 r.n_kv_heads_keys = {};
+                 r.n_kv_heads_fixed = 1;
+                 r.head_dim_key = nullptr;
+                 r.norm = NormKind::LayerNorm;
+                 r.norm_eps_key = "layer_norm_epsilon";
+                 r.norm_eps_default = 1e-5;
+                 r.activation_key = "activation";
+                 r.activation_default = "gelu";
+                 r.gated_mlp = false;
+                 r.attn_bias = r.attn_out_bias = r.mlp_bias = {"bias", false};
+                 r.tied = {"tie_word_embeddings", true};
+                 r.parallel_residual = {nullptr, true};
+                 r.refusals = {{"new_decoder_architecture", true, "Falcon-40B/180B's block (two norms, grouped key/value heads) is not supported"},
+                               {"multi_query", false, "Falcon without multi-query attention (its per-head fused layout) is not supported"},
+                               {"parallel_attn", false, "Falcon's sequential block is not supported"},
+                               {"alibi", true, "Falcon with ALiBi (RW models) is not supported"}};
+                 return r;
+               }(),
+               false, false, "Falcon-7B: multi-query, attention and MLP in parallel on one LayerNorm, rotary, GELU"));
   return a;
 }
 
