@@ -491,3 +491,36 @@ TEST_CASE("Gemma 3's multimodal checkpoint loads its text tower: text_config, la
     CHECK(at::equal(mm.forward(ids).logits, causal.forward(ids).logits));
   }
 }
+
+// The released multimodal checkpoints' text_config lists only what departs from Gemma3TextConfig's defaults (the
+// 4B's: sizes, layers, rope_scaling, sliding_window); the rest are the class's defaults, which llama.cpp's converter
+// also falls back to (8 heads, 4 key/value heads, head_dim 256, context 131072, rope_theta 1e6, local base 1e4).
+TEST_CASE("Gemma 3's text_config of a released multimodal checkpoint: the sizes it omits are Gemma3TextConfig's defaults") {
+  const std::string cfg = R"({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+    "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text", "num_hidden_layers": 34,
+                    "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024},
+    "vision_config": {"model_type": "siglip_vision_model"}, "mm_tokens_per_image": 256})";
+  const vocablens::ModelConfig c = vocablens::parse_hf_config(cfg, "config.json");
+  CHECK(c.family == "gemma3");
+  CHECK(c.n_layers == 34);
+  CHECK(c.d_model == 2560);
+  CHECK(c.d_mlp == 10240);
+  CHECK(c.n_heads == 8);
+  CHECK(c.n_kv_heads == 4);
+  CHECK(c.d_head == 256);
+  CHECK(c.vocab_size == 262208);
+  CHECK(c.n_ctx == 131072);
+  CHECK(c.rope_theta == 1e6);
+  CHECK(c.rope_theta_local == 1e4);
+  CHECK(c.rope_scaling == vocablens::ModelConfig::RopeScaling::Linear);
+  CHECK(c.rope_factor == 8.0);
+  CHECK(c.attn_scale == Approx(1.0 / 16.0));  // query_pre_attn_scalar 256
+  CHECK(c.sliding_window == 1024);
+  CHECK(c.attn_softcap == 0.0);
+  CHECK(c.final_softcap == 0.0);
+  CHECK(c.tied_embeddings);
+  for (int64_t l = 0; l < 34; ++l) {
+    INFO("layer " << l);
+    CHECK(vocablens::attention_window(c, l) == ((l + 1) % 6 == 0 ? 0 : 1024));
+  }
+}

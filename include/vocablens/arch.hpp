@@ -93,6 +93,9 @@ struct FamilyRecipe {
       n_heads_keys{"num_attention_heads"}, n_ctx_keys{"max_position_embeddings"}, d_mlp_keys{"intermediate_size"};
   std::vector<const char*> n_kv_heads_keys{"num_key_value_heads"};  ///< empty: always n_heads (or n_kv_heads_fixed)
   int64_t n_kv_heads_fixed = 0;     ///< Falcon-7B's multi-query attention: always this many key/value heads; 0: keys
+  /// Sizes when the config omits them (Gemma3TextConfig's defaults: the released multimodal checkpoints' text_config
+  /// lists only what differs); 0: the key is required.
+  int64_t n_heads_default = 0, n_kv_heads_default = 0, vocab_size_default = 0;
   int64_t n_ctx_default = 0;        ///< context when no n_ctx key is present (BLOOM: ALiBi, its configs give none); 0: required
   int64_t d_mlp_per_d_model = 0;    ///< d_mlp when no d_mlp key is present, as a multiple of d_model (GPT-2: 4); 0: required
   const char* head_dim_key = "head_dim";  ///< nullptr: head_dim = d_model / n_heads whatever the file says
@@ -112,6 +115,7 @@ struct FamilyRecipe {
   PositionKind positions = PositionKind::Rotary;
   int64_t position_offset = 0;      ///< OPT: learned table rows before position 0
   std::vector<const char*> rope_theta_keys{"rope_theta"};
+  double rope_theta_default = 10000.0;  ///< when no key is present (Gemma 3: 1e6)
   std::vector<const char*> rotary_fraction_keys{"partial_rotary_factor"};  ///< rotated fraction of each head
   double rotary_fraction_default = 1.0;
   const char* rotary_layers_key = nullptr;  ///< SmolLM3 no_rope_layers: per layer 1 = rotary, 0 = none

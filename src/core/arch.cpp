@@ -119,7 +119,11 @@ FamilyRecipe gemma_recipe(bool gemma2) {
 FamilyRecipe gemma3_recipe() {
   FamilyRecipe r = gemma_recipe(true);
   r.qk_norm = true;
-  r.rope_theta_keys = {"rope_theta"};
+  r.rope_theta_default = 1e6;
+  r.n_heads_default = 8;
+  r.n_kv_heads_default = 4;
+  r.vocab_size_default = 262208;
+  r.n_ctx_default = 131072;
   r.attn_softcap_default = 0;  // null in Gemma3TextConfig: the keys still switch a cap on when a file gives one
   r.final_softcap_default = 0;
   r.sliding_window_default = 4096;

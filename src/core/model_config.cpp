@@ -102,11 +102,12 @@ double get_num_or_off(const json& j, const char* key, double fallback, const std
 void read_family(const json& j, ModelConfig& c, const FamilyRecipe& r, const std::string& path) {
   c.n_layers = get_int(j, r.n_layers_keys, path, 0, true);
   c.d_model = get_int(j, r.d_model_keys, path, 0, true);
-  c.n_heads = get_int(j, r.n_heads_keys, path, 0, true);
+  c.n_heads = get_int(j, r.n_heads_keys, path, r.n_heads_default, r.n_heads_default == 0);
   c.n_kv_heads = r.n_kv_heads_fixed > 0      ? r.n_kv_heads_fixed
                  : r.n_kv_heads_keys.empty() ? c.n_heads
-                                             : get_int(j, r.n_kv_heads_keys, path, c.n_heads, false);
-  c.vocab_size = get_int(j, {"vocab_size"}, path, 0, true);
+                                             : get_int(j, r.n_kv_heads_keys, path,
+                                                       r.n_kv_heads_default > 0 ? r.n_kv_heads_default : c.n_heads, false);
+  c.vocab_size = get_int(j, {"vocab_size"}, path, r.vocab_size_default, r.vocab_size_default == 0);
   c.n_ctx = get_int(j, r.n_ctx_keys, path, r.n_ctx_default, r.n_ctx_default == 0);
   // Fuzzing fix: d_mlp_per_d_model * d_model overflowed int64 (UB) for a huge d_model before the range checks
   // ran; an out-of-range d_model gets fallback 0 here and is refused later as "hidden size".
@@ -190,7 +191,8 @@ bool rs_by_layer_type(const json& rs) { return rs.contains("full_attention") || 
 // Rotary details of every rotary family: theta, the rotated fraction and rope_scaling (or rope_parameters).
 void finish_rotary(const json& j, ModelConfig& c, const FamilyRecipe& r, const std::string& path) {
   if (c.positions != PositionKind::Rotary) return;
-  if (const char* k = first_key(j, r.rope_theta_keys)) c.rope_theta = get_num(j, k, 10000.0, path);
+  const char* theta_key = first_key(j, r.rope_theta_keys);
+  c.rope_theta = theta_key ? get_num(j, theta_key, r.rope_theta_default, path) : r.rope_theta_default;
   const char* present = first_key(j, r.rotary_fraction_keys);
   const char* frac_key = present ? present : r.rotary_fraction_keys.back();
   const double frac = get_num(j, frac_key, r.rotary_fraction_default, path);
