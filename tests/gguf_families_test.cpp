@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,8 @@ struct GgufFamily {
 // GPT-NeoX's erf GELU against llama.cpp's tanh form), see docs/runner.md.
 const std::vector<GgufFamily> kGgufFamilies = {
     {"qwen2", 1e-4}, {"qwen3", 1e-4}, {"mistral", 1e-4}, {"llama3", 1e-4}, {"llama_linear", 1e-4},
-    {"phi3", 1e-4}, {"gpt_neox", 5e-3}, {"gemma", 5e-3}, {"gemma2", 5e-3}, {"stablelm", 1e-4}};
+    {"phi3", 1e-4}, {"gpt_neox", 5e-3}, {"gemma", 5e-3}, {"gemma2", 5e-3}, {"gemma3", 5e-3}, {"stablelm", 1e-4},
+    {"olmo2", 1e-4}, {"smollm3", 1e-4}, {"phi2", 5e-3}, {"bloom", 5e-3}, {"falcon", 5e-3}};
 
 std::string dir_of(const std::string& f) { return std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f; }
 
@@ -130,6 +132,7 @@ TEST_CASE("every analysis command on the GGUF of every family agrees with its Hu
   runs.push_back({"llama-q4_k_m", data + "llamak-q4_k_m.gguf", "", data + "ids-llama.txt"});
   const std::string cli = vl_test::cli_path();
   REQUIRE_FALSE(cli.empty());
+  std::set<std::string> no_arrays;  // "<run>-<command>" an analysis refuses for the model (checked, no arrays)
   for (const auto& r : runs) {
     const std::vector<int64_t> id_list = vl_test::read_ids_txt(r.ids_file);
     std::string ids;
@@ -157,6 +160,14 @@ TEST_CASE("every analysis command on the GGUF of every family agrees with its Hu
       auto tok = vocablens::load_tokenizer_for(model);
       for (const auto& c : commands) {
         INFO(c.cli);
+        if (c.name == "positions" && m.config().positions == vocablens::PositionKind::ALiBi) {
+          // ALiBi (BLOOM) has no position vectors: the analysis says so instead of writing arrays.
+          CHECK_THROWS_WITH(vocablens::run_analysis(vocablens::find_analysis(c.analysis), m, tok.get(), c.given,
+                                                    vocablens::Surface::Cli),
+                            Catch::Contains("positions (alibi) have no vectors to analyse"));
+          no_arrays.insert(r.name + "-" + c.name);
+          continue;
+        }
         vocablens::Result res = vocablens::run_analysis(vocablens::find_analysis(c.analysis), m, tok.get(), c.given,
                                                         vocablens::Surface::Cli);
         vocablens::write_result(res, tmp + "/" + r.name + "-" + c.name + "-" + suffix);
@@ -178,6 +189,7 @@ TEST_CASE("every analysis command on the GGUF of every family agrees with its Hu
     if (!r.twin.empty()) run_all(r.twin, "hf");
     for (const auto& c : commands) {
       INFO(r.name << ": " << c.cli);
+      if (no_arrays.count(r.name + "-" + c.name)) continue;  // refused above, on both twins
       const std::string out_g = tmp + "/" + r.name + "-" + c.name + "-gguf";
       if (!r.twin.empty()) {
         const std::string out_h = tmp + "/" + r.name + "-" + c.name + "-hf";

@@ -29,6 +29,7 @@ namespace vocablens {
 /// What a stored tensor is for. Model-level roles first, then per-block ones (llama.cpp's LLM_TENSOR_*).
 enum class TensorRole {
   TokenEmbd,    ///< token embedding W_E (GGUF token_embd)
+  TokenEmbdNorm,  ///< norm of the token embeddings before the first block (BLOOM word_embeddings_layernorm)
   PosEmbd,      ///< learned position table W_pos (position_embd)
   OutputNorm,   ///< final norm (output_norm)
   Output,       ///< unembedding / lm_head (output); absent when tied
@@ -38,7 +39,7 @@ enum class TensorRole {
   AttnQ, AttnK, AttnV,
   AttnQKV,      ///< fused q|k|v (attn_qkv)
   AttnOut,      ///< attention output projection (attn_output)
-  AttnQNorm, AttnKNorm,  ///< per-head norms on q and k (Qwen3)
+  AttnQNorm, AttnKNorm,  ///< norms on q and k: per head (Qwen3) or over the whole projection (OLMo 2)
   AttnPostNorm, ///< norm on the attention output before the residual add (Gemma-2 post_attention_norm)
   FfnNorm,      ///< norm before the MLP (ffn_norm)
   FfnGate, FfnUp, FfnDown,
@@ -90,7 +91,12 @@ struct FamilyRecipe {
   // ---- sizes ----
   std::vector<const char*> n_layers_keys{"num_hidden_layers"}, d_model_keys{"hidden_size"},
       n_heads_keys{"num_attention_heads"}, n_ctx_keys{"max_position_embeddings"}, d_mlp_keys{"intermediate_size"};
-  std::vector<const char*> n_kv_heads_keys{"num_key_value_heads"};  ///< empty: always n_heads
+  std::vector<const char*> n_kv_heads_keys{"num_key_value_heads"};  ///< empty: always n_heads (or n_kv_heads_fixed)
+  int64_t n_kv_heads_fixed = 0;     ///< Falcon-7B's multi-query attention: always this many key/value heads; 0: keys
+  /// Sizes when the config omits them (Gemma3TextConfig's defaults: the released multimodal checkpoints' text_config
+  /// lists only what differs); 0: the key is required.
+  int64_t n_heads_default = 0, n_kv_heads_default = 0, vocab_size_default = 0;
+  int64_t n_ctx_default = 0;        ///< context when no n_ctx key is present (BLOOM: ALiBi, its configs give none); 0: required
   int64_t d_mlp_per_d_model = 0;    ///< d_mlp when no d_mlp key is present, as a multiple of d_model (GPT-2: 4); 0: required
   const char* head_dim_key = "head_dim";  ///< nullptr: head_dim = d_model / n_heads whatever the file says
   int64_t head_dim_default = 0;     ///< when the key is absent; 0: d_model / n_heads (Gemma: 256)
@@ -102,13 +108,19 @@ struct FamilyRecipe {
   ConfigSwitch norm_before{nullptr, true};       ///< OPT do_layer_norm_before
   const char* remove_final_norm_key = nullptr;   ///< OPT _remove_final_layer_norm
   bool qk_norm = false;             ///< per-head RMSNorm on q and k (Qwen3)
+  bool qk_norm_full = false;        ///< the q/k norms span all heads of the projection (OLMo 2)
+  bool input_norms = true;          ///< false: no norm before attention and MLP (OLMo 2)
   bool post_norms = false;          ///< norms after attention and MLP, before the residual adds (Gemma-2)
   // ---- positions ----
   PositionKind positions = PositionKind::Rotary;
   int64_t position_offset = 0;      ///< OPT: learned table rows before position 0
   std::vector<const char*> rope_theta_keys{"rope_theta"};
+  double rope_theta_default = 10000.0;  ///< when no key is present (Gemma 3: 1e6)
   std::vector<const char*> rotary_fraction_keys{"partial_rotary_factor"};  ///< rotated fraction of each head
   double rotary_fraction_default = 1.0;
+  const char* rotary_layers_key = nullptr;  ///< SmolLM3 no_rope_layers: per layer 1 = rotary, 0 = none
+  const char* no_rotary_interval_key = nullptr;  ///< SmolLM3 no_rope_layer_interval: when no list is given,
+  int64_t no_rotary_interval = 0;                ///< every n-th layer (l % n == n - 1) has no rotary; 0: none
   // ---- MLP, biases, embeddings ----
   const char* activation_key = "hidden_act";
   const char* activation_default = "silu";  ///< also the GGUF activation (llama.cpp fixes it per architecture)
@@ -118,6 +130,7 @@ struct FamilyRecipe {
   ConfigSwitch parallel_residual{nullptr, false};  ///< GPT-NeoX use_parallel_residual
   const char* d_embed_key = nullptr;               ///< OPT word_embed_proj_dim (project_in/out)
   bool embed_scale_sqrt_d_model = false;           ///< Gemma: embeddings x sqrt(d_model)
+  bool embed_norm = false;                         ///< BLOOM: the embeddings normalised before the first block
   // ---- attention ----
   const char* attn_scale_key = nullptr;  ///< Gemma-2 query_pre_attn_scalar s: scores scaled by s^-1/2
   double attn_scale_default = 0;
@@ -127,13 +140,17 @@ struct FamilyRecipe {
   double final_softcap_default = 0;
   const char* sliding_window_key = nullptr;  ///< null in the file: no window
   int64_t sliding_window_default = 0;
-  int64_t sliding_pattern = 0;  ///< 2: even layers slide, odd see everything (checked against layer_types if given)
+  int64_t sliding_pattern = 0;  ///< p > 1: layer l slides unless l % p == p - 1; config.json layer_types, if given, decides
+  const char* sliding_pattern_key = nullptr;  ///< Gemma 3 sliding_window_pattern (configs without layer_types)
+  const char* rope_local_theta_key = nullptr; ///< Gemma 3 rope_local_base_freq: the sliding layers' rotary base
+  double rope_local_theta_default = 0;
   std::vector<ConfigRefusal> refusals;
   // ---- GGUF (llama.cpp's hyper-parameter keys, after "<general.architecture>.") ----
   const char* gguf_parallel_residual_key = nullptr;  ///< "use_parallel_residual" (GPT-NeoX); nullptr: the fixed value
   const char* gguf_attn_softcap_key = nullptr;       ///< "attn_logit_softcapping" (Gemma-2)
   const char* gguf_final_softcap_key = nullptr;      ///< "final_logit_softcapping"
   const char* gguf_sliding_window_key = nullptr;     ///< "attention.sliding_window"
+  const char* gguf_rope_local_theta_key = nullptr;   ///< "rope.freq_base_swa" (Gemma 3)
 };
 
 /// One family: its identity (`name`, the value of ModelConfig::family), tensor names per role and block recipe.

@@ -44,7 +44,8 @@ struct LayerWeights {
   at::Tensor w_in, b_in;     ///< [d_model, d_mlp], [d_mlp]   (Llama: up_proj / llama2.c w3)
   at::Tensor w_gate, b_gate; ///< [d_model, d_mlp]            (Llama: gate_proj / w1); undefined if not gated
   at::Tensor w_out, b_out;   ///< [d_mlp, d_model], [d_model] (Llama: down_proj / w2)
-  at::Tensor q_norm_w, k_norm_w;  ///< [d_head]: per-head RMSNorm of q and k (Qwen3); undefined otherwise
+  at::Tensor q_norm_w, k_norm_w;  ///< [d_head]: per-head RMSNorm of q and k (Qwen3); [n_heads*d_head] and
+                                  ///< [n_kv_heads*d_head] when qk_norm_full (OLMo 2); undefined otherwise
   at::Tensor post_attn_norm_w;    ///< [d_model]: norm of the attention output (Gemma-2); undefined otherwise
   at::Tensor post_mlp_norm_w;     ///< [d_model]: norm of the MLP output (Gemma-2); undefined otherwise
 };
@@ -56,6 +57,7 @@ struct ModelWeights {
   at::Tensor W_E;            ///< [V, d_model]
   at::Tensor W_pos;          ///< [n_ctx, d_model] for learned positions; undefined otherwise
   at::Tensor W_seg;          ///< [n_segments, d_model] segment (token-type) embeddings; undefined if none
+  at::Tensor emb_norm_w, emb_norm_b;  ///< [d_model]: norm of the token embeddings (BLOOM); undefined otherwise
   at::Tensor lnf_w, lnf_b;   ///< [d_model]; lnf_b undefined for RMSNorm
   at::Tensor W_U;            ///< [d_model, V]; a view of W_E.t() when tied
   at::Tensor b_U;            ///< [V] or undefined

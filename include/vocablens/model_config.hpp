@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace vocablens {
 
@@ -60,15 +61,26 @@ struct ModelConfig {
   /// runner, final_norm() and analyses see the effective scale; the field records that it happened.
   double norm_weight_offset = 0.0;
   bool qk_norm = false;            ///< per-head RMSNorm on q and k before rotary (Qwen3), eps = norm_eps
+  bool qk_norm_full = false;       ///< with qk_norm: one RMSNorm over all heads of q (and of k) at once (OLMo 2)
+  /// false: attention and MLP read the stream itself, no norm before them (OLMo 2: its norms are the post-norms)
+  bool input_norms = true;
   bool post_attn_norm = false;     ///< norm of the attention output before the residual add (Gemma-2)
   bool post_mlp_norm = false;      ///< norm of the MLP output before the residual add (Gemma-2)
   double embed_scale = 1.0;        ///< token embeddings are multiplied by this (Gemma: sqrt(d_model))
+  bool embed_norm = false;         ///< the token embeddings are normalised before the first block (BLOOM)
   double attn_scale = 0.0;         ///< attention score multiplier; 0 = 1/sqrt(d_head) (Gemma-2: query_pre_attn_scalar^-1/2)
   double attn_softcap = 0.0;       ///< scores = c * tanh(scores / c) before the mask; 0 = none (Gemma-2)
   double final_softcap = 0.0;      ///< logits = c * tanh(logits / c), inside Model::unembed; 0 = none (Gemma-2)
   int64_t sliding_window = 0;      ///< a query sees keys at distance < window; 0 = full causal attention
-  /// 0: every layer uses sliding_window; 2: even layers slide, odd layers see everything (Gemma-2).
+  /// 0: every layer uses sliding_window; p > 1: layer l slides unless l % p == p - 1 (Gemma-2: 2, Gemma 3: 6).
   int64_t sliding_pattern = 0;
+  /// Per layer, true where it slides (config.json layer_types); when not empty it decides, not sliding_pattern.
+  std::vector<bool> sliding_layers;
+  /// Rotary base of the sliding-window layers, which are never rope-scaled (Gemma 3 rope_local_base_freq);
+  /// 0: every layer uses rope_theta and the scaling.
+  double rope_theta_local = 0.0;
+  /// Per layer, false where it has no rotary at all (SmolLM3 no_rope_layers); empty: every layer rotates.
+  std::vector<bool> rotary_layers;
   int64_t position_offset = 0;     ///< learned table rows before position 0 (OPT: 2); the loader drops them
   int64_t d_embed = 0;             ///< OPT word_embed_proj_dim when != d_model (project_in/out folded into W_E/W_U)
   int64_t rotary_dim = 0;          ///< features rotated per head (partial rotary, GPT-NeoX rotary_pct); 0 = d_head
@@ -79,8 +91,13 @@ struct ModelConfig {
   int64_t rope_original_context = 8192;                            ///< llama3 original_max_position_embeddings
 };
 
-/// The attention window of `layer` (0 = full causal attention), from sliding_window / sliding_pattern.
+/// The attention window of `layer` (0 = full causal attention), from sliding_window and sliding_layers or
+/// sliding_pattern.
 int64_t attention_window(const ModelConfig& c, int64_t layer);
+/// Whether `layer` rotates q and k with the local table (rope_theta_local): a sliding layer of a model that has one.
+bool local_rotary(const ModelConfig& c, int64_t layer);
+/// Whether `layer` rotates q and k at all (rotary positions, and not a no-rotary layer of rotary_layers).
+bool rotary_layer(const ModelConfig& c, int64_t layer);
 
 /// Reads a Hugging Face config.json (every architecture of vocablens/arch.hpp, by architectures[0] or model_type, and the
 /// vocablens extension fields "vocablens_positions" etc. written by `vocablens train`).

@@ -4,8 +4,6 @@
 #include <cmath>
 #include <stdexcept>
 
-#include <fmt/format.h>
-
 namespace vocablens {
 namespace {
 
@@ -116,6 +114,28 @@ FamilyRecipe gemma_recipe(bool gemma2) {
   return r;
 }
 
+// Gemma3TextConfig: Gemma-2's recipe with q/k norms, no soft-caps by default, layers typed by layer_types (else
+// sliding_window_pattern, 6: every 6th layer global); the local layers rotate with rope_local_base_freq, unscaled.
+FamilyRecipe gemma3_recipe() {
+  FamilyRecipe r = gemma_recipe(true);
+  r.qk_norm = true;
+  r.rope_theta_default = 1e6;
+  r.n_heads_default = 8;
+  r.n_kv_heads_default = 4;
+  r.vocab_size_default = 262208;
+  r.n_ctx_default = 131072;
+  r.attn_softcap_default = 0;  // null in Gemma3TextConfig: the keys still switch a cap on when a file gives one
+  r.final_softcap_default = 0;
+  r.sliding_window_default = 4096;
+  r.sliding_pattern = 6;
+  r.sliding_pattern_key = "sliding_window_pattern";
+  r.rope_local_theta_key = "rope_local_base_freq";
+  r.rope_local_theta_default = 10000.0;
+  r.gguf_attn_softcap_key = nullptr;  // llama.cpp's Gemma 3 graph has no attention soft-cap
+  r.gguf_rope_local_theta_key = "rope.freq_base_swa";
+  return r;
+}
+
 FamilyRecipe phi3_recipe() {
   FamilyRecipe r;
   r.sliding_window_key = "sliding_window";
@@ -212,9 +232,16 @@ std::vector<ArchSpec> build_table() {
         layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kNo),
         layer_t(R::FfnPostNorm, "model.layers.{L}.post_feedforward_layernorm", "blk.{L}.post_ffw_norm", Lay::Vector, kNo),
     };
-    a.push_back(entry("gemma2", "Gemma2ForCausalLM", {"Gemma2Model", "gemma2"}, "gemma2", "model.", std::move(t),
+    a.push_back(entry("gemma2", "Gemma2ForCausalLM", {"Gemma2Model", "gemma2"}, "gemma2", "model.", t,
                       gemma_recipe(true), false, true,
                       "Gemma-2: Gemma plus norms after attention and MLP, logit soft-capping, alternating sliding windows"));
+    // Gemma 3: Gemma-2's names plus per-head q/k norms (Gemma3RMSNorm: also 1 + w).
+    t.push_back(layer_t(R::AttnQNorm, "model.layers.{L}.self_attn.q_norm", "blk.{L}.attn_q_norm", Lay::Vector, kNo));
+    t.push_back(layer_t(R::AttnKNorm, "model.layers.{L}.self_attn.k_norm", "blk.{L}.attn_k_norm", Lay::Vector, kNo));
+    a.push_back(entry("gemma3", "Gemma3ForCausalLM", {"Gemma3ForConditionalGeneration", "gemma3_text", "gemma3"}, "gemma3",
+                      "model.", std::move(t), gemma3_recipe(), false, true,
+                      "Gemma 3: Gemma-2's block without soft-caps, per-head q/k RMSNorm, 5 local : 1 global layers with "
+                      "their own rotary bases"));
   }
   a.push_back(entry("phi3", "Phi3ForCausalLM", {"Phi3Model", "phi3"}, "phi3", "model.",
                {
@@ -292,6 +319,160 @@ std::vector<ArchSpec> build_table() {
                  return r;
                }(),
                false, false, "StableLM-2: LayerNorm, partial rotary (partial_rotary_factor), SwiGLU, q/k/v biases"));
+  a.push_back(entry("olmo2", "Olmo2ForCausalLM", {"Olmo2Model", "olmo2"}, "olmo2", "model.",
+               {
+                   model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
+                   model_t(R::OutputNorm, "model.norm", "output_norm", Lay::Vector, kNo, true),
+                   model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
+                   layer_t(R::AttnQ, "model.layers.{L}.self_attn.q_proj", "blk.{L}.attn_q", Lay::Linear, kOpt),
+                   layer_t(R::AttnK, "model.layers.{L}.self_attn.k_proj", "blk.{L}.attn_k", Lay::Linear, kOpt),
+                   layer_t(R::AttnV, "model.layers.{L}.self_attn.v_proj", "blk.{L}.attn_v", Lay::Linear, kOpt),
+                   layer_t(R::AttnOut, "model.layers.{L}.self_attn.o_proj", "blk.{L}.attn_output", Lay::Linear, kOpt),
+                   layer_t(R::AttnQNorm, "model.layers.{L}.self_attn.q_norm", "blk.{L}.attn_q_norm", Lay::Vector, kNo),
+                   layer_t(R::AttnKNorm, "model.layers.{L}.self_attn.k_norm", "blk.{L}.attn_k_norm", Lay::Vector, kNo),
+                   layer_t(R::AttnPostNorm, "model.layers.{L}.post_attention_layernorm", "blk.{L}.post_attention_norm", Lay::Vector, kNo),
+                   layer_t(R::FfnGate, "model.layers.{L}.mlp.gate_proj", "blk.{L}.ffn_gate", Lay::Linear, kNo),
+                   layer_t(R::FfnUp, "model.layers.{L}.mlp.up_proj", "blk.{L}.ffn_up", Lay::Linear, kNo),
+                   layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kNo),
+                   layer_t(R::FfnPostNorm, "model.layers.{L}.post_feedforward_layernorm", "blk.{L}.post_ffw_norm", Lay::Vector, kNo),
+               },
+               [] {  // Olmo2Config: RMSNorm 1e-5, no norms before attention and MLP, post-norms, q/k norms over the
+                     // whole projection, head_dim = hidden_size / heads, SwiGLU without biases, untied
+                 FamilyRecipe r;
+                 r.head_dim_key = nullptr;
+                 r.norm_eps_default = 1e-5;
+                 r.input_norms = false;
+                 r.post_norms = true;
+                 r.qk_norm = r.qk_norm_full = true;
+                 r.mlp_bias = {nullptr, false};
+                 return r;
+               }(),
+               false, false, "OLMo 2: norms after attention and MLP only, RMSNorm on the whole q and k projections, SwiGLU"));
+  a.push_back(entry("smollm3", "SmolLM3ForCausalLM", {"SmolLM3Model", "smollm3"}, "smollm3", "model.", llama_like(kOpt, kOpt, true),
+               [] {  // SmolLM3Config: a Llama block whose every 4th layer (no_rope_layers, else no_rope_layer_interval)
+                     // has no rotary; tied by default
+                 FamilyRecipe r;
+                 r.tied = {"tie_word_embeddings", true};
+                 r.rotary_layers_key = "no_rope_layers";
+                 r.no_rotary_interval_key = "no_rope_layer_interval";
+                 r.no_rotary_interval = 4;
+                 r.refusals = {{"use_sliding_window", true,
+                                "SmolLM3's sliding-window layers are not supported (released SmolLM3 models set false)"}};
+                 return r;
+               }(),
+               true, false, "SmolLM3: a Llama block with no rotary on every 4th layer (no_rope_layers)"));
+  a.push_back(entry("phi", "PhiForCausalLM", {"PhiModel", "phi"}, "phi2", "model.",
+               {
+                   model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
+                   model_t(R::OutputNorm, "model.final_layernorm", "output_norm", Lay::Vector, kReq, true),
+                   model_t(R::Output, "lm_head", "output", Lay::Linear, kReq, false),
+                   layer_t(R::AttnNorm, "model.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+                   layer_t(R::AttnQ, "model.layers.{L}.self_attn.q_proj", "blk.{L}.attn_q", Lay::Linear, kReq),
+                   layer_t(R::AttnK, "model.layers.{L}.self_attn.k_proj", "blk.{L}.attn_k", Lay::Linear, kReq),
+                   layer_t(R::AttnV, "model.layers.{L}.self_attn.v_proj", "blk.{L}.attn_v", Lay::Linear, kReq),
+                   layer_t(R::AttnOut, "model.layers.{L}.self_attn.dense", "blk.{L}.attn_output", Lay::Linear, kReq),
+                   // One LayerNorm feeds attention and MLP: the MLP's norm is the same tensor.
+                   layer_t(R::FfnNorm, "model.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+                   layer_t(R::FfnUp, "model.layers.{L}.mlp.fc1", "blk.{L}.ffn_up", Lay::Linear, kReq),
+                   layer_t(R::FfnDown, "model.layers.{L}.mlp.fc2", "blk.{L}.ffn_down", Lay::Linear, kReq),
+               },
+               [] {  // PhiConfig (Phi-2): parallel attention and MLP on one LayerNorm, partial rotary, gelu_new,
+                     // biases everywhere (lm_head too), untied
+                 FamilyRecipe r;
+                 r.head_dim_key = nullptr;
+                 r.norm = NormKind::LayerNorm;
+                 r.norm_eps_key = "layer_norm_eps";
+                 r.norm_eps_default = 1e-5;
+                 r.rotary_fraction_default = 0.5;
+                 r.activation_default = "gelu_new";
+                 r.gated_mlp = false;
+                 r.attn_bias = r.attn_out_bias = r.mlp_bias = {nullptr, true};
+                 r.parallel_residual = {nullptr, true};
+                 r.refusals = {{"qk_layernorm", true, "LayerNorms on q and k are not supported (Phi-2 sets false)"}};
+                 return r;
+               }(),
+               false, false, "Phi-2: attention and MLP in parallel on one LayerNorm, partial rotary, gelu_new, biased lm_head"));
+  a.push_back(entry("bloom", "BloomForCausalLM", {"BloomModel", "bloom"}, "bloom", "transformer.",
+               {
+                   model_t(R::TokenEmbd, "transformer.word_embeddings", "token_embd", Lay::Embedding, kNo, true),
+                   model_t(R::TokenEmbdNorm, "transformer.word_embeddings_layernorm", "token_embd_norm", Lay::Vector, kReq, true),
+                   model_t(R::OutputNorm, "transformer.ln_f", "output_norm", Lay::Vector, kReq, true),
+                   model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
+                   layer_t(R::AttnNorm, "transformer.h.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+                   layer_t(R::AttnQKV, "transformer.h.{L}.self_attention.query_key_value", "blk.{L}.attn_qkv",
+                           Lay::FusedQKVPerHead, kReq),
+                   layer_t(R::AttnOut, "transformer.h.{L}.self_attention.dense", "blk.{L}.attn_output", Lay::Linear, kReq),
+                   layer_t(R::FfnNorm, "transformer.h.{L}.post_attention_layernorm", "blk.{L}.ffn_norm", Lay::Vector, kReq),
+                   layer_t(R::FfnUp, "transformer.h.{L}.mlp.dense_h_to_4h", "blk.{L}.ffn_up", Lay::Linear, kReq),
+                   layer_t(R::FfnDown, "transformer.h.{L}.mlp.dense_4h_to_h", "blk.{L}.ffn_down", Lay::Linear, kReq),
+               },
+               [] {  // BloomConfig: n_layer / n_head, LayerNorm layer_norm_epsilon (also on the embeddings), ALiBi, a
+                     // tanh-GELU MLP of 4 d (n_inner), biases everywhere, tied; no context length in its configs
+                 FamilyRecipe r;
+                 r.n_layers_keys = {"n_layer", "num_hidden_layers"};
+                 r.d_model_keys = {"hidden_size", "n_embed"};
+                 r.n_heads_keys = {"n_head", "num_attention_heads"};
+                 r.n_ctx_keys = {"seq_length"};
+                 r.n_ctx_default = 2048;  // its training length; ALiBi itself has no limit
+                 r.d_mlp_keys = {"n_inner"};
+                 r.n_kv_heads_keys = {};
+                 r.d_mlp_per_d_model = 4;
+                 r.head_dim_key = nullptr;
+                 r.norm = NormKind::LayerNorm;
+                 r.norm_eps_key = "layer_norm_epsilon";
+                 r.norm_eps_default = 1e-5;
+                 r.embed_norm = true;
+                 r.positions = PositionKind::ALiBi;
+                 r.activation_default = "gelu_new";  // bloom_gelu_forward: the tanh form
+                 r.gated_mlp = false;
+                 r.attn_bias = r.attn_out_bias = r.mlp_bias = {nullptr, true};
+                 r.tied = {"tie_word_embeddings", true};
+                 r.refusals = {{"apply_residual_connection_post_layernorm", true,
+                                "a residual taken after the norm is not supported (BLOOM checkpoints set false)"}};
+                 return r;
+               }(),
+               false, false, "BLOOM: ALiBi, LayerNorm of the embeddings, fused per-head query_key_value, tanh-GELU MLP"));
+  a.push_back(entry("falcon", "FalconForCausalLM", {"FalconModel", "falcon"}, "falcon", "transformer.",
+               {
+                   model_t(R::TokenEmbd, "transformer.word_embeddings", "token_embd", Lay::Embedding, kNo, true),
+                   model_t(R::OutputNorm, "transformer.ln_f", "output_norm", Lay::Vector, kReq, true),
+                   model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
+                   layer_t(R::AttnNorm, "transformer.h.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+                   // Multi-query: rows [q: H * dh | k: dh | v: dh] (one key/value group, as llama.cpp's converter keeps it)
+                   layer_t(R::AttnQKV, "transformer.h.{L}.self_attention.query_key_value", "blk.{L}.attn_qkv", Lay::FusedQKV, kOpt),
+                   layer_t(R::AttnOut, "transformer.h.{L}.self_attention.dense", "blk.{L}.attn_output", Lay::Linear, kOpt),
+                   // Attention and MLP in parallel on the one input_layernorm: the MLP's norm is the same tensor.
+                   layer_t(R::FfnNorm, "transformer.h.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+                   layer_t(R::FfnUp, "transformer.h.{L}.mlp.dense_h_to_4h", "blk.{L}.ffn_up", Lay::Linear, kOpt),
+                   layer_t(R::FfnDown, "transformer.h.{L}.mlp.dense_4h_to_h", "blk.{L}.ffn_down", Lay::Linear, kOpt),
+               },
+               [] {  // FalconConfig, Falcon-7B's block: multi-query, attention and MLP in parallel on one LayerNorm,
+                     // rotary, erf GELU (activation), no biases (bias), tied; the other Falcon blocks are refused
+                 FamilyRecipe r;
+                 r.n_layers_keys = {"num_hidden_layers", "n_layer"};
+                 r.n_heads_keys = {"num_attention_heads", "n_head"};
+                 r.n_ctx_default = 2048;  // older configs give no context length
+                 r.d_mlp_keys = {"ffn_hidden_size"};
+                 r.d_mlp_per_d_model = 4;
+                 r.n_kv_heads_keys = {};
+                 r.n_kv_heads_fixed = 1;
+                 r.head_dim_key = nullptr;
+                 r.norm = NormKind::LayerNorm;
+                 r.norm_eps_key = "layer_norm_epsilon";
+                 r.norm_eps_default = 1e-5;
+                 r.activation_key = "activation";
+                 r.activation_default = "gelu";
+                 r.gated_mlp = false;
+                 r.attn_bias = r.attn_out_bias = r.mlp_bias = {"bias", false};
+                 r.tied = {"tie_word_embeddings", true};
+                 r.parallel_residual = {nullptr, true};
+                 r.refusals = {{"new_decoder_architecture", true, "Falcon-40B/180B's block (two norms, grouped key/value heads) is not supported"},
+                               {"multi_query", false, "Falcon without multi-query attention (its per-head fused layout) is not supported"},
+                               {"parallel_attn", false, "Falcon's sequential block is not supported"},
+                               {"alibi", true, "Falcon with ALiBi (RW models) is not supported"}};
+                 return r;
+               }(),
+               false, false, "Falcon-7B: multi-query, attention and MLP in parallel on one LayerNorm, rotary, GELU"));
   return a;
 }
 
@@ -359,6 +540,7 @@ std::string hf_tensor_name(const ArchSpec& a, TensorRole r, int64_t layer, const
 const char* to_string(TensorRole r) {
   switch (r) {
     case R::TokenEmbd: return "token_embd";
+    case R::TokenEmbdNorm: return "token_embd_norm";
     case R::PosEmbd: return "position_embd";
     case R::OutputNorm: return "output_norm";
     case R::Output: return "output";
@@ -381,58 +563,6 @@ const char* to_string(TensorRole r) {
     case R::FfnPostNorm: return "ffn_post_norm";
   }
   return "?";
-}
-
-int64_t attention_window(const ModelConfig& c, int64_t layer) {
-  if (c.sliding_window <= 0) return 0;
-  if (c.sliding_pattern > 1) return layer % c.sliding_pattern < c.sliding_pattern - 1 ? c.sliding_window : 0;
-  return c.sliding_window;
-}
-
-std::vector<std::string> departures_from_gpt2(const ModelConfig& c) {
-  std::vector<std::string> d;
-  if (c.norm == NormKind::RMSNorm) d.push_back("RMSNorm instead of LayerNorm");
-  if (c.norm_weight_offset != 0) d.push_back(fmt::format("norm scale ({:g} + w)", c.norm_weight_offset));
-  if (!c.norm_before) d.push_back("post-LN: norms after the residual adds");
-  if (!c.final_norm) d.push_back("no final norm");
-  if (c.parallel_residual) d.push_back("parallel residual: x + attn(ln1(x)) + mlp(ln2(x))");
-  if (c.positions == PositionKind::Rotary) {
-    std::string r = fmt::format("rotary positions (theta {:g}, {}", c.rope_theta, c.rope_interleaved ? "interleaved pairs" : "rotate_half");
-    if (c.rotary_dim > 0 && c.rotary_dim != c.d_head) r += fmt::format(", partial: {} of {} features", c.rotary_dim, c.d_head);
-    if (c.rope_scaling == ModelConfig::RopeScaling::Linear) r += fmt::format(", linear scaling x{:g}", c.rope_factor);
-    if (c.rope_scaling == ModelConfig::RopeScaling::Llama3)
-      r += fmt::format(", llama3 scaling x{:g} (low {:g}, high {:g}, original context {})", c.rope_factor, c.rope_low_freq_factor,
-                       c.rope_high_freq_factor, c.rope_original_context);
-    d.push_back(r + ") instead of learned positions");
-  } else if (c.positions != PositionKind::Learned) {
-    d.push_back(std::string(to_string(c.positions)) + " positions instead of learned ones");
-  }
-  if (c.position_offset != 0) d.push_back(fmt::format("learned position table offset by {}", c.position_offset));
-  if (c.d_embed > 0 && c.d_embed != c.d_model)
-    d.push_back(fmt::format("embeddings of width {} projected in/out (folded into W_E and W_U)", c.d_embed));
-  if (c.embed_scale != 1.0) d.push_back(fmt::format("embeddings multiplied by {:g}", c.embed_scale));
-  if (c.n_kv_heads != c.n_heads)
-    d.push_back(fmt::format("grouped-query attention ({} query heads share {} key/value heads)", c.n_heads, c.n_kv_heads));
-  if (c.n_heads * c.d_head != c.d_model)
-    d.push_back(fmt::format("head_dim {} independent of d_model / n_heads = {}", c.d_head, c.d_model / c.n_heads));
-  if (!c.attn_bias && !c.attn_out_bias) d.push_back("no attention biases");
-  else if (!c.attn_out_bias) d.push_back("q/k/v biases but no output-projection bias");
-  else if (!c.attn_bias) d.push_back("output-projection bias but no q/k/v biases");
-  if (c.qk_norm) d.push_back("per-head RMSNorm on q and k");
-  if (c.attn_scale != 0) d.push_back(fmt::format("attention scale {:g} instead of 1/sqrt(d_head)", c.attn_scale));
-  if (c.attn_softcap != 0) d.push_back(fmt::format("attention logits soft-capped at {:g}", c.attn_softcap));
-  if (c.sliding_window > 0)
-    d.push_back(c.sliding_pattern == 2 ? fmt::format("sliding window {} on even layers, full attention on odd layers", c.sliding_window)
-                : c.sliding_pattern > 2 ? fmt::format("sliding window {} except on every {}th layer", c.sliding_window, c.sliding_pattern)
-                                      : fmt::format("sliding-window attention ({} positions)", c.sliding_window));
-  if (c.post_attn_norm) d.push_back("norm after attention, before the residual add");
-  if (c.post_mlp_norm) d.push_back("norm after the MLP, before the residual add");
-  if (c.gated_mlp) d.push_back(fmt::format("gated MLP: {}(x W_gate) * (x W_in)", to_string(c.activation)));
-  else if (c.activation != Activation::GeluNew) d.push_back(fmt::format("{} MLP instead of gelu_new", to_string(c.activation)));
-  if (!c.mlp_bias) d.push_back("no MLP biases");
-  if (!c.tied_embeddings) d.push_back("separate (untied) unembedding");
-  if (c.final_softcap != 0) d.push_back(fmt::format("final logits soft-capped at {:g}", c.final_softcap));
-  return d;
 }
 
 }  // namespace vocablens

@@ -102,10 +102,13 @@ double get_num_or_off(const json& j, const char* key, double fallback, const std
 void read_family(const json& j, ModelConfig& c, const FamilyRecipe& r, const std::string& path) {
   c.n_layers = get_int(j, r.n_layers_keys, path, 0, true);
   c.d_model = get_int(j, r.d_model_keys, path, 0, true);
-  c.n_heads = get_int(j, r.n_heads_keys, path, 0, true);
-  c.n_kv_heads = r.n_kv_heads_keys.empty() ? c.n_heads : get_int(j, r.n_kv_heads_keys, path, c.n_heads, false);
-  c.vocab_size = get_int(j, {"vocab_size"}, path, 0, true);
-  c.n_ctx = get_int(j, r.n_ctx_keys, path, 0, true);
+  c.n_heads = get_int(j, r.n_heads_keys, path, r.n_heads_default, r.n_heads_default == 0);
+  c.n_kv_heads = r.n_kv_heads_fixed > 0      ? r.n_kv_heads_fixed
+                 : r.n_kv_heads_keys.empty() ? c.n_heads
+                                             : get_int(j, r.n_kv_heads_keys, path,
+                                                       r.n_kv_heads_default > 0 ? r.n_kv_heads_default : c.n_heads, false);
+  c.vocab_size = get_int(j, {"vocab_size"}, path, r.vocab_size_default, r.vocab_size_default == 0);
+  c.n_ctx = get_int(j, r.n_ctx_keys, path, r.n_ctx_default, r.n_ctx_default == 0);
   // Fuzzing fix: d_mlp_per_d_model * d_model overflowed int64 (UB) for a huge d_model before the range checks
   // ran; an out-of-range d_model gets fallback 0 here and is refused later as "hidden size".
   const bool d_model_ok = c.d_model > 0 && c.d_model <= (int64_t(1) << 31);
@@ -116,6 +119,8 @@ void read_family(const json& j, ModelConfig& c, const FamilyRecipe& r, const std
   c.norm_before = read_switch(j, r.norm_before, path);
   c.final_norm = c.norm_before && !(r.remove_final_norm_key && get_bool(j, r.remove_final_norm_key, false, path));
   c.qk_norm = r.qk_norm;
+  c.qk_norm_full = r.qk_norm_full;
+  c.input_norms = r.input_norms;
   c.post_attn_norm = c.post_mlp_norm = r.post_norms;
   c.positions = r.positions;
   c.position_offset = r.position_offset;
@@ -129,6 +134,7 @@ void read_family(const json& j, ModelConfig& c, const FamilyRecipe& r, const std
   c.tied_embeddings = read_switch(j, r.tied, path);
   c.parallel_residual = read_switch(j, r.parallel_residual, path);
   if (r.embed_scale_sqrt_d_model) c.embed_scale = std::sqrt(static_cast<double>(c.d_model));
+  c.embed_norm = r.embed_norm;
   if (r.d_embed_key) {
     c.d_embed = get_int(j, {r.d_embed_key}, path, c.d_model, false);
     if (c.d_embed <= 0 || c.d_embed > (int64_t(1) << 31)) bad_field(path, r.d_embed_key, std::to_string(c.d_embed), "must be positive");
@@ -143,14 +149,25 @@ void read_family(const json& j, ModelConfig& c, const FamilyRecipe& r, const std
       bad_field(path, k, std::to_string(c.sliding_window), "a window must be at least 1 position (or null for none)");
     c.sliding_pattern = r.sliding_pattern;
   }
-  if (r.sliding_pattern > 1 && j.contains("layer_types") && j["layer_types"].is_array()) {
+  if (r.sliding_pattern_key) {  // Gemma 3: layer i slides unless (i + 1) % p == 0; p = 1: none slides
+    const int64_t p = get_int(j, {r.sliding_pattern_key}, path, r.sliding_pattern, false);
+    if (p < 1 || p > (int64_t(1) << 31)) bad_field(path, r.sliding_pattern_key, std::to_string(p), "must be at least 1");
+    for (int64_t i = 0; i < c.n_layers && i < (int64_t(1) << 20); ++i) c.sliding_layers.push_back((i + 1) % p != 0);
+  }
+  // layer_types names each layer's attention; where the family has a pattern of sliding and full layers the
+  // list decides (a checkpoint may depart from the pattern), and must name every layer with a known type.
+  if (r.sliding_pattern > 1 && j.contains("layer_types") && !j["layer_types"].is_null()) {
     const auto& lt = j["layer_types"];
-    const auto p = static_cast<size_t>(r.sliding_pattern);
+    if (!lt.is_array() || lt.size() != static_cast<size_t>(c.n_layers))
+      bad_field(path, "layer_types", lt.is_array() ? std::to_string(lt.size()) + " entries" : lt.dump(),
+                "must list one type per layer (" + std::to_string(c.n_layers) + " layers)");
+    c.sliding_layers.clear();
     for (size_t i = 0; i < lt.size(); ++i) {
-      const std::string want = i % p < p - 1 ? "sliding_attention" : "full_attention";
-      if (!lt[i].is_string() || lt[i].get<std::string>() != want)
+      const std::string t = lt[i].is_string() ? lt[i].get<std::string>() : "";
+      if (t != "sliding_attention" && t != "full_attention")
         bad_field(path, "layer_types[" + std::to_string(i) + "]", lt[i].dump(),
-                  "expected \"" + want + "\" (this family's pattern: sliding except every " + std::to_string(p) + "th layer)");
+                  "unknown layer type (known: \"sliding_attention\", \"full_attention\")");
+      c.sliding_layers.push_back(t == "sliding_attention");
     }
   }
   if (r.attn_scale_key) {
@@ -168,10 +185,14 @@ void read_family(const json& j, ModelConfig& c, const FamilyRecipe& r, const std
   }
 }
 
+// rope_parameters keyed by layer type ({"full_attention": {...}, "sliding_attention": {...}}).
+bool rs_by_layer_type(const json& rs) { return rs.contains("full_attention") || rs.contains("sliding_attention"); }
+
 // Rotary details of every rotary family: theta, the rotated fraction and rope_scaling (or rope_parameters).
 void finish_rotary(const json& j, ModelConfig& c, const FamilyRecipe& r, const std::string& path) {
   if (c.positions != PositionKind::Rotary) return;
-  if (const char* k = first_key(j, r.rope_theta_keys)) c.rope_theta = get_num(j, k, 10000.0, path);
+  const char* theta_key = first_key(j, r.rope_theta_keys);
+  c.rope_theta = theta_key ? get_num(j, theta_key, r.rope_theta_default, path) : r.rope_theta_default;
   const char* present = first_key(j, r.rotary_fraction_keys);
   const char* frac_key = present ? present : r.rotary_fraction_keys.back();
   const double frac = get_num(j, frac_key, r.rotary_fraction_default, path);
@@ -180,16 +201,58 @@ void finish_rotary(const json& j, ModelConfig& c, const FamilyRecipe& r, const s
   if (!(frac > 0 && frac <= 1) || c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
     bad_field(path, frac_key, fmt_num(frac),
               "gives " + fmt_num(dims) + " rotary features of head_dim " + std::to_string(c.d_head) + " (need an even number >= 2)");
-  const char* scaling_key = j.contains("rope_scaling") ? "rope_scaling" : "rope_parameters";
+  if (r.rotary_layers_key && j.contains(r.rotary_layers_key) && !j[r.rotary_layers_key].is_null()) {
+    // HF reads one entry per layer (a longer list is allowed, its tail unused); 1 = rotary, 0 = none.
+    const json& nl = j[r.rotary_layers_key];
+    if (!nl.is_array() || nl.size() < static_cast<size_t>(c.n_layers))
+      bad_field(path, r.rotary_layers_key, nl.is_array() ? std::to_string(nl.size()) + " entries" : nl.dump(),
+                "must give 1 (rotary) or 0 (none) for each of the " + std::to_string(c.n_layers) + " layers");
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const json& e = nl[static_cast<size_t>(l)];
+      if (!e.is_number_integer() || (e.get<int64_t>() != 0 && e.get<int64_t>() != 1))
+        bad_field(path, std::string(r.rotary_layers_key) + "[" + std::to_string(l) + "]", e.dump(), "must be 1 (rotary) or 0 (none)");
+      c.rotary_layers.push_back(e.get<int64_t>() == 1);
+    }
+  } else if (r.no_rotary_interval > 0) {
+    const char* k = r.no_rotary_interval_key;
+    const int64_t n = k ? get_int(j, {k}, path, r.no_rotary_interval, false) : r.no_rotary_interval;
+    if (n < 1) bad_field(path, k ? k : "no_rope_layer_interval", std::to_string(n), "must be at least 1");
+    for (int64_t l = 0; l < c.n_layers && l < (int64_t(1) << 20); ++l) c.rotary_layers.push_back((l + 1) % n != 0);
+  }
+  if (r.rope_local_theta_key) {
+    c.rope_theta_local = get_num(j, r.rope_local_theta_key, r.rope_local_theta_default, path);
+    if (!(c.rope_theta_local > 0) || !std::isfinite(c.rope_theta_local))
+      bad_field(path, r.rope_local_theta_key, fmt_num(c.rope_theta_local), "must be a positive number");
+  }
+  std::string scaling_key = j.contains("rope_scaling") ? "rope_scaling" : "rope_parameters";
   if (!j.contains(scaling_key) || j[scaling_key].is_null()) return;
-  const json& rs = j[scaling_key];
-  if (!rs.is_object()) throw FormatError(path, std::string("config field '") + scaling_key + "' is not an object");
+  const json* rsp = &j[scaling_key];
+  if (!rsp->is_object()) throw FormatError(path, "config field '" + scaling_key + "' is not an object");
+  // Per layer type (rope_parameters of newer configs): the full-attention layers' entry is the one the global
+  // table follows; the sliding layers' entry gives their base, and must not scale.
+  if (rs_by_layer_type(*rsp) && r.rope_local_theta_key) {
+    if (rsp->contains("sliding_attention")) {
+      const json& loc = (*rsp)["sliding_attention"];
+      if (!loc.is_object()) throw FormatError(path, "config field '" + scaling_key + ".sliding_attention' is not an object");
+      c.rope_theta_local = get_num(loc, "rope_theta", c.rope_theta_local, path);
+      if (!(c.rope_theta_local > 0) || !std::isfinite(c.rope_theta_local))
+        bad_field(path, scaling_key + ".sliding_attention.rope_theta", fmt_num(c.rope_theta_local), "must be a positive number");
+      const std::string lt = loc.value("rope_type", loc.value("type", std::string("default")));
+      if (lt != "default")
+        bad_field(path, scaling_key + ".sliding_attention.rope_type", "\"" + lt + "\"", "the sliding layers' rotary is never scaled here");
+    }
+    if (!rsp->contains("full_attention")) return;
+    scaling_key += ".full_attention";
+    rsp = &(*rsp)["full_attention"];
+    if (!rsp->is_object()) throw FormatError(path, "config field '" + scaling_key + "' is not an object");
+  }
+  const json& rs = *rsp;
   std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
   if (rs.contains("rope_theta")) c.rope_theta = get_num(rs, "rope_theta", c.rope_theta, path);
   if (type == "default") return;
   if (type == "linear" || type == "llama3") {
     c.rope_factor = get_num(rs, "factor", 0.0, path);
-    if (!(c.rope_factor > 0)) bad_field(path, std::string(scaling_key) + ".factor", fmt_num(c.rope_factor), "must be positive");
+    if (!(c.rope_factor > 0)) bad_field(path, scaling_key + ".factor", fmt_num(c.rope_factor), "must be positive");
     if (type == "linear") {
       c.rope_scaling = ModelConfig::RopeScaling::Linear;
       return;
@@ -199,12 +262,12 @@ void finish_rotary(const json& j, ModelConfig& c, const FamilyRecipe& r, const s
     c.rope_high_freq_factor = get_num(rs, "high_freq_factor", 4.0, path);
     c.rope_original_context = get_int(rs, {"original_max_position_embeddings"}, path, 8192, false);
     if (!(c.rope_high_freq_factor > c.rope_low_freq_factor) || !(c.rope_low_freq_factor > 0) || c.rope_original_context <= 0)
-      bad_field(path, std::string(scaling_key) + ".high_freq_factor", fmt_num(c.rope_high_freq_factor),
+      bad_field(path, scaling_key + ".high_freq_factor", fmt_num(c.rope_high_freq_factor),
                 "llama3 scaling needs high_freq_factor > low_freq_factor (" + fmt_num(c.rope_low_freq_factor) +
                     ") > 0 and a positive original_max_position_embeddings");
     return;
   }
-  bad_field(path, std::string(scaling_key) + ".rope_type", "\"" + type + "\"", "not supported (supported: default, linear, llama3)");
+  bad_field(path, scaling_key + ".rope_type", "\"" + type + "\"", "not supported (supported: default, linear, llama3)");
 }
 
 }  // namespace detail
@@ -221,6 +284,14 @@ ModelConfig parse_hf_config_impl(const std::string& text, const std::string& pat
     throw FormatError(path, "malformed JSON: " + msg.substr(msg.find(']') == std::string::npos ? 0 : msg.find(']') + 2));
   }
   if (!j.is_object()) throw FormatError(path, "config.json is not a JSON object");
+  // A multimodal checkpoint's language model (Gemma3ForConditionalGeneration): its sizes are in text_config,
+  // read over the top level as llama.cpp's converter does; the architecture stays the top level's.
+  if (j.contains("text_config") && !j["text_config"].is_null()) {
+    if (!j["text_config"].is_object()) throw FormatError(path, "config field 'text_config' is not an object");
+    json text = j["text_config"];
+    for (auto it = text.begin(); it != text.end(); ++it)
+      if (it.key() != "architectures" && it.key() != "model_type") j[it.key()] = it.value();
+  }
   std::string arch, model_type = j.value("model_type", std::string());
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
       j["architectures"][0].is_string())
@@ -288,6 +359,29 @@ ModelConfig read_hf_config(const std::string& path) {
   // Only a regular file (a FIFO hung, a symlink to /dev/zero read gigabytes).
   constexpr uint64_t kMaxConfigBytes = uint64_t{64} << 20;
   return parse_hf_config(detail::read_regular_file(path, kMaxConfigBytes, "config files"), path);
+}
+
+// Per-layer facts (declared in vocablens/model_config.hpp).
+namespace {
+// Whether `layer` is a sliding-window layer by type (layer_types, else the pattern; without either, all are).
+bool sliding_layer(const ModelConfig& c, int64_t layer) {
+  if (!c.sliding_layers.empty())
+    return layer >= 0 && layer < static_cast<int64_t>(c.sliding_layers.size()) && c.sliding_layers[static_cast<size_t>(layer)];
+  if (c.sliding_pattern > 1) return layer % c.sliding_pattern < c.sliding_pattern - 1;
+  return true;
+}
+}  // namespace
+
+int64_t attention_window(const ModelConfig& c, int64_t layer) {
+  return c.sliding_window > 0 && sliding_layer(c, layer) ? c.sliding_window : 0;
+}
+
+bool local_rotary(const ModelConfig& c, int64_t layer) { return c.rope_theta_local > 0 && sliding_layer(c, layer); }
+
+bool rotary_layer(const ModelConfig& c, int64_t layer) {
+  if (c.positions != PositionKind::Rotary) return false;
+  if (c.rotary_layers.empty()) return true;
+  return layer >= 0 && layer < static_cast<int64_t>(c.rotary_layers.size()) && c.rotary_layers[static_cast<size_t>(layer)];
 }
 
 const char* to_string(NormKind n) { return n == NormKind::LayerNorm ? "layernorm" : "rmsnorm"; }

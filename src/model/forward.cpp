@@ -15,6 +15,7 @@
 #include "vocablens/attention.hpp"
 
 #include "model/attention_blocks.hpp"
+#include "model/block_context.hpp"
 #include "model/nonfinite.hpp"
 #include "model/position_encodings.hpp"
 #include "vocablens/error.hpp"
@@ -98,63 +99,8 @@ at::Tensor soft_cap(const at::Tensor& x, double c) { return c > 0 ? at::tanh(x /
 
 namespace {
 
-// What every block of one forward pass shares: position tables, the score scale and, built on first use,
-// the masks and ALiBi biases of the materialising path (blocked attention derives its masks per tile from
-// positions, so a long prompt never allocates them). The pass's queries are at positions offset .. T - 1
-// and its keys at 0 .. T - 1: offset is 0 except for a step of incremental decoding (vocablens/kv_cache.hpp),
-// whose keys include the cached positions.
-struct BlockContext {
-  at::Tensor cos, sin;      ///< [T, rotary_dim / 2] for every key position
-  at::Tensor alibi_slopes;  ///< [H] float32 (ALiBi models), else undefined
-  double scale = 1.0;
-  int64_t T = 0;
-  int64_t offset = 0;
-  at::Device dev = at::kCPU;
-
-  /// ALiBi bias [H, T - offset, T] (slope * (k - q)); undefined without ALiBi.
-  const at::Tensor& alibi() const {
-    if (alibi_slopes.defined() && !alibi_.defined()) {
-      auto dist = (at::arange(T).unsqueeze(0) - at::arange(offset, T).unsqueeze(1)).to(at::kFloat).to(dev);  // k - q
-      alibi_ = alibi_slopes.view({-1, 1, 1}) * dist.unsqueeze(0);
-    }
-    return alibi_;
-  }
-  /// Bool [T - offset, T], true where query q must not see key k: the future (k > q), and for a sliding
-  /// layer the keys at distance >= its window (q - k >= window).
-  const at::Tensor& mask(const ModelConfig& cfg, int64_t layer) const {
-    // Built once per pass (every layer asks): k - q for keys k (columns) and queries q (rows).
-    if (!causal_.defined()) {
-      dist_ = at::arange(T, at::TensorOptions().device(dev)).unsqueeze(0) -
-              at::arange(offset, T, at::TensorOptions().device(dev)).unsqueeze(1);
-      causal_ = dist_ > 0;
-    }
-    const int64_t w = attention_window(cfg, layer);
-    if (w <= 0 || w >= T) return causal_;
-    if (!windowed_.defined()) windowed_ = causal_.logical_or(dist_ <= -w);  // q sees q - window < k <= q
-    return windowed_;
-  }
-  /// The rotary tables of the query (and new key) positions offset .. T - 1.
-  at::Tensor cos_new() const { return offset == 0 ? cos : cos.narrow(0, offset, T - offset); }
-  at::Tensor sin_new() const { return offset == 0 ? sin : sin.narrow(0, offset, T - offset); }
-
- private:
-  mutable at::Tensor alibi_, causal_, windowed_, dist_;
-};
-
-BlockContext block_context(const ModelConfig& cfg, int64_t T, const at::Device& dev, int64_t offset = 0) {
-  using namespace detail;
-  BlockContext c;
-  c.T = T;
-  c.offset = offset;
-  c.dev = dev;
-  if (cfg.positions == PositionKind::Rotary) std::tie(c.cos, c.sin) = rotary_tables(cfg, T, dev);
-  if (cfg.positions == PositionKind::ALiBi) {
-    auto slopes = alibi_slopes(cfg.n_heads);
-    c.alibi_slopes = at::tensor(std::vector<float>(slopes.begin(), slopes.end())).to(dev);
-  }
-  c.scale = cfg.attn_scale > 0 ? cfg.attn_scale : 1.0 / std::sqrt(static_cast<double>(cfg.d_head));
-  return c;
-}
+using detail::BlockContext;
+using detail::block_context;
 
 // Runs the hooks of (point, layer) on t when there are any (vocablens/hooks.hpp); `hk` may be null.
 inline void run_hook(const hook_detail::HookTable* hk, HookPoint p, int64_t l, at::Tensor& t) {
@@ -163,11 +109,14 @@ inline void run_hook(const hook_detail::HookTable* hk, HookPoint p, int64_t l, a
 
 // ---- the block recipe ------------------------------------------------------------------------------------------
 // One transformer block of any family is one recipe, `block()` below, applied to row ranges of the stream:
-//   1. q, k, v of the rows (norm1 before them in pre-norm blocks; Qwen3's q/k norm; rotary), written into
-//      tensors that hold every position's;
+//   1. q, k, v of the rows (norm1 before them in pre-norm blocks with input norms; the q/k norms, per head as
+//      Qwen3's and Gemma 3's or over every head as OLMo 2's; the rotary of the layer: the global table, the
+//      sliding layers' own (Gemma 3) or none (SmolLM3's no-rotary layers)), written into tensors that hold
+//      every position's;
 //   2. the attention, whose z arrives by query block; each block's z goes through W_O (and Gemma-2's post
 //      norm) and is added to its rows of the stream: mid = x + attn_out (post-norm blocks: norm1 of that);
-//   3. the MLP over the same rows (norm2 before it in pre-norm blocks, Gemma-2's post norm after), added:
+//   3. the MLP over the same rows (norm2 before it in pre-norm blocks with input norms, Gemma-2's post norm
+//      after), added:
 //      out = mid + mlp_out (post-norm blocks: norm2 of that). A parallel-residual block's MLP reads x.
 // Every step acts on each position alone except the attention itself, which reads k and v whole. So when
 // nobody reads the block's insides, a long block runs by row blocks of the attention's block size: at most
@@ -234,7 +183,7 @@ Qkv qkv_rows(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& 
              int64_t r0, int64_t l, const hook_detail::HookTable* hk) {
   using namespace detail;
   const int64_t B = x_rows.size(0), n = x_rows.size(1), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
-  at::Tensor h = cfg.norm_before ? norm1(cfg, L, x_rows) : x_rows;
+  at::Tensor h = cfg.norm_before && cfg.input_norms ? norm1(cfg, L, x_rows) : x_rows;
   Qkv r;
   r.q = proj(h, L.w_q, L.b_q).view({B, n, H, dh});
   r.k = proj(h, L.w_k, L.b_k).view({B, n, Hkv, dh});
@@ -244,12 +193,20 @@ Qkv qkv_rows(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& 
   run_hook(hk, HookPoint::K, l, r.k);
   run_hook(hk, HookPoint::V, l, r.v);
   r.v = r.v.transpose(1, 2);
-  if (L.q_norm_w.defined()) r.q = apply_norm(r.q, NormKind::RMSNorm, cfg.norm_eps, L.q_norm_w, at::Tensor());  // per head
-  if (L.k_norm_w.defined()) r.k = apply_norm(r.k, NormKind::RMSNorm, cfg.norm_eps, L.k_norm_w, at::Tensor());
+  if (cfg.qk_norm_full) {  // OLMo 2: one norm over every head's features at once
+    r.q = apply_norm(r.q.reshape({B, n, H * dh}), NormKind::RMSNorm, cfg.norm_eps, L.q_norm_w, at::Tensor()).view({B, n, H, dh});
+    r.k = apply_norm(r.k.reshape({B, n, Hkv * dh}), NormKind::RMSNorm, cfg.norm_eps, L.k_norm_w, at::Tensor()).view({B, n, Hkv, dh});
+  } else if (L.q_norm_w.defined()) {  // per head (Qwen3, Gemma 3)
+    r.q = apply_norm(r.q, NormKind::RMSNorm, cfg.norm_eps, L.q_norm_w, at::Tensor());
+    r.k = apply_norm(r.k, NormKind::RMSNorm, cfg.norm_eps, L.k_norm_w, at::Tensor());
+  }
   r.q = r.q.transpose(1, 2);
   r.k = r.k.transpose(1, 2);
-  if (ctx.cos.defined()) {
-    const at::Tensor c = ctx.cos.narrow(0, ctx.offset + r0, n), si = ctx.sin.narrow(0, ctx.offset + r0, n);
+  if (ctx.cos.defined() && rotary_layer(cfg, l)) {  // SmolLM3's no-rotary layers skip it
+    const bool local = local_rotary(cfg, l);  // Gemma 3's sliding layers: their own base
+    const at::Tensor& cs = local ? ctx.cos_local : ctx.cos;
+    const at::Tensor& sn = local ? ctx.sin_local : ctx.sin;
+    const at::Tensor c = cs.narrow(0, ctx.offset + r0, n), si = sn.narrow(0, ctx.offset + r0, n);
     r.q = apply_rotary(r.q, c, si, cfg.rope_interleaved);
     r.k = apply_rotary(r.k, c, si, cfg.rope_interleaved);
   }
@@ -428,7 +385,7 @@ at::Tensor block(const ModelConfig& cfg, const LayerWeights& L, const BlockConte
   for (int64_t r0 = 0; r0 < T; r0 += R) {
     const int64_t n = std::min(R, T - r0);
     const at::Tensor in = by_rows ? mlp_stream.narrow(1, r0, n) : mlp_stream;
-    at::Tensor m = mlp(cfg, L, cfg.norm_before ? norm2(cfg, L, in) : in, l, hk);
+    at::Tensor m = mlp(cfg, L, cfg.norm_before && cfg.input_norms ? norm2(cfg, L, in) : in, l, hk);
     if (L.post_mlp_norm_w.defined()) m = apply_norm(m, cfg.norm, cfg.norm_eps, L.post_mlp_norm_w, at::Tensor());
     run_hook(hk, HookPoint::MlpOut, l, m);
     record(keep && spec->mlp_out, "mlp_out", m);
@@ -542,6 +499,7 @@ ForwardOutput forward_impl(const ModelConfig& cfg, const ModelWeights& w, const 
   at::Tensor x = (w.W_E.scalar_type() == at::kFloat ? w.W_E.index_select(0, ids.view(-1)) : weight_rows(w.W_E, ids.view(-1)))
                      .view({B, T, d});
   if (cfg.embed_scale != 1.0) x = x * cfg.embed_scale;  // Gemma: sqrt(d_model), in float32 as Hugging Face does
+  if (cfg.embed_norm) x = apply_norm(x, cfg.norm, cfg.norm_eps, w.emb_norm_w, w.emb_norm_b);  // BLOOM
   run_hook(hk, HookPoint::Embed, -1, x);                 // the embedding as it enters the stream (scaled)
   if (cfg.positions == PositionKind::Learned) {
     at::Tensor pos = materialize_weight(w.W_pos.narrow(0, p0, T));

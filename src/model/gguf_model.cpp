@@ -258,7 +258,10 @@ ModelConfig gguf_model_config(const GgufFile& g) {
   c.positions = R.positions;
   c.norm_weight_offset = R.norm_weight_offset;  // the converter stored (1 + w): used as stored, recorded here
   c.embed_scale = R.embed_scale_sqrt_d_model ? std::sqrt(static_cast<double>(c.d_model)) : 1.0;
+  c.embed_norm = R.embed_norm;
   c.qk_norm = R.qk_norm;
+  c.qk_norm_full = R.qk_norm_full;
+  c.input_norms = R.input_norms;
   c.post_attn_norm = c.post_mlp_norm = R.post_norms;
   c.parallel_residual = R.gguf_parallel_residual_key ? opt_bool(g, a + R.gguf_parallel_residual_key, R.parallel_residual.fallback)
                                                      : R.parallel_residual.fallback;
@@ -267,7 +270,29 @@ ModelConfig gguf_model_config(const GgufFile& g) {
   if (R.gguf_sliding_window_key) {
     c.sliding_window = opt_int(g, a + R.gguf_sliding_window_key, 0);
     c.sliding_pattern = c.sliding_window > 0 ? R.sliding_pattern : 0;
+    // llama.cpp reads a per-layer pattern (an array of booleans, true = sliding) or a period under this key.
+    const std::string pk = a + "attention.sliding_window_pattern";
+    if (c.sliding_window > 0 && g.metadata.contains(pk)) {
+      const auto& p = g.metadata[pk];
+      if (p.is_array() && p.size() == static_cast<size_t>(c.n_layers)) {
+        for (const auto& b : p) {
+          if (!b.is_boolean()) throw FormatError(g.path, "metadata '" + pk + "' is not an array of booleans");
+          c.sliding_layers.push_back(b.get<bool>());
+        }
+      } else if (p.is_number_integer() && p.get<int64_t>() >= 0) {
+        const int64_t n = p.get<int64_t>();  // llama.cpp: layer l slides when n == 0 or l % n < n - 1
+        for (int64_t l = 0; l < c.n_layers && l < (int64_t(1) << 20); ++l) c.sliding_layers.push_back(n == 0 || l % n < n - 1);
+      } else {
+        throw FormatError(g.path, "metadata '" + pk + "' is neither one boolean per layer nor a period");
+      }
+    }
   }
+  // Layers without rotary: llama.cpp fixes their period per architecture (SmolLM3: every 4th layer).
+  if (R.no_rotary_interval > 0)
+    for (int64_t l = 0; l < c.n_layers && l < (int64_t(1) << 20); ++l) c.rotary_layers.push_back((l + 1) % R.no_rotary_interval != 0);
+  // The sliding layers' own rotary base (Gemma 3); llama.cpp uses it only when the file has sliding layers.
+  if (R.gguf_rope_local_theta_key && c.sliding_window > 0)
+    c.rope_theta_local = opt_float(g, a + R.gguf_rope_local_theta_key, R.rope_local_theta_default, 1e-6, 1e30);
   if (c.positions == PositionKind::Rotary) {
     c.rope_theta = opt_float(g, a + "rope.freq_base", 10000.0, 1e-6, 1e30);
     const int64_t rdim = opt_int(g, a + "rope.dimension_count", c.d_head);
@@ -317,13 +342,19 @@ Model load_gguf_model(const GgufFile& g) {
   ModelWeights w;
   w.W_E = r.matrix("token_embd.weight", V, d);
   if (c.positions == PositionKind::Learned) w.W_pos = r.matrix("position_embd.weight", c.n_ctx, d);
+  if (c.embed_norm) {
+    w.emb_norm_w = r.vec(name(TensorRole::TokenEmbdNorm, -1, ".weight"), d);
+    if (c.norm == NormKind::LayerNorm) w.emb_norm_b = r.vec(name(TensorRole::TokenEmbdNorm, -1, ".bias"), d);
+  }
   w.lnf_w = r.vec("output_norm.weight", d);
   if (c.norm == NormKind::LayerNorm) w.lnf_b = r.vec("output_norm.bias", d);
   for (int64_t i = 0; i < c.n_layers; ++i) {
     LayerWeights L;
-    L.ln1_w = r.vec(name(TensorRole::AttnNorm, i, ".weight"), d);
-    L.ln2_w = r.vec(name(TensorRole::FfnNorm, i, ".weight"), d);
-    if (c.norm == NormKind::LayerNorm) {
+    if (c.input_norms) {
+      L.ln1_w = r.vec(name(TensorRole::AttnNorm, i, ".weight"), d);
+      L.ln2_w = r.vec(name(TensorRole::FfnNorm, i, ".weight"), d);
+    }
+    if (c.input_norms && c.norm == NormKind::LayerNorm) {
       L.ln1_b = r.vec(name(TensorRole::AttnNorm, i, ".bias"), d);
       L.ln2_b = r.vec(name(TensorRole::FfnNorm, i, ".bias"), d);
     }
@@ -369,8 +400,8 @@ Model load_gguf_model(const GgufFile& g) {
     L.w_out = r.matrix(name(TensorRole::FfnDown, i, ".weight"), d, m).t();
     if (c.mlp_bias) L.b_out = r.opt_vec(name(TensorRole::FfnDown, i, ".bias"), d);
     if (c.qk_norm) {
-      L.q_norm_w = r.vec(name(TensorRole::AttnQNorm, i, ".weight"), c.d_head);
-      L.k_norm_w = r.vec(name(TensorRole::AttnKNorm, i, ".weight"), c.d_head);
+      L.q_norm_w = r.vec(name(TensorRole::AttnQNorm, i, ".weight"), c.qk_norm_full ? qd : c.d_head);
+      L.k_norm_w = r.vec(name(TensorRole::AttnKNorm, i, ".weight"), c.qk_norm_full ? kd : c.d_head);
     }
     if (c.post_attn_norm) L.post_attn_norm_w = r.vec(name(TensorRole::AttnPostNorm, i, ".weight"), d);
     if (c.post_mlp_norm) L.post_mlp_norm_w = r.vec(name(TensorRole::FfnPostNorm, i, ".weight"), d);
@@ -378,6 +409,7 @@ Model load_gguf_model(const GgufFile& g) {
   }
   if (!c.tied_embeddings) w.W_U = r.matrix("output.weight", V, d).t();
   else w.W_U = w.W_E.t();
+  if (!c.tied_embeddings) w.b_U = r.opt_vec("output.bias", V);  // Phi-2's biased lm_head
   // Tensors nobody reads would be silently ignored weights: refuse them (they name the unsupported variant).
   for (auto& t : g.tensors)
     if (!r.used.count(t.name))

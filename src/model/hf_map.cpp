@@ -29,6 +29,14 @@ class Mapper {
     if (st_.has(full)) return full;
     const std::string pre = a_.hf_base_prefix ? a_.hf_base_prefix : "";
     if (!pre.empty() && full.rfind(pre, 0) == 0 && st_.has(full.substr(pre.size()))) return full.substr(pre.size());
+    // The language model inside a multimodal checkpoint (Gemma3ForConditionalGeneration): saved under
+    // "language_model." by the released files, under "model.language_model." (in place of the base prefix)
+    // by newer transformers.
+    if (st_.has("language_model." + full)) return "language_model." + full;
+    if (!pre.empty() && full.rfind(pre, 0) == 0) {
+      const std::string nested = "model.language_model." + full.substr(pre.size());
+      if (st_.has(nested)) return nested;
+    }
     return "";
   }
   bool has(TensorRole r, int64_t layer = -1, const char* suffix = ".weight") const { return !find(r, layer, suffix).empty(); }
@@ -74,9 +82,9 @@ class Mapper {
 
   at::Tensor norm(TensorRole r, int64_t layer, int64_t n, bool required = true) const {
     at::Tensor w = get(r, layer, ".weight", {n}, required);
-    // Gemma scales by (1 + w): folded once here, so every consumer sees the effective scale.
-    if (w.defined() && c_.norm_weight_offset != 0 && r != TensorRole::AttnQNorm && r != TensorRole::AttnKNorm)
-      w = w + c_.norm_weight_offset;
+    // Gemma scales by (1 + w), its q/k norms too (Gemma 3): folded once here, so every consumer sees the
+    // effective scale.
+    if (w.defined() && c_.norm_weight_offset != 0) w = w + c_.norm_weight_offset;
     return w;
   }
 
@@ -124,6 +132,10 @@ class Mapper {
       at::Tensor pos = get(TensorRole::PosEmbd, -1, ".weight", {c_.n_ctx + c_.position_offset, d});
       w.W_pos = c_.position_offset ? pos.narrow(0, c_.position_offset, c_.n_ctx) : pos;
     }
+    if (c_.embed_norm) {  // BLOOM: word_embeddings_layernorm
+      w.emb_norm_w = norm(TensorRole::TokenEmbdNorm, -1, d);
+      if (c_.norm == NormKind::LayerNorm) w.emb_norm_b = get(TensorRole::TokenEmbdNorm, -1, ".bias", {d});
+    }
     if (c_.final_norm) {
       w.lnf_w = norm(TensorRole::OutputNorm, -1, d);
       w.lnf_b = c_.norm == NormKind::LayerNorm ? get(TensorRole::OutputNorm, -1, ".bias", {d}) : at::Tensor();
@@ -132,15 +144,17 @@ class Mapper {
       check_heads(i);
       LayerWeights L;
       const bool ln = c_.norm == NormKind::LayerNorm;
-      L.ln1_w = norm(TensorRole::AttnNorm, i, d);
-      if (ln) L.ln1_b = get(TensorRole::AttnNorm, i, ".bias", {d});
-      L.ln2_w = norm(TensorRole::FfnNorm, i, d);
-      if (ln) L.ln2_b = get(TensorRole::FfnNorm, i, ".bias", {d});
+      if (c_.input_norms) {
+        L.ln1_w = norm(TensorRole::AttnNorm, i, d);
+        if (ln) L.ln1_b = get(TensorRole::AttnNorm, i, ".bias", {d});
+        L.ln2_w = norm(TensorRole::FfnNorm, i, d);
+        if (ln) L.ln2_b = get(TensorRole::FfnNorm, i, ".bias", {d});
+      }
       map_attention(L, i, d, qd, kd);
       map_mlp(L, i, d, m);
       if (c_.qk_norm) {
-        L.q_norm_w = norm(TensorRole::AttnQNorm, i, dh);
-        L.k_norm_w = norm(TensorRole::AttnKNorm, i, dh);
+        L.q_norm_w = norm(TensorRole::AttnQNorm, i, c_.qk_norm_full ? qd : dh);
+        L.k_norm_w = norm(TensorRole::AttnKNorm, i, c_.qk_norm_full ? kd : dh);
       }
       if (c_.post_attn_norm) L.post_attn_norm_w = norm(TensorRole::AttnPostNorm, i, d);
       if (c_.post_mlp_norm) L.post_mlp_norm_w = norm(TensorRole::FfnPostNorm, i, d);
@@ -159,6 +173,8 @@ class Mapper {
     } else {
       w.W_U = head.t();
     }
+    // A biased lm_head (Phi-2): the table says the family's has one.
+    if (has(TensorRole::Output)) w.b_U = bias(TensorRole::Output, -1, {V}, false);
     return w;
   }
 

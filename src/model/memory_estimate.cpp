@@ -32,7 +32,7 @@ double weight_bytes(const ModelWeights& w) {
     if (!seen.insert(p).second) return;
     total += static_cast<double>(t.storage().nbytes());
   };
-  for (const auto* t : {&w.W_E, &w.W_pos, &w.W_seg, &w.lnf_w, &w.lnf_b, &w.W_U, &w.b_U}) add(*t);
+  for (const auto* t : {&w.W_E, &w.W_pos, &w.W_seg, &w.emb_norm_w, &w.emb_norm_b, &w.lnf_w, &w.lnf_b, &w.W_U, &w.b_U}) add(*t);
   for (const auto& L : w.layers)
     for (const auto* t : {&L.ln1_w, &L.ln1_b, &L.w_q, &L.b_q, &L.w_k, &L.b_k, &L.w_v, &L.b_v, &L.w_o, &L.b_o, &L.ln2_w,
                           &L.ln2_b, &L.w_in, &L.b_in, &L.w_gate, &L.b_gate, &L.w_out, &L.b_out, &L.q_norm_w, &L.k_norm_w,

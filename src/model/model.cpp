@@ -114,6 +114,8 @@ int64_t Model::parameter_count() const {
   };
   add(w_.W_E);
   add(w_.W_pos);
+  add(w_.emb_norm_w);
+  add(w_.emb_norm_b);
   add(w_.lnf_w);
   add(w_.lnf_b);
   if (!cfg_.tied_embeddings) add(w_.W_U);
