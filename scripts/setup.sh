@@ -20,6 +20,7 @@ PACKAGES=(
   # report and notebook tests: headless Chromium screenshots, nbformat validation, notebook execution
   chromium fonts-dejavu-core python3-pil python3-jsonschema python3-nbformat jupyter-nbconvert
   python3-nbclient python3-ipykernel python3-pandas python3-matplotlib
+  jupyter-notebook  # README's command that opens docs/notebooks/ (Debian's Jupyter Notebook 6)
   # the Python module (python/, docs/python.md): pybind11 headers, Python.h, progress bars
   pybind11-dev python3-dev python3-tqdm
   # `pip install .` of the Python package into a venv (pyproject.toml, tests/python/test_install.py)

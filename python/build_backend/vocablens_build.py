@@ -1,6 +1,6 @@
 """PEP 517 build backend of the `vocablens` Python package: `pip install .` drives the project's CMake build.
 
-    python3 -m venv --system-site-packages .venv
+    /usr/bin/python3 -m venv --system-site-packages .venv
     .venv/bin/pip install --no-build-isolation .        # offline: needs nothing beyond Debian's packages
 
 Why an in-tree backend (pyproject.toml: build-backend = "vocablens_build", backend-path = ["python/build_backend"]):
@@ -210,7 +210,25 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
 prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
 
 
+def _check_interpreter():
+    """The package works only in an interpreter that imports Debian's torch 1.13 (the LibTorch the extension
+    links): refused here, at install time, naming the fix, rather than installed and failing at `import vocablens`
+    (a venv made by another python3 first on PATH, or without --system-site-packages)."""
+    here = "{} (Python {}.{})".format(sys.executable, *sys.version_info[:2])
+    fix = ("make the venv with Debian's interpreter and its site-packages: `/usr/bin/python3 -m venv "
+           "--system-site-packages .venv`, then `.venv/bin/pip install --no-build-isolation .`")
+    try:
+        import torch  # noqa: F401  (only asked whether it imports, and which one)
+    except ImportError as e:
+        _fail("{} cannot import Debian's torch 1.13 (python3-torch, which the extension shares tensors with): {}; {}"
+              .format(here, e, fix))
+    if not torch.__version__.startswith("1.13"):
+        _fail("{} imports torch {} from {}, not Debian's 1.13 (python3-torch, the LibTorch the extension links); {}"
+              .format(here, torch.__version__, torch.__file__, fix))
+
+
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    _check_interpreter()
     pkg = _build(config_settings)
     return _write_wheel(wheel_directory, [(arc, _read(p)) for arc, p in _files(pkg)], _tag())
 
@@ -218,6 +236,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
     """`pip install -e .`: a .pth file that puts the build directory's python/ on sys.path (the build copies
     python/vocablens/*.py there; rebuild `vocablens_python` after editing them or the C++)."""
+    _check_interpreter()
     pkg = _build(config_settings)
     pth = os.path.dirname(pkg) + "\n"
     return _write_wheel(wheel_directory, [("_vocablens_editable.pth", pth.encode())], _tag())

@@ -172,7 +172,10 @@ Progress::Progress(py::object mode, int64_t total, const std::string& descriptio
   if (mode.is_none() || (py::isinstance<py::bool_>(mode) && mode.cast<bool>())) {
     bool forced = !mode.is_none();
     try {
-      py::object tqdm = py::module_::import("tqdm.auto").attr("tqdm");
+      // tqdm.auto draws a widget in Jupyter, but without ipywidgets it warns ("IProgress not found") in the
+      // cell's output and falls back to the text bar: take the text bar directly then.
+      const bool widgets = !py::module_::import("importlib.util").attr("find_spec")("ipywidgets").is_none();
+      py::object tqdm = py::module_::import(widgets ? "tqdm.auto" : "tqdm.std").attr("tqdm");
       // progress=None: the bar appears only once the call has run for a second (tqdm's delay), so quick
       // calls print nothing in a notebook; progress=True shows it at once.
       bar_ = tqdm(py::arg("total") = total, py::arg("desc") = description, py::arg("unit") = unit,

@@ -7,6 +7,7 @@ venv without --system-site-packages) fails inside the extension with "initializa
 turns that into one sentence naming the interpreter to use.
 """
 import sys
+import warnings
 
 try:  # written by the build (python/CMakeLists.txt): the interpreter the extension was compiled for
     from ._build import PYTHON as _BUILT_FOR, PYTHON_VERSION as _BUILT_VERSION
@@ -30,7 +31,12 @@ def check():
         raise ImportError("vocablens was built for Python {} ({}), not {}: {}".format(
             _BUILT_VERSION, _BUILT_FOR, here, _advice()))
     try:
-        import torch
+        # torch imports tqdm.auto (torch.hub), which in a Jupyter kernel without ipywidgets warns "IProgress not
+        # found" into the first cell's output: the warning is about tqdm's widget, not about anything here, and
+        # vocablens's own bars use tqdm's text bar then.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="IProgress not found")
+            import torch
     except ImportError as e:
         raise ImportError("vocablens shares tensors with Debian's torch 1.13 (python3-torch, the LibTorch the "
                           "module links), which {} cannot import ({}): {}".format(here, e, _advice())) from None

@@ -46,3 +46,26 @@ def cli(*args, check=True):
 
 def tempdir(tag):
     return tempfile.mkdtemp(prefix="vocablens-py-" + tag + "-")
+
+
+def output_structure(nb):
+    """Per code cell, its outputs' kinds: ("stream", "stdout"), ("display_data", ("image/png", "text/plain")), ...
+    (consecutive outputs of one stream counted once)
+    The committed notebooks (scripts/execute_notebooks.py) and a fresh execution must agree on this, not on the
+    text (paths and timings differ)."""
+    cells = []
+    for c in nb.cells:
+        if c.cell_type != "code":
+            continue
+        kinds = []
+        for o in c.get("outputs", []):
+            if o.output_type == "stream":
+                # consecutive prints arrive as one stream output or several, as the kernel flushed them
+                if not kinds or kinds[-1] != ("stream", o.name):
+                    kinds.append(("stream", o.name))
+            elif o.output_type in ("display_data", "execute_result"):
+                kinds.append((o.output_type, tuple(sorted(o.get("data", {})))))
+            else:
+                kinds.append((o.output_type,))
+        cells.append(kinds)
+    return cells

@@ -10,13 +10,14 @@ import unittest
 import nbformat
 from nbclient import NotebookClient
 
-from support import FIXTURES, SOURCE
+from support import FIXTURES, SOURCE, output_structure
 
 
 def execute(name):
     path = os.path.join(SOURCE, "docs", "notebooks", name)
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
+    committed = output_structure(nb)
     os.environ["VOCABLENS_FIXTURES"] = os.path.abspath(FIXTURES)
     client = NotebookClient(nb, timeout=120, kernel_name="python3",
                             resources={"metadata": {"path": os.path.dirname(path)}})
@@ -27,13 +28,16 @@ def execute(name):
     errors = [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     images = [o for o in outputs if "image/png" in o.get("data", {})]
-    return seconds, errors, text, images, nb
+    return seconds, errors, text, images, nb, committed
 
 
 class ResearchNotebooks(unittest.TestCase):
     def check(self, name, n_images):
-        seconds, errors, text, images, nb = execute(name)
+        seconds, errors, text, images, nb, committed = execute(name)
         self.assertFalse(errors, errors[:1])
+        # committed executed (scripts/execute_notebooks.py), with the outputs a fresh run makes
+        self.assertTrue(any(committed), name + " is committed without outputs")
+        self.assertEqual(output_structure(nb), committed, name + ": re-run scripts/execute_notebooks.py")
         self.assertEqual(len(images), n_images, name)
         self.assertLess(seconds, 60, "{} took {:.0f} s".format(name, seconds))
         # the experiment is explained before it is run: a markdown cell first, citing its paper
