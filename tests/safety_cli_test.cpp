@@ -378,7 +378,8 @@ TEST_CASE("run directories: a concurrent writer is refused while another holds t
 TEST_CASE("values that meant something else: refused, warned about or read as on the other surfaces") {
   std::string g = vl_test::fixture("gpt2-tiny");
   std::string s = vl_test::fixture("stories260K/stories260K.bin");
-  if (g.empty() || s.empty()) return;
+  REQUIRE(!g.empty());
+  REQUIRE(!s.empty());
   const std::string d = vl_test::temp_dir("leftovers");
   // generate --steer-layer -1 is the last block, as the `steer` analysis reads it over HTTP and in Python
   // (it used to steer the default block, n_layers / 2); one past the end from either side is refused.
