@@ -27,12 +27,17 @@ AttributionResult attribute_logit(const Model& m, const std::vector<int64_t>& id
   const auto& W = m.weights();
   const int64_t T = static_cast<int64_t>(ids.size()), L = cfg.n_layers, H = cfg.n_heads;
   const int64_t pos = resolve_position(opts.position, T);
+  if (opts.layer < -1 || opts.layer > L)
+    throw UsageError("attribution: layer " + std::to_string(opts.layer) + " is not a residual of this model (0.." +
+                     std::to_string(L) + ", -1 for the last)");
+  // The residual read: before block `R` (R = L: the final residual, the model's own logits).
+  const int64_t R = opts.layer < 0 ? L : opts.layer;
   at::NoGradGuard no_grad;
 
   // One forward pass, keeping z and the MLP outputs at `pos`.
-  std::vector<at::Tensor> z(static_cast<size_t>(L)), mlp(static_cast<size_t>(L));
+  std::vector<at::Tensor> z(static_cast<size_t>(R)), mlp(static_cast<size_t>(R));
   HookList capture;
-  for (int64_t l = 0; l < L; ++l) {
+  for (int64_t l = 0; l < R; ++l) {
     capture.add("z." + std::to_string(l), [&z, l, pos](at::Tensor& t) { z[static_cast<size_t>(l)] = t[0][pos]; });
     capture.add("mlp_out." + std::to_string(l), [&mlp, l, pos](at::Tensor& t) { mlp[static_cast<size_t>(l)] = t[0][pos]; });
   }
@@ -40,7 +45,7 @@ AttributionResult attribute_logit(const Model& m, const std::vector<int64_t>& id
   spec.resid_pre = true;
   spec.resid_post = true;
   spec.final_norm = true;
-  spec.layers = {0, L - 1};
+  spec.layers = {0, std::max<int64_t>(R - 1, 0)};
   auto out = run_with_hooks(m, at::tensor(ids, at::kLong), capture, spec, false);
 
   AttributionResult r;
@@ -50,9 +55,13 @@ AttributionResult attribute_logit(const Model& m, const std::vector<int64_t>& id
   r.position = pos;
   r.n_layers = L;
   r.n_heads = H;
-  // The model's own value: its float32 logits at `pos`. With a final soft-cap (Gemma-2: c * tanh(x / c)) the
+  r.layer = R;
+  // The model's own value: its float32 logits at `pos` (at an earlier residual: the logit lens's, the final
+  // norm applied to that residual in float32). With a final soft-cap (Gemma-2: c * tanh(x / c)) the
   // decomposed value is the logit before the cap, the last linear quantity.
-  at::Tensor fin_pos = out.cache.get("final_norm")[0][pos];
+  at::Tensor resid_R = R == 0 ? out.cache.get("resid_pre", 0)[0][pos] : out.cache.get("resid_post", R - 1)[0][pos];
+  at::Tensor fin_pos = R == L ? out.cache.get("final_norm")[0][pos]
+                              : m.final_norm(resid_R.unsqueeze(0).unsqueeze(0).contiguous())[0][0];
   at::Tensor logits = weight_matmul(fin_pos.unsqueeze(0).contiguous(), W.W_U, W.b_U)[0];
   r.model_value = logits[opts.target].item<double>() - (opts.wrong >= 0 ? logits[opts.wrong].item<double>() : 0.0);
 
@@ -78,7 +87,7 @@ AttributionResult attribute_logit(const Model& m, const std::vector<int64_t>& id
   } else {
     add(resid0, "embed", "embed", -1, -1);
   }
-  for (int64_t l = 0; l < L; ++l) {
+  for (int64_t l = 0; l < R; ++l) {
     at::Tensor zl = z[static_cast<size_t>(l)].to(D);                  // [H, dh]
     at::Tensor heads = at::bmm(zl.unsqueeze(1), m.W_O(l).to(D)).squeeze(1);  // [H, d]
     const auto& Lw = W.layers[static_cast<size_t>(l)];
@@ -111,7 +120,7 @@ AttributionResult attribute_logit(const Model& m, const std::vector<int64_t>& id
   at::Tensor C = at::stack(parts, 0);  // [n, d]
 
   // Guard: the components must rebuild the residual the final norm saw (not so for post-LN blocks, OPT-350m's).
-  at::Tensor x = out.cache.get("resid_post", L - 1)[0][pos].to(D);
+  at::Tensor x = resid_R.to(D);
   const double err = (C.sum(0) - x).abs().max().item<double>(), scale_x = x.abs().max().item<double>();
   if (!(err <= 1e-3 * std::max(1.0, scale_x)))
     throw UsageError("logit attribution: this model's residual stream is not the sum of its blocks' outputs "
@@ -146,8 +155,8 @@ AttributionResult attribute_logit(const Model& m, const std::vector<int64_t>& id
   if (W.lnf_b.defined()) r.components.push_back({"ln_final bias", "norm_bias", -1, -1, at::dot(W.lnf_b.to(D), u).item<double>()});
   if (bU.defined()) r.components.push_back({"b_U", "unembed_bias", -1, -1, ub});
 
-  r.heads.assign(static_cast<size_t>(L * H), 0.0);
-  r.mlps.assign(static_cast<size_t>(L), 0.0);
+  r.heads.assign(static_cast<size_t>(R * H), 0.0);
+  r.mlps.assign(static_cast<size_t>(R), 0.0);
   r.sum = 0;
   for (const auto& c : r.components) {
     r.sum += c.value;
@@ -168,6 +177,11 @@ Result AttributionResult::to_result(const Tokenizer* tok, const std::string& pro
                                                : nlohmann::json(nullptr)},
                   {"metric", options.wrong >= 0 ? "logit[target] - logit[wrong]" : "logit[target]"},
                   {"position", position},
+                  {"layer", layer},
+                  {"residual", layer == n_layers ? std::string("the final residual (the model's logits)")
+                               : layer == 0 ? std::string("the embedding alone (the logit lens's row 'embed')")
+                                            : "the residual after block " + std::to_string(layer - 1) +
+                                                  " (the logit lens's row '" + std::to_string(layer - 1) + "')"},
                   {"final_norm", "scale frozen at its value in this run (apply_ln_to_stack)"}};
   if (!prompt.empty()) res.settings["prompt"] = prompt;
   std::vector<size_t> order(components.size());
@@ -183,8 +197,8 @@ Result AttributionResult::to_result(const Tokenizer* tok, const std::string& pro
                  {"norm_scale", norm_scale}, {"n_layers", n_layers}, {"n_heads", n_heads}, {"largest", top},
                  {"tokens", toks}, {"position_token", token_string(tok, tokens[static_cast<size_t>(position)])}};
   std::vector<float> hf(heads.begin(), heads.end()), mf(mlps.begin(), mlps.end());
-  res.arrays["heads"] = NdArray::f32({n_layers, n_heads}, hf.data());
-  res.arrays["mlps"] = NdArray::f32({n_layers}, mf.data());
+  res.arrays["heads"] = NdArray::f32({layer, n_heads}, hf.data());
+  res.arrays["mlps"] = NdArray::f32({layer}, mf.data());
   Table tab;
   tab.name = "components";
   tab.columns = {"name", "kind", "layer", "head", "value"};

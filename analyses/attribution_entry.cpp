@@ -14,6 +14,7 @@ AttributionOptions attribution_options(const AnalysisRequest& q) {
   ao.target = entry::token_of(q, o.at("target"), "target");
   if (!o.at("wrong").is_null()) ao.wrong = entry::token_of(q, o.at("wrong"), "wrong");
   ao.position = o.at("position").get<int64_t>();
+  ao.layer = o.at("layer").get<int64_t>();
   return ao;
 }
 
@@ -28,6 +29,10 @@ void register_attribution_entry(AnalysisRegistry& r) {
           .as_required(),
       {"wrong", OptionType::Token, nullptr, "Attribute logit(target) - logit(wrong) instead"},
       {"position", OptionType::Integer, -1, "Position whose logit is attributed (-1: the last)"},
+      {"layer", OptionType::Integer, -1,
+       "Residual read: the stream before block LAYER (0 = the embedding alone, n_layers = the final "
+       "residual), through the final norm frozen at that residual — the logit lens's row LAYER, split into "
+       "the blocks before it (-1: the final residual, the model's logits)", -1},
   });
   r.add({std::move(d), [](const AnalysisRequest& q) {
            const auto ids = entry::prompt_of(q);

@@ -12,6 +12,7 @@
 #include "fixtures.hpp"
 #include "vocablens/attribution.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/lens.hpp"
 #include "vocablens/model.hpp"
 
 namespace {
@@ -129,6 +130,50 @@ TEST_CASE("per-part values: heads of a layer + b_O = attn_out's part, MLP + b_ou
     }
     double emb = by_name["embed"] + (by_name.count("pos_embed") ? by_name["pos_embed"] : 0.0);
     CHECK(emb == Approx(through_norm(m, out.cache.get("resid_pre", 0)[0][T - 1], x, target, wrong)).margin(1e-5));
+  }
+}
+
+TEST_CASE("an earlier residual: the parts of blocks < layer sum to the logit lens's logit of that row") {
+  // Independent of the attribution's own arithmetic: the lens engine's row R gives log p(top-1) and the
+  // logsumexp of that row's logits, so logit(top-1) = log p + logsumexp, computed by its own GEMM path.
+  for (const char* rel : {"gpt2-tiny", "stories260K/stories260K.bin"}) {
+    std::string path = fixture_or_family(rel);
+    REQUIRE(!path.empty());
+    auto m = vocablens::load_model(path);
+    const std::vector<int64_t> ids = {1, 403, 407, 261, 378, 500, 270, 300};
+    vocablens::LensOptions lo;
+    lo.top_k = 2;
+    const auto lens = vocablens::logit_lens(m, ids, lo);
+    const int64_t L = m.config().n_layers, T = static_cast<int64_t>(ids.size());
+    REQUIRE(lens.n_layers() == L + 1);
+    for (int64_t R = 0; R <= L; ++R) {
+      for (int64_t p : {int64_t{0}, T - 1}) {
+        vocablens::AttributionOptions o;
+        o.target = lens.top_id(R, p, 0);
+        o.position = p;
+        o.layer = R;
+        auto a = vocablens::attribute_logit(m, ids, o);
+        const double lens_logit = std::log(static_cast<double>(lens.top_prob(R, p, 0))) +
+                                  static_cast<double>(lens.logsumexp[lens.at(R, p)]);
+        INFO(rel << " layer " << R << " position " << p);
+        CHECK(a.layer == R);
+        CHECK(a.model_value == Approx(lens_logit).margin(1e-4));
+        CHECK(std::fabs(a.sum - lens_logit) < 1e-4);
+        size_t n_heads = 0, n_mlps = 0;
+        for (const auto& c : a.components) {
+          n_heads += c.kind == "head";
+          n_mlps += c.kind == "mlp";
+          CHECK(c.layer < R);
+        }
+        CHECK(n_heads == static_cast<size_t>(R * m.config().n_heads));
+        CHECK(n_mlps == static_cast<size_t>(R));
+        CHECK(a.heads.size() == static_cast<size_t>(R * m.config().n_heads));
+      }
+    }
+    vocablens::AttributionOptions bad;
+    bad.target = 5;
+    bad.layer = L + 1;
+    CHECK_THROWS_WITH(vocablens::attribute_logit(m, ids, bad), Catch::Contains("is not a residual of this model"));
   }
 }
 

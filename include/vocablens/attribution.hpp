@@ -17,6 +17,9 @@
 //   for (auto& c : a.components) printf("%s %.3f\n", c.name.c_str(), c.value);
 //   double head_1_3 = a.heads[1 * a.n_heads + 3];
 //
+// AttributionOptions::layer reads an earlier residual the same way (the final norm with its scale frozen at
+// that residual's value, i.e. the logit lens's row `layer`); model_value is then that lens row's logit.
+//
 // Computed in float64 from one float32 forward pass. Models whose blocks add a normalised output
 // (post-norm families) are refused: their parts are not a linear sum.
 #pragma once
@@ -35,6 +38,10 @@ struct AttributionOptions {
   int64_t target = -1;    ///< required
   int64_t wrong = -1;     ///< -1: attribute logit[target] itself
   int64_t position = -1;  ///< -1 = the last position
+  /// Which residual is read: the stream before block `layer` (0 = the embedding alone, n_layers = the final
+  /// residual; -1 = n_layers, the model's own logits), as the logit lens reads its row `layer` and
+  /// TransformerLens's decompose_resid(layer) splits it. Only blocks < layer are parts.
+  int64_t layer = -1;
 };
 
 struct AttributionComponent {
@@ -51,13 +58,14 @@ struct AttributionResult {
   AttributionOptions options;
   int64_t position = 0;
   int64_t n_layers = 0, n_heads = 0;
+  int64_t layer = 0;           ///< the residual read: before block `layer` (n_layers = the final one)
   double norm_scale = 0;       ///< the final norm's frozen scale s at the position
   double model_value = 0;      ///< the model's own logit (difference), from its float32 logits
   double sum = 0;              ///< sum of the components
   double check = 0;            ///< |sum - model_value|
   std::vector<AttributionComponent> components;  ///< in model order
-  std::vector<double> heads;   ///< [n_layers, n_heads]
-  std::vector<double> mlps;    ///< [n_layers] (MLP output without its bias)
+  std::vector<double> heads;   ///< [layer, n_heads]: the blocks before `layer` (all of them by default)
+  std::vector<double> mlps;    ///< [layer] (MLP output without its bias)
 
   /// kind "logit_attribution": settings, summary (values, check, the largest parts), arrays "heads"
   /// [n_layers, n_heads] and "mlps" [n_layers], table "components".

@@ -41,8 +41,13 @@ void print_attribution(const vocablens::AttributionResult& a, const vocablens::T
   fmt::print("{}\n", style(fmt::format("logit attribution · {} · {} at position {} ({})", a.model_source, metric,
                                        a.position, tok.display(a.tokens[static_cast<size_t>(a.position)])),
                            fmt::emphasis::bold));
-  fmt::print("model {:.6f} · sum of parts {:.6f} · |difference| {:.2e} · final norm scale frozen at {:.6f}\n",
-             a.model_value, a.sum, a.check, a.norm_scale);
+  if (a.layer == 0)
+    fmt::print("the embedding alone (the logit lens's row 'embed'): no block is a part\n");
+  else if (a.layer < a.n_layers)
+    fmt::print("the residual after block {} (the logit lens's row '{}'): blocks 0..{} are the parts\n", a.layer - 1,
+               a.layer - 1, a.layer - 1);
+  fmt::print("{} {:.6f} · sum of parts {:.6f} · |difference| {:.2e} · final norm scale frozen at {:.6f}\n",
+             a.layer < a.n_layers ? "lens" : "model", a.model_value, a.sum, a.check, a.norm_scale);
   std::vector<size_t> order(a.components.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
@@ -66,7 +71,7 @@ void print_attribution(const vocablens::AttributionResult& a, const vocablens::T
   for (int64_t h = 0; h < a.n_heads; ++h) line += fmt::format(" {:>7}", "H" + std::to_string(h));
   line += fmt::format(" {:>8}", "MLP");
   fmt::print("{}\n", line);
-  for (int64_t l = 0; l < a.n_layers; ++l) {
+  for (int64_t l = 0; l < a.layer; ++l) {
     line = fmt::format("{:<6}", "L" + std::to_string(l));
     for (int64_t h = 0; h < a.n_heads; ++h) line += fmt::format(" {:>7.3f}", a.heads[static_cast<size_t>(l * a.n_heads + h)]);
     line += fmt::format(" {:>8.3f}", a.mlps[static_cast<size_t>(l)]);

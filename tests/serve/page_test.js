@@ -2,8 +2,10 @@
 // `vocablens serve`'s page in Debian's headless chromium, driven by puppeteer-core: type a prompt, see the
 // lens heatmap, click a cell, see its top-k and its direct logit attribution, click a head, reload from the
 // URL (the state is in its hash), the SAE features firing at a cell and a feature's page (an SAE from the fixture
-// generator, a small corpus), two prompts side by side, and no page error on the way. Writes screenshots to
-// OUT_DIR/serve.png and OUT_DIR/serve-features.png.
+// generator, a small corpus), two prompts side by side, the reading aids (a header of what to do, a layer's cell
+// attributing its own residual, colour legends, contrast >= 4.5, significant digits, panels in view at 1280x800,
+// two panel columns at 1920x1080, no SAE / tuned controls without them), and no page error on the way. Writes
+// screenshots to OUT_DIR/serve.png, serve-features.png, serve-1280x800.png and serve-1920x1080.png.
 //
 //   node tests/serve/page_test.js build/vocablens ../shared/fixtures/gpt2-tiny build/serve
 // (OUT_DIR/node_modules holds puppeteer-core: scripts/setup.sh installs tests/serve/package-lock.json there.)
@@ -184,8 +186,78 @@ async function main() {
     await page3.waitForSelector("#heatmap2 td.cell2", { timeout: 120000 });
     check(await page3.$eval("#compare", (e) => e.value) === SECOND, "reloaded from the URL: the comparison restored");
 
+    // ---- reading at a glance: header, own-layer attribution, legend, contrast, significant digits, layout ----
+    const page4 = await browser.newPage();
+    page4.on("pageerror", (e) => errors.push("pageerror: " + e.message));
+    await page4.setViewport({ width: 1280, height: 800 });
+    await page4.goto(server.url + "#prompt=" + encodeURIComponent(PROMPT), { waitUntil: "load" });
+    await page4.waitForSelector("td.cell", { timeout: 120000 });
+    const head = await page4.evaluate(() => ({ meta: document.getElementById("model-meta").textContent, how: document.getElementById("how").textContent }));
+    check(!/analyses:/.test(head.meta) && /click a cell/.test(head.how) && /SAE/.test(head.how),
+          "the header says what a user can do, not the registry: " + head.how.slice(0, 90));
+    // A layer-1 cell attributes its own row (the residual before block 1), labelled so, with layer 0's parts only.
+    await page4.click('td.cell[data-layer="1"][data-pos="2"]');
+    await page4.waitForSelector("#attr-table tr", { timeout: 120000 });
+    const own = await page4.evaluate(async (p) => {
+      const lensTop = (await (await fetch("/api/lens", { method: "POST", headers: { "Content-Type": "application/json" },
+                                                           body: JSON.stringify({ prompt: p, top_k: 1 }) })).json()).arrays.top_ids.data[1][2][0];
+      const api = async (layer) => (await (await fetch("/api/attribute", { method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ prompt: p, target: "#" + lensTop, position: 2, ...(layer === null ? {} : { layer }) }) })).json()).summary.model_value;
+      return { what: document.getElementById("attr-what").textContent, title: document.getElementById("attribution-title").textContent,
+               rows: document.querySelectorAll("#head-grid tr").length - 1, l1: await api(1), fin: await api(null) };
+    }, PROMPT);
+    const shown = +(own.what.match(/lens (-?[\d.e+-]+)/) || [])[1];
+    check(/after block 0/.test(own.what) && /after block 0/.test(own.title) && own.rows === 1 && Math.abs(shown - own.l1) <= 1e-3 * Math.max(1, Math.abs(own.l1)) &&
+          Math.abs(own.l1 - own.fin) > 1e-6,
+          `a layer-1 cell attributes its own residual: "${own.what.slice(0, 90)}", ${own.rows} layer row(s), lens ${shown} = API ${own.l1.toFixed(4)} (final ${own.fin.toFixed(4)})`);
+    // Every coloured cell keeps a contrast ratio >= 4.5 between its text and its background (WCAG AA).
+    const contrast = await page4.evaluate(() => {
+      const rgb = (c) => (c.match(/[\d.]+/g) || []).slice(0, 3).map(Number);
+      const lum = (c) => { const l = rgb(c).map((x) => { x /= 255; return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4; });
+                           return 0.2126 * l[0] + 0.7152 * l[1] + 0.0722 * l[2]; };
+      let worst = 99, n = 0;
+      for (const td of document.querySelectorAll("td.cell, #head-grid td.head, #head-grid td.mlp")) {
+        const cs = getComputedStyle(td), a = lum(cs.color), b = lum(cs.backgroundColor);
+        worst = Math.min(worst, (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)); n++;
+      }
+      return { worst, n, legend: !!document.getElementById("heat-ramp") && !!document.getElementById("attr-ramp") };
+    });
+    check(contrast.n > 0 && contrast.worst >= 4.5 && contrast.legend,
+          `colour legends shown; contrast of ${contrast.n} coloured cells >= 4.5 (worst ${contrast.worst.toFixed(2)})`);
+    // A head's panel opens in view at 1280x800, its values in significant digits (a small value is not 0.000).
+    await page4.click('#head-grid td.head[data-layer="0"][data-head="0"]');
+    await page4.waitForSelector('#head-body table[data-kind="ov"] tr:nth-child(2)', { timeout: 180000 });
+    await new Promise((r) => setTimeout(r, 300));
+    const hp = await page4.evaluate(() => {
+      const r = document.getElementById("head-panel").getBoundingClientRect();
+      const vals = [...document.querySelectorAll("#head-body td.num")].map((e) => e.textContent);
+      return { top: r.top, h: innerHeight, vals };
+    });
+    check(hp.top >= 0 && hp.top < hp.h - 40, `the head panel opens in view at 1280x800 (top at ${Math.round(hp.top)} px)`);
+    check(hp.vals.length > 0 && hp.vals.every((v) => Number.isFinite(+v) && !/^-?0\.0+$/.test(v) && (+v === 0 || /[1-9]/.test(v))),
+          "OV/QK values in significant digits: " + hp.vals.slice(0, 4).join(" "));
+    await page4.evaluate(() => window.scrollTo(0, 0));
+    await page4.screenshot({ path: path.join(outDir, "serve-1280x800.png") });
+    await page4.setViewport({ width: 1920, height: 1080 });
+    await new Promise((r) => setTimeout(r, 300));
+    const cols = await page4.evaluate(() => getComputedStyle(document.querySelector("aside")).gridTemplateColumns.split(" ").length);
+    check(cols >= 2, `at 1920x1080 the panels use ${cols} columns beside the heatmap`);
+    await page4.screenshot({ path: path.join(outDir, "serve-1920x1080.png") });
+
     check(external.length === 0, "no request leaves the server (offline): " + external.slice(0, 3).join(" "));
     check(errors.length === 0, "no page errors" + (errors.length ? ": " + errors.join(" | ") : ""));
+    // Without --sae, --corpus or --tuned: their controls are not shown at all.
+    const bare = await startServer([]);
+    try {
+      const page5 = await browser.newPage();
+      page5.on("pageerror", (e) => errors.push("pageerror: " + e.message));
+      await page5.goto(bare.url, { waitUntil: "load" });
+      await page5.waitForFunction(() => !document.getElementById("model-meta").textContent.startsWith("loading"), { timeout: 60000 });
+      const vis = await page5.evaluate(() => ({ feature: document.getElementById("feature-form").offsetParent !== null,
+        lens: document.getElementById("lens-choice").offsetParent !== null, how: document.getElementById("how").textContent }));
+      check(!vis.feature && !vis.lens && !/SAE|tuned|corpus/.test(vis.how),
+            "a server without SAE, corpus or tuned lens shows none of their controls: " + JSON.stringify(vis));
+    } finally { try { bare.proc.kill("SIGTERM"); } catch (e) { /* gone */ } }
   } finally {
     if (browser) await browser.close();
     kill();
