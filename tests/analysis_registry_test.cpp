@@ -158,10 +158,9 @@ TEST_CASE("each declared command's --help lists exactly the declared flags and t
                                         "--dry-run"};  // every command that loads a model estimates its memory
   // Command-level aliases and display switches (not analysis parameters): each documented where it is added.
   const std::map<std::string, std::set<std::string>> own = {
-      {"lens", {"--prompt-ids", "--target-id"}},  // ids for --prompt / --target
+      {"lens", {"--target-id"}},                  // ids for --target
       {"heads", {"--token-id", "--verbose"}},                  // --token '#ID'; timing of the stream
       {"attribute", {"--show"}},                               // rows of the table
-      {"project", {"--prompt-ids"}},                           // ids for --prompt
       {"features", {"--neuronpedia", "--neuronpedia-model", "--neuronpedia-set"}},  // an export file, as --out
       {"compare-embeddings", {"MODEL_A", "--tokenizer-a", "--tokenizer-b"}},       // MODEL and --tokenizer, twice
   };
@@ -173,6 +172,7 @@ TEST_CASE("each declared command's --help lists exactly the declared flags and t
       const std::string sp = vocablens::spelling(o, vocablens::Surface::Cli);
       flags.insert(sp);
       if (o.type == vocablens::OptionType::Flag && o.default_value.is_null()) flags.insert("--no-" + sp.substr(2));
+      if (o.type == vocablens::OptionType::Prompt) flags.insert(sp + "-ids");  // the prompt as ids (DeclaredFlags)
     }
   }
   REQUIRE(declared.size() >= 5);

@@ -240,9 +240,9 @@ TEST_CASE("a failed train leaves no skeleton directory") {
   CHECK_FALSE(fs::exists(base + "/b"));
 }
 
-TEST_CASE("lens and project take --prompt-ids") {
+TEST_CASE("every command that reads a prompt takes --prompt-ids (lens, project, attribute, features)") {
   std::string s = vl_test::fixture("stories260K/stories260K.bin");
-  if (s.empty()) return;
+  REQUIRE(!s.empty());
   const std::string by_text = stdout_of("lens '" + s + "' --prompt \"Once upon a time\" --format csv");
   // The same ids as the text encodes to (BOS included by the llama2.c tokenizer).
   auto tok = vocablens::load_tokenizer_for(s, "");
@@ -252,9 +252,35 @@ TEST_CASE("lens and project take --prompt-ids") {
   CHECK(stdout_of("lens '" + s + "' --prompt-ids " + list + " --format csv") == by_text);
   CHECK(stdout_of("project '" + s + "' --prompt-ids " + list + " --hook resid_post.2 --format csv") ==
         stdout_of("project '" + s + "' --prompt \"Once upon a time\" --hook resid_post.2 --format csv"));
+  CHECK(stdout_of("attribute '" + s + "' --prompt-ids " + list + " --target '#403' --format csv") ==
+        stdout_of("attribute '" + s + "' --prompt \"Once upon a time\" --target '#403' --format csv"));
+  // The feature lens of a generated SAE (on gpt2-tiny, the generator's model): the same features fire for the
+  // ids as for the text.
+  const std::string g = vl_test::fixture("gpt2-tiny"), dir = vl_test::temp_dir("prompt-ids-features");
+  REQUIRE(!g.empty());
+  std::string gen_out;
+  REQUIRE(vl_test::run_command("/usr/bin/python3 " +
+                                   vl_test::shq(std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/sae/make_saes.py") +
+                                   " --standard-only " + vl_test::shq(dir + "/saes") + " 2>&1",
+                               gen_out) == 0);
+  auto gtok = vocablens::load_tokenizer_for(g, "");
+  std::string glist;
+  for (auto id : gtok->encode("The Eiffel Tower is in")) glist += (glist.empty() ? "" : ",") + std::to_string(id);
+  const std::string sae = " --sae " + vl_test::shq(dir + "/saes/saelens_standard");
+  CHECK(stdout_of("features '" + g + "'" + sae + " --prompt-ids " + glist + " --format csv") ==
+        stdout_of("features '" + g + "'" + sae + " --prompt \"The Eiffel Tower is in\" --no-bos --format csv"));
   Run r = cli("lens '" + s + "' --prompt-ids 1,999");
   CHECK(r.rc == 2);
   CHECK(r.out.find("outside the vocabulary") != std::string::npos);
+  r = cli("attribute '" + s + "' --prompt-ids 1,403 --prompt \"Once\" --target '#403'");
+  CHECK(r.rc == 2);
+  CHECK(r.out.find("give --prompt or --prompt-ids, not both") != std::string::npos);
+  r = cli("features '" + s + "' --sae x --prompt-ids 1,403 --bos");
+  CHECK(r.rc == 2);
+  CHECK(r.out.find("--prompt-ids are used exactly as given") != std::string::npos);
+  r = cli("attribute '" + s + "' --target '#403'");
+  CHECK(r.rc == 2);
+  CHECK(r.out.find("--prompt: is required (text, or token ids as --prompt-ids)") != std::string::npos);
 }
 
 TEST_CASE("typos: nearest command and option, exit 2") {

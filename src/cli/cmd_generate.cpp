@@ -205,7 +205,9 @@ vocablens::cli::Register registered_cmd_generate{
       auto* steer_scale = sub.add_option("--steer-scale", o->steer_scale, steer.find("scale")->help)->capture_default_str();
       sub.add_option("--sae", o->sae, "With --steer-feature: the SAE or transcoder whose feature steers (any layout "
                                       "`vocablens features` reads)");
-      sub.add_option("--sae-hook", o->sae_hook, "Hook point the SAE reads (overrides the file's or the guessed one)");
+      // --hook as `features --hook` spells it; --sae-hook, the older name, is the same option.
+      sub.add_option("--hook,--sae-hook", o->sae_hook,
+                     "Hook point the SAE reads (overrides the file's or the guessed one), as `features --hook`");
       sub.add_option("--steer-feature", o->steer_feature,
                      "Steer with this SAE feature: adds scale * W_dec[N] at the SAE's hook (a transcoder: where it "
                      "writes), at every position; the unsteered text is printed too")

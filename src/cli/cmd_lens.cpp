@@ -44,7 +44,6 @@ struct LensCliOptions {
   std::shared_ptr<vocablens::cli::DeclaredFlags> flags;     // lens (one prompt)
   std::shared_ptr<vocablens::cli::DeclaredFlags> corpus;    // lens_corpus's options that lens lacks
   std::shared_ptr<vocablens::cli::DeclaredFlags> batch;     // lens_batch's options that lens lacks
-  std::vector<int64_t> prompt_ids;  // --prompt-ids: the prompt as ids, used exactly as given (no BOS)
   std::optional<int64_t> target_id; // --target-id: the target by id (= --target '#ID')
   std::string tokenizer;
   bool dry_run = false;
@@ -278,7 +277,8 @@ Loaded load(const LensCliOptions& o) {
 int run_lens(const LensCliOptions& o) {
   nlohmann::json given = o.flags->given();
   const bool corpus = o.corpus->given().contains("path"), prompts = o.batch->given().contains("prompts");
-  const bool prompt = given.contains("prompt"), ids = !o.prompt_ids.empty();
+  // --prompt-ids (declared with --prompt, DeclaredFlags) arrives as the prompt's ids.
+  const bool ids = given.contains("prompt") && given["prompt"].is_array(), prompt = given.contains("prompt") && !ids;
   if (o.dry_run && (prompts || corpus))
     throw UsageError("--dry-run applies to one prompt (--prompt or --prompt-ids), not to --prompts or --corpus");
   if (prompts) {
@@ -288,14 +288,11 @@ int run_lens(const LensCliOptions& o) {
   }
   if (!corpus && !prompt && !ids) throw UsageError("give --prompt TEXT, --prompt-ids IDS, --corpus FILE or --prompts FILE");
   if (corpus + prompt + ids > 1) throw UsageError("give only one of --prompt, --prompt-ids and --corpus");
-  if (ids && given.contains("bos"))
-    throw UsageError("--bos/--no-bos apply to --prompt text; --prompt-ids are used exactly as given");
   if (given.contains("target") && o.target_id) throw UsageError("--target and --target-id cannot be used together");
   if (corpus && o.target_id) throw UsageError("--target has no meaning with --corpus");
   if (corpus) return run_lens_corpus(o, given);
 
   const auto& a = vocablens::find_analysis("lens");
-  if (ids) given["prompt"] = o.prompt_ids;
   if (o.target_id) given["target"] = *o.target_id;
   // Checked before the model loads: a wrong flag costs nothing.
   vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
@@ -379,9 +376,6 @@ vocablens::cli::Register registered_cmd_lens{
       o->flags->add_to(sub, {"prompt"});
       o->corpus->add_to(sub, {"path"});
       o->batch->add_to(sub, {"prompts"});
-      sub.add_option("--prompt-ids", o->prompt_ids,
-                     "Token ids to read instead of text, used exactly as given (no BOS added), e.g. --prompt-ids 1,403,407")
-          ->delimiter(',');
       sub.add_option("--target-id", o->target_id, "Target token by id (= --target '#ID')");
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
       sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);

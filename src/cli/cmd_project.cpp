@@ -1,7 +1,6 @@
 // `vocablens project MODEL --prompt TEXT --hook resid_post.2 [--top-k 10]`: hidden states at a hook point
 // projected to tokens (Dar et al.'s hE: x W_U, no final norm unless --final-norm; see vocablens/unembed.hpp).
-// The flags come from the analysis's declaration (analyses/project_entry.cpp); --prompt-ids is this command's
-// alias for --prompt given as ids.
+// The flags come from the analysis's declaration (analyses/project_entry.cpp), --prompt-ids among them.
 #include <fmt/color.h>
 #include <fmt/format.h>
 
@@ -29,7 +28,6 @@ using vocablens::UsageError;
 struct ProjectCliOptions {
   std::string model, tokenizer;
   std::shared_ptr<vocablens::cli::DeclaredFlags> flags;
-  std::vector<int64_t> prompt_ids;
   bool dry_run = false;
   vocablens::cli::OutputOptions out;
 };
@@ -57,12 +55,9 @@ void print_projection(const vocablens::HiddenProjection& p, const vocablens::Tok
 
 int run_project(const ProjectCliOptions& co) {
   nlohmann::json given = co.flags->given();
-  if (!given.contains("prompt") && co.prompt_ids.empty())
-    throw UsageError("give --prompt TEXT (at least one character) or --prompt-ids IDS");
-  if (given.contains("prompt") && !co.prompt_ids.empty()) throw UsageError("give either --prompt or --prompt-ids, not both");
-  if (!co.prompt_ids.empty() && given.contains("bos"))
-    throw UsageError("--bos/--no-bos apply to --prompt text; --prompt-ids are used exactly as given");
-  if (!co.prompt_ids.empty()) given["prompt"] = co.prompt_ids;
+  // --prompt-ids (declared with --prompt, DeclaredFlags) arrives as the prompt's ids.
+  if (!given.contains("prompt")) throw UsageError("give --prompt TEXT (at least one character) or --prompt-ids IDS");
+  const bool as_ids = given["prompt"].is_array();
   const auto& decl = vocablens::find_analysis("project").decl;
   const nlohmann::json resolved = vocablens::resolve_options(decl, given, vocablens::Surface::Cli);
   if (!co.out.out_dir.empty()) vocablens::ensure_directory(co.out.out_dir);
@@ -90,7 +85,7 @@ int run_project(const ProjectCliOptions& co) {
   auto p = vocablens::project_hidden(m, ids, o, tok.get());
   auto r = p.to_result(tok.get());
   r.settings["prompt"] = vocablens::entries::prompt_text(q, ids);
-  if (!co.prompt_ids.empty()) r.settings["prompt_ids"] = ids;
+  if (as_ids) r.settings["prompt_ids"] = ids;
   vocablens::cli::fill_provenance(r, m);
   r.provenance["tokenizer"] = tok->source();
   const bool color = vocablens::cli::use_color(co.out);
@@ -104,10 +99,7 @@ vocablens::cli::Register registered_cmd_project{
       auto o = std::make_shared<ProjectCliOptions>();
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("project").decl);
-      o->flags->add_to(sub, {"prompt"});  // or --prompt-ids
-      sub.add_option("--prompt-ids", o->prompt_ids,
-                     "Token ids to run instead of text, used exactly as given (no BOS added), e.g. --prompt-ids 1,403,407")
-          ->delimiter(',');
+      o->flags->add_to(sub, {"prompt"});  // or --prompt-ids (declared with it)
       sub.add_option("--tokenizer", o->tokenizer, "Tokenizer file or directory (default: found beside the model)");
       sub.add_flag("--dry-run", o->dry_run, vocablens::cli::kDryRunHelp);
       vocablens::cli::add_output_options(sub, o->out);

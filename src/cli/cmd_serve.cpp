@@ -75,7 +75,9 @@ vocablens::cli::Register registered_cmd_serve{
                                             "lens toggle and the API's {\"tuned\": true}");
       sub.add_option("--sae", c->o.sae, "SAE or transcoder (the layouts `vocablens features --sae` reads): a feature's "
                                         "vocabulary projection and the feature lens of the prompt on the page");
-      sub.add_option("--sae-hook", c->o.sae_hook, "Hook point the SAE reads (overrides the file's or the guessed one)");
+      // --hook as `features --hook` spells it; --sae-hook, the older name, is the same option.
+      sub.add_option("--hook,--sae-hook", c->o.sae_hook,
+                     "Hook point the SAE reads (overrides the file's or the guessed one), as `features --hook`");
       sub.add_option("--corpus", c->o.corpus, "Text file: a neuron's or a feature's top activations over it (its first "
                                               "--corpus-tokens tokens, tokenised at start-up)");
       sub.add_option("--corpus-run", c->o.corpus_run, "A run directory of `vocablens lens --corpus FILE --out DIR`: "

@@ -77,9 +77,19 @@ void DeclaredFlags::add_to(CLI::App& sub, const std::vector<std::string>& option
     } else {
       s.cli = sub.add_option(name, s.text, help_line(o));
     }
-    if (o.required && std::find(optional_here.begin(), optional_here.end(), o.name) == optional_here.end())
-      s.cli->required();
+    const bool required = o.required && std::find(optional_here.begin(), optional_here.end(), o.name) == optional_here.end();
     s.cli->type_name(type_name(o));
+    if (o.type == OptionType::Prompt) {
+      // The same option as token ids. Either spelling satisfies a required prompt: given() refuses both, and
+      // resolve_options names the option when neither is there.
+      s.cli_ids = sub.add_option(name + "-ids", s.ids,
+                                 "The " + o.name + " as token ids instead of text, used exactly as given (no BOS added), "
+                                 "e.g. " + name + "-ids 1,403,407")
+                      ->delimiter(',')
+                      ->type_name("IDS");
+      continue;
+    }
+    if (required) s.cli->required();
   }
 }
 
@@ -87,6 +97,12 @@ json DeclaredFlags::given() const {
   json out = json::object();
   for (const auto& s : slots_) {
     const OptionDecl& o = *s.opt;
+    if (s.cli_ids && s.cli_ids->count() > 0) {
+      const std::string name = spelling(o, Surface::Cli);
+      if (s.cli->count() > 0) throw UsageError("give " + name + " or " + name + "-ids, not both");
+      out[o.name] = s.ids;
+      continue;
+    }
     if (!s.cli || (s.cli->count() == 0 && (!s.cli_off || s.cli_off->count() == 0))) continue;
     if (o.type == OptionType::Flag) {
       if (o.default_value.is_null()) out[o.name] = s.on;
@@ -112,6 +128,10 @@ json DeclaredFlags::given() const {
     }
     out[o.name] = parse_option_text(decl_, o, s.text);
   }
+  for (const auto& s : slots_)
+    if (s.cli_ids && s.cli_ids->count() > 0 && out.contains("bos"))
+      throw UsageError("--bos/--no-bos apply to " + spelling(*s.opt, Surface::Cli) + " text; " +
+                       spelling(*s.opt, Surface::Cli) + "-ids are used exactly as given");
   return out;
 }
 

@@ -1,6 +1,8 @@
 // src/cli/declared_flags.hpp — the command-line flags of a declared analysis (vocablens/options.hpp), made
 // from its declaration: `--top-k N`, `--no-keys` (a flag whose default is true), `--bos` / `--no-bos` (a
-// flag without a default), positionals, `--allow-list FILE` (an option read from a file on the CLI).
+// flag without a default), positionals, `--allow-list FILE` (an option read from a file on the CLI), and for
+// a prompt option `--prompt TEXT` and `--prompt-ids IDS` (the same option given as token ids, used exactly as
+// given: the one spelling of ids on every command that reads a prompt).
 //
 //   auto flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("neurons").decl);
 //   flags->add_to(sub);                       // when the subcommand is declared
@@ -37,6 +39,8 @@ class DeclaredFlags {
     const OptionDecl* opt = nullptr;
     std::string text;
     std::vector<std::string> texts;
+    std::vector<int64_t> ids;          // a prompt's --NAME-ids
+    CLI::Option* cli_ids = nullptr;
     bool on = false, off = false;  // flags: --x / --no-x
     CLI::Option* cli = nullptr;
     CLI::Option* cli_off = nullptr;

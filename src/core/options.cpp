@@ -244,7 +244,11 @@ json resolve_options(const AnalysisDecl& d, const json& given, Surface surface) 
       if (it != given.end() && !it->is_null()) v = &*it;
     }
     if (!v) {
-      if (o.required) fail(d, o, surface, "is required");
+      if (o.required)
+        fail(d, o, surface,
+             o.type == OptionType::Prompt && surface == Surface::Cli
+                 ? "is required (text, or token ids as " + spelling(o, surface) + "-ids)"
+                 : std::string("is required"));
       out[o.name] = o.default_value.is_null() ? json(nullptr) : check_value(d, o, surface, o.default_value);
       continue;
     }

@@ -93,7 +93,7 @@ void Explorer::load_sae_and_corpus() {
     sae_ = std::make_unique<Sae>(load_sae(o_.sae, lo));
     check_sae_fits(*sae_, *model_);
     if (sae_->hook_name.empty())
-      throw UsageError("--sae " + o_.sae + ": the SAE names no hook point; give one with --sae-hook");
+      throw UsageError("--sae " + o_.sae + ": the SAE names no hook point; give one with --hook");
   }
   if (!o_.corpus.empty() && !o_.corpus_run.empty()) throw UsageError("give --corpus or --corpus-run, not both");
   corpus_path_ = !o_.corpus_run.empty() ? corpus_of_run(o_.corpus_run) : o_.corpus;
