@@ -1,6 +1,11 @@
 // `attribute`: its options, declared once, and the call every surface makes (vocablens/analysis_registry.hpp).
 #include "entry_common.hpp"
+#include <fmt/format.h>
+
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
+#include "vocablens/cache.hpp"
+#include "vocablens/memory_estimate.hpp"
 #include "vocablens/attribution.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/model.hpp"
@@ -39,6 +44,20 @@ void register_attribution_entry(AnalysisRegistry& r) {
            auto r = attribute_logit(q.model, ids, attribution_options(q)).to_result(q.tok, entry::prompt_text(q, ids));
            if (q.tok) r.provenance["tokenizer"] = q.tok->source();
            return r;
+         },
+         // One forward of the prompt recording the residual points, and each head's output at the position.
+         [](const AnalysisRequest& q) {
+           const auto T = static_cast<int64_t>(entry::prompt_of(q).size());
+           const auto& cf = q.model.config();
+           CacheSpec spec;
+           spec.resid_pre = spec.resid_mid = spec.resid_post = spec.attn_out = spec.mlp_out = true;
+           AnalysisEstimate e;
+           e.memory = estimate_forward_memory(q.model, 1, T, spec, true);
+           e.memory.add("attribute: per-head outputs at the position",
+                        static_cast<double>(cf.n_layers * cf.n_heads) * static_cast<double>(cf.d_model) * 4);
+           e.what = fmt::format("the attribution of {} tokens of {}", T, q.model.source());
+           e.reduce = "give a shorter " + q.spelled("prompt");
+           return e;
          }});
 }
 

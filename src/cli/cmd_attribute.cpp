@@ -11,10 +11,10 @@
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/declared_flags.hpp"
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
+#include "vocablens/result.hpp"
 #include "vocablens/detail/atomic_file.hpp"
-#include "vocablens/declared_options.hpp"
-#include "vocablens/attribution.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
@@ -33,31 +33,46 @@ struct AttributeCliOptions {
   vocablens::cli::OutputOptions out;
 };
 
-void print_attribution(const vocablens::AttributionResult& a, const vocablens::Tokenizer& tok, int64_t show, bool color) {
+// The table, read from the Result every surface gets (settings, summary, the components table).
+void print_attribution(const vocablens::Result& r, const vocablens::Tokenizer& tok, int64_t show, bool color) {
   auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
-  const std::string metric = a.options.wrong >= 0 ? "logit(" + tok.display(a.options.target) + ") - logit(" +
-                                                        tok.display(a.options.wrong) + ")"
-                                                  : "logit(" + tok.display(a.options.target) + ")";
-  fmt::print("{}\n", style(fmt::format("logit attribution · {} · {} at position {} ({})", a.model_source, metric,
-                                       a.position, tok.display(a.tokens[static_cast<size_t>(a.position)])),
+  const auto& st = r.settings;
+  const auto& sm = r.summary;
+  const int64_t position = st.at("position").get<int64_t>(), layer = st.at("layer").get<int64_t>();
+  const int64_t n_layers = sm.at("n_layers").get<int64_t>(), n_heads = sm.at("n_heads").get<int64_t>();
+  const std::string target = tok.display(st.at("target").at("id").get<int64_t>());
+  const std::string metric = st.at("wrong").is_null()
+                                 ? "logit(" + target + ")"
+                                 : "logit(" + target + ") - logit(" + tok.display(st.at("wrong").at("id").get<int64_t>()) + ")";
+  const int64_t pos_id = sm.at("tokens").at(static_cast<size_t>(position)).at("id").get<int64_t>();
+  fmt::print("{}\n", style(fmt::format("logit attribution · {} · {} at position {} ({})", sm.at("model").get<std::string>(),
+                                       metric, position, tok.display(pos_id)),
                            fmt::emphasis::bold));
-  if (a.layer == 0)
-    fmt::print("the embedding alone (the logit lens's row 'embed'): no block is a part\n");
-  else if (a.layer < a.n_layers)
-    fmt::print("the residual after block {} (the logit lens's row '{}'): blocks 0..{} are the parts\n", a.layer - 1,
-               a.layer - 1, a.layer - 1);
+  if (layer < n_layers) fmt::print("{}: {}\n", st.at("residual").get<std::string>(),
+                                   layer == 0 ? "no block is a part" : fmt::format("blocks 0..{} are the parts", layer - 1));
   fmt::print("{} {:.6f} · sum of parts {:.6f} · |difference| {:.2e} · final norm scale frozen at {:.6f}\n",
-             a.layer < a.n_layers ? "lens" : "model", a.model_value, a.sum, a.check, a.norm_scale);
-  std::vector<size_t> order(a.components.size());
+             layer < n_layers ? "lens" : "model", sm.at("model_value").get<double>(), sm.at("sum").get<double>(),
+             sm.at("check").get<double>(), sm.at("norm_scale").get<double>());
+  struct Part {
+    std::string name, kind;
+    int64_t layer = -1, head = -1;
+    double value = 0;
+  };
+  std::vector<Part> parts;
+  for (const auto& t : r.tables)
+    if (t.name == "components")
+      for (const auto& row : t.rows)
+        parts.push_back({row[0].get<std::string>(), row[1].get<std::string>(), row[2].is_null() ? -1 : row[2].get<int64_t>(),
+                         row[3].is_null() ? -1 : row[3].get<int64_t>(), row[4].get<double>()});
+  std::vector<size_t> order(parts.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-    return std::fabs(a.components[x].value) > std::fabs(a.components[y].value);
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return std::fabs(parts[x].value) > std::fabs(parts[y].value); });
   double mx = 0;
-  for (const auto& c : a.components) mx = std::max(mx, std::fabs(c.value));
+  for (const auto& c : parts) mx = std::max(mx, std::fabs(c.value));
   fmt::print("{}\n", style(fmt::format("{:<16} {:>10}", "part", "value"), fmt::emphasis::bold));
   for (size_t i = 0; i < order.size() && static_cast<int64_t>(i) < show; ++i) {
-    const auto& c = a.components[order[i]];
+    const auto& c = parts[order[i]];
     const int w = mx > 0 ? static_cast<int>(std::lround(std::fabs(c.value) / mx * 30)) : 0;
     std::string bar(static_cast<size_t>(w), '#');
     if (color) bar = fmt::format(fmt::fg(c.value >= 0 ? fmt::terminal_color::green : fmt::terminal_color::red), "{}", bar);
@@ -65,44 +80,39 @@ void print_attribution(const vocablens::AttributionResult& a, const vocablens::T
   }
   if (static_cast<int64_t>(order.size()) > show)
     fmt::print("({} more parts; --show N, or --format csv / --out for all)\n", order.size() - static_cast<size_t>(show));
-  // per-head grid
+  // per-head grid of the blocks that are parts
+  std::vector<double> heads(static_cast<size_t>(layer * n_heads), 0.0), mlps(static_cast<size_t>(layer), 0.0);
+  for (const auto& c : parts) {
+    if (c.kind == "head") heads[static_cast<size_t>(c.layer * n_heads + c.head)] = c.value;
+    if (c.kind == "mlp") mlps[static_cast<size_t>(c.layer)] = c.value;
+  }
   fmt::print("\n{}\n", style("heads (rows: layer, columns: head)", fmt::emphasis::bold));
   std::string line = fmt::format("{:<6}", "");
-  for (int64_t h = 0; h < a.n_heads; ++h) line += fmt::format(" {:>7}", "H" + std::to_string(h));
+  for (int64_t h = 0; h < n_heads; ++h) line += fmt::format(" {:>7}", "H" + std::to_string(h));
   line += fmt::format(" {:>8}", "MLP");
   fmt::print("{}\n", line);
-  for (int64_t l = 0; l < a.layer; ++l) {
+  for (int64_t l = 0; l < layer; ++l) {
     line = fmt::format("{:<6}", "L" + std::to_string(l));
-    for (int64_t h = 0; h < a.n_heads; ++h) line += fmt::format(" {:>7.3f}", a.heads[static_cast<size_t>(l * a.n_heads + h)]);
-    line += fmt::format(" {:>8.3f}", a.mlps[static_cast<size_t>(l)]);
+    for (int64_t h = 0; h < n_heads; ++h) line += fmt::format(" {:>7.3f}", heads[static_cast<size_t>(l * n_heads + h)]);
+    line += fmt::format(" {:>8.3f}", mlps[static_cast<size_t>(l)]);
     fmt::print("{}\n", line);
   }
 }
 
 int run_attribute(const AttributeCliOptions& o) {
-  const auto& decl = vocablens::find_analysis("attribute").decl;
-  const nlohmann::json resolved = vocablens::resolve_options(decl, o.flags->given(), vocablens::Surface::Cli);
+  const auto& a = vocablens::find_analysis("attribute");
+  const nlohmann::json given = o.flags->given();
+  vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);  // a wrong flag costs no model load
   if (o.show < 0) throw UsageError("--show must be >= 0");
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   vocablens::Model m = vocablens::load_model(o.model);
   vocablens::adapt_threads_to(m);
   auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
-  const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
-  const auto ids = vocablens::entries::prompt_ids(q);
-  {
-    const auto& cf = m.config();
-    const double d = static_cast<double>(cf.d_model);
-    vocablens::CacheSpec spec = [] { vocablens::CacheSpec s; s.resid_pre = s.resid_mid = s.resid_post = s.attn_out = s.mlp_out = true; return s; }();
-    auto e = vocablens::estimate_forward_memory(m, 1, static_cast<int64_t>(ids.size()), spec, true);
-    e.add("attribute: per-head outputs at the position", static_cast<double>(cf.n_layers * cf.n_heads) * d * 4);
-    if (auto rc = vocablens::cli::check_memory("attribute", fmt::format("the attribution of {} tokens of {}", ids.size(), m.source()), e, o.dry_run, "shorten --prompt"))
-      return *rc;
-  }
-  auto a = vocablens::attribute_logit(m, ids, vocablens::entries::attribution_options(q));
-  auto r = a.to_result(tok.get(), vocablens::entries::prompt_text(q, ids));
+  const auto est = vocablens::estimate_analysis(a, m, tok.get(), given, vocablens::Surface::Cli);
+  if (auto rc = vocablens::cli::check_memory("attribute", est, o.dry_run)) return *rc;
+  auto r = vocablens::run_analysis(a, m, tok.get(), given, vocablens::Surface::Cli);
   vocablens::cli::fill_provenance(r, m);
-  r.provenance["tokenizer"] = tok->source();
-  vocablens::cli::emit(r, o.out, [&] { print_attribution(a, *tok, o.show, vocablens::cli::use_color(o.out)); });
+  vocablens::cli::emit(r, o.out, [&] { print_attribution(r, *tok, o.show, vocablens::cli::use_color(o.out)); });
   return 0;
 }
 
