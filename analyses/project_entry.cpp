@@ -1,10 +1,15 @@
 // `project`: hidden states at a hook point projected to tokens; its options declared once, and the call every
 // surface makes (vocablens/analysis_registry.hpp). `vocablens project` takes its flags from here
 // (src/cli/cmd_project.cpp).
+#include <fmt/format.h>
+
 #include <string>
 
 #include "entry_common.hpp"
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
+#include "vocablens/cache.hpp"
+#include "vocablens/memory_estimate.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
@@ -90,6 +95,21 @@ void register_project_entry(AnalysisRegistry& r) {
            if (entry::prompt_is_ids(q.options)) r.settings["prompt_ids"] = ids;
            if (q.tok) r.provenance["tokenizer"] = q.tok->source();
            return r;
+         },
+         // One forward recording the residual points; then the read side (E⁺ or W_U) and the positions' logits.
+         [](const AnalysisRequest& q) {
+           const auto T = static_cast<int64_t>(entry::prompt_of(q).size());
+           const auto& cf = q.model.config();
+           const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+           CacheSpec spec;
+           spec.resid_pre = spec.resid_mid = spec.resid_post = spec.attn_out = spec.mlp_out = true;
+           AnalysisEstimate e;
+           e.memory = estimate_forward_memory(q.model, 1, T, spec, false);
+           e.memory.add_phase("project: the read side (E+ or W_U) and the positions' logits",
+                              (2 * d * V + static_cast<double>(T) * V) * 4);
+           e.what = fmt::format("the projection of {} tokens of {}", T, q.model.source());
+           e.reduce = "give a shorter " + q.spelled("prompt") + ", or fewer " + q.spelled("positions");
+           return e;
          }});
 }
 

@@ -25,16 +25,20 @@ class Estimate(unittest.TestCase):
         self.assertIn(e["what"], out)
         self.assertIn("MiB", repr(e))
 
-    def test_attribute_declares_its_estimate_too(self):
-        # The attribution's estimate moved from its command into its declaration: Python sees the same total
-        # as `attribute --dry-run`, and it counts more than the weights (the forward's recorded residuals).
-        e = vocablens.estimate("attribute", self.m, [5, 6, 7, 8], target="#5")
-        _, out, _ = cli("attribute", GPT2, "--prompt-ids", "5,6,7,8", "--target", "#5", "--dry-run")
-        total = re.search(r"total\s+([0-9.]+) MiB", out)
-        self.assertIsNotNone(total, out)
-        self.assertEqual("{:.1f}".format(e["total_bytes"] / 1048576.0), total.group(1))
-        self.assertIn("the attribution of 4 tokens", e["what"])
-        self.assertGreater(e["total_bytes"], vocablens.estimate("positions", self.m)["total_bytes"])
+    def test_attribute_and_project_declare_their_estimates_too(self):
+        # Their estimates moved from their commands into their declarations: Python sees the same total as the
+        # command's --dry-run, and it counts more than the weights (the forward's recorded residuals).
+        cases = [("attribute", {"target": "#5"}, ["--target", "#5"], "the attribution of 4 tokens"),
+                 ("project", {"hook": "resid_post.1"}, ["--hook", "resid_post.1"], "the projection of 4 tokens")]
+        for name, kwargs, flags, what in cases:
+            with self.subTest(name):
+                e = vocablens.estimate(name, self.m, [5, 6, 7, 8], **kwargs)
+                _, out, _ = cli(name, GPT2, "--prompt-ids", "5,6,7,8", *flags, "--dry-run")
+                total = re.search(r"total\s+([0-9.]+) MiB", out)
+                self.assertIsNotNone(total, out)
+                self.assertEqual("{:.1f}".format(e["total_bytes"] / 1048576.0), total.group(1))
+                self.assertIn(what, e["what"])
+                self.assertGreater(e["total_bytes"], vocablens.estimate("positions", self.m)["total_bytes"])
 
     def test_counts_what_the_options_add(self):
         ids = list(range(10, 110))
