@@ -8,6 +8,7 @@
 #include "vocablens/analysis_estimate.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
+#include "util/mapped_file.hpp"
 
 namespace vocablens {
 
@@ -77,6 +78,8 @@ Result run_analysis(const DeclaredAnalysis& a, const Model& m, const Tokenizer* 
                     Surface surface, std::function<void(int64_t, int64_t)> progress, const std::atomic<bool>* cancel,
                     const AnalysisInputs* inputs) {
   const nlohmann::json options = resolve_options(a.decl, given, surface);
+  // Analyses that read weights without a forward pass (heads, neurons, spectrum) ask too.
+  MappedFile::check_all_unchanged();
   AnalysisRequest q{m, tok, options, std::move(progress), cancel, surface, &a.decl, inputs};
   return a.run(q);
 }

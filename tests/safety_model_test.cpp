@@ -1,7 +1,9 @@
 // Safety, model layer: non-finite weights and activations are named and refused (or, when asked,
 // warned about), config values that would make the forward NaN are refused, every tensor of a checkpoint is
 // used or reported, and generation matches llama2.c's run.c at the context end.
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -11,6 +13,7 @@
 
 #include "fixtures.hpp"
 #include "tiny_gpt2.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/heads.hpp"
 #include "vocablens/lens.hpp"
@@ -403,5 +406,52 @@ TEST_CASE("finiteness is scanned in place for float32, bfloat16 and float16, con
     CHECK_THROWS_WITH(vocablens::require_finite(t, "M", "c"), Catch::Contains("M holds 2 non-finite values of 151663 (first: nan at [5, 17])"));
     // Transposed: [17, 5] holds the NaN, [3, 20] the -inf, which comes first in the view's order.
     CHECK_THROWS_WITH(vocablens::require_finite(t.t(), "M", "c"), Catch::Contains("(first: -inf at [3, 20])"));
+  }
+}
+
+TEST_CASE("a checkpoint truncated or written in place after loading: one error naming it, not SIGBUS or other numbers") {
+  const std::string src = vl_test::fixture("gpt2-tiny");
+  REQUIRE(!src.empty());
+  const at::Tensor ids = at::tensor(std::vector<int64_t>{464, 412, 733}, at::kLong);
+  for (const char* how : {"truncate", "overwrite", "replace"}) {
+    INFO(how);
+    const std::string dir = vl_test::temp_dir(std::string("changed-") + how);
+    fs::copy(src, dir + "/m", fs::copy_options::recursive);
+    const std::string st = dir + "/m/model.safetensors";
+    REQUIRE(fs::exists(st));
+    at::Tensor before;
+    {
+      auto m = vocablens::load_model(dir + "/m");
+      before = m.forward(ids).logits;
+      const auto size = fs::file_size(st);
+      if (std::string(how) == "truncate") {
+        fs::resize_file(st, size / 2);  // touching the lost pages would raise SIGBUS
+      } else if (std::string(how) == "overwrite") {
+        // The same size, the same header, other weights: written in place, as `dd conv=notrunc` or a careless
+        // re-save would. The mapping's unread pages would show the new bytes.
+        std::FILE* f = std::fopen(st.c_str(), "r+b");
+        REQUIRE(f);
+        std::fseek(f, static_cast<long>(size - 4096), SEEK_SET);
+        std::vector<char> junk(4096, 0x7f);
+        std::fwrite(junk.data(), 1, junk.size(), f);
+        std::fclose(f);
+        fs::last_write_time(st, fs::last_write_time(st) + std::chrono::seconds(2));  // coarse clocks: a visible move
+      } else {
+        // Replaced by a new file (rename over it): the mapping keeps the old one, nothing changed for this model.
+        fs::copy_file(st, st + ".new");
+        fs::rename(st + ".new", st);
+      }
+      if (std::string(how) == "replace") {
+        CHECK(at::equal(m.forward(ids).logits, before));
+      } else {
+        CHECK_THROWS_WITH(m.forward(ids), Catch::Contains("model.safetensors") &&
+                                              Catch::Contains("changed on disk since it was loaded") &&
+                                              Catch::Contains("load it again"));
+        // An analysis that reads weights without a forward pass asks too (run_analysis, every surface).
+        CHECK_THROWS_AS(vocablens::run_analysis(vocablens::find_analysis("neurons"), m, nullptr,
+                                                {{"layer", 0}, {"neurons", {0}}}, vocablens::Surface::Python),
+                        vocablens::FormatError);
+      }
+    }
   }
 }

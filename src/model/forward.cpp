@@ -31,6 +31,7 @@
 #include "vocablens/timings.hpp"
 #include "vocablens/weight.hpp"
 #include "model/forward_work.hpp"
+#include "util/mapped_file.hpp"
 #include "util/parallel.hpp"
 
 namespace vocablens {
@@ -440,6 +441,8 @@ ForwardOutput forward_impl(const ModelConfig& cfg, const ModelWeights& w, const 
                            const HookList* hooks, KVCache* kv) {
   using namespace detail;
   timings::Phase phase("forward");
+  // A checkpoint truncated or written in place since it was mapped: one error, not SIGBUS or other weights.
+  MappedFile::check_all_unchanged();
   at::Tensor ids = ids_in.dim() == 1 ? ids_in.unsqueeze(0) : ids_in;
   if (ids.dim() != 2) throw UsageError("token ids must be [T] or [B, T]");
   const int64_t B = ids.size(0), T = ids.size(1), p0 = kv ? kv->length() : 0;

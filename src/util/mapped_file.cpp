@@ -6,9 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <vector>
 
 #include "vocablens/error.hpp"
 
@@ -19,13 +22,32 @@ namespace {
 // mmap(0 bytes) fails, so an empty file points here: data() is never null, size() is 0.
 const uint8_t kEmptyByte = 0;
 
-// Closes the descriptor on every path out of open(); the mapping does not need it once made.
+// Closes the descriptor on every path out of open() that does not hand it to the MappedFile.
 struct FdGuard {
   int fd;
   ~FdGuard() {
     if (fd >= 0) ::close(fd);
   }
+  int release() {
+    const int f = fd;
+    fd = -1;
+    return f;
+  }
 };
+
+int64_t mtime_ns(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + static_cast<int64_t>(st.st_mtim.tv_nsec);
+}
+
+// Every live mapping, for check_all_unchanged(). Registered by the constructor, removed by the destructor.
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::vector<const MappedFile*>& registry() {
+  static std::vector<const MappedFile*> r;
+  return r;
+}
 
 }  // namespace
 }  // namespace detail
@@ -44,15 +66,46 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
     throw FormatError(path, "file size out of range");
   const size_t size = static_cast<size_t>(st.st_size);
   if (size == 0)
-    return std::shared_ptr<MappedFile>(new MappedFile(path, const_cast<uint8_t*>(&detail::kEmptyByte), 0, false));
+    return std::shared_ptr<MappedFile>(
+        new MappedFile(path, const_cast<uint8_t*>(&detail::kEmptyByte), 0, false, guard.release(), detail::mtime_ns(st)));
   // MAP_PRIVATE + PROT_WRITE: see the header — writes become private copies, never reach the file.
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   if (p == MAP_FAILED) throw FormatError(path, std::string("cannot map: ") + std::strerror(errno));
-  return std::shared_ptr<MappedFile>(new MappedFile(path, static_cast<uint8_t*>(p), size, true));
+  return std::shared_ptr<MappedFile>(
+      new MappedFile(path, static_cast<uint8_t*>(p), size, true, guard.release(), detail::mtime_ns(st)));
+}
+
+MappedFile::MappedFile(std::string path, uint8_t* data, size_t size, bool mapped, int fd, int64_t mtime_ns)
+    : path_(std::move(path)), data_(data), size_(size), mapped_(mapped), fd_(fd), mtime_ns_(mtime_ns) {
+  std::lock_guard<std::mutex> lock(detail::registry_mutex());
+  detail::registry().push_back(this);
 }
 
 MappedFile::~MappedFile() {
+  {
+    std::lock_guard<std::mutex> lock(detail::registry_mutex());
+    auto& r = detail::registry();
+    r.erase(std::remove(r.begin(), r.end(), this), r.end());
+  }
   if (mapped_) ::munmap(data_, size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void MappedFile::check_unchanged() const {
+  struct stat st {};
+  if (fd_ < 0 || ::fstat(fd_, &st) != 0) return;  // nothing to compare with: the mapping itself is unaffected
+  const auto now = static_cast<uint64_t>(st.st_size);
+  if (now < size_)
+    throw FormatError(path_, "changed on disk since it was loaded: truncated from " + std::to_string(size_) + " to " +
+                                 std::to_string(now) + " bytes (reading it now would crash); load it again");
+  if (detail::mtime_ns(st) != mtime_ns_)
+    throw FormatError(path_, "changed on disk since it was loaded: written in place (its modification time moved), "
+                             "so the weights read from now on would not be the ones loaded; load it again");
+}
+
+void MappedFile::check_all_unchanged() {
+  std::lock_guard<std::mutex> lock(detail::registry_mutex());
+  for (const MappedFile* f : detail::registry()) f->check_unchanged();
 }
 
 }  // namespace vocablens

@@ -9,7 +9,12 @@
 // The mapping is MAP_PRIVATE with PROT_READ|PROT_WRITE over a file opened O_RDONLY: the file itself can
 // never be modified through it, but an in-place op on a tensor viewing it gets private copy-on-write pages
 // instead of a SIGSEGV. As with any mapping, a file truncated by another process while mapped raises SIGBUS
-// on access; checkpoints are not expected to change under us.
+// on access, and one written in place shows its new bytes through every page not yet read. So each mapping
+// keeps its descriptor and the size and modification time it had, and check_unchanged() / check_all_unchanged()
+// compare them with the file now: every forward pass and every declared analysis asks first, so a checkpoint
+// changed on disk between two calls is one FormatError ("changed on disk since it was loaded") instead of a
+// SIGBUS or silently different numbers. (A file changed *during* a pass is not caught; a file replaced by a new
+// one — rename over it, as editors and `cp --remove-destination` do — is no change: the mapping keeps the old.)
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -33,13 +38,20 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  /// Throws FormatError(path, "changed on disk since it was loaded ...") when the mapped file is now shorter than
+  /// mapped or was written since (its modification time moved).
+  void check_unchanged() const;
+  /// check_unchanged() on every file mapped now (the weights of every model loaded, SAE and transcoder files).
+  static void check_all_unchanged();
+
  private:
-  MappedFile(std::string path, uint8_t* data, size_t size, bool mapped)
-      : path_(std::move(path)), data_(data), size_(size), mapped_(mapped) {}
+  MappedFile(std::string path, uint8_t* data, size_t size, bool mapped, int fd, int64_t mtime_ns);
   std::string path_;
   uint8_t* data_;
   size_t size_;
   bool mapped_;  // false for an empty file (mmap of 0 bytes is an error; data_ points at a static byte)
+  int fd_;            // kept open: fstat sees the mapped file itself, even after its path names another
+  int64_t mtime_ns_;  // modification time at open
 };
 
 }  // namespace vocablens
