@@ -3,11 +3,16 @@
 // `vocablens ablate` take their flags from these declarations (src/cli/cmd_patch.cpp, cmd_ablate.cpp).
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "entry_common.hpp"
 #include "vocablens/ablation.hpp"
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
+#include "vocablens/cache.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/memory_estimate.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/patching.hpp"
 #include "vocablens/tokenizer.hpp"
@@ -125,6 +130,19 @@ void register_interventions_entry(AnalysisRegistry& r) {
            auto r = ablate(q.model, ids, ablation_options(q)).to_result(q.tok, entry::prompt_text(q, ids));
            if (q.tok) r.provenance["tokenizer"] = q.tok->source();
            return r;
+         },
+         // The clean and the ablated forward (the residuals recorded), their logits and the mean references.
+         [](const AnalysisRequest& q) {
+           const auto T = static_cast<int64_t>(entry::prompt_of(q).size());
+           const double V = static_cast<double>(q.model.config().vocab_size);
+           CacheSpec spec;
+           spec.resid_pre = spec.resid_post = true;
+           AnalysisEstimate e;
+           e.memory = estimate_forward_memory(q.model, 1, T, spec, true);
+           e.memory.add("ablate: the clean run's logits and the mean references", static_cast<double>(T) * V * 4 * 2);
+           e.what = fmt::format("ablating over {} tokens of {}", T, q.model.source());
+           e.reduce = "give a shorter " + q.spelled("prompt") + " (and shorter " + q.spelled("mean_over") + " texts)";
+           return e;
          }});
 }
 

@@ -12,10 +12,10 @@
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "cli/token_arg.hpp"
-#include "vocablens/ablation.hpp"
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
+#include "vocablens/result.hpp"
 #include "vocablens/detail/atomic_file.hpp"
-#include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
@@ -31,60 +31,53 @@ struct AblateCliOptions {
   vocablens::cli::OutputOptions out;
 };
 
-void print_ablation(const vocablens::AblationResult& a, const vocablens::Tokenizer& tok, bool color) {
+// The table, read from the Result every surface gets (settings, summary.before / after).
+void print_ablation(const vocablens::Result& r, const vocablens::Tokenizer& tok, bool color) {
   auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
+  const auto& st = r.settings;
+  const auto& sm = r.summary;
   std::string sites;
-  for (const auto& s : a.options.sites) sites += (sites.empty() ? "" : ", ") + s.label();
-  fmt::print("{}\n", style(fmt::format("ablation ({}) of {} · {} · position {}",
-                                       a.options.mode == vocablens::AblationMode::Mean ? "mean" : "zero", sites,
-                                       a.model_source, a.position),
+  for (const auto& s : st.at("sites")) sites += (sites.empty() ? "" : ", ") + s.at("site").get<std::string>();
+  fmt::print("{}\n", style(fmt::format("ablation ({}) of {} · {} · position {}", st.at("mode").get<std::string>(), sites,
+                                       sm.at("model").get<std::string>(), st.at("position").get<int64_t>()),
                            fmt::emphasis::bold));
+  const auto& b = sm.at("before");
+  const auto& a = sm.at("after");
   fmt::print("target {}: logit {:.4f} -> {:.4f} ({:+.4f}), p {:.4f} -> {:.4f}, rank {} -> {}\n",
-             tok.display(a.target), a.before.target_logit, a.after.target_logit,
-             a.after.target_logit - a.before.target_logit, a.before.target_prob, a.after.target_prob,
-             a.before.target_rank, a.after.target_rank);
-  fmt::print("KL(before || after) {:.5f} nats · largest logit change {:.4f}\n", a.kl, a.max_logit_change);
+             tok.display(st.at("target").at("id").get<int64_t>()), b.at("target_logit").get<double>(),
+             a.at("target_logit").get<double>(), sm.at("target_logit_change").get<double>(),
+             b.at("target_prob").get<double>(), a.at("target_prob").get<double>(), b.at("target_rank").get<int64_t>(),
+             a.at("target_rank").get<int64_t>());
+  fmt::print("KL(before || after) {:.5f} nats · largest logit change {:.4f}\n", sm.at("kl_before_after").get<double>(),
+             sm.at("max_logit_change").get<double>());
   fmt::print("{}\n", style(fmt::format("{:>4}  {:<20} {:>7}   {:<20} {:>7}", "rank", "before", "p", "after", "p"),
                            fmt::emphasis::bold));
-  for (size_t j = 0; j < std::max(a.before.top_ids.size(), a.after.top_ids.size()); ++j) {
-    auto col = [&](const vocablens::Prediction& p) {
-      if (j >= p.top_ids.size()) return fmt::format("{:<20} {:>7}", "", "");
-      std::string t = vocablens::cli::first_columns(tok.display(p.top_ids[j]), 20);
+  for (size_t j = 0; j < std::max(b.at("top").size(), a.at("top").size()); ++j) {
+    auto col = [&](const nlohmann::json& p) {
+      if (j >= p.at("top").size()) return fmt::format("{:<20} {:>7}", "", "");
+      const auto& e = p.at("top").at(j);
+      std::string t = vocablens::cli::first_columns(tok.display(e.at("id").get<int64_t>()), 20);
       size_t cols = 0;
       for (unsigned char ch : t) cols += (ch & 0xC0) != 0x80;
-      return t + std::string(21 - cols, ' ') + fmt::format("{:>7.4f}", p.top_probs[j]);
+      return t + std::string(21 - cols, ' ') + fmt::format("{:>7.4f}", e.at("prob").get<double>());
     };
-    fmt::print("{:>4}  {}   {}\n", j + 1, col(a.before), col(a.after));
+    fmt::print("{:>4}  {}   {}\n", j + 1, col(b), col(a));
   }
 }
 
 int run_ablate(const AblateCliOptions& o) {
-  const auto& decl = vocablens::find_analysis("ablate").decl;
-  const nlohmann::json resolved = vocablens::resolve_options(decl, o.flags->given(), vocablens::Surface::Cli);
+  const auto& a = vocablens::find_analysis("ablate");
+  const nlohmann::json given = o.flags->given();
+  vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);  // a wrong flag costs no model load
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   vocablens::Model m = vocablens::load_model(o.model);
   vocablens::adapt_threads_to(m);
   auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
-  const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
-  const vocablens::AblationOptions ao = vocablens::entries::ablation_options(q);
-  const auto ids = vocablens::entries::prompt_ids(q);
-  {
-    const auto& cf = m.config();
-    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
-    (void)d; (void)V;
-    const double Tn = static_cast<double>(ids.size());
-    (void)Tn;
-    vocablens::CacheSpec spec = [] { vocablens::CacheSpec s; s.resid_pre = s.resid_post = true; return s; }();
-    auto e = vocablens::estimate_forward_memory(m, 1, static_cast<int64_t>(ids.size()), spec, true);
-    e.add("ablate: the clean run's logits and the mean references", Tn * V * 4 * 2);
-    if (auto rc = vocablens::cli::check_memory("ablate", fmt::format("ablating over {} tokens of {}", ids.size(), m.source()), e, o.dry_run, "shorten --prompt (and the --mean-over texts)"))
-      return *rc;
-  }
-  auto a = vocablens::ablate(m, ids, ao);
-  auto r = a.to_result(tok.get(), vocablens::entries::prompt_text(q, ids));
+  const auto est = vocablens::estimate_analysis(a, m, tok.get(), given, vocablens::Surface::Cli);
+  if (auto rc = vocablens::cli::check_memory("ablate", est, o.dry_run)) return *rc;
+  auto r = vocablens::run_analysis(a, m, tok.get(), given, vocablens::Surface::Cli);
   vocablens::cli::fill_provenance(r, m);
-  r.provenance["tokenizer"] = tok->source();
-  vocablens::cli::emit(r, o.out, [&] { print_ablation(a, *tok, vocablens::cli::use_color(o.out)); });
+  vocablens::cli::emit(r, o.out, [&] { print_ablation(r, *tok, vocablens::cli::use_color(o.out)); });
   return 0;
 }
 

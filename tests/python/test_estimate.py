@@ -25,11 +25,12 @@ class Estimate(unittest.TestCase):
         self.assertIn(e["what"], out)
         self.assertIn("MiB", repr(e))
 
-    def test_attribute_and_project_declare_their_estimates_too(self):
+    def test_attribute_project_ablate_declare_their_estimates_too(self):
         # Their estimates moved from their commands into their declarations: Python sees the same total as the
         # command's --dry-run, and it counts more than the weights (the forward's recorded residuals).
         cases = [("attribute", {"target": "#5"}, ["--target", "#5"], "the attribution of 4 tokens"),
-                 ("project", {"hook": "resid_post.1"}, ["--hook", "resid_post.1"], "the projection of 4 tokens")]
+                 ("project", {"hook": "resid_post.1"}, ["--hook", "resid_post.1"], "the projection of 4 tokens"),
+                 ("ablate", {"head": ["0.1"]}, ["--head", "0.1"], "ablating over 4 tokens")]
         for name, kwargs, flags, what in cases:
             with self.subTest(name):
                 e = vocablens.estimate(name, self.m, [5, 6, 7, 8], **kwargs)
