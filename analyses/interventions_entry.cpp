@@ -102,6 +102,19 @@ void register_interventions_entry(AnalysisRegistry& r) {
                                   text_of(q, q.options.at("corrupt"), corrupt));
            if (q.tok) r.provenance["tokenizer"] = q.tok->source();
            return r;
+         },
+         // The clean run recording every residual point, the corrupt run's logits and one patched run's.
+         [](const AnalysisRequest& q) {
+           const auto T = static_cast<int64_t>(patch_prompts(q).first.size());
+           const double V = static_cast<double>(q.model.config().vocab_size);
+           CacheSpec spec;
+           spec.resid_pre = spec.resid_mid = spec.resid_post = spec.attn_out = spec.mlp_out = true;
+           AnalysisEstimate e;
+           e.memory = estimate_forward_memory(q.model, 1, T, spec, true);
+           e.memory.add("patch: the corrupt run's logits and one patched run's", static_cast<double>(T) * V * 4 * 2);
+           e.what = fmt::format("patching over {} tokens of {}", T, q.model.source());
+           e.reduce = "give shorter " + q.spelled("clean") + " and " + q.spelled("corrupt") + " prompts";
+           return e;
          }});
 
   AnalysisDecl a;

@@ -143,7 +143,8 @@ TEST_CASE("patching errors: different token lengths, equal runs, bad tokens") {
 
 TEST_CASE("vocablens patch on the command line") {
   std::string dir = vl_test::fixture("gpt2-tiny");
-  if (dir.empty() || vl_test::require_cli().empty()) return;
+  REQUIRE(!dir.empty());
+  REQUIRE(!vl_test::require_cli().empty());
   const std::string cli = shq(vl_test::cli_path()) + " patch " + shq(dir);
   std::string out;
   REQUIRE(vl_test::run_command(cli + " --clean 'When John and Mary went to the store, Mary gave a drink to' --corrupt "
@@ -159,6 +160,12 @@ TEST_CASE("vocablens patch on the command line") {
                                      "--target ' to' --no-color 2>&1",
                                out) == 0);
   CHECK_THAT(out, Catch::Contains("activation patching") && Catch::Contains("0 = corrupt, 1 = clean"));
+  // The same table from --clean-ids / --corrupt-ids (the declared prompts' id spelling): the ids the texts encode to.
+  std::string by_ids;
+  REQUIRE(vl_test::run_command(cli + " --clean-ids 2215,1757,290,5335,1816 --corrupt-ids 2215,5335,290,1757,1816 "
+                                     "--target ' to' --no-color 2>&1",
+                               by_ids) == 0);
+  CHECK(by_ids == out);
   // Different lengths: one line with both lengths and how to fix it, exit 2.
   CHECK(vl_test::run_command(cli + " --clean 'When John went' --corrupt 'When Christopher Columbus went' --target ' to' 2>&1",
                              out) == 2);
