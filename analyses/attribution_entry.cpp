@@ -51,13 +51,10 @@ void register_attribution_entry(AnalysisRegistry& r) {
            const auto& cf = q.model.config();
            CacheSpec spec;
            spec.resid_pre = spec.resid_mid = spec.resid_post = spec.attn_out = spec.mlp_out = true;
-           AnalysisEstimate e;
-           e.memory = estimate_forward_memory(q.model, 1, T, spec, true);
-           e.memory.add("attribute: per-head outputs at the position",
-                        static_cast<double>(cf.n_layers * cf.n_heads) * static_cast<double>(cf.d_model) * 4);
-           e.what = fmt::format("the attribution of {} tokens of {}", T, q.model.source());
-           e.reduce = "give a shorter " + q.spelled("prompt");
-           return e;
+           return entry::one_forward_estimate(
+               q, T, spec, true, "attribute: per-head outputs at the position",
+               static_cast<double>(cf.n_layers * cf.n_heads) * static_cast<double>(cf.d_model) * 4, false,
+               fmt::format("the attribution of {} tokens of {}", T, q.model.source()), "give a shorter " + q.spelled("prompt"));
          }});
 }
 

@@ -3,10 +3,12 @@
 
 #include <cctype>
 
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_inputs.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/memory_estimate.hpp"
 #include "vocablens/timings.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/sae.hpp"
@@ -195,6 +197,18 @@ int64_t token_of(const AnalysisRequest& q, const nlohmann::json& v, const std::s
 
 void append(std::vector<OptionDecl>& into, const std::vector<OptionDecl>& more) {
   into.insert(into.end(), more.begin(), more.end());
+}
+
+AnalysisEstimate one_forward_estimate(const AnalysisRequest& q, int64_t T, const CacheSpec& spec, bool logits,
+                                      const std::string& extra, double extra_bytes, bool extra_is_phase,
+                                      std::string what, std::string reduce) {
+  AnalysisEstimate e;
+  e.memory = estimate_forward_memory(q.model, 1, T, spec, logits);
+  if (extra_is_phase) e.memory.add_phase(extra, extra_bytes);
+  else e.memory.add(extra, extra_bytes);
+  e.what = std::move(what);
+  e.reduce = std::move(reduce);
+  return e;
 }
 
 }  // namespace vocablens::entry

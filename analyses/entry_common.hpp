@@ -18,6 +18,8 @@ namespace vocablens {
 class Model;
 class Tokenizer;
 struct AnalysisRequest;
+struct AnalysisEstimate;
+struct CacheSpec;
 struct Sae;
 }
 
@@ -76,6 +78,12 @@ bool prompt_is_ids(const nlohmann::json& o);
 /// One token: an id (checked against the vocabulary), "#ID", its bytes or display form, or text that the
 /// tokenizer encodes to exactly one token. UsageError naming the option otherwise.
 int64_t token_of(const AnalysisRequest& q, const nlohmann::json& v, const std::string& option);
+
+/// The estimate of an analysis that is one forward pass of T tokens recording `spec` (with the logits), plus
+/// `extra_bytes` held beside it (named `extra`): attribute, project, ablate, patch.
+AnalysisEstimate one_forward_estimate(const AnalysisRequest& q, int64_t T, const CacheSpec& spec, bool logits,
+                                      const std::string& extra, double extra_bytes, bool extra_is_phase,
+                                      std::string what, std::string reduce);
 
 /// Appends `more` to `into` (declarations are built from shared pieces).
 void append(std::vector<OptionDecl>& into, const std::vector<OptionDecl>& more);

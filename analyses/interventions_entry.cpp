@@ -106,15 +106,13 @@ void register_interventions_entry(AnalysisRegistry& r) {
          // The clean run recording every residual point, the corrupt run's logits and one patched run's.
          [](const AnalysisRequest& q) {
            const auto T = static_cast<int64_t>(patch_prompts(q).first.size());
-           const double V = static_cast<double>(q.model.config().vocab_size);
            CacheSpec spec;
            spec.resid_pre = spec.resid_mid = spec.resid_post = spec.attn_out = spec.mlp_out = true;
-           AnalysisEstimate e;
-           e.memory = estimate_forward_memory(q.model, 1, T, spec, true);
-           e.memory.add("patch: the corrupt run's logits and one patched run's", static_cast<double>(T) * V * 4 * 2);
-           e.what = fmt::format("patching over {} tokens of {}", T, q.model.source());
-           e.reduce = "give shorter " + q.spelled("clean") + " and " + q.spelled("corrupt") + " prompts";
-           return e;
+           return entry::one_forward_estimate(
+               q, T, spec, true, "patch: the corrupt run's logits and one patched run's",
+               static_cast<double>(T) * static_cast<double>(q.model.config().vocab_size) * 4 * 2, false,
+               fmt::format("patching over {} tokens of {}", T, q.model.source()),
+               "give shorter " + q.spelled("clean") + " and " + q.spelled("corrupt") + " prompts");
          }});
 
   AnalysisDecl a;
@@ -147,15 +145,13 @@ void register_interventions_entry(AnalysisRegistry& r) {
          // The clean and the ablated forward (the residuals recorded), their logits and the mean references.
          [](const AnalysisRequest& q) {
            const auto T = static_cast<int64_t>(entry::prompt_of(q).size());
-           const double V = static_cast<double>(q.model.config().vocab_size);
            CacheSpec spec;
            spec.resid_pre = spec.resid_post = true;
-           AnalysisEstimate e;
-           e.memory = estimate_forward_memory(q.model, 1, T, spec, true);
-           e.memory.add("ablate: the clean run's logits and the mean references", static_cast<double>(T) * V * 4 * 2);
-           e.what = fmt::format("ablating over {} tokens of {}", T, q.model.source());
-           e.reduce = "give a shorter " + q.spelled("prompt") + " (and shorter " + q.spelled("mean_over") + " texts)";
-           return e;
+           return entry::one_forward_estimate(
+               q, T, spec, true, "ablate: the clean run's logits and the mean references",
+               static_cast<double>(T) * static_cast<double>(q.model.config().vocab_size) * 4 * 2, false,
+               fmt::format("ablating over {} tokens of {}", T, q.model.source()),
+               "give a shorter " + q.spelled("prompt") + " (and shorter " + q.spelled("mean_over") + " texts)");
          }});
 }
 

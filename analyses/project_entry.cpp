@@ -103,13 +103,11 @@ void register_project_entry(AnalysisRegistry& r) {
            const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
            CacheSpec spec;
            spec.resid_pre = spec.resid_mid = spec.resid_post = spec.attn_out = spec.mlp_out = true;
-           AnalysisEstimate e;
-           e.memory = estimate_forward_memory(q.model, 1, T, spec, false);
-           e.memory.add_phase("project: the read side (E+ or W_U) and the positions' logits",
-                              (2 * d * V + static_cast<double>(T) * V) * 4);
-           e.what = fmt::format("the projection of {} tokens of {}", T, q.model.source());
-           e.reduce = "give a shorter " + q.spelled("prompt") + ", or fewer " + q.spelled("positions");
-           return e;
+           return entry::one_forward_estimate(
+               q, T, spec, false, "project: the read side (E+ or W_U) and the positions' logits",
+               (2 * d * V + static_cast<double>(T) * V) * 4, true,
+               fmt::format("the projection of {} tokens of {}", T, q.model.source()),
+               "give a shorter " + q.spelled("prompt") + ", or fewer " + q.spelled("positions"));
          }});
 }
 
