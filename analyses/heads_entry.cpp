@@ -1,6 +1,8 @@
 // `heads`: its options, declared once, and the call every surface makes (vocablens/analysis_registry.hpp).
 #include "entry_common.hpp"
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
+#include "vocablens/memory_estimate.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/heads.hpp"
@@ -60,6 +62,23 @@ void register_heads_entry(AnalysisRegistry& r) {
            auto r = analyze_heads(q.model, ho, q.tok).to_result(q.tok);
            if (q.tok) r.provenance["tokenizer"] = q.tok->source();
            return r;
+         },
+         // No forward pass: the weights, the read side E⁺ [d, V] (with the SVD that makes it) and the streamed
+         // tiles of the V x V circuit.
+         [](const AnalysisRequest& q) {
+           const auto& cf = q.model.config();
+           const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+           const bool pinv = q.options.at("inverse").get<std::string>() == "pinv";
+           AnalysisEstimate e;
+           e.memory = model_memory(q.model);
+           e.memory.add_phase(pinv ? "heads: E+ and its SVD, one tile of the V x V circuit"
+                                   : "heads: the read side, one tile of the V x V circuit",
+                              (3 * d * V + 4 * 256 * V) * 4);
+           e.what = "the head circuits of " + q.model.source();
+           e.reduce = pinv ? q.spelled("inverse") + (q.surface == Surface::Cli ? " transpose" : " 'transpose'") +
+                                 " (no pseudo-inverse)"
+                           : std::string();
+           return e;
          }});
 }
 

@@ -17,6 +17,7 @@
 #include "cli/text_fit.hpp"
 #include "cli/progress.hpp"
 #include "cli/token_filter_options.hpp"
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/declared_options.hpp"
@@ -111,18 +112,9 @@ int run_heads(const HeadsCliOptions& co) {
   auto tok = vocablens::cli::load_tokenizer(co.model, tf, token_text);
   const vocablens::AnalysisRequest q{m, tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
   vocablens::HeadsOptions o = vocablens::entries::heads_options(q);
-  {
-    // The read side E+ [d, V] (with the SVD that makes it) and the streamed tiles of the V x V circuit.
-    const auto& cf = m.config();
-    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
-    auto e = vocablens::cli::model_memory(m);
-    e.add_phase(o.inverse == vocablens::InverseKind::Pinv ? "heads: E+ and its SVD, one tile of the V x V circuit"
-                                                           : "heads: the read side, one tile of the V x V circuit",
-                (3 * d * V + 4 * 256 * V) * 4);
-    if (auto rc = vocablens::cli::check_memory("heads", "the head circuits of " + m.source(), e, co.dry_run,
-                                               "--inverse transpose (no pseudo-inverse)"))
-      return *rc;
-  }
+  const auto est = vocablens::estimate_analysis(vocablens::find_analysis("heads"), m, tok.get(), given,
+                                                vocablens::Surface::Cli);
+  if (auto rc = vocablens::cli::check_memory("heads", est, co.dry_run)) return *rc;
   vocablens::cli::ProgressBar bar("heads", "circuits");
   o.progress = bar.callback();
   auto a = vocablens::analyze_heads(m, o, tok.get());

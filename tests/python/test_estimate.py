@@ -41,6 +41,16 @@ class Estimate(unittest.TestCase):
                 self.assertIn(what, e["what"])
                 self.assertGreater(e["total_bytes"], vocablens.estimate("positions", self.m)["total_bytes"])
 
+    def test_heads_declares_its_estimate(self):
+        # No forward pass: the weights and the read side; the same total as `heads --dry-run`, and the pseudo-inverse
+        # costs more than the transpose.
+        e = vocablens.estimate("heads", self.m, layers="0", heads="0")
+        _, out, _ = cli("heads", GPT2, "--layer", "0", "--head", "0", "--dry-run")
+        total = re.search(r"total\s+([0-9.]+) MiB", out)
+        self.assertIsNotNone(total, out)
+        self.assertEqual("{:.1f}".format(e["total_bytes"] / 1048576.0), total.group(1))
+        self.assertIn("inverse", e["reduce"])
+
     def test_counts_what_the_options_add(self):
         ids = list(range(10, 110))
         plain = vocablens.estimate("lens", self.m, ids)
