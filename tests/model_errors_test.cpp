@@ -132,6 +132,11 @@ TEST_CASE("unknown architecture") {
   cfg["model_type"] = "mamba";
   std::string dir = make_model_dir("arch", cfg.dump(), zero_gpt2_safetensors());
   expect_clean_failure(dir, dir + "/config.json", "unknown architecture 'MambaForCausalLM'");
+  // The same line names the family whose tensor table maps the checkpoint's names (here all of GPT-2's but the
+  // causal-mask buffer), and what differs.
+  expect_clean_failure(dir, dir + "/config.json",
+                       "nearest supported family: gpt2 (GPT2LMHeadModel): 9 of 10 tensor name patterns map; "
+                       "not in its table: h.{L}.attn.bias");
 }
 
 TEST_CASE("malformed JSON") {

@@ -182,6 +182,22 @@ const ArchSpec& architecture(const std::string& family);
 const ArchSpec* find_family(const std::string& family);
 /// "GPT2LMHeadModel, LlamaForCausalLM, ...": the list printed when an architecture is refused.
 std::string supported_architectures();
+/// How well a checkpoint of an architecture vocablens does not run fits one supported family: of the checkpoint's
+/// tensor names (layer index as {L}, other indices as {N}, no .weight/.bias), how many the family's table maps,
+/// those it does not, and the family's required roles the checkpoint lacks.
+struct ArchMatch {
+  const ArchSpec* arch = nullptr;
+  int64_t matched = 0, total = 0;        ///< distinct name patterns of the checkpoint, and those the family maps
+  std::vector<std::string> unmatched;    ///< the checkpoint's patterns the family has no role for
+  std::vector<std::string> missing;      ///< the family's required patterns the checkpoint lacks
+};
+/// Every family ranked for these tensor names (Hugging Face names, or GGUF names when `gguf`): most names
+/// mapped first, then fewest required tensors missing.
+std::vector<ArchMatch> rank_architectures(const std::vector<std::string>& tensor_names, bool gguf);
+/// "nearest supported family: Llama (LlamaForCausalLM): 9 of 12 tensor name patterns map; not in its table:
+/// ...; it also needs: ..." for an error message; "" when no family maps any name.
+std::string nearest_architecture_hint(const std::vector<std::string>& tensor_names, bool gguf);
+
 /// The entry's tensor of role `r`; nullptr if the family has none.
 const TensorSpec* find_tensor(const ArchSpec& a, TensorRole r);
 /// `pattern` with "{L}" replaced by `layer`.

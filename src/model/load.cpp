@@ -9,6 +9,7 @@
 #include "model/llama2c.hpp"
 #include "model/validate.hpp"
 #include "util/regular_file.hpp"
+#include "vocablens/arch.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/timings.hpp"
@@ -31,15 +32,34 @@ Model load_hf_dir(const fs::path& dir) {
   if (!fs::exists(cp))
     throw FormatError(dir.string(), "no config.json in this directory (not a Hugging Face model directory)" +
                                         checkpoints_hint(dir.string()));
-  ModelConfig cfg = read_hf_config(cp);
-  TensorStore st;
-  if (fs::exists(dir / "model.safetensors")) st = read_safetensors((dir / "model.safetensors").string(), false);
-  else if (fs::exists(dir / "model.safetensors.index.json")) st = read_safetensors_index((dir / "model.safetensors.index.json").string(), false);
-  else if (fs::exists(dir / "pytorch_model.bin")) st = read_torch_zip((dir / "pytorch_model.bin").string(), false);
-  else if (fs::exists(dir / "pytorch_model.bin.index.json")) st = read_torch_zip_index((dir / "pytorch_model.bin.index.json").string(), false);
-  else
+  auto read_store = [&] {
+    if (fs::exists(dir / "model.safetensors")) return read_safetensors((dir / "model.safetensors").string(), false);
+    if (fs::exists(dir / "model.safetensors.index.json"))
+      return read_safetensors_index((dir / "model.safetensors.index.json").string(), false);
+    if (fs::exists(dir / "pytorch_model.bin")) return read_torch_zip((dir / "pytorch_model.bin").string(), false);
+    if (fs::exists(dir / "pytorch_model.bin.index.json"))
+      return read_torch_zip_index((dir / "pytorch_model.bin.index.json").string(), false);
     throw FormatError(dir.string(), "no weights found (expected model.safetensors, model.safetensors.index.json, "
                                     "pytorch_model.bin or pytorch_model.bin.index.json)");
+  };
+  ModelConfig cfg;
+  try {
+    cfg = read_hf_config(cp);
+  } catch (const FormatError& e) {
+    // An architecture we do not run: name the family whose tensor table fits its checkpoint best and what
+    // differs (read_hf_config's message starts so; the weights' names are only read for this message).
+    if (e.problem().rfind("unknown architecture", 0) != 0) throw;
+    std::string hint;
+    try {
+      std::vector<std::string> names;
+      for (const auto& kv : read_store().tensors) names.push_back(kv.first);
+      hint = nearest_architecture_hint(names, false);
+    } catch (const Error&) {
+      // no readable weights: the architecture alone is the message
+    }
+    throw FormatError(e.path(), e.problem() + (hint.empty() ? "" : "; " + hint));
+  }
+  TensorStore st = read_store();
   if (!st.stored_dtype.empty()) cfg.weight_dtype = st.stored_dtype;
   ModelWeights w = map_hf_weights(st, cfg, cp);
   attach_segments(cp, st, cfg, w);  // "vocablens_segments": W_seg (segments.cpp)

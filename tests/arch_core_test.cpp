@@ -1,0 +1,85 @@
+// The architecture table's ranking of families for a checkpoint vocablens does not run (src/core/arch.cpp):
+// which family's tensor table fits the checkpoint's names best, and what differs.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "vocablens/arch.hpp"
+
+namespace {
+
+// The names of a 2-layer checkpoint, `per_layer` patterns with "{L}" for the layer (and "{N}" for an expert).
+std::vector<std::string> checkpoint(const std::vector<std::string>& global, const std::vector<std::string>& per_layer,
+                                    int experts = 0) {
+  std::vector<std::string> out = global;
+  for (int l = 0; l < 2; ++l)
+    for (const auto& p : per_layer) {
+      std::string s = p;
+      s.replace(s.find("{L}"), 3, std::to_string(l));
+      const auto n = s.find("{N}");
+      if (n == std::string::npos) {
+        out.push_back(s);
+        continue;
+      }
+      for (int e = 0; e < experts; ++e) out.push_back(std::string(s).replace(n, 3, std::to_string(e)));
+    }
+  return out;
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+}  // namespace
+
+TEST_CASE("an unsupported mixture of experts is nearest to the dense family whose attention it shares, with what differs") {
+  // Mixtral's names (transformers' MixtralForCausalLM): Llama's attention and norms, a router and experts for the MLP.
+  const auto names = checkpoint(
+      {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"},
+      {"model.layers.{L}.input_layernorm.weight", "model.layers.{L}.post_attention_layernorm.weight",
+       "model.layers.{L}.self_attn.q_proj.weight", "model.layers.{L}.self_attn.k_proj.weight",
+       "model.layers.{L}.self_attn.v_proj.weight", "model.layers.{L}.self_attn.o_proj.weight",
+       "model.layers.{L}.block_sparse_moe.gate.weight", "model.layers.{L}.block_sparse_moe.experts.{N}.w1.weight",
+       "model.layers.{L}.block_sparse_moe.experts.{N}.w2.weight", "model.layers.{L}.block_sparse_moe.experts.{N}.w3.weight"},
+      4);
+  const auto ranked = vocablens::rank_architectures(names, false);
+  REQUIRE(!ranked.empty());
+  const auto& best = ranked.front();
+  // Llama and Mistral share every name; the table lists Llama first.
+  CHECK(std::string(best.arch->name) == "llama");
+  CHECK(best.total == 13);   // 3 global + 10 per-layer patterns (experts folded into {N})
+  CHECK(best.matched == 9);
+  CHECK(contains(best.unmatched, "model.layers.{L}.block_sparse_moe.gate.weight"));
+  CHECK(contains(best.unmatched, "model.layers.{L}.block_sparse_moe.experts.{N}.w1.weight"));
+  CHECK(contains(best.missing, "model.layers.{L}.mlp.gate_proj"));
+  CHECK(contains(best.missing, "model.layers.{L}.mlp.down_proj"));
+  const std::string hint = vocablens::nearest_architecture_hint(names, false);
+  CHECK_THAT(hint, Catch::Contains("nearest supported family: llama (LlamaForCausalLM): 9 of 13 tensor name patterns map") &&
+                       Catch::Contains("not in its table: model.layers.{L}.block_sparse_moe.experts.{N}.w1.weight") &&
+                       Catch::Contains("it also needs: "));
+}
+
+TEST_CASE("a GPT-2 checkpoint saved from the base model (no 'transformer.' prefix) ranks GPT-2 first, all mapped") {
+  const auto names = checkpoint({"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"},
+                                {"h.{L}.ln_1.weight", "h.{L}.ln_1.bias", "h.{L}.attn.c_attn.weight", "h.{L}.attn.c_attn.bias",
+                                 "h.{L}.attn.c_proj.weight", "h.{L}.ln_2.weight", "h.{L}.mlp.c_fc.weight",
+                                 "h.{L}.mlp.c_proj.weight"});
+  const auto ranked = vocablens::rank_architectures(names, false);
+  REQUIRE(!ranked.empty());
+  CHECK(std::string(ranked.front().arch->hf_architecture) == "GPT2LMHeadModel");
+  CHECK(ranked.front().unmatched.empty());
+  CHECK(ranked.front().matched == ranked.front().total);
+}
+
+TEST_CASE("GGUF names rank by llama.cpp's table; names no family knows give no hint") {
+  const auto names = checkpoint({"token_embd.weight", "output_norm.weight", "output.weight"},
+                                {"blk.{L}.attn_norm.weight", "blk.{L}.attn_q.weight", "blk.{L}.attn_k.weight",
+                                 "blk.{L}.attn_v.weight", "blk.{L}.attn_output.weight", "blk.{L}.ffn_norm.weight",
+                                 "blk.{L}.ffn_gate_inp.weight", "blk.{L}.ffn_gate_exps.weight", "blk.{L}.ffn_up_exps.weight",
+                                 "blk.{L}.ffn_down_exps.weight"});
+  const auto ranked = vocablens::rank_architectures(names, true);
+  REQUIRE(!ranked.empty());
+  CHECK(ranked.front().matched == 9);
+  CHECK(contains(ranked.front().unmatched, "blk.{L}.ffn_gate_exps.weight"));
+  CHECK(vocablens::nearest_architecture_hint({"foo.bar", "baz.0.qux"}, false).empty());
+}
