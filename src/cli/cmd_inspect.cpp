@@ -36,10 +36,7 @@ std::map<std::string, int64_t> tensor_type_counts(const vocablens::Model& m) {
   for (const at::Tensor* t : {&w.W_E, &w.W_pos, &w.emb_norm_w, &w.emb_norm_b, &w.lnf_w, &w.lnf_b, &w.b_U}) add(*t);
   if (!m.config().tied_embeddings) add(w.W_U);
   for (const auto& L : w.layers)
-    for (const at::Tensor* t : {&L.ln1_w, &L.ln1_b, &L.w_q, &L.b_q, &L.w_k, &L.b_k, &L.w_v, &L.b_v, &L.w_o, &L.b_o,
-                                &L.ln2_w, &L.ln2_b, &L.w_in, &L.b_in, &L.w_gate, &L.b_gate, &L.w_out, &L.b_out,
-                                &L.q_norm_w, &L.k_norm_w, &L.post_attn_norm_w, &L.post_mlp_norm_w})
-      add(*t);
+    for (const at::Tensor* t : vocablens::layer_tensors(L)) add(*t);
   return n;
 }
 
