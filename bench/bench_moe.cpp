@@ -41,6 +41,8 @@ vocablens::Model make(int64_t d, int64_t layers, bool moe) {
     c.d_mlp = 2 * width;  // the two active experts' parameters in one MLP
   }
   auto rnd = [](std::initializer_list<int64_t> s, double std) { return at::randn(s) * std; };
+  // As a checkpoint stores them: nn.Linear [out, in], used through its transpose (vocablens/model.hpp).
+  auto linear = [&](int64_t in, int64_t out) { return rnd({out, in}, 0.05).t(); };
   ModelWeights w;
   w.W_E = rnd({c.vocab_size, d}, 0.5);
   w.W_U = rnd({d, c.vocab_size}, 0.05);
@@ -49,16 +51,16 @@ vocablens::Model make(int64_t d, int64_t layers, bool moe) {
   for (int64_t l = 0; l < layers; ++l) {
     LayerWeights L;
     L.ln1_w = L.ln2_w = at::ones({d});
-    L.w_q = rnd({d, qd}, 0.05), L.w_k = rnd({d, kd}, 0.05), L.w_v = rnd({d, kd}, 0.05), L.w_o = rnd({qd, d}, 0.05);
+    L.w_q = linear(d, qd), L.w_k = linear(d, kd), L.w_v = linear(d, kd), L.w_o = linear(qd, d);
     if (moe) {
       L.w_router = rnd({d, c.n_experts}, 0.1);
       for (int64_t e = 0; e < c.n_experts; ++e) {
-        L.exp_gate.push_back(rnd({d, width}, 0.05));
-        L.exp_up.push_back(rnd({d, width}, 0.05));
-        L.exp_down.push_back(rnd({width, d}, 0.05));
+        L.exp_gate.push_back(linear(d, width));
+        L.exp_up.push_back(linear(d, width));
+        L.exp_down.push_back(linear(width, d));
       }
     } else {
-      L.w_gate = rnd({d, c.d_mlp}, 0.05), L.w_in = rnd({d, c.d_mlp}, 0.05), L.w_out = rnd({c.d_mlp, d}, 0.05);
+      L.w_gate = linear(d, c.d_mlp), L.w_in = linear(d, c.d_mlp), L.w_out = linear(c.d_mlp, d);
     }
     w.layers.push_back(std::move(L));
   }
