@@ -224,24 +224,21 @@ TEST_CASE("MoE: a config that contradicts its experts is one line naming the fie
     }
     return "";
   };
-  {
-    auto d = copy("mixtral", "moe_count");
-    edit(d, "\"num_local_experts\": 8", "\"num_local_experts\": 4");
-    CHECK_THAT(error(d), Catch::Contains("the config gives 4 experts but 'model.layers.0.block_sparse_moe.gate.weight' routes to 8"));
-  }
-  {
-    auto d = copy("qwen3moe", "moe_topk");
-    edit(d, "\"num_experts_per_tok\": 2", "\"num_experts_per_tok\": 9");
-    CHECK_THAT(error(d), Catch::Contains("config field 'num_experts_per_tok' = 9: must be between 1 and the number of experts (num_experts = 8)"));
-  }
-  {
-    auto d = copy("olmoe", "moe_clip");
-    edit(d, "\"clip_qkv\": null", "\"clip_qkv\": 8.0");
-    CHECK_THAT(error(d), Catch::Contains("config field 'clip_qkv' = 8.0: clipping q, k and v is not supported"));
-  }
-  {
-    auto d = copy("qwen2moe", "moe_dense");
-    edit(d, "\"mlp_only_layers\": []", "\"mlp_only_layers\": [1]");
-    CHECK_THAT(error(d), Catch::Contains("config field 'mlp_only_layers' = [1]: dense MLP layers among the mixtures"));
+  struct Edit {
+    const char *family, *from, *to, *message;
+  };
+  const Edit edits[] = {
+      {"mixtral", "\"num_local_experts\": 8", "\"num_local_experts\": 4",
+       "the config gives 4 experts but 'model.layers.0.block_sparse_moe.gate.weight' routes to 8"},
+      {"qwen3moe", "\"num_experts_per_tok\": 2", "\"num_experts_per_tok\": 9",
+       "config field 'num_experts_per_tok' = 9: must be between 1 and the number of experts (num_experts = 8)"},
+      {"olmoe", "\"clip_qkv\": null", "\"clip_qkv\": 8.0", "config field 'clip_qkv' = 8.0: clipping q, k and v is not supported"},
+      {"qwen2moe", "\"mlp_only_layers\": []", "\"mlp_only_layers\": [1]",
+       "config field 'mlp_only_layers' = [1]: dense MLP layers among the mixtures"},
+  };
+  for (const auto& x : edits) {
+    auto d = copy(x.family, std::string("moe_cfg_") + x.family);
+    edit(d, x.from, x.to);
+    CHECK_THAT(error(d), Catch::Contains(x.message));
   }
 }

@@ -59,12 +59,8 @@ class Mapper {
       throw FormatError(st_.source, "missing tensor '" + (t ? file_style(tensor_name(t->hf, layer) + suffix) : std::string(to_string(r))) +
                                         "' (" + a_.hf_architecture + ")");
     }
-    const at::Tensor& t = st_.get(n);
-    if (t.sizes() != at::IntArrayRef(shape))
-      throw FormatError(st_.source, "tensor '" + n + "' has shape " + shape_of(t.sizes()) + " but " + cp_ + " implies " + shape_of(shape));
+    const at::Tensor& t = checked(n, shape);
     const auto ty = t.scalar_type();
-    if (ty != at::kFloat && ty != at::kHalf && ty != at::kBFloat16)
-      throw FormatError(st_.source, "tensor '" + n + "' is not a floating-point tensor");
     // Matrices stay as stored (float16/bfloat16 views of the file; the runner upcasts per tile,
     // vocablens/weight.hpp); vectors (norms, biases) are tiny and become float32 so every elementwise op
     // runs in float32.
@@ -256,6 +252,11 @@ class Mapper {
     const std::string full = expert_name(r, layer, e);
     const std::string n = stored(full);
     if (n.empty()) throw FormatError(st_.source, "missing tensor '" + full + "' (" + a_.hf_architecture + ")");
+    return checked(n, shape);
+  }
+
+  /// The stored tensor `n`, which must have exactly `shape` and a floating-point type (one line naming it otherwise).
+  const at::Tensor& checked(const std::string& n, const std::vector<int64_t>& shape) const {
     const at::Tensor& t = st_.get(n);
     if (t.sizes() != at::IntArrayRef(shape))
       throw FormatError(st_.source, "tensor '" + n + "' has shape " + shape_of(t.sizes()) + " but " + cp_ + " implies " + shape_of(shape));
