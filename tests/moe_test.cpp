@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -241,4 +242,34 @@ TEST_CASE("MoE: a config that contradicts its experts is one line naming the fie
     edit(d, x.from, x.to);
     CHECK_THAT(error(d), Catch::Contains(x.message));
   }
+}
+
+TEST_CASE("MoE GGUF: expert counts that contradict each other or the tensors are one line naming the key") {
+  const std::string src = moe_dir("mixtral") + "/mixtral.gguf";
+  const std::string bytes = vl_test::read_file(src);
+  // A uint32 metadata value, located by its key: the key's bytes, then its type (4 bytes), then the value.
+  auto patched = [&](const std::string& key, uint32_t value, const std::string& tag) {
+    std::string b = bytes;
+    const size_t at = b.find(key);
+    REQUIRE(at != std::string::npos);
+    uint32_t type = 0;
+    std::memcpy(&type, b.data() + at + key.size(), 4);
+    REQUIRE(type == 4);  // GGUF_TYPE_UINT32, as llama.cpp's converter writes counts
+    std::memcpy(&b[at + key.size() + 4], &value, 4);
+    const std::string path = vl_test::temp_dir(tag) + "/m.gguf";
+    vl_test::write_file(path, b);
+    return path;
+  };
+  auto error = [](const std::string& path) -> std::string {
+    try {
+      vocablens::load_model(path);
+    } catch (const vocablens::FormatError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK_THAT(error(patched("llama.expert_used_count", 9, "moe_gguf_used")),
+             Catch::Contains("metadata 'llama.expert_used_count' = 9 exceeds llama.expert_count = 8"));
+  CHECK_THAT(error(patched("llama.expert_count", 4, "moe_gguf_count")),
+             Catch::Contains("tensor 'blk.0.ffn_gate_inp.weight' has ne {64, 8} but the metadata implies {64, 4}"));
 }
