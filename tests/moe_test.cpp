@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -272,4 +273,30 @@ TEST_CASE("MoE GGUF: expert counts that contradict each other or the tensors are
              Catch::Contains("metadata 'llama.expert_used_count' = 9 exceeds llama.expert_count = 8"));
   CHECK_THAT(error(patched("llama.expert_count", 4, "moe_gguf_count")),
              Catch::Contains("tensor 'blk.0.ffn_gate_inp.weight' has ne {64, 8} but the metadata implies {64, 4}"));
+}
+
+// A dense all-experts pass (every expert on every token, weighted 0 where not chosen) would carry an expert's NaN
+// into every token (NaN x 0 = NaN); experts that run on their routed rows only never touch an unchosen expert.
+TEST_CASE("MoE: an expert no token is routed to is never run (its NaN weights change nothing)") {
+  for (const std::string& path : {moe_dir("mixtral"), moe_dir("qwen2moe") + "/qwen2moe.gguf"}) {
+    INFO(path);
+    vocablens::Model m = vocablens::load_model(path);  // this test's own mapping (private pages): others see the file
+    const at::Tensor x = at::tensor(vl_test::read_ids_txt(moe_dir("mixtral") + "/ids.txt"), at::kLong);
+    vocablens::HookList never7;
+    for (int64_t l = 0; l < m.config().n_layers; ++l)
+      never7.add("router_logits." + std::to_string(l), [](at::Tensor& t) { t.select(-1, 7).sub_(1000.0); });
+    const at::Tensor before = vocablens::run_with_hooks(m, x, never7).logits;
+    for (const auto& L : m.weights().layers)
+      for (const auto* w : {&L.exp_gate[7], &L.exp_up[7], &L.exp_down[7]}) {
+        REQUIRE(w->scalar_type() == at::kFloat);
+        const_cast<at::Tensor&>(*w).fill_(std::numeric_limits<float>::quiet_NaN());
+      }
+    const at::Tensor after = vocablens::run_with_hooks(m, x, never7).logits;
+    CHECK(at::isfinite(after).all().item<bool>());
+    CHECK(at::equal(before, after));
+    // and the NaN is really there: routed to, expert 7 poisons the output (the check names the activation)
+    vocablens::HookList always7;
+    always7.add("expert_indices.0", [](at::Tensor& t) { t.select(-1, 0).fill_(7); });
+    CHECK_THROWS_WITH(vocablens::run_with_hooks(m, x, always7), Catch::Contains("NaN") || Catch::Contains("nan"));
+  }
 }
