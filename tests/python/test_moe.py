@@ -77,5 +77,43 @@ class Moe(unittest.TestCase):
         self.assertTrue(bool((w.sum(-1) < 1).all()))  # Qwen2-MoE keeps the softmax's top-k as they are
 
 
+def llama_gguf_py():
+    """llama.cpp's gguf-py (scripts/setup_llama_ref.sh): its numpy dequantizer is the reference; missing is a failure."""
+    ref = os.environ.get("VOCABLENS_LLAMA_REF") or os.path.expanduser("~/.cache/vocablens/llama-cpp-3.22.1")
+    path = os.path.join(ref, "llama.cpp", "gguf-py")
+    if not os.path.isdir(path):
+        raise AssertionError(f"llama.cpp's gguf-py expected at {path} (run scripts/setup_llama_ref.sh)")
+    import sys
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    import gguf
+    return gguf
+
+
+class QuantizedExperts(unittest.TestCase):
+    def test_each_expert_view_is_its_slice_of_the_3d_tensor(self):
+        # mixtral-q8_0.gguf: llama.cpp's quantizer (tests/llama_ref/lcpp_quantize.cpp) on the F32 twin. Each expert is
+        # a packed view of its rows of ffn_*_exps; dequantized (vocablens's decoder) it must equal gguf-py's
+        # dequantization of the same slice of the 3-D tensor.
+        gguf = llama_gguf_py()
+        path = os.path.join(FAMILIES, "mixtral", "mixtral-q8_0.gguf")
+        r = gguf.GGUFReader(path)
+        w = vocablens.load_model(path).weights()
+        names = {"ffn_gate_exps": "W_gate", "ffn_up_exps": "W_in", "ffn_down_exps": "W_out"}
+        seen = 0
+        for t in r.tensors:
+            kind = t.name.split(".")[2] if t.name.startswith("blk.") else ""
+            if kind not in names:
+                continue
+            self.assertEqual(t.tensor_type.name, "Q8_0")
+            deq = gguf.quants.dequantize(t.data, t.tensor_type)   # [E, out, in]
+            layer = int(t.name.split(".")[1])
+            for e in range(deq.shape[0]):
+                ours = w[f"blocks.{layer}.mlp.experts.{e}.{names[kind]}"].numpy()   # [in, out]
+                self.assertTrue(np.array_equal(ours, deq[e].T), f"{t.name} expert {e}")
+                seen += 1
+        self.assertEqual(seen, 2 * 3 * 8)
+
+
 if __name__ == "__main__":
     unittest.main()
