@@ -73,6 +73,16 @@ void compare_router(const vocablens::Model& m, const std::vector<int64_t>& ids, 
   CHECK(worst <= 1e-4);
 }
 
+// The one line load_model throws for a file or directory; "" when it loads.
+std::string moe_load_error(const std::string& path) {
+  try {
+    vocablens::load_model(path);
+  } catch (const vocablens::FormatError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 std::string moe_llama_ref() {
   if (const char* e = std::getenv("VOCABLENS_LLAMA_REF")) return e;
   const char* home = std::getenv("HOME");
@@ -218,14 +228,6 @@ TEST_CASE("MoE: a config that contradicts its experts is one line naming the fie
     s.replace(s.find(from), from.size(), to);
     vl_test::write_file(dir + "/config.json", s);
   };
-  auto error = [](const std::string& dir) -> std::string {
-    try {
-      vocablens::load_model(dir);
-    } catch (const vocablens::FormatError& e) {
-      return e.what();
-    }
-    return "";
-  };
   struct Edit {
     const char *family, *from, *to, *message;
   };
@@ -241,7 +243,7 @@ TEST_CASE("MoE: a config that contradicts its experts is one line naming the fie
   for (const auto& x : edits) {
     auto d = copy(x.family, std::string("moe_cfg_") + x.family);
     edit(d, x.from, x.to);
-    CHECK_THAT(error(d), Catch::Contains(x.message));
+    CHECK_THAT(moe_load_error(d), Catch::Contains(x.message));
   }
 }
 
@@ -261,17 +263,9 @@ TEST_CASE("MoE GGUF: expert counts that contradict each other or the tensors are
     vl_test::write_file(path, b);
     return path;
   };
-  auto error = [](const std::string& path) -> std::string {
-    try {
-      vocablens::load_model(path);
-    } catch (const vocablens::FormatError& e) {
-      return e.what();
-    }
-    return "";
-  };
-  CHECK_THAT(error(patched("llama.expert_used_count", 9, "moe_gguf_used")),
+  CHECK_THAT(moe_load_error(patched("llama.expert_used_count", 9, "moe_gguf_used")),
              Catch::Contains("metadata 'llama.expert_used_count' = 9 exceeds llama.expert_count = 8"));
-  CHECK_THAT(error(patched("llama.expert_count", 4, "moe_gguf_count")),
+  CHECK_THAT(moe_load_error(patched("llama.expert_count", 4, "moe_gguf_count")),
              Catch::Contains("tensor 'blk.0.ffn_gate_inp.weight' has ne {64, 8} but the metadata implies {64, 4}"));
 }
 
