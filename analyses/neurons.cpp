@@ -41,6 +41,9 @@ NeuronsAnalysis analyze_neurons(const Model& m, const NeuronsOptions& o, const T
   NeuronsAnalysis a;
   a.options = o;
   const at::Tensor& W_in = m.W_in(o.layer);
+  if (!W_in.defined())  // a mixture of experts without a dense MLP: each expert has its own neurons
+    throw UsageError(fmt::format("layer {} is a mixture of {} experts without a dense MLP: neurons reads a dense MLP's "
+                                 "neurons (Qwen2-MoE's shared expert), not an expert's", o.layer, cfg.n_experts));
   const at::Tensor& W_gate = m.W_gate(o.layer);
   const at::Tensor& W_out = m.W_out(o.layer);
   a.d_mlp = W_in.size(1);

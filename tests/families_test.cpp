@@ -51,6 +51,11 @@ const std::vector<FamilyCase> kFamilies = {
     {"phi2", "PhiForCausalLM", 5e-3, 5e-3},
     {"bloom", "BloomForCausalLM", 5e-3, 5e-3},
     {"falcon", "FalconForCausalLM", 5e-3, 5e-3},
+    // Mixtures of experts (the expert choice itself: moe_test.cpp)
+    {"mixtral", "MixtralForCausalLM", 1e-4, 1e-4},
+    {"qwen3moe", "Qwen3MoeForCausalLM", 1e-4, 1e-4},
+    {"qwen2moe", "Qwen2MoeForCausalLM", 1e-4, 1e-4},
+    {"olmoe", "OlmoeForCausalLM", 1e-4, 1e-4},
 };
 
 std::string family_dir(const std::string& f) { return std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f; }
@@ -371,6 +376,11 @@ TEST_CASE("every family runs inspect, generate, lens, heads, neurons and spectru
     auto tok = vocablens::load_tokenizer_for(family_dir(f));
     for (const auto& [name, given] : analyses) {
       INFO(f << ": " << name << " " << given.dump());
+      if (name == "neurons" && m.config().n_experts > 0 && !m.config().shared_expert) {  // no dense MLP to read
+        CHECK_THROWS_WITH(vocablens::run_analysis(vocablens::find_analysis(name), m, tok.get(), given, vocablens::Surface::Cli),
+                          Catch::Contains("layer 0 is a mixture of 8 experts without a dense MLP"));
+        continue;
+      }
       vocablens::Result r;
       CHECK_NOTHROW(r = vocablens::run_analysis(vocablens::find_analysis(name), m, tok.get(), given, vocablens::Surface::Cli));
       CHECK(!r.arrays.empty());
@@ -403,6 +413,12 @@ TEST_CASE("inspect names each family's departures from a plain GPT-2 block") {
       {"falcon", {"parallel residual", "grouped-query attention (4 query heads share 1 key/value heads)", "gelu MLP",
                   "no attention biases", "no MLP biases"}},
       {"stablelm", {"partial: 4 of 16", "q/k/v biases but no output-projection bias", "gated MLP: silu", "grouped-query", "untied"}},
+      {"mixtral", {"mixture of experts: softmax router, top 2 of 8 gated experts of width 32 (weights renormalised)",
+                   "grouped-query", "gated MLP: silu"}},
+      {"qwen3moe", {"top 2 of 8 gated experts of width 32 (weights renormalised)", "per-head RMSNorm on q and k"}},
+      {"qwen2moe", {"top 2 of 8 gated experts of width 32 on each token, plus a sigmoid-gated shared expert of width 64",
+                    "q/k/v biases"}},
+      {"olmoe", {"top 2 of 8 gated experts of width 32 on each token", "RMSNorm on q and k over all heads at once"}},
   };
   for (const auto& [family, phrases] : expect) {
     const auto dep = vocablens::departures_from_gpt2(vocablens::load_model(family_dir(family)).config());

@@ -40,12 +40,14 @@ TEST_CASE("hook names: TransformerLens's full names and our short ones name the 
   CHECK(parse_hook_name("hook_embed", c).point == HookPoint::Embed);
   CHECK(vocablens::HookSite{HookPoint::Result, 1}.tl_name() == "blocks.1.attn.hook_result");
   CHECK(vocablens::HookSite{HookPoint::Result, 1}.short_name() == "result.1");
-  // Round trip of every point.
+  // Round trip of every point (on a mixture of experts with a shared expert, which has them all).
+  vocablens::ModelConfig moe = c;
+  moe.n_experts = 8, moe.n_experts_used = 2, moe.shared_expert = true;
   for (int p = 0; p < vocablens::kHookPointCount; ++p) {
     vocablens::HookSite s{static_cast<HookPoint>(p), 2};
     if (s.tl_name().rfind("blocks.", 0) != 0) s.layer = -1;
-    CHECK(parse_hook_name(s.tl_name(), c) == s);
-    CHECK(parse_hook_name(s.short_name(), c) == s);
+    CHECK(parse_hook_name(s.tl_name(), moe) == s);
+    CHECK(parse_hook_name(s.short_name(), moe) == s);
   }
   // Without a model: either spelling, no layer bound; nothing for a name of neither.
   CHECK(vocablens::hook_site_from_name("blocks.40.hook_resid_pre") == vocablens::HookSite{HookPoint::ResidPre, 40});

@@ -20,6 +20,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vocablens/model_config.hpp"
@@ -45,6 +46,10 @@ enum class TensorRole {
   FfnGate, FfnUp, FfnDown,
   FfnGateUp,    ///< fused gate|up (Phi-3; llama.cpp keeps it fused as ffn_up of 2 * d_mlp rows)
   FfnPostNorm,  ///< norm on the MLP output before the residual add (Gemma-2 post_ffw_norm)
+  // Mixture of experts. HF names carry "{E}" for the expert; GGUF stores each as one 3-D tensor, expert-major.
+  FfnGateInp,        ///< the router [n_experts, d_model] (ffn_gate_inp)
+  FfnGateExps, FfnUpExps, FfnDownExps,  ///< each expert's gate, up, down (ffn_gate_exps, ...)
+  FfnGateInpShexp,   ///< the shared expert's sigmoid gate [1, d_model] (Qwen2-MoE ffn_gate_inp_shexp)
 };
 
 /// How the stored tensor is laid out (Hugging Face side; GGUF stores every matrix as [out, in] = nn.Linear).
@@ -145,6 +150,18 @@ struct FamilyRecipe {
   const char* rope_local_theta_key = nullptr; ///< Gemma 3 rope_local_base_freq: the sliding layers' rotary base
   double rope_local_theta_default = 0;
   std::vector<ConfigRefusal> refusals;
+  /// Keys the runner implements only when absent or null (OLMoE clip_qkv): {key, why}.
+  std::vector<std::pair<const char*, const char*>> refused_unless_null;
+  // ---- mixture of experts (vocablens/model_config.hpp, ModelConfig::n_experts) ----
+  std::vector<const char*> n_experts_keys;  ///< empty: a dense family; else the expert count's key (required)
+  const char* n_experts_used_key = "num_experts_per_tok";
+  std::vector<const char*> d_expert_keys{"moe_intermediate_size", "intermediate_size"};
+  ConfigSwitch expert_weights_norm{"norm_topk_prob", false};  ///< key nullptr: fixed (Mixtral: always)
+  bool gguf_expert_weights_norm = false;  ///< llama.cpp fixes the renormalisation per architecture
+  bool shared_expert = false;             ///< Qwen2-MoE: d_mlp's dense MLP beside the experts, sigmoid-gated
+  /// Qwen-MoE's dense layers (decoder_sparse_step, mlp_only_layers): refused unless every layer is a mixture.
+  const char* sparse_step_key = nullptr;
+  const char* dense_layers_key = nullptr;
   // ---- GGUF (llama.cpp's hyper-parameter keys, after "<general.architecture>.") ----
   const char* gguf_parallel_residual_key = nullptr;  ///< "use_parallel_residual" (GPT-NeoX); nullptr: the fixed value
   const char* gguf_attn_softcap_key = nullptr;       ///< "attn_logit_softcapping" (Gemma-2)
@@ -176,6 +193,9 @@ const ArchSpec* find_architecture(const std::string& name);
 /// The entry for llama.cpp's general.architecture value (e.g. "qwen2"); nullptr if none. GGUF "llama" files
 /// of Mistral models map to the Llama entry (the first entry of that name).
 const ArchSpec* find_gguf_architecture(const std::string& gguf_arch);
+/// The same, preferring the entry that is (`experts` true) or is not a mixture of experts: llama.cpp writes
+/// Mixtral as "llama" with an expert count.
+const ArchSpec* find_gguf_architecture(const std::string& gguf_arch, bool experts);
 /// The entry named `family` (ModelConfig::family); throws std::logic_error for a name no entry has.
 const ArchSpec& architecture(const std::string& family);
 /// The entry named `family`; nullptr if none (a ModelConfig made in code may name no entry).
@@ -200,8 +220,8 @@ std::string nearest_architecture_hint(const std::vector<std::string>& tensor_nam
 
 /// The entry's tensor of role `r`; nullptr if the family has none.
 const TensorSpec* find_tensor(const ArchSpec& a, TensorRole r);
-/// `pattern` with "{L}" replaced by `layer`.
-std::string tensor_name(const char* pattern, int64_t layer = -1);
+/// `pattern` with "{L}" replaced by `layer` (and "{E}" by `expert`, the expert tensors' HF names).
+std::string tensor_name(const char* pattern, int64_t layer = -1, int64_t expert = -1);
 /// The Hugging Face name of role `r` of family `a` in block `layer` with `suffix` (".weight", ".bias"), without
 /// the base prefix when `base_prefix` is false ("h.0.ln_1.weight" rather than "transformer.h.0.ln_1.weight").
 /// Throws std::logic_error if the family has no such role.

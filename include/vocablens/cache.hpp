@@ -9,6 +9,9 @@
 //   resid_post.L  [B, T, d_model]   resid_mid.L + mlp_out.L  (== resid_pre.(L+1))
 //   pattern.L     [B, n_heads, T, T] softmax attention probabilities (query, key); zero above the diagonal
 //   final_norm    [B, T, d_model]   final norm applied to resid_post.(n_layers-1): the unembedding's input
+//   router_logits.L, expert_indices.L, expert_weights.L  (mixtures of experts, CacheSpec::router): the router's
+//                 logits [B, T, n_experts] before the softmax, the chosen experts [B, T, k] (int64, best first)
+//                 and their weights [B, T, k] (renormalised where the family does)
 // All tensors are float32, contiguous, owned by the cache (no views into model weights).
 //
 //   vocablens::CacheSpec spec;  spec.resid_post = true;           // keep only what you need
@@ -35,13 +38,14 @@ struct CacheSpec {
   bool resid_post = false;
   bool pattern = false;
   bool final_norm = false;
+  bool router = false;  ///< mixtures of experts: router_logits, expert_indices, expert_weights per layer
   /// Layers to record; empty = all layers.
   std::vector<int64_t> layers;
 
   static CacheSpec none() { return {}; }
   static CacheSpec all() {
     CacheSpec s;
-    s.resid_pre = s.attn_out = s.resid_mid = s.mlp_out = s.resid_post = s.pattern = s.final_norm = true;
+    s.resid_pre = s.attn_out = s.resid_mid = s.mlp_out = s.resid_post = s.pattern = s.final_norm = s.router = true;
     return s;
   }
   bool wants_layer(int64_t layer) const;

@@ -15,16 +15,18 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "vocablens/model_config.hpp"
 
 namespace vocablens {
 
 enum class HookPoint {
-  Embed, PosEmbed, ResidPre, Q, K, V, AttnScores, Pattern, Z, Result, AttnOut, ResidMid, MlpPre, MlpPost, MlpOut,
-  ResidPost, FinalNorm
+  Embed, PosEmbed, ResidPre, Q, K, V, AttnScores, Pattern, Z, Result, AttnOut, ResidMid, MlpPre, MlpPost,
+  RouterLogits, ExpertIndices, ExpertWeights,  // mixtures of experts only (ModelConfig::n_experts > 0)
+  MlpOut, ResidPost, FinalNorm
 };
-constexpr int kHookPointCount = 17;
+constexpr int kHookPointCount = 20;
 
 /// One hook point of one layer (layer = -1 for hook_embed, hook_pos_embed, ln_final.hook_normalized).
 struct HookSite {
@@ -37,9 +39,15 @@ struct HookSite {
   bool operator==(const HookSite& o) const { return point == o.point && layer == o.layer; }
 };
 
+/// Every hook site this model has, in forward order: pos_embed only with learned positions; on a mixture of
+/// experts the router points, and mlp_pre / mlp_post only where a dense MLP (Qwen2-MoE's shared expert) runs.
+std::vector<HookSite> hook_sites(const ModelConfig& cfg);
+
 /// Parses a TransformerLens name ("blocks.3.hook_resid_pre", "blocks.3.attn.hook_z", "hook_embed",
 /// "ln_final.hook_normalized") or a short one ("resid_pre.3", "z.3", "final_norm"). Throws UsageError
-/// listing the valid names when `name` is none of them or its layer is not in [0, cfg.n_layers).
+/// listing the valid names when `name` is none of them or its layer is not in [0, cfg.n_layers), and naming
+/// the model's MLP when the point is not one of its sites (router points of a dense model, mlp_pre of a
+/// mixture without a dense MLP).
 HookSite parse_hook_name(const std::string& name, const ModelConfig& cfg);
 
 /// The same parse without a model (no layer bound, no check of learned positions); nullopt when `name` is

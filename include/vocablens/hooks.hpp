@@ -23,10 +23,15 @@
 //   blocks.L.hook_resid_mid       resid_mid.L        [B, T, d_model]
 //   blocks.L.mlp.hook_pre         mlp_pre.L          [B, T, d_mlp]     pre-activation (gated MLPs: the gate)
 //   blocks.L.mlp.hook_post        mlp_post.L         [B, T, d_mlp]     neuron activations (gated: act(gate) * up)
+//   blocks.L.mlp.hook_router_logits router_logits.L  [B, T, n_experts] mixtures of experts: the router, pre-softmax
+//   blocks.L.mlp.hook_expert_indices expert_indices.L [B, T, k] int64  the experts chosen, best first
+//   blocks.L.mlp.hook_expert_weights expert_weights.L [B, T, k]        their weights
 //   blocks.L.hook_mlp_out         mlp_out.L          [B, T, d_model]   mlp_post @ W_out + b_out
 //   blocks.L.hook_resid_post      resid_post.L       [B, T, d_model]
 //   ln_final.hook_normalized      final_norm         [B, T, d_model]   the unembedding's input
 //
+// A model has the points hook_sites() lists (vocablens/hook_site.hpp): the router's only in mixtures of experts,
+// mlp_pre / mlp_post only where a dense MLP runs (Qwen2-MoE: the shared expert's).
 // Cost: none when no hook is given (one pointer test per point). A hooked point's tensor is copied
 // before the first callback, so a callback writing in place never changes another point's tensor or a
 // weight it happens to view. Several hooks on one point run in the order they were added. The cache

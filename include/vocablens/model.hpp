@@ -48,7 +48,17 @@ struct LayerWeights {
                                   ///< [n_kv_heads*d_head] when qk_norm_full (OLMo 2); undefined otherwise
   at::Tensor post_attn_norm_w;    ///< [d_model]: norm of the attention output (Gemma-2); undefined otherwise
   at::Tensor post_mlp_norm_w;     ///< [d_model]: norm of the MLP output (Gemma-2); undefined otherwise
+  // Mixture of experts (ModelConfig::n_experts > 0). The dense MLP above is then absent, or the shared expert.
+  at::Tensor w_router;            ///< [d_model, n_experts]: router logits = x @ w_router
+  /// One entry per expert, "x @ W" views of the stored matrices (never stacked or copied): [d_model, d_expert],
+  /// [d_model, d_expert], [d_expert, d_model].
+  std::vector<at::Tensor> exp_gate, exp_up, exp_down;
+  at::Tensor w_shared_gate;       ///< [d_model, 1]: the shared expert's output x sigmoid(x @ w_shared_gate); or undefined
 };
+
+/// Every tensor of a block (undefined ones included), the experts' too: what parameter counts, memory estimates
+/// and `inspect` walk.
+std::vector<const at::Tensor*> layer_tensors(const LayerWeights& L);
 
 /// All weights of a model, as the checkpoint stores them: q/k rows of rotary models stay in the file's
 /// order and ModelConfig::rope_interleaved says which rotary convention they follow (per-head products

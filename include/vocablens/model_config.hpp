@@ -81,6 +81,16 @@ struct ModelConfig {
   double rope_theta_local = 0.0;
   /// Per layer, false where it has no rotary at all (SmolLM3 no_rope_layers); empty: every layer rotates.
   std::vector<bool> rotary_layers;
+  // ---- mixture of experts: the MLP step routes each token to n_experts_used of n_experts gated MLPs ----
+  /// 0: a dense MLP. Otherwise every layer's MLP is a mixture: router logits x W_router [n_experts], softmax over
+  /// all experts, the top n_experts_used kept (renormalised to sum 1 when expert_weights_norm), each chosen
+  /// expert a gated MLP of width d_expert run on its tokens only; a dense MLP of width d_mlp beside them, when
+  /// the layer has one, is the shared expert (Qwen2-MoE), scaled by sigmoid(x W_shared_gate) when that is given.
+  int64_t n_experts = 0;
+  int64_t n_experts_used = 0;      ///< top-k: experts per token
+  int64_t d_expert = 0;            ///< each routed expert's width
+  bool expert_weights_norm = false;  ///< the top-k softmax weights renormalised to sum 1 (Mixtral, Qwen3-MoE)
+  bool shared_expert = false;      ///< a dense MLP (width d_mlp) beside the experts on every token (Qwen2-MoE)
   int64_t position_offset = 0;     ///< learned table rows before position 0 (OPT: 2); the loader drops them
   int64_t d_embed = 0;             ///< OPT word_embed_proj_dim when != d_model (project_in/out folded into W_E/W_U)
   int64_t rotary_dim = 0;          ///< features rotated per head (partial rotary, GPT-NeoX rotary_pct); 0 = d_head

@@ -116,22 +116,11 @@ py::tuple run_hooked(const PyModel& m, const at::Tensor& ids, const py::list& ho
   return py::make_tuple(logits, cache);
 }
 
-// Every hook point of this model by its TransformerLens name, in forward order (pos_embed only for learned
-// positions).
+// Every hook point of this model by its TransformerLens name, in forward order (vocablens::hook_sites: pos_embed
+// only for learned positions, the router's only in mixtures of experts).
 std::vector<std::string> hook_names(const PyModel& m) {
-  using vocablens::HookPoint;
-  using vocablens::HookSite;
-  const auto& cfg = m.model.config();
   std::vector<std::string> out;
-  out.push_back(HookSite{HookPoint::Embed, -1}.tl_name());
-  if (cfg.positions == vocablens::PositionKind::Learned) out.push_back(HookSite{HookPoint::PosEmbed, -1}.tl_name());
-  const HookPoint block[] = {HookPoint::ResidPre, HookPoint::Q,       HookPoint::K,        HookPoint::V,
-                             HookPoint::AttnScores, HookPoint::Pattern, HookPoint::Z,      HookPoint::Result,
-                             HookPoint::AttnOut,  HookPoint::ResidMid, HookPoint::MlpPre, HookPoint::MlpPost,
-                             HookPoint::MlpOut,   HookPoint::ResidPost};
-  for (int64_t l = 0; l < cfg.n_layers; ++l)
-    for (HookPoint p : block) out.push_back(HookSite{p, l}.tl_name());
-  out.push_back(HookSite{HookPoint::FinalNorm, -1}.tl_name());
+  for (const auto& s : vocablens::hook_sites(m.model.config())) out.push_back(s.tl_name());
   return out;
 }
 

@@ -179,6 +179,16 @@ py::dict weights_dict(const PyModel& pm) {
     put(b + "mlp.b_gate", lw.b_gate);
     put(b + "mlp.W_out", lw.w_out);
     put(b + "mlp.b_out", lw.b_out);
+    // Mixtures of experts: the router [d_model, n_experts] (TransformerLens's MoE calls it mlp.W_gate, which here is
+    // a dense MLP's gate) and each expert's matrices under TransformerLens's per-expert names.
+    put(b + "mlp.W_router", lw.w_router);
+    put(b + "mlp.W_shared_gate", lw.w_shared_gate);
+    for (size_t e = 0; e < lw.exp_gate.size(); ++e) {
+      const std::string x = b + "mlp.experts." + std::to_string(e) + ".";
+      put(x + "W_gate", lw.exp_gate[e]);
+      put(x + "W_in", lw.exp_up[e]);
+      put(x + "W_out", lw.exp_down[e]);
+    }
   }
   put("ln_final.w", w.lnf_w);
   put("ln_final.b", w.lnf_b);

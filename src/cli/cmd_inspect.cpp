@@ -36,10 +36,7 @@ std::map<std::string, int64_t> tensor_type_counts(const vocablens::Model& m) {
   for (const at::Tensor* t : {&w.W_E, &w.W_pos, &w.emb_norm_w, &w.emb_norm_b, &w.lnf_w, &w.lnf_b, &w.b_U}) add(*t);
   if (!m.config().tied_embeddings) add(w.W_U);
   for (const auto& L : w.layers)
-    for (const at::Tensor* t : {&L.ln1_w, &L.ln1_b, &L.w_q, &L.b_q, &L.w_k, &L.b_k, &L.w_v, &L.b_v, &L.w_o, &L.b_o,
-                                &L.ln2_w, &L.ln2_b, &L.w_in, &L.b_in, &L.w_gate, &L.b_gate, &L.w_out, &L.b_out,
-                                &L.q_norm_w, &L.k_norm_w, &L.post_attn_norm_w, &L.post_mlp_norm_w})
-      add(*t);
+    for (const at::Tensor* t : vocablens::layer_tensors(L)) add(*t);
   return n;
 }
 
@@ -59,6 +56,8 @@ int run_inspect(const InspectOptions& o) {
                         {"positions", to_string(c.positions)},
                         {"activation", to_string(c.activation)},
                         {"gated_mlp", c.gated_mlp},      {"tied_embeddings", c.tied_embeddings},
+                        {"n_experts", c.n_experts},      {"n_experts_used", c.n_experts_used},
+                        {"d_expert", c.d_expert},        {"shared_expert", c.shared_expert},
                         {"weight_dtype", c.weight_dtype}, {"parameters", m.parameter_count()},
                         {"tensor_types", counts},
                         {"family_summary", vocablens::architecture(c.family).summary},
@@ -72,7 +71,12 @@ int run_inspect(const InspectOptions& o) {
   fmt::print("d_model      {}\n", c.d_model);
   fmt::print("heads        {} x d_head {}{}\n", c.n_heads, c.d_head,
              c.n_kv_heads != c.n_heads ? fmt::format(" ({} key/value heads, grouped-query)", c.n_kv_heads) : "");
-  fmt::print("mlp          {} ({}{})\n", c.d_mlp, to_string(c.activation), c.gated_mlp ? ", gated" : "");
+  if (c.n_experts > 0)  // a mixture: the experts, and the dense MLP only where one runs beside them
+    fmt::print("mlp          {} experts of {} ({}, gated), top {}{}{}\n", c.n_experts, c.d_expert, to_string(c.activation),
+               c.n_experts_used, c.expert_weights_norm ? " renormalised" : "",
+               c.shared_expert ? fmt::format(", and a shared expert of {}", c.d_mlp) : "");
+  else
+    fmt::print("mlp          {} ({}{})\n", c.d_mlp, to_string(c.activation), c.gated_mlp ? ", gated" : "");
   fmt::print("vocabulary   {}\n", c.vocab_size);
   fmt::print("context      {}\n", c.n_ctx);
   fmt::print("norm         {} (eps {:g})\n", to_string(c.norm), c.norm_eps);

@@ -59,6 +59,10 @@ std::vector<std::string> departures_from_gpt2(const ModelConfig& c) {
                                       : fmt::format("sliding-window attention ({} positions)", c.sliding_window));
   if (c.post_attn_norm) d.push_back("norm after attention, before the residual add");
   if (c.post_mlp_norm) d.push_back("norm after the MLP, before the residual add");
+  if (c.n_experts > 0)
+    d.push_back(fmt::format("mixture of experts: softmax router, top {} of {} gated experts of width {}{} on each token{}",
+                            c.n_experts_used, c.n_experts, c.d_expert, c.expert_weights_norm ? " (weights renormalised)" : "",
+                            c.shared_expert ? fmt::format(", plus a sigmoid-gated shared expert of width {}", c.d_mlp) : ""));
   if (c.gated_mlp) d.push_back(fmt::format("gated MLP: {}(x W_gate) * (x W_in)", to_string(c.activation)));
   else if (c.activation != Activation::GeluNew) d.push_back(fmt::format("{} MLP instead of gelu_new", to_string(c.activation)));
   if (!c.mlp_bias) d.push_back("no MLP biases");

@@ -98,6 +98,31 @@ double get_num_or_off(const json& j, const char* key, double fallback, const std
   return get_num(j, key, fallback, path);
 }
 
+// A mixture of experts' sizes (vocablens/model_config.hpp, n_experts): every layer a mixture, 1 <= top-k <= experts.
+void read_experts(const json& j, ModelConfig& c, const FamilyRecipe& r, const std::string& path) {
+  const char* ek = first_key(j, r.n_experts_keys) ? first_key(j, r.n_experts_keys) : r.n_experts_keys.front();
+  c.n_experts = get_int(j, r.n_experts_keys, path, 0, true);
+  c.n_experts_used = get_int(j, {r.n_experts_used_key}, path, 0, true);
+  const bool d_model_ok = c.d_model > 0 && c.d_model <= (int64_t(1) << 31);
+  c.d_expert = get_int(j, r.d_expert_keys, path, d_model_ok ? c.d_mlp : 0, true);
+  if (c.n_experts < 1 || c.n_experts > (int64_t(1) << 16))
+    bad_field(path, ek, std::to_string(c.n_experts), "must be between 1 and 65536");
+  if (c.n_experts_used < 1 || c.n_experts_used > c.n_experts)
+    bad_field(path, r.n_experts_used_key, std::to_string(c.n_experts_used),
+              "must be between 1 and the number of experts (" + std::string(ek) + " = " + std::to_string(c.n_experts) + ")");
+  if (c.d_expert < 1 || c.d_expert > (int64_t(1) << 31))
+    bad_field(path, first_key(j, r.d_expert_keys) ? first_key(j, r.d_expert_keys) : r.d_expert_keys.front(),
+              std::to_string(c.d_expert), "an expert's width must be positive");
+  c.expert_weights_norm = read_switch(j, r.expert_weights_norm, path);
+  c.shared_expert = r.shared_expert;
+  // Qwen-MoE's dense layers among the mixtures: llama.cpp has none either.
+  if (r.sparse_step_key && get_int(j, {r.sparse_step_key}, path, 1, false) != 1)
+    bad_field(path, r.sparse_step_key, j[r.sparse_step_key].dump(), "dense MLP layers between the mixtures are not supported (must be 1)");
+  if (r.dense_layers_key && j.contains(r.dense_layers_key) && !j[r.dense_layers_key].is_null() &&
+      !(j[r.dense_layers_key].is_array() && j[r.dense_layers_key].empty()))
+    bad_field(path, r.dense_layers_key, j[r.dense_layers_key].dump(), "dense MLP layers among the mixtures are not supported (must be [])");
+}
+
 // Every family through its recipe (vocablens/arch.hpp): sizes, norms, MLP, biases, attention variants.
 void read_family(const json& j, ModelConfig& c, const FamilyRecipe& r, const std::string& path) {
   c.n_layers = get_int(j, r.n_layers_keys, path, 0, true);
@@ -141,6 +166,9 @@ void read_family(const json& j, ModelConfig& c, const FamilyRecipe& r, const std
   }
   for (const auto& no : r.refusals)
     if (get_bool(j, no.key, !no.value, path) == no.value) bad_field(path, no.key, no.value ? "true" : "false", no.why);
+  for (const auto& [key, why] : r.refused_unless_null)
+    if (j.contains(key) && !j[key].is_null()) bad_field(path, key, j[key].dump(), why);
+  if (!r.n_experts_keys.empty()) read_experts(j, c, r, path);
   if (r.sliding_window_key) {
     const char* k = r.sliding_window_key;
     if (j.contains(k) && j[k].is_null()) c.sliding_window = 0;  // null means "no window"

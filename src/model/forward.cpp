@@ -31,6 +31,7 @@
 #include "vocablens/timings.hpp"
 #include "vocablens/weight.hpp"
 #include "model/forward_work.hpp"
+#include "model/moe.hpp"
 #include "util/mapped_file.hpp"
 #include "util/parallel.hpp"
 
@@ -150,6 +151,14 @@ bool use_blocked_attention(const AttentionPolicy& pol, int64_t T, const at::Tens
   return !(hk && (hk->has(HookPoint::AttnScores, l) || hk->has(HookPoint::Pattern, l)));
 }
 
+// Hook points of the MLP step that read its insides (the neurons, the router).
+bool mlp_inside_hooked(const hook_detail::HookTable* hk, int64_t l) {
+  if (!hk) return false;
+  for (HookPoint p : {HookPoint::MlpPre, HookPoint::MlpPost, HookPoint::RouterLogits, HookPoint::ExpertIndices, HookPoint::ExpertWeights})
+    if (hk->has(p, l)) return true;
+  return false;
+}
+
 // Whether layer l's block runs by row blocks: the pass has no grad, the attention would be blocked anyway
 // (more than one block of positions, no hook or cache on the scores or pattern), it is not a step of
 // incremental decoding, and no hook or cache reads q, k, v, z, the per-head results, attn_out, resid_mid,
@@ -157,12 +166,12 @@ bool use_blocked_attention(const AttentionPolicy& pol, int64_t T, const at::Tens
 bool block_by_rows(int64_t T, int64_t l, bool keep, const CacheSpec* spec, const hook_detail::HookTable* hk,
                    const KVCache* kv) {
   if (kv || !use_blocked_attention(attention_policy(), T, nullptr, hk, l)) return false;
-  if (keep && (spec->attn_out || spec->resid_mid || spec->mlp_out || spec->pattern)) return false;
+  if (keep && (spec->attn_out || spec->resid_mid || spec->mlp_out || spec->pattern || spec->router)) return false;
   if (hk)
     for (HookPoint p : {HookPoint::Q, HookPoint::K, HookPoint::V, HookPoint::Z, HookPoint::Result, HookPoint::AttnOut,
-                        HookPoint::ResidMid, HookPoint::MlpPre, HookPoint::MlpPost, HookPoint::MlpOut})
+                        HookPoint::ResidMid, HookPoint::MlpOut})
       if (hk->has(p, l)) return false;
-  return true;
+  return !mlp_inside_hooked(hk, l);
 }
 
 at::Tensor norm1(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& x) {
@@ -284,18 +293,19 @@ at::Tensor attention_out(const ModelConfig& cfg, const LayerWeights& L, at::Tens
   return a;
 }
 
-// The MLP of one block on its (normalised) input: plain act(x W_in) or gated act(x W_gate) * (x W_in).
-// Hook points: mlp_pre (gated MLPs: the gate), mlp_post (the neurons, gated: act(gate) * up).
+// The MLP of one block on its (normalised) input: plain act(x W_in) or gated act(x W_gate) * (x W_in); in a
+// mixture of experts, the routed experts (model/moe.hpp) plus the dense MLP where there is one (Qwen2-MoE's
+// shared expert, scaled by sigmoid(x W_shared_gate)). Hook points: mlp_pre (gated MLPs: the gate), mlp_post (the
+// neurons, gated: act(gate) * up), the router's; `record` takes the router's (may be empty).
 at::Tensor mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& h, int64_t l,
-               const hook_detail::HookTable* hk) {
+               const hook_detail::HookTable* hk, const detail::MoeRecord& record = {}) {
   using namespace detail;
   // Without grad and without hooks on the neurons, a long input goes through in blocks of rows: the MLP
   // acts on each position alone, and its [rows, d_mlp] intermediates (three of them for a gated MLP) are
   // what would otherwise dominate the activations' memory at long T.
   constexpr int64_t kRows = 1024;
   const int64_t rows = h.numel() / h.size(-1);
-  if (rows > kRows && !at::GradMode::is_enabled() &&
-      !(hk && (hk->has(HookPoint::MlpPre, l) || hk->has(HookPoint::MlpPost, l)))) {
+  if (rows > kRows && !at::GradMode::is_enabled() && !mlp_inside_hooked(hk, l) && !record) {
     const at::Tensor h2 = h.reshape({rows, h.size(-1)});
     at::Tensor out;
     for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
@@ -307,12 +317,16 @@ at::Tensor mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& 
     sizes.back() = out.size(-1);
     return out.view(sizes);
   }
+  at::Tensor experts = cfg.n_experts > 0 ? moe_mlp(cfg, L, h, l, hk, record) : at::Tensor();
+  if (!L.w_in.defined()) return experts;
   at::Tensor pre = proj(h, L.w_in, L.b_in);
   at::Tensor gate = L.w_gate.defined() ? proj(h, L.w_gate, L.b_gate) : at::Tensor();
   if (hk) run_hook(hk, HookPoint::MlpPre, l, gate.defined() ? gate : pre);
   at::Tensor act = gate.defined() ? activation(gate, cfg.activation) * pre : activation(pre, cfg.activation);
   run_hook(hk, HookPoint::MlpPost, l, act);
-  return proj(act, L.w_out, L.b_out);
+  at::Tensor dense = proj(act, L.w_out, L.b_out);
+  if (L.w_shared_gate.defined()) dense = dense * at::sigmoid(proj(h, L.w_shared_gate, at::Tensor()));
+  return experts.defined() ? experts + dense : dense;
 }
 
 // One transformer block on x [B, T, d] (the recipe above); records the block's activations into `cache` when it
@@ -386,7 +400,10 @@ at::Tensor block(const ModelConfig& cfg, const LayerWeights& L, const BlockConte
   for (int64_t r0 = 0; r0 < T; r0 += R) {
     const int64_t n = std::min(R, T - r0);
     const at::Tensor in = by_rows ? mlp_stream.narrow(1, r0, n) : mlp_stream;
-    at::Tensor m = mlp(cfg, L, cfg.norm_before && cfg.input_norms ? norm2(cfg, L, in) : in, l, hk);
+    detail::MoeRecord moe_record;
+    if (keep && spec->router && cfg.n_experts > 0)
+      moe_record = [&](const char* point, const at::Tensor& t) { cache->set(ResidualCache::key(point, l), t); };
+    at::Tensor m = mlp(cfg, L, cfg.norm_before && cfg.input_norms ? norm2(cfg, L, in) : in, l, hk, moe_record);
     if (L.post_mlp_norm_w.defined()) m = apply_norm(m, cfg.norm, cfg.norm_eps, L.post_mlp_norm_w, at::Tensor());
     run_hook(hk, HookPoint::MlpOut, l, m);
     record(keep && spec->mlp_out, "mlp_out", m);

@@ -97,6 +97,38 @@ struct Reader {
       dequantize_row(t.type, base + static_cast<size_t>(r) * row_bytes, full.data_ptr<float>() + r * in, in);
     detail::check_weight_finite(full, name, g.path);
   }
+  // A 3-D expert tensor (ggml ne {in, out, E}: E matrices of [out, in], expert-major) as E views of the file,
+  // each in its stored type (ffn_gate_exps, ...); nothing is copied or expanded.
+  std::vector<at::Tensor> experts(const std::string& name, int64_t E, int64_t out, int64_t in) {
+    const auto& t = info(name);
+    check(t, {in, out, E});
+    std::vector<at::Tensor> r;
+    at::ScalarType dense = t.type == GgmlType::F32 ? at::kFloat : t.type == GgmlType::F16 ? at::kHalf
+                           : t.type == GgmlType::BF16 ? at::kBFloat16 : at::kByte;
+    if (dense != at::kByte) {
+      at::Tensor all = view_as_tensor(g.file, t.offset, {E, out, in}, {}, dense);
+      detail::check_weight_finite(all, name, g.path);
+      for (int64_t e = 0; e < E; ++e) r.push_back(all.select(0, e).t());
+      return r;
+    }
+    if (!ggml_can_dequantize(t.type))
+      throw FormatError(g.path, "tensor '" + name + "' has type " + ggml_type_name(static_cast<uint32_t>(t.type)) +
+                                    ", which vocablens cannot dequantize");
+    int64_t block_values = 0;
+    size_t block_bytes = 0;
+    if (!ggml_block_layout(t.type, block_values, block_bytes) || block_values <= 0 || in % block_values != 0)
+      throw FormatError(g.path, "tensor '" + name + "': rows of " + std::to_string(in) + " values do not fill whole blocks");
+    const size_t expert_bytes = static_cast<size_t>(in / block_values) * block_bytes * static_cast<size_t>(out);
+    const auto* base = static_cast<const uint8_t*>(g.tensor_data(t));
+    for (int64_t e = 0; e < E; ++e) {
+      GgufTensorInfo one = t;
+      one.offset = t.offset + expert_bytes * static_cast<size_t>(e);
+      check_quantized_finite(one, name, out, in);
+      r.push_back(make_packed_weight(std::static_pointer_cast<const void>(g.file), base + expert_bytes * static_cast<size_t>(e),
+                                     t.type, out, in).t());
+    }
+    return r;
+  }
   // A vector (norm weight, bias) as float32.
   at::Tensor vec(const std::string& name, int64_t n) {
     const auto& t = info(name);
@@ -194,12 +226,31 @@ void fit_llama3_rope(const GgufFile& g, const GgufTensorInfo& rf, int64_t rdim, 
   }
 }
 
+// A mixture of experts' sizes as llama.cpp's converter writes them; the renormalisation is llama.cpp's fixed
+// choice for the architecture (its graph ignores norm_topk_prob).
+void gguf_experts(const GgufFile& g, const std::string& a, const FamilyRecipe& R, ModelConfig& c) {
+  if (!g.metadata.contains(a + "expert_count"))
+    throw FormatError(g.path, "missing metadata '" + a + "expert_count' (this architecture's MLP is a mixture of experts)");
+  c.n_experts = need_int(g, a + "expert_count");
+  c.n_experts_used = need_int(g, a + "expert_used_count");
+  if (c.n_experts > (int64_t(1) << 16)) throw FormatError(g.path, "metadata '" + a + "expert_count' = " + std::to_string(c.n_experts) + " is out of range (at most 65536)");
+  if (c.n_experts_used > c.n_experts)
+    throw FormatError(g.path, "metadata '" + a + "expert_used_count' = " + std::to_string(c.n_experts_used) + " exceeds " + a +
+                                  "expert_count = " + std::to_string(c.n_experts));
+  c.d_expert = opt_int(g, a + "expert_feed_forward_length", c.d_mlp);
+  if (R.shared_expert) c.d_mlp = opt_int(g, a + "expert_shared_feed_forward_length", c.d_mlp);
+  else c.d_mlp = c.d_expert;
+  c.expert_weights_norm = R.gguf_expert_weights_norm;
+  c.shared_expert = R.shared_expert;
+}
+
 }  // namespace
 
 ModelConfig gguf_model_config(const GgufFile& g) {
   const std::string arch = g.get_string("general.architecture", "");
   if (arch.empty()) throw FormatError(g.path, "missing metadata 'general.architecture'");
-  const ArchSpec* spec = find_gguf_architecture(arch);
+  const bool experts = g.metadata.contains(arch + ".expert_count") && g.get_int(arch + ".expert_count", 0) > 0;
+  const ArchSpec* spec = find_gguf_architecture(arch, experts);
   if (!spec) throw FormatError(g.path, "GGUF architecture '" + arch + "' is not supported (supported: " + gguf_names() + ")");
   const ArchSpec& A = *spec;
   const FamilyRecipe& R = A.recipe;
@@ -251,7 +302,9 @@ ModelConfig gguf_model_config(const GgufFile& g) {
   c.attn_bias = has0(TensorRole::AttnQ, ".bias") || has0(TensorRole::AttnQKV, ".bias");
   c.attn_out_bias = has0(TensorRole::AttnOut, ".bias");
   c.mlp_bias = has0(TensorRole::FfnUp, ".bias");
-  c.gated_mlp = find_tensor(A, TensorRole::FfnGate) != nullptr || find_tensor(A, TensorRole::FfnGateUp) != nullptr;
+  c.gated_mlp = find_tensor(A, TensorRole::FfnGate) != nullptr || find_tensor(A, TensorRole::FfnGateUp) != nullptr ||
+                find_tensor(A, TensorRole::FfnGateExps) != nullptr;
+  if (!R.n_experts_keys.empty()) gguf_experts(g, a, R, c);
   // llama.cpp fixes the activation per architecture (GPT-NeoX: its graph runs tanh GELU where Pythia's config
   // says erf "gelu"; the recipe keeps the Hugging Face form, docs/runner.md measures the gap).
   c.activation = detail::parse_activation(R.activation_default, g.path);
@@ -385,7 +438,19 @@ Model load_gguf_model(const GgufFile& g) {
     }
     L.w_o = r.matrix(name(TensorRole::AttnOut, i, ".weight"), d, qd).t();
     if (c.attn_out_bias) L.b_o = r.vec(name(TensorRole::AttnOut, i, ".bias"), d);
-    if (find_tensor(A, TensorRole::FfnGateUp)) {  // Phi-3: ffn_up holds [gate: m | up: m] rows
+    if (c.n_experts > 0) {
+      const int64_t E = c.n_experts, me = c.d_expert;
+      L.w_router = r.matrix(name(TensorRole::FfnGateInp, i, ".weight"), E, d).t();
+      L.exp_gate = r.experts(name(TensorRole::FfnGateExps, i, ".weight"), E, me, d);
+      L.exp_up = r.experts(name(TensorRole::FfnUpExps, i, ".weight"), E, me, d);
+      L.exp_down = r.experts(name(TensorRole::FfnDownExps, i, ".weight"), E, d, me);
+      if (c.shared_expert) {
+        L.w_shared_gate = r.vec(name(TensorRole::FfnGateInpShexp, i, ".weight"), d).view({d, 1});
+        L.w_in = r.matrix(name(TensorRole::FfnUp, i, ".weight"), m, d).t();
+        L.w_gate = r.matrix(name(TensorRole::FfnGate, i, ".weight"), m, d).t();
+        L.w_out = r.matrix(name(TensorRole::FfnDown, i, ".weight"), d, m).t();
+      }
+    } else if (find_tensor(A, TensorRole::FfnGateUp)) {  // Phi-3: ffn_up holds [gate: m | up: m] rows
       at::Tensor W = r.matrix(name(TensorRole::FfnGateUp, i, ".weight"), 2 * m, d).t();
       L.w_gate = W.narrow(1, 0, m);
       L.w_in = W.narrow(1, m, m);
@@ -397,7 +462,7 @@ Model load_gguf_model(const GgufFile& g) {
         L.b_gate = r.opt_vec(name(TensorRole::FfnGate, i, ".bias"), m);
       }
     }
-    L.w_out = r.matrix(name(TensorRole::FfnDown, i, ".weight"), d, m).t();
+    if (c.n_experts == 0) L.w_out = r.matrix(name(TensorRole::FfnDown, i, ".weight"), d, m).t();
     if (c.mlp_bias) L.b_out = r.opt_vec(name(TensorRole::FfnDown, i, ".bias"), d);
     if (c.qk_norm) {
       L.q_norm_w = r.vec(name(TensorRole::AttnQNorm, i, ".weight"), c.qk_norm_full ? qd : c.d_head);

@@ -59,12 +59,8 @@ class Mapper {
       throw FormatError(st_.source, "missing tensor '" + (t ? file_style(tensor_name(t->hf, layer) + suffix) : std::string(to_string(r))) +
                                         "' (" + a_.hf_architecture + ")");
     }
-    const at::Tensor& t = st_.get(n);
-    if (t.sizes() != at::IntArrayRef(shape))
-      throw FormatError(st_.source, "tensor '" + n + "' has shape " + shape_of(t.sizes()) + " but " + cp_ + " implies " + shape_of(shape));
+    const at::Tensor& t = checked(n, shape);
     const auto ty = t.scalar_type();
-    if (ty != at::kFloat && ty != at::kHalf && ty != at::kBFloat16)
-      throw FormatError(st_.source, "tensor '" + n + "' is not a floating-point tensor");
     // Matrices stay as stored (float16/bfloat16 views of the file; the runner upcasts per tile,
     // vocablens/weight.hpp); vectors (norms, biases) are tiny and become float32 so every elementwise op
     // runs in float32.
@@ -151,7 +147,8 @@ class Mapper {
         if (ln) L.ln2_b = get(TensorRole::FfnNorm, i, ".bias", {d});
       }
       map_attention(L, i, d, qd, kd);
-      map_mlp(L, i, d, m);
+      if (c_.n_experts == 0 || c_.shared_expert) map_mlp(L, i, d, m);
+      if (c_.n_experts > 0) map_experts(L, i, d);
       if (c_.qk_norm) {
         L.q_norm_w = norm(TensorRole::AttnQNorm, i, c_.qk_norm_full ? qd : dh);
         L.k_norm_w = norm(TensorRole::AttnKNorm, i, c_.qk_norm_full ? kd : dh);
@@ -219,6 +216,54 @@ class Mapper {
     L.w_o = o->layout == TensorLayout::Conv1D ? get(TensorRole::AttnOut, i, ".weight", {qd, d})
                                                : get(TensorRole::AttnOut, i, ".weight", {d, qd}).t();
     L.b_o = bias(TensorRole::AttnOut, i, {d}, c_.attn_out_bias);
+  }
+
+  // The router and each expert's matrices as stored (views, "x @ W"); the router's rows must be the config's
+  // expert count, and no expert may lie beyond it.
+  void map_experts(LayerWeights& L, int64_t i, int64_t d) const {
+    const int64_t E = c_.n_experts, me = c_.d_expert;
+    const std::string router = find(TensorRole::FfnGateInp, i, ".weight");
+    if (!router.empty() && st_.get(router).dim() == 2 && st_.get(router).size(0) != E && st_.get(router).size(1) == d)
+      throw FormatError(cp_, "the config gives " + std::to_string(E) + " experts but '" + router + "' routes to " +
+                                 std::to_string(st_.get(router).size(0)));
+    L.w_router = get(TensorRole::FfnGateInp, i, ".weight", {E, d}).t();
+    const std::string beyond = stored(expert_name(TensorRole::FfnGateExps, i, E));
+    if (!beyond.empty())
+      throw FormatError(cp_, "the config gives " + std::to_string(E) + " experts but the checkpoint has '" + beyond + "'");
+    for (int64_t e = 0; e < E; ++e) {
+      L.exp_gate.push_back(expert(TensorRole::FfnGateExps, i, e, {me, d}).t());
+      L.exp_up.push_back(expert(TensorRole::FfnUpExps, i, e, {me, d}).t());
+      L.exp_down.push_back(expert(TensorRole::FfnDownExps, i, e, {d, me}).t());
+    }
+    if (find_tensor(a_, TensorRole::FfnGateInpShexp)) L.w_shared_gate = get(TensorRole::FfnGateInpShexp, i, ".weight", {1, d}).t();
+  }
+  std::string expert_name(TensorRole r, int64_t layer, int64_t e) const {
+    return tensor_name(find_tensor(a_, r)->hf, layer, e) + ".weight";
+  }
+  // `full` or `full` without the base prefix, whichever the file has; "" when neither (one lookup each: a
+  // model of 128 experts has tens of thousands of names).
+  std::string stored(const std::string& full) const {
+    if (st_.has(full)) return full;
+    const std::string pre = a_.hf_base_prefix ? a_.hf_base_prefix : "";
+    if (!pre.empty() && full.rfind(pre, 0) == 0 && st_.has(full.substr(pre.size()))) return full.substr(pre.size());
+    return "";
+  }
+  at::Tensor expert(TensorRole r, int64_t layer, int64_t e, std::vector<int64_t> shape) const {
+    const std::string full = expert_name(r, layer, e);
+    const std::string n = stored(full);
+    if (n.empty()) throw FormatError(st_.source, "missing tensor '" + full + "' (" + a_.hf_architecture + ")");
+    return checked(n, shape);
+  }
+
+  /// The stored tensor `n`, which must have exactly `shape` and a floating-point type (one line naming it otherwise).
+  const at::Tensor& checked(const std::string& n, const std::vector<int64_t>& shape) const {
+    const at::Tensor& t = st_.get(n);
+    if (t.sizes() != at::IntArrayRef(shape))
+      throw FormatError(st_.source, "tensor '" + n + "' has shape " + shape_of(t.sizes()) + " but " + cp_ + " implies " + shape_of(shape));
+    const auto ty = t.scalar_type();
+    if (ty != at::kFloat && ty != at::kHalf && ty != at::kBFloat16)
+      throw FormatError(st_.source, "tensor '" + n + "' is not a floating-point tensor");
+    return t;
   }
 
   void map_mlp(LayerWeights& L, int64_t i, int64_t d, int64_t m) const {

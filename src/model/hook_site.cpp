@@ -1,4 +1,4 @@
-// Hook sites (vocablens/hook_site.hpp): the 17 points, their two spellings and shapes, parsing and listing.
+// Hook sites (vocablens/hook_site.hpp): the 20 points, their two spellings and shapes, parsing and listing.
 #include "vocablens/hook_site.hpp"
 
 #include <cctype>
@@ -31,6 +31,9 @@ const PointName kPoints[] = {
     {HookPoint::ResidMid, "hook_resid_mid", "resid_mid", true, "[B, T, d_model]"},
     {HookPoint::MlpPre, "mlp.hook_pre", "mlp_pre", true, "[B, T, d_mlp]"},
     {HookPoint::MlpPost, "mlp.hook_post", "mlp_post", true, "[B, T, d_mlp]"},
+    {HookPoint::RouterLogits, "mlp.hook_router_logits", "router_logits", true, "[B, T, n_experts] (mixtures of experts)"},
+    {HookPoint::ExpertIndices, "mlp.hook_expert_indices", "expert_indices", true, "[B, T, k] int64: the chosen experts, best first"},
+    {HookPoint::ExpertWeights, "mlp.hook_expert_weights", "expert_weights", true, "[B, T, k]: the chosen experts' weights"},
     {HookPoint::MlpOut, "hook_mlp_out", "mlp_out", true, "[B, T, d_model]"},
     {HookPoint::ResidPost, "hook_resid_post", "resid_post", true, "[B, T, d_model]"},
     {HookPoint::FinalNorm, "ln_final.hook_normalized", "final_norm", false, "[B, T, d_model]"},
@@ -43,6 +46,15 @@ bool parse_layer(const std::string& s, int64_t& out) {
   for (char c : s)
     if (!std::isdigit(static_cast<unsigned char>(c))) return false;
   out = std::stoll(s);
+  return true;
+}
+
+// Whether a block of this model has the point: the router's only in mixtures of experts, the dense MLP's only
+// where one runs (every dense model; Qwen2-MoE's shared expert).
+bool has_point(const ModelConfig& cfg, HookPoint p) {
+  const bool router = p == HookPoint::RouterLogits || p == HookPoint::ExpertIndices || p == HookPoint::ExpertWeights;
+  if (router) return cfg.n_experts > 0;
+  if (p == HookPoint::MlpPre || p == HookPoint::MlpPost) return cfg.n_experts == 0 || cfg.shared_expert;
   return true;
 }
 
@@ -118,7 +130,24 @@ HookSite parse_hook_name(const std::string& name, const ModelConfig& cfg) {
   if (s->layer < 0 || s->layer >= cfg.n_layers)
     fail("hook '" + name + "': layer " + std::to_string(s->layer) + " is out of range (the model has " +
          std::to_string(cfg.n_layers) + " layers)");
+  if (!has_point(cfg, s->point))  // one line naming the point and what this model's MLP is instead
+    throw UsageError("hook '" + name + "': " +
+                     (cfg.n_experts > 0 ? "this model's MLP is a mixture of experts without a dense MLP (its points: "
+                                          "mlp.hook_router_logits, mlp.hook_expert_indices, mlp.hook_expert_weights)"
+                                        : std::string("this model's MLP is not a mixture of experts (no router points)")));
   return *s;
+}
+
+std::vector<HookSite> hook_sites(const ModelConfig& cfg) {
+  std::vector<HookSite> out;
+  for (const auto& p : kPoints)
+    if (!p.block && (p.point != HookPoint::PosEmbed || cfg.positions == PositionKind::Learned) && p.point != HookPoint::FinalNorm)
+      out.push_back({p.point, -1});
+  for (int64_t l = 0; l < cfg.n_layers; ++l)
+    for (const auto& p : kPoints)
+      if (p.block && has_point(cfg, p.point)) out.push_back({p.point, l});
+  out.push_back({HookPoint::FinalNorm, -1});
+  return out;
 }
 
 }  // namespace vocablens

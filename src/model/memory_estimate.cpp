@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "model/forward_work.hpp"
 #include "vocablens/attention.hpp"
 #include "vocablens/model.hpp"
 
@@ -34,10 +35,7 @@ double weight_bytes(const ModelWeights& w) {
   };
   for (const auto* t : {&w.W_E, &w.W_pos, &w.W_seg, &w.emb_norm_w, &w.emb_norm_b, &w.lnf_w, &w.lnf_b, &w.W_U, &w.b_U}) add(*t);
   for (const auto& L : w.layers)
-    for (const auto* t : {&L.ln1_w, &L.ln1_b, &L.w_q, &L.b_q, &L.w_k, &L.b_k, &L.w_v, &L.b_v, &L.w_o, &L.b_o, &L.ln2_w,
-                          &L.ln2_b, &L.w_in, &L.b_in, &L.w_gate, &L.b_gate, &L.w_out, &L.b_out, &L.q_norm_w, &L.k_norm_w,
-                          &L.post_attn_norm_w, &L.post_mlp_norm_w})
-      add(*t);
+    for (const at::Tensor* t : layer_tensors(L)) add(*t);
   return total;
 }
 
@@ -72,7 +70,7 @@ MemoryEstimate estimate_forward_memory(const Model& m, int64_t B, int64_t T, con
   const double f = 4.0;  // float32 activations
   const double d = static_cast<double>(c.d_model), H = static_cast<double>(c.n_heads),
                Hkv = static_cast<double>(c.n_kv_heads), dh = static_cast<double>(c.d_head),
-               ff = static_cast<double>(c.d_mlp), V = static_cast<double>(c.vocab_size);
+               ff = mlp_width(c), V = static_cast<double>(c.vocab_size);  // a mixture: k experts' rows per token
   const double rows = static_cast<double>(B) * static_cast<double>(T);
   MemoryEstimate e;
   e.add("runtime (LibTorch, BLAS, program)", kRuntime);

@@ -121,11 +121,18 @@ int64_t Model::parameter_count() const {
   if (!cfg_.tied_embeddings) add(w_.W_U);
   add(w_.b_U);
   for (const auto& L : w_.layers)
-    for (const at::Tensor* t : {&L.ln1_w, &L.ln1_b, &L.w_q, &L.b_q, &L.w_k, &L.b_k, &L.w_v, &L.b_v, &L.w_o, &L.b_o,
-                                &L.ln2_w, &L.ln2_b, &L.w_in, &L.b_in, &L.w_gate, &L.b_gate, &L.w_out, &L.b_out,
-                                &L.q_norm_w, &L.k_norm_w, &L.post_attn_norm_w, &L.post_mlp_norm_w})
-      add(*t);
+    for (const at::Tensor* t : layer_tensors(L)) add(*t);
   return n;
+}
+
+std::vector<const at::Tensor*> layer_tensors(const LayerWeights& L) {
+  std::vector<const at::Tensor*> v = {&L.ln1_w, &L.ln1_b, &L.w_q, &L.b_q, &L.w_k, &L.b_k, &L.w_v, &L.b_v,
+                                      &L.w_o, &L.b_o, &L.ln2_w, &L.ln2_b, &L.w_in, &L.b_in, &L.w_gate, &L.b_gate,
+                                      &L.w_out, &L.b_out, &L.q_norm_w, &L.k_norm_w, &L.post_attn_norm_w,
+                                      &L.post_mlp_norm_w, &L.w_router, &L.w_shared_gate};
+  for (const auto* experts : {&L.exp_gate, &L.exp_up, &L.exp_down})
+    for (const at::Tensor& t : *experts) v.push_back(&t);
+  return v;
 }
 
 namespace {

@@ -1,13 +1,17 @@
 // llama.cpp as an independent reference: all-position logits (and each block's output residual) of a GGUF file.
 //
-//   lcpp_logits BINS_DIR MODEL.gguf IDS.txt OUT.f32 [LAYERS.f32]
+//   lcpp_logits BINS_DIR MODEL.gguf IDS.txt OUT.f32 [LAYERS.f32 [ROUTER_PREFIX]]
 //
 // BINS_DIR: the prebuilt libraries of npm @node-llama-cpp/linux-x64 (its CPU backend is a dynamically loaded
 // variant, so backends are loaded from there). IDS.txt: whitespace-separated token ids. OUT.f32: float32
 // [T, V]. LAYERS.f32 (optional): float32 [n_layer, T, d_model], the tensors llama.cpp's graph names
 // "l_out-<layer>" (the residual stream leaving each block), captured through the cb_eval callback.
+// ROUTER_PREFIX (mixtures of experts): PREFIX.logits.f32 float32 [n_layer, T, n_expert], the router logits its
+// graph names "ffn_moe_logits-<layer>", and PREFIX.order.i32 int32 [n_layer, T, n_expert], "ffn_moe_argsort-<layer>":
+// every expert by descending probability, whose first n_expert_used are the experts llama.cpp runs.
 // Exact settings: F32 KV cache, flash attention off, one thread, one batch with every position's logits.
 // Built by scripts/setup_llama_ref.sh against the headers of the same llama.cpp release (node-llama-cpp@3.22.1).
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -23,22 +27,60 @@ namespace {
 
 struct Capture {
   int n_layer = 0, n_embd = 0, n_tokens = 0;
+  bool router = false;
   std::map<int, std::vector<float>> layers;  // layer -> [T, d]
+  std::map<int, std::vector<float>> logits;  // layer -> [T, n_expert]
+  std::map<int, std::vector<int32_t>> order; // layer -> [T, n_expert]
+  int n_expert = 0;
 };
 
-bool layer_of(const char* name, int* layer) {
-  return std::strncmp(name, "l_out-", 6) == 0 && std::sscanf(name + 6, "%d", layer) == 1;
+bool layer_of(const char* name, const char* prefix, int* layer) {
+  const size_t n = std::strlen(prefix);
+  return std::strncmp(name, prefix, n) == 0 && std::sscanf(name + n, "%d", layer) == 1;
+}
+
+template <class T>
+bool take(struct ggml_tensor* t, int rows, std::vector<T>* out) {
+  if (t->ne[1] != rows || !ggml_is_contiguous(t)) return false;
+  out->resize(static_cast<size_t>(t->ne[0]) * rows);
+  ggml_backend_tensor_get(t, out->data(), 0, out->size() * sizeof(T));
+  return true;
 }
 
 bool on_eval(struct ggml_tensor* t, bool ask, void* user) {
   auto* cap = static_cast<Capture*>(user);
   int layer = -1;
-  if (!layer_of(t->name, &layer)) return !ask ? true : false;
+  const bool l_out = layer_of(t->name, "l_out-", &layer);
+  const bool logits = cap->router && layer_of(t->name, "ffn_moe_logits-", &layer);
+  const bool order = cap->router && layer_of(t->name, "ffn_moe_argsort-", &layer);
+  if (!l_out && !logits && !order) return !ask ? true : false;
   if (ask) return true;  // we want this tensor's data once computed
-  if (t->type != GGML_TYPE_F32 || t->ne[0] != cap->n_embd || t->ne[1] != cap->n_tokens) return true;
+  if (logits && t->type == GGML_TYPE_F32 && take(t, cap->n_tokens, &cap->logits[layer])) cap->n_expert = static_cast<int>(t->ne[0]);
+  if (order && t->type == GGML_TYPE_I32) take(t, cap->n_tokens, &cap->order[layer]);
+  if (!l_out || t->type != GGML_TYPE_F32 || t->ne[0] != cap->n_embd || t->ne[1] != cap->n_tokens) return true;
   std::vector<float> v(static_cast<size_t>(cap->n_embd) * cap->n_tokens);
   ggml_backend_tensor_get(t, v.data(), 0, v.size() * sizeof(float));
   cap->layers[layer] = std::move(v);
+  return true;
+}
+
+// PREFIX.logits.f32 and PREFIX.order.i32, every layer's; false (with a message) when a layer exposed none.
+bool write_router(const Capture& cap, const std::string& prefix) {
+  FILE* lf = std::fopen((prefix + ".logits.f32").c_str(), "wb");
+  FILE* of = std::fopen((prefix + ".order.i32").c_str(), "wb");
+  if (!lf || !of) return false;
+  for (int l = 0; l < cap.n_layer; ++l) {
+    auto a = cap.logits.find(l);
+    auto b = cap.order.find(l);
+    if (a == cap.logits.end() || b == cap.order.end() || a->second.size() != b->second.size()) {
+      std::fprintf(stderr, "llama.cpp exposed no ffn_moe_logits-%d / ffn_moe_argsort-%d of [T, n_expert]\n", l, l);
+      return false;
+    }
+    std::fwrite(a->second.data(), sizeof(float), a->second.size(), lf);
+    std::fwrite(b->second.data(), sizeof(int32_t), b->second.size(), of);
+  }
+  std::fclose(lf);
+  std::fclose(of);
   return true;
 }
 
@@ -72,6 +114,7 @@ int main(int argc, char** argv) {
   cap.n_layer = llama_model_n_layer(m);
   cap.n_embd = llama_model_n_embd(m);
   cap.n_tokens = static_cast<int>(ids.size());
+  cap.router = argc > 6;
   auto cp = llama_context_default_params();
   cp.n_ctx = static_cast<uint32_t>(ids.size());
   cp.n_batch = cp.n_ubatch = cp.n_ctx;
@@ -119,7 +162,8 @@ int main(int argc, char** argv) {
     }
     std::fclose(lf);
   }
-  std::printf("T=%zu V=%d layers=%d d=%d\n", ids.size(), V, cap.n_layer, cap.n_embd);
+  if (argc > 6 && !write_router(cap, argv[6])) return 1;
+  std::printf("T=%zu V=%d layers=%d d=%d experts=%d\n", ids.size(), V, cap.n_layer, cap.n_embd, cap.n_expert);
   llama_batch_free(b);
   llama_free(c);
   llama_model_free(m);

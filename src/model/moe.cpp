@@ -1,0 +1,87 @@
+// The mixture-of-experts MLP step (model/moe.hpp): route, gather each expert's rows, run it, scatter back.
+#include "model/moe.hpp"
+
+#include <string>
+#include <tuple>
+
+#include "vocablens/error.hpp"
+
+namespace vocablens::detail {
+
+at::Tensor proj(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);  // forward.cpp
+at::Tensor activation(const at::Tensor& x, Activation a);                        // forward.cpp
+
+namespace {
+
+// Runs the hooks of (p, l) on t viewed as [lead..., last]; returns t as [rows, last].
+at::Tensor moe_hooked(const hook_detail::HookTable* hk, HookPoint p, int64_t l, at::Tensor t, std::vector<int64_t> lead) {
+  if (!hk || !hk->has(p, l)) return t;
+  const int64_t rows = t.size(0), last = t.size(1);
+  lead.push_back(last);
+  at::Tensor v = t.view(lead);
+  hk->apply(p, l, v);
+  return v.reshape({rows, last});
+}
+
+// A hook may write any index: the one line that names the point, the value and the range.
+void check_expert_indices(const at::Tensor& idx, int64_t E, int64_t l) {
+  const std::string site = HookSite{HookPoint::ExpertIndices, l}.tl_name();
+  if (idx.scalar_type() != at::kLong) throw UsageError(site + ": expert indices must be int64");
+  if (idx.numel() == 0) return;
+  const int64_t lo = idx.min().item<int64_t>(), hi = idx.max().item<int64_t>();
+  if (lo < 0 || hi >= E)
+    throw UsageError(site + ": expert index " + std::to_string(lo < 0 ? lo : hi) + " is out of range [0, " + std::to_string(E) + ")");
+}
+
+}  // namespace
+
+at::Tensor moe_mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& h, int64_t l,
+                   const hook_detail::HookTable* hk, const MoeRecord& record) {
+  const int64_t d = h.size(-1), N = h.numel() / d, E = cfg.n_experts, k = cfg.n_experts_used;
+  std::vector<int64_t> lead = h.sizes().vec();
+  lead.pop_back();
+  const at::Tensor x = h.reshape({N, d});
+  at::Tensor logits = moe_hooked(hk, HookPoint::RouterLogits, l, proj(x, L.w_router, at::Tensor()), lead);  // [N, E]
+  at::Tensor weights, idx;
+  std::tie(weights, idx) = at::softmax(logits, -1).topk(k, -1, /*largest=*/true, /*sorted=*/true);  // [N, k]
+  if (cfg.expert_weights_norm) weights = weights / weights.sum(-1, true);
+  idx = moe_hooked(hk, HookPoint::ExpertIndices, l, idx, lead);
+  check_expert_indices(idx, E, l);
+  weights = moe_hooked(hk, HookPoint::ExpertWeights, l, weights, lead);
+  if (record) {
+    auto shaped = [&](const at::Tensor& t) {
+      std::vector<int64_t> s = lead;
+      s.push_back(t.size(1));
+      return t.reshape(s);
+    };
+    record("router_logits", shaped(logits));
+    record("expert_indices", shaped(idx));
+    record("expert_weights", shaped(weights));
+  }
+  // Dispatch: the N * k (token, slot) pairs sorted by expert (stably: each expert sees its tokens in order), so
+  // that expert e's rows are one contiguous run of `order`.
+  const at::Tensor flat = idx.reshape({-1});
+  const at::Tensor order = std::get<1>(at::sort(flat, /*stable=*/true, /*dim=*/0, /*descending=*/false));
+  const at::Tensor counts = at::bincount(flat, {}, E).to(at::kLong).contiguous();
+  const at::Tensor tokens = at::div(order, k, "floor");
+  const at::Tensor slot_w = weights.reshape({-1}).index_select(0, order);
+  at::Tensor out = at::zeros({N, d}, x.options());
+  const int64_t* cnt = counts.data_ptr<int64_t>();
+  int64_t start = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t c = cnt[e];
+    if (c == 0) continue;
+    const at::Tensor tok = tokens.narrow(0, start, c);
+    const at::Tensor xe = x.index_select(0, tok);
+    const at::Tensor g = proj(xe, L.exp_gate[static_cast<size_t>(e)], at::Tensor());
+    const at::Tensor u = proj(xe, L.exp_up[static_cast<size_t>(e)], at::Tensor());
+    const at::Tensor y = proj(activation(g, cfg.activation) * u, L.exp_down[static_cast<size_t>(e)], at::Tensor());
+    out.index_add_(0, tok, y * slot_w.narrow(0, start, c).unsqueeze(1));
+    start += c;
+  }
+  std::vector<int64_t> s = lead;
+  s.push_back(d);
+  return out.view(s);
+}
+
+}  // namespace vocablens::detail
