@@ -7,9 +7,14 @@
 // transcoders are tests/fixtures/graph/ (make_transcoders.py).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "fixtures.hpp"
 #include "vocablens/error.hpp"
@@ -292,4 +297,86 @@ TEST_CASE("graph input that does not fit is one clear error", "[graph]") {
   o.max_feature_nodes = -1;
   e = msg([&] { vocablens::attribution_graph(llama, at::zeros({3}, at::kLong), *tcs, o); });
   CHECK(e.find("max_feature_nodes") != std::string::npos);
+}
+
+namespace {
+
+// The fixture's folder copied, with `layer` replaced by `bytes` (or the file edited by `edit`).
+std::string graph_fixture_copy(const std::string& tag, int layer, const std::function<std::string(std::string)>& edit) {
+  const std::string dir = vl_test::temp_dir(tag);
+  for (int l = 0; l < 3; ++l) {
+    const std::string name = "/layer_" + std::to_string(l) + ".safetensors";
+    std::string bytes = vl_test::read_file(graph_fixture("gpt2-tiny") + name);
+    vl_test::write_file(dir + name, l == layer ? edit(bytes) : bytes);
+  }
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("vocablens graph refuses bad input in one line, writing nothing", "[graph][cli]") {
+  const std::string cli = vl_test::require_cli();
+  const std::string model = vl_test::fixture("gpt2-tiny");
+  REQUIRE(!cli.empty());
+  REQUIRE(!model.empty());
+  // NaN in layer 1's W_dec (the first value of its data: W_dec comes after W_enc and b_enc in the file's order)
+  const std::string nan_dir = graph_fixture_copy("graph-nan", 1, [](std::string b) {
+    const uint64_t hlen = *reinterpret_cast<const uint64_t*>(b.data());
+    const auto header = nlohmann::json::parse(b.substr(8, hlen));
+    const size_t at = 8 + hlen + header["W_dec"]["data_offsets"][0].get<size_t>();
+    const float nan = std::nanf("");
+    std::memcpy(&b[at], &nan, 4);
+    return b;
+  });
+  // a transcoder of another width: layer 2 of d_model 32
+  const std::string narrow_dir = graph_fixture_copy("graph-narrow", 2, [](const std::string&) {
+    nlohmann::json h;
+    std::string data;
+    size_t off = 0;
+    for (auto [name, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+             {"W_enc", {8, 32}}, {"b_enc", {8}}, {"W_dec", {8, 32}}, {"b_dec", {32}}}) {
+      int64_t n = 1;
+      for (int64_t s : shape) n *= s;
+      h[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {off, off + 4 * n}}};
+      data += std::string(static_cast<size_t>(4 * n), '\0');
+      off += static_cast<size_t>(4 * n);
+    }
+    std::string hs = h.dump();
+    while (hs.size() % 8) hs.push_back(' ');
+    std::string out(8, '\0');
+    const uint64_t len = hs.size();
+    std::memcpy(&out[0], &len, 8);
+    return out + hs + data;
+  });
+  const std::string good = graph_fixture("gpt2-tiny");
+  const std::string long_prompt = [] {
+    std::string s;
+    for (int i = 0; i < 200; ++i) s += "a ";
+    return vl_test::shq(s);  // 200 tokens; gpt2-tiny's context is 128
+  }();
+  struct Bad {
+    std::string args, expect;
+  };
+  const std::vector<Bad> cases = {
+      {"--transcoders " + graph_fixture("llama3") + " --prompt Hello", "no layer_2.safetensors"},
+      {"--transcoders " + nan_dir + " --prompt Hello", "NaN"},
+      {"--transcoders " + narrow_dir + " --prompt Hello", "d_model"},
+      {"--transcoders " + good + " --prompt Hello --max-feature-nodes 0", "--max-feature-nodes"},
+      {"--transcoders " + good + " --prompt Hello --max-feature-nodes 1000000000", "--max-feature-nodes"},
+      {"--transcoders " + good + " --prompt " + long_prompt, "context"},
+  };
+  for (const Bad& b : cases) {
+    INFO(b.args);
+    const std::string out = vl_test::temp_dir("graph-bad") + "/run";
+    std::string text;
+    const int rc = vl_test::run_command(vl_test::shq(cli) + " graph " + vl_test::shq(model) + " " + b.args + " --out " +
+                                            vl_test::shq(out) + " 2>&1",
+                                        text);
+    INFO(text);
+    CHECK(rc != 0);
+    CHECK(text.find(b.expect) != std::string::npos);
+    CHECK(std::count(text.begin(), text.end(), '\n') <= 1);
+    CHECK(!vl_test::file_exists(out + "/graph.json"));
+    CHECK(!vl_test::file_exists(out + "/graph.neuronpedia.json"));
+  }
 }

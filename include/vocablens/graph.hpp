@@ -158,13 +158,14 @@ struct GraphReportOptions {
   std::string prompt;         ///< the prompt's text, as given (settings, Neuronpedia's metadata.prompt)
   std::string transcoders;    ///< the transcoders' folder (settings, Neuronpedia's metadata.scan)
   std::string slug = "graph"; ///< Neuronpedia's metadata.slug
+  bool full_adjacency = false; ///< also the unpruned adjacency [N, N] as array full_adjacency
 };
 
 /// Result kind "graph": the graph pruned (prune_graph), its scores, each kept node's vocabulary label, and
 /// Neuronpedia's graph JSON in summary["neuronpedia"] (written beside as graph.neuronpedia.json by the CLI).
 ///   arrays  ids [T] int64; nodes [M] int64 (kept nodes' indices in the full node order); adjacency [M, M]
 ///           float32 (kept edges only, row = target); node_influence [N] float64; active_features [A, 3]
-///           int64; activations [A] float32; selected [F] int64
+///           int64; activations [A] float32; selected [F] int64; full_adjacency [N, N] float32 when asked
 ///   tables  nodes (node, node_id, kind, layer, position, feature, token_id, activation, influence,
 ///           cumulative, label)
 ///   summary n_layers, n_pos, n_active, n_selected, n_errors, n_logits, logits [{id, token, prob}],

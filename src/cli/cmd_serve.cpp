@@ -40,6 +40,7 @@ int run_serve(ServeCli& c) {
   for (const auto& p : c.paths) all_runs = all_runs && looks_like_run_directory(p);
   if (all_runs) {
     if (!c.o.tuned.empty()) throw UsageError("--tuned needs a MODEL (run directories are browsed without one)");
+    if (!c.o.transcoders.empty()) throw UsageError("--transcoders needs a MODEL (run directories are browsed without one)");
     if (!c.o.sae.empty() || !c.o.corpus.empty() || !c.o.corpus_run.empty())
       throw UsageError("--sae, --corpus and --corpus-run need a MODEL: features and activations are computed on it");
     c.o.run_dirs = c.paths;
@@ -75,6 +76,8 @@ vocablens::cli::Register registered_cmd_serve{
                                             "lens toggle and the API's {\"tuned\": true}");
       sub.add_option("--sae", c->o.sae, "SAE or transcoder (the layouts `vocablens features --sae` reads): a feature's "
                                         "vocabulary projection and the feature lens of the prompt on the page");
+      sub.add_option("--transcoders", c->o.transcoders, "Per-layer transcoders' folder (`vocablens graph --transcoders`): "
+                                                        "the API's POST /api/graph with {\"transcoders\": true}");
       sub.add_option("--sae-hook", c->o.sae_hook, "Hook point the SAE reads (overrides the file's or the guessed one)");
       sub.add_option("--corpus", c->o.corpus, "Text file: a neuron's or a feature's top activations over it (its first "
                                               "--corpus-tokens tokens, tokenised at start-up)");
