@@ -249,6 +249,46 @@ class Graph(unittest.TestCase):
         self.assertEqual([n["node_id"] for n in written["nodes"]], [n["node_id"] for n in r.summary["neuronpedia"]["nodes"]])
         self.assertEqual(len(written["links"]), r.summary["kept_edges"])
 
+    def test_http(self):
+        """POST /api/graph: the declaration over HTTP, with the server's own transcoders; a path is refused."""
+        import socket
+        import subprocess
+        import time
+        import urllib.error
+        import urllib.request
+        from support import CLI
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        server = subprocess.Popen([CLI, "serve", GPT2, "--transcoders", TRANSCODERS, "--port", str(port)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            def post(body):
+                req = urllib.request.Request("http://127.0.0.1:%d/api/graph" % port, json.dumps(body).encode(),
+                                             {"Content-Type": "application/json"})
+                try:
+                    with urllib.request.urlopen(req, timeout=60) as r:
+                        return r.status, json.load(r)
+                except urllib.error.HTTPError as e:
+                    return e.code, json.load(e)
+            for _ in range(100):
+                try:
+                    urllib.request.urlopen("http://127.0.0.1:%d/api/status" % port, timeout=5)
+                    break
+                except (urllib.error.URLError, ConnectionError):
+                    time.sleep(0.1)
+            status, answer = post({"prompt": IDS, "transcoders": True})
+            self.assertEqual(status, 200)
+            self.assertEqual(answer["kind"], "graph")
+            self.assertEqual([n["node_id"] for n in answer["summary"]["neuronpedia"]["nodes"]],
+                             [n["node_id"] for n in self.r.summary["neuronpedia"]["nodes"]])
+            status, answer = post({"prompt": IDS, "transcoders": TRANSCODERS})
+            self.assertEqual(status, 400)
+            self.assertIn("does not open", answer["error"])
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
 
 if __name__ == "__main__":
     unittest.main()
