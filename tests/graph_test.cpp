@@ -293,6 +293,21 @@ TEST_CASE("graph input that does not fit is one clear error", "[graph]") {
   auto tcs = vocablens::load_graph_transcoders(graph_fixture("llama3"), llama);
   e = msg([&] { vocablens::attribution_graph(llama, at::zeros({129}, at::kLong), *tcs); });
   CHECK(e.find("129 tokens") != std::string::npos);
+  // a transcoder reading another hook than its layer's MLP input, and a set of another layer count
+  std::vector<vocablens::Sae> saes;
+  for (int l = 0; l < 3; ++l) {
+    // load_sae guesses hook_resid_mid for a circuit-tracer file; the MLP input is said explicitly
+    vocablens::SaeLoadOptions lo;
+    lo.hook_name = "blocks." + std::to_string(l) + ".mlp.hook_in";
+    saes.push_back(vocablens::load_sae(graph_fixture("gpt2-tiny") + "/layer_" + std::to_string(l) + ".safetensors", lo));
+  }
+  saes[1].hook_name = "blocks.1.hook_resid_pre";
+  e = msg([&] { vocablens::per_layer_transcoders(saes, m); });
+  CHECK(e.find("layer_1.safetensors: transcoder of layer 1 reads blocks.1.hook_resid_pre") != std::string::npos);
+  saes[1].hook_name = "blocks.1.mlp.hook_in";
+  auto two = vocablens::per_layer_transcoders(std::vector<vocablens::Sae>(saes.begin(), saes.begin() + 2), m);
+  e = msg([&] { vocablens::attribution_graph(m, at::zeros({3}, at::kLong), *two); });
+  CHECK(e.find("transcoders for 2 layers") != std::string::npos);
   vocablens::GraphOptions o;
   o.max_feature_nodes = -1;
   e = msg([&] { vocablens::attribution_graph(llama, at::zeros({3}, at::kLong), *tcs, o); });
