@@ -54,7 +54,10 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
   const std::vector<int64_t> ids = graph_prompt(q);
   const double T = static_cast<double>(ids.size()), L = static_cast<double>(c.n_layers), d = static_cast<double>(c.d_model);
   const double H = static_cast<double>(c.n_heads), K = static_cast<double>(q.options.at("max_n_logits").get<int64_t>());
-  const double A = 64 * L * T;
+  // the transcoders are memory-mapped: opening them costs their headers, and they say how many features can fire
+  auto tcs = load_graph_transcoders(q.options.at("transcoders").get<std::string>(), m);
+  double A = 0;
+  for (int64_t l = 0; l < c.n_layers; ++l) A += T * std::min(64.0, static_cast<double>(tcs->n_features(l)));
   double F = A;
   if (!q.options.at("max_feature_nodes").is_null())
     F = std::min(F, static_cast<double>(q.options.at("max_feature_nodes").get<int64_t>()));
@@ -65,7 +68,7 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
   e.memory = estimate_forward_memory(m, 1, static_cast<int64_t>(ids.size()), spec, true);
   e.memory.add("graph: frozen attention patterns [L, H, T, T]", L * H * T * T * 4);
   e.memory.add("graph: error vectors and MLP inputs [L, T, d]", 2 * L * T * d * 4);
-  e.memory.add("graph: active features (64 per position and layer assumed)", A * 28);
+  e.memory.add("graph: active features (64 per position and layer assumed, at most the width)", A * 28);
   const double N = F + (L + 1) * T + K;
   e.memory.add("graph: rows [F + K, A + (L + 1) T]", (F + K) * (A + (L + 1) * T) * 4);
   e.memory.add_phase("graph: one backward batch [B, T, d] and its temporaries", 6 * B * T * d * 4 + B * H * T * d * 4);

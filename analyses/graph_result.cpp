@@ -152,7 +152,8 @@ Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders
   std::vector<int64_t> idx;
   for (const NodeInfo& n : kept) idx.push_back(n.index);
   at::Tensor ix = at::tensor(idx, at::kLong);
-  at::Tensor adj = (g.adjacency.to(at::kDouble) * p.edge_mask.to(at::kDouble)).index_select(0, ix).index_select(1, ix);
+  at::Tensor adj = g.adjacency.index_select(0, ix).index_select(1, ix).to(at::kDouble) *
+                   p.edge_mask.index_select(0, ix).index_select(1, ix).to(at::kDouble);
   at::Tensor adj32 = adj.to(at::kFloat).contiguous();
   r.arrays["ids"] = NdArray::i64({g.n_pos}, g.ids.contiguous().data_ptr<int64_t>());
   r.arrays["nodes"] = NdArray::i64({M}, idx.data());
