@@ -221,6 +221,14 @@ class Backward {
         dec_[src].push_back(tcs.writes(src, out) && b > a ? tcs.decoder_rows(src, out, feats) * act : at::Tensor());
     }
     n_cols_ = fz.layer_start.back() + (fz.L + 1) * fz.T;
+    auto act = fz.active.accessor<int64_t, 2>();
+    spans_.resize(fz.L);
+    for (int64_t src = 0; src < fz.L; ++src)
+      for (int64_t k = fz.layer_start[src]; k < fz.layer_start[src + 1]; ++k) {
+        const int64_t off = k - fz.layer_start[src];
+        if (spans_[src].empty() || spans_[src].back().pos != act[k][1]) spans_[src].push_back({act[k][1], off, off});
+        spans_[src].back().end = off + 1;
+      }
   }
 
   int64_t n_cols() const { return n_cols_; }
@@ -249,6 +257,9 @@ class Backward {
  private:
   struct Layer {
     at::Tensor ln1_w, ln2_w, WO, WV, skip;
+  };
+  struct PosSpan {
+    int64_t pos, begin, end;  ///< features [begin, end) of a layer (offsets in it) sit at position pos
   };
 
   // The transpose of a frozen norm: y = C(x) / s ⊙ w (+ b), C centring for LayerNorm, identity for RMSNorm.
@@ -285,14 +296,11 @@ class Backward {
     for (int64_t src = 0; src <= out; ++src) {
       const at::Tensor& dec = dec_[src][out - src];
       if (!dec.defined()) continue;
-      const int64_t a = fz_.layer_start[src], n = dec.size(0);
-      at::Tensor pos = fz_.active.slice(0, a, a + n).select(1, 1);
-      const int64_t chunk = 4096;
-      for (int64_t i = 0; i < n; i += chunk) {
-        const int64_t e = std::min(n, i + chunk);
-        at::Tensor g = G.index_select(1, pos.slice(0, i, e));            // [B, n, d]
-        rows.slice(1, a + i, a + e) += (g * dec.slice(0, i, e).unsqueeze(0)).sum(-1);
-      }
+      // the features of one position are contiguous (sorted by layer, position, feature): one small product
+      // per position, no [B, n, d] gather
+      const int64_t a = fz_.layer_start[src];
+      for (const PosSpan& sp : spans_[src])
+        rows.slice(1, a + sp.begin, a + sp.end) += at::matmul(G.select(1, sp.pos), dec.slice(0, sp.begin, sp.end).t());
     }
     const int64_t e0 = fz_.layer_start.back() + out * fz_.T;
     rows.slice(1, e0, e0 + fz_.T).copy_((G * fz_.errors[out].unsqueeze(0)).sum(-1));
@@ -304,6 +312,7 @@ class Backward {
   std::vector<Layer> layers_;
   at::Tensor lnf_w_;
   std::vector<std::vector<at::Tensor>> dec_;
+  std::vector<std::vector<PosSpan>> spans_;
   int64_t n_cols_ = 0;
 };
 
