@@ -72,12 +72,12 @@ vocablens::cli::Register registered_cmd_serve{
                      "of `lens --corpus` among them gives the corpus of top activations)")
           ->required();
       sub.add_option("--tokenizer", c->o.tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      sub.add_option("--transcoders", c->o.transcoders, "Per-layer transcoders' folder (`vocablens graph --transcoders`): "
+                                                        "the API's POST /api/graph with {\"transcoders\": true}");
       sub.add_option("--tuned", c->o.tuned, "Tuned-lens directory (vocablens tuned-lens train --out): the page's "
                                             "lens toggle and the API's {\"tuned\": true}");
       sub.add_option("--sae", c->o.sae, "SAE or transcoder (the layouts `vocablens features --sae` reads): a feature's "
                                         "vocabulary projection and the feature lens of the prompt on the page");
-      sub.add_option("--transcoders", c->o.transcoders, "Per-layer transcoders' folder (`vocablens graph --transcoders`): "
-                                                        "the API's POST /api/graph with {\"transcoders\": true}");
       sub.add_option("--sae-hook", c->o.sae_hook, "Hook point the SAE reads (overrides the file's or the guessed one)");
       sub.add_option("--corpus", c->o.corpus, "Text file: a neuron's or a feature's top activations over it (its first "
                                               "--corpus-tokens tokens, tokenised at start-up)");
