@@ -69,6 +69,7 @@
 #include "vocablens/neurons.hpp"
 #include "vocablens/sae.hpp"
 #include "vocablens/features.hpp"
+#include "vocablens/graph.hpp"
 #include "vocablens/project.hpp"
 #include "vocablens/attribution.hpp"
 #include "vocablens/patching.hpp"

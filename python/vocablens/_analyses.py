@@ -154,6 +154,7 @@ spectrum = _DECLARED["spectrum"]
 project = _DECLARED["project"]
 compare_embeddings = _DECLARED["compare_embeddings"]
 steer = _DECLARED["steer"]
+graph = _DECLARED["graph"]
 
 
 def _prompt_list(declared):
@@ -280,7 +281,7 @@ def _method(fn):
 
 
 for _f in (lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn, positions, lens_batch,
-           compare_embeddings):
+           compare_embeddings, graph):
     setattr(Model, _f.__name__, _method(_f))
 
 

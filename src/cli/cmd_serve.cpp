@@ -40,6 +40,7 @@ int run_serve(ServeCli& c) {
   for (const auto& p : c.paths) all_runs = all_runs && looks_like_run_directory(p);
   if (all_runs) {
     if (!c.o.tuned.empty()) throw UsageError("--tuned needs a MODEL (run directories are browsed without one)");
+    if (!c.o.transcoders.empty()) throw UsageError("--transcoders needs a MODEL (run directories are browsed without one)");
     if (!c.o.sae.empty() || !c.o.corpus.empty() || !c.o.corpus_run.empty())
       throw UsageError("--sae, --corpus and --corpus-run need a MODEL: features and activations are computed on it");
     c.o.run_dirs = c.paths;
@@ -71,6 +72,8 @@ vocablens::cli::Register registered_cmd_serve{
                      "of `lens --corpus` among them gives the corpus of top activations)")
           ->required();
       sub.add_option("--tokenizer", c->o.tokenizer, "Tokenizer file or directory (default: found beside the model)");
+      sub.add_option("--transcoders", c->o.transcoders, "Per-layer transcoders' folder (`vocablens graph --transcoders`): "
+                                                        "the API's POST /api/graph with {\"transcoders\": true}");
       sub.add_option("--tuned", c->o.tuned, "Tuned-lens directory (vocablens tuned-lens train --out): the page's "
                                             "lens toggle and the API's {\"tuned\": true}");
       sub.add_option("--sae", c->o.sae, "SAE or transcoder (the layouts `vocablens features --sae` reads): a feature's "

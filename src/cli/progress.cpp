@@ -24,18 +24,24 @@ std::function<void(int64_t, int64_t)> ProgressBar::callback() {
 void ProgressBar::draw(int64_t done, int64_t total) {
   const auto now = std::chrono::steady_clock::now();
   if (drawn_ && done < total && now - last_ < std::chrono::milliseconds(100)) return;
+  if (!drawn_) start_ = now;
   last_ = now;
   const double f = total > 0 ? std::clamp(static_cast<double>(done) / static_cast<double>(total), 0.0, 1.0) : 1.0;
   const int filled = static_cast<int>(f * 30);
-  fmt::print(stderr, "\r{} [{}{}] {:5.1f}%  {}/{} {}", label_, std::string(static_cast<size_t>(filled), '#'),
-             std::string(static_cast<size_t>(30 - filled), '.'), f * 100, done, total, unit_);
+  // the time left at the pace so far, once there is a pace to go by (a second of work and some done)
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  std::string eta;
+  if (done > 0 && done < total && elapsed >= 1.0)
+    eta = fmt::format(" · ETA {:.0f} s   ", elapsed * static_cast<double>(total - done) / static_cast<double>(done));
+  fmt::print(stderr, "\r{} [{}{}] {:5.1f}%  {}/{} {}{}", label_, std::string(static_cast<size_t>(filled), '#'),
+             std::string(static_cast<size_t>(30 - filled), '.'), f * 100, done, total, unit_, eta);
   std::fflush(stderr);
   drawn_ = true;
 }
 
 void ProgressBar::finish() {
   if (!drawn_) return;
-  fmt::print(stderr, "\r{}\r", std::string(label_.size() + unit_.size() + 64, ' '));
+  fmt::print(stderr, "\r{}\r", std::string(label_.size() + unit_.size() + 84, ' '));
   std::fflush(stderr);
   drawn_ = false;
 }

@@ -1,7 +1,8 @@
 // src/cli/progress.hpp — a one-line progress bar on stderr for work longer than a few seconds.
 //
 // Shown when stderr is a terminal, or always with VOCABLENS_PROGRESS=1 (tests, logs); redrawn at most ten
-// times a second; erased when the work ends (ProgressBar::finish or the destructor).
+// times a second, with the time left at the pace so far once a second has passed; erased when the work ends
+// (ProgressBar::finish or the destructor).
 //
 //   vocablens::cli::ProgressBar bar("heads");
 //   opts.progress = bar.callback();           // empty std::function when the bar is not shown
@@ -29,7 +30,7 @@ class ProgressBar {
   void draw(int64_t done, int64_t total);
   std::string label_, unit_;
   bool shown_ = false, drawn_ = false;
-  std::chrono::steady_clock::time_point last_{};
+  std::chrono::steady_clock::time_point last_{}, start_{};
 };
 
 }  // namespace vocablens::cli

@@ -27,7 +27,7 @@
 namespace vocablens::serve {
 
 const std::set<std::string> kServerFileOptions = {"corpus", "prompts", "tokenizer", "out", "allow", "allow_list",
-                                                  "sae", "path", "file", "tuned_lens"};
+                                                  "sae", "path", "file", "tuned_lens", "transcoders"};
 
 // Analyses of one prompt that read activations and write none: their forward passes go through the memo.
 const std::set<std::string> kForwardReaders = {"lens", "attribute"};
@@ -222,6 +222,16 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
                            "file on the server, which the HTTP API does not open");
         if (!sae_) throw UsageError(name + ": " + it.key() + ": this server has no SAE (start it with --sae PATH)");
         it.value() = sae_->source;
+        continue;
+      }
+      if (it.key() == "transcoders" && od) {
+        // {"transcoders": true} = the server's --transcoders DIR; any path is a folder on the server.
+        if (!it.value().is_boolean() || !it.value().get<bool>())
+          throw UsageError(name + ": transcoders: give true to use the server's transcoders (--transcoders DIR); a "
+                           "path names a folder on the server, which the HTTP API does not open");
+        if (o_.transcoders.empty())
+          throw UsageError(name + ": transcoders: this server has no transcoders (start it with --transcoders DIR)");
+        it.value() = o_.transcoders;
         continue;
       }
       if (kServerFileOptions.count(it.key()) || (od && od->type == OptionType::Model))
