@@ -15,18 +15,26 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "vocablens/model_config.hpp"
 
 namespace vocablens {
 
+/// The points. The enum's order is not the forward order (hook_sites() and hook_name_list() give that): later
+/// additions go at its end, one run per change.
 enum class HookPoint {
   Embed, PosEmbed, ResidPre, Q, K, V, AttnScores, Pattern, Z, Result, AttnOut, ResidMid, MlpPre, MlpPost, MlpOut,
-  ResidPost, FinalNorm
+  ResidPost, FinalNorm,
+  // The norms before attention and MLP, and the MLP's input (what transcoders read): the norm's denominator
+  // [B, T, 1], its normalised vector before weight and bias, the MLP's input after them; the final norm's
+  // denominator.
+  Ln1Scale, Ln1Normalized, Ln2Scale, Ln2Normalized, MlpIn, FinalScale
 };
-constexpr int kHookPointCount = 17;
+constexpr int kHookPointCount = 23;
 
-/// One hook point of one layer (layer = -1 for hook_embed, hook_pos_embed, ln_final.hook_normalized).
+/// One hook point of one layer (layer = -1 for hook_embed, hook_pos_embed, ln_final.hook_scale and
+/// ln_final.hook_normalized).
 struct HookSite {
   HookPoint point = HookPoint::ResidPre;
   int64_t layer = -1;
@@ -39,8 +47,18 @@ struct HookSite {
 
 /// Parses a TransformerLens name ("blocks.3.hook_resid_pre", "blocks.3.attn.hook_z", "hook_embed",
 /// "ln_final.hook_normalized") or a short one ("resid_pre.3", "z.3", "final_norm"). Throws UsageError
-/// listing the valid names when `name` is none of them or its layer is not in [0, cfg.n_layers).
+/// listing the valid names when `name` is none of them or its layer is not in [0, cfg.n_layers), and one
+/// naming why when the model has no such point (hook_point_missing).
 HookSite parse_hook_name(const std::string& name, const ModelConfig& cfg);
+
+/// Why the model has no point `p` ("" when it has): hook_pos_embed without learned positions; ln1 / ln2
+/// points in a block with no norm before its attention and MLP (post-norm blocks, OLMo 2's); ln_final.hook_scale
+/// without a final norm. Every other point exists in every model.
+std::string hook_point_missing(HookPoint p, const ModelConfig& cfg);
+
+/// Every hook site of the model in forward order (the points hook_point_missing() allows, each block's in
+/// turn).
+std::vector<HookSite> hook_sites(const ModelConfig& cfg);
 
 /// The same parse without a model (no layer bound, no check of learned positions); nullopt when `name` is
 /// neither spelling of any point.

@@ -3,7 +3,7 @@
     import vocablens
     model = vocablens.load_model("../shared/fixtures/gpt2-tiny")
     ids = model.tokenize("The Eiffel Tower is in the city of")
-    logits, cache = model.run_with_cache(ids)                       # cache: ActivationCache, 17 hook kinds
+    logits, cache = model.run_with_cache(ids)                       # cache: ActivationCache, 23 hook kinds
     logits = model.run_with_hooks(ids, fwd_hooks=[("blocks.1.attn.hook_z", lambda z, hook: z.zero_())])
     model.cfg.n_layers, model.W_O[0]    # TransformerLens's names (docs/python.md, "Coming from TransformerLens")
     lens = vocablens.lens(model, "The Eiffel Tower is in the city of", top_k=5)
