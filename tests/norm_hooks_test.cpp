@@ -145,3 +145,46 @@ TEST_CASE("norm hook points and the forward memo: a record holds none of them, s
   CHECK(calls == 1);
   CHECK(s.replayed() == 0);
 }
+
+TEST_CASE("norm hook points in every family: reading them changes no bit; mlp_in is what the MLP reads") {
+  const std::string root = std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/";
+  int families = 0, with_norms = 0;
+  for (const char* f : {"llama3", "llama_linear", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
+                        "gpt_neox", "opt", "stablelm", "olmo2", "smollm3", "phi2", "bloom", "falcon"}) {
+    INFO(f);
+    const auto m = vocablens::load_model(root + f);
+    const auto& c = m.config();
+    ++families;
+    const at::Tensor ids = at::tensor(std::vector<int64_t>{1, 5, 9, 13, 17, 21}, at::kLong);
+    vocablens::HookList read;
+    int calls = 0;
+    for (const auto& s : vocablens::hook_sites(c))
+      if (s.point != vocablens::HookPoint::Result)  // summed per head: equal within rounding only (hooks_test)
+        read.add(s.tl_name(), [&calls](at::Tensor&) { ++calls; });
+    CHECK(at::equal(vocablens::run_with_hooks(m, ids, read).logits, m.forward(ids).logits));
+    CHECK(calls == static_cast<int>(read.size()));
+    vocablens::CacheSpec spec = vocablens::CacheSpec::all();
+    const auto out = m.forward(ids, spec);
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const auto& L = m.weights().layers[static_cast<size_t>(l)];
+      const at::Tensor mlp_in = out.cache.get("mlp_in", l).to(at::kDouble);
+      if (!out.cache.has("ln2_normalized", l)) {  // no norm before the MLP: it reads the stream itself
+        CHECK_FALSE((c.norm_before && c.input_norms));
+        CHECK(at::equal(out.cache.get("mlp_in", l), out.cache.get("resid_mid", l)));
+        continue;
+      }
+      ++with_norms;
+      // the norm's output from its own points, in float64: normalized * w + b, and normalized * scale = the centred input
+      at::Tensor want = out.cache.get("ln2_normalized", l).to(at::kDouble);
+      if (L.ln2_w.defined()) want = want * L.ln2_w.to(at::kFloat).to(at::kDouble);
+      if (L.ln2_b.defined()) want = want + L.ln2_b.to(at::kFloat).to(at::kDouble);
+      CHECK(vl_test::max_abs_diff(mlp_in, want) < 1e-4 * std::max(1.0, want.abs().max().item<double>()));
+      const at::Tensor x = out.cache.get(c.parallel_residual ? "resid_pre" : "resid_mid", l).to(at::kDouble);
+      const at::Tensor centred = c.norm == vocablens::NormKind::LayerNorm ? x - x.mean(-1, true) : x;
+      const at::Tensor back = out.cache.get("ln2_normalized", l).to(at::kDouble) * out.cache.get("ln2_scale", l).to(at::kDouble);
+      CHECK(vl_test::max_abs_diff(back, centred) < 1e-4 * std::max(1.0, centred.abs().max().item<double>()));
+    }
+  }
+  CHECK(families == 17);
+  CHECK(with_norms > 0);
+}
