@@ -14,6 +14,7 @@
 
 #include "fixtures.hpp"
 #include "tensor_checks.hpp"
+#include "tiny_gpt2.hpp"
 #include "npy_tensor.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
@@ -183,4 +184,36 @@ TEST_CASE("a cross-layer transcoder's files are mapped, not read: loading one of
   CHECK(rows.sizes().vec() == std::vector<int64_t>{3, dm});
   CHECK(resident_bytes() - before < (int64_t{16} << 20));
   INFO("RSS grew by " << (loaded - before) << " bytes loading " << set.file_bytes << " bytes of files");
+}
+
+TEST_CASE("transcoder sets against a model's points: mlp.hook_out and post-MLP norms, blocks without ln2") {
+  const std::string root = std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/";
+  // A per-layer set of 4 features on d_model 64, for `layers` blocks, with the given hooks.
+  auto make_set = [](int layers, const std::string& in, const std::string& out) {
+    const std::string d = vl_test::temp_dir("tc-hooks");
+    std::string data(static_cast<size_t>(4 * (4 * 64 * 2 + 4 + 64)), '\0');
+    nlohmann::json h = {{"W_enc", {{"dtype", "F32"}, {"shape", {4, 64}}, {"data_offsets", {0, 1024}}}},
+                        {"W_dec", {{"dtype", "F32"}, {"shape", {4, 64}}, {"data_offsets", {1024, 2048}}}},
+                        {"b_enc", {{"dtype", "F32"}, {"shape", {4}}, {"data_offsets", {2048, 2064}}}},
+                        {"b_dec", {{"dtype", "F32"}, {"shape", {64}}, {"data_offsets", {2064, 2320}}}}};
+    for (int l = 0; l < layers; ++l)
+      std::ofstream(d + "/layer_" + std::to_string(l) + ".safetensors", std::ios::binary) << vl_test::safetensors_bytes(h, data);
+    std::ofstream(d + "/config.yaml") << "model_kind: transcoder_set\nfeature_input_hook: " << in
+                                      << "\nfeature_output_hook: " << out << "\n";
+    return vocablens::load_transcoders(d);
+  };
+  const auto gemma2 = vocablens::load_model(root + "gemma2");  // post-MLP norms
+  vocablens::check_transcoders_fit(make_set(3, "ln2.hook_normalized", "hook_mlp_out"), gemma2);
+  CHECK_THAT(tc_error([&] { vocablens::check_transcoders_fit(make_set(3, "ln2.hook_normalized", "mlp.hook_out"), gemma2); }),
+             Catch::Contains("config.yaml: feature_output_hook 'mlp.hook_out' is the MLP's output before the post-MLP norm"));
+  const auto llama = vocablens::load_model(root + "llama3");  // none: mlp.hook_out is hook_mlp_out
+  const auto set = make_set(static_cast<int>(llama.config().n_layers), "mlp.hook_in", "mlp.hook_out");
+  CHECK(set.output_hook(0) == "blocks.0.hook_mlp_out");
+  vocablens::check_transcoders_fit(set, llama);
+  const auto olmo2 = vocablens::load_model(root + "olmo2");  // no norm before the MLP
+  CHECK_THAT(tc_error([&] { vocablens::check_transcoders_fit(make_set(2, "ln2.hook_normalized", "hook_mlp_out"), olmo2); }),
+             Catch::Contains("config.yaml: feature_input_hook 'ln2.hook_normalized' (blocks.0.ln2.hook_normalized) is "
+                             "not a point of") &&
+                 Catch::Contains("no norm before its attention and MLP"));
+  vocablens::check_transcoders_fit(make_set(2, "mlp.hook_in", "hook_mlp_out"), olmo2);
 }
