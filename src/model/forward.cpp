@@ -192,9 +192,14 @@ at::Tensor tapped_norm(const ModelConfig& cfg, const at::Tensor& x, const at::Te
   if (!hook_scale && !hook_norm && !p.keep_scale && !p.keep_normalized) return apply_norm(x, cfg.norm, cfg.norm_eps, w, b);
   const at::Tensor c = cfg.norm == NormKind::LayerNorm ? x - x.mean(-1, true) : x;
   at::Tensor scale = (c.pow(2).mean(-1, true) + cfg.norm_eps).sqrt();
+  // A hooked value is "edited" when it changed, or when a hook marked it for gradients (Python's gradients()):
+  // then the output must be made of it, or the gradient would not reach it.
+  auto changed = [](const at::Tensor& now, const at::Tensor& seen) {
+    return (at::GradMode::is_enabled() && now.requires_grad()) || !at::equal(now, seen);
+  };
   const at::Tensor scale_seen = scale;
   run_hook(hk, p.scale, p.layer, scale);
-  bool edited = hook_scale && !at::equal(scale, scale_seen);
+  bool edited = hook_scale && changed(scale, scale_seen);
   const HookSite at_scale{p.scale, p.layer}, at_norm{p.normalized, p.layer};
   if (p.cache && p.keep_scale) p.cache->set(at_scale.short_name(), scale);
   at::Tensor normalized;
@@ -202,7 +207,7 @@ at::Tensor tapped_norm(const ModelConfig& cfg, const at::Tensor& x, const at::Te
     normalized = c / scale;
     const at::Tensor normalized_seen = normalized;
     run_hook(hk, p.normalized, p.layer, normalized);
-    edited = edited || (hook_norm && !at::equal(normalized, normalized_seen));
+    edited = edited || (hook_norm && changed(normalized, normalized_seen));
     if (p.cache && p.keep_normalized) p.cache->set(at_norm.short_name(), normalized);
   }
   if (!edited) return apply_norm(x, cfg.norm, cfg.norm_eps, w, b);

@@ -32,6 +32,13 @@ def shift_row(pos, by):
     return f
 
 
+def shift_at(pos, i, by):
+    def f(x):
+        x[pos, i] += by
+        return x
+    return f
+
+
 class NormPoints:
     """Shared by the LayerNorm and the RMSNorm model: `reference` is the float64 module, `ids` a prompt."""
     reference = None
@@ -85,6 +92,23 @@ class NormPoints:
             self.close(got, want, what)
             # the edit did something the reference sees: logits moved well beyond the tolerance
             self.assertGreater(np.abs(want - self.acts["logits"]).max(), 100 * ATOL, what)
+
+    def test_gradients_reach_the_points(self):
+        # d logit / d activation at the norms' points, against central differences of the float64 reference.
+        T = len(self.ids)
+        tok = int(np.argmax(self.acts["logits"][-1]))
+        metric = lambda logits: logits[0, -1, tok]
+        for name, coords in (("blocks.1.ln2.hook_normalized", [(2, 5), (T - 1, 0), (T - 1, 17)]),
+                             ("blocks.0.ln1.hook_scale", [(1, 0), (T - 1, 0)]),
+                             ("blocks.0.mlp.hook_in", [(T - 1, 3)])):
+            g = self.m.gradients(self.ids, metric, names=[name])[name][0].double().numpy()
+            self.assertGreater(np.abs(g).max(), 1e-3, name)
+            for pos, i in coords:
+                h = 1e-4
+                up = self.reference.forward(self.ref, self.ids, edits={name: shift_at(pos, i, h)})["logits"][-1, tok]
+                down = self.reference.forward(self.ref, self.ids, edits={name: shift_at(pos, i, -h)})["logits"][-1, tok]
+                fd = (up - down) / (2 * h)
+                self.assertLess(abs(g[pos, i] - fd), 1e-3 * max(1.0, abs(fd)), (name, pos, i, g[pos, i], fd))
 
     def test_reading_changes_no_bit(self):
         seen = []
