@@ -145,6 +145,7 @@ TEST_CASE("transcoder sets: bad input is one line naming the file") {
       {load("bad_clt_thresholds"), {"bad_clt_thresholds/W_enc_2.safetensors: missing tensor 'threshold_2'"}},
       {load("bad_clt_decoder"), {"bad_clt_decoder/W_dec_2.safetensors: missing tensor 'W_dec_2'"}},
       {load("no_such_folder"), {"no_such_folder: no such file or folder"}},
+      {tc_error([&] { vocablens::load_sae(fx + "/clt_relu"); }), {"clt_relu: a transcoder folder", "load_transcoders"}},
       {fit("bad_width"), {"bad_width: d_in 32 does not match blocks.0.hook_resid_mid of", "(width 64)"}},
       {fit("bad_clt_layers"), {"bad_clt_layers: a cross-layer transcoder of 2 layers, but", "has 3"}},
   };

@@ -409,6 +409,9 @@ Sae load_any(const std::string& path_in) {
     if (exists(join(path, "hyperparams.json"))) return load_llamascope(path);
     if (exists(join(path, "params.npz"))) return load_gemmascope(join(path, "params.npz"), true);
     if (exists(join(path, "params.safetensors"))) return load_gemmascope(join(path, "params.safetensors"), false);
+    if (exists(join(path, "config.yaml")))
+      throw FormatError(path, "a transcoder folder (config.yaml, circuit-tracer's layout) holds a model's transcoders: "
+                              "read it with load_transcoders (vocablens/transcoders.hpp), or load one of its layer files");
     throw FormatError(path, std::string("no SAE layout found (found: ") + listing(path) + "; layouts read: " + kLayouts + ")");
   }
   const std::string base = basename(path);
