@@ -162,8 +162,9 @@ HookSite parse_hook_name(const std::string& name, const ModelConfig& cfg) {
   };
   const std::optional<HookSite> s = hook_site_from_name(name);
   if (!s) return fail("unknown hook '" + name + "'");
+  // A point this model lacks: the reason alone (the list of names would name the point as if it were valid).
   const std::string missing = hook_point_missing(s->point, cfg);
-  if (!missing.empty()) fail("hook '" + name + "': " + missing);
+  if (!missing.empty()) throw UsageError("hook '" + name + "': " + missing);
   if (!info(s->point).block) return *s;
   if (s->layer < 0 || s->layer >= cfg.n_layers)
     fail("hook '" + name + "': layer " + std::to_string(s->layer) + " is out of range (the model has " +
