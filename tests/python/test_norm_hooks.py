@@ -125,6 +125,18 @@ class LayerNormModel(NormPoints, unittest.TestCase):
     ids = [464, 412, 733, 417, 8765, 318, 287, 262]
 
 
+    def test_apply_ln_to_stack_reads_the_recorded_scale(self):
+        # With ln_final.hook_scale edited at position 3, the pieces of the stream normalised by the cache's scale
+        # still sum to the final norm's output (TransformerLens reads the scale from the cache too).
+        e = scale_row(3, 0.5)
+        hook = ("ln_final.hook_scale", lambda t, hook: torch.from_numpy(e(t[0].double().numpy())).float()[None])
+        _, cache = self.m.run_with_cache(self.ids, fwd_hooks=[hook])
+        pieces = cache.apply_ln_to_stack(cache.decompose_resid()).sum(0) + self.m.ln_final.b
+        want = self.reference.forward(self.ref, self.ids, edits={"ln_final.hook_scale": e})["ln_final.hook_normalized"]
+        self.close(cache["ln_final.hook_normalized"][0], want, "edited final norm")
+        self.close(pieces[0], want, "apply_ln_to_stack")
+
+
 class RMSNormModel(NormPoints, unittest.TestCase):
     reference = llama_numpy
     model_dir = "stories260K-hf"
