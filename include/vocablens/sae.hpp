@@ -89,8 +89,9 @@ struct Sae {
   at::Tensor W_skip;           ///< [d_in, d_out]; transcoders with a skip connection
   at::Tensor b_gate, b_mag, r_mag;  ///< [d_sae]; gated only
   int64_t k = 0;               ///< topk
-  /// circuit-tracer's activation functions: TopK and JumpReLU keep the selected pre-activations as they are
-  /// (pre · gate, a negative one too); SAELens's and Gemma Scope's take their relu (the default).
+  /// circuit-tracer's activation functions (its layout, and every layer of a transcoder set): TopK and JumpReLU
+  /// keep the selected pre-activations as they are (pre · gate, a negative one too); SAELens's and Gemma Scope's
+  /// take their relu (the default).
   bool keep_negative = false;
   bool apply_b_dec_to_input = false;
   SaeNormalize normalize = SaeNormalize::None;

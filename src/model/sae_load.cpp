@@ -380,6 +380,7 @@ Sae load_circuit_tracer(const std::string& file, TensorStore st) {
     s.k = static_cast<int64_t>(kd);
   }
   s.apply_b_dec_to_input = false;
+  s.keep_negative = true;  // circuit-tracer's TopK and JumpReLU: pre · gate, no relu after
   s.cfg = {{"layout", s.layout}, {"architecture", to_string(s.architecture)}, {"d_in", d_in}, {"d_sae", d_sae},
            {"d_out", d_out}};
   s.hook_name = guess_hook(file, true, &s.hook_name_out);
