@@ -16,6 +16,8 @@ PACKAGES=(
   libicu-dev
   # tokenizers: SentencePiece tokenizer.model, Unicode normal forms; spm_train + python3-sentencepiece for fixtures
   libsentencepiece-dev libutf8proc-dev sentencepiece python3-sentencepiece python3-protobuf
+  # transcoder folders as circuit-tracer writes them (config.yaml; vocablens/transcoders.hpp)
+  libyaml-dev
   python3-numpy python3-torch
   # report and notebook tests: headless Chromium screenshots, nbformat validation, notebook execution
   chromium fonts-dejavu-core python3-pil python3-jsonschema python3-nbformat jupyter-nbconvert

@@ -71,6 +71,7 @@ TEST_CASE("fuzz regressions: every saved input replays cleanly through its harne
   replay("fuzz_results_multi", fuzz::results_multi);
   replay("fuzz_spm_model", fuzz::spm_model);
   replay("fuzz_sae", fuzz::sae);
+  replay("fuzz_transcoders", fuzz::transcoders);
   std::string gpt2 = vl_test::fixture("gpt2-tiny");
   if (gpt2.empty()) return;
   auto tok = vocablens::load_tokenizer(gpt2);

@@ -17,8 +17,10 @@ std::vector<std::string> every_hook(const vocablens::ModelConfig& c) {
   for (int64_t l = 0; l < c.n_layers; ++l)
     for (const char* p : {"hook_resid_pre", "attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_attn_scores",
                           "attn.hook_pattern", "attn.hook_z", "hook_attn_out", "hook_resid_mid", "mlp.hook_pre",
-                          "mlp.hook_post", "hook_mlp_out", "hook_resid_post"})
+                          "mlp.hook_post", "hook_mlp_out", "hook_resid_post", "ln1.hook_scale", "ln1.hook_normalized",
+                          "ln2.hook_scale", "ln2.hook_normalized", "mlp.hook_in"})
       v.push_back("blocks." + std::to_string(l) + "." + p);
+  if (c.final_norm) v.push_back("ln_final.hook_scale");
   return v;
 }
 

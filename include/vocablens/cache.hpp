@@ -12,6 +12,15 @@
 //   router_logits.L, expert_indices.L, expert_weights.L  (mixtures of experts, CacheSpec::router): the router's
 //                 logits [B, T, n_experts] before the softmax, the chosen experts [B, T, k] (int64, best first)
 //                 and their weights [B, T, k] (renormalised where the family does)
+// and, when asked for, the norms that the attention and the MLP read and the MLP's input (transcoders read these):
+//   ln1_scale.L, ln2_scale.L  [B, T, 1]   the norm's denominator: sqrt(mean((x - mean x)²) + eps) for LayerNorm,
+//                                         sqrt(mean(x²) + eps) for RMSNorm (x: resid_pre.L; ln2's: resid_mid.L, or
+//                                         resid_pre.L in a parallel block); pre-norm blocks only
+//   ln1_normalized.L, ln2_normalized.L  [B, T, d_model]  (x - mean x) / scale (RMSNorm: x / scale), before the
+//                                         norm's weight and bias; pre-norm blocks only
+//   mlp_in.L      [B, T, d_model]   what the MLP reads: ln2's output after weight and bias (resid_mid.L itself in
+//                                   blocks without a norm before the MLP)
+//   final_scale   [B, T, 1]         the final norm's denominator (models with a final norm)
 // All tensors are float32, contiguous, owned by the cache (no views into model weights).
 //
 //   vocablens::CacheSpec spec;  spec.resid_post = true;           // keep only what you need
@@ -39,6 +48,8 @@ struct CacheSpec {
   bool pattern = false;
   bool final_norm = false;
   bool router = false;  ///< mixtures of experts: router_logits, expert_indices, expert_weights per layer
+  bool ln1_scale = false, ln1_normalized = false, ln2_scale = false, ln2_normalized = false, mlp_in = false;
+  bool final_scale = false;
   /// Layers to record; empty = all layers.
   std::vector<int64_t> layers;
 
@@ -46,9 +57,14 @@ struct CacheSpec {
   static CacheSpec all() {
     CacheSpec s;
     s.resid_pre = s.attn_out = s.resid_mid = s.mlp_out = s.resid_post = s.pattern = s.final_norm = s.router = true;
+    s.ln1_scale = s.ln1_normalized = s.ln2_scale = s.ln2_normalized = s.mlp_in = s.final_scale = true;
     return s;
   }
   bool wants_layer(int64_t layer) const;
+  /// Whether any of the norm points or mlp_in is asked for (a forward memo's record holds none of them).
+  bool wants_norm_points() const {
+    return ln1_scale || ln1_normalized || ln2_scale || ln2_normalized || mlp_in || final_scale;
+  }
 };
 
 /// Activations by hook site, stored under the short name ("resid_pre.3", "pattern.0", "final_norm").

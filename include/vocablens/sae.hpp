@@ -16,9 +16,11 @@
 //   sae_in = x' - b_dec        when apply_b_dec_to_input (SAELens's default), x' otherwise
 //   pre    = sae_in @ W_enc + b_enc
 //   standard   f = relu(pre)
-//   jumprelu   f = relu(pre) * (pre > threshold)          (Gemma Scope, SAELens, circuit-tracer)
+//   jumprelu   f = relu(pre) * (pre > threshold)          (Gemma Scope, SAELens; keep_negative: pre * (pre > threshold),
+//                                                          circuit-tracer's transcoder sets)
 //   batchtopk  the same with its learned global threshold (BatchTopK SAEs infer as JumpReLU)
-//   topk       the k largest entries of pre kept (then relu), the rest 0 (ties: lower index first)
+//   topk       the k largest entries of pre kept (then relu, unless keep_negative), the rest 0 (ties: lower index
+//              first)
 //   gated      f = (sae_in @ W_enc + b_gate > 0) * relu(sae_in @ (W_enc * exp(r_mag)) + b_mag)
 //   Llama Scope's sparsity_include_decoder_norm: the activation runs on pre * ‖W_dec[f]‖ and is divided back.
 // Decode: x̂' = (f * scaling_factor) @ W_dec + b_dec, then the normalisation undone, then + x @ W_skip.
@@ -87,6 +89,10 @@ struct Sae {
   at::Tensor W_skip;           ///< [d_in, d_out]; transcoders with a skip connection
   at::Tensor b_gate, b_mag, r_mag;  ///< [d_sae]; gated only
   int64_t k = 0;               ///< topk
+  /// circuit-tracer's activation functions (its layout, and every layer of a transcoder set): TopK and JumpReLU
+  /// keep the selected pre-activations as they are (pre · gate, a negative one too); SAELens's and Gemma Scope's
+  /// take their relu (the default).
+  bool keep_negative = false;
   bool apply_b_dec_to_input = false;
   SaeNormalize normalize = SaeNormalize::None;
   double norm_in = 0, norm_out = 0;          ///< dataset_wise averages

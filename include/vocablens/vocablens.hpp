@@ -68,6 +68,7 @@
 #include "vocablens/heads.hpp"
 #include "vocablens/neurons.hpp"
 #include "vocablens/sae.hpp"
+#include "vocablens/transcoders.hpp"
 #include "vocablens/features.hpp"
 #include "vocablens/graph.hpp"
 #include "vocablens/project.hpp"

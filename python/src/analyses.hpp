@@ -13,7 +13,11 @@ void register_declared(py::module_& mod);
 /// Adds compare_runs(a, b, align) (python/src/bind_compare.cpp): two lens runs, no model.
 void register_compare(py::module_& mod);
 
-/// Adds Sae, load_sae(path, hook_name) and check_sae_fits(sae, model) (python/src/bind_sae.cpp).
+/// Adds Sae, load_sae(path, hook_name) and check_sae_fits(sae, model) (python/src/bind_sae.cpp), and
+/// register_transcoders' names.
 void register_sae(py::module_& mod);
+
+/// Adds TranscoderSet and load_transcoders(path) (python/src/bind_sae.cpp).
+void register_transcoders(py::module_& mod);
 
 }  // namespace vlpy

@@ -8,10 +8,11 @@
 // inside a hook is parked, the pass is unwound with a private C++ exception, and the exception is raised
 // again as itself once the GIL is back: nothing of the model changes, so it stays usable.
 //
-// The cache: the seven points vocablens::CacheSpec records (resid_pre/mid/post, attn_out, mlp_out, pattern,
-// final_norm) come back as the runner's own tensors (no copy); the others (embed, pos_embed, q/k/v,
-// attn_scores, z, result, mlp pre/post) are kept by a C++ hook that stores the point's tensor (the hook
-// table's one copy of it: hooks.hpp copies a hooked point before its callbacks), without Python.
+// The cache: the points vocablens::CacheSpec records (resid_pre/mid/post, attn_out, mlp_out, pattern,
+// final_norm, the norms' scale and normalized, mlp_in, final_scale) come back as the runner's own tensors (no
+// copy); the others (embed, pos_embed, q/k/v, attn_scores, z, result, mlp pre/post) are kept by a C++ hook that
+// stores the point's tensor (the hook table's one copy of it: hooks.hpp copies a hooked point before its
+// callbacks), without Python.
 #include <ATen/core/grad_mode.h>
 
 #include <map>
@@ -37,6 +38,12 @@ bool spec_point(vocablens::HookPoint p, vocablens::CacheSpec& spec, const char**
     case HookPoint::ResidPost: spec.resid_post = true; *key = "resid_post"; return true;
     case HookPoint::Pattern: spec.pattern = true; *key = "pattern"; return true;
     case HookPoint::FinalNorm: spec.final_norm = true; *key = "final_norm"; return true;
+    case HookPoint::Ln1Scale: spec.ln1_scale = true; *key = "ln1_scale"; return true;
+    case HookPoint::Ln1Normalized: spec.ln1_normalized = true; *key = "ln1_normalized"; return true;
+    case HookPoint::Ln2Scale: spec.ln2_scale = true; *key = "ln2_scale"; return true;
+    case HookPoint::Ln2Normalized: spec.ln2_normalized = true; *key = "ln2_normalized"; return true;
+    case HookPoint::MlpIn: spec.mlp_in = true; *key = "mlp_in"; return true;
+    case HookPoint::FinalScale: spec.final_scale = true; *key = "final_scale"; return true;
     default: return false;
   }
 }
@@ -117,7 +124,8 @@ py::tuple run_hooked(const PyModel& m, const at::Tensor& ids, const py::list& ho
 }
 
 // Every hook point of this model by its TransformerLens name, in forward order (vocablens::hook_sites: pos_embed
-// only for learned positions, the router's only in mixtures of experts).
+// only for learned positions, the ln1 / ln2 points only in pre-norm blocks, ln_final.hook_scale only with a final
+// norm, the router's only in mixtures of experts).
 std::vector<std::string> hook_names(const PyModel& m) {
   std::vector<std::string> out;
   for (const auto& s : vocablens::hook_sites(m.model.config())) out.push_back(s.tl_name());

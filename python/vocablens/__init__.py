@@ -3,7 +3,7 @@
     import vocablens
     model = vocablens.load_model("../shared/fixtures/gpt2-tiny")
     ids = model.tokenize("The Eiffel Tower is in the city of")
-    logits, cache = model.run_with_cache(ids)                       # cache: ActivationCache, 17 hook kinds
+    logits, cache = model.run_with_cache(ids)                       # cache: ActivationCache, 23 hook kinds
     logits = model.run_with_hooks(ids, fwd_hooks=[("blocks.1.attn.hook_z", lambda z, hook: z.zero_())])
     model.cfg.n_layers, model.W_O[0]    # TransformerLens's names (docs/python.md, "Coming from TransformerLens")
     lens = vocablens.lens(model, "The Eiffel Tower is in the city of", top_k=5)
@@ -39,12 +39,12 @@ _install_tl(Model)
 from ._analyses import (run, analyses, estimate, Estimate, lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn,
                         positions, patch, ablate, attribute, steer, tuned_lens_eval, lens_batch, compare_embeddings,
                         compare, graph)
-from ._sae import Sae, load_sae, feature_logits, feature_lens, splice_hook, feature_corpus, steer_feature_hook
+from ._sae import Sae, load_sae, TranscoderSet, load_transcoders, feature_logits, feature_lens, splice_hook, feature_corpus, steer_feature_hook
 from . import utils  # noqa: E402  TransformerLens's utils.get_act_name
 
 __all__ = ["load_model", "set_dtype", "get_dtype", "Model", "Tokenizer", "Result", "load_results", "report", "run", "estimate", "Estimate", "analyses", "lens",
            "lens_corpus", "project", "heads", "neurons", "spectrum", "neighbours", "knn", "positions", "patch", "ablate",
            "attribute", "steer", "tuned_lens_eval", "lens_batch", "compare_embeddings", "compare", "graph", "Error",
            "FormatError", "UsageError", "__version__", "ActivationCache", "load_cache", "HookPoint",
-           "Sae", "load_sae", "feature_logits", "feature_lens", "splice_hook", "feature_corpus",
+           "Sae", "load_sae", "TranscoderSet", "load_transcoders", "feature_logits", "feature_lens", "splice_hook", "feature_corpus",
            "steer_feature_hook", "utils"]

@@ -197,8 +197,8 @@ class ActivationCache:
                           has_batch_dim=True, recompute_ln=False):
         """A stack of residual-stream pieces [components, (batch,) (pos,) d_model] as they enter the norm of
         `layer` (None / -1 / n_layers: the final norm; else ln1, or ln2 with mlp_input): each piece
-        centred (LayerNorm), divided by the norm's scale at this run's residual at that point (so that the
-        pieces still add up) and multiplied by the norm's weight. recompute_ln=True instead normalises each
+        centred (LayerNorm), divided by the norm's scale in this run (its hook_scale when the cache holds it,
+        else computed from the residual at that point; so that the pieces still add up) and multiplied by the norm's weight. recompute_ln=True instead normalises each
         piece on its own, bias included (the logit lens). pos_slice / batch_slice: the slices the stack was
         taken with, applied to the cached scale."""
         layer = self._final_layer(layer)
@@ -211,7 +211,12 @@ class ActivationCache:
             return x + b if b is not None else x
         if w is None:
             return residual_stack
-        scale = self._scale(self[src])
+        # The norm's own denominator when the cache holds it (ln1/ln2/ln_final.hook_scale, as TransformerLens reads
+        # it; a hook may have edited it), else recomputed from the residual it normalises.
+        n = self._need_model("apply_ln").config["n_layers"]
+        scale_name = "ln_final.hook_scale" if layer == n else "blocks.{}.{}.hook_scale".format(
+            layer, "ln2" if mlp_input else "ln1")
+        scale = self[scale_name] if scale_name in self else self._scale(self[src])
         if self.has_batch_dim and has_batch_dim and batch_slice is not None:
             scale = _slice(scale, batch_slice, 0)
         scale = _slice(scale, pos_slice, -2)

@@ -13,6 +13,7 @@ from . import _vocablens as _core
 from ._analyses import _DECLARED
 
 Sae = _core.Sae
+TranscoderSet = _core.TranscoderSet
 
 
 class SaeConfig(dict):
@@ -43,6 +44,18 @@ def _cfg(self):
 Sae.cfg = property(_cfg, doc=SaeConfig.__doc__)
 # SAELens's sae(x): the reconstruction, decode(encode(x)) (sae.forward).
 Sae.__call__ = lambda self, x: self.forward(x)
+
+
+def load_transcoders(path):
+    """Reads a transcoder folder as circuit-tracer does (docs/features.md, "Transcoder sets"): config.yaml with
+    model_kind transcoder_set (layer_{i}.safetensors or a transcoders: list) or cross_layer_transcoder
+    (W_enc_{i} / W_dec_{i}.safetensors, mapped, never read whole). Returns a vocablens.TranscoderSet:
+    encode(layer, x), decoder_rows(layer, feature) [n_outputs(layer), d_out], decode(block, features, x),
+    layer(l) (a vocablens.Sae), input_hook(l) / output_hook(l) (the config's points under our names),
+    check_fits(model)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError("load_transcoders(): path must be a str or os.PathLike, not " + type(path).__name__)
+    return _core.load_transcoders(os.fspath(path))
 
 
 def load_sae(path, *, hook_name=None):

@@ -4,6 +4,7 @@
     utils.get_act_name("resid_post", 3)      # "blocks.3.hook_resid_post"
     utils.get_act_name("z", 0)               # "blocks.0.attn.hook_z"
     utils.get_act_name("pre5")               # "blocks.5.mlp.hook_pre"
+    utils.get_act_name("normalized", 2, "ln2")   # "blocks.2.ln2.hook_normalized"
 """
 import re
 
@@ -11,8 +12,9 @@ import re
 # the "blocks.L." prefix, and the model-level ones.
 _BLOCK_POINTS = ("hook_resid_pre", "hook_resid_mid", "hook_resid_post", "hook_attn_out", "hook_mlp_out",
                  "attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_z", "attn.hook_result", "attn.hook_pattern",
-                 "attn.hook_attn_scores", "mlp.hook_pre", "mlp.hook_post")
-_MODEL_POINTS = ("hook_embed", "hook_pos_embed", "ln_final.hook_normalized")
+                 "attn.hook_attn_scores", "mlp.hook_pre", "mlp.hook_post", "ln1.hook_scale", "ln1.hook_normalized",
+                 "ln2.hook_scale", "ln2.hook_normalized", "mlp.hook_in")
+_MODEL_POINTS = ("hook_embed", "hook_pos_embed", "ln_final.hook_scale", "ln_final.hook_normalized")
 
 # TransformerLens's spellings (its get_act_name's documented aliases).
 _LAYER_TYPES = {"a": "attn", "m": "mlp", "b": "", "block": "", "blocks": "", "attention": "attn"}
@@ -32,10 +34,11 @@ def get_act_name(name, layer=None, layer_type=None):
     """The full hook name of TransformerLens's shorthand, with its rules: get_act_name("resid_post", 3) is
     "blocks.3.hook_resid_post"; "q", "k", "v", "z", "result", "pattern" (alias "attn"), "attn_scores" (alias
     "attn_logits") are attention points, "pre" and "post" MLP points; "embed" is "hook_embed", "pos_embed"
-    "hook_pos_embed", "normalized" without a layer "ln_final.hook_normalized"; a digit in the name is the layer
-    ("k6", "pre5"); a full name comes back as given. A name TransformerLens has but vocablens does not hook
-    (LayerNorm "scale", "rot_q", "mid", ...) is a ValueError naming it. layer must be >= 0 (the cache, which
-    knows n_layers, reads cache["resid_post", -1])."""
+    "hook_pos_embed", "scale" / "normalized" without a layer "ln_final.hook_scale" / "ln_final.hook_normalized",
+    with a layer and layer_type "ln1" or "ln2" the block's norm ("blocks.3.ln2.hook_normalized"); a digit in the
+    name is the layer ("k6", "pre5"); a full name comes back as given. A name TransformerLens has but vocablens
+    does not hook ("rot_q", "mid", ...) is a ValueError naming it. layer must be >= 0 (the cache, which knows
+    n_layers, reads cache["resid_post", -1])."""
     if not isinstance(name, str):
         raise TypeError("get_act_name(): name must be a str, not " + type(name).__name__)
     if layer is not None and (isinstance(layer, bool) or not isinstance(layer, (int, str))):

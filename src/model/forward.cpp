@@ -162,20 +162,69 @@ bool mlp_inside_hooked(const hook_detail::HookTable* hk, int64_t l) {
 // Whether layer l's block runs by row blocks: the pass has no grad, the attention would be blocked anyway
 // (more than one block of positions, no hook or cache on the scores or pattern), it is not a step of
 // incremental decoding, and no hook or cache reads q, k, v, z, the per-head results, attn_out, resid_mid,
-// the MLP's neurons or mlp_out: their tensors never exist whole.
+// the norms' points, the MLP's input, its neurons or mlp_out: their tensors never exist whole.
 bool block_by_rows(int64_t T, int64_t l, bool keep, const CacheSpec* spec, const hook_detail::HookTable* hk,
                    const KVCache* kv) {
   if (kv || !use_blocked_attention(attention_policy(), T, nullptr, hk, l)) return false;
-  if (keep && (spec->attn_out || spec->resid_mid || spec->mlp_out || spec->pattern || spec->router)) return false;
+  if (keep && (spec->attn_out || spec->resid_mid || spec->mlp_out || spec->pattern || spec->router ||
+               spec->wants_norm_points()))
+    return false;
   if (hk)
     for (HookPoint p : {HookPoint::Q, HookPoint::K, HookPoint::V, HookPoint::Z, HookPoint::Result, HookPoint::AttnOut,
-                        HookPoint::ResidMid, HookPoint::MlpOut})
+                        HookPoint::ResidMid, HookPoint::MlpOut, HookPoint::Ln1Scale, HookPoint::Ln1Normalized,
+                        HookPoint::Ln2Scale, HookPoint::Ln2Normalized, HookPoint::MlpIn})
       if (hk->has(p, l)) return false;
   return !mlp_inside_hooked(hk, l);
 }
 
 at::Tensor norm1(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& x) {
   return apply_norm(x, cfg.norm, cfg.norm_eps, L.ln1_w, L.ln1_b);
+}
+
+// The hook points of one norm that a sublayer reads (ln1 / ln2 / the final norm) and whether the cache keeps them.
+struct NormPoints {
+  HookPoint scale, normalized;
+  bool has_normalized;  // the final norm's normalised point is its output (ln_final.hook_normalized), hooked by the caller
+  int64_t layer;
+  ResidualCache* cache;
+  bool keep_scale, keep_normalized;
+};
+
+// apply_norm with the norm's hook points, TransformerLens's definitions: scale = sqrt(mean(c²) + eps) [.., 1]
+// with c = x - mean(x) (LayerNorm) or x (RMSNorm), normalized = c / scale (before weight and bias), the output
+// normalized * w + b. Nobody asking, it is apply_norm itself. When hooks only read (or leave the values as
+// they were), the output is apply_norm's too, so that reading a norm changes no bit of the pass; an edited scale
+// or normalised vector is what the output is then made of.
+at::Tensor tapped_norm(const ModelConfig& cfg, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                       const NormPoints& p, const hook_detail::HookTable* hk) {
+  const bool hook_scale = hk && hk->has(p.scale, p.layer);
+  const bool hook_norm = p.has_normalized && hk && hk->has(p.normalized, p.layer);
+  if (!hook_scale && !hook_norm && !p.keep_scale && !p.keep_normalized) return apply_norm(x, cfg.norm, cfg.norm_eps, w, b);
+  const at::Tensor c = cfg.norm == NormKind::LayerNorm ? x - x.mean(-1, true) : x;
+  at::Tensor scale = (c.pow(2).mean(-1, true) + cfg.norm_eps).sqrt();
+  // A hooked value is "edited" when it changed, or when a hook marked it for gradients (Python's gradients()):
+  // then the output must be made of it, or the gradient would not reach it.
+  auto changed = [](const at::Tensor& now, const at::Tensor& seen) {
+    return (at::GradMode::is_enabled() && now.requires_grad()) || !at::equal(now, seen);
+  };
+  const at::Tensor scale_seen = scale;
+  run_hook(hk, p.scale, p.layer, scale);
+  bool edited = hook_scale && changed(scale, scale_seen);
+  const HookSite at_scale{p.scale, p.layer}, at_norm{p.normalized, p.layer};
+  if (p.cache && p.keep_scale) p.cache->set(at_scale.short_name(), scale);
+  at::Tensor normalized;
+  if (p.has_normalized && (hook_norm || p.keep_normalized || edited)) {
+    normalized = c / scale;
+    const at::Tensor normalized_seen = normalized;
+    run_hook(hk, p.normalized, p.layer, normalized);
+    edited = edited || (hook_norm && changed(normalized, normalized_seen));
+    if (p.cache && p.keep_normalized) p.cache->set(at_norm.short_name(), normalized);
+  }
+  if (!edited) return apply_norm(x, cfg.norm, cfg.norm_eps, w, b);
+  at::Tensor y = normalized.defined() ? normalized : c / scale;
+  if (w.defined()) y = y * w;
+  if (b.defined()) y = y + b;
+  return y;
 }
 at::Tensor norm2(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& x) {
   return apply_norm(x, cfg.norm, cfg.norm_eps, L.ln2_w, L.ln2_b);
@@ -190,10 +239,10 @@ struct Qkv {
 // input is released once projected: at long T every [B, T, d] held through the attention is a sizeable
 // part of the forward's peak.
 Qkv qkv_rows(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& x_rows,
-             int64_t r0, int64_t l, const hook_detail::HookTable* hk) {
+             int64_t r0, int64_t l, const hook_detail::HookTable* hk, const NormPoints& ln1) {
   using namespace detail;
   const int64_t B = x_rows.size(0), n = x_rows.size(1), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
-  at::Tensor h = cfg.norm_before && cfg.input_norms ? norm1(cfg, L, x_rows) : x_rows;
+  at::Tensor h = cfg.norm_before && cfg.input_norms ? tapped_norm(cfg, x_rows, L.ln1_w, L.ln1_b, ln1, hk) : x_rows;
   Qkv r;
   r.q = proj(h, L.w_q, L.b_q).view({B, n, H, dh});
   r.k = proj(h, L.w_k, L.b_k).view({B, n, Hkv, dh});
@@ -341,6 +390,10 @@ at::Tensor block(const ModelConfig& cfg, const LayerWeights& L, const BlockConte
     if (cache && wanted) cache->set(ResidualCache::key(hook, l), t);
   };
   const bool keep = cache && spec && spec->wants_layer(l);
+  const NormPoints ln1{HookPoint::Ln1Scale, HookPoint::Ln1Normalized, true, l, cache, keep && spec->ln1_scale,
+                       keep && spec->ln1_normalized};
+  const NormPoints ln2{HookPoint::Ln2Scale, HookPoint::Ln2Normalized, true, l, cache, keep && spec->ln2_scale,
+                       keep && spec->ln2_normalized};
   run_hook(hk, HookPoint::ResidPre, l, x);
   record(keep && spec->resid_pre, "resid_pre", x);
   const int64_t B = x.size(0), T = x.size(1), d = x.size(2), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
@@ -353,14 +406,15 @@ at::Tensor block(const ModelConfig& cfg, const LayerWeights& L, const BlockConte
   Qkv qkv;
   at::Tensor mid;  // the stream after the attention
   if (!by_rows) {
-    qkv = qkv_rows(cfg, L, ctx, x, 0, l, hk);
+    qkv = qkv_rows(cfg, L, ctx, x, 0, l, hk, ln1);
   } else {
     at::Tensor q = at::empty({B, T, H * dh}, opt);
     qkv.k = at::empty({B, Hkv, T, dh}, opt);
     qkv.v = at::empty({B, Hkv, T, dh}, opt);
     for (int64_t r0 = 0; r0 < T; r0 += R) {
       const int64_t n = std::min(R, T - r0);
-      Qkv rows = qkv_rows(cfg, L, ctx, x.narrow(1, r0, n), r0, l, nullptr);
+      Qkv rows = qkv_rows(cfg, L, ctx, x.narrow(1, r0, n), r0, l, nullptr, NormPoints{ln1.scale, ln1.normalized, true, l,
+                                                                                   nullptr, false, false});
       q.narrow(1, r0, n).view({B, n, H, dh}).copy_(rows.q.transpose(1, 2));
       qkv.k.narrow(2, r0, n).copy_(rows.k);
       qkv.v.narrow(2, r0, n).copy_(rows.v);
@@ -403,7 +457,13 @@ at::Tensor block(const ModelConfig& cfg, const LayerWeights& L, const BlockConte
     detail::MoeRecord moe_record;
     if (keep && spec->router && cfg.n_experts > 0)
       moe_record = [&](const char* point, const at::Tensor& t) { cache->set(ResidualCache::key(point, l), t); };
-    at::Tensor m = mlp(cfg, L, cfg.norm_before && cfg.input_norms ? norm2(cfg, L, in) : in, l, hk, moe_record);
+    // The MLP's input: ln2's output (its points hooked and kept on the whole path only: by rows nobody reads them).
+    at::Tensor h = cfg.norm_before && cfg.input_norms ? tapped_norm(cfg, in, L.ln2_w, L.ln2_b, ln2, by_rows ? nullptr : hk)
+                                                     : in;
+    if (!by_rows) run_hook(hk, HookPoint::MlpIn, l, h);
+    record(keep && spec->mlp_in, "mlp_in", h);
+    at::Tensor m = mlp(cfg, L, h, l, hk, moe_record);
+    h.reset();
     if (L.post_mlp_norm_w.defined()) m = apply_norm(m, cfg.norm, cfg.norm_eps, L.post_mlp_norm_w, at::Tensor());
     run_hook(hk, HookPoint::MlpOut, l, m);
     record(keep && spec->mlp_out, "mlp_out", m);
@@ -542,8 +602,9 @@ ForwardOutput forward_impl(const ModelConfig& cfg, const ModelWeights& w, const 
     if (check) check = check_block_output(cfg, w.layers[static_cast<size_t>(l)], ctx, x, next, l, hk, kv);
     x = next;
   }
-  if (spec.final_norm || compute_logits || rec) {
-    at::Tensor fin = cfg.final_norm ? apply_norm(x, cfg.norm, cfg.norm_eps, w.lnf_w, w.lnf_b) : x;
+  if (spec.final_norm || spec.final_scale || compute_logits || rec) {
+    const NormPoints lnf{HookPoint::FinalScale, HookPoint::FinalNorm, false, -1, &cache, spec.final_scale, false};
+    at::Tensor fin = cfg.final_norm ? tapped_norm(cfg, x, w.lnf_w, w.lnf_b, lnf, hk) : x;
     run_hook(hk, HookPoint::FinalNorm, -1, fin);
     const bool asked = spec.final_norm || compute_logits;  // a recording alone checks nothing more than before
     if (check && asked) check = check_activation_finite(fin, "final_norm", " (the last block's output was finite)");

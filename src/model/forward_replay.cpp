@@ -38,7 +38,8 @@ void add_recorders(const ModelConfig& cfg, ForwardRecord* rec, HookList& hooks) 
 std::optional<ForwardOutput> replay_forward(const ModelConfig& cfg, const ModelWeights& w, const ForwardRecord& rec,
                                             const CacheSpec& spec, bool compute_logits, const HookList* hooks) {
   using namespace detail;
-  if (spec.attn_out || spec.pattern || (spec.router && cfg.n_experts > 0)) return std::nullopt;
+  if (spec.attn_out || spec.pattern || (spec.router && cfg.n_experts > 0) || spec.wants_norm_points())
+    return std::nullopt;
   if (hooks)
     for (const auto& it : hooks->items()) {
       const HookPoint p = parse_hook_name(it.name, cfg).point;

@@ -32,7 +32,8 @@ void add_recorders(const ModelConfig& cfg, ForwardRecord* rec, HookList& hooks);
 /// The pass, from a record: its hooks run on the recorded tensors in forward order (each hook point copies
 /// before its callbacks, so the record is never written), its cache is filled with copies, its logits
 /// computed from the recorded final_norm. Empty when the pass asks for something a record does not hold
-/// (attn_out, pattern, a hook on another point, a record missing a point): the caller then runs the pass.
+/// (attn_out, pattern, the norms' points or mlp_in, a hook on another point, a record missing a point): the
+/// caller then runs the pass.
 std::optional<ForwardOutput> replay_forward(const ModelConfig& cfg, const ModelWeights& w, const ForwardRecord& rec,
                                             const CacheSpec& spec, bool compute_logits, const HookList* hooks);
 

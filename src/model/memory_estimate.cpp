@@ -85,7 +85,7 @@ MemoryEstimate estimate_forward_memory(const Model& m, int64_t B, int64_t T, con
                               : 3.0 * static_cast<double>(B) * H * static_cast<double>(T) * static_cast<double>(T) * f;
   const double mlp_rows = std::min(rows, 1024.0);
   const double mlp_tile = (c.gated_mlp ? 3.0 : 2.0) * mlp_rows * ff * f + mlp_rows * d * f;
-  if (blocked && !spec.attn_out && !spec.resid_mid && !spec.mlp_out) {
+  if (blocked && !spec.attn_out && !spec.resid_mid && !spec.mlp_out && !spec.wants_norm_points()) {
     // The block by rows (src/model/forward.cpp, docs/runner.md "Long inputs"): whole [B, T, .] tensors are
     // the block's input stream, k, v and one buffer for q, then the stream after the attention and the
     // block's output (a second one when the heads do not fill d_model); the rest is one block of rows at a
@@ -108,8 +108,12 @@ MemoryEstimate estimate_forward_memory(const Model& m, int64_t B, int64_t T, con
   const double L = static_cast<double>(spec.layers.empty() ? c.n_layers : static_cast<int64_t>(spec.layers.size()));
   double streams = 0;
   if (spec.resid_pre || spec.resid_post) streams += L + 1;
-  for (bool b : {spec.attn_out, spec.resid_mid, spec.mlp_out}) streams += b ? L : 0;
+  for (bool b : {spec.attn_out, spec.resid_mid, spec.mlp_out, spec.ln1_normalized, spec.ln2_normalized, spec.mlp_in})
+    streams += b ? L : 0;
   if (spec.final_norm) streams += 1;
+  // The norms' denominators: one value per position.
+  for (bool b : {spec.ln1_scale, spec.ln2_scale}) streams += b ? L / static_cast<double>(d) : 0;
+  if (spec.final_scale) streams += 1 / static_cast<double>(d);
   double cache = streams * rows * d * f;
   if (spec.pattern) cache += L * static_cast<double>(B) * H * static_cast<double>(T) * static_cast<double>(T) * f;
   if (cache > 0) e.add("cache (recorded activations)", cache);

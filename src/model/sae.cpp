@@ -113,10 +113,10 @@ at::Tensor Sae::encode(const at::Tensor& x) const {
   switch (architecture) {
     case SaeArchitecture::Standard: f = pre.relu(); break;
     case SaeArchitecture::JumpReLU:
-    case SaeArchitecture::BatchTopK: f = pre.relu() * (pre > as(threshold, t)).to(t); break;
+    case SaeArchitecture::BatchTopK: f = (keep_negative ? pre : pre.relu()) * (pre > as(threshold, t)).to(t); break;
     case SaeArchitecture::TopK: {
       auto [vals, idx] = pre.topk(std::min<int64_t>(k, d_sae), -1);
-      f = at::zeros_like(pre).scatter_(-1, idx, vals.relu());
+      f = at::zeros_like(pre).scatter_(-1, idx, keep_negative ? vals : vals.relu());
       break;
     }
     case SaeArchitecture::Gated: {
@@ -184,7 +184,11 @@ int64_t hook_width(const Model& m, const std::string& name) {
     case HookPoint::AttnScores:
     case HookPoint::Pattern:
     case HookPoint::Result:
-      throw UsageError("hook point '" + name + "' is not one an SAE reads (attention scores, patterns, per-head results)");
+    case HookPoint::Ln1Scale:
+    case HookPoint::Ln2Scale:
+    case HookPoint::FinalScale:
+      throw UsageError("hook point '" + name +
+                       "' is not one an SAE reads (attention scores, patterns, per-head results, norms' scales)");
     default: return c.d_model;
   }
 }

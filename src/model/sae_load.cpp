@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "checkpoint/npz.hpp"
+#include "model/sae_checks.hpp"
 #include "util/json_depth.hpp"
 #include "util/regular_file.hpp"
 #include "vocablens/error.hpp"
@@ -88,12 +89,14 @@ std::string str_or(const json& j, const std::string& key, const std::string& dfl
   return it->get<std::string>();
 }
 
-// True when every value of t is finite. Checked in slices of <= 16 M values along the first dimension: a
-// Gemma-Scope-sized W_enc (2.4 GB float32, mapped from the file) never needs a 600 MB mask, and the pages of a
-// large mapped tensor are given back once read (MADV_PAGEOUT: clean file pages are dropped and read again if
-// touched; harmless on other memory), so that loading reads each matrix once without keeping it resident —
-// the logit weights, for one, never touch W_enc again.
-bool all_finite_in_slices(const at::Tensor& t) {
+}  // namespace
+
+// Checked in slices of <= 16 M values along the first dimension: a Gemma-Scope-sized W_enc (2.4 GB float32,
+// mapped from the file) never needs a 600 MB mask, and the pages of a large mapped tensor are given back once
+// read (MADV_PAGEOUT: clean file pages are dropped and read again if touched; harmless on other memory), so
+// that loading reads each matrix once without keeping it resident — the logit weights, for one, never touch
+// W_enc again.
+bool detail::all_finite_in_slices(const at::Tensor& t) {
   if (t.dim() == 0 || t.numel() <= (int64_t{16} << 20)) return all_finite(t);
   const int64_t per_row = t.numel() / std::max<int64_t>(1, t.size(0));
   const int64_t step = std::max<int64_t>(1, (int64_t{16} << 20) / std::max<int64_t>(1, per_row));
@@ -114,6 +117,8 @@ bool all_finite_in_slices(const at::Tensor& t) {
   return true;
 }
 
+namespace {
+
 // A tensor of the store with the expected shape, finite (rejecting NaN/Inf here means no analysis later
 // sees one). Half/bfloat16 stay as stored.
 at::Tensor take(const TensorStore& s, const std::string& name, std::vector<int64_t> shape, bool required = true) {
@@ -128,7 +133,7 @@ at::Tensor take(const TensorStore& s, const std::string& name, std::vector<int64
     throw FormatError(s.source, fmt::format("tensor '{}' has shape [{}], expected [{}]", name, fmt::join(t.sizes(), ", "),
                                             fmt::join(shape, ", ")));
   if (!t.is_floating_point()) throw FormatError(s.source, "tensor '" + name + "' is not floating point");
-  if (!all_finite_in_slices(t)) throw FormatError(s.source, "tensor '" + name + "' has NaN or infinite values");
+  if (!detail::all_finite_in_slices(t)) throw FormatError(s.source, "tensor '" + name + "' has NaN or infinite values");
   return t;
 }
 
@@ -375,6 +380,7 @@ Sae load_circuit_tracer(const std::string& file, TensorStore st) {
     s.k = static_cast<int64_t>(kd);
   }
   s.apply_b_dec_to_input = false;
+  s.keep_negative = true;  // circuit-tracer's TopK and JumpReLU: pre · gate, no relu after
   s.cfg = {{"layout", s.layout}, {"architecture", to_string(s.architecture)}, {"d_in", d_in}, {"d_sae", d_sae},
            {"d_out", d_out}};
   s.hook_name = guess_hook(file, true, &s.hook_name_out);
@@ -404,6 +410,9 @@ Sae load_any(const std::string& path_in) {
     if (exists(join(path, "hyperparams.json"))) return load_llamascope(path);
     if (exists(join(path, "params.npz"))) return load_gemmascope(join(path, "params.npz"), true);
     if (exists(join(path, "params.safetensors"))) return load_gemmascope(join(path, "params.safetensors"), false);
+    if (exists(join(path, "config.yaml")))
+      throw FormatError(path, "a transcoder folder (config.yaml, circuit-tracer's layout) holds a model's transcoders: "
+                              "read it with load_transcoders (vocablens/transcoders.hpp), or load one of its layer files");
     throw FormatError(path, std::string("no SAE layout found (found: ") + listing(path) + "; layouts read: " + kLayouts + ")");
   }
   const std::string base = basename(path);

@@ -316,4 +316,16 @@ with tempfile.TemporaryDirectory() as t:
             elif f == "hyperparams.json": put("fuzz_sae", tag, pack(3, p, os.path.join(root, "checkpoints", "final.safetensors")))
             elif f.startswith("layer_") and f.endswith(".safetensors"): put("fuzz_sae", tag, pack(4, None, p))
 
+# fuzz_transcoders: every config.yaml tests/fixtures/transcoders/make_transcoders.py writes (byte 0), its CLTs'
+# W_enc_1 / W_dec_0 files (bytes 1, 2) and per-layer layer_1 files (byte 3), as the harness reads them.
+with tempfile.TemporaryDirectory() as t:
+    subprocess.run([sys.executable, os.path.join(here, "..", "fixtures", "transcoders", "make_transcoders.py"), t],
+                   check=True, stdout=subprocess.DEVNULL)
+    for name in sorted(os.listdir(t)):
+        d = os.path.join(t, name)
+        for f, b in (("config.yaml", 0), ("W_enc_1.safetensors", 1), ("W_dec_0.safetensors", 2),
+                     ("layer_1.safetensors", 3)):
+            if os.path.isfile(os.path.join(d, f)):
+                put("fuzz_transcoders", name + "_" + f, bytes([b]) + open(os.path.join(d, f), "rb").read())
+
 print("seeds written to", out)

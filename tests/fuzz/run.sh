@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}; shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(fuzz_config fuzz_safetensors fuzz_torch_zip fuzz_gguf fuzz_gguf_reader fuzz_llama2c fuzz_bpe_encode fuzz_bpe_files fuzz_llama2c_tokenizer fuzz_results fuzz_results_multi fuzz_spm_model fuzz_prompts_corpus fuzz_sae)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(fuzz_config fuzz_safetensors fuzz_torch_zip fuzz_gguf fuzz_gguf_reader fuzz_llama2c fuzz_bpe_encode fuzz_bpe_files fuzz_llama2c_tokenizer fuzz_results fuzz_results_multi fuzz_spm_model fuzz_prompts_corpus fuzz_sae fuzz_transcoders)
 fixtures=${VOCABLENS_FIXTURES:-$PWD/../shared/fixtures}
 jobs=${VOCABLENS_FUZZ_BUILD_JOBS:-2}
 

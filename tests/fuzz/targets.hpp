@@ -32,6 +32,7 @@
 #include "vocablens/model.hpp"
 #include "vocablens/sae.hpp"
 #include "vocablens/tensor_store.hpp"
+#include "vocablens/transcoders.hpp"
 #endif
 
 namespace fuzz {
@@ -408,6 +409,81 @@ inline int sae(const uint8_t* data, size_t size) {
     if (f.size(0) != 2 || f.size(1) != s.d_sae) std::abort();
     at::Tensor y = s.decode(f, x);
     if (y.size(0) != 2 || y.size(1) != s.d_out) std::abort();
+  } catch (const vocablens::Error& e) {
+    check_one_line(e);
+  }
+  return 0;
+}
+
+/// A small valid file of one F32 tensor per (name, shape) (values i / 7 - 1), for the transcoder harness's fixed parts.
+inline std::string tiny_safetensors(const std::vector<std::pair<std::string, std::vector<int64_t>>>& ts) {
+  std::string header = "{", data;
+  for (const auto& [name, shape] : ts) {
+    int64_t n = 1;
+    std::string dims;
+    for (int64_t d : shape) {
+      n *= d;
+      dims += (dims.empty() ? "" : ",") + std::to_string(d);
+    }
+    const size_t off = data.size();
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = static_cast<float>(i % 13) / 7.0f - 1.0f;
+      data.append(reinterpret_cast<const char*>(&v), 4);
+    }
+    header += (header.size() > 1 ? "," : "") + std::string("\"") + name + "\":{\"dtype\":\"F32\",\"shape\":[" + dims +
+              "],\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(data.size()) + "]}";
+  }
+  header += "}";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  const uint64_t len = header.size();
+  return std::string(reinterpret_cast<const char*>(&len), 8) + header + data;
+}
+
+/// The transcoder-set readers (load_transcoders): config.yaml and a cross-layer transcoder's files. Byte 0 picks
+/// what the rest of the input is, beside fixed valid files of a 2-layer set (d_in = d_out = 4, 3 features):
+///   0 config.yaml (the folder also holds layer_{0,1}.safetensors and W_enc_/W_dec_{0,1}.safetensors)
+///   1 W_enc_1.safetensors of a cross_layer_transcoder      2 W_dec_0.safetensors of one
+///   3 layer_1.safetensors of a transcoder_set
+/// Whatever loads must have its promised shapes, encode and decode one row without a crash, and hold no
+/// non-finite value in what it reads; anything else must be one Error line.
+inline int transcoders(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  static const std::string root = [] {
+    const std::string d = scratch_path("transcoders");
+    ::mkdir(d.c_str(), 0700);
+    return d;
+  }();
+  auto put = [](const std::string& path, const std::string& bytes) {
+    write_input(path, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  };
+  const std::string clt_cfg = "model_kind: cross_layer_transcoder\nfeature_input_hook: hook_resid_mid\n"
+                              "feature_output_hook: hook_mlp_out\n";
+  const std::string plt_cfg = "model_kind: transcoder_set\nfeature_input_hook: ln2.hook_normalized\n"
+                              "feature_output_hook: mlp.hook_out\n";
+  for (int i = 0; i < 2; ++i) {
+    const std::string I = std::to_string(i);
+    put(root + "/W_enc_" + I + ".safetensors",
+        tiny_safetensors({{"W_enc_" + I, {3, 4}}, {"b_enc_" + I, {3}}, {"b_dec_" + I, {4}}, {"threshold_" + I, {3}}}));
+    put(root + "/W_dec_" + I + ".safetensors", tiny_safetensors({{"W_dec_" + I, {3, 2 - i, 4}}}));
+    put(root + "/layer_" + I + ".safetensors",
+        tiny_safetensors({{"W_enc", {3, 4}}, {"W_dec", {3, 4}}, {"b_enc", {3}}, {"b_dec", {4}}}));
+  }
+  const int which = data[0] % 4;
+  const std::string rest(reinterpret_cast<const char*>(data + 1), size - 1);
+  const char* files[] = {"config.yaml", "W_enc_1.safetensors", "W_dec_0.safetensors", "layer_1.safetensors"};
+  put(root + "/config.yaml", which == 3 ? plt_cfg : clt_cfg);
+  put(root + "/" + files[which], rest);
+  try {
+    const vocablens::TranscoderSet set = vocablens::load_transcoders(root);
+    if (set.n_layers < 1 || set.d_in < 1 || set.d_transcoder < 1 || set.d_out < 1) std::abort();
+    std::vector<at::Tensor> f;
+    for (int64_t l = 0; l < set.n_layers; ++l) {
+      f.push_back(set.encode(l, at::ones({1, set.d_in})));
+      if (f.back().size(1) != set.d_transcoder) std::abort();
+      if (set.decoder_rows(l, 0).size(0) != set.n_outputs(l)) std::abort();
+    }
+    const at::Tensor y = set.decode(set.n_layers - 1, f, at::ones({1, set.d_in}));
+    if (y.size(1) != set.d_out) std::abort();
   } catch (const vocablens::Error& e) {
     check_one_line(e);
   }

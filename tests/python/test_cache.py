@@ -1,4 +1,4 @@
-"""run_with_cache's ActivationCache: all 17 hook kinds against the independent float64 NumPy forward
+"""run_with_cache's ActivationCache: all 23 hook kinds against the independent float64 NumPy forward
 (gpt2_numpy.py) and the fixture's residual references; the helpers against the same sums done by hand."""
 import os
 import unittest
@@ -37,7 +37,7 @@ class Cache(unittest.TestCase):
         c = self.cache
         self.assertIsInstance(c, vocablens.ActivationCache)
         self.assertEqual(set(c.keys()), set(self.m.hook_names()))
-        self.assertEqual(len(c), 3 + 14 * 3)
+        self.assertEqual(len(c), 4 + 19 * 3)
         for name in c.keys():
             got = c[name][0].numpy()
             want = self.acts[name]
@@ -213,7 +213,7 @@ class Llama(unittest.TestCase):
         ids = np.load(os.path.join(os.path.dirname(path), "reference", "ids_first32.npy")).tolist()
         logits, cache = m.run_with_cache(ids)
         self.assertNotIn("hook_pos_embed", cache)                         # rotary: no position embedding
-        self.assertEqual(len(cache), 2 + 14 * c["n_layers"])
+        self.assertEqual(len(cache), 3 + 19 * c["n_layers"])                 # embed, final scale and norm
         T = len(ids)
         self.assertEqual(tuple(cache["k", 0].shape), (1, T, c["n_kv_heads"], c["d_head"]))   # not repeated
         self.assertEqual(tuple(cache["q", 0].shape), (1, T, c["n_heads"], c["d_head"]))

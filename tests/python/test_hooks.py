@@ -95,15 +95,15 @@ class Hooks(unittest.TestCase):
         self.assertTrue(torch.equal(again, logits))
 
     def test_every_point_of_every_layer(self):
-        # A hook at every point (filter) that records what it sees: values against the reference, 17 kinds.
+        # A hook at every point (filter) that records what it sees: values against the reference, 23 kinds.
         seen = {}
 
         def grab(act, hook):
             seen[hook.name] = (act.clone(), hook.layer())
         self.m.run_with_hooks(IDS, fwd_hooks=[(lambda name: True, grab)])
         kinds = {n.split(".", 2)[-1] if n.startswith("blocks.") else n for n in seen}
-        self.assertEqual(len(kinds), 17)
-        self.assertEqual(len(seen), 3 + 14 * 3)
+        self.assertEqual(len(kinds), 23)
+        self.assertEqual(len(seen), 4 + 19 * 3)
         for name, (act, layer) in seen.items():
             want = self.plain[name]
             got = act[0].numpy()

@@ -157,11 +157,16 @@ class ActNames(Base):
             self.assertIn(g(short, 1), self.m.hook_names())
         self.assertEqual(g("pos_embed"), "hook_pos_embed")
         self.assertEqual(g("normalized"), "ln_final.hook_normalized")
+        self.assertEqual(g("scale"), "ln_final.hook_scale")
         self.assertEqual(g("blocks.0.hook_resid_pre"), "blocks.0.hook_resid_pre")   # a full name as given
+        # the norms' points, TransformerLens's docstring examples
+        self.assertEqual(g("scale4ln1"), "blocks.4.ln1.hook_scale")
+        self.assertEqual(g("normalized", 2, "ln2"), "blocks.2.ln2.hook_normalized")
+        self.assertEqual(g("scale", 1, "ln2"), "blocks.1.ln2.hook_scale")
+        for n in ("blocks.1.ln2.hook_normalized", "blocks.1.ln1.hook_scale", "ln_final.hook_scale"):
+            self.assertIn(n, self.m.hook_names())
         # TransformerLens's points vocablens does not hook: a clear error naming the point
         self.assertIn("blocks.3.hook_scale", self.one_line(ValueError, g, "scale", 3))
-        self.assertIn("blocks.4.ln1.hook_scale", self.one_line(ValueError, g, "scale4ln1"))
-        self.assertIn("blocks.2.ln2.hook_normalized", self.one_line(ValueError, g, "normalized", 2, "ln2"))
         self.assertIn("rot_q", self.one_line(ValueError, g, "rot_q", 0))
         self.assertIn("name", self.one_line(TypeError, g, 5))
         self.assertIn("-1", self.one_line(ValueError, g, "resid_post", -1))

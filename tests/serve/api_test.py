@@ -112,6 +112,9 @@ def agreement(s):
           "GET /api/model: the config.json's layers and width")
     check(info["tokenizer"]["vocab_size"] == 50257 and info["tokenizer"]["kind"], "GET /api/model: tokenizer and its size")
     check(any(h["name"] == "blocks.L.hook_resid_pre" for h in info["hooks"]), "GET /api/model: hook names")
+    check(any(h["name"] == "blocks.L.ln2.hook_scale" and h["short"] == "ln2_scale.L" and h["shape"].startswith("[B, T, 1]")
+              for h in info["hooks"]) and any(h["name"] == "blocks.L.mlp.hook_in" for h in info["hooks"]),
+          "GET /api/model: the norms' hook points and mlp.hook_in")
     for name, body, args, required in CASES:
         if name not in names:
             check(not required, f"{name}: registered (required by the page)")
