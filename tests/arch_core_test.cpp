@@ -32,9 +32,9 @@ bool contains(const std::vector<std::string>& v, const std::string& x) { return 
 
 }  // namespace
 
-TEST_CASE("an unsupported mixture of experts is nearest to the dense family whose attention it shares, with what differs") {
-  // Mixtral's names (transformers' MixtralForCausalLM): Llama's attention and norms, a router and experts for the MLP.
-  const auto names = checkpoint(
+TEST_CASE("a supported mixture of experts maps whole; an unsupported one is nearest to the family sharing its attention") {
+  // Mixtral's names (transformers' MixtralForCausalLM): every pattern in Mixtral's entry, experts' index as {E}.
+  const auto mixtral = checkpoint(
       {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"},
       {"model.layers.{L}.input_layernorm.weight", "model.layers.{L}.post_attention_layernorm.weight",
        "model.layers.{L}.self_attn.q_proj.weight", "model.layers.{L}.self_attn.k_proj.weight",
@@ -42,21 +42,37 @@ TEST_CASE("an unsupported mixture of experts is nearest to the dense family whos
        "model.layers.{L}.block_sparse_moe.gate.weight", "model.layers.{L}.block_sparse_moe.experts.{N}.w1.weight",
        "model.layers.{L}.block_sparse_moe.experts.{N}.w2.weight", "model.layers.{L}.block_sparse_moe.experts.{N}.w3.weight"},
       4);
+  const auto m = vocablens::rank_architectures(mixtral, false);
+  REQUIRE(!m.empty());
+  CHECK(std::string(m.front().arch->hf_architecture) == "MixtralForCausalLM");
+  CHECK(m.front().matched == 13);
+  CHECK(m.front().unmatched.empty());
+  CHECK(m.front().missing.empty());
+  // GPT-OSS's names (GptOssForCausalLM): Llama's attention and norms, attention sinks, a router with a bias and
+  // every expert fused into one 3-D tensor per matrix — not a family of the table.
+  const auto names = checkpoint(
+      {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"},
+      {"model.layers.{L}.input_layernorm.weight", "model.layers.{L}.post_attention_layernorm.weight",
+       "model.layers.{L}.self_attn.q_proj.weight", "model.layers.{L}.self_attn.k_proj.weight",
+       "model.layers.{L}.self_attn.v_proj.weight", "model.layers.{L}.self_attn.o_proj.weight",
+       "model.layers.{L}.self_attn.sinks", "model.layers.{L}.mlp.router.weight", "model.layers.{L}.mlp.router.bias",
+       "model.layers.{L}.mlp.experts.gate_up_proj", "model.layers.{L}.mlp.experts.gate_up_proj_bias",
+       "model.layers.{L}.mlp.experts.down_proj", "model.layers.{L}.mlp.experts.down_proj_bias"});
   const auto ranked = vocablens::rank_architectures(names, false);
   REQUIRE(!ranked.empty());
   const auto& best = ranked.front();
-  // Llama and Mistral share every name; the table lists Llama first.
+  // Nine patterns (embedding, final norm, lm_head, two norms, four projections) map in every Llama-named family;
+  // Llama needs the fewest more (its three MLP matrices) and comes first in the table.
   CHECK(std::string(best.arch->name) == "llama");
-  CHECK(best.total == 13);   // 3 global + 10 per-layer patterns (experts folded into {N})
+  CHECK(best.total == 15);
   CHECK(best.matched == 9);
-  CHECK(contains(best.unmatched, "model.layers.{L}.block_sparse_moe.gate.weight"));
-  CHECK(contains(best.unmatched, "model.layers.{L}.block_sparse_moe.experts.{N}.w1.weight"));
+  CHECK(contains(best.unmatched, "model.layers.{L}.self_attn.sinks"));
+  CHECK(contains(best.unmatched, "model.layers.{L}.mlp.experts.gate_up_proj"));
   CHECK(contains(best.missing, "model.layers.{L}.mlp.gate_proj"));
-  CHECK(contains(best.missing, "model.layers.{L}.mlp.down_proj"));
+  CHECK(best.missing.size() == 3);
   const std::string hint = vocablens::nearest_architecture_hint(names, false);
-  CHECK_THAT(hint, Catch::Contains("nearest supported family: llama (LlamaForCausalLM): 9 of 13 tensor name patterns map") &&
-                       Catch::Contains("not in its table: model.layers.{L}.block_sparse_moe.experts.{N}.w1.weight") &&
-                       Catch::Contains("it also needs: "));
+  CHECK_THAT(hint, Catch::Contains("nearest supported family: llama (LlamaForCausalLM): 9 of 15 tensor name patterns map") &&
+                       Catch::Contains("not in its table: ") && Catch::Contains("it also needs: model.layers.{L}.mlp."));
 }
 
 TEST_CASE("a GPT-2 checkpoint saved from the base model (no 'transformer.' prefix) ranks GPT-2 first, all mapped") {
@@ -76,10 +92,12 @@ TEST_CASE("GGUF names rank by llama.cpp's table; names no family knows give no h
                                 {"blk.{L}.attn_norm.weight", "blk.{L}.attn_q.weight", "blk.{L}.attn_k.weight",
                                  "blk.{L}.attn_v.weight", "blk.{L}.attn_output.weight", "blk.{L}.ffn_norm.weight",
                                  "blk.{L}.ffn_gate_inp.weight", "blk.{L}.ffn_gate_exps.weight", "blk.{L}.ffn_up_exps.weight",
-                                 "blk.{L}.ffn_down_exps.weight"});
+                                 "blk.{L}.ffn_down_exps.weight", "blk.{L}.attn_sinks.weight"});
   const auto ranked = vocablens::rank_architectures(names, true);
   REQUIRE(!ranked.empty());
-  CHECK(ranked.front().matched == 9);
-  CHECK(contains(ranked.front().unmatched, "blk.{L}.ffn_gate_exps.weight"));
+  // llama.cpp's mixture names map (its "llama" architecture with experts); the attention sinks do not.
+  CHECK(ranked.front().matched == 13);
+  CHECK(ranked.front().total == 14);
+  CHECK(ranked.front().unmatched == std::vector<std::string>{"blk.{L}.attn_sinks.weight"});
   CHECK(vocablens::nearest_architecture_hint({"foo.bar", "baz.0.qux"}, false).empty());
 }

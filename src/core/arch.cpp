@@ -660,6 +660,8 @@ std::vector<ArchMatch> rank_architectures(const std::vector<std::string>& tensor
       const char* pat = gguf ? t.gguf : t.hf;
       if (!pat) continue;
       std::string p = pat;
+      // An expert's index is "{E}" in the table, "{N}" in name_pattern (any index after the layer's).
+      for (size_t e = p.find("{E}"); e != std::string::npos; e = p.find("{E}")) p.replace(e, 3, "{N}");
       known.insert(p);
       // Base-model files lack the prefix ("h.0.ln_1" rather than "transformer.h.0.ln_1").
       if (!gguf && !prefix.empty() && p.rfind(prefix, 0) == 0) known.insert(p.substr(prefix.size()));
