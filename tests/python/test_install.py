@@ -2,7 +2,8 @@
 (python3-torch), the package built by pyproject.toml's in-tree backend from the already configured build
 directory (VOCABLENS_BUILD_DIR, set by tests/scripts/python.cmake, so nothing is compiled again), offline.
 The installed package then imports from an unrelated directory, runs a forward pass that agrees with the
-fixture's independent reference logits, carries its stubs and py.typed, and uninstalls cleanly. A venv
+fixture's independent reference logits, carries its stubs and py.typed, registers itself as a Jupyter kernel
+(`python -m vocablens.kernel`) on which README's quickstart notebook runs without an error, and uninstalls cleanly. A venv
 without --system-site-packages gets the import error that says how to make one that works, and so does an
 interpreter of another Python version.
 
@@ -102,6 +103,26 @@ class Install(unittest.TestCase):
         self.assertEqual(spec["argv"][0], py)
         self.assertEqual(spec["argv"][1:3], ["-m", "ipykernel_launcher"])
         self.assertIn("vocablens", spec["display_name"])
+        # ... and README's quickstart notebook runs on that kernel: Jupyter's client (Debian's nbclient) starts the
+        # venv's interpreter, which has no PYTHONPATH, so every `import vocablens` is the installed package's.
+        nb_code = textwrap.dedent("""
+            import os, sys, nbformat
+            from nbclient import NotebookClient
+            here = {here!r}
+            nb = nbformat.read(os.path.join(here, "quickstart.ipynb"), as_version=4)
+            NotebookClient(nb, timeout=300, kernel_name="vocablens", resources={{"metadata": {{"path": here}}}}).execute()
+            errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
+            outputs = sum(len(c.get("outputs", [])) for c in nb.cells if c.cell_type == "code")
+            print("quickstart outputs", outputs, "errors", len(errors), errors[0].evalue if errors else "")
+            sys.exit(1 if errors or outputs == 0 else 0)
+        """).format(here=os.path.join(SOURCE, "docs", "notebooks"))
+        env = _env()
+        env["JUPYTER_PATH"] = os.path.join(kprefix, "share", "jupyter")
+        env.pop("VOCABLENS_FIXTURES", None)  # the notebook's own relative path to the fixtures
+        p = subprocess.run(["/usr/bin/python3", "-c", nb_code], cwd=self.tmp, env=env, capture_output=True, text=True,
+                           timeout=600)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("errors 0", p.stdout)
 
         # the wheel's RECORD lists every file: pip removes the package completely
         _run([os.path.join(d, "bin", "pip"), "uninstall", "-y", "vocablens"], cwd=self.tmp)
