@@ -54,7 +54,8 @@ void print_graph(const vocablens::Result& r, const vocablens::Model& m, bool col
     fmt::print("{}\n", bold(fmt::format("{:<16} {:>5} {:>4} {:>10} {:>10}  {}", "node", "layer", "pos", "activation", "influence", "label")));
     for (size_t i = 0; i < rows.size() && i < 30; ++i) {
       const auto& row = *rows[i];
-      fmt::print("{:<16} {:>5} {:>4} {:>10} {:>10.4f}  {}\n", row[1].get<std::string>(), row[3].get<int64_t>(),
+      // Significant digits: the influences of a small model are ~1e-4, which four decimals print as 0.0000.
+      fmt::print("{:<16} {:>5} {:>4} {:>10} {:>10.3g}  {}\n", row[1].get<std::string>(), row[3].get<int64_t>(),
                  row[4].get<int64_t>(), row[7].is_null() ? std::string("-") : fmt::format("{:.4g}", row[7].get<double>()),
                  row[8].get<double>(), row[10].get<std::string>());
     }
