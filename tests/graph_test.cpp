@@ -377,9 +377,10 @@ TEST_CASE("a cross-layer transcoder's edges sum over every later layer it writes
   auto g = vocablens::attribution_graph(m, ids, *vocablens::load_graph_transcoders(dir, m), o);
   FrozenRef f(m, rt, ids);
   const double scale = check_against_interventions(m, ids, g, f, "gpt2-tiny, cross-layer transcoder");
-  // break-checks: a reference that forgets one later layer a feature writes to disagrees
+  // break-checks: a reference that forgets one later block a feature writes to disagrees (a write past the
+  // next block, and one from a middle layer)
   Tensor got = computed_rows(g);
-  for (const auto& [src, out] : std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {0, 2}, {1, 2}}) {
+  for (const auto& [src, out] : std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {1, 2}}) {
     INFO("layer " << src << "'s decoder into block " << out << " dropped");
     f.drop_src = src;
     f.drop_out = out;
