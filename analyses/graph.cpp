@@ -12,7 +12,9 @@
 #include "vocablens/error.hpp"
 #include "vocablens/interrupt.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/nonfinite.hpp"
 #include "vocablens/sae.hpp"
+#include "vocablens/transcoders.hpp"
 #include "vocablens/weight.hpp"
 
 namespace vocablens {
@@ -21,41 +23,53 @@ namespace graph_engine {
 
 at::Tensor f32(const at::Tensor& t) { return t.defined() ? materialize_weight(t).to(at::kFloat) : t; }
 
-// ---- the transcoders: one Sae per layer --------------------------------------------------------------
+// ---- the transcoders: a TranscoderSet, per-layer or cross-layer ----------------------------------------
 
-class PerLayer : public GraphTranscoders {
+// Both kinds through one class: a per-layer feature writes its own layer's MLP output, a CLT feature of layer
+// src writes every layer from src on (its W_dec_src [d_tc, L - src, d] holds one row per layer written).
+class SetTranscoders : public GraphTranscoders {
  public:
-  explicit PerLayer(std::vector<Sae> s) : saes_(std::move(s)) {}
-  int64_t n_layers() const override { return static_cast<int64_t>(saes_.size()); }
-  int64_t n_features(int64_t l) const override { return saes_[l].d_sae; }
-  at::Tensor encode(int64_t l, const at::Tensor& x) const override { return saes_[l].encode(x).to(at::kFloat); }
+  explicit SetTranscoders(TranscoderSet s) : set_(std::move(s)) {}
+  int64_t n_layers() const override { return set_.n_layers; }
+  int64_t n_features(int64_t l) const override { return set_.layers[static_cast<size_t>(l)].d_sae; }
+  at::Tensor encode(int64_t l, const at::Tensor& x) const override { return set_.encode(l, x).to(at::kFloat); }
   at::Tensor encoder_rows(int64_t l, const at::Tensor& f) const override {
-    return f32(saes_[l].W_enc).index_select(1, f).t().contiguous();
+    // the rows asked for, selected before the upcast: a CLT's encoder is a view of its mapped file
+    const at::Tensor& W = set_.layer(l).W_enc;
+    return (is_packed_weight(W) ? f32(W).index_select(1, f) : f32(W.index_select(1, f))).t().contiguous();
   }
-  bool writes(int64_t src, int64_t out) const override { return src == out; }
-  at::Tensor decoder_rows(int64_t src, int64_t, const at::Tensor& f) const override {
-    const Sae& s = saes_[src];
+  bool writes(int64_t src, int64_t out) const override { return clt() ? out >= src : src == out; }
+  at::Tensor decoder_rows(int64_t src, int64_t out, const at::Tensor& f) const override {
+    if (clt()) {
+      at::Tensor rows = f32(set_.clt_decoders[static_cast<size_t>(src)].index_select(0, f).select(1, out - src));
+      // a large CLT is checked for NaN/Inf as its parts are read (load_transcoders checked a small one whole)
+      if (set_.encoder_checked && !all_finite(rows))
+        throw FormatError(set_.decoder_files[static_cast<size_t>(src)],
+                          fmt::format("decoder rows of layer {} features into block {} have NaN or infinite values", src, out));
+      return rows.contiguous();
+    }
+    const Sae& s = set_.layers[static_cast<size_t>(src)];
     at::Tensor rows = f32(s.W_dec).index_select(0, f);
     if (s.scaling_factor.defined()) rows = rows * f32(s.scaling_factor).index_select(0, f).unsqueeze(1);
     return rows.contiguous();
   }
-  at::Tensor output(int64_t out, const std::vector<at::Tensor>& mlp_in) const override {
-    return saes_[out].forward(mlp_in[out]).to(at::kFloat);
+  at::Tensor output(int64_t out, const std::vector<at::Tensor>& mlp_in,
+                    const std::vector<at::Tensor>& features) const override {
+    return set_.decode(out, features, mlp_in[static_cast<size_t>(out)]).to(at::kFloat);
   }
-  at::Tensor skip(int64_t l) const override { return f32(saes_[l].W_skip); }
-  std::string source() const override {
-    return saes_.empty() ? std::string() : saes_.front().source + (saes_.size() > 1 ? " ..." : "");
-  }
+  at::Tensor skip(int64_t l) const override { return f32(set_.layers[static_cast<size_t>(l)].W_skip); }
+  std::string source() const override { return set_.source; }
 
  private:
-  std::vector<Sae> saes_;
+  bool clt() const { return set_.kind == TranscoderKind::CrossLayer; }
+  TranscoderSet set_;
 };
 
-// The MLP-input hook names a per-layer transcoder may carry for layer l; load_sae's guess for a
-// circuit-tracer file (hook_resid_mid) is replaced by the loader below, which knows what it reads.
+// The hook names a transcoder of layer l may carry: the MLP's input with ln2's weight and bias applied (what
+// the engine encodes and propagates to; ln2.hook_normalized, before them, is another vector) and its output.
 bool reads_mlp_input(const std::string& hook, int64_t l) {
   const std::string b = "blocks." + std::to_string(l) + ".";
-  return hook.empty() || hook == b + "mlp.hook_in" || hook == b + "ln2.hook_normalized";
+  return hook.empty() || hook == b + "mlp.hook_in";
 }
 bool writes_mlp_output(const std::string& hook, int64_t l) {
   const std::string b = "blocks." + std::to_string(l) + ".";
@@ -140,7 +154,7 @@ Frozen record_forward(const Model& m, const at::Tensor& ids, const GraphTranscod
   spec.resid_post = true;
   ForwardOutput out = m.forward(ids, spec);
   fz.last_logits = out.logits[0][fz.T - 1].to(at::kFloat);
-  std::vector<at::Tensor> mlp_in, dense;
+  std::vector<at::Tensor> mlp_in, feats, dense;  // feats: as encoded, for the reconstruction; dense: position 0 zeroed
   for (int64_t l = 0; l < fz.L; ++l) {
     const LayerWeights& w = m.weights().layers[l];
     at::Tensor pre = out.cache.get("resid_pre", l)[0], mid = out.cache.get("resid_mid", l)[0];
@@ -148,12 +162,13 @@ Frozen record_forward(const Model& m, const at::Tensor& ids, const GraphTranscod
     fz.s2.push_back(denominator(mid, c));
     fz.pattern.push_back(out.cache.get("pattern", l)[0].contiguous());
     mlp_in.push_back(apply_norm(mid, c.norm, c.norm_eps, f32(w.ln2_w), f32(w.ln2_b)));
-    at::Tensor a = tcs.encode(l, mlp_in[l]);
+    feats.push_back(tcs.encode(l, mlp_in[l]));
+    at::Tensor a = zero_first ? feats.back().clone() : feats.back();
     if (zero_first) a[0].zero_();
     dense.push_back(a);
   }
   for (int64_t l = 0; l < fz.L; ++l) {
-    at::Tensor err = out.cache.get("mlp_out", l)[0] - tcs.output(l, mlp_in);
+    at::Tensor err = out.cache.get("mlp_out", l)[0] - tcs.output(l, mlp_in, feats);
     if (zero_first) err[0].zero_();
     fz.errors.push_back(err.contiguous());
   }
@@ -452,25 +467,37 @@ at::Tensor assemble(const at::Tensor& rows, const std::vector<int64_t>& row_node
 
 std::unique_ptr<GraphTranscoders> per_layer_transcoders(std::vector<Sae> saes, const Model& model) {
   for (size_t l = 0; l < saes.size(); ++l) graph_engine::check_transcoder(saes[l], static_cast<int64_t>(l), model);
-  return std::make_unique<graph_engine::PerLayer>(std::move(saes));
+  TranscoderSet set;
+  set.kind = TranscoderKind::PerLayer;
+  set.n_layers = static_cast<int64_t>(saes.size());
+  set.source = saes.empty() ? std::string() : saes.front().source + (saes.size() > 1 ? " ..." : "");
+  set.layers = std::move(saes);
+  return std::make_unique<graph_engine::SetTranscoders>(std::move(set));
 }
 
 std::unique_ptr<GraphTranscoders> load_graph_transcoders(const std::string& dir, const Model& model) {
-  std::vector<Sae> saes;
-  for (int64_t l = 0; l < model.config().n_layers; ++l) {
-    const std::string f = dir + "/layer_" + std::to_string(l) + ".safetensors";
-    FILE* probe = std::fopen(f.c_str(), "rb");
-    if (!probe)
-      throw FormatError(dir, fmt::format("no layer_{}.safetensors ({} has {} layers; one transcoder per layer)", l,
-                                         model.source(), model.config().n_layers));
-    std::fclose(probe);
-    SaeLoadOptions lo;
-    lo.hook_name = "blocks." + std::to_string(l) + ".mlp.hook_in";
-    Sae s = load_sae(f, lo);
-    s.hook_name_out = "blocks." + std::to_string(l) + ".hook_mlp_out";
-    saes.push_back(std::move(s));
-  }
-  return per_layer_transcoders(std::move(saes), model);
+  // a folder without config.yaml is circuit-tracer's plain per-layer layout, read at the MLP's input and output
+  TranscoderLoadOptions lo;
+  lo.default_input_hook = "mlp.hook_in";
+  lo.default_output_hook = "hook_mlp_out";
+  TranscoderSet set = load_transcoders(dir, lo);
+  const int64_t L = model.config().n_layers;
+  if (set.config_path.empty() && set.n_layers < L)
+    throw FormatError(set.source, fmt::format("no layer_{}.safetensors ({} has {} layers; one transcoder per layer)",
+                                              set.n_layers, model.source(), L));
+  // The engine encodes the MLP's input (ln2's weight and bias applied) and reads features at the MLP's
+  // output; a set read anywhere else would need another frozen path, so it is refused by its config's names.
+  const std::string where = set.config_path.empty() ? set.source : set.config_path;
+  if (set.input_point != "mlp.hook_in")
+    throw UsageError(fmt::format("{}: feature_input_hook '{}' — an attribution graph reads transcoders at the MLP's "
+                                 "input (mlp.hook_in: ln2's output, its weight and bias applied)", where,
+                                 set.feature_input_hook));
+  if (set.output_point != "hook_mlp_out")
+    throw UsageError(fmt::format("{}: feature_output_hook '{}' — an attribution graph needs transcoders writing the "
+                                 "MLP's output (hook_mlp_out or mlp.hook_out)", where, set.feature_output_hook));
+  check_transcoders_fit(set, model);
+  for (int64_t l = 0; l < set.n_layers; ++l) graph_engine::check_transcoder(set.layers[static_cast<size_t>(l)], l, model);
+  return std::make_unique<graph_engine::SetTranscoders>(std::move(set));
 }
 
 AttributionGraph attribution_graph(const Model& model, const at::Tensor& ids_in, const GraphTranscoders& tcs,

@@ -44,7 +44,7 @@ GraphOptions graph_options(const AnalysisRequest& q) {
 }
 
 // The peak memory (vocablens/analysis_estimate.hpp): the forward with its patterns, then the frozen state
-// (patterns, errors, one layer's dense activations), the rows [F + K, A + (L + 1) T], the adjacency
+// (patterns, errors, one layer's dense activations, the active features' scaled decoder rows), the rows [F + K, A + (L + 1) T], the adjacency
 // [N, N] and pruning's float64 copies of it. A, the active features, is known only once the transcoders
 // ran: taken as 64 per position and layer (the L0 of the published transcoders is 20-150), or
 // max_feature_nodes when smaller for the rows.
@@ -56,8 +56,12 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
   const double H = static_cast<double>(c.n_heads), K = static_cast<double>(q.options.at("max_n_logits").get<int64_t>());
   // the transcoders are memory-mapped: opening them costs their headers, and they say how many features can fire
   auto tcs = load_graph_transcoders(q.options.at("transcoders").get<std::string>(), m);
-  double A = 0;
-  for (int64_t l = 0; l < c.n_layers; ++l) A += T * std::min(64.0, static_cast<double>(tcs->n_features(l)));
+  double A = 0, rows_written = 0;  // rows_written: active features × the blocks each writes to (a CLT: all later ones)
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const double a = T * std::min(64.0, static_cast<double>(tcs->n_features(l)));
+    A += a;
+    for (int64_t o = l; o < c.n_layers; ++o) rows_written += tcs->writes(l, o) ? a : 0.0;
+  }
   double F = A;
   if (!q.options.at("max_feature_nodes").is_null())
     F = std::min(F, static_cast<double>(q.options.at("max_feature_nodes").get<int64_t>()));
@@ -69,6 +73,7 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
   e.memory.add("graph: frozen attention patterns [L, H, T, T]", L * H * T * T * 4);
   e.memory.add("graph: error vectors and MLP inputs [L, T, d]", 2 * L * T * d * 4);
   e.memory.add("graph: active features (64 per position and layer assumed, at most the width)", A * 28);
+  e.memory.add("graph: their decoder rows × activation, per block written", rows_written * d * 4);
   const double N = F + (L + 1) * T + K;
   e.memory.add("graph: rows [F + K, A + (L + 1) T]", (F + K) * (A + (L + 1) * T) * 4);
   e.memory.add_phase("graph: one backward batch [B, T, d] and its temporaries", 6 * B * T * d * 4 + B * H * T * d * 4);
@@ -83,14 +88,15 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
 void register_graph_entry(AnalysisRegistry& r) {
   AnalysisDecl d;
   d.name = d.command = "graph";
-  d.summary = "Attribution graph through per-layer transcoders: which features, errors and tokens drive the next-token "
+  d.summary = "Attribution graph through transcoders (per-layer or cross-layer): which features, errors and tokens drive the next-token "
               "logits (circuit-tracer's local replacement model), pruned, each node labelled in vocabulary space";
   d.input = "prompt";
   d.options = entry::prompt_decls();
   entry::append(d.options, {
       OptionDecl{"transcoders", OptionType::Text, nullptr,
-                 "Folder of per-layer transcoders (circuit-tracer's layer_{i}.safetensors, one per layer), each reading "
-                 "the MLP input and writing the MLP output of its layer"}.as_required(),
+                 "Transcoder folder: circuit-tracer's config.yaml folder (transcoder_set or cross_layer_transcoder, read "
+                 "at mlp.hook_in, writing the MLP output), or layer_{i}.safetensors for every layer, each read at its "
+                 "layer's MLP input"}.as_required(),
       {"node_threshold", OptionType::Real, 0.8, "Pruning: keep the features and errors carrying this share of the influence on the logits", 0, 1},
       {"edge_threshold", OptionType::Real, 0.98, "Pruning: keep the edges carrying this share of the influence", 0, 1},
       {"max_feature_nodes", OptionType::Integer, nullptr,

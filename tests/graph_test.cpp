@@ -20,6 +20,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/graph.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/result.hpp"
 #include "vocablens/sae.hpp"
 #include "vocablens/weight.hpp"
 
@@ -33,22 +34,44 @@ std::string graph_fixture(const std::string& model) {
   return std::string(vl_test::source_dir_path()) + "/tests/fixtures/graph/" + model;
 }
 
+/// The transcoders as the reference reads them, float64: per layer the encoder (W_enc [d, n], b_enc,
+/// threshold), the decoder bias and skip of its output block, and dec[src][j] [n, d]: what a unit feature of
+/// layer src writes into block src + j (per-layer: j = 0 only; a CLT: every later block).
+struct RefTranscoders {
+  std::vector<Tensor> W_enc, b_enc, thr, b_dec, W_skip;
+  std::vector<std::vector<Tensor>> dec;
+};
+
+RefTranscoders ref_per_layer(const std::string& dir, int64_t L) {
+  RefTranscoders r;
+  for (int64_t l = 0; l < L; ++l) {
+    vocablens::Sae s = vocablens::load_sae(dir + "/layer_" + std::to_string(l) + ".safetensors");
+    r.W_enc.push_back(g64(s.W_enc));
+    r.b_enc.push_back(g64(s.b_enc));
+    r.thr.push_back(g64(s.threshold));
+    r.b_dec.push_back(g64(s.b_dec));
+    r.W_skip.push_back(g64(s.W_skip));
+    r.dec.push_back({g64(s.W_dec)});
+  }
+  return r;
+}
+
 /// The frozen replacement model in float64, written from the definitions, and what it reads of the model's
 /// one true forward pass (patterns, norm denominators, MLP outputs).
 struct FrozenRef {
   const vocablens::Model& m;
-  std::vector<vocablens::Sae> tcs;
+  RefTranscoders tc;
   Tensor ids;
   int64_t T, L, d;
   std::vector<Tensor> pattern, s1, s2, mlp_true, mlp_in0, acts, errs;
   Tensor sf, embed, tok;
   double s2_factor = 1.0;  // != 1: a deliberately wrong ln2 denominator (the break-check)
+  int64_t drop_src = -1, drop_out = -1;  // >= 0: removing a feature of layer drop_src forgets its write into drop_out
 
-  FrozenRef(const vocablens::Model& model, const std::string& tc_dir, Tensor ids_)
-      : m(model), ids(std::move(ids_)) {
+  FrozenRef(const vocablens::Model& model, RefTranscoders tcs, Tensor ids_)
+      : m(model), tc(std::move(tcs)), ids(std::move(ids_)) {
     const auto& c = m.config();
     T = ids.size(0), L = c.n_layers, d = c.d_model;
-    for (int64_t l = 0; l < L; ++l) tcs.push_back(vocablens::load_sae(tc_dir + "/layer_" + std::to_string(l) + ".safetensors"));
     vocablens::CacheSpec spec = vocablens::CacheSpec::all();
     auto out = m.forward(ids, spec);
     for (int64_t l = 0; l < L; ++l) {
@@ -76,14 +99,13 @@ struct FrozenRef {
     return y;
   }
   Tensor encode(int64_t l, const Tensor& x) const {  // float64 activations from the definitions
-    const vocablens::Sae& s = tcs[l];
-    Tensor pre = at::matmul(x, g64(s.W_enc)) + g64(s.b_enc);
+    Tensor pre = at::matmul(x, tc.W_enc[l]) + tc.b_enc[l];
     Tensor a = at::relu(pre);
-    if (s.threshold.defined()) a = a * pre.gt(g64(s.threshold)).to(at::kDouble);
+    if (tc.thr[l].defined()) a = a * pre.gt(tc.thr[l]).to(at::kDouble);
     return a;
   }
   Tensor skip(int64_t l, const Tensor& x) const {
-    return tcs[l].W_skip.defined() ? at::matmul(x, g64(tcs[l].W_skip)) : at::zeros_like(x);
+    return tc.W_skip[l].defined() ? at::matmul(x, tc.W_skip[l]) : at::zeros_like(x);
   }
 
   /// One source removed from the frozen model: kind 0 feature (layer, pos, feature), 1 error (layer, pos),
@@ -110,7 +132,10 @@ struct FrozenRef {
       r.mlp_in.push_back(mi);
       // the MLP's output frozen at its true value, the skip connection live
       Tensor mlp = mlp_true[l] + skip(l, mi) - skip(l, mlp_in0.empty() ? mi : mlp_in0[l]);
-      if (kind == 0 && sl == l) mlp[sp] -= acts[l][sp][sf_idx] * g64(tcs[l].W_dec)[sf_idx];
+      // a feature of layer sl writes into every block its decoder reaches (a CLT: sl and every later one)
+      const int64_t j = l - sl;
+      if (kind == 0 && j >= 0 && j < static_cast<int64_t>(tc.dec[sl].size()) && !(sl == drop_src && l == drop_out))
+        mlp[sp] -= acts[sl][sp][sf_idx] * tc.dec[sl][j][sf_idx];
       if (kind == 1 && sl == l) mlp[sp] -= errs[l][sp];
       x = x + mlp;
     }
@@ -118,21 +143,23 @@ struct FrozenRef {
     return r;
   }
 
-  /// The baseline: MLP inputs, activations (position 0 zeroed) and errors of the frozen model as it is.
+  /// The baseline: MLP inputs, activations (position 0 zeroed) and errors of the frozen model as it is; the
+  /// reconstruction of block l sums what every layer's features write there.
   void settle() {
     Run base = run(-1, 0, 0, 0);
     mlp_in0 = base.mlp_in;
     acts.clear();
     errs.clear();
+    for (int64_t l = 0; l < L; ++l) acts.push_back(encode(l, mlp_in0[l]));
     for (int64_t l = 0; l < L; ++l) {
-      Tensor a = encode(l, mlp_in0[l]);
-      Tensor recon = at::matmul(a, g64(tcs[l].W_dec)) + g64(tcs[l].b_dec) + skip(l, mlp_in0[l]);
+      Tensor recon = tc.b_dec[l] + skip(l, mlp_in0[l]);
+      for (int64_t src = 0; src <= l; ++src)
+        if (l - src < static_cast<int64_t>(tc.dec[src].size())) recon = recon + at::matmul(acts[src], tc.dec[src][l - src]);
       Tensor e = mlp_true[l] - recon;
-      a[0].zero_();
       e[0].zero_();
-      acts.push_back(a);
       errs.push_back(e);
     }
+    for (Tensor& a : acts) a[0].zero_();
   }
 };
 
@@ -143,7 +170,7 @@ Tensor target_values(const FrozenRef& f, const FrozenRef::Run& r, const vocablen
   for (int64_t i = 0; i < g.n_selected(); ++i) {
     Tensor af = g.active_features[g.selected[i].item<int64_t>()];
     const int64_t l = af[0].item<int64_t>(), p = af[1].item<int64_t>(), k = af[2].item<int64_t>();
-    vals.push_back((r.mlp_in[l][p] * g64(f.tcs[l].W_enc).select(1, k)).sum());
+    vals.push_back((r.mlp_in[l][p] * f.tc.W_enc[l].select(1, k)).sum());
   }
   Tensor WU = g64(f.m.weights().W_U);
   Tensor u = WU.index_select(1, g.logit_ids) - WU.mean(1, true);  // [d, K]
@@ -186,6 +213,70 @@ std::vector<GraphCase> graph_cases() {
            {319, 17, 200, 45, 88, 131, 9}}};
 }
 
+/// The graph of `ids` through `tcs` checked against `f` (settled here): the nodes, and every computed row
+/// entry against an intervention, to 1e-5 of the largest entry. Returns that largest entry.
+double check_against_interventions(const vocablens::Model& m, const Tensor& ids, const vocablens::AttributionGraph& g,
+                                   FrozenRef& f, const std::string& what) {
+  INFO(what);
+  f.settle();
+  // the frozen model as it is reproduces the model's own last logits (patterns and denominators are the
+  // forward's): its final norm output through W_U
+  Tensor logits = m.forward(ids).logits[0][f.T - 1].to(at::kDouble);
+  Tensor mine = at::matmul(f.run(-1, 0, 0, 0).final_out[f.T - 1], g64(m.weights().W_U));
+  if (m.weights().b_U.defined()) mine = mine + g64(m.weights().b_U);
+  CHECK((mine - logits).abs().max().item<double>() < 1e-4);
+
+  // the nodes: active features (position 0 excluded) and their activations, the salient logits
+  Tensor nz = at::cat([&] {
+    std::vector<Tensor> v;
+    for (int64_t l = 0; l < f.L; ++l) {
+      Tensor n = f.acts[l].nonzero();
+      v.push_back(at::cat({at::full({n.size(0), 1}, l, at::kLong), n}, 1));
+    }
+    return v;
+  }(), 0);
+  REQUIRE(g.active_features.sizes() == nz.sizes());
+  CHECK(at::equal(g.active_features, nz));
+  CHECK(g.n_selected() == nz.size(0));
+  CHECK(g.n_selected() > 20);
+  Tensor probs = at::softmax(logits, -1);
+  auto top = at::topk(probs, g.n_logits() + 1);
+  CHECK(at::equal(g.logit_ids, std::get<1>(top).slice(0, 0, g.n_logits())));
+  const double cum = std::get<0>(top).slice(0, 0, g.n_logits()).sum().item<double>();
+  CHECK((cum >= 0.95 || g.n_logits() == 10));
+  CHECK((g.n_logits() == 1 || std::get<0>(top).slice(0, 0, g.n_logits() - 1).sum().item<double>() < 0.95));
+
+  Tensor ref = intervened(f, g);
+  Tensor got = computed_rows(g);
+  const double scale = ref.abs().max().item<double>();
+  const double err = (got - ref).abs().max().item<double>();
+  WARN(what << ": " << g.n_selected() << " features, " << g.n_logits() << " logits; max |adjacency - intervention| "
+            << err << " = " << err / scale << " of the largest entry " << scale);
+  CHECK(err <= 1e-5 * scale);
+  // error and token rows are zero; logit columns are zero
+  CHECK(g.adjacency.slice(0, g.n_selected(), g.n_nodes() - g.n_logits()).abs().max().item<double>() == 0);
+  CHECK(g.adjacency.slice(1, g.n_nodes() - g.n_logits()).abs().max().item<double>() == 0);
+
+  // break-check: the same comparison against a frozen model with a 1 % wrong ln2 denominator fails
+  f.s2_factor = 1.01;
+  const double broken = (got - intervened(f, g)).abs().max().item<double>();
+  CHECK(broken > 1e-3 * scale);
+  f.s2_factor = 1.0;
+  return scale;
+}
+
+/// The gpt2-tiny fixture's per-layer files in a folder with circuit-tracer's config.yaml.
+std::string configured_copy(const std::string& tag, const std::string& hook_in, const std::string& hook_out) {
+  const std::string dir = vl_test::temp_dir(tag);
+  for (int l = 0; l < 3; ++l) {
+    const std::string name = "/layer_" + std::to_string(l) + ".safetensors";
+    vl_test::write_file(dir + name, vl_test::read_file(graph_fixture("gpt2-tiny") + name));
+  }
+  vl_test::write_file(dir + "/config.yaml", "model_kind: transcoder_set\nfeature_input_hook: " + hook_in +
+                                                "\nfeature_output_hook: " + hook_out + "\n");
+  return dir;
+}
+
 }  // namespace
 
 TEST_CASE("every adjacency entry equals an intervention in the frozen replacement model", "[graph]") {
@@ -198,52 +289,110 @@ TEST_CASE("every adjacency entry equals an intervention in the frozen replacemen
     vocablens::GraphOptions o;
     o.batch_size = 5;  // several batches, targets of different layers mixed in one
     vocablens::AttributionGraph g = vocablens::attribution_graph(m, ids, *tcs, o);
+    FrozenRef f(m, ref_per_layer(graph_fixture(gc.model), m.config().n_layers), ids);
+    check_against_interventions(m, ids, g, f, gc.model);
+  }
+}
 
-    FrozenRef f(m, graph_fixture(gc.model), ids);
-    f.settle();
-    // the frozen model as it is reproduces the model's own last logits (patterns and denominators are the
-    // forward's): its final norm output through W_U
-    Tensor logits = m.forward(ids).logits[0][f.T - 1].to(at::kDouble);
-    Tensor mine = at::matmul(f.run(-1, 0, 0, 0).final_out[f.T - 1], g64(m.weights().W_U));
-    if (m.weights().b_U.defined()) mine = mine + g64(m.weights().b_U);
-    CHECK((mine - logits).abs().max().item<double>() < 1e-4);
+TEST_CASE("a config.yaml transcoder_set folder gives the plain folder's graph exactly", "[graph]") {
+  const GraphCase gc = graph_cases()[0];
+  vocablens::Model m = vocablens::load_model(gc.path);
+  Tensor ids = at::tensor(gc.ids, at::kLong);
+  vocablens::GraphOptions o;
+  o.batch_size = 5;
+  auto plain = vocablens::attribution_graph(m, ids, *vocablens::load_graph_transcoders(graph_fixture("gpt2-tiny"), m), o);
+  // circuit-tracer's spellings of the same points: the block's own name and the full name with {layer}
+  for (const auto& [in, out] : std::vector<std::pair<std::string, std::string>>{
+           {"mlp.hook_in", "mlp.hook_out"}, {"\"blocks.{layer}.mlp.hook_in\"", "hook_mlp_out"}}) {
+    INFO(in << " -> " << out);
+    const std::string dir = configured_copy("graph-set", in, out);
+    auto g = vocablens::attribution_graph(m, ids, *vocablens::load_graph_transcoders(dir, m), o);
+    CHECK(at::equal(g.active_features, plain.active_features));
+    CHECK(at::equal(g.activations, plain.activations));
+    CHECK(at::equal(g.logit_ids, plain.logit_ids));
+    CHECK(at::equal(g.adjacency, plain.adjacency));
+  }
+}
 
-    // the nodes: active features (position 0 excluded) and their activations, the salient logits
-    Tensor nz = at::cat([&] {
-      std::vector<Tensor> v;
-      for (int64_t l = 0; l < f.L; ++l) {
-        Tensor n = f.acts[l].nonzero();
-        v.push_back(at::cat({at::full({n.size(0), 1}, l, at::kLong), n}, 1));
-      }
-      return v;
-    }(), 0);
-    REQUIRE(g.active_features.sizes() == nz.sizes());
-    CHECK(at::equal(g.active_features, nz));
-    CHECK(g.n_selected() == nz.size(0));
-    CHECK(g.n_selected() > 20);
-    Tensor probs = at::softmax(logits, -1);
-    auto top = at::topk(probs, g.n_logits() + 1);
-    CHECK(at::equal(g.logit_ids, std::get<1>(top).slice(0, 0, g.n_logits())));
-    const double cum = std::get<0>(top).slice(0, 0, g.n_logits()).sum().item<double>();
-    CHECK((cum >= 0.95 || g.n_logits() == 10));
-    CHECK((g.n_logits() == 1 || std::get<0>(top).slice(0, 0, g.n_logits() - 1).sum().item<double>() < 0.95));
+namespace {
 
-    Tensor ref = intervened(f, g);
-    Tensor got = computed_rows(g);
-    const double scale = ref.abs().max().item<double>();
-    const double err = (got - ref).abs().max().item<double>();
-    WARN(gc.model << ": " << g.n_selected() << " features, " << g.n_logits() << " logits; max |adjacency - intervention| "
-                  << err << " = " << err / scale << " of the largest entry " << scale);
-    CHECK(err <= 1e-5 * scale);
-    // error and token rows are zero; logit columns are zero
-    CHECK(g.adjacency.slice(0, g.n_selected(), g.n_nodes() - g.n_logits()).abs().max().item<double>() == 0);
-    CHECK(g.adjacency.slice(1, g.n_nodes() - g.n_logits()).abs().max().item<double>() == 0);
+/// A random cross-layer transcoder for gpt2-tiny (3 layers, d 64, 48 features, JumpReLU) written as
+/// circuit-tracer's W_enc_{i} / W_dec_{i} files with a config.yaml reading mlp.hook_in; its float64 masters
+/// (float32 values, as written) for the reference.
+std::string write_clt(const std::string& tag, RefTranscoders& ref) {
+  const int64_t L = 3, D = 64, N = 48;
+  const std::string dir = vl_test::temp_dir(tag);
+  at::Generator gen = at::detail::createCPUGenerator(20261129);
+  auto normal = [&](std::vector<int64_t> shape, double sd) { return at::normal(0.0, sd, shape, gen).to(at::kFloat); };
+  auto uniform = [&](std::vector<int64_t> shape, double a, double b) {
+    return (at::rand(shape, gen, at::kDouble) * (b - a) + a).to(at::kFloat);
+  };
+  auto write = [&](const std::string& path, const std::vector<std::pair<std::string, Tensor>>& ts) {
+    nlohmann::json h = nlohmann::json::object();
+    std::string data;
+    for (const auto& [name, t] : ts) {
+      const Tensor c = t.contiguous();
+      h[name] = {{"dtype", "F32"}, {"shape", c.sizes().vec()}, {"data_offsets", {data.size(), data.size() + 4 * c.numel()}}};
+      data.append(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(4 * c.numel()));
+    }
+    std::string hs = h.dump();
+    while (hs.size() % 8) hs.push_back(' ');
+    std::string out(8, '\0');
+    const uint64_t len = hs.size();
+    std::memcpy(&out[0], &len, 8);
+    vl_test::write_file(path, out + hs + data);
+  };
+  for (int64_t i = 0; i < L; ++i) {
+    // as the per-layer fixture: pre-activations of order 1 on the normalised input, about a third firing
+    Tensor W_enc = normal({N, D}, 1.0 / std::sqrt(static_cast<double>(D))), b_enc = uniform({N}, -0.6, 0.0);
+    Tensor b_dec = normal({D}, 0.05), thr = uniform({N}, 0.05, 0.3);
+    Tensor W_dec = normal({N, L - i, D}, 0.2);
+    const std::string I = std::to_string(i);
+    write(dir + "/W_enc_" + I + ".safetensors",
+          {{"W_enc_" + I, W_enc}, {"b_enc_" + I, b_enc}, {"b_dec_" + I, b_dec}, {"threshold_" + I, thr}});
+    write(dir + "/W_dec_" + I + ".safetensors", {{"W_dec_" + I, W_dec}});
+    ref.W_enc.push_back(W_enc.t().to(at::kDouble));
+    ref.b_enc.push_back(b_enc.to(at::kDouble));
+    ref.thr.push_back(thr.to(at::kDouble));
+    ref.b_dec.push_back(b_dec.to(at::kDouble));
+    ref.W_skip.emplace_back();
+    ref.dec.emplace_back();
+    for (int64_t j = 0; j < L - i; ++j) ref.dec.back().push_back(W_dec.select(1, j).to(at::kDouble));
+  }
+  vl_test::write_file(dir + "/config.yaml", "model_kind: cross_layer_transcoder\nfeature_input_hook: mlp.hook_in\n"
+                                            "feature_output_hook: hook_mlp_out\n");
+  return dir;
+}
 
-    // break-check: the same comparison against a frozen model with a 1 % wrong ln2 denominator fails
-    f.s2_factor = 1.01;
+}  // namespace
+
+TEST_CASE("a cross-layer transcoder's edges sum over every later layer it writes to", "[graph]") {
+  const GraphCase gc = graph_cases()[0];
+  vocablens::Model m = vocablens::load_model(gc.path);
+  Tensor ids = at::tensor(gc.ids, at::kLong);
+  RefTranscoders rt;
+  const std::string dir = write_clt("graph-clt", rt);
+  vocablens::GraphOptions o;
+  o.batch_size = 5;
+  auto g = vocablens::attribution_graph(m, ids, *vocablens::load_graph_transcoders(dir, m), o);
+  FrozenRef f(m, rt, ids);
+  const double scale = check_against_interventions(m, ids, g, f, "gpt2-tiny, cross-layer transcoder");
+  // break-checks: a reference that forgets one later block a feature writes to disagrees (a write past the
+  // next block, and one from a middle layer)
+  Tensor got = computed_rows(g);
+  for (const auto& [src, out] : std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {1, 2}}) {
+    INFO("layer " << src << "'s decoder into block " << out << " dropped");
+    f.drop_src = src;
+    f.drop_out = out;
     const double broken = (got - intervened(f, g)).abs().max().item<double>();
+    WARN("decoder " << src << " -> " << out << " dropped: " << broken / scale << " of the largest entry");
     CHECK(broken > 1e-3 * scale);
   }
+  // a feature's label reads its decoder row into the last block; the graph's result runs whole
+  vocablens::GraphReportOptions ro;
+  ro.transcoders = dir;
+  vocablens::Result r = vocablens::graph_result(m, nullptr, *vocablens::load_graph_transcoders(dir, m), g, ro);
+  CHECK(r.summary.at("n_selected").get<int64_t>() == g.n_selected());
 }
 
 TEST_CASE("max_feature_nodes keeps the rows of the features it selects", "[graph]") {
@@ -289,6 +438,12 @@ TEST_CASE("graph input that does not fit is one clear error", "[graph]") {
   // a folder with fewer layers than the model
   std::string e = msg([&] { vocablens::load_graph_transcoders(graph_fixture("llama3"), m); });
   CHECK(e.find("no layer_2.safetensors") != std::string::npos);
+  // a set read at another point than the MLP's input (ln2.hook_normalized is before ln2's weight and bias)
+  e = msg([&] { vocablens::load_graph_transcoders(configured_copy("graph-ln2", "ln2.hook_normalized", "hook_mlp_out"), m); });
+  CHECK(e.find("config.yaml: feature_input_hook 'ln2.hook_normalized'") != std::string::npos);
+  CHECK(e.find("mlp.hook_in") != std::string::npos);
+  e = msg([&] { vocablens::load_graph_transcoders(configured_copy("graph-resid", "mlp.hook_in", "hook_resid_post"), m); });
+  CHECK(e.find("feature_output_hook 'hook_resid_post'") != std::string::npos);
   // ids over the context
   auto tcs = vocablens::load_graph_transcoders(graph_fixture("llama3"), llama);
   e = msg([&] { vocablens::attribution_graph(llama, at::zeros({129}, at::kLong), *tcs); });
@@ -375,7 +530,7 @@ TEST_CASE("vocablens graph refuses bad input in one line, writing nothing", "[gr
   const std::vector<Bad> cases = {
       {"--transcoders " + graph_fixture("llama3") + " --prompt Hello", "no layer_2.safetensors"},
       {"--transcoders " + nan_dir + " --prompt Hello", "NaN"},
-      {"--transcoders " + narrow_dir + " --prompt Hello", "d_model"},
+      {"--transcoders " + narrow_dir + " --prompt Hello", "layer_2.safetensors: d_in 32"},
       {"--transcoders " + good + " --prompt Hello --max-feature-nodes 0", "--max-feature-nodes"},
       {"--transcoders " + good + " --prompt Hello --max-feature-nodes 1000000000", "--max-feature-nodes"},
       {"--transcoders " + good + " --prompt " + long_prompt, "context"},

@@ -24,7 +24,7 @@
 // retained but the frozen patterns and denominators, the sparse activations and the error vectors.
 //
 //   vocablens::Model model = vocablens::load_model("gpt2");
-//   auto tcs = vocablens::load_graph_transcoders("transcoders/gpt2", model);   // layer_{i}.safetensors
+//   auto tcs = vocablens::load_graph_transcoders("transcoders/gpt2", model);   // config.yaml or layer_{i}.safetensors
 //   vocablens::AttributionGraph g = vocablens::attribution_graph(model, ids, *tcs);  // ids: BOS first
 //   vocablens::GraphPruning p = vocablens::prune_graph(g);                     // 0.8 / 0.98
 //   vocablens::GraphScores s = vocablens::graph_scores(g);                     // replacement, completeness
@@ -73,8 +73,10 @@ class GraphTranscoders {
   /// What a unit activation of each feature read at `src` adds to the MLP output of `out`: [n, d_model].
   virtual at::Tensor decoder_rows(int64_t src, int64_t out, const at::Tensor& features) const = 0;
   /// The transcoders' whole output at the MLP of `out` [T, d_model], given the MLP inputs of every layer
-  /// (mlp_in[l] [T, d_model], l <= out) — features, biases and skip connection.
-  virtual at::Tensor output(int64_t out, const std::vector<at::Tensor>& mlp_in) const = 0;
+  /// (mlp_in[l] [T, d_model]) and the features encode gave for them (features[l] [T, n_features(l)]),
+  /// l <= out — every feature written there, biases and skip connection.
+  virtual at::Tensor output(int64_t out, const std::vector<at::Tensor>& mlp_in,
+                            const std::vector<at::Tensor>& features) const = 0;
   /// The skip connection of layer `layer`: [d_model, d_model] in x @ W orientation, undefined when none.
   virtual at::Tensor skip(int64_t layer) const = 0;
   /// Where the set came from (error messages, provenance).
@@ -83,12 +85,17 @@ class GraphTranscoders {
 
 /// One vocablens::Sae per layer (circuit-tracer's per-layer transcoders). Refuses (UsageError naming the
 /// file) a transcoder whose widths do not match the model, whose hook is not the MLP input of its own
-/// layer, or whose encoder is not linear in its input (SAELens's input normalisations).
+/// layer (blocks.L.mlp.hook_in: ln2's output, its weight and bias applied), or whose encoder is not linear
+/// in its input (SAELens's input normalisations).
 std::unique_ptr<GraphTranscoders> per_layer_transcoders(std::vector<Sae> saes, const Model& model);
 
-/// Reads circuit-tracer's per-layer folder: `layer_{i}.safetensors` for every layer i of the model, each
-/// read by load_sae as the MLP input → MLP output transcoder of layer i. FormatError naming the folder and
-/// the first missing layer; the checks of per_layer_transcoders.
+/// Reads a transcoder folder through load_transcoders (vocablens/transcoders.hpp), one loader for every
+/// layout: circuit-tracer's config.yaml folders (transcoder_set, per-layer; cross_layer_transcoder, a
+/// feature of layer i writing to the MLP output of every layer from i on), and a folder of
+/// `layer_{i}.safetensors` without config.yaml, read as a per-layer set at mlp.hook_in → hook_mlp_out.
+/// Refused in one line naming the folder or its config: a plain folder missing a layer ("no
+/// layer_2.safetensors"), a set whose hooks are not the MLP's input (mlp.hook_in) and output (hook_mlp_out
+/// or mlp.hook_out), the checks of check_transcoders_fit and per_layer_transcoders.
 std::unique_ptr<GraphTranscoders> load_graph_transcoders(const std::string& dir, const Model& model);
 
 struct GraphOptions {

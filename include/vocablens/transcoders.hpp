@@ -56,12 +56,16 @@ struct TranscoderLoadOptions {
   /// Sets whose weight files total at most this many bytes are checked for NaN/Inf whole at load; larger ones
   /// (a CLT of millions of features: ~170 GB) as their parts are read.
   uint64_t check_at_load_bytes = uint64_t{1} << 30;
+  /// A folder without config.yaml is read as a transcoder_set of layer_{i}.safetensors reading and writing these
+  /// points (spelled as config.yaml's hooks) when both are given — for a caller that knows where its transcoders
+  /// sit (the attribution graph: mlp.hook_in, hook_mlp_out); empty: such a folder is refused.
+  std::string default_input_hook, default_output_hook;
 };
 
 class TranscoderSet {
  public:
   std::string source;           ///< the folder read (messages)
-  std::string config_path;      ///< its config.yaml
+  std::string config_path;      ///< its config.yaml (empty: a folder read without one, with the default hooks)
   TranscoderKind kind = TranscoderKind::PerLayer;
   int64_t n_layers = 0, d_in = 0, d_transcoder = 0, d_out = 0;
   std::string feature_input_hook, feature_output_hook;  ///< as config.yaml spells them

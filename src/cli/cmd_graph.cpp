@@ -1,5 +1,5 @@
 // `vocablens graph MODEL --transcoders DIR --prompt TEXT [--out RUN]`: the attribution graph of a prompt
-// through per-layer transcoders (vocablens/graph.hpp). The flags come from the analysis's declaration
+// through transcoders, per-layer or cross-layer (vocablens/graph.hpp). The flags come from the analysis's declaration
 // (analyses/graph_entry.cpp); with --out, Neuronpedia's graph JSON is written beside the result as
 // graph.neuronpedia.json.
 #include <fmt/color.h>

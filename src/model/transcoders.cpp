@@ -336,10 +336,18 @@ TranscoderSet load_transcoders(const std::string& path_in, const TranscoderLoadO
   const bool dir = tc_is_dir(path);
   set.source = dir ? path : (path.find('/') == std::string::npos ? "." : path.substr(0, path.find_last_of('/')));
   set.config_path = dir ? tc_join(path, "config.yaml") : path;
-  if (!tc_exists(set.config_path))
+  json cfg;
+  if (dir && !tc_exists(set.config_path) && !opts.default_input_hook.empty() && !opts.default_output_hook.empty()) {
+    // the caller's hooks stand in for the missing config; messages then name the folder, not a config file
+    cfg = {{"model_kind", "transcoder_set"}, {"feature_input_hook", opts.default_input_hook},
+           {"feature_output_hook", opts.default_output_hook}};
+    set.config_path.clear();
+  } else if (!tc_exists(set.config_path)) {
     throw FormatError(path, "no config.yaml (circuit-tracer's transcoder folder: config.yaml with model_kind, "
                             "feature_input_hook and feature_output_hook, beside the weight files)");
-  const json cfg = detail::read_yaml_config(set.config_path);
+  } else {
+    cfg = detail::read_yaml_config(set.config_path);
+  }
   if (!cfg.is_object()) throw FormatError(set.config_path, "expected a mapping of keys (model_kind, ...)");
   auto mk = cfg.find("model_kind");
   if (mk == cfg.end() || mk->is_null()) throw FormatError(set.config_path, "missing field 'model_kind'");
@@ -366,6 +374,7 @@ TranscoderSet load_transcoders(const std::string& path_in, const TranscoderLoadO
 void check_transcoders_fit(const TranscoderSet& set, const Model& m) {
   const ModelConfig& c = m.config();
   const char* what = set.kind == TranscoderKind::CrossLayer ? "a cross-layer transcoder" : "a transcoder set";
+  const std::string& where = set.config_path.empty() ? set.source : set.config_path;
   if (set.n_layers != c.n_layers)
     throw UsageError(fmt::format("{}: {} of {} layers, but {} has {}", set.source, what, set.n_layers, m.source(),
                                  c.n_layers));
@@ -381,7 +390,7 @@ void check_transcoders_fit(const TranscoderSet& set, const Model& m) {
     // The name is one of a block's points (load_transcoders checked it); whether this model has that point:
     const std::string missing = hook_point_missing(hook_site_from_name(s.hook)->point, c);
     if (!missing.empty())
-      throw UsageError(fmt::format("{}: {} '{}' ({}) is not a point of {}: {}", set.config_path, s.key, s.name, s.hook,
+      throw UsageError(fmt::format("{}: {} '{}' ({}) is not a point of {}: {}", where, s.key, s.name, s.hook,
                                    m.source(), missing));
     const int64_t w = hook_width(m, s.hook);
     if (w != s.width)
@@ -389,7 +398,7 @@ void check_transcoders_fit(const TranscoderSet& set, const Model& m) {
                                    m.source(), w));
   }
   if (set.output_before_post_norm && m.weights().layers[0].post_mlp_norm_w.defined())
-    throw UsageError(set.config_path + ": feature_output_hook 'mlp.hook_out' is the MLP's output before the post-MLP "
+    throw UsageError(where + ": feature_output_hook 'mlp.hook_out' is the MLP's output before the post-MLP "
                                        "norm that " + m.source() + " has, a point vocablens does not hook (its "
                                        "hook_mlp_out is after that norm)");
 }
