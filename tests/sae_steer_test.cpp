@@ -94,6 +94,14 @@ TEST_CASE("generate --sae --steer-feature prints the unsteered and the steered c
   CHECK(out.find("unsteered: " + join(plain) + "\n") != std::string::npos);
   CHECK(out.find("steered (-9 x feature 7, blocks.1.hook_resid_pre): " + join(steered) + "\n") != std::string::npos);
   CHECK(out.find("added to blocks.1.hook_resid_pre") != std::string::npos);
+  // --hook overrides the SAE's point, spelled as `features --hook` spells it; --sae-hook is the same option.
+  std::string by_hook, by_sae_hook;
+  const std::string base = vl_test::cli_path() + " generate " + dir + " --prompt-ids 464,412,733,8765 --steps 3 " +
+                           "--stop-id -1 --ids --sae " + steer_saes() + "/saelens_standard --steer-feature 7 --scale -9 ";
+  REQUIRE(vl_test::run_command(base + "--hook blocks.0.hook_resid_pre 2>&1", by_hook) == 0);
+  REQUIRE(vl_test::run_command(base + "--sae-hook blocks.0.hook_resid_pre 2>&1", by_sae_hook) == 0);
+  CHECK(by_hook.find("feature 7, blocks.0.hook_resid_pre)") != std::string::npos);
+  CHECK(by_hook == by_sae_hook);
   // bad input: one clear line, exit != 0
   CHECK(vl_test::run_command(vl_test::cli_path() + " generate " + dir + " --steer-feature 7 2>&1", out) != 0);
   CHECK(out.find("--steer-feature needs --sae") != std::string::npos);

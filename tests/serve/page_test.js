@@ -51,7 +51,9 @@ async function main() {
   if (gen.status !== 0) throw new Error("make_saes.py failed: " + gen.stderr);
   const corpus = path.join(profile, "corpus.txt");
   fs.writeFileSync(corpus, ("The Eiffel Tower is in Paris. Rome is the capital of Italy. The river runs through the city.\n").repeat(8));
-  const server = await startServer(["--sae", path.join(profile, "saes", "saelens_standard"), "--corpus", corpus]);
+  // --hook names the SAE's point as `features --hook` does (here the file's own: the panels below show it).
+  const server = await startServer(["--sae", path.join(profile, "saes", "saelens_standard"), "--hook", "blocks.1.hook_resid_pre",
+                                    "--corpus", corpus]);
   let browser = null;
   const kill = () => { try { server.proc.kill("SIGTERM"); } catch (e) { /* gone */ } };
   process.on("exit", kill);
@@ -130,6 +132,8 @@ async function main() {
     // The SAE features firing at the selected cell's position; click one: its page (vocabulary projection =
     // the API's, top activations over the corpus), its index in the URL.
     await page.waitForSelector("#cell-features-table tr[data-feature]", { timeout: 60000 });
+    check(/blocks\.1\.hook_resid_pre/.test(await page.$eval("#cell-features", (e) => e.textContent)),
+          "serve --hook: the SAE reads the point given (blocks.1.hook_resid_pre)");
     const feature = await page.$eval("#cell-features-table tr[data-feature]", (e) => +e.dataset.feature);
     await page.click("#cell-features-table tr[data-feature]");
     await page.waitForSelector("#feature-projection td[data-id]", { timeout: 60000 });
