@@ -58,6 +58,34 @@ node "$src/tests/tokenizer_crosscheck/make_synthetic_corpus.js" "$work/synthetic
 node "$here/make_lines.js" "$work/lines_real.json" "$work/corpus.json" || fail "make_lines.js"
 node "$here/make_lines.js" "$work/lines_synthetic.json" "$work/synthetic.json" || fail "make_lines.js"
 
+# The references' outputs are pure functions of the pinned reference code and of its input files, so they are kept
+# in a cache keyed by the sha256 of all of them (never by path or date): a second run on the same machine reads
+# them back instead of running transformers.js (~15 CPU-s per vocabulary) and llama.cpp again, while vocablens'
+# side is always computed afresh and compared. VOCABLENS_REF_CACHE=off recomputes everything (and refills nothing).
+cache=${VOCABLENS_REF_CACHE:-$HOME/.cache/vocablens/tokenizer-ref-outputs}
+: > "$work/ref_cache.log"  # one line per reference run: "cache" or "computed" (the tjs runs are in the background)
+ref_key() {  # ref_key TOOL_FILES... : sha256 over the files' contents and the key's own version
+  { echo "ref-key-v1"; for f in "$@"; do echo "$(basename "$f")"; cat "$f"; done; } | sha256sum | cut -c1-32
+}
+# cached_ref KEY CMD...: runs CMD (which writes the four files of P) unless the cache has them for KEY.
+cached_ref() {
+  local key=$1; shift
+  local outs=("${P[1]}" "${P[3]}")
+  if [ "$cache" != off ] && [ -f "$cache/$key.real.bin" ] && [ -f "$cache/$key.synthetic.bin" ]; then
+    cp "$cache/$key.real.bin" "${outs[0]}" && cp "$cache/$key.synthetic.bin" "${outs[1]}" && { echo cache >> "$work/ref_cache.log"; return 0; }
+  fi
+  "$@" || return 1
+  echo computed >> "$work/ref_cache.log"
+  if [ "$cache" != off ] && mkdir -p "$cache" 2>/dev/null; then
+    cp "${outs[0]}" "$cache/$key.real.bin.tmp$$" && mv "$cache/$key.real.bin.tmp$$" "$cache/$key.real.bin"
+    cp "${outs[1]}" "$cache/$key.synthetic.bin.tmp$$" && mv "$cache/$key.synthetic.bin.tmp$$" "$cache/$key.synthetic.bin"
+  fi
+  return 0
+}
+lines_files=("$work/lines_real.json" "$work/lines_synthetic.json")
+llama_files=("$here/llama_tokenize_corpus.cpp" "$bins/libllama.so" "$bins/libggml-base.so" "${lines_files[@]}")
+tjs_files=("$here/tjs_tokenize.js" "$here/package-lock.json" "${lines_files[@]}")
+
 plan="$work/plan.jsonl"
 : > "$plan"
 # check FAMILY CORPUS A B LABEL_A LABEL_B REQUIRED [EXPLAIN]: one comparison for compare.js, which runs them all
@@ -72,12 +100,15 @@ echo "tokenizer_refs: llama.cpp $(git -C "$lsrc" rev-parse --short HEAD 2>/dev/n
 both() {  # both FAMILY SUFFIX: sets P to (lines_real.json FAMILY.real.SUFFIX.bin lines_synthetic.json FAMILY.synthetic.SUFFIX.bin)
   P=("$work/lines_real.json" "$work/$1.real.$2.bin" "$work/lines_synthetic.json" "$work/$1.synthetic.$2.bin")
 }
+run_llama() { "$ltok" "$bins" "$1" "${P[@]}" --special >/dev/null 2>"$work/$fam.llama.log"; }
+run_tjs() { node "$here/tjs_tokenize.js" "$1" "${P[@]}" >"$work/$fam.tjs.log" 2>&1; }
 for fam in "${families[@]}"; do
   d="$tok/$fam"
   gguf=$(cat "$d/gguf_path.txt")
   both "$fam" spec; "$exe" "spec:$d/vocab_spec.json" "${P[@]}" --special >/dev/null || fail "vocablens on $d/vocab_spec.json"
   if [ ! -f "$d/tokenizer.json" ]; then  # GGUF-only vocabulary (gemma-4): llama.cpp is the reference
-    both "$fam" llama; "$ltok" "$bins" "$gguf" "${P[@]}" --special >/dev/null 2>"$work/$fam.llama.log" || { cat "$work/$fam.llama.log"; fail "llama.cpp on $gguf"; }
+    both "$fam" llama
+    cached_ref "$(ref_key "${llama_files[@]}" "$gguf")" run_llama "$gguf" || { cat "$work/$fam.llama.log"; fail "llama.cpp on $gguf"; }
     for corpus in real synthetic; do
       o="$work/$fam.$corpus"
       check "$fam" "$corpus" "$o.spec.bin" "$o.llama.bin" gguf-spec llama.cpp all
@@ -85,9 +116,10 @@ for fam in "${families[@]}"; do
     continue
   fi
   both "$fam" json; "$exe" "$d/tokenizer.json" "${P[@]}" --special >/dev/null || fail "vocablens on $d/tokenizer.json"
-  both "$fam" tjs; node "$here/tjs_tokenize.js" "$d" "${P[@]}" >"$work/$fam.tjs.log" 2>&1 &  # the slowest: beside the others
+  both "$fam" tjs; cached_ref "$(ref_key "${tjs_files[@]}" "$d"/tokenizer*.json)" run_tjs "$d" &  # the slowest: beside the others
   tjs_pid=$!
-  both "$fam" llama; "$ltok" "$bins" "$gguf" "${P[@]}" --special >/dev/null 2>"$work/$fam.llama.log" || { cat "$work/$fam.llama.log"; fail "llama.cpp on $gguf"; }
+  both "$fam" llama
+  cached_ref "$(ref_key "${llama_files[@]}" "$gguf")" run_llama "$gguf" || { cat "$work/$fam.llama.log"; fail "llama.cpp on $gguf"; }
   if [ -f "$d/tokenizer.model" ]; then
     both "$fam" model; "$exe" "$d/tokenizer.model" "${P[@]}" --special >/dev/null || fail "vocablens on $d/tokenizer.model"
   fi
@@ -127,6 +159,7 @@ for fam in "${families[@]}"; do
     check "$fam" "vectors-$fam" "$work/$fam.vectors.$kind.bin" "$work/$fam.vectors.hf.bin" "$label" hf-tokenizers all
   done
 done
+echo "tokenizer_refs: reference outputs (llama.cpp, transformers.js): $(grep -c computed "$work/ref_cache.log") computed, $(grep -c cache "$work/ref_cache.log") read from $cache"
 bad=0
 node "$here/compare.js" "$plan" "$work/results.json" 3 || bad=1
 echo "results: $work/results.json"
