@@ -2,6 +2,7 @@
 #include "corpus_windows.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "vocablens/error.hpp"
@@ -30,10 +31,17 @@ CorpusWindowCount for_each_corpus_window(const CorpusWindowCut& cut, uint64_t to
     fn(ids);
     c.predicted += static_cast<int64_t>(ids.size()) - 1;
     c.windows += 1;
-    // With a token budget the work is bounded by tokens, not bytes (a bar by bytes would stop short of 100 %).
+    // Progress counts predicted tokens, so that a display can show tokens per second. The total: the token budget,
+    // else the file's tokens estimated from the tokens per byte read so far (exact once the file is all read:
+    // every token but the first is predicted).
     if (progress) {
-      if (cut.max_tokens > 0) progress(static_cast<uint64_t>(c.predicted), static_cast<uint64_t>(cut.max_tokens));
-      else progress(bytes_read, total_bytes);
+      int64_t total = cut.max_tokens;
+      if (total <= 0) {
+        const double per_byte = bytes_read > 0 ? static_cast<double>(c.tokens) / static_cast<double>(bytes_read) : 0.0;
+        total = bytes_read >= total_bytes ? c.tokens - 1
+                                          : static_cast<int64_t>(std::llround(per_byte * static_cast<double>(total_bytes))) - 1;
+      }
+      progress(static_cast<uint64_t>(c.predicted), static_cast<uint64_t>(std::max(total, c.predicted)));
     }
   };
   // Runs every full window available; at the end of the input also the last partial one.

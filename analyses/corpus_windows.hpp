@@ -37,8 +37,9 @@ struct CorpusWindowCount {
   int64_t windows = 0;
 };
 
-/// Calls fn(ids) for each window in order, then progress (when set): (predicted so far, max_tokens) with a
-/// token budget, else (bytes read so far, total_bytes). Throws UsageError when the tokenizer produces an id the
+/// Calls fn(ids) for each window in order, then progress (when set): (tokens predicted so far, their total) —
+/// the total is max_tokens with a token budget, else estimated from the tokens per byte read so far (exact once
+/// the whole file has been read), and never below the count done. Throws UsageError when the tokenizer produces an id the
 /// model does not have, and what for_each_corpus_chunk or fn throw.
 CorpusWindowCount for_each_corpus_window(const CorpusWindowCut& cut, uint64_t total_bytes,
                                          const std::function<void(uint64_t, uint64_t)>& progress,

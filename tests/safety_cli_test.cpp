@@ -313,6 +313,30 @@ TEST_CASE("progress on heads over all heads, knn and neurons (VOCABLENS_PROGRESS
   CHECK(r.out.find("% ") == std::string::npos);
 }
 
+TEST_CASE("off a terminal, a corpus pass prints a progress line per interval with tokens per second and the ETA") {
+  std::string m = vl_test::fixture("gpt2-tiny");
+  REQUIRE(!m.empty());
+  const std::string corpus = std::string(vl_test::source_dir_path()) + "/docs/examples/heldout.txt";
+  // Interval 0: a line after every window but the last (stderr here is a pipe, not a terminal).
+  Run r = cli("lens '" + m + "' --corpus '" + corpus + "' --format json", "VOCABLENS_PROGRESS_INTERVAL=0");
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  size_t lines = 0, rated = 0;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("lens --corpus: ", 0) != 0) continue;
+    ++lines;
+    CHECK(line.find('\r') == std::string::npos);  // lines, not a redrawn bar
+    CHECK(line.find("/2215 tokens") != std::string::npos);  // predicted tokens of the file (2216 tokens, heldout.txt)
+    if (line.find(" tokens/s · ETA ") != std::string::npos) ++rated;
+  }
+  CHECK(lines == 17);  // 18 windows of 128
+  CHECK(rated >= 1);  // once half a second has passed (the pass takes more than a second of CPU)
+  // The default interval (30 s) prints nothing for this short pass.
+  r = cli("lens '" + m + "' --corpus '" + corpus + "' --format json");
+  CHECK(r.out.find("lens --corpus:") == std::string::npos);
+}
+
 TEST_CASE("tables print 4 significant digits and invisible tokens visibly") {
   CHECK(vocablens::display_text("a\xE2\x80\x8A" "b") == "a<U+200A>b");
   CHECK(vocablens::display_text("\xC2\xA0") == "<U+00A0>");

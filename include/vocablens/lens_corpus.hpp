@@ -32,8 +32,8 @@ struct CorpusLensOptions {
   size_t chunk_bytes = 1 << 20;
   /// Stop after this many predicted tokens (0 = the whole corpus).
   int64_t max_tokens = 0;
-  /// Called after each window with (bytes read so far, total bytes), or, when max_tokens > 0, with
-  /// (tokens predicted so far, max_tokens); may be empty.
+  /// Called after each window with (tokens predicted so far, their total): max_tokens when > 0, else the
+  /// corpus's estimated from the tokens per byte read so far (exact once the file is read); may be empty.
   std::function<void(uint64_t, uint64_t)> progress;
   /// Under mpirun (vocablens/dist.hpp): window w is run by rank w mod size; every rank tokenises the whole
   /// file and all ranks return the same result, equal bit for bit to the one-process run (per-window sums

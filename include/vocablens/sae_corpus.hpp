@@ -66,7 +66,8 @@ struct SaeCorpusOptions {
   bool ce_metrics = true;           ///< the spliced and zeroed forward passes (cross-entropy, KL)
   bool float64 = false;             ///< encode / decode in float64 (references); float32 otherwise
   bool distributed = true;          ///< share windows across mpirun ranks
-  /// Called after each window with (bytes read, total bytes) or, with max_tokens, (positions, max_tokens).
+  /// Called after each window with (positions predicted so far, their total): max_tokens when > 0, else the
+  /// corpus's estimated from the tokens per byte read so far (exact once the file is read).
   std::function<void(uint64_t, uint64_t)> progress;
 };
 

@@ -194,7 +194,7 @@ int run_corpus(const FeaturesCli& c, const json& given) {
           "--window (fewer tokens per forward), --contexts or --no-ce"))
     return *rc;
   const bool main_rank = vocablens::dist::rank() == 0;
-  vocablens::cli::ProgressBar bar("corpus", o.max_tokens > 0 ? "tokens" : "bytes");
+  vocablens::cli::ProgressBar bar("features --corpus", "tokens");
   if (auto cb = bar.callback(); main_rank && cb)
     o.progress = [cb](uint64_t done, uint64_t total) { cb(static_cast<int64_t>(done), static_cast<int64_t>(total)); };
   auto s = vocablens::sae_corpus_stats(*l.m, *l.sae, *l.tok, resolved["path"].get<std::string>(), o);

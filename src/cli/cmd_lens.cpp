@@ -14,6 +14,7 @@
 #include "cli/declared_flags.hpp"
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
+#include "cli/progress.hpp"
 #include "cli/text_fit.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/detail/atomic_file.hpp"
@@ -318,21 +319,12 @@ int run_lens_corpus(const LensCliOptions& o, const nlohmann::json& lens_given) {
 
   Loaded l = load(o);
   vocablens::dist::init();  // under mpirun: windows sharded over ranks, rank 0 reports
-  const bool bar = ::isatty(STDERR_FILENO) == 1 && vocablens::dist::rank() == 0;
-  const bool tokens = given.contains("max_tokens") && !given["max_tokens"].is_null();
-  auto progress = [bar, tokens](int64_t done, int64_t total) {
-    if (!bar) return;
-    double f = total ? std::min(1.0, static_cast<double>(done) / static_cast<double>(total)) : 1.0;
-    int filled = static_cast<int>(f * 30);
-    const std::string amount = tokens ? fmt::format("{}/{} tokens", done, total)
-                                      : fmt::format("{:.1f}/{:.1f} MB", static_cast<double>(done) / 1e6,
-                                                    static_cast<double>(total) / 1e6);
-    fmt::print(stderr, "\r[{}{}] {:5.1f}%  {}", std::string(static_cast<size_t>(filled), '#'),
-               std::string(static_cast<size_t>(30 - filled), '.'), f * 100, amount);
-    std::fflush(stderr);
-  };
+  // Rank 0 shows the progress (every rank reads the whole file; the windows are shared).
+  vocablens::cli::ProgressBar bar("lens --corpus", "tokens");
+  std::function<void(int64_t, int64_t)> progress;
+  if (vocablens::dist::rank() == 0) progress = bar.callback();
   auto r = vocablens::run_analysis(a, l.m, l.tok.get(), given, vocablens::Surface::Cli, progress);
-  if (bar) fmt::print(stderr, "\r{}\r", std::string(60, ' '));
+  bar.finish();
   if (vocablens::dist::rank() != 0) return 0;
   if (vocablens::dist::size() > 1) r.settings["ranks"] = vocablens::dist::size();
   vocablens::cli::fill_provenance(r, l.m);

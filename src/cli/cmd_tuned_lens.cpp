@@ -18,6 +18,7 @@
 #include "cli/memory_check.hpp"
 #include "vocablens/memory_estimate.hpp"
 #include "cli/output.hpp"
+#include "cli/progress.hpp"
 #include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/dist.hpp"
 #include "vocablens/error.hpp"
@@ -75,26 +76,6 @@ int run_sample(TunedCli& c) {
   return 0;
 }
 
-std::string seconds_text(double s) {
-  if (!(s >= 0)) return "?";
-  if (s < 60) return fmt::format("{:.1f}s", s);
-  const int64_t t = static_cast<int64_t>(s);
-  if (t < 3600) return fmt::format("{}m{:02d}s", t / 60, static_cast<int>(t % 60));
-  return fmt::format("{}h{:02d}m", t / 3600, static_cast<int>(t / 60 % 60));
-}
-
-// Seconds between progress lines when stderr is not a terminal (logs, CI, nohup): VOCABLENS_PROGRESS_INTERVAL,
-// else 30. A line also marks every tenth of the steps.
-double line_interval() {
-  const char* e = std::getenv("VOCABLENS_PROGRESS_INTERVAL");
-  if (e && *e) {
-    char* end = nullptr;
-    const double v = std::strtod(e, &end);
-    if (end != e && v >= 0 && std::isfinite(v)) return v;
-  }
-  return 30.0;
-}
-
 // What the user sees of a training run, on rank 0: the schedule and a warning when the corpus is read many
 // times over (before the first step), an estimate of the time after the first micro-batch, then a bar on a
 // terminal or a line every interval otherwise — each with the ETA.
@@ -131,7 +112,7 @@ struct TrainDisplay {
                            static_cast<double>(std::max<int64_t>(1, p.windows_total - p.windows_done));
       if (tty) fmt::print(stderr, "\r\033[K");
       fmt::print(stderr, "tuned-lens: estimated {} for steps {}..{} of {} ({} windows; measured on the first {}){}\n",
-                 seconds_text(total), start_step + 1, stop_step, p.steps, p.windows_total, p.windows_done,
+                 vocablens::cli::duration_text(total), start_step + 1, stop_step, p.steps, p.windows_total, p.windows_done,
                  total > 600 ? "; --steps, --tokens-per-step or --window shorten it" : "");
     }
     const double f = static_cast<double>(p.windows_done) / static_cast<double>(std::max<int64_t>(1, p.windows_total));
@@ -144,8 +125,8 @@ struct TrainDisplay {
       const int width = 28, filled = static_cast<int>(f * width);
       fmt::print(stderr, "\r\033[Ktuned-lens [{}{}] step {}/{}  loss {}  {}  eta {}", std::string(static_cast<size_t>(filled), '#'),
                  std::string(static_cast<size_t>(width - filled), '.'), shown_step, p.steps,
-                 p.within_step ? std::string("...") : fmt::format("{:.4f}", p.loss), seconds_text(p.seconds),
-                 seconds_text(p.eta_seconds));
+                 p.within_step ? std::string("...") : fmt::format("{:.4f}", p.loss), vocablens::cli::duration_text(p.seconds),
+                 vocablens::cli::duration_text(p.eta_seconds));
       if (end) fmt::print(stderr, "\r\033[K");
       std::fflush(stderr);
       return;
@@ -158,10 +139,10 @@ struct TrainDisplay {
     if (!p.within_step) last_tenth = tenth;
     if (p.within_step)
       fmt::print(stderr, "tuned-lens step {}/{} ({:.1f} %): {} of {} windows  elapsed {}  eta {}\n", shown_step, p.steps, 100 * f,
-                 p.windows_done, p.windows_total, seconds_text(p.seconds), seconds_text(p.eta_seconds));
+                 p.windows_done, p.windows_total, vocablens::cli::duration_text(p.seconds), vocablens::cli::duration_text(p.eta_seconds));
     else
       fmt::print(stderr, "tuned-lens step {}/{} ({:.1f} %)  loss {:.4f}  lr {:.2e}  elapsed {}  eta {}{}\n", p.step, p.steps,
-                 100 * f, p.loss, p.lr, seconds_text(p.seconds), seconds_text(p.eta_seconds), p.checkpoint ? "  (checkpoint)" : "");
+                 100 * f, p.loss, p.lr, vocablens::cli::duration_text(p.seconds), vocablens::cli::duration_text(p.eta_seconds), p.checkpoint ? "  (checkpoint)" : "");
     std::fflush(stderr);
   }
 };
@@ -204,7 +185,7 @@ int run_train(TunedCli& c) {
   auto display = std::make_shared<TrainDisplay>();
   display->tty = ::isatty(STDERR_FILENO) == 1;
   display->quiet = c.quiet;
-  display->interval = line_interval();
+  display->interval = vocablens::cli::progress_line_interval();
   if (dist::rank() == 0) {
     const int64_t d_model = m.config().d_model;
     o.plan = [display, d_model](const TunedLensTrainPlan& p) { display->plan(p, d_model); };
@@ -219,7 +200,7 @@ int run_train(TunedCli& c) {
                "{}..{} of {} in {}: loss {:.4f} -> {:.4f} (sum over layers of mean KL to the final layer, nats)\n",
                m.source(), m.config().n_layers, r.corpus_tokens, r.windows, r.window, r.windows_per_step,
                r.ranks > 1 ? fmt::format(", {} ranks", r.ranks) : "", r.start_step + 1, trained, r.steps,
-               seconds_text(r.seconds), first, last);
+               vocablens::cli::duration_text(r.seconds), first, last);
     fmt::print("wrote {}/tuned_lens.safetensors, params.pt, config.json (read with `vocablens lens MODEL --tuned {}`)\n",
                r.out_dir, r.out_dir);
     if (trained < r.steps)
