@@ -47,3 +47,39 @@ TEST_CASE("--help lists the commands and explains MODEL", "[cli]") {
   CHECK(out.find("generate") != std::string::npos);
   CHECK(out.find("llama2.c") != std::string::npos);
 }
+
+namespace {
+// What libgomp's OMP_DISPLAY_ENV=VERBOSE printed last for `name` ('...' value), "" when absent: a process that
+// executes itself again prints its block twice, and the last one is the process that did the work.
+std::string last_omp_setting(const std::string& err, const std::string& name) {
+  const std::string key = "  " + name + " = '";
+  const size_t at = err.rfind(key);
+  if (at == std::string::npos) return "";
+  const size_t from = at + key.size(), to = err.find('\'', from);
+  return to == std::string::npos ? "" : err.substr(from, to - from);
+}
+}  // namespace
+
+TEST_CASE("OpenMP's idle threads sleep: the CLI runs with OMP_WAIT_POLICY=PASSIVE unless told otherwise", "[cli]") {
+  const std::string m = vl_test::fixture("gpt2-tiny");
+  REQUIRE_FALSE(m.empty());
+  const std::string cli = vl_test::cli_path();
+  REQUIRE_FALSE(cli.empty());
+  const std::string clean =
+      "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u VOCABLENS_THREADS -u OMP_NUM_THREADS OMP_DISPLAY_ENV=VERBOSE ";
+  std::string out;  // stdout and stderr, where libgomp prints its settings
+  // May use two threads (this machine has 2 cores): libgomp spins 0 pauses before sleeping.
+  REQUIRE(vl_test::run_command(clean + cli + " inspect '" + m + "'", out) == 0);
+  INFO(out);
+  CHECK(last_omp_setting(out, "OMP_WAIT_POLICY") == "PASSIVE");
+  CHECK(last_omp_setting(out, "GOMP_SPINCOUNT") == "0");
+  // The user's own choice stands.
+  REQUIRE(vl_test::run_command(clean + "OMP_WAIT_POLICY=ACTIVE " + cli + " inspect '" + m + "'", out) == 0);
+  CHECK(last_omp_setting(out, "OMP_WAIT_POLICY") == "ACTIVE");
+  CHECK(last_omp_setting(out, "GOMP_SPINCOUNT") != "0");
+  // One thread: nothing to wait for, no second process start (one block, libgomp's default spin).
+  REQUIRE(vl_test::run_command(clean + "VOCABLENS_THREADS=1 " + cli + " inspect '" + m + "'", out) == 0);
+  CHECK(out.find("OPENMP DISPLAY ENVIRONMENT BEGIN") != std::string::npos);
+  CHECK(out.find("OPENMP DISPLAY ENVIRONMENT BEGIN") == out.rfind("OPENMP DISPLAY ENVIRONMENT BEGIN"));
+  CHECK(last_omp_setting(out, "GOMP_SPINCOUNT") != "0");
+}

@@ -14,7 +14,27 @@
 The numbers are the C++ library's (the same code the `vocablens` CLI runs); tensors are torch.Tensor
 objects sharing memory with the loaded model. See docs/python.md.
 """
-from ._interpreter import check as _check_interpreter
+import os as _os
+
+
+def _omp_passive():
+    """OpenMP's idle threads sleep instead of spinning (as the CLI arranges, src/cli/blas_kernels.hpp): on a busy
+    machine a spinning thread burns the time its descheduled partner needs (2 threads: 4x the CPU of one). libgomp
+    reads OMP_WAIT_POLICY once, when it loads: this takes effect when vocablens is imported before torch or
+    numpy's OpenMP users; otherwise set OMP_WAIT_POLICY=PASSIVE before starting Python (docs/python.md)."""
+    if "OMP_WAIT_POLICY" in _os.environ or "GOMP_SPINCOUNT" in _os.environ:
+        return
+    try:
+        with open("/proc/self/maps") as f:
+            if "libgomp" in f.read():
+                return  # already loaded: too late to matter, and the user's environment stays as it is
+    except OSError:
+        return
+    _os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+
+_omp_passive()
+from ._interpreter import check as _check_interpreter  # noqa: E402
 
 _check_interpreter()  # a clear ImportError naming the right interpreter, before the extension fails to load
 from . import _vocablens as _core  # noqa: E402

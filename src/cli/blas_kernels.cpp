@@ -15,19 +15,43 @@ const char* blas_kernel_name() {
   return name ? name : "";
 }
 
-void reexec_with_fast_blas_kernels(char** argv, bool reproducible) {
-  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("VOCABLENS_KEEP_BLAS")) return;
+namespace {
+
+// The OpenBLAS kernel family to ask for, or nullptr when the one running is right (see the header).
+const char* blas_core_wanted(bool reproducible) {
+  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("VOCABLENS_KEEP_BLAS")) return nullptr;
   const char* have = blas_kernel_name();
-  if (!*have) return;  // not OpenBLAS
+  if (!*have) return nullptr;  // not OpenBLAS
   __builtin_cpu_init();
   const char* core = __builtin_cpu_supports("avx512f") ? "SkylakeX"
                      : __builtin_cpu_supports("avx2")  ? "Haswell"
                                                        : nullptr;
-  if (!core || std::strcmp(have, core) == 0) return;
-  if (!reproducible && std::strcmp(have, "Prescott") != 0) return;
-  ::setenv("OPENBLAS_CORETYPE", core, 1);
-  ::execv("/proc/self/exe", argv);
-  // exec failed (no /proc, say): keep going with the kernels we have; the variable stays set for children.
+  if (!core || std::strcmp(have, core) == 0) return nullptr;
+  if (!reproducible && std::strcmp(have, "Prescott") != 0) return nullptr;
+  return core;
+}
+
+// Whether the run may use more than one thread: VOCABLENS_THREADS or OMP_NUM_THREADS of 1, or one CPU, say no.
+bool may_use_threads() {
+  for (const char* name : {"VOCABLENS_THREADS", "OMP_NUM_THREADS"})
+    if (const char* v = std::getenv(name); v && std::strcmp(v, "1") == 0) return false;
+  return ::sysconf(_SC_NPROCESSORS_ONLN) > 1;
+}
+
+}  // namespace
+
+void reexec_with_runtime_settings(char** argv, bool reproducible) {
+  bool again = false;
+  if (const char* core = blas_core_wanted(reproducible)) {
+    ::setenv("OPENBLAS_CORETYPE", core, 1);
+    again = true;
+  }
+  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT") && may_use_threads()) {
+    ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    again = true;
+  }
+  if (again) ::execv("/proc/self/exe", argv);
+  // exec failed (no /proc, say): keep going as we are; the variables stay set for children.
 }
 
 }  // namespace vocablens::cli

@@ -92,9 +92,10 @@ int vocablens::cli::run_main(int argc, char** argv) {
     app.exit(e);
     return 2;
   }
-  // Before any work: get OpenBLAS's AVX kernels where it fell back to SSE3 ones, and one kernel family per
-  // instruction set for the commands that train from a seed (cli/blas_kernels.hpp).
-  cli::reexec_with_fast_blas_kernels(argv, app.got_subcommand("train") || app.got_subcommand("demo"));
+  // Before any work: get OpenBLAS's AVX kernels where it fell back to SSE3 ones (one kernel family per
+  // instruction set for the commands that train from a seed) and OpenMP threads that sleep when idle
+  // (cli/blas_kernels.hpp).
+  cli::reexec_with_runtime_settings(argv, app.got_subcommand("train") || app.got_subcommand("demo"));
   if (allow_nonfinite) set_nonfinite_policy(NonFinitePolicy::Warn);
   if (show_timings) timings::enable();
   // The table comes last on stderr, after an error line too (the time until the error is still informative).

@@ -104,5 +104,31 @@ class Manners(unittest.TestCase):
         self.assertEqual(len(msg.splitlines()), 1)
 
 
+
+class OpenMPWaitPolicy(unittest.TestCase):
+    """Importing vocablens first makes OpenMP's idle threads sleep (libgomp reads OMP_WAIT_POLICY once, when it
+    loads); a policy the user set, or a libgomp that torch loaded before, is left alone."""
+
+    def settings(self, code, **env):
+        e = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+        e.update(env, OMP_DISPLAY_ENV="VERBOSE")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        spin = [l.split("'")[1] for l in r.stderr.splitlines() if l.strip().startswith("GOMP_SPINCOUNT =")]
+        return spin, r.stdout.strip()
+
+    def test_import_first(self):
+        spin, policy = self.settings("import vocablens, os; print(os.environ['OMP_WAIT_POLICY'])")
+        self.assertEqual(spin, ["0"])
+        self.assertEqual(policy, "PASSIVE")
+
+    def test_users_choice_and_torch_first(self):
+        spin, _ = self.settings("import vocablens", OMP_WAIT_POLICY="ACTIVE")
+        self.assertNotEqual(spin, ["0"])
+        spin, policy = self.settings("import torch, vocablens, os; print(os.environ.get('OMP_WAIT_POLICY'))")
+        self.assertNotEqual(spin, ["0"])
+        self.assertEqual(policy, "None")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
