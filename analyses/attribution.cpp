@@ -36,10 +36,18 @@ AttributionResult attribute_logit(const Model& m, const std::vector<int64_t>& id
 
   // One forward pass, keeping z and the MLP outputs at `pos`.
   std::vector<at::Tensor> z(static_cast<size_t>(R)), mlp(static_cast<size_t>(R));
+  // A mixture of experts: each layer's chosen experts, their weights and outputs at `pos` ([k], [k], [k, d]).
+  std::vector<at::Tensor> ex_idx(static_cast<size_t>(R)), ex_w(static_cast<size_t>(R)), ex_out(static_cast<size_t>(R));
   HookList capture;
   for (int64_t l = 0; l < R; ++l) {
     capture.add("z." + std::to_string(l), [&z, l, pos](at::Tensor& t) { z[static_cast<size_t>(l)] = t[0][pos]; });
     capture.add("mlp_out." + std::to_string(l), [&mlp, l, pos](at::Tensor& t) { mlp[static_cast<size_t>(l)] = t[0][pos]; });
+    if (cfg.n_experts > 0) {
+      const size_t i = static_cast<size_t>(l);
+      capture.add("expert_indices." + std::to_string(l), [&ex_idx, i, pos](at::Tensor& t) { ex_idx[i] = t[0][pos].clone(); });
+      capture.add("expert_weights." + std::to_string(l), [&ex_w, i, pos](at::Tensor& t) { ex_w[i] = t[0][pos].clone(); });
+      capture.add("expert_out." + std::to_string(l), [&ex_out, i, pos](at::Tensor& t) { ex_out[i] = t[0][pos].clone(); });
+    }
   }
   CacheSpec spec;
   spec.resid_pre = true;
@@ -110,7 +118,20 @@ AttributionResult attribute_logit(const Model& m, const std::vector<int64_t>& id
     if (b_o.defined()) add(b_o, "L" + std::to_string(l) + " b_O", "attn_bias", l, -1);
     // mlp_out is what the block adds (after Gemma-2's post-MLP norm, which then holds any b_out inside it).
     at::Tensor ml = mlp[static_cast<size_t>(l)].to(D);
-    if (Lw.b_out.defined() && !Lw.post_mlp_norm_w.defined()) {
+    if (ex_out[static_cast<size_t>(l)].defined() && !Lw.post_mlp_norm_w.defined()) {
+      // Split by expert: each chosen expert's weighted output (mlp_out is their sum, plus a shared expert's, which
+      // is the rest; a mixture without one has a rest of float32 rounding only, left in no part).
+      const size_t i = static_cast<size_t>(l);
+      at::Tensor routed = at::zeros_like(ml);
+      for (int64_t s = 0; s < ex_idx[i].size(0); ++s) {
+        const int64_t e = ex_idx[i][s].item<int64_t>();
+        const at::Tensor part = ex_out[i][s].to(D) * ex_w[i][s].item<double>();
+        routed += part;
+        add(part, "L" + std::to_string(l) + "E" + std::to_string(e), "expert", l, -1);
+        r.components.back().expert = e;
+      }
+      if (cfg.shared_expert) add(ml - routed, "MLP" + std::to_string(l) + " shared", "mlp", l, -1);
+    } else if (Lw.b_out.defined() && !Lw.post_mlp_norm_w.defined()) {
       add(ml - Lw.b_out.to(D), "MLP" + std::to_string(l), "mlp", l, -1);
       add(Lw.b_out, "MLP" + std::to_string(l) + " b_out", "mlp_bias", l, -1);
     } else {
@@ -161,7 +182,7 @@ AttributionResult attribute_logit(const Model& m, const std::vector<int64_t>& id
   for (const auto& c : r.components) {
     r.sum += c.value;
     if (c.kind == "head") r.heads[static_cast<size_t>(c.layer * H + c.head)] = c.value;
-    if (c.kind == "mlp") r.mlps[static_cast<size_t>(c.layer)] = c.value;
+    if (c.kind == "mlp" || c.kind == "expert") r.mlps[static_cast<size_t>(c.layer)] += c.value;  // a layer's MLP, whole
   }
   r.check = std::fabs(r.sum - r.model_value);
   return r;
@@ -201,10 +222,11 @@ Result AttributionResult::to_result(const Tokenizer* tok, const std::string& pro
   res.arrays["mlps"] = NdArray::f32({layer}, mf.data());
   Table tab;
   tab.name = "components";
-  tab.columns = {"name", "kind", "layer", "head", "value"};
+  tab.columns = {"name", "kind", "layer", "head", "value", "expert"};
   for (const auto& c : components)
     tab.rows.push_back({c.name, c.kind, c.layer >= 0 ? nlohmann::json(c.layer) : nlohmann::json(nullptr),
-                        c.head >= 0 ? nlohmann::json(c.head) : nlohmann::json(nullptr), c.value});
+                        c.head >= 0 ? nlohmann::json(c.head) : nlohmann::json(nullptr), c.value,
+                        c.expert >= 0 ? nlohmann::json(c.expert) : nlohmann::json(nullptr)});
   res.tables.push_back(std::move(tab));
   return res;
 }

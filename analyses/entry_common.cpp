@@ -1,5 +1,6 @@
 // Shared pieces of the analyses' option declarations (see entry_common.hpp).
 #include "entry_common.hpp"
+#include "vocablens/experts.hpp"
 
 #include <cctype>
 
@@ -209,6 +210,24 @@ AnalysisEstimate one_forward_estimate(const AnalysisRequest& q, int64_t T, const
   e.what = std::move(what);
   e.reduce = std::move(reduce);
   return e;
+}
+
+std::vector<OptionDecl> expert_ablation_decls() {
+  return {
+      {"ablate_expert", OptionType::Texts, nullptr,
+       "Ablate expert LAYER.EXPERT, e.g. 0.5 (mixtures of experts); repeatable"},
+      OptionDecl{"ablate_mode", OptionType::Choice, "zero",
+                 "zero: its router weight set to 0 where chosen, the others' weights kept (not renormalised); "
+                 "reroute: its router logit set to -inf, so each token goes to its next-best expert"}
+          .with_choices({"zero", "reroute"}),
+  };
+}
+
+void expert_ablations_of(const AnalysisRequest& q, std::vector<ExpertAblation>& out, ExpertAblationMode& mode) {
+  const auto& o = q.options;
+  mode = parse_expert_ablation_mode(o.at("ablate_mode").get<std::string>());
+  if (o.at("ablate_expert").is_null()) return;
+  out = parse_expert_ablations(o.at("ablate_expert").get<std::vector<std::string>>(), q.model.config(), q.model.source());
 }
 
 }  // namespace vocablens::entry

@@ -21,6 +21,8 @@ struct AnalysisRequest;
 struct AnalysisEstimate;
 struct CacheSpec;
 struct Sae;
+struct ExpertAblation;
+enum class ExpertAblationMode;
 }
 
 namespace vocablens::entry {
@@ -84,6 +86,12 @@ int64_t token_of(const AnalysisRequest& q, const nlohmann::json& v, const std::s
 AnalysisEstimate one_forward_estimate(const AnalysisRequest& q, int64_t T, const CacheSpec& spec, bool logits,
                                       const std::string& extra, double extra_bytes, bool extra_is_phase,
                                       std::string what, std::string reduce);
+
+/// ablate_expert (Texts, "L.E") and ablate_mode (zero | reroute): the experts and lens analyses' ablation of
+/// mixture-of-experts experts (vocablens/experts.hpp).
+std::vector<OptionDecl> expert_ablation_decls();
+/// Reads them, checked against the model (UsageError naming the model when it has no experts).
+void expert_ablations_of(const AnalysisRequest& q, std::vector<ExpertAblation>& out, ExpertAblationMode& mode);
 
 /// Appends `more` to `into` (declarations are built from shared pieces).
 void append(std::vector<OptionDecl>& into, const std::vector<OptionDecl>& more);

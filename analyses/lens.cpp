@@ -109,7 +109,7 @@ at::Tensor LensEngine::normalised_stack(const at::Tensor& ids) const {
   const int64_t T = ids.dim() == 1 ? ids.size(0) : ids.size(1);
   const int64_t n = static_cast<int64_t>(layers_.size());
   at::Tensor stack = at::empty({n, T, m_.config().d_model}, at::TensorOptions().dtype(at::kFloat));
-  HookList hooks;
+  HookList hooks = o_.interventions ? *o_.interventions : HookList{};
   for (int64_t li = 0; li < n; ++li)
     hooks.add(layers_[static_cast<size_t>(li)].hook, [this, &stack, li, n](at::Tensor& x) {
       if (o_.tuned || o_.decoder_blocks > 0) {
@@ -255,7 +255,7 @@ void LensEngine::run_two_pass(const std::vector<int64_t>& ids, const std::vector
   // 1) The final layer: its statistics, and (when other layers need it) its distribution for every position [T, V].
   at::Tensor pf_all = n > 1 ? at::empty({T, V}, at::TensorOptions().dtype(at::kFloat)) : at::Tensor();
   {
-    HookList hooks;
+    HookList hooks = o_.interventions ? *o_.interventions : HookList{};
     hooks.add(layers_.back().hook, [&](at::Tensor& x) {
       blocks(x[0], n - 1, [&](int64_t t0, int64_t p, at::Tensor& Z) {
         float* zp = Z.data_ptr<float>();
@@ -269,7 +269,7 @@ void LensEngine::run_two_pass(const std::vector<int64_t>& ids, const std::vector
   }
   if (n == 1) return;
   // 2) Every other layer as the second forward produces it, against the final distribution of each position.
-  HookList hooks;
+  HookList hooks = o_.interventions ? *o_.interventions : HookList{};
   for (int64_t li = 0; li + 1 < n; ++li)
     hooks.add(layers_[static_cast<size_t>(li)].hook, [&, li](at::Tensor& x) {
       blocks(x[0], li, [&](int64_t t0, int64_t p, at::Tensor& Z) {

@@ -18,6 +18,8 @@
 #include "vocablens/compare.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/experts.hpp"
+#include "vocablens/hooks.hpp"
 #include "vocablens/lens.hpp"
 #include "vocablens/lens_batch.hpp"
 #include "vocablens/lens_corpus.hpp"
@@ -175,10 +177,26 @@ void register_lens_entry(AnalysisRegistry& r) {
        "the final distribution [T, V] (long prompts on large models; --dry-run shows both)"},
   });
   entry::append(d.options, reading_decls());
+  entry::append(d.options, entry::expert_ablation_decls());
   r.add({std::move(d),
          [](const AnalysisRequest& q) {
            const auto ids = entry::prompt_of(q);
-           auto r = logit_lens(q.model, ids, lens_options(q)).to_result(q.tok, entry::prompt_text(q, ids));
+           LensOptions lo = lens_options(q);
+           std::vector<ExpertAblation> ablate;
+           ExpertAblationMode mode = ExpertAblationMode::Zero;
+           entry::expert_ablations_of(q, ablate, mode);
+           if (!ablate.empty()) {
+             auto hooks = std::make_shared<HookList>();
+             add_expert_ablations(*hooks, q.model.config(), ablate, mode);
+             lo.interventions = hooks;
+           }
+           auto r = logit_lens(q.model, ids, lo).to_result(q.tok, entry::prompt_text(q, ids));
+           if (!ablate.empty()) {  // the lens of another forward than the model's own: the result says which
+             nlohmann::json a = nlohmann::json::array();
+             for (const auto& x : ablate) a.push_back(std::to_string(x.layer) + "." + std::to_string(x.expert));
+             r.settings["ablate_expert"] = a;
+             r.settings["ablate_mode"] = to_string(mode);
+           }
            if (entry::prompt_is_ids(q.options)) r.settings["prompt_ids"] = ids;  // the exact sequence read
            if (q.tok) {  // what `compare` checks: two runs read with one vocabulary
              r.provenance["tokenizer"] = q.tok->source();

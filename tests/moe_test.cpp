@@ -12,10 +12,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "fixtures.hpp"
 #include "npy_tensor.hpp"
@@ -165,6 +168,20 @@ TEST_CASE("MoE hooks: an edit of the router logits re-routes; forced experts giv
   CHECK(dm <= 1e-5);
   CHECK(want.abs().max().item<double>() > 0.1);
 
+  // expert_out: slot 0 is expert 5's output for every token (the float64 one above), and mlp_out the weighted
+  // sum of the slots.
+  const at::Tensor eo = forced.cache.get("expert_out", 0)[0];
+  REQUIRE(eo.sizes() == at::IntArrayRef({static_cast<int64_t>(ids.size()), 2, c.d_model}));
+  CHECK((eo.select(1, 0).to(at::kDouble) - want).abs().max().item<double>() <= 1e-5);
+  const at::Tensor w_base = base.cache.get("expert_weights", 0)[0], o_base = base.cache.get("expert_out", 0)[0];
+  const at::Tensor sum = (o_base * w_base.unsqueeze(-1)).sum(1);
+  CHECK((sum - base.cache.get("mlp_out", 0)[0]).abs().max().item<double>() <= 1e-6);
+  // An edit of expert_out: slot 1 zeroed removes exactly its weighted output from mlp_out.
+  vocablens::HookList drop;
+  drop.add("blocks.0.mlp.hook_expert_out", [](at::Tensor& t) { t.select(2, 1).zero_(); });
+  const at::Tensor dropped = vocablens::run_with_hooks(m, x, drop, moe_spec()).cache.get("mlp_out", 0)[0];
+  CHECK((dropped - o_base.select(1, 0) * w_base.select(1, 0).unsqueeze(-1)).abs().max().item<double>() <= 1e-6);
+
   // Zero weights: nothing is added (Mixtral has no shared expert).
   vocablens::HookList zero;
   zero.add("blocks.1.mlp.hook_expert_weights", [](at::Tensor& t) { t.zero_(); });
@@ -189,12 +206,14 @@ TEST_CASE("MoE hooks: an expert index out of range and points the model lacks ar
   // Qwen2-MoE's shared expert is a dense MLP: its neurons are mlp.hook_post; the sites list says so.
   vocablens::Model q2 = vocablens::load_model(moe_dir("qwen2moe"));
   CHECK(vocablens::parse_hook_name("blocks.1.mlp.hook_post", q2.config()).short_name() == "mlp_post.1");
-  int router = 0, post = 0;
+  int router = 0, post = 0, out = 0;
   for (const auto& s : vocablens::hook_sites(m.config())) {
     router += s.point == vocablens::HookPoint::RouterLogits;
+    out += s.point == vocablens::HookPoint::ExpertOut;
     post += s.point == vocablens::HookPoint::MlpPost;
   }
   CHECK(router == 2);
+  CHECK(out == 2);
   CHECK(post == 0);
 }
 
@@ -293,4 +312,65 @@ TEST_CASE("MoE: an expert no token is routed to is never run (its NaN weights ch
     always7.add("expert_indices.0", [](at::Tensor& t) { t.select(-1, 0).fill_(7); });
     CHECK_THROWS_WITH(vocablens::run_with_hooks(m, x, always7), Catch::Contains("NaN") || Catch::Contains("nan"));
   }
+}
+
+// `vocablens experts`: the corpus form counts every token once however the windows cut it (they overlap by one
+// token), and with one window it is the prompt form of the same tokens (the prompt form's numbers are checked
+// against a float64 forward in tests/python/test_moe.py); bad input is one line and exit != 0.
+TEST_CASE("experts: corpus windows count each token once; bad input is one clear line") {
+  const std::string cli = vl_test::require_cli();
+  if (cli.empty()) return;
+  const std::string dir = vl_test::temp_dir("moe_experts");
+  const std::string corpus = dir + "/corpus.txt";
+  vl_test::write_file(corpus, "the cat sat on the mat and the dog sat on the log, then the cat ran to the dog.");
+  const std::string model = vl_test::shq(moe_dir("mixtral"));
+  auto run_json = [&](const std::string& args) {
+    std::string out;
+    REQUIRE(vl_test::run_command(vl_test::shq(cli) + " experts " + model + " " + args + " --format json 2>/dev/null", out) == 0);
+    return nlohmann::json::parse(out);
+  };
+  const auto whole = run_json("--corpus " + vl_test::shq(corpus));
+  const auto windows = run_json("--corpus " + vl_test::shq(corpus) + " --window 5");
+  const int64_t n = whole["summary"]["positions"].get<int64_t>();
+  CHECK(n > 10);
+  CHECK(windows["summary"]["positions"].get<int64_t>() == n);
+  for (const auto* r : {&whole, &windows}) {
+    const auto& load = (*r)["arrays"]["load"]["data"];
+    REQUIRE(load.size() == 2);  // 2 layers x 8 experts
+    REQUIRE(load[0].size() == 8);
+    double l0 = 0, l1 = 0;
+    for (size_t e = 0; e < 8; ++e) l0 += load[0][e].get<double>(), l1 += load[1][e].get<double>();
+    CHECK(std::fabs(l0 - 2.0) < 1e-12);  // top-2: every token is counted twice per layer
+    CHECK(std::fabs(l1 - 2.0) < 1e-12);
+  }
+  // One window holding every token: the prompt form's numbers for the same text.
+  const auto prompt = run_json("--prompt 'the cat sat on the mat and the dog sat on the log, then the cat ran to the dog.'");
+  CHECK(prompt["arrays"]["load"] == whole["arrays"]["load"]);
+
+  struct Bad {
+    std::string args, message;
+  };
+  const std::vector<Bad> bad = {
+      {model + " --prompt hi --ablate-expert 0.8", "ablate expert '0.8': expert out of range (its layers have 8 experts, 0..7)"},
+      {model + " --prompt hi --ablate-expert 5.1", "ablate expert '5.1': layer out of range (the model has 2 layers)"},
+      {model + " --prompt hi --ablate-expert x", "ablate expert 'x': expected LAYER.EXPERT, e.g. 0.5"},
+      {model + " --prompt hi --corpus " + vl_test::shq(corpus), "experts: give --prompt or --corpus, not both"},
+      {model, "experts: give --prompt or --corpus"},
+      {vl_test::shq(moe_dir("qwen3")) + " --prompt hi", "needs a mixture of experts, and this model has none"},
+      {vl_test::shq(moe_dir("qwen3")) + " --prompt hi --dry-run", "needs a mixture of experts, and this model has none"},
+  };
+  for (const auto& b : bad) {
+    INFO(b.args);
+    std::string out;
+    CHECK(vl_test::run_command(vl_test::shq(cli) + " experts " + b.args + " --out " + vl_test::shq(dir + "/bad") + " 2>&1", out) != 0);
+    CHECK(out.find(b.message) != std::string::npos);
+    CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+  }
+  CHECK_FALSE(std::filesystem::exists(dir + "/bad/experts.json"));  // nothing half-written
+  std::string out;
+  CHECK(vl_test::run_command(vl_test::shq(cli) + " lens " + vl_test::shq(moe_dir("qwen3")) + " --prompt hi --ablate-expert 0.1 2>&1", out) != 0);
+  CHECK(out.find("has none") != std::string::npos);
+  CHECK(vl_test::run_command(vl_test::shq(cli) + " lens " + model + " --corpus " + vl_test::shq(corpus) + " --ablate-expert 0.1 2>&1", out) != 0);
+  CHECK(out.find("--ablate-expert applies to one prompt") != std::string::npos);
+  CHECK(vl_test::run_command(vl_test::shq(cli) + " experts " + model + " --prompt hi --dry-run 2>&1", out) == 0);
 }

@@ -45,11 +45,16 @@ struct AttributionOptions {
 };
 
 struct AttributionComponent {
-  std::string name;   ///< "embed", "pos_embed", "L1H3", "L1 b_O", "MLP2", "MLP2 b_out", "ln_final bias", "b_U"
-  std::string kind;   ///< "embed" | "pos_embed" | "head" | "attn_bias" | "mlp" | "mlp_bias" | "norm_bias" | "unembed_bias"
+  /// "embed", "pos_embed", "L1H3", "L1 b_O", "MLP2", "MLP2 b_out", "ln_final bias", "b_U"; in a mixture of
+  /// experts "L2E5" (expert 5 of block 2: its router weight times its output) and "MLP2 shared" (Qwen2-MoE's shared
+  /// expert) instead of "MLP2"
+  std::string name;
+  /// "embed" | "pos_embed" | "head" | "attn_bias" | "mlp" | "mlp_bias" | "expert" | "norm_bias" | "unembed_bias"
+  std::string kind;
   int64_t layer = -1;
   int64_t head = -1;
   double value = 0;
+  int64_t expert = -1;  ///< kind "expert": the expert's index
 };
 
 struct AttributionResult {

@@ -9,9 +9,10 @@
 //   resid_post.L  [B, T, d_model]   resid_mid.L + mlp_out.L  (== resid_pre.(L+1))
 //   pattern.L     [B, n_heads, T, T] softmax attention probabilities (query, key); zero above the diagonal
 //   final_norm    [B, T, d_model]   final norm applied to resid_post.(n_layers-1): the unembedding's input
-//   router_logits.L, expert_indices.L, expert_weights.L  (mixtures of experts, CacheSpec::router): the router's
-//                 logits [B, T, n_experts] before the softmax, the chosen experts [B, T, k] (int64, best first)
-//                 and their weights [B, T, k] (renormalised where the family does)
+//   router_logits.L, expert_indices.L, expert_weights.L, expert_out.L  (mixtures of experts, CacheSpec::router):
+//                 the router's logits [B, T, n_experts] before the softmax, the chosen experts [B, T, k] (int64,
+//                 best first), their weights [B, T, k] (renormalised where the family does) and outputs
+//                 [B, T, k, d_model] (unweighted: mlp_out = sum over k of weight x output, plus a shared expert's)
 // and, when asked for, the norms that the attention and the MLP read and the MLP's input (transcoders read these):
 //   ln1_scale.L, ln2_scale.L  [B, T, 1]   the norm's denominator: sqrt(mean((x - mean x)²) + eps) for LayerNorm,
 //                                         sqrt(mean(x²) + eps) for RMSNorm (x: resid_pre.L; ln2's: resid_mid.L, or
@@ -47,7 +48,7 @@ struct CacheSpec {
   bool resid_post = false;
   bool pattern = false;
   bool final_norm = false;
-  bool router = false;  ///< mixtures of experts: router_logits, expert_indices, expert_weights per layer
+  bool router = false;  ///< mixtures of experts: router_logits, expert_indices, expert_weights, expert_out per layer
   bool ln1_scale = false, ln1_normalized = false, ln2_scale = false, ln2_normalized = false, mlp_in = false;
   bool final_scale = false;
   /// Layers to record; empty = all layers.

@@ -31,10 +31,10 @@ enum class HookPoint {
   // denominator.
   Ln1Scale, Ln1Normalized, Ln2Scale, Ln2Normalized, MlpIn, FinalScale,
   // Mixtures of experts only (ModelConfig::n_experts > 0): the router's logits before the softmax, the chosen
-  // experts (int64, best first) and their weights.
-  RouterLogits, ExpertIndices, ExpertWeights
+  // experts (int64, best first), their weights and each chosen expert's unweighted output [B, T, k, d_model].
+  RouterLogits, ExpertIndices, ExpertWeights, ExpertOut
 };
-constexpr int kHookPointCount = 26;
+constexpr int kHookPointCount = 27;
 
 /// One hook point of one layer (layer = -1 for hook_embed, hook_pos_embed, ln_final.hook_scale and
 /// ln_final.hook_normalized).

@@ -26,6 +26,7 @@
 //   blocks.L.mlp.hook_router_logits router_logits.L  [B, T, n_experts] mixtures of experts: the router, pre-softmax
 //   blocks.L.mlp.hook_expert_indices expert_indices.L [B, T, k] int64  the experts chosen, best first
 //   blocks.L.mlp.hook_expert_weights expert_weights.L [B, T, k]        their weights
+//   blocks.L.mlp.hook_expert_out  expert_out.L       [B, T, k, d_model] each chosen expert's output, unweighted
 //   blocks.L.hook_mlp_out         mlp_out.L          [B, T, d_model]   mlp_post @ W_out + b_out
 //   blocks.L.hook_resid_post      resid_post.L       [B, T, d_model]
 //   ln_final.hook_normalized      final_norm         [B, T, d_model]   the unembedding's input

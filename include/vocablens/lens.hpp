@@ -40,6 +40,7 @@ namespace vocablens {
 class Model;
 class Tokenizer;
 struct TunedLens;
+class HookList;
 
 enum class LensUnembed {
   Model,          ///< the model's own unembedding W_U (+ b_U)
@@ -77,6 +78,10 @@ struct LensOptions {
   /// models where n·d > V (a 7B Llama at 8192 tokens: 4.2 GB of residuals against 1.0 GB of distribution).
   /// Not with save_log_probs (which keeps every layer's [T, V] anyway).
   bool two_pass = false;
+  /// Hooks that edit the forward the lens reads (`lens --ablate-expert`, vocablens/experts.hpp), added before
+  /// the lens's own to every forward it runs. They may edit only the tensor they are handed. Null: the model's
+  /// own forward.
+  std::shared_ptr<const HookList> interventions;
 };
 
 /// One lensed point of the residual stream.

@@ -136,6 +136,9 @@ py::dict config_dict(const vocablens::ModelConfig& c) {
   d["final_softcap"] = c.final_softcap;
   d["sliding_window"] = c.sliding_window;
   d["qk_norm"] = c.qk_norm;
+  // Mixtures of experts (0 when dense): experts per block, and how many each token is routed to.
+  d["n_experts"] = c.n_experts;
+  d["n_experts_used"] = c.n_experts_used;
   return d;
 }
 

@@ -58,13 +58,13 @@ _install_tokens(Model)
 _install_tl(Model)
 from ._analyses import (run, analyses, estimate, Estimate, lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn,
                         positions, patch, ablate, attribute, steer, tuned_lens_eval, lens_batch, compare_embeddings,
-                        compare, graph)
+                        compare, graph, experts)
 from ._sae import Sae, load_sae, TranscoderSet, load_transcoders, feature_logits, feature_lens, splice_hook, feature_corpus, steer_feature_hook
 from . import utils  # noqa: E402  TransformerLens's utils.get_act_name
 
 __all__ = ["load_model", "set_dtype", "get_dtype", "Model", "Tokenizer", "Result", "load_results", "report", "run", "estimate", "Estimate", "analyses", "lens",
            "lens_corpus", "project", "heads", "neurons", "spectrum", "neighbours", "knn", "positions", "patch", "ablate",
-           "attribute", "steer", "tuned_lens_eval", "lens_batch", "compare_embeddings", "compare", "graph", "Error",
+           "attribute", "steer", "tuned_lens_eval", "lens_batch", "compare_embeddings", "compare", "graph", "experts", "Error",
            "FormatError", "UsageError", "__version__", "ActivationCache", "load_cache", "HookPoint",
            "Sae", "load_sae", "TranscoderSet", "load_transcoders", "feature_logits", "feature_lens", "splice_hook", "feature_corpus",
            "steer_feature_hook", "utils"]

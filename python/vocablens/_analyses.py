@@ -155,6 +155,7 @@ project = _DECLARED["project"]
 compare_embeddings = _DECLARED["compare_embeddings"]
 steer = _DECLARED["steer"]
 graph = _DECLARED["graph"]
+experts = _DECLARED["experts"]
 
 
 def _prompt_list(declared):

@@ -68,6 +68,8 @@ def cfg(self):
         "rotary_dim": c["rotary_dim"] if c["positions"] == "rope" else None,
         "rotary_base": c["rope_theta"], "rotary_adjacent_pairs": c["rope_interleaved"],
         "gated_mlp": c["gated_mlp"], "parallel_attn_mlp": c["parallel_residual"],
+        # TransformerLens's MoE fields, None for a dense model as there.
+        "num_experts": c["n_experts"] or None, "experts_per_token": c["n_experts_used"] or None,
         "tie_word_embeddings": c["tied_embeddings"], "attn_only": False,
         "use_local_attn": c["sliding_window"] > 0, "window_size": c["sliding_window"] or None,
         "attn_scores_soft_cap": c["attn_softcap"] if c["attn_softcap"] > 0 else -1.0,

@@ -84,7 +84,7 @@ void print_attribution(const vocablens::Result& r, const vocablens::Tokenizer& t
   std::vector<double> heads(static_cast<size_t>(layer * n_heads), 0.0), mlps(static_cast<size_t>(layer), 0.0);
   for (const auto& c : parts) {
     if (c.kind == "head") heads[static_cast<size_t>(c.layer * n_heads + c.head)] = c.value;
-    if (c.kind == "mlp") mlps[static_cast<size_t>(c.layer)] = c.value;
+    if (c.kind == "mlp" || c.kind == "expert") mlps[static_cast<size_t>(c.layer)] += c.value;  // experts: the layer's sum
   }
   fmt::print("\n{}\n", style("heads (rows: layer, columns: head)", fmt::emphasis::bold));
   std::string line = fmt::format("{:<6}", "");

@@ -154,7 +154,8 @@ bool use_blocked_attention(const AttentionPolicy& pol, int64_t T, const at::Tens
 // Hook points of the MLP step that read its insides (the neurons, the router).
 bool mlp_inside_hooked(const hook_detail::HookTable* hk, int64_t l) {
   if (!hk) return false;
-  for (HookPoint p : {HookPoint::MlpPre, HookPoint::MlpPost, HookPoint::RouterLogits, HookPoint::ExpertIndices, HookPoint::ExpertWeights})
+  for (HookPoint p : {HookPoint::MlpPre, HookPoint::MlpPost, HookPoint::RouterLogits, HookPoint::ExpertIndices,
+                      HookPoint::ExpertWeights, HookPoint::ExpertOut})
     if (hk->has(p, l)) return true;
   return false;
 }

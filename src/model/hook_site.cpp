@@ -42,6 +42,7 @@ const PointName kPoints[] = {
     {HookPoint::RouterLogits, "mlp.hook_router_logits", "router_logits", true, "[B, T, n_experts] (mixtures of experts)"},
     {HookPoint::ExpertIndices, "mlp.hook_expert_indices", "expert_indices", true, "[B, T, k] int64: the chosen experts, best first"},
     {HookPoint::ExpertWeights, "mlp.hook_expert_weights", "expert_weights", true, "[B, T, k]: the chosen experts' weights"},
+    {HookPoint::ExpertOut, "mlp.hook_expert_out", "expert_out", true, "[B, T, k, d_model]: each chosen expert's output, unweighted"},
     {HookPoint::MlpOut, "hook_mlp_out", "mlp_out", true, "[B, T, d_model]"},
     {HookPoint::ResidPost, "hook_resid_post", "resid_post", true, "[B, T, d_model]"},
     {HookPoint::FinalScale, "ln_final.hook_scale", "final_scale", false, "[B, T, 1] (with a final norm)"},
@@ -101,13 +102,14 @@ std::string hook_point_missing(HookPoint p, const ModelConfig& cfg) {
     case HookPoint::RouterLogits:
     case HookPoint::ExpertIndices:
     case HookPoint::ExpertWeights:
+    case HookPoint::ExpertOut:
       return cfg.n_experts > 0 ? "" : "this model's MLP is not a mixture of experts (no router points)";
     case HookPoint::MlpPre:
     case HookPoint::MlpPost:
       return cfg.n_experts == 0 || cfg.shared_expert
                  ? ""
                  : "this model's MLP is a mixture of experts without a dense MLP (its points: mlp.hook_router_logits, "
-                   "mlp.hook_expert_indices, mlp.hook_expert_weights)";
+                   "mlp.hook_expert_indices, mlp.hook_expert_weights, mlp.hook_expert_out)";
     default: return "";
   }
 }

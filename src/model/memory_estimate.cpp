@@ -70,7 +70,9 @@ MemoryEstimate estimate_forward_memory(const Model& m, int64_t B, int64_t T, con
   const double f = 4.0;  // float32 activations
   const double d = static_cast<double>(c.d_model), H = static_cast<double>(c.n_heads),
                Hkv = static_cast<double>(c.n_kv_heads), dh = static_cast<double>(c.d_head),
-               ff = mlp_width(c), V = static_cast<double>(c.vocab_size);  // a mixture: k experts' rows per token
+               V = static_cast<double>(c.vocab_size);
+  // A mixture: each token's k experts' rows, and its k unweighted outputs of d_model (src/model/moe.cpp).
+  const double ff = mlp_width(c) + static_cast<double>(c.n_experts_used) * d / 3.0;
   const double rows = static_cast<double>(B) * static_cast<double>(T);
   MemoryEstimate e;
   e.add("runtime (LibTorch, BLAS, program)", kRuntime);
@@ -116,6 +118,10 @@ MemoryEstimate estimate_forward_memory(const Model& m, int64_t B, int64_t T, con
   if (spec.final_scale) streams += 1 / static_cast<double>(d);
   double cache = streams * rows * d * f;
   if (spec.pattern) cache += L * static_cast<double>(B) * H * static_cast<double>(T) * static_cast<double>(T) * f;
+  if (spec.router && c.n_experts > 0) {  // per layer and token: logits [E], indices (int64) and weights [k], outputs [k, d]
+    const double k = static_cast<double>(c.n_experts_used);
+    cache += L * rows * (static_cast<double>(c.n_experts) * f + k * 8 + k * f + k * d * f);
+  }
   if (cache > 0) e.add("cache (recorded activations)", cache);
   if (compute_logits) e.add("logits [B, T, V]", rows * V * f);
   return e;

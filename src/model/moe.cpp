@@ -64,8 +64,10 @@ at::Tensor moe_mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tens
   const at::Tensor order = std::get<1>(at::sort(flat, /*stable=*/true, /*dim=*/0, /*descending=*/false));
   const at::Tensor counts = at::bincount(flat, {}, E).to(at::kLong).contiguous();
   const at::Tensor tokens = at::div(order, k, "floor");
-  const at::Tensor slot_w = weights.reshape({-1}).index_select(0, order);
-  at::Tensor out = at::zeros({N, d}, x.options());
+  // Each (token, slot)'s unweighted output goes to its slot's row of [N * k, d] (the expert_out hook point), and
+  // the weighted slots are summed after it: one order of additions whether or not anything is hooked, so that a
+  // hook that only reads changes no bit.
+  at::Tensor slots = at::zeros({N * k, d}, x.options());
   const int64_t* cnt = counts.data_ptr<int64_t>();
   int64_t start = 0;
   for (int64_t e = 0; e < E; ++e) {
@@ -76,11 +78,17 @@ at::Tensor moe_mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tens
     const at::Tensor g = proj(xe, L.exp_gate[static_cast<size_t>(e)], at::Tensor());
     const at::Tensor u = proj(xe, L.exp_up[static_cast<size_t>(e)], at::Tensor());
     const at::Tensor y = proj(activation(g, cfg.activation) * u, L.exp_down[static_cast<size_t>(e)], at::Tensor());
-    out.index_add_(0, tok, y * slot_w.narrow(0, start, c).unsqueeze(1));
+    slots.index_copy_(0, order.narrow(0, start, c), y);
     start += c;
   }
   std::vector<int64_t> s = lead;
+  s.push_back(k);
   s.push_back(d);
+  at::Tensor v = slots.view(s);
+  if (hk) hk->apply(HookPoint::ExpertOut, l, v);
+  if (record) record("expert_out", v);
+  at::Tensor out = (v.reshape({N, k, d}) * weights.unsqueeze(-1)).sum(1);
+  s.erase(s.end() - 2);
   return out.view(s);
 }
 

@@ -4,10 +4,11 @@
 //   at::Tensor y = detail::moe_mlp(cfg, L, h, l, hk, record);   // h [B, n, d_model] normalised -> [B, n, d_model]
 //
 // Router logits h @ W_router, a softmax over every expert, the top n_experts_used (renormalised when the family
-// does); each expert runs on the rows routed to it only (gathered, one GEMM per matrix, scattered back weighted),
-// never on every token. Hook points router_logits, expert_indices, expert_weights run on [B, n, ...] tensors; an
-// edit of the logits changes the choice, an edit of the indices or weights what runs. `record` (may be empty)
-// receives the three after their hooks.
+// does); each expert runs on the rows routed to it only (gathered, one GEMM per matrix, written to their (token,
+// slot) rows, then summed with the weights), never on every token. Hook points router_logits, expert_indices,
+// expert_weights and expert_out (each chosen expert's unweighted output [B, n, k, d_model]) run on [B, n, ...]; an
+// edit of the logits changes the choice, an edit of the indices, weights or outputs what is added. `record` (may
+// be empty) receives the four after their hooks.
 #pragma once
 #include <ATen/ATen.h>
 

@@ -1,5 +1,5 @@
-"""The three research notebooks of docs/notebooks/ (activation patching on an IOI sentence, a Patchscope, an
-activation-addition steering vector) run from top to bottom with nbclient, as the quick-start notebook does
+"""The four research notebooks of docs/notebooks/ (activation patching on an IOI sentence, a Patchscope, an
+activation-addition steering vector, a token-specialised expert of a mixture found and ablated) run from top to bottom with nbclient, as the quick-start notebook does
 (test_notebook.py). Their own cells assert what could go wrong (exact recovery at layer 0, a hand-written float64
 tail against the hooked head patching, the steered residual = unsteered + c·vector, ...); this test fails on any
 error output, checks that the plots were drawn, and keeps each notebook under a minute."""
@@ -60,6 +60,12 @@ class ResearchNotebooks(unittest.TestCase):
     def test_steering(self):
         text = self.check("steering.ipynb", 1)
         self.assertIn("a little boy named Tim", text)
+
+    def test_moe_experts(self):
+        text = self.check("moe_experts.ipynb", 2)
+        # the expert found, and the ablation moving exactly the positions routed to it (asserted in the notebook)
+        self.assertIn("layer 1, expert 6 takes 100% of ' and' (4 occurrences) and 27% of all tokens", text)
+        self.assertIn("elsewhere: 0.0000 (max)", text)
 
 
 if __name__ == "__main__":

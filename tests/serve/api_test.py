@@ -366,6 +366,33 @@ def token_and_browse():
         check(st == 404, "browse mode: an unknown run -> 404")
 
 
+MIXTRAL = os.path.join(HERE, "..", "fixtures", "families", "mixtral")  # the test suite's mixture-of-experts fixture
+
+
+def experts_api():
+    """A mixture of experts: POST /api/experts answers what `vocablens experts --format json` prints, refuses a corpus
+    (a file on the server) in one line, and an ablated lens is neither replayed from nor kept as the prompt's forward."""
+    with VocablensServer(CLI, [MIXTRAL]) as s:
+        body = {"prompt": "the cat sat on the mat", "top_k": 3, "layers": "1", "ablate_expert": ["1.2"]}
+        st, api = s.post("/api/experts", body)
+        cli = cli_json(["experts", MIXTRAL, "--prompt", body["prompt"], "--top-k", "3", "--layers", "1",
+                        "--ablate-expert", "1.2", "--format", "json"])
+        d = first_difference(comparable(api), comparable(cli)) if st == 200 else f"status {st}: {str(api)[:300]}"
+        check(d is None, "POST /api/experts == vocablens experts --format json" + (f" (first difference {d})" if d else ""))
+        st, err = s.post("/api/experts", {"corpus": "/etc/passwd"})
+        check(st == 400 and "names a file on the server" in err.get("error", ""), f"POST /api/experts {{corpus}} -> 400 (got {st})")
+        # plain lens, ablated lens, plain lens again: the third is the first (the memo kept no ablated forward)
+        lens = {"prompt": body["prompt"], "top_k": 3}
+        _, plain = s.post("/api/lens", lens)
+        st, ablated = s.post("/api/lens", dict(lens, ablate_expert=["1.2"]))
+        _, again = s.post("/api/lens", dict(lens, top_k=4))
+        check(st == 200 and ablated["arrays"]["top_ids"] != plain["arrays"]["top_ids"]
+              and [r[:3] for r in again["arrays"]["top_ids"]["data"][-1]] == [r for r in plain["arrays"]["top_ids"]["data"][-1]],
+              "POST /api/lens with ablate_expert reads the ablated forward; the plain lens after it is unchanged")
+        if not s.alive():
+            failures.append("the mixture-of-experts server died")
+
+
 def inputs_missing():
     """What the serve tests lack (the CLI, the fixture) as a FAIL line, or None."""
     if not CLI or not os.path.exists(CLI):
@@ -386,6 +413,7 @@ def main():
             failures.append("the server died")
     cancel_frees_worker()
     token_and_browse()
+    experts_api()
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 
