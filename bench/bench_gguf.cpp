@@ -72,6 +72,13 @@ int main(int argc, char** argv) {
     out["forward_cpu_s"].push_back(cpu_s() - c0);
     out["forward_tok_per_s"].push_back(static_cast<double>(n) / s);
     std::fprintf(stderr, "forward %.2f s\n", s);
+    // The blocks alone (no logits): what llama.cpp's forward does with logits of the last position only
+    // (bench/lcpp_bench.cpp), to within one row of the unembedding.
+    t0 = now();
+    c0 = cpu_s();
+    auto fb = m.forward(t, vocablens::CacheSpec{}, false);
+    out["blocks_s"].push_back(now() - t0);
+    out["blocks_cpu_s"].push_back(cpu_s() - c0);
   }
   for (int r = 0; r < repeat; ++r) {
     t0 = now();

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <string>
 
 #include "checkpoint/ggml_quants_simd.hpp"
@@ -82,11 +83,14 @@ struct V {
     for (auto& x : a.v) x *= 32;
     return a;
   }
-  static I scales(int s0, int s1) {
+  static int32_t pattern(int s) { return s; }
+  static I bcast(int32_t p) { return bcast2(p, p); }
+  static I bcast2(int32_t p0, int32_t p1) {
     I s;
-    for (int l = 0; l < 8; ++l) s.v[l] = l < 4 ? s0 : s1;
+    for (int l = 0; l < 8; ++l) s.v[l] = l < 4 ? p0 : p1;
     return s;
   }
+  static B abs8(B w) { return w; }  // dot_signed reads the signed bytes itself
   static I dot_scaled(B w, const int8_t* a, I s) {
     I r;
     for (int l = 0; l < 8; ++l) {
@@ -96,7 +100,7 @@ struct V {
     }
     return r;
   }
-  static I dot_signed(B w, const int8_t* a) {
+  static I dot_signed(B w, B, const int8_t* a) {
     I r;
     for (int l = 0; l < 8; ++l) {
       int32_t sum = 0;
@@ -105,20 +109,37 @@ struct V {
     }
     return r;
   }
+  static P load16(const int16_t* p) {
+    P r;
+    for (int j = 0; j < 16; ++j) r.v[j] = p[j];
+    return r;
+  }
   static I madd16(const int16_t* p, const P& pat) {
     I r;
     for (int l = 0; l < 8; ++l) r.v[l] = p[2 * l] * pat.v[2 * l] + p[2 * l + 1] * pat.v[2 * l + 1];
     return r;
   }
-  static P pairs16(const uint8_t* m) {
-    P r;
-    for (int j = 0; j < 8; ++j) r.v[2 * j] = r.v[2 * j + 1] = m[j];
-    return r;
-  }
-  static P signed16(const int8_t* s) {
-    P r;
-    for (int j = 0; j < 16; ++j) r.v[j] = s[j];
-    return r;
+  // No 512-bit products: the declarations below only satisfy the (discarded) wide branches.
+  static constexpr bool kWide = false;
+  using W = I;
+  static W wzero();
+  static W wadd(W, W);
+  static W join(B, B);
+  static W wbcast2(int32_t, int32_t);
+  static W wbcast4(const int32_t*);
+  static W wdot_scaled(W, const int8_t*, W);
+  static I fold(W);
+  using WF = F;
+  static WF wfzero();
+  static WF wmul16(const float*, const float*);
+  static W wabs8(W);
+  static W wdot_signed(W, W, const int8_t*);
+  static WF wfma_pair(W, WF, int, WF);
+  static F ffold(WF);
+  static B bzero() { return B{}; }
+  static F fadd(F a, F b) {
+    for (int l = 0; l < 8; ++l) a.v[l] += b.v[l];
+    return a;
   }
   static F fzero() { return F{}; }
   static F fma(I v, float d, F acc) {
@@ -183,6 +204,7 @@ float block_max_abs(const float* x, int n) {
 
 void quantize_q8_0(const float* x, int64_t cols, uint8_t* dst) {
   const int64_t nb = cols / 32;
+  std::memset(dst, 0, static_cast<size_t>(act_row_bytes(GgmlType::Q8_0, cols)));  // the kernels read the padding
   float* d = reinterpret_cast<float*>(dst);
   int8_t* qs = reinterpret_cast<int8_t*>(dst + up64(4 * nb));
   for (int64_t b = 0; b < nb; ++b, x += 32, qs += 32) {
@@ -196,6 +218,11 @@ void quantize_q8_0(const float* x, int64_t cols, uint8_t* dst) {
     const float id = amax != 0.f ? 127.f / amax : 0.f;
     for (int j = 0; j < 32; ++j) qs[j] = static_cast<int8_t>(round_even(x[j] * id));
   }
+}
+
+int64_t act_bytes_k(int64_t cols) {
+  const int64_t nb = cols / 256;
+  return up64(4 * nb) + up64(32 * nb) + up64(cols);
 }
 
 void quantize_q8_k(const float* x, int64_t cols, uint8_t* dst) {
@@ -279,11 +306,8 @@ bool supported(GgmlType t) {
 }
 
 int64_t act_row_bytes(GgmlType t, int64_t cols) {
-  if (is_k(t)) {
-    const int64_t nb = cols / 256;
-    return up64(4 * nb) + up64(32 * nb) + up64(cols);
-  }
-  return up64(4 * (cols / 32)) + up64(cols);
+  if (is_k(t)) return act_bytes_k(cols);
+  return up64(4 * (cols / 32)) + up64(cols + 32);  // the last block's pair may be read (times zero weights)
 }
 
 void quantize_row(GgmlType t, const float* x, int64_t cols, uint8_t* dst) {
