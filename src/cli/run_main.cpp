@@ -60,7 +60,7 @@ int vocablens::cli::run_main(int argc, char** argv) {
                  "rounded to bf16, float32 accumulation, ~1e-2 relative error; about twice as fast on CPUs with "
                  "AVX512-BF16); int8 (llama.cpp's numerics and speed for GGUF Q4_0/Q5_0/Q8_0/Q4_K/Q5_K/Q6_K "
                  "weights: activations quantized to 8 bits per block as llama.cpp does, integer dot products; "
-                 "logits move by ~0.1 from the exact path, other weight types stay exact, said on stderr). Give it "
+                 "logits move by ~0.1-0.3 from the exact path on small test models; other weight types stay exact, said on stderr). Give it "
                  "before the command, e.g. `vocablens --compute int8 lens model.gguf ...` (or VOCABLENS_COMPUTE)")
       ->check(CLI::IsMember({"float32", "bfloat16", "int8"}));
   app.set_version_flag("--version", std::string(VOCABLENS_VERSION));
