@@ -1,7 +1,7 @@
 // Memory and speed of a model kept in its stored dtype: load, one forward over N tokens, the full
 // logit lens (every layer, every position, top-10 + statistics), peak RSS.
 //
-//   bench_gguf MODEL N_TOKENS [REPEAT] [--dtype float32|bfloat16]
+//   bench_gguf MODEL N_TOKENS [REPEAT] [--dtype float32|bfloat16|int8]
 //
 // MODEL: anything load_model reads (bench/make_7b.py writes a 7B-shaped BF16 safetensors directory and
 // GGUF files). N seeded random ids. Prints one JSON object; bench/run_gguf_bench.sh runs it beside llama.cpp.
@@ -39,7 +39,7 @@ double peak_rss_mb() {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: bench_gguf MODEL N_TOKENS [REPEAT] [--dtype float32|bfloat16]\n");
+    std::fprintf(stderr, "usage: bench_gguf MODEL N_TOKENS [REPEAT] [--dtype float32|bfloat16|int8]\n");
     return 2;
   }
   vocablens::init_runtime();
@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   nlohmann::json out;
   out["model"] = path;
   out["threads"] = at::get_num_threads();
-  out["dtype"] = vocablens::compute_dtype() == vocablens::ComputeDtype::BFloat16 ? "bfloat16" : "float32";
+  out["dtype"] = vocablens::compute_dtype_name(vocablens::compute_dtype());
   double t0 = now();
   vocablens::Model m = vocablens::load_model(path);
   out["load_s"] = now() - t0;
@@ -72,6 +72,13 @@ int main(int argc, char** argv) {
     out["forward_cpu_s"].push_back(cpu_s() - c0);
     out["forward_tok_per_s"].push_back(static_cast<double>(n) / s);
     std::fprintf(stderr, "forward %.2f s\n", s);
+    // The blocks alone (no logits): what llama.cpp's forward does with logits of the last position only
+    // (bench/lcpp_bench.cpp), to within one row of the unembedding.
+    t0 = now();
+    c0 = cpu_s();
+    auto fb = m.forward(t, vocablens::CacheSpec{}, false);
+    out["blocks_s"].push_back(now() - t0);
+    out["blocks_cpu_s"].push_back(cpu_s() - c0);
   }
   for (int r = 0; r < repeat; ++r) {
     t0 = now();

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes a Llama-2-7B-shaped checkpoint with random weights for the memory/speed bench (never committed):
   make_7b.py safetensors OUT_DIR        Hugging Face directory: config.json + model.safetensors (BF16, 13.5 GB)
-  make_7b.py gguf OUT.gguf TYPE         GGUF v3, TYPE in bf16, f16, q8_0, q4_k (norms F32), llama.cpp-loadable
+  make_7b.py gguf OUT.gguf TYPE         GGUF v3, TYPE in bf16, f16, q8_0, q4_k, q6_k (norms F32), llama.cpp-loadable
   make_7b.py torchbin OUT_DIR           Hugging Face directory: config.json + F16 pytorch_model-0000K-of-0000N.bin
                                         shards (torch.save, ~2 GB each) + pytorch_model.bin.index.json (13.5 GB;
                                         needs Debian's python3-torch), as save_pretrained(safe_serialization=False)
@@ -39,13 +39,15 @@ def half_pool(kind):
     if kind == "bf16": return (x.view(np.uint32) >> 16).astype(np.uint16).tobytes()
     return x.astype(np.float16).tobytes()
 
-BLOCK = {"q8_0": (32, 34), "q4_k": (256, 144)}
+BLOCK = {"q8_0": (32, 34), "q4_k": (256, 144), "q6_k": (256, 210)}
 def quant_pool(kind):
     vals, nb = BLOCK[kind]
     n = POOL // nb
     b = rng.integers(0, 256, size=(n, nb), dtype=np.uint8)
     if kind == "q8_0":
         b[:, 0:2] = np.frombuffer(np.float16(0.0005).tobytes(), np.uint8)
+    elif kind == "q6_k":  # ql[128] qh[64] random; scales int8[16] random; d fp16 last: |w| ~ 0.02
+        b[:, 208:210] = np.frombuffer(np.float16(0.00002).tobytes(), np.uint8)
     else:
         b[:, 0:2] = np.frombuffer(np.float16(0.0015).tobytes(), np.uint8)   # d
         b[:, 2:4] = np.frombuffer(np.float16(0.0007).tobytes(), np.uint8)   # dmin
@@ -116,7 +118,7 @@ def gstr(s):
     b = s.encode(); return struct.pack("<Q", len(b)) + b
 
 def write_gguf(path, kind):
-    tcode = {"f32": 0, "bf16": 30, "f16": 1, "q8_0": 8, "q4_k": 12}[kind]
+    tcode = {"f32": 0, "bf16": 30, "f16": 1, "q8_0": 8, "q4_k": 12, "q6_k": 14}[kind]
     def nbytes(shape, t):
         n = int(np.prod(shape))
         if t == 0: return n * 4

@@ -43,18 +43,26 @@ std::string weight_storage_name(const at::Tensor& w);
 /// a fresh upcast / dequantized copy. Undefined stays undefined.
 at::Tensor materialize_weight(const at::Tensor& w);
 
-/// Precision of the runner's matrix products with non-float32 weights.
+/// How the runner computes its matrix products with non-float32 weights (CLI `--compute`, Python `set_compute`).
 ///  - Float32 (default): each weight tile is upcast/dequantized to float32 and multiplied in float32, so
 ///    results equal a float32 model holding the same (stored-precision) weights up to summation order.
 ///  - BFloat16: activations are rounded to bfloat16 and bfloat16 weights multiplied by LibTorch's bf16
 ///    GEMM (float32 accumulation); quantized tiles are dequantized to bfloat16. Faster on CPUs with
 ///    AVX512-BF16, less exact (docs/runner.md gives the measured error). On CPUs without AVX-512, where
 ///    LibTorch's bf16 GEMM is a scalar loop, the same arithmetic runs on the float32 SGEMM (float32's speed).
-enum class ComputeDtype { Float32, BFloat16 };
+///  - Int8: llama.cpp's numerics for quantized weights. Each activation row is quantized per block as
+///    llama.cpp's CPU backend quantizes it for the weight's type (Q8_0 for Q4_0/Q5_0/Q8_0 weights, Q8_K for
+///    Q4_K/Q5_K/Q6_K) and multiplied by the stored blocks with integer dot products (AVX-512 VNNI, AVX2 or
+///    scalar kernels, chosen at run time; src/model/quant_dot.hpp). Weights of other types (float32, F16, BF16,
+///    Q2_K, Q3_K, Q4_1, ...) are multiplied exactly as under Float32, and the first such product of each type
+///    says so on stderr once. Norms, attention, the residual stream and gradients stay float32.
+enum class ComputeDtype { Float32, BFloat16, Int8 };
 void set_compute_dtype(ComputeDtype d);
 ComputeDtype compute_dtype();
-/// "float32" / "bfloat16" -> ComputeDtype; throws UsageError otherwise.
+/// "float32" / "bfloat16" / "int8" -> ComputeDtype (also "fp32", "f32", "bf16"); throws UsageError otherwise.
 ComputeDtype compute_dtype_from_string(const std::string& s);
+/// "float32", "bfloat16" or "int8": what inspect, results' provenance ("compute") and the server report.
+const char* compute_dtype_name(ComputeDtype d);
 
 /// x [N, in] (float32) @ w [in, out] (+ b [out]) -> [N, out] float32, for any representation above.
 at::Tensor weight_matmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});

@@ -371,15 +371,21 @@ PYBIND11_MODULE(_vocablens, mod) {
            }, py::arg("x"));
 
   mod.def("load_model", &load, py::arg("path"), py::arg("tokenizer") = "");
-  // The CLI's --dtype / VOCABLENS_DTYPE (vocablens/weight.hpp): process-wide, as the runner reads it per product.
-  mod.def("set_dtype", [](const std::string& d) { vocablens::set_compute_dtype(vocablens::compute_dtype_from_string(d)); },
-          py::arg("dtype"),
-          "Compute precision of every model's products with weights stored as F16/BF16/quantized, for the whole "
-          "process: 'float32' (default; exact against the stored weights) or 'bfloat16' (activations and weights "
-          "rounded to bf16, float32 accumulation, ~1e-2 relative error; about twice as fast on CPUs with "
-          "AVX512-BF16, float32's speed on CPUs without AVX-512). Float32 weights are always multiplied in float32.");
-  mod.def("get_dtype", [] { return vocablens::compute_dtype() == vocablens::ComputeDtype::BFloat16 ? "bfloat16" : "float32"; },
-          "The compute precision set_dtype chose: 'float32' or 'bfloat16'.");
+  // The CLI's --compute (alias --dtype) / VOCABLENS_COMPUTE (vocablens/weight.hpp): process-wide, as the runner
+  // reads it per product. set_compute/get_compute are its names; set_dtype/get_dtype the older ones, kept.
+  const char* set_doc =
+      "How every model's products with weights stored as F16/BF16/quantized are computed, for the whole process: "
+      "'float32' (default; exact against the stored weights), 'bfloat16' (activations and weights rounded to bf16, "
+      "float32 accumulation, ~1e-2 relative error; about twice as fast on CPUs with AVX512-BF16) or 'int8' "
+      "(llama.cpp's numerics and speed for GGUF Q4_0/Q5_0/Q8_0/Q4_K/Q5_K/Q6_K weights: activations quantized per "
+      "block as llama.cpp does, integer dot products; other weight types stay exact, said once on stderr). Float32 "
+      "weights are always multiplied in float32. Results record the mode in provenance['compute'].";
+  auto set_compute = [](const std::string& d) { vocablens::set_compute_dtype(vocablens::compute_dtype_from_string(d)); };
+  auto get_compute = [] { return std::string(vocablens::compute_dtype_name(vocablens::compute_dtype())); };
+  mod.def("set_compute", set_compute, py::arg("mode"), set_doc);
+  mod.def("get_compute", get_compute, "The compute mode set_compute chose: 'float32', 'bfloat16' or 'int8'.");
+  mod.def("set_dtype", set_compute, py::arg("dtype"), "The older name of set_compute (same modes).");
+  mod.def("get_dtype", get_compute, "The older name of get_compute.");
 
   // ---- Result
   py::class_<Result, std::shared_ptr<Result>>(mod, "Result")

@@ -46,6 +46,8 @@ for _cls, _label in ((Model, "Model"), (Tokenizer, "Tokenizer"), (_core.Sae, "Sa
     _guard_class(_cls, _label)
 set_dtype = _guard_function(_core.set_dtype, "set_dtype")
 get_dtype = _guard_function(_core.get_dtype, "get_dtype")
+set_compute = _guard_function(_core.set_compute, "set_compute")
+get_compute = _guard_function(_core.get_compute, "get_compute")
 from ._result import Result, load_results, report  # noqa: E402
 from ._model import load_model  # noqa: E402
 from ._cache import ActivationCache, load_cache  # noqa: E402
@@ -62,7 +64,7 @@ from ._analyses import (run, analyses, estimate, Estimate, lens, lens_corpus, pr
 from ._sae import Sae, load_sae, TranscoderSet, load_transcoders, feature_logits, feature_lens, splice_hook, feature_corpus, steer_feature_hook
 from . import utils  # noqa: E402  TransformerLens's utils.get_act_name
 
-__all__ = ["load_model", "set_dtype", "get_dtype", "Model", "Tokenizer", "Result", "load_results", "report", "run", "estimate", "Estimate", "analyses", "lens",
+__all__ = ["load_model", "set_dtype", "get_dtype", "set_compute", "get_compute", "Model", "Tokenizer", "Result", "load_results", "report", "run", "estimate", "Estimate", "analyses", "lens",
            "lens_corpus", "project", "heads", "neurons", "spectrum", "neighbours", "knn", "positions", "patch", "ablate",
            "attribute", "steer", "tuned_lens_eval", "lens_batch", "compare_embeddings", "compare", "graph", "experts", "Error",
            "FormatError", "UsageError", "__version__", "ActivationCache", "load_cache", "HookPoint",

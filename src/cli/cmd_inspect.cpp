@@ -9,6 +9,7 @@
 
 #include "cli/command.hpp"
 #include "model/bf16_gemm.hpp"
+#include "model/quant_dot.hpp"
 #include "vocablens/arch.hpp"
 #include "vocablens/gguf.hpp"
 #include "vocablens/model.hpp"
@@ -40,6 +41,24 @@ std::map<std::string, int64_t> tensor_type_counts(const vocablens::Model& m) {
   return n;
 }
 
+// What the compute mode does with these tensor types: "float32", or for int8 which types run the int8 kernels
+// and which the exact path ("int8 (avx512-vnni) for Q4_K, Q6_K; exact float32 for F32").
+std::string compute_summary(const std::map<std::string, int64_t>& counts) {
+  const vocablens::ComputeDtype d = vocablens::compute_dtype();
+  if (d != vocablens::ComputeDtype::Int8) return vocablens::compute_dtype_name(d);
+  std::string fast, exact;
+  for (const auto& [name, n] : counts) {
+    bool has_kernel = false;
+    for (uint32_t t = 0; t < 64; ++t)
+      if (vocablens::ggml_type_name(t) == name) has_kernel = vocablens::qdot::supported(static_cast<vocablens::GgmlType>(t));
+    (has_kernel ? fast : exact) += (has_kernel ? fast : exact).empty() ? name : ", " + name;
+  }
+  std::string s = fmt::format("int8 ({} kernels)", vocablens::qdot::kernel_name(vocablens::qdot::active_kernel()));
+  s += fast.empty() ? " for no tensor type here" : " for " + fast;
+  if (!exact.empty()) s += "; exact float32 for " + exact;
+  return s;
+}
+
 int run_inspect(const InspectOptions& o) {
   vocablens::Model m = vocablens::load_model(o.model);
   const auto& c = m.config();
@@ -59,6 +78,8 @@ int run_inspect(const InspectOptions& o) {
                         {"n_experts", c.n_experts},      {"n_experts_used", c.n_experts_used},
                         {"d_expert", c.d_expert},        {"shared_expert", c.shared_expert},
                         {"weight_dtype", c.weight_dtype}, {"parameters", m.parameter_count()},
+                        {"compute", vocablens::compute_dtype_name(vocablens::compute_dtype())},
+                        {"compute_detail", compute_summary(counts)},
                         {"tensor_types", counts},
                         {"family_summary", vocablens::architecture(c.family).summary},
                         {"departures_from_gpt2", vocablens::departures_from_gpt2(c)}};
@@ -87,7 +108,7 @@ int run_inspect(const InspectOptions& o) {
   fmt::print("unembedding  {}\n", c.tied_embeddings ? "tied to the embedding" : "separate (untied)");
   const bool bf16 = vocablens::compute_dtype() == vocablens::ComputeDtype::BFloat16;
   fmt::print("dtype        {} on disk; matrices kept as stored, computed in {}{}\n", c.weight_dtype,
-             bf16 ? "bfloat16" : "float32",
+             compute_summary(counts),
              bf16 && !vocablens::detail::bf16_gemm_native()
                  ? " (this CPU has no AVX-512: bf16 operands multiplied by the float32 SGEMM, float32's speed)"
                  : "");

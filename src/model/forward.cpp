@@ -54,7 +54,7 @@ at::Tensor activation(const at::Tensor& x, Activation a) {
 // or dequantizes it one tile at a time.
 at::Tensor proj(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   auto x2 = x.reshape({-1, x.size(-1)});
-  auto y = w.scalar_type() == at::kFloat ? (b.defined() ? at::addmm(b, x2, w) : at::mm(x2, w)) : weight_matmul(x2, w, b);
+  auto y = weight_matmul(x2, w, b);  // float32 weights: one addmm / mm there too
   auto sizes = x.sizes().vec();
   sizes.back() = w.size(1);
   return y.view(sizes);

@@ -6,6 +6,7 @@
 
 #include "vocablens/detail/config_hash.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/weight.hpp"
 #include "vocablens/detail/sha256.hpp"
 
 namespace vocablens {
@@ -47,6 +48,8 @@ void fill_provenance(Result& r, const Model& m, const std::string& command_line)
   r.provenance["config_sha256"] = hash;
   r.provenance["config_hashed"] = hashed;
   r.provenance["model"] = model;
+  // How the products with stored (F16 / BF16 / quantized) weights were computed: float32, bfloat16 or int8.
+  r.provenance["compute"] = compute_dtype_name(compute_dtype());
   r.provenance["vocablens_version"] = VOCABLENS_VERSION;
   r.provenance["command_line"] = command_line;
   r.provenance["created_utc"] = utc_now();

@@ -6,12 +6,14 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <iostream>
 #include <mutex>
 #include <new>
 #include <type_traits>
 #include <unordered_map>
 
 #include "checkpoint/ggml_quants_simd.hpp"
+#include "model/quant_dot.hpp"
 #include "model/bf16_gemm.hpp"
 #include "model/weight_tiles.hpp"
 #include "vocablens/error.hpp"
@@ -217,10 +219,51 @@ ComputeDtype compute_dtype() { return static_cast<ComputeDtype>(g_compute.load()
 ComputeDtype compute_dtype_from_string(const std::string& s) {
   if (s == "float32" || s == "fp32" || s == "f32") return ComputeDtype::Float32;
   if (s == "bfloat16" || s == "bf16") return ComputeDtype::BFloat16;
-  throw UsageError("unknown compute dtype '" + s + "' (expected float32 or bfloat16)");
+  if (s == "int8") return ComputeDtype::Int8;
+  throw UsageError("unknown compute mode '" + s + "' (expected float32, bfloat16 or int8)");
+}
+const char* compute_dtype_name(ComputeDtype d) {
+  switch (d) {
+    case ComputeDtype::Float32: return "float32";
+    case ComputeDtype::BFloat16: return "bfloat16";
+    case ComputeDtype::Int8: return "int8";
+  }
+  return "float32";
 }
 
 namespace {
+
+// Under --compute int8, a product whose weight type has no int8 kernel runs the exact float32 path; the first one
+// of each type says so (once per process: a forward makes hundreds of products).
+void note_exact_under_int8(GgmlType t) {
+  static std::atomic<uint64_t> said{0};
+  const uint64_t bit = uint64_t(1) << (static_cast<uint32_t>(t) & 63);
+  if (said.fetch_or(bit) & bit) return;
+  std::cerr << "vocablens: --compute int8: " << ggml_type_name(static_cast<uint32_t>(t))
+            << " weights have no int8 kernel; their products run on the exact float32 path\n";
+}
+
+// x [N, in] @ the stored rows of `s` (out of them), llama.cpp's way: each row of x quantized to Q8_0 / Q8_K blocks
+// once, then integer dot products with the weight's blocks, output rows split across threads.
+at::Tensor int8_matmul(const at::Tensor& x, const RowSource& s, int64_t out) {
+  const at::Tensor xc = x.contiguous();
+  const int64_t N = xc.size(0), in = s.cols;
+  at::Tensor y = at::empty({N, out}, xc.options().dtype(at::kFloat));
+  if (N == 0 || out == 0) return y;
+  const int64_t stride = qdot::act_row_bytes(s.type, in);
+  static thread_local Scratch act_buf;
+  uint8_t* act = static_cast<uint8_t*>(act_buf.get(static_cast<size_t>(N * stride)));
+  const float* xp = xc.data_ptr<float>();
+  detail::parallel_for(0, N, 16, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) qdot::quantize_row(s.type, xp + t * in, in, act + t * stride);
+  });
+  float* yp = y.data_ptr<float>();
+  // Chunks of at least 32 output rows: a thread's share of a small matrix is not worth waking it for.
+  detail::parallel_for(0, out, 32, [&](int64_t r0, int64_t r1) {
+    qdot::dot_rows({s.type, s.first + r0 * s.row_bytes, s.row_bytes, r1 - r0, act, stride, N, in, yp + r0, out});
+  });
+  return y;
+}
 
 at::Tensor stored_weight_matmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
 
@@ -260,7 +303,10 @@ struct StoredWeightMatmul : public torch::autograd::Function<StoredWeightMatmul>
 }  // namespace
 
 at::Tensor weight_matmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  if (w.scalar_type() == at::kFloat) return b.defined() ? at::addmm(b, x, w) : at::mm(x, w);
+  if (w.scalar_type() == at::kFloat) {
+    if (compute_dtype() == ComputeDtype::Int8) note_exact_under_int8(GgmlType::F32);
+    return b.defined() ? at::addmm(b, x, w) : at::mm(x, w);
+  }
   if (at::GradMode::is_enabled() && x.requires_grad()) {
     at::Tensor y = StoredWeightMatmul::apply(x, w);
     return b.defined() ? y + b.to(at::kFloat) : y;
@@ -274,6 +320,14 @@ at::Tensor stored_weight_matmul(const at::Tensor& x, const at::Tensor& w, const 
   const bool bf16 = compute_dtype() == ComputeDtype::BFloat16;
   const int64_t N = x.size(0), in = w.size(0), out = w.size(1);
   const bool packed = is_packed_weight(w);
+  if (compute_dtype() == ComputeDtype::Int8) {
+    RowSource s{};
+    if (packed && !g_reference_tiles.load() && row_source(w, true, s) && qdot::supported(s.type)) {
+      at::Tensor y = int8_matmul(x.to(at::kFloat), s, out);
+      return b.defined() ? y.add_(b) : y;
+    }
+    note_exact_under_int8(weight_storage_type(w));
+  }
   if (packed && packed_view(w).row_dim != 1) {  // rows of storage run along `in`: rare; decode whole
     at::Tensor wf = materialize_weight(w);
     return b.defined() ? at::addmm(b, x, wf) : at::mm(x, wf);

@@ -23,6 +23,7 @@
 #include "vocablens/sae.hpp"
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/tuned_lens.hpp"
+#include "vocablens/weight.hpp"
 
 namespace vocablens::serve {
 
@@ -139,6 +140,7 @@ Answer Explorer::model_answer() {
                                               : json({{"path", corpus_path_}, {"windows", corpus_.size()},
                                                       {"window", corpus_.empty() ? size_t(0) : corpus_[0].size()}})},
               {"d_mlp", model_->config().d_mlp},
+              {"compute", vocablens::compute_dtype_name(vocablens::compute_dtype())},
               {"vocablens_version", VOCABLENS_VERSION}};
   return {200, dump(out) + "\n"};
 }

@@ -12,6 +12,7 @@
 // Exact settings: F32 KV cache, flash attention off, one thread, one batch with every position's logits.
 // Built by scripts/setup_llama_ref.sh against the headers of the same llama.cpp release (node-llama-cpp@3.22.1).
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -95,6 +96,9 @@ int main(int argc, char** argv) {
   llama_backend_init();
   auto mp = llama_model_default_params();
   mp.n_gpu_layers = 0;
+  // LCPP_NO_REPACK=1: no repacked weight buffers (llama.cpp's CPU backend otherwise interleaves Q4_0 / Q4_K / IQ4_NL
+  // rows for its own GEMMs, which sum the same integer products in another float order).
+  if (const char* e = std::getenv("LCPP_NO_REPACK")) mp.use_extra_bufts = std::string(e) != "1";
   llama_model* m = llama_model_load_from_file(argv[2], mp);
   if (!m) {
     std::fprintf(stderr, "%s: llama.cpp could not load the model\n", argv[2]);

@@ -130,8 +130,26 @@ class ComputeDtype(unittest.TestCase):
     def test_bad_dtype_is_a_usage_error(self):
         with self.assertRaises(vocablens.UsageError) as e:
             vocablens.set_dtype("float64")
-        self.assertIn("float32 or bfloat16", str(e.exception))
+        self.assertIn("float32, bfloat16 or int8", str(e.exception))
         self.assertEqual(vocablens.get_dtype(), "float32")
+
+    def test_int8_is_llama_cpp_numerics_and_results_say_so(self):
+        """set_compute('int8'): quantized products in llama.cpp's int8 arithmetic; float weights stay exact."""
+        ids = ref(GPT2, "seq1_eiffel_ids.npy").tolist()
+        q8 = vocablens.load_model(os.path.join(SOURCE, "tests", "data", "gguf", "gpt2-tiny-q8_0.gguf"))
+        f32 = vocablens.load_model(GPT2)
+        a, fa = q8(ids), f32(ids)
+        vocablens.set_compute("int8")
+        self.assertEqual(vocablens.get_compute(), "int8")
+        self.assertEqual(vocablens.get_dtype(), "int8")   # the older name reads the same setting
+        b, fb = q8(ids), f32(ids)
+        diff = (a - b).abs().max().item()
+        self.assertGreater(diff, 0.0)                      # activations were quantized
+        self.assertLess(diff, 0.2)                         # docs/runner.md: 0.055 on this model
+        self.assertTrue(torch.equal(fa, fb))
+        self.assertEqual(vocablens.lens(q8, "The cat sat").provenance["compute"], "int8")
+        vocablens.set_compute("float32")
+        self.assertTrue(torch.equal(q8(ids), a))
 
 
 if __name__ == "__main__":
