@@ -152,8 +152,8 @@ Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders
   std::vector<int64_t> idx;
   for (const NodeInfo& n : kept) idx.push_back(n.index);
   at::Tensor ix = at::tensor(idx, at::kLong);
-  at::Tensor adj = g.adjacency.index_select(0, ix).index_select(1, ix).to(at::kDouble) *
-                   p.edge_mask.index_select(0, ix).index_select(1, ix).to(at::kDouble);
+  const at::Tensor kept_mask = g.between(p.edge_mask, ix);
+  at::Tensor adj = g.between(g.rows, ix).to(at::kDouble) * kept_mask.to(at::kDouble);
   at::Tensor adj32 = adj.to(at::kFloat).contiguous();
   r.arrays["ids"] = NdArray::i64({g.n_pos}, g.ids.contiguous().data_ptr<int64_t>());
   r.arrays["nodes"] = NdArray::i64({M}, idx.data());
@@ -165,7 +165,7 @@ Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders
   r.arrays["activations"] = NdArray::f32({acts.size(0)}, acts.data_ptr<float>());
   r.arrays["selected"] = NdArray::i64({sel.size(0)}, sel.data_ptr<int64_t>());
   if (o.full_adjacency) {
-    at::Tensor full = g.adjacency.contiguous();
+    at::Tensor full = g.dense_adjacency();
     r.arrays["full_adjacency"] = NdArray::f32({g.n_nodes(), g.n_nodes()}, full.data_ptr<float>());
   }
 
@@ -190,11 +190,11 @@ Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders
   // embeddings and logits
   std::vector<char> linked(static_cast<size_t>(M), 0);
   auto a = adj.accessor<double, 2>();
-  auto em = p.edge_mask.accessor<bool, 2>();
+  auto em = kept_mask.accessor<bool, 2>();
   int64_t kept_edges = 0;
   for (int64_t dst = 0; dst < M; ++dst)
     for (int64_t src = 0; src < M; ++src)
-      if (em[idx[dst]][idx[src]]) {
+      if (em[dst][src]) {
         links.push_back({{"source", ids_of[src]}, {"target", ids_of[dst]}, {"weight", a[dst][src]}});
         linked[dst] = linked[src] = 1;
         ++kept_edges;

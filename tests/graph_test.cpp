@@ -424,6 +424,91 @@ TEST_CASE("max_feature_nodes keeps the rows of the features it selects", "[graph
   CHECK(at::isin(at::tensor({best}, at::kLong), part.selected).item<bool>());
 }
 
+// circuit-tracer's prune_graph on the dense [N, N] matrix, float64, written here from its definition: the
+// engine prunes its [F + K, S] rows without building it.
+struct DensePruning {
+  Tensor node_mask, edge_mask, influence;
+};
+DensePruning dense_prune(const Tensor& adj, const Tensor& w, int64_t F, int64_t keep_from, double nt, double et) {
+  auto norm = [](const Tensor& a) {
+    Tensor n = a.abs();
+    return n / n.sum(1, true).clamp_min(1e-10);
+  };
+  auto influence = [](const Tensor& A, const Tensor& w) {
+    Tensor cur = at::matmul(w, A), total = cur.clone();
+    while (cur.ne(0).any().item<bool>()) {
+      cur = at::matmul(cur, A);
+      total += cur;
+    }
+    return total;
+  };
+  auto thr = [](const Tensor& x, double f) {
+    Tensor s = std::get<0>(at::sort(x.flatten(), 0, true));
+    Tensor cum = at::cumsum(s, 0) / s.sum();
+    const int64_t i = std::min(at::lt(cum, f).sum().item<int64_t>(), s.size(0) - 1);
+    return s[i].item<double>();
+  };
+  DensePruning p;
+  p.influence = influence(norm(adj), w);
+  Tensor node = p.influence.ge(thr(p.influence, nt));
+  node.slice(0, keep_from).fill_(true);
+  Tensor pr = adj.clone();
+  pr.index_put_({node.logical_not()}, 0);
+  pr.index_put_({at::indexing::Slice(), node.logical_not()}, 0);
+  Tensor A = norm(pr);
+  Tensor sc = A * (influence(A, w) + w).unsqueeze(1);
+  Tensor edge = sc.ge(thr(sc, et));
+  Tensor old = node.clone();
+  for (;;) {
+    node.slice(0, 0, keep_from).logical_and_(edge.slice(1, 0, keep_from).any(0));
+    node.slice(0, 0, F).logical_and_(edge.slice(0, 0, F).any(1));
+    if (at::equal(node, old)) break;
+    old.copy_(node);
+    edge.index_put_({node.logical_not()}, false);
+    edge.index_put_({at::indexing::Slice(), node.logical_not()}, false);
+  }
+  p.node_mask = node;
+  p.edge_mask = edge;
+  return p;
+}
+
+TEST_CASE("the graph kept as target rows prunes as the dense adjacency does", "[graph]") {
+  vocablens::Model m = vocablens::load_model(vl_test::fixture("gpt2-tiny"));
+  Tensor ids = at::tensor(std::vector<int64_t>{50256, 464, 412, 733, 8765, 318, 287, 6342, 13}, at::kLong);
+  auto tcs = vocablens::load_graph_transcoders(graph_fixture("gpt2-tiny"), m);
+  vocablens::GraphOptions o;
+  o.batch_size = 5;
+  vocablens::AttributionGraph dense = vocablens::attribution_graph(m, ids, *tcs, o);
+  o.dense_adjacency = false;
+  o.max_feature_nodes = 20;
+  o.update_interval = 1;
+  vocablens::AttributionGraph g = vocablens::attribution_graph(m, ids, *tcs, o);
+  CHECK_FALSE(g.adjacency.defined());
+  REQUIRE(g.rows.size(0) == g.n_selected() + g.n_logits());
+  // the rows are the dense graph's rows of the same nodes, over its source columns (rounding: other batches)
+  const Tensor adj = dense.adjacency.to(at::kDouble);
+  const double scale = adj.abs().max().item<double>();
+  Tensor src = at::cat({g.selected, at::arange(dense.n_selected(), dense.n_nodes() - dense.n_logits())});
+  Tensor dst = at::cat({g.selected, at::arange(dense.n_nodes() - dense.n_logits(), dense.n_nodes())});
+  Tensor want = adj.index_select(0, dst).index_select(1, src);
+  CHECK((g.rows.to(at::kDouble) - want).abs().max().item<double>() <= 1e-6 * scale);
+  // pruning the rows equals pruning the dense [N, N] matrix built from them, node for node and edge for edge
+  for (auto [nt, et] : {std::pair{0.8, 0.98}, std::pair{0.5, 0.7}, std::pair{1.0, 1.0}}) {
+    vocablens::GraphPruning p = vocablens::prune_graph(g, nt, et);
+    Tensor full = g.dense_adjacency().to(at::kDouble);
+    REQUIRE(full.size(0) == g.n_nodes());
+    Tensor w = at::zeros({g.n_nodes()}, at::kDouble);
+    w.slice(0, g.n_nodes() - g.n_logits()).copy_(g.logit_probs);
+    DensePruning d = dense_prune(full, w, g.n_selected(), g.n_nodes() - g.n_logits() - g.n_pos, nt, et);
+    CHECK((p.node_influence - d.influence).abs().max().item<double>() <= 1e-12);
+    CHECK(at::equal(p.node_mask, d.node_mask));
+    // the edge mask over the rows the engine keeps (targets with inputs × sources)
+    Tensor rn = at::cat({at::arange(g.n_selected()), at::arange(g.n_sources(), g.n_nodes())});
+    CHECK(at::equal(p.edge_mask, d.edge_mask.index_select(0, rn).slice(1, 0, g.n_sources())));
+    CHECK(p.edge_mask.sum().item<int64_t>() > 0);
+  }
+}
+
 TEST_CASE("graph input that does not fit is one clear error", "[graph]") {
   vocablens::Model m = vocablens::load_model(vl_test::fixture("gpt2-tiny"));
   vocablens::Model llama = vocablens::load_model(std::string(vl_test::source_dir_path()) + "/tests/fixtures/families/llama3");
