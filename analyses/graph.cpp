@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -31,7 +32,8 @@ at::Tensor f32(const at::Tensor& t) { return t.defined() ? materialize_weight(t)
 // src writes every layer from src on (its W_dec_src [d_tc, L - src, d] holds one row per layer written).
 class SetTranscoders : public GraphTranscoders {
  public:
-  explicit SetTranscoders(TranscoderSet s) : set_(std::move(s)) {}
+  SetTranscoders(TranscoderSet s, GraphInput in) : set_(std::move(s)), in_(in) {}
+  GraphInput input() const override { return in_; }
   int64_t n_layers() const override { return set_.n_layers; }
   int64_t n_features(int64_t l) const override { return set_.layers[static_cast<size_t>(l)].d_sae; }
   at::Tensor encode(int64_t l, const at::Tensor& x) const override { return set_.encode(l, x).to(at::kFloat); }
@@ -73,13 +75,33 @@ class SetTranscoders : public GraphTranscoders {
  private:
   bool clt() const { return set_.kind == TranscoderKind::CrossLayer; }
   TranscoderSet set_;
+  GraphInput in_;
 };
 
-// The hook names a transcoder of layer l may carry: the MLP's input with ln2's weight and bias applied (what
-// the engine encodes and propagates to; ln2.hook_normalized, before them, is another vector) and its output.
-bool reads_mlp_input(const std::string& hook, int64_t l) {
+// The points a transcoder may read (vocablens/graph.hpp, GraphInput), by their name within a block.
+std::optional<GraphInput> input_of_point(const std::string& point) {
+  if (point.empty() || point == "mlp.hook_in") return GraphInput::MlpIn;
+  if (point == "ln2.hook_normalized") return GraphInput::Ln2Normalized;
+  if (point == "hook_resid_mid") return GraphInput::ResidMid;
+  return std::nullopt;
+}
+// The same for a transcoder's full hook name at layer l (empty: the MLP's input).
+std::optional<GraphInput> input_of_hook(const std::string& hook, int64_t l) {
   const std::string b = "blocks." + std::to_string(l) + ".";
-  return hook.empty() || hook == b + "mlp.hook_in";
+  if (hook.empty()) return GraphInput::MlpIn;
+  if (hook.rfind(b, 0) != 0) return std::nullopt;
+  return input_of_point(hook.substr(b.size()));
+}
+bool reads_mlp_input(const std::string& hook, int64_t l) { return input_of_hook(hook, l).has_value(); }
+
+// What a transcoder of layer l reads, from resid_mid [T, d]: ln2 with or without its weight and bias, or
+// resid_mid itself.
+at::Tensor transcoder_input(const Model& m, int64_t l, const at::Tensor& mid, GraphInput in) {
+  const ModelConfig& c = m.config();
+  const LayerWeights& w = m.weights().layers[l];
+  if (in == GraphInput::ResidMid) return mid;
+  if (in == GraphInput::Ln2Normalized) return apply_norm(mid, c.norm, c.norm_eps, at::Tensor(), at::Tensor());
+  return apply_norm(mid, c.norm, c.norm_eps, f32(w.ln2_w), f32(w.ln2_b));
 }
 bool writes_mlp_output(const std::string& hook, int64_t l) {
   const std::string b = "blocks." + std::to_string(l) + ".";
@@ -92,8 +114,8 @@ void check_transcoder(const Sae& s, int64_t l, const Model& m) {
     throw UsageError(fmt::format("{}: transcoder of layer {} reads {} and writes {} values; the model's MLP "
                                  "input and output have {} (d_model)", s.source, l, s.d_in, s.d_out, d));
   if (!reads_mlp_input(s.hook_name, l))
-    throw UsageError(fmt::format("{}: transcoder of layer {} reads {}; an attribution graph needs the MLP input "
-                                 "of its layer (blocks.{}.mlp.hook_in)", s.source, l, s.hook_name, l));
+    throw UsageError(fmt::format("{}: transcoder of layer {} reads {}; an attribution graph needs the MLP's "
+                                 "input of its layer (blocks.{}.mlp.hook_in, .ln2.hook_normalized or .hook_resid_mid)", s.source, l, s.hook_name, l));
   if (!writes_mlp_output(s.hook_name_out, l))
     throw UsageError(fmt::format("{}: transcoder of layer {} writes {}; an attribution graph needs the MLP output "
                                  "of its layer (blocks.{}.hook_mlp_out)", s.source, l, s.hook_name_out, l));
@@ -173,12 +195,11 @@ Frozen record_forward(const Model& m, const at::Tensor& ids, const GraphTranscod
   };
   fz.layer_start.assign(1, 0);
   for (int64_t l = 0; l < fz.L; ++l) {
-    const LayerWeights& w = m.weights().layers[l];
     at::Tensor pre = out.cache.get("resid_pre", l)[0], mid = out.cache.get("resid_mid", l)[0];
     fz.s1.push_back(denominator(pre, c));
     fz.s2.push_back(denominator(mid, c));
     fz.pattern.push_back(out.cache.get("pattern", l)[0].contiguous());
-    mlp_in[l] = apply_norm(mid, c.norm, c.norm_eps, f32(w.ln2_w), f32(w.ln2_b));
+    mlp_in[l] = transcoder_input(m, l, mid, tcs.input());
     feats[l] = tcs.encode(l, mlp_in[l]);  // as encoded, for the reconstruction; the nodes leave position 0 out
     add_features(fz, l, feats[l], zero_first ? 1 : 0, idx, val);
     if (!across) {
@@ -236,7 +257,10 @@ class Backward {
       const LayerWeights& w = m.weights().layers[l];
       Layer ly;
       ly.ln1_w = f32(w.ln1_w);
-      ly.ln2_w = f32(w.ln2_w);
+      // what a gradient at the transcoders' input goes back through to resid_mid: ln2 frozen (with its
+      // weight for mlp.hook_in, without for ln2.hook_normalized), or nothing (hook_resid_mid)
+      ly.in_norm = tcs.input() != GraphInput::ResidMid;
+      if (tcs.input() == GraphInput::MlpIn) ly.in_w = f32(w.ln2_w);
       const int64_t H = c_.n_heads, dh = c_.d_head;
       ly.WO = m.W_O(l).reshape({H * dh, fz.d}).contiguous();                        // [H·dh, d]
       ly.WV = m.W_V(l).permute({1, 0, 2}).reshape({fz.d, H * dh}).contiguous();      // [d, H·dh]
@@ -284,8 +308,10 @@ class Backward {
       throw_if_cancelled("the attribution graph, between blocks");
       read_mlp_out(G, l, out);
       const Layer& ly = layers_[l];
-      if (ly.skip.defined()) G = G + norm_back_(at::matmul(G, ly.skip.t()), ly.ln2_w, fz_.s2[l].slice(0, 0, P));
-      inject(G, ts, l, ly.ln2_w, fz_.s2[l]);
+      if (ly.skip.defined()) G = G + input_back_(at::matmul(G, ly.skip.t()), ly, fz_.s2[l].slice(0, 0, P));
+      for (size_t b = 0; b < ts.size(); ++b)
+        if (ts[b].layer == l)
+          G[static_cast<int64_t>(b)][ts[b].pos] += input_back_(ts[b].vec.clone(), ly, fz_.s2[l][ts[b].pos]);
       G.add_(attention_back(G, l));
     }
     out.slice(1, fz_.layer_start.back() + fz_.L * fz_.T).slice(1, 0, P).copy_(dot_rows(G, fz_.tokens));
@@ -293,8 +319,14 @@ class Backward {
 
  private:
   struct Layer {
-    at::Tensor ln1_w, ln2_w, WO, WV, skip;
+    at::Tensor ln1_w, in_w, WO, WV, skip;
+    bool in_norm = true;
   };
+
+  // The transpose of resid_mid → the transcoders' input, in place on a temporary g.
+  at::Tensor input_back_(at::Tensor g, const Layer& ly, const at::Tensor& s) const {
+    return ly.in_norm ? norm_back_(std::move(g), ly.in_w, s) : g;
+  }
   struct PosSpan {
     int64_t pos, begin, end;  ///< features [begin, end) of a layer (offsets in it) sit at position pos
   };
@@ -541,8 +573,18 @@ std::unique_ptr<GraphTranscoders> per_layer_transcoders(std::vector<Sae> saes, c
   set.kind = TranscoderKind::PerLayer;
   set.n_layers = static_cast<int64_t>(saes.size());
   set.source = saes.empty() ? std::string() : saes.front().source + (saes.size() > 1 ? " ..." : "");
+  // every layer read at the same point
+  GraphInput in = GraphInput::MlpIn;
+  for (size_t l = 0; l < saes.size(); ++l) {
+    const GraphInput here = *graph_engine::input_of_hook(saes[l].hook_name, static_cast<int64_t>(l));
+    if (l > 0 && here != in)
+      throw UsageError(fmt::format("{}: transcoder of layer {} reads {}, another point than layer 0's ({}); an "
+                                   "attribution graph reads every layer at the same point", saes[l].source, l,
+                                   saes[l].hook_name, saes[0].hook_name));
+    in = here;
+  }
   set.layers = std::move(saes);
-  return std::make_unique<graph_engine::SetTranscoders>(std::move(set));
+  return std::make_unique<graph_engine::SetTranscoders>(std::move(set), in);
 }
 
 std::unique_ptr<GraphTranscoders> load_graph_transcoders(const std::string& dir, const Model& model) {
@@ -555,19 +597,20 @@ std::unique_ptr<GraphTranscoders> load_graph_transcoders(const std::string& dir,
   if (set.config_path.empty() && set.n_layers < L)
     throw FormatError(set.source, fmt::format("no layer_{}.safetensors ({} has {} layers; one transcoder per layer)",
                                               set.n_layers, model.source(), L));
-  // The engine encodes the MLP's input (ln2's weight and bias applied) and reads features at the MLP's
-  // output; a set read anywhere else would need another frozen path, so it is refused by its config's names.
+  // The engine reads transcoders at the MLP's input, ln2's normalised input or resid_mid (all linear in
+  // resid_mid with ln2 frozen) and writes features at the MLP's output; any other point is refused by name.
   const std::string where = set.config_path.empty() ? set.source : set.config_path;
-  if (set.input_point != "mlp.hook_in")
+  const std::optional<GraphInput> in = graph_engine::input_of_point(set.input_point);
+  if (!in)
     throw UsageError(fmt::format("{}: feature_input_hook '{}' — an attribution graph reads transcoders at the MLP's "
-                                 "input (mlp.hook_in: ln2's output, its weight and bias applied)", where,
-                                 set.feature_input_hook));
+                                 "input (mlp.hook_in: ln2's output, its weight and bias applied; ln2.hook_normalized, "
+                                 "before them; or hook_resid_mid, before ln2)", where, set.feature_input_hook));
   if (set.output_point != "hook_mlp_out")
     throw UsageError(fmt::format("{}: feature_output_hook '{}' — an attribution graph needs transcoders writing the "
                                  "MLP's output (hook_mlp_out or mlp.hook_out)", where, set.feature_output_hook));
   check_transcoders_fit(set, model);
   for (int64_t l = 0; l < set.n_layers; ++l) graph_engine::check_transcoder(set.layers[static_cast<size_t>(l)], l, model);
-  return std::make_unique<graph_engine::SetTranscoders>(std::move(set));
+  return std::make_unique<graph_engine::SetTranscoders>(std::move(set), *in);
 }
 
 std::vector<int64_t> graph_active_counts(const Model& model, const at::Tensor& ids, const GraphTranscoders& tcs,
@@ -578,9 +621,7 @@ std::vector<int64_t> graph_active_counts(const Model& model, const at::Tensor& i
   ForwardOutput out = model.forward(ids, spec, /*compute_logits=*/false);
   std::vector<int64_t> n;
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& w = model.weights().layers[l];
-    at::Tensor x = apply_norm(out.cache.get("resid_mid", l)[0], c.norm, c.norm_eps, graph_engine::f32(w.ln2_w),
-                              graph_engine::f32(w.ln2_b));
+    at::Tensor x = graph_engine::transcoder_input(model, l, out.cache.get("resid_mid", l)[0], tcs.input());
     n.push_back(tcs.encode(l, x).slice(0, zero_first_position ? 1 : 0).ne(0).sum().item<int64_t>());
   }
   return n;

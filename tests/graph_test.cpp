@@ -66,6 +66,9 @@ struct FrozenRef {
   std::vector<Tensor> pattern, s1, s2, mlp_true, mlp_in0, acts, errs;
   Tensor sf, embed, tok;
   double s2_factor = 1.0;  // != 1: a deliberately wrong ln2 denominator (the break-check)
+  // where the transcoders read: 0 the MLP's input (ln2 with its weight and bias), 1 ln2.hook_normalized
+  // (before them), 2 hook_resid_mid (before ln2)
+  int input = 0;
   int64_t drop_src = -1, drop_out = -1;  // >= 0: removing a feature of layer drop_src forgets its write into drop_out
 
   FrozenRef(const vocablens::Model& model, RefTranscoders tcs, Tensor ids_)
@@ -128,7 +131,8 @@ struct FrozenRef {
       Tensor attn = at::matmul(at::matmul(pattern[l], v), WO).sum(0);
       if (w.b_o.defined()) attn = attn + g64(w.b_o);
       x = x + attn;
-      Tensor mi = norm(x, s2[l] * s2_factor, w.ln2_w, w.ln2_b);
+      Tensor mi = input == 2 ? x.clone()
+                             : norm(x, s2[l] * s2_factor, input == 0 ? w.ln2_w : at::Tensor(), input == 0 ? w.ln2_b : at::Tensor());
       r.mlp_in.push_back(mi);
       // the MLP's output frozen at its true value, the skip connection live
       Tensor mlp = mlp_true[l] + skip(l, mi) - skip(l, mlp_in0.empty() ? mi : mlp_in0[l]);
@@ -257,11 +261,14 @@ double check_against_interventions(const vocablens::Model& m, const Tensor& ids,
   CHECK(g.adjacency.slice(0, g.n_selected(), g.n_nodes() - g.n_logits()).abs().max().item<double>() == 0);
   CHECK(g.adjacency.slice(1, g.n_nodes() - g.n_logits()).abs().max().item<double>() == 0);
 
-  // break-check: the same comparison against a frozen model with a 1 % wrong ln2 denominator fails
-  f.s2_factor = 1.01;
-  const double broken = (got - intervened(f, g)).abs().max().item<double>();
-  CHECK(broken > 1e-3 * scale);
-  f.s2_factor = 1.0;
+  // break-check: the same comparison against a frozen model with a 1 % wrong ln2 denominator fails (a set
+  // read at hook_resid_mid reads before ln2: nothing to break there)
+  if (f.input != 2) {
+    f.s2_factor = 1.01;
+    const double broken = (got - intervened(f, g)).abs().max().item<double>();
+    CHECK(broken > 1e-3 * scale);
+    f.s2_factor = 1.0;
+  }
   return scale;
 }
 
@@ -311,6 +318,28 @@ TEST_CASE("a config.yaml transcoder_set folder gives the plain folder's graph ex
     CHECK(at::equal(g.activations, plain.activations));
     CHECK(at::equal(g.logit_ids, plain.logit_ids));
     CHECK(at::equal(g.adjacency, plain.adjacency));
+  }
+}
+
+TEST_CASE("a set read at ln2.hook_normalized or hook_resid_mid: every entry equals an intervention", "[graph]") {
+  const GraphCase gc = graph_cases()[0];
+  vocablens::Model m = vocablens::load_model(gc.path);
+  Tensor ids = at::tensor(gc.ids, at::kLong);
+  vocablens::GraphOptions o;
+  o.batch_size = 5;
+  auto at_mlp_in = vocablens::attribution_graph(m, ids, *vocablens::load_graph_transcoders(graph_fixture("gpt2-tiny"), m), o);
+  for (const auto& [hook, input] : std::vector<std::pair<std::string, int>>{{"ln2.hook_normalized", 1},
+                                                                           {"\"blocks.{layer}.hook_resid_mid\"", 2}}) {
+    const std::string dir = configured_copy("graph-in", hook, "hook_mlp_out");
+    auto tcs = vocablens::load_graph_transcoders(dir, m);
+    CHECK(tcs->input() == (input == 1 ? vocablens::GraphInput::Ln2Normalized : vocablens::GraphInput::ResidMid));
+    vocablens::AttributionGraph g = vocablens::attribution_graph(m, ids, *tcs, o);
+    // the same weights read at another point are another graph (ln2's weight and bias are not the identity)
+    CHECK_FALSE((g.active_features.sizes() == at_mlp_in.active_features.sizes() &&
+                 at::equal(g.active_features, at_mlp_in.active_features) && at::equal(g.activations, at_mlp_in.activations)));
+    FrozenRef f(m, ref_per_layer(graph_fixture("gpt2-tiny"), m.config().n_layers), ids);
+    f.input = input;
+    check_against_interventions(m, ids, g, f, "gpt2-tiny read at " + hook);
   }
 }
 
@@ -523,9 +552,9 @@ TEST_CASE("graph input that does not fit is one clear error", "[graph]") {
   // a folder with fewer layers than the model
   std::string e = msg([&] { vocablens::load_graph_transcoders(graph_fixture("llama3"), m); });
   CHECK(e.find("no layer_2.safetensors") != std::string::npos);
-  // a set read at another point than the MLP's input (ln2.hook_normalized is before ln2's weight and bias)
-  e = msg([&] { vocablens::load_graph_transcoders(configured_copy("graph-ln2", "ln2.hook_normalized", "hook_mlp_out"), m); });
-  CHECK(e.find("config.yaml: feature_input_hook 'ln2.hook_normalized'") != std::string::npos);
+  // a set read at a point no MLP reads from (the block's input, before attention)
+  e = msg([&] { vocablens::load_graph_transcoders(configured_copy("graph-pre", "hook_resid_pre", "hook_mlp_out"), m); });
+  CHECK(e.find("config.yaml: feature_input_hook 'hook_resid_pre'") != std::string::npos);
   CHECK(e.find("mlp.hook_in") != std::string::npos);
   e = msg([&] { vocablens::load_graph_transcoders(configured_copy("graph-resid", "mlp.hook_in", "hook_resid_post"), m); });
   CHECK(e.find("feature_output_hook 'hook_resid_post'") != std::string::npos);

@@ -62,15 +62,23 @@ struct Sae;
 /// What the engine needs of a set of transcoders, so that a cross-layer transcoder (a feature read at
 /// layer l writing to every later MLP output) plugs in without changing the engine. Tensors are float32;
 /// `features` are int64 indices of features read at `layer`.
+/// Where a set of transcoders reads its input in each block: the MLP's input (ln2's output, its weight and
+/// bias applied; TransformerLens's blocks.L.mlp.hook_in), ln2's normalised input before its weight and bias
+/// (blocks.L.ln2.hook_normalized: Gemma Scope's per-layer transcoders), or the residual stream before ln2
+/// (blocks.L.hook_resid_mid). In the replacement model each is linear in resid_mid, ln2's denominator frozen.
+enum class GraphInput { MlpIn, Ln2Normalized, ResidMid };
+
 class GraphTranscoders {
  public:
   virtual ~GraphTranscoders() = default;
+  /// Where the set reads (every layer the same point).
+  virtual GraphInput input() const { return GraphInput::MlpIn; }
   virtual int64_t n_layers() const = 0;
   /// Features read at `layer`.
   virtual int64_t n_features(int64_t layer) const = 0;
-  /// Activations [T, n_features(layer)] of the features read at `layer` from the MLP input x [T, d_model].
+  /// Activations [T, n_features(layer)] of the features read at `layer` from its input x [T, d_model] (input()).
   virtual at::Tensor encode(int64_t layer, const at::Tensor& x) const = 0;
-  /// The linear part of those features' pre-activations: rows [n, d_model] dotted with the MLP input.
+  /// The linear part of those features' pre-activations: rows [n, d_model] dotted with their input.
   virtual at::Tensor encoder_rows(int64_t layer, const at::Tensor& features) const = 0;
   /// Whether features read at `src` write to the MLP output of layer `out` (per-layer: src == out).
   virtual bool writes(int64_t src, int64_t out) const = 0;
