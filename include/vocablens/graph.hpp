@@ -204,13 +204,15 @@ struct GraphReportOptions {
 /// Neuronpedia's graph JSON in summary["neuronpedia"] (written beside as graph.neuronpedia.json by the CLI).
 ///   arrays  ids [T] int64; nodes [M] int64 (kept nodes' indices in the full node order); adjacency [M, M]
 ///           float32 (kept edges only, row = target); node_influence [N] float64; active_features [A, 3]
-///           int64; activations [A] float32; selected [F] int64; full_adjacency [N, N] float32 when asked
+///           int64; activations [A] float32; selected [F] int64; full_adjacency [N, N] float32 when asked;
+///           label_top_ids / label_bottom_ids / label_encoder_ids [M, label_tokens] int64 (-1 off features)
 ///   tables  nodes (node, node_id, kind, layer, position, feature, token_id, activation, influence,
-///           cumulative, label)
+///           cumulative, label, bottom_tokens, encoder_tokens)
 ///   summary n_layers, n_pos, n_active, n_selected, n_errors, n_logits, logits [{id, token, prob}],
 ///           replacement_score, completeness_score, kept_nodes, kept_edges, neuronpedia
 /// A feature's label: its `label_tokens` top tokens through W_U of its decoder row (the last layer it
-/// writes to), from feature_logits (vocablens/features.hpp); an error or embedding node names its token.
+/// writes to), from feature_logits (vocablens/features.hpp); beside it its bottom tokens through W_U and its
+/// encoder row's top tokens through E⁺ (read_projection, pinv); an error or embedding node names its token.
 Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders& tcs, const AttributionGraph& g,
                     const GraphReportOptions& o);
 
