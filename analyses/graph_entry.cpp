@@ -50,7 +50,7 @@ GraphOptions graph_options(const AnalysisRequest& q) {
 // transcoders' weights, the graph's rows [F + K, S]. Then, one after another: the recorded forward (its
 // cache, patterns, logits); the backward (frozen patterns, errors, decoder rows × activation, the rows
 // before compaction [F + K, A + (L + 1) T] when max_feature_nodes selects, one batch's propagation
-// [B, T, d]); pruning (the rows in float64, masks, the nonzero scores sorted).
+// [B, T, d]); pruning (the rows in float64, masks, the nonzero scores sorted); the labels (E⁺).
 AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
   const Model& m = q.model;
   const auto& c = m.config();
@@ -89,6 +89,11 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
                      patterns + L * T * d * 4 + A * 28 + dec + 2 * L * d * H * dh * 4 +
                          (ranking ? R * (A + (L + 1) * T) * 4 : 0.0) + 5 * B * T * d * 4);
   e.memory.add_phase("graph: pruning (the rows in float64, masks, nonzero scores)", R * S * (8 + 8 + 3));
+  // labels: E⁺ [d, V] float32 and what computing it takes (linalg/pinv.cpp: one float64 chunk of 8192 rows
+  // and its product, the d x d Gram matrix and its eigenvectors), the feature-logit engine's chunks (two of
+  // 256 MiB: measured on the GPT-2-small shape, bench/run_graph_bench.sh)
+  e.memory.add_phase("graph: labels (E⁺ [d, V] and its computation, the feature-logit engine's chunks)",
+                     d * V * 4 + 2 * 8192 * d * 8 + 5 * d * d * 8 + 512.0 * 1024 * 1024);
   e.what = fmt::format("the attribution graph of {} tokens of {} (its {} active features counted by running the "
                        "forward pass and the encoders)", ids.size(), m.source(), static_cast<int64_t>(A));
   e.reduce = "give a shorter prompt, or a smaller " + q.spelled("max_feature_nodes");

@@ -2,7 +2,7 @@
 # Attribution graphs on a GPT-2-small-shaped random model (12 layers, d 768) with 12 random JumpReLU transcoders
 # of 24 576 features (bench/make_graph_fixture.py; written once to $FIX, 2.2 GB, never committed):
 #   for each prompt length: vocablens graph's --dry-run estimate, then the run under /usr/bin/time -v (peak RSS,
-#   CPU seconds), then the circuit-tracer-style autograd baseline (bench/graph_autograd_baseline.py) on the same
+#   CPU seconds; with the baseline, --save-adjacency too), then the circuit-tracer-style autograd baseline (bench/graph_autograd_baseline.py) on the same
 #   model, transcoders, prompt, logits and selected features, its rows checked against vocablens's to 1e-4 of the
 #   largest entry, under /usr/bin/time -v too; the ratios printed.
 #   bench/run_graph_bench.sh [COPIES...]      prompt = COPIES copies of a 18-token sentence, BOS first (default 7 14)
@@ -24,8 +24,11 @@ for n in "${@:-7 14}"; do
   out=$(mktemp -d /tmp/graphbench-run.XXXXXX)
   est=$("$VL" graph "$FIX/model" --transcoders "$FIX/transcoders" --prompt "$P" --max-feature-nodes "$FEATURES" \
         --batch-size "$BATCH" --dry-run | grep -E '^  total' | awk '{print $2}')
+  # the baseline checks every row against vocablens's unpruned [N, N] adjacency (--save-adjacency: N² floats
+  # more, 2.8 GB at 2 035 tokens); without the baseline it is not asked for
+  save=(); [ "${BASELINE:-1}" != 0 ] && save=(--save-adjacency)
   /usr/bin/time -v "$VL" graph "$FIX/model" --transcoders "$FIX/transcoders" --prompt "$P" --max-feature-nodes "$FEATURES" \
-      --batch-size "$BATCH" --save-adjacency --out "$out/run" --format json > "$out/result.json" 2> "$out/vl.time"
+      --batch-size "$BATCH" "${save[@]}" --out "$out/run" --format json > "$out/result.json" 2> "$out/vl.time"
   vl_kb=$(field 'Maximum resident' "$out/vl.time"); vl_cpu=$(cpu_of "$out/vl.time")
   read -r T A < <(/usr/bin/python3 -c "import json; s=json.load(open('$out/run/graph.json')); s=s.get('summary', s); print(s['n_pos'], s['n_active'])")
   echo "T=$T active=$A features with rows=$FEATURES: vocablens peak $((vl_kb / 1024)) MiB, dry-run estimate $est MiB" \
