@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -19,6 +20,8 @@
 
 namespace vocablens {
 
+double graph_decoder_cache_bytes() { return 512.0 * 1024 * 1024; }
+
 namespace graph_engine {
 
 at::Tensor f32(const at::Tensor& t) { return t.defined() ? materialize_weight(t).to(at::kFloat) : t; }
@@ -29,7 +32,8 @@ at::Tensor f32(const at::Tensor& t) { return t.defined() ? materialize_weight(t)
 // src writes every layer from src on (its W_dec_src [d_tc, L - src, d] holds one row per layer written).
 class SetTranscoders : public GraphTranscoders {
  public:
-  explicit SetTranscoders(TranscoderSet s) : set_(std::move(s)) {}
+  SetTranscoders(TranscoderSet s, GraphInput in) : set_(std::move(s)), in_(in) {}
+  GraphInput input() const override { return in_; }
   int64_t n_layers() const override { return set_.n_layers; }
   int64_t n_features(int64_t l) const override { return set_.layers[static_cast<size_t>(l)].d_sae; }
   at::Tensor encode(int64_t l, const at::Tensor& x) const override { return set_.encode(l, x).to(at::kFloat); }
@@ -59,17 +63,45 @@ class SetTranscoders : public GraphTranscoders {
   }
   at::Tensor skip(int64_t l) const override { return f32(set_.layers[static_cast<size_t>(l)].W_skip); }
   std::string source() const override { return set_.source; }
+  int64_t resident_bytes() const override {
+    int64_t n = 0;
+    if (!clt())
+      for (const Sae& s : set_.layers)
+        for (const at::Tensor* t : {&s.W_enc, &s.W_dec, &s.W_skip, &s.b_enc, &s.b_dec, &s.threshold})
+          if (t->defined()) n += static_cast<int64_t>(t->nbytes());
+    return n;
+  }
 
  private:
   bool clt() const { return set_.kind == TranscoderKind::CrossLayer; }
   TranscoderSet set_;
+  GraphInput in_;
 };
 
-// The hook names a transcoder of layer l may carry: the MLP's input with ln2's weight and bias applied (what
-// the engine encodes and propagates to; ln2.hook_normalized, before them, is another vector) and its output.
-bool reads_mlp_input(const std::string& hook, int64_t l) {
+// The points a transcoder may read (vocablens/graph.hpp, GraphInput), by their name within a block.
+std::optional<GraphInput> input_of_point(const std::string& point) {
+  if (point.empty() || point == "mlp.hook_in") return GraphInput::MlpIn;
+  if (point == "ln2.hook_normalized") return GraphInput::Ln2Normalized;
+  if (point == "hook_resid_mid") return GraphInput::ResidMid;
+  return std::nullopt;
+}
+// The same for a transcoder's full hook name at layer l (empty: the MLP's input).
+std::optional<GraphInput> input_of_hook(const std::string& hook, int64_t l) {
   const std::string b = "blocks." + std::to_string(l) + ".";
-  return hook.empty() || hook == b + "mlp.hook_in";
+  if (hook.empty()) return GraphInput::MlpIn;
+  if (hook.rfind(b, 0) != 0) return std::nullopt;
+  return input_of_point(hook.substr(b.size()));
+}
+bool reads_mlp_input(const std::string& hook, int64_t l) { return input_of_hook(hook, l).has_value(); }
+
+// What a transcoder of layer l reads, from resid_mid [T, d]: ln2 with or without its weight and bias, or
+// resid_mid itself.
+at::Tensor transcoder_input(const Model& m, int64_t l, const at::Tensor& mid, GraphInput in) {
+  const ModelConfig& c = m.config();
+  const LayerWeights& w = m.weights().layers[l];
+  if (in == GraphInput::ResidMid) return mid;
+  if (in == GraphInput::Ln2Normalized) return apply_norm(mid, c.norm, c.norm_eps, at::Tensor(), at::Tensor());
+  return apply_norm(mid, c.norm, c.norm_eps, f32(w.ln2_w), f32(w.ln2_b));
 }
 bool writes_mlp_output(const std::string& hook, int64_t l) {
   const std::string b = "blocks." + std::to_string(l) + ".";
@@ -82,8 +114,8 @@ void check_transcoder(const Sae& s, int64_t l, const Model& m) {
     throw UsageError(fmt::format("{}: transcoder of layer {} reads {} and writes {} values; the model's MLP "
                                  "input and output have {} (d_model)", s.source, l, s.d_in, s.d_out, d));
   if (!reads_mlp_input(s.hook_name, l))
-    throw UsageError(fmt::format("{}: transcoder of layer {} reads {}; an attribution graph needs the MLP input "
-                                 "of its layer (blocks.{}.mlp.hook_in)", s.source, l, s.hook_name, l));
+    throw UsageError(fmt::format("{}: transcoder of layer {} reads {}; an attribution graph needs the MLP's "
+                                 "input of its layer (blocks.{}.mlp.hook_in, .ln2.hook_normalized or .hook_resid_mid)", s.source, l, s.hook_name, l));
   if (!writes_mlp_output(s.hook_name_out, l))
     throw UsageError(fmt::format("{}: transcoder of layer {} writes {}; an attribution graph needs the MLP output "
                                  "of its layer (blocks.{}.hook_mlp_out)", s.source, l, s.hook_name_out, l));
@@ -128,19 +160,16 @@ void check_block_supported(const Model& m) {
                                  m.source(), c.family, why));
 }
 
-// Sparse activations of every layer, sorted (layer, position, feature) as circuit-tracer's coalesced matrix.
-void collect_features(Frozen& fz, const std::vector<at::Tensor>& dense) {
-  std::vector<at::Tensor> idx, val;
-  fz.layer_start.assign(1, 0);
-  for (int64_t l = 0; l < fz.L; ++l) {
-    at::Tensor nz = dense[l].nonzero();  // row-major: by position, then feature
-    at::Tensor v = dense[l].index({nz.select(1, 0), nz.select(1, 1)});
-    idx.push_back(at::cat({at::full({nz.size(0), 1}, l, at::kLong), nz}, 1));
-    val.push_back(v);
-    fz.layer_start.push_back(fz.layer_start.back() + nz.size(0));
-  }
-  fz.active = at::cat(idx, 0);
-  fz.acts = at::cat(val, 0);
+// The nonzero activations of layer l ([T, n_features]; row-major: by position, then feature) appended to
+// the sorted (layer, position, feature) list, as circuit-tracer's coalesced matrix; position 0 left out when
+// `from_pos` is 1.
+void add_features(Frozen& fz, int64_t l, const at::Tensor& dense, int64_t from_pos, std::vector<at::Tensor>& idx,
+                  std::vector<at::Tensor>& val) {
+  at::Tensor nz = dense.slice(0, from_pos).nonzero();
+  nz.select(1, 0).add_(from_pos);
+  val.push_back(dense.index({nz.select(1, 0), nz.select(1, 1)}));
+  idx.push_back(at::cat({at::full({nz.size(0), 1}, l, at::kLong), nz}, 1));
+  fz.layer_start.push_back(fz.layer_start.back() + nz.size(0));
 }
 
 Frozen record_forward(const Model& m, const at::Tensor& ids, const GraphTranscoders& tcs, bool zero_first) {
@@ -153,28 +182,37 @@ Frozen record_forward(const Model& m, const at::Tensor& ids, const GraphTranscod
   spec.resid_pre = spec.resid_mid = spec.mlp_out = spec.pattern = true;
   spec.resid_post = true;
   ForwardOutput out = m.forward(ids, spec);
-  fz.last_logits = out.logits[0][fz.T - 1].to(at::kFloat);
-  std::vector<at::Tensor> mlp_in, feats, dense;  // feats: as encoded, for the reconstruction; dense: position 0 zeroed
+  fz.last_logits = out.logits[0][fz.T - 1].to(at::kFloat).clone();
+  out.logits = at::Tensor();  // [T, V]: only the last position's are kept
+  // A per-layer set's output at block l reads only layer l's features, so each layer's dense activations
+  // [T, n_features] go once its error is known; a CLT's output at block l reads every layer up to l.
+  const bool across = tcs.n_layers() > 1 && tcs.writes(0, 1);
+  std::vector<at::Tensor> mlp_in(static_cast<size_t>(fz.L)), feats(static_cast<size_t>(fz.L)), idx, val;
+  auto error_at = [&](int64_t l) {
+    at::Tensor err = out.cache.get("mlp_out", l)[0] - tcs.output(l, mlp_in, feats);
+    if (zero_first) err[0].zero_();
+    fz.errors.push_back(err.contiguous());
+  };
+  fz.layer_start.assign(1, 0);
   for (int64_t l = 0; l < fz.L; ++l) {
-    const LayerWeights& w = m.weights().layers[l];
     at::Tensor pre = out.cache.get("resid_pre", l)[0], mid = out.cache.get("resid_mid", l)[0];
     fz.s1.push_back(denominator(pre, c));
     fz.s2.push_back(denominator(mid, c));
     fz.pattern.push_back(out.cache.get("pattern", l)[0].contiguous());
-    mlp_in.push_back(apply_norm(mid, c.norm, c.norm_eps, f32(w.ln2_w), f32(w.ln2_b)));
-    feats.push_back(tcs.encode(l, mlp_in[l]));
-    at::Tensor a = zero_first ? feats.back().clone() : feats.back();
-    if (zero_first) a[0].zero_();
-    dense.push_back(a);
+    mlp_in[l] = transcoder_input(m, l, mid, tcs.input());
+    feats[l] = tcs.encode(l, mlp_in[l]);  // as encoded, for the reconstruction; the nodes leave position 0 out
+    add_features(fz, l, feats[l], zero_first ? 1 : 0, idx, val);
+    if (!across) {
+      error_at(l);
+      feats[l] = at::Tensor();
+    }
   }
-  for (int64_t l = 0; l < fz.L; ++l) {
-    at::Tensor err = out.cache.get("mlp_out", l)[0] - tcs.output(l, mlp_in, feats);
-    if (zero_first) err[0].zero_();
-    fz.errors.push_back(err.contiguous());
-  }
+  if (across)
+    for (int64_t l = 0; l < fz.L; ++l) error_at(l);
   if (c.final_norm) fz.sf = denominator(out.cache.get("resid_post", fz.L - 1)[0], c);
   fz.tokens = (m.W_E().index_select(0, ids) * c.embed_scale).contiguous();
-  collect_features(fz, dense);
+  fz.active = at::cat(idx, 0);
+  fz.acts = at::cat(val, 0);
   return fz;
 }
 
@@ -213,12 +251,16 @@ struct Target {
 
 class Backward {
  public:
-  Backward(const Model& m, const GraphTranscoders& tcs, const Frozen& fz) : m_(m), c_(m.config()), fz_(fz) {
+  Backward(const Model& m, const GraphTranscoders& tcs, const Frozen& fz)
+      : m_(m), c_(m.config()), fz_(fz), tcs_(tcs) {
     for (int64_t l = 0; l < fz.L; ++l) {
       const LayerWeights& w = m.weights().layers[l];
       Layer ly;
       ly.ln1_w = f32(w.ln1_w);
-      ly.ln2_w = f32(w.ln2_w);
+      // what a gradient at the transcoders' input goes back through to resid_mid: ln2 frozen (with its
+      // weight for mlp.hook_in, without for ln2.hook_normalized), or nothing (hook_resid_mid)
+      ly.in_norm = tcs.input() != GraphInput::ResidMid;
+      if (tcs.input() == GraphInput::MlpIn) ly.in_w = f32(w.ln2_w);
       const int64_t H = c_.n_heads, dh = c_.d_head;
       ly.WO = m.W_O(l).reshape({H * dh, fz.d}).contiguous();                        // [H·dh, d]
       ly.WV = m.W_V(l).permute({1, 0, 2}).reshape({fz.d, H * dh}).contiguous();      // [d, H·dh]
@@ -226,15 +268,16 @@ class Backward {
       layers_.push_back(ly);
     }
     lnf_w_ = f32(m.weights().lnf_w);
-    // the scaled decoder rows of every active feature, per (source layer, output layer)
-    dec_.resize(fz.L);
-    for (int64_t src = 0; src < fz.L; ++src) {
-      const int64_t a = fz.layer_start[src], b = fz.layer_start[src + 1];
-      at::Tensor feats = fz.active.slice(0, a, b).select(1, 2);
-      at::Tensor act = fz.acts.slice(0, a, b).unsqueeze(1);
+    // the scaled decoder rows of every active feature, per (source layer, output layer), kept when they
+    // fit in graph_decoder_cache_bytes(); otherwise gathered from the transcoders at each use
+    double written = 0;
+    for (int64_t src = 0; src < fz.L; ++src)
       for (int64_t out = src; out < fz.L; ++out)
-        dec_[src].push_back(tcs.writes(src, out) && b > a ? tcs.decoder_rows(src, out, feats) * act : at::Tensor());
-    }
+        written += tcs.writes(src, out) ? static_cast<double>(fz.layer_start[src + 1] - fz.layer_start[src]) : 0.0;
+    cache_dec_ = written * static_cast<double>(fz.d) * 4 <= graph_decoder_cache_bytes();
+    dec_.resize(fz.L);
+    for (int64_t src = 0; src < fz.L; ++src)
+      for (int64_t out = src; out < fz.L; ++out) dec_[src].push_back(cache_dec_ ? scaled_decoder(src, out) : at::Tensor());
     n_cols_ = fz.layer_start.back() + (fz.L + 1) * fz.T;
     auto act = fz.active.accessor<int64_t, 2>();
     spans_.resize(fz.L);
@@ -248,42 +291,67 @@ class Backward {
 
   int64_t n_cols() const { return n_cols_; }
 
-  /// Rows [B, n_cols]: columns = active features, errors (layer-major), tokens.
-  at::Tensor rows(const std::vector<Target>& ts) const {
+  /// Rows into out [B, n_cols] (overwritten): columns = active features, errors (layer-major), tokens.
+  /// Everything is causal, so only the positions up to the batch's last target are propagated (P of them);
+  /// the columns of later positions stay zero.
+  void rows(const std::vector<Target>& ts, at::Tensor out) const {
     const int64_t B = static_cast<int64_t>(ts.size());
-    at::Tensor out = at::zeros({B, n_cols_}, at::kFloat);
-    at::Tensor G = at::zeros({B, fz_.T, fz_.d}, at::kFloat);
-    int64_t top = 0;
-    for (const Target& t : ts) top = std::max(top, t.layer);
+    out.zero_();
+    int64_t top = 0, P = 0;
+    for (const Target& t : ts) {
+      top = std::max(top, t.layer);
+      P = std::max(P, t.pos + 1);
+    }
+    at::Tensor G = at::zeros({B, P, fz_.d}, at::kFloat);
     if (top == fz_.L) inject(G, ts, fz_.L, lnf_w_, fz_.sf);
     for (int64_t l = std::min(top, fz_.L - 1); l >= 0; --l) {
       throw_if_cancelled("the attribution graph, between blocks");
       read_mlp_out(G, l, out);
       const Layer& ly = layers_[l];
-      at::Tensor Gmid = G;
-      if (ly.skip.defined()) Gmid = G + norm_back(at::matmul(G, ly.skip.t()), ly.ln2_w, fz_.s2[l]);
-      inject(Gmid, ts, l, ly.ln2_w, fz_.s2[l]);
-      G = Gmid + attention_back(Gmid, l);
+      if (ly.skip.defined()) G = G + input_back_(at::matmul(G, ly.skip.t()), ly, fz_.s2[l].slice(0, 0, P));
+      for (size_t b = 0; b < ts.size(); ++b)
+        if (ts[b].layer == l)
+          G[static_cast<int64_t>(b)][ts[b].pos] += input_back_(ts[b].vec.clone(), ly, fz_.s2[l][ts[b].pos]);
+      G.add_(attention_back(G, l));
     }
-    out.slice(1, fz_.layer_start.back() + fz_.L * fz_.T) .copy_((G * fz_.tokens.unsqueeze(0)).sum(-1));
-    return out;
+    out.slice(1, fz_.layer_start.back() + fz_.L * fz_.T).slice(1, 0, P).copy_(dot_rows(G, fz_.tokens));
   }
 
  private:
   struct Layer {
-    at::Tensor ln1_w, ln2_w, WO, WV, skip;
+    at::Tensor ln1_w, in_w, WO, WV, skip;
+    bool in_norm = true;
   };
+
+  // The transpose of resid_mid → the transcoders' input, in place on a temporary g.
+  at::Tensor input_back_(at::Tensor g, const Layer& ly, const at::Tensor& s) const {
+    return ly.in_norm ? norm_back_(std::move(g), ly.in_w, s) : g;
+  }
   struct PosSpan {
     int64_t pos, begin, end;  ///< features [begin, end) of a layer (offsets in it) sit at position pos
   };
 
-  // The transpose of a frozen norm: y = C(x) / s ⊙ w (+ b), C centring for LayerNorm, identity for RMSNorm.
-  at::Tensor norm_back(const at::Tensor& g, const at::Tensor& w, const at::Tensor& s) const {
+  // What each active feature of layer src writes into the MLP output of `out`: decoder row × activation.
+  at::Tensor scaled_decoder(int64_t src, int64_t out) const {
+    const int64_t a = fz_.layer_start[src], b = fz_.layer_start[src + 1];
+    if (!tcs_.writes(src, out) || b == a) return at::Tensor();
+    return tcs_.decoder_rows(src, out, fz_.active.slice(0, a, b).select(1, 2)) * fz_.acts.slice(0, a, b).unsqueeze(1);
+  }
+
+  // G [B, P, d] · V[p] for every (b, p): [B, P], without a [B, P, d] product.
+  static at::Tensor dot_rows(const at::Tensor& G, const at::Tensor& V) {
+    const int64_t P = G.size(1);
+    return at::bmm(G.transpose(0, 1), V.slice(0, 0, P).unsqueeze(2)).squeeze(2).t();
+  }
+
+  // The transpose of a frozen norm: y = C(x) / s ⊙ w (+ b), C centring for LayerNorm, identity for RMSNorm;
+  // in place on a temporary g.
+  at::Tensor norm_back_(at::Tensor g, const at::Tensor& w, const at::Tensor& s) const {
     if (!s.defined()) return g;  // no final norm
-    at::Tensor u = w.defined() ? g * w : g;
-    u = u / s;
-    if (c_.norm == NormKind::LayerNorm) u = u - u.mean(-1, true);
-    return u;
+    if (w.defined()) g.mul_(w);
+    g.div_(s);
+    if (c_.norm == NormKind::LayerNorm) g.sub_(g.mean(-1, true));
+    return g;
   }
 
   void inject(at::Tensor& G, const std::vector<Target>& ts, int64_t layer, const at::Tensor& w,
@@ -291,39 +359,47 @@ class Backward {
     for (size_t b = 0; b < ts.size(); ++b) {
       if (ts[b].layer != layer) continue;
       const int64_t p = ts[b].pos;
-      G[static_cast<int64_t>(b)][p] += norm_back(ts[b].vec, w, s.defined() ? s[p] : s);
+      G[static_cast<int64_t>(b)][p] += norm_back_(ts[b].vec.clone(), w, s.defined() ? s[p] : s);
     }
   }
 
-  // Frozen attention, OV only: out[q] = Σ_h Σ_k A_h[q, k] ln1(x)[k] W_V,h W_O,h (+ constants).
+  // Frozen attention, OV only: out[q] = Σ_h Σ_k A_h[q, k] ln1(x)[k] W_V,h W_O,h (+ constants). The pattern's
+  // transpose is applied per head to all B rows at once ([H, P, P] × [H, P, B·dh]), never broadcast to B.
   at::Tensor attention_back(const at::Tensor& G, int64_t l) const {
     const Layer& ly = layers_[l];
-    const int64_t B = G.size(0), T = fz_.T, H = c_.n_heads, dh = c_.d_head;
-    at::Tensor z = at::matmul(G, ly.WO.t()).view({B, T, H, dh}).permute({0, 2, 1, 3});  // [B, H, Tq, dh]
-    at::Tensor y = at::matmul(fz_.pattern[l].transpose(1, 2).unsqueeze(0), z);           // [B, H, Tk, dh]
-    at::Tensor gx = at::matmul(y.permute({0, 2, 1, 3}).reshape({B, T, H * dh}), ly.WV.t());
-    return norm_back(gx, ly.ln1_w, fz_.s1[l]);
+    const int64_t B = G.size(0), P = G.size(1), H = c_.n_heads, dh = c_.d_head;
+    at::Tensor z = at::matmul(G, ly.WO.t()).view({B, P, H, dh}).permute({2, 1, 0, 3}).reshape({H, P, B * dh});
+    const at::Tensor pat = fz_.pattern[l].slice(1, 0, P).slice(2, 0, P);
+    at::Tensor y = at::bmm(pat.transpose(1, 2), z);  // [H, P, B·dh]
+    z = at::Tensor();
+    y = y.view({H, P, B, dh}).permute({2, 1, 0, 3}).reshape({B, P, H * dh});
+    return norm_back_(at::matmul(y, ly.WV.t()), ly.ln1_w, fz_.s1[l].slice(0, 0, P));
   }
 
   // Edges from everything written at the MLP output of layer `out`: features (from any layer that writes
-  // there) and the error of that layer.
+  // there) and the error of that layer, at the positions G covers.
   void read_mlp_out(const at::Tensor& G, int64_t out, at::Tensor& rows) const {
+    const int64_t P = G.size(1);
     for (int64_t src = 0; src <= out; ++src) {
-      const at::Tensor& dec = dec_[src][out - src];
+      const at::Tensor dec = cache_dec_ ? dec_[src][out - src] : scaled_decoder(src, out);
       if (!dec.defined()) continue;
       // the features of one position are contiguous (sorted by layer, position, feature): one small product
       // per position, no [B, n, d] gather
       const int64_t a = fz_.layer_start[src];
-      for (const PosSpan& sp : spans_[src])
+      for (const PosSpan& sp : spans_[src]) {
+        if (sp.pos >= P) break;
         rows.slice(1, a + sp.begin, a + sp.end) += at::matmul(G.select(1, sp.pos), dec.slice(0, sp.begin, sp.end).t());
+      }
     }
     const int64_t e0 = fz_.layer_start.back() + out * fz_.T;
-    rows.slice(1, e0, e0 + fz_.T).copy_((G * fz_.errors[out].unsqueeze(0)).sum(-1));
+    rows.slice(1, e0, e0 + P).copy_(dot_rows(G, fz_.errors[out]));
   }
 
   const Model& m_;
   const ModelConfig& c_;
   const Frozen& fz_;
+  const GraphTranscoders& tcs_;
+  bool cache_dec_ = true;
   std::vector<Layer> layers_;
   at::Tensor lnf_w_;
   std::vector<std::vector<at::Tensor>> dec_;
@@ -333,22 +409,32 @@ class Backward {
 
 // ---- which features get rows: circuit-tracer's influence ranking ---------------------------------------
 
-/// Influence on the logits of every column through the rows computed so far (row r belongs to node
-/// row_node[r]; the logits' nodes carry their probabilities).
-at::Tensor partial_influence(const at::Tensor& rows, const std::vector<int64_t>& row_node, const at::Tensor& logit_p,
-                             int64_t n_total) {
-  at::Tensor a = rows.abs().to(at::kDouble);
-  a = a / a.sum(1, true).clamp_min(1e-8);
+/// Influence on the logits of every column through the rows computed so far (row r of the blocks, in order,
+/// belongs to node row_node[r]; the logits' nodes carry their probabilities): |rows| normalised per row,
+/// block by block, so no second copy of the rows is held.
+at::Tensor partial_influence(const std::vector<at::Tensor>& blocks, const std::vector<int64_t>& row_node,
+                             const at::Tensor& logit_p, int64_t n_total) {
+  std::vector<at::Tensor> sums, idx;
+  size_t r0 = 0;
+  for (const at::Tensor& b : blocks) {
+    sums.push_back(b.abs().to(at::kDouble).sum(1, true).clamp_min(1e-8));
+    const auto first = row_node.begin() + static_cast<std::ptrdiff_t>(r0);
+    idx.push_back(at::tensor(std::vector<int64_t>(first, first + b.size(0)), at::kLong));
+    r0 += static_cast<size_t>(b.size(0));
+  }
+  const int64_t n_cols = blocks.front().size(1);
   at::Tensor prod = at::zeros({n_total}, at::kDouble);
   prod.slice(0, n_total - logit_p.size(0)).copy_(logit_p);
-  at::Tensor influence = at::zeros({a.size(1)}, at::kDouble);
-  at::Tensor idx = at::tensor(row_node, at::kLong);
+  at::Tensor influence = at::zeros({n_cols}, at::kDouble);
   for (int it = 0; it < 1000; ++it) {
-    at::Tensor next = at::matmul(prod.index_select(0, idx), a);
+    throw_if_cancelled("the attribution graph, ranking features");
+    at::Tensor next = at::zeros({n_cols}, at::kDouble);
+    for (size_t k = 0; k < blocks.size(); ++k)
+      next += at::matmul(prod.index_select(0, idx[k]), blocks[k].abs().to(at::kDouble).div_(sums[k]));
     if (!next.ne(0).any().item<bool>()) return influence;
     influence += next;
     prod = at::zeros({n_total}, at::kDouble);
-    prod.slice(0, 0, next.size(0)).copy_(next);
+    prod.slice(0, 0, n_cols).copy_(next);
   }
   throw Error("graph: feature influence did not converge in 1000 steps");
 }
@@ -369,11 +455,13 @@ void check_options(const Model& m, const at::Tensor& ids, const GraphTranscoders
   check_block_supported(m);
 }
 
-/// Computes the rows of `order` (indices into the active features) in batches, appending to rows / row_node.
-/// Encoder rows are read once per layer and batch (a stored BF16 matrix is upcast only in those rows).
+/// Where rows go: out(i, n) gives the [n, n_cols] slice for the rows of order[i .. i + n).
+using RowSink = std::function<at::Tensor(int64_t, int64_t)>;
+
+/// Computes the rows of `order` (indices into the active features) in batches into `out`. Encoder rows are
+/// read once per layer and batch (a stored BF16 matrix is upcast only in those rows).
 void feature_rows(const Backward& bw, const Frozen& fz, const GraphTranscoders& tcs, const std::vector<int64_t>& order,
-                  int64_t batch, std::vector<at::Tensor>& rows, std::vector<int64_t>& row_node,
-                  const std::function<void(int64_t)>& done) {
+                  int64_t batch, const RowSink& out, const std::function<void(int64_t)>& done) {
   auto act = fz.active.accessor<int64_t, 2>();
   for (size_t i = 0; i < order.size(); i += static_cast<size_t>(batch)) {
     const size_t e = std::min(order.size(), i + static_cast<size_t>(batch));
@@ -390,77 +478,91 @@ void feature_rows(const Backward& bw, const Frozen& fz, const GraphTranscoders& 
       for (size_t q = 0; q < slot.size(); ++q)
         ts[static_cast<size_t>(slot[q])] = {l, act[order[i + static_cast<size_t>(slot[q])]][1], enc[static_cast<int64_t>(q)]};
     }
-    for (size_t j = i; j < e; ++j) row_node.push_back(order[j]);
-    rows.push_back(bw.rows(ts));
+    bw.rows(ts, out(static_cast<int64_t>(i), static_cast<int64_t>(e - i)));
     done(static_cast<int64_t>(e - i));
   }
 }
 
-/// Which features get rows, in the order circuit-tracer visits them (all of them when max is 0 or >= A).
-std::vector<int64_t> select_and_compute(const Backward& bw, const Frozen& fz, const GraphTranscoders& tcs,
-                                        const Logits& lg, const GraphOptions& o, std::vector<at::Tensor>& rows,
-                                        std::vector<int64_t>& row_node) {
-  const int64_t A = fz.layer_start.back(), K = lg.ids.size(0);
-  const int64_t n_total = bw.n_cols() + K;
+/// The logit rows (K of them) into out(k, n) slices.
+void logit_rows(const Backward& bw, const Frozen& fz, const Logits& lg, int64_t batch, const RowSink& out,
+                const std::function<void(int64_t)>& done) {
+  const int64_t K = lg.ids.size(0);
+  for (int64_t i = 0; i < K; i += batch) {
+    std::vector<Target> ts;
+    for (int64_t k = i; k < std::min(K, i + batch); ++k) ts.push_back({fz.L, fz.T - 1, lg.vecs[k]});
+    bw.rows(ts, out(i, static_cast<int64_t>(ts.size())));
+    done(static_cast<int64_t>(ts.size()));
+  }
+}
+
+/// The graph's rows [F + K, S] (selected features ascending, then the logits; columns the selected features,
+/// errors, tokens) and which features were selected, in the order circuit-tracer visits them. When every
+/// active feature gets its row, the rows are written straight into the result. Otherwise each batch is kept
+/// over every active feature's column (the ranking reads them all), then compacted to the selected ones.
+at::Tensor select_and_compute(const Backward& bw, const Frozen& fz, const GraphTranscoders& tcs, const Logits& lg,
+                              const GraphOptions& o, std::vector<int64_t>& selected) {
+  const int64_t A = fz.layer_start.back(), K = lg.ids.size(0), n_cols = bw.n_cols();
   const int64_t want = o.max_feature_nodes == 0 ? A : std::min(o.max_feature_nodes, A);
   int64_t done = 0;
   auto tick = [&](int64_t n) {
     done += n;
     if (o.progress) o.progress(done, K + want);
   };
-  // the logit rows first
-  for (int64_t i = 0; i < K; i += o.batch_size) {
-    std::vector<Target> ts;
-    for (int64_t k = i; k < std::min(K, i + o.batch_size); ++k) {
-      ts.push_back({fz.L, fz.T - 1, lg.vecs[k]});
-      row_node.push_back(bw.n_cols() + k);
-    }
-    rows.push_back(bw.rows(ts));
-    tick(static_cast<int64_t>(ts.size()));
+  if (want == A) {
+    at::Tensor rows = at::empty({A + K, n_cols}, at::kFloat);
+    logit_rows(bw, fz, lg, o.batch_size, [&](int64_t i, int64_t n) { return rows.narrow(0, A + i, n); }, tick);
+    selected.resize(static_cast<size_t>(A));
+    std::iota(selected.begin(), selected.end(), 0);
+    feature_rows(bw, fz, tcs, selected, o.batch_size, [&](int64_t i, int64_t n) { return rows.narrow(0, i, n); }, tick);
+    return rows;
   }
+  std::vector<at::Tensor> blocks;
+  std::vector<int64_t> row_node;  // a feature's active index, or n_cols + k for logit k
+  auto block = [&](int64_t, int64_t n) {
+    blocks.push_back(at::empty({n, n_cols}, at::kFloat));
+    return blocks.back();
+  };
+  logit_rows(bw, fz, lg, o.batch_size, block, tick);
+  for (int64_t k = 0; k < K; ++k) row_node.push_back(n_cols + k);
   std::vector<char> visited(static_cast<size_t>(A), 0);
+  auto act = fz.active.accessor<int64_t, 2>();
   int64_t n_visited = 0;
   while (n_visited < want) {
+    at::Tensor inf = partial_influence(blocks, row_node, lg.probs, n_cols + K).slice(0, 0, A);
+    at::Tensor rank = at::argsort(inf, 0, /*descending=*/true);
+    const int64_t queue = std::min(o.update_interval * o.batch_size, want - n_visited);
     std::vector<int64_t> pending;
-    if (want == A) {
-      pending.resize(static_cast<size_t>(A));
-      std::iota(pending.begin(), pending.end(), 0);
-    } else {
-      at::Tensor inf = partial_influence(at::cat(rows, 0), row_node, lg.probs, n_total).slice(0, 0, A);
-      at::Tensor rank = at::argsort(inf, 0, /*descending=*/true);
-      const int64_t queue = std::min(o.update_interval * o.batch_size, want - n_visited);
-      auto r = rank.accessor<int64_t, 1>();
-      for (int64_t i = 0; i < A && static_cast<int64_t>(pending.size()) < queue; ++i)
-        if (!visited[static_cast<size_t>(r[i])]) pending.push_back(r[i]);
-    }
+    auto r = rank.accessor<int64_t, 1>();
+    for (int64_t i = 0; i < A && static_cast<int64_t>(pending.size()) < queue; ++i)
+      if (!visited[static_cast<size_t>(r[i])]) pending.push_back(r[i]);
     for (int64_t k : pending) visited[static_cast<size_t>(k)] = 1;
     n_visited += static_cast<int64_t>(pending.size());
-    feature_rows(bw, fz, tcs, pending, o.batch_size, rows, row_node, tick);
+    // batches of nearby positions: a batch propagates only the positions up to its last target's
+    std::stable_sort(pending.begin(), pending.end(), [&](int64_t x, int64_t y) { return act[x][1] < act[y][1]; });
+    row_node.insert(row_node.end(), pending.begin(), pending.end());
+    feature_rows(bw, fz, tcs, pending, o.batch_size, block, tick);
   }
-  std::vector<int64_t> selected;
   for (int64_t k = 0; k < A; ++k)
     if (visited[static_cast<size_t>(k)]) selected.push_back(k);
-  return selected;
-}
-
-/// The [N, N] adjacency from the computed rows: feature rows in ascending feature order, then the logit
-/// rows at the bottom; feature columns restricted to the selected ones.
-at::Tensor assemble(const at::Tensor& rows, const std::vector<int64_t>& row_node, const std::vector<int64_t>& selected,
-                    int64_t A, int64_t n_other, int64_t K) {
+  // compaction, a block at a time, each freed once copied
   const int64_t F = static_cast<int64_t>(selected.size());
-  const int64_t N = F + n_other + K;
-  std::vector<int64_t> col(selected);
-  for (int64_t j = 0; j < n_other; ++j) col.push_back(A + j);
-  at::Tensor cols = at::tensor(col, at::kLong);
-  std::vector<int64_t> pos_of(static_cast<size_t>(A), -1);
-  for (int64_t i = 0; i < F; ++i) pos_of[static_cast<size_t>(selected[static_cast<size_t>(i)])] = i;
-  at::Tensor adj = at::zeros({N, N}, at::kFloat);
-  for (int64_t r = 0; r < rows.size(0); ++r) {
-    const int64_t node = row_node[static_cast<size_t>(r)];
-    const int64_t dst = node < A ? pos_of[static_cast<size_t>(node)] : F + n_other + (node - (A + n_other));
-    adj[dst].slice(0, 0, F + n_other).copy_(rows[r].index_select(0, cols));
+  std::vector<int64_t> col(selected), dst_of(static_cast<size_t>(A), -1);
+  for (int64_t j = A; j < n_cols; ++j) col.push_back(j);
+  for (int64_t i = 0; i < F; ++i) dst_of[static_cast<size_t>(selected[static_cast<size_t>(i)])] = i;
+  const at::Tensor cols = at::tensor(col, at::kLong);
+  at::Tensor rows = at::empty({F + K, F + n_cols - A}, at::kFloat);
+  size_t r0 = 0;
+  for (at::Tensor& b : blocks) {
+    std::vector<int64_t> dst;
+    for (int64_t j = 0; j < b.size(0); ++j) {
+      const int64_t node = row_node[r0 + static_cast<size_t>(j)];
+      dst.push_back(node < A ? dst_of[static_cast<size_t>(node)] : F + (node - n_cols));
+    }
+    r0 += static_cast<size_t>(b.size(0));
+    rows.index_copy_(0, at::tensor(dst, at::kLong), b.index_select(1, cols));
+    b = at::Tensor();
   }
-  return adj;
+  return rows;
 }
 
 }  // namespace graph_engine
@@ -471,8 +573,18 @@ std::unique_ptr<GraphTranscoders> per_layer_transcoders(std::vector<Sae> saes, c
   set.kind = TranscoderKind::PerLayer;
   set.n_layers = static_cast<int64_t>(saes.size());
   set.source = saes.empty() ? std::string() : saes.front().source + (saes.size() > 1 ? " ..." : "");
+  // every layer read at the same point
+  GraphInput in = GraphInput::MlpIn;
+  for (size_t l = 0; l < saes.size(); ++l) {
+    const GraphInput here = *graph_engine::input_of_hook(saes[l].hook_name, static_cast<int64_t>(l));
+    if (l > 0 && here != in)
+      throw UsageError(fmt::format("{}: transcoder of layer {} reads {}, another point than layer 0's ({}); an "
+                                   "attribution graph reads every layer at the same point", saes[l].source, l,
+                                   saes[l].hook_name, saes[0].hook_name));
+    in = here;
+  }
   set.layers = std::move(saes);
-  return std::make_unique<graph_engine::SetTranscoders>(std::move(set));
+  return std::make_unique<graph_engine::SetTranscoders>(std::move(set), in);
 }
 
 std::unique_ptr<GraphTranscoders> load_graph_transcoders(const std::string& dir, const Model& model) {
@@ -485,19 +597,34 @@ std::unique_ptr<GraphTranscoders> load_graph_transcoders(const std::string& dir,
   if (set.config_path.empty() && set.n_layers < L)
     throw FormatError(set.source, fmt::format("no layer_{}.safetensors ({} has {} layers; one transcoder per layer)",
                                               set.n_layers, model.source(), L));
-  // The engine encodes the MLP's input (ln2's weight and bias applied) and reads features at the MLP's
-  // output; a set read anywhere else would need another frozen path, so it is refused by its config's names.
+  // The engine reads transcoders at the MLP's input, ln2's normalised input or resid_mid (all linear in
+  // resid_mid with ln2 frozen) and writes features at the MLP's output; any other point is refused by name.
   const std::string where = set.config_path.empty() ? set.source : set.config_path;
-  if (set.input_point != "mlp.hook_in")
+  const std::optional<GraphInput> in = graph_engine::input_of_point(set.input_point);
+  if (!in)
     throw UsageError(fmt::format("{}: feature_input_hook '{}' — an attribution graph reads transcoders at the MLP's "
-                                 "input (mlp.hook_in: ln2's output, its weight and bias applied)", where,
-                                 set.feature_input_hook));
+                                 "input (mlp.hook_in: ln2's output, its weight and bias applied; ln2.hook_normalized, "
+                                 "before them; or hook_resid_mid, before ln2)", where, set.feature_input_hook));
   if (set.output_point != "hook_mlp_out")
     throw UsageError(fmt::format("{}: feature_output_hook '{}' — an attribution graph needs transcoders writing the "
                                  "MLP's output (hook_mlp_out or mlp.hook_out)", where, set.feature_output_hook));
   check_transcoders_fit(set, model);
   for (int64_t l = 0; l < set.n_layers; ++l) graph_engine::check_transcoder(set.layers[static_cast<size_t>(l)], l, model);
-  return std::make_unique<graph_engine::SetTranscoders>(std::move(set));
+  return std::make_unique<graph_engine::SetTranscoders>(std::move(set), *in);
+}
+
+std::vector<int64_t> graph_active_counts(const Model& model, const at::Tensor& ids, const GraphTranscoders& tcs,
+                                         bool zero_first_position) {
+  const ModelConfig& c = model.config();
+  CacheSpec spec;
+  spec.resid_mid = true;
+  ForwardOutput out = model.forward(ids, spec, /*compute_logits=*/false);
+  std::vector<int64_t> n;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    at::Tensor x = graph_engine::transcoder_input(model, l, out.cache.get("resid_mid", l)[0], tcs.input());
+    n.push_back(tcs.encode(l, x).slice(0, zero_first_position ? 1 : 0).ne(0).sum().item<int64_t>());
+  }
+  return n;
 }
 
 AttributionGraph attribution_graph(const Model& model, const at::Tensor& ids_in, const GraphTranscoders& tcs,
@@ -509,10 +636,9 @@ AttributionGraph attribution_graph(const Model& model, const at::Tensor& ids_in,
   const Frozen fz = record_forward(model, ids, tcs, o.zero_first_position);
   const Logits lg = salient_logits(model, fz.last_logits, o);
   const Backward bw(model, tcs, fz);
-  std::vector<at::Tensor> rows;
-  std::vector<int64_t> row_node;
-  std::vector<int64_t> selected = select_and_compute(bw, fz, tcs, lg, o, rows, row_node);
+  std::vector<int64_t> selected;
   AttributionGraph g;
+  g.rows = select_and_compute(bw, fz, tcs, lg, o, selected);
   g.ids = ids;
   g.logit_ids = lg.ids;
   g.logit_probs = lg.probs;
@@ -521,8 +647,7 @@ AttributionGraph attribution_graph(const Model& model, const at::Tensor& ids_in,
   g.selected = at::tensor(selected, at::kLong);
   g.n_layers = fz.L;
   g.n_pos = fz.T;
-  g.adjacency = assemble(at::cat(rows, 0), row_node, selected, fz.layer_start.back(), (fz.L + 1) * fz.T,
-                         lg.ids.size(0));
+  if (o.dense_adjacency) g.adjacency = g.dense_adjacency();
   return g;
 }
 

@@ -40,45 +40,62 @@ GraphOptions graph_options(const AnalysisRequest& q) {
   g.batch_size = o.at("batch_size").get<int64_t>();
   if (!o.at("max_feature_nodes").is_null()) g.max_feature_nodes = o.at("max_feature_nodes").get<int64_t>();
   g.progress = q.progress;
+  g.dense_adjacency = false;  // graph_result reads the rows; --save-adjacency builds [N, N] from them
   return g;
 }
 
-// The peak memory (vocablens/analysis_estimate.hpp): the forward with its patterns, then the frozen state
-// (patterns, errors, one layer's dense activations, the active features' scaled decoder rows), the rows [F + K, A + (L + 1) T], the adjacency
-// [N, N] and pruning's float64 copies of it. A, the active features, is known only once the transcoders
-// ran: taken as 64 per position and layer (the L0 of the published transcoders is 20-150), or
-// max_feature_nodes when smaller for the rows.
+// The peak memory (vocablens/analysis_estimate.hpp). The number of active features A decides most of it
+// and is known only once the transcoders ran, so the estimate runs the forward pass and the encoders to
+// count them (graph_active_counts), nothing else. Resident throughout: the runtime, the model's and the
+// transcoders' weights, the graph's rows [F + K, S]. Then, one after another: the recorded forward (its
+// cache, patterns, logits); the backward (frozen patterns, errors, decoder rows × activation, the rows
+// before compaction [F + K, A + (L + 1) T] when max_feature_nodes selects, one batch's propagation
+// [B, T, d]); pruning (the rows in float64, masks, the nonzero scores sorted); the labels (E⁺).
 AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
   const Model& m = q.model;
   const auto& c = m.config();
   const std::vector<int64_t> ids = graph_prompt(q);
   const double T = static_cast<double>(ids.size()), L = static_cast<double>(c.n_layers), d = static_cast<double>(c.d_model);
-  const double H = static_cast<double>(c.n_heads), K = static_cast<double>(q.options.at("max_n_logits").get<int64_t>());
-  // the transcoders are memory-mapped: opening them costs their headers, and they say how many features can fire
+  const double H = static_cast<double>(c.n_heads), dh = static_cast<double>(c.d_head);
+  const double V = static_cast<double>(c.vocab_size);
   auto tcs = load_graph_transcoders(q.options.at("transcoders").get<std::string>(), m);
+  const bool zero_first = ids.front() == c.bos_token_id;
+  const std::vector<int64_t> active = graph_active_counts(m, at::tensor(ids, at::kLong), *tcs, zero_first);
   double A = 0, rows_written = 0;  // rows_written: active features × the blocks each writes to (a CLT: all later ones)
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    const double a = T * std::min(64.0, static_cast<double>(tcs->n_features(l)));
+    const double a = static_cast<double>(active[static_cast<size_t>(l)]);
     A += a;
     for (int64_t o = l; o < c.n_layers; ++o) rows_written += tcs->writes(l, o) ? a : 0.0;
   }
   double F = A;
   if (!q.options.at("max_feature_nodes").is_null())
     F = std::min(F, static_cast<double>(q.options.at("max_feature_nodes").get<int64_t>()));
-  const double B = static_cast<double>(q.options.at("batch_size").get<int64_t>());
-  CacheSpec spec;
-  spec.resid_pre = spec.resid_mid = spec.resid_post = spec.mlp_out = spec.pattern = true;
+  const bool ranking = F < A;
+  // the logits reaching desired_logit_prob are known only after the forward: at most max_n_logits
+  const double K = static_cast<double>(q.options.at("max_n_logits").get<int64_t>());
+  const double B = std::min(static_cast<double>(q.options.at("batch_size").get<int64_t>()), F + K);
+  const double S = F + (L + 1) * T, R = F + K;
+  CacheSpec none;
   AnalysisEstimate e;
-  e.memory = estimate_forward_memory(m, 1, static_cast<int64_t>(ids.size()), spec, true);
-  e.memory.add("graph: frozen attention patterns [L, H, T, T]", L * H * T * T * 4);
-  e.memory.add("graph: error vectors and MLP inputs [L, T, d]", 2 * L * T * d * 4);
-  e.memory.add("graph: active features (64 per position and layer assumed, at most the width)", A * 28);
-  e.memory.add("graph: their decoder rows × activation, per block written", rows_written * d * 4);
-  const double N = F + (L + 1) * T + K;
-  e.memory.add("graph: rows [F + K, A + (L + 1) T]", (F + K) * (A + (L + 1) * T) * 4);
-  e.memory.add_phase("graph: one backward batch [B, T, d] and its temporaries", 6 * B * T * d * 4 + B * H * T * d * 4);
-  e.memory.add_phase("graph: adjacency [N, N] and pruning's float64 copies", N * N * (4 + 5 * 8));
-  e.what = fmt::format("the attribution graph of {} tokens of {}", ids.size(), m.source());
+  e.memory = estimate_forward_memory(m, 1, static_cast<int64_t>(ids.size()), none, false);
+  e.memory.add("graph: transcoders' weights", static_cast<double>(tcs->resident_bytes()));
+  e.memory.add(fmt::format("graph: rows [F + K, S] ({} active features, {} with rows)", A, F), R * S * 4);
+  const double patterns = L * H * T * T * 4;
+  e.memory.add_phase("graph: the recorded forward (residuals, patterns, logits, one layer's activations)",
+                     4 * L * T * d * 4 + patterns + T * V * 4 + 2 * L * T * d * 4 + 2 * T * tcs->n_features(0) * 4);
+  const double dec = std::min(rows_written * d * 4, graph_decoder_cache_bytes());
+  e.memory.add_phase(ranking ? "graph: backward (frozen state, rows over every active feature, one batch)"
+                             : "graph: backward (frozen state, one batch)",
+                     patterns + L * T * d * 4 + A * 28 + dec + 2 * L * d * H * dh * 4 +
+                         (ranking ? R * (A + (L + 1) * T) * 4 : 0.0) + 5 * B * T * d * 4);
+  e.memory.add_phase("graph: pruning (the rows in float64, masks, nonzero scores)", R * S * (8 + 8 + 3));
+  // labels: E⁺ [d, V] float32 and what computing it takes (linalg/pinv.cpp: one float64 chunk of 8192 rows
+  // and its product, the d x d Gram matrix and its eigenvectors), the feature-logit engine's chunks (two of
+  // 256 MiB: measured on the GPT-2-small shape, bench/run_graph_bench.sh)
+  e.memory.add_phase("graph: labels (E⁺ [d, V] and its computation, the feature-logit engine's chunks)",
+                     d * V * 4 + 2 * 8192 * d * 8 + 5 * d * d * 8 + 512.0 * 1024 * 1024);
+  e.what = fmt::format("the attribution graph of {} tokens of {} (its {} active features counted by running the "
+                       "forward pass and the encoders)", ids.size(), m.source(), static_cast<int64_t>(A));
   e.reduce = "give a shorter prompt, or a smaller " + q.spelled("max_feature_nodes");
   return e;
 }

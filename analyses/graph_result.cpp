@@ -14,6 +14,7 @@
 #include "vocablens/result.hpp"
 #include "vocablens/sae.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "vocablens/unembed.hpp"
 
 namespace vocablens {
 
@@ -53,43 +54,61 @@ NodeInfo describe(const AttributionGraph& g, int64_t n) {
   return i;
 }
 
-/// Each kept feature's top tokens through W_U of its decoder row (the last layer it writes to), by
-/// (layer, feature).
-std::map<std::pair<int64_t, int64_t>, std::string> feature_labels(const Model& m, const Tokenizer* tok,
-                                                                  const GraphTranscoders& tcs,
-                                                                  const std::vector<NodeInfo>& kept, int64_t k) {
+/// A feature's vocabulary labels: token ids of its decoder row's top and bottom logit weights through W_U and
+/// of its encoder row's top tokens through E⁺.
+struct FeatureLabel {
+  std::vector<int64_t> top, bottom, encoder;
+};
+
+std::vector<int64_t> ids_of(const std::vector<TopkEntry>& v) {
+  std::vector<int64_t> out;
+  for (const auto& e : v) out.push_back(e.j);
+  return out;
+}
+
+std::string tokens_of(const Tokenizer* tok, const std::vector<int64_t>& ids) {
+  std::string s;
+  for (int64_t j : ids) s += (s.empty() ? "" : " ") + token_label(tok, j);
+  return s;
+}
+
+/// Each kept feature's labels (FeatureLabel), by (layer, feature): the decoder row into the last layer it
+/// writes to through the feature-logit engine, the encoder row through the read projection E⁺.
+std::map<std::pair<int64_t, int64_t>, FeatureLabel> feature_labels(const Model& m, const Tokenizer* tok,
+                                                                   const GraphTranscoders& tcs,
+                                                                   const std::vector<NodeInfo>& kept, int64_t k) {
   std::map<int64_t, std::vector<int64_t>> by_layer;
   for (const NodeInfo& n : kept)
     if (n.kind == "feature") by_layer[n.layer].push_back(n.feature);
-  std::map<std::pair<int64_t, int64_t>, std::string> out;
+  std::map<std::pair<int64_t, int64_t>, FeatureLabel> out;
+  if (by_layer.empty()) return out;
+  const at::Tensor E_pinv = read_projection(m, InverseKind::Pinv);
   for (auto& [layer, feats] : by_layer) {
     std::sort(feats.begin(), feats.end());
     feats.erase(std::unique(feats.begin(), feats.end()), feats.end());
+    const at::Tensor f = at::tensor(feats, at::kLong);
     int64_t last = layer;
     for (int64_t o = layer; o < tcs.n_layers(); ++o)
       if (tcs.writes(layer, o)) last = o;
     // the decoder rows as an SAE of their own, so that the feature-logit engine reads them
     Sae rows;
     rows.source = tcs.source();
-    rows.W_dec = tcs.decoder_rows(layer, last, at::tensor(feats, at::kLong));
+    rows.W_dec = tcs.decoder_rows(layer, last, f);
     rows.d_sae = rows.W_dec.size(0);
     rows.d_in = rows.d_out = rows.W_dec.size(1);
     FeatureLogitsOptions fo;
     fo.top_k = k;
-    fo.bottom = false;
     FeatureLogits fl = feature_logits(m, rows, fo, tok);
-    for (size_t i = 0; i < feats.size(); ++i) {
-      std::string s;
-      for (const auto& e : fl.top[i]) s += (s.empty() ? "" : " ") + token_label(tok, e.j);
-      out[{layer, feats[i]}] = s;
-    }
+    const auto enc = project_topk(tcs.encoder_rows(layer, f), E_pinv, k);
+    for (size_t i = 0; i < feats.size(); ++i)
+      out[{layer, feats[i]}] = {ids_of(fl.top[i]), ids_of(fl.bottom[i]), ids_of(enc[i])};
   }
   return out;
 }
 
 std::string label_of(const NodeInfo& n, const Tokenizer* tok, const AttributionGraph& g,
-                     const std::map<std::pair<int64_t, int64_t>, std::string>& feats) {
-  if (n.kind == "feature") return feats.at({n.layer, n.feature});
+                     const std::map<std::pair<int64_t, int64_t>, FeatureLabel>& feats) {
+  if (n.kind == "feature") return tokens_of(tok, feats.at({n.layer, n.feature}).top);
   if (n.kind == "error") return fmt::format("error at {}", token_label(tok, n.token));
   if (n.kind == "embedding") return token_label(tok, n.token);
   const int64_t k = n.index - (g.n_nodes() - g.n_logits());
@@ -152,8 +171,8 @@ Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders
   std::vector<int64_t> idx;
   for (const NodeInfo& n : kept) idx.push_back(n.index);
   at::Tensor ix = at::tensor(idx, at::kLong);
-  at::Tensor adj = g.adjacency.index_select(0, ix).index_select(1, ix).to(at::kDouble) *
-                   p.edge_mask.index_select(0, ix).index_select(1, ix).to(at::kDouble);
+  const at::Tensor kept_mask = g.between(p.edge_mask, ix);
+  at::Tensor adj = g.between(g.rows, ix).to(at::kDouble) * kept_mask.to(at::kDouble);
   at::Tensor adj32 = adj.to(at::kFloat).contiguous();
   r.arrays["ids"] = NdArray::i64({g.n_pos}, g.ids.contiguous().data_ptr<int64_t>());
   r.arrays["nodes"] = NdArray::i64({M}, idx.data());
@@ -165,37 +184,50 @@ Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders
   r.arrays["activations"] = NdArray::f32({acts.size(0)}, acts.data_ptr<float>());
   r.arrays["selected"] = NdArray::i64({sel.size(0)}, sel.data_ptr<int64_t>());
   if (o.full_adjacency) {
-    at::Tensor full = g.adjacency.contiguous();
+    at::Tensor full = g.dense_adjacency();
     r.arrays["full_adjacency"] = NdArray::f32({g.n_nodes(), g.n_nodes()}, full.data_ptr<float>());
   }
 
   Table t{"nodes", {"node", "node_id", "kind", "layer", "position", "feature", "token_id", "activation", "influence",
-                    "cumulative", "label"}, {}};
+                    "cumulative", "label", "bottom_tokens", "encoder_tokens"}, {}};
+  // the feature nodes' label token ids, [M, k] in the table's order (-1 on other nodes' rows)
+  const int64_t k = o.label_tokens;
+  std::vector<int64_t> lab_top(static_cast<size_t>(M * k), -1), lab_bottom(lab_top), lab_enc(lab_top);
   int64_t max_features = 1;
   for (int64_t l = 0; l < tcs.n_layers(); ++l) max_features = std::max(max_features, tcs.n_features(l));
   const int64_t offset = static_cast<int64_t>(std::llround(std::pow(10.0, std::ceil(std::log10(double(max_features))))));
   nlohmann::json np_nodes = nlohmann::json::array(), links = nlohmann::json::array();
-  std::vector<std::string> ids_of(static_cast<size_t>(M));
+  std::vector<std::string> node_ids(static_cast<size_t>(M));
   for (int64_t i = 0; i < M; ++i) {
     const NodeInfo& n = kept[static_cast<size_t>(i)];
     const std::string label = label_of(n, tok, g, feats);
     nlohmann::json nj = neuronpedia_node(n, g, p.cumulative_scores[n.index].item<double>(), label, offset);
-    ids_of[static_cast<size_t>(i)] = nj["node_id"].get<std::string>();
+    node_ids[static_cast<size_t>(i)] = nj["node_id"].get<std::string>();
     np_nodes.push_back(nj);
-    t.rows.push_back({n.index, ids_of[static_cast<size_t>(i)], n.kind, n.layer, n.pos, n.feature, n.token,
+    std::string bottom, encoder;
+    if (n.kind == "feature") {
+      const FeatureLabel& fl = feats.at({n.layer, n.feature});
+      bottom = tokens_of(tok, fl.bottom);
+      encoder = tokens_of(tok, fl.encoder);
+      std::copy(fl.top.begin(), fl.top.end(), lab_top.begin() + i * k);
+      std::copy(fl.bottom.begin(), fl.bottom.end(), lab_bottom.begin() + i * k);
+      std::copy(fl.encoder.begin(), fl.encoder.end(), lab_enc.begin() + i * k);
+    }
+    t.rows.push_back({n.index, node_ids[static_cast<size_t>(i)], n.kind, n.layer, n.pos, n.feature, n.token,
                       std::isnan(n.activation) ? nlohmann::json(nullptr) : nlohmann::json(n.activation),
-                      p.node_influence[n.index].item<double>(), p.cumulative_scores[n.index].item<double>(), label});
+                      p.node_influence[n.index].item<double>(), p.cumulative_scores[n.index].item<double>(), label,
+                      bottom, encoder});
   }
   // links in circuit-tracer's order (row-major over target, source); nodes kept only when linked, or
   // embeddings and logits
   std::vector<char> linked(static_cast<size_t>(M), 0);
   auto a = adj.accessor<double, 2>();
-  auto em = p.edge_mask.accessor<bool, 2>();
+  auto em = kept_mask.accessor<bool, 2>();
   int64_t kept_edges = 0;
   for (int64_t dst = 0; dst < M; ++dst)
     for (int64_t src = 0; src < M; ++src)
-      if (em[idx[dst]][idx[src]]) {
-        links.push_back({{"source", ids_of[src]}, {"target", ids_of[dst]}, {"weight", a[dst][src]}});
+      if (em[dst][src]) {
+        links.push_back({{"source", node_ids[src]}, {"target", node_ids[dst]}, {"weight", a[dst][src]}});
         linked[dst] = linked[src] = 1;
         ++kept_edges;
       }
@@ -205,6 +237,9 @@ Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders
     if (linked[i] || ft == "embedding" || ft == "logit") used.push_back(np_nodes[i]);
   }
   r.tables.push_back(std::move(t));
+  r.arrays["label_top_ids"] = NdArray::i64({M, k}, lab_top.data());
+  r.arrays["label_bottom_ids"] = NdArray::i64({M, k}, lab_bottom.data());
+  r.arrays["label_encoder_ids"] = NdArray::i64({M, k}, lab_enc.data());
 
   nlohmann::json prompt_tokens = nlohmann::json::array(), logits = nlohmann::json::array();
   for (int64_t i = 0; i < g.n_pos; ++i) prompt_tokens.push_back(token_label(tok, g.ids[i].item<int64_t>()));

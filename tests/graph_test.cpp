@@ -66,6 +66,9 @@ struct FrozenRef {
   std::vector<Tensor> pattern, s1, s2, mlp_true, mlp_in0, acts, errs;
   Tensor sf, embed, tok;
   double s2_factor = 1.0;  // != 1: a deliberately wrong ln2 denominator (the break-check)
+  // where the transcoders read: 0 the MLP's input (ln2 with its weight and bias), 1 ln2.hook_normalized
+  // (before them), 2 hook_resid_mid (before ln2)
+  int input = 0;
   int64_t drop_src = -1, drop_out = -1;  // >= 0: removing a feature of layer drop_src forgets its write into drop_out
 
   FrozenRef(const vocablens::Model& model, RefTranscoders tcs, Tensor ids_)
@@ -128,7 +131,8 @@ struct FrozenRef {
       Tensor attn = at::matmul(at::matmul(pattern[l], v), WO).sum(0);
       if (w.b_o.defined()) attn = attn + g64(w.b_o);
       x = x + attn;
-      Tensor mi = norm(x, s2[l] * s2_factor, w.ln2_w, w.ln2_b);
+      Tensor mi = input == 2 ? x.clone()
+                             : norm(x, s2[l] * s2_factor, input == 0 ? w.ln2_w : at::Tensor(), input == 0 ? w.ln2_b : at::Tensor());
       r.mlp_in.push_back(mi);
       // the MLP's output frozen at its true value, the skip connection live
       Tensor mlp = mlp_true[l] + skip(l, mi) - skip(l, mlp_in0.empty() ? mi : mlp_in0[l]);
@@ -257,11 +261,14 @@ double check_against_interventions(const vocablens::Model& m, const Tensor& ids,
   CHECK(g.adjacency.slice(0, g.n_selected(), g.n_nodes() - g.n_logits()).abs().max().item<double>() == 0);
   CHECK(g.adjacency.slice(1, g.n_nodes() - g.n_logits()).abs().max().item<double>() == 0);
 
-  // break-check: the same comparison against a frozen model with a 1 % wrong ln2 denominator fails
-  f.s2_factor = 1.01;
-  const double broken = (got - intervened(f, g)).abs().max().item<double>();
-  CHECK(broken > 1e-3 * scale);
-  f.s2_factor = 1.0;
+  // break-check: the same comparison against a frozen model with a 1 % wrong ln2 denominator fails (a set
+  // read at hook_resid_mid reads before ln2: nothing to break there)
+  if (f.input != 2) {
+    f.s2_factor = 1.01;
+    const double broken = (got - intervened(f, g)).abs().max().item<double>();
+    CHECK(broken > 1e-3 * scale);
+    f.s2_factor = 1.0;
+  }
   return scale;
 }
 
@@ -311,6 +318,28 @@ TEST_CASE("a config.yaml transcoder_set folder gives the plain folder's graph ex
     CHECK(at::equal(g.activations, plain.activations));
     CHECK(at::equal(g.logit_ids, plain.logit_ids));
     CHECK(at::equal(g.adjacency, plain.adjacency));
+  }
+}
+
+TEST_CASE("a set read at ln2.hook_normalized or hook_resid_mid: every entry equals an intervention", "[graph]") {
+  const GraphCase gc = graph_cases()[0];
+  vocablens::Model m = vocablens::load_model(gc.path);
+  Tensor ids = at::tensor(gc.ids, at::kLong);
+  vocablens::GraphOptions o;
+  o.batch_size = 5;
+  auto at_mlp_in = vocablens::attribution_graph(m, ids, *vocablens::load_graph_transcoders(graph_fixture("gpt2-tiny"), m), o);
+  for (const auto& [hook, input] : std::vector<std::pair<std::string, int>>{{"ln2.hook_normalized", 1},
+                                                                           {"\"blocks.{layer}.hook_resid_mid\"", 2}}) {
+    const std::string dir = configured_copy("graph-in", hook, "hook_mlp_out");
+    auto tcs = vocablens::load_graph_transcoders(dir, m);
+    CHECK(tcs->input() == (input == 1 ? vocablens::GraphInput::Ln2Normalized : vocablens::GraphInput::ResidMid));
+    vocablens::AttributionGraph g = vocablens::attribution_graph(m, ids, *tcs, o);
+    // the same weights read at another point are another graph (ln2's weight and bias are not the identity)
+    CHECK_FALSE((g.active_features.sizes() == at_mlp_in.active_features.sizes() &&
+                 at::equal(g.active_features, at_mlp_in.active_features) && at::equal(g.activations, at_mlp_in.activations)));
+    FrozenRef f(m, ref_per_layer(graph_fixture("gpt2-tiny"), m.config().n_layers), ids);
+    f.input = input;
+    check_against_interventions(m, ids, g, f, "gpt2-tiny read at " + hook);
   }
 }
 
@@ -424,6 +453,91 @@ TEST_CASE("max_feature_nodes keeps the rows of the features it selects", "[graph
   CHECK(at::isin(at::tensor({best}, at::kLong), part.selected).item<bool>());
 }
 
+// circuit-tracer's prune_graph on the dense [N, N] matrix, float64, written here from its definition: the
+// engine prunes its [F + K, S] rows without building it.
+struct DensePruning {
+  Tensor node_mask, edge_mask, influence;
+};
+DensePruning dense_prune(const Tensor& adj, const Tensor& w, int64_t F, int64_t keep_from, double nt, double et) {
+  auto norm = [](const Tensor& a) {
+    Tensor n = a.abs();
+    return n / n.sum(1, true).clamp_min(1e-10);
+  };
+  auto influence = [](const Tensor& A, const Tensor& w) {
+    Tensor cur = at::matmul(w, A), total = cur.clone();
+    while (cur.ne(0).any().item<bool>()) {
+      cur = at::matmul(cur, A);
+      total += cur;
+    }
+    return total;
+  };
+  auto thr = [](const Tensor& x, double f) {
+    Tensor s = std::get<0>(at::sort(x.flatten(), 0, true));
+    Tensor cum = at::cumsum(s, 0) / s.sum();
+    const int64_t i = std::min(at::lt(cum, f).sum().item<int64_t>(), s.size(0) - 1);
+    return s[i].item<double>();
+  };
+  DensePruning p;
+  p.influence = influence(norm(adj), w);
+  Tensor node = p.influence.ge(thr(p.influence, nt));
+  node.slice(0, keep_from).fill_(true);
+  Tensor pr = adj.clone();
+  pr.index_put_({node.logical_not()}, 0);
+  pr.index_put_({at::indexing::Slice(), node.logical_not()}, 0);
+  Tensor A = norm(pr);
+  Tensor sc = A * (influence(A, w) + w).unsqueeze(1);
+  Tensor edge = sc.ge(thr(sc, et));
+  Tensor old = node.clone();
+  for (;;) {
+    node.slice(0, 0, keep_from).logical_and_(edge.slice(1, 0, keep_from).any(0));
+    node.slice(0, 0, F).logical_and_(edge.slice(0, 0, F).any(1));
+    if (at::equal(node, old)) break;
+    old.copy_(node);
+    edge.index_put_({node.logical_not()}, false);
+    edge.index_put_({at::indexing::Slice(), node.logical_not()}, false);
+  }
+  p.node_mask = node;
+  p.edge_mask = edge;
+  return p;
+}
+
+TEST_CASE("the graph kept as target rows prunes as the dense adjacency does", "[graph]") {
+  vocablens::Model m = vocablens::load_model(vl_test::fixture("gpt2-tiny"));
+  Tensor ids = at::tensor(std::vector<int64_t>{50256, 464, 412, 733, 8765, 318, 287, 6342, 13}, at::kLong);
+  auto tcs = vocablens::load_graph_transcoders(graph_fixture("gpt2-tiny"), m);
+  vocablens::GraphOptions o;
+  o.batch_size = 5;
+  vocablens::AttributionGraph dense = vocablens::attribution_graph(m, ids, *tcs, o);
+  o.dense_adjacency = false;
+  o.max_feature_nodes = 20;
+  o.update_interval = 1;
+  vocablens::AttributionGraph g = vocablens::attribution_graph(m, ids, *tcs, o);
+  CHECK_FALSE(g.adjacency.defined());
+  REQUIRE(g.rows.size(0) == g.n_selected() + g.n_logits());
+  // the rows are the dense graph's rows of the same nodes, over its source columns (rounding: other batches)
+  const Tensor adj = dense.adjacency.to(at::kDouble);
+  const double scale = adj.abs().max().item<double>();
+  Tensor src = at::cat({g.selected, at::arange(dense.n_selected(), dense.n_nodes() - dense.n_logits())});
+  Tensor dst = at::cat({g.selected, at::arange(dense.n_nodes() - dense.n_logits(), dense.n_nodes())});
+  Tensor want = adj.index_select(0, dst).index_select(1, src);
+  CHECK((g.rows.to(at::kDouble) - want).abs().max().item<double>() <= 1e-6 * scale);
+  // pruning the rows equals pruning the dense [N, N] matrix built from them, node for node and edge for edge
+  for (auto [nt, et] : {std::pair{0.8, 0.98}, std::pair{0.5, 0.7}, std::pair{1.0, 1.0}}) {
+    vocablens::GraphPruning p = vocablens::prune_graph(g, nt, et);
+    Tensor full = g.dense_adjacency().to(at::kDouble);
+    REQUIRE(full.size(0) == g.n_nodes());
+    Tensor w = at::zeros({g.n_nodes()}, at::kDouble);
+    w.slice(0, g.n_nodes() - g.n_logits()).copy_(g.logit_probs);
+    DensePruning d = dense_prune(full, w, g.n_selected(), g.n_nodes() - g.n_logits() - g.n_pos, nt, et);
+    CHECK((p.node_influence - d.influence).abs().max().item<double>() <= 1e-12);
+    CHECK(at::equal(p.node_mask, d.node_mask));
+    // the edge mask over the rows the engine keeps (targets with inputs × sources)
+    Tensor rn = at::cat({at::arange(g.n_selected()), at::arange(g.n_sources(), g.n_nodes())});
+    CHECK(at::equal(p.edge_mask, d.edge_mask.index_select(0, rn).slice(1, 0, g.n_sources())));
+    CHECK(p.edge_mask.sum().item<int64_t>() > 0);
+  }
+}
+
 TEST_CASE("graph input that does not fit is one clear error", "[graph]") {
   vocablens::Model m = vocablens::load_model(vl_test::fixture("gpt2-tiny"));
   vocablens::Model llama = vocablens::load_model(std::string(vl_test::source_dir_path()) + "/tests/fixtures/families/llama3");
@@ -438,9 +552,9 @@ TEST_CASE("graph input that does not fit is one clear error", "[graph]") {
   // a folder with fewer layers than the model
   std::string e = msg([&] { vocablens::load_graph_transcoders(graph_fixture("llama3"), m); });
   CHECK(e.find("no layer_2.safetensors") != std::string::npos);
-  // a set read at another point than the MLP's input (ln2.hook_normalized is before ln2's weight and bias)
-  e = msg([&] { vocablens::load_graph_transcoders(configured_copy("graph-ln2", "ln2.hook_normalized", "hook_mlp_out"), m); });
-  CHECK(e.find("config.yaml: feature_input_hook 'ln2.hook_normalized'") != std::string::npos);
+  // a set read at a point no MLP reads from (the block's input, before attention)
+  e = msg([&] { vocablens::load_graph_transcoders(configured_copy("graph-pre", "hook_resid_pre", "hook_mlp_out"), m); });
+  CHECK(e.find("config.yaml: feature_input_hook 'hook_resid_pre'") != std::string::npos);
   CHECK(e.find("mlp.hook_in") != std::string::npos);
   e = msg([&] { vocablens::load_graph_transcoders(configured_copy("graph-resid", "mlp.hook_in", "hook_resid_post"), m); });
   CHECK(e.find("feature_output_hook 'hook_resid_post'") != std::string::npos);

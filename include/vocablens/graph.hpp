@@ -32,8 +32,12 @@
 // Shapes: T positions, L layers, A active features, F ≤ A selected features, K logits;
 // N = F + L·T + T + K nodes, in this order (circuit-tracer's): features (ascending active index, i.e. by
 // layer, position, feature), errors (layer-major), tokens, logits (most probable first).
-//   adjacency [N, N] float32, row = target, column = source. Rows of errors and tokens are zero (they have
-//   no inputs); logit columns are zero.
+//   rows [F + K, S] float32, S = F + L·T + T: the adjacency's only rows that can be nonzero — those of the
+//   selected features (ascending), then the logits — over its only columns that can be nonzero, the
+//   sources (features, errors, tokens). Rows of errors and tokens are zero (they have no inputs), logit
+//   columns are zero: the [N, N] adjacency is `rows` with those zeros put back (dense_adjacency()).
+//   Memory: the computed rows before the features are chosen (max_feature_nodes below A) span every active
+//   feature, [F + K, A + L·T + T]; after, [F + K, S]; nothing [N, N] unless asked.
 // Guarantees: every entry equals the change of its target when its source is removed from the frozen
 // replacement model (tests/graph_test.cpp checks each one against a float64 intervention, 1e-5 of the
 // largest entry); rows are computed in float32; bad input (a transcoder that does not fit, a family whose
@@ -58,15 +62,23 @@ struct Sae;
 /// What the engine needs of a set of transcoders, so that a cross-layer transcoder (a feature read at
 /// layer l writing to every later MLP output) plugs in without changing the engine. Tensors are float32;
 /// `features` are int64 indices of features read at `layer`.
+/// Where a set of transcoders reads its input in each block: the MLP's input (ln2's output, its weight and
+/// bias applied; TransformerLens's blocks.L.mlp.hook_in), ln2's normalised input before its weight and bias
+/// (blocks.L.ln2.hook_normalized: Gemma Scope's per-layer transcoders), or the residual stream before ln2
+/// (blocks.L.hook_resid_mid). In the replacement model each is linear in resid_mid, ln2's denominator frozen.
+enum class GraphInput { MlpIn, Ln2Normalized, ResidMid };
+
 class GraphTranscoders {
  public:
   virtual ~GraphTranscoders() = default;
+  /// Where the set reads (every layer the same point).
+  virtual GraphInput input() const { return GraphInput::MlpIn; }
   virtual int64_t n_layers() const = 0;
   /// Features read at `layer`.
   virtual int64_t n_features(int64_t layer) const = 0;
-  /// Activations [T, n_features(layer)] of the features read at `layer` from the MLP input x [T, d_model].
+  /// Activations [T, n_features(layer)] of the features read at `layer` from its input x [T, d_model] (input()).
   virtual at::Tensor encode(int64_t layer, const at::Tensor& x) const = 0;
-  /// The linear part of those features' pre-activations: rows [n, d_model] dotted with the MLP input.
+  /// The linear part of those features' pre-activations: rows [n, d_model] dotted with their input.
   virtual at::Tensor encoder_rows(int64_t layer, const at::Tensor& features) const = 0;
   /// Whether features read at `src` write to the MLP output of layer `out` (per-layer: src == out).
   virtual bool writes(int64_t src, int64_t out) const = 0;
@@ -81,6 +93,8 @@ class GraphTranscoders {
   virtual at::Tensor skip(int64_t layer) const = 0;
   /// Where the set came from (error messages, provenance).
   virtual std::string source() const = 0;
+  /// Bytes of weights the graph reads whole (a CLT's mapped decoders, read in rows, not counted).
+  virtual int64_t resident_bytes() const { return 0; }
 };
 
 /// One vocablens::Sae per layer (circuit-tracer's per-layer transcoders). Refuses (UsageError naming the
@@ -112,6 +126,8 @@ struct GraphOptions {
   bool zero_first_position = true;
   /// Called with (rows done, rows in total) as the backward batches finish; may be empty.
   std::function<void(int64_t, int64_t)> progress;
+  /// Also fill AttributionGraph::adjacency, the [N, N] matrix (N² floats: off for long prompts).
+  bool dense_adjacency = true;
 };
 
 struct AttributionGraph {
@@ -121,16 +137,32 @@ struct AttributionGraph {
   at::Tensor active_features;      ///< [A, 3] int64 (layer, position, feature), sorted
   at::Tensor activations;          ///< [A] float32
   at::Tensor selected;             ///< [F] int64, indices into active_features, ascending
-  at::Tensor adjacency;            ///< [N, N] float32, row = target, column = source
+  at::Tensor rows;                 ///< [F + K, S] float32: target rows (selected features, logits) × sources
+  at::Tensor adjacency;            ///< [N, N] float32, row = target, column = source (GraphOptions::dense_adjacency)
   int64_t n_layers = 0, n_pos = 0;
 
   int64_t n_selected() const { return selected.size(0); }
   int64_t n_logits() const { return logit_ids.size(0); }
-  int64_t n_nodes() const { return adjacency.size(0); }
+  int64_t n_sources() const { return rows.size(1); }
+  int64_t n_nodes() const { return n_sources() + n_logits(); }
+  /// The node of row r of `rows`: r for a feature, the logit's node for the last K.
+  int64_t row_node(int64_t r) const { return r < n_selected() ? r : n_sources() + (r - n_selected()); }
+  /// [N, N] from `rows` (zeros elsewhere).
+  at::Tensor dense_adjacency() const;
+  /// The [M, M] block of a [F + K, S] matrix (rows, or GraphPruning::edge_mask) between `nodes` [M] int64
+  /// (indices in the full order), with the structural zeros (no row, a logit column) filled in.
+  at::Tensor between(const at::Tensor& m, const at::Tensor& nodes) const;
   int64_t error_node(int64_t layer, int64_t pos) const { return n_selected() + layer * n_pos + pos; }
   int64_t token_node(int64_t pos) const { return n_selected() + n_layers * n_pos + pos; }
   int64_t logit_node(int64_t k) const { return n_selected() + (n_layers + 1) * n_pos + k; }
 };
+
+/// Active features per layer of `ids` (position 0 left out when zero_first_position): the forward pass and
+/// the encoders only, for the memory estimate.
+std::vector<int64_t> graph_active_counts(const Model& model, const at::Tensor& ids, const GraphTranscoders& tcs,
+                                         bool zero_first_position);
+/// The most bytes of scaled decoder rows the engine keeps; above, it gathers them at each use.
+double graph_decoder_cache_bytes();
 
 /// The graph of `ids` ([T] int64, 1 <= T <= n_ctx). Throws UsageError when the model's block is not one
 /// the replacement model covers (parallel attention and MLP, post-norms, post-LN, a norm of the
@@ -147,7 +179,7 @@ struct GraphPruning {
   at::Tensor node_influence;     ///< [N] float64
   at::Tensor cumulative_scores;  ///< [N] float64: the share of total influence of nodes at least as influential
   at::Tensor node_mask;          ///< [N] bool
-  at::Tensor edge_mask;          ///< [N, N] bool
+  at::Tensor edge_mask;          ///< [F + K, S] bool, over AttributionGraph::rows (the only edges that can be nonzero)
 };
 GraphPruning prune_graph(const AttributionGraph& g, double node_threshold = 0.8, double edge_threshold = 0.98);
 
@@ -172,13 +204,15 @@ struct GraphReportOptions {
 /// Neuronpedia's graph JSON in summary["neuronpedia"] (written beside as graph.neuronpedia.json by the CLI).
 ///   arrays  ids [T] int64; nodes [M] int64 (kept nodes' indices in the full node order); adjacency [M, M]
 ///           float32 (kept edges only, row = target); node_influence [N] float64; active_features [A, 3]
-///           int64; activations [A] float32; selected [F] int64; full_adjacency [N, N] float32 when asked
+///           int64; activations [A] float32; selected [F] int64; full_adjacency [N, N] float32 when asked;
+///           label_top_ids / label_bottom_ids / label_encoder_ids [M, label_tokens] int64 (-1 off features)
 ///   tables  nodes (node, node_id, kind, layer, position, feature, token_id, activation, influence,
-///           cumulative, label)
+///           cumulative, label, bottom_tokens, encoder_tokens)
 ///   summary n_layers, n_pos, n_active, n_selected, n_errors, n_logits, logits [{id, token, prob}],
 ///           replacement_score, completeness_score, kept_nodes, kept_edges, neuronpedia
 /// A feature's label: its `label_tokens` top tokens through W_U of its decoder row (the last layer it
-/// writes to), from feature_logits (vocablens/features.hpp); an error or embedding node names its token.
+/// writes to), from feature_logits (vocablens/features.hpp); beside it its bottom tokens through W_U and its
+/// encoder row's top tokens through E⁺ (read_projection, pinv); an error or embedding node names its token.
 Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders& tcs, const AttributionGraph& g,
                     const GraphReportOptions& o);
 

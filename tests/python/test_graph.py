@@ -214,6 +214,32 @@ class Graph(unittest.TestCase):
         # pruning removes something at these thresholds, so the comparison is not of two full sets
         self.assertLess(len(kept), self.r.arrays["full_adjacency"].shape[0])
 
+    def test_labels(self):
+        """Each kept feature's label tokens: its decoder row's top and bottom logit weights through W_U (tied:
+        wteᵀ) and its encoder row's top tokens through E⁺ = pinv(W_Uᵀ), in float64 from the files."""
+        m = gpt2_numpy.load(GPT2)
+        WU = m["w"]["wte.weight"].T
+        E_pinv = np.linalg.pinv(WU.T)
+        tcs = [read_safetensors(os.path.join(TRANSCODERS, "layer_%d.safetensors" % l)) for l in range(m["n_layers"])]
+        a = self.r.arrays
+        k = a["label_top_ids"].shape[1]
+        self.assertEqual(k, 5)
+        F, checked = len(a["selected"]), 0
+        for i, n in enumerate(a["nodes"]):
+            if n >= F:
+                self.assertTrue((a["label_top_ids"][i] == -1).all())
+                continue
+            l, _, f = a["active_features"][a["selected"][n]]
+            w = tcs[l]["W_dec"][f] @ WU
+            order = np.lexsort((np.arange(len(w)), -w))  # value descending, token id ascending
+            self.assertEqual(list(a["label_top_ids"][i]), list(order[:k]))
+            low = np.lexsort((np.arange(len(w)), w))
+            self.assertEqual(list(a["label_bottom_ids"][i]), list(low[:k]))
+            e = tcs[l]["W_enc"][f] @ E_pinv
+            self.assertEqual(list(a["label_encoder_ids"][i]), list(np.lexsort((np.arange(len(e)), -e))[:k]))
+            checked += 1
+        self.assertGreater(checked, 10)
+
     def test_neuronpedia_json(self):
         """The file circuit-tracer's create_graph_files writes: its node ids and feature_type strings."""
         np_graph = self.r.summary["neuronpedia"]
