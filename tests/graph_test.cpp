@@ -64,6 +64,7 @@ struct FrozenRef {
   Tensor ids;
   int64_t T, L, d;
   std::vector<Tensor> pattern, s1, s2, mlp_true, mlp_in0, acts, errs;
+  std::vector<Tensor> WV, WO, bV;  // each layer's value and output weights in float64, converted once
   Tensor sf, embed, tok;
   double s2_factor = 1.0;  // != 1: a deliberately wrong ln2 denominator (the break-check)
   // where the transcoders read: 0 the MLP's input (ln2 with its weight and bias), 1 ln2.hook_normalized
@@ -82,6 +83,11 @@ struct FrozenRef {
       s1.push_back(denom(out.cache.get("resid_pre", l)[0].to(at::kDouble)));
       s2.push_back(denom(out.cache.get("resid_mid", l)[0].to(at::kDouble)));
       mlp_true.push_back(out.cache.get("mlp_out", l)[0].to(at::kDouble));
+    }
+    for (int64_t l = 0; l < L; ++l) {
+      WV.push_back(m.W_V(l).to(at::kDouble));
+      WO.push_back(m.W_O(l).to(at::kDouble));
+      bV.push_back(m.b_V(l).defined() ? m.b_V(l).to(at::kDouble).unsqueeze(1) : Tensor());
     }
     sf = denom(out.cache.get("resid_post", L - 1)[0].to(at::kDouble));
     tok = g64(m.weights().W_E).index_select(0, ids) * c.embed_scale;
@@ -125,10 +131,9 @@ struct FrozenRef {
     for (int64_t l = 0; l < L; ++l) {
       const auto& w = m.weights().layers[l];
       Tensor h = norm(x, s1[l], w.ln1_w, w.ln1_b);
-      Tensor WV = m.W_V(l).to(at::kDouble), WO = m.W_O(l).to(at::kDouble);
-      Tensor v = at::matmul(h.unsqueeze(0), WV);  // [H, T, dh]
-      if (m.b_V(l).defined()) v = v + m.b_V(l).to(at::kDouble).unsqueeze(1);
-      Tensor attn = at::matmul(at::matmul(pattern[l], v), WO).sum(0);
+      Tensor v = at::matmul(h.unsqueeze(0), WV[l]);  // [H, T, dh]
+      if (bV[l].defined()) v = v + bV[l];
+      Tensor attn = at::matmul(at::matmul(pattern[l], v), WO[l]).sum(0);
       if (w.b_o.defined()) attn = attn + g64(w.b_o);
       x = x + attn;
       Tensor mi = input == 2 ? x.clone()
@@ -169,15 +174,20 @@ struct FrozenRef {
 
 /// The targets' values in one run, in the graph's row order: the selected features' pre-activations (linear
 /// part), then the logits' demeaned reading.
-Tensor target_values(const FrozenRef& f, const FrozenRef::Run& r, const vocablens::AttributionGraph& g) {
+/// The logits' demeaned unembedding columns [d, K] (float64), once per graph: converting W_U for every one
+/// of the thousands of interventions was most of this file's run time.
+Tensor logit_directions(const FrozenRef& f, const vocablens::AttributionGraph& g) {
+  Tensor WU = g64(f.m.weights().W_U);
+  return WU.index_select(1, g.logit_ids) - WU.mean(1, true);
+}
+
+Tensor target_values(const FrozenRef& f, const FrozenRef::Run& r, const vocablens::AttributionGraph& g, const Tensor& u) {
   std::vector<Tensor> vals;
   for (int64_t i = 0; i < g.n_selected(); ++i) {
     Tensor af = g.active_features[g.selected[i].item<int64_t>()];
     const int64_t l = af[0].item<int64_t>(), p = af[1].item<int64_t>(), k = af[2].item<int64_t>();
     vals.push_back((r.mlp_in[l][p] * f.tc.W_enc[l].select(1, k)).sum());
   }
-  Tensor WU = g64(f.m.weights().W_U);
-  Tensor u = WU.index_select(1, g.logit_ids) - WU.mean(1, true);  // [d, K]
   vals.push_back(at::matmul(r.final_out[f.T - 1], u));
   return at::cat({at::stack(std::vector<Tensor>(vals.begin(), vals.end() - 1)).reshape({-1}), vals.back()});
 }
@@ -185,10 +195,11 @@ Tensor target_values(const FrozenRef& f, const FrozenRef::Run& r, const vocablen
 /// The reference adjacency's rows of the selected features and logits, every source's column by one
 /// intervention.
 Tensor intervened(const FrozenRef& f, const vocablens::AttributionGraph& g) {
-  const Tensor base = target_values(f, f.run(-1, 0, 0, 0), g);
+  const Tensor u = logit_directions(f, g);
+  const Tensor base = target_values(f, f.run(-1, 0, 0, 0), g, u);
   const int64_t N = g.n_nodes();
   Tensor ref = at::zeros({base.size(0), N}, at::kDouble);
-  auto col = [&](int64_t j, const FrozenRef::Run& r) { ref.select(1, j).copy_(base - target_values(f, r, g)); };
+  auto col = [&](int64_t j, const FrozenRef::Run& r) { ref.select(1, j).copy_(base - target_values(f, r, g, u)); };
   for (int64_t i = 0; i < g.n_selected(); ++i) {
     Tensor af = g.active_features[g.selected[i].item<int64_t>()];
     col(i, f.run(0, af[0].item<int64_t>(), af[1].item<int64_t>(), af[2].item<int64_t>()));
