@@ -97,6 +97,7 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
   e.what = fmt::format("the attribution graph of {} tokens of {} (its {} active features counted by running the "
                        "forward pass and the encoders)", ids.size(), m.source(), static_cast<int64_t>(A));
   e.reduce = "give a shorter prompt, or a smaller " + q.spelled("max_feature_nodes");
+  e.computed = "forward and encoders only; no attribution computed";
   return e;
 }
 
@@ -123,6 +124,9 @@ void register_graph_entry(AnalysisRegistry& r) {
       {"batch_size", OptionType::Integer, 64, "Rows computed together in one backward pass", 1, 4096},
       {"label_tokens", OptionType::Integer, 5, "Tokens in a feature's vocabulary label", 1, 100},
       {"save_adjacency", OptionType::Flag, false, "Also keep the unpruned adjacency [N, N] (array full_adjacency)"},
+      {"save_rows", OptionType::Flag, false,
+       "Also keep the unpruned rows [F + K, S] (array rows, with logit_ids and logit_probs): every edge that can be "
+       "nonzero, without the [N, N] zeros"},
   });
   r.add({std::move(d),
          [](const AnalysisRequest& q) {
@@ -140,9 +144,10 @@ void register_graph_entry(AnalysisRegistry& r) {
            ro.prompt = entry::prompt_text(q, ids);
            ro.transcoders = dir;
            ro.full_adjacency = o.at("save_adjacency").get<bool>();
+           ro.rows = o.at("save_rows").get<bool>();
            Result res = graph_result(q.model, q.tok, *tcs, g, ro);
            for (const char* k : {"max_feature_nodes", "max_n_logits", "desired_logit_prob", "batch_size", "label_tokens",
-                               "save_adjacency"})
+                               "save_adjacency", "save_rows"})
              res.settings[k] = o.at(k);
            if (entry::prompt_is_ids(o)) res.settings["prompt_ids"] = ids;
            return res;
