@@ -10,6 +10,9 @@ linear in a feature's activation, so a change δ of activation a moves each logi
 import json
 import math
 import os
+import shutil
+import subprocess
+import sys
 import unittest
 from unittest import mock
 
@@ -114,6 +117,39 @@ class GraphObject(unittest.TestCase):
                 # float32 forwards of a linear model: 1e-5 of the largest edge (measured: about 1e-7)
                 self.assertLess(err, 1e-5 * largest, "feature {} ({}), delta {}".format(f, g.node_id(f), delta))
         print("direct effects: max |Δ demeaned logit − δ/a × edge| / largest edge = {:.1e}".format(worst))
+
+    def test_two_features_at_once_add_up(self):
+        # the frozen model is linear: two features changed together move each logit by the sum of their edges' shares
+        g = self.g
+        K, F = g.n_logits, g.n_features
+        (f1, a1, _), (f2, a2, _) = self.strongest_logit_edges(2)
+        got = demeaned(g.intervene([f1, g.node_id(f2)], [1.2 * a1, 0.7 * a2], direct_effects=True)) - demeaned(self.clean)
+        pred = 0.2 * g.rows[F:F + K, f1].double() - 0.3 * g.rows[F:F + K, f2].double()
+        self.assertLess(float((got[g.logit_ids] - pred).abs().max()), 1e-5 * float(g.rows.abs().max()))
+
+    def test_direct_effect_every_layout(self):
+        # circuit-tracer's folders (tests/fixtures/transcoders/make_transcoders.py): per-layer sets read at
+        # ln2.hook_normalized (JumpReLU) and mlp.hook_in (TopK), cross-layer transcoders read at hook_resid_mid and
+        # ln2.hook_normalized, whose features write into every later block: the intervention adds each of those rows
+        d = tempdir("graph-object-sets")
+        try:
+            subprocess.run([sys.executable, os.path.join(SOURCE, "tests", "fixtures", "transcoders", "make_transcoders.py"),
+                            d], check=True, stdout=subprocess.DEVNULL)
+            for case in ("plt_jumprelu", "plt_topk", "clt_jumprelu_bf16", "clt_relu"):
+                with self.subTest(case=case):
+                    g = vocablens.attribution_graph(self.model, PROMPT, os.path.join(d, case), progress=False)
+                    F, K = g.n_features, g.n_logits
+                    largest = float(g.rows.abs().max())
+                    f = int(g.rows[F, :F].abs().argmax())
+                    a = float(g.feature_activations[f])
+                    got = demeaned(g.intervene(f, 0.5 * a, direct_effects=True)) - demeaned(self.clean)
+                    pred = -0.5 * g.rows[F:F + K, f].double()
+                    err = float((got[g.logit_ids] - pred).abs().max())
+                    print("{}: {} ({}) set to a/2: |Δ − prediction| = {:.1e} of the largest edge".format(
+                        case, g.node_id(f), g._s["tcs"].input, err / largest))
+                    self.assertLess(err, 1e-5 * largest)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
     def test_real_model_moves_as_predicted(self):
         g = self.g
