@@ -80,6 +80,10 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
   e.memory = estimate_forward_memory(m, 1, static_cast<int64_t>(ids.size()), none, false);
   e.memory.add("graph: transcoders' weights", static_cast<double>(tcs->resident_bytes()));
   e.memory.add(fmt::format("graph: rows [F + K, S] ({} active features, {} with rows)", A, F), R * S * 4);
+  // the result's own copies, held with the rows until it is written
+  if (q.options.at("save_rows").get<bool>()) e.memory.add("graph: the rows' copy in the result (save_rows)", R * S * 4);
+  if (q.options.at("save_adjacency").get<bool>())
+    e.memory.add("graph: the unpruned adjacency [N, N] (save_adjacency)", (S + K) * (S + K) * 4);
   const double patterns = L * H * T * T * 4;
   e.memory.add_phase("graph: the recorded forward (residuals, patterns, logits, one layer's activations)",
                      4 * L * T * d * 4 + patterns + T * V * 4 + 2 * L * T * d * 4 + 2 * T * tcs->n_features(0) * 4);

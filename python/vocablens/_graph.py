@@ -344,7 +344,7 @@ class Graph:
         every MLP output frozen at the clean run's, the transcoders' skip connections following their inputs —
         so a change δ of a feature's activation a moves each target by δ / a × its edge weight (a logit: the
         demeaned logit, logit − mean of the logits). circuit-tracer's feature_intervention freezes attention by
-        default; here the default is the real model."""
+        default; here the default is the real model. Hooks this thread entered (model.hooks, add_hook) apply too."""
         idx = self._intervention_nodes(nodes)
         values = self._intervention_values(value, len(idx))
         for name, v in (("freeze_attention", freeze_attention), ("direct_effects", direct_effects)):
