@@ -118,6 +118,33 @@ class GraphObject(unittest.TestCase):
                 self.assertLess(err, 1e-5 * largest, "feature {} ({}), delta {}".format(f, g.node_id(f), delta))
         print("direct effects: max |Δ demeaned logit − δ/a × edge| / largest edge = {:.1e}".format(worst))
 
+    def test_feature_to_feature_edges(self):
+        # a feature target's edge is the source's direct effect on its pre-activation: its encoder row (read from
+        # the fixture's file) dotted with the change of its layer's MLP input at its position, in the frozen model
+        g = self.g
+        F = g.n_features
+        largest = float(g.rows.abs().max())
+        sub = g.rows[:F, :F].abs().flatten()
+        for flat in sub.argsort(descending=True)[:5].tolist():
+            t, src = divmod(flat, F)
+            layer, pos, feat = (int(v) for v in g.features[t])
+            sae = vocablens.load_sae(os.path.join(TRANSCODERS, "layer_{}.safetensors".format(layer)))
+            W = sae.W_enc.float()
+            row = W[feat] if W.shape[0] == sae.d_sae else W[:, feat]
+            seen = {}
+
+            def capture(x, hook, pos=pos):
+                seen["x"] = x[0, pos].clone()
+
+            a = float(g.feature_activations[src])
+            with self.model.hooks(fwd_hooks=[("blocks.{}.mlp.hook_in".format(layer), capture)]):
+                self.model(g.ids[None])
+                x0 = seen["x"]
+                g.intervene(src, 1.3 * a, direct_effects=True)
+                x1 = seen["x"]
+            got, pred = float((x1 - x0) @ row), 0.3 * float(g.rows[t, src])
+            self.assertLess(abs(got - pred), 1e-5 * largest, "{} -> {}".format(g.node_id(src), g.node_id(t)))
+
     def test_two_features_at_once_add_up(self):
         # the frozen model is linear: two features changed together move each logit by the sum of their edges' shares
         g = self.g
