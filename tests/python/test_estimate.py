@@ -75,10 +75,14 @@ class Estimate(unittest.TestCase):
         with self.assertRaises(TypeError):
             vocablens.estimate("lens", "not a model", "Hi")
 
-    def test_an_analysis_without_its_own_estimate_gets_the_weights(self):
-        e = vocablens.estimate("positions", self.m)
-        self.assertGreater(e["total_bytes"], 0)
-        self.assertEqual(e["phases"], [])
+    def test_a_weights_only_analysis_counts_its_own_phase(self):
+        # positions: no forward pass; its Gram matrix of P positions is P x P float32 beyond the weights.
+        P = min(64, self.m.cfg.n_ctx)
+        small = vocablens.estimate("positions", self.m, max_positions=P // 2)
+        e = vocablens.estimate("positions", self.m, max_positions=P)
+        self.assertEqual(len(e["phases"]), 1)
+        self.assertGreaterEqual(e["phases"][0][1], P * P * 4)
+        self.assertGreater(e["total_bytes"], small["total_bytes"])
 
 
 if __name__ == "__main__":
