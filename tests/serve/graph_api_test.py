@@ -21,28 +21,15 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from api_test import CLI, HERE, MODEL, PROMPT, check, failures  # noqa: E402  (the same fixture, CLI and reporting)
 from vlserve import VocablensServer  # noqa: E402
 
-CLI = os.environ.get("VOCABLENS_CLI", "")
-HERE = os.path.dirname(os.path.abspath(__file__))
-FIXTURES = sys.argv[1] if len(sys.argv) > 1 else os.environ.get(
-    "VOCABLENS_FIXTURES", os.path.join(HERE, "..", "..", "..", "shared", "fixtures"))
-MODEL = os.path.join(FIXTURES, "gpt2-tiny")
 TRANSCODERS = os.path.join(HERE, "..", "fixtures", "graph", "gpt2-tiny")
-PROMPT = "The Eiffel Tower is in the city of"
 # ~117 tokens of the 128-token context: every active feature's row, several seconds of one core.
 LONG = " ".join(["The river runs through the old city and the bridge crosses it."] * 9)
 
 NODE_FIELDS = {"node_id", "feature", "layer", "ctx_idx", "feature_type", "token_prob", "is_target_logit", "run_idx",
                "reverse_ctx_idx", "jsNodeId", "clerp", "influence", "activation"}
-failures = []
-
-
-def check(cond, what):
-    print(("ok    " if cond else "FAIL  ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-    return cond
 
 
 def neuronpedia_ok(np):
