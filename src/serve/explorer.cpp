@@ -278,6 +278,9 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
       }
     }
     resolved = resolve_options(analysis->decl, given, Surface::Http);
+    // An answer already given is given again before any estimate: the graph's estimate runs the forward pass and
+    // the encoders (to count the active features), which a reload of the graph view would otherwise repeat.
+    if (auto hit = cache_.get(name + "\n" + resolved.dump())) return {200, *hit, "hit"};
     // Refused before any work when the answer would be too big to build and send (answer_size.hpp): an
     // allocation failure halfway through could leave no memory for anything else.
     const AnswerSize size = estimate_answer_size(*analysis, resolved, *model_, tok_.get());

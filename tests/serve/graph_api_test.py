@@ -72,6 +72,9 @@ def graph_api(s):
             and [(e["source"], e["target"], e["weight"]) for e in cli["links"]]
             == [(e["source"], e["target"], e["weight"]) for e in np.get("links", [])])
     check(same, "the same nodes and links as `vocablens graph --format json`")
+    st, h, body = s.request("POST", "/api/graph", {"prompt": PROMPT, "transcoders": True})
+    check(st == 200 and h.get("X-Vocablens-Cache") == "hit" and json.loads(body)["summary"]["neuronpedia"] == np,
+          f"the same graph asked again (a reload of the graph view): answered from the cache ({h.get('X-Vocablens-Cache')})")
 
     for body, want, what in [
         ({"prompt": PROMPT, "transcoders": True, "max_feature_nodes": 0}, "max_feature_nodes", "max_feature_nodes 0"),
