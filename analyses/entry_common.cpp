@@ -12,6 +12,7 @@
 #include "vocablens/memory_estimate.hpp"
 #include "vocablens/timings.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/neighbours.hpp"
 #include "vocablens/sae.hpp"
 #include "vocablens/spectrum.hpp"
 #include "vocablens/token_id.hpp"
@@ -198,6 +199,22 @@ int64_t token_of(const AnalysisRequest& q, const nlohmann::json& v, const std::s
 
 void append(std::vector<OptionDecl>& into, const std::vector<OptionDecl>& more) {
   into.insert(into.end(), more.begin(), more.end());
+}
+
+AnalysisEstimate weights_phase_estimate(const AnalysisRequest& q, const std::string& phase, double bytes,
+                                        std::string what, std::string reduce) {
+  AnalysisEstimate e;
+  e.memory = model_memory(q.model);
+  e.memory.add_phase(phase, bytes);
+  e.what = std::move(what);
+  e.reduce = std::move(reduce);
+  return e;
+}
+
+double space_vectors_bytes(const AnalysisRequest& q) {
+  if (vector_space_from_string(q.options.at("space").get<std::string>()) != VectorSpace::PseudoInverse) return 0;
+  const auto& cf = q.model.config();
+  return 3.0 * static_cast<double>(cf.d_model) * static_cast<double>(cf.vocab_size) * 4;
 }
 
 AnalysisEstimate one_forward_estimate(const AnalysisRequest& q, int64_t T, const CacheSpec& spec, bool logits,

@@ -83,6 +83,15 @@ int64_t token_of(const AnalysisRequest& q, const nlohmann::json& v, const std::s
 
 /// The estimate of an analysis that is one forward pass of T tokens recording `spec` (with the logits), plus
 /// `extra_bytes` held beside it (named `extra`): attribute, project, ablate, patch.
+/// The runtime and the weights as stored (model_memory) plus one phase of `bytes`: the estimate of an analysis
+/// that reads weights only (no forward pass).
+AnalysisEstimate weights_phase_estimate(const AnalysisRequest& q, const std::string& phase, double bytes,
+                                        std::string what, std::string reduce);
+
+/// What space_vectors (vocablens/neighbours.hpp) adds for the request's `space` option: nothing for E, the
+/// pseudo-inverse's SVD of [V, d] (three copies) for E+, unless its cache file is read.
+double space_vectors_bytes(const AnalysisRequest& q);
+
 AnalysisEstimate one_forward_estimate(const AnalysisRequest& q, int64_t T, const CacheSpec& spec, bool logits,
                                       const std::string& extra, double extra_bytes, bool extra_is_phase,
                                       std::string what, std::string reduce);

@@ -1,5 +1,6 @@
 // `knn`: its options, declared once, and the call every surface makes (vocablens/analysis_registry.hpp).
 #include "entry_common.hpp"
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/knn.hpp"
@@ -38,6 +39,17 @@ void register_knn_entry(AnalysisRegistry& r) {
            g.matrix = matrix;
            g.space = to_string(space);
            return g.to_result(q.tok, o.at("edges").get<bool>());
+         },
+         // The vectors [V, d] and their normalised copy, one block of similarities [block, V]. The graph itself
+         // (V x k) is not counted: knn_graph refuses one too large with its own message.
+         [](const AnalysisRequest& q) {
+           const auto& cf = q.model.config();
+           const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+           const double block = static_cast<double>(knn_options(q.options).block);
+           return entry::weights_phase_estimate(q, std::string("knn: the vectors, their normalised copy, one block of similarities") +
+                                                    (entry::space_vectors_bytes(q) > 0 ? "; E+ and its SVD" : ""),
+                                                (2 * V * d + block * V) * 4 + entry::space_vectors_bytes(q), "the k-NN graph of " + q.model.source(),
+                                                q.spelled("block") + " (fewer rows per block)");
          }});
 }
 

@@ -57,8 +57,11 @@ std::vector<OptionDecl> reading_decls() {
 AnalysisEstimate lens_estimate(const AnalysisRequest& q, int64_t T) {
   const auto& ro = q.options;
   const Model& m = q.model;
-  const bool resid_mid = ro.at("resid_mid").get<bool>(), save_probs = ro.at("save_probs").get<bool>(),
-             two_pass = ro.at("two_pass").get<bool>(), pinv = ro.at("unembed").get<std::string>() == "pinv";
+  // save_probs and two_pass are the one-prompt form's (lens_corpus and lens_batch declare neither).
+  const bool resid_mid = ro.at("resid_mid").get<bool>(),
+             save_probs = ro.contains("save_probs") && ro.at("save_probs").get<bool>(),
+             two_pass = ro.contains("two_pass") && ro.at("two_pass").get<bool>(),
+             pinv = ro.at("unembed").get<std::string>() == "pinv";
   const auto& c = m.config();
   const double n = static_cast<double>(c.n_layers + 1 + (resid_mid ? c.n_layers : 0)), d = static_cast<double>(c.d_model);
   const double V = static_cast<double>(c.vocab_size), Td = static_cast<double>(T),
@@ -126,7 +129,7 @@ AnalysisEstimate lens_estimate(const AnalysisRequest& q, int64_t T) {
              (cli ? ", or --corpus FILE --window N to read it in windows"
                   : http ? "" : ", or read it in windows with lens_corpus (path, window)") +
              (save_probs ? ", or leave out " + q.spelled("save_probs") : "");
-  if (!two_pass && !save_probs && two.total() < one_pass.total()) {
+  if (ro.contains("two_pass") && !two_pass && !save_probs && two.total() < one_pass.total()) {
     const std::string on = cli ? q.spelled("two_pass") : q.spelled("two_pass") + (http ? ": true" : "=True");
     e.reduce += fmt::format(", or {} (about {:.0f} MiB: two forwards, one layer held at a time)", on,
                             two.total() / 1048576.0);
@@ -228,6 +231,17 @@ void register_lens_entry(AnalysisRegistry& r) {
            auto res = logit_lens_corpus(q.model, *q.tok, q.options.at("path").get<std::string>(), co).to_result();
            res.provenance["tokenizer"] = q.tok->source();
            return res;
+         },
+         // One window at a time: the lens of W tokens (the per-window sums are a few numbers per layer).
+         [](const AnalysisRequest& q) {
+           const int64_t n_ctx = q.model.config().n_ctx;
+           const auto& w = q.options.at("window");
+           const int64_t W = w.is_null() ? n_ctx : std::min<int64_t>(w.get<int64_t>(), n_ctx);
+           AnalysisEstimate e = lens_estimate(q, W);
+           e.what = fmt::format("the lens of {} in windows of {} tokens of {}", q.options.at("path").get<std::string>(),
+                                W, q.model.source());
+           e.reduce = q.spelled("window") + " (shorter windows)";
+           return e;
          }});
 
   AnalysisDecl b;
@@ -257,6 +271,29 @@ void register_lens_entry(AnalysisRegistry& r) {
            auto res = batch.to_result(q.tok);
            res.provenance["tokenizer"] = q.tok->source();
            return res;
+         },
+         // The lens of the longest prompt (T tokens), a chunk's cached residuals (logit_lens_batch: at most 64
+         // prompts and about 256 MB per forward) and every prompt's results, padded to T.
+         [](const AnalysisRequest& q) {
+           if (!q.tok) throw UsageError("lens_batch: the model has no tokenizer to read the prompts with");
+           const std::string path = q.options.at("prompts").get<std::string>();
+           const auto prompts = read_lens_prompts(path);
+           EncodeOptions eo;
+           if (q.options.at("bos").is_boolean()) eo.add_bos = q.options.at("bos").get<bool>();
+           int64_t T = 1;
+           for (const auto& p : prompts) T = std::max<int64_t>(T, static_cast<int64_t>(q.tok->encode(p.prompt, eo).size()));
+           T = std::min<int64_t>(T, q.model.config().n_ctx);
+           AnalysisEstimate e = lens_estimate(q, T);
+           const auto& c = q.model.config();
+           const double n = static_cast<double>(c.n_layers + 1 + (q.options.at("resid_mid").get<bool>() ? c.n_layers : 0));
+           const double P = static_cast<double>(prompts.size()), Td = static_cast<double>(T);
+           const double k = static_cast<double>(q.options.at("top_k").get<int64_t>());
+           e.memory.add("lens_batch: one chunk's cached residuals",
+                        std::min(256.0 * 1048576.0, std::min(64.0, P) * Td * n * static_cast<double>(c.d_model) * 4));
+           e.memory.add("lens_batch: every prompt's results", P * n * Td * (k * 12 + 64));
+           e.what = fmt::format("the lens of {} prompts of up to {} tokens of {}", prompts.size(), T, q.model.source());
+           e.reduce = "fewer or shorter prompts, or a smaller " + q.spelled("top_k");
+           return e;
          }});
 }
 

@@ -1,5 +1,6 @@
 // `neighbours`: its options, declared once, and the call every surface makes (vocablens/analysis_registry.hpp).
 #include "entry_common.hpp"
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
@@ -49,6 +50,16 @@ void register_neighbours_entry(AnalysisRegistry& r) {
            n.matrix = matrix;
            n.space = to_string(space);
            return n.to_result(q.tok);
+         },
+         // The vectors [V, d] and their normalised copy, one row of similarities.
+         [](const AnalysisRequest& q) {
+           const auto& cf = q.model.config();
+           const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+           return entry::weights_phase_estimate(
+               q, std::string("neighbours: the vectors, their normalised copy, one row of similarities") +
+                      (entry::space_vectors_bytes(q) > 0 ? "; E+ and its SVD" : ""), (2 * V * d + V) * 4 + entry::space_vectors_bytes(q),
+               "the neighbours of '" + q.options.at("query").get<std::string>() + "' in " + q.model.source(),
+               q.spelled("matrix") + " (a smaller matrix; nothing else reduces it)");
          }});
 }
 

@@ -1,5 +1,6 @@
 // `neurons`: its options, declared once, and the call every surface makes (vocablens/analysis_registry.hpp).
 #include "entry_common.hpp"
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
@@ -44,6 +45,15 @@ void register_neurons_entry(AnalysisRegistry& r) {
            auto r = analyze_neurons(q.model, no, q.tok).to_result(q.tok);
            if (q.tok) r.provenance["tokenizer"] = q.tok->source();  // as `vocablens neurons` writes it
            return r;
+         },
+         // W_U in float32 and one layer's key / gate / value vectors through it, in blocks of 1 024.
+         [](const AnalysisRequest& q) {
+           const auto& cf = q.model.config();
+           const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+           return entry::weights_phase_estimate(
+               q, "neurons: W_U in float32 and one layer's vectors through it, in blocks",
+               (d * V + 3 * static_cast<double>(cf.d_mlp) * d + 1024 * V) * 4, "the neurons of " + q.model.source(),
+               "nothing reduces it (W_U in float32 is most of it)");
          }});
 }
 

@@ -1,5 +1,8 @@
 // `positions`: its options, declared once, and the call every surface makes (vocablens/analysis_registry.hpp).
+#include <algorithm>
+
 #include "entry_common.hpp"
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/model.hpp"
@@ -34,6 +37,19 @@ void register_positions_entry(AnalysisRegistry& r) {
            // A model with segment embeddings (BERT's token types): their geometry beside the positions'.
            if (q.model.W_seg().defined()) segment_structure(q.model, 8).add_to(res);
            return res;
+         },
+         // The position embeddings (and their centred copies) and their P x P Gram matrix. Beyond 2^15 positions
+         // position_structure refuses by itself, naming max_positions: no Gram phase is counted then, so that its
+         // message, not a memory refusal, is what the user sees.
+         [](const AnalysisRequest& q) {
+           const auto& cf = q.model.config();
+           const PositionOptions po = position_options(q.options);
+           const double d = static_cast<double>(cf.d_model);
+           const double P = static_cast<double>(po.max_positions > 0 ? std::min<int64_t>(po.max_positions, cf.n_ctx) : cf.n_ctx);
+           return entry::weights_phase_estimate(q, "positions: the position embeddings and their Gram matrix",
+                                                P <= 32768.0 ? (3 * P * d + P * P) * 4 : 0.0,
+                                                "the position structure of " + q.model.source(),
+                                                q.spelled("max_positions") + " (fewer positions)");
          }});
 }
 

@@ -58,7 +58,7 @@ std::vector<DryRunCommand> dry_run_commands(const std::string& gpt2, const std::
        tmp + "/lens2"},
       {"generate", "generate" + M + "--prompt 'Once upon' --steps 3", "--steps", ""},
       {"heads", "heads" + M + "--layer 0 --head 0 --top-k 5 --out " + q(tmp + "/heads"), "--inverse transpose", tmp + "/heads"},
-      {"neurons", "neurons" + M + "--layer 0 --out " + q(tmp + "/neurons"), "--layer", tmp + "/neurons"},
+      {"neurons", "neurons" + M + "--layer 0 --out " + q(tmp + "/neurons"), "nothing reduces it", tmp + "/neurons"},
       {"project", "project" + M + "--prompt 'The cat sat' --hook resid_post.0 --out " + q(tmp + "/project"), "--position",
        tmp + "/project"},
       {"attribute", "attribute" + M + "--prompt 'The Eiffel Tower is in' --target ' Paris' --out " + q(tmp + "/attribute"),

@@ -129,8 +129,18 @@ TEST_CASE("--dry-run prints the expected peak memory and runs nothing; --timings
   WARN("lens of 4096 tokens: --dry-run estimate " << est << " MiB, measured peak RSS " << real << " MiB");
   CHECK(est > 0.75 * real);
   CHECK(est < 1.25 * real);
-  CHECK(vl_test::run_command(shq(cli) + " lens " + shq(model) + " --prompts /dev/null --dry-run", out) == 2);
-  CHECK_THAT(out, Catch::Contains("--dry-run applies to one prompt"));
+  // The corpus and batch forms: their declared estimates (one window; the longest prompt, a chunk, the results).
+  const std::string examples = std::string(VOCABLENS_SOURCE_DIR) + "/docs/examples/";
+  REQUIRE(vl_test::run_command(shq(cli) + " lens " + shq(model) + " --corpus " + shq(examples + "heldout.txt") +
+                                   " --window 512 --dry-run", out) == 0);
+  CHECK_THAT(out, Catch::Contains("in windows of 512 tokens") && Catch::Contains("lens: one logit block") &&
+                      Catch::Contains("nothing was computed"));
+  REQUIRE(vl_test::run_command(shq(cli) + " lens " + shq(model) + " --prompts " + shq(examples + "prompts.jsonl") +
+                                   " --dry-run", out) == 0);
+  CHECK_THAT(out, Catch::Contains("lens_batch: every prompt's results") && Catch::Contains("prompts of up to"));
+  CHECK(vl_test::run_command("VOCABLENS_MEMORY_LIMIT=1M " + shq(cli) + " lens " + shq(model) + " --corpus " +
+                                 shq(examples + "heldout.txt") + " --window 512", out) == 1);
+  CHECK_THAT(out, Catch::Contains("--window (shorter windows)"));
 
   // --timings: the phases on stderr after the result, with the forward counted once per generated token.
   REQUIRE(vl_test::run_command(shq(cli) + " generate " + shq(model) + " --prompt-ids 5,6,7 --steps 4 --stop-id -1 --ids --timings", out) == 0);

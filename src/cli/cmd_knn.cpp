@@ -88,17 +88,13 @@ int run_knn(const KnnCliOptions& o) {
     if (!o.tokenizer.empty()) throw;
     fmt::print(stderr, "vocablens: warning: no tokenizer ({}); tokens are shown as #id\n", e.what());
   }
+  if (auto rc = vocablens::cli::check_memory(
+          "knn", vocablens::estimate_analysis(vocablens::find_analysis("knn"), m, tok.get(), o.flags->given(),
+                                              vocablens::Surface::Cli),
+          o.dry_run))
+    return *rc;
   at::Tensor X = vocablens::space_vectors(m, space, matrix);
   vocablens::KnnOptions ko = vocablens::entries::knn_options(resolved);
-  {
-    auto e = vocablens::cli::model_memory(m);
-    // The graph itself (rows x k) is not counted: knn_graph refuses one too large with its own message.
-    e.add_phase("knn: the normalised vectors, one block of similarities",
-                (2 * static_cast<double>(X.size(0)) * static_cast<double>(X.size(1)) +
-                 static_cast<double>(ko.block) * static_cast<double>(X.size(0))) * 4);
-    if (auto rc = vocablens::cli::check_memory("knn", "the k-NN graph of " + m.source(), e, o.dry_run, "--block (fewer rows per block)"))
-      return *rc;
-  }
   vocablens::cli::ProgressBar bar("knn", "rows");
   ko.progress = bar.callback();
   auto g = vocablens::knn_graph(X, ko);

@@ -283,8 +283,6 @@ int run_lens(const LensCliOptions& o) {
   const bool corpus = o.corpus->given().contains("path"), prompts = o.batch->given().contains("prompts");
   // --prompt-ids (declared with --prompt, DeclaredFlags) arrives as the prompt's ids.
   const bool ids = given.contains("prompt") && given["prompt"].is_array(), prompt = given.contains("prompt") && !ids;
-  if (o.dry_run && (prompts || corpus))
-    throw UsageError("--dry-run applies to one prompt (--prompt or --prompt-ids), not to --prompts or --corpus");
   if (prompts) {
     if (prompt || corpus || ids) throw UsageError("--prompts cannot be used with --prompt, --prompt-ids or --corpus");
     if (o.target_id) throw UsageError("--target has no meaning with --prompts (give \"target\" per line in JSON Lines)");
@@ -321,6 +319,8 @@ int run_lens_corpus(const LensCliOptions& o, const nlohmann::json& lens_given) {
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
 
   Loaded l = load(o);
+  const auto est = vocablens::estimate_analysis(a, l.m, l.tok.get(), given, vocablens::Surface::Cli);
+  if (auto rc = vocablens::cli::check_memory("lens", est, o.dry_run)) return *rc;
   vocablens::dist::init();  // under mpirun: windows sharded over ranks, rank 0 reports
   // Rank 0 shows the progress (every rank reads the whole file; the windows are shared).
   vocablens::cli::ProgressBar bar("lens --corpus", "tokens");
@@ -344,6 +344,8 @@ int run_lens_prompts(const LensCliOptions& o, const nlohmann::json& lens_given) 
   vocablens::read_lens_prompts(resolved["prompts"].get<std::string>());  // a bad file is refused before the load
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   Loaded l = load(o);
+  const auto est = vocablens::estimate_analysis(a, l.m, l.tok.get(), given, vocablens::Surface::Cli);
+  if (auto rc = vocablens::cli::check_memory("lens", est, o.dry_run)) return *rc;
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   bool shown = false;
   auto progress = [tty, &shown](int64_t done, int64_t total) {

@@ -71,11 +71,10 @@ int run_neighbours(const NeighboursCliOptions& o) {
   auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
   at::Tensor X = vectors_only ? vocablens::load_embedding_matrix(o.model, matrix) : vocablens::space_vectors(*m, space, matrix);
   if (m) {
-    auto e = vocablens::cli::model_memory(*m);
-    e.add_phase("neighbours: the vectors and their normalised copy, one row of similarities",
-                (2 * static_cast<double>(X.numel()) + static_cast<double>(X.size(0))) * 4);
-    if (auto rc = vocablens::cli::check_memory("neighbours", "the neighbours of '" + query + "' in " + m->source(), e,
-                                               o.dry_run, "--matrix (a smaller matrix; nothing else reduces it)"))
+    if (auto rc = vocablens::cli::check_memory(
+            "neighbours", vocablens::estimate_analysis(vocablens::find_analysis("neighbours"), *m, tok.get(),
+                                                       o.flags->given(), vocablens::Surface::Cli),
+            o.dry_run))
       return *rc;
   }
   auto r = vocablens::neighbours(X, tok.get(), query, vocablens::entries::neighbour_options(resolved));

@@ -81,15 +81,9 @@ int run_neurons(const NeuronsCli& c) {
   tf.tokenizer = c.tokenizer;
   tf.alpha_only = resolved["alpha_only"].get<bool>();
   auto tok = vocablens::cli::load_tokenizer(c.model, tf, false);
-  {
-    const auto& cf = m.config();
-    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
-    (void)d; (void)V;
-    auto e = vocablens::cli::model_memory(m);
-    e.add_phase("neurons: W_U in float32 and one layer's vectors through it, in blocks", (d * V + 3 * static_cast<double>(cf.d_mlp) * d + 1024 * V) * 4);
-    if (auto rc = vocablens::cli::check_memory("neurons", "the neurons of " + m.source(), e, c.dry_run, "--layer (one layer at a time)"))
-      return *rc;
-  }
+  if (auto rc = vocablens::cli::check_memory(
+          "neurons", vocablens::estimate_analysis(a, m, tok.get(), given, vocablens::Surface::Cli), c.dry_run))
+    return *rc;
   vocablens::cli::ProgressBar bar("neurons", "vectors");
   auto r = vocablens::run_analysis(a, m, tok.get(), given, vocablens::Surface::Cli, bar.callback());
   bar.finish();

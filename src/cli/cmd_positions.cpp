@@ -110,18 +110,11 @@ int run_positions(const PositionsCliOptions& o) {
   const vocablens::PositionOptions po = vocablens::entries::position_options(resolved);
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   vocablens::Model m = vocablens::load_model(o.model);
-  {
-    const auto& cf = m.config();
-    const double d = static_cast<double>(cf.d_model);
-    const double P = static_cast<double>(po.max_positions > 0 ? std::min<int64_t>(po.max_positions, cf.n_ctx) : cf.n_ctx);
-    auto e = vocablens::cli::model_memory(m);
-    e.add_phase("positions: the position embeddings and their Gram matrix", (3 * P * d + P * P) * 4);
-    // Beyond 2^15 positions the analysis refuses by itself (a usage error naming --max-positions).
-    if (P <= 32768.0 || o.dry_run)
-      if (auto rc = vocablens::cli::check_memory("positions", "the position structure of " + m.source(), e, o.dry_run,
-                                                 "--max-positions (fewer positions)"))
-        return *rc;
-  }
+  if (auto rc = vocablens::cli::check_memory(
+          "positions", vocablens::estimate_analysis(vocablens::find_analysis("positions"), m, nullptr, o.flags->given(),
+                                                    vocablens::Surface::Cli),
+          o.dry_run))
+    return *rc;
   auto r = vocablens::position_structure(m, po);
   vocablens::Result res = r.to_result();
   std::optional<vocablens::SegmentResult> seg;  // segment embeddings, beside the positions

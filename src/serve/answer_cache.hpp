@@ -1,12 +1,16 @@
 // src/serve/answer_cache.hpp — answers kept per (analysis, resolved options), so that a click on a cell of
 // the current prompt, or a reload, costs no forward pass.
 //
-//   AnswerCache cache(32);                       // 32 answers, at most 256 MB
+//   AnswerCache cache(32);                       // 32 answers, at most 64 MB, none over 1 MB
 //   if (auto hit = cache.get(key)) return *hit;  // most recently used first
 //   cache.put(key, std::make_shared<const std::string>(body));
 //
-// Thread-safe; least recently used answers leave first; an answer above the byte limit is never kept.
+// Thread-safe; least recently used answers leave first. An answer over the per-answer limit is never kept:
+// the page's answers are a few kB to a few hundred kB, and a multi-MB one (a client asking for thousands of
+// tokens per cell) would otherwise stay resident after its client left — the server's memory after a burst of
+// such requests must return to about where it started (docs/serve.md, "Never dies").
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <list>
 #include <memory>
@@ -18,7 +22,15 @@ namespace vocablens::serve {
 
 class AnswerCache {
  public:
-  explicit AnswerCache(size_t entries, size_t bytes = size_t(256) << 20) : max_entries_(entries), max_bytes_(bytes) {}
+  explicit AnswerCache(size_t entries, size_t bytes = size_t(64) << 20, size_t per_answer = size_t(1) << 20)
+      : max_entries_(entries), max_bytes_(bytes), max_answer_(per_answer) {}
+  struct Stats {
+    size_t entries = 0, bytes = 0, max_entries = 0, max_bytes = 0, max_answer_bytes = 0;
+  };
+  Stats stats() {
+    std::lock_guard<std::mutex> l(m_);
+    return {items_.size(), bytes_, max_entries_, max_bytes_, max_answer_};
+  }
   std::shared_ptr<const std::string> get(const std::string& key) {
     std::lock_guard<std::mutex> l(m_);
     for (auto it = items_.begin(); it != items_.end(); ++it)
@@ -29,7 +41,7 @@ class AnswerCache {
     return nullptr;
   }
   void put(const std::string& key, std::shared_ptr<const std::string> v) {
-    if (max_entries_ == 0 || v->size() > max_bytes_) return;
+    if (max_entries_ == 0 || v->size() > std::min(max_bytes_, max_answer_)) return;
     std::lock_guard<std::mutex> l(m_);
     for (auto it = items_.begin(); it != items_.end(); ++it)
       if (it->first == key) {
@@ -48,7 +60,7 @@ class AnswerCache {
  private:
   std::mutex m_;
   std::list<std::pair<std::string, std::shared_ptr<const std::string>>> items_;
-  size_t max_entries_, max_bytes_, bytes_ = 0;
+  size_t max_entries_, max_bytes_, max_answer_, bytes_ = 0;
 };
 
 }  // namespace vocablens::serve

@@ -98,6 +98,9 @@ void Explorer::routes(httplib::Server& svr) {
     st["forward_cache"] = {{"passes", f.records}, {"bytes", f.bytes}, {"max_passes", f.max_records},
                            {"max_bytes", f.max_bytes}, {"replayed", f.replayed}, {"computed", f.recorded},
                            {"not_kept", f.not_kept}};
+    const AnswerCache::Stats a = cache_.stats();
+    st["answer_cache"] = {{"answers", a.entries}, {"bytes", a.bytes}, {"max_answers", a.max_entries},
+                          {"max_bytes", a.max_bytes}, {"max_answer_bytes", a.max_answer_bytes}};
     send(res, Answer{200, dump(st) + "\n"});
   });
   // A long analysis's progress, polled by the page while its POST waits (the POST named the id in its

@@ -1,5 +1,6 @@
 """model.gradients: d metric(logits) / d activation, checked against central finite differences of the
-independent float64 NumPy forward (gpt2_numpy.py), for weights stored as F32, F16 and BF16; weights stay frozen."""
+independent float64 NumPy forward (gpt2_numpy.py), for weights stored as F32, F16 and BF16, and against finite differences of the model's own float32 forward for
+llama.cpp's Q8_0 and Q4_K_M files; weights stay frozen."""
 import json
 import os
 import shutil
@@ -176,27 +177,40 @@ class StoredDtypes(unittest.TestCase):
     def test_bf16(self):
         self.check("BF16")
 
-    def test_q8_0_gguf(self):
-        # gpt2-tiny quantized by llama.cpp (tests/data/gguf): no float64 twin of its dequantized weights here, so
+    def check_gguf(self, path, ids, targets, names, label):
+        # A GGUF quantized by llama.cpp (tests/data/gguf): no float64 twin of its dequantized weights here, so
         # the gradients are checked against central differences of the same model's float32 forward (whose
         # logits gguf_model_test checks against llama.cpp's), with a step and tolerance float32 allows.
-        m = vocablens.load_model(os.path.join(SOURCE, "tests", "data", "gguf", "gpt2-tiny-q8_0.gguf"))
-        names = ["blocks.0.hook_resid_post", "blocks.1.mlp.hook_post"]
-        grads = m.gradients(IDS, metric, names)
+        m = vocablens.load_model(os.path.join(SOURCE, "tests", "data", "gguf", path))
+        a, b = targets
+
+        def gguf_metric(logits):
+            return logits[0, -1, a] - logits[0, -1, b]
+        grads = m.gradients(ids, gguf_metric, names)
         rng = np.random.RandomState(9)
         for name in names:
             for _ in range(4):
-                idx = (0, 9, int(rng.randint(0, grads[name].shape[-1])))
+                idx = (0, len(ids) - 1, int(rng.randint(0, grads[name].shape[-1])))
 
                 def at(delta, name=name, idx=idx):
                     def edit(x, hook):
                         x[idx] += delta
-                    return metric(m.run_with_hooks(IDS, fwd_hooks=[(name, edit)])).double().item()
+                    return gguf_metric(m.run_with_hooks(ids, fwd_hooks=[(name, edit)])).double().item()
                 h = 1e-2
                 fd = (at(h) - at(-h)) / (2 * h)
                 got = grads[name][idx].item()
-                self.assertLess(abs(got - fd), 2e-3 + 2e-2 * abs(fd), "Q8_0 {} {}: {} vs {}".format(name, idx, got, fd))
-        self.assertGreater(grads["blocks.0.hook_resid_post"][0, 9].abs().max().item(), 0.0)
+                self.assertLess(abs(got - fd), 2e-3 + 2e-2 * abs(fd), "{} {} {}: {} vs {}".format(label, name, idx, got, fd))
+        self.assertGreater(grads[names[0]][0, len(ids) - 1].abs().max().item(), 0.0)
+
+    def test_q8_0_gguf(self):
+        self.check_gguf("gpt2-tiny-q8_0.gguf", IDS, (A, B), ["blocks.0.hook_resid_post", "blocks.1.mlp.hook_post"], "Q8_0")
+
+    def test_q4_k_gguf(self):
+        # A small Llama (d 256, 2 layers) in llama.cpp's Q4_K_M: Q4_K and Q6_K blocks, rows of 256.
+        with open(os.path.join(SOURCE, "tests", "data", "gguf", "ids-llama.txt")) as f:
+            ids = [int(t) for t in f.read().split()][:12]
+        self.check_gguf("llamak-q4_k_m.gguf", ids, (403, 407), ["blocks.0.hook_resid_post", "blocks.1.mlp.hook_post"],
+                        "Q4_K_M")
 
 
 class AttributionPatching(unittest.TestCase):
