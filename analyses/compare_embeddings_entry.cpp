@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "entry_common.hpp"
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/compare_embeddings.hpp"
 #include "vocablens/declared_options.hpp"
@@ -63,6 +64,20 @@ void register_compare_embeddings_entry(AnalysisRegistry& r) {
            r.provenance["model_a"] = q.model.source();
            r.provenance["model_b"] = b.model->source();
            return r;
+         },
+         // Both models' weights, then both matrices normalised (and aligned) and one block of similarities.
+         [](const AnalysisRequest& q) {
+           const auto b = entry::model_of(q, "model_b");
+           const auto& cf = q.model.config();
+           const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+           AnalysisEstimate e;
+           e.memory = model_memory(q.model);
+           e.memory.add("weights of the second model", model_memory(*b.model).items.back().bytes);
+           e.memory.add_phase("compare-embeddings: both matrices normalised, one block of similarities",
+                              (4 * d * V + 2048 * V) * 4);
+           e.what = "the comparison of " + q.model.source() + " and " + b.model->source();
+           e.reduce = q.spelled("matrix") + " (one matrix at a time; nothing smaller)";
+           return e;
          }});
 }
 

@@ -4,9 +4,14 @@
 // `feature_corpus` (`features --corpus FILE`: statistics over a text file). The `vocablens features` command
 // offers the three through one set of flags (src/cli/cmd_features.cpp). The SAE is an option of type Sae: a
 // path on the command line, a vocablens.Sae from Python.
+#include <fmt/format.h>
+
 #include <memory>
 
 #include "entry_common.hpp"
+#include "vocablens/analysis_estimate.hpp"
+#include "vocablens/cache.hpp"
+#include "vocablens/memory_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
@@ -42,6 +47,18 @@ void add_sae_provenance(Result& r, const Sae& sae, const Tokenizer* tok) {
 }  // namespace
 
 std::shared_ptr<const Sae> sae_option(const AnalysisRequest& q) { return entry::sae_of(q, "sae", "hook"); }
+
+// feature_logits' working set: with the int8 screen, W_U as int8 and a chunk of 1 024 decoder rows; else a
+// float32 block of 1 024 x V logits (and a float32 copy of W_U when it is stored otherwise); the lists, N x 2k
+// entries, either way.
+void add_feature_logits_phase(MemoryEstimate& e, const Model& m, const Sae& sae, int64_t top_k) {
+  const auto& cf = m.config();
+  const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+  const double N = static_cast<double>(sae.d_sae), k = static_cast<double>(top_k);
+  e.add_phase("features: W_U's screening copy, one chunk of decoder rows, the lists",
+              feature_logits_int8_available() ? d * V + 24 * V + 1024 * (9 * d + 4096) + N * 2 * k * 40
+                                              : (d * V + 1024 * V + 1024 * d) * 4 + N * 2 * k * 40);
+}
 
 FeatureLogitsOptions feature_logits_options(const AnalysisRequest& q) {
   const auto& o = q.options;
@@ -101,6 +118,15 @@ void register_features_entry(AnalysisRegistry& r) {
            add_sae_provenance(r, *sae, q.tok);
            r.provenance["sae_stored_dtype"] = sae->stored_dtype;
            return r;
+         },
+         [](const AnalysisRequest& q) {
+           auto sae = sae_option(q);
+           AnalysisEstimate e;
+           e.memory = model_memory(q.model);
+           add_feature_logits_phase(e.memory, q.model, *sae, q.options.at("top_k").get<int64_t>());
+           e.what = "the feature logits of " + sae->source;
+           e.reduce = q.spelled("features") + " (fewer features)";
+           return e;
          }});
 
   AnalysisDecl l;
@@ -123,6 +149,24 @@ void register_features_entry(AnalysisRegistry& r) {
                         .to_result(q.tok, entry::prompt_text(q, ids));
            add_sae_provenance(r, *sae, nullptr);
            return r;
+         },
+         // The forward with the residual stream recorded, the SAE's weights and activations [T, d_sae], then W_U
+         // and the positions' logits.
+         [](const AnalysisRequest& q) {
+           auto sae = sae_option(q);
+           const auto ids = entry::prompt_of(q);
+           const auto& cf = q.model.config();
+           const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
+           const double T = static_cast<double>(ids.size()), S = static_cast<double>(sae->d_sae);
+           CacheSpec spec;
+           spec.resid_pre = spec.resid_mid = spec.resid_post = true;
+           AnalysisEstimate e;
+           e.memory = estimate_forward_memory(q.model, 1, static_cast<int64_t>(ids.size()), spec, false);
+           e.memory.add("features: the SAE and its activations [T, d_sae]", (2 * S * d + T * S) * 4);
+           e.memory.add_phase("features: W_U and the positions' logits", (d * V + T * V) * 4);
+           e.what = fmt::format("the feature lens of {} tokens", ids.size());
+           e.reduce = "a shorter " + q.spelled("prompt");
+           return e;
          }});
 
   AnalysisDecl c;
@@ -157,6 +201,15 @@ void register_features_entry(AnalysisRegistry& r) {
            auto r = sae_corpus_stats(q.model, *sae, *q.tok, q.options.at("path").get<std::string>(), so).to_result(q.tok);
            add_sae_provenance(r, *sae, q.tok);
            return r;
+         },
+         [](const AnalysisRequest& q) {
+           auto sae = sae_option(q);
+           AnalysisEstimate e;
+           e.memory = estimate_sae_corpus_memory(q.model, *sae, feature_corpus_options(q.options));
+           e.what = fmt::format("the corpus statistics of {} ({} features)", sae->source, sae->d_sae);
+           e.reduce = q.spelled("window") + " (fewer tokens per forward), " + q.spelled("contexts") + " or " +
+                      (q.surface == Surface::Cli ? std::string("--no-ce") : q.spelled("ce") + " false");
+           return e;
          }});
 }
 

@@ -80,6 +80,10 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
   e.memory = estimate_forward_memory(m, 1, static_cast<int64_t>(ids.size()), none, false);
   e.memory.add("graph: transcoders' weights", static_cast<double>(tcs->resident_bytes()));
   e.memory.add(fmt::format("graph: rows [F + K, S] ({} active features, {} with rows)", A, F), R * S * 4);
+  // the result's own copies, held with the rows until it is written
+  if (q.options.at("save_rows").get<bool>()) e.memory.add("graph: the rows' copy in the result (save_rows)", R * S * 4);
+  if (q.options.at("save_adjacency").get<bool>())
+    e.memory.add("graph: the unpruned adjacency [N, N] (save_adjacency)", (S + K) * (S + K) * 4);
   const double patterns = L * H * T * T * 4;
   e.memory.add_phase("graph: the recorded forward (residuals, patterns, logits, one layer's activations)",
                      4 * L * T * d * 4 + patterns + T * V * 4 + 2 * L * T * d * 4 + 2 * T * tcs->n_features(0) * 4);
@@ -97,6 +101,7 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
   e.what = fmt::format("the attribution graph of {} tokens of {} (its {} active features counted by running the "
                        "forward pass and the encoders)", ids.size(), m.source(), static_cast<int64_t>(A));
   e.reduce = "give a shorter prompt, or a smaller " + q.spelled("max_feature_nodes");
+  e.computed = "forward and encoders only; no attribution computed";
   return e;
 }
 
@@ -123,6 +128,9 @@ void register_graph_entry(AnalysisRegistry& r) {
       {"batch_size", OptionType::Integer, 64, "Rows computed together in one backward pass", 1, 4096},
       {"label_tokens", OptionType::Integer, 5, "Tokens in a feature's vocabulary label", 1, 100},
       {"save_adjacency", OptionType::Flag, false, "Also keep the unpruned adjacency [N, N] (array full_adjacency)"},
+      {"save_rows", OptionType::Flag, false,
+       "Also keep the unpruned rows [F + K, S] (array rows, with logit_ids and logit_probs): every edge that can be "
+       "nonzero, without the [N, N] zeros"},
   });
   r.add({std::move(d),
          [](const AnalysisRequest& q) {
@@ -140,9 +148,10 @@ void register_graph_entry(AnalysisRegistry& r) {
            ro.prompt = entry::prompt_text(q, ids);
            ro.transcoders = dir;
            ro.full_adjacency = o.at("save_adjacency").get<bool>();
+           ro.rows = o.at("save_rows").get<bool>();
            Result res = graph_result(q.model, q.tok, *tcs, g, ro);
            for (const char* k : {"max_feature_nodes", "max_n_logits", "desired_logit_prob", "batch_size", "label_tokens",
-                               "save_adjacency"})
+                               "save_adjacency", "save_rows"})
              res.settings[k] = o.at(k);
            if (entry::prompt_is_ids(o)) res.settings["prompt_ids"] = ids;
            return res;

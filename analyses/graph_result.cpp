@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "token_label.hpp"
+#include "vocablens/error.hpp"
 #include "vocablens/features.hpp"
 #include "vocablens/graph.hpp"
 #include "vocablens/model.hpp"
@@ -183,6 +184,12 @@ Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders
   r.arrays["active_features"] = NdArray::i64({af.size(0), 3}, af.data_ptr<int64_t>());
   r.arrays["activations"] = NdArray::f32({acts.size(0)}, acts.data_ptr<float>());
   r.arrays["selected"] = NdArray::i64({sel.size(0)}, sel.data_ptr<int64_t>());
+  if (o.rows) {
+    at::Tensor rows = g.rows.contiguous(), lid = g.logit_ids.contiguous(), lp = g.logit_probs.to(at::kDouble).contiguous();
+    r.arrays["rows"] = NdArray::f32({rows.size(0), rows.size(1)}, rows.data_ptr<float>());
+    r.arrays["logit_ids"] = NdArray::i64({lid.size(0)}, lid.data_ptr<int64_t>());
+    r.arrays["logit_probs"] = NdArray::f64({lp.size(0)}, lp.data_ptr<double>());
+  }
   if (o.full_adjacency) {
     at::Tensor full = g.dense_adjacency();
     r.arrays["full_adjacency"] = NdArray::f32({g.n_nodes(), g.n_nodes()}, full.data_ptr<float>());
@@ -260,6 +267,27 @@ Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders
       {"nodes", used},
       {"links", links}};
   return r;
+}
+
+std::vector<std::string> graph_feature_labels(const Model& m, const Tokenizer* tok, const GraphTranscoders& tcs,
+                                              const std::vector<std::pair<int64_t, int64_t>>& features,
+                                              int64_t label_tokens) {
+  using namespace graph_result_detail;
+  std::vector<NodeInfo> nodes;
+  for (const auto& [layer, feature] : features) {
+    if (layer < 0 || layer >= tcs.n_layers() || feature < 0 || feature >= tcs.n_features(layer))
+      throw UsageError(fmt::format("graph: no feature {} at layer {} in {} ({} layers)", feature, layer, tcs.source(),
+                                   tcs.n_layers()));
+    NodeInfo n;
+    n.kind = "feature";
+    n.layer = layer;
+    n.feature = feature;
+    nodes.push_back(n);
+  }
+  const auto labels = feature_labels(m, tok, tcs, nodes, label_tokens);
+  std::vector<std::string> out;
+  for (const NodeInfo& n : nodes) out.push_back(tokens_of(tok, labels.at({n.layer, n.feature}).top));
+  return out;
 }
 
 }  // namespace vocablens

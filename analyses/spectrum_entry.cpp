@@ -1,7 +1,10 @@
 // `spectrum`: its options declared once, and the call every surface makes (vocablens/analysis_registry.hpp).
 // The matrix is an option of type Matrix: a name the model resolves or a .npy path on the command line, also a
 // 2-D tensor from Python. `vocablens spectrum` takes its flags from here (src/cli/cmd_spectrum.cpp).
+#include <algorithm>
+
 #include "entry_common.hpp"
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/anisotropy.hpp"
 #include "vocablens/declared_options.hpp"
@@ -69,6 +72,32 @@ void register_spectrum_entry(AnalysisRegistry& r) {
            if (q.options.at("anisotropy").get<bool>())
              a = std::make_unique<AnisotropyResult>(anisotropy(M, anisotropy_options(q.options), label));
            return spectrum_result(s, a.get(), kind == "token" ? q.tok : nullptr, q.options);
+         },
+         // The matrix [rows, n] (a float32 copy of a stored one), its centred copy and the Lanczos basis, at
+         // most min(rows, n) wide (a larger k is the analysis's own error, not memory). A model matrix's shape
+         // comes from the config; a file or tensor is read for its shape, as the run reads it.
+         [](const AnalysisRequest& q) {
+           const auto& cf = q.model.config();
+           const std::string name = q.options.at("matrix").is_string() ? q.options.at("matrix").get<std::string>() : "";
+           double rows = 0, cols = static_cast<double>(cf.d_model);
+           if (name == "W_E" || name == "W_U") rows = static_cast<double>(cf.vocab_size);
+           else if (name == "W_pos") rows = static_cast<double>(cf.n_ctx);
+           else if (name.rfind("W_in.", 0) == 0 || name.rfind("W_gate.", 0) == 0 || name.rfind("W_out.", 0) == 0)
+             rows = static_cast<double>(cf.d_mlp);
+           if (rows == 0) {
+             std::string label, kind;
+             const at::Tensor M = entry::matrix_of(q, "matrix", label, kind);
+             rows = static_cast<double>(M.size(0));
+             cols = static_cast<double>(M.size(1));
+           }
+           const SpectrumOptions so = spectrum_options(q.options);
+           const double basis = std::min<double>(std::max<double>(static_cast<double>(so.ncv), 2.0 * static_cast<double>(so.k) + 1),
+                                                 std::min(rows, cols));
+           return entry::weights_phase_estimate(q, "spectrum: the matrix, its centred copy and the Lanczos basis",
+                                                (2 * rows * cols + (rows + cols) * basis) * 4,
+                                                "the spectrum of " + (name.empty() ? std::string("the matrix") : name) +
+                                                    " of " + q.model.source(),
+                                                q.spelled("k") + " (fewer singular values)");
          }});
 }
 

@@ -2,9 +2,17 @@
 // every surface makes (vocablens/analysis_registry.hpp). It has no subcommand of its own: `vocablens generate
 // --steer PLUS-MINUS` reads its --steer-layer and --steer-scale defaults from this declaration
 // (src/cli/cmd_generate.cpp), and prints text instead of a Result.
+#include <fmt/format.h>
+
+#include <algorithm>
+
 #include "entry_common.hpp"
 #include "vocablens/ablation.hpp"
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
+#include "vocablens/cache.hpp"
+#include "vocablens/kv_cache.hpp"
+#include "vocablens/memory_estimate.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
@@ -47,6 +55,20 @@ void register_steer_entry(AnalysisRegistry& r) {
              r.summary["plain_text"] = q.tok->decode(plain);
            }
            return r;
+         },
+         // Steering runs full passes over up to T = prompt + steps positions (with logits), beside the keys and
+         // values of every position of the plain continuation.
+         [](const AnalysisRequest& q) {
+           const auto& c = q.model.config();
+           const int64_t T = std::min<int64_t>(static_cast<int64_t>(entry::prompt_of(q).size()) +
+                                                   q.options.at("steps").get<int64_t>(),
+                                               c.n_ctx);
+           AnalysisEstimate e;
+           e.memory = estimate_forward_memory(q.model, 1, T, CacheSpec::none(), true);
+           e.memory.add(fmt::format("KV cache [{} positions]", T), kv_cache_bytes(c, 1, T));
+           e.what = fmt::format("steered generation up to {} positions with {}", T, q.model.source());
+           e.reduce = "fewer " + q.spelled("steps") + " or a shorter " + q.spelled("prompt");
+           return e;
          }});
 }
 

@@ -1,9 +1,15 @@
 // `tuned_lens_eval` (`vocablens tuned-lens eval`): its options, declared once, and the call every surface makes
 // (vocablens/analysis_registry.hpp). Training (`tuned-lens train`) writes files and is not an analysis.
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <memory>
 
 #include "entry_common.hpp"
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
+#include "vocablens/cache.hpp"
+#include "vocablens/memory_estimate.hpp"
 #include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
@@ -43,6 +49,22 @@ void register_tuned_lens_entry(AnalysisRegistry& r) {
            auto res = evaluate_tuned_lens(q.model, *q.tok, lens, q.options.at("path").get<std::string>(), eo).to_result();
            res.provenance["tokenizer"] = q.tok->source();
            return res;
+         },
+         // One window at a time: its forward, every layer's normalised residual read logit and tuned, one block
+         // of logits.
+         [](const AnalysisRequest& q) {
+           const auto& cf = q.model.config();
+           const TunedLensEvalOptions eo = tuned_lens_eval_options(q.options);
+           const int64_t W = eo.window > 0 ? std::min<int64_t>(eo.window, cf.n_ctx) : cf.n_ctx;
+           const double n = static_cast<double>(cf.n_layers + 1), d = static_cast<double>(cf.d_model),
+                        V = static_cast<double>(cf.vocab_size);
+           AnalysisEstimate e;
+           e.memory = estimate_forward_memory(q.model, 1, W, CacheSpec::none(), false);
+           e.memory.add("eval: normalised residuals of one window, logit and tuned", 2 * n * static_cast<double>(W) * d * 4);
+           e.memory.add_phase("eval: one logit block", std::max(n, 512.0) * (V + d) * 4);
+           e.what = fmt::format("the evaluation in windows of {} tokens", W);
+           e.reduce = q.spelled("window") + " (shorter windows)";
+           return e;
          }});
 }
 

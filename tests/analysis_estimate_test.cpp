@@ -77,3 +77,39 @@ TEST_CASE("the CLI's lens --dry-run prints the declared estimate") {
   CHECK(out.find(total) != std::string::npos);
   CHECK(out.find(e.what) != std::string::npos);
 }
+
+TEST_CASE("every declared analysis declares its estimate, and each counts more than the weights") {
+  // The server admits a request against its memory budget by this estimate, and Python's estimate() and the
+  // CLI's --dry-run print it: an analysis without one would count as needing nothing beyond the model.
+  for (const auto& a : vocablens::analysis_registry().all()) {
+    INFO(a.decl.name);
+    CHECK(static_cast<bool>(a.estimate));
+  }
+  const std::string dir = vl_test::fixture("gpt2-tiny");
+  REQUIRE(!dir.empty());
+  const vocablens::Model m = vocablens::load_model(dir);
+  auto tok = vocablens::load_tokenizer_for(dir);
+  const double weights = vocablens::model_memory(m).total();
+  const double V = static_cast<double>(m.config().vocab_size), d = static_cast<double>(m.config().d_model);
+  struct Case {
+    const char* name;
+    json given;
+    double at_least;  // what the analysis must hold beyond the weights, from its shapes
+  };
+  const std::vector<Case> cases = {
+      {"knn", json::object(), 2 * V * d * 4},                           // the vectors and their normalised copy
+      {"neighbours", {{"query", "king"}}, 2 * V * d * 4},               // the same
+      {"neurons", {{"layer", 0}}, V * d * 4},                           // W_U in float32
+      {"spectrum", json::object(), 2 * V * d * 4},                      // W_E and its centred copy
+      {"steer", {{"prompt", "The cat"}, {"plus", " dog"}, {"minus", " cat"}, {"steps", 4}}, 6 * V * 4},  // logits
+      {"lens_corpus", {{"path", std::string(VOCABLENS_SOURCE_DIR) + "/docs/examples/heldout.txt"}, {"window", 64}},
+       64 * V * 4},  // one window's logit block
+  };
+  for (const auto& c : cases) {
+    INFO(c.name);
+    const auto e = vocablens::estimate_analysis(vocablens::find_analysis(c.name), m, tok.get(), c.given,
+                                                vocablens::Surface::Python);
+    CHECK(e.memory.total() >= weights + c.at_least);
+    CHECK(!e.what.empty());
+  }
+}

@@ -138,6 +138,21 @@ TEST_CASE("--dry-run prints an estimate and runs nothing; a run over VOCABLENS_M
     }
   }
 
+  SECTION("graph: its estimate runs the forward and the encoders (to count the active features), and says so") {
+    std::string out;
+    const std::string dir = tmp + "/graph-dry";
+    const int rc = vl_test::run_command(q(cli) + " graph " + q(gpt2) + " --transcoders " +
+                                            q(std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/graph/gpt2-tiny") +
+                                            " --prompt 'The Eiffel Tower is in' --out " + q(dir) + " --dry-run 2>&1",
+                                        out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK_THAT(out, Catch::Contains("expected peak memory") &&
+                        Catch::Contains("(dry run: forward and encoders only; no attribution computed)") &&
+                        !Catch::Contains("nothing was computed"));
+    CHECK_FALSE(wrote(dir));
+  }
+
   SECTION("without VOCABLENS_MEMORY_LIMIT: the machine's available memory, and gpt2-tiny fits") {
     std::string out;
     const std::string dir = tmp + "/lens-nolimit";

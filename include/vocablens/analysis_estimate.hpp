@@ -14,7 +14,8 @@
 //
 // An analysis that declares no estimate gets the runtime and the weights as stored (model_memory()).
 // Guarantees: the options are resolved (and so checked) exactly as run_analysis resolves them; nothing is
-// computed that the run would compute (a prompt is tokenised, files named by options may be opened).
+// computed that the run would compute (a prompt is tokenised, files named by options may be opened), unless
+// `computed` says what (graph: the forward and the encoders, to count the active features).
 #pragma once
 #include <atomic>
 #include <string>
@@ -36,6 +37,9 @@ struct AnalysisEstimate {
   std::string what;    ///< the work estimated, for messages: "the lens of 12 tokens of gpt2-tiny"
   std::string reduce;  ///< how a request needs less, in its surface's spelling; may be empty
   std::string note;    ///< shown after a dry run (an alternative and its size); may be empty
+  /// What the estimate itself had to compute, for the dry run's last line ("forward and encoders only; no
+  /// attribution computed"); empty when it computed nothing (the usual case: shapes alone).
+  std::string computed;
 };
 
 /// The runtime and the model's weights as stored, no activations: what every analysis needs at least.

@@ -35,6 +35,7 @@ struct KnnOptions;
 struct PositionOptions;
 struct TunedLensEvalOptions;
 struct Sae;
+struct MemoryEstimate;
 struct FeatureLogitsOptions;
 struct FeatureLensOptions;
 struct SaeCorpusOptions;
@@ -81,6 +82,9 @@ TunedLensEvalOptions tuned_lens_eval_options(const nlohmann::json& resolved);
 /// `feature_logits`, `feature_lens`, `feature_corpus`: the SAE (`sae`, with `hook` overriding its hook point; the
 /// vocablens.Sae in q.inputs, else loaded from the path), checked against the model.
 std::shared_ptr<const Sae> sae_option(const AnalysisRequest& q);
+/// `feature_logits`'s working set as one phase of `e` (its declared estimate; `features --corpus --neuronpedia`
+/// adds it to the corpus pass's).
+void add_feature_logits_phase(MemoryEstimate& e, const Model& m, const Sae& sae, int64_t top_k);
 /// `feature_logits`: top_k, features, bottom, final_norm, the token filter, q.progress (not the SAE, not encoder).
 FeatureLogitsOptions feature_logits_options(const AnalysisRequest& q);
 /// `feature_lens`: top_features, top_k, final_norm (not the SAE, not the prompt).

@@ -198,6 +198,7 @@ struct GraphReportOptions {
   std::string transcoders;    ///< the transcoders' folder (settings, Neuronpedia's metadata.scan)
   std::string slug = "graph"; ///< Neuronpedia's metadata.slug
   bool full_adjacency = false; ///< also the unpruned adjacency [N, N] as array full_adjacency
+  bool rows = false;           ///< also AttributionGraph::rows [F + K, S] as array rows, logit_ids [K], logit_probs [K]
 };
 
 /// Result kind "graph": the graph pruned (prune_graph), its scores, each kept node's vocabulary label, and
@@ -205,7 +206,8 @@ struct GraphReportOptions {
 ///   arrays  ids [T] int64; nodes [M] int64 (kept nodes' indices in the full node order); adjacency [M, M]
 ///           float32 (kept edges only, row = target); node_influence [N] float64; active_features [A, 3]
 ///           int64; activations [A] float32; selected [F] int64; full_adjacency [N, N] float32 when asked;
-///           label_top_ids / label_bottom_ids / label_encoder_ids [M, label_tokens] int64 (-1 off features)
+///           label_top_ids / label_bottom_ids / label_encoder_ids [M, label_tokens] int64 (-1 off features);
+///           rows [F + K, S] float32, logit_ids [K] int64, logit_probs [K] float64 when asked (GraphReportOptions::rows)
 ///   tables  nodes (node, node_id, kind, layer, position, feature, token_id, activation, influence,
 ///           cumulative, label, bottom_tokens, encoder_tokens)
 ///   summary n_layers, n_pos, n_active, n_selected, n_errors, n_logits, logits [{id, token, prob}],
@@ -215,5 +217,12 @@ struct GraphReportOptions {
 /// encoder row's top tokens through E⁺ (read_projection, pinv); an error or embedding node names its token.
 Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders& tcs, const AttributionGraph& g,
                     const GraphReportOptions& o);
+
+/// The vocabulary label graph_result gives each feature (its `label_tokens` top tokens through W_U, joined by
+/// spaces), for features given as (layer, feature) pairs — any active feature, kept by pruning or not (the
+/// Python Graph labels the nodes of its own prunings with it).
+std::vector<std::string> graph_feature_labels(const Model& m, const Tokenizer* tok, const GraphTranscoders& tcs,
+                                              const std::vector<std::pair<int64_t, int64_t>>& features,
+                                              int64_t label_tokens);
 
 }  // namespace vocablens

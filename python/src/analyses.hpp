@@ -20,4 +20,7 @@ void register_sae(py::module_& mod);
 /// Adds TranscoderSet and load_transcoders(path) (python/src/bind_sae.cpp).
 void register_transcoders(py::module_& mod);
 
+/// Adds GraphTranscoders and load_graph_transcoders(model, dir) (python/src/bind_graph.cpp).
+void register_graph(py::module_& mod);
+
 }  // namespace vlpy

@@ -114,6 +114,7 @@ void register_declared(py::module_& mod) {
         d["fits"] = available > 0 ? py::object(py::bool_(e.memory.total() <= available)) : py::object(py::none());
         d["reduce"] = e.reduce;
         d["note"] = e.note;
+        d["computed"] = e.computed;
         d["table"] = e.memory.table();
         return d;
       },

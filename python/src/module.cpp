@@ -419,4 +419,5 @@ PYBIND11_MODULE(_vocablens, mod) {
   register_compare(mod);
   register_hooks(mod);
   register_sae(mod);
+  register_graph(mod);
 }

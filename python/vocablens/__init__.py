@@ -62,11 +62,12 @@ from ._analyses import (run, analyses, estimate, Estimate, lens, lens_corpus, pr
                         positions, patch, ablate, attribute, steer, tuned_lens_eval, lens_batch, compare_embeddings,
                         compare, graph, experts)
 from ._sae import Sae, load_sae, TranscoderSet, load_transcoders, feature_logits, feature_lens, splice_hook, feature_corpus, steer_feature_hook
+from ._graph import Graph, attribution_graph  # noqa: E402
 from . import utils  # noqa: E402  TransformerLens's utils.get_act_name
 
 __all__ = ["load_model", "set_dtype", "get_dtype", "set_compute", "get_compute", "Model", "Tokenizer", "Result", "load_results", "report", "run", "estimate", "Estimate", "analyses", "lens",
            "lens_corpus", "project", "heads", "neurons", "spectrum", "neighbours", "knn", "positions", "patch", "ablate",
-           "attribute", "steer", "tuned_lens_eval", "lens_batch", "compare_embeddings", "compare", "graph", "experts", "Error",
+           "attribute", "steer", "tuned_lens_eval", "lens_batch", "compare_embeddings", "compare", "graph", "attribution_graph", "Graph", "experts", "Error",
            "FormatError", "UsageError", "__version__", "ActivationCache", "load_cache", "HookPoint",
            "Sae", "load_sae", "TranscoderSet", "load_transcoders", "feature_logits", "feature_lens", "splice_hook", "feature_corpus",
            "steer_feature_hook", "utils"]

@@ -104,7 +104,8 @@ _DECLARED = {s["name"]: _declared(s) for s in _core.analyses_schema()}
 class Estimate(dict):
     """vocablens.estimate()'s answer, a dict: analysis, what, total_bytes, items and phases ([(what, bytes)]: the
     items are resident together, the largest phase counts), available_bytes and fits (None when the machine does
-    not say), reduce (how to need less) and note. Printed, it is the table the CLI's --dry-run prints."""
+    not say), reduce (how to need less), note, and computed (what the estimate itself ran: "" for most, graph's
+    forward and encoders). Printed, it is the table the CLI's --dry-run prints."""
 
     def __repr__(self):
         lines = ["{}: expected peak memory".format(self["what"]), self["table"].rstrip("\n")]
@@ -113,6 +114,8 @@ class Estimate(dict):
                 self["available_bytes"] / 1048576.0, "it fits" if self["fits"] else "it would NOT fit: " + self["reduce"]))
         if self["note"]:
             lines.append(self["note"])
+        if self.get("computed"):
+            lines.append("(the estimate computed: {})".format(self["computed"]))
         return "\n".join(lines)
 
 

@@ -43,6 +43,14 @@ def signature(spec):
     return "def {}({}) -> Result: ...".format(spec["name"], ", ".join(parts))
 
 
+def graph_signature(spec):
+    """attribution_graph: the graph declaration's options but its output-only flags, returning a Graph
+    (python/vocablens/_graph.py)."""
+    kept = dict(spec, name="attribution_graph",
+                options=[o for o in spec["options"] if o["name"] not in ("save_rows", "save_adjacency")])
+    return signature(kept).replace("-> Result: ...", "-> Graph: ...")
+
+
 def render(schema):
     lines = [
         "# Generated from the analyses' declarations (vocablens schema) by vocablens/_stubs.py: do not edit.",
@@ -52,6 +60,7 @@ def render(schema):
         "from ._vocablens import Tokenizer as Tokenizer, Model as Model, Sae as Sae, __version__ as __version__",
         "from ._result import Result as Result, load_results as load_results, report as report",
         "from ._model import load_model as load_model",
+        "from ._graph import Graph as Graph",
         "def set_dtype(dtype: Literal['float32', 'bfloat16', 'int8']) -> None: ...",
         "def get_dtype() -> Literal['float32', 'bfloat16', 'int8']: ...",
         "def set_compute(mode: Literal['float32', 'bfloat16', 'int8']) -> None: ...",
@@ -62,6 +71,8 @@ def render(schema):
     ]
     for spec in schema:
         lines.append(signature(spec))
+        if spec["name"] == "graph":
+            lines.append(graph_signature(spec))
     lines.append("def __getattr__(name: str) -> Any: ...  # the package's other names (hooks, cache, SAE helpers)")
     return "\n".join(lines) + "\n"
 

@@ -12,6 +12,8 @@
 #include "cli/declared_flags.hpp"
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
+#include "vocablens/analysis_estimate.hpp"
+#include "vocablens/analysis_inputs.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/declared_options.hpp"
@@ -68,14 +70,13 @@ int run_compare_embeddings(const CompareEmbeddingsCliOptions& o) {
   vocablens::Model ma = vocablens::load_model(o.model_a);
   vocablens::Model mb = vocablens::load_model(model_b);
   {
-    const auto& cf = ma.config();
-    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
-    (void)d; (void)V;
-    auto e = vocablens::cli::model_memory(ma);
-    e.add("weights of the second model", vocablens::cli::model_memory(mb).items.back().bytes);
-    e.add_phase("compare-embeddings: both matrices normalised, one block of similarities", (4 * d * V + 2048 * V) * 4);
-    if (auto rc = vocablens::cli::check_memory("compare-embeddings", "the comparison of " + ma.source() + " and " + mb.source(), e,
-                                               o.dry_run, "--matrix (one matrix at a time; nothing smaller)"))
+    vocablens::AnalysisInputs in;
+    in.models["model_b"] = {&mb, nullptr};
+    if (auto rc = vocablens::cli::check_memory(
+            "compare-embeddings",
+            vocablens::estimate_analysis(vocablens::find_analysis("compare_embeddings"), ma, nullptr, o.flags->given(),
+                                         vocablens::Surface::Cli, &in),
+            o.dry_run))
       return *rc;
   }
   auto ta = vocablens::load_tokenizer_for(o.model_a, o.tokenizer_a);

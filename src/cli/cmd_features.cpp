@@ -16,6 +16,8 @@
 #include "cli/output.hpp"
 #include "cli/progress.hpp"
 #include "cli/token_filter_options.hpp"
+#include "vocablens/analysis_estimate.hpp"
+#include "vocablens/analysis_inputs.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/declared_options.hpp"
@@ -72,6 +74,13 @@ Loaded load(const FeaturesCli& c, const vocablens::DeclaredAnalysis& a, const js
   tf.alpha_only = resolved.contains("alpha_only") && resolved["alpha_only"].get<bool>();
   l.tok = vocablens::cli::load_tokenizer(c.model, tf, tokenizer_required);
   return l;
+}
+
+// The declared estimate of analysis `a` for these options, with the SAE already loaded (not read twice).
+vocablens::AnalysisEstimate estimate(const vocablens::DeclaredAnalysis& a, const Loaded& l, const json& given) {
+  vocablens::AnalysisInputs in;
+  in.saes["sae"] = l.sae;
+  return vocablens::estimate_analysis(a, *l.m, l.tok.get(), given, vocablens::Surface::Cli, &in);
 }
 
 void print_features(const vocablens::FeatureLogits& a, const vocablens::Tokenizer* tok, const vocablens::Model& m,
@@ -159,19 +168,7 @@ int run_lens(const FeaturesCli& c, const json& given) {
   const vocablens::Sae& sae = *l.sae;
   const vocablens::AnalysisRequest q{m, l.tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &a.decl};
   std::vector<int64_t> ids = vocablens::entries::prompt_ids(q);
-  {
-    const auto& cf = m.config();
-    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
-    const double Tn = static_cast<double>(ids.size());
-    vocablens::CacheSpec spec;
-    spec.resid_pre = spec.resid_mid = spec.resid_post = true;
-    auto e = vocablens::estimate_forward_memory(m, 1, static_cast<int64_t>(ids.size()), spec, false);
-    e.add("features: the SAE and its activations [T, d_sae]", (2 * static_cast<double>(sae.d_sae) * d + Tn * static_cast<double>(sae.d_sae)) * 4);
-    e.add_phase("features: W_U and the positions' logits", (d * V + Tn * V) * 4);
-    if (auto rc = vocablens::cli::check_memory("features", fmt::format("the feature lens of {} tokens", ids.size()), e,
-                                               c.dry_run, "shorten --prompt"))
-      return *rc;
-  }
+  if (auto rc = vocablens::cli::check_memory("features", estimate(a, l, given), c.dry_run)) return *rc;
   auto fl = vocablens::feature_lens(m, sae, ids, vocablens::entries::feature_lens_options(resolved), l.tok.get());
   auto r = fl.to_result(l.tok.get(), vocablens::entries::prompt_text(q, ids));
   vocablens::cli::fill_provenance(r, m);
@@ -188,11 +185,7 @@ int run_corpus(const FeaturesCli& c, const json& given) {
   const json resolved = vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
   Loaded l = load(c, a, resolved, /*tokenizer_required=*/true);
   vocablens::SaeCorpusOptions o = vocablens::entries::feature_corpus_options(resolved);
-  if (auto rc = vocablens::cli::check_memory(
-          "features", fmt::format("the corpus statistics of {} ({} features)", l.sae->source, l.sae->d_sae),
-          vocablens::estimate_sae_corpus_memory(*l.m, *l.sae, o), c.dry_run,
-          "--window (fewer tokens per forward), --contexts or --no-ce"))
-    return *rc;
+  if (auto rc = vocablens::cli::check_memory("features", estimate(a, l, given), c.dry_run)) return *rc;
   const bool main_rank = vocablens::dist::rank() == 0;
   vocablens::cli::ProgressBar bar("features --corpus", "tokens");
   if (auto cb = bar.callback(); main_rank && cb)
@@ -231,21 +224,14 @@ int run_features(const FeaturesCli& c) {
     so = vocablens::entries::feature_corpus_options(corpus_resolved);
     so.ce_metrics = false;  // the batch has no use for them
   }
-  {
-    const auto& cf = m.config();
-    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
-    auto e = corpus ? vocablens::estimate_sae_corpus_memory(m, sae, so) : vocablens::cli::model_memory(m);
-    // the int8 screen: W_U as int8 and a chunk of 1024 decoder rows; else a float32 block of 1024 × V logits
-    // (and a float32 copy of W_U when it is stored otherwise); the lists, N × 2k entries, either way
-    const double N = static_cast<double>(sae.d_sae), k = static_cast<double>(resolved["top_k"].get<int64_t>());
-    const bool int8 = vocablens::feature_logits_int8_available();
-    e.add_phase("features: W_U's screening copy, one chunk of decoder rows, the lists",
-                int8 ? d * V + 24 * V + 1024 * (9 * d + 4096) + N * 2 * k * 40
-                     : (d * V + 1024 * V + 1024 * d) * 4 + N * 2 * k * 40);
+  if (corpus) {  // --neuronpedia with --corpus: the corpus pass, then the feature logits
+    auto e = vocablens::estimate_sae_corpus_memory(m, sae, so);
+    vocablens::entries::add_feature_logits_phase(e, m, sae, resolved["top_k"].get<int64_t>());
     if (auto rc = vocablens::cli::check_memory("features", "the feature logits of " + sae.source, e, c.dry_run,
-                                               corpus ? "--features (fewer features), --window or --contexts"
-                                                      : "--features (fewer features)"))
+                                               "--features (fewer features), --window or --contexts"))
       return *rc;
+  } else if (auto rc = vocablens::cli::check_memory("features", estimate(a, l, given), c.dry_run)) {
+    return *rc;
   }
   std::unique_ptr<vocablens::SaeCorpusStats> stats;
   if (corpus) {

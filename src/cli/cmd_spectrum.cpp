@@ -13,6 +13,8 @@
 #include "cli/memory_check.hpp"
 #include "cli/output.hpp"
 #include "vocablens/anisotropy.hpp"
+#include "vocablens/analysis_estimate.hpp"
+#include "vocablens/analysis_inputs.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/declared_options.hpp"
@@ -118,13 +120,13 @@ int run_spectrum(const SpectrumCliOptions& o) {
     M = vocablens::model_matrix(*m, matrix, &kind);
   }
   if (m) {
-    const auto& cf = (*m).config();
-    const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
-    (void)d; (void)V;
-    auto e = vocablens::cli::model_memory(*m);
-    // The basis is at most min(rows, cols) wide: a larger --k is the analysis's own error, not memory.
-    e.add_phase("spectrum: the matrix, its centred copy and the Lanczos basis", (2 * static_cast<double>(M.numel()) + static_cast<double>(M.size(0) + M.size(1)) * static_cast<double>(std::min<int64_t>(std::max<int64_t>(so.ncv, 2 * so.k + 1), std::min(M.size(0), M.size(1))))) * 4);
-    if (auto rc = vocablens::cli::check_memory("spectrum", "the spectrum of " + matrix + " of " + m->source(), e, o.dry_run, "--k (fewer singular values)"))
+    vocablens::AnalysisInputs in;  // the matrix already read: its shape, not a second copy
+    in.tensors["matrix"] = M;
+    if (auto rc = vocablens::cli::check_memory(
+            "spectrum",
+            vocablens::estimate_analysis(vocablens::find_analysis("spectrum"), *m, nullptr, o.flags->given(),
+                                         vocablens::Surface::Cli, &in),
+            o.dry_run))
       return *rc;
   }
   std::unique_ptr<vocablens::Tokenizer> tok;

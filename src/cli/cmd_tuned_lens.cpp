@@ -27,6 +27,7 @@
 #include "vocablens/tokenizer.hpp"
 #include "vocablens/tuned_lens.hpp"
 #include "vocablens/tuned_lens_train.hpp"
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/declared_options.hpp"
 
@@ -223,17 +224,10 @@ int run_eval(TunedCli& c) {
   auto lens = std::make_shared<TunedLens>(load_tuned_lens(tuned));
   lens->check_model(m);
   const auto eval_options = entries::tuned_lens_eval_options(resolved);
-  {
-    const auto& cf = m.config();
-    const int64_t W = eval_options.window > 0 ? std::min<int64_t>(eval_options.window, cf.n_ctx) : cf.n_ctx;
-    const double n = static_cast<double>(cf.n_layers + 1), d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
-    auto e = estimate_forward_memory(m, 1, W, CacheSpec::none(), false);
-    e.add("eval: normalised residuals of one window, logit and tuned", 2 * n * static_cast<double>(W) * d * 4);
-    e.add_phase("eval: one logit block", std::max(n, 512.0) * (V + d) * 4);
-    if (auto rc = cli::check_memory("tuned-lens eval", fmt::format("the evaluation in windows of {} tokens", W), e, c.dry_run,
-                                    "--window (shorter windows)"))
-      return *rc;
-  }
+  if (auto rc = cli::check_memory(
+          "tuned-lens eval", estimate_analysis(find_analysis("tuned_lens_eval"), m, tok.get(), c.eval->given(), Surface::Cli),
+          c.dry_run))
+    return *rc;
   if (!lens->matches_unembedding(m) && dist::rank() == 0)
     fmt::print(stderr, "vocablens: warning: the tuned lens {} was trained on a model with another unembedding than {} "
                        "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n", tuned, c.model);

@@ -42,7 +42,7 @@ double memory_limit() {
 }
 
 std::optional<int> check_memory(const std::string& command, const std::string& what, const MemoryEstimate& e,
-                                bool dry_run, const std::string& reduce) {
+                                bool dry_run, const std::string& reduce, const std::string& computed) {
   const double limit = memory_limit();
   const bool fits = limit <= 0 || e.total() <= limit;
   if (dry_run) {
@@ -51,7 +51,10 @@ std::optional<int> check_memory(const std::string& command, const std::string& w
       fmt::print("available now: {:.1f} MiB{} — {}\n", limit / kMiB,
                  std::getenv("VOCABLENS_MEMORY_LIMIT") ? " (VOCABLENS_MEMORY_LIMIT)" : "",
                  fits ? "it fits" : "it would NOT fit (the run would be refused): " + reduce);
-    fmt::print("(dry run: nothing was computed)\n");
+    if (computed.empty())
+      fmt::print("(dry run: nothing was computed)\n");
+    else
+      fmt::print("(dry run: {})\n", computed);
     std::fflush(stdout);
     return 0;
   }
@@ -64,7 +67,7 @@ std::optional<int> check_memory(const std::string& command, const std::string& w
 }
 
 std::optional<int> check_memory(const std::string& command, const AnalysisEstimate& e, bool dry_run) {
-  auto rc = check_memory(command, e.what, e.memory, dry_run, e.reduce);
+  auto rc = check_memory(command, e.what, e.memory, dry_run, e.reduce, e.computed);
   if (dry_run && !e.note.empty()) fmt::print("{}\n", e.note);
   return rc;
 }

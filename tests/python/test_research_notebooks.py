@@ -1,5 +1,6 @@
-"""The four research notebooks of docs/notebooks/ (activation patching on an IOI sentence, a Patchscope, an
-activation-addition steering vector, a token-specialised expert of a mixture found and ablated) run from top to bottom with nbclient, as the quick-start notebook does
+"""The five research notebooks of docs/notebooks/ (activation patching on an IOI sentence, a Patchscope, an
+activation-addition steering vector, a token-specialised expert of a mixture found and ablated, a circuit of an
+attribution graph checked by intervention) run from top to bottom with nbclient, as the quick-start notebook does
 (test_notebook.py). Their own cells assert what could go wrong (exact recovery at layer 0, a hand-written float64
 tail against the hooked head patching, the steered residual = unsteered + c·vector, ...); this test fails on any
 error output, checks that the plots were drawn, and keeps each notebook under a minute."""
@@ -66,6 +67,13 @@ class ResearchNotebooks(unittest.TestCase):
         # the expert found, and the ablation moving exactly the positions routed to it (asserted in the notebook)
         self.assertIn("layer 1, expert 6 takes 100% of ' and' (4 occurrences) and 27% of all tokens", text)
         self.assertIn("elsewhere: 0.0000 (max)", text)
+
+    def test_graph_circuit(self):
+        text = self.check("graph_circuit.ipynb", 1)
+        # the path found, and the intervention on its feature moving the logit as its edge says (asserted in the
+        # notebook: exactly in the frozen model, in direction in the real one)
+        self.assertIn("0_46_7  cross layer transcoder", text)
+        self.assertIn("real model: a 1 % change moves the logit the predicted way", text)
 
 
 if __name__ == "__main__":
