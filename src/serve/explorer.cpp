@@ -17,6 +17,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
 #include "vocablens/forward_memo.hpp"
+#include "vocablens/graph.hpp"
 #include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/provenance.hpp"
@@ -56,6 +57,18 @@ Explorer::Explorer(const ServeOptions& o)
       }
     }
     load_sae_and_corpus();
+    if (!o.transcoders.empty()) {
+      // Read once at start-up, as --tuned: a folder that is not a transcoder set for this model is refused here
+      // (one line, before binding), not by the first POST /api/graph.
+      try {
+        auto tcs = load_graph_transcoders(o.transcoders, *model_);
+        json widths = json::array();
+        for (int64_t l = 0; l < tcs->n_layers(); ++l) widths.push_back(tcs->n_features(l));
+        transcoders_info_ = {{"source", tcs->source()}, {"n_layers", tcs->n_layers()}, {"n_features", widths}};
+      } catch (const Error& e) {
+        throw UsageError(std::string("--transcoders: ") + e.what());
+      }
+    }
     // The memory budget: what the declared estimates of the analyses running at once may add to the model.
     resident_ = model_memory(*model_).total();
     memory_budget_ = o.memory_budget_mb > 0 ? static_cast<double>(o.memory_budget_mb) * 1048576.0 : available_memory();
@@ -89,6 +102,13 @@ void Explorer::routes(httplib::Server& svr) {
     st["answer_cache"] = {{"answers", a.entries}, {"bytes", a.bytes}, {"max_answers", a.max_entries},
                           {"max_bytes", a.max_bytes}, {"max_answer_bytes", a.max_answer_bytes}};
     send(res, Answer{200, dump(st) + "\n"});
+  });
+  // A long analysis's progress, polled by the page while its POST waits (the POST named the id in its
+  // X-Vocablens-Progress header); 404 once it is answered.
+  svr.Get(R"(/api/progress/([A-Za-z0-9_\-]{1,64}))", [this](const httplib::Request& req, httplib::Response& res) {
+    json p = progress_.get(req.matches[1]);
+    send(res, p.is_null() ? error_answer(404, "no analysis in progress under this id (answered, or never asked)")
+                          : Answer{200, dump(p) + "\n"});
   });
   svr.Get("/api/runs", [this](const httplib::Request&, httplib::Response& res) { send(res, guarded([&] { return runs_answer(); })); });
   svr.Get(R"(/api/runs/([0-9]{1,6})/([A-Za-z0-9_.\-]{1,80}))", [this](const httplib::Request& req, httplib::Response& res) {
@@ -139,6 +159,7 @@ Answer Explorer::model_answer() {
               {"tuned", o_.tuned.empty() ? json(nullptr) : json(o_.tuned)},
               {"analyses", analyses},
               {"sae", sae_info()},
+              {"transcoders", transcoders_info_.is_null() ? json(nullptr) : transcoders_info_},
               {"corpus", corpus_path_.empty() ? json(nullptr)
                                               : json({{"path", corpus_path_}, {"windows", corpus_.size()},
                                                       {"window", corpus_.empty() ? size_t(0) : corpus_[0].size()}})},
@@ -214,6 +235,7 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
   const DeclaredAnalysis* analysis = nullptr;
   json resolved;
   double reserved = 0;  // the estimate admitted against the memory budget, given back when the work is done
+  std::shared_ptr<JobProgress> progress;  // when the client asked to follow it (X-Vocablens-Progress)
   try {
     if (!model_) return no_model();
     analysis = &find_analysis(name);  // UsageError "no analysis named ..." -> 404 below
@@ -259,6 +281,9 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
       }
     }
     resolved = resolve_options(analysis->decl, given, Surface::Http);
+    // An answer already given is given again before any estimate: the graph's estimate runs the forward pass and
+    // the encoders (to count the active features), which a reload of the graph view would otherwise repeat.
+    if (auto hit = cache_.get(name + "\n" + resolved.dump())) return {200, *hit, "hit"};
     // Refused before any work when the answer would be too big to build and send (answer_size.hpp): an
     // allocation failure halfway through could leave no memory for anything else.
     const AnswerSize size = estimate_answer_size(*analysis, resolved, *model_, tok_.get());
@@ -285,6 +310,10 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
       memory_in_use_ += need;
       reserved = need;
     }
+    if ((progress = progress_.track(req, name))) {
+      progress->need_bytes = need;
+      if (!est.what.empty()) progress->estimate = fmt::format("about {:.0f} MiB beyond the loaded model: {}", need / 1048576.0, est.what);
+    }
   } catch (const UsageError& e) {
     const std::string m = e.what();
     return error_answer(m.rfind("no analysis named", 0) == 0 ? 404 : 400, m);
@@ -297,7 +326,8 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
     std::lock_guard<std::mutex> lk(memory_mu_);
     memory_in_use_ = std::max(0.0, memory_in_use_ - reserved);
   });
-  return pooled(req, name + "\n" + resolved.dump(), [this, analysis, resolved, name, reservation](const std::atomic<bool>* cancel) {
+  return pooled(req, name + "\n" + resolved.dump(), [this, analysis, resolved, name, reservation, progress](const std::atomic<bool>* cancel) {
+    if (progress) progress->started = true;
     // Analyses that report progress stop at their next report once the client has gone (the forward pass and
     // the lens poll the worker's CancelScope, worker_pool.cpp).
     // The lens and the attribution only read activations: their forward pass of a prompt is kept and the next
@@ -310,7 +340,7 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
     if (sae_)
       for (const auto& o : analysis->decl.options)
         if (o.type == OptionType::Sae) inputs.saes[o.name] = std::shared_ptr<const Sae>(sae_.get(), [](const Sae*) {});
-    Result r = run_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http, cancel_on_progress(cancel), cancel,
+    Result r = run_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http, cancel_on_progress(cancel, progress), cancel,
                             &inputs);
     fill_provenance(r, *model_, "POST /api/" + name);
     Answer a{200, result_to_json(r, /*inline_arrays=*/true)};

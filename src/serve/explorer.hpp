@@ -81,7 +81,9 @@ class Explorer {
   std::unique_ptr<Sae> sae_;
   std::string corpus_path_;
   std::vector<std::vector<int64_t>> corpus_;  ///< the corpus's windows, tokenised once at start-up
+  json transcoders_info_;                 ///< serve --transcoders, read and checked against the model at start-up
   WorkerPool pool_;
+  ProgressBoard progress_;                ///< GET /api/progress/<id>: the analyses whose clients asked to follow them
   AnswerCache cache_;
   std::unique_ptr<ForwardMemo> forward_;  ///< the prompts' forward passes that lens and attribute replay
   double memory_budget_ = -1;             ///< bytes beyond the model that running analyses may need; -1 unknown

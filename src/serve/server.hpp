@@ -18,6 +18,8 @@
 //   POST /api/top_activations   with --corpus / --corpus-run: {"unit": "neuron", "layer": l, "index": n} or
 //                               {"unit": "feature", "index": f} -> its k largest activations over the corpus
 //   GET  /api/status            workers, analyses running, waiting and cancelled; the forward cache
+//   GET  /api/progress/<id>     a running analysis's (done, total) steps and estimate, while the POST that
+//                               named <id> in its X-Vocablens-Progress header waits (the graph view's progress)
 //
 //   vocablens::serve::ServeOptions o;  o.model = "gpt2-tiny";  o.port = 0;   // 0: any free port
 //   return vocablens::serve::run_server(o);   // blocks; prints "serving ... at http://127.0.0.1:PORT/"
@@ -88,5 +90,7 @@ int run_server(const ServeOptions& o);
 
 /// The page (src/serve/page.html), embedded at build time.
 extern const char* const kPageHtml;
+/// The graph view (src/serve/graph_view.html), spliced into the page at its "<!-- graph view -->" marker.
+extern const char* const kGraphViewHtml;
 
 }  // namespace vocablens::serve

@@ -3,10 +3,29 @@
 // sends (`/../../etc/passwd`, `%2e%2e`, ...) can reach a file: only these routes and the API exist.
 #include "serve/explorer.hpp"
 
+#include <string>
+
 namespace vocablens::serve {
 
+namespace {
+
+// The page with the graph view in place: two files in the source (page.html stays readable), one document
+// served (the Content-Security-Policy below admits inline scripts only, no script from a path).
+const std::string& page_html() {
+  static const std::string page = [] {
+    std::string s = kPageHtml;
+    const std::string marker = "<!-- graph view -->";
+    const auto at = s.find(marker);
+    if (at != std::string::npos) s.replace(at, marker.size(), kGraphViewHtml);
+    return s;
+  }();
+  return page;
+}
+
+}  // namespace
+
 void add_page_routes(httplib::Server& svr) {
-  auto page = [](const httplib::Request&, httplib::Response& res) { res.set_content(kPageHtml, "text/html; charset=utf-8"); };
+  auto page = [](const httplib::Request&, httplib::Response& res) { res.set_content(page_html(), "text/html; charset=utf-8"); };
   svr.Get("/", page);
   svr.Get("/index.html", page);
   svr.Get("/favicon.ico", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <iterator>
 
 #include "vocablens/interrupt.hpp"
 
@@ -151,8 +152,41 @@ Answer await_answer(Job& job, const httplib::Request& req) {
   return std::move(job.answer);
 }
 
-std::function<void(int64_t, int64_t)> cancel_on_progress(const std::atomic<bool>* cancel) {
-  return [cancel](int64_t done, int64_t total) {
+std::shared_ptr<JobProgress> ProgressBoard::track(const httplib::Request& req, const std::string& analysis) {
+  const std::string id = req.get_header_value("X-Vocablens-Progress");
+  if (id.empty() || id.size() > 64 ||
+      id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != std::string::npos)
+    return nullptr;
+  auto p = std::make_shared<JobProgress>();
+  p->analysis = analysis;
+  std::lock_guard<std::mutex> l(m_);
+  for (auto it = jobs_.begin(); it != jobs_.end();) it = it->second.expired() ? jobs_.erase(it) : std::next(it);
+  // Bounded: a client cannot grow the board without bound by sending ids (each live entry is a waiting request,
+  // themselves bounded by the connection caps; this is a second fence).
+  if (jobs_.size() >= 1024) return nullptr;
+  jobs_[id] = p;
+  return p;
+}
+
+json ProgressBoard::get(const std::string& id) {
+  std::shared_ptr<JobProgress> p;
+  {
+    std::lock_guard<std::mutex> l(m_);
+    auto it = jobs_.find(id);
+    if (it != jobs_.end()) p = it->second.lock();
+  }
+  if (!p) return nullptr;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p->since).count();
+  return {{"analysis", p->analysis}, {"state", p->started.load() ? "running" : "queued"}, {"done", p->done.load()},
+          {"total", p->total.load()}, {"seconds", s}, {"estimate", p->estimate}, {"need_mib", p->need_bytes / 1048576.0}};
+}
+
+std::function<void(int64_t, int64_t)> cancel_on_progress(const std::atomic<bool>* cancel, std::shared_ptr<JobProgress> progress) {
+  return [cancel, progress](int64_t done, int64_t total) {
+    if (progress) {
+      progress->done = done;
+      progress->total = total;
+    }
     if (cancel && cancel->load())
       throw Interrupted(0, "cancelled: the client went away (at step " + std::to_string(done) + " of " +
                                std::to_string(total) + ")");

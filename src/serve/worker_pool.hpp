@@ -16,6 +16,9 @@
 //   return await_answer(*job, req);   // 503 "cancelled" if the client left first
 #pragma once
 #include <atomic>
+#include <chrono>
+#include <map>
+#include <string>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -66,8 +69,35 @@ class WorkerPool {
 /// job.cancel and returns 503 "cancelled" (nobody reads it). Called on the request's HTTP thread.
 Answer await_answer(Job& job, const httplib::Request& req);
 
+/// What a running analysis has reported, for GET /api/progress/<id> (a page polls it while its request
+/// waits): its (done, total) steps, whether a worker has started it, its declared memory estimate.
+struct JobProgress {
+  std::atomic<int64_t> done{0}, total{0};
+  std::atomic<bool> started{false};
+  std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+  std::string analysis;
+  std::string estimate;  ///< "about N MiB beyond the loaded model: <what>" ("" when none is declared)
+  double need_bytes = 0;
+};
+
+/// The analyses in progress under the ids their clients chose (header X-Vocablens-Progress): an id names its
+/// request's JobProgress while the request holds it, and nothing once the answer is sent (entries are weak).
+class ProgressBoard {
+ public:
+  /// A record for the request's id, or null without a valid id (1-64 of [A-Za-z0-9_-]) or when 1024 are held.
+  std::shared_ptr<JobProgress> track(const httplib::Request& req, const std::string& analysis);
+  /// {"analysis", "state": "queued"|"running", "done", "total", "seconds", "estimate", "need_mib"}, or null.
+  json get(const std::string& id);
+
+ private:
+  std::mutex m_;
+  std::map<std::string, std::weak_ptr<JobProgress>> jobs_;
+};
+
 /// A progress callback (an analysis's (done, total) reports) that throws Interrupted once `cancel` is set:
-/// every analysis that reports progress stops at its next report when its client has gone.
-std::function<void(int64_t, int64_t)> cancel_on_progress(const std::atomic<bool>* cancel);
+/// every analysis that reports progress stops at its next report when its client has gone. With `progress`,
+/// each report is also recorded there.
+std::function<void(int64_t, int64_t)> cancel_on_progress(const std::atomic<bool>* cancel,
+                                                         std::shared_ptr<JobProgress> progress = nullptr);
 
 }  // namespace vocablens::serve

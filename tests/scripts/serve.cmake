@@ -15,6 +15,11 @@ set_tests_properties(serve_api PROPERTIES TIMEOUT 900 LABELS "serve"
 add_test(NAME serve_sae COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/serve/sae_test.py ${VOCABLENS_FIXTURES_DIR})
 set_tests_properties(serve_sae PROPERTIES TIMEOUT 600 LABELS "serve"
   ENVIRONMENT "${VOCABLENS_CLI_FOR_TESTS};VOCABLENS_THREADS=1;OMP_NUM_THREADS=1;PYTHONDONTWRITEBYTECODE=1")
+# The attribution graph over HTTP (tests/serve/graph_api_test.py): serve --transcoders, POST /api/graph's
+# Neuronpedia JSON against `vocablens graph --format json`, bad input, GET /api/progress, a cancelled graph.
+add_test(NAME serve_graph COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/serve/graph_api_test.py ${VOCABLENS_FIXTURES_DIR})
+set_tests_properties(serve_graph PROPERTIES TIMEOUT 600 LABELS "serve"
+  ENVIRONMENT "${VOCABLENS_CLI_FOR_TESTS};VOCABLENS_THREADS=1;OMP_NUM_THREADS=1;PYTHONDONTWRITEBYTECODE=1")
 # The server under abuse (tests/serve/hostile_test.py): slowloris, connections over the cap, a chunked body over
 # the limit, clients that never read, too-big answers, protocol and start-up refusals, under a 4 GB address
 # space; a normal lens request answered correctly within 1 s after each.
@@ -22,7 +27,7 @@ add_test(NAME hostile_http COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/
 set_tests_properties(hostile_http PROPERTIES TIMEOUT 300 LABELS "serve"
   ENVIRONMENT "${VOCABLENS_CLI_FOR_TESTS};VOCABLENS_THREADS=1;OMP_NUM_THREADS=1;PYTHONDONTWRITEBYTECODE=1")
 if(TEST cli_server_start)  # the CLI through the fork server (tests/CMakeLists.txt)
-  set_tests_properties(serve_api serve_sae hostile_http PROPERTIES FIXTURES_REQUIRED vl_fork_servers)
+  set_tests_properties(serve_api serve_sae serve_graph hostile_http PROPERTIES FIXTURES_REQUIRED vl_fork_servers)
 endif()
 find_program(VOCABLENS_NODE node)
 add_test(NAME serve_page COMMAND ${VOCABLENS_NODE} ${PROJECT_SOURCE_DIR}/tests/serve/page_test.js

@@ -17,6 +17,7 @@ const path = require("path");
 
 const [cli, model, outDir] = process.argv.slice(2);
 const PROMPT = "The Eiffel Tower is in the city of";
+const TRANSCODERS = path.join(__dirname, "..", "fixtures", "graph", "gpt2-tiny");
 let failures = 0;
 function check(cond, what) {
   console.log((cond ? "ok    " : "FAIL  ") + what);
@@ -53,7 +54,7 @@ async function main() {
   fs.writeFileSync(corpus, ("The Eiffel Tower is in Paris. Rome is the capital of Italy. The river runs through the city.\n").repeat(8));
   // --hook names the SAE's point as `features --hook` does (here the file's own: the panels below show it).
   const server = await startServer(["--sae", path.join(profile, "saes", "saelens_standard"), "--hook", "blocks.1.hook_resid_pre",
-                                    "--corpus", corpus]);
+                                    "--corpus", corpus, "--transcoders", TRANSCODERS]);
   let browser = null;
   const kill = () => { try { server.proc.kill("SIGTERM"); } catch (e) { /* gone */ } };
   process.on("exit", kill);
@@ -248,6 +249,7 @@ async function main() {
     check(cols >= 2, `at 1920x1080 the panels use ${cols} columns beside the heatmap`);
     await page4.screenshot({ path: path.join(outDir, "serve-1920x1080.png") });
 
+    await graphView(browser, server, errors);
     check(external.length === 0, "no request leaves the server (offline): " + external.slice(0, 3).join(" "));
     check(errors.length === 0, "no page errors" + (errors.length ? ": " + errors.join(" | ") : ""));
     // Without --sae, --corpus or --tuned: their controls are not shown at all.
@@ -258,8 +260,9 @@ async function main() {
       await page5.goto(bare.url, { waitUntil: "load" });
       await page5.waitForFunction(() => !document.getElementById("model-meta").textContent.startsWith("loading"), { timeout: 60000 });
       const vis = await page5.evaluate(() => ({ feature: document.getElementById("feature-form").offsetParent !== null,
+        graph: document.getElementById("tab-graph").offsetParent !== null,
         lens: document.getElementById("lens-choice").offsetParent !== null, how: document.getElementById("how").textContent }));
-      check(!vis.feature && !vis.lens && !/SAE|tuned|corpus/.test(vis.how),
+      check(!vis.feature && !vis.lens && !vis.graph && !/SAE|tuned|corpus|Graph/.test(vis.how),
             "a server without SAE, corpus or tuned lens shows none of their controls: " + JSON.stringify(vis));
     } finally { try { bare.proc.kill("SIGTERM"); } catch (e) { /* gone */ } }
   } finally {
@@ -269,6 +272,116 @@ async function main() {
   }
   console.log(`${failures} failure(s)`);
   return failures ? 1 : 0;
+}
+
+// ---- the graph view (serve --transcoders): the fixture's attribution graph drawn by layer x position, a node's
+// label on hover, a feature's page on click, pins in the URL restored on reload, a cancelled graph freeing its worker.
+async function graphView(browser, server, errors) {
+  const page = await browser.newPage();
+  page.on("pageerror", (e) => errors.push("pageerror: " + e.message));
+  await page.goto(server.url + "#prompt=" + encodeURIComponent(PROMPT), { waitUntil: "load" });
+  await page.waitForFunction(() => !document.getElementById("views").hidden, { timeout: 60000 });
+  await page.click("#tab-graph");
+  check(await page.$eval("#graph-prompt", (e) => e.value) === PROMPT, "the Graph tab opens with the prompt of the lens");
+  await page.click("#graph-run");
+  await page.waitForSelector("#graph-svg .gnode", { timeout: 120000 });
+  const drawn = await page.evaluate(async (p) => {
+    const r = await (await fetch("/api/graph", { method: "POST", headers: { "Content-Type": "application/json" },
+                                                 body: JSON.stringify({ prompt: p, transcoders: true }) })).json();
+    const centre = (e) => { const b = e.getBoundingClientRect(); return [b.x + b.width / 2, b.y + b.height / 2]; };
+    return { api: r.summary.neuronpedia, L: r.summary.n_layers,
+             nodes: [...document.querySelectorAll("#graph-svg .gnode")].map((g) => ({ key: g.dataset.node, type: g.dataset.type, at: centre(g) })),
+             edges: [...document.querySelectorAll("#graph-svg line.edge")].map((e) => +e.getAttribute("stroke-width")),
+             toks: [...document.querySelectorAll("#graph-svg text.gtok title")].map((e) => e.textContent), hash: location.hash };
+  }, PROMPT);
+  const api = drawn.api, errKey = (n) => (n.feature_type === "mlp reconstruction error" ? `err_${n.layer}_${n.ctx_idx}` : n.node_id);
+  const byKey = new Map(api.nodes.map((n) => [errKey(n), n]));
+  check(drawn.nodes.length === api.nodes.length && drawn.nodes.every((g) => byKey.has(g.key) && byKey.get(g.key).feature_type === g.type) &&
+        drawn.edges.length === api.links.length && JSON.stringify(drawn.toks) === JSON.stringify(api.metadata.prompt_tokens),
+        `graph view: ${drawn.nodes.length} nodes and ${drawn.edges.length} edges drawn (API: ${api.nodes.length}, ${api.links.length}), ` +
+        `the prompt's ${drawn.toks.length} tokens along the bottom; in the URL: ${drawn.hash.slice(0, 60)}`);
+  // Layout: a higher row for a later layer (tokens lowest, logits highest), columns left to right by position.
+  const row = (n) => (n.feature_type === "embedding" ? 0 : n.feature_type === "logit" ? drawn.L + 1 : +n.layer + 1);
+  let rowsOk = true, colsOk = true;
+  for (const a of drawn.nodes) for (const b of drawn.nodes) {
+    const na = byKey.get(a.key), nb = byKey.get(b.key);
+    if (row(na) < row(nb) && !(a.at[1] > b.at[1])) rowsOk = false;
+    if (na.ctx_idx < nb.ctx_idx && !(a.at[0] < b.at[0])) colsOk = false;
+  }
+  check(rowsOk && colsOk, "nodes placed by layer (tokens at the bottom, logits at the top) and by position (left to right)");
+  const ws = api.links.map((e) => Math.abs(e.weight)), wmax = Math.max(...ws), imax = ws.indexOf(wmax), imin = ws.indexOf(Math.min(...ws));
+  check(drawn.edges[imax] === Math.max(...drawn.edges) && drawn.edges[imin] === Math.min(...drawn.edges) && drawn.edges[imax] > 3 * drawn.edges[imin],
+        `edge width by |weight|: the strongest link ${drawn.edges[imax]} px, the weakest ${drawn.edges[imin]} px`);
+  // Hover a feature: its vocabulary label (clerp), activation and influence.
+  const feat = api.nodes.filter((n) => n.feature_type === "cross layer transcoder").sort((a, b) => b.influence - a.influence)[0];
+  await page.hover(`#graph-svg .gnode[data-node="${feat.node_id}"]`);
+  await page.waitForSelector("#graph-tip:not([hidden])", { timeout: 5000 });
+  const tip = await page.$eval("#graph-tip", (e) => e.textContent);
+  check(tip.includes(feat.clerp) && /activation/.test(tip) && /influence/.test(tip), `hover: the node's label "${feat.clerp}" (${tip.slice(0, 90)})`);
+  // Click it: its page, the tokens it promotes and suppresses through W_U and the ones it reads through E⁺.
+  await page.click(`#graph-svg .gnode[data-node="${feat.node_id}"]`);
+  await page.waitForSelector("#graph-feature-tokens", { timeout: 5000 });
+  const fp = await page.evaluate(() => ({ rows: [...document.querySelectorAll("#graph-feature-tokens tr")].map((r) => r.children[1].textContent),
+                                          inputs: document.querySelectorAll("#graph-node-body .graph-inputs tr").length, hash: location.hash }));
+  check(fp.rows[0] === feat.clerp && fp.rows[1].length > 0 && fp.rows[2].length > 0 && fp.inputs > 0 && fp.hash.includes("node=" + feat.node_id),
+        `click: the feature's page (promotes "${fp.rows[0]}", suppresses "${fp.rows[1]}", reads "${fp.rows[2]}", ${fp.inputs} inputs), in the URL`);
+  // Pin two nodes (shift-click), show them alone: in the URL; a reload restores the pinned subgraph.
+  const logit = api.nodes.find((n) => n.feature_type === "logit");
+  await page.keyboard.down("Shift");
+  await page.click(`#graph-svg .gnode[data-node="${feat.node_id}"]`);
+  await page.click(`#graph-svg .gnode[data-node="${logit.node_id}"]`);
+  await page.keyboard.up("Shift");
+  await page.click("#graph-sub");
+  const pinned = await page.evaluate(() => ({ keys: [...document.querySelectorAll("#graph-svg .gnode")].map((g) => g.dataset.node).sort(),
+                                              hash: location.hash, url: location.href }));
+  const want = [feat.node_id, logit.node_id].sort();
+  const pinsInUrl = new URLSearchParams(pinned.hash.slice(1));
+  check(JSON.stringify(pinned.keys) === JSON.stringify(want) && pinsInUrl.get("pins") === `${feat.node_id},${logit.node_id}` && pinsInUrl.get("sub") === "1",
+        `pinned subgraph: ${pinned.keys.join(", ")} shown alone; the URL holds it (${pinned.hash.slice(0, 120)})`);
+  const again = await browser.newPage();
+  again.on("pageerror", (e) => errors.push("pageerror: " + e.message));
+  await again.goto(pinned.url, { waitUntil: "load" });
+  await again.waitForSelector("#graph-svg .gnode", { timeout: 120000 });
+  const back = await again.evaluate(() => ({ keys: [...document.querySelectorAll("#graph-svg .gnode")].map((g) => g.dataset.node).sort(),
+    lensHidden: document.querySelector(".layout").hidden, pinned: document.querySelectorAll("#graph-svg .gnode.pinned").length }));
+  check(JSON.stringify(back.keys) === JSON.stringify(want) && back.pinned === 2 && back.lensHidden,
+        "reloaded from the URL: the graph view with the pinned subgraph alone " + JSON.stringify(back.keys));
+  // The pins edited in the URL by hand: the subgraph follows.
+  await again.evaluate((k) => { const h = new URLSearchParams(location.hash.slice(1)); h.set("pins", k); location.hash = h.toString(); }, logit.node_id);
+  const edited = await again.waitForFunction(() => document.querySelectorAll("#graph-svg .gnode").length === 1, { timeout: 5000, polling: 50 })
+    .then(() => again.$$eval("#graph-svg .gnode", (gs) => gs.map((g) => g.dataset.node)), () => null);
+  check(edited && edited[0] === logit.node_id, `pins edited in the URL: the subgraph drawn again (${JSON.stringify(edited)})`);
+  await again.close();
+  await page.bringToFront();  // a background tab's timers and animation frames are throttled
+  await page.click("#graph-sub");  // the whole graph again, for the screenshot
+  await page.screenshot({ path: path.join(outDir, "serve-graph.png") });
+
+  // A long prompt (~117 tokens: every active feature's row, seconds): its progress shows, Cancel stops it and the
+  // server frees the worker at once, the job counted as cancelled.
+  const LONG = Array(9).fill("The river runs through the old city and the bridge crosses it.").join(" ");
+  const before = await page.evaluate(async () => (await (await fetch("/api/status")).json()).cancelled);
+  await page.$eval("#graph-prompt", (e, v) => { e.value = v; }, LONG);
+  await page.click("#graph-run");
+  await page.waitForFunction(() => /backward rows [1-9]\d* \/ \d+/.test(document.getElementById("graph-progress").textContent),
+                         { timeout: 120000, polling: 50 });
+  const at = await page.$eval("#graph-progress", (e) => e.textContent);
+  const [, done, total] = at.match(/backward rows (\d+) \/ (\d+)/).map(Number);
+  await page.click("#graph-cancel");
+  const t0 = Date.now();
+  const freed = await page.evaluate(async (before) => {
+    for (let i = 0; i < 200; ++i) {
+      const s = await (await fetch("/api/status")).json();
+      if (s.running === 0 && s.cancelled > before) return s;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    return null;
+  }, before);
+  const took = (Date.now() - t0) / 1000;
+  const after = await page.evaluate(() => ({ text: document.getElementById("graph-progress").textContent,
+    cancel: document.getElementById("graph-cancel").hidden, run: document.getElementById("graph-run").disabled }));
+  check(done < total && freed !== null && took < 2 && /cancelled/.test(after.text) && after.cancel && !after.run,
+        `Cancel at "${at.slice(0, 60)}": the worker free again in ${took.toFixed(2)} s, the job counted as cancelled; "${after.text.slice(0, 60)}"`);
+  await page.close();
 }
 
 main().then((rc) => process.exit(rc), (e) => { console.log("FAIL  " + (e && e.stack || e)); process.exit(1); });
