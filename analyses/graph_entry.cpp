@@ -110,6 +110,7 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
 void register_graph_entry(AnalysisRegistry& r) {
   AnalysisDecl d;
   d.name = d.command = "graph";
+  d.estimate_runs_model = true;  // graph_estimate runs the forward and the encoders
   d.summary = "Attribution graph through transcoders (per-layer or cross-layer): which features, errors and tokens drive the next-token "
               "logits (circuit-tracer's local replacement model), pruned, each node labelled in vocabulary space";
   d.input = "prompt";

@@ -113,6 +113,10 @@ struct AnalysisDecl {
   /// What the analysis reads: "prompt" (a forward pass over one prompt), "weights" (no input text), "corpus"
   /// (a text file on the machine that runs it), "prompts" (a prompts file there), "prompts_pair" (two prompts).
   std::string input = "weights";
+  /// The declared estimate itself runs the model (graph: the forward pass and the encoders, to count the active
+  /// features), so a server computes it where heavy work runs — in a worker, cancellable — not on the thread
+  /// that reads requests.
+  bool estimate_runs_model = false;
 
   const OptionDecl* find(std::string_view option) const;
 };

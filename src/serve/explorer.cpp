@@ -292,27 +292,19 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
                                            "(serve --max-answer-values); ask for fewer, or use the command line",
                                            name, size.values, size.how, o_.max_answer_values));
     // And when its working memory, by the analysis's declared estimate (the figure `--dry-run` prints), would not
-    // fit in the server's budget: alone (413, with the estimate), or beside the analyses running now (503).
-    const AnalysisEstimate est = estimate_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http);
-    const double need = std::max(0.0, est.memory.total() - resident_);
-    if (memory_budget_ > 0) {
-      if (need > memory_budget_)
-        return error_answer(413, fmt::format("{}: {} needs about {:.0f} MiB beyond the loaded model, over this server's "
-                                             "memory budget of {:.0f} MiB (serve --memory-budget){}",
-                                             name, est.what, need / 1048576.0, memory_budget_ / 1048576.0,
-                                             est.reduce.empty() ? std::string() : ": " + est.reduce));
-      std::lock_guard<std::mutex> lk(memory_mu_);
-      if (memory_in_use_ + need > memory_budget_)
-        return error_answer(503, fmt::format("busy: {} needs about {:.0f} MiB and the analyses running hold {:.0f} of "
-                                             "this server's {:.0f} MiB budget; try again shortly",
-                                             est.what, need / 1048576.0, memory_in_use_ / 1048576.0,
-                                             memory_budget_ / 1048576.0));
-      memory_in_use_ += need;
-      reserved = need;
-    }
-    if ((progress = progress_.track(req, name))) {
-      progress->need_bytes = need;
-      if (!est.what.empty()) progress->estimate = fmt::format("about {:.0f} MiB beyond the loaded model: {}", need / 1048576.0, est.what);
+    // fit in the server's budget: alone (413, with the estimate), or beside the analyses running now (503). An
+    // estimate that runs the model itself (the graph's) is computed in the worker instead, below: here it
+    // would run on the connection's thread, outside --workers and beyond the reach of cancellation.
+    progress = progress_.track(req, name);
+    if (!analysis->decl.estimate_runs_model) {
+      const AnalysisEstimate est = estimate_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http);
+      if (auto refused = admit(name, est, reserved)) return *refused;
+      if (progress) {
+        progress->need_bytes = reserved;
+        if (!est.what.empty())
+          progress->estimate = fmt::format("about {:.0f} MiB beyond the loaded model: {}",
+                                           std::max(0.0, est.memory.total() - resident_) / 1048576.0, est.what);
+      }
     }
   } catch (const UsageError& e) {
     const std::string m = e.what();
@@ -321,13 +313,23 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
     return answer_for_current_exception();
   }
   // Given back when the work is done or dropped (the job, and the function holding this, are destroyed then).
-  auto reservation = std::shared_ptr<void>(nullptr, [this, reserved](void*) {
-    if (reserved <= 0) return;
-    std::lock_guard<std::mutex> lk(memory_mu_);
-    memory_in_use_ = std::max(0.0, memory_in_use_ - reserved);
-  });
+  auto reservation = std::shared_ptr<void>(nullptr, [this, reserved](void*) { release(reserved); });
   return pooled(req, name + "\n" + resolved.dump(), [this, analysis, resolved, name, reservation, progress](const std::atomic<bool>* cancel) {
     if (progress) progress->started = true;
+    double late = 0;  // the reservation of an estimate made here, in the worker
+    std::shared_ptr<void> late_reservation;
+    if (analysis->decl.estimate_runs_model) {
+      // (inside the worker's CancelScope: the estimate's forward stops when the client leaves, like the run's)
+      const AnalysisEstimate est = estimate_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http);
+      if (auto refused = admit(name, est, late)) return *refused;
+      late_reservation = std::shared_ptr<void>(nullptr, [this, late](void*) { release(late); });
+      if (progress) {
+        progress->need_bytes = late;
+        if (!est.what.empty())
+          progress->estimate = fmt::format("about {:.0f} MiB beyond the loaded model: {}",
+                                           std::max(0.0, est.memory.total() - resident_) / 1048576.0, est.what);
+      }
+    }
     // Analyses that report progress stop at their next report once the client has gone (the forward pass and
     // the lens poll the worker's CancelScope, worker_pool.cpp).
     // The lens and the attribution only read activations: their forward pass of a prompt is kept and the next
@@ -347,6 +349,32 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
     if (memo) a.forward = scope->replayed() > 0 && scope->recorded() == 0 ? "replayed" : "computed";
     return a;
   });
+}
+
+std::optional<Answer> Explorer::admit(const std::string& name, const AnalysisEstimate& est, double& reserved) {
+  reserved = 0;
+  const double need = std::max(0.0, est.memory.total() - resident_);
+  if (memory_budget_ <= 0) return std::nullopt;
+  if (need > memory_budget_)
+    return error_answer(413, fmt::format("{}: {} needs about {:.0f} MiB beyond the loaded model, over this server's "
+                                         "memory budget of {:.0f} MiB (serve --memory-budget){}",
+                                         name, est.what, need / 1048576.0, memory_budget_ / 1048576.0,
+                                         est.reduce.empty() ? std::string() : ": " + est.reduce));
+  std::lock_guard<std::mutex> lk(memory_mu_);
+  if (memory_in_use_ + need > memory_budget_)
+    return error_answer(503, fmt::format("busy: {} needs about {:.0f} MiB and the analyses running hold {:.0f} of "
+                                         "this server's {:.0f} MiB budget; try again shortly",
+                                         est.what, need / 1048576.0, memory_in_use_ / 1048576.0,
+                                         memory_budget_ / 1048576.0));
+  memory_in_use_ += need;
+  reserved = need;
+  return std::nullopt;
+}
+
+void Explorer::release(double reserved) {
+  if (reserved <= 0) return;
+  std::lock_guard<std::mutex> lk(memory_mu_);
+  memory_in_use_ = std::max(0.0, memory_in_use_ - reserved);
 }
 
 Answer Explorer::pooled(const httplib::Request& req, const std::string& key,

@@ -12,6 +12,7 @@
 #pragma once
 #include <mutex>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "serve/http_util.hpp"
 #include "serve/server.hpp"
 #include "serve/worker_pool.hpp"
+#include "vocablens/analysis_estimate.hpp"
 #include "vocablens/result.hpp"
 
 namespace vocablens {
@@ -63,6 +65,10 @@ class Explorer {
   Answer run_result_answer(const std::string& index, const std::string& kind);
   Answer tokenize_answer(const httplib::Request& req);
   Answer analysis_answer(const httplib::Request& req, const std::string& name);
+  /// Admits `est` against the memory budget: an error answer (413 alone, 503 beside the running analyses), or
+  /// nothing with `reserved` set to what was taken (give it back with release()).
+  std::optional<Answer> admit(const std::string& name, const AnalysisEstimate& est, double& reserved);
+  void release(double reserved);
   // sae_api.cpp: the SAE's features and the corpus's top activations.
   void load_sae_and_corpus();
   json sae_info() const;

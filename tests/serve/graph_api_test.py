@@ -162,6 +162,22 @@ def without_transcoders():
               f"serve --transcoders {os.path.basename(folder)}: refused at start-up in one line: {err[:120]}")
 
 
+def memory_budget():
+    """The graph's estimate runs the forward and the encoders, so the server computes it in a worker (not on the
+    connection's thread): a graph over --memory-budget is still refused with its estimate (413) — from the
+    worker —, its status says so, and the server answers a lens next."""
+    with VocablensServer(CLI, [MODEL], ["--transcoders", TRANSCODERS, "--memory-budget", "1", "--workers", "1"]) as s:
+        st, err = s.post("/api/graph", {"prompt": PROMPT, "transcoders": True})
+        msg = err.get("error", "")
+        check(st == 413 and msg.startswith("graph: the attribution graph") and "memory budget of 1 MiB" in msg,
+              f"a graph over --memory-budget 1 -> {st}: {msg[:160]!r}")
+        st, status = s.get("/api/status")
+        check(st == 200 and status.get("running") == 0 and status.get("queued") == 0,
+              f"its worker is free again: {status.get('running')} running, {status.get('queued')} queued")
+        st, _ = s.post("/api/lens", {"prompt": PROMPT, "top_k": 3})
+        check(st in (200, 413), f"and the server still answers ({st})")
+
+
 def main():
     if not CLI or not os.path.exists(CLI) or not os.path.isdir(MODEL):
         print("FAIL: needs VOCABLENS_CLI (the built vocablens) and the gpt2-tiny fixture: " + MODEL)
@@ -169,6 +185,7 @@ def main():
     with VocablensServer(CLI, [MODEL], ["--transcoders", TRANSCODERS]) as s:
         graph_api(s)
     progress_and_cancel()
+    memory_budget()
     without_transcoders()
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
