@@ -3,6 +3,8 @@
 // sinks' pattern, and configs that contradict the weights (one line naming the field).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -134,4 +136,44 @@ TEST_CASE("GPT-OSS GGUF: an expert count that contradicts the tensors is one lin
   const std::string msg = oss_load_error(path);
   CHECK_THAT(msg, Catch::Contains("tensor 'blk.0.ffn_gate_inp.weight' has ne {64, 4} but the metadata implies {64, 8}"));
   CHECK(msg.find('\n') == std::string::npos);
+}
+
+// Hugging Face's YaRN (_compute_yarn_parameters) in float64, written out here: pair i keeps inv_freq_i when its
+// index lies below the correction range [lo, hi], is divided by the factor above it, linearly blended inside;
+// lo/hi = d ln(orig / (beta 2 pi)) / (2 ln base), floored / ceiled unless truncate is false. The fixture (truncate
+// absent) is what llama.cpp computes (families_test); truncate false, as the released GPT-OSS configs say, keeps
+// the unrounded range.
+TEST_CASE("GPT-OSS YaRN: the frequencies follow the definition, truncate false keeping the unrounded range") {
+  auto expected = [](bool truncate) {
+    const double base = 150000.0, factor = 32.0, orig = 4096.0, d = 16.0, pi = 3.14159265358979323846;
+    auto corr = [&](double beta) { return d * std::log(orig / (beta * 2 * pi)) / (2 * std::log(base)); };
+    double lo = corr(32.0), hi = corr(1.0);
+    if (truncate) lo = std::floor(lo), hi = std::ceil(hi);
+    lo = std::max(lo, 0.0);
+    hi = std::min(hi, d - 1);
+    std::vector<double> f;
+    for (int i = 0; i < 8; ++i) {
+      const double inv = std::pow(base, -2.0 * i / d);
+      const double keep = 1 - std::min(1.0, std::max(0.0, (i - lo) / (hi - lo)));
+      f.push_back(inv / factor * (1 - keep) + inv * keep);
+    }
+    return at::tensor(f, at::kDouble);
+  };
+  vocablens::Model m = vocablens::load_model(kDir);
+  CHECK(m.config().rope_scaling == vocablens::ModelConfig::RopeScaling::Yarn);
+  CHECK(m.config().rope_attention_factor == Approx(0.1 * std::log(32.0) + 1));
+  const at::Tensor truncated = vocablens::rotary_inv_freq(m.config()).to(at::kDouble);
+  CHECK((truncated - expected(true)).abs().max().item<double>() < 1e-12);
+  std::string dst = vl_test::temp_dir("gpt_oss_yarn"), out;
+  REQUIRE(vl_test::run_command("cp -r '" + kDir + "/.' '" + dst + "/'", out) == 0);
+  std::string s = vl_test::read_file(dst + "/config.json");
+  const std::string from = "\"rope_type\": \"yarn\"";
+  REQUIRE(s.find(from) != std::string::npos);
+  s.replace(s.find(from), from.size(), from + ", \"truncate\": false");
+  vl_test::write_file(dst + "/config.json", s);
+  vocablens::Model u = vocablens::load_model(dst);
+  CHECK_FALSE(u.config().rope_yarn_truncate);
+  const at::Tensor unrounded = vocablens::rotary_inv_freq(u.config()).to(at::kDouble);
+  CHECK((unrounded - expected(false)).abs().max().item<double>() < 1e-12);
+  CHECK((unrounded - truncated).abs().max().item<double>() > 5e-4);  // the rounding matters here (9.6e-4)
 }
