@@ -106,6 +106,8 @@ TEST_CASE("GPT-OSS: a config that contradicts its weights, or an unknown layer t
       {"\"swiglu_limit\": 7.0", "\"swiglu_limit\": -1", "config field 'swiglu_limit' = -1: must be a positive number"},
       {"\"rope_type\": \"yarn\"", "\"rope_type\": \"yarn\", \"mscale\": 0.7",
        "config field 'rope_scaling.mscale' = 0.7: YaRN's mscale variants"},
+      {"\"swiglu_limit\": 7.0", "\"swiglu_limit\": 7.0, \"quantization_config\": {\"quant_method\": \"mxfp4\"}",
+       "config field 'quantization_config' = {\"quant_method\":\"mxfp4\"}: quantized experts"},
   };
   for (const auto& x : edits) {
     INFO(x.to);

@@ -135,6 +135,9 @@ void add_moe_families(std::vector<ArchSpec>& a) {
     r.swiglu_limit_default = 7.0;
     r.swiglu_alpha = 1.702;
     r.swiglu_up_offset = 1.0;
+    r.refused_unless_null = {{"quantization_config",
+                              "quantized experts (the released checkpoints' MXFP4 *_blocks / *_scales) are not read from a "
+                              "Hugging Face directory; llama.cpp's GGUF of it keeps them MXFP4 and is read"}};
     a.push_back(entry("gpt_oss", "GptOssForCausalLM", {"GptOssModel", "gpt_oss"}, "gpt-oss", "model.", std::move(t), std::move(r),
                       false, false,
                       "GPT-OSS: attention sinks, alternating sliding and full layers, YaRN, a biased router softmaxed over "

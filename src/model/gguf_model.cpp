@@ -481,7 +481,8 @@ Model load_gguf_model(const GgufFile& g) {
     if (c.n_experts > 0) {
       const int64_t E = c.n_experts, me = c.d_expert;
       L.w_router = r.matrix(name(TensorRole::FfnGateInp, i, ".weight"), E, d).t();
-      L.b_router = r.opt_vec(name(TensorRole::FfnGateInp, i, ".bias"), E);
+      if (find_tensor(A, TensorRole::FfnGateInp)->bias != BiasKind::None)  // GPT-OSS's router; others have none
+        L.b_router = r.vec(name(TensorRole::FfnGateInp, i, ".bias"), E);
       L.exp_gate = r.experts(name(TensorRole::FfnGateExps, i, ".weight"), E, me, d);
       L.exp_up = r.experts(name(TensorRole::FfnUpExps, i, ".weight"), E, me, d);
       L.exp_down = r.experts(name(TensorRole::FfnDownExps, i, ".weight"), E, d, me);
