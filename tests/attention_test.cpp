@@ -137,11 +137,11 @@ at::Tensor logits_with(const vocablens::Model& m, const at::Tensor& ids, bool bl
 // and soft-caps, Gemma 3's local and global rotary tables, OLMo 2's whole-width q/k norms, SmolLM3's layer
 // without rotary, Phi-2's one norm for attention and MLP, BLOOM's ALiBi and embedding norm, Falcon's
 // multi-query, Qwen3's q/k norms, Phi-3, partial rotary (GPT-NeoX), learned positions (GPT-2, OPT), GQA, the
-// mixtures of experts (routing per row, Qwen2-MoE's shared expert).
+// mixtures of experts (routing per row, Qwen2-MoE's shared expert), GPT-OSS's attention sinks.
 TEST_CASE("every family's forward gives the same logits through blocked and materialised attention") {
   std::vector<std::string> dirs;
   for (const char* f : {"qwen2", "qwen3", "mistral", "llama3", "llama_linear", "phi3", "gpt_neox", "gemma", "gemma2", "gemma3",
-                        "olmo2", "smollm3", "phi2", "bloom", "falcon", "mixtral", "qwen3moe", "qwen2moe", "olmoe", "opt"})
+                        "olmo2", "smollm3", "phi2", "bloom", "falcon", "mixtral", "qwen3moe", "qwen2moe", "olmoe", "gpt_oss", "opt"})
     dirs.push_back(std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f);
   for (const char* f : {"gpt2-tiny", "stories260K-hf"}) dirs.push_back(vl_test::fixture(f));
   for (const auto& dir : dirs) {
@@ -169,7 +169,7 @@ TEST_CASE("every family's forward gives the same logits through blocked and mate
 TEST_CASE("the block by rows gives the whole block's logits and residuals on every family, post-norm OPT included") {
   std::vector<vocablens::Model> models;
   for (const char* f : {"qwen2", "qwen3", "mistral", "llama3", "phi3", "gpt_neox", "gemma", "gemma2", "gemma3", "opt", "stablelm",
-                        "olmo2", "smollm3", "phi2", "bloom", "falcon", "mixtral", "qwen3moe", "qwen2moe", "olmoe"})
+                        "olmo2", "smollm3", "phi2", "bloom", "falcon", "mixtral", "qwen3moe", "qwen2moe", "olmoe", "gpt_oss"})
     models.push_back(vocablens::load_model(std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f));
   models.push_back(vl_test::scaled_random_gpt(vocablens::PositionKind::ALiBi, 2, 64, 7, "random ALiBi"));
   vocablens::AttentionPolicy pol;

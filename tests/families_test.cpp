@@ -56,6 +56,8 @@ const std::vector<FamilyCase> kFamilies = {
     {"qwen3moe", "Qwen3MoeForCausalLM", 1e-4, 1e-4},
     {"qwen2moe", "Qwen2MoeForCausalLM", 1e-4, 1e-4},
     {"olmoe", "OlmoeForCausalLM", 1e-4, 1e-4},
+    // Sinks, sliding/full layers, YaRN, top-k softmax router, biased clamped-SwiGLU experts (gpt_oss_test.cpp: MXFP4)
+    {"gpt_oss", "GptOssForCausalLM", 1e-4, 1e-4},
 };
 
 std::string family_dir(const std::string& f) { return std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f; }
@@ -378,7 +380,8 @@ TEST_CASE("every family runs inspect, generate, lens, heads, neurons and spectru
       INFO(f << ": " << name << " " << given.dump());
       if (name == "neurons" && m.config().n_experts > 0 && !m.config().shared_expert) {  // no dense MLP to read
         CHECK_THROWS_WITH(vocablens::run_analysis(vocablens::find_analysis(name), m, tok.get(), given, vocablens::Surface::Cli),
-                          Catch::Contains("layer 0 is a mixture of 8 experts without a dense MLP"));
+                          Catch::Contains("layer 0 is a mixture of " + std::to_string(m.config().n_experts) +
+                                          " experts without a dense MLP"));
         continue;
       }
       vocablens::Result r;
@@ -419,6 +422,10 @@ TEST_CASE("inspect names each family's departures from a plain GPT-2 block") {
       {"qwen2moe", {"top 2 of 8 gated experts of width 32 on each token, plus a sigmoid-gated shared expert of width 64",
                     "q/k/v biases"}},
       {"olmoe", {"top 2 of 8 gated experts of width 32 on each token", "RMSNorm on q and k over all heads at once"}},
+      {"gpt_oss", {"router softmax over its top-k logits only, top 2 of 4 gated experts of width 32",
+                   "a learned sink logit per head", "sliding window 4 except on layers 1 (full attention)",
+                   "yarn scaling x32 (beta_fast 32, beta_slow 1, original context 4096, attention factor 1.34657",
+                   "clamped SwiGLU g * sigmoid(1.702 g) * (u + 1), g = min(x W_gate, 7)"}},
   };
   for (const auto& [family, phrases] : expect) {
     const auto dep = vocablens::departures_from_gpt2(vocablens::load_model(family_dir(family)).config());

@@ -289,7 +289,19 @@ TEST_CASE("fuzz seeds: the hand-made seeds parse", "[fuzz]") {
     CHECK(m.config().vocab_size == 4);
     CHECK(m.forward(at::zeros({1, 2}, at::kLong)).logits.isfinite().all().item<bool>());
   }
-  CHECK(vocablens::read_gguf(out + "/fuzz_gguf/kquants.gguf").tensors.size() == 8);
+  {
+    const vocablens::GgufFile kq = vocablens::read_gguf(out + "/fuzz_gguf/kquants.gguf");
+    CHECK(kq.tensors.size() == 9);
+    // The MXFP4 seed: two valid blocks, then one whose scale byte is E8M0's NaN (0xFF).
+    const vocablens::GgufTensorInfo* mx = kq.find("mxfp4");
+    REQUIRE(mx != nullptr);
+    CHECK(mx->type == vocablens::GgmlType::MXFP4);
+    std::vector<float> v(96);
+    vocablens::dequantize_row(mx->type, kq.tensor_data(*mx), v.data(), 96);
+    CHECK(v[1] == 0.5f);  // block 0: scale byte 127 (2^-1), its byte 1 = 0x01: value 1 is code 1 (ggml's kvalue 1) x 2^-1
+    for (int i = 0; i < 64; ++i) CHECK(std::isfinite(v[static_cast<size_t>(i)]));
+    for (int i = 64; i < 96; ++i) CHECK(std::isnan(v[static_cast<size_t>(i)]));
+  }
   for (const char* f : {"tiny_v0.bin", "tiny_v1.bin", "tiny_untied.bin"}) {
     INFO(f);
     auto m = vocablens::load_model(out + "/fuzz_llama2c/" + f);

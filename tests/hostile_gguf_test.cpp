@@ -98,6 +98,27 @@ TEST_CASE("GGUF: a NaN in a Q4_0 block scale, or in an F32 embedding, is refused
   CHECK_NOTHROW(vocablens::load_model(kDir + "llamak-q4_0.gguf"));
 }
 
+TEST_CASE("GGUF: an MXFP4 expert block with the NaN scale byte 0xFF is refused at load in one line", "[hostile][gguf]") {
+  // MXFP4 blocks are 17 bytes: an E8M0 scale byte, then 16 bytes of 4-bit E2M1 codes (ggml-common.h's block_mxfp4).
+  // E8M0 0xFF is NaN: libggml's row validation refuses it, and so does vocablens, naming the tensor and the value.
+  const std::string src = std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/gpt_oss/gpt_oss-mxfp4.gguf";
+  std::string bytes = vl_test::read_file(src);
+  vocablens::GgufFile g = vocablens::read_gguf(src);
+  const vocablens::GgufTensorInfo* t = g.find("blk.1.ffn_down_exps.weight");
+  REQUIRE(t != nullptr);
+  REQUIRE(t->type == vocablens::GgmlType::MXFP4);
+  REQUIRE(t->ne == std::vector<int64_t>({32, 64, 4}));  // rows of 32 values: one block per row
+  const size_t row = 64 * 2 + 5;  // expert 2, row 5
+  bytes[t->offset + row * 17] = static_cast<char>(0xFF);
+  const std::string p = write_gguf(bytes, "mxfp4-nan-scale.gguf");
+  const std::string msg = model_load_error(p);
+  INFO(msg);
+  CHECK(msg.find(p + ": weight 'blk.1.ffn_down_exps.weight' holds 32 non-finite values") == 0);
+  CHECK(msg.find("at [5, 0]") != std::string::npos);  // expert 2's own [64, 32] matrix
+  CHECK(msg.find('\n') == std::string::npos);
+  CHECK_NOTHROW(vocablens::load_model(src));
+}
+
 TEST_CASE("GGUF: head count x head size that overflows, and a context of 2^30, are bounded", "[hostile][gguf]") {
   // head_count 2^31 with key_length 64: 2^37 query rows, past what any tensor of the file could hold.
   std::string bytes = copy_of("llamak-q4_0.gguf");

@@ -30,7 +30,7 @@
 
 namespace {
 
-const char* const kMoeFamilies[] = {"mixtral", "qwen3moe", "qwen2moe", "olmoe"};
+const char* const kMoeFamilies[] = {"mixtral", "qwen3moe", "qwen2moe", "olmoe", "gpt_oss"};
 
 std::string moe_dir(const std::string& f) { return std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f; }
 
@@ -53,7 +53,8 @@ vocablens::CacheSpec moe_spec() {
 
 // Ours against llama.cpp's router logits [L, T, E] and expert order [L, T, E] (best first) on every layer and token:
 // the logits to 1e-4, the k chosen experts equal in order, and our weights those of the definition applied in
-// float64 to llama.cpp's logits (softmax over all experts, its top k, renormalised where the family does).
+// float64 to llama.cpp's logits (softmax over all experts, its top k, renormalised where the family does; GPT-OSS:
+// the softmax over the top k logits alone).
 void compare_router(const vocablens::Model& m, const std::vector<int64_t>& ids, const at::Tensor& ref_logits,
                     const at::Tensor& ref_order, const std::string& what) {
   const auto& c = m.config();
@@ -67,7 +68,9 @@ void compare_router(const vocablens::Model& m, const std::vector<int64_t>& ids, 
     REQUIRE(idx.sizes() == at::IntArrayRef({static_cast<int64_t>(ids.size()), c.n_experts_used}));
     worst = std::max(worst, (logits - ref_logits[l]).abs().max().item<double>());
     CHECK(at::equal(idx, ref_order[l].narrow(1, 0, c.n_experts_used)));
-    at::Tensor p = at::softmax(ref_logits[l].to(at::kDouble), -1).gather(1, ref_order[l].narrow(1, 0, c.n_experts_used));
+    const at::Tensor chosen = ref_order[l].narrow(1, 0, c.n_experts_used);
+    at::Tensor p = c.expert_weights_topk_softmax ? at::softmax(ref_logits[l].to(at::kDouble).gather(1, chosen), -1)
+                                                 : at::softmax(ref_logits[l].to(at::kDouble), -1).gather(1, chosen);
     if (c.expert_weights_norm) p = p / p.sum(-1, true);
     CHECK((w.to(at::kDouble) - p).abs().max().item<double>() <= 1e-5);
   }
@@ -98,15 +101,17 @@ TEST_CASE("MoE: router logits and the experts chosen per layer and token equal l
   for (const char* f : kMoeFamilies) {
     const std::string d = moe_dir(f);
     auto ids = vl_test::read_ids_txt(d + "/ids.txt");
-    for (const std::string& path : {d, d + "/" + f + ".gguf"}) {
+    std::vector<std::string> paths = {d, d + "/" + f + ".gguf"};
+    if (std::string(f) == "gpt_oss") paths.push_back(d + "/gpt_oss-mxfp4.gguf");  // MXFP4 experts, the same values
+    for (const std::string& path : paths) {
       vocablens::Model m = vocablens::load_model(path);
       const auto& c = m.config();
-      REQUIRE(c.n_experts == 8);
+      REQUIRE(c.n_experts == (std::string(f) == "gpt_oss" ? 4 : 8));  // the fixtures' config.json
       REQUIRE(c.n_experts_used == 2);
       const std::vector<int64_t> shape = {c.n_layers, static_cast<int64_t>(ids.size()), c.n_experts};
       compare_router(m, ids, vl_test::read_f32_raw(d + "/llama_router.logits.f32", shape),
                      moe_read_i32(d + "/llama_router.order.i32", shape),
-                     std::string(f) + (path == d ? " (HF)" : " (GGUF)"));
+                     std::string(f) + (path == d ? " (HF)" : path.find("mxfp4") != std::string::npos ? " (GGUF MXFP4)" : " (GGUF)"));
     }
   }
 }

@@ -50,6 +50,7 @@ enum class TensorRole {
   FfnGateInp,        ///< the router [n_experts, d_model] (ffn_gate_inp)
   FfnGateExps, FfnUpExps, FfnDownExps,  ///< each expert's gate, up, down (ffn_gate_exps, ...)
   FfnGateInpShexp,   ///< the shared expert's sigmoid gate [1, d_model] (Qwen2-MoE ffn_gate_inp_shexp)
+  AttnSinks,         ///< a learned logit per head in the attention softmax's denominator [n_heads] (GPT-OSS attn_sinks)
 };
 
 /// How the stored tensor is laid out (Hugging Face side; GGUF stores every matrix as [out, in] = nn.Linear).
@@ -62,6 +63,11 @@ enum class TensorLayout {
   FusedQKVConv1D,   ///< Conv1D columns [q | k | v] (GPT-2 c_attn)
   FusedQKVPerHead,  ///< nn.Linear rows grouped per head [h0: q k v | h1: q k v | ...] (GPT-NeoX query_key_value)
   FusedGateUp,      ///< nn.Linear rows [gate: d_mlp | up: d_mlp] (Phi-3 gate_up_proj)
+  /// Every expert in one 3-D "x @ W" tensor [E, in, out], named without ".weight"; biases "<name>_bias" [E, out]
+  /// (GPT-OSS down_proj). A role of this layout whose name is the gate's too (gate_up_proj [E, d, 2 d_expert]) holds
+  /// gate and up in alternate columns: gate column j at 2j, up column j at 2j + 1.
+  ExpertsStacked,
+  Unsuffixed,       ///< a vector named without ".weight" (GPT-OSS self_attn.sinks)
 };
 
 enum class BiasKind { None, Optional, Required };
@@ -159,6 +165,12 @@ struct FamilyRecipe {
   ConfigSwitch expert_weights_norm{"norm_topk_prob", false};  ///< key nullptr: fixed (Mixtral: always)
   bool gguf_expert_weights_norm = false;  ///< llama.cpp fixes the renormalisation per architecture
   bool shared_expert = false;             ///< Qwen2-MoE: d_mlp's dense MLP beside the experts, sigmoid-gated
+  bool expert_weights_topk_softmax = false;  ///< GPT-OSS: softmax over the top k router logits (ModelConfig)
+  bool attn_sinks = false;                ///< GPT-OSS: per-head sink logits (ModelConfig::attn_sinks, role AttnSinks)
+  /// Clamped SwiGLU (ModelConfig::glu_limit): the limit's key and value when absent (also GGUF's, which llama.cpp
+  /// fixes), alpha and up offset fixed by the family. swiglu_limit_key nullptr: no clamp.
+  const char* swiglu_limit_key = nullptr;
+  double swiglu_limit_default = 0, swiglu_alpha = 1, swiglu_up_offset = 0;
   /// Qwen-MoE's dense layers (decoder_sparse_step, mlp_only_layers): refused unless every layer is a mixture.
   const char* sparse_step_key = nullptr;
   const char* dense_layers_key = nullptr;

@@ -43,6 +43,9 @@ struct AttentionSpec {
   int64_t window = 0;       ///< > 0: query q sees keys q - window < k <= q; 0: every k <= q
   at::Tensor alibi_slopes;  ///< [H] float32: adds slope_h * (k - q) to the scores; undefined: none
   int64_t block = 0;        ///< edge of the query and key blocks; 0: the default (1024, or T when smaller)
+  /// [H] float32: a logit per head that joins every query's softmax denominator with no value (attention
+  /// sinks, GPT-OSS), so a row's weights sum to less than 1; undefined: none.
+  at::Tensor sinks;
 };
 
 /// Causal softmax attention of q over k, v computed block by block (see above). Throws UsageError on

@@ -44,7 +44,7 @@ enum class GgmlType : uint32_t {
 std::string ggml_type_name(uint32_t type);
 /// Values per block and bytes per block of a type vocablens can dequantize; false otherwise.
 bool ggml_block_layout(GgmlType type, int64_t& block_values, size_t& block_bytes);
-/// Whether dequantize_row() supports `type` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K).
+/// Whether dequantize_row() supports `type` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, MXFP4).
 bool ggml_can_dequantize(GgmlType type);
 
 /// Converts `n` values of `type` at `src` (n a multiple of the block size) to float32 at `dst`, exactly

@@ -16,16 +16,16 @@
 //   blocks.L.hook_resid_pre       resid_pre.L        [B, T, d_model]   stream entering block L
 //   blocks.L.attn.hook_q|k|v      q.L, k.L, v.L      [B, T, H(kv), d_head]  projections, before rotary
 //   blocks.L.attn.hook_attn_scores attn_scores.L     [B, H, T, T]      scaled, masked scores (-inf above diagonal)
-//   blocks.L.attn.hook_pattern    pattern.L          [B, H, T, T]      softmax probabilities
+//   blocks.L.attn.hook_pattern    pattern.L          [B, H, T, T]      softmax probabilities (attention sinks: rows sum < 1)
 //   blocks.L.attn.hook_z          z.L                [B, T, H, d_head] per-head value mix: z_h @ W_O[h] is head h's output
 //   blocks.L.attn.hook_result     result.L           [B, T, H, d_model] per-head outputs (computed only when hooked)
 //   blocks.L.hook_attn_out        attn_out.L         [B, T, d_model]   sum of head results + b_O
 //   blocks.L.hook_resid_mid       resid_mid.L        [B, T, d_model]
 //   blocks.L.mlp.hook_pre         mlp_pre.L          [B, T, d_mlp]     pre-activation (gated MLPs: the gate)
 //   blocks.L.mlp.hook_post        mlp_post.L         [B, T, d_mlp]     neuron activations (gated: act(gate) * up)
-//   blocks.L.mlp.hook_router_logits router_logits.L  [B, T, n_experts] mixtures of experts: the router, pre-softmax
+//   blocks.L.mlp.hook_router_logits router_logits.L  [B, T, n_experts] mixtures of experts: the router (+ bias), pre-softmax
 //   blocks.L.mlp.hook_expert_indices expert_indices.L [B, T, k] int64  the experts chosen, best first
-//   blocks.L.mlp.hook_expert_weights expert_weights.L [B, T, k]        their weights
+//   blocks.L.mlp.hook_expert_weights expert_weights.L [B, T, k]        their weights (GPT-OSS: softmax of the k logits)
 //   blocks.L.mlp.hook_expert_out  expert_out.L       [B, T, k, d_model] each chosen expert's output, unweighted
 //   blocks.L.hook_mlp_out         mlp_out.L          [B, T, d_model]   mlp_post @ W_out + b_out
 //   blocks.L.hook_resid_post      resid_post.L       [B, T, d_model]

@@ -54,6 +54,10 @@ struct LayerWeights {
   /// [d_model, d_expert], [d_expert, d_model].
   std::vector<at::Tensor> exp_gate, exp_up, exp_down;
   at::Tensor w_shared_gate;       ///< [d_model, 1]: the shared expert's output x sigmoid(x @ w_shared_gate); or undefined
+  at::Tensor b_router;            ///< [n_experts]: the router's bias (GPT-OSS); or undefined
+  /// Each expert's biases (GPT-OSS): [d_expert], [d_expert], [d_model]; empty when the experts have none.
+  std::vector<at::Tensor> exp_gate_b, exp_up_b, exp_down_b;
+  at::Tensor sinks;               ///< [n_heads]: attention sink logits (ModelConfig::attn_sinks); or undefined
 };
 
 /// Every tensor of a block (undefined ones included), the experts' too: what parameter counts, memory estimates

@@ -94,11 +94,29 @@ struct ModelConfig {
   int64_t position_offset = 0;     ///< learned table rows before position 0 (OPT: 2); the loader drops them
   int64_t d_embed = 0;             ///< OPT word_embed_proj_dim when != d_model (project_in/out folded into W_E/W_U)
   int64_t rotary_dim = 0;          ///< features rotated per head (partial rotary, GPT-NeoX rotary_pct); 0 = d_head
-  enum class RopeScaling { None, Linear, Llama3 };
+  enum class RopeScaling { None, Linear, Llama3, Yarn };
   RopeScaling rope_scaling = RopeScaling::None;
   double rope_factor = 1.0;        ///< linear and llama3: positions (frequencies) divided by this
   double rope_low_freq_factor = 1.0, rope_high_freq_factor = 4.0;  ///< llama3
-  int64_t rope_original_context = 8192;                            ///< llama3 original_max_position_embeddings
+  int64_t rope_original_context = 8192;                            ///< llama3 / yarn original_max_position_embeddings
+  /// YaRN (rope_type "yarn", as llama.cpp's ggml_rope_yarn_corr_dims / rope_yarn): frequency pair i keeps its
+  /// own frequency below the correction range [lo, hi] of beta_fast / beta_slow rotations within the original
+  /// context, is divided by rope_factor above it, blended linearly inside; lo and hi floored / ceiled unless
+  /// rope_yarn_truncate is false (Hugging Face's truncate: false).
+  double rope_yarn_beta_fast = 32.0, rope_yarn_beta_slow = 1.0;
+  bool rope_yarn_truncate = true;
+  /// cos and sin of every rotary layer multiplied by this (YaRN's attention factor, 0.1 ln(factor) + 1 unless
+  /// rope_scaling gives attention_factor); 1 otherwise.
+  double rope_attention_factor = 1.0;
+  /// A learned logit per head (LayerWeights::sinks) joins each query's softmax denominator with no value: the
+  /// pattern's rows sum to less than 1 (GPT-OSS).
+  bool attn_sinks = false;
+  /// The router's top k taken from its logits and the softmax over those k alone (GPT-OSS); else the softmax
+  /// over every expert, then the top k (renormalised when expert_weights_norm).
+  bool expert_weights_topk_softmax = false;
+  /// Gated MLPs' clamped SwiGLU (GPT-OSS): gate clamped to at most glu_limit, up to [-glu_limit, glu_limit],
+  /// act = gate * sigmoid(glu_alpha * gate) * (up + glu_up_offset). glu_limit 0: the plain act(gate) * up.
+  double glu_limit = 0.0, glu_alpha = 1.0, glu_up_offset = 0.0;
 };
 
 /// The attention window of `layer` (0 = full causal attention), from sliding_window and sliding_layers or

@@ -4,6 +4,7 @@
 // (this file is compiled with -ffp-contract=off: a fused multiply-add would round differently).
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "checkpoint/ggml_quants_simd.hpp"
 #include "vocablens/error.hpp"
@@ -51,6 +52,23 @@ void q4_0(const uint8_t* b, float* y) {  // d f16, qs[16]
     const int x0 = (b[2 + j] & 0x0F) - 8, x1 = (b[2 + j] >> 4) - 8;
     y[j] = x0 * d;
     y[j + 16] = x1 * d;
+  }
+}
+// MXFP4 (OCP microscaling FP4): an E8M0 scale byte e, then 16 bytes of 4-bit E2M1 codes (values j and j + 16 in
+// the low and high nibbles of byte j). ggml stores the E2M1 values doubled (kvalues_mxfp4) and halves the scale:
+// 2^(e - 128), a subnormal float for e < 2. e = 0xFF is NaN in E8M0 (libggml's row validation refuses such a
+// block); it decodes to NaN here, so that the loaders' finiteness check refuses it in one line.
+void mxfp4(const uint8_t* b, float* y) {
+  static constexpr int8_t kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  const uint8_t e = b[0];
+  float d = std::numeric_limits<float>::quiet_NaN();
+  if (e != 0xFF) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+    std::memcpy(&d, &bits, 4);
+  }
+  for (int j = 0; j < 16; ++j) {
+    y[j] = kv[b[1 + j] & 0x0F] * d;
+    y[j + 16] = kv[b[1 + j] >> 4] * d;
   }
 }
 void q4_1(const uint8_t* b, float* y) {  // d, m f16, qs[16]
@@ -199,7 +217,7 @@ constexpr Layout kLayouts[] = {
     {GgmlType::Q4_0, 32, 18, q4_0},   {GgmlType::Q4_1, 32, 20, q4_1},   {GgmlType::Q5_0, 32, 22, q5_0},
     {GgmlType::Q5_1, 32, 24, q5_1},   {GgmlType::Q8_0, 32, 34, q8_0},   {GgmlType::Q2_K, 256, 84, q2_k},
     {GgmlType::Q3_K, 256, 110, q3_k}, {GgmlType::Q4_K, 256, 144, q4_k}, {GgmlType::Q5_K, 256, 176, q5_k},
-    {GgmlType::Q6_K, 256, 210, q6_k},
+    {GgmlType::Q6_K, 256, 210, q6_k}, {GgmlType::MXFP4, 32, 17, mxfp4},
 };
 const Layout* layout(GgmlType t) {
   for (auto& l : kLayouts)

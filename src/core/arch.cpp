@@ -1,17 +1,15 @@
 // The architecture table (see vocablens/arch.hpp): every family's tensor names, HF and GGUF, by role.
 #include "vocablens/arch.hpp"
 
+#include "core/arch_table.hpp"
+
 #include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace vocablens {
-namespace {
-
-using R = TensorRole;
-using Lay = TensorLayout;
-constexpr BiasKind kNo = BiasKind::None, kOpt = BiasKind::Optional, kReq = BiasKind::Required;
+namespace arch_detail {
 
 TensorSpec model_t(R r, const char* hf, const char* gguf, Lay l, BiasKind b, bool required) {
   return {r, hf, gguf, l, b, required, false};
@@ -34,19 +32,6 @@ std::vector<TensorSpec> llama_like(BiasKind qkv_bias, BiasKind o_bias, bool lm_h
       layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kOpt),
   };
   if (lm_head) t.push_back(model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false));
-  return t;
-}
-
-// The mixture-of-experts block: Llama's attention names (q/k/v biases per `qkv_bias`), no dense MLP, a router
-// `router` and per-expert matrices `experts`.{E}.<gate|up|down> in llama.cpp's 3-D ffn_*_exps tensors.
-std::vector<TensorSpec> moe_like(BiasKind qkv_bias, BiasKind o_bias, const char* router, const char* gate, const char* up, const char* down) {
-  std::vector<TensorSpec> t;
-  for (const auto& s : llama_like(qkv_bias, o_bias, true))
-    if (s.role != R::FfnGate && s.role != R::FfnUp && s.role != R::FfnDown) t.push_back(s);
-  t.push_back(layer_t(R::FfnGateInp, router, "blk.{L}.ffn_gate_inp", Lay::Linear, kNo));
-  t.push_back(layer_t(R::FfnGateExps, gate, "blk.{L}.ffn_gate_exps", Lay::Linear, kNo));
-  t.push_back(layer_t(R::FfnUpExps, up, "blk.{L}.ffn_up_exps", Lay::Linear, kNo));
-  t.push_back(layer_t(R::FfnDownExps, down, "blk.{L}.ffn_down_exps", Lay::Linear, kNo));
   return t;
 }
 
@@ -197,87 +182,11 @@ FamilyRecipe opt_recipe() {
   return r;
 }
 
-// Mixtures of experts (ModelConfig::n_experts): the router's softmax over every expert, its top k, each expert a
-// SwiGLU MLP of `d_expert_keys`' width. Whether the top-k weights are renormalised is the family's config key
-// (norm_topk_prob; Mixtral always) and llama.cpp's fixed choice per architecture for GGUF files.
-FamilyRecipe moe_recipe(const char* n_experts_key, bool gguf_norm) {
-  FamilyRecipe r;
-  r.n_experts_keys = {n_experts_key};
-  r.gguf_expert_weights_norm = gguf_norm;
-  r.sparse_step_key = "decoder_sparse_step";
-  r.dense_layers_key = "mlp_only_layers";
-  return r;
-}
+}  // namespace arch_detail
 
-void add_moe_families(std::vector<ArchSpec>& a) {
-  // MixtralConfig: a Mistral block (sliding_window, null in Mixtral-8x7B) whose MLP is num_local_experts experts
-  // (w1 gate, w3 up, w2 down) of intermediate_size, top num_experts_per_tok, always renormalised; llama.cpp writes
-  // it as "llama" with an expert count (q/k rows interleaved like Llama's).
-  a.push_back(entry("mixtral", "MixtralForCausalLM", {"MixtralModel", "mixtral"}, "llama", "model.",
-                    moe_like(kNo, kNo, "model.layers.{L}.block_sparse_moe.gate", "model.layers.{L}.block_sparse_moe.experts.{E}.w1",
-                             "model.layers.{L}.block_sparse_moe.experts.{E}.w3", "model.layers.{L}.block_sparse_moe.experts.{E}.w2"),
-                    [] {
-                      FamilyRecipe r = moe_recipe("num_local_experts", true);
-                      r.d_expert_keys = {"intermediate_size"};
-                      r.expert_weights_norm = {nullptr, true};
-                      r.sparse_step_key = r.dense_layers_key = nullptr;
-                      r.sliding_window_key = "sliding_window";
-                      r.sliding_window_default = 4096;
-                      r.gguf_sliding_window_key = "attention.sliding_window";
-                      return r;
-                    }(),
-                    true, false, "Mixtral: a Mistral block whose MLP is a top-k mixture of SwiGLU experts"));
-  // Qwen3MoeConfig: Qwen3's attention (per-head q/k norms), num_experts of moe_intermediate_size, norm_topk_prob.
-  {
-    auto t = moe_like(kOpt, kOpt, "model.layers.{L}.mlp.gate", "model.layers.{L}.mlp.experts.{E}.gate_proj",
-                      "model.layers.{L}.mlp.experts.{E}.up_proj", "model.layers.{L}.mlp.experts.{E}.down_proj");
-    t.push_back(layer_t(R::AttnQNorm, "model.layers.{L}.self_attn.q_norm", "blk.{L}.attn_q_norm", Lay::Vector, kNo));
-    t.push_back(layer_t(R::AttnKNorm, "model.layers.{L}.self_attn.k_norm", "blk.{L}.attn_k_norm", Lay::Vector, kNo));
-    FamilyRecipe r = moe_recipe("num_experts", true);
-    r.d_mlp_keys = {"moe_intermediate_size"};
-    r.qk_norm = true;
-    r.refusals = qwen_recipe(true).refusals;
-    a.push_back(entry("qwen3moe", "Qwen3MoeForCausalLM", {"Qwen3MoeModel", "qwen3_moe"}, "qwen3moe", "model.", std::move(t),
-                      std::move(r), false, false, "Qwen3-MoE: Qwen3's attention, a top-k mixture of SwiGLU experts"));
-  }
-  // Qwen2MoeConfig: Qwen2's attention (q/k/v biases), experts of moe_intermediate_size never renormalised in
-  // llama.cpp, and a shared expert of shared_expert_intermediate_size scaled by sigmoid(shared_expert_gate).
-  {
-    auto t = moe_like(kReq, kNo, "model.layers.{L}.mlp.gate", "model.layers.{L}.mlp.experts.{E}.gate_proj",
-                      "model.layers.{L}.mlp.experts.{E}.up_proj", "model.layers.{L}.mlp.experts.{E}.down_proj");
-    t.push_back(layer_t(R::FfnGate, "model.layers.{L}.mlp.shared_expert.gate_proj", "blk.{L}.ffn_gate_shexp", Lay::Linear, kNo));
-    t.push_back(layer_t(R::FfnUp, "model.layers.{L}.mlp.shared_expert.up_proj", "blk.{L}.ffn_up_shexp", Lay::Linear, kNo));
-    t.push_back(layer_t(R::FfnDown, "model.layers.{L}.mlp.shared_expert.down_proj", "blk.{L}.ffn_down_shexp", Lay::Linear, kNo));
-    t.push_back(layer_t(R::FfnGateInpShexp, "model.layers.{L}.mlp.shared_expert_gate", "blk.{L}.ffn_gate_inp_shexp", Lay::Linear, kNo));
-    FamilyRecipe r = qwen_recipe(false);
-    const FamilyRecipe m = moe_recipe("num_experts", false);
-    r.n_experts_keys = m.n_experts_keys;
-    r.sparse_step_key = m.sparse_step_key;
-    r.dense_layers_key = m.dense_layers_key;
-    r.d_mlp_keys = {"shared_expert_intermediate_size"};
-    r.d_expert_keys = {"moe_intermediate_size"};
-    r.shared_expert = true;
-    a.push_back(entry("qwen2moe", "Qwen2MoeForCausalLM", {"Qwen2MoeModel", "qwen2_moe"}, "qwen2moe", "model.", std::move(t),
-                      std::move(r), false, false,
-                      "Qwen2-MoE: Qwen2's attention, a top-k mixture of SwiGLU experts plus a sigmoid-gated shared expert"));
-  }
-  // OlmoeConfig: OLMo's q/k RMSNorm over the whole projections but norms before attention and MLP, num_experts of
-  // intermediate_size, norm_topk_prob (llama.cpp never renormalises), rms_norm_eps 1e-5; clip_qkv refused.
-  {
-    auto t = moe_like(kOpt, kOpt, "model.layers.{L}.mlp.gate", "model.layers.{L}.mlp.experts.{E}.gate_proj",
-                      "model.layers.{L}.mlp.experts.{E}.up_proj", "model.layers.{L}.mlp.experts.{E}.down_proj");
-    t.push_back(layer_t(R::AttnQNorm, "model.layers.{L}.self_attn.q_norm", "blk.{L}.attn_q_norm", Lay::Vector, kNo));
-    t.push_back(layer_t(R::AttnKNorm, "model.layers.{L}.self_attn.k_norm", "blk.{L}.attn_k_norm", Lay::Vector, kNo));
-    FamilyRecipe r = moe_recipe("num_experts", false);
-    r.sparse_step_key = r.dense_layers_key = nullptr;
-    r.head_dim_key = nullptr;
-    r.norm_eps_default = 1e-5;
-    r.qk_norm = r.qk_norm_full = true;
-    r.refused_unless_null = {{"clip_qkv", "clipping q, k and v is not supported (OLMoE-1B-7B sets null)"}};
-    a.push_back(entry("olmoe", "OlmoeForCausalLM", {"OlmoeModel", "olmoe"}, "olmoe", "model.", std::move(t), std::move(r), false,
-                      false, "OLMoE: RMSNorm on the whole q and k projections, a top-k mixture of SwiGLU experts"));
-  }
-}
+namespace {
+
+using namespace arch_detail;
 
 std::vector<ArchSpec> build_table() {
   std::vector<ArchSpec> a;
@@ -672,6 +581,7 @@ const char* to_string(TensorRole r) {
     case R::FfnUpExps: return "ffn_up_exps";
     case R::FfnDownExps: return "ffn_down_exps";
     case R::FfnGateInpShexp: return "ffn_gate_inp_shexp";
+    case R::AttnSinks: return "attn_sinks";
   }
   return "?";
 }

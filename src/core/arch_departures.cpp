@@ -23,6 +23,9 @@ std::vector<std::string> departures_from_gpt2(const ModelConfig& c) {
     if (c.rope_scaling == ModelConfig::RopeScaling::Llama3)
       r += fmt::format(", llama3 scaling x{:g} (low {:g}, high {:g}, original context {})", c.rope_factor, c.rope_low_freq_factor,
                        c.rope_high_freq_factor, c.rope_original_context);
+    if (c.rope_scaling == ModelConfig::RopeScaling::Yarn)
+      r += fmt::format(", yarn scaling x{:g} (beta_fast {:g}, beta_slow {:g}, original context {}, attention factor {:g})",
+                       c.rope_factor, c.rope_yarn_beta_fast, c.rope_yarn_beta_slow, c.rope_original_context, c.rope_attention_factor);
     if (c.rope_theta_local > 0) r += fmt::format("; sliding-window layers: theta {:g}, unscaled", c.rope_theta_local);
     std::string none;
     for (size_t l = 0; l < c.rotary_layers.size(); ++l)
@@ -48,6 +51,7 @@ std::vector<std::string> departures_from_gpt2(const ModelConfig& c) {
   if (!c.input_norms) d.push_back("no norm before attention and MLP");
   if (c.attn_scale != 0) d.push_back(fmt::format("attention scale {:g} instead of 1/sqrt(d_head)", c.attn_scale));
   if (c.attn_softcap != 0) d.push_back(fmt::format("attention logits soft-capped at {:g}", c.attn_softcap));
+  if (c.attn_sinks) d.push_back("a learned sink logit per head joins the attention softmax (rows sum to less than 1)");
   if (c.sliding_window > 0 && !c.sliding_layers.empty()) {
     std::string full;
     for (size_t l = 0; l < c.sliding_layers.size(); ++l)
@@ -60,10 +64,14 @@ std::vector<std::string> departures_from_gpt2(const ModelConfig& c) {
   if (c.post_attn_norm) d.push_back("norm after attention, before the residual add");
   if (c.post_mlp_norm) d.push_back("norm after the MLP, before the residual add");
   if (c.n_experts > 0)
-    d.push_back(fmt::format("mixture of experts: softmax router, top {} of {} gated experts of width {}{} on each token{}",
+    d.push_back(fmt::format("mixture of experts: {}, top {} of {} gated experts of width {}{} on each token{}",
+                            c.expert_weights_topk_softmax ? "router softmax over its top-k logits only" : "softmax router",
                             c.n_experts_used, c.n_experts, c.d_expert, c.expert_weights_norm ? " (weights renormalised)" : "",
                             c.shared_expert ? fmt::format(", plus a sigmoid-gated shared expert of width {}", c.d_mlp) : ""));
-  if (c.gated_mlp) d.push_back(fmt::format("gated MLP: {}(x W_gate) * (x W_in)", to_string(c.activation)));
+  if (c.gated_mlp && c.glu_limit > 0)
+    d.push_back(fmt::format("gated MLP: clamped SwiGLU g * sigmoid({:g} g) * (u + {:g}), g = min(x W_gate, {:g}), u = x W_in clamped to "
+                            "+-{:g}", c.glu_alpha, c.glu_up_offset, c.glu_limit, c.glu_limit));
+  else if (c.gated_mlp) d.push_back(fmt::format("gated MLP: {}(x W_gate) * (x W_in)", to_string(c.activation)));
   else if (c.activation != Activation::GeluNew) d.push_back(fmt::format("{} MLP instead of gelu_new", to_string(c.activation)));
   if (!c.mlp_bias) d.push_back("no MLP biases");
   if (!c.tied_embeddings) d.push_back("separate (untied) unembedding");

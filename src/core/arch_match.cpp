@@ -58,6 +58,8 @@ std::vector<ArchMatch> rank_architectures(const std::vector<std::string>& tensor
       // An expert's index is "{E}" in the table, "{N}" in name_pattern (any index after the layer's).
       for (size_t e = p.find("{E}"); e != std::string::npos; e = p.find("{E}")) p.replace(e, 3, "{N}");
       known.insert(p);
+      // GPT-OSS's fused experts name their biases "<name>_bias" (their weights have no ".weight" either).
+      if (!gguf && t.layout == TensorLayout::ExpertsStacked && t.bias != BiasKind::None) known.insert(p + "_bias");
       // Base-model files lack the prefix ("h.0.ln_1" rather than "transformer.h.0.ln_1").
       if (!gguf && !prefix.empty() && p.rfind(prefix, 0) == 0) known.insert(p.substr(prefix.size()));
       if (t.required) required.insert(p);

@@ -114,6 +114,7 @@ void read_experts(const json& j, ModelConfig& c, const FamilyRecipe& r, const st
     bad_field(path, first_key(j, r.d_expert_keys) ? first_key(j, r.d_expert_keys) : r.d_expert_keys.front(),
               std::to_string(c.d_expert), "an expert's width must be positive");
   c.expert_weights_norm = read_switch(j, r.expert_weights_norm, path);
+  c.expert_weights_topk_softmax = r.expert_weights_topk_softmax;
   c.shared_expert = r.shared_expert;
   // Qwen-MoE's dense layers among the mixtures: llama.cpp has none either.
   if (r.sparse_step_key && get_int(j, {r.sparse_step_key}, path, 1, false) != 1)
@@ -169,6 +170,13 @@ void read_family(const json& j, ModelConfig& c, const FamilyRecipe& r, const std
   for (const auto& [key, why] : r.refused_unless_null)
     if (j.contains(key) && !j[key].is_null()) bad_field(path, key, j[key].dump(), why);
   if (!r.n_experts_keys.empty()) read_experts(j, c, r, path);
+  c.attn_sinks = r.attn_sinks;
+  if (r.swiglu_limit_key) {  // GPT-OSS's clamped SwiGLU: the limit from the file, alpha and the up offset fixed
+    c.glu_limit = get_num(j, r.swiglu_limit_key, r.swiglu_limit_default, path);
+    if (!(c.glu_limit > 0) || !std::isfinite(c.glu_limit)) bad_field(path, r.swiglu_limit_key, fmt_num(c.glu_limit), "must be a positive number");
+    c.glu_alpha = r.swiglu_alpha;
+    c.glu_up_offset = r.swiglu_up_offset;
+  }
   if (r.sliding_window_key) {
     const char* k = r.sliding_window_key;
     if (j.contains(k) && j[k].is_null()) c.sliding_window = 0;  // null means "no window"
@@ -295,7 +303,31 @@ void finish_rotary(const json& j, ModelConfig& c, const FamilyRecipe& r, const s
                     ") > 0 and a positive original_max_position_embeddings");
     return;
   }
-  bad_field(path, scaling_key + ".rope_type", "\"" + type + "\"", "not supported (supported: default, linear, llama3)");
+  if (type == "yarn") {
+    // Hugging Face's YaRN (and llama.cpp's): factor, beta_fast / beta_slow, original_max_position_embeddings (the
+    // config's max_position_embeddings when absent), attention_factor (else 0.1 ln(factor) + 1), truncate.
+    c.rope_scaling = ModelConfig::RopeScaling::Yarn;
+    c.rope_factor = get_num(rs, "factor", 0.0, path);
+    if (!(c.rope_factor >= 1) || !std::isfinite(c.rope_factor))
+      bad_field(path, scaling_key + ".factor", fmt_num(c.rope_factor), "YaRN needs a finite factor >= 1");
+    c.rope_yarn_beta_fast = get_num(rs, "beta_fast", 32.0, path);
+    c.rope_yarn_beta_slow = get_num(rs, "beta_slow", 1.0, path);
+    if (!(c.rope_yarn_beta_fast > 0) || !(c.rope_yarn_beta_slow > 0) || !std::isfinite(c.rope_yarn_beta_fast) ||
+        !std::isfinite(c.rope_yarn_beta_slow))
+      bad_field(path, scaling_key + ".beta_fast", fmt_num(c.rope_yarn_beta_fast), "beta_fast and beta_slow must be positive numbers");
+    c.rope_original_context = get_int(rs, {"original_max_position_embeddings"}, path, c.n_ctx, false);
+    if (c.rope_original_context < 1)
+      bad_field(path, scaling_key + ".original_max_position_embeddings", std::to_string(c.rope_original_context), "must be positive");
+    for (const char* k : {"mscale", "mscale_all_dim"})
+      if (rs.contains(k) && !rs[k].is_null())
+        bad_field(path, scaling_key + "." + k, rs[k].dump(), "YaRN's mscale variants (DeepSeek) are not supported");
+    c.rope_attention_factor = get_num(rs, "attention_factor", 0.1 * std::log(c.rope_factor) + 1.0, path);
+    if (!(c.rope_attention_factor > 0) || !std::isfinite(c.rope_attention_factor))
+      bad_field(path, scaling_key + ".attention_factor", fmt_num(c.rope_attention_factor), "must be a positive number");
+    c.rope_yarn_truncate = get_bool(rs, "truncate", true, path);
+    return;
+  }
+  bad_field(path, scaling_key + ".rope_type", "\"" + type + "\"", "not supported (supported: default, linear, llama3, yarn)");
 }
 
 }  // namespace detail

@@ -35,6 +35,8 @@ void check_shapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   if (s.alibi_slopes.defined() && s.alibi_slopes.numel() != q.size(1))
     bad("alibi_slopes has " + std::to_string(s.alibi_slopes.numel()) + " values, one per query head expected");
   if (s.window < 0 || s.block < 0) bad("window and block must not be negative");
+  if (s.sinks.defined() && s.sinks.numel() != q.size(1))
+    bad("sinks has " + std::to_string(s.sinks.numel()) + " values, one per query head expected");
 }
 
 }  // namespace
@@ -54,6 +56,8 @@ void blocked_causal_attention_each(const at::Tensor& q, const at::Tensor& k, con
   const at::Tensor q5 = q.reshape({B, Hkv, G, T, dh});
   const at::Tensor kc = k.contiguous(), vc = v.contiguous();
   const at::Tensor slopes = s.alibi_slopes.defined() ? s.alibi_slopes.to(q.options()).view({1, H, 1, 1}) : at::Tensor();
+  // Sinks in the loop's row layout [B*Hkv, G*bq, 1]: head h = (kv head, group member) as q5 splits it.
+  const at::Tensor sinks = s.sinks.defined() ? s.sinks.to(q.options()).view({1, Hkv, G, 1, 1}) : at::Tensor();
   if (T == 0) return;
 
   // Blocks run one after another, every head of the batch in one batched GEMM and one elementwise pass
@@ -99,6 +103,13 @@ void blocked_causal_attention_each(const at::Tensor& q, const at::Tensor& k, con
         o.mul_(alpha).baddbmm_(sc, vb);
         m = std::move(m_new);
       }
+    }
+    if (sinks.defined()) {  // the sink's exp joins the sum (rescaled to the joint maximum); it adds no value
+      const at::Tensor sk = sinks.expand({B, Hkv, G, bq, 1}).reshape({B * Hkv, G * bq, 1});
+      const at::Tensor m_new = at::maximum(m, sk);
+      const at::Tensor alpha = (m - m_new).exp_();
+      l.mul_(alpha).add_((sk - m_new).exp_());
+      o.mul_(alpha);
     }
     o.div_(l);
     sink(q0, o.view({B, H, bq, dh}).transpose(1, 2));

@@ -64,6 +64,7 @@ inline BlockContext block_context(const ModelConfig& cfg, int64_t T, const at::D
       ModelConfig local = cfg;
       local.rope_theta = cfg.rope_theta_local;
       local.rope_scaling = ModelConfig::RopeScaling::None;
+      local.rope_attention_factor = 1.0;
       std::tie(c.cos_local, c.sin_local) = rotary_tables(local, T, dev);
     }
   }

@@ -49,6 +49,14 @@ at::Tensor activation(const at::Tensor& x, Activation a) {
   return x;
 }
 
+// A gated MLP's neurons from its gate and up projections: act(gate) * up, or GPT-OSS's clamped SwiGLU
+// (ModelConfig::glu_limit): gate clamped above, up on both sides, gate * sigmoid(alpha gate) * (up + offset).
+at::Tensor gated(const ModelConfig& cfg, const at::Tensor& gate, const at::Tensor& up) {
+  if (cfg.glu_limit <= 0) return activation(gate, cfg.activation) * up;
+  const at::Tensor g = gate.clamp_max(cfg.glu_limit);
+  return (up.clamp(-cfg.glu_limit, cfg.glu_limit) + cfg.glu_up_offset) * (g * at::sigmoid(g * cfg.glu_alpha));
+}
+
 // x [..., in] @ w [in, out] (+ b) -> [..., out], with one GEMM over all rows. `w` may be float32, a
 // float16/bfloat16 view of the file or packed ggml blocks (vocablens/weight.hpp): weight_matmul upcasts
 // or dequantizes it one tile at a time.
@@ -135,13 +143,15 @@ inline void run_hook(const hook_detail::HookTable* hk, HookPoint p, int64_t l, a
 // tile) take the materialising path, so short inputs give the same bits whether or not a hook reads the
 // pattern. The block (1024) and VOCABLENS_ATTENTION=materialize: AttentionPolicy (vocablens/attention.hpp).
 // Layer l's variant of the blocked attention (block size, scale, soft-cap, window, ALiBi).
-AttentionSpec attention_spec(const ModelConfig& cfg, const BlockContext& ctx, const AttentionPolicy& pol, int64_t l) {
+AttentionSpec attention_spec(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const AttentionPolicy& pol,
+                             int64_t l) {
   AttentionSpec spec;
   spec.block = pol.block;
   spec.scale = ctx.scale;
   spec.softcap = cfg.attn_softcap;
   spec.window = attention_window(cfg, l);
   spec.alibi_slopes = ctx.alibi_slopes;
+  spec.sinks = L.sinks;
   return spec;
 }
 
@@ -279,14 +289,15 @@ Qkv qkv_rows(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& 
 // run on the materialising path, whose pattern is kept in *pattern_out when asked for. Incremental decoding
 // (kv): the new positions' keys and values join the cached ones, which the queries read.
 template <class Out>
-void attend(const ModelConfig& cfg, const BlockContext& ctx, Qkv a, int64_t l, bool by_rows, at::Tensor* pattern_out,
+void attend(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, Qkv a, int64_t l, bool by_rows,
+            at::Tensor* pattern_out,
             const hook_detail::HookTable* hk, KVCache* kv, Out&& out) {
   const int64_t H = cfg.n_heads, Hkv = cfg.n_kv_heads, T = a.q.size(2);
   if (kv) std::tie(a.k, a.v) = KVCacheAccess::put(*kv, l, a.k, a.v, ctx.offset, cfg.n_ctx);
   const AttentionPolicy pol = attention_policy();
   // Blocked attention pairs query and key positions one to one, so only a first call (offset 0) takes it.
   if (ctx.offset == 0 && use_blocked_attention(pol, T, pattern_out, hk, l)) {
-    const AttentionSpec spec = attention_spec(cfg, ctx, pol, l);
+    const AttentionSpec spec = attention_spec(cfg, L, ctx, pol, l);
     if (by_rows) {
       detail::blocked_causal_attention_each(a.q, a.k, a.v, spec, [&](int64_t q0, const at::Tensor& z) { out(q0, z); });
       return;
@@ -311,7 +322,14 @@ void attend(const ModelConfig& cfg, const BlockContext& ctx, Qkv a, int64_t l, b
     if (ctx.alibi_slopes.defined()) scores = scores + ctx.alibi();
     scores = scores.masked_fill(ctx.mask(cfg, l), -std::numeric_limits<float>::infinity());
     run_hook(hk, HookPoint::AttnScores, l, scores);
-    at::Tensor pattern = at::softmax(scores, -1);
+    at::Tensor pattern;
+    if (L.sinks.defined()) {  // GPT-OSS: each head's sink logit joins the softmax as one more column, then leaves
+      const int64_t S = scores.size(-1);
+      const at::Tensor sk = L.sinks.to(scores.scalar_type()).view({1, H, 1, 1}).expand({scores.size(0), H, scores.size(2), 1});
+      pattern = at::softmax(at::cat({scores, sk}, -1), -1).narrow(-1, 0, S);
+    } else {
+      pattern = at::softmax(scores, -1);
+    }
     scores.reset();
     run_hook(hk, HookPoint::Pattern, l, pattern);
     if (pattern_out) *pattern_out = pattern;
@@ -372,7 +390,7 @@ at::Tensor mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& 
   at::Tensor pre = proj(h, L.w_in, L.b_in);
   at::Tensor gate = L.w_gate.defined() ? proj(h, L.w_gate, L.b_gate) : at::Tensor();
   if (hk) run_hook(hk, HookPoint::MlpPre, l, gate.defined() ? gate : pre);
-  at::Tensor act = gate.defined() ? activation(gate, cfg.activation) * pre : activation(pre, cfg.activation);
+  at::Tensor act = gate.defined() ? gated(cfg, gate, pre) : activation(pre, cfg.activation);
   run_hook(hk, HookPoint::MlpPost, l, act);
   at::Tensor dense = proj(act, L.w_out, L.b_out);
   if (L.w_shared_gate.defined()) dense = dense * at::sigmoid(proj(h, L.w_shared_gate, at::Tensor()));
@@ -427,7 +445,7 @@ at::Tensor block(const ModelConfig& cfg, const LayerWeights& L, const BlockConte
 
   // Step 2: mid = x + attn_out by query rows; post-norm blocks normalise the sum.
   at::Tensor pattern;
-  attend(cfg, ctx, std::move(qkv), l, by_rows, keep && spec->pattern ? &pattern : nullptr, hk, kv,
+  attend(cfg, L, ctx, std::move(qkv), l, by_rows, keep && spec->pattern ? &pattern : nullptr, hk, kv,
          [&](int64_t q0, at::Tensor z) {
            const int64_t n = z.size(1);
            at::Tensor a = attention_out(cfg, L, std::move(z), l, hk);

@@ -129,6 +129,17 @@ struct Reader {
     }
     return r;
   }
+  // A per-expert bias tensor (ggml ne {n, E}) as E float32 rows.
+  std::vector<at::Tensor> expert_biases(const std::string& name, int64_t E, int64_t n) {
+    const auto& t = info(name);
+    check(t, {n, E});
+    if (t.type != GgmlType::F32) throw FormatError(g.path, "tensor '" + name + "' must be F32 (a bias)");
+    at::Tensor all = view_as_tensor(g.file, t.offset, {E, n}, {}, at::kFloat);
+    detail::check_weight_finite(all, name, g.path);
+    std::vector<at::Tensor> r;
+    for (int64_t e = 0; e < E; ++e) r.push_back(all[e]);
+    return r;
+  }
   // A vector (norm weight, bias) as float32.
   at::Tensor vec(const std::string& name, int64_t n) {
     const auto& t = info(name);
@@ -241,7 +252,27 @@ void gguf_experts(const GgufFile& g, const std::string& a, const FamilyRecipe& R
   if (R.shared_expert) c.d_mlp = opt_int(g, a + "expert_shared_feed_forward_length", c.d_mlp);
   else c.d_mlp = c.d_expert;
   c.expert_weights_norm = R.gguf_expert_weights_norm;
+  c.expert_weights_topk_softmax = R.expert_weights_topk_softmax;
   c.shared_expert = R.shared_expert;
+}
+
+// YaRN as llama.cpp reads it: the correction range always floored / ceiled, the attention factor 0.1 ln(factor) + 1.
+// The keys that change its formula (ext_factor, attn_factor, log_multiplier) are refused unless neutral.
+void gguf_yarn(const GgufFile& g, const std::string& a, double factor, ModelConfig& c) {
+  if (!(factor >= 1)) throw FormatError(g.path, "metadata '" + a + "rope.scaling.factor' must be at least 1 for YaRN");
+  c.rope_scaling = ModelConfig::RopeScaling::Yarn;
+  c.rope_factor = factor;
+  c.rope_original_context = opt_int(g, a + "rope.scaling.original_context_length", c.n_ctx);
+  if (c.rope_original_context < 1) throw FormatError(g.path, "metadata '" + a + "rope.scaling.original_context_length' must be positive");
+  c.rope_yarn_beta_fast = opt_float(g, a + "rope.scaling.yarn_beta_fast", 32.0, 1e-6, 1e6);
+  c.rope_yarn_beta_slow = opt_float(g, a + "rope.scaling.yarn_beta_slow", 1.0, 1e-6, 1e6);
+  for (const char* k : {"rope.scaling.yarn_ext_factor", "rope.scaling.attn_factor", "rope.scaling.yarn_attn_factor",
+                        "rope.scaling.yarn_log_multiplier"}) {
+    const double neutral = std::string(k) == "rope.scaling.yarn_log_multiplier" ? 0.0 : 1.0;
+    if (opt_float(g, a + k, neutral, -1e6, 1e6) != neutral)
+      throw FormatError(g.path, "metadata '" + a + k + "' is not supported (YaRN with its default formula only)");
+  }
+  c.rope_attention_factor = 0.1 * std::log(factor) + 1.0;
 }
 
 }  // namespace
@@ -301,10 +332,16 @@ ModelConfig gguf_model_config(const GgufFile& g) {
   };
   c.attn_bias = has0(TensorRole::AttnQ, ".bias") || has0(TensorRole::AttnQKV, ".bias");
   c.attn_out_bias = has0(TensorRole::AttnOut, ".bias");
-  c.mlp_bias = has0(TensorRole::FfnUp, ".bias");
+  c.mlp_bias = has0(TensorRole::FfnUp, ".bias") || has0(TensorRole::FfnUpExps, ".bias");
   c.gated_mlp = find_tensor(A, TensorRole::FfnGate) != nullptr || find_tensor(A, TensorRole::FfnGateUp) != nullptr ||
                 find_tensor(A, TensorRole::FfnGateExps) != nullptr;
   if (!R.n_experts_keys.empty()) gguf_experts(g, a, R, c);
+  c.attn_sinks = R.attn_sinks;
+  if (R.swiglu_limit_key) {  // llama.cpp fixes GPT-OSS's limit (7) and alpha; the file carries neither
+    c.glu_limit = R.swiglu_limit_default;
+    c.glu_alpha = R.swiglu_alpha;
+    c.glu_up_offset = R.swiglu_up_offset;
+  }
   // llama.cpp fixes the activation per architecture (GPT-NeoX: its graph runs tanh GELU where Pythia's config
   // says erf "gelu"; the recipe keeps the Hugging Face form, docs/runner.md measures the gap).
   c.activation = detail::parse_activation(R.activation_default, g.path);
@@ -362,6 +399,8 @@ ModelConfig gguf_model_config(const GgufFile& g) {
       if (factor <= 0) throw FormatError(g.path, "metadata '" + a + "rope.scaling.factor' must be positive");
       c.rope_scaling = ModelConfig::RopeScaling::Linear;
       c.rope_factor = factor;
+    } else if (scaling == "yarn") {
+      gguf_yarn(g, a, factor, c);
     } else if (scaling != "none" && scaling != "linear") {
       throw FormatError(g.path, "rope scaling '" + scaling + "' is not supported");
     }
@@ -438,12 +477,20 @@ Model load_gguf_model(const GgufFile& g) {
     }
     L.w_o = r.matrix(name(TensorRole::AttnOut, i, ".weight"), d, qd).t();
     if (c.attn_out_bias) L.b_o = r.vec(name(TensorRole::AttnOut, i, ".bias"), d);
+    if (c.attn_sinks) L.sinks = r.vec(name(TensorRole::AttnSinks, i, ".weight"), c.n_heads);
     if (c.n_experts > 0) {
       const int64_t E = c.n_experts, me = c.d_expert;
       L.w_router = r.matrix(name(TensorRole::FfnGateInp, i, ".weight"), E, d).t();
+      if (find_tensor(A, TensorRole::FfnGateInp)->bias != BiasKind::None)  // GPT-OSS's router; others have none
+        L.b_router = r.vec(name(TensorRole::FfnGateInp, i, ".bias"), E);
       L.exp_gate = r.experts(name(TensorRole::FfnGateExps, i, ".weight"), E, me, d);
       L.exp_up = r.experts(name(TensorRole::FfnUpExps, i, ".weight"), E, me, d);
       L.exp_down = r.experts(name(TensorRole::FfnDownExps, i, ".weight"), E, d, me);
+      if (find_tensor(A, TensorRole::FfnGateExps)->bias != BiasKind::None) {  // GPT-OSS: ne {out, E}, one row per expert
+        L.exp_gate_b = r.expert_biases(name(TensorRole::FfnGateExps, i, ".bias"), E, me);
+        L.exp_up_b = r.expert_biases(name(TensorRole::FfnUpExps, i, ".bias"), E, me);
+        L.exp_down_b = r.expert_biases(name(TensorRole::FfnDownExps, i, ".bias"), E, d);
+      }
       if (c.shared_expert) {
         L.w_shared_gate = r.vec(name(TensorRole::FfnGateInpShexp, i, ".weight"), d).view({d, 1});
         L.w_in = r.matrix(name(TensorRole::FfnUp, i, ".weight"), m, d).t();

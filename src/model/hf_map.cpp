@@ -216,6 +216,7 @@ class Mapper {
     L.w_o = o->layout == TensorLayout::Conv1D ? get(TensorRole::AttnOut, i, ".weight", {qd, d})
                                                : get(TensorRole::AttnOut, i, ".weight", {d, qd}).t();
     L.b_o = bias(TensorRole::AttnOut, i, {d}, c_.attn_out_bias);
+    if (c_.attn_sinks) L.sinks = get(TensorRole::AttnSinks, i, "", {H});  // GPT-OSS self_attn.sinks, no ".weight"
   }
 
   // The router and each expert's matrices as stored (views, "x @ W"); the router's rows must be the config's
@@ -227,6 +228,8 @@ class Mapper {
       throw FormatError(cp_, "the config gives " + std::to_string(E) + " experts but '" + router + "' routes to " +
                                  std::to_string(st_.get(router).size(0)));
     L.w_router = get(TensorRole::FfnGateInp, i, ".weight", {E, d}).t();
+    L.b_router = bias(TensorRole::FfnGateInp, i, {E}, true);
+    if (find_tensor(a_, TensorRole::FfnGateExps)->layout == TensorLayout::ExpertsStacked) return map_stacked_experts(L, i, d);
     const std::string beyond = stored(expert_name(TensorRole::FfnGateExps, i, E));
     if (!beyond.empty())
       throw FormatError(cp_, "the config gives " + std::to_string(E) + " experts but the checkpoint has '" + beyond + "'");
@@ -236,6 +239,27 @@ class Mapper {
       L.exp_down.push_back(expert(TensorRole::FfnDownExps, i, e, {d, me}).t());
     }
     if (find_tensor(a_, TensorRole::FfnGateInpShexp)) L.w_shared_gate = get(TensorRole::FfnGateInpShexp, i, ".weight", {1, d}).t();
+  }
+  // GPT-OSS: every expert in one "x @ W" tensor [E, in, out] (no ".weight"), gate and up in alternate columns of
+  // gate_up_proj [E, d, 2 me]; biases "<name>_bias" [E, out]. Each expert's matrices are views of the file.
+  void map_stacked_experts(LayerWeights& L, int64_t i, int64_t d) const {
+    const int64_t E = c_.n_experts, me = c_.d_expert;
+    const std::string gu_name = find(TensorRole::FfnGateExps, i, "");
+    if (!gu_name.empty() && st_.get(gu_name).dim() == 3 && st_.get(gu_name).size(0) != E)
+      throw FormatError(cp_, "the config gives " + std::to_string(E) + " experts but '" + gu_name + "' holds " +
+                                 std::to_string(st_.get(gu_name).size(0)));
+    const at::Tensor gu = get(TensorRole::FfnGateExps, i, "", {E, d, 2 * me});
+    const at::Tensor gu_b = get(TensorRole::FfnGateExps, i, "_bias", {E, 2 * me});
+    const at::Tensor down = get(TensorRole::FfnDownExps, i, "", {E, me, d});
+    const at::Tensor down_b = get(TensorRole::FfnDownExps, i, "_bias", {E, d});
+    for (int64_t e = 0; e < E; ++e) {
+      L.exp_gate.push_back(gu[e].slice(1, 0, 2 * me, 2));
+      L.exp_up.push_back(gu[e].slice(1, 1, 2 * me, 2));
+      L.exp_down.push_back(down[e]);
+      L.exp_gate_b.push_back(gu_b[e].slice(0, 0, 2 * me, 2).to(at::kFloat));
+      L.exp_up_b.push_back(gu_b[e].slice(0, 1, 2 * me, 2).to(at::kFloat));
+      L.exp_down_b.push_back(down_b[e].to(at::kFloat));
+    }
   }
   std::string expert_name(TensorRole r, int64_t layer, int64_t e) const {
     return tensor_name(find_tensor(a_, r)->hf, layer, e) + ".weight";

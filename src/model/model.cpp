@@ -129,8 +129,8 @@ std::vector<const at::Tensor*> layer_tensors(const LayerWeights& L) {
   std::vector<const at::Tensor*> v = {&L.ln1_w, &L.ln1_b, &L.w_q, &L.b_q, &L.w_k, &L.b_k, &L.w_v, &L.b_v,
                                       &L.w_o, &L.b_o, &L.ln2_w, &L.ln2_b, &L.w_in, &L.b_in, &L.w_gate, &L.b_gate,
                                       &L.w_out, &L.b_out, &L.q_norm_w, &L.k_norm_w, &L.post_attn_norm_w,
-                                      &L.post_mlp_norm_w, &L.w_router, &L.w_shared_gate};
-  for (const auto* experts : {&L.exp_gate, &L.exp_up, &L.exp_down})
+                                      &L.post_mlp_norm_w, &L.w_router, &L.w_shared_gate, &L.b_router, &L.sinks};
+  for (const auto* experts : {&L.exp_gate, &L.exp_up, &L.exp_down, &L.exp_gate_b, &L.exp_up_b, &L.exp_down_b})
     for (const at::Tensor& t : *experts) v.push_back(&t);
   return v;
 }

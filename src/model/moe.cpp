@@ -9,7 +9,7 @@
 namespace vocablens::detail {
 
 at::Tensor proj(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);  // forward.cpp
-at::Tensor activation(const at::Tensor& x, Activation a);                        // forward.cpp
+at::Tensor gated(const ModelConfig& cfg, const at::Tensor& gate, const at::Tensor& up);  // forward.cpp
 
 namespace {
 
@@ -41,10 +41,15 @@ at::Tensor moe_mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tens
   std::vector<int64_t> lead = h.sizes().vec();
   lead.pop_back();
   const at::Tensor x = h.reshape({N, d});
-  at::Tensor logits = moe_hooked(hk, HookPoint::RouterLogits, l, proj(x, L.w_router, at::Tensor()), lead);  // [N, E]
+  at::Tensor logits = moe_hooked(hk, HookPoint::RouterLogits, l, proj(x, L.w_router, L.b_router), lead);  // [N, E]
   at::Tensor weights, idx;
-  std::tie(weights, idx) = at::softmax(logits, -1).topk(k, -1, /*largest=*/true, /*sorted=*/true);  // [N, k]
-  if (cfg.expert_weights_norm) weights = weights / weights.sum(-1, true);
+  if (cfg.expert_weights_topk_softmax) {  // GPT-OSS: the top k logits, then the softmax over those k alone
+    std::tie(weights, idx) = logits.topk(k, -1, /*largest=*/true, /*sorted=*/true);
+    weights = at::softmax(weights, -1);
+  } else {
+    std::tie(weights, idx) = at::softmax(logits, -1).topk(k, -1, /*largest=*/true, /*sorted=*/true);  // [N, k]
+    if (cfg.expert_weights_norm) weights = weights / weights.sum(-1, true);
+  }
   idx = moe_hooked(hk, HookPoint::ExpertIndices, l, idx, lead);
   check_expert_indices(idx, E, l);
   weights = moe_hooked(hk, HookPoint::ExpertWeights, l, weights, lead);
@@ -75,9 +80,11 @@ at::Tensor moe_mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tens
     if (c == 0) continue;
     const at::Tensor tok = tokens.narrow(0, start, c);
     const at::Tensor xe = x.index_select(0, tok);
-    const at::Tensor g = proj(xe, L.exp_gate[static_cast<size_t>(e)], at::Tensor());
-    const at::Tensor u = proj(xe, L.exp_up[static_cast<size_t>(e)], at::Tensor());
-    const at::Tensor y = proj(activation(g, cfg.activation) * u, L.exp_down[static_cast<size_t>(e)], at::Tensor());
+    const size_t ei = static_cast<size_t>(e);
+    auto bias = [ei](const std::vector<at::Tensor>& b) { return b.empty() ? at::Tensor() : b[ei]; };  // GPT-OSS's
+    const at::Tensor g = proj(xe, L.exp_gate[ei], bias(L.exp_gate_b));
+    const at::Tensor u = proj(xe, L.exp_up[ei], bias(L.exp_up_b));
+    const at::Tensor y = proj(gated(cfg, g, u), L.exp_down[ei], bias(L.exp_down_b));
     slots.index_copy_(0, order.narrow(0, start, c), y);
     start += c;
   }

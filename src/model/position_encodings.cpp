@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "vocablens/model.hpp"
@@ -26,6 +27,20 @@ at::Tensor rotary_inv_freq(const ModelConfig& cfg) {
     auto medium = (wavelen <= old_ctx / lo).logical_and(wavelen >= old_ctx / hi);
     return at::where(medium, blended, out);
   }
+  if (cfg.rope_scaling == ModelConfig::RopeScaling::Yarn) {
+    // YaRN: pair i rotates at inv_freq (extrapolated) below the correction range [lo, hi], at inv_freq / factor
+    // (interpolated) above it, blended linearly inside; the range is where beta_fast and beta_slow full turns fit
+    // in the original context (ggml_rope_yarn_corr_dims and Hugging Face's find_correction_range alike).
+    const double base = cfg.rope_theta, orig = static_cast<double>(cfg.rope_original_context);
+    auto corr_dim = [&](double turns) { return rd * std::log(orig / (turns * 2 * M_PI)) / (2 * std::log(base)); };
+    double lo = corr_dim(cfg.rope_yarn_beta_fast), hi = corr_dim(cfg.rope_yarn_beta_slow);
+    if (cfg.rope_yarn_truncate) lo = std::floor(lo), hi = std::ceil(hi);
+    lo = std::max(lo, 0.0);
+    hi = std::min(hi, static_cast<double>(rd - 1));
+    if (lo == hi) hi += 0.001;  // Hugging Face's guard against a zero-width ramp
+    auto keep = 1 - ((at::arange(rd / 2, inv_freq.options()) - lo) / (hi - lo)).clamp(0, 1);  // 1: extrapolate
+    return inv_freq / cfg.rope_factor * (1 - keep) + inv_freq * keep;
+  }
   return inv_freq;
 }
 
@@ -35,6 +50,8 @@ namespace detail {
 std::pair<at::Tensor, at::Tensor> rotary_tables(const ModelConfig& cfg, int64_t T, const at::Device& dev) {
   auto pos = at::arange(T, at::TensorOptions().dtype(at::kDouble));
   auto ang = at::outer(pos, rotary_inv_freq(cfg));
+  const double s = cfg.rope_attention_factor;  // YaRN scales q and k (so the scores by s^2) through cos and sin
+  if (s != 1.0) return {(at::cos(ang) * s).to(at::kFloat).to(dev), (at::sin(ang) * s).to(at::kFloat).to(dev)};
   return {at::cos(ang).to(at::kFloat).to(dev), at::sin(ang).to(at::kFloat).to(dev)};
 }
 

@@ -286,7 +286,9 @@ put("fuzz_gguf", "llama-quant.gguf", gguf(lla, lt, 64))
 kb = {10: 84, 11: 110, 12: 144, 13: 176, 14: 210}
 put("fuzz_gguf", "kquants.gguf", gguf([("general.architecture", 8, "none")],
     [("k%d" % t, [256, 1], t, bytes((i * 31 + t) % 256 for i in range(n))) for t, n in kb.items()] +
-    [("q5_0", [32, 2], 6, bytes(range(44))), ("q5_1", [32, 1], 7, bytes(range(24))), ("q4_1", [32, 1], 3, bytes(range(20)))]))
+    [("q5_0", [32, 2], 6, bytes(range(44))), ("q5_1", [32, 1], 7, bytes(range(24))), ("q4_1", [32, 1], 3, bytes(range(20))),
+     # MXFP4 (type 39): 17-byte blocks, an E8M0 scale byte then 16 bytes of codes; the third block's scale is 0xFF (NaN)
+     ("mxfp4", [32, 3], 39, bytes([127] + list(range(16)) + [2] + list(range(16, 32)) + [255] + list(range(32, 48))))]))
 put("fuzz_gguf", "header-only.gguf", gguf([("general.architecture", 8, "llama"), ("a.arr", 9, (9 if False else 4, [1, 2, 3]))], []))
 
 # fuzz_gguf_reader (the reader alone) starts from the same GGUF seeds.

@@ -8,7 +8,10 @@
 // "l_out-<layer>" (the residual stream leaving each block), captured through the cb_eval callback.
 // ROUTER_PREFIX (mixtures of experts): PREFIX.logits.f32 float32 [n_layer, T, n_expert], the router logits its
 // graph names "ffn_moe_logits-<layer>", and PREFIX.order.i32 int32 [n_layer, T, n_expert], "ffn_moe_argsort-<layer>":
-// every expert by descending probability, whose first n_expert_used are the experts llama.cpp runs.
+// every expert by descending probability, whose first n_expert_used are the experts llama.cpp runs. A biased router
+// (blk.0.ffn_gate_inp.bias in the file: GPT-OSS) selects on its logits with the bias added, which its graph names
+// "ffn_moe_logits_biased-<layer>", or, under softmax-weight gating (probs = logits, then named), "ffn_moe_probs-<layer>":
+// those are written instead.
 // Exact settings: F32 KV cache, flash attention off, one thread, one batch with every position's logits.
 // Built by scripts/setup_llama_ref.sh against the headers of the same llama.cpp release (node-llama-cpp@3.22.1).
 #include <cstdint>
@@ -22,6 +25,7 @@
 
 #include "ggml-backend.h"
 #include "ggml.h"
+#include "gguf.h"
 #include "llama.h"
 
 namespace {
@@ -29,6 +33,7 @@ namespace {
 struct Capture {
   int n_layer = 0, n_embd = 0, n_tokens = 0;
   bool router = false;
+  bool biased_router = false;  // the file's router has a bias (see the header)
   std::map<int, std::vector<float>> layers;  // layer -> [T, d]
   std::map<int, std::vector<float>> logits;  // layer -> [T, n_expert]
   std::map<int, std::vector<int32_t>> order; // layer -> [T, n_expert]
@@ -52,7 +57,10 @@ bool on_eval(struct ggml_tensor* t, bool ask, void* user) {
   auto* cap = static_cast<Capture*>(user);
   int layer = -1;
   const bool l_out = layer_of(t->name, "l_out-", &layer);
-  const bool logits = cap->router && layer_of(t->name, "ffn_moe_logits-", &layer);
+  // the biased logits come later in the graph than the unbiased ones, so they overwrite them
+  const bool logits = cap->router && (layer_of(t->name, "ffn_moe_logits-", &layer) ||
+                                      (cap->biased_router && (layer_of(t->name, "ffn_moe_logits_biased-", &layer) ||
+                                                              layer_of(t->name, "ffn_moe_probs-", &layer))));
   const bool order = cap->router && layer_of(t->name, "ffn_moe_argsort-", &layer);
   if (!l_out && !logits && !order) return !ask ? true : false;
   if (ask) return true;  // we want this tensor's data once computed
@@ -119,6 +127,13 @@ int main(int argc, char** argv) {
   cap.n_embd = llama_model_n_embd(m);
   cap.n_tokens = static_cast<int>(ids.size());
   cap.router = argc > 6;
+  {
+    gguf_init_params gp = {/*no_alloc=*/true, /*ctx=*/nullptr};
+    if (gguf_context* g = gguf_init_from_file(argv[2], gp)) {
+      cap.biased_router = gguf_find_tensor(g, "blk.0.ffn_gate_inp.bias") >= 0;
+      gguf_free(g);
+    }
+  }
   auto cp = llama_context_default_params();
   cp.n_ctx = static_cast<uint32_t>(ids.size());
   cp.n_batch = cp.n_ubatch = cp.n_ctx;
