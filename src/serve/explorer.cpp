@@ -1,7 +1,10 @@
 // The explorer's routes and the API's answers (see explorer.hpp).
 #include "serve/explorer.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -33,6 +36,43 @@ const std::set<std::string> kServerFileOptions = {"corpus", "prompts", "tokenize
 
 // Analyses of one prompt that read activations and write none: their forward passes go through the memo.
 const std::set<std::string> kForwardReaders = {"lens", "attribute"};
+
+namespace {
+
+// The process's mapped address space now (VmSize), in bytes; -1 when /proc does not say.
+double address_space_in_use() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmSize:", 0) == 0) {
+      std::istringstream is(line.substr(7));
+      double kb = -1;
+      is >> kb;
+      return kb < 0 ? -1 : kb * 1024.0;
+    }
+  return -1;
+}
+
+// Without --memory-budget: what the machine has available, and, when the address space is capped (RLIMIT_AS,
+// `ulimit -v`), at most what is left of it once the connection threads' stacks (2 MB each) and two malloc
+// arenas (64 MB each) are counted. Under a cap, an allocation past it fails — and where it fails inside
+// libgomp or OpenBLAS the process aborts or spins (docs/serve.md, "Never dies") — so requests are refused
+// before that edge, not after it.
+double default_budget(const ServeOptions& o) {
+  double budget = available_memory();
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    const double used = address_space_in_use();
+    if (used > 0) {
+      const double threads = (static_cast<double>(o.max_connections) + 8) * 2 * 1048576.0 + 2 * 64 * 1048576.0;
+      const double left = std::max(1.0 * 1048576.0, static_cast<double>(rl.rlim_cur) - used - threads);
+      budget = budget > 0 ? std::min(budget, left) : left;
+    }
+  }
+  return budget;
+}
+
+}  // namespace
 
 Explorer::Explorer(const ServeOptions& o)
     : o_(o),
@@ -71,7 +111,7 @@ Explorer::Explorer(const ServeOptions& o)
     }
     // The memory budget: what the declared estimates of the analyses running at once may add to the model.
     resident_ = model_memory(*model_).total();
-    memory_budget_ = o.memory_budget_mb > 0 ? static_cast<double>(o.memory_budget_mb) * 1048576.0 : available_memory();
+    memory_budget_ = o.memory_budget_mb > 0 ? static_cast<double>(o.memory_budget_mb) * 1048576.0 : default_budget(o);
   }
   for (const auto& d : o.run_dirs) runs_.push_back({d, read_run_directory(d)});
 }
