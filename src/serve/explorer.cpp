@@ -138,6 +138,10 @@ void Explorer::routes(httplib::Server& svr) {
     st["forward_cache"] = {{"passes", f.records}, {"bytes", f.bytes}, {"max_passes", f.max_records},
                            {"max_bytes", f.max_bytes}, {"replayed", f.replayed}, {"computed", f.recorded},
                            {"not_kept", f.not_kept}};
+    {
+      std::lock_guard<std::mutex> lk(memory_mu_);
+      st["memory"] = {{"budget_mib", memory_budget_ / 1048576.0}, {"in_use_mib", memory_in_use_ / 1048576.0}};
+    }
     const AnswerCache::Stats a = cache_.stats();
     st["answer_cache"] = {{"answers", a.entries}, {"bytes", a.bytes}, {"max_answers", a.max_entries},
                           {"max_bytes", a.max_bytes}, {"max_answer_bytes", a.max_answer_bytes}};

@@ -364,6 +364,10 @@ def main():
             cap = [line.split()[3] for line in f if line.startswith("Max address space")]
         check(cap == [str(MEMORY_CAP)], f"the server (pid {pid}) runs with its address space capped: {cap} bytes")
         start_rss = rss_mb(pid)
+        # No --memory-budget: the budget is what is left of the capped address space, not the machine's memory.
+        budget = s.get("/api/status")[1].get("memory", {}).get("budget_mib", -1)
+        check(0 < budget < MEMORY_CAP / 1048576, f"the default memory budget under the {MEMORY_CAP >> 30} GB cap: "
+                                                  f"{budget:.0f} MiB (what the address space has left)")
         probe = Probe(s)
         probe("start-up")
         # The first analysis sets up what every later one reuses (LibTorch's and OpenMP's thread pools, the
