@@ -128,12 +128,13 @@ struct V {
   static W wbcast2(int32_t, int32_t);
   static W wbcast4(const int32_t*);
   static W wdot_scaled(W, const int8_t*, W);
+  static W wdot_scaled_acc(W, W, const int8_t*, W);
   static I fold(W);
   using WF = F;
   static WF wfzero();
   static WF wmul16(const float*, const float*);
-  static W wabs8(W);
-  static W wdot_signed(W, W, const int8_t*);
+  static W wbias(W);
+  static W wdot_biased(W, W, const int8_t*);
   static WF wfma_pair(W, WF, int, WF);
   static F ffold(WF);
   static B bzero() { return B{}; }

@@ -15,7 +15,7 @@
 //     multiply-adds and a fixed reduction tree at the end, identically in every kernel, so the scalar, AVX2 and
 //     AVX-512 VNNI kernels give the same bits (tests/quant_dot_test.cpp). llama.cpp's own kernels order their
 //     float sums differently, so products agree with it to float rounding, not bit for bit.
-// Kernels: scalar (any CPU), AVX2+FMA (maddubs/madd), AVX-512 VNNI (vpdpbusd on 256-bit registers), chosen at run
+// Kernels: scalar (any CPU), AVX2+FMA (maddubs/madd), AVX-512 VNNI (vpdpbusd / vpdpwssd, 512-bit), chosen at run
 // time from the CPU; VOCABLENS_KERNELS=scalar|avx2|avx512 (or set_kernel) forces a lower one — never a higher one
 // than the CPU has. "scalar" and "avx2" also turn off the AVX-512 dequantizers of the exact path, so the whole
 // process runs as on a CPU without AVX-512.

@@ -1,4 +1,4 @@
-// The int8 kernels of quant_dot.hpp for AVX-512 VNNI (Ice Lake, Zen 4 and later), vpdpbusd on 256-bit registers. Everything after the pragma is compiled for that
+// The int8 kernels of quant_dot.hpp for AVX-512 VNNI (Ice Lake, Zen 4 and later), vpdpbusd / vpdpwssd on 512-bit registers. Everything after the pragma is compiled for that
 // instruction set; the headers come before it, so no inline function another file could share is built with it
 // (the dispatch in quant_dot.cpp calls this file only on CPUs that have it).
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() and warn about it (a known false positive).
