@@ -36,49 +36,51 @@ std::string name(const vocablens::Tokenizer* tok, int64_t id) {
   return tok ? tok->display(id) : "#" + std::to_string(id);
 }
 
-void print_knn(const vocablens::KnnGraph& g, const vocablens::Tokenizer* tok, bool color, bool saved) {
+// The graph from its Result (kind "knn", vocablens/knn.hpp): the summary's figures, the in_degree, indices and
+// scores arrays.
+void print_knn(const vocablens::Result& r, const vocablens::Tokenizer* tok, bool color, bool saved) {
   auto bold = [&](const std::string& t) { return color ? fmt::format(fmt::emphasis::bold, "{}", t) : t; };
-  fmt::print("{}\n", bold(fmt::format("k-NN graph · {} rows of {} in {}-space · k = {} · {:.2f} s", g.n, g.matrix, g.space,
-                                      g.k, g.seconds)));
+  const auto& s = r.summary;
+  const int64_t n = s["rows"].get<int64_t>(), k = s["k"].get<int64_t>();
+  fmt::print("{}\n", bold(fmt::format("k-NN graph · {} rows of {} in {}-space · k = {} · {:.2f} s", n,
+                                      s["matrix"].get<std::string>(), s["space"].get<std::string>(), k,
+                                      s["seconds"].get<double>())));
   fmt::print("exact: float32 GEMM candidates within {:.2g} of each row's k-th score re-scored in float64 "
              "({} candidates, {} rows recomputed over all rows)\n",
-             g.margin, g.rescored, g.fallback_rows);
-  double first = 0, kth = 0;
-  for (int64_t i = 0; i < g.n; ++i) {
-    first += g.scores[static_cast<size_t>(i * g.k)];
-    kth += g.scores[static_cast<size_t>(i * g.k + g.k - 1)];
-  }
+             s["candidate_margin"].get<double>(), s["rescored_candidates"].get<int64_t>(),
+             s["fallback_rows"].get<int64_t>());
   fmt::print("mean cosine of the nearest neighbour {:.4f}, of the k-th {:.4f} · mutual edges {:.1f}% · "
              "in-degree skewness {:.2f} · {} rows are nobody's neighbour\n",
-             first / static_cast<double>(g.n), kth / static_cast<double>(g.n), 100 * g.mutual_fraction,
-             g.in_degree_skewness, g.anti_hubs);
-  std::vector<int64_t> order(static_cast<size_t>(g.n));
-  for (int64_t i = 0; i < g.n; ++i) order[static_cast<size_t>(i)] = i;
+             s["mean_top1_cosine"].get<double>(), s["mean_kth_cosine"].get<double>(),
+             100 * s["mutual_fraction"].get<double>(), s["in_degree_skewness"].get<double>(),
+             s["anti_hubs"].get<int64_t>());
+  const auto& deg = r.arrays.at("in_degree");
+  const int64_t* in_degree = reinterpret_cast<const int64_t*>(deg.bytes.data());
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
   const size_t top = std::min<size_t>(12, order.size());
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(), [&](int64_t a, int64_t b) {
-    return g.in_degree[static_cast<size_t>(a)] > g.in_degree[static_cast<size_t>(b)] ||
-           (g.in_degree[static_cast<size_t>(a)] == g.in_degree[static_cast<size_t>(b)] && a < b);
+    return in_degree[a] > in_degree[b] || (in_degree[a] == in_degree[b] && a < b);
   });
   std::string hubs;
-  for (size_t i = 0; i < top; ++i)
-    hubs += fmt::format("{}{} ({})", i ? "  " : "", name(tok, order[i]), g.in_degree[static_cast<size_t>(order[i])]);
+  for (size_t i = 0; i < top; ++i) hubs += fmt::format("{}{} ({})", i ? "  " : "", name(tok, order[i]), in_degree[order[i]]);
   fmt::print("hubs (in-degree): {}\n", hubs);
   fmt::print("{}\n", bold("first rows"));
-  for (int64_t i = 0; i < std::min<int64_t>(g.n, 5); ++i) {
+  const int64_t* indices = reinterpret_cast<const int64_t*>(r.arrays.at("indices").bytes.data());
+  const float* scores = reinterpret_cast<const float*>(r.arrays.at("scores").bytes.data());
+  for (int64_t i = 0; i < std::min<int64_t>(n, 5); ++i) {
     std::string nb;
-    for (int64_t t = 0; t < std::min<int64_t>(g.k, 6); ++t)
-      nb += fmt::format("{}{} {:.3f}", t ? "  " : "", name(tok, g.indices[static_cast<size_t>(i * g.k + t)]),
-                        g.scores[static_cast<size_t>(i * g.k + t)]);
+    for (int64_t t = 0; t < std::min<int64_t>(k, 6); ++t)
+      nb += fmt::format("{}{} {:.3f}", t ? "  " : "", name(tok, indices[i * k + t]), scores[i * k + t]);
     fmt::print("  {:<16} → {}\n", name(tok, i), nb);
   }
   if (!saved) fmt::print("(use --out DIR to save the graph: knn.indices.npy, knn.scores.npy{})\n", "");
 }
 
 int run_knn(const KnnCliOptions& o) {
-  const auto& decl = vocablens::find_analysis("knn").decl;
-  const nlohmann::json resolved = vocablens::resolve_options(decl, o.flags->given(), vocablens::Surface::Cli);
-  const vocablens::VectorSpace space = vocablens::vector_space_from_string(resolved["space"].get<std::string>());
-  const std::string matrix = resolved["matrix"].get<std::string>();
+  const auto& a = vocablens::find_analysis("knn");
+  const nlohmann::json given = o.flags->given();
+  vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);  // a wrong flag costs nothing
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   vocablens::Model m = vocablens::load_model(o.model);
   std::unique_ptr<vocablens::Tokenizer> tok;
@@ -89,21 +91,13 @@ int run_knn(const KnnCliOptions& o) {
     fmt::print(stderr, "vocablens: warning: no tokenizer ({}); tokens are shown as #id\n", e.what());
   }
   if (auto rc = vocablens::cli::check_memory(
-          "knn", vocablens::estimate_analysis(vocablens::find_analysis("knn"), m, tok.get(), o.flags->given(),
-                                              vocablens::Surface::Cli),
-          o.dry_run))
+          "knn", vocablens::estimate_analysis(a, m, tok.get(), given, vocablens::Surface::Cli), o.dry_run))
     return *rc;
-  at::Tensor X = vocablens::space_vectors(m, space, matrix);
-  vocablens::KnnOptions ko = vocablens::entries::knn_options(resolved);
   vocablens::cli::ProgressBar bar("knn", "rows");
-  ko.progress = bar.callback();
-  auto g = vocablens::knn_graph(X, ko);
+  vocablens::Result r = vocablens::run_analysis(a, m, tok.get(), given, vocablens::Surface::Cli, bar.callback());
   bar.finish();
-  g.matrix = matrix;
-  g.space = vocablens::to_string(space);
-  vocablens::Result r = g.to_result(tok.get(), resolved["edges"].get<bool>());
   vocablens::cli::fill_provenance(r, m);
-  vocablens::cli::emit(r, o.out, [&] { print_knn(g, tok.get(), vocablens::cli::use_color(o.out), !o.out.out_dir.empty()); });
+  vocablens::cli::emit(r, o.out, [&] { print_knn(r, tok.get(), vocablens::cli::use_color(o.out), !o.out.out_dir.empty()); });
   return 0;
 }
 
