@@ -145,7 +145,7 @@ class Graph:
                 out.append(toks[n - self.n_features - self.n_layers * self.n_pos])
             else:
                 k = n - self.n_sources
-                out.append('Output "{}" (p={:.3f})'.format(self._s["logit_tokens"][k], float(self.logit_probs[k])))
+                out.append('Output "{}" (p={:.3g})'.format(self._s["logit_tokens"][k], float(self.logit_probs[k])))
         return out
 
     @property
@@ -445,7 +445,7 @@ class Graph:
                   if self.node_threshold is not None else "")
         top = self._s["logit_tokens"][0] if self._s["logit_tokens"] else "?"
         return ("<vocablens.Graph {!r}: {} positions, {} layers, {} of {} active features with rows, {} logits "
-                "(top {!r}, p={:.3f}); {}{} nodes, {} edges; replacement {:.3f}, completeness {:.3f}>").format(
+                "(top {!r}, p={:.3g}); {}{} nodes, {} edges; replacement {:.3f}, completeness {:.3f}>").format(
             self._s["metadata"].get("prompt", ""), self.n_pos, self.n_layers, self.n_features,
             int(self.active_features.shape[0]), self.n_logits, top, float(self.logit_probs[0]), pruned,
             int(self.node_mask.sum()), int(self.edge_mask.sum()), self._s["scores"][0], self._s["scores"][1])
