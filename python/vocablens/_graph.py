@@ -145,7 +145,7 @@ class Graph:
                 out.append(toks[n - self.n_features - self.n_layers * self.n_pos])
             else:
                 k = n - self.n_sources
-                out.append('Output "{}" (p={:.3g})'.format(self._s["logit_tokens"][k], float(self.logit_probs[k])))
+                out.append('Output "{}" (p={:.3f})'.format(self._s["logit_tokens"][k], float(self.logit_probs[k])))
         return out
 
     @property
