@@ -334,8 +334,9 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
     // the lens poll the worker's CancelScope, worker_pool.cpp).
     // The lens and the attribution only read activations: their forward pass of a prompt is kept and the next
     // one of the same prompt replayed (a click on a cell after the lens runs no block of the model).
-    // An ablation edits the forward: neither replayed nor kept as the prompt's.
-    const bool memo = kForwardReaders.count(name) != 0 && resolved.value("ablate_expert", json()).is_null();
+    // An ablation or an expert's scaling edits the forward: neither replayed nor kept as the prompt's.
+    const bool memo = kForwardReaders.count(name) != 0 && resolved.value("ablate_expert", json()).is_null() &&
+                      resolved.value("scale_expert", json()).is_null();
     std::optional<ForwardMemoScope> scope;
     if (memo) scope.emplace(*forward_);
     AnalysisInputs inputs;  // the server's SAE, for an analysis that reads one (never copied)
