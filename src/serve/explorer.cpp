@@ -154,6 +154,10 @@ Answer Explorer::model_answer() {
               {"config_sha256", model_info_.value("config_sha256", "")},
               {"hooks", hooks},
               {"n_layers", model_->config().n_layers},
+              // A mixture of experts' router: the page's routing view asks POST /api/experts only where there is one.
+              {"experts", model_->config().n_experts > 0
+                              ? json({{"n_experts", model_->config().n_experts}, {"k", model_->config().n_experts_used}})
+                              : json(nullptr)},
               {"tokenizer", {{"kind", tok_->kind()}, {"source", tok_->source()}, {"vocab_size", tok_->vocab_size()},
                              {"bos_id", tok_->bos_id()}, {"eos_id", tok_->eos_id()}}},
               {"tuned", o_.tuned.empty() ? json(nullptr) : json(o_.tuned)},
