@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <stdexcept>
 
 #include "corpus_windows.hpp"
 #include "token_label.hpp"
@@ -91,6 +92,8 @@ std::vector<ExpertScale> parse_expert_scales(const std::vector<std::string>& spe
       size_t n = 0;
       x.factor = std::stod(f, &n);
       if (n != f.size() || f.empty()) throw std::invalid_argument(f);
+    } catch (const std::out_of_range&) {
+      throw UsageError(fmt::format("scale expert '{}': the factor is out of a double's range", shown));
     } catch (const std::logic_error&) {
       throw UsageError(fmt::format("scale expert '{}': the factor is not a number ({})", shown, example));
     }
