@@ -237,6 +237,9 @@ std::vector<OptionDecl> expert_ablation_decls() {
                  "zero: its router weight set to 0 where chosen, the others' weights kept (not renormalised); "
                  "reroute: its router logit set to -inf, so each token goes to its next-best expert"}
           .with_choices({"zero", "reroute"}),
+      {"scale_expert", OptionType::Texts, nullptr,
+       "Scale expert LAYER.EXPERT's output by FACTOR where chosen, e.g. 0.5=2 (its router weight times FACTOR; 0 is "
+       "the zero ablation); repeatable"},
   };
 }
 
@@ -245,6 +248,12 @@ void expert_ablations_of(const AnalysisRequest& q, std::vector<ExpertAblation>& 
   mode = parse_expert_ablation_mode(o.at("ablate_mode").get<std::string>());
   if (o.at("ablate_expert").is_null()) return;
   out = parse_expert_ablations(o.at("ablate_expert").get<std::vector<std::string>>(), q.model.config(), q.model.source());
+}
+
+std::vector<ExpertScale> expert_scales_of(const AnalysisRequest& q) {
+  const auto& o = q.options;
+  if (o.at("scale_expert").is_null()) return {};
+  return parse_expert_scales(o.at("scale_expert").get<std::vector<std::string>>(), q.model.config(), q.model.source());
 }
 
 }  // namespace vocablens::entry

@@ -22,6 +22,7 @@ struct AnalysisEstimate;
 struct CacheSpec;
 struct Sae;
 struct ExpertAblation;
+struct ExpertScale;
 enum class ExpertAblationMode;
 }
 
@@ -96,11 +97,13 @@ AnalysisEstimate one_forward_estimate(const AnalysisRequest& q, int64_t T, const
                                       const std::string& extra, double extra_bytes, bool extra_is_phase,
                                       std::string what, std::string reduce);
 
-/// ablate_expert (Texts, "L.E") and ablate_mode (zero | reroute): the experts and lens analyses' ablation of
+/// ablate_expert (Texts, "L.E"), ablate_mode (zero | reroute) and scale_expert: the experts and lens analyses' ablation of
 /// mixture-of-experts experts (vocablens/experts.hpp).
 std::vector<OptionDecl> expert_ablation_decls();
 /// Reads them, checked against the model (UsageError naming the model when it has no experts).
 void expert_ablations_of(const AnalysisRequest& q, std::vector<ExpertAblation>& out, ExpertAblationMode& mode);
+/// scale_expert (Texts, "L.E=FACTOR"), declared beside them: the experts' outputs scaled where chosen.
+std::vector<ExpertScale> expert_scales_of(const AnalysisRequest& q);
 
 /// Appends `more` to `into` (declarations are built from shared pieces).
 void append(std::vector<OptionDecl>& into, const std::vector<OptionDecl>& more);

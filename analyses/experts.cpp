@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <stdexcept>
 
 #include "corpus_windows.hpp"
 #include "token_label.hpp"
@@ -35,33 +36,94 @@ void require_experts(const ModelConfig& cfg, const std::string& model_name, cons
     throw UsageError(model_name + ": " + what + " needs a mixture of experts, and this model has none (its MLP is dense)");
 }
 
+namespace {
+
+// "L.E" of `spec` (shown as `shown`, `what` naming the option in the message) checked against the model.
+ExpertAblation parse_layer_expert(const std::string& le, const std::string& shown, const char* what,
+                                  const char* example, const ModelConfig& cfg) {
+  const size_t dot = le.find('.');
+  ExpertAblation a;
+  try {
+    if (dot == std::string::npos || dot == 0 || dot + 1 == le.size()) throw std::invalid_argument(le);
+    size_t n1 = 0, n2 = 0;
+    a.layer = std::stoll(le.substr(0, dot), &n1);
+    a.expert = std::stoll(le.substr(dot + 1), &n2);
+    if (n1 != dot || n2 != le.size() - dot - 1) throw std::invalid_argument(le);
+  } catch (const std::logic_error&) {
+    throw UsageError(fmt::format("{} '{}': expected {}", what, shown, example));
+  }
+  if (a.layer < 0) a.layer += cfg.n_layers;
+  if (a.layer < 0 || a.layer >= cfg.n_layers)
+    throw UsageError(fmt::format("{} '{}': layer out of range (the model has {} layers)", what, shown, cfg.n_layers));
+  if (a.expert < 0 || a.expert >= cfg.n_experts)
+    throw UsageError(fmt::format("{} '{}': expert out of range (its layers have {} experts, 0..{})", what, shown,
+                                 cfg.n_experts, cfg.n_experts - 1));
+  return a;
+}
+
+std::string shown_spec(const std::string& s) { return s.size() > 40 ? s.substr(0, 37) + "..." : s; }
+
+}  // namespace
+
 std::vector<ExpertAblation> parse_expert_ablations(const std::vector<std::string>& specs, const ModelConfig& cfg,
                                                    const std::string& model_name) {
   std::vector<ExpertAblation> out;
   if (specs.empty()) return out;
   require_experts(cfg, model_name, "--ablate-expert");
+  for (const auto& s : specs)
+    out.push_back(parse_layer_expert(s, shown_spec(s), "ablate expert", "LAYER.EXPERT, e.g. 0.5", cfg));
+  return out;
+}
+
+std::vector<ExpertScale> parse_expert_scales(const std::vector<std::string>& specs, const ModelConfig& cfg,
+                                             const std::string& model_name) {
+  std::vector<ExpertScale> out;
+  if (specs.empty()) return out;
+  require_experts(cfg, model_name, "--scale-expert");
+  const char* example = "LAYER.EXPERT=FACTOR, e.g. 0.5=2";
   for (const auto& s : specs) {
-    const std::string shown = s.size() > 40 ? s.substr(0, 37) + "..." : s;
-    const size_t dot = s.find('.');
-    ExpertAblation a;
+    const std::string shown = shown_spec(s);
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos) throw UsageError(fmt::format("scale expert '{}': expected {}", shown, example));
+    const ExpertAblation a = parse_layer_expert(s.substr(0, eq), shown, "scale expert", example, cfg);
+    ExpertScale x{a.layer, a.expert, 0.0};
+    const std::string f = s.substr(eq + 1);
     try {
-      if (dot == std::string::npos || dot == 0 || dot + 1 == s.size()) throw std::invalid_argument(s);
-      size_t n1 = 0, n2 = 0;
-      a.layer = std::stoll(s.substr(0, dot), &n1);
-      a.expert = std::stoll(s.substr(dot + 1), &n2);
-      if (n1 != dot || n2 != s.size() - dot - 1) throw std::invalid_argument(s);
+      size_t n = 0;
+      x.factor = std::stod(f, &n);
+      if (n != f.size() || f.empty()) throw std::invalid_argument(f);
+    } catch (const std::out_of_range&) {
+      throw UsageError(fmt::format("scale expert '{}': the factor is out of a double's range", shown));
     } catch (const std::logic_error&) {
-      throw UsageError("ablate expert '" + shown + "': expected LAYER.EXPERT, e.g. 0.5");
+      throw UsageError(fmt::format("scale expert '{}': the factor is not a number ({})", shown, example));
     }
-    if (a.layer < 0) a.layer += cfg.n_layers;
-    if (a.layer < 0 || a.layer >= cfg.n_layers)
-      throw UsageError(fmt::format("ablate expert '{}': layer out of range (the model has {} layers)", shown, cfg.n_layers));
-    if (a.expert < 0 || a.expert >= cfg.n_experts)
-      throw UsageError(fmt::format("ablate expert '{}': expert out of range (its layers have {} experts, 0..{})", shown,
-                                   cfg.n_experts, cfg.n_experts - 1));
-    out.push_back(a);
+    if (!std::isfinite(x.factor)) throw UsageError(fmt::format("scale expert '{}': the factor must be finite", shown));
+    // Two factors for one expert would be ambiguous (multiplied? the last?): refused rather than guessed.
+    for (const auto& y : out)
+      if (y.layer == x.layer && y.expert == x.expert)
+        throw UsageError(fmt::format("scale expert '{}': expert {} of layer {} is scaled twice", shown, x.expert, x.layer));
+    out.push_back(x);
   }
   return out;
+}
+
+void add_expert_scales(HookList& hooks, const std::vector<ExpertScale>& scales) {
+  std::map<int64_t, std::vector<std::pair<int64_t, double>>> by_layer;
+  for (const auto& s : scales) by_layer[s.layer].push_back({s.expert, s.factor});
+  for (const auto& [layer, ef] : by_layer) {
+    const std::string b = "blocks." + std::to_string(layer) + ".mlp.";
+    // As the Zero ablation: the indices this layer runs with, read before its weights (moe_mlp's order). The
+    // weight is scaled, not expert_out: w·(f·o) and (f·w)·o are one product, and the cached expert_out stays the
+    // expert's own unweighted output, as the analyses and docs/experts.md define it.
+    auto idx = std::make_shared<at::Tensor>();
+    hooks.add(b + "hook_expert_indices", [idx](at::Tensor& t) { *idx = t.clone(); });
+    hooks.add(b + "hook_expert_weights", [idx, ef](at::Tensor& w) {
+      for (const auto& [e, f] : ef) {
+        const at::Tensor m = idx->eq(e);
+        w.copy_(at::where(m, w * f, w));
+      }
+    });
+  }
 }
 
 void add_expert_ablations(HookList& hooks, const ModelConfig& cfg, const std::vector<ExpertAblation>& abl,
@@ -139,6 +201,7 @@ class ExpertsRunner {
     if (o.top_k < 1 || o.top_routed < 1) throw UsageError("experts: top_k and top_routed must be at least 1");
     layers_ = expert_layers_of(m, o);
     add_expert_ablations(hooks_, c, o.ablate, o.mode);
+    add_expert_scales(hooks_, o.scale);
     spec_.router = true;
     spec_.layers = layers_;
     acc_.resize(layers_.size());
@@ -260,7 +323,7 @@ ExpertsReport analyze_experts(const Model& m, const std::vector<int64_t>& ids, c
   ExpertsReport r;
   r.ids = ids;
   ExpertsRunner run(m, o, r);
-  const bool ablated = !o.ablate.empty();
+  const bool ablated = !o.ablate.empty() || !o.scale.empty();
   const at::Tensor logits = run.add(ids, 0, o.per_token, ablated);
   if (ablated) {
     const at::Tensor base = m.forward(at::tensor(ids, at::kLong), CacheSpec{}).logits;
@@ -309,6 +372,9 @@ Result ExpertsReport::to_result(const Tokenizer* tok) const {
   nlohmann::json abl = nlohmann::json::array();
   for (const auto& a : options.ablate) abl.push_back(std::to_string(a.layer) + "." + std::to_string(a.expert));
   res.settings["ablate"] = abl;
+  nlohmann::json sc = nlohmann::json::array();
+  for (const auto& x : options.scale) sc.push_back(fmt::format("{}.{}={}", x.layer, x.expert, x.factor));
+  res.settings["scale_expert"] = sc;
   if (corpus) {
     res.settings["corpus"] = source;
     res.settings["window"] = options.window;

@@ -26,6 +26,7 @@ ExpertsOptions experts_options(const AnalysisRequest& q) {
   if (!o.at("window").is_null()) eo.window = o.at("window").get<int64_t>();
   if (!o.at("max_tokens").is_null()) eo.max_tokens = o.at("max_tokens").get<int64_t>();
   entry::expert_ablations_of(q, eo.ablate, eo.mode);
+  eo.scale = entry::expert_scales_of(q);
   return eo;
 }
 
@@ -93,7 +94,7 @@ void register_experts_entry(AnalysisRegistry& r) {
            // The expert directions [E, d] in float64 per layer, W_U in float32 and one [E, V] block of scores.
            const double extra = static_cast<double>(c.n_layers) * E * d * 8 + d * V * 4 + E * V * 4 * 2;
            return entry::one_forward_estimate(
-               q, T, spec, !q.options.at("ablate_expert").is_null(), "experts: directions, W_U and their scores", extra,
+               q, T, spec, !q.options.at("ablate_expert").is_null() || !q.options.at("scale_expert").is_null(), "experts: directions, W_U and their scores", extra,
                false, fmt::format("the experts of {} over {} tokens{}", q.model.source(), T, corpus ? " per window" : ""),
                corpus ? "give a smaller " + q.spelled("window") : "give a shorter " + q.spelled("prompt"));
          }});

@@ -359,6 +359,10 @@ TEST_CASE("experts: corpus windows count each token once; bad input is one clear
       {model + " --prompt hi --ablate-expert 0.8", "ablate expert '0.8': expert out of range (its layers have 8 experts, 0..7)"},
       {model + " --prompt hi --ablate-expert 5.1", "ablate expert '5.1': layer out of range (the model has 2 layers)"},
       {model + " --prompt hi --ablate-expert x", "ablate expert 'x': expected LAYER.EXPERT, e.g. 0.5"},
+      {model + " --prompt hi --scale-expert 0.8=2", "scale expert '0.8=2': expert out of range (its layers have 8 experts, 0..7)"},
+      {model + " --prompt hi --scale-expert 0.1", "scale expert '0.1': expected LAYER.EXPERT=FACTOR, e.g. 0.5=2"},
+      {model + " --prompt hi --scale-expert 0.1=2x", "scale expert '0.1=2x': the factor is not a number"},
+      {model + " --prompt hi --scale-expert 0.1=1e999", "scale expert '0.1=1e999': the factor"},
       {model + " --prompt hi --corpus " + vl_test::shq(corpus), "experts: give --prompt or --corpus, not both"},
       {model, "experts: give --prompt or --corpus"},
       {vl_test::shq(moe_dir("qwen3")) + " --prompt hi", "needs a mixture of experts, and this model has none"},
@@ -377,5 +381,7 @@ TEST_CASE("experts: corpus windows count each token once; bad input is one clear
   CHECK(out.find("has none") != std::string::npos);
   CHECK(vl_test::run_command(vl_test::shq(cli) + " lens " + model + " --corpus " + vl_test::shq(corpus) + " --ablate-expert 0.1 2>&1", out) != 0);
   CHECK(out.find("--ablate-expert applies to one prompt") != std::string::npos);
+  CHECK(vl_test::run_command(vl_test::shq(cli) + " lens " + model + " --corpus " + vl_test::shq(corpus) + " --scale-expert 0.1=2 2>&1", out) != 0);
+  CHECK(out.find("--scale-expert applies to one prompt") != std::string::npos);
   CHECK(vl_test::run_command(vl_test::shq(cli) + " experts " + model + " --prompt hi --dry-run 2>&1", out) == 0);
 }

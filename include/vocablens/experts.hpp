@@ -57,6 +57,24 @@ std::vector<ExpertAblation> parse_expert_ablations(const std::vector<std::string
 void add_expert_ablations(HookList& hooks, const ModelConfig& cfg, const std::vector<ExpertAblation>& a,
                           ExpertAblationMode mode);
 
+/// `--scale-expert L.E=FACTOR`: the expert's router weight multiplied by `factor` wherever it was chosen, the
+/// routing and the other experts' weights unchanged, so mlp_out changes by (factor - 1) x its weighted output
+/// (factor 0 is the Zero ablation, factor 1 no change, a negative factor reverses what it writes).
+struct ExpertScale {
+  int64_t layer = 0;
+  int64_t expert = 0;
+  double factor = 1.0;
+};
+
+/// "L.E=FACTOR" specs (L may be negative) checked against the model as parse_expert_ablations does; a factor
+/// that is not a finite number, or an expert given twice, is refused in one line.
+std::vector<ExpertScale> parse_expert_scales(const std::vector<std::string>& specs, const ModelConfig& cfg,
+                                             const std::string& model_name);
+
+/// Adds the hooks that scale `s` (see above) to `hooks`; after add_expert_ablations when both are given, so a
+/// rerouted layer's scaling reads the experts that run.
+void add_expert_scales(HookList& hooks, const std::vector<ExpertScale>& s);
+
 /// UsageError "<model>: <what> needs a mixture of experts, and this model has none (...)" unless cfg has experts.
 void require_experts(const ModelConfig& cfg, const std::string& model_name, const std::string& what);
 
@@ -67,6 +85,7 @@ struct ExpertsOptions {
   std::vector<int64_t> layers; ///< MoE layers to report; empty = all
   std::vector<ExpertAblation> ablate;
   ExpertAblationMode mode = ExpertAblationMode::Zero;
+  std::vector<ExpertScale> scale;
   // corpus form
   int64_t window = 0;          ///< tokens per window; 0 = the model's context
   int64_t max_tokens = 0;      ///< 0 = the whole file
@@ -100,7 +119,7 @@ struct ExpertsReport {
   std::vector<ExpertsLayer> layers;
   std::vector<ExpertTokenWrite> per_token;
   std::map<int64_t, int64_t> token_totals;  ///< how often each token occurs among the positions
-  /// Prompt form with an ablation: the last position's top tokens, unablated and ablated, and the largest
+  /// Prompt form with an ablation or a scaling: the last position's top tokens, unablated and ablated, and the largest
   /// |logit change| over every position and token.
   std::vector<std::pair<int64_t, double>> next_base, next_ablated;
   double max_logit_change = 0;

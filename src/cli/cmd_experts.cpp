@@ -46,6 +46,9 @@ void print_experts(const vocablens::Result& r, bool color) {
                            fmt::emphasis::bold));
   if (!set["ablate"].empty())
     fmt::print("ablated ({}): {}\n", set["ablate_mode"].get<std::string>(), set["ablate"].dump());
+  // A scaled expert is an edit of the forward as an ablation is: the "ablated" lines below read that forward.
+  if (set.contains("scale_expert") && !set["scale_expert"].empty())
+    fmt::print("scaled (router weight times the factor where chosen): {}\n", set["scale_expert"].dump());
   for (const auto& L : S["layers"]) {
     fmt::print("\n{}\n", style(fmt::format("layer {}", L["layer"].get<int64_t>()), fmt::emphasis::bold));
     fmt::print("{:>6} {:>7} {:>7} {:>7}  {:<28} {:<30} {}\n", "expert", "routed", "load", "weight", "routed tokens",

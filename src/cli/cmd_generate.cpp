@@ -11,6 +11,7 @@
 #include "vocablens/ablation.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/experts.hpp"
 #include "vocablens/memory_estimate.hpp"
 #include "vocablens/kv_cache.hpp"
 #include "vocablens/model.hpp"
@@ -40,6 +41,7 @@ struct GenerateOptions {
   int64_t steer_feature = -1;
   double feature_scale = 4.0;
   bool feature_scale_given = false;
+  std::vector<std::string> scale_expert;  // "L.E=FACTOR": a mixture's expert's output scaled where chosen
 };
 
 // --steer "A-B": the steering vector W_E[A] - W_E[B]. A word without a leading space is looked up as the
@@ -113,6 +115,10 @@ int run_generate(const GenerateOptions& o) {
   if (o.steer_feature >= 0 && !o.steer.empty()) throw vocablens::UsageError("give --steer or --steer-feature, not both");
   if (o.steer.empty() && o.steer_given)
     throw vocablens::UsageError("--steer-layer and --steer-scale need --steer PLUS-MINUS");
+  // Parsed before any decoding: a dense model or a bad spec is refused in one line.
+  const auto scales = vocablens::parse_expert_scales(o.scale_expert, c, m.source());
+  if (!scales.empty() && (o.steer_feature >= 0 || !o.steer.empty()))
+    throw vocablens::UsageError("give --scale-expert or --steer / --steer-feature, not both");
   // Steered text means little alone: the unsteered continuation of the same prompt is printed above it.
   std::vector<int64_t> ids, plain;
   std::string steer_label;
@@ -145,6 +151,16 @@ int run_generate(const GenerateOptions& o) {
     plain = m.generate_greedy(prompt, steps, stop);
     ids = vocablens::generate_greedy_with_hooks(m, prompt, steps, stop, vocablens::steering_hooks(v, layer, o.steer_scale));
     steer_label = fmt::format("steered ({:+g} x {}, layer {})", o.steer_scale, shown, layer);
+  } else if (!scales.empty()) {
+    vocablens::HookList hooks;
+    vocablens::add_expert_scales(hooks, scales);
+    std::vector<std::string> shown;
+    for (const auto& x : scales) shown.push_back(fmt::format("{}.{}={}", x.layer, x.expert, x.factor));
+    fmt::print(stderr, "steering: router weight of expert LAYER.EXPERT times FACTOR where chosen: {}\n",
+               fmt::join(shown, ", "));
+    plain = m.generate_greedy(prompt, steps, stop);
+    ids = vocablens::generate_greedy_with_hooks(m, prompt, steps, stop, hooks);
+    steer_label = fmt::format("steered (experts {})", fmt::join(shown, ", "));
   } else {
     ids = m.generate_greedy(prompt, steps, stop);
   }
@@ -214,6 +230,10 @@ vocablens::cli::Register registered_cmd_generate{
           ->check(CLI::NonNegativeNumber);
       auto* fscale = sub.add_option("--scale", o->feature_scale, "With --steer-feature: the multiplier s of W_dec[N] "
                                                                  "(default 4; negative subtracts it)");
+      sub.add_option("--scale-expert", o->scale_expert,
+                     "Mixtures of experts: multiply expert LAYER.EXPERT's output by FACTOR wherever the router chose "
+                     "it, e.g. 1.5=2 (its router weight times FACTOR; 0 removes it); repeatable; the unscaled text is "
+                     "printed too");
       return [o, fscale, steer_layer, steer_scale] {
         o->feature_scale_given = fscale->count() > 0;
         o->steer_layer_given = steer_layer->count() > 0;

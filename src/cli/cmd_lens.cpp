@@ -242,8 +242,10 @@ nlohmann::json carried_to(const vocablens::AnalysisDecl& decl, const nlohmann::j
     else if (it.key() == "save_probs" || it.key() == "two_pass")
       throw UsageError(std::string(it.key() == "save_probs" ? "--save-probs" : "--two-pass") +
                        " applies to one prompt (--prompt or --prompt-ids), not to " + form);
-    else if (it.key() == "ablate_expert" || it.key() == "ablate_mode")
-      throw UsageError(std::string(it.key() == "ablate_expert" ? "--ablate-expert" : "--ablate-mode") +
+    else if (it.key() == "ablate_expert" || it.key() == "ablate_mode" || it.key() == "scale_expert")
+      throw UsageError(std::string(it.key() == "ablate_expert" ? "--ablate-expert"
+                                   : it.key() == "ablate_mode" ? "--ablate-mode"
+                                                               : "--scale-expert") +
                        " applies to one prompt (--prompt or --prompt-ids), not to " + form);
     else if (it.key() == "target" && std::string(form) == "--prompts")
       throw UsageError("--target has no meaning with --prompts (give \"target\" per line in JSON Lines)");

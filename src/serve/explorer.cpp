@@ -198,6 +198,10 @@ Answer Explorer::model_answer() {
               {"config_sha256", model_info_.value("config_sha256", "")},
               {"hooks", hooks},
               {"n_layers", model_->config().n_layers},
+              // A mixture of experts' router: the page's routing view asks POST /api/experts only where there is one.
+              {"experts", model_->config().n_experts > 0
+                              ? json({{"n_experts", model_->config().n_experts}, {"k", model_->config().n_experts_used}})
+                              : json(nullptr)},
               {"tokenizer", {{"kind", tok_->kind()}, {"source", tok_->source()}, {"vocab_size", tok_->vocab_size()},
                              {"bos_id", tok_->bos_id()}, {"eos_id", tok_->eos_id()}}},
               {"tuned", o_.tuned.empty() ? json(nullptr) : json(o_.tuned)},
@@ -378,8 +382,9 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
     // the lens poll the worker's CancelScope, worker_pool.cpp).
     // The lens and the attribution only read activations: their forward pass of a prompt is kept and the next
     // one of the same prompt replayed (a click on a cell after the lens runs no block of the model).
-    // An ablation edits the forward: neither replayed nor kept as the prompt's.
-    const bool memo = kForwardReaders.count(name) != 0 && resolved.value("ablate_expert", json()).is_null();
+    // An ablation or an expert's scaling edits the forward: neither replayed nor kept as the prompt's.
+    const bool memo = kForwardReaders.count(name) != 0 && resolved.value("ablate_expert", json()).is_null() &&
+                      resolved.value("scale_expert", json()).is_null();
     std::optional<ForwardMemoScope> scope;
     if (memo) scope.emplace(*forward_);
     AnalysisInputs inputs;  // the server's SAE, for an analysis that reads one (never copied)

@@ -92,5 +92,7 @@ int run_server(const ServeOptions& o);
 extern const char* const kPageHtml;
 /// The graph view (src/serve/graph_view.html), spliced into the page at its "<!-- graph view -->" marker.
 extern const char* const kGraphViewHtml;
+/// The routing view of a mixture of experts (src/serve/experts_view.html), at its "<!-- experts view -->" marker.
+extern const char* const kExpertsViewHtml;
 
 }  // namespace vocablens::serve

@@ -4,19 +4,22 @@
 #include "serve/explorer.hpp"
 
 #include <string>
+#include <utility>
 
 namespace vocablens::serve {
 
 namespace {
 
-// The page with the graph view in place: two files in the source (page.html stays readable), one document
+// The page with its views in place: several files in the source (page.html stays readable), one document
 // served (the Content-Security-Policy below admits inline scripts only, no script from a path).
 const std::string& page_html() {
   static const std::string page = [] {
     std::string s = kPageHtml;
-    const std::string marker = "<!-- graph view -->";
-    const auto at = s.find(marker);
-    if (at != std::string::npos) s.replace(at, marker.size(), kGraphViewHtml);
+    for (const auto& [marker, view] : {std::pair<std::string, const char*>{"<!-- graph view -->", kGraphViewHtml},
+                                       {"<!-- experts view -->", kExpertsViewHtml}}) {
+      const auto at = s.find(marker);
+      if (at != std::string::npos) s.replace(at, marker.size(), view);
+    }
     return s;
   }();
   return page;

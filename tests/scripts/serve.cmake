@@ -34,6 +34,13 @@ add_test(NAME serve_page COMMAND ${VOCABLENS_NODE} ${PROJECT_SOURCE_DIR}/tests/s
          $<TARGET_FILE:vocablens_cli> ${VOCABLENS_FIXTURES_DIR}/gpt2-tiny ${PROJECT_BINARY_DIR}/serve)
 set_tests_properties(serve_page PROPERTIES TIMEOUT 600 LABELS "serve;node"
   ENVIRONMENT "VOCABLENS_THREADS=1;OMP_NUM_THREADS=1")
+# The routing view of a mixture of experts (tests/serve/experts_page_test.js): the Mixtral fixture's cell click
+# against POST /api/experts and /api/attribute, and nothing on gpt2-tiny.
+add_test(NAME serve_experts_page COMMAND ${VOCABLENS_NODE} ${PROJECT_SOURCE_DIR}/tests/serve/experts_page_test.js
+         $<TARGET_FILE:vocablens_cli> ${PROJECT_SOURCE_DIR}/tests/fixtures/families/mixtral ${VOCABLENS_FIXTURES_DIR}/gpt2-tiny
+         ${PROJECT_BINARY_DIR}/serve)
+set_tests_properties(serve_experts_page PROPERTIES TIMEOUT 300 LABELS "serve;node"
+  ENVIRONMENT "VOCABLENS_THREADS=1;OMP_NUM_THREADS=1")
 # The static report's first-screen rule (tests/serve/report_first_screen.js, the same puppeteer-core): the
 # heatmap of a 37-token `lens --report` within the first 900 px, the raw summary and provenance folded.
 add_test(NAME report_first_screen COMMAND ${VOCABLENS_NODE} ${PROJECT_SOURCE_DIR}/tests/serve/report_first_screen.js

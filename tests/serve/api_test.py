@@ -389,6 +389,22 @@ def experts_api():
         check(st == 200 and ablated["arrays"]["top_ids"] != plain["arrays"]["top_ids"]
               and [r[:3] for r in again["arrays"]["top_ids"]["data"][-1]] == [r for r in plain["arrays"]["top_ids"]["data"][-1]],
               "POST /api/lens with ablate_expert reads the ablated forward; the plain lens after it is unchanged")
+        # scale_expert: factor 0 is the zero ablation (the same lens), and is not kept as the prompt's forward either
+        st, scaled = s.post("/api/lens", dict(lens, scale_expert=["1.2=0"]))
+        _, again2 = s.post("/api/lens", dict(lens, top_k=5))
+        check(st == 200 and scaled["arrays"]["top_ids"] == ablated["arrays"]["top_ids"]
+              and scaled["arrays"]["top_probs"] == ablated["arrays"]["top_probs"]
+              and [r[:3] for r in again2["arrays"]["top_ids"]["data"][-1]] == [r for r in plain["arrays"]["top_ids"]["data"][-1]],
+              "POST /api/lens with scale_expert 1.2=0 is the ablated lens; the plain lens after it is unchanged")
+        body = {"prompt": "the cat sat on the mat", "top_k": 3, "layers": "1", "scale_expert": ["1.2=2.5"]}
+        st, api = s.post("/api/experts", body)
+        cli = cli_json(["experts", MIXTRAL, "--prompt", body["prompt"], "--top-k", "3", "--layers", "1",
+                        "--scale-expert", "1.2=2.5", "--format", "json"])
+        d = first_difference(comparable(api), comparable(cli)) if st == 200 else f"status {st}: {str(api)[:300]}"
+        check(d is None and api["settings"]["scale_expert"] == ["1.2=2.5"],
+              "POST /api/experts {scale_expert} == vocablens experts --scale-expert" + (f" (first difference {d})" if d else ""))
+        st, err = s.post("/api/experts", dict(body, scale_expert=["1.2=inf"]))
+        check(st == 400 and "the factor must be finite" in err.get("error", ""), f"a non-finite factor -> 400 in one line (got {st})")
         if not s.alive():
             failures.append("the mixture-of-experts server died")
 

@@ -10,7 +10,7 @@
 //   node tests/serve/page_test.js build/vocablens ../shared/fixtures/gpt2-tiny build/serve
 // (OUT_DIR/node_modules holds puppeteer-core: scripts/setup.sh installs tests/serve/package-lock.json there.)
 "use strict";
-const { spawn, spawnSync } = require("child_process");
+const { spawnSync } = require("child_process");
 const fs = require("fs");
 const os = require("os");
 const path = require("path");
@@ -18,27 +18,8 @@ const path = require("path");
 const [cli, model, outDir] = process.argv.slice(2);
 const PROMPT = "The Eiffel Tower is in the city of";
 const TRANSCODERS = path.join(__dirname, "..", "fixtures", "graph", "gpt2-tiny");
-let failures = 0;
-function check(cond, what) {
-  console.log((cond ? "ok    " : "FAIL  ") + what);
-  if (!cond) failures++;
-  return cond;
-}
-
-function startServer(extra) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(cli, ["serve", model, "--host", "127.0.0.1", "--port", "0", ...extra], { stdio: ["ignore", "pipe", "pipe"] });
-    let out = "", err = "";
-    const timer = setTimeout(() => reject(new Error("no URL from vocablens serve within 180 s: " + err)), 180000);
-    p.stdout.on("data", (d) => {
-      out += d;
-      const m = out.match(/http:\/\/127\.0\.0\.1:\d+\//);
-      if (m) { clearTimeout(timer); resolve({ proc: p, url: m[0] }); }
-    });
-    p.stderr.on("data", (d) => { err += d; });
-    p.on("exit", (code) => { clearTimeout(timer); reject(new Error(`vocablens serve exited with ${code}: ${err}`)); });
-  });
-}
+const { check, failed, startServer: startOn } = require("./page_support");
+const startServer = (extra) => startOn(cli, model, extra);
 
 async function main() {
   if (!cli || !model || !outDir) throw new Error("usage: page_test.js VOCABLENS_CLI MODEL_DIR OUT_DIR");
@@ -270,8 +251,8 @@ async function main() {
     kill();
     fs.rmSync(profile, { recursive: true, force: true });
   }
-  console.log(`${failures} failure(s)`);
-  return failures ? 1 : 0;
+  console.log(`${failed()} failure(s)`);
+  return failed() ? 1 : 0;
 }
 
 // ---- the graph view (serve --transcoders): the fixture's attribution graph drawn by layer x position, a node's
