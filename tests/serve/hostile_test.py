@@ -260,6 +260,19 @@ def protocol(s):
         check(st == want, f"Content-Type: {ctype} -> {st} (want {want})")
 
 
+def start_knn(s):
+    """A knn request on a raw connection (its client can leave), and the server's status once it runs."""
+    body = json.dumps({"k": 5}).encode()
+    c = connect(s.port)
+    c.sendall(b"POST /api/knn HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: "
+              + str(len(body)).encode() + b"\r\n\r\n" + body)
+    deadline, st = time.time() + 30, {}
+    while time.time() < deadline and st.get("running") != 1:
+        st = s.get("/api/status")[1]
+        time.sleep(0.05)
+    return c, st
+
+
 def memory_budget():
     """A request whose declared estimate (the figure `lens --dry-run` prints) needs more than --memory-budget
     beyond the model is refused before any work, naming the estimate; a small one runs."""
@@ -279,14 +292,7 @@ def memory_budget():
     # naming what the running ones hold), a small lens does (200); once the first is cancelled the budget is free.
     with VocablensServer(CLI, [MODEL], ["--memory-budget", "600", "--max-answer-values", "10000000"],
                          preexec_fn=cap_memory) as s:
-        body = json.dumps({"k": 5}).encode()
-        c = connect(s.port)
-        c.sendall(b"POST /api/knn HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: "
-                  + str(len(body)).encode() + b"\r\n\r\n" + body)
-        deadline, st = time.time() + 30, {}
-        while time.time() < deadline and st.get("running") != 1:
-            st = s.get("/api/status")[1]
-            time.sleep(0.05)
+        c, st = start_knn(s)
         check(st.get("running") == 1, f"--memory-budget 600: the first knn is running ({st.get('running')})")
         code, doc = s.post("/api/knn", {"k": 6})
         msg = doc.get("error", "")
@@ -302,13 +308,7 @@ def memory_budget():
         check(st.get("running") == 0 and st.get("cancelled", 0) >= 1,
               f"the first knn's client left: running {st.get('running')}, cancelled {st.get('cancelled')}")
         # Its reservation was given back: another knn is admitted (running, not 503), then left too.
-        c = connect(s.port)
-        c.sendall(b"POST /api/knn HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: "
-                  + str(len(body)).encode() + b"\r\n\r\n" + body)
-        deadline, st = time.time() + 30, {}
-        while time.time() < deadline and st.get("running") != 1:
-            st = s.get("/api/status")[1]
-            time.sleep(0.05)
+        c, st = start_knn(s)
         check(st.get("running") == 1, f"after it, a knn is admitted again (running {st.get('running')})")
         c.close()
 
