@@ -345,7 +345,10 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
     // would run on the connection's thread, outside --workers and beyond the reach of cancellation.
     progress = progress_.track(req, name);
     if (!analysis->decl.estimate_runs_model) {
-      const AnalysisEstimate est = estimate_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http);
+      // The server's SAE handed over, as to the run: the feature analyses' estimates read its shapes, and would
+      // otherwise load it again from its path, on this thread, for every request.
+      const AnalysisInputs inputs = server_inputs(*analysis);
+      const AnalysisEstimate est = estimate_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http, &inputs);
       if (auto refused = admit(name, est, reserved)) return *refused;
       if (progress) {
         progress->need_bytes = reserved;
@@ -368,7 +371,8 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
     std::shared_ptr<void> late_reservation;
     if (analysis->decl.estimate_runs_model) {
       // (inside the worker's CancelScope: the estimate's forward stops when the client leaves, like the run's)
-      const AnalysisEstimate est = estimate_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http);
+      const AnalysisInputs inputs = server_inputs(*analysis);
+      const AnalysisEstimate est = estimate_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http, &inputs);
       if (auto refused = admit(name, est, late)) return *refused;
       late_reservation = std::shared_ptr<void>(nullptr, [this, late](void*) { release(late); });
       if (progress) {
@@ -387,10 +391,7 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
                       resolved.value("scale_expert", json()).is_null();
     std::optional<ForwardMemoScope> scope;
     if (memo) scope.emplace(*forward_);
-    AnalysisInputs inputs;  // the server's SAE, for an analysis that reads one (never copied)
-    if (sae_)
-      for (const auto& o : analysis->decl.options)
-        if (o.type == OptionType::Sae) inputs.saes[o.name] = std::shared_ptr<const Sae>(sae_.get(), [](const Sae*) {});
+    const AnalysisInputs inputs = server_inputs(*analysis);
     Result r = run_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http, cancel_on_progress(cancel, progress), cancel,
                             &inputs);
     fill_provenance(r, *model_, "POST /api/" + name);
@@ -398,6 +399,14 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
     if (memo) a.forward = scope->replayed() > 0 && scope->recorded() == 0 ? "replayed" : "computed";
     return a;
   });
+}
+
+AnalysisInputs Explorer::server_inputs(const DeclaredAnalysis& a) const {
+  AnalysisInputs inputs;  // the server's SAE, for an analysis that reads one (never copied)
+  if (sae_)
+    for (const auto& o : a.decl.options)
+      if (o.type == OptionType::Sae) inputs.saes[o.name] = std::shared_ptr<const Sae>(sae_.get(), [](const Sae*) {});
+  return inputs;
 }
 
 std::optional<Answer> Explorer::admit(const std::string& name, const AnalysisEstimate& est, double& reserved) {

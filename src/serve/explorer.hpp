@@ -22,6 +22,8 @@
 #include "serve/server.hpp"
 #include "serve/worker_pool.hpp"
 #include "vocablens/analysis_estimate.hpp"
+#include "vocablens/analysis_inputs.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/result.hpp"
 
 namespace vocablens {
@@ -69,6 +71,8 @@ class Explorer {
   /// nothing with `reserved` set to what was taken (give it back with release()).
   std::optional<Answer> admit(const std::string& name, const AnalysisEstimate& est, double& reserved);
   void release(double reserved);
+  /// The objects the server holds for an analysis's options (its --sae), as run_analysis and the estimate take them.
+  AnalysisInputs server_inputs(const DeclaredAnalysis& a) const;
   // sae_api.cpp: the SAE's features and the corpus's top activations.
   void load_sae_and_corpus();
   json sae_info() const;
