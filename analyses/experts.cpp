@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "corpus_windows.hpp"
+#include "vocablens/dist.hpp"
 #include "token_label.hpp"
 #include "util/regular_file.hpp"
 #include "vocablens/cache.hpp"
@@ -224,8 +225,6 @@ class ExpertsRunner {
     const at::Tensor x = at::tensor(ids, at::kLong);
     ForwardOutput f = run_with_hooks(m_, x, hooks_, spec_, logits);
     const int64_t T = static_cast<int64_t>(ids.size()), k = m_.config().n_experts_used;
-    for (int64_t t = skip; t < T; ++t) r_.token_totals[ids[static_cast<size_t>(t)]] += 1;
-    r_.positions += T - skip;
     at::Tensor W_U;
     for (size_t li = 0; li < layers_.size(); ++li) {
       const int64_t l = layers_[li];
@@ -259,8 +258,36 @@ class ExpertsRunner {
           }
       }
     }
-    if (o_.progress && r_.corpus) o_.progress(r_.positions, o_.max_tokens);
     return f.logits;
+  }
+
+  // The positions [skip, T) of a window every rank reads (routed or not by this rank): the totals and progress.
+  void count(const std::vector<int64_t>& ids, int64_t skip) {
+    const int64_t T = static_cast<int64_t>(ids.size());
+    for (int64_t t = skip; t < T; ++t) r_.token_totals[ids[static_cast<size_t>(t)]] += 1;
+    r_.positions += T - skip;
+    if (o_.progress && r_.corpus) o_.progress(r_.positions, o_.max_tokens);
+  }
+
+  // Under mpirun each rank routed its share of the windows: the sums over ranks. Counts (loads, routed tokens)
+  // are integers and so exact; the weight and output sums are float64 sums whose order depends on the ranks
+  // (equal to the one-process sums within float64 rounding).
+  void reduce_over_ranks() {
+    if (dist::size() <= 1) return;
+    for (auto& a : acc_) {
+      std::vector<double> counts(a.routed.begin(), a.routed.end());
+      dist::allreduce_sum(counts.data(), static_cast<int64_t>(counts.size()));
+      for (size_t e = 0; e < counts.size(); ++e) a.routed[e] = static_cast<int64_t>(counts[e]);
+      dist::allreduce_sum(a.weight_sum.data(), static_cast<int64_t>(a.weight_sum.size()));
+      a.out_sum = a.out_sum.contiguous();
+      dist::allreduce_sum(a.out_sum.data_ptr<double>(), a.out_sum.numel());
+      std::vector<int64_t> flat;  // (expert, token, count) triples
+      for (int64_t e = 0; e < a.E; ++e)
+        for (const auto& [tok, n] : a.tokens[static_cast<size_t>(e)]) flat.insert(flat.end(), {e, tok, n});
+      const std::vector<int64_t> all = dist::allgather(flat);
+      for (auto& m : a.tokens) m.clear();
+      for (size_t i = 0; i + 2 < all.size(); i += 3) a.tokens[static_cast<size_t>(all[i])][all[i + 1]] += all[i + 2];
+    }
   }
 
   void finish() {
@@ -324,6 +351,7 @@ ExpertsReport analyze_experts(const Model& m, const std::vector<int64_t>& ids, c
   r.ids = ids;
   ExpertsRunner run(m, o, r);
   const bool ablated = !o.ablate.empty() || !o.scale.empty();
+  run.count(ids, 0);
   const at::Tensor logits = run.add(ids, 0, o.per_token, ablated);
   if (ablated) {
     const at::Tensor base = m.forward(at::tensor(ids, at::kLong), CacheSpec{}).logits;
@@ -346,14 +374,20 @@ ExpertsReport analyze_experts_corpus(const Model& m, const Tokenizer& tok, const
   r.source = path;
   ExpertsRunner run(m, o, r);  // checks the model before the file is read
   const uint64_t total = detail::check_regular_file(path, detail::kMaxCorpusBytes, "corpora");
-  bool first = true;
+  // Under mpirun window w is routed by rank w mod N (every rank reads the whole file); the sums are then reduced.
+  const int shard_rank = o.distributed ? dist::rank() : 0, shard_count = o.distributed ? dist::size() : 1;
+  int64_t window = 0;
   const CorpusWindowCut cut{tok, path, static_cast<size_t>(1) << 20, W, o.max_tokens, m.config().vocab_size};
   for_each_corpus_window(cut, total, {}, [&](const std::vector<int64_t>& ids) {
     // Windows overlap by one token (the last of one is the first of the next): counted once.
-    run.add(ids, first ? 0 : 1, false, false);
-    first = false;
+    const int64_t skip = window == 0 ? 0 : 1;
+    if (window % shard_count == shard_rank) run.add(ids, skip, false, false);
+    run.count(ids, skip);
+    ++window;
   });
   if (r.positions == 0) throw UsageError(path + ": the corpus has no tokens");
+  if (shard_count > 1) run.reduce_over_ranks();
+  r.ranks = shard_count;
   run.finish();
   return r;
 }
@@ -378,6 +412,7 @@ Result ExpertsReport::to_result(const Tokenizer* tok) const {
   if (corpus) {
     res.settings["corpus"] = source;
     res.settings["window"] = options.window;
+    if (ranks > 1) res.settings["ranks"] = ranks;
     res.settings["max_tokens"] = options.max_tokens;
   }
   auto& S = res.summary;

@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace vocablens::dist {
 
@@ -25,6 +26,9 @@ int size();
 /// In-place element-wise sum over all ranks (no-op with one rank).
 void allreduce_sum(double* data, int64_t n);
 void allreduce_sum(float* data, int64_t n);
+/// Every rank's `mine`, concatenated in rank order, on every rank (`mine` itself with one rank). Throws
+/// UsageError when the whole would exceed 2^31 - 1 entries (MPI's counts are int).
+std::vector<int64_t> allgather(const std::vector<int64_t>& mine);
 /// Maximum over ranks (for "did any rank fail").
 int64_t allreduce_max(int64_t v);
 void barrier();

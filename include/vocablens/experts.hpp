@@ -89,6 +89,8 @@ struct ExpertsOptions {
   // corpus form
   int64_t window = 0;          ///< tokens per window; 0 = the model's context
   int64_t max_tokens = 0;      ///< 0 = the whole file
+  /// Under mpirun (vocablens/dist.hpp), share the windows over the ranks: every rank returns the whole report.
+  bool distributed = true;
   std::function<void(int64_t, int64_t)> progress;
 };
 
@@ -115,6 +117,7 @@ struct ExpertsReport {
   std::string model, source;  ///< source: the prompt's text or the corpus path
   bool corpus = false;
   int64_t positions = 0, n_experts = 0, k = 0;
+  int ranks = 1;             ///< corpus form: the processes the windows were shared over (mpirun)
   std::vector<int64_t> ids;  ///< the prompt's tokens (prompt form)
   std::vector<ExpertsLayer> layers;
   std::vector<ExpertTokenWrite> per_token;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
 
 #include "cli/command.hpp"
@@ -15,6 +16,7 @@
 #include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/detail/atomic_file.hpp"
+#include "vocablens/dist.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
 
@@ -78,9 +80,14 @@ int run_experts(const ExpertsCli& c) {
   auto tok = vocablens::load_tokenizer_for(c.model, c.tokenizer);
   const auto est = vocablens::estimate_analysis(a, m, tok.get(), given, vocablens::Surface::Cli);
   if (auto rc = vocablens::cli::check_memory("experts", est, c.dry_run)) return *rc;
+  // Under mpirun a corpus's windows are shared over the ranks (a prompt is run by each); rank 0 reports.
+  vocablens::dist::init();
   vocablens::cli::ProgressBar bar("experts", "tokens");
-  auto r = vocablens::run_analysis(a, m, tok.get(), given, vocablens::Surface::Cli, bar.callback());
+  std::function<void(int64_t, int64_t)> progress;
+  if (vocablens::dist::rank() == 0) progress = bar.callback();
+  auto r = vocablens::run_analysis(a, m, tok.get(), given, vocablens::Surface::Cli, progress);
   bar.finish();
+  if (vocablens::dist::rank() != 0) return 0;
   vocablens::cli::fill_provenance(r, m);
   vocablens::cli::emit(r, c.out, [&] { print_experts(r, vocablens::cli::use_color(c.out)); });
   return 0;

@@ -1,6 +1,7 @@
 // MPI behind vocablens/dist.hpp; without VOCABLENS_HAVE_MPI every call is the one-process form.
 #include "vocablens/dist.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -69,6 +70,32 @@ void allreduce_sum(float* data, int64_t n) {
   if (g_size <= 1 || n == 0) return;
 #ifdef VOCABLENS_HAVE_MPI
   MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+#endif
+}
+
+std::vector<int64_t> allgather(const std::vector<int64_t>& mine) {
+  if (g_size <= 1) return mine;
+#ifdef VOCABLENS_HAVE_MPI
+  const long long n = static_cast<long long>(mine.size());
+  std::vector<long long> sizes(static_cast<size_t>(g_size));
+  MPI_Allgather(&n, 1, MPI_LONG_LONG, sizes.data(), 1, MPI_LONG_LONG, MPI_COMM_WORLD);
+  std::vector<int> counts(static_cast<size_t>(g_size)), displs(static_cast<size_t>(g_size));
+  long long total = 0;
+  for (int r = 0; r < g_size; ++r) {
+    displs[static_cast<size_t>(r)] = static_cast<int>(std::min<long long>(total, 0x7fffffff));
+    counts[static_cast<size_t>(r)] = static_cast<int>(std::min<long long>(sizes[static_cast<size_t>(r)], 0x7fffffff));
+    total += sizes[static_cast<size_t>(r)];
+  }
+  // Every rank sees the same sizes, so every rank refuses together (none is left waiting in the gather).
+  if (total > 0x7fffffff)
+    throw UsageError("mpirun: " + std::to_string(total) + " entries to gather over the ranks, more than MPI's 2^31 - 1");
+  std::vector<int64_t> out(static_cast<size_t>(total));
+  static_assert(sizeof(long long) == sizeof(int64_t), "int64_t is long long's size");
+  MPI_Allgatherv(mine.data(), static_cast<int>(n), MPI_LONG_LONG, out.data(), counts.data(), displs.data(), MPI_LONG_LONG,
+                 MPI_COMM_WORLD);
+  return out;
+#else
+  return mine;
 #endif
 }
 
