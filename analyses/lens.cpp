@@ -91,6 +91,10 @@ LensEngine::LensEngine(const Model& m, const LensOptions& o) : m_(m), o_(o) {
       // --dtype bfloat16 with non-float32 weights: the projection runs as the model's own unembedding does
       // (bfloat16 GEMM, float32 accumulation and statistics); a bfloat16 W_U is used in place, not upcast.
       W_ = stored.scalar_type() == at::kBFloat16 ? stored : materialize_weight(stored).to(at::kBFloat16);
+    } else if (int8_product(stored)) {
+      // --compute int8 with a quantized W_U: multiplied in its stored blocks as the model's own unembedding is
+      // (llama.cpp's numerics; the last lens layer is the model's logits), and no float32 copy of [d, V] is made.
+      W_ = stored;
     } else {
       W_ = m.W_U();
     }
@@ -144,13 +148,16 @@ void LensEngine::run(const std::vector<int64_t>& ids, const std::vector<int64_t>
 }
 
 at::Tensor LensEngine::log_probs(const at::Tensor& normed) const {
-  at::Tensor z = at::matmul(normed.to(at::kFloat), W_.to(at::kFloat));
+  const at::Tensor x = normed.to(at::kFloat);
+  at::Tensor z = is_packed_weight(W_) ? weight_matmul(x.reshape({-1, x.size(-1)}), W_).reshape({x.size(0), x.size(1), -1})
+                                      : at::matmul(x, W_.to(at::kFloat));
   if (b_.defined()) z = z + b_.to(at::kFloat);
   return at::log_softmax(z.to(at::kDouble), -1).to(at::kFloat);  // [n, T, V]
 }
 
 void LensEngine::logits_into(at::Tensor& Z, const at::Tensor& X) const {
-  if (W_.scalar_type() == at::kBFloat16) Z.copy_(detail::mm_bf16(X.to(at::kBFloat16), W_));
+  if (is_packed_weight(W_)) Z.copy_(weight_matmul(X, W_));  // int8 compute (the constructor)
+  else if (W_.scalar_type() == at::kBFloat16) Z.copy_(detail::mm_bf16(X.to(at::kBFloat16), W_));
   else at::mm_out(Z, X, W_);
   if (b_.defined()) Z.add_(b_);
   if (final_softcap_ > 0) Z.div_(final_softcap_).tanh_().mul_(final_softcap_);  // the model's own last step (Gemma-2)

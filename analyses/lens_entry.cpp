@@ -74,6 +74,9 @@ AnalysisEstimate lens_estimate(const AnalysisRequest& q, int64_t T) {
   // and its float32 product.
   const bool bf16 = compute_dtype() == ComputeDtype::BFloat16;
   const bool bf16_product = bf16 && m.weights().W_U.scalar_type() != at::kFloat && !pinv;
+  // Under int8 compute a quantized W_U is multiplied in place (LensEngine): the product [R, V] is made beside the
+  // block it is copied into, with the rows' int8 quantization (~1.1 bytes a value).
+  const bool int8_w = !pinv && int8_product(m.weights().W_U);
   auto stats_and_block = [&](MemoryEstimate& e, double layers_per_block) {
     e.add("lens: per-position results", n * Td * (k * 12 + 64) + (save_probs ? n * Td * V * 4 : 0.0));
     const double rows = layers_per_block * static_cast<double>(std::min<int64_t>(
@@ -87,7 +90,8 @@ AnalysisEstimate lens_estimate(const AnalysisRequest& q, int64_t T) {
         block += R * d * 4 + d * cols * 4 + R * cols * 4;
       }
     }
-    const std::string with = bf16_product ? " (and its bfloat16 product)" : "";
+    if (int8_w) block += R * V * 4 + R * d * 1.2;
+    const std::string with = bf16_product ? " (and its bfloat16 product)" : int8_w ? " (and its int8 product)" : "";
     if (layers_per_block > 1) e.add_phase("lens: one logit block" + with, block);
     else e.add("lens " + q.spelled("two_pass") + ": one layer's logit block" + with + ", made during the forward", block);
   };
@@ -105,7 +109,7 @@ AnalysisEstimate lens_estimate(const AnalysisRequest& q, int64_t T) {
     } else if (bf16 && stored.scalar_type() != at::kFloat && stored.scalar_type() != at::kBFloat16) {
       e.add("lens: W_U as bfloat16 (stored as " + weight_storage_name(stored) + ")", d * V * 2);
       e.add_phase("lens: W_U's float32 copy, converted to bfloat16", d * V * 4);
-    } else if (!bf16 && stored.scalar_type() != at::kFloat) {
+    } else if (!bf16 && stored.scalar_type() != at::kFloat && !int8_w) {
       e.add("lens: W_U as float32 (stored as " + weight_storage_name(stored) + ")", d * V * 4);
     }
   };

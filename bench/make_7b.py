@@ -9,17 +9,36 @@ Shape: d_model 4096, 32 layers, 32 heads, d_mlp 11008, vocabulary 32000, untied,
 Data is drawn from a 256 MB pool of random values (weights ~ N(0, 0.02); quantized blocks with fixed small
 scales) at varying offsets, so writing is disk-bound; values matter only for timing and memory.
 Set D/L/FF/V in the environment to write a smaller model of the same layout (for trying the bench), CTX for
-another context length (the long-context bench: D=2048 L=4 H=16 FF=5632 CTX=32768, TYPE f32)."""
+another context length (the long-context bench: D=2048 L=4 H=16 FF=5632 CTX=32768, TYPE f32).
+ARCH=qwen3moe (gguf only) writes a Qwen3-30B-A3B-shaped mixture of experts instead: d_model 2048, 48 layers, 32 query
+and 4 key/value heads of 128 with q/k norms, 128 SwiGLU experts of 768 (top 8) in llama.cpp's 3-D ffn_*_exps
+tensors, the router F32, vocabulary 151 936 (TYPE q4_k: 17.3 GB). E/K/KV/HD override experts, top-k, kv heads,
+head size."""
 import json, os, struct, sys
 import numpy as np
 
 d, L, H, FF, V, CTX = (int(os.environ.get(k, v)) for k, v in (("D", 4096), ("L", 32), ("H", 32), ("FF", 11008), ("V", 32000),
                                                               ("CTX", 4096)))
+ARCH = os.environ.get("ARCH", "llama")
+if ARCH == "qwen3moe":
+    d, L, H, FF, V = (int(os.environ.get(k, v)) for k, v in (("D", 2048), ("L", 48), ("H", 32), ("FF", 768), ("V", 151936)))
+E, K, KV, HD = (int(os.environ.get(k, v)) for k, v in (("E", 128), ("K", 8), ("KV", 4 if ARCH == "qwen3moe" else H), ("HD", 128 if ARCH == "qwen3moe" else d // H)))
 rng = np.random.default_rng(7)
 POOL = 256 << 20
 
 def names():
     out = [("token_embd.weight", "model.embed_tokens.weight", (V, d))]
+    if ARCH == "qwen3moe":
+        for l in range(L):
+            g = f"blk.{l}."
+            out += [(g + "attn_norm.weight", None, (d,)), (g + "attn_q.weight", None, (H * HD, d)),
+                    (g + "attn_k.weight", None, (KV * HD, d)), (g + "attn_v.weight", None, (KV * HD, d)),
+                    (g + "attn_q_norm.weight", None, (HD,)), (g + "attn_k_norm.weight", None, (HD,)),
+                    (g + "attn_output.weight", None, (d, H * HD)), (g + "ffn_norm.weight", None, (d,)),
+                    (g + "ffn_gate_inp.weight", "f32", (E, d)),
+                    (g + "ffn_gate_exps.weight", None, (E, FF, d)), (g + "ffn_up_exps.weight", None, (E, FF, d)),
+                    (g + "ffn_down_exps.weight", None, (E, d, FF))]
+        return out + [("output_norm.weight", None, (d,)), ("output.weight", None, (V, d))]
     for l in range(L):
         g, h = f"blk.{l}.", f"model.layers.{l}."
         out += [(g + "attn_norm.weight", h + "input_layernorm.weight", (d,)),
@@ -126,12 +145,16 @@ def write_gguf(path, kind):
         vals, nb = BLOCK[kind]; return n // vals * nb
     toks = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % i for i in range(256)]
     toks += ["t%d" % i for i in range(V - len(toks))]
-    kv = [("general.architecture", 8, "llama"), ("general.name", 8, "random-7b-shape"),
-          ("llama.block_count", 4, L), ("llama.context_length", 4, CTX), ("llama.embedding_length", 4, d),
-          ("llama.feed_forward_length", 4, FF), ("llama.attention.head_count", 4, H), ("llama.attention.head_count_kv", 4, H),
-          ("llama.rope.dimension_count", 4, d // H), ("llama.rope.freq_base", 6, 10000.0),
-          ("llama.attention.layer_norm_rms_epsilon", 6, 1e-5), ("tokenizer.ggml.model", 8, "llama"),
+    a = ARCH
+    kv = [("general.architecture", 8, a), ("general.name", 8, "random-%s-shape" % ("30b-a3b" if a == "qwen3moe" else "7b")),
+          (a + ".block_count", 4, L), (a + ".context_length", 4, CTX), (a + ".embedding_length", 4, d),
+          (a + ".feed_forward_length", 4, FF), (a + ".attention.head_count", 4, H), (a + ".attention.head_count_kv", 4, KV),
+          (a + ".rope.dimension_count", 4, HD), (a + ".rope.freq_base", 6, 10000.0),
+          (a + ".attention.layer_norm_rms_epsilon", 6, 1e-5), ("tokenizer.ggml.model", 8, "llama"),
           ("tokenizer.ggml.bos_token_id", 4, 1), ("tokenizer.ggml.eos_token_id", 4, 2)]
+    if a == "qwen3moe":
+        kv += [(a + ".attention.key_length", 4, HD), (a + ".attention.value_length", 4, HD), (a + ".expert_count", 4, E),
+               (a + ".expert_used_count", 4, K), (a + ".expert_feed_forward_length", 4, FF)]
     body = b""
     for k, t, v in kv:
         body += gstr(k) + struct.pack("<I", t) + (gstr(v) if t == 8 else struct.pack({4: "<I", 6: "<f"}[t], v))
@@ -140,10 +163,11 @@ def write_gguf(path, kind):
     types = np.ones(V, np.int32); types[0] = 2; types[1:3] = 3; types[3:259] = 6
     body += gstr("tokenizer.ggml.token_type") + struct.pack("<IIQ", 9, 5, V) + types.tobytes()
     infos, off, plan = b"", 0, []
-    for g, _, shape in names():
-        t = 0 if len(shape) == 1 else tcode
+    for g, hf, shape in names():
+        t = 0 if len(shape) == 1 or hf == "f32" else tcode
         nb = nbytes(shape, t)
         if len(shape) == 1: t = -1  # a norm vector: F32 ones (the matrices of an f32 file are type 0 too)
+        elif hf == "f32" and tcode != 0: t = -2  # the router, kept F32 as llama.cpp's quantizations keep it
         infos += gstr(g) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", n) for n in reversed(shape)) + struct.pack("<IQ", max(t, 0), off)
         plan.append((shape, t, nb, off)); off += nb; off += (32 - off % 32) % 32
     head = b"GGUF" + struct.pack("<IQQ", 3, len(plan), len(kv) + 3) + body + infos
@@ -157,6 +181,7 @@ def write_gguf(path, kind):
         for i, (shape, t, nb, o) in enumerate(plan):
             f.write(b"\0" * (o - pos))
             if t == -1: f.write(np.ones(shape, np.float32).tobytes())
+            elif t == -2: f.write((rng.standard_normal(shape, dtype=np.float32) * 0.02).tobytes())
             else: stream(f, pool, nb, unit, i)
             pos = o + nb
 

@@ -20,6 +20,8 @@
 #include "fixtures.hpp"
 #include "npy_tensor.hpp"
 #include "tensor_checks.hpp"
+#include "vocablens/analysis_estimate.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/detail/lens_engine.hpp"
 #include "vocablens/detail/sha256.hpp"
 #include "vocablens/error.hpp"
@@ -29,6 +31,7 @@
 #include "vocablens/model.hpp"
 #include "vocablens/npy.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "vocablens/weight.hpp"
 
 using vl_test::load_npy_tensor;
 
@@ -474,3 +477,48 @@ TEST_CASE("lens: to_result carries tokens, settings, arrays and the top-k table"
 }
 
 // ---- corpus mode (the engine: lens_corpus_test.cpp; here the CLI) ----------------------------------------
+
+// ---- int8 compute: the lens multiplies a quantized W_U as the model does ---------------------------------------
+TEST_CASE("lens under int8 compute: the last layer is the model's own int8 logits, W_U never copied to float32") {
+  auto m = vocablens::load_model(std::string(VOCABLENS_SOURCE_DIR) + "/tests/data/gguf/llamak-q8_0.gguf");
+  const auto ids = vl_test::read_ids_txt(std::string(VOCABLENS_SOURCE_DIR) + "/tests/data/gguf/ids-llama.txt");
+  vocablens::LensOptions o;
+  o.top_k = 5;
+  struct Mode {  // the process-wide compute mode, restored whatever happens
+    explicit Mode(vocablens::ComputeDtype d) { vocablens::set_compute_dtype(d); }
+    ~Mode() { vocablens::set_compute_dtype(vocablens::ComputeDtype::Float32); }
+  };
+  auto last_probs = [&](const at::Tensor& logits) {
+    return at::softmax(logits.reshape({-1, logits.size(-1)}).to(at::kDouble), -1);  // [T, V]
+  };
+  const at::Tensor x = at::tensor(ids, at::kLong);
+  const at::Tensor exact = last_probs(m.forward(x, vocablens::CacheSpec{}).logits);
+  Mode int8(vocablens::ComputeDtype::Int8);
+  REQUIRE(vocablens::int8_product(m.weights().W_U));
+  const at::Tensor p8 = last_probs(m.forward(x, vocablens::CacheSpec{}).logits);
+  // The two modes' distributions differ (so the comparison below can tell which W_U the lens used) ...
+  REQUIRE((exact - p8).abs().max().item<double>() > 1e-4);
+  for (bool two_pass : {false, true}) {
+    INFO("two_pass " << two_pass);
+    o.two_pass = two_pass;
+    const auto lens = vocablens::logit_lens(m, ids, o);
+    const int64_t L = lens.n_layers() - 1, T = static_cast<int64_t>(ids.size());
+    double worst = 0, exact_gap = 0;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t r = 0; r < o.top_k; ++r) {
+        const int64_t id = lens.top_ids[static_cast<size_t>((L * T + t) * o.top_k + r)];
+        worst = std::max(worst, std::abs(lens.top_prob(L, t, r) - p8[t][id].item<double>()));
+        exact_gap = std::max(exact_gap, std::abs(exact[t][id].item<double>() - p8[t][id].item<double>()));
+      }
+    // ... and the lens's last layer is the int8 forward's (float32 softmax against float64: 1e-6), where the
+    // exact path's is measurably not.
+    CHECK(worst < 1e-6);
+    CHECK(exact_gap > 1e-5);
+  }
+  // The estimate holds no float32 copy of W_U under int8 compute.
+  const auto& a = vocablens::find_analysis("lens");
+  const nlohmann::json given = {{"prompt", ids}};
+  const auto est = vocablens::estimate_analysis(a, m, nullptr, given, vocablens::Surface::Python);
+  REQUIRE(!est.memory.items.empty());
+  for (const auto& item : est.memory.items) CHECK(item.what.find("W_U as float32") == std::string::npos);
+}

@@ -64,6 +64,11 @@ ComputeDtype compute_dtype_from_string(const std::string& s);
 /// "float32", "bfloat16" or "int8": what inspect, results' provenance ("compute") and the server report.
 const char* compute_dtype_name(ComputeDtype d);
 
+/// True when a product with `w` now runs on the int8 kernels: Int8 compute and a packed GGUF weight of a type they
+/// multiply. A projection through such a weight (the lens's W_U) then multiplies it in place with weight_matmul,
+/// as the model's own unembedding does, rather than through a float32 copy.
+bool int8_product(const at::Tensor& w);
+
 /// x [N, in] (float32) @ w [in, out] (+ b [out]) -> [N, out] float32, for any representation above.
 at::Tensor weight_matmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
 

@@ -385,6 +385,12 @@ at::Tensor stored_weight_matmul(const at::Tensor& x, const at::Tensor& w, const 
 
 void set_reference_weight_tiles(bool on) { g_reference_tiles = on; }
 
+bool int8_product(const at::Tensor& w) {
+  RowSource s{};
+  return compute_dtype() == ComputeDtype::Int8 && is_packed_weight(w) && !g_reference_tiles.load() &&
+         row_source(w, true, s) && qdot::supported(s.type);
+}
+
 at::Tensor weight_rows(const at::Tensor& w, const at::Tensor& ids) {
   if (!is_packed_weight(w)) return w.index_select(0, ids).to(at::kFloat);
   auto v = packed_view(w);
