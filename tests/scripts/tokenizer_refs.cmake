@@ -6,4 +6,4 @@ target_link_libraries(vocablens_tokenize_ids PRIVATE vocablens_core)
 add_test(NAME tokenizer_refs
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tokenizer_refs/run_refs.sh
                  $<TARGET_FILE:vocablens_tokenize_ids> ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/tokenizer_refs)
-set_tests_properties(tokenizer_refs PROPERTIES TIMEOUT 1800 LABELS "reference;node;llama.cpp")
+set_tests_properties(tokenizer_refs PROPERTIES TIMEOUT 1800 LABELS "reference;node;llama.cpp;refs")

@@ -5,4 +5,4 @@ find_program(VOCABLENS_BASH bash)
 add_test(NAME wordpiece_crosscheck
          COMMAND ${VOCABLENS_BASH} ${PROJECT_SOURCE_DIR}/tests/wordpiece_crosscheck/run_crosscheck.sh
                  $<TARGET_FILE:vocablens_tokenize_corpus> ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/wordpiece_crosscheck)
-set_tests_properties(wordpiece_crosscheck PROPERTIES TIMEOUT 600 LABELS "crosscheck;node")
+set_tests_properties(wordpiece_crosscheck PROPERTIES TIMEOUT 600 LABELS "crosscheck;node;refs")
