@@ -137,6 +137,14 @@ struct V {
   static W wdot_biased(W, W, const int8_t*);
   static WF wfma_pair(W, WF, int, WF);
   static F ffold(WF);
+  static W fold2(W, W);
+  static WF wfpair(float, float);
+  static WF wfset1(float);
+  static WF wfmul(WF, WF);
+  static WF wfma(W, WF, WF);
+  static W wbcast16(const int16_t*);
+  static W wmadd16x2(const int16_t*, const int16_t*, W);
+  static void hsum2(WF, float*);
   static B bzero() { return B{}; }
   static F fadd(F a, F b) {
     for (int l = 0; l < 8; ++l) a.v[l] += b.v[l];
