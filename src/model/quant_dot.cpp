@@ -135,7 +135,8 @@ struct V {
   static WF wmul16(const float*, const float*);
   static W wbias(W);
   static W wdot_biased(W, W, const int8_t*);
-  static WF wfma_pair(W, WF, int, WF);
+  static WF wfma_pair(W, const float*, int, WF);
+  static void wfstore(float*, WF);
   static F ffold(WF);
   static W fold2(W, W);
   static WF wfpair(float, float);
