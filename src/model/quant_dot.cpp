@@ -321,9 +321,9 @@ int64_t act_row_bytes(GgmlType t, int64_t cols) {
 }
 
 void quantize_row(GgmlType t, const float* x, int64_t cols, uint8_t* dst) {
-  if (is_k(t) && active_kernel() >= Kernel::Avx2) quantize_q8_k_avx2(x, cols, dst);
-  else if (is_k(t)) quantize_q8_k(x, cols, dst);
-  else quantize_q8_0(x, cols, dst);
+  const bool vec = active_kernel() >= Kernel::Avx2;
+  if (is_k(t)) vec ? quantize_q8_k_avx2(x, cols, dst) : quantize_q8_k(x, cols, dst);
+  else vec ? quantize_q8_0_avx2(x, cols, dst) : quantize_q8_0(x, cols, dst);
 }
 
 void dot_rows_scalar(const DotArgs& a) { dot_rows_blocked(a); }
