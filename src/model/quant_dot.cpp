@@ -70,6 +70,8 @@ struct V {
     for (auto& x : h.v) x = static_cast<uint8_t>(((x >> s) & 3) << 4);
     return h;
   }
+  static constexpr bool kHalf8 = false;
+  static void halves8(const uint8_t*, int64_t, float*);
   static I zero() { return I{}; }
   static I add(I a, I b) {
     for (int l = 0; l < 8; ++l) a.v[l] += b.v[l];
