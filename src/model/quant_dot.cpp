@@ -293,7 +293,8 @@ std::atomic<int>& chosen() {
 Kernel detected_kernel() {
   static const Kernel k = [] {
     __builtin_cpu_init();
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    // F16C too: the vector kernels decode fp16 scales and round the Q8_0 activation scale with it.
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     const bool vnni = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
     return vnni ? Kernel::Avx512Vnni : avx2 ? Kernel::Avx2 : Kernel::Scalar;
