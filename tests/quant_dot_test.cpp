@@ -123,7 +123,13 @@ TEST_CASE("int8 activations: llama.cpp's integers and scales, byte for byte") {
       const std::vector<float> x = qd_data(cols, seed % 2 ? 1.f : 3e-3f, seed, seed % 3 == 0);
       std::vector<uint8_t> theirs(static_cast<size_t>(cols) * 2), ours(static_cast<size_t>(qdot::act_row_bytes(t, cols)));
       act->from_float(x.data(), theirs.data(), cols);
+      // every quantizer this CPU runs (Q8_K has a vector one): the same bytes as the scalar one
+      std::vector<uint8_t> scalar(ours.size());
+      qdot::set_kernel(qdot::Kernel::Scalar);
+      qdot::quantize_row(t, x.data(), cols, scalar.data());
+      qdot::set_kernel(qdot::Kernel::Avx512Vnni);
       qdot::quantize_row(t, x.data(), cols, ours.data());
+      CHECK(std::memcmp(scalar.data(), ours.data(), ours.size()) == 0);
       const int64_t nb = cols / (k ? 256 : 32), dbytes = (4 * nb + 63) / 64 * 64;
       const float* d = reinterpret_cast<const float*>(ours.data());
       const int8_t* qs = reinterpret_cast<const int8_t*>(ours.data() + dbytes + (k ? (32 * nb + 63) / 64 * 64 : 0));
@@ -147,6 +153,20 @@ TEST_CASE("int8 activations: llama.cpp's integers and scales, byte for byte") {
       }
       CHECK(bad == 0);
     }
+    // NaN and infinity: that block's scale NaN and its integers 0, the other blocks as usual, in every quantizer
+    std::vector<float> x = qd_data(cols, 1.f, 7, true);
+    x[static_cast<size_t>(k ? 300 : 40)] = NAN;
+    x[static_cast<size_t>(k ? 700 : 70)] = -INFINITY;
+    std::vector<uint8_t> scalar(static_cast<size_t>(qdot::act_row_bytes(t, cols))), vec(scalar.size());
+    qdot::set_kernel(qdot::Kernel::Scalar);
+    qdot::quantize_row(t, x.data(), cols, scalar.data());
+    qdot::set_kernel(qdot::Kernel::Avx512Vnni);
+    qdot::quantize_row(t, x.data(), cols, vec.data());
+    const float* d = reinterpret_cast<const float*>(vec.data());
+    CHECK(std::isnan(d[1]));
+    CHECK(std::isnan(d[2]));
+    CHECK(std::isfinite(d[0]));
+    CHECK(std::memcmp(scalar.data(), vec.data(), vec.size()) == 0);
   }
 }
 

@@ -70,6 +70,8 @@ struct V {
     for (auto& x : h.v) x = static_cast<uint8_t>(((x >> s) & 3) << 4);
     return h;
   }
+  static constexpr bool kHalf8 = false;
+  static void halves8(const uint8_t*, int64_t, float*);
   static I zero() { return I{}; }
   static I add(I a, I b) {
     for (int l = 0; l < 8; ++l) a.v[l] += b.v[l];
@@ -135,8 +137,17 @@ struct V {
   static WF wmul16(const float*, const float*);
   static W wbias(W);
   static W wdot_biased(W, W, const int8_t*);
-  static WF wfma_pair(W, WF, int, WF);
+  static WF wfma_pair(W, const float*, int, WF);
+  static void wfstore(float*, WF);
   static F ffold(WF);
+  static W fold2(W, W);
+  static WF wfpair(float, float);
+  static WF wfset1(float);
+  static WF wfmul(WF, WF);
+  static WF wfma(W, WF, WF);
+  static W wbcast16(const int16_t*);
+  static W wmadd16x2(const int16_t*, const int16_t*, W);
+  static void hsum2(WF, float*);
   static B bzero() { return B{}; }
   static F fadd(F a, F b) {
     for (int l = 0; l < 8; ++l) a.v[l] += b.v[l];
@@ -282,7 +293,8 @@ std::atomic<int>& chosen() {
 Kernel detected_kernel() {
   static const Kernel k = [] {
     __builtin_cpu_init();
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    // F16C too: the vector kernels decode fp16 scales and round the Q8_0 activation scale with it.
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     const bool vnni = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
     return vnni ? Kernel::Avx512Vnni : avx2 ? Kernel::Avx2 : Kernel::Scalar;
@@ -312,8 +324,9 @@ int64_t act_row_bytes(GgmlType t, int64_t cols) {
 }
 
 void quantize_row(GgmlType t, const float* x, int64_t cols, uint8_t* dst) {
-  if (is_k(t)) quantize_q8_k(x, cols, dst);
-  else quantize_q8_0(x, cols, dst);
+  const bool vec = active_kernel() >= Kernel::Avx2;
+  if (is_k(t)) vec ? quantize_q8_k_avx2(x, cols, dst) : quantize_q8_k(x, cols, dst);
+  else vec ? quantize_q8_0_avx2(x, cols, dst) : quantize_q8_0(x, cols, dst);
 }
 
 void dot_rows_scalar(const DotArgs& a) { dot_rows_blocked(a); }

@@ -73,6 +73,9 @@ void dot_rows_with(Kernel k, const DotArgs& a);
 void dot_rows_scalar(const DotArgs& a);
 void dot_rows_avx2(const DotArgs& a);
 void dot_rows_avx512(const DotArgs& a);
+/// quantize_row()'s rows with AVX2 (the same bytes); quantize_row() uses them where the active kernel allows.
+void quantize_q8_0_avx2(const float* x, int64_t cols, uint8_t* dst);
+void quantize_q8_k_avx2(const float* x, int64_t cols, uint8_t* dst);
 
 }  // namespace qdot
 }  // namespace vocablens
