@@ -1,8 +1,8 @@
-// `compare`'s options, declared once (vocablens/declared_options.hpp). compare reads two run directories and no
+// `compare`'s options, declared once (analyses/declared_options.hpp). compare reads two run directories and no
 // model, so it is not a registered analysis (a registered one runs on a model): `vocablens compare` makes its
 // flags from this declaration and Python's vocablens.compare() its keywords; both resolve through it.
 #include "vocablens/compare.hpp"
-#include "vocablens/declared_options.hpp"
+#include "declared_options.hpp"
 #include "vocablens/result.hpp"
 
 namespace vocablens::entries {

@@ -1,14 +1,14 @@
-// vocablens/declared_options.hpp — an analysis's typed options (HeadsOptions, LensOptions, ...) read from the
-// options its declaration resolved (vocablens/analysis_registry.hpp): the one conversion every surface shares.
+// analyses/declared_options.hpp — internal (not installed): an analysis's typed options (HeadsOptions, LensOptions,
+// ...) read from the options its declaration resolved (vocablens/analysis_registry.hpp), the one conversion the
+// entries share, and the few entry-level compositions a surface calls where run_analysis cannot (no Model: a
+// word-vector directory's spectrum and neighbours, `compare` of two run directories).
 //
-// run_analysis() does this inside the analysis's entry; a surface that needs the typed result itself (the CLI's
-// table printers read HeadsAnalysis, LensResult, ...) resolves the options, then calls the same reader:
+// run_analysis() does the conversion inside the analysis's entry; the CLI and the Python module reach this header
+// (as "analyses/declared_options.hpp", the repository root on their include path) only for those compositions and
+// for the few readers a command needs before the run (the `features` command's SAE and prompt):
 //
-//   const auto& a = vocablens::find_analysis("heads");
-//   nlohmann::json o = vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
-//   vocablens::AnalysisRequest q{model, tok.get(), o, {}, nullptr, vocablens::Surface::Cli, &a.decl};
-//   vocablens::HeadsOptions ho = vocablens::entries::heads_options(q);   // checked against the model
-//   auto heads = vocablens::analyze_heads(model, ho, tok.get());        // == what run_analysis returns
+//   nlohmann::json o = vocablens::resolve_options(vocablens::entries::compare_declaration(), given, Surface::Cli);
+//   vocablens::Result r = vocablens::entries::compare_run_results(run_a, run_b, "runs/fr", "runs/it", o);
 //
 // Guarantees: the readers check what needs the model (layer and head ranges, tokens, the tuned lens) and throw
 // UsageError naming the option as q.surface spells it; they never change the options' declared defaults.

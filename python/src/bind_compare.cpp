@@ -4,7 +4,7 @@
 
 #include "analyses.hpp"
 #include "vocablens/compare.hpp"
-#include "vocablens/declared_options.hpp"
+#include "analyses/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
 

@@ -13,7 +13,7 @@
 #include "cli/output.hpp"
 #include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/compare.hpp"
-#include "vocablens/declared_options.hpp"
+#include "analyses/declared_options.hpp"
 #include "vocablens/error.hpp"
 
 namespace {

@@ -18,7 +18,6 @@
 #include "cli/text_fit.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/detail/atomic_file.hpp"
-#include "vocablens/declared_options.hpp"
 #include "vocablens/dist.hpp"
 #include "vocablens/compare.hpp"
 #include "vocablens/error.hpp"
