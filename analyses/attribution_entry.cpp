@@ -7,7 +7,7 @@
 #include "vocablens/cache.hpp"
 #include "vocablens/memory_estimate.hpp"
 #include "vocablens/attribution.hpp"
-#include "vocablens/declared_options.hpp"
+#include "declared_options.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
 

@@ -7,7 +7,7 @@
 #include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_inputs.hpp"
 #include "vocablens/analysis_registry.hpp"
-#include "vocablens/declared_options.hpp"
+#include "declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/memory_estimate.hpp"
 #include "vocablens/timings.hpp"

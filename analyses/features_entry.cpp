@@ -13,7 +13,7 @@
 #include "vocablens/cache.hpp"
 #include "vocablens/memory_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
-#include "vocablens/declared_options.hpp"
+#include "declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/feature_encoder.hpp"
 #include "vocablens/features.hpp"

@@ -225,7 +225,7 @@ Result HeadsAnalysis::to_result(const Tokenizer* tok) const {
   Table per_token{"per_token", {"layer", "head", "kind", "token_id", "token", "rank", "dst_id", "dst", "value"}, {}};
   Table table{"circuits",
               {"layer", "head", "kind", "copying_score", "weight_copying_score", "sigma_1", "frobenius", "gemm_fraction",
-               "seconds"},
+               "seconds", "dense_flops", "gemm_flops"},
               {}};
   nlohmann::json jc = nlohmann::json::array();
   for (int64_t c = 0; c < C; ++c) {
@@ -274,7 +274,8 @@ Result HeadsAnalysis::to_result(const Tokenizer* tok) const {
     double frac = hc.stats.dense_flops > 0 ? hc.stats.gemm_flops / hc.stats.dense_flops : 0.0;
     auto num_or_null = [&](double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); };
     table.rows.push_back({hc.layer, hc.head, kind, num_or_null(copy[c]), num_or_null(wcopy[c]), num_or_null(sigma1),
-                          options.spectra ? nlohmann::json(std::sqrt(fro)) : nlohmann::json(), frac, hc.stats.seconds});
+                          options.spectra ? nlohmann::json(std::sqrt(fro)) : nlohmann::json(), frac, hc.stats.seconds,
+                          hc.stats.dense_flops, hc.stats.gemm_flops});
     jc.push_back({{"layer", hc.layer},
                   {"head", hc.head},
                   {"kind", kind},

@@ -3,7 +3,7 @@
 #include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/memory_estimate.hpp"
-#include "vocablens/declared_options.hpp"
+#include "declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/heads.hpp"
 #include "vocablens/model.hpp"

@@ -10,7 +10,7 @@
 #include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/cache.hpp"
-#include "vocablens/declared_options.hpp"
+#include "declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/memory_estimate.hpp"
 #include "vocablens/model.hpp"

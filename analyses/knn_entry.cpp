@@ -2,7 +2,7 @@
 #include "entry_common.hpp"
 #include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
-#include "vocablens/declared_options.hpp"
+#include "declared_options.hpp"
 #include "vocablens/knn.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/neighbours.hpp"

@@ -16,7 +16,7 @@
 #include "vocablens/detail/lens_engine.hpp"
 #include "vocablens/memory_estimate.hpp"
 #include "vocablens/compare.hpp"
-#include "vocablens/declared_options.hpp"
+#include "declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/experts.hpp"
 #include "vocablens/hooks.hpp"

@@ -2,7 +2,7 @@
 #include "entry_common.hpp"
 #include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
-#include "vocablens/declared_options.hpp"
+#include "declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/neighbours.hpp"
@@ -18,6 +18,13 @@ NeighbourOptions neighbour_options(const nlohmann::json& o) {
   no.exclude_inputs = !o.at("include_inputs").get<bool>();
   no.prefix_space = o.at("prefix_space").get<bool>();
   return no;
+}
+
+Result neighbours_of_vectors(const at::Tensor& X, const Tokenizer* tok, const nlohmann::json& o) {
+  auto n = neighbours(X, tok, o.at("query").get<std::string>(), neighbour_options(o));
+  n.matrix = o.at("matrix").get<std::string>();
+  n.space = to_string(vector_space_from_string(o.at("space").get<std::string>()));
+  return n.to_result(tok);
 }
 
 void register_neighbours_entry(AnalysisRegistry& r) {
@@ -41,15 +48,9 @@ void register_neighbours_entry(AnalysisRegistry& r) {
   };
   r.add({std::move(d), [](const AnalysisRequest& q) {
            const auto& o = q.options;
-           const NeighbourOptions no = neighbour_options(o);
-           const std::string query = o.at("query").get<std::string>();
-           parse_expression(query);  // a malformed query fails before any work
+           parse_expression(o.at("query").get<std::string>());  // a malformed query fails before any work
            const VectorSpace space = vector_space_from_string(o.at("space").get<std::string>());
-           const std::string matrix = o.at("matrix").get<std::string>();
-           auto n = neighbours(space_vectors(q.model, space, matrix), q.tok, query, no);
-           n.matrix = matrix;
-           n.space = to_string(space);
-           return n.to_result(q.tok);
+           return neighbours_of_vectors(space_vectors(q.model, space, o.at("matrix").get<std::string>()), q.tok, o);
          },
          // The vectors [V, d] and their normalised copy, one row of similarities.
          [](const AnalysisRequest& q) {

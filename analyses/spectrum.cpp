@@ -502,17 +502,15 @@ Result SpectrumResult::to_result(const Tokenizer* tok) const {
   return res;
 }
 
+bool token_matrix(const std::string& name) { return name == "W_E" || name == "E" || name == "W_U" || name == "U"; }
+
 at::Tensor model_matrix(const Model& m, const std::string& name, std::string* row_kind) {
   auto kind = [&](const char* k) {
     if (row_kind) *row_kind = k;
   };
-  if (name == "W_E" || name == "E") {
+  if (token_matrix(name)) {
     kind("token");
-    return m.W_E();
-  }
-  if (name == "W_U" || name == "U") {
-    kind("token");
-    return m.W_U().t();
+    return name.back() == 'E' ? m.W_E() : m.W_U().t();
   }
   if (name == "W_seg" || name == "seg") {
     if (!m.W_seg().defined())

@@ -7,7 +7,7 @@
 #include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/anisotropy.hpp"
-#include "vocablens/declared_options.hpp"
+#include "declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/spectrum.hpp"
@@ -46,6 +46,14 @@ Result spectrum_result(const SpectrumResult& s, const AnisotropyResult* a, const
   return r;
 }
 
+Result spectrum_of_matrix(const at::Tensor& M, const std::string& label, const std::string& row_kind,
+                          const Tokenizer* tok, const nlohmann::json& o) {
+  const auto s = matrix_spectrum(M, spectrum_options(o), label, row_kind);
+  std::unique_ptr<AnisotropyResult> a;
+  if (o.at("anisotropy").get<bool>()) a = std::make_unique<AnisotropyResult>(anisotropy(M, anisotropy_options(o), label));
+  return spectrum_result(s, a.get(), tok, o);
+}
+
 void register_spectrum_entry(AnalysisRegistry& r) {
   AnalysisDecl d;
   d.name = d.command = "spectrum";
@@ -67,15 +75,8 @@ void register_spectrum_entry(AnalysisRegistry& r) {
   r.add({std::move(d), [](const AnalysisRequest& q) {
            std::string label, kind;
            const at::Tensor M = entry::matrix_of(q, "matrix", label, kind);
-           const auto s = matrix_spectrum(M, spectrum_options(q.options), label, kind);
-           std::unique_ptr<AnisotropyResult> a;
-           if (q.options.at("anisotropy").get<bool>())
-             a = std::make_unique<AnisotropyResult>(anisotropy(M, anisotropy_options(q.options), label));
-           return spectrum_result(s, a.get(), kind == "token" ? q.tok : nullptr, q.options);
+           return spectrum_of_matrix(M, label, kind, kind == "token" ? q.tok : nullptr, q.options);
          },
-         // The matrix [rows, n] (a float32 copy of a stored one), its centred copy and the Lanczos basis, at
-         // most min(rows, n) wide (a larger k is the analysis's own error, not memory). A model matrix's shape
-         // comes from the config; a file or tensor is read for its shape, as the run reads it.
          [](const AnalysisRequest& q) {
            const auto& cf = q.model.config();
            const std::string name = q.options.at("matrix").is_string() ? q.options.at("matrix").get<std::string>() : "";

@@ -133,5 +133,8 @@ SpectrumResult matrix_spectrum(const at::Tensor& M, const SpectrumOptions& opts 
 /// "W_out.L" [d_mlp, d] (neuron output directions), or the path of a 2-D .npy file. `row_kind` receives
 /// "token", "position", "neuron" or "row". Throws UsageError for an unknown or absent matrix.
 at::Tensor model_matrix(const Model& m, const std::string& name, std::string* row_kind = nullptr);
+/// Whether model_matrix's rows for `name` are tokens ("W_E", "W_U" and their short names): the rows a tokenizer
+/// names, so a caller knows before reading the matrix whether it needs one.
+bool token_matrix(const std::string& name);
 
 }  // namespace vocablens

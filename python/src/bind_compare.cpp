@@ -4,21 +4,19 @@
 
 #include "analyses.hpp"
 #include "vocablens/compare.hpp"
-#include "vocablens/declared_options.hpp"
-#include "vocablens/compare_embeddings.hpp"
+#include "analyses/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
-#include "vocablens/spectrum.hpp"
 
 namespace vlpy {
 namespace {
 
-// A run given as a Result (logit_lens) or as a run directory path.
-vocablens::Result run_from(py::handle v, const char* arg, std::string& name) {
+// A run given as a Result (logit_lens) or as a run directory path (then `dir` is that path).
+vocablens::Result run_from(py::handle v, const char* arg, std::string& dir) {
   if (py::isinstance<py::str>(v)) {
-    name = v.cast<std::string>();
+    dir = v.cast<std::string>();
     py::gil_scoped_release nogil;
-    return vocablens::read_lens_run(name);
+    return vocablens::read_lens_run(dir);
   }
   if (py::isinstance<vocablens::Result>(v)) {
     const auto& r = v.cast<const vocablens::Result&>();
@@ -45,16 +43,13 @@ void register_compare(py::module_& mod) {
         } catch (const vocablens::OptionTypeError& e) {
           throw py::type_error(e.what());
         }
-        vocablens::LensCompareOptions o = vocablens::entries::compare_options(resolved);
-        vocablens::Result ra = run_from(a, "a", o.name_a), rb = run_from(b, "b", o.name_b);
+        std::string dir_a, dir_b;
+        vocablens::Result ra = run_from(a, "a", dir_a), rb = run_from(b, "b", dir_b);
         auto r = std::make_shared<vocablens::Result>();
         {
           py::gil_scoped_release nogil;
-          *r = vocablens::compare_lens_runs(ra, rb, o).to_result();
+          *r = vocablens::entries::compare_run_results(ra, rb, dir_a, dir_b, resolved);
         }
-        r->provenance = ra.provenance;
-        r->provenance["run_a"] = {{"dir", o.name_a == "A" ? "" : o.name_a}, {"provenance", ra.provenance}};
-        r->provenance["run_b"] = {{"dir", o.name_b == "B" ? "" : o.name_b}, {"provenance", rb.provenance}};
         r->provenance["command_line"] = "python: vocablens.compare()";
         return r;
       },

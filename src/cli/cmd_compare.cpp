@@ -13,7 +13,7 @@
 #include "cli/output.hpp"
 #include "vocablens/detail/atomic_file.hpp"
 #include "vocablens/compare.hpp"
-#include "vocablens/declared_options.hpp"
+#include "analyses/declared_options.hpp"
 #include "vocablens/error.hpp"
 
 namespace {
@@ -28,27 +28,52 @@ struct CompareCliOptions {
 
 std::string cell(float v, const char* f) { return std::isfinite(v) ? fmt::format(fmt::runtime(f), v) : std::string("-"); }
 
-void print_compare(const vocablens::LensCompareResult& c, bool color) {
+// The table view, read back from the Result (kind "lens_compare", vocablens/compare.hpp): the summary's runs and
+// layers, the [layers, positions] arrays at the readout position, the targets from the cells table.
+void print_compare(const vocablens::Result& r, bool color) {
   auto bold = [&](const std::string& t) { return color ? fmt::format(fmt::emphasis::bold, "{}", t) : t; };
-  fmt::print("{}\n", bold(fmt::format("compare · A {} ({}) · B {} ({})", c.name_a, c.model_a, c.name_b, c.model_b)));
-  if (!c.prompt_a.empty() || !c.prompt_b.empty()) fmt::print("prompts: A {:?} · B {:?}\n", c.prompt_a, c.prompt_b);
-  fmt::print("{} positions (align {}; A has {} tokens, B {}) · vocabulary: {}\n", c.T, c.align, c.T_a, c.T_b, c.vocab_check);
-  if (c.layers != c.layers_b) fmt::print("layers paired by relative depth ({} of A, B's layer for each in the table)\n", c.n);
-  fmt::print("{}\n", c.has_kl ? "KL between the two lenses from both runs' saved distributions" : "KL: " + c.kl_missing);
-  const int64_t t = c.readout;
-  fmt::print("\n{}\n", bold(fmt::format("position {}: A {} → {} · B {} → {}", t, c.tokens_a[static_cast<size_t>(t)],
-                                       c.targets_a[static_cast<size_t>(t)].empty() ? "-" : c.targets_a[static_cast<size_t>(t)],
-                                       c.tokens_b[static_cast<size_t>(t)],
-                                       c.targets_b[static_cast<size_t>(t)].empty() ? "-" : c.targets_b[static_cast<size_t>(t)])));
+  const auto& s = r.summary;
+  const auto &A = s["a"], &B = s["b"];
+  const std::string prompt_a = A["prompt"].get<std::string>(), prompt_b = B["prompt"].get<std::string>();
+  fmt::print("{}\n", bold(fmt::format("compare · A {} ({}) · B {} ({})", A["run"].get<std::string>(),
+                                      A["model"].get<std::string>(), B["run"].get<std::string>(), B["model"].get<std::string>())));
+  if (!prompt_a.empty() || !prompt_b.empty()) fmt::print("prompts: A {:?} · B {:?}\n", prompt_a, prompt_b);
+  const int64_t T = s["positions"].get<int64_t>(), t = s["readout_position"].get<int64_t>();
+  const auto &layers = s["layers"], &layers_b = s["layers_b"];
+  const int64_t n = static_cast<int64_t>(layers.size());
+  fmt::print("{} positions (align {}; A has {} tokens, B {}) · vocabulary: {}\n", T, r.settings["align"].get<std::string>(),
+             A["n_tokens"].get<int64_t>(), B["n_tokens"].get<int64_t>(), s["vocabulary_check"].get<std::string>());
+  if (layers != layers_b) fmt::print("layers paired by relative depth ({} of A, B's layer for each in the table)\n", n);
+  const bool has_kl = r.arrays.count("kl_ab") > 0;
+  fmt::print("{}\n", has_kl ? "KL between the two lenses from both runs' saved distributions" : "KL: " + s["kl"].get<std::string>());
+  const vocablens::Table* cells = nullptr;  // one row per (layer, position), layer-major: the targets
+  for (const auto& tab : r.tables)
+    if (tab.name == "cells") cells = &tab;
+  auto target = [&](int column) {
+    const std::string v = cells && t < static_cast<int64_t>(cells->rows.size())
+                              ? cells->rows[static_cast<size_t>(t)][static_cast<size_t>(column)].get<std::string>()
+                              : std::string();
+    return v.empty() ? std::string("-") : v;
+  };
+  fmt::print("\n{}\n", bold(fmt::format("position {}: A {} → {} · B {} → {}", t, s["tokens_a"][static_cast<size_t>(t)].get<std::string>(),
+                                       target(5), s["tokens_b"][static_cast<size_t>(t)].get<std::string>(), target(6))));
   fmt::print("{}\n", bold(fmt::format("{:<8} {:<8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>9} {:>9}", "layer", "B layer", "p_A", "p_B",
                                       "Δp", "rank_A", "rank_B", "Δrank", "KL(A‖B)", "KL(B‖A)")));
-  for (int64_t i = 0; i < c.n; ++i) {
-    const size_t q = c.at(i, t);
-    fmt::print("{:<8} {:<8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>9} {:>9}\n", c.layers[static_cast<size_t>(i)],
-               c.layers_b[static_cast<size_t>(i)], cell(c.prob_a[q], "{:.4f}"), cell(c.prob_b[q], "{:.4f}"),
-               cell(c.delta_prob[q], "{:+.4f}"), c.rank_a[q] > 0 ? std::to_string(c.rank_a[q]) : "-",
-               c.rank_b[q] > 0 ? std::to_string(c.rank_b[q]) : "-", cell(c.delta_rank[q], "{:+.0f}"),
-               c.has_kl ? cell(c.kl_ab[q], "{:.4f}") : "-", c.has_kl ? cell(c.kl_ba[q], "{:.4f}") : "-");
+  const float* prob_a = vocablens::cli::array_values<float>(r, "prob_a");
+  const float* prob_b = vocablens::cli::array_values<float>(r, "prob_b");
+  const float* delta_prob = vocablens::cli::array_values<float>(r, "delta_prob");
+  const float* delta_rank = vocablens::cli::array_values<float>(r, "delta_rank");
+  const int64_t* rank_a = vocablens::cli::array_values<int64_t>(r, "rank_a");
+  const int64_t* rank_b = vocablens::cli::array_values<int64_t>(r, "rank_b");
+  const float* kl_ab = vocablens::cli::array_values<float>(r, "kl_ab");
+  const float* kl_ba = vocablens::cli::array_values<float>(r, "kl_ba");
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t q = i * T + t;
+    fmt::print("{:<8} {:<8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>9} {:>9}\n", layers[static_cast<size_t>(i)].get<std::string>(),
+               layers_b[static_cast<size_t>(i)].get<std::string>(), cell(prob_a[q], "{:.4f}"), cell(prob_b[q], "{:.4f}"),
+               cell(delta_prob[q], "{:+.4f}"), rank_a[q] > 0 ? std::to_string(rank_a[q]) : "-",
+               rank_b[q] > 0 ? std::to_string(rank_b[q]) : "-", cell(delta_rank[q], "{:+.0f}"),
+               has_kl ? cell(kl_ab[q], "{:.4f}") : "-", has_kl ? cell(kl_ba[q], "{:.4f}") : "-");
   }
   fmt::print("(every layer × position: --out DIR writes lens_compare.cells.csv; --report draws the heatmaps)\n");
 }
@@ -72,20 +97,13 @@ void own_provenance(vocablens::Result& r) {
 }
 
 int run_compare(const CompareCliOptions& o) {
-  vocablens::LensCompareOptions co = vocablens::entries::compare_options(vocablens::resolve_options(
-      vocablens::entries::compare_declaration(), o.flags->given(), vocablens::Surface::Cli));
-  co.name_a = o.run_a;
-  co.name_b = o.run_b;
+  const nlohmann::json resolved =
+      vocablens::resolve_options(vocablens::entries::compare_declaration(), o.flags->given(), vocablens::Surface::Cli);
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
-  vocablens::Result a = vocablens::read_lens_run(o.run_a);
-  vocablens::Result b = vocablens::read_lens_run(o.run_b);
-  auto c = vocablens::compare_lens_runs(a, b, co);
-  vocablens::Result r = c.to_result();
-  r.provenance = a.provenance;  // the model path, config hash and tokenizer of A; both runs' below
-  r.provenance["run_a"] = {{"dir", o.run_a}, {"provenance", a.provenance}};
-  r.provenance["run_b"] = {{"dir", o.run_b}, {"provenance", b.provenance}};
+  vocablens::Result r = vocablens::entries::compare_run_results(vocablens::read_lens_run(o.run_a),
+                                                                vocablens::read_lens_run(o.run_b), o.run_a, o.run_b, resolved);
   own_provenance(r);
-  vocablens::cli::emit(r, o.out, [&] { print_compare(c, vocablens::cli::use_color(o.out)); });
+  vocablens::cli::emit(r, o.out, [&] { print_compare(r, vocablens::cli::use_color(o.out)); });
   return 0;
 }
 

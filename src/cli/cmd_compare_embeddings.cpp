@@ -16,11 +16,9 @@
 #include "vocablens/analysis_inputs.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/detail/atomic_file.hpp"
-#include "vocablens/declared_options.hpp"
 #include "vocablens/compare_embeddings.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
-#include "vocablens/spectrum.hpp"
 #include "vocablens/tokenizer.hpp"
 
 namespace {
@@ -35,59 +33,67 @@ struct CompareEmbeddingsCliOptions {
   vocablens::cli::OutputOptions out;
 };
 
-void print_compare(const vocablens::CompareEmbeddingsResult& c, const vocablens::Tokenizer& tok, bool color) {
+// The table view, read back from the Result (kind "compare_embeddings", vocablens/compare_embeddings.hpp).
+void print_compare(const vocablens::Result& r, const vocablens::Tokenizer& tok, bool color) {
   auto bold = [&](const std::string& t) { return color ? fmt::format(fmt::emphasis::bold, "{}", t) : t; };
-  fmt::print("{}\n", bold(fmt::format("compare-embeddings · {} · A {} [{} × {}] · B {} [{} × {}] · {:.2f} s", c.matrix,
-                                      c.model_a, c.rows_a, c.dim_a, c.model_b, c.rows_b, c.dim_b, c.seconds)));
-  fmt::print("shared tokens (equal bytes): {}\n", c.shared);
+  const auto& s = r.summary;
+  const auto& set = r.settings;
+  fmt::print("{}\n", bold(fmt::format("compare-embeddings · {} · A {} [{} × {}] · B {} [{} × {}] · {:.2f} s",
+                                      set["matrix"].get<std::string>(), set["model_a"].get<std::string>(),
+                                      s["rows_a"].get<int64_t>(), s["dim_a"].get<int64_t>(),
+                                      set["model_b"].get<std::string>(), s["rows_b"].get<int64_t>(),
+                                      s["dim_b"].get<int64_t>(), s["seconds"].get<double>())));
+  const int64_t shared = s["shared_tokens"].get<int64_t>();
+  fmt::print("shared tokens (equal bytes): {}\n", shared);
   fmt::print("orthogonal Procrustes A→B: relative residual ‖AR−B‖/‖B‖ = {:.4f} · with best scale s = {:.4g}: {:.4f}\n",
-             c.procrustes_residual, c.scale, c.scaled_residual);
-  fmt::print("linear CKA (centred): {:.4f}\n", c.cka);
-  fmt::print("k-NN agreement (k = {}, among shared tokens, cosine): mean share {:.2f}%\n", c.k, 100 * c.knn_overlap_mean);
+             s["procrustes_residual"].get<double>(), s["scale"].get<double>(), s["scaled_residual"].get<double>());
+  fmt::print("linear CKA (centred): {:.4f}\n", s["cka"].get<double>());
+  fmt::print("k-NN agreement (k = {}, among shared tokens, cosine): mean share {:.2f}%\n", s["k"].get<int64_t>(),
+             100 * s["knn_overlap_mean"].get<double>());
   std::string hist;
-  for (size_t a = 0; a < c.knn_overlap_histogram.size(); ++a) hist += fmt::format("  {}:{}", a, c.knn_overlap_histogram[a]);
+  const auto& histogram = s["knn_overlap_histogram"];
+  for (size_t a = 0; a < histogram.size(); ++a) hist += fmt::format("  {}:{}", a, histogram[a].get<int64_t>());
   fmt::print("  tokens by agreeing neighbours{}\n", hist);
-  if (c.has_spectra)
-    fmt::print("effective rank A {:.2f} (centred {:.2f}) · B {:.2f} (centred {:.2f})\n", c.spectrum_a.effective_rank,
-               c.spectrum_a.effective_rank_centred, c.spectrum_b.effective_rank, c.spectrum_b.effective_rank_centred);
-  std::vector<size_t> order(c.aligned_cosine.size());
+  if (s.contains("effective_rank_a"))
+    fmt::print("effective rank A {:.2f} (centred {:.2f}) · B {:.2f} (centred {:.2f})\n", s["effective_rank_a"].get<double>(),
+               s["effective_rank_centred_a"].get<double>(), s["effective_rank_b"].get<double>(),
+               s["effective_rank_centred_b"].get<double>());
+  const double* cosine = vocablens::cli::array_values<double>(r, "aligned_cosine");
+  const double* distance = vocablens::cli::array_values<double>(r, "aligned_distance");
+  const double* overlap = vocablens::cli::array_values<double>(r, "knn_overlap");
+  const int64_t* ids_b = vocablens::cli::array_values<int64_t>(r, "ids_b");
+  std::vector<size_t> order(static_cast<size_t>(shared));
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return c.aligned_cosine[x] < c.aligned_cosine[y]; });
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return cosine[x] < cosine[y]; });
   fmt::print("\n{}\n", bold("tokens that moved most after alignment (lowest cos(a·R, b))"));
   fmt::print("{}\n", bold(fmt::format("{:>4} {:<16} {:>9} {:>9} {:>8}", "#", "token", "cos", "dist", "kNN")));
   for (size_t t = 0; t < std::min<size_t>(12, order.size()); ++t) {
     size_t i = order[t];
-    fmt::print("{:>4} {:<16} {:>9.4f} {:>9.4f} {:>7.0f}%\n", t + 1, tok.display(c.ids_b[i]), c.aligned_cosine[i],
-               c.aligned_distance[i], 100 * c.knn_overlap[i]);
+    fmt::print("{:>4} {:<16} {:>9.4f} {:>9.4f} {:>7.0f}%\n", t + 1, tok.display(ids_b[i]), cosine[i], distance[i],
+               100 * overlap[i]);
   }
 }
 
 int run_compare_embeddings(const CompareEmbeddingsCliOptions& o) {
-  const auto& decl = vocablens::find_analysis("compare_embeddings").decl;
-  const nlohmann::json resolved = vocablens::resolve_options(decl, o.flags->given(), vocablens::Surface::Cli);
+  const auto& a = vocablens::find_analysis("compare_embeddings");
+  const nlohmann::json given = o.flags->given();
+  const nlohmann::json resolved = vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   const std::string model_b = resolved["model_b"].get<std::string>();
   vocablens::Model ma = vocablens::load_model(o.model_a);
   vocablens::Model mb = vocablens::load_model(model_b);
-  {
-    vocablens::AnalysisInputs in;
-    in.models["model_b"] = {&mb, nullptr};
-    if (auto rc = vocablens::cli::check_memory(
-            "compare-embeddings",
-            vocablens::estimate_analysis(vocablens::find_analysis("compare_embeddings"), ma, nullptr, o.flags->given(),
-                                         vocablens::Surface::Cli, &in),
-            o.dry_run))
-      return *rc;
-  }
+  vocablens::AnalysisInputs in;  // the second model as loaded here, with the tokenizer --tokenizer-b names
+  in.models["model_b"] = {&mb, nullptr};
+  if (auto rc = vocablens::cli::check_memory(
+          "compare-embeddings", vocablens::estimate_analysis(a, ma, nullptr, given, vocablens::Surface::Cli, &in),
+          o.dry_run))
+    return *rc;
   auto ta = vocablens::load_tokenizer_for(o.model_a, o.tokenizer_a);
   auto tb = vocablens::load_tokenizer_for(model_b, o.tokenizer_b);
-  const vocablens::AnalysisRequest q{ma, ta.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &decl};
-  const auto c = vocablens::entries::compare_two_models(q, mb, tb.get());
-  vocablens::Result r = c.to_result(tb.get());
+  in.models["model_b"].tok = tb.get();
+  vocablens::Result r = vocablens::run_analysis(a, ma, ta.get(), given, vocablens::Surface::Cli, {}, nullptr, &in);
   vocablens::cli::fill_provenance(r, ma);  // the first model, as the Python module (its run is of model A)
-  r.provenance["model_a"] = ma.source();
-  r.provenance["model_b"] = mb.source();
-  vocablens::cli::emit(r, o.out, [&] { print_compare(c, *tb, vocablens::cli::use_color(o.out)); });
+  vocablens::cli::emit(r, o.out, [&] { print_compare(r, *tb, vocablens::cli::use_color(o.out)); });
   return 0;
 }
 

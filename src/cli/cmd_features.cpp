@@ -20,7 +20,7 @@
 #include "vocablens/analysis_inputs.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/detail/atomic_file.hpp"
-#include "vocablens/declared_options.hpp"
+#include "analyses/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/feature_encoder.hpp"
 #include "vocablens/features.hpp"

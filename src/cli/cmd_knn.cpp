@@ -12,7 +12,6 @@
 #include "cli/progress.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/detail/atomic_file.hpp"
-#include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/knn.hpp"
 #include "vocablens/model.hpp"

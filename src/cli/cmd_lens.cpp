@@ -18,7 +18,6 @@
 #include "cli/text_fit.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/detail/atomic_file.hpp"
-#include "vocablens/declared_options.hpp"
 #include "vocablens/dist.hpp"
 #include "vocablens/compare.hpp"
 #include "vocablens/error.hpp"
@@ -74,28 +73,21 @@ std::string pct(double p) {
   return fmt::format("{:>3.0f}%", p * 100);
 }
 
-// A Result's array as typed values (row-major; nullptr when absent).
-template <class T>
-const T* values(const vocablens::Result& r, const char* name) {
-  auto it = r.arrays.find(name);
-  return it == r.arrays.end() ? nullptr : reinterpret_cast<const T*>(it->second.bytes.data());
-}
-
 // The lens Result as a terminal table: the top-1 grid (the last positions that fit), then per-layer means.
 void print_lens_table(const vocablens::Result& r, const vocablens::Tokenizer& tok, bool color) {
   const auto& set = r.settings;
   const auto& sum = r.summary;
   const int64_t n = static_cast<int64_t>(sum["layers"].size()), T = sum["n_tokens"].get<int64_t>(),
                 k = set["top_k"].get<int64_t>();
-  const int64_t* tokens = values<int64_t>(r, "tokens");
-  const int64_t* targets = values<int64_t>(r, "targets");
-  const int64_t* top_ids = values<int64_t>(r, "top_ids");
-  const float* top_probs = values<float>(r, "top_probs");
-  const float* entropy = values<float>(r, "entropy");
-  const float* kl_final = values<float>(r, "kl_final");
-  const float* cross_entropy = values<float>(r, "cross_entropy");
-  const float* target_prob = values<float>(r, "target_prob");
-  const int64_t* target_rank = values<int64_t>(r, "target_rank");
+  const int64_t* tokens = vocablens::cli::array_values<int64_t>(r, "tokens");
+  const int64_t* targets = vocablens::cli::array_values<int64_t>(r, "targets");
+  const int64_t* top_ids = vocablens::cli::array_values<int64_t>(r, "top_ids");
+  const float* top_probs = vocablens::cli::array_values<float>(r, "top_probs");
+  const float* entropy = vocablens::cli::array_values<float>(r, "entropy");
+  const float* kl_final = vocablens::cli::array_values<float>(r, "kl_final");
+  const float* cross_entropy = vocablens::cli::array_values<float>(r, "cross_entropy");
+  const float* target_prob = vocablens::cli::array_values<float>(r, "target_prob");
+  const int64_t* target_rank = vocablens::cli::array_values<int64_t>(r, "target_rank");
   auto at = [T](int64_t li, int64_t t) { return static_cast<size_t>(li * T + t); };
   auto top_id = [&](int64_t li, int64_t t, int64_t j) { return top_ids[at(li, t) * static_cast<size_t>(k) + static_cast<size_t>(j)]; };
   auto top_prob = [&](int64_t li, int64_t t, int64_t j) { return top_probs[at(li, t) * static_cast<size_t>(k) + static_cast<size_t>(j)]; };
@@ -198,8 +190,8 @@ void print_batch_table(const vocablens::Result& r, const vocablens::Model& m, bo
   const auto& sum = r.summary;
   const int64_t P = sum["n_prompts"].get<int64_t>(), n = static_cast<int64_t>(sum["layers"].size()),
                 T = sum["max_tokens"].get<int64_t>();
-  const float* tp = values<float>(r, "target_prob");
-  const int64_t* rank = values<int64_t>(r, "target_rank");
+  const float* tp = vocablens::cli::array_values<float>(r, "target_prob");
+  const int64_t* rank = vocablens::cli::array_values<int64_t>(r, "target_rank");
   auto bold = [&](const std::string& t) { return color ? fmt::format(fmt::emphasis::bold, "{}", t) : t; };
   fmt::print("{}\n", bold(fmt::format("logit lens over {} prompts of {} · {} · {:.2f} s", P,
                                       r.settings["prompts_file"].get<std::string>(), m.source(), sum["seconds"].get<double>())));

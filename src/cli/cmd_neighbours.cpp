@@ -12,7 +12,7 @@
 #include "cli/output.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/detail/atomic_file.hpp"
-#include "vocablens/declared_options.hpp"
+#include "analyses/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/neighbours.hpp"
@@ -32,57 +32,59 @@ struct NeighboursCliOptions {
   vocablens::cli::OutputOptions out;
 };
 
-void print_neighbours(const vocablens::NeighbourResult& r, const vocablens::Tokenizer& tok, bool color) {
+// The table view, read back from the Result (kind "neighbours", vocablens/neighbours.hpp).
+void print_neighbours(const vocablens::Result& r, bool color) {
   auto bold = [&](const std::string& t) { return color ? fmt::format(fmt::emphasis::bold, "{}", t) : t; };
-  fmt::print("{}\n", bold(fmt::format("neighbours of {} · {} in {}-space · cosine (float64)", r.query, r.matrix, r.space)));
-  for (const auto& t : r.terms) {
+  const auto& s = r.summary;
+  fmt::print("{}\n", bold(fmt::format("neighbours of {} · {} in {}-space · cosine (float64)", s["query"].get<std::string>(),
+                                      s["matrix"].get<std::string>(), s["space"].get<std::string>())));
+  const std::string compose = r.settings["compose"].get<std::string>();
+  for (const auto& t : s["terms"]) {
+    const auto& ps = t["pieces"];
     std::string pieces;
-    for (size_t i = 0; i < t.pieces.size(); ++i)
+    for (size_t i = 0; i < ps.size(); ++i)
       pieces += fmt::format("{}{} #{}", i ? " + " : "",
-                            t.pieces.size() > 1 ? fmt::format("{:.3g}·{}", t.piece_weights[i], tok.display(t.pieces[i]))
-                                                : tok.display(t.pieces[i]),
-                            t.pieces[i]);
-    fmt::print("  {:+g} × {}  = {}{}\n", t.term.weight, t.term.id >= 0 ? "#" + std::to_string(t.term.id) : "'" + t.term.text + "'",
-               pieces, t.pieces.size() > 1 ? fmt::format("  ({} of {} pieces)", to_string(r.options.compose), t.pieces.size()) : "");
+                            ps.size() > 1 ? fmt::format("{:.3g}·{}", ps[i]["weight"].get<double>(), ps[i]["token"].get<std::string>())
+                                          : ps[i]["token"].get<std::string>(),
+                            ps[i]["id"].get<int64_t>());
+    fmt::print("  {:+g} × {}  = {}{}\n", t["weight"].get<double>(),
+               t.contains("id") ? "#" + std::to_string(t["id"].get<int64_t>()) : "'" + t["text"].get<std::string>() + "'",
+               pieces, ps.size() > 1 ? fmt::format("  ({} of {} pieces)", compose, ps.size()) : "");
   }
-  if (!r.excluded.empty()) fmt::print("  (the query's own {} token{} left out)\n", r.excluded.size(), r.excluded.size() == 1 ? "" : "s");
+  const size_t excluded = s["excluded"].size();
+  if (excluded) fmt::print("  (the query's own {} token{} left out)\n", excluded, excluded == 1 ? "" : "s");
   fmt::print("{}\n", bold(fmt::format("{:>4}  {:<24} {:>7}  {:>9}", "rank", "token", "id", "cosine")));
-  for (size_t i = 0; i < r.neighbours.size(); ++i) {
-    const auto& n = r.neighbours[i];
-    fmt::print("{:>4}  {:<24} {:>7}  {:>9.6f}\n", i + 1, tok.display(n.id), n.id, n.cosine);
-  }
+  for (const auto& n : s["neighbours"])
+    fmt::print("{:>4}  {:<24} {:>7}  {:>9.6f}\n", n["rank"].get<int64_t>(), n["token"].get<std::string>(),
+               n["id"].get<int64_t>(), n["cosine"].get<double>());
 }
 
 int run_neighbours(const NeighboursCliOptions& o) {
-  const auto& decl = vocablens::find_analysis("neighbours").decl;
-  const nlohmann::json resolved = vocablens::resolve_options(decl, o.flags->given(), vocablens::Surface::Cli);
-  const std::string query = resolved["query"].get<std::string>();
-  const std::string matrix = resolved["matrix"].get<std::string>();
-  const vocablens::VectorSpace space = vocablens::vector_space_from_string(resolved["space"].get<std::string>());
-  vocablens::parse_expression(query);  // fail on a malformed query before loading anything
+  const auto& a = vocablens::find_analysis("neighbours");
+  const nlohmann::json given = o.flags->given();
+  const nlohmann::json resolved = vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
+  vocablens::parse_expression(resolved["query"].get<std::string>());  // fail on a malformed query before loading anything
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
 
-  // A directory of `train --model embed-lm | skipgram | cbow | glove`: its vectors, E space only.
-  const bool vectors_only = vocablens::is_embedding_directory(o.model);
-  if (vectors_only && space != vocablens::VectorSpace::Embedding)
-    throw UsageError(o.model + " holds word vectors without a transformer: --space E only");
-  std::optional<vocablens::Model> m;
-  if (!vectors_only) m.emplace(vocablens::load_model(o.model));
-  auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
-  at::Tensor X = vectors_only ? vocablens::load_embedding_matrix(o.model, matrix) : vocablens::space_vectors(*m, space, matrix);
-  if (m) {
+  vocablens::Result res;
+  // A directory of `train --model embed-lm | skipgram | cbow | glove`: its vectors, E space only, and no Model to
+  // run the analysis on: the entry's computation over those vectors.
+  if (vocablens::is_embedding_directory(o.model)) {
+    if (vocablens::vector_space_from_string(resolved["space"].get<std::string>()) != vocablens::VectorSpace::Embedding)
+      throw UsageError(o.model + " holds word vectors without a transformer: --space E only");
+    auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
+    res = vocablens::entries::neighbours_of_vectors(
+        vocablens::load_embedding_matrix(o.model, resolved["matrix"].get<std::string>()), tok.get(), resolved);
+  } else {
+    vocablens::Model m = vocablens::load_model(o.model);
+    auto tok = vocablens::load_tokenizer_for(o.model, o.tokenizer);
     if (auto rc = vocablens::cli::check_memory(
-            "neighbours", vocablens::estimate_analysis(vocablens::find_analysis("neighbours"), *m, tok.get(),
-                                                       o.flags->given(), vocablens::Surface::Cli),
-            o.dry_run))
+            "neighbours", vocablens::estimate_analysis(a, m, tok.get(), given, vocablens::Surface::Cli), o.dry_run))
       return *rc;
+    res = vocablens::run_analysis(a, m, tok.get(), given, vocablens::Surface::Cli);
+    vocablens::cli::fill_provenance(res, m);
   }
-  auto r = vocablens::neighbours(X, tok.get(), query, vocablens::entries::neighbour_options(resolved));
-  r.matrix = matrix;
-  r.space = vocablens::to_string(space);
-  vocablens::Result res = r.to_result(tok.get());
-  if (m) vocablens::cli::fill_provenance(res, *m);
-  vocablens::cli::emit(res, o.out, [&] { print_neighbours(r, *tok, vocablens::cli::use_color(o.out)); });
+  vocablens::cli::emit(res, o.out, [&] { print_neighbours(res, vocablens::cli::use_color(o.out)); });
   return 0;
 }
 

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <memory>
-#include <optional>
 
 #include "cli/command.hpp"
 #include "cli/declared_flags.hpp"
@@ -14,7 +13,6 @@
 #include "cli/output.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/detail/atomic_file.hpp"
-#include "vocablens/declared_options.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/positions.hpp"
@@ -31,9 +29,10 @@ struct PositionsCliOptions {
   vocablens::cli::OutputOptions out;
 };
 
-// A coarse picture of the cosine matrix: `cells` × `cells` blocks, each the mean of its entries.
-void print_heatmap(const vocablens::PositionResult& r, int64_t cells) {
-  const int64_t n = r.n_positions;
+// A coarse picture of the cosine matrix (the Result's `cosine` array, [n, n]): `cells` × `cells` blocks, each the
+// mean of its entries.
+void print_heatmap(const vocablens::Result& r, int64_t n, int64_t cells) {
+  const float* cosine = vocablens::cli::array_values<float>(r, "cosine");
   cells = std::min(cells, n);
   static const char* shades[] = {" ", "·", ":", "-", "=", "+", "*", "#", "%", "@"};
   fmt::print("cosine(p, q), {}×{} blocks of ~{} positions (' ' ≤ 0 … '@' ≈ 1):\n", cells, cells, (n + cells - 1) / cells);
@@ -43,7 +42,7 @@ void print_heatmap(const vocablens::PositionResult& r, int64_t cells) {
       int64_t p0 = a * n / cells, p1 = (a + 1) * n / cells, q0 = b * n / cells, q1 = (b + 1) * n / cells;
       double s = 0;
       for (int64_t p = p0; p < p1; ++p)
-        for (int64_t q = q0; q < q1; ++q) s += r.cosine[static_cast<size_t>(p * n + q)];
+        for (int64_t q = q0; q < q1; ++q) s += cosine[p * n + q];
       s /= static_cast<double>((p1 - p0) * (q1 - q0));
       int idx = s <= 0 ? 0 : std::min(9, static_cast<int>(std::ceil(s * 9)));
       line += shades[idx];
@@ -53,79 +52,88 @@ void print_heatmap(const vocablens::PositionResult& r, int64_t cells) {
   }
 }
 
-void print_positions(const vocablens::PositionResult& r, const std::string& model, bool color) {
+// The table view, read back from the Result (kind "positions", vocablens/positions.hpp).
+void print_positions(const vocablens::Result& r, const std::string& model, bool color) {
   auto bold = [&](const std::string& t) { return color ? fmt::format(fmt::emphasis::bold, "{}", t) : t; };
-  fmt::print("{}\n", bold(fmt::format("positions · {} · {} encoding{} · {} positions × {} dims", model, r.source,
-                                      r.base > 0 ? fmt::format(" (base {:g}{})", r.base, r.scaling.empty() ? "" : ", " + r.scaling + " scaling") : "",
-                                      r.n_positions, r.dim)));
+  const auto& s = r.summary;
+  const int64_t n = s["n_positions"].get<int64_t>();
+  const double base = s.value("base", 0.0);
+  const std::string scaling = s.value("rope_scaling", std::string());
+  fmt::print("{}\n", bold(fmt::format("positions · {} · {} encoding{} · {} positions × {} dims", model,
+                                      s["source"].get<std::string>(),
+                                      base > 0 ? fmt::format(" (base {:g}{})", base, scaling.empty() ? "" : ", " + scaling + " scaling") : "",
+                                      n, s["dim"].get<int64_t>())));
   std::string sv;
-  for (size_t j = 0; j < std::min<size_t>(8, r.spectrum.singular_values.size()); ++j)
-    sv += fmt::format(" {:.4g}", r.spectrum.singular_values[j]);
+  const auto& singular = s["singular_values"];
+  for (size_t j = 0; j < std::min<size_t>(8, singular.size()); ++j) sv += fmt::format(" {:.4g}", singular[j].get<double>());
   fmt::print("singular values:{}\n", sv);
-  const auto& cev = r.spectrum.cumulative_explained_variance;
   std::string ev;
-  for (int64_t c : {1, 2, 3, 4, 5, 10, 20})
-    if (c <= static_cast<int64_t>(cev.size())) ev += fmt::format("  {}: {:.1f}%", c, 100 * cev[static_cast<size_t>(c - 1)]);
+  for (const char* c : {"1", "2", "3", "4", "5", "10", "20"})
+    if (s["cumulative_explained_variance"].contains(c))
+      ev += fmt::format("  {}: {:.1f}%", c, 100 * s["cumulative_explained_variance"][c].get<double>());
   fmt::print("explained variance (centred, cumulative){}\n", ev);
-  fmt::print("effective rank {:.2f} (centred {:.2f})\n", r.spectrum.effective_rank, r.spectrum.effective_rank_centred);
+  fmt::print("effective rank {:.2f} (centred {:.2f})\n", s["effective_rank"].get<double>(),
+             s["effective_rank_centred"].get<double>());
   fmt::print("\n{}\n", bold(fmt::format("{:>4} {:>9} {:>10} {:>8}", "PC", "variance", "frequency", "power")));
-  for (const auto& c : r.components)
-    fmt::print("{:>4} {:>8.2f}% {:>10} {:>7.1f}%\n", c.index + 1, 100 * c.variance_ratio, c.dominant_frequency, 100 * c.power_fraction);
+  for (const auto& c : s["components"])
+    fmt::print("{:>4} {:>8.2f}% {:>10} {:>7.1f}%\n", c["component"].get<int64_t>() + 1, 100 * c["variance_ratio"].get<double>(),
+               c["dominant_frequency"].get<int64_t>(), 100 * c["power_fraction"].get<double>());
   fmt::print("(frequency: cycles over the {} positions of the component's score series; power: its share of the "
              "series' non-constant power — a helix shows as pairs of components at the same low frequency)\n",
-             r.n_positions);
+             n);
+  const double* by_offset = vocablens::cli::array_values<double>(r, "cosine_by_offset");
   std::string offs;
   for (int64_t dl : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512})
-    if (dl < r.n_positions) offs += fmt::format("  Δ{}: {:.3f}", dl, r.cosine_by_offset[static_cast<size_t>(dl)]);
+    if (dl < n) offs += fmt::format("  Δ{}: {:.3f}", dl, by_offset[dl]);
   fmt::print("\nmean cos(p, p+Δ):{}\n", offs);
-  fmt::print("largest departure from a function of |p−q| alone (Toeplitz): {:.3g}\n", r.toeplitz_deviation);
-  print_heatmap(r, 24);
+  fmt::print("largest departure from a function of |p−q| alone (Toeplitz): {:.3g}\n", s["toeplitz_deviation"].get<double>());
+  print_heatmap(r, n, 24);
 }
 
-void print_segments(const vocablens::SegmentResult& s) {
-  fmt::print("\nsegment embeddings W_seg [{} × {}] (summed with token and position embeddings)\n", s.n_segments, s.dim);
+// The segment embeddings' part of the Result (summary "segments", arrays segment_*), when the model has them.
+void print_segments(const vocablens::Result& r) {
+  if (!r.summary.contains("segments")) return;
+  const auto& s = r.summary["segments"];
+  const int64_t n_segments = s["n_segments"].get<int64_t>(), directions = s["token_directions"].get<int64_t>();
+  fmt::print("\nsegment embeddings W_seg [{} × {}] (summed with token and position embeddings)\n", n_segments,
+             s["dim"].get<int64_t>());
   std::string norms;
-  for (size_t i = 0; i < s.norms.size(); ++i) norms += fmt::format("  W_seg[{}]: {:.4g}", i, s.norms[i]);
-  fmt::print("norms:{}   (mean ‖W_E row‖ {:.4g}, mean ‖position‖ {:.4g})\n", norms, s.mean_token_norm, s.mean_position_norm);
-  if (s.n_segments >= 2)
+  for (size_t i = 0; i < s["norms"].size(); ++i) norms += fmt::format("  W_seg[{}]: {:.4g}", i, s["norms"][i].get<double>());
+  fmt::print("norms:{}   (mean ‖W_E row‖ {:.4g}, mean ‖position‖ {:.4g})\n", norms, s["mean_token_norm"].get<double>(),
+             s["mean_position_norm"].get<double>());
+  if (n_segments >= 2)
     fmt::print("cos(W_seg[0], W_seg[1]) {:.3f} · ‖Δ = W_seg[1] − W_seg[0]‖ {:.4g}, {:.1f}% of ‖Δ‖² in the span of W_E's top {} "
                "principal directions\n",
-               s.cosine[1], s.difference_norm, 100 * s.difference_in_token_subspace, s.directions);
-  const int64_t rows = static_cast<int64_t>(s.cos_to_token_pcs.size()) / std::max<int64_t>(1, s.directions);
-  for (int64_t i = 0; i < rows; ++i) {
+               vocablens::cli::array_values<double>(r, "segment_cosine")[1], s["difference_norm"].get<double>(),
+               100 * s["difference_in_token_subspace"].get<double>(), directions);
+  const auto& pcs = r.arrays.at("segment_cos_to_token_pcs");
+  const double* cos_to_pcs = vocablens::cli::array_values<double>(r, "segment_cos_to_token_pcs");
+  for (int64_t i = 0; i < pcs.shape[0]; ++i) {
     std::string c;
-    for (int64_t k = 0; k < std::min<int64_t>(s.directions, 8); ++k)
-      c += fmt::format(" {:.2f}", s.cos_to_token_pcs[static_cast<size_t>(i * s.directions + k)]);
-    fmt::print("  |cos| with W_E PC1..{} of {:<18}{}\n", std::min<int64_t>(s.directions, 8),
-               i == s.n_segments ? std::string("Δ") : fmt::format("W_seg[{}]", i), c);
+    for (int64_t k = 0; k < std::min<int64_t>(directions, 8); ++k) c += fmt::format(" {:.2f}", cos_to_pcs[i * directions + k]);
+    fmt::print("  |cos| with W_E PC1..{} of {:<18}{}\n", std::min<int64_t>(directions, 8),
+               i == n_segments ? std::string("Δ") : fmt::format("W_seg[{}]", i), c);
   }
+  const auto& share = s["share_of_embedding_variance"];
   fmt::print("share of the embedding residual's variance (independent uniform token, position, segment): token {:.2f}% · "
              "position {:.2f}% · segment {:.3f}%\n",
-             100 * s.share_token, 100 * s.share_position, 100 * s.share_segment);
+             100 * share["token"].get<double>(), 100 * share["position"].get<double>(), 100 * share["segment"].get<double>());
 }
 
 int run_positions(const PositionsCliOptions& o) {
-  const auto& decl = vocablens::find_analysis("positions").decl;
-  const nlohmann::json resolved = vocablens::resolve_options(decl, o.flags->given(), vocablens::Surface::Cli);
-  const vocablens::PositionOptions po = vocablens::entries::position_options(resolved);
+  const auto& a = vocablens::find_analysis("positions");
+  const nlohmann::json given = o.flags->given();
+  vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);  // a wrong flag costs nothing
   if (!o.out.out_dir.empty()) vocablens::ensure_directory(o.out.out_dir);
   vocablens::Model m = vocablens::load_model(o.model);
   if (auto rc = vocablens::cli::check_memory(
-          "positions", vocablens::estimate_analysis(vocablens::find_analysis("positions"), m, nullptr, o.flags->given(),
-                                                    vocablens::Surface::Cli),
-          o.dry_run))
+          "positions", vocablens::estimate_analysis(a, m, nullptr, given, vocablens::Surface::Cli), o.dry_run))
     return *rc;
-  auto r = vocablens::position_structure(m, po);
-  vocablens::Result res = r.to_result();
-  std::optional<vocablens::SegmentResult> seg;  // segment embeddings, beside the positions
-  if (m.W_seg().defined()) {
-    seg = vocablens::segment_structure(m, 8);
-    seg->add_to(res);
-  }
-  vocablens::cli::fill_provenance(res, m);
-  vocablens::cli::emit(res, o.out, [&] {
+  vocablens::Result r = vocablens::run_analysis(a, m, nullptr, given, vocablens::Surface::Cli);
+  vocablens::cli::fill_provenance(r, m);
+  vocablens::cli::emit(r, o.out, [&] {
     print_positions(r, m.source(), vocablens::cli::use_color(o.out));
-    if (seg) print_segments(*seg);
+    print_segments(r);
   });
   return 0;
 }

@@ -29,7 +29,6 @@
 #include "vocablens/tuned_lens_train.hpp"
 #include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
-#include "vocablens/declared_options.hpp"
 
 namespace {
 
@@ -211,42 +210,47 @@ int run_train(TunedCli& c) {
   return 0;
 }
 
+// The table view, read back from the Result (kind "tuned_lens_eval", vocablens/tuned_lens.hpp).
+void print_eval(const vocablens::Result& r, const std::string& tuned, const std::string& corpus) {
+  fmt::print("logit lens vs tuned lens ({}) over {} · {} predicted tokens, {} bytes\n", tuned, corpus,
+             r.summary["predicted_tokens"].get<int64_t>(), r.summary["predicted_bytes"].get<int64_t>());
+  fmt::print("{:<7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "layer", "CE logit", "CE tuned", "H logit", "H tuned",
+             "KL logit", "KL tuned");
+  for (const auto& t : r.tables)
+    if (t.name == "per_layer")
+      for (const auto& row : t.rows)  // layer, hook, CE logit / tuned, H logit / tuned, KL logit / tuned, ...
+        fmt::print("{:<7} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f}\n", row[0].get<std::string>(),
+                   row[2].get<double>(), row[3].get<double>(), row[4].get<double>(), row[5].get<double>(),
+                   row[6].get<double>(), row[7].get<double>());
+  fmt::print("(bits per byte: cross-entropy to the next token, entropy, KL to the final layer)\n");
+}
+
 int run_eval(TunedCli& c) {
   using namespace vocablens;
-  const auto& decl = find_analysis("tuned_lens_eval").decl;
-  const nlohmann::json resolved = resolve_options(decl, c.eval->given(), Surface::Cli);
+  const auto& a = find_analysis("tuned_lens_eval");
+  const nlohmann::json given = c.eval->given();
+  const nlohmann::json resolved = resolve_options(a.decl, given, Surface::Cli);
   const std::string corpus = resolved["path"].get<std::string>(), tuned = resolved["tuned"].get<std::string>();
   dist::init();
   if (!c.out.out_dir.empty() && dist::rank() == 0) ensure_directory(c.out.out_dir);
   Model m = load_model(c.model);
   adapt_threads_to(m);
   auto tok = load_tokenizer_for(c.model, c.tokenizer);
-  auto lens = std::make_shared<TunedLens>(load_tuned_lens(tuned));
-  lens->check_model(m);
-  const auto eval_options = entries::tuned_lens_eval_options(resolved);
-  if (auto rc = cli::check_memory(
-          "tuned-lens eval", estimate_analysis(find_analysis("tuned_lens_eval"), m, tok.get(), c.eval->given(), Surface::Cli),
-          c.dry_run))
-    return *rc;
-  if (!lens->matches_unembedding(m) && dist::rank() == 0)
-    fmt::print(stderr, "vocablens: warning: the tuned lens {} was trained on a model with another unembedding than {} "
-                       "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n", tuned, c.model);
-  auto e = evaluate_tuned_lens(m, *tok, lens, corpus, eval_options);
+  {
+    // Read here too, small as it is, so that a lens of another model fails before the estimate and one of another
+    // unembedding is said before the pass; the analysis reads it again.
+    const TunedLens lens = load_tuned_lens(tuned);
+    lens.check_model(m);
+    if (auto rc = cli::check_memory("tuned-lens eval", estimate_analysis(a, m, tok.get(), given, Surface::Cli), c.dry_run))
+      return *rc;
+    if (!lens.matches_unembedding(m) && dist::rank() == 0)
+      fmt::print(stderr, "vocablens: warning: the tuned lens {} was trained on a model with another unembedding than {} "
+                         "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n", tuned, c.model);
+  }
+  auto res = run_analysis(a, m, tok.get(), given, Surface::Cli);
   if (dist::rank() != 0) return 0;
-  auto res = e.to_result();
   cli::fill_provenance(res, m);
-  res.provenance["tokenizer"] = tok->source();
-  cli::emit(res, c.out, [&] {
-    fmt::print("logit lens vs tuned lens ({}) over {} · {} predicted tokens, {} bytes\n", tuned, corpus,
-               e.logit.predicted, e.logit.bytes);
-    fmt::print("{:<7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "layer", "CE logit", "CE tuned", "H logit", "H tuned",
-               "KL logit", "KL tuned");
-    for (size_t i = 0; i < e.logit.layers.size(); ++i)
-      fmt::print("{:<7} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f}\n", e.logit.layers[i].label,
-                 e.logit_ce_bpb[i], e.tuned_ce_bpb[i], e.logit_entropy_bpb[i], e.tuned_entropy_bpb[i], e.logit_kl_bpb[i],
-                 e.tuned_kl_bpb[i]);
-    fmt::print("(bits per byte: cross-entropy to the next token, entropy, KL to the final layer)\n");
-  });
+  cli::emit(res, c.out, [&] { print_eval(res, tuned, corpus); });
   return 0;
 }
 

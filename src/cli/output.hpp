@@ -42,6 +42,13 @@ void fill_provenance(Result& r, const Model& m);
 /// writes the run directory when --out is given (then prints where). Throws FormatError / UsageError.
 void emit(const Result& r, const OutputOptions& o, const std::function<void()>& print_table);
 
+/// A Result's array as typed values, row-major (nullptr when absent): what a printer reads back from the Result.
+template <class T>
+const T* array_values(const Result& r, const char* name) {
+  auto it = r.arrays.find(name);
+  return it == r.arrays.end() ? nullptr : reinterpret_cast<const T*>(it->second.bytes.data());
+}
+
 /// True when stdout is a terminal and colour was not disabled.
 bool use_color(const OutputOptions& o);
 

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "vocablens/analysis_registry.hpp"
-#include "vocablens/declared_options.hpp"
+#include "analyses/declared_options.hpp"
 #include "vocablens/model.hpp"
 
 namespace vocablens::serve {

@@ -1,14 +1,14 @@
-// vocablens/declared_options.hpp — an analysis's typed options (HeadsOptions, LensOptions, ...) read from the
-// options its declaration resolved (vocablens/analysis_registry.hpp): the one conversion every surface shares.
+// analyses/declared_options.hpp — internal (not installed): an analysis's typed options (HeadsOptions, LensOptions,
+// ...) read from the options its declaration resolved (vocablens/analysis_registry.hpp), the one conversion the
+// entries share, and the few entry-level compositions a surface calls where run_analysis cannot (no Model: a
+// word-vector directory's spectrum and neighbours, `compare` of two run directories).
 //
-// run_analysis() does this inside the analysis's entry; a surface that needs the typed result itself (the CLI's
-// table printers read HeadsAnalysis, LensResult, ...) resolves the options, then calls the same reader:
+// run_analysis() does the conversion inside the analysis's entry; the CLI and the Python module reach this header
+// (as "analyses/declared_options.hpp", the repository root on their include path) only for those compositions and
+// for the few readers a command needs before the run (the `features` command's SAE and prompt):
 //
-//   const auto& a = vocablens::find_analysis("heads");
-//   nlohmann::json o = vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
-//   vocablens::AnalysisRequest q{model, tok.get(), o, {}, nullptr, vocablens::Surface::Cli, &a.decl};
-//   vocablens::HeadsOptions ho = vocablens::entries::heads_options(q);   // checked against the model
-//   auto heads = vocablens::analyze_heads(model, ho, tok.get());        // == what run_analysis returns
+//   nlohmann::json o = vocablens::resolve_options(vocablens::entries::compare_declaration(), given, Surface::Cli);
+//   vocablens::Result r = vocablens::entries::compare_run_results(run_a, run_b, "runs/fr", "runs/it", o);
 //
 // Guarantees: the readers check what needs the model (layer and head ranges, tokens, the tuned lens) and throw
 // UsageError naming the option as q.surface spells it; they never change the options' declared defaults.
@@ -22,6 +22,10 @@
 #include <nlohmann/json.hpp>
 
 #include "vocablens/options.hpp"
+
+namespace at {
+class Tensor;
+}
 
 namespace vocablens {
 
@@ -72,6 +76,9 @@ AttributionOptions attribution_options(const AnalysisRequest& q);
 /// `neighbours`: k, compose, raw, include_inputs, prefix_space, from the resolved options alone (the CLI also
 /// reads word-vector directories, which have no Model); the query, space and matrix are read as given.
 NeighbourOptions neighbour_options(const nlohmann::json& resolved);
+/// `neighbours` over given rows X [V, d] (the entry's run once it has the space's vectors; the CLI's path for a
+/// word-vector directory, which has no Model): the query, matrix and space labels as resolved.
+Result neighbours_of_vectors(const at::Tensor& X, const Tokenizer* tok, const nlohmann::json& resolved);
 /// `knn`: k, block (the space, matrix and edges are read as given).
 KnnOptions knn_options(const nlohmann::json& resolved);
 /// `positions`: kind, max_positions, k, components.
@@ -104,6 +111,11 @@ AnisotropyOptions anisotropy_options(const nlohmann::json& resolved);
 /// `spectrum`'s Result: the spectrum's, with the anisotropy (when computed) as summary.anisotropy and its table.
 Result spectrum_result(const SpectrumResult& s, const AnisotropyResult* a, const Tokenizer* tok,
                        const nlohmann::json& resolved);
+/// `spectrum` of the rows of M (what the entry runs once it has the matrix; the CLI's path for a word-vector
+/// directory, which has no Model): the spectrum, the anisotropy when asked, as spectrum_result. `tok` names the
+/// rows when row_kind is "token".
+Result spectrum_of_matrix(const at::Tensor& M, const std::string& label, const std::string& row_kind,
+                          const Tokenizer* tok, const nlohmann::json& resolved);
 /// `project`: hook (NAME or NAME.LAYER) and layer, top_k, positions, final_norm, read, inverse, filter. Not the prompt.
 HiddenProjectionOptions projection_options(const AnalysisRequest& q);
 /// `compare_embeddings`: the comparison of q.model (aligned) onto `b`, with the resolved matrix, k, moved, spectra,
@@ -114,6 +126,11 @@ CompareEmbeddingsResult compare_two_models(const AnalysisRequest& q, const Model
 const AnalysisDecl& compare_declaration();
 /// `compare`: align (not the runs' names).
 LensCompareOptions compare_options(const nlohmann::json& resolved);
+/// `compare` as every surface runs it: runs `a` and `b` (read_lens_run, or lens Results in memory) compared with the
+/// resolved options; the Result's provenance is A's, with both runs' under run_a / run_b (`dir`: the directory, ""
+/// for a Result in memory). A non-empty dir also names the run in messages and the report.
+Result compare_run_results(const Result& a, const Result& b, const std::string& dir_a, const std::string& dir_b,
+                           const nlohmann::json& resolved);
 
 }  // namespace entries
 }  // namespace vocablens
