@@ -105,6 +105,7 @@ struct KeptForward {
   bool zero_first = false;
   std::shared_ptr<const Frozen> fz;
 };
+constexpr double kKeepForwardBytes = 256.0 * 1024 * 1024;
 std::mutex kept_mu;
 KeptForward* kept_forward = new KeptForward;  // never destroyed (as the kept transcoders, graph_transcoders.cpp)
 
@@ -147,11 +148,15 @@ std::vector<int64_t> graph_active_counts(const Model& model, const at::Tensor& i
   } catch (const UsageError&) {
     covered = false;  // the run will refuse the model; its estimate still counts
   }
+  // Only a forward that will be kept is recorded whole: a long prompt's patterns (4·L·H·T², 2.4 GB at 2 048
+  // tokens on GPT-2 small) would raise a dry run's own peak for nothing
+  const double T = static_cast<double>(ids.size(0)), L = static_cast<double>(c.n_layers);
+  const double least = 4 * L * c.n_heads * T * T + 4 * L * T * c.d_model;  // patterns and errors
   std::vector<int64_t> n;
-  if (covered && transcoders_serial(tcs) != 0) {
+  if (covered && transcoders_serial(tcs) != 0 && least <= kKeepForwardBytes) {
     auto fz = std::make_shared<const Frozen>(record_forward(model, ids, tcs, zero_first_position));
     for (int64_t l = 0; l < c.n_layers; ++l) n.push_back(fz->layer_start[l + 1] - fz->layer_start[l]);
-    if (frozen_bytes(*fz) <= 256.0 * 1024 * 1024) {
+    if (frozen_bytes(*fz) <= kKeepForwardBytes) {
       KeptForward k = key_of(model, ids, tcs, zero_first_position);
       k.fz = std::move(fz);
       std::lock_guard<std::mutex> lock(kept_mu);

@@ -506,3 +506,28 @@ TEST_CASE("vocablens graph refuses bad input in one line, writing nothing", "[gr
     CHECK(!vl_test::file_exists(out + "/graph.neuronpedia.json"));
   }
 }
+
+TEST_CASE("the estimate's count of active features, and its forward kept for the run, give the run's graph", "[graph]") {
+  vocablens::Model m = vocablens::load_model(vl_test::fixture("gpt2-tiny"));
+  Tensor ids = at::tensor(std::vector<int64_t>{50256, 464, 412, 733, 8765, 318, 287, 6342, 13}, at::kLong);
+  Tensor other = at::tensor(std::vector<int64_t>{50256, 464, 412, 733, 8765, 318, 287, 6342, 11}, at::kLong);
+  auto tcs = vocablens::load_graph_transcoders(graph_fixture("gpt2-tiny"), m);
+  vocablens::GraphOptions o;
+  o.dense_adjacency = false;
+  const vocablens::AttributionGraph alone = vocablens::attribution_graph(m, ids, *tcs, o);
+  const vocablens::AttributionGraph alone_other = vocablens::attribution_graph(m, other, *tcs, o);
+  const std::vector<int64_t> counts = vocablens::graph_active_counts(m, ids, *tcs, o.zero_first_position);
+  REQUIRE(counts.size() == 3);
+  for (int64_t l = 0; l < 3; ++l) CHECK(counts[l] == alone.active_features.select(1, 0).eq(l).sum().item<int64_t>());
+  // the run of the estimated prompt (its forward taken over), then one of another prompt after a fresh estimate
+  // (nothing of the estimate's forward may reach it)
+  const vocablens::AttributionGraph after = vocablens::attribution_graph(m, ids, *tcs, o);
+  CHECK(at::equal(after.rows, alone.rows));
+  CHECK(at::equal(after.active_features, alone.active_features));
+  CHECK(at::equal(after.activations, alone.activations));
+  (void)vocablens::graph_active_counts(m, ids, *tcs, o.zero_first_position);
+  const vocablens::AttributionGraph moved = vocablens::attribution_graph(m, other, *tcs, o);
+  CHECK(at::equal(moved.rows, alone_other.rows));
+  CHECK(at::equal(moved.active_features, alone_other.active_features));
+  CHECK_FALSE(at::equal(moved.activations, alone.activations));
+}
