@@ -1,15 +1,17 @@
-// Attribution graphs through transcoders (vocablens/graph.hpp): the frozen forward, the salient logits,
+// Attribution graphs through transcoders (vocablens/graph.hpp): the salient logits,
 // the hand-written batched backward through the local replacement model, circuit-tracer's feature ranking,
-// the assembly of the adjacency. Pruning and scores: graph_prune.cpp.
+// the assembly of the adjacency. The frozen forward: graph_forward.cpp; the transcoders as read:
+// graph_transcoders.cpp; pruning and scores: graph_prune.cpp.
 #include "vocablens/graph.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
-#include <optional>
 
 #include <fmt/format.h>
 
+#include "graph_internal.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/interrupt.hpp"
 #include "vocablens/model.hpp"
@@ -25,196 +27,6 @@ double graph_decoder_cache_bytes() { return 512.0 * 1024 * 1024; }
 namespace graph_engine {
 
 at::Tensor f32(const at::Tensor& t) { return t.defined() ? materialize_weight(t).to(at::kFloat) : t; }
-
-// ---- the transcoders: a TranscoderSet, per-layer or cross-layer ----------------------------------------
-
-// Both kinds through one class: a per-layer feature writes its own layer's MLP output, a CLT feature of layer
-// src writes every layer from src on (its W_dec_src [d_tc, L - src, d] holds one row per layer written).
-class SetTranscoders : public GraphTranscoders {
- public:
-  SetTranscoders(TranscoderSet s, GraphInput in) : set_(std::move(s)), in_(in) {}
-  GraphInput input() const override { return in_; }
-  int64_t n_layers() const override { return set_.n_layers; }
-  int64_t n_features(int64_t l) const override { return set_.layers[static_cast<size_t>(l)].d_sae; }
-  at::Tensor encode(int64_t l, const at::Tensor& x) const override { return set_.encode(l, x).to(at::kFloat); }
-  at::Tensor encoder_rows(int64_t l, const at::Tensor& f) const override {
-    // the rows asked for, selected before the upcast: a CLT's encoder is a view of its mapped file
-    const at::Tensor& W = set_.layer(l).W_enc;
-    return (is_packed_weight(W) ? f32(W).index_select(1, f) : f32(W.index_select(1, f))).t().contiguous();
-  }
-  bool writes(int64_t src, int64_t out) const override { return clt() ? out >= src : src == out; }
-  at::Tensor decoder_rows(int64_t src, int64_t out, const at::Tensor& f) const override {
-    if (clt()) {
-      at::Tensor rows = f32(set_.clt_decoders[static_cast<size_t>(src)].index_select(0, f).select(1, out - src));
-      // a large CLT is checked for NaN/Inf as its parts are read (load_transcoders checked a small one whole)
-      if (set_.encoder_checked && !all_finite(rows))
-        throw FormatError(set_.decoder_files[static_cast<size_t>(src)],
-                          fmt::format("decoder rows of layer {} features into block {} have NaN or infinite values", src, out));
-      return rows.contiguous();
-    }
-    const Sae& s = set_.layers[static_cast<size_t>(src)];
-    at::Tensor rows = f32(s.W_dec).index_select(0, f);
-    if (s.scaling_factor.defined()) rows = rows * f32(s.scaling_factor).index_select(0, f).unsqueeze(1);
-    return rows.contiguous();
-  }
-  at::Tensor output(int64_t out, const std::vector<at::Tensor>& mlp_in,
-                    const std::vector<at::Tensor>& features) const override {
-    return set_.decode(out, features, mlp_in[static_cast<size_t>(out)]).to(at::kFloat);
-  }
-  at::Tensor skip(int64_t l) const override { return f32(set_.layers[static_cast<size_t>(l)].W_skip); }
-  std::string source() const override { return set_.source; }
-  int64_t resident_bytes() const override {
-    int64_t n = 0;
-    if (!clt())
-      for (const Sae& s : set_.layers)
-        for (const at::Tensor* t : {&s.W_enc, &s.W_dec, &s.W_skip, &s.b_enc, &s.b_dec, &s.threshold})
-          if (t->defined()) n += static_cast<int64_t>(t->nbytes());
-    return n;
-  }
-
- private:
-  bool clt() const { return set_.kind == TranscoderKind::CrossLayer; }
-  TranscoderSet set_;
-  GraphInput in_;
-};
-
-// The points a transcoder may read (vocablens/graph.hpp, GraphInput), by their name within a block.
-std::optional<GraphInput> input_of_point(const std::string& point) {
-  if (point.empty() || point == "mlp.hook_in") return GraphInput::MlpIn;
-  if (point == "ln2.hook_normalized") return GraphInput::Ln2Normalized;
-  if (point == "hook_resid_mid") return GraphInput::ResidMid;
-  return std::nullopt;
-}
-// The same for a transcoder's full hook name at layer l (empty: the MLP's input).
-std::optional<GraphInput> input_of_hook(const std::string& hook, int64_t l) {
-  const std::string b = "blocks." + std::to_string(l) + ".";
-  if (hook.empty()) return GraphInput::MlpIn;
-  if (hook.rfind(b, 0) != 0) return std::nullopt;
-  return input_of_point(hook.substr(b.size()));
-}
-bool reads_mlp_input(const std::string& hook, int64_t l) { return input_of_hook(hook, l).has_value(); }
-
-// What a transcoder of layer l reads, from resid_mid [T, d]: ln2 with or without its weight and bias, or
-// resid_mid itself.
-at::Tensor transcoder_input(const Model& m, int64_t l, const at::Tensor& mid, GraphInput in) {
-  const ModelConfig& c = m.config();
-  const LayerWeights& w = m.weights().layers[l];
-  if (in == GraphInput::ResidMid) return mid;
-  if (in == GraphInput::Ln2Normalized) return apply_norm(mid, c.norm, c.norm_eps, at::Tensor(), at::Tensor());
-  return apply_norm(mid, c.norm, c.norm_eps, f32(w.ln2_w), f32(w.ln2_b));
-}
-bool writes_mlp_output(const std::string& hook, int64_t l) {
-  const std::string b = "blocks." + std::to_string(l) + ".";
-  return hook.empty() || hook == b + "hook_mlp_out" || hook == b + "mlp.hook_out";
-}
-
-void check_transcoder(const Sae& s, int64_t l, const Model& m) {
-  const int64_t d = m.config().d_model;
-  if (s.d_in != d || s.d_out != d)
-    throw UsageError(fmt::format("{}: transcoder of layer {} reads {} and writes {} values; the model's MLP "
-                                 "input and output have {} (d_model)", s.source, l, s.d_in, s.d_out, d));
-  if (!reads_mlp_input(s.hook_name, l))
-    throw UsageError(fmt::format("{}: transcoder of layer {} reads {}; an attribution graph needs the MLP's "
-                                 "input of its layer (blocks.{}.mlp.hook_in, .ln2.hook_normalized or .hook_resid_mid)", s.source, l, s.hook_name, l));
-  if (!writes_mlp_output(s.hook_name_out, l))
-    throw UsageError(fmt::format("{}: transcoder of layer {} writes {}; an attribution graph needs the MLP output "
-                                 "of its layer (blocks.{}.hook_mlp_out)", s.source, l, s.hook_name_out, l));
-  if (s.normalize != SaeNormalize::None && s.normalize != SaeNormalize::ExpectedAverageOnlyIn)
-    throw UsageError(fmt::format("{}: transcoder normalises its input ({}), so its features are not linear in it; "
-                                 "the replacement model needs a linear encoder", s.source, to_string(s.normalize)));
-  if (s.apply_b_dec_to_input && s.d_in != s.d_out)
-    throw UsageError(s.source + ": apply_b_dec_to_input with different input and output widths");
-}
-
-// ---- what the replacement model freezes ---------------------------------------------------------------
-
-struct Frozen {
-  int64_t T = 0, L = 0, d = 0;
-  std::vector<at::Tensor> s1, s2;       ///< [T, 1] norm denominators of ln1 and ln2 per layer
-  at::Tensor sf;                        ///< [T, 1] the final norm's (undefined: no final norm)
-  std::vector<at::Tensor> pattern;      ///< [H, T, T] per layer
-  std::vector<at::Tensor> errors;       ///< [T, d] per layer (position 0 zeroed when asked)
-  at::Tensor tokens;                    ///< [T, d] embedding rows × scale
-  at::Tensor last_logits;               ///< [V]
-  // the active features, sorted by (layer, position, feature)
-  at::Tensor active;                    ///< [A, 3] int64
-  at::Tensor acts;                      ///< [A]
-  std::vector<int64_t> layer_start;     ///< [L + 1] offsets of each layer's features in `active`
-};
-
-at::Tensor denominator(const at::Tensor& x, const ModelConfig& c) {
-  if (c.norm == NormKind::LayerNorm) return at::sqrt(x.var(-1, /*unbiased=*/false, /*keepdim=*/true) + c.norm_eps);
-  return at::sqrt(x.pow(2).mean(-1, true) + c.norm_eps);
-}
-
-void check_block_supported(const Model& m) {
-  const ModelConfig& c = m.config();
-  const char* why = nullptr;
-  if (c.parallel_residual) why = "attention and MLP in parallel on one residual";
-  else if (!c.norm_before) why = "post-LN blocks";
-  else if (!c.input_norms) why = "blocks without input norms";
-  else if (c.post_attn_norm || c.post_mlp_norm) why = "norms after attention and MLP";
-  else if (c.embed_norm) why = "a norm of the token embeddings";
-  if (why)
-    throw UsageError(fmt::format("graph: {} ({}) has {}, which the replacement model does not cover yet",
-                                 m.source(), c.family, why));
-}
-
-// The nonzero activations of layer l ([T, n_features]; row-major: by position, then feature) appended to
-// the sorted (layer, position, feature) list, as circuit-tracer's coalesced matrix; position 0 left out when
-// `from_pos` is 1.
-void add_features(Frozen& fz, int64_t l, const at::Tensor& dense, int64_t from_pos, std::vector<at::Tensor>& idx,
-                  std::vector<at::Tensor>& val) {
-  at::Tensor nz = dense.slice(0, from_pos).nonzero();
-  nz.select(1, 0).add_(from_pos);
-  val.push_back(dense.index({nz.select(1, 0), nz.select(1, 1)}));
-  idx.push_back(at::cat({at::full({nz.size(0), 1}, l, at::kLong), nz}, 1));
-  fz.layer_start.push_back(fz.layer_start.back() + nz.size(0));
-}
-
-Frozen record_forward(const Model& m, const at::Tensor& ids, const GraphTranscoders& tcs, bool zero_first) {
-  const ModelConfig& c = m.config();
-  Frozen fz;
-  fz.T = ids.size(0);
-  fz.L = c.n_layers;
-  fz.d = c.d_model;
-  CacheSpec spec;
-  spec.resid_pre = spec.resid_mid = spec.mlp_out = spec.pattern = true;
-  spec.resid_post = true;
-  ForwardOutput out = m.forward(ids, spec);
-  fz.last_logits = out.logits[0][fz.T - 1].to(at::kFloat).clone();
-  out.logits = at::Tensor();  // [T, V]: only the last position's are kept
-  // A per-layer set's output at block l reads only layer l's features, so each layer's dense activations
-  // [T, n_features] go once its error is known; a CLT's output at block l reads every layer up to l.
-  const bool across = tcs.n_layers() > 1 && tcs.writes(0, 1);
-  std::vector<at::Tensor> mlp_in(static_cast<size_t>(fz.L)), feats(static_cast<size_t>(fz.L)), idx, val;
-  auto error_at = [&](int64_t l) {
-    at::Tensor err = out.cache.get("mlp_out", l)[0] - tcs.output(l, mlp_in, feats);
-    if (zero_first) err[0].zero_();
-    fz.errors.push_back(err.contiguous());
-  };
-  fz.layer_start.assign(1, 0);
-  for (int64_t l = 0; l < fz.L; ++l) {
-    at::Tensor pre = out.cache.get("resid_pre", l)[0], mid = out.cache.get("resid_mid", l)[0];
-    fz.s1.push_back(denominator(pre, c));
-    fz.s2.push_back(denominator(mid, c));
-    fz.pattern.push_back(out.cache.get("pattern", l)[0].contiguous());
-    mlp_in[l] = transcoder_input(m, l, mid, tcs.input());
-    feats[l] = tcs.encode(l, mlp_in[l]);  // as encoded, for the reconstruction; the nodes leave position 0 out
-    add_features(fz, l, feats[l], zero_first ? 1 : 0, idx, val);
-    if (!across) {
-      error_at(l);
-      feats[l] = at::Tensor();
-    }
-  }
-  if (across)
-    for (int64_t l = 0; l < fz.L; ++l) error_at(l);
-  if (c.final_norm) fz.sf = denominator(out.cache.get("resid_post", fz.L - 1)[0], c);
-  fz.tokens = (m.W_E().index_select(0, ids) * c.embed_scale).contiguous();
-  fz.active = at::cat(idx, 0);
-  fz.acts = at::cat(val, 0);
-  return fz;
-}
 
 // ---- the salient logits ---------------------------------------------------------------------------
 
@@ -276,8 +88,10 @@ class Backward {
         written += tcs.writes(src, out) ? static_cast<double>(fz.layer_start[src + 1] - fz.layer_start[src]) : 0.0;
     cache_dec_ = written * static_cast<double>(fz.d) * 4 <= graph_decoder_cache_bytes();
     dec_.resize(fz.L);
-    for (int64_t src = 0; src < fz.L; ++src)
+    for (int64_t src = 0; src < fz.L; ++src) {
       for (int64_t out = src; out < fz.L; ++out) dec_[src].push_back(cache_dec_ ? scaled_decoder(src, out) : at::Tensor());
+      tcs.release(src);  // the active rows are copied out: the decoder's pages they sit on go back
+    }
     n_cols_ = fz.layer_start.back() + (fz.L + 1) * fz.T;
     auto act = fz.active.accessor<int64_t, 2>();
     spans_.resize(fz.L);
@@ -293,28 +107,65 @@ class Backward {
 
   /// Rows into out [B, n_cols] (overwritten): columns = active features, errors (layer-major), tokens.
   /// Everything is causal, so only the positions up to the batch's last target are propagated (P of them);
-  /// the columns of later positions stay zero.
-  void rows(const std::vector<Target>& ts, at::Tensor out) const {
-    const int64_t B = static_cast<int64_t>(ts.size());
-    out.zero_();
+  /// the columns of later positions stay zero. Nothing flows into a target from above its own layer, so the
+  /// batch is held deepest target first and each block propagates only the targets at or above it (a
+  /// prefix): a batch spread evenly over the layers costs about half of L full blocks.
+  void rows(const std::vector<Target>& ts_in, at::Tensor out) const {
+    const int64_t B = static_cast<int64_t>(ts_in.size());
+    // slot i of the propagation holds target perm[i]; targets of higher layers first
+    std::vector<int64_t> perm(static_cast<size_t>(B));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
+      return ts_in[static_cast<size_t>(a)].layer > ts_in[static_cast<size_t>(b)].layer;
+    });
+    const bool identity = std::is_sorted(perm.begin(), perm.end());
+    std::vector<Target> ts;
+    for (int64_t i : perm) ts.push_back(ts_in[static_cast<size_t>(i)]);
+    at::Tensor o = identity ? out : at::empty_like(out);
+    o.zero_();
     int64_t top = 0, P = 0;
     for (const Target& t : ts) {
       top = std::max(top, t.layer);
       P = std::max(P, t.pos + 1);
     }
+    // how many slots (a prefix) hold targets above layer l
+    auto above = [&](int64_t l) {
+      return static_cast<int64_t>(std::partition_point(ts.begin(), ts.end(), [&](const Target& t) { return t.layer > l; }) -
+                                  ts.begin());
+    };
     at::Tensor G = at::zeros({B, P, fz_.d}, at::kFloat);
     if (top == fz_.L) inject(G, ts, fz_.L, lnf_w_, fz_.sf);
     for (int64_t l = std::min(top, fz_.L - 1); l >= 0; --l) {
       throw_if_cancelled("the attribution graph, between blocks");
-      read_mlp_out(G, l, out);
       const Layer& ly = layers_[l];
-      if (ly.skip.defined()) G = G + input_back_(at::matmul(G, ly.skip.t()), ly, fz_.s2[l].slice(0, 0, P));
+      // the MLP output of l and its skip: only targets above l have a gradient there
+      at::Tensor Ga = G.narrow(0, 0, above(l));
+      if (Ga.size(0) > 0) {
+        at::Tensor oa = o.narrow(0, 0, Ga.size(0));
+        read_mlp_out(Ga, l, oa);
+        if (ly.skip.defined()) Ga.add_(input_back_(at::matmul(Ga, ly.skip.t()), ly, fz_.s2[l].slice(0, 0, P)));
+      }
       for (size_t b = 0; b < ts.size(); ++b)
         if (ts[b].layer == l)
           G[static_cast<int64_t>(b)][ts[b].pos] += input_back_(ts[b].vec.clone(), ly, fz_.s2[l][ts[b].pos]);
-      G.add_(attention_back(G, l));
+      // the attention below l, the targets at l included. Slots [s0, s1) meet their first block here (the
+      // targets read at l; at the top block, the logits too): their gradient sits at their own position
+      // only, so their OV path needs one row of W_O per slot instead of P.
+      const int64_t s1 = above(l - 1), s0 = l == fz_.L - 1 ? 0 : above(l);
+      if (s0 > 0) {
+        at::Tensor Gd = G.narrow(0, 0, s0);
+        Gd.add_(attention_back(Gd, l));
+      }
+      if (s1 > s0) {
+        std::vector<int64_t> pos;
+        for (int64_t b = s0; b < s1; ++b) pos.push_back(ts[static_cast<size_t>(b)].pos);
+        const at::Tensor p = at::tensor(pos, at::kLong);
+        at::Tensor Gf = G.narrow(0, s0, s1 - s0);
+        Gf.add_(attention_back_at(Gf.index({at::arange(s1 - s0), p}), p, l, P));
+      }
     }
-    out.slice(1, fz_.layer_start.back() + fz_.L * fz_.T).slice(1, 0, P).copy_(dot_rows(G, fz_.tokens));
+    o.slice(1, fz_.layer_start.back() + fz_.L * fz_.T).slice(1, 0, P).copy_(dot_rows(G, fz_.tokens));
+    if (!identity) out.index_copy_(0, at::tensor(perm, at::kLong), o);
   }
 
  private:
@@ -373,6 +224,17 @@ class Backward {
     at::Tensor y = at::bmm(pat.transpose(1, 2), z);  // [H, P, B·dh]
     z = at::Tensor();
     y = y.view({H, P, B, dh}).permute({2, 1, 0, 3}).reshape({B, P, H * dh});
+    return norm_back_(at::matmul(y, ly.WV.t()), ly.ln1_w, fz_.s1[l].slice(0, 0, P));
+  }
+
+  // The same for gradients that are nonzero at one position each: g [n, d] at positions pos [n] -> [n, P, d].
+  // out[k] = Σ_h A_h[pos, k] (g W_O,hᵀ) W_V,hᵀ: the pattern's row at pos scales one vector per head.
+  at::Tensor attention_back_at(const at::Tensor& g, const at::Tensor& pos, int64_t l, int64_t P) const {
+    const Layer& ly = layers_[l];
+    const int64_t n = g.size(0), H = c_.n_heads, dh = c_.d_head;
+    const at::Tensor z = at::matmul(g, ly.WO.t()).view({n, 1, H, dh});
+    const at::Tensor a = fz_.pattern[l].index_select(1, pos).slice(2, 0, P).permute({1, 2, 0}).unsqueeze(3);  // [n, P, H, 1]
+    const at::Tensor y = (a * z).reshape({n, P, H * dh});
     return norm_back_(at::matmul(y, ly.WV.t()), ly.ln1_w, fz_.s1[l].slice(0, 0, P));
   }
 
@@ -567,73 +429,15 @@ at::Tensor select_and_compute(const Backward& bw, const Frozen& fz, const GraphT
 
 }  // namespace graph_engine
 
-std::unique_ptr<GraphTranscoders> per_layer_transcoders(std::vector<Sae> saes, const Model& model) {
-  for (size_t l = 0; l < saes.size(); ++l) graph_engine::check_transcoder(saes[l], static_cast<int64_t>(l), model);
-  TranscoderSet set;
-  set.kind = TranscoderKind::PerLayer;
-  set.n_layers = static_cast<int64_t>(saes.size());
-  set.source = saes.empty() ? std::string() : saes.front().source + (saes.size() > 1 ? " ..." : "");
-  // every layer read at the same point
-  GraphInput in = GraphInput::MlpIn;
-  for (size_t l = 0; l < saes.size(); ++l) {
-    const GraphInput here = *graph_engine::input_of_hook(saes[l].hook_name, static_cast<int64_t>(l));
-    if (l > 0 && here != in)
-      throw UsageError(fmt::format("{}: transcoder of layer {} reads {}, another point than layer 0's ({}); an "
-                                   "attribution graph reads every layer at the same point", saes[l].source, l,
-                                   saes[l].hook_name, saes[0].hook_name));
-    in = here;
-  }
-  set.layers = std::move(saes);
-  return std::make_unique<graph_engine::SetTranscoders>(std::move(set), in);
-}
-
-std::unique_ptr<GraphTranscoders> load_graph_transcoders(const std::string& dir, const Model& model) {
-  // a folder without config.yaml is circuit-tracer's plain per-layer layout, read at the MLP's input and output
-  TranscoderLoadOptions lo;
-  lo.default_input_hook = "mlp.hook_in";
-  lo.default_output_hook = "hook_mlp_out";
-  TranscoderSet set = load_transcoders(dir, lo);
-  const int64_t L = model.config().n_layers;
-  if (set.config_path.empty() && set.n_layers < L)
-    throw FormatError(set.source, fmt::format("no layer_{}.safetensors ({} has {} layers; one transcoder per layer)",
-                                              set.n_layers, model.source(), L));
-  // The engine reads transcoders at the MLP's input, ln2's normalised input or resid_mid (all linear in
-  // resid_mid with ln2 frozen) and writes features at the MLP's output; any other point is refused by name.
-  const std::string where = set.config_path.empty() ? set.source : set.config_path;
-  const std::optional<GraphInput> in = graph_engine::input_of_point(set.input_point);
-  if (!in)
-    throw UsageError(fmt::format("{}: feature_input_hook '{}' — an attribution graph reads transcoders at the MLP's "
-                                 "input (mlp.hook_in: ln2's output, its weight and bias applied; ln2.hook_normalized, "
-                                 "before them; or hook_resid_mid, before ln2)", where, set.feature_input_hook));
-  if (set.output_point != "hook_mlp_out")
-    throw UsageError(fmt::format("{}: feature_output_hook '{}' — an attribution graph needs transcoders writing the "
-                                 "MLP's output (hook_mlp_out or mlp.hook_out)", where, set.feature_output_hook));
-  check_transcoders_fit(set, model);
-  for (int64_t l = 0; l < set.n_layers; ++l) graph_engine::check_transcoder(set.layers[static_cast<size_t>(l)], l, model);
-  return std::make_unique<graph_engine::SetTranscoders>(std::move(set), *in);
-}
-
-std::vector<int64_t> graph_active_counts(const Model& model, const at::Tensor& ids, const GraphTranscoders& tcs,
-                                         bool zero_first_position) {
-  const ModelConfig& c = model.config();
-  CacheSpec spec;
-  spec.resid_mid = true;
-  ForwardOutput out = model.forward(ids, spec, /*compute_logits=*/false);
-  std::vector<int64_t> n;
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    at::Tensor x = graph_engine::transcoder_input(model, l, out.cache.get("resid_mid", l)[0], tcs.input());
-    n.push_back(tcs.encode(l, x).slice(0, zero_first_position ? 1 : 0).ne(0).sum().item<int64_t>());
-  }
-  return n;
-}
-
 AttributionGraph attribution_graph(const Model& model, const at::Tensor& ids_in, const GraphTranscoders& tcs,
                                    const GraphOptions& o) {
   using namespace graph_engine;
   at::Tensor ids = ids_in.dim() == 2 && ids_in.size(0) == 1 ? ids_in[0] : ids_in;
   ids = ids.to(at::kLong).contiguous();
   check_options(model, ids, tcs, o);
-  const Frozen fz = record_forward(model, ids, tcs, o.zero_first_position);
+  std::shared_ptr<const Frozen> kept = take_forward(model, ids, tcs, o.zero_first_position);
+  if (!kept) kept = std::make_shared<const Frozen>(record_forward(model, ids, tcs, o.zero_first_position));
+  const Frozen& fz = *kept;
   const Logits lg = salient_logits(model, fz.last_logits, o);
   const Backward bw(model, tcs, fz);
   std::vector<int64_t> selected;

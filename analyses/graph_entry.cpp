@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "entry_common.hpp"
+#include "graph_internal.hpp"
 #include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "vocablens/error.hpp"
@@ -58,7 +59,8 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
   const double T = static_cast<double>(ids.size()), L = static_cast<double>(c.n_layers), d = static_cast<double>(c.d_model);
   const double H = static_cast<double>(c.n_heads), dh = static_cast<double>(c.d_head);
   const double V = static_cast<double>(c.vocab_size);
-  auto tcs = load_graph_transcoders(q.options.at("transcoders").get<std::string>(), m);
+  // kept for the run that usually follows (graph_transcoders.cpp): one NaN/Inf scan of the weights, not two
+  auto tcs = graph_engine::load_graph_transcoders(q.options.at("transcoders").get<std::string>(), m, true);
   const bool zero_first = ids.front() == c.bos_token_id;
   const std::vector<int64_t> active = graph_active_counts(m, at::tensor(ids, at::kLong), *tcs, zero_first);
   double A = 0, rows_written = 0;  // rows_written: active features × the blocks each writes to (a CLT: all later ones)

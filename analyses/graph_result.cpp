@@ -74,7 +74,9 @@ std::string tokens_of(const Tokenizer* tok, const std::vector<int64_t>& ids) {
 }
 
 /// Each kept feature's labels (FeatureLabel), by (layer, feature): the decoder row into the last layer it
-/// writes to through the feature-logit engine, the encoder row through the read projection E⁺.
+/// writes to through the feature-logit engine, the encoder row through the read projection E⁺. Every layer's
+/// rows go through each engine at once: a pass costs about the same for 1 row as for 100 (the streamed
+/// projection sorts and transposes its [d, V] matrix first), so one pass per layer would cost L of them.
 std::map<std::pair<int64_t, int64_t>, FeatureLabel> feature_labels(const Model& m, const Tokenizer* tok,
                                                                    const GraphTranscoders& tcs,
                                                                    const std::vector<NodeInfo>& kept, int64_t k) {
@@ -83,7 +85,8 @@ std::map<std::pair<int64_t, int64_t>, FeatureLabel> feature_labels(const Model& 
     if (n.kind == "feature") by_layer[n.layer].push_back(n.feature);
   std::map<std::pair<int64_t, int64_t>, FeatureLabel> out;
   if (by_layer.empty()) return out;
-  const at::Tensor E_pinv = read_projection(m, InverseKind::Pinv);
+  std::vector<at::Tensor> dec, enc;
+  std::vector<std::pair<int64_t, int64_t>> keys;
   for (auto& [layer, feats] : by_layer) {
     std::sort(feats.begin(), feats.end());
     feats.erase(std::unique(feats.begin(), feats.end()), feats.end());
@@ -91,19 +94,21 @@ std::map<std::pair<int64_t, int64_t>, FeatureLabel> feature_labels(const Model& 
     int64_t last = layer;
     for (int64_t o = layer; o < tcs.n_layers(); ++o)
       if (tcs.writes(layer, o)) last = o;
-    // the decoder rows as an SAE of their own, so that the feature-logit engine reads them
-    Sae rows;
-    rows.source = tcs.source();
-    rows.W_dec = tcs.decoder_rows(layer, last, f);
-    rows.d_sae = rows.W_dec.size(0);
-    rows.d_in = rows.d_out = rows.W_dec.size(1);
-    FeatureLogitsOptions fo;
-    fo.top_k = k;
-    FeatureLogits fl = feature_logits(m, rows, fo, tok);
-    const auto enc = project_topk(tcs.encoder_rows(layer, f), E_pinv, k);
-    for (size_t i = 0; i < feats.size(); ++i)
-      out[{layer, feats[i]}] = {ids_of(fl.top[i]), ids_of(fl.bottom[i]), ids_of(enc[i])};
+    dec.push_back(tcs.decoder_rows(layer, last, f));
+    enc.push_back(tcs.encoder_rows(layer, f));
+    for (int64_t feat : feats) keys.emplace_back(layer, feat);
   }
+  // the decoder rows as an SAE of their own, so that the feature-logit engine reads them
+  Sae rows;
+  rows.source = tcs.source();
+  rows.W_dec = at::cat(dec, 0);
+  rows.d_sae = rows.W_dec.size(0);
+  rows.d_in = rows.d_out = rows.W_dec.size(1);
+  FeatureLogitsOptions fo;
+  fo.top_k = k;
+  FeatureLogits fl = feature_logits(m, rows, fo, tok);
+  const auto e = project_topk(at::cat(enc, 0), read_projection(m, InverseKind::Pinv), k);
+  for (size_t i = 0; i < keys.size(); ++i) out[keys[i]] = {ids_of(fl.top[i]), ids_of(fl.bottom[i]), ids_of(e[i])};
   return out;
 }
 

@@ -356,6 +356,7 @@ TEST_CASE("the graph kept as target rows prunes as the dense adjacency does", "[
   CHECK((g.rows.to(at::kDouble) - want).abs().max().item<double>() <= 1e-6 * scale);
   // pruning the rows equals pruning the dense [N, N] matrix built from them, node for node and edge for edge
   for (auto [nt, et] : {std::pair{0.8, 0.98}, std::pair{0.5, 0.7}, std::pair{1.0, 1.0}}) {
+    INFO("node threshold " << nt << ", edge threshold " << et);
     vocablens::GraphPruning p = vocablens::prune_graph(g, nt, et);
     Tensor full = g.dense_adjacency().to(at::kDouble);
     REQUIRE(full.size(0) == g.n_nodes());
@@ -366,7 +367,15 @@ TEST_CASE("the graph kept as target rows prunes as the dense adjacency does", "[
     CHECK(at::equal(p.node_mask, d.node_mask));
     // the edge mask over the rows the engine keeps (targets with inputs × sources)
     Tensor rn = at::cat({at::arange(g.n_selected()), at::arange(g.n_sources(), g.n_nodes())});
-    CHECK(at::equal(p.edge_mask, d.edge_mask.index_select(0, rn).slice(1, 0, g.n_sources())));
+    // over the edges of nonzero weight: at an edge threshold of 1.0, circuit-tracer's cumsum / sum reaches 1
+    // or stops a rounding short of it, and then its cut falls on the zeros of [N, N] and "keeps" every zero
+    // entry — no edge either way; the engine cuts among the nonzero scores
+    const Tensor nonzero = full.index_select(0, rn).slice(1, 0, g.n_sources()).ne(0);
+    const Tensor dm = d.edge_mask.index_select(0, rn).slice(1, 0, g.n_sources()).logical_and(nonzero);
+    CHECK_FALSE(p.edge_mask.logical_and(nonzero.logical_not()).any().item<bool>());
+    INFO("edges kept: " << p.edge_mask.sum().item<int64_t>() << " by the engine, " << dm.sum().item<int64_t>()
+                        << " by the reference; " << p.edge_mask.ne(dm).sum().item<int64_t>() << " differ");
+    CHECK(at::equal(p.edge_mask, dm));
     CHECK(p.edge_mask.sum().item<int64_t>() > 0);
   }
 }
@@ -496,4 +505,29 @@ TEST_CASE("vocablens graph refuses bad input in one line, writing nothing", "[gr
     CHECK(!vl_test::file_exists(out + "/graph.json"));
     CHECK(!vl_test::file_exists(out + "/graph.neuronpedia.json"));
   }
+}
+
+TEST_CASE("the estimate's count of active features, and its forward kept for the run, give the run's graph", "[graph]") {
+  vocablens::Model m = vocablens::load_model(vl_test::fixture("gpt2-tiny"));
+  Tensor ids = at::tensor(std::vector<int64_t>{50256, 464, 412, 733, 8765, 318, 287, 6342, 13}, at::kLong);
+  Tensor other = at::tensor(std::vector<int64_t>{50256, 464, 412, 733, 8765, 318, 287, 6342, 11}, at::kLong);
+  auto tcs = vocablens::load_graph_transcoders(graph_fixture("gpt2-tiny"), m);
+  vocablens::GraphOptions o;
+  o.dense_adjacency = false;
+  const vocablens::AttributionGraph alone = vocablens::attribution_graph(m, ids, *tcs, o);
+  const vocablens::AttributionGraph alone_other = vocablens::attribution_graph(m, other, *tcs, o);
+  const std::vector<int64_t> counts = vocablens::graph_active_counts(m, ids, *tcs, o.zero_first_position);
+  REQUIRE(counts.size() == 3);
+  for (int64_t l = 0; l < 3; ++l) CHECK(counts[l] == alone.active_features.select(1, 0).eq(l).sum().item<int64_t>());
+  // the run of the estimated prompt (its forward taken over), then one of another prompt after a fresh estimate
+  // (nothing of the estimate's forward may reach it)
+  const vocablens::AttributionGraph after = vocablens::attribution_graph(m, ids, *tcs, o);
+  CHECK(at::equal(after.rows, alone.rows));
+  CHECK(at::equal(after.active_features, alone.active_features));
+  CHECK(at::equal(after.activations, alone.activations));
+  (void)vocablens::graph_active_counts(m, ids, *tcs, o.zero_first_position);
+  const vocablens::AttributionGraph moved = vocablens::attribution_graph(m, other, *tcs, o);
+  CHECK(at::equal(moved.rows, alone_other.rows));
+  CHECK(at::equal(moved.active_features, alone_other.active_features));
+  CHECK_FALSE(at::equal(moved.activations, alone.activations));
 }

@@ -1,7 +1,8 @@
 // Transcoder sets (vocablens/transcoders.hpp) against float64 NumPy references written from circuit-tracer's
 // definitions (tests/fixtures/transcoders/make_transcoders.py): per-layer sets (JumpReLU with a skip, TopK keeping
 // negative values, a transcoders: list with a Gemma Scope params.npz) and cross-layer transcoders (BF16 JumpReLU,
-// F32 ReLU); each set's hooks; bad input, one line each; a CLT's files are not read whole.
+// F32 ReLU); each set's hooks; bad input, one line each; a CLT's files are not read whole, a per-layer set's
+// pages are given back once read.
 #include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <unistd.h>
@@ -185,6 +186,48 @@ TEST_CASE("a cross-layer transcoder's files are mapped, not read: loading one of
   CHECK(rows.sizes().vec() == std::vector<int64_t>{3, dm});
   CHECK(resident_bytes() - before < (int64_t{16} << 20));
   INFO("RSS grew by " << (loaded - before) << " bytes loading " << set.file_bytes << " bytes of files");
+}
+
+TEST_CASE("a per-layer set is not kept resident: pages given back after the load's check and by release_pages") {
+  const std::string d = vl_test::temp_dir("per-layer-large");
+  const int64_t dtc = 16384, dm = 1024;  // W_enc and W_dec of 64 MB each per layer: 256 MB in all, checked at load
+  for (int64_t l = 0; l < 2; ++l)
+    sparse_safetensors(d + "/layer_" + std::to_string(l) + ".safetensors",
+                       {{"W_enc", {dtc, dm}}, {"b_enc", {dtc}}, {"W_dec", {dtc, dm}}, {"b_dec", {dm}}});
+  vocablens::TranscoderLoadOptions o;
+  o.default_input_hook = "mlp.hook_in";
+  o.default_output_hook = "hook_mlp_out";
+  const int64_t before = resident_bytes();
+  const vocablens::TranscoderSet set = vocablens::load_transcoders(d, o);
+  REQUIRE(set.n_layers == 2);
+  CHECK(resident_bytes() - before < (int64_t{32} << 20));  // read whole for NaN/Inf, then given back
+  const at::Tensor f = set.encode(0, at::ones({2, dm}));  // reads layer 0's encoder whole: 64 MB
+  CHECK(resident_bytes() - before > (int64_t{48} << 20));
+  set.release_pages(0);
+  CHECK(resident_bytes() - before < (int64_t{32} << 20));
+  CHECK(at::equal(set.encode(0, at::ones({2, dm})), f));  // read again from the file
+}
+
+TEST_CASE("release_pages leaves every set's values as they were (mapped files, a params.npz, a BF16 CLT)") {
+  const std::string& fx = transcoder_fixtures();
+  const auto cases = nlohmann::json::parse(vl_test::read_file(fx + "/cases.json"));
+  const at::Tensor x = vl_test::load_npy_tensor(fx + "/x.npy");
+  for (const auto& [name, c] : cases.items()) {
+    INFO(name);
+    const vocablens::TranscoderSet set = vocablens::load_transcoders(fx + "/" + name);
+    std::vector<at::Tensor> f, rows;
+    for (int64_t l = 0; l < 3; ++l) {
+      f.push_back(set.encode(l, x[l]));
+      rows.push_back(set.decoder_rows(l, 5));
+    }
+    // memory that is not a mapping's (a copied npz member) must be left alone, never zeroed
+    for (int64_t l = 0; l < 3; ++l) set.release_pages(l);
+    for (int64_t l = 0; l < 3; ++l) {
+      CHECK(at::equal(set.encode(l, x[l]), f[static_cast<size_t>(l)]));
+      CHECK(at::equal(set.decoder_rows(l, 5), rows[static_cast<size_t>(l)]));
+      CHECK(f[static_cast<size_t>(l)].ne(0).any().item<bool>());
+    }
+  }
 }
 
 TEST_CASE("transcoder sets against a model's points: mlp.hook_out and post-MLP norms, blocks without ln2") {

@@ -93,7 +93,11 @@ class GraphTranscoders {
   virtual at::Tensor skip(int64_t layer) const = 0;
   /// Where the set came from (error messages, provenance).
   virtual std::string source() const = 0;
-  /// Bytes of weights the graph reads whole (a CLT's mapped decoders, read in rows, not counted).
+  /// Done with the whole matrices of `layer` (its features encoded, its error known): a set mapped from
+  /// files gives back their resident pages; later reads (a few encoder and decoder rows) page in again.
+  virtual void release(int64_t /*layer*/) const {}
+  /// Bytes of weights the graph holds resident at once: one layer's matrices while it is encoded (each is
+  /// released after; a CLT's mapped decoders, read in rows, not counted).
   virtual int64_t resident_bytes() const { return 0; }
 };
 

@@ -86,6 +86,11 @@ class TranscoderSet {
   int64_t n_outputs(int64_t l) const;
   /// Feature `feature` of layer l: its decoder rows, [n_outputs(l), d_out] float32 (row j writes block l + j).
   at::Tensor decoder_rows(int64_t l, int64_t feature) const;
+  /// Gives back the resident pages of layer l's mapped matrices (encoder, decoder, skip): a reader done with
+  /// them (the attribution graph, once layer l is encoded and its error known) stops holding ~150 MB per
+  /// GPT-2-small layer; whatever is read later is paged in again from the file. Weights not mapped from a
+  /// file (an npz copy) stay as they are.
+  void release_pages(int64_t l) const;
   /// Decoder bias and skip of output block `out` (the skip undefined when absent).
   at::Tensor b_dec(int64_t out) const;
   /// The reconstruction written at block `out`: Σ_{l ≤ out} f_l W_dec[l → out] + b_dec[out] (+ x_out W_skip),

@@ -13,6 +13,7 @@
 
 #include "checkpoint/yaml_config.hpp"
 #include "model/sae_checks.hpp"
+#include "util/mapped_file.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/hook_site.hpp"
 #include "vocablens/model.hpp"
@@ -23,6 +24,15 @@ namespace vocablens {
 namespace {
 
 using json = nlohmann::json;
+
+// A mapped tensor's resident pages given back (util/mapped_file.hpp); others untouched.
+void give_back(const at::Tensor& t) {
+  if (t.defined() && t.has_storage() && t.storage().nbytes() > 0)
+    MappedFile::release_pages(t.storage().data(), t.storage().nbytes());
+}
+void give_back(const Sae& s) {
+  for (const at::Tensor* t : {&s.W_enc, &s.W_dec, &s.W_skip}) give_back(*t);
+}
 
 bool tc_exists(const std::string& p) {
   struct stat st {};
@@ -174,6 +184,9 @@ void load_per_layer(TranscoderSet& set, const std::string& dir, const json& cfg)
                                               s.d_in, s.d_sae, s.d_out, set.d_in, set.d_transcoder, set.d_out));
     }
     set.file_bytes += tc_size(files[i]);
+    // load_sae read the matrices for NaN/Inf: a set of 12 GPT-2-small layers would stay resident (1.8 GB)
+    // though a reader then needs one layer at a time
+    give_back(s);
     set.encoder_files.push_back(files[i]);
     set.decoder_files.push_back(files[i]);
     set.layers.push_back(std::move(s));
@@ -300,6 +313,12 @@ at::Tensor TranscoderSet::decoder_rows(int64_t l, int64_t feature) const {
     throw FormatError(decoder_files[static_cast<size_t>(l)],
                       fmt::format("decoder rows of feature {} of layer {} have NaN or infinite values", feature, l));
   return out;
+}
+
+void TranscoderSet::release_pages(int64_t l) const {
+  if (l < 0 || l >= static_cast<int64_t>(layers.size())) return;
+  give_back(layers[static_cast<size_t>(l)]);
+  if (kind == TranscoderKind::CrossLayer) give_back(clt_decoders[static_cast<size_t>(l)]);
 }
 
 at::Tensor TranscoderSet::b_dec(int64_t out) const { return layer(out).b_dec; }

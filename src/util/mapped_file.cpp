@@ -103,6 +103,22 @@ void MappedFile::check_unchanged() const {
                              "so the weights read from now on would not be the ones loaded; load it again");
 }
 
+bool MappedFile::release_pages(const void* p, size_t n) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(detail::registry_mutex());
+  for (const MappedFile* f : detail::registry()) {
+    const auto lo = reinterpret_cast<uintptr_t>(f->data_);
+    if (!f->mapped_ || a < lo || a - lo > f->size_ || n > f->size_ - (a - lo)) continue;
+    const auto pg = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t b = (a + pg - 1) / pg * pg, e = (a + n) / pg * pg;
+    // MADV_DONTNEED on a private file mapping drops the page table entries; the page cache keeps the
+    // file's pages, so a later touch is a minor fault, not a read from disk (MADV_PAGEOUT would evict them).
+    if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+    return true;
+  }
+  return false;
+}
+
 void MappedFile::check_all_unchanged() {
   std::lock_guard<std::mutex> lock(detail::registry_mutex());
   for (const MappedFile* f : detail::registry()) f->check_unchanged();

@@ -44,6 +44,13 @@ class MappedFile {
   /// check_unchanged() on every file mapped now (the weights of every model loaded, SAE and transcoder files).
   static void check_all_unchanged();
 
+  /// Gives back this process's resident pages of [p, p + n) (the whole pages inside it) when the range lies
+  /// within one live mapping: they are read again from the file if touched, so a reader that is done with a
+  /// large matrix (a transcoder layer once encoded) stops holding it in its resident set. Memory that is not a
+  /// mapped file's is left alone (false). Only for read-only use: a page written through the mapping (a private
+  /// copy) would revert to the file's bytes.
+  static bool release_pages(const void* p, size_t n);
+
  private:
   MappedFile(std::string path, uint8_t* data, size_t size, bool mapped, int fd, int64_t mtime_ns);
   std::string path_;
