@@ -128,15 +128,19 @@ void WorkerPool::loop() {
     // resident memory grew by every large answer and was never given back. Return it to the system (a few
     // milliseconds, once per large answer).
     if (a.body.size() >= kTrimAfterBytes) ::malloc_trim(0);
+    // The worker is free before its answer is handed over: a client that reads /api/status right after its
+    // answer sees the job gone (counted the other way round, the status could still say "1 running").
+    {
+      std::lock_guard<std::mutex> l(m_);
+      --running_;
+      cancelled_ += cancelled;
+    }
     {
       std::lock_guard<std::mutex> l(j->m);
       j->answer = std::move(a);
       j->done = true;
     }
     j->cv.notify_all();
-    std::lock_guard<std::mutex> l(m_);
-    --running_;
-    cancelled_ += cancelled;
   }
 }
 
