@@ -121,19 +121,20 @@ std::string label_of(const NodeInfo& n, const Tokenizer* tok, const AttributionG
   return fmt::format("Output \"{}\" (p={:.3f})", token_label(tok, n.token), g.logit_probs[k].item<double>());
 }
 
-/// circuit-tracer's Node.feature_node / error_node / token_node / logit_node.
-nlohmann::json neuronpedia_node(const NodeInfo& n, const AttributionGraph& g, double cumulative, const std::string& label,
-                                int64_t feature_offset) {
+/// circuit-tracer's Node.feature_node / error_node / token_node / logit_node (its current frontend/graph_models.py):
+/// a feature's `feature` is the Cantor pairing of (layer, feature), an error's id has -1 in the feature's place, so
+/// no two nodes share an id.
+nlohmann::json neuronpedia_node(const NodeInfo& n, const AttributionGraph& g, double cumulative, const std::string& label) {
   nlohmann::json j;
   const std::string L = std::to_string(n.layer);
   if (n.kind == "feature") {
     j = {{"node_id", fmt::format("{}_{}_{}", n.layer, n.feature, n.pos)},
-         {"feature", n.feature + feature_offset * n.layer}, {"layer", L}, {"ctx_idx", n.pos},
+         {"feature", (n.layer + n.feature) * (n.layer + n.feature + 1) / 2 + n.feature}, {"layer", L}, {"ctx_idx", n.pos},
          {"feature_type", "cross layer transcoder"}, {"jsNodeId", fmt::format("{}_{}-0", n.layer, n.feature)},
          {"influence", cumulative}, {"activation", n.activation}};
   } else if (n.kind == "error") {
-    j = {{"node_id", fmt::format("0_{}_{}", n.layer, n.pos)}, {"feature", -1}, {"layer", L}, {"ctx_idx", n.pos},
-         {"feature_type", "mlp reconstruction error"}, {"jsNodeId", fmt::format("{}_{}-0", n.layer, n.pos)},
+    j = {{"node_id", fmt::format("{}_-1_{}", n.layer, n.pos)}, {"feature", -1}, {"layer", L}, {"ctx_idx", n.pos},
+         {"feature_type", "mlp reconstruction error"}, {"jsNodeId", fmt::format("{}_-1-{}", n.layer, n.pos)},
          {"influence", cumulative}, {"activation", nullptr}};
   } else if (n.kind == "embedding") {
     j = {{"node_id", fmt::format("E_{}_{}", n.token, n.pos)}, {"feature", n.pos}, {"layer", "E"}, {"ctx_idx", n.pos},
@@ -205,15 +206,12 @@ Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders
   // the feature nodes' label token ids, [M, k] in the table's order (-1 on other nodes' rows)
   const int64_t k = o.label_tokens;
   std::vector<int64_t> lab_top(static_cast<size_t>(M * k), -1), lab_bottom(lab_top), lab_enc(lab_top);
-  int64_t max_features = 1;
-  for (int64_t l = 0; l < tcs.n_layers(); ++l) max_features = std::max(max_features, tcs.n_features(l));
-  const int64_t offset = static_cast<int64_t>(std::llround(std::pow(10.0, std::ceil(std::log10(double(max_features))))));
   nlohmann::json np_nodes = nlohmann::json::array(), links = nlohmann::json::array();
   std::vector<std::string> node_ids(static_cast<size_t>(M));
   for (int64_t i = 0; i < M; ++i) {
     const NodeInfo& n = kept[static_cast<size_t>(i)];
     const std::string label = label_of(n, tok, g, feats);
-    nlohmann::json nj = neuronpedia_node(n, g, p.cumulative_scores[n.index].item<double>(), label, offset);
+    nlohmann::json nj = neuronpedia_node(n, g, p.cumulative_scores[n.index].item<double>(), label);
     node_ids[static_cast<size_t>(i)] = nj["node_id"].get<std::string>();
     np_nodes.push_back(nj);
     std::string bottom, encoder;

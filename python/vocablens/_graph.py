@@ -113,7 +113,7 @@ class Graph:
             layer, pos, feat = (int(v) for v in self.features[n])
             return "{}_{}_{}".format(layer, feat, pos)
         if kind == _ERROR:
-            return "0_{}_{}".format((n - F) // T, (n - F) % T)
+            return "{}_-1_{}".format((n - F) // T, (n - F) % T)
         if kind == _EMBEDDING:
             pos = n - F - L * T
             return "E_{}_{}".format(int(self.ids[pos]), pos)
@@ -214,10 +214,7 @@ class Graph:
         hits = ids.get(node, [])
         if not hits:
             raise ValueError("Graph: no node with node_id '{}'".format(node))
-        if len(hits) > 1:
-            raise ValueError("Graph: node_id '{}' names {} nodes (a layer-0 feature and an error); give the node "
-                             "index ({}) or (layer, position, feature)".format(node, len(hits), hits))
-        return hits[0]
+        return hits[0]  # circuit-tracer's ids are unique: an error's has -1 where a feature's has its index
 
     # ---- pruning ----------------------------------------------------------------------------------------------
     def prune(self, node_threshold=0.8, edge_threshold=0.98):
@@ -290,7 +287,6 @@ class Graph:
     def _neuronpedia(self):
         kept = self.node_mask.nonzero().flatten().tolist()
         L, T = self.n_layers, self.n_pos
-        offset = int(round(10 ** math.ceil(math.log10(max(self._s["max_features"], 1)))))
         nodes, ids = [], []
         for n, clerp in zip(kept, self._labels(kept)):
             kind = self._kind(n)
@@ -299,11 +295,11 @@ class Graph:
                  "clerp": clerp}
             if kind == _FEATURE:
                 layer, pos, feat = (int(v) for v in self.features[n])
-                j.update(feature=feat + offset * layer, layer=str(layer), ctx_idx=pos,
+                j.update(feature=(layer + feat) * (layer + feat + 1) // 2 + feat, layer=str(layer), ctx_idx=pos,
                          jsNodeId="{}_{}-0".format(layer, feat), activation=float(self.feature_activations[n]))
             elif kind == _ERROR:
                 layer, pos = (n - self.n_features) // T, (n - self.n_features) % T
-                j.update(feature=-1, layer=str(layer), ctx_idx=pos, jsNodeId="{}_{}-0".format(layer, pos))
+                j.update(feature=-1, layer=str(layer), ctx_idx=pos, jsNodeId="{}_-1-{}".format(layer, pos))
             elif kind == _EMBEDDING:
                 pos = n - self.n_features - L * T
                 j.update(feature=pos, layer="E", ctx_idx=pos, jsNodeId="E_{}-{}".format(int(self.ids[pos]), pos))

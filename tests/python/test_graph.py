@@ -246,14 +246,20 @@ class Graph(unittest.TestCase):
         self.assertEqual(np_graph["metadata"]["schema_version"], 1)
         self.assertEqual(set(np_graph["qParams"]), {"pinnedIds", "supernodes", "linkType", "clickedId", "sg_pos"})
         ids = {n["node_id"] for n in np_graph["nodes"]}
+        self.assertEqual(len(ids), len(np_graph["nodes"]), "every node has its own node_id")
         L, T = self.ref["L"], self.ref["T"]
         for n in np_graph["nodes"]:
             ft = n["feature_type"]
             self.assertIn(ft, {"cross layer transcoder", "mlp reconstruction error", "embedding", "logit"})
             if ft == "cross layer transcoder":
-                self.assertEqual(n["node_id"], "%s_%d_%d" % (n["layer"], n["feature"] % 100, n["ctx_idx"]))
+                # circuit-tracer's feature_node: node_id {layer}_{feature}_{pos}, feature = cantor(layer, feature)
+                layer, feat, pos = (int(v) for v in n["node_id"].split("_"))
+                self.assertEqual((str(layer), pos), (n["layer"], n["ctx_idx"]))
+                self.assertEqual(n["feature"], (layer + feat) * (layer + feat + 1) // 2 + feat)
+                self.assertEqual(n["jsNodeId"], "%d_%d-0" % (layer, feat))
             elif ft == "mlp reconstruction error":
-                self.assertEqual(n["node_id"], "0_%s_%d" % (n["layer"], n["ctx_idx"]))
+                self.assertEqual(n["node_id"], "%s_-1_%d" % (n["layer"], n["ctx_idx"]))
+                self.assertEqual(n["jsNodeId"], "%s_-1-%d" % (n["layer"], n["ctx_idx"]))
             elif ft == "embedding":
                 self.assertEqual(n["node_id"], "E_%d_%d" % (IDS[n["ctx_idx"]], n["ctx_idx"]))
             else:

@@ -42,11 +42,9 @@ def neuronpedia_ok(np):
         if set(n) != NODE_FIELDS:
             return f"node fields {sorted(set(n) ^ NODE_FIELDS)} differ"
     ids = {n["node_id"] for n in np["nodes"]}
-    # Unique within a kind. Across kinds circuit-tracer's own scheme can repeat an id: an error is
-    # `0_{layer}_{pos}`, a layer-0 feature `0_{feature}_{pos}` (feature f of layer 0 and the error of layer f at
-    # the same position), which graph_result.cpp follows; the explorer keys such errors apart (graph_view.html).
-    if len({(n["node_id"], n["feature_type"]) for n in np["nodes"]}) != len(np["nodes"]):
-        return "duplicate node ids within a kind"
+    # Unique: circuit-tracer's current scheme writes an error as `{layer}_-1_{pos}`, never a feature's id.
+    if len(ids) != len(np["nodes"]):
+        return "duplicate node ids"
     for e in np["links"]:
         if set(e) != {"source", "target", "weight"} or e["source"] not in ids or e["target"] not in ids:
             return f"link {e} is malformed or names a node that is not in the graph"
