@@ -45,7 +45,7 @@ std::string error_thrown_by(F&& f) {
 TEST_CASE("every SAE layout encodes and decodes as its float64 reference", "[sae]") {
   const std::string& fx = sae_fixtures();
   auto cases = nlohmann::json::parse(vl_test::read_file(fx + "/cases.json"));
-  REQUIRE(cases.size() == 11);
+  REQUIRE(cases.size() == 13);
   at::Tensor x = vl_test::load_npy_tensor(fx + "/x.npy");  // [6, 64] float64
   vocablens::Model m = vocablens::load_model(vl_test::fixture("gpt2-tiny"));
   for (auto& [name, c] : cases.items()) {
@@ -112,6 +112,18 @@ TEST_CASE("bad SAE files give one line naming the file", "[sae]") {
   CHECK(one_line(e));
   CHECK(e.find("bad_unknown: no SAE layout found") != std::string::npos);
   CHECK(e.find("layouts read") != std::string::npos);
+
+  // Gemma Scope 2's config.json checked against the tensors, and its points mapped or refused
+  for (const auto& [dir, what] : std::vector<std::pair<std::string, std::string>>{
+           {"bad_gs2_width", "bad_gs2_width/config.json: width 97 does not match params.safetensors's 96 features"},
+           {"bad_gs2_affine", "config.json says affine_connection but there is no affine_skip_connection"},
+           {"bad_gs2_hook", "hf_hook_point_in 'model.layers.0.mlp.down_proj.input' is not a point vocablens maps"},
+           {"bad_gs2_arch", "bad_gs2_arch/config.json: architecture 'topk' is not one vocablens reads"}}) {
+    e = error_thrown_by([&] { vocablens::load_sae(fx + "/" + dir); });
+    INFO(e);
+    CHECK(one_line(e));
+    CHECK(e.find(what) != std::string::npos);
+  }
 
   e = error_thrown_by([&] { vocablens::load_sae(fx + "/no_such_sae"); });
   CHECK(e.find("no_such_sae: no such file") != std::string::npos);

@@ -38,7 +38,9 @@
 //   gemmascope-npz   Gemma Scope params.npz (W_enc, W_dec, b_enc, b_dec, threshold): JumpReLU, no b_dec
 //                    subtraction
 //   gemmascope-st    Gemma Scope 2 params.safetensors (w_enc / W_enc ..., threshold, optional
-//                    affine_skip_connection [d_in, d_out] applied as x @ W)
+//                    affine_skip_connection [d_out, d_in] applied as x @ Wᵀ, SAELens's W_skip) and the
+//                    config.json beside it (hf_hook_point_in / _out mapped to our hook names, type, width,
+//                    affine_connection, architecture jump_relu — each checked against the tensors)
 //   llamascope       folder: hyperparams.json + checkpoints/final.safetensors (encoder.weight [d_sae, d_in],
 //                    encoder.bias, decoder.weight [d_in, d_sae], decoder.bias — transposed on load); act_fn
 //                    jumprelu (jump_relu_threshold) / topk (top_k) / relu; norm_activation dataset-wise
@@ -46,8 +48,9 @@
 //   circuit-tracer   one per-layer transcoder file (layer_N.safetensors): W_enc [d_sae, d_in] (F.linear
 //                    orientation, transposed on load), W_dec [d_sae, d_out], b_enc, b_dec, optional W_skip
 //                    [d_out, d_in] (applied as x @ W_skipᵀ), optional activation_function.threshold (JumpReLU)
-// Gemma Scope and circuit-tracer files carry no hook name: it is guessed from the path (layer_N and
-// resid_post / mlp_out / attn_out / transcoder in a folder name) or given in SaeLoadOptions::hook_name.
+// Gemma Scope 1 and circuit-tracer files (and a Gemma Scope 2 file without its config.json) carry no hook name:
+// it is guessed from the path (layer_N and resid_post / mlp_out / att / transcoder in a folder name), said on
+// stderr, or given in SaeLoadOptions::hook_name.
 //
 // Guarantees: weights keep their stored dtype (float32 views of the file where possible, BF16/F16 kept as
 // stored, like model weights — vocablens/weight.hpp); every tensor is checked for its shape against d_in /
@@ -99,6 +102,7 @@ struct Sae {
   bool sparsity_include_decoder_norm = false;
   std::string hook_name;       ///< where it reads ("blocks.1.hook_resid_pre"); "" when unknown
   std::string hook_name_out;   ///< where a transcoder writes; "" for an SAE
+  bool hook_guessed = false;   ///< hook_name came from the folder names, not from the file (load_sae says so)
   std::string stored_dtype;    ///< "F32", "BF16", ... as in the file
   nlohmann::json cfg = nlohmann::json::object();  ///< the configuration as read (cfg.json, hyperparams.json, ...)
 

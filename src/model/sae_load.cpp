@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <regex>
 #include <vector>
 
@@ -155,8 +156,9 @@ at::Tensor nontrivial_scale(const at::Tensor& s) {
 }
 
 SaeArchitecture parse_arch(const std::string& a, const std::string& path) {
-  if (a == "standard" || a == "relu") return SaeArchitecture::Standard;
-  if (a == "jumprelu" || a == "jumprelu_transcoder") return SaeArchitecture::JumpReLU;
+  // SAELens 6's transcoder classes read like their SAE counterparts (the skip connection is a tensor, W_skip).
+  if (a == "standard" || a == "relu" || a == "transcoder" || a == "skip_transcoder") return SaeArchitecture::Standard;
+  if (a == "jumprelu" || a == "jumprelu_transcoder" || a == "jumprelu_skip_transcoder") return SaeArchitecture::JumpReLU;
   if (a == "topk") return SaeArchitecture::TopK;
   if (a == "batchtopk") return SaeArchitecture::BatchTopK;
   if (a == "gated") return SaeArchitecture::Gated;
@@ -176,7 +178,9 @@ SaeNormalize parse_norm(const json& v, const std::string& path) {
 }
 
 // Gemma Scope / circuit-tracer files carry no hook name: layer_N and the site from the folder names.
-std::string guess_hook(const std::string& path, bool transcoder, std::string* out_hook) {
+// `transcoder_in` is where a transcoder reads (the layouts differ: see the callers).
+std::string guess_hook(const std::string& path, bool transcoder, std::string* out_hook,
+                       const char* transcoder_in = "hook_resid_mid") {
   static const std::regex layer_re("layer_(\\d+)");
   // only the last few folder names: a user's own path ("/home/matt/...") must not decide the site
   size_t cut = path.size();
@@ -190,10 +194,12 @@ std::string guess_hook(const std::string& path, bool transcoder, std::string* ou
   const std::string b = "blocks." + layer + ".";
   if (transcoder) {
     if (out_hook) *out_hook = b + "hook_mlp_out";
-    return b + "hook_resid_mid";
+    return b + transcoder_in;
   }
   if (tail.find("mlp") != std::string::npos) return b + "hook_mlp_out";
-  if (tail.find("att") != std::string::npos) return b + "hook_attn_out";
+  // Gemma Scope's attention SAEs (both releases) read the heads' concatenated values, o_proj's input (SAELens:
+  // blocks.L.attn.hook_z), not the attention's output.
+  if (tail.find("att") != std::string::npos) return b + "attn.hook_z";
   return b + "hook_resid_post";
 }
 
@@ -256,13 +262,39 @@ Sae load_saelens(const std::string& dir) {
   if (s.architecture == SaeArchitecture::JumpReLU || s.architecture == SaeArchitecture::BatchTopK)
     s.threshold = take(st, "threshold", {d_sae});
   s.scaling_factor = nontrivial_scale(take(st, "scaling_factor", {d_sae}, false));
-  s.W_skip = take(st, "W_skip", {d_in, d_out}, false);
+  // SAELens's SkipTranscoder stores W_skip [d_out, d_in] and adds x @ W_skipᵀ.
+  at::Tensor skip = take(st, "W_skip", {d_out, d_in}, false);
+  if (skip.defined()) s.W_skip = skip.t();
   finish(s);
   return s;
 }
 
-// Gemma Scope v1 (params.npz) and v2 (params.safetensors): w_enc/W_enc [d_in, d_sae], w_dec/W_dec
-// [d_sae, d_out], b_enc, b_dec, threshold; JumpReLU, the input used as is (no b_dec subtraction).
+// Gemma Scope 2's config.json names Hugging Face module outputs (hf_hook_point_in / _out); under our names
+// (SAELens's gemma_3 loader reads the same fields): model.layers.L.output is the block's output,
+// pre_feedforward_layernorm.output what the MLP reads (its norm's weight applied: mlp.hook_in),
+// post_feedforward_layernorm.output what the MLP adds to the stream, self_attn.o_proj.input the heads' values,
+// post_attention_layernorm.output what attention adds. Gemma 3's multimodal checkpoints put the text layers
+// under model.language_model.
+std::string hook_from_hf(const std::string& hf, const std::string& path, const char* key) {
+  static const std::regex re(R"(^(?:model\.)?(?:language_model\.)?(?:model\.)?layers\.(\d+)\.(.+)$)");
+  std::smatch m;
+  if (std::regex_match(hf, m, re)) {
+    const std::string b = "blocks." + m[1].str() + ".", site = m[2].str();
+    if (site == "output") return b + "hook_resid_post";
+    if (site == "pre_feedforward_layernorm.output") return b + "mlp.hook_in";
+    if (site == "post_feedforward_layernorm.output") return b + "hook_mlp_out";
+    if (site == "self_attn.o_proj.input") return b + "attn.hook_z";
+    if (site == "post_attention_layernorm.output") return b + "hook_attn_out";
+  }
+  throw FormatError(path, std::string(key) + " '" + hf +
+                              "' is not a point vocablens maps (model.layers.L.output, .pre_feedforward_layernorm.output, "
+                              ".post_feedforward_layernorm.output, .self_attn.o_proj.input, "
+                              ".post_attention_layernorm.output); pass the hook point yourself (--hook / hook_name=)");
+}
+
+// Gemma Scope v1 (params.npz) and v2 (params.safetensors, with config.json beside it): w_enc/W_enc [d_in, d_sae],
+// w_dec/W_dec [d_sae, d_out], b_enc, b_dec, threshold; JumpReLU, the input used as is (no b_dec subtraction); a
+// v2 transcoder's affine_skip_connection is SAELens's W_skip, [d_out, d_in], added as x @ W_skipᵀ.
 Sae load_gemmascope(const std::string& file, bool npz) {
   TensorStore st = npz ? read_npz(file) : read_safetensors(file, false);
   // Gemma Scope 2 spells the matrices w_enc / w_dec; either case is read.
@@ -285,12 +317,46 @@ Sae load_gemmascope(const std::string& file, bool npz) {
   s.b_enc = take(st, "b_enc", {d_sae});
   s.b_dec = take(st, "b_dec", {d_out});
   s.threshold = take(st, "threshold", {d_sae});
-  s.W_skip = take(st, "affine_skip_connection", {d_in, d_out}, false);
+  at::Tensor skip = take(st, "affine_skip_connection", {d_out, d_in}, false);
+  if (skip.defined()) s.W_skip = skip.t();
   s.architecture = SaeArchitecture::JumpReLU;
   s.apply_b_dec_to_input = false;
   s.cfg = {{"layout", s.layout}, {"architecture", "jumprelu"}, {"d_in", d_in}, {"d_sae", d_sae}, {"d_out", d_out}};
-  const bool tc = s.W_skip.defined() || d_out != d_in || file.find("transcoder") != std::string::npos;
-  s.hook_name = guess_hook(file, tc, &s.hook_name_out);
+
+  const std::string cfg_path = join(dirname(file), "config.json");
+  if (!npz && exists(cfg_path)) {
+    const json c = read_json(cfg_path);
+    const std::string arch = str_or(c, "architecture", "jump_relu", cfg_path);
+    if (arch != "jump_relu" && arch != "jumprelu")
+      throw FormatError(cfg_path, "architecture '" + arch + "' is not one vocablens reads for Gemma Scope 2 (jump_relu)");
+    if (c.contains("width") && int_field(c, "width", cfg_path) != d_sae)
+      throw FormatError(cfg_path, fmt::format("width {} does not match params.safetensors's {} features",
+                                              c["width"].dump(), d_sae));
+    const std::string type = str_or(c, "type", "", cfg_path);
+    if (!type.empty() && type != "sae" && type != "transcoder")
+      throw FormatError(cfg_path, "type '" + type + "' is not one vocablens reads (sae, transcoder; a cross-layer "
+                                  "transcoder is read from circuit-tracer's folder: vocablens/transcoders.hpp)");
+    auto af = c.find("affine_connection");
+    if (af != c.end() && !af->is_null()) {
+      if (!af->is_boolean()) throw FormatError(cfg_path, "field 'affine_connection' must be true or false");
+      if (af->get<bool>() != skip.defined())
+        throw FormatError(file, af->get<bool>() ? "config.json says affine_connection but there is no affine_skip_connection"
+                                                : "has an affine_skip_connection but config.json says affine_connection false");
+    }
+    const std::string in = str_or(c, "hf_hook_point_in", "", cfg_path);
+    const std::string out = str_or(c, "hf_hook_point_out", in, cfg_path);
+    if (in.empty()) throw FormatError(cfg_path, "missing field 'hf_hook_point_in'");
+    s.hook_name = hook_from_hf(in, cfg_path, "hf_hook_point_in");
+    const std::string hout = hook_from_hf(out, cfg_path, "hf_hook_point_out");
+    if (type == "transcoder" || hout != s.hook_name) s.hook_name_out = hout;
+    s.cfg["config"] = c;
+  } else {
+    const bool tc = s.W_skip.defined() || d_out != d_in || file.find("transcoder") != std::string::npos;
+    // Gemma Scope's transcoders: v1 reads the MLP's normalised input (SAELens and circuit-tracer:
+    // ln2.hook_normalized); v2 Hugging Face's pre_feedforward_layernorm output (mlp.hook_in), as config.json says.
+    s.hook_name = guess_hook(file, tc, &s.hook_name_out, npz ? "ln2.hook_normalized" : "mlp.hook_in");
+    s.hook_guessed = !s.hook_name.empty();
+  }
   finish(s);
   return s;
 }
@@ -384,6 +450,7 @@ Sae load_circuit_tracer(const std::string& file, TensorStore st) {
   s.cfg = {{"layout", s.layout}, {"architecture", to_string(s.architecture)}, {"d_in", d_in}, {"d_sae", d_sae},
            {"d_out", d_out}};
   s.hook_name = guess_hook(file, true, &s.hook_name_out);
+  s.hook_guessed = !s.hook_name.empty();
   finish(s);
   return s;
 }
@@ -442,7 +509,15 @@ Sae load_any(const std::string& path_in) {
 
 Sae load_sae(const std::string& path, const SaeLoadOptions& opts) {
   Sae s = load_any(path);
-  if (!opts.hook_name.empty()) s.hook_name = opts.hook_name;
+  if (!opts.hook_name.empty()) {
+    s.hook_name = opts.hook_name;
+    s.hook_guessed = false;
+  } else if (s.hook_guessed) {
+    // A guess that could be wrong is said (the file names no hook point).
+    std::cerr << "vocablens: note: " << s.source << " names no hook point; reading it at " << s.hook_name
+              << (s.hook_name_out.empty() ? std::string() : " and writing " + s.hook_name_out)
+              << ", guessed from the folder names (--hook / hook_name= sets it)\n";
+  }
   return s;
 }
 
