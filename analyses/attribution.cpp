@@ -38,7 +38,7 @@ AttributionResult attribute_logit(const Model& m, const std::vector<int64_t>& id
   std::vector<at::Tensor> z(static_cast<size_t>(R)), mlp(static_cast<size_t>(R));
   // A mixture of experts: each layer's chosen experts, their weights and outputs at `pos` ([k], [k], [k, d]).
   std::vector<at::Tensor> ex_idx(static_cast<size_t>(R)), ex_w(static_cast<size_t>(R)), ex_out(static_cast<size_t>(R));
-  HookList capture;
+  HookList capture = opts.interventions ? *opts.interventions : HookList{};  // the edits first: the captures see them
   for (int64_t l = 0; l < R; ++l) {
     capture.add("z." + std::to_string(l), [&z, l, pos](at::Tensor& t) { z[static_cast<size_t>(l)] = t[0][pos]; });
     capture.add("mlp_out." + std::to_string(l), [&mlp, l, pos](at::Tensor& t) { mlp[static_cast<size_t>(l)] = t[0][pos]; });

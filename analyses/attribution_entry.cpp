@@ -39,9 +39,14 @@ void register_attribution_entry(AnalysisRegistry& r) {
        "residual), through the final norm frozen at that residual — the logit lens's row LAYER, split into "
        "the blocks before it (-1: the final residual, the model's logits)", -1},
   });
+  entry::append(d.options, entry::expert_ablation_decls());
   r.add({std::move(d), [](const AnalysisRequest& q) {
            const auto ids = entry::prompt_of(q);
-           auto r = attribute_logit(q.model, ids, attribution_options(q)).to_result(q.tok, entry::prompt_text(q, ids));
+           AttributionOptions ao = attribution_options(q);
+           const auto edits = entry::expert_interventions_of(q);
+           ao.interventions = edits.hooks;
+           auto r = attribute_logit(q.model, ids, ao).to_result(q.tok, entry::prompt_text(q, ids));
+           r.settings.update(edits.settings);  // the split of an edited forward: it says which edits
            if (q.tok) r.provenance["tokenizer"] = q.tok->source();
            return r;
          },

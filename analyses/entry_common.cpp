@@ -4,11 +4,14 @@
 
 #include <cctype>
 
+#include <fmt/format.h>
+
 #include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_inputs.hpp"
 #include "vocablens/analysis_registry.hpp"
 #include "declared_options.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/hooks.hpp"
 #include "vocablens/memory_estimate.hpp"
 #include "vocablens/timings.hpp"
 #include "vocablens/model.hpp"
@@ -254,6 +257,30 @@ std::vector<ExpertScale> expert_scales_of(const AnalysisRequest& q) {
   const auto& o = q.options;
   if (o.at("scale_expert").is_null()) return {};
   return parse_expert_scales(o.at("scale_expert").get<std::vector<std::string>>(), q.model.config(), q.model.source());
+}
+
+ExpertInterventions expert_interventions_of(const AnalysisRequest& q) {
+  ExpertInterventions out;
+  std::vector<ExpertAblation> ablate;
+  ExpertAblationMode mode = ExpertAblationMode::Zero;
+  expert_ablations_of(q, ablate, mode);
+  const auto scales = expert_scales_of(q);
+  if (ablate.empty() && scales.empty()) return out;
+  out.hooks = std::make_shared<HookList>();
+  add_expert_ablations(*out.hooks, q.model.config(), ablate, mode);
+  add_expert_scales(*out.hooks, scales);
+  if (!ablate.empty()) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& x : ablate) a.push_back(std::to_string(x.layer) + "." + std::to_string(x.expert));
+    out.settings["ablate_expert"] = a;
+    out.settings["ablate_mode"] = to_string(mode);
+  }
+  if (!scales.empty()) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& x : scales) a.push_back(fmt::format("{}.{}={}", x.layer, x.expert, x.factor));
+    out.settings["scale_expert"] = a;
+  }
+  return out;
 }
 
 }  // namespace vocablens::entry

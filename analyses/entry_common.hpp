@@ -24,6 +24,7 @@ struct Sae;
 struct ExpertAblation;
 struct ExpertScale;
 enum class ExpertAblationMode;
+class HookList;
 }
 
 namespace vocablens::entry {
@@ -97,13 +98,23 @@ AnalysisEstimate one_forward_estimate(const AnalysisRequest& q, int64_t T, const
                                       const std::string& extra, double extra_bytes, bool extra_is_phase,
                                       std::string what, std::string reduce);
 
-/// ablate_expert (Texts, "L.E"), ablate_mode (zero | reroute) and scale_expert: the experts and lens analyses' ablation of
+/// ablate_expert (Texts, "L.E"), ablate_mode (zero | reroute) and scale_expert: the experts, lens and attribute analyses' ablation of
 /// mixture-of-experts experts (vocablens/experts.hpp).
 std::vector<OptionDecl> expert_ablation_decls();
 /// Reads them, checked against the model (UsageError naming the model when it has no experts).
 void expert_ablations_of(const AnalysisRequest& q, std::vector<ExpertAblation>& out, ExpertAblationMode& mode);
 /// scale_expert (Texts, "L.E=FACTOR"), declared beside them: the experts' outputs scaled where chosen.
 std::vector<ExpertScale> expert_scales_of(const AnalysisRequest& q);
+
+/// The three options of a request read once, for an analysis that runs the model's forward with them (lens,
+/// attribute): `hooks` the edits, added before the analysis's own (null when none is given); `settings` what its
+/// Result says of them ({"ablate_expert": ["L.E", ...], "ablate_mode", "scale_expert": ["L.E=F", ...]}, empty
+/// when none), so that a result read from an edited forward says which.
+struct ExpertInterventions {
+  std::shared_ptr<HookList> hooks;
+  nlohmann::json settings = nlohmann::json::object();
+};
+ExpertInterventions expert_interventions_of(const AnalysisRequest& q);
 
 /// Appends `more` to `into` (declarations are built from shared pieces).
 void append(std::vector<OptionDecl>& into, const std::vector<OptionDecl>& more);

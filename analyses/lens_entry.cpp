@@ -189,28 +189,10 @@ void register_lens_entry(AnalysisRegistry& r) {
          [](const AnalysisRequest& q) {
            const auto ids = entry::prompt_of(q);
            LensOptions lo = lens_options(q);
-           std::vector<ExpertAblation> ablate;
-           ExpertAblationMode mode = ExpertAblationMode::Zero;
-           entry::expert_ablations_of(q, ablate, mode);
-           const auto scales = entry::expert_scales_of(q);
-           if (!ablate.empty() || !scales.empty()) {
-             auto hooks = std::make_shared<HookList>();
-             add_expert_ablations(*hooks, q.model.config(), ablate, mode);
-             add_expert_scales(*hooks, scales);
-             lo.interventions = hooks;
-           }
+           const auto edits = entry::expert_interventions_of(q);
+           lo.interventions = edits.hooks;
            auto r = logit_lens(q.model, ids, lo).to_result(q.tok, entry::prompt_text(q, ids));
-           if (!ablate.empty()) {  // the lens of another forward than the model's own: the result says which
-             nlohmann::json a = nlohmann::json::array();
-             for (const auto& x : ablate) a.push_back(std::to_string(x.layer) + "." + std::to_string(x.expert));
-             r.settings["ablate_expert"] = a;
-             r.settings["ablate_mode"] = to_string(mode);
-           }
-           if (!scales.empty()) {
-             nlohmann::json a = nlohmann::json::array();
-             for (const auto& x : scales) a.push_back(fmt::format("{}.{}={}", x.layer, x.expert, x.factor));
-             r.settings["scale_expert"] = a;
-           }
+           r.settings.update(edits.settings);  // the lens of another forward than the model's own: it says which
            if (entry::prompt_is_ids(q.options)) r.settings["prompt_ids"] = ids;  // the exact sequence read
            if (q.tok) {  // what `compare` checks: two runs read with one vocabulary
              r.provenance["tokenizer"] = q.tok->source();

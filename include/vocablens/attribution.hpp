@@ -24,6 +24,7 @@
 // (post-norm families) are refused: their parts are not a linear sum.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@ namespace vocablens {
 
 class Model;
 class Tokenizer;
+class HookList;
 
 struct AttributionOptions {
   int64_t target = -1;    ///< required
@@ -42,6 +44,11 @@ struct AttributionOptions {
   /// residual; -1 = n_layers, the model's own logits), as the logit lens reads its row `layer` and
   /// TransformerLens's decompose_resid(layer) splits it. Only blocks < layer are parts.
   int64_t layer = -1;
+  /// Hooks that edit the forward whose logit is split (`attribute --ablate-expert L.E`, `--scale-expert L.E=F`:
+  /// vocablens/experts.hpp), added before the attribution's own, so that it reads what they leave: an expert's
+  /// part "L2E5" is its edited router weight times its output, and the parts sum to the edited forward's logit.
+  /// They may edit only the tensor they are handed. Null: the model's own forward.
+  std::shared_ptr<const HookList> interventions;
 };
 
 struct AttributionComponent {

@@ -98,6 +98,47 @@ class MoeScale(unittest.TestCase):
                 top = np.argsort(-want["logits"], axis=-1, kind="stable")[:, :3]
                 self.assertTrue(np.array_equal(lens.arrays["top_ids"][-1], top))
 
+    def test_attribute_splits_the_scaled_forward(self):
+        # `attribute` with scale_expert splits the edited forward's logit: its value and each chosen expert's part
+        # (its router weight, scaled, times its output, through the final norm frozen at the edited run's scale)
+        # against llama_numpy's float64 forward with the same edit; factor 0 is the zero ablation, part for part.
+        E = int(self.ref["blocks.0.mlp.hook_expert_indices"][-1, 0])  # chosen at the position read
+        target = int(np.argmax(self.ref["logits"][-1]))
+        w, eps = self.ref_model["w"], self.ref_model["eps"]
+
+        def parts_of(r):
+            cols, rows = [(c, rs) for name, c, rs in r.table_rows() if name == "components"][0]
+            return [dict(zip(cols, row)) for row in rows]
+
+        for factor in (2.5, -0.5):
+            with self.subTest(factor=factor):
+                spec = f"0.{E}={factor:g}"
+                want = scaled_forward(self.ref_model, self.ids, 0, E, factor)
+                self.assertGreater(abs(want["logits"][-1, target] - self.ref["logits"][-1, target]), 1e-3)
+                r = vocablens.attribute(self.m, self.ids, target=target, scale_expert=[spec])
+                self.assertEqual(r.settings["scale_expert"], [spec])
+                self.assertLess(abs(r.summary["model_value"] - want["logits"][-1, target]), 1e-4)
+                parts = parts_of(r)
+                self.assertLess(abs(sum(p["value"] for p in parts) - want["logits"][-1, target]), 1e-4)
+                x = want["blocks.1.hook_resid_post"][-1]
+                u = w["model.norm.weight"] * w["lm_head.weight"][target] / np.sqrt((x ** 2).mean() + eps)
+                for layer in range(2):
+                    b = f"blocks.{layer}.mlp."
+                    idx, wts, out = (want[b + n][-1] for n in ("hook_expert_indices", "hook_expert_weights",
+                                                               "hook_expert_out"))
+                    got = {p["expert"]: p["value"] for p in parts if p["kind"] == "expert" and p["layer"] == layer}
+                    self.assertEqual(sorted(got), sorted(int(e) for e in idx))
+                    for s_ in range(2):
+                        self.assertLess(abs(got[int(idx[s_])] - float(wts[s_] * out[s_] @ u)), 1e-4)
+
+        zero = vocablens.attribute(self.m, self.ids, target=target, scale_expert=[f"0.{E}=0"])
+        ablated = vocablens.attribute(self.m, self.ids, target=target, ablate_expert=[f"0.{E}"])
+        self.assertEqual(ablated.settings["ablate_expert"], [f"0.{E}"])
+        self.assertEqual(zero.summary["model_value"], ablated.summary["model_value"])
+        self.assertEqual(parts_of(zero), parts_of(ablated))
+        self.assertEqual([p["value"] for p in parts_of(zero) if p["name"] == f"L0E{E}"], [0.0])
+        self.assertNotEqual(zero.summary["model_value"], self.ref["logits"][-1, target])
+
     def test_generate_scales_every_step(self):
         # Greedy decoding with the expert scaled, against the float64 forward's argmax with the same edit at each step.
         E, factor, prompt = self.E, 3.0, self.ids[:6]
