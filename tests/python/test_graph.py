@@ -90,7 +90,17 @@ def reference_graph(max_n_logits=10, desired_logit_prob=0.95):
     W_U = w["wte.weight"].T
     u = W_U[:, logit_ids] - W_U.mean(1, keepdims=True)
 
-    N = Fn + L * T + T + len(logit_ids)
+    adj = assemble(active, feats, errs, tcs, LN2, A_map, B_map, LNf, u, w["wte.weight"][IDS])
+    return dict(active=np.array(active), adj=adj, logit_ids=logit_ids, logit_p=logit_p, F=Fn, L=L, T=T)
+
+
+def assemble(active, feats, errs, tcs, LN2, A_map, B_map, LNf, u, tok):
+    """The adjacency [N, N] of the frozen replacement model from its linear maps over the flattened stream [T·d]:
+    LN2[l] resid_mid -> what the transcoders read, A_map[l] resid_pre -> resid_mid, B_map[l] resid_pre ->
+    resid_post with the MLP's sources frozen (its skip connection alone), LNf the final norm; u [d, K] the logits'
+    demeaned unembedding columns, tok [T, d] the embedding nodes' vectors."""
+    L, (T, d), Fn, K = len(feats), tok.shape, len(active), u.shape[1]
+    N = Fn + L * T + T + K
     adj = np.zeros((N, N))
 
     def row(g, layer):
@@ -103,7 +113,6 @@ def reference_graph(max_n_logits=10, desired_logit_prob=0.95):
                     r[i] = feats[l][ft, ff] * G[ft] @ tcs[l]["W_dec"][ff]
             r[Fn + l * T:Fn + (l + 1) * T] = (G * errs[l]).sum(1)
             g = g @ B_map[l]
-        tok = w["wte.weight"][IDS]
         r[Fn + L * T:Fn + L * T + T] = (g.reshape(T, d) * tok).sum(1)
         return r
 
@@ -111,11 +120,11 @@ def reference_graph(max_n_logits=10, desired_logit_prob=0.95):
         e = np.zeros(T * d)
         e[t * d:(t + 1) * d] = tcs[l]["W_enc"][f]
         adj[i] = row((e @ LN2[l]) @ A_map[l], l - 1)
-    for k in range(len(logit_ids)):
+    for k in range(K):
         e = np.zeros(T * d)
         e[(T - 1) * d:] = u[:, k]
-        adj[N - len(logit_ids) + k] = row(e @ LNf, L - 1)
-    return dict(active=np.array(active), adj=adj, logit_ids=logit_ids, logit_p=logit_p, F=Fn, L=L, T=T)
+        adj[N - K + k] = row(e @ LNf, L - 1)
+    return adj
 
 
 # circuit-tracer's graph.py, from its definitions

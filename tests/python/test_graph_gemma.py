@@ -20,7 +20,7 @@ import torch
 
 import gemma2_numpy
 from support import SOURCE, tempdir, vocablens
-from test_graph import prune, scores
+from test_graph import assemble, prune, scores
 
 GEMMA2 = os.path.join(SOURCE, "tests", "fixtures", "families", "gemma2")
 IDS = [319, 17, 200, 45, 88, 131, 9, 31, 256, 77]  # BOS first; longer than the sliding window (4)
@@ -99,30 +99,8 @@ def reference_graph(m, tcs, max_n_logits=10, desired_logit_prob=0.95):
     u = W_U[:, logit_ids] - W_U.mean(1, keepdims=True)
     tok = w["model.embed_tokens.weight"][IDS] * np.sqrt(d)
 
-    N = Fn + L * T + T + len(logit_ids)
-    adj = np.zeros((N, N))
-
-    def row(g, layer):
-        """The row of a target whose gradient g [T·d] sits at resid_post of `layer` (-1: the embedding)."""
-        r = np.zeros(N)
-        for l in range(layer, -1, -1):
-            G = g.reshape(T, d)
-            for i, (fl, ft, ff) in enumerate(active):
-                if fl == l:
-                    r[i] = feats[l][ft, ff] * G[ft] @ tcs[l]["W_dec"][ff]
-            r[Fn + l * T:Fn + (l + 1) * T] = (G * errs[l]).sum(1)
-            g = g @ A_map[l]  # the MLP's output is a source, not a path: resid_post -> resid_pre through attention
-        r[Fn + L * T:Fn + L * T + T] = (g.reshape(T, d) * tok).sum(1)
-        return r
-
-    for i, (l, t, f) in enumerate(active):
-        e = np.zeros(T * d)
-        e[t * d:(t + 1) * d] = tcs[l]["W_enc"][f]
-        adj[i] = row((e @ LN2[l]) @ A_map[l], l - 1)
-    for k in range(len(logit_ids)):
-        e = np.zeros(T * d)
-        e[(T - 1) * d:] = u[:, k]
-        adj[N - len(logit_ids) + k] = row(e @ LNf, L - 1)
+    # no skip connection: past its sources, the MLP adds nothing to the path (B_map = A_map)
+    adj = assemble(active, feats, errs, tcs, LN2, A_map, A_map, LNf, u, tok)
     return dict(active=np.array(active), adj=adj, logit_ids=logit_ids, logit_p=logit_p, F=Fn, L=L, T=T)
 
 
