@@ -186,18 +186,15 @@ def scores(g):
     return tok / (tok + err), ((1 - An[:, F:F + L * T].sum(1)) * out).sum() / out.sum()
 
 
-class Graph(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.ref = reference_graph()
-        cls.model = vocablens.load_model(GPT2)
-        cls.r = vocablens.graph(cls.model, IDS, transcoders=TRANSCODERS, save_adjacency=True, progress=False)
+class ReferenceChecks:
+    """vocablens's graph (self.r: save_adjacency) against the NumPy reference (self.ref): the nodes, every adjacency
+    entry, the pruned node and edge sets, the scores. Mixed into each test class with its own model."""
 
     def test_nodes(self):
         a = self.r.arrays
         self.assertGreater(self.ref["F"], 100)
         self.assertTrue(np.array_equal(a["active_features"], self.ref["active"]))
-        self.assertTrue(np.array_equal(a["selected"], np.arange(self.ref["F"])))
+        self.assertTrue(np.array_equal(a["selected"], np.arange(self.ref["F"])))  # every active feature has its row
         self.assertEqual([l["id"] for l in self.r.summary["logits"]], list(self.ref["logit_ids"]))
         self.assertLess(np.abs(np.array([l["prob"] for l in self.r.summary["logits"]]) - self.ref["logit_p"]).max(), 1e-6)
 
@@ -206,7 +203,8 @@ class Graph(unittest.TestCase):
         self.assertEqual(got.shape, ref.shape)
         scale = np.abs(ref).max()
         err = np.abs(got - ref).max()
-        print("\ngraph adjacency vs float64 NumPy: max |diff| %.3g = %.3g of the largest entry %.4g" % (err, err / scale, scale))
+        print("\n%s adjacency vs float64 NumPy: max |diff| %.3g = %.3g of the largest entry %.4g"
+              % (type(self).__name__, err, err / scale, scale))
         self.assertLessEqual(err, 1e-6 * scale)
 
     def test_pruning_and_scores(self):
@@ -222,6 +220,14 @@ class Graph(unittest.TestCase):
         self.assertLess(abs(self.r.summary["completeness_score"] - comp), 1e-6)
         # pruning removes something at these thresholds, so the comparison is not of two full sets
         self.assertLess(len(kept), self.r.arrays["full_adjacency"].shape[0])
+
+
+class Graph(ReferenceChecks, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.ref = reference_graph()
+        cls.model = vocablens.load_model(GPT2)
+        cls.r = vocablens.graph(cls.model, IDS, transcoders=TRANSCODERS, save_adjacency=True, progress=False)
 
     def test_labels(self):
         """Each kept feature's label tokens: its decoder row's top and bottom logit weights through W_U (tied:

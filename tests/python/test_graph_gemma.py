@@ -7,8 +7,8 @@ of the fixture. The transcoders are random per-layer JumpReLU ones written here 
 Jacobian matrices over the flattened stream [T·d] as in test_graph.py, with the post-attention norm frozen at its
 forward denominator (so linear) between the attention's OV path and the stream; the MLP with its post-norm is what
 the transcoder and the error replace. The logits' probabilities are the soft-capped ones, their vectors the demeaned
-W_U columns (circuit-tracer's). Compared: the node set, every adjacency entry (1e-6 of the largest), the pruned node
-and edge sets, the scores (1e-6).
+W_U columns (circuit-tracer's). Compared (test_graph.ReferenceChecks): the node set, every adjacency entry (1e-6 of
+the largest), the pruned node and edge sets, the scores (1e-6); and Graph.intervene's direct effects against the edges.
 """
 import json
 import os
@@ -20,7 +20,7 @@ import torch
 
 import gemma2_numpy
 from support import SOURCE, tempdir, vocablens
-from test_graph import assemble, prune, scores
+from test_graph import ReferenceChecks, assemble
 
 GEMMA2 = os.path.join(SOURCE, "tests", "fixtures", "families", "gemma2")
 IDS = [319, 17, 200, 45, 88, 131, 9, 31, 256, 77]  # BOS first; longer than the sliding window (4)
@@ -104,7 +104,7 @@ def reference_graph(m, tcs, max_n_logits=10, desired_logit_prob=0.95):
     return dict(active=np.array(active), adj=adj, logit_ids=logit_ids, logit_p=logit_p, F=Fn, L=L, T=T)
 
 
-class GemmaGraph(unittest.TestCase):
+class GemmaGraph(ReferenceChecks, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.m = gemma2_numpy.load(GEMMA2)
@@ -124,34 +124,6 @@ class GemmaGraph(unittest.TestCase):
         for key in ("sliding_window", "attn_logit_softcapping", "final_logit_softcapping"):
             m = dict(self.m, cfg=dict(self.m["cfg"], **{key: None}))
             self.assertGreater(np.abs(gemma2_numpy.forward(m, ids)["logits"] - ref).max(), 0.05, key)
-
-    def test_nodes(self):
-        a = self.r.arrays
-        self.assertGreater(self.ref["F"], 100)
-        self.assertTrue(np.array_equal(a["active_features"], self.ref["active"]))
-        self.assertEqual([l["id"] for l in self.r.summary["logits"]], list(self.ref["logit_ids"]))
-        self.assertLess(np.abs(np.array([l["prob"] for l in self.r.summary["logits"]]) - self.ref["logit_p"]).max(), 1e-6)
-
-    def test_adjacency(self):
-        got, ref = self.r.arrays["full_adjacency"].astype(np.float64), self.ref["adj"]
-        self.assertEqual(got.shape, ref.shape)
-        scale = np.abs(ref).max()
-        err = np.abs(got - ref).max()
-        print("\ngemma2 graph adjacency vs float64 NumPy: max |diff| %.3g = %.3g of the largest entry %.4g"
-              % (err, err / scale, scale))
-        self.assertLessEqual(err, 1e-6 * scale)
-
-    def test_pruning_and_scores(self):
-        node, edge, inf = prune(self.ref)
-        kept = np.nonzero(node)[0]
-        self.assertTrue(np.array_equal(self.r.arrays["nodes"], kept))
-        self.assertLess(np.abs(self.r.arrays["node_influence"] - inf).max(), 1e-6 * np.abs(inf).max())
-        self.assertTrue(np.array_equal(self.r.arrays["adjacency"] != 0, edge[np.ix_(kept, kept)]))
-        self.assertEqual(self.r.summary["kept_edges"], int(edge.sum()))
-        rep, comp = scores(self.ref)
-        self.assertLess(abs(self.r.summary["replacement_score"] - rep), 1e-6)
-        self.assertLess(abs(self.r.summary["completeness_score"] - comp), 1e-6)
-        self.assertLess(len(kept), self.r.arrays["full_adjacency"].shape[0])
 
     def test_direct_effects_are_the_edges(self):
         """vocablens.Graph.intervene(direct_effects=True) on Gemma-2 blocks: with the post-attention norm frozen
