@@ -11,6 +11,7 @@
 #include "vocablens/error.hpp"
 #include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/weight.hpp"
 
 namespace vocablens {
 namespace graph_engine {
@@ -100,7 +101,7 @@ Frozen record_forward(const Model& m, const at::Tensor& ids, const GraphTranscod
     for (int64_t l = 0; l < fz.L; ++l) tcs.release(l);
   }
   if (c.final_norm) fz.sf = denominator(out.cache.get("resid_post", fz.L - 1)[0], c);
-  fz.tokens = (m.W_E().index_select(0, ids) * c.embed_scale).contiguous();
+  fz.tokens = (weight_rows(m.weights().W_E, ids) * c.embed_scale).contiguous();  // only the prompt's rows upcast
   fz.active = at::cat(idx, 0);
   fz.acts = at::cat(val, 0);
   return fz;
