@@ -17,8 +17,9 @@ FEATURES=${FEATURES:-256}
 BATCH=${BATCH:-64}
 VL=${VOCABLENS:-build/vocablens}
 [ -f "$FIX/model/config.json" ] || /usr/bin/python3 bench/make_graph_fixture.py "${KIND:-gpt2}" "$FIX"
-# OpenBLAS's kernels for this CPU on both sides (the CLI re-executes itself with them; torch links its own BLAS)
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+# OpenBLAS's kernels for this CPU and OpenMP's idle threads asleep, on both sides (the CLI re-executes itself with
+# them when they are missing, loading everything twice; torch links its own BLAS)
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 field() { grep -E "$1" "$2" | sed -E 's/.*: //'; }
 cpu_of() { echo "$(field 'User time' "$1") + $(field 'System time' "$1")" | bc; }
 for n in "${@:-7 14}"; do
