@@ -82,16 +82,21 @@ def reference_graph(max_n_logits=10, desired_logit_prob=0.95):
 
     active = [(l, t, f) for l in range(L) for t, f in zip(*np.nonzero(feats[l]))]
     Fn = len(active)
-    probs = np.exp(acts["logits"][-1] - acts["logits"][-1].max())
-    probs /= probs.sum()
-    order = np.argsort(-probs, kind="stable")[:max_n_logits]
-    cut = min(int(np.searchsorted(np.cumsum(probs[order]), desired_logit_prob)) + 1, len(order))
-    logit_ids, logit_p = order[:cut], probs[order[:cut]]
-    W_U = w["wte.weight"].T
-    u = W_U[:, logit_ids] - W_U.mean(1, keepdims=True)
+    logit_ids, logit_p, u = salient_logits(acts["logits"][-1], w["wte.weight"].T, max_n_logits, desired_logit_prob)
 
     adj = assemble(active, feats, errs, tcs, LN2, A_map, B_map, LNf, u, w["wte.weight"][IDS])
     return dict(active=np.array(active), adj=adj, logit_ids=logit_ids, logit_p=logit_p, F=Fn, L=L, T=T)
+
+
+def salient_logits(last, W_U, max_n_logits, desired_logit_prob):
+    """circuit-tracer's logit targets: the fewest top next-token probabilities (of the model's output logits
+    `last`) reaching desired_logit_prob, at most max_n_logits; their ids, probabilities and demeaned W_U columns."""
+    probs = np.exp(last - last.max())
+    probs /= probs.sum()
+    order = np.argsort(-probs, kind="stable")[:max_n_logits]
+    cut = min(int(np.searchsorted(np.cumsum(probs[order]), desired_logit_prob)) + 1, len(order))
+    ids = order[:cut]
+    return ids, probs[ids], W_U[:, ids] - W_U.mean(1, keepdims=True)
 
 
 def assemble(active, feats, errs, tcs, LN2, A_map, B_map, LNf, u, tok):

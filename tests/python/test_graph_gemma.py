@@ -20,7 +20,7 @@ import torch
 
 import gemma2_numpy
 from support import SOURCE, tempdir, vocablens
-from test_graph import ReferenceChecks, assemble
+from test_graph import ReferenceChecks, assemble, salient_logits
 
 GEMMA2 = os.path.join(SOURCE, "tests", "fixtures", "families", "gemma2")
 IDS = [319, 17, 200, 45, 88, 131, 9, 31, 256, 77]  # BOS first; longer than the sliding window (4)
@@ -89,14 +89,9 @@ def reference_graph(m, tcs, max_n_logits=10, desired_logit_prob=0.95):
 
     active = [(l, t, f) for l in range(L) for t, f in zip(*np.nonzero(feats[l]))]
     Fn = len(active)
-    last = acts["logits"][-1]  # soft-capped
-    probs = np.exp(last - last.max())
-    probs /= probs.sum()
-    order = np.argsort(-probs, kind="stable")[:max_n_logits]
-    cut = min(int(np.searchsorted(np.cumsum(probs[order]), desired_logit_prob)) + 1, len(order))
-    logit_ids, logit_p = order[:cut], probs[order[:cut]]
-    W_U = w["model.embed_tokens.weight"].T
-    u = W_U[:, logit_ids] - W_U.mean(1, keepdims=True)
+    # the probabilities of the soft-capped logits, the vectors of the pre-cap ones (W_U)
+    logit_ids, logit_p, u = salient_logits(acts["logits"][-1], w["model.embed_tokens.weight"].T, max_n_logits,
+                                           desired_logit_prob)
     tok = w["model.embed_tokens.weight"][IDS] * np.sqrt(d)
 
     # no skip connection: past its sources, the MLP adds nothing to the path (B_map = A_map)
