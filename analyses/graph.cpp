@@ -69,6 +69,7 @@ class Backward {
       const LayerWeights& w = m.weights().layers[l];
       Layer ly;
       ly.ln1_w = f32(w.ln1_w);
+      ly.attn_w = f32(w.post_attn_norm_w);
       // what a gradient at the transcoders' input goes back through to resid_mid: ln2 frozen (with its
       // weight for mlp.hook_in, without for ln2.hook_normalized), or nothing (hook_resid_mid)
       ly.in_norm = tcs.input() != GraphInput::ResidMid;
@@ -170,7 +171,7 @@ class Backward {
 
  private:
   struct Layer {
-    at::Tensor ln1_w, in_w, WO, WV, skip;
+    at::Tensor ln1_w, attn_w, in_w, WO, WV, skip;  // attn_w: the post-attention norm's weight (Gemma-2)
     bool in_norm = true;
   };
 
@@ -219,7 +220,8 @@ class Backward {
   at::Tensor attention_back(const at::Tensor& G, int64_t l) const {
     const Layer& ly = layers_[l];
     const int64_t B = G.size(0), P = G.size(1), H = c_.n_heads, dh = c_.d_head;
-    at::Tensor z = at::matmul(G, ly.WO.t()).view({B, P, H, dh}).permute({2, 1, 0, 3}).reshape({H, P, B * dh});
+    const at::Tensor g = fz_.s_attn.empty() ? G : norm_back_(G.clone(), ly.attn_w, fz_.s_attn[l].slice(0, 0, P));
+    at::Tensor z = at::matmul(g, ly.WO.t()).view({B, P, H, dh}).permute({2, 1, 0, 3}).reshape({H, P, B * dh});
     const at::Tensor pat = fz_.pattern[l].slice(1, 0, P).slice(2, 0, P);
     at::Tensor y = at::bmm(pat.transpose(1, 2), z);  // [H, P, B·dh]
     z = at::Tensor();
@@ -229,9 +231,10 @@ class Backward {
 
   // The same for gradients that are nonzero at one position each: g [n, d] at positions pos [n] -> [n, P, d].
   // out[k] = Σ_h A_h[pos, k] (g W_O,hᵀ) W_V,hᵀ: the pattern's row at pos scales one vector per head.
-  at::Tensor attention_back_at(const at::Tensor& g, const at::Tensor& pos, int64_t l, int64_t P) const {
+  at::Tensor attention_back_at(at::Tensor g, const at::Tensor& pos, int64_t l, int64_t P) const {
     const Layer& ly = layers_[l];
     const int64_t n = g.size(0), H = c_.n_heads, dh = c_.d_head;
+    if (!fz_.s_attn.empty()) g = norm_back_(std::move(g), ly.attn_w, fz_.s_attn[l].index_select(0, pos));
     const at::Tensor z = at::matmul(g, ly.WO.t()).view({n, 1, H, dh});
     const at::Tensor a = fz_.pattern[l].index_select(1, pos).slice(2, 0, P).permute({1, 2, 0}).unsqueeze(3);  // [n, P, H, 1]
     const at::Tensor y = (a * z).reshape({n, P, H * dh});

@@ -15,6 +15,7 @@
 #include "vocablens/memory_estimate.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
+#include "vocablens/weight.hpp"
 
 namespace vocablens::entries {
 
@@ -98,8 +99,12 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
   // labels: E⁺ [d, V] float32 and what computing it takes (linalg/pinv.cpp: one float64 chunk of 8192 rows
   // and its product, the d x d Gram matrix and its eigenvectors), the feature-logit engine's chunks (two of
   // 256 MiB: measured on the GPT-2-small shape, bench/run_graph_bench.sh)
+  // A W_U not stored as float32 (bfloat16, quantized) is read as a float32 copy [d, V] while E⁺ is computed or
+  // read from its cache (unembed.cpp: pseudo_inverse(W_U())): both are held at once.
+  const at::Tensor& WU = m.weights().W_U;
+  const double wu_copy = WU.scalar_type() == at::kFloat && !is_packed_weight(WU) ? 0.0 : d * V * 4;
   e.memory.add_phase("graph: labels (E⁺ [d, V] and its computation, the feature-logit engine's chunks)",
-                     d * V * 4 + 2 * 8192 * d * 8 + 5 * d * d * 8 + 512.0 * 1024 * 1024);
+                     d * V * 4 + wu_copy + 2 * 8192 * d * 8 + 5 * d * d * 8 + 512.0 * 1024 * 1024);
   e.what = fmt::format("the attribution graph of {} tokens of {} (its {} active features counted by running the "
                        "forward pass and the encoders)", ids.size(), m.source(), static_cast<int64_t>(A));
   e.reduce = "give a shorter prompt, or a smaller " + q.spelled("max_feature_nodes");

@@ -9,7 +9,9 @@
 
 #include "graph_internal.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/weight.hpp"
 
 namespace vocablens {
 namespace graph_engine {
@@ -25,7 +27,6 @@ void check_block_supported(const Model& m) {
   if (c.parallel_residual) why = "attention and MLP in parallel on one residual";
   else if (!c.norm_before) why = "post-LN blocks";
   else if (!c.input_norms) why = "blocks without input norms";
-  else if (c.post_attn_norm || c.post_mlp_norm) why = "norms after attention and MLP";
   else if (c.embed_norm) why = "a norm of the token embeddings";
   if (why)
     throw UsageError(fmt::format("graph: {} ({}) has {}, which the replacement model does not cover yet",
@@ -53,7 +54,22 @@ Frozen record_forward(const Model& m, const at::Tensor& ids, const GraphTranscod
   CacheSpec spec;
   spec.resid_pre = spec.resid_mid = spec.mlp_out = spec.pattern = true;
   spec.resid_post = true;
-  ForwardOutput out = m.forward(ids, spec);
+  // A norm after attention (Gemma-2's post_attention_layernorm) is frozen at the denominator of what it
+  // normalises, the attention's output before it, which no cached point holds (hook_attn_out is after the
+  // norm): it is read at hook_z, through W_O as the forward's own projection. The MLP's post-norm needs
+  // nothing: the transcoders replace the MLP with it (they write hook_mlp_out, after that norm).
+  HookList hooks;
+  if (c.post_attn_norm) {
+    fz.s_attn.resize(static_cast<size_t>(fz.L));
+    for (int64_t l = 0; l < fz.L; ++l)
+      hooks.add(fmt::format("blocks.{}.attn.hook_z", l), [&m, &fz, &c, l](at::Tensor& z) {
+        const LayerWeights& w = m.weights().layers[l];
+        at::Tensor a = at::matmul(z[0].reshape({z.size(1), -1}).to(at::kFloat), m.W_O(l).reshape({-1, c.d_model}));
+        if (w.b_o.defined()) a = a + f32(w.b_o);
+        fz.s_attn[static_cast<size_t>(l)] = denominator(a, c);
+      });
+  }
+  ForwardOutput out = hooks.empty() ? m.forward(ids, spec) : run_with_hooks(m, ids, hooks, spec);
   fz.last_logits = out.logits[0][fz.T - 1].to(at::kFloat).clone();
   out.logits = at::Tensor();  // [T, V]: only the last position's are kept
   // A per-layer set's output at block l reads only layer l's features, so each layer's dense activations
@@ -85,7 +101,7 @@ Frozen record_forward(const Model& m, const at::Tensor& ids, const GraphTranscod
     for (int64_t l = 0; l < fz.L; ++l) tcs.release(l);
   }
   if (c.final_norm) fz.sf = denominator(out.cache.get("resid_post", fz.L - 1)[0], c);
-  fz.tokens = (m.W_E().index_select(0, ids) * c.embed_scale).contiguous();
+  fz.tokens = (weight_rows(m.weights().W_E, ids) * c.embed_scale).contiguous();  // only the prompt's rows upcast
   fz.active = at::cat(idx, 0);
   fz.acts = at::cat(val, 0);
   return fz;
@@ -128,7 +144,7 @@ std::shared_ptr<const Frozen> take_forward(const Model& m, const at::Tensor& ids
 
 double frozen_bytes(const Frozen& fz) {
   double n = 0;
-  for (const auto* v : {&fz.s1, &fz.s2, &fz.pattern, &fz.errors})
+  for (const auto* v : {&fz.s1, &fz.s2, &fz.s_attn, &fz.pattern, &fz.errors})
     for (const at::Tensor& t : *v) n += static_cast<double>(t.nbytes());
   for (const at::Tensor* t : {&fz.sf, &fz.tokens, &fz.last_logits, &fz.active, &fz.acts})
     if (t->defined()) n += static_cast<double>(t->nbytes());

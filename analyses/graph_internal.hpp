@@ -36,6 +36,7 @@ uint64_t transcoders_serial(const GraphTranscoders& tcs);
 struct Frozen {
   int64_t T = 0, L = 0, d = 0;
   std::vector<at::Tensor> s1, s2;       ///< [T, 1] norm denominators of ln1 and ln2 per layer
+  std::vector<at::Tensor> s_attn;       ///< [T, 1] the post-attention norm's per layer (empty: no such norm)
   at::Tensor sf;                        ///< [T, 1] the final norm's (undefined: no final norm)
   std::vector<at::Tensor> pattern;      ///< [H, T, T] per layer
   std::vector<at::Tensor> errors;       ///< [T, d] per layer (position 0 zeroed when asked)

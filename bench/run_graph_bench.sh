@@ -6,17 +6,20 @@
 #   model, transcoders, prompt, logits and selected features, its rows checked against vocablens's to 1e-4 of the
 #   largest entry, under /usr/bin/time -v too; the ratios printed.
 #   bench/run_graph_bench.sh [COPIES...]      prompt = COPIES copies of a 18-token sentence, BOS first (default 7 14)
-# Environment: FIX (fixture folder, default /tmp/graphbench/gpt2s), FEATURES (--max-feature-nodes, default 256),
-# BATCH (64), BASELINE=0 to skip the baseline (the long prompts), VOCABLENS (default build/vocablens).
+# Environment: FIX (fixture folder, default /tmp/graphbench/gpt2s), KIND (the fixture's shape when it has to be
+# written: gpt2, or gemma2 for the Gemma-2-2B shape, 9.1 GB in bfloat16; default gpt2), FEATURES
+# (--max-feature-nodes, default 256), BATCH (64), BASELINE=0 to skip the baseline (the long prompts and the
+# Gemma-2 shape), VOCABLENS (default build/vocablens).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FIX=${FIX:-/tmp/graphbench/gpt2s}
 FEATURES=${FEATURES:-256}
 BATCH=${BATCH:-64}
 VL=${VOCABLENS:-build/vocablens}
-[ -f "$FIX/transcoders/layer_11.safetensors" ] || /usr/bin/python3 bench/make_graph_fixture.py gpt2 "$FIX"
-# OpenBLAS's kernels for this CPU on both sides (the CLI re-executes itself with them; torch links its own BLAS)
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+[ -f "$FIX/model/config.json" ] || /usr/bin/python3 bench/make_graph_fixture.py "${KIND:-gpt2}" "$FIX"
+# OpenBLAS's kernels for this CPU and OpenMP's idle threads asleep, on both sides (the CLI re-executes itself with
+# them when they are missing, loading everything twice; torch links its own BLAS)
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 field() { grep -E "$1" "$2" | sed -E 's/.*: //'; }
 cpu_of() { echo "$(field 'User time' "$1") + $(field 'System time' "$1")" | bc; }
 for n in "${@:-7 14}"; do

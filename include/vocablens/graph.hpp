@@ -169,8 +169,10 @@ std::vector<int64_t> graph_active_counts(const Model& model, const at::Tensor& i
 double graph_decoder_cache_bytes();
 
 /// The graph of `ids` ([T] int64, 1 <= T <= n_ctx). Throws UsageError when the model's block is not one
-/// the replacement model covers (parallel attention and MLP, post-norms, post-LN, a norm of the
-/// embeddings: refused by name), when `tcs` has another layer count, or on bad options.
+/// the replacement model covers (parallel attention and MLP, post-LN, blocks without input norms, a norm of
+/// the embeddings: refused by name), when `tcs` has another layer count, or on bad options. Norms after
+/// attention and MLP (Gemma-2, Gemma 3) are covered: the post-attention norm frozen at its forward
+/// denominator, the MLP and its post-norm replaced by the transcoder (docs/graph.md, "Gemma-2's blocks").
 AttributionGraph attribution_graph(const Model& model, const at::Tensor& ids, const GraphTranscoders& tcs,
                                    const GraphOptions& opts = {});
 

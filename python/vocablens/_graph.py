@@ -355,7 +355,7 @@ class Graph:
                       (direct_effects and (n.endswith("hook_scale") or n.endswith("hook_mlp_out")))]
             hooks += [(n, lambda act, hook, v=clean[n]: v.clone()) for n in frozen]
             if direct_effects:
-                hooks += self._skip_hooks(clean)
+                hooks += self._skip_hooks(clean) + self._post_attn_hooks(clean)
         for n, v in zip(idx, values):
             layer, pos, feat = (int(x) for x in self.features[n])
             state = {}
@@ -408,8 +408,11 @@ class Graph:
         if c is None:
             inputs = {"blocks.{}.{}".format(l, self._s["tcs"].input) for l in range(self.n_layers)}
 
+            post = self._post_attn_norm()
+
             def wanted(n):
-                return n.endswith(("hook_pattern", "hook_scale", "hook_mlp_out")) or n in inputs
+                return (n.endswith(("hook_pattern", "hook_scale", "hook_mlp_out")) or n in inputs or
+                        (post and n.endswith("attn.hook_z")))
 
             _, cache = self._s["model"].run_with_cache(self.ids[None], names_filter=wanted)
             c = {n: cache[n].clone() for n in cache.keys()}
@@ -434,6 +437,36 @@ class Graph:
                 return act + ((state["x"] - x0) @ W.to(act.dtype))
 
             hooks += [(name_in, read), ("blocks.{}.hook_mlp_out".format(l), add)]
+        return hooks
+
+    def _post_attn_norm(self):
+        # Gemma-2 and Gemma 3 normalise the attention's output before adding it (post_attention_layernorm), a
+        # norm without a hook_scale point: _post_attn_hooks freezes it
+        return self._s["model"].config["family"] in ("gemma2", "gemma3")
+
+    def _post_attn_hooks(self, clean):
+        """The post-attention norm frozen at the clean run's denominator, as the graph's engine freezes it: the
+        norm's output in this run × s / s_clean, s the RMS of what it normalises (hook_z through W_O) in this run
+        and in the clean one."""
+        if not self._post_attn_norm():
+            return []
+        model, hooks = self._s["model"], []
+        eps = model.config["eps"]
+        for l in range(self.n_layers):
+            def rms(z, W_O=model._layer_weight(l, "W_O"), b_O=model._layer_weight(l, "b_O")):
+                x = torch.einsum("...hd,hdm->...m", z.float(), W_O)
+                x = x + b_O if b_O is not None else x
+                return (x.pow(2).mean(-1, keepdim=True) + eps).sqrt()
+
+            state = {}
+
+            def read(z, hook, state=state, rms=rms):
+                state["s"] = rms(z)
+
+            def scale(act, hook, state=state, s0=rms(clean["blocks.{}.attn.hook_z".format(l)])):
+                return act * (state["s"] / s0).to(act.dtype)
+
+            hooks += [("blocks.{}.attn.hook_z".format(l), read), ("blocks.{}.hook_attn_out".format(l), scale)]
         return hooks
 
     def __repr__(self):

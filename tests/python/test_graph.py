@@ -82,15 +82,30 @@ def reference_graph(max_n_logits=10, desired_logit_prob=0.95):
 
     active = [(l, t, f) for l in range(L) for t, f in zip(*np.nonzero(feats[l]))]
     Fn = len(active)
-    probs = np.exp(acts["logits"][-1] - acts["logits"][-1].max())
+    logit_ids, logit_p, u = salient_logits(acts["logits"][-1], w["wte.weight"].T, max_n_logits, desired_logit_prob)
+
+    adj = assemble(active, feats, errs, tcs, LN2, A_map, B_map, LNf, u, w["wte.weight"][IDS])
+    return dict(active=np.array(active), adj=adj, logit_ids=logit_ids, logit_p=logit_p, F=Fn, L=L, T=T)
+
+
+def salient_logits(last, W_U, max_n_logits, desired_logit_prob):
+    """circuit-tracer's logit targets: the fewest top next-token probabilities (of the model's output logits
+    `last`) reaching desired_logit_prob, at most max_n_logits; their ids, probabilities and demeaned W_U columns."""
+    probs = np.exp(last - last.max())
     probs /= probs.sum()
     order = np.argsort(-probs, kind="stable")[:max_n_logits]
     cut = min(int(np.searchsorted(np.cumsum(probs[order]), desired_logit_prob)) + 1, len(order))
-    logit_ids, logit_p = order[:cut], probs[order[:cut]]
-    W_U = w["wte.weight"].T
-    u = W_U[:, logit_ids] - W_U.mean(1, keepdims=True)
+    ids = order[:cut]
+    return ids, probs[ids], W_U[:, ids] - W_U.mean(1, keepdims=True)
 
-    N = Fn + L * T + T + len(logit_ids)
+
+def assemble(active, feats, errs, tcs, LN2, A_map, B_map, LNf, u, tok):
+    """The adjacency [N, N] of the frozen replacement model from its linear maps over the flattened stream [T·d]:
+    LN2[l] resid_mid -> what the transcoders read, A_map[l] resid_pre -> resid_mid, B_map[l] resid_pre ->
+    resid_post with the MLP's sources frozen (its skip connection alone), LNf the final norm; u [d, K] the logits'
+    demeaned unembedding columns, tok [T, d] the embedding nodes' vectors."""
+    L, (T, d), Fn, K = len(feats), tok.shape, len(active), u.shape[1]
+    N = Fn + L * T + T + K
     adj = np.zeros((N, N))
 
     def row(g, layer):
@@ -103,7 +118,6 @@ def reference_graph(max_n_logits=10, desired_logit_prob=0.95):
                     r[i] = feats[l][ft, ff] * G[ft] @ tcs[l]["W_dec"][ff]
             r[Fn + l * T:Fn + (l + 1) * T] = (G * errs[l]).sum(1)
             g = g @ B_map[l]
-        tok = w["wte.weight"][IDS]
         r[Fn + L * T:Fn + L * T + T] = (g.reshape(T, d) * tok).sum(1)
         return r
 
@@ -111,11 +125,11 @@ def reference_graph(max_n_logits=10, desired_logit_prob=0.95):
         e = np.zeros(T * d)
         e[t * d:(t + 1) * d] = tcs[l]["W_enc"][f]
         adj[i] = row((e @ LN2[l]) @ A_map[l], l - 1)
-    for k in range(len(logit_ids)):
+    for k in range(K):
         e = np.zeros(T * d)
         e[(T - 1) * d:] = u[:, k]
-        adj[N - len(logit_ids) + k] = row(e @ LNf, L - 1)
-    return dict(active=np.array(active), adj=adj, logit_ids=logit_ids, logit_p=logit_p, F=Fn, L=L, T=T)
+        adj[N - K + k] = row(e @ LNf, L - 1)
+    return adj
 
 
 # circuit-tracer's graph.py, from its definitions
@@ -177,18 +191,15 @@ def scores(g):
     return tok / (tok + err), ((1 - An[:, F:F + L * T].sum(1)) * out).sum() / out.sum()
 
 
-class Graph(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.ref = reference_graph()
-        cls.model = vocablens.load_model(GPT2)
-        cls.r = vocablens.graph(cls.model, IDS, transcoders=TRANSCODERS, save_adjacency=True, progress=False)
+class ReferenceChecks:
+    """vocablens's graph (self.r: save_adjacency) against the NumPy reference (self.ref): the nodes, every adjacency
+    entry, the pruned node and edge sets, the scores. Mixed into each test class with its own model."""
 
     def test_nodes(self):
         a = self.r.arrays
         self.assertGreater(self.ref["F"], 100)
         self.assertTrue(np.array_equal(a["active_features"], self.ref["active"]))
-        self.assertTrue(np.array_equal(a["selected"], np.arange(self.ref["F"])))
+        self.assertTrue(np.array_equal(a["selected"], np.arange(self.ref["F"])))  # every active feature has its row
         self.assertEqual([l["id"] for l in self.r.summary["logits"]], list(self.ref["logit_ids"]))
         self.assertLess(np.abs(np.array([l["prob"] for l in self.r.summary["logits"]]) - self.ref["logit_p"]).max(), 1e-6)
 
@@ -197,7 +208,8 @@ class Graph(unittest.TestCase):
         self.assertEqual(got.shape, ref.shape)
         scale = np.abs(ref).max()
         err = np.abs(got - ref).max()
-        print("\ngraph adjacency vs float64 NumPy: max |diff| %.3g = %.3g of the largest entry %.4g" % (err, err / scale, scale))
+        print("\n%s adjacency vs float64 NumPy: max |diff| %.3g = %.3g of the largest entry %.4g"
+              % (type(self).__name__, err, err / scale, scale))
         self.assertLessEqual(err, 1e-6 * scale)
 
     def test_pruning_and_scores(self):
@@ -213,6 +225,14 @@ class Graph(unittest.TestCase):
         self.assertLess(abs(self.r.summary["completeness_score"] - comp), 1e-6)
         # pruning removes something at these thresholds, so the comparison is not of two full sets
         self.assertLess(len(kept), self.r.arrays["full_adjacency"].shape[0])
+
+
+class Graph(ReferenceChecks, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.ref = reference_graph()
+        cls.model = vocablens.load_model(GPT2)
+        cls.r = vocablens.graph(cls.model, IDS, transcoders=TRANSCODERS, save_adjacency=True, progress=False)
 
     def test_labels(self):
         """Each kept feature's label tokens: its decoder row's top and bottom logit weights through W_U (tied:

@@ -1,6 +1,8 @@
 // tests/support/frozen_replacement.hpp — circuit-tracer's frozen replacement model in float64, written here from
-// the definitions (not from vocablens's engine): frozen attention patterns and norm denominators, each MLP's
-// output frozen at its true value except the removed source's share and the live skip connection. graph_test
+// the definitions (not from vocablens's engine): frozen attention patterns and norm denominators (a norm after
+// attention, Gemma-2's, included: its denominator is the true attention output's, computed here from the
+// cached stream and pattern), each MLP's output (after a post-MLP norm: what hook_mlp_out holds) frozen at its
+// true value except the removed source's share and the live skip connection. graph_test
 // checks every adjacency entry of vocablens's attribution graphs against one intervention in it.
 //
 //   FrozenRef f(model, ref_per_layer(dir, L), ids);  f.settle();
@@ -53,10 +55,11 @@ struct FrozenRef {
   RefTranscoders tc;
   Tensor ids;
   int64_t T, L, d;
-  std::vector<Tensor> pattern, s1, s2, mlp_true, mlp_in0, acts, errs;
+  std::vector<Tensor> pattern, s1, s2, s_attn, mlp_true, mlp_in0, acts, errs;
   std::vector<Tensor> WV, WO, bV;  // each layer's value and output weights in float64, converted once
   Tensor sf, embed, tok;
   double s2_factor = 1.0;  // != 1: a deliberately wrong ln2 denominator (the break-check)
+  double s_attn_factor = 1.0;  // != 1: the same for the post-attention norm's
   // where the transcoders read: 0 the MLP's input (ln2 with its weight and bias), 1 ln2.hook_normalized
   // (before them), 2 hook_resid_mid (before ln2)
   int input = 0;
@@ -79,6 +82,12 @@ struct FrozenRef {
       WO.push_back(m.W_O(l).to(at::kDouble));
       bV.push_back(m.b_V(l).defined() ? m.b_V(l).to(at::kDouble).unsqueeze(1) : Tensor());
     }
+    // the post-attention norm's denominator: of the true attention output before that norm, from the true
+    // stream entering the block and the true pattern
+    for (int64_t l = 0; l < L && m.weights().layers[l].post_attn_norm_w.defined(); ++l) {
+      const auto& w = m.weights().layers[l];
+      s_attn.push_back(denom(attention(l, norm(out.cache.get("resid_pre", l)[0].to(at::kDouble), s1[l], w.ln1_w, w.ln1_b))));
+    }
     sf = denom(out.cache.get("resid_post", L - 1)[0].to(at::kDouble));
     tok = g64(m.weights().W_E).index_select(0, ids) * c.embed_scale;
     embed = tok.clone();
@@ -96,6 +105,14 @@ struct FrozenRef {
     if (w.defined()) y = y * g64(w);
     if (b.defined()) y = y + g64(b);
     return y;
+  }
+  /// The frozen attention's output before any post-attention norm, from its input h = ln1(x) [T, d].
+  Tensor attention(int64_t l, const Tensor& h) const {
+    Tensor v = at::matmul(h.unsqueeze(0), WV[l]);  // [H, T, dh]
+    if (bV[l].defined()) v = v + bV[l];
+    Tensor attn = at::matmul(at::matmul(pattern[l], v), WO[l]).sum(0);
+    const auto& w = m.weights().layers[l];
+    return w.b_o.defined() ? attn + g64(w.b_o) : attn;
   }
   Tensor encode(int64_t l, const Tensor& x) const {  // float64 activations from the definitions
     Tensor pre = at::matmul(x, tc.W_enc[l]) + tc.b_enc[l];
@@ -120,11 +137,8 @@ struct FrozenRef {
     if (kind == 2) x[sp] -= tok[sp];
     for (int64_t l = 0; l < L; ++l) {
       const auto& w = m.weights().layers[l];
-      Tensor h = norm(x, s1[l], w.ln1_w, w.ln1_b);
-      Tensor v = at::matmul(h.unsqueeze(0), WV[l]);  // [H, T, dh]
-      if (bV[l].defined()) v = v + bV[l];
-      Tensor attn = at::matmul(at::matmul(pattern[l], v), WO[l]).sum(0);
-      if (w.b_o.defined()) attn = attn + g64(w.b_o);
+      Tensor attn = attention(l, norm(x, s1[l], w.ln1_w, w.ln1_b));
+      if (w.post_attn_norm_w.defined()) attn = norm(attn, s_attn[l] * s_attn_factor, w.post_attn_norm_w, at::Tensor());
       x = x + attn;
       Tensor mi = input == 2 ? x.clone()
                              : norm(x, s2[l] * s2_factor, input == 0 ? w.ln2_w : at::Tensor(), input == 0 ? w.ln2_b : at::Tensor());
