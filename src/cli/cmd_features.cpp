@@ -55,14 +55,14 @@ json form_options(const vocablens::AnalysisDecl& decl, const json& base_given, c
 
 // The model, its tokenizer and the SAE of one call (the SAE read once, through the declaration: --sae, --hook,
 // and handed to the estimate and the run as an input).
-struct Loaded {
+struct FeaturesLoaded {
   std::unique_ptr<vocablens::Model> m;
   std::unique_ptr<vocablens::Tokenizer> tok;
   vocablens::AnalysisInputs in;
 };
 
-Loaded load(const FeaturesCli& c, const vocablens::DeclaredAnalysis& a, const json& resolved, bool tokenizer_required) {
-  Loaded l;
+FeaturesLoaded load_features(const FeaturesCli& c, const vocablens::DeclaredAnalysis& a, const json& resolved, bool tokenizer_required) {
+  FeaturesLoaded l;
   l.m = std::make_unique<vocablens::Model>(vocablens::load_model(c.model));
   const vocablens::AnalysisRequest q{*l.m, nullptr, resolved, {}, nullptr, vocablens::Surface::Cli, &a.decl};
   l.in.saes["sae"] = vocablens::entries::sae_option(q);
@@ -73,11 +73,11 @@ Loaded load(const FeaturesCli& c, const vocablens::DeclaredAnalysis& a, const js
   return l;
 }
 
-vocablens::AnalysisEstimate estimate(const vocablens::DeclaredAnalysis& a, const Loaded& l, const json& given) {
+vocablens::AnalysisEstimate estimate(const vocablens::DeclaredAnalysis& a, const FeaturesLoaded& l, const json& given) {
   return vocablens::estimate_analysis(a, *l.m, l.tok.get(), given, vocablens::Surface::Cli, &l.in);
 }
 
-vocablens::Result run_form(const vocablens::DeclaredAnalysis& a, const Loaded& l, const json& given,
+vocablens::Result run_form(const vocablens::DeclaredAnalysis& a, const FeaturesLoaded& l, const json& given,
                       std::function<void(int64_t, int64_t)> progress = {}) {
   auto r = vocablens::run_analysis(a, *l.m, l.tok.get(), given, vocablens::Surface::Cli, std::move(progress), nullptr,
                                    &l.in);
@@ -133,7 +133,7 @@ void print_features(const vocablens::Result& r, const vocablens::Tokenizer* tok,
   }
 }
 
-void print_lens(const vocablens::Result& r, const vocablens::Tokenizer* tok, bool color) {
+void print_feature_lens(const vocablens::Result& r, const vocablens::Tokenizer* tok, bool color) {
   using vocablens::cli::array_values;
   auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
   auto text = [&](int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); };
@@ -164,7 +164,7 @@ void print_lens(const vocablens::Result& r, const vocablens::Tokenizer* tok, boo
   }
 }
 
-void print_corpus(const vocablens::Result& r, const vocablens::Tokenizer* tok, bool color) {
+void print_feature_corpus(const vocablens::Result& r, const vocablens::Tokenizer* tok, bool color) {
   using vocablens::cli::array_values;
   auto style = [&](const std::string& t, fmt::text_style st) { return color ? fmt::format(st, "{}", t) : t; };
   auto text = [&](int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); };
@@ -213,22 +213,22 @@ void print_corpus(const vocablens::Result& r, const vocablens::Tokenizer* tok, b
   }
 }
 
-int run_lens(const FeaturesCli& c, const json& given) {
+int run_feature_lens(const FeaturesCli& c, const json& given) {
   const auto& a = vocablens::find_analysis("feature_lens");
   const json resolved = vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
-  Loaded l = load(c, a, resolved, /*tokenizer_required=*/true);
+  FeaturesLoaded l = load_features(c, a, resolved, /*tokenizer_required=*/true);
   if (auto rc = vocablens::cli::check_memory("features", estimate(a, l, given), c.dry_run)) return *rc;
   auto r = run_form(a, l, given);
   const bool color = vocablens::cli::use_color(c.out);
-  vocablens::cli::emit(r, c.out, [&] { print_lens(r, l.tok.get(), color); });
+  vocablens::cli::emit(r, c.out, [&] { print_feature_lens(r, l.tok.get(), color); });
   return 0;
 }
 
-int run_corpus(const FeaturesCli& c, const json& given) {
+int run_feature_corpus(const FeaturesCli& c, const json& given) {
   vocablens::dist::init();  // under mpirun: windows shared by the ranks, rank 0 reports
   const auto& a = vocablens::find_analysis("feature_corpus");
   const json resolved = vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
-  Loaded l = load(c, a, resolved, /*tokenizer_required=*/true);
+  FeaturesLoaded l = load_features(c, a, resolved, /*tokenizer_required=*/true);
   if (auto rc = vocablens::cli::check_memory("features", estimate(a, l, given), c.dry_run)) return *rc;
   const bool main_rank = vocablens::dist::rank() == 0;
   vocablens::cli::ProgressBar bar("features --corpus", "tokens");
@@ -236,13 +236,13 @@ int run_corpus(const FeaturesCli& c, const json& given) {
   bar.finish();
   if (!main_rank) return 0;  // every rank holds the same result; one writes it
   const bool color = vocablens::cli::use_color(c.out);
-  vocablens::cli::emit(r, c.out, [&] { print_corpus(r, l.tok.get(), color); });
+  vocablens::cli::emit(r, c.out, [&] { print_feature_corpus(r, l.tok.get(), color); });
   return 0;
 }
 
 // --neuronpedia FILE: Neuronpedia's dashboard batch from the feature logits' Result and, with --corpus, the
 // corpus statistics' Result (without the CE passes, which the batch has no use for).
-void write_neuronpedia(const FeaturesCli& c, const Loaded& l, const vocablens::Result& logits,
+void write_neuronpedia(const FeaturesCli& c, const FeaturesLoaded& l, const vocablens::Result& logits,
                        const vocablens::Result* corpus) {
   vocablens::NeuronpediaOptions no;
   no.model_id = c.np_model.empty() ? l.m->source() : c.np_model;
@@ -259,14 +259,14 @@ int run_features(const FeaturesCli& c) {
   const bool prompt = lens_own.contains("prompt"), corpus = corpus_own.contains("path");
   if (!c.out.out_dir.empty()) vocablens::ensure_directory(c.out.out_dir);
   if (prompt && corpus) throw UsageError("give --prompt or --corpus, not both");
-  if (prompt) return run_lens(c, form_options(vocablens::find_analysis("feature_lens").decl, given, lens_own));
+  if (prompt) return run_feature_lens(c, form_options(vocablens::find_analysis("feature_lens").decl, given, lens_own));
   const auto& ca = vocablens::find_analysis("feature_corpus");
-  if (corpus && c.neuronpedia.empty()) return run_corpus(c, form_options(ca.decl, given, corpus_own));
+  if (corpus && c.neuronpedia.empty()) return run_feature_corpus(c, form_options(ca.decl, given, corpus_own));
   const auto& a = vocablens::find_analysis("feature_logits");
   const json resolved = vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
   json corpus_given = corpus ? form_options(ca.decl, given, corpus_own) : json();
   if (corpus) corpus_given["ce"] = false;
-  Loaded l = load(c, a, resolved, /*tokenizer_required=*/corpus);
+  FeaturesLoaded l = load_features(c, a, resolved, /*tokenizer_required=*/corpus);
   vocablens::AnalysisEstimate e = estimate(a, l, given);
   if (corpus) {  // --neuronpedia with --corpus: the corpus pass, then the feature logits
     e = estimate(ca, l, corpus_given);
