@@ -12,7 +12,10 @@
 
 #include "fixtures.hpp"
 #include "sae_fixtures.hpp"
+#include "vocablens/error.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/neuronpedia.hpp"
+#include "vocablens/result.hpp"
 #include "vocablens/report.hpp"
 #include "vocablens/sae.hpp"
 #include "vocablens/sae_corpus.hpp"
@@ -92,4 +95,30 @@ TEST_CASE("features --neuronpedia writes SAEDashboard's batch JSON", "[sae][neur
       CHECK(std::abs(acts[c]["values"][ctx.at].get<double>() - ctx.activation) <= 5e-4 + 1e-9);
     }
   }
+}
+
+TEST_CASE("the Neuronpedia batch refuses a Result it cannot read", "[sae][neuronpedia]") {
+  // The batch reads the declared analyses' Results: another kind, or a features Result without its arrays (another
+  // version's), is one UsageError naming what is missing, never a misread buffer.
+  vocablens::Result lens;
+  lens.kind = "logit_lens";
+  CHECK_THROWS_AS(vocablens::neuronpedia_batch(lens, nullptr, nullptr), vocablens::UsageError);
+  vocablens::Result f;
+  f.kind = "features";
+  f.summary = {{"d_sae", 4}, {"hook_name", "blocks.0.hook_resid_post"}};
+  f.settings = {{"sae", "s"}, {"top_k", 2}};
+  const int64_t ids[2] = {0, 3};
+  f.arrays["feature_ids"] = vocablens::NdArray::i64({2}, ids);
+  CHECK_THROWS_WITH(vocablens::neuronpedia_batch(f, nullptr, nullptr), Catch::Contains("no array 'top_ids'"));
+  const double v[4] = {1, 0.5, 2, 1};
+  f.arrays["top_ids"] = vocablens::NdArray::i64({2, 2}, std::vector<int64_t>{5, -1, 7, 8}.data());
+  f.arrays["top_values"] = vocablens::NdArray::f64({2, 2}, v);
+  const auto b = vocablens::neuronpedia_batch(f, nullptr, nullptr, {"m", "", -1});
+  CHECK(b["layer"] == 0);
+  CHECK(b["features"][0]["pos_str"] == nlohmann::json::array({"#5"}));  // a list ends at its first -1
+  CHECK(b["features"][1]["pos_values"] == nlohmann::json::array({2.0, 1.0}));
+  vocablens::Result other = f;
+  other.kind = "feature_corpus";
+  other.summary = {{"metrics", {{"d_sae", 5}}}};
+  CHECK_THROWS_WITH(vocablens::neuronpedia_batch(f, &other, nullptr), Catch::Contains("not the same SAE"));
 }

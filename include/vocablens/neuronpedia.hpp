@@ -18,8 +18,13 @@
 // that group). Without a corpus those are 0 / empty. Fields vocablens does not compute (logit histogram,
 // neuron alignment, correlations) are written as empty lists so that readers find every key.
 //
-//   auto a = vocablens::feature_logits(model, sae, fo, tok.get());
-//   nlohmann::json batch = vocablens::neuronpedia_batch(a, &corpus_stats, tok.get(), {"gpt2-small", "res-jb"});
+// Read from the Results of the declared analyses (what `vocablens features --neuronpedia` runs): feature_logits'
+// arrays feature_ids, top_ids/_values, bottom_ids/_values and, from a feature_corpus Result of the same SAE,
+// fire_count, histogram and the context_* arrays; a Result of another kind or without them is a UsageError.
+//
+//   auto logits = vocablens::run_analysis(vocablens::find_analysis("feature_logits"), model, tok.get(), opts, s);
+//   auto corpus = vocablens::run_analysis(vocablens::find_analysis("feature_corpus"), model, tok.get(), copts, s);
+//   nlohmann::json batch = vocablens::neuronpedia_batch(logits, &corpus, tok.get(), {"gpt2-small", "res-jb"});
 #pragma once
 #include <string>
 
@@ -28,8 +33,7 @@
 namespace vocablens {
 
 class Tokenizer;
-struct FeatureLogits;
-struct SaeCorpusStats;
+struct Result;
 
 struct NeuronpediaOptions {
   std::string model_id;   ///< Neuronpedia's model id ("" = the model's source)
@@ -37,8 +41,9 @@ struct NeuronpediaOptions {
   int64_t layer = -1;     ///< -1: read from the hook name (blocks.N.…), else 0
 };
 
-/// The batch for every feature in `logits` (corpus may be null, or must be a run of the same SAE).
-nlohmann::json neuronpedia_batch(const FeatureLogits& logits, const SaeCorpusStats* corpus, const Tokenizer* tok,
+/// The batch for every feature of the feature_logits Result `logits` (corpus may be null, or must be a
+/// feature_corpus Result of the same SAE).
+nlohmann::json neuronpedia_batch(const Result& logits, const Result* corpus, const Tokenizer* tok,
                                  const NeuronpediaOptions& o = {});
 
 }  // namespace vocablens

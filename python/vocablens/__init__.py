@@ -58,16 +58,15 @@ from ._tl import install as _install_tl  # noqa: E402
 _install_hooks(Model)
 _install_tokens(Model)
 _install_tl(Model)
-from ._analyses import (run, analyses, estimate, Estimate, lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn,
-                        positions, patch, ablate, attribute, steer, tuned_lens_eval, lens_batch, compare_embeddings,
-                        compare, graph, experts)
-from ._sae import Sae, load_sae, TranscoderSet, load_transcoders, feature_logits, feature_lens, splice_hook, feature_corpus, steer_feature_hook
-from ._graph import Graph, attribution_graph  # noqa: E402
+from ._analyses import run, analyses, estimate, Estimate, _install as _install_analyses  # noqa: E402
+from ._sae import Sae, load_sae, TranscoderSet, load_transcoders, splice_hook, steer_feature_hook  # noqa: E402
+from ._graph import Graph  # noqa: E402
 from . import utils  # noqa: E402  TransformerLens's utils.get_act_name
 
-__all__ = ["load_model", "set_dtype", "get_dtype", "set_compute", "get_compute", "Model", "Tokenizer", "Result", "load_results", "report", "run", "estimate", "Estimate", "analyses", "lens",
-           "lens_corpus", "project", "heads", "neurons", "spectrum", "neighbours", "knn", "positions", "patch", "ablate",
-           "attribute", "steer", "tuned_lens_eval", "lens_batch", "compare_embeddings", "compare", "graph", "attribution_graph", "Graph", "experts", "Error",
-           "FormatError", "UsageError", "__version__", "ActivationCache", "load_cache", "HookPoint",
-           "Sae", "load_sae", "TranscoderSet", "load_transcoders", "feature_logits", "feature_lens", "splice_hook", "feature_corpus",
-           "steer_feature_hook", "utils"]
+__all__ = ["load_model", "set_dtype", "get_dtype", "set_compute", "get_compute", "Model", "Tokenizer", "Result",
+           "load_results", "report", "run", "estimate", "Estimate", "analyses", "Graph", "Error", "FormatError",
+           "UsageError", "__version__", "ActivationCache", "load_cache", "HookPoint", "Sae", "load_sae",
+           "TranscoderSet", "load_transcoders", "splice_hook", "steer_feature_hook", "utils"]
+# Every declared analysis (vocablens.analyses()) as vocablens.X, in __all__ and as Model.X, with what Python adds
+# on top of a declaration (vocablens.compare, vocablens.attribution_graph): made from the library's registry.
+_install_analyses(globals())

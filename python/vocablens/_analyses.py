@@ -98,7 +98,8 @@ def _declared(spec):
     return f
 
 
-_DECLARED = {s["name"]: _declared(s) for s in _core.analyses_schema()}
+# name -> the public function of every declared analysis, filled by _install() (wrappers applied).
+_DECLARED = {}
 
 
 class Estimate(dict):
@@ -142,25 +143,99 @@ def estimate(name, model, *args, **kwargs):
                if o["type"] in ("model", "sae", "matrix")}
     kw = {k: v if k in objects else _plain(name, k, v) for k, v in a.items()}
     return Estimate(_core.estimate_declared(name, model, kw))
-lens = _DECLARED["lens"]
-heads = _DECLARED["heads"]
-neurons = _DECLARED["neurons"]
-neighbours = _DECLARED["neighbours"]
-attribute = _DECLARED["attribute"]
-lens_corpus = _DECLARED["lens_corpus"]
-knn = _DECLARED["knn"]
-positions = _DECLARED["positions"]
-tuned_lens_eval = _DECLARED["tuned_lens_eval"]
-patch = _DECLARED["patch"]
-ablate = _DECLARED["ablate"]
-spectrum = _DECLARED["spectrum"]
-project = _DECLARED["project"]
-compare_embeddings = _DECLARED["compare_embeddings"]
-steer = _DECLARED["steer"]
-graph = _DECLARED["graph"]
-experts = _DECLARED["experts"]
 
 
+
+# ---- registration: one _install() makes every declared analysis public --------------------------------------
+# The registry's schema is the list; nothing here names an analysis. What Python adds on top of a declaration
+# registers itself, once, against the name it wraps (a decorator on the wrapper), and _install() applies it:
+#   wraps(name)       a wrapper of the declared function (lens_batch's list of prompts, patch's warning), with
+#                     the stub types it widens;
+#   derived(name)     another public function made from the declared one (vocablens.attribution_graph);
+#   public(stub)      a public function of its own (vocablens.compare: no model to run on).
+# Each gives the stub writer (vocablens/_stubs.py) a function stub(spec, signature) -> its line.
+_WRAPS = {}      # analysis -> [(wrapper, {option: stub type})]
+_DERIVED = []    # (analysis, make, stub(spec, signature) -> line)
+_PUBLIC = []     # (function, stub(signature) -> line)
+
+
+def wraps(name, stub_types=None):
+    """Decorator: `wrapper(declared) -> function` becomes analysis `name`'s public function."""
+    def deco(wrapper):
+        _WRAPS.setdefault(name, []).append((wrapper, dict(stub_types or {})))
+        return wrapper
+    return deco
+
+
+def derived(name, stub):
+    """Decorator: `make(declared) -> function` is one more public function, made from analysis `name`'s."""
+    def deco(make):
+        _DERIVED.append((name, make, stub))
+        return make
+    return deco
+
+
+def public(stub):
+    """Decorator: the function is public in vocablens (and __all__); stub(signature) writes its stub line."""
+    def deco(fn):
+        _PUBLIC.append((fn, stub))
+        return fn
+    return deco
+
+
+def stub_types(name):
+    """{option: stub type} that analysis `name`'s wrappers widen (vocablens/_stubs.py)."""
+    out = {}
+    for _, types in _WRAPS.get(name, ()):
+        out.update(types)
+    return out
+
+
+def extra_stubs(schema, signature):
+    """The stub lines of the derived and public functions, written with the stub writer's `signature`."""
+    by_name = {s["name"]: s for s in schema}
+    return ([stub(by_name[name], signature) for name, _, stub in _DERIVED if name in by_name]
+            + [stub(signature) for _, stub in _PUBLIC])
+
+
+def _method(fn):
+    def m(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+    m.__name__ = m.__qualname__ = fn.__name__
+    m.__doc__ = fn.__doc__
+    m.__signature__ = fn.__signature__   # a bound method drops the first parameter, the model
+    return m
+
+
+def _install(namespace):
+    """Makes every declared analysis public: the module function vocablens.X (its wrappers applied), its name in
+    __all__, and the method Model.X. Every registered analysis is a method: its run function is a model's (the
+    library's AnalysisRequest::model), which is the first argument of its Python function. Called once, by
+    vocablens/__init__.py, after the modules that register wrappers are imported."""
+    names = namespace["__all__"]
+    for spec in _core.analyses_schema():
+        name = spec["name"]
+        fn = _declared(spec)
+        for wrapper, _ in _WRAPS.get(name, ()):
+            fn = wrapper(fn)
+            fn.__name__ = fn.__qualname__ = name
+            fn.__module__ = "vocablens"
+        if name in namespace or (hasattr(Model, name) and name not in _DECLARED):
+            raise ImportError("vocablens: the declared analysis '{}' clashes with a name the package already "
+                              "has".format(name))
+        _DECLARED[name] = fn
+        namespace[name] = fn
+        names.append(name)
+        setattr(Model, name, _method(fn))
+    for name, make, _ in _DERIVED:
+        fn = make(_DECLARED[name])
+        namespace[fn.__name__] = fn
+        names.append(fn.__name__)
+    for fn, _ in _PUBLIC:
+        namespace[fn.__name__] = fn
+        names.append(fn.__name__)
+
+@wraps("lens_batch", {"prompts": "Union[str, os.PathLike, Sequence[Union[str, Dict[str, str]]]]"})
 def _prompt_list(declared):
     """lens_batch reads a prompts file (its declaration); from Python the prompts may also be a list of str or of
     {"prompt": str, "target": str} dicts, written for the call to a temporary JSON Lines file (settings'
@@ -198,8 +273,6 @@ def _prompt_list(declared):
     return f
 
 
-lens_batch = _prompt_list(_DECLARED["lens_batch"])
-_DECLARED["lens_batch"] = lens_batch
 
 # `vocablens patch` warns below this |clean - corrupt| (src/cli/cmd_patch.cpp, kMinMeaningfulDiff): every cell is
 # divided by the difference, so the table is mostly noise. tests/python/test_tl_compat.py checks both warn alike.
@@ -210,6 +283,7 @@ class PatchWarning(UserWarning):
     """patch(): the clean and corrupt runs barely differ in the metric."""
 
 
+@wraps("patch")
 def _warned_patch(declared):
     import warnings
 
@@ -230,10 +304,6 @@ def _warned_patch(declared):
     f.__signature__ = declared.__signature__
     f.__module__ = "vocablens"
     return f
-
-
-patch = _warned_patch(_DECLARED["patch"])
-_DECLARED["patch"] = patch
 
 
 def _compare():
@@ -273,23 +343,11 @@ def _compare():
     return compare
 
 
-compare = _compare()
+def _compare_stub(signature):
+    run = "Union[Result, str, os.PathLike]"
+    spec = dict(_core.compare_schema(), name="compare")
+    return signature(spec, first=("a: " + run, "b: " + run), progress=False)
 
 
-def _method(fn):
-    def m(self, *args, **kwargs):
-        return fn(self, *args, **kwargs)
-    m.__name__ = fn.__name__
-    m.__doc__ = fn.__doc__
-    return m
+public(_compare_stub)(_compare())
 
-
-for _f in (lens, lens_corpus, project, heads, neurons, spectrum, neighbours, knn, positions, lens_batch,
-           compare_embeddings, graph):
-    setattr(Model, _f.__name__, _method(_f))
-
-
-# ---- interventions (docs/interventions.md) ----
-
-for _f in (patch, ablate, attribute, steer):
-    setattr(Model, _f.__name__, _method(_f))

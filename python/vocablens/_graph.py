@@ -20,7 +20,7 @@ import tempfile
 import torch
 
 from . import _vocablens as _core
-from ._analyses import _DECLARED
+from ._analyses import derived
 from ._model import Model
 
 _FEATURE, _ERROR, _EMBEDDING, _LOGIT = ("cross layer transcoder", "mlp reconstruction error", "embedding", "logit")
@@ -480,9 +480,15 @@ class Graph:
             int(self.node_mask.sum()), int(self.edge_mask.sum()), self._s["scores"][0], self._s["scores"][1])
 
 
-def _make_attribution_graph():
+def _attribution_graph_stub(spec, signature):
+    """attribution_graph: the graph declaration's options but its output-only flags, returning a Graph."""
+    kept = dict(spec, name="attribution_graph", options=[o for o in spec["options"] if o["name"] not in _NOT_OPTIONS])
+    return signature(kept, returns="Graph")
+
+
+@derived("graph", _attribution_graph_stub)
+def _make_attribution_graph(declared):
     import inspect
-    declared = _DECLARED["graph"]
     sig = declared.__signature__
     params = [p for p in sig.parameters.values() if p.name not in _NOT_OPTIONS]
     sig = inspect.Signature(params)
@@ -511,6 +517,7 @@ def _make_attribution_graph():
         "The attribution graph of a prompt through transcoders as a vocablens.Graph (docs/graph.md): the declared "
         "`graph` analysis (its options, below, and its C++ engine), held unpruned with its rows, node table, "
         "prune(), to_neuronpedia() and intervene().\n\n" + declared.__doc__.split("\n", 2)[-1])
+    attribution_graph.__name__ = attribution_graph.__qualname__ = "attribution_graph"
     return attribution_graph
 
 
@@ -546,6 +553,3 @@ def _graph_of(model, r, options):
         "scores": (float(r.summary["replacement_score"]), float(r.summary["completeness_score"])),
     }
     return Graph(state)
-
-
-attribution_graph = _make_attribution_graph()

@@ -10,7 +10,6 @@
 import os
 
 from . import _vocablens as _core
-from ._analyses import _DECLARED
 
 Sae = _core.Sae
 TranscoderSet = _core.TranscoderSet
@@ -86,13 +85,6 @@ def splice_hook(sae, *, error_term=False):
         return xhat.to(activation.dtype)
 
     return sae.hook_name, fn
-
-
-# The feature analyses are declared in the library (analyses/features_entry.cpp); their functions, with the real
-# defaults in the signature, are made from the declaration (vocablens._analyses).
-feature_logits = _DECLARED["feature_logits"]
-feature_lens = _DECLARED["feature_lens"]
-feature_corpus = _DECLARED["feature_corpus"]
 
 
 def steer_feature_hook(sae, feature, scale=4.0):

@@ -26,38 +26,41 @@ def _type(o):
     return _TYPES[o["type"]]
 
 
-def signature(spec):
-    """The declared analysis as a typed Python stub line."""
-    parts = ["model: Model"]
+def signature(spec, first=("model: Model",), returns="Result", progress=True):
+    """A declared analysis (or a function made from one) as a typed Python stub line; the types its Python
+    wrappers widen (vocablens._analyses.wraps) replace the declared ones."""
+    from ._analyses import stub_types
+    widened = stub_types(spec["name"])
+    parts = list(first)
     for o in spec["options"]:
         if o["required"]:
-            parts.append("{}: {}".format(o["name"], _type(o)))
+            parts.append("{}: {}".format(o["name"], widened.get(o["name"], _type(o))))
     parts.append("*")
     for o in spec["options"]:
         if not o["required"]:
-            t = _type(o)
+            t = widened.get(o["name"], _type(o))
             if o["default"] is None:
                 t = "Optional[" + t + "]"
             parts.append("{}: {} = {!r}".format(o["name"], t, o["default"]))
-    parts.append("progress: Union[None, bool, Callable[[int, int], Any]] = None")
-    return "def {}({}) -> Result: ...".format(spec["name"], ", ".join(parts))
-
-
-def graph_signature(spec):
-    """attribution_graph: the graph declaration's options but its output-only flags, returning a Graph
-    (python/vocablens/_graph.py)."""
-    kept = dict(spec, name="attribution_graph",
-                options=[o for o in spec["options"] if o["name"] not in ("save_rows", "save_adjacency")])
-    return signature(kept).replace("-> Result: ...", "-> Graph: ...")
+    if progress:
+        parts.append("progress: Union[None, bool, Callable[[int, int], Any]] = None")
+    if parts[-1] == "*":
+        parts.pop()
+    return "def {}({}) -> {}: ...".format(spec["name"], ", ".join(parts), returns)
 
 
 def render(schema):
+    """The stubs: every declared analysis as a function and a method of Model, and the functions Python makes
+    on top of the declarations (vocablens._analyses: derived, public)."""
+    from ._analyses import extra_stubs
     lines = [
         "# Generated from the analyses' declarations (vocablens schema) by vocablens/_stubs.py: do not edit.",
-        "from typing import Any, Callable, Literal, Optional, Sequence, Union",
+        "import os",
+        "from typing import Any, Callable, Dict, Literal, Optional, Sequence, Union",
         "import torch",
         "from ._vocablens import Error as Error, FormatError as FormatError, UsageError as UsageError",
-        "from ._vocablens import Tokenizer as Tokenizer, Model as Model, Sae as Sae, __version__ as __version__",
+        "from ._vocablens import Tokenizer as Tokenizer, Sae as Sae, __version__ as __version__",
+        "from ._vocablens import Model as _Model",
         "from ._result import Result as Result, load_results as load_results, report as report",
         "from ._model import load_model as load_model",
         "from ._graph import Graph as Graph",
@@ -71,8 +74,11 @@ def render(schema):
     ]
     for spec in schema:
         lines.append(signature(spec))
-        if spec["name"] == "graph":
-            lines.append(graph_signature(spec))
+    lines += extra_stubs(schema, signature)
+    lines.append("class Model(_Model):")
+    lines.append("    def __getattr__(self, name: str) -> Any: ...")
+    for spec in schema:
+        lines.append("    " + signature(spec, first=("self",)))
     lines.append("def __getattr__(name: str) -> Any: ...  # the package's other names (hooks, cache, SAE helpers)")
     return "\n".join(lines) + "\n"
 

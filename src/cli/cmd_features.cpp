@@ -2,7 +2,8 @@
 // features in vocabulary space (see vocablens/features.hpp): the tokens each decoder direction promotes
 // and suppresses, exact and streamed; with --prompt the feature lens, with --corpus the corpus statistics.
 // The flags come from the three analyses' declarations (analyses/features_entry.cpp: feature_logits,
-// feature_lens, feature_corpus); the command keeps only the Neuronpedia export, which writes a file.
+// feature_lens, feature_corpus); each form is run_analysis and a printer reading its Result, and --neuronpedia
+// writes the batch from the Results (feature_logits', with --corpus feature_corpus' too).
 #include <fmt/color.h>
 #include <fmt/format.h>
 
@@ -22,16 +23,11 @@
 #include "vocablens/detail/atomic_file.hpp"
 #include "analyses/declared_options.hpp"
 #include "vocablens/error.hpp"
-#include "vocablens/feature_encoder.hpp"
-#include "vocablens/features.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/neuronpedia.hpp"
-#include "vocablens/neurons.hpp"
 #include "vocablens/sae.hpp"
-#include "vocablens/sae_corpus.hpp"
 #include "vocablens/dist.hpp"
 #include "vocablens/tokenizer.hpp"
-#include "vocablens/unembed.hpp"
 
 namespace {
 
@@ -57,18 +53,19 @@ json form_options(const vocablens::AnalysisDecl& decl, const json& base_given, c
   return out;
 }
 
-// The model, its tokenizer and the SAE of one call (the SAE read through the declaration: --sae, --hook).
-struct Loaded {
+// The model, its tokenizer and the SAE of one call (the SAE read once, through the declaration: --sae, --hook,
+// and handed to the estimate and the run as an input).
+struct FeaturesLoaded {
   std::unique_ptr<vocablens::Model> m;
   std::unique_ptr<vocablens::Tokenizer> tok;
-  std::shared_ptr<const vocablens::Sae> sae;
+  vocablens::AnalysisInputs in;
 };
 
-Loaded load(const FeaturesCli& c, const vocablens::DeclaredAnalysis& a, const json& resolved, bool tokenizer_required) {
-  Loaded l;
+FeaturesLoaded load_features(const FeaturesCli& c, const vocablens::DeclaredAnalysis& a, const json& resolved, bool tokenizer_required) {
+  FeaturesLoaded l;
   l.m = std::make_unique<vocablens::Model>(vocablens::load_model(c.model));
   const vocablens::AnalysisRequest q{*l.m, nullptr, resolved, {}, nullptr, vocablens::Surface::Cli, &a.decl};
-  l.sae = vocablens::entries::sae_option(q);
+  l.in.saes["sae"] = vocablens::entries::sae_option(q);
   vocablens::cli::TokenFilterFlags tf;
   tf.tokenizer = c.tokenizer;
   tf.alpha_only = resolved.contains("alpha_only") && resolved["alpha_only"].get<bool>();
@@ -76,131 +73,185 @@ Loaded load(const FeaturesCli& c, const vocablens::DeclaredAnalysis& a, const js
   return l;
 }
 
-// The declared estimate of analysis `a` for these options, with the SAE already loaded (not read twice).
-vocablens::AnalysisEstimate estimate(const vocablens::DeclaredAnalysis& a, const Loaded& l, const json& given) {
-  vocablens::AnalysisInputs in;
-  in.saes["sae"] = l.sae;
-  return vocablens::estimate_analysis(a, *l.m, l.tok.get(), given, vocablens::Surface::Cli, &in);
+vocablens::AnalysisEstimate estimate(const vocablens::DeclaredAnalysis& a, const FeaturesLoaded& l, const json& given) {
+  return vocablens::estimate_analysis(a, *l.m, l.tok.get(), given, vocablens::Surface::Cli, &l.in);
 }
 
-void print_features(const vocablens::FeatureLogits& a, const vocablens::Tokenizer* tok, const vocablens::Model& m,
-                    bool color, const vocablens::FeatureEncoderTokens* enc = nullptr) {
+vocablens::Result run_form(const vocablens::DeclaredAnalysis& a, const FeaturesLoaded& l, const json& given,
+                      std::function<void(int64_t, int64_t)> progress = {}) {
+  auto r = vocablens::run_analysis(a, *l.m, l.tok.get(), given, vocablens::Surface::Cli, std::move(progress), nullptr,
+                                   &l.in);
+  vocablens::cli::fill_provenance(r, *l.m);
+  return r;
+}
+
+// Rows of a [rows, k] array padded with -1 (ids) end at the first -1.
+template <class F>
+void each_feature_id(const int64_t* ids, size_t row, size_t k, F f) {
+  for (size_t e = row * k; ids && e < (row + 1) * k && ids[e] >= 0; ++e) f(ids[e], e);
+}
+
+size_t feature_rows(const vocablens::Result& r, const char* name) {
+  auto it = r.arrays.find(name);
+  return it == r.arrays.end() || it->second.shape.empty() ? 0 : static_cast<size_t>(it->second.shape[0]);
+}
+
+// The tables below are read back from the Result (what --format json prints), as every command's.
+void print_features(const vocablens::Result& r, const vocablens::Tokenizer* tok, const vocablens::Model& m,
+                    bool color) {
+  using vocablens::cli::array_values;
   auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
   auto text = [&](int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); };
+  const auto& set = r.settings;
+  const size_t N = feature_rows(r, "feature_ids"), k = static_cast<size_t>(set["top_k"].get<int64_t>());
   fmt::print("{}\n", style(fmt::format("features · {} · {} ({}, {}) · {} of {} features · top {}{}", m.source(),
-                                       a.sae_source, a.sae_layout, a.architecture, a.features.size(), a.d_sae,
-                                       a.options.top_k, a.options.final_norm_scale ? " · through the final norm" : ""),
+                                       set["sae"].get<std::string>(), set["layout"].get<std::string>(),
+                                       r.summary["architecture"].get<std::string>(), N,
+                                       r.summary["d_sae"].get<int64_t>(), k,
+                                       set["final_norm_scale"].get<bool>() ? " · through the final norm" : ""),
                            fmt::emphasis::bold));
-  for (size_t q = 0; q < a.features.size(); ++q) {
-    fmt::print("{} · ‖d‖ {:.4g}\n", style(fmt::format("feature {}", a.features[q]), fmt::emphasis::bold),
-               a.decoder_norms[q]);
-    std::string s = "  +";
-    for (const auto& e : a.top[q]) s += fmt::format("  {} {:.3g}", text(e.j), e.value);
-    fmt::print("{}\n", s);
-    if (!a.bottom.empty()) {
-      s = "  -";
-      for (const auto& e : a.bottom[q]) s += fmt::format("  {} {:.3g}", text(e.j), e.value);
+  const int64_t* features = array_values<int64_t>(r, "feature_ids");
+  const double* norms = array_values<double>(r, "decoder_norms");
+  const int64_t* enc_ids = array_values<int64_t>(r, "encoder_top_ids");
+  const double* enc_values = array_values<double>(r, "encoder_top_values");
+  const size_t enc_k = enc_ids ? static_cast<size_t>(r.arrays.at("encoder_top_ids").shape[1]) : 0;
+  for (size_t q = 0; q < N; ++q) {
+    fmt::print("{} · ‖d‖ {:.4g}\n", style(fmt::format("feature {}", features[q]), fmt::emphasis::bold), norms[q]);
+    for (const char* dir : {"top", "bottom"}) {
+      const int64_t* ids = array_values<int64_t>(r, (std::string(dir) + "_ids").c_str());
+      const double* values = array_values<double>(r, (std::string(dir) + "_values").c_str());
+      if (!ids) continue;
+      std::string s = dir[0] == 't' ? "  +" : "  -";
+      each_feature_id(ids, q, k, [&](int64_t id, size_t e) { s += fmt::format("  {} {:.3g}", text(id), values[e]); });
       fmt::print("{}\n", s);
     }
-    if (enc && q < enc->top.size()) {
-      s = fmt::format("  enc ({})", vocablens::to_string(enc->kind));
-      for (const auto& e : enc->top[q]) s += fmt::format("  {} {:.3g}", text(e.j), e.value);
+    if (enc_ids) {
+      std::string s = fmt::format("  enc ({})", set["encoder_read"].get<std::string>());
+      each_feature_id(enc_ids, q, enc_k, [&](int64_t id, size_t e) { s += fmt::format("  {} {:.3g}", text(id), enc_values[e]); });
       fmt::print("{}\n", s);
     }
   }
 }
 
-void print_lens(const vocablens::FeatureLens& a, const vocablens::Tokenizer* tok, bool color) {
+void print_feature_lens(const vocablens::Result& r, const vocablens::Tokenizer* tok, bool color) {
+  using vocablens::cli::array_values;
   auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
   auto text = [&](int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); };
-  fmt::print("{}\n", style(fmt::format("feature lens · {} at {} · top {} features per position", a.sae_source,
-                                       a.hook_name, a.options.top_features),
+  const auto& set = r.settings;
+  const size_t n = static_cast<size_t>(set["top_features"].get<int64_t>());
+  fmt::print("{}\n", style(fmt::format("feature lens · {} at {} · top {} features per position",
+                                       set["sae"].get<std::string>(), set["hook_name"].get<std::string>(), n),
                            fmt::emphasis::bold));
   std::map<int64_t, std::string> ftext;
-  for (size_t s = 0; s < a.shown.size() && s < a.shown_tokens.size(); ++s) {
+  const int64_t* shown = array_values<int64_t>(r, "shown_features");
+  const int64_t* shown_ids = array_values<int64_t>(r, "shown_token_ids");
+  const size_t k = static_cast<size_t>(set["top_k"].get<int64_t>());
+  for (size_t s = 0; shown_ids && s < feature_rows(r, "shown_features"); ++s) {
     std::string t;
-    for (const auto& e : a.shown_tokens[s]) t += " " + text(e.j);
-    ftext[a.shown[s]] = t;
+    each_feature_id(shown_ids, s, k, [&](int64_t id, size_t) { t += " " + text(id); });
+    ftext[shown[s]] = t;
   }
-  for (size_t t = 0; t < a.ids.size(); ++t) {
-    fmt::print("{:>3} {:<14} L0 {:<4}", t, text(a.ids[t]), a.l0[t]);
-    for (const auto& [f, v] : a.top[t]) fmt::print("  #{} {:.3g} ({})", f, v, ftext.count(f) ? ftext[f].substr(1) : "");
+  const int64_t* ids = array_values<int64_t>(r, "ids");
+  const int64_t* l0 = array_values<int64_t>(r, "l0");
+  const int64_t* top = array_values<int64_t>(r, "top_features");
+  const double* acts = array_values<double>(r, "top_activations");
+  for (size_t t = 0; t < feature_rows(r, "ids"); ++t) {
+    fmt::print("{:>3} {:<14} L0 {:<4}", t, text(ids[t]), l0[t]);
+    each_feature_id(top, t, n, [&](int64_t f, size_t e) {
+      fmt::print("  #{} {:.3g} ({})", f, acts[e], ftext.count(f) ? ftext[f].substr(1) : "");
+    });
     fmt::print("\n");
   }
 }
 
-void print_corpus(const vocablens::SaeCorpusStats& s, const vocablens::Tokenizer* tok, bool color) {
+void print_feature_corpus(const vocablens::Result& r, const vocablens::Tokenizer* tok, bool color) {
+  using vocablens::cli::array_values;
   auto style = [&](const std::string& t, fmt::text_style st) { return color ? fmt::format(st, "{}", t) : t; };
   auto text = [&](int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); };
-  fmt::print("{}\n", style(fmt::format("feature corpus · {} at {} · {} · {} positions in {} windows of {}", s.sae_source,
-                                       s.hook_name, s.corpus, s.positions, s.windows, s.window),
+  const auto& set = r.settings;
+  const auto& s = r.summary["metrics"];
+  const int64_t positions = s["positions"].get<int64_t>(), d_sae = s["d_sae"].get<int64_t>();
+  fmt::print("{}\n", style(fmt::format("feature corpus · {} at {} · {} · {} positions in {} windows of {}",
+                                       set["sae"].get<std::string>(), set["hook_name"].get<std::string>(),
+                                       set["corpus"].get<std::string>(), positions, s["windows"].get<int64_t>(),
+                                       set["window"].get<int64_t>()),
                            fmt::emphasis::bold));
-  fmt::print("  L0 {:.4g} · dead {} of {} · MSE {:.4g} · explained variance {:.4g} · cos {:.4g}\n", s.mean_l0, s.dead(),
-             s.d_sae, s.mse, s.explained_variance, s.cossim);
-  if (s.options.ce_metrics)
+  fmt::print("  L0 {:.4g} · dead {} of {} · MSE {:.4g} · explained variance {:.4g} · cos {:.4g}\n",
+             s["mean_l0"].get<double>(), s["dead_features"].get<int64_t>(), d_sae, s["mse"].get<double>(),
+             s["explained_variance"].get<double>(), s["cossim"].get<double>());
+  if (set["ce_metrics"].get<bool>())
     fmt::print("  CE clean {:.4f} · with SAE {:.4f} · zero-ablated {:.4f} · CE loss recovered {:.4f} · KL with SAE {:.4g}\n",
-               s.ce_clean, s.ce_sae, s.ce_zero, s.ce_loss_score, s.kl_sae);
-  // The densest features first, each with its strongest context.
-  std::vector<int64_t> order(static_cast<size_t>(s.d_sae));
-  for (int64_t f = 0; f < s.d_sae; ++f) order[static_cast<size_t>(f)] = f;
+               s["ce_loss_without_sae"].get<double>(), s["ce_loss_with_sae"].get<double>(),
+               s["ce_loss_with_ablation"].get<double>(), s["ce_loss_score"].get<double>(),
+               s["kl_div_with_sae"].get<double>());
+  // The densest features first, each with its strongest context (the first of its rows: rank 1).
+  const int64_t* fire_count = array_values<int64_t>(r, "fire_count");
+  std::vector<int64_t> order(static_cast<size_t>(d_sae));
+  for (int64_t f = 0; f < d_sae; ++f) order[static_cast<size_t>(f)] = f;
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return s.fire_count[static_cast<size_t>(a)] > s.fire_count[static_cast<size_t>(b)];
+    return fire_count[static_cast<size_t>(a)] > fire_count[static_cast<size_t>(b)];
   });
+  const size_t R = feature_rows(r, "context_features");
+  const int64_t* cf = array_values<int64_t>(r, "context_features");
+  const int64_t* cat = array_values<int64_t>(r, "context_at");
+  const int64_t* cids = array_values<int64_t>(r, "context_ids");
+  const double* ca = array_values<double>(r, "context_activations");
+  const size_t C = R ? static_cast<size_t>(r.arrays.at("context_ids").shape[1]) : 0;
   for (size_t i = 0; i < order.size() && i < 10; ++i) {
     const int64_t f = order[i];
     std::string ctx;
-    if (!s.top_contexts[static_cast<size_t>(f)].empty()) {
-      const auto& c = s.top_contexts[static_cast<size_t>(f)][0];
-      for (size_t k = 0; k < c.ids.size(); ++k)
-        ctx += static_cast<int64_t>(k) == c.at ? "[" + text(c.ids[k]) + "]" : text(c.ids[k]);
-      ctx = fmt::format("  max {:.3g}: {}", c.activation, ctx);
+    const int64_t* first = cf ? std::lower_bound(cf, cf + R, f) : nullptr;
+    if (first && first != cf + R && *first == f) {
+      const size_t c = static_cast<size_t>(first - cf);
+      each_feature_id(cids, c, C, [&](int64_t id, size_t e) {
+        ctx += static_cast<int64_t>(e - c * C) == cat[c] ? "[" + text(id) + "]" : text(id);
+      });
+      ctx = fmt::format("  max {:.3g}: {}", ca[c], ctx);
     }
     fmt::print("  #{:<6} density {:.4f}{}\n", f,
-               static_cast<double>(s.fire_count[static_cast<size_t>(f)]) / static_cast<double>(s.positions), ctx);
+               static_cast<double>(fire_count[static_cast<size_t>(f)]) / static_cast<double>(positions), ctx);
   }
 }
 
-int run_lens(const FeaturesCli& c, const json& given) {
+int run_feature_lens(const FeaturesCli& c, const json& given) {
   const auto& a = vocablens::find_analysis("feature_lens");
   const json resolved = vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
-  Loaded l = load(c, a, resolved, /*tokenizer_required=*/true);
-  const vocablens::Model& m = *l.m;
-  const vocablens::Sae& sae = *l.sae;
-  const vocablens::AnalysisRequest q{m, l.tok.get(), resolved, {}, nullptr, vocablens::Surface::Cli, &a.decl};
-  std::vector<int64_t> ids = vocablens::entries::prompt_ids(q);
+  FeaturesLoaded l = load_features(c, a, resolved, /*tokenizer_required=*/true);
   if (auto rc = vocablens::cli::check_memory("features", estimate(a, l, given), c.dry_run)) return *rc;
-  auto fl = vocablens::feature_lens(m, sae, ids, vocablens::entries::feature_lens_options(resolved), l.tok.get());
-  auto r = fl.to_result(l.tok.get(), vocablens::entries::prompt_text(q, ids));
-  vocablens::cli::fill_provenance(r, m);
-  r.provenance["sae"] = sae.source;
-  r.provenance["sae_layout"] = sae.layout;
+  auto r = run_form(a, l, given);
   const bool color = vocablens::cli::use_color(c.out);
-  vocablens::cli::emit(r, c.out, [&] { print_lens(fl, l.tok.get(), color); });
+  vocablens::cli::emit(r, c.out, [&] { print_feature_lens(r, l.tok.get(), color); });
   return 0;
 }
 
-int run_corpus(const FeaturesCli& c, const json& given) {
+int run_feature_corpus(const FeaturesCli& c, const json& given) {
   vocablens::dist::init();  // under mpirun: windows shared by the ranks, rank 0 reports
   const auto& a = vocablens::find_analysis("feature_corpus");
   const json resolved = vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
-  Loaded l = load(c, a, resolved, /*tokenizer_required=*/true);
-  vocablens::SaeCorpusOptions o = vocablens::entries::feature_corpus_options(resolved);
+  FeaturesLoaded l = load_features(c, a, resolved, /*tokenizer_required=*/true);
   if (auto rc = vocablens::cli::check_memory("features", estimate(a, l, given), c.dry_run)) return *rc;
   const bool main_rank = vocablens::dist::rank() == 0;
   vocablens::cli::ProgressBar bar("features --corpus", "tokens");
-  if (auto cb = bar.callback(); main_rank && cb)
-    o.progress = [cb](uint64_t done, uint64_t total) { cb(static_cast<int64_t>(done), static_cast<int64_t>(total)); };
-  auto s = vocablens::sae_corpus_stats(*l.m, *l.sae, *l.tok, resolved["path"].get<std::string>(), o);
+  auto r = run_form(a, l, given, main_rank ? bar.callback() : std::function<void(int64_t, int64_t)>());
   bar.finish();
   if (!main_rank) return 0;  // every rank holds the same result; one writes it
-  auto r = s.to_result(l.tok.get());
-  vocablens::cli::fill_provenance(r, *l.m);
-  r.provenance["sae"] = l.sae->source;
-  r.provenance["sae_layout"] = l.sae->layout;
-  r.provenance["tokenizer"] = l.tok->source();
   const bool color = vocablens::cli::use_color(c.out);
-  vocablens::cli::emit(r, c.out, [&] { print_corpus(s, l.tok.get(), color); });
+  vocablens::cli::emit(r, c.out, [&] { print_feature_corpus(r, l.tok.get(), color); });
   return 0;
+}
+
+// --neuronpedia FILE: Neuronpedia's dashboard batch from the feature logits' Result and, with --corpus, the
+// corpus statistics' Result (without the CE passes, which the batch has no use for).
+void write_neuronpedia(const FeaturesCli& c, const FeaturesLoaded& l, const vocablens::Result& logits,
+                       const vocablens::Result* corpus) {
+  vocablens::NeuronpediaOptions no;
+  no.model_id = c.np_model.empty() ? l.m->source() : c.np_model;
+  no.sae_set = c.np_set;
+  auto batch = vocablens::neuronpedia_batch(logits, corpus, l.tok.get(), no);
+  // Token text may hold partial UTF-8 characters (byte tokens): replaced, never a throw.
+  vocablens::write_file_atomic(c.neuronpedia, batch.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  fmt::print(stderr, "wrote {} features to {} (Neuronpedia dashboard batch{})\n", feature_rows(logits, "feature_ids"),
+             c.neuronpedia, corpus ? ", with the corpus statistics" : "");
 }
 
 int run_features(const FeaturesCli& c) {
@@ -208,67 +259,34 @@ int run_features(const FeaturesCli& c) {
   const bool prompt = lens_own.contains("prompt"), corpus = corpus_own.contains("path");
   if (!c.out.out_dir.empty()) vocablens::ensure_directory(c.out.out_dir);
   if (prompt && corpus) throw UsageError("give --prompt or --corpus, not both");
-  if (prompt) return run_lens(c, form_options(vocablens::find_analysis("feature_lens").decl, given, lens_own));
-  const auto& cd = vocablens::find_analysis("feature_corpus").decl;
-  if (corpus && c.neuronpedia.empty()) return run_corpus(c, form_options(cd, given, corpus_own));
+  if (prompt) return run_feature_lens(c, form_options(vocablens::find_analysis("feature_lens").decl, given, lens_own));
+  const auto& ca = vocablens::find_analysis("feature_corpus");
+  if (corpus && c.neuronpedia.empty()) return run_feature_corpus(c, form_options(ca.decl, given, corpus_own));
   const auto& a = vocablens::find_analysis("feature_logits");
   const json resolved = vocablens::resolve_options(a.decl, given, vocablens::Surface::Cli);
-  // --neuronpedia with --corpus: the corpus statistics feed frac_nonzero, the histograms and the contexts.
-  const json corpus_resolved =
-      corpus ? vocablens::resolve_options(cd, form_options(cd, given, corpus_own), vocablens::Surface::Cli) : json();
-  Loaded l = load(c, a, resolved, /*tokenizer_required=*/corpus);
-  const vocablens::Model& m = *l.m;
-  const vocablens::Sae& sae = *l.sae;
-  vocablens::SaeCorpusOptions so;
-  if (corpus) {
-    so = vocablens::entries::feature_corpus_options(corpus_resolved);
-    so.ce_metrics = false;  // the batch has no use for them
-  }
+  json corpus_given = corpus ? form_options(ca.decl, given, corpus_own) : json();
+  if (corpus) corpus_given["ce"] = false;
+  FeaturesLoaded l = load_features(c, a, resolved, /*tokenizer_required=*/corpus);
+  vocablens::AnalysisEstimate e = estimate(a, l, given);
   if (corpus) {  // --neuronpedia with --corpus: the corpus pass, then the feature logits
-    auto e = vocablens::estimate_sae_corpus_memory(m, sae, so);
-    vocablens::entries::add_feature_logits_phase(e, m, sae, resolved["top_k"].get<int64_t>());
-    if (auto rc = vocablens::cli::check_memory("features", "the feature logits of " + sae.source, e, c.dry_run,
-                                               "--features (fewer features), --window or --contexts"))
-      return *rc;
-  } else if (auto rc = vocablens::cli::check_memory("features", estimate(a, l, given), c.dry_run)) {
-    return *rc;
+    e = estimate(ca, l, corpus_given);
+    vocablens::entries::add_feature_logits_phase(e.memory, *l.m, *l.in.saes.at("sae"), resolved["top_k"].get<int64_t>());
+    e.what = "the feature logits of " + l.in.saes.at("sae")->source;
+    e.reduce = "--features (fewer features), --window or --contexts";
   }
-  std::unique_ptr<vocablens::SaeCorpusStats> stats;
+  if (auto rc = vocablens::cli::check_memory("features", e, c.dry_run)) return *rc;
+  std::unique_ptr<vocablens::Result> stats;
   if (corpus) {
     vocablens::dist::init();
-    stats = std::make_unique<vocablens::SaeCorpusStats>(
-        vocablens::sae_corpus_stats(m, sae, *l.tok, corpus_resolved["path"].get<std::string>(), so));
+    stats = std::make_unique<vocablens::Result>(run_form(ca, l, corpus_given));
     if (vocablens::dist::rank() != 0) return 0;
   }
   vocablens::cli::ProgressBar bar("features", "features");
-  const vocablens::AnalysisRequest q{m, l.tok.get(), resolved, bar.callback(), nullptr, vocablens::Surface::Cli, &a.decl};
-  auto fl = vocablens::feature_logits(m, sae, vocablens::entries::feature_logits_options(q), l.tok.get());
+  auto r = run_form(a, l, given, bar.callback());
   bar.finish();
-  if (!c.neuronpedia.empty()) {
-    vocablens::NeuronpediaOptions no;
-    no.model_id = c.np_model.empty() ? m.source() : c.np_model;
-    no.sae_set = c.np_set;
-    auto batch = vocablens::neuronpedia_batch(fl, stats.get(), l.tok.get(), no);
-    // Token text may hold partial UTF-8 characters (byte tokens): replaced, never a throw.
-    vocablens::write_file_atomic(c.neuronpedia,
-                                 batch.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-    fmt::print(stderr, "wrote {} features to {} (Neuronpedia dashboard batch{})\n", fl.features.size(), c.neuronpedia,
-               stats ? ", with the corpus statistics" : "");
-  }
-  auto r = fl.to_result(l.tok.get());
-  std::unique_ptr<vocablens::FeatureEncoderTokens> enc;
-  if (!resolved["encoder"].is_null()) {
-    enc = std::make_unique<vocablens::FeatureEncoderTokens>(vocablens::feature_encoder_tokens(
-        m, sae, fl.features, fl.options.top_k, vocablens::parse_inverse_kind(resolved["encoder"].get<std::string>())));
-    enc->add_to(r);
-  }
-  vocablens::cli::fill_provenance(r, m);
-  r.provenance["sae"] = sae.source;
-  r.provenance["sae_layout"] = sae.layout;
-  r.provenance["sae_stored_dtype"] = sae.stored_dtype;
-  if (l.tok) r.provenance["tokenizer"] = l.tok->source();
+  if (!c.neuronpedia.empty()) write_neuronpedia(c, l, r, stats.get());
   const bool color = vocablens::cli::use_color(c.out);
-  vocablens::cli::emit(r, c.out, [&] { print_features(fl, l.tok.get(), m, color, enc.get()); });
+  vocablens::cli::emit(r, c.out, [&] { print_features(r, l.tok.get(), *l.m, color); });
   return 0;
 }
 

@@ -39,6 +39,10 @@ struct CommandInfo {
 
 std::vector<CommandInfo>& registry();
 
+/// Adds a command for every declared analysis whose `command` no registered command has
+/// (src/cli/cmd_declared.cpp): its flags from the declaration, its table the Result's tables.
+void add_declared_commands(std::vector<CommandInfo>& commands);
+
 struct Register {
   Register(std::string name, std::string description, Setup setup) {
     registry().push_back({std::move(name), std::move(description), std::move(setup)});

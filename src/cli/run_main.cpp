@@ -65,6 +65,7 @@ int vocablens::cli::run_main(int argc, char** argv) {
       ->check(CLI::IsMember({"float32", "bfloat16", "int8"}));
   app.set_version_flag("--version", std::string(VOCABLENS_VERSION));
   auto& reg = cli::registry();
+  cli::add_declared_commands(reg);
   std::sort(reg.begin(), reg.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   std::map<CLI::App*, cli::Runner> runners;
   bool allow_nonfinite = false;

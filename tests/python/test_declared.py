@@ -53,10 +53,9 @@ class Declared(unittest.TestCase):
         # The module has one binding for every analysis (run_declared); the hand-written registry is gone.
         self.assertFalse(hasattr(vocablens._core, "run"))
         self.assertFalse(hasattr(vocablens._core, "analyses"))
-        declared = {s["name"] for s in vocablens._core.analyses_schema()}
-        for name in ("feature_logits", "feature_lens", "feature_corpus", "patch", "ablate", "spectrum", "project",
-                     "steer", "compare_embeddings"):
-            self.assertIn(name, declared)
+        declared = [s["name"] for s in vocablens._core.analyses_schema()]
+        self.assertEqual(sorted(declared), sorted(vocablens._analyses._DECLARED))
+        for name in declared:
             self.assertIs(getattr(vocablens, name), vocablens._analyses._DECLARED[name])
         # vocablens.analyses() lists each name once
         names = [n for n, _ in vocablens.analyses()]
@@ -73,11 +72,44 @@ class Declared(unittest.TestCase):
         for o in spec["options"]:
             self.assertIn(o["cli"], out)
 
-    def test_stubs_list_every_declared_analysis(self):
+    def test_every_declared_analysis_is_reachable(self):
+        # From the registry alone, no list: the module function, __all__, the Model method (the same signature
+        # but the model), run() by name, and both stubs.
         from vocablens import _stubs
+        schema = vocablens._core.analyses_schema()
+        self.assertGreater(len(schema), 20)
+        text = _stubs.render(schema)
+        compile(text, "__init__.pyi", "exec")  # the stubs are valid Python
+        model_stub = text.split("class Model(_Model):\n", 1)[1]
+        for s in schema:
+            name = s["name"]
+            with self.subTest(analysis=name):
+                fn = getattr(vocablens, name)
+                self.assertIn(name, vocablens.__all__)
+                self.assertEqual(fn.__name__, name)
+                self.assertIn(s["summary"], fn.__doc__)
+                method = getattr(vocablens.Model, name)
+                self.assertEqual(list(inspect.signature(method).parameters), list(inspect.signature(fn).parameters))
+                self.assertIn(fn.__doc__, method.__doc__)
+                self.assertIn("\ndef {}(model: Model".format(name), text)
+                self.assertIn("\n    def {}(self".format(name), model_stub)
+        # What Python adds on top of the declarations is public and stubbed too
+        for name in ("compare", "attribution_graph"):
+            self.assertIn(name, vocablens.__all__)
+            self.assertIn("\ndef {}(".format(name), text)
+        # every name __all__ promises exists, once
+        self.assertEqual(len(vocablens.__all__), len(set(vocablens.__all__)))
+        for name in vocablens.__all__:
+            self.assertTrue(hasattr(vocablens, name), name)
+
+    def test_a_wrapper_keeps_the_declaration(self):
+        # lens_batch's list of prompts and patch's warning wrap the declared function: same signature, the
+        # declaration's docstring, the widened type in the stub
+        from vocablens import _stubs
+        for name in vocablens._analyses._WRAPS:
+            self.assertIn(name, vocablens._analyses._DECLARED)
         text = _stubs.render(vocablens._core.analyses_schema())
-        for s in vocablens._core.analyses_schema():
-            self.assertIn("def {}(model: Model".format(s["name"]), text)
+        self.assertIn("def lens_batch(model: Model, prompts: Union[str, os.PathLike, Sequence[", text)
 
 
 if __name__ == "__main__":
