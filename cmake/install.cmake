@@ -1,7 +1,8 @@
 # Install rules and the CMake package. Included by the top-level CMakeLists.txt.
 #
 #   cmake --install build --prefix P      # P/include/vocablens/*.hpp, P/lib/libvocablens{,_core}.a,
-#                                         # P/bin/vocablens, P/lib/cmake/vocablens/vocablensConfig.cmake
+#                                         # P/bin/vocablens, P/lib/libvocablens-cli.so (what bin/vocablens
+#                                         # loads: src/cli/main.cpp), P/lib/cmake/vocablens/vocablensConfig.cmake
 # A consumer (tests/consumer/ is one):
 #   find_package(vocablens CONFIG REQUIRED)              # with -DCMAKE_PREFIX_PATH=P
 #   target_link_libraries(app PRIVATE vocablens::vocablens)   # or vocablens::core (no LibTorch)
@@ -18,6 +19,7 @@ install(TARGETS vocablens_core vocablens EXPORT vocablensTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS vocablens_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS vocablens_cli_lib LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(EXPORT vocablensTargets NAMESPACE vocablens:: FILE vocablensTargets.cmake
         DESTINATION ${VOCABLENS_INSTALL_CMAKEDIR})
 

@@ -1,5 +1,7 @@
 #include "cli/blas_kernels.hpp"
 
+#include "cli/early_env.hpp"
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -31,13 +33,6 @@ const char* blas_core_wanted(bool reproducible) {
   return core;
 }
 
-// Whether the run may use more than one thread: VOCABLENS_THREADS or OMP_NUM_THREADS of 1, or one CPU, say no.
-bool may_use_threads() {
-  for (const char* name : {"VOCABLENS_THREADS", "OMP_NUM_THREADS"})
-    if (const char* v = std::getenv(name); v && std::strcmp(v, "1") == 0) return false;
-  return ::sysconf(_SC_NPROCESSORS_ONLN) > 1;
-}
-
 }  // namespace
 
 void reexec_with_runtime_settings(char** argv, bool reproducible) {
@@ -46,10 +41,7 @@ void reexec_with_runtime_settings(char** argv, bool reproducible) {
     ::setenv("OPENBLAS_CORETYPE", core, 1);
     again = true;
   }
-  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT") && may_use_threads()) {
-    ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-    again = true;
-  }
+  if (early::set_wait_policy_if_unset()) again = true;
   if (again) ::execv("/proc/self/exe", argv);
   // exec failed (no /proc, say): keep going as we are; the variables stay set for children.
 }

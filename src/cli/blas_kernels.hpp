@@ -4,8 +4,9 @@
 // Debian's OpenBLAS 0.3.21 does not recognise recent CPUs (e.g. Xeons of family 6 model 207) and falls back
 // to its "Prescott" SSE3 kernels: every GEMM — the forward pass, the lens's unembedding, the streamed V×V
 // heads — runs 2.5–5× slower than with the AVX-512 kernels the same library has built in. OpenBLAS reads
-// OPENBLAS_CORETYPE, and libgomp OMP_WAIT_POLICY, only when they are loaded, before main(), so the one fix from
-// inside the program is to execute itself again with the variables set.
+// OPENBLAS_CORETYPE, and libgomp OMP_WAIT_POLICY, only when they are loaded. `vocablens` sets the wait policy
+// before it loads them (cli/early_env.hpp); which kernels OpenBLAS picks is known only once it has loaded, so
+// the one fix for those from inside the program is to execute itself again with the variable set.
 #pragma once
 
 namespace vocablens::cli {
@@ -24,8 +25,9 @@ namespace vocablens::cli {
 //    unset, its idle threads spin ~300 000 pauses after every parallel region, and on a busy 2-core machine the
 //    spinning thread burns the time slices its descheduled partner needs: blocked attention over 512 tokens on
 //    two threads took 5.4 s wall and 2.6 CPU-s spinning, 0.10 s and 0.05 CPU-s passive (docs/benchmarks.md,
-//    "Threads"). One exec costs a process start (~0.4 CPU-s, LibTorch's loading), paid by commands that may
-//    use two threads only.
+//    "Threads"). `vocablens` has set it before LibTorch loaded (cli/early_env.hpp), so this applies to programs
+//    that link the CLI's objects directly. One exec costs a process start (~0.65 CPU-s here: LibTorch and the
+//    ~300 libraries Debian's build of it pulls in).
 void reexec_with_runtime_settings(char** argv, bool reproducible = false);
 
 // The kernel family OpenBLAS is using ("SkylakeX", "Prescott", ...), or "" when the BLAS is not OpenBLAS.
