@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
       tried += (tried.empty() ? "" : ", ") + lib;
       continue;
     }
-    if (!(handle = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL))) {
+    if (!(handle = ::dlopen(lib.c_str(), RTLD_LAZY | RTLD_LOCAL))) {
       std::fprintf(stderr, "vocablens: error: cannot load the CLI's library %s: %s\n", lib.c_str(), ::dlerror());
       return 127;
     }
