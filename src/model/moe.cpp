@@ -1,6 +1,8 @@
 // The mixture-of-experts MLP step (model/moe.hpp): route, gather each expert's rows, run it, scatter back.
 #include "model/moe.hpp"
 
+#include "model/expert_gemm.hpp"
+
 #include <string>
 #include <tuple>
 
@@ -31,6 +33,32 @@ void check_expert_indices(const at::Tensor& idx, int64_t E, int64_t l) {
   const int64_t lo = idx.min().item<int64_t>(), hi = idx.max().item<int64_t>();
   if (lo < 0 || hi >= E)
     throw UsageError(site + ": expert index " + std::to_string(lo < 0 ? lo : hi) + " is out of range [0, " + std::to_string(E) + ")");
+}
+
+// Whether expert e's three products run in expert_gemm.hpp's kernel: float32 weights stored as rows (read in place,
+// no per-call packing), no biases, nothing recording gradients (the kernel is not differentiable).
+bool expert_kernel(const LayerWeights& L, size_t e, const at::Tensor& x) {
+  if (!expert_gemm_available() || !L.exp_gate_b.empty() || !L.exp_up_b.empty() || !L.exp_down_b.empty()) return false;
+  const at::Tensor* w[] = {&L.exp_gate[e], &L.exp_up[e], &L.exp_down[e]};
+  for (const at::Tensor* t : w)
+    if (!expert_weight_rows(*t) || (at::GradMode::is_enabled() && t->requires_grad())) return false;
+  return !(at::GradMode::is_enabled() && x.requires_grad()) && x.scalar_type() == at::kFloat;
+}
+
+// Expert e on its c rows `tok` of x, transposed all the way (expert_gemm.hpp): xᵀ [d, ldx] (padding columns zero),
+// gate and up [width, ldx], their gated product the down projection's operand as it stands; returns [c, d].
+at::Tensor expert_transposed(const ModelConfig& cfg, const LayerWeights& L, size_t e, const at::Tensor& x,
+                             const at::Tensor& tok) {
+  const int64_t c = tok.numel(), ldx = (c + 15) / 16 * 16, width = L.exp_gate[e].size(1);
+  at::Tensor xT = at::zeros({x.size(1), ldx}, x.options());
+  xT.narrow(1, 0, c).copy_(x.index_select(0, tok).t());
+  at::Tensor gT = at::empty({width, ldx}, x.options()), uT = at::empty({L.exp_up[e].size(1), ldx}, x.options());
+  expert_gemm(L.exp_gate[e], xT, gT);
+  expert_gemm(L.exp_up[e], xT, uT);
+  const at::Tensor hT = gated(cfg, gT, uT).contiguous();
+  at::Tensor yT = at::empty({L.exp_down[e].size(1), ldx}, x.options());
+  expert_gemm(L.exp_down[e], hT, yT);
+  return yT.narrow(1, 0, c).t();
 }
 
 }  // namespace
@@ -79,8 +107,13 @@ at::Tensor moe_mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tens
     const int64_t c = cnt[e];
     if (c == 0) continue;
     const at::Tensor tok = tokens.narrow(0, start, c);
-    const at::Tensor xe = x.index_select(0, tok);
     const size_t ei = static_cast<size_t>(e);
+    if (expert_kernel(L, ei, x)) {
+      slots.index_copy_(0, order.narrow(0, start, c), expert_transposed(cfg, L, ei, x, tok));
+      start += c;
+      continue;
+    }
+    const at::Tensor xe = x.index_select(0, tok);
     auto bias = [ei](const std::vector<at::Tensor>& b) { return b.empty() ? at::Tensor() : b[ei]; };  // GPT-OSS's
     const at::Tensor g = proj(xe, L.exp_gate[ei], bias(L.exp_gate_b));
     const at::Tensor u = proj(xe, L.exp_up[ei], bias(L.exp_up_b));
