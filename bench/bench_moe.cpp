@@ -142,9 +142,10 @@ int main(int argc, char** argv) {
   const at::Tensor ids = at::randint(0, 1000, {1, T}, at::kLong);
   at::NoGradGuard ng;
   // The models alternate, run for run (best of 7 each): on a shared machine a change of load between two blocks of
-  // runs would otherwise land in the ratio (measured: 1.19 and 1.46 from two calls a few seconds apart). With float32
-  // experts the mixture runs twice per round: through expert_gemm.hpp's kernel (the default) and through at::mm.
-  const bool kernel = vocablens::detail::expert_gemm_available() && type == GgmlType::F32;
+  // runs would otherwise land in the ratio (measured: 1.19 and 1.46 from two calls a few seconds apart). Under
+  // float32 compute the mixture runs twice per round: through expert_gemm.hpp's kernel (the default) and through
+  // weight_matmul (at::mm on float32 or decoded tiles).
+  const bool kernel = vocablens::detail::expert_gemm_available() && compute == "float32";
   double t_moe = 1e30, t_mm = 1e30, t_dense = 1e30;
   for (int r = 0; r < 7; ++r) {
     t_moe = std::min(t_moe, vl_bench::best_of(1, [&] { moe.forward(ids); }));
@@ -163,7 +164,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(d * 7 / 2), per * t_moe, static_cast<long long>(d * 7), per * t_dense,
               t_moe / t_dense);
   if (kernel)
-    std::printf("  the experts through at::mm instead (the kernel off): %.3f ms/token, ratio %.2f\n", per * t_mm,
+    std::printf("  the experts through weight_matmul instead (the kernel off): %.3f ms/token, ratio %.2f\n", per * t_mm,
                 t_mm / t_dense);
   return 0;
 }

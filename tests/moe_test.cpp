@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -362,6 +363,42 @@ TEST_CASE("MoE kernel: expert products equal float64 on odd shapes; a row's bits
   INFO("max |logits with the kernel - through at::mm| = " << d);
   CHECK(d <= 1e-5);
   CHECK(at::equal(with.argmax(-1), without.argmax(-1)));
+  // The expert matrices stored as F16 rows, then as Q8_0 blocks (d = max|w| / 127 per 32 values, written here):
+  // under float32 compute the kernel decodes them and must give weight_matmul's tiles' result to float rounding.
+  auto q8_0 = [](const at::Tensor& w) {  // w [K, O] -> a packed Q8_0 [K, O] over rows [O, K]
+    const at::Tensor rows = w.t().to(at::kFloat).contiguous();  // the F16 weights of the step before
+    const int64_t O = rows.size(0), K = rows.size(1);
+    auto q = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(O * K / 32 * 34));
+    const float* v = rows.data_ptr<float>();
+    for (int64_t b = 0; b < O * K / 32; ++b) {
+      float amax = 0;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[32 * b + j]));
+      const c10::Half dh(amax / 127);
+      std::memcpy(q->data() + 34 * b, &dh.x, 2);
+      for (int j = 0; j < 32; ++j)
+        (*q)[static_cast<size_t>(34 * b + 2 + j)] =
+            static_cast<uint8_t>(std::clamp<long>(std::lround(v[32 * b + j] / static_cast<float>(dh)), -127, 127));
+    }
+    return vocablens::make_packed_weight(q, q->data(), vocablens::GgmlType::Q8_0, O, K).t();
+  };
+  for (const char* storage : {"F16", "Q8_0"}) {
+    INFO(storage);
+    for (const auto& L : m.weights().layers)
+      for (auto* v : {&L.exp_gate, &L.exp_up, &L.exp_down})
+        for (const at::Tensor& w : *v) {
+          const at::Tensor was = vocablens::materialize_weight(w);
+          const_cast<at::Tensor&>(w) = std::string(storage) == "F16" ? w.t().contiguous().to(at::kHalf).t() : q8_0(w);
+          // the stored values are the float32 ones to the storage's precision (Q8_0: half a step of max|w| / 127)
+          CHECK((vocablens::materialize_weight(w) - was).abs().max().item<double>() <= was.abs().max().item<double>() / 200);
+        }
+    REQUIRE(vocablens::weight_storage_name(m.weights().layers[0].exp_down[0]) == storage);
+    const at::Tensor kernel = m.forward(x).logits;
+    vocablens::detail::set_expert_gemm(false);
+    const at::Tensor tiles = m.forward(x).logits;
+    vocablens::detail::set_expert_gemm(true);
+    CHECK((kernel - tiles).abs().max().item<double>() <= 1e-5);
+    CHECK((kernel - with).abs().max().item<double>() > 0.0);  // the stored precision did change the weights
+  }
 }
 
 // `vocablens experts`: the corpus form counts every token once however the windows cut it (they overlap by one
