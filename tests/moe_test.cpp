@@ -15,11 +15,14 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "../src/model/expert_gemm.hpp"  // internal: the float32 expert kernel and its switch
+#include "../src/model/quant_dot.hpp"    // internal: VOCABLENS_KERNELS's choice, which the kernel honours
 #include "fixtures.hpp"
 #include "npy_tensor.hpp"
 #include "vocablens/error.hpp"
@@ -316,6 +319,85 @@ TEST_CASE("MoE: an expert no token is routed to is never run (its NaN weights ch
     vocablens::HookList always7;
     always7.add("expert_indices.0", [](at::Tensor& t) { t.select(-1, 0).fill_(7); });
     CHECK_THROWS_WITH(vocablens::run_with_hooks(m, x, always7), Catch::Contains("NaN") || Catch::Contains("nan"));
+  }
+}
+
+// The float32 kernel for an expert's few rows (src/model/expert_gemm.hpp) against the float64 product, on shapes
+// that leave partial tiles everywhere (K not a multiple of 16, O not of 6, rows not of 16 or 64), and each row's
+// result the same bits whether it runs alone or among others; then a whole forward with the kernel and without it
+// (every expert through at::mm, as before the kernel).
+TEST_CASE("MoE kernel: expert products equal float64 on odd shapes; a row's bits do not depend on the others") {
+  using vocablens::detail::expert_gemm;
+  const bool cpu = __builtin_cpu_supports("avx512f") && vocablens::qdot::active_kernel() == vocablens::qdot::Kernel::Avx512Vnni;
+  REQUIRE(vocablens::detail::expert_gemm_available() == cpu);
+  if (cpu) {
+    at::manual_seed(3);
+    const int64_t shapes[][3] = {{16, 1, 1}, {37, 13, 17}, {64, 50, 70}, {100, 7, 130}, {512, 48, 64}};
+    for (const auto& s : shapes) {
+      const int64_t K = s[0], O = s[1], M = s[2], ldx = (M + 15) / 16 * 16;
+      INFO("K " << K << " O " << O << " rows " << M);
+      const at::Tensor w = at::randn({O, K}).t(), x = at::randn({M, K});  // w: stored rows [O, K], used as [K, O]
+      REQUIRE(vocablens::detail::expert_weight_rows(w));
+      if (O > 1) CHECK_FALSE(vocablens::detail::expert_weight_rows(w.contiguous()));  // [K, O] rows: not stored rows
+      at::Tensor xT = at::zeros({K, ldx}), yT = at::full({O, ldx}, 7.0f);
+      xT.narrow(1, 0, M).copy_(x.t());
+      expert_gemm(w, xT, yT);
+      const at::Tensor want = at::mm(x.to(at::kDouble), w.to(at::kDouble));
+      const double err = (yT.narrow(1, 0, M).t().to(at::kDouble) - want).abs().max().item<double>();
+      CHECK(err <= 1e-6 * static_cast<double>(K) * want.abs().max().item<double>());
+      if (ldx > M) CHECK(yT.narrow(1, M, ldx - M).abs().max().item<double>() == 0.0);  // zero padding gives zeros
+      // row M / 2 alone: the same bits as among the M
+      at::Tensor x1 = at::zeros({K, 16}), y1 = at::empty({O, 16});
+      x1.select(1, 0).copy_(x[M / 2]);
+      expert_gemm(w, x1, y1);
+      CHECK(at::equal(y1.select(1, 0), yT.select(1, M / 2)));
+    }
+  }
+  vocablens::Model m = vocablens::load_model(moe_dir("mixtral"));
+  const at::Tensor x = at::tensor(vl_test::read_ids_txt(moe_dir("mixtral") + "/ids.txt"), at::kLong);
+  const at::Tensor with = m.forward(x).logits;
+  vocablens::detail::set_expert_gemm(false);
+  const at::Tensor without = m.forward(x).logits;
+  vocablens::detail::set_expert_gemm(true);
+  const double d = (with - without).abs().max().item<double>();
+  INFO("max |logits with the kernel - through at::mm| = " << d);
+  CHECK(d <= 1e-5);
+  CHECK(at::equal(with.argmax(-1), without.argmax(-1)));
+  // The expert matrices stored as F16 rows, then as Q8_0 blocks (d = max|w| / 127 per 32 values, written here):
+  // under float32 compute the kernel decodes them and must give weight_matmul's tiles' result to float rounding.
+  auto q8_0 = [](const at::Tensor& w) {  // w [K, O] -> a packed Q8_0 [K, O] over rows [O, K]
+    const at::Tensor rows = w.t().to(at::kFloat).contiguous();  // the F16 weights of the step before
+    const int64_t O = rows.size(0), K = rows.size(1);
+    auto q = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(O * K / 32 * 34));
+    const float* v = rows.data_ptr<float>();
+    for (int64_t b = 0; b < O * K / 32; ++b) {
+      float amax = 0;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[32 * b + j]));
+      const c10::Half dh(amax / 127);
+      std::memcpy(q->data() + 34 * b, &dh.x, 2);
+      for (int j = 0; j < 32; ++j)
+        (*q)[static_cast<size_t>(34 * b + 2 + j)] =
+            static_cast<uint8_t>(std::clamp<long>(std::lround(v[32 * b + j] / static_cast<float>(dh)), -127, 127));
+    }
+    return vocablens::make_packed_weight(q, q->data(), vocablens::GgmlType::Q8_0, O, K).t();
+  };
+  for (const char* storage : {"F16", "Q8_0"}) {
+    INFO(storage);
+    for (const auto& L : m.weights().layers)
+      for (auto* v : {&L.exp_gate, &L.exp_up, &L.exp_down})
+        for (const at::Tensor& w : *v) {
+          const at::Tensor was = vocablens::materialize_weight(w);
+          const_cast<at::Tensor&>(w) = std::string(storage) == "F16" ? w.t().contiguous().to(at::kHalf).t() : q8_0(w);
+          // the stored values are the float32 ones to the storage's precision (Q8_0: half a step of max|w| / 127)
+          CHECK((vocablens::materialize_weight(w) - was).abs().max().item<double>() <= was.abs().max().item<double>() / 200);
+        }
+    REQUIRE(vocablens::weight_storage_name(m.weights().layers[0].exp_down[0]) == storage);
+    const at::Tensor kernel = m.forward(x).logits;
+    vocablens::detail::set_expert_gemm(false);
+    const at::Tensor tiles = m.forward(x).logits;
+    vocablens::detail::set_expert_gemm(true);
+    CHECK((kernel - tiles).abs().max().item<double>() <= 1e-5);
+    CHECK((kernel - with).abs().max().item<double>() > 0.0);  // the stored precision did change the weights
   }
 }
 

@@ -1,10 +1,16 @@
 // The mixture-of-experts MLP step (model/moe.hpp): route, gather each expert's rows, run it, scatter back.
 #include "model/moe.hpp"
 
+#include "model/expert_gemm.hpp"
+#include "util/parallel.hpp"
+
+#include <algorithm>
 #include <string>
 #include <tuple>
 
 #include "vocablens/error.hpp"
+#include "vocablens/gguf.hpp"
+#include "vocablens/weight.hpp"
 
 namespace vocablens::detail {
 
@@ -31,6 +37,63 @@ void check_expert_indices(const at::Tensor& idx, int64_t E, int64_t l) {
   const int64_t lo = idx.min().item<int64_t>(), hi = idx.max().item<int64_t>();
   if (lo < 0 || hi >= E)
     throw UsageError(site + ": expert index " + std::to_string(lo < 0 ? lo : hi) + " is out of range [0, " + std::to_string(E) + ")");
+}
+
+// Whether expert e's three products run in expert_gemm.hpp's kernel: no biases, nothing recording gradients (the
+// kernel is not differentiable), and each weight float32 stored as rows (read in place, no per-call packing) or,
+// under float32 compute, stored rows of another type (packed ggml blocks, F16 / BF16 [out, in]), which
+// expert_product decodes first. bfloat16 and int8 compute keep weight_matmul's own arithmetic.
+bool expert_kernel(const LayerWeights& L, size_t e, const at::Tensor& x) {
+  if (!expert_gemm_available() || !L.exp_gate_b.empty() || !L.exp_up_b.empty() || !L.exp_down_b.empty()) return false;
+  if (x.scalar_type() != at::kFloat || (at::GradMode::is_enabled() && x.requires_grad())) return false;
+  const at::Tensor* w[] = {&L.exp_gate[e], &L.exp_up[e], &L.exp_down[e]};
+  for (const at::Tensor* t : w) {
+    if (at::GradMode::is_enabled() && t->requires_grad()) return false;
+    if (expert_weight_rows(*t)) continue;
+    if (compute_dtype() != ComputeDtype::Float32 || t->dim() != 2) return false;
+    const bool packed_rows = is_packed_weight(*t) && t->stride(0) == 0;  // stored rows along the output dimension
+    const bool half_rows = (t->scalar_type() == at::kHalf || t->scalar_type() == at::kBFloat16) && t->stride(0) == 1;
+    if (!packed_rows && !half_rows) return false;
+  }
+  return true;
+}
+
+// yT = (x @ w)ᵀ through the kernel. A weight not float32 is decoded by dequantize_row (weight_matmul's tiles use
+// the same decoders, so the same float32 values) into a reused buffer of stored rows, at most 4 M values (16 MB,
+// weight_matmul's tile) at a time, and each chunk of output rows run on them.
+void expert_product(const at::Tensor& w, const at::Tensor& xT, at::Tensor& yT) {
+  if (w.scalar_type() == at::kFloat) return expert_gemm(w, xT, yT);
+  const int64_t K = w.size(0), O = w.size(1), chunk = std::max<int64_t>(1, std::min<int64_t>(O, (int64_t(4) << 20) / K));
+  const GgmlType type = weight_storage_type(w);
+  const int64_t row_bytes = w.stride(1) * static_cast<int64_t>(w.element_size());
+  const uint8_t* first = static_cast<const uint8_t*>(w.data_ptr());
+  static thread_local at::Tensor buf;
+  if (!buf.defined() || buf.numel() < chunk * K) buf = at::empty({chunk * K}, at::kFloat);
+  float* dst = buf.data_ptr<float>();
+  for (int64_t o0 = 0; o0 < O; o0 += chunk) {
+    const int64_t n = std::min(chunk, O - o0);
+    parallel_for(0, n, 16, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) dequantize_row(type, first + (o0 + i) * row_bytes, dst + i * K, K);
+    });
+    at::Tensor y = yT.narrow(0, o0, n);
+    expert_gemm(buf.narrow(0, 0, n * K).view({n, K}).t(), xT, y);
+  }
+}
+
+// Expert e on its c rows `tok` of x, transposed all the way (expert_gemm.hpp): xᵀ [d, ldx] (padding columns zero),
+// gate and up [width, ldx], their gated product the down projection's operand as it stands; returns [c, d].
+at::Tensor expert_transposed(const ModelConfig& cfg, const LayerWeights& L, size_t e, const at::Tensor& x,
+                             const at::Tensor& tok) {
+  const int64_t c = tok.numel(), ldx = (c + 15) / 16 * 16, width = L.exp_gate[e].size(1);
+  at::Tensor xT = at::zeros({x.size(1), ldx}, x.options());
+  xT.narrow(1, 0, c).copy_(x.index_select(0, tok).t());
+  at::Tensor gT = at::empty({width, ldx}, x.options()), uT = at::empty({L.exp_up[e].size(1), ldx}, x.options());
+  expert_product(L.exp_gate[e], xT, gT);
+  expert_product(L.exp_up[e], xT, uT);
+  const at::Tensor hT = gated(cfg, gT, uT).contiguous();
+  at::Tensor yT = at::empty({L.exp_down[e].size(1), ldx}, x.options());
+  expert_product(L.exp_down[e], hT, yT);
+  return yT.narrow(1, 0, c).t();
 }
 
 }  // namespace
@@ -79,8 +142,13 @@ at::Tensor moe_mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tens
     const int64_t c = cnt[e];
     if (c == 0) continue;
     const at::Tensor tok = tokens.narrow(0, start, c);
-    const at::Tensor xe = x.index_select(0, tok);
     const size_t ei = static_cast<size_t>(e);
+    if (expert_kernel(L, ei, x)) {
+      slots.index_copy_(0, order.narrow(0, start, c), expert_transposed(cfg, L, ei, x, tok));
+      start += c;
+      continue;
+    }
+    const at::Tensor xe = x.index_select(0, tok);
     auto bias = [ei](const std::vector<at::Tensor>& b) { return b.empty() ? at::Tensor() : b[ei]; };  // GPT-OSS's
     const at::Tensor g = proj(xe, L.exp_gate[ei], bias(L.exp_gate_b));
     const at::Tensor u = proj(xe, L.exp_up[ei], bias(L.exp_up_b));
