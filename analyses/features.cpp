@@ -22,6 +22,7 @@
 #include "vocablens/weight.hpp"
 
 #include "features_int8.hpp"
+#include "row_topk.hpp"
 
 namespace vocablens {
 
@@ -88,24 +89,12 @@ FeatureLogits feature_logits(const Model& m, const Sae& sae, const FeatureLogits
   at::Tensor P = W_U;
   if (!col_id.empty()) P = W_U.index_select(1, at::tensor(col_id, at::kLong)).contiguous();
   // else W_U as it is (a transposed view of W_E when tied: no copy; canonical_dot takes strides)
-  const int64_t Vc = P.size(1), r = P.size(0);
-  const int64_t k = std::min<int64_t>(o.top_k, Vc);
-  // Candidates per row taken from the float32 product; the margin beyond k absorbs float32 rounding.
-  const int64_t mc = std::min<int64_t>(Vc, k + 16);
-  // (float32 norms, enlarged by far more than their rounding error: an upper bound is all the check needs)
-  const double max_col_norm = P.norm(2, {0}).max().item<double>() * (1 + 1e-4);
-  // Rigorous bound on |float32 dot - exact| for any summation order (the standard γ_r analysis, as
-  // topk_stream uses it), doubled for safety: γ_r(u) = r·u / (1 - r·u).
-  auto gamma_r = [&](double u) { return r * u / (1 - r * u); };
-  const double gam = 2 * (gamma_r(std::ldexp(1.0, -24)) + gamma_r(std::ldexp(1.0, -53)));
-  const float* Pd = P.data_ptr<float>();
-  const int64_t ps0 = P.stride(0), ps1 = P.stride(1);
   // Chunks of decoder rows: only these are upcast to float32 (a BF16 W_dec of 262k × 2304 stays as stored),
   // and their product with W_U ([chunk, V] float32, at most ~256 MB) is the only large buffer: exact top and
-  // bottom k per row come from it, verified against the bound; rows the check cannot settle (near-ties at the
-  // margin) go through the streamed engine (project_topk). Nothing of size d_sae × V is ever formed.
-  const int64_t kChunk = std::max<int64_t>(1, std::min<int64_t>(4096, (int64_t{64} << 20) / std::max<int64_t>(Vc, 1)));
-  auto token = [&](int64_t c) { return col_id.empty() ? c : col_id[static_cast<size_t>(c)]; };
+  // bottom k per row come from it (row_topk.hpp); rows it cannot settle (near-ties at the margin) go through
+  // the streamed engine. Nothing of size d_sae × V is ever formed.
+  const detail::RowTopk rt(P, col_id, o.top_k, o.bottom, W_U, so);
+  const int64_t kChunk = rt.chunk_rows();
   for (int64_t c0 = 0; c0 < N; c0 += kChunk) {
     if (o.progress) o.progress(c0, N);
     const int64_t cn = std::min(kChunk, N - c0);
@@ -113,66 +102,7 @@ FeatureLogits feature_logits(const Model& m, const Sae& sae, const FeatureLogits
     at::Tensor X = materialize_weight(sae.W_dec.index_select(0, sel)).to(at::kFloat).contiguous();
     if (gamma.defined()) X = (X * gamma).contiguous();
     if (!at::isfinite(X).all().item<bool>()) throw UsageError(sae.source + ": non-finite decoder rows");
-    at::Tensor nr = X.to(at::kDouble).norm(2, {1}).contiguous();
-    at::Tensor L = at::mm(X, P);  // [cn, Vc] float32
-    auto [tv, ti] = L.topk(mc, 1, /*largest=*/true, /*sorted=*/true);
-    at::Tensor bv, bi;
-    if (o.bottom) std::tie(bv, bi) = L.topk(mc, 1, /*largest=*/false, /*sorted=*/true);
-    L = at::Tensor();
-    const float* Xd = X.data_ptr<float>();
-    auto nra = nr.accessor<double, 1>();
-    auto tva = tv.accessor<float, 2>();
-    auto tia = ti.accessor<int64_t, 2>();
-    std::vector<int64_t> redo_top, redo_bottom;
-    // The k best of the m candidates by canonical value; exact when every token outside the candidates
-    // (float32 value beyond the m-th) is provably worse than the k-th: edge ± bound.
-    auto settle = [&](int64_t q, const at::TensorAccessor<float, 1>& vals, const at::TensorAccessor<int64_t, 1>& cols,
-                      bool largest, std::vector<TopkEntry>& out) {
-      std::vector<TopkEntry> cand;
-      cand.reserve(static_cast<size_t>(mc));
-      for (int64_t e = 0; e < mc; ++e) {
-        const int64_t c = cols[e];
-        double v = canonical_dot(Xd + q * r, 1, Pd + c * ps1, ps0, r);
-        cand.push_back({c0 + q, token(c), largest ? v : -v});
-      }
-      std::sort(cand.begin(), cand.end(), topk_better);
-      cand.resize(static_cast<size_t>(k));
-      if (mc < Vc) {
-        const double bound = gam * nra[q] * max_col_norm;
-        const double edge = largest ? double(vals[mc - 1]) + bound : -double(vals[mc - 1]) + bound;
-        if (!(cand.back().value > edge)) return false;  // an outside token might beat (or tie) the k-th
-      }
-      for (auto& e : cand) e.value = largest ? e.value : -e.value;
-      out = std::move(cand);
-      return true;
-    };
-    for (int64_t q = 0; q < cn; ++q) {
-      const size_t i = static_cast<size_t>(c0 + q);
-      a.decoder_norms[i] = nra[q];
-      if (!settle(q, tva[q], tia[q], true, a.top[i])) redo_top.push_back(q);
-      if (o.bottom) {
-        auto bva = bv.accessor<float, 2>();
-        auto bia = bi.accessor<int64_t, 2>();
-        if (!settle(q, bva[q], bia[q], false, a.bottom[i])) redo_bottom.push_back(q);
-      }
-    }
-    // Rows left open: the streamed engine, exact by construction (same canonical values and order).
-    auto redo = [&](const std::vector<int64_t>& rows, bool largest) {
-      if (rows.empty()) return;
-      at::Tensor R = X.index_select(0, at::tensor(rows, at::kLong));
-      auto t = project_topk(largest ? R : R.neg(), W_U, o.top_k, so);
-      for (size_t q = 0; q < rows.size(); ++q) {
-        auto& dst = largest ? a.top[static_cast<size_t>(c0 + rows[q])] : a.bottom[static_cast<size_t>(c0 + rows[q])];
-        dst = std::move(t[q]);
-        for (auto& e : dst) {
-          e.i = c0 + rows[q];
-          if (!largest) e.value = -e.value;
-        }
-      }
-      a.rows_streamed += static_cast<int64_t>(rows.size());
-    };
-    redo(redo_top, true);
-    redo(redo_bottom, false);
+    a.rows_streamed += rt.run(X, c0, a.top, o.bottom ? &a.bottom : nullptr, &a.decoder_norms);
   }
   if (o.progress) o.progress(N, N);
   return a;

@@ -255,6 +255,9 @@ class Backward {
         if (sp.pos >= P) break;
         rows.slice(1, a + sp.begin, a + sp.end) += at::matmul(G.select(1, sp.pos), dec.slice(0, sp.begin, sp.end).t());
       }
+      // gathered from the mapped files: their pages go back once read (at 505 tokens on the GPT-2-small shape
+      // every layer's decoder would otherwise stay resident, 0.9 GB; reading them again is a minor fault each)
+      if (!cache_dec_) tcs_.release(src);
     }
     const int64_t e0 = fz_.layer_start.back() + out * fz_.T;
     rows.slice(1, e0, e0 + P).copy_(dot_rows(G, fz_.errors[out]));
@@ -328,8 +331,21 @@ using RowSink = std::function<at::Tensor(int64_t, int64_t)>;
 void feature_rows(const Backward& bw, const Frozen& fz, const GraphTranscoders& tcs, const std::vector<int64_t>& order,
                   int64_t batch, const RowSink& out, const std::function<void(int64_t)>& done) {
   auto act = fz.active.accessor<int64_t, 2>();
-  for (size_t i = 0; i < order.size(); i += static_cast<size_t>(batch)) {
-    const size_t e = std::min(order.size(), i + static_cast<size_t>(batch));
+  auto pos = [&](size_t j) { return act[order[j]][1]; };
+  // Rows [i, e) computed together, or as two halves where that saves a fifth of the work: a batch costs about
+  // its rows × (its last position + 1), everything being causal, so a batch sorted by position whose positions
+  // spread costs less as two (each half still a large product; 127 tokens, 128 features: a sixth less work)
+  std::function<void(size_t, size_t)> run = [&](size_t i, size_t e) {
+    const size_t n = e - i, h = i + n / 2;
+    const bool sorted = std::is_sorted(order.begin() + static_cast<std::ptrdiff_t>(i), order.begin() + static_cast<std::ptrdiff_t>(e),
+                                       [&](int64_t x, int64_t y) { return act[x][1] < act[y][1]; });
+    if (n >= 32 && sorted &&
+        static_cast<double>(h - i) * static_cast<double>(pos(h - 1) + 1) + static_cast<double>(e - h) * static_cast<double>(pos(e - 1) + 1) <=
+            0.8 * static_cast<double>(n) * static_cast<double>(pos(e - 1) + 1)) {
+      run(i, h);
+      run(h, e);
+      return;
+    }
     std::vector<Target> ts(e - i);
     for (int64_t l = 0; l < fz.L; ++l) {
       std::vector<int64_t> slot, feat;
@@ -345,7 +361,9 @@ void feature_rows(const Backward& bw, const Frozen& fz, const GraphTranscoders& 
     }
     bw.rows(ts, out(static_cast<int64_t>(i), static_cast<int64_t>(e - i)));
     done(static_cast<int64_t>(e - i));
-  }
+  };
+  for (size_t i = 0; i < order.size(); i += static_cast<size_t>(batch))
+    run(i, std::min(order.size(), i + static_cast<size_t>(batch)));
 }
 
 /// The logit rows (K of them) into out(k, n) slices.

@@ -63,6 +63,7 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
   // kept for the run that usually follows (graph_transcoders.cpp): one NaN/Inf scan of the weights, not two
   auto tcs = graph_engine::load_graph_transcoders(q.options.at("transcoders").get<std::string>(), m, true);
   const bool zero_first = ids.front() == c.bos_token_id;
+  const double tcs_features = static_cast<double>(tcs->n_features(0));
   const std::vector<int64_t> active = graph_active_counts(m, at::tensor(ids, at::kLong), *tcs, zero_first);
   double A = 0, rows_written = 0;  // rows_written: active features × the blocks each writes to (a CLT: all later ones)
   for (int64_t l = 0; l < c.n_layers; ++l) {
@@ -70,41 +71,70 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
     A += a;
     for (int64_t o = l; o < c.n_layers; ++o) rows_written += tcs->writes(l, o) ? a : 0.0;
   }
+  // the logits reaching desired_logit_prob are known only after the forward: at most max_n_logits
+  const double K = static_cast<double>(q.options.at("max_n_logits").get<int64_t>());
+  const double batch = static_cast<double>(q.options.at("batch_size").get<int64_t>());
+  const bool save_rows = q.options.at("save_rows").get<bool>(), save_adjacency = q.options.at("save_adjacency").get<bool>();
+  const double patterns = L * H * T * T * 4;
+  // the backward's decoder rows × activation: every active feature's kept when they fit (graph.cpp,
+  // Backward), else one source layer's gathered from the mapped files at a time, its pages given back after
+  double most_written = 0;  // the largest gather: one source layer's rows into one block
+  for (int64_t l = 0; l < c.n_layers; ++l) most_written = std::max(most_written, static_cast<double>(active[static_cast<size_t>(l)]));
+  const double dec = rows_written * d * 4 <= graph_decoder_cache_bytes() ? rows_written * d * 4 : most_written * d * 4;
+  // labels: E⁺ [d, V] float32, and the larger of computing it when it is not cached yet (linalg/pinv.cpp: one
+  // float64 chunk of 8192 rows and its product, the d x d Gram matrix and its eigenvectors) and the label
+  // products (graph_result.cpp: [rows, V] float32 chunks of the kept features, at most F of them, two at a
+  // time; the feature-logit engine's int8 screen from 256 features on: two chunks of 256 MiB, measured on the
+  // GPT-2-small shape). A W_U not stored as float32 (bfloat16, quantized) is read as a float32 copy [d, V]
+  // while E⁺ is computed or read from its cache (unembed.cpp: pseudo_inverse(W_U())): both are held at once.
+  const at::Tensor& WU = m.weights().W_U;
+  const double wu_copy = WU.scalar_type() == at::kFloat && !is_packed_weight(WU) ? 0.0 : d * V * 4;
+  const double label_chunk = std::max(1.0, std::min(4096.0, std::floor(64.0 * 1024 * 1024 / V)));
+  const MemoryEstimate forward = estimate_forward_memory(m, 1, static_cast<int64_t>(ids.size()), CacheSpec{}, false);
+  const double tc_bytes = static_cast<double>(tcs->resident_bytes());
+  // The estimate for F features with rows (everything else is fixed by the prompt's forward).
+  auto memory_for = [=](double F) {
+    const bool ranking = F < A;
+    const double B = std::min(batch, F + K), S = F + (L + 1) * T, R = F + K;
+    MemoryEstimate me = forward;
+    me.add("graph: transcoders' weights", tc_bytes);
+    me.add(fmt::format("graph: rows [F + K, S] ({} active features, {} with rows)", A, F), R * S * 4);
+    // the result's own copies, held with the rows until it is written
+    if (save_rows) me.add("graph: the rows' copy in the result (save_rows)", R * S * 4);
+    if (save_adjacency) me.add("graph: the unpruned adjacency [N, N] (save_adjacency)", (S + K) * (S + K) * 4);
+    me.add_phase("graph: the recorded forward (residuals, patterns, last logits, one layer's activations)",
+                 4 * L * T * d * 4 + patterns + V * 4 + 2 * L * T * d * 4 + 2 * T * tcs_features * 4);
+    me.add_phase(ranking ? "graph: backward (frozen state, rows over every active feature, one batch)"
+                         : "graph: backward (frozen state, one batch)",
+                 patterns + L * T * d * 4 + A * 28 + dec + 2 * L * d * H * dh * 4 +
+                     (ranking ? R * (A + (L + 1) * T) * 4 : 0.0) + 5 * B * T * d * 4);
+    me.add_phase("graph: pruning (the rows in float64, masks, nonzero scores)", R * S * (8 + 8 + 3));
+    const double products = F >= 256 ? 512.0 * 1024 * 1024 : 2 * std::min(F, label_chunk) * V * 4;
+    me.add_phase("graph: labels (E⁺ [d, V] and its computation, or the label products)",
+                 d * V * 4 + wu_copy + std::max(2 * 8192 * d * 8 + 5 * d * d * 8, products));
+    return me;
+  };
   double F = A;
   if (!q.options.at("max_feature_nodes").is_null())
     F = std::min(F, static_cast<double>(q.options.at("max_feature_nodes").get<int64_t>()));
-  const bool ranking = F < A;
-  // the logits reaching desired_logit_prob are known only after the forward: at most max_n_logits
-  const double K = static_cast<double>(q.options.at("max_n_logits").get<int64_t>());
-  const double B = std::min(static_cast<double>(q.options.at("batch_size").get<int64_t>()), F + K);
-  const double S = F + (L + 1) * T, R = F + K;
-  CacheSpec none;
   AnalysisEstimate e;
-  e.memory = estimate_forward_memory(m, 1, static_cast<int64_t>(ids.size()), none, false);
-  e.memory.add("graph: transcoders' weights", static_cast<double>(tcs->resident_bytes()));
-  e.memory.add(fmt::format("graph: rows [F + K, S] ({} active features, {} with rows)", A, F), R * S * 4);
-  // the result's own copies, held with the rows until it is written
-  if (q.options.at("save_rows").get<bool>()) e.memory.add("graph: the rows' copy in the result (save_rows)", R * S * 4);
-  if (q.options.at("save_adjacency").get<bool>())
-    e.memory.add("graph: the unpruned adjacency [N, N] (save_adjacency)", (S + K) * (S + K) * 4);
-  const double patterns = L * H * T * T * 4;
-  e.memory.add_phase("graph: the recorded forward (residuals, patterns, logits, one layer's activations)",
-                     4 * L * T * d * 4 + patterns + T * V * 4 + 2 * L * T * d * 4 + 2 * T * tcs->n_features(0) * 4);
-  const double dec = std::min(rows_written * d * 4, graph_decoder_cache_bytes());
-  e.memory.add_phase(ranking ? "graph: backward (frozen state, rows over every active feature, one batch)"
-                             : "graph: backward (frozen state, one batch)",
-                     patterns + L * T * d * 4 + A * 28 + dec + 2 * L * d * H * dh * 4 +
-                         (ranking ? R * (A + (L + 1) * T) * 4 : 0.0) + 5 * B * T * d * 4);
-  e.memory.add_phase("graph: pruning (the rows in float64, masks, nonzero scores)", R * S * (8 + 8 + 3));
-  // labels: E⁺ [d, V] float32 and what computing it takes (linalg/pinv.cpp: one float64 chunk of 8192 rows
-  // and its product, the d x d Gram matrix and its eigenvectors), the feature-logit engine's chunks (two of
-  // 256 MiB: measured on the GPT-2-small shape, bench/run_graph_bench.sh)
-  // A W_U not stored as float32 (bfloat16, quantized) is read as a float32 copy [d, V] while E⁺ is computed or
-  // read from its cache (unembed.cpp: pseudo_inverse(W_U())): both are held at once.
-  const at::Tensor& WU = m.weights().W_U;
-  const double wu_copy = WU.scalar_type() == at::kFloat && !is_packed_weight(WU) ? 0.0 : d * V * 4;
-  e.memory.add_phase("graph: labels (E⁺ [d, V] and its computation, the feature-logit engine's chunks)",
-                     d * V * 4 + wu_copy + 2 * 8192 * d * 8 + 5 * d * d * 8 + 512.0 * 1024 * 1024);
+  e.memory = memory_for(F);
+  // Refused for want of memory: the largest max_feature_nodes that fits, from the same terms (they grow with
+  // F below A; every feature, F = A, needs no ranking but rows over all of them, more still).
+  const std::string opt = q.spelled("max_feature_nodes");
+  e.reduce_within = [memory_for, A, opt](double limit) {
+    const double MiB = 1024.0 * 1024.0;
+    if (memory_for(1).total() > limit)
+      return fmt::format("give a shorter prompt (even {} 1 needs about {:.0f} MiB)", opt, memory_for(1).total() / MiB);
+    double lo = 1, hi = std::max(1.0, A - 1);  // lo fits; find the largest F <= hi that fits
+    if (memory_for(hi).total() <= limit) lo = hi;
+    while (hi - lo > 1) {
+      const double mid = std::floor((lo + hi) / 2);
+      (memory_for(mid).total() <= limit ? lo : hi) = mid;
+    }
+    return fmt::format("give {} {:.0f} or less (the most that fits in {:.0f} MiB by this estimate: {:.0f} MiB), or a "
+                       "shorter prompt", opt, lo, limit / MiB, memory_for(lo).total() / MiB);
+  };
   e.what = fmt::format("the attribution graph of {} tokens of {} (its {} active features counted by running the "
                        "forward pass and the encoders)", ids.size(), m.source(), static_cast<int64_t>(A));
   e.reduce = "give a shorter prompt, or a smaller " + q.spelled("max_feature_nodes");

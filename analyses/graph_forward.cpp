@@ -69,9 +69,12 @@ Frozen record_forward(const Model& m, const at::Tensor& ids, const GraphTranscod
         fz.s_attn[static_cast<size_t>(l)] = denominator(a, c);
       });
   }
-  ForwardOutput out = hooks.empty() ? m.forward(ids, spec) : run_with_hooks(m, ids, hooks, spec);
-  fz.last_logits = out.logits[0][fz.T - 1].to(at::kFloat).clone();
-  out.logits = at::Tensor();  // [T, V]: only the last position's are kept
+  // Only the last position's logits are read (the salient logits): the model's own last step on that row
+  // alone, not [T, V] (0.4 GB and a tenth of the forward's work at 2 048 tokens on GPT-2 small)
+  ForwardOutput out = hooks.empty() ? m.forward(ids, spec, /*compute_logits=*/false)
+                                    : run_with_hooks(m, ids, hooks, spec, /*compute_logits=*/false);
+  fz.last_logits =
+      m.unembed(m.final_norm(out.cache.get("resid_post", fz.L - 1)[0].narrow(0, fz.T - 1, 1)))[0].to(at::kFloat).contiguous();
   // A per-layer set's output at block l reads only layer l's features, so each layer's dense activations
   // [T, n_features] go once its error is known; a CLT's output at block l reads every layer up to l.
   const bool across = tcs.n_layers() > 1 && tcs.writes(0, 1);

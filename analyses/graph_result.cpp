@@ -7,11 +7,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "row_topk.hpp"
 #include "token_label.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/features.hpp"
 #include "vocablens/graph.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/nonfinite.hpp"
 #include "vocablens/result.hpp"
 #include "vocablens/sae.hpp"
 #include "vocablens/tokenizer.hpp"
@@ -107,7 +109,16 @@ std::map<std::pair<int64_t, int64_t>, FeatureLabel> feature_labels(const Model& 
   FeatureLogitsOptions fo;
   fo.top_k = k;
   FeatureLogits fl = feature_logits(m, rows, fo, tok);
-  const auto e = project_topk(at::cat(enc, 0), read_projection(m, InverseKind::Pinv), k);
+  // The encoder rows through E⁺ by one float32 product [n, V] screened and settled exactly (row_topk.hpp), as
+  // the feature-logit engine does: the streamed engine (project_topk) first makes sorted and packed copies of
+  // E⁺ [d, V] (three of 154 MB on GPT-2) whatever the number of rows, which was this run's peak and a second.
+  const at::Tensor X = at::cat(enc, 0).contiguous(), R = read_projection(m, InverseKind::Pinv);
+  require_finite(R, "the projection matrix [d, V]", "every token ranking through it is undefined");
+  if (!all_finite(X)) throw UsageError(tcs.source() + ": non-finite encoder rows");
+  const detail::RowTopk rt(R, {}, k, /*bottom=*/false, R, {});
+  std::vector<std::vector<TopkEntry>> e(static_cast<size_t>(X.size(0)));
+  for (int64_t r0 = 0; r0 < X.size(0); r0 += rt.chunk_rows())
+    rt.run(X.narrow(0, r0, std::min(rt.chunk_rows(), X.size(0) - r0)).contiguous(), r0, e, nullptr, nullptr);
   for (size_t i = 0; i < keys.size(); ++i) out[keys[i]] = {ids_of(fl.top[i]), ids_of(fl.bottom[i]), ids_of(e[i])};
   return out;
 }

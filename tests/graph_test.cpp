@@ -456,3 +456,48 @@ TEST_CASE("the estimate's count of active features, and its forward kept for the
   CHECK(at::equal(moved.active_features, alone_other.active_features));
   CHECK_FALSE(at::equal(moved.activations, alone.activations));
 }
+
+TEST_CASE("a graph refused for memory names the largest --max-feature-nodes that fits, and that one runs", "[graph][cli]") {
+  const std::string cli = vl_test::require_cli();
+  const std::string model = vl_test::fixture("gpt2-tiny");
+  REQUIRE(!cli.empty());
+  std::string prompt;
+  for (int i = 0; i < 5; ++i) prompt += "The Eiffel Tower is in Paris and the Colosseum is in Rome. ";
+  const std::string base = vl_test::shq(cli) + " graph " + vl_test::shq(model) + " --transcoders " +
+                           vl_test::shq(graph_fixture("gpt2-tiny")) + " --prompt " + vl_test::shq(prompt);
+  auto total_mib = [&](const std::string& args) {
+    std::string out;
+    REQUIRE(vl_test::run_command(base + " " + args + " --dry-run 2>&1", out) == 0);
+    const size_t at = out.find("\n  total");
+    REQUIRE(at != std::string::npos);
+    return std::stod(out.substr(out.find_first_of("0123456789", at)));
+  };
+  const double one = total_mib("--max-feature-nodes 1"), all = total_mib("");
+  REQUIRE(all > one + 100);  // every active feature's rows (and their pruning) need far more than one feature's
+  // a limit between the two: every feature is refused, some number of them fits
+  const std::string limit = "VOCABLENS_MEMORY_LIMIT=" + std::to_string(static_cast<int64_t>(one + 40)) + "M ";
+  std::string text;
+  const std::string dir = vl_test::temp_dir("graph-refused") + "/run";
+  CHECK(vl_test::run_command(limit + base + " --out " + vl_test::shq(dir) + " 2>&1", text) == 1);
+  INFO(text);
+  CHECK(std::count(text.begin(), text.end(), '\n') <= 1);
+  CHECK(!vl_test::file_exists(dir + "/graph.json"));
+  const std::string key = "give --max-feature-nodes ";
+  const size_t at = text.find(key);
+  REQUIRE(at != std::string::npos);
+  CHECK(text.find(" or less", at) != std::string::npos);
+  const int64_t n = std::stoll(text.substr(at + key.size()));
+  CHECK(n > 1);
+  // the largest that fits: n fits under the same limit, n + 1 does not
+  std::string fits, over;
+  REQUIRE(vl_test::run_command(limit + base + " --max-feature-nodes " + std::to_string(n) + " --dry-run 2>&1", fits) == 0);
+  CHECK_THAT(fits, Catch::Contains("it fits"));
+  REQUIRE(vl_test::run_command(limit + base + " --max-feature-nodes " + std::to_string(n + 1) + " --dry-run 2>&1", over) == 0);
+  CHECK_THAT(over, Catch::Contains("it would NOT fit") && Catch::Contains(key + std::to_string(n) + " or less"));
+  // and the advice runs: the graph of n features under that limit
+  std::string ran;
+  CHECK(vl_test::run_command(limit + base + " --max-feature-nodes " + std::to_string(n) + " --out " + vl_test::shq(dir) +
+                                 " 2>&1",
+                             ran) == 0);
+  CHECK(vl_test::file_exists(dir + "/graph.json"));
+}

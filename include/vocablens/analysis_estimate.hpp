@@ -18,6 +18,7 @@
 // `computed` says what (graph: the forward and the encoders, to count the active features).
 #pragma once
 #include <atomic>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -36,6 +37,10 @@ struct AnalysisEstimate {
   MemoryEstimate memory;
   std::string what;    ///< the work estimated, for messages: "the lens of 12 tokens of gpt2-tiny"
   std::string reduce;  ///< how a request needs less, in its surface's spelling; may be empty
+  /// How to fit within `limit` bytes, in the surface's spelling (graph: the largest max_feature_nodes that fits,
+  /// from the same terms); empty function when the analysis cannot say more than `reduce`. A surface that
+  /// refuses a request (the CLI's check, the server's budget) shows it in place of `reduce`.
+  std::function<std::string(double limit)> reduce_within;
   std::string note;    ///< shown after a dry run (an alternative and its size); may be empty
   /// What the estimate itself had to compute, for the dry run's last line ("forward and encoders only; no
   /// attribution computed"); empty when it computed nothing (the usual case: shapes alone).

@@ -67,7 +67,10 @@ std::optional<int> check_memory(const std::string& command, const std::string& w
 }
 
 std::optional<int> check_memory(const std::string& command, const AnalysisEstimate& e, bool dry_run) {
-  auto rc = check_memory(command, e.what, e.memory, dry_run, e.reduce, e.computed);
+  // when it would not fit, what fits in the limit, when the analysis can say
+  const double limit = e.reduce_within ? memory_limit() : 0;
+  const bool refused = limit > 0 && e.memory.total() > limit;
+  auto rc = check_memory(command, e.what, e.memory, dry_run, refused ? e.reduce_within(limit) : e.reduce, e.computed);
   if (dry_run && !e.note.empty()) fmt::print("{}\n", e.note);
   return rc;
 }

@@ -417,7 +417,8 @@ std::optional<Answer> Explorer::admit(const std::string& name, const AnalysisEst
     return error_answer(413, fmt::format("{}: {} needs about {:.0f} MiB beyond the loaded model, over this server's "
                                          "memory budget of {:.0f} MiB (serve --memory-budget){}",
                                          name, est.what, need / 1048576.0, memory_budget_ / 1048576.0,
-                                         est.reduce.empty() ? std::string() : ": " + est.reduce));
+                                         est.reduce_within ? ": " + est.reduce_within(memory_budget_ + resident_)
+                                         : est.reduce.empty() ? std::string() : ": " + est.reduce));
   std::lock_guard<std::mutex> lk(memory_mu_);
   if (memory_in_use_ + need > memory_budget_)
     return error_answer(503, fmt::format("busy: {} needs about {:.0f} MiB and the analyses running hold {:.0f} of "
