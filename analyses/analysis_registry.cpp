@@ -27,6 +27,9 @@ void AnalysisRegistry::add(DeclaredAnalysis a) {
       throw std::logic_error("analysis registry: " + d.name + ": choice option '" + o.name + "' without choices");
     if (o.required && !o.default_value.is_null())
       throw std::logic_error("analysis registry: " + d.name + ": required option '" + o.name + "' with a default");
+    if (o.server && (o.type != OptionType::Text || o.server->help.empty() || !o.server->check))
+      throw std::logic_error("analysis registry: " + d.name + ": served option '" + o.name +
+                             "' must be Text, with serve's help and a start-up check");
   }
   // Every default must pass the declaration's own checks (a wrong default is a bug, found at start-up by tests).
   try {
@@ -48,6 +51,15 @@ void AnalysisRegistry::add(DeclaredAnalysis a) {
 std::string AnalysisRequest::spelled(const std::string& name) const {
   const OptionDecl* o = decl ? decl->find(name) : nullptr;
   return o ? spelling(*o, surface) : name;
+}
+
+std::vector<const OptionDecl*> served_options() {
+  std::vector<const OptionDecl*> out;
+  for (const auto& a : analysis_registry().all())
+    for (const auto& o : a.decl.options)
+      if (o.server && std::none_of(out.begin(), out.end(), [&](const OptionDecl* s) { return s->name == o.name; }))
+        out.push_back(&o);
+  return out;
 }
 
 const DeclaredAnalysis* AnalysisRegistry::find(const std::string& name) const {

@@ -22,14 +22,13 @@
 #include <nlohmann/json.hpp>
 
 #include "vocablens/options.hpp"
-
-namespace at {
-class Tensor;
-}
+#include "vocablens/tensor_fwd.hpp"
 
 namespace vocablens {
 
 struct AnalysisRequest;
+struct AnalysisEstimate;
+struct AnalysisInputs;
 struct HeadsOptions;
 struct LensOptions;
 struct CorpusLensOptions;
@@ -89,9 +88,12 @@ TunedLensEvalOptions tuned_lens_eval_options(const nlohmann::json& resolved);
 /// `feature_logits`, `feature_lens`, `feature_corpus`: the SAE (`sae`, with `hook` overriding its hook point; the
 /// vocablens.Sae in q.inputs, else loaded from the path), checked against the model.
 std::shared_ptr<const Sae> sae_option(const AnalysisRequest& q);
-/// `feature_logits`'s working set as one phase of `e` (its declared estimate; `features --corpus --neuronpedia`
-/// adds it to the corpus pass's).
-void add_feature_logits_phase(MemoryEstimate& e, const Model& m, const Sae& sae, int64_t top_k);
+/// `features --neuronpedia FILE --corpus PATH`: the corpus statistics (`corpus_given`, feature_corpus's options),
+/// then the feature logits (`logits_given`, feature_logits'), on one model and SAE: the pair's estimate from the
+/// two declared estimates, the logits' working set one more phase of the corpus pass's.
+AnalysisEstimate neuronpedia_corpus_estimate(const Model& m, const Tokenizer* tok, const nlohmann::json& logits_given,
+                                             const nlohmann::json& corpus_given, Surface surface,
+                                             const AnalysisInputs* inputs);
 /// `feature_logits`: top_k, features, bottom, final_norm, the token filter, q.progress (not the SAE, not encoder).
 FeatureLogitsOptions feature_logits_options(const AnalysisRequest& q);
 /// `feature_lens`: top_features, top_k, final_norm (not the SAE, not the prompt).

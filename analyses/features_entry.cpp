@@ -44,10 +44,6 @@ void add_sae_provenance(Result& r, const Sae& sae, const Tokenizer* tok) {
   if (tok) r.provenance["tokenizer"] = tok->source();
 }
 
-}  // namespace
-
-std::shared_ptr<const Sae> sae_option(const AnalysisRequest& q) { return entry::sae_of(q, "sae", "hook"); }
-
 // feature_logits' working set: with the int8 screen, W_U as int8 and a chunk of 1 024 decoder rows; else a
 // float32 block of 1 024 x V logits (and a float32 copy of W_U when it is stored otherwise); the lists, N x 2k
 // entries, either way.
@@ -59,6 +55,10 @@ void add_feature_logits_phase(MemoryEstimate& e, const Model& m, const Sae& sae,
               feature_logits_int8_available() ? d * V + 24 * V + 1024 * (9 * d + 4096) + N * 2 * k * 40
                                               : (d * V + 1024 * V + 1024 * d) * 4 + N * 2 * k * 40);
 }
+
+}  // namespace
+
+std::shared_ptr<const Sae> sae_option(const AnalysisRequest& q) { return entry::sae_of(q, "sae", "hook"); }
 
 FeatureLogitsOptions feature_logits_options(const AnalysisRequest& q) {
   const auto& o = q.options;
@@ -87,6 +87,22 @@ SaeCorpusOptions feature_corpus_options(const nlohmann::json& o) {
   so.contexts = o.at("contexts").get<int64_t>();
   so.ce_metrics = o.at("ce").get<bool>();
   return so;
+}
+
+// The corpus pass and the feature logits run one after the other on one model and SAE, so the logits' working
+// set is one more phase of the corpus pass's estimate (the larger counts), both as declared below.
+AnalysisEstimate neuronpedia_corpus_estimate(const Model& m, const Tokenizer* tok, const nlohmann::json& logits_given,
+                                             const nlohmann::json& corpus_given, Surface surface,
+                                             const AnalysisInputs* inputs) {
+  const auto& la = find_analysis("feature_logits");
+  const auto& ca = find_analysis("feature_corpus");
+  AnalysisEstimate e = estimate_analysis(ca, m, tok, corpus_given, surface, inputs);
+  const AnalysisEstimate logits = estimate_analysis(la, m, tok, logits_given, surface, inputs);
+  for (const auto& p : logits.memory.phases) e.memory.phases.push_back(p);
+  e.what = logits.what;
+  e.reduce = spelling(*la.decl.find("features"), surface) + " (fewer features), " +
+             spelling(*ca.decl.find("window"), surface) + " or " + spelling(*ca.decl.find("contexts"), surface);
+  return e;
 }
 
 void register_features_entry(AnalysisRegistry& r) {

@@ -156,7 +156,19 @@ void register_graph_entry(AnalysisRegistry& r) {
       OptionDecl{"transcoders", OptionType::Text, nullptr,
                  "Transcoder folder: circuit-tracer's config.yaml folder (transcoder_set or cross_layer_transcoder, read "
                  "at mlp.hook_in, writing the MLP output), or layer_{i}.safetensors for every layer, each read at its "
-                 "layer's MLP input"}.as_required(),
+                 "layer's MLP input"}
+          .as_required()
+          .on_server({"DIR",
+                      "Per-layer transcoders' folder (`vocablens graph --transcoders`): the API's POST /api/graph with "
+                      "{\"transcoders\": true}",
+                      // Read once at start-up: a folder that is not a transcoder set for this model is refused
+                      // before the server binds, not by the first POST /api/graph. GET /api/model reports its shape.
+                      [](const Model& m, const std::string& dir) {
+                        auto tcs = load_graph_transcoders(dir, m);
+                        nlohmann::json widths = nlohmann::json::array();
+                        for (int64_t l = 0; l < tcs->n_layers(); ++l) widths.push_back(tcs->n_features(l));
+                        return nlohmann::json{{"source", tcs->source()}, {"n_layers", tcs->n_layers()}, {"n_features", widths}};
+                      }}),
       {"node_threshold", OptionType::Real, 0.8, "Pruning: keep the features and errors carrying this share of the influence on the logits", 0, 1},
       {"edge_threshold", OptionType::Real, 0.98, "Pruning: keep the edges carrying this share of the influence", 0, 1},
       {"max_feature_nodes", OptionType::Integer, nullptr,

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "vocablens/error.hpp"
+#include "vocablens/linalg/gram.hpp"
 #include "vocablens/model.hpp"
 #include "util/parallel.hpp"
 

@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "vocablens/error.hpp"
+#include "vocablens/linalg/gram.hpp"
 #include "vocablens/nonfinite.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/npy.hpp"

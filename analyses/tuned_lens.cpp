@@ -12,6 +12,15 @@
 
 namespace vocablens {
 
+TunedLens::TunedLens() = default;
+TunedLens::~TunedLens() = default;
+TunedLens::TunedLens(const TunedLens&) = default;
+TunedLens::TunedLens(TunedLens&&) noexcept = default;
+TunedLens& TunedLens::operator=(const TunedLens&) = default;
+TunedLens& TunedLens::operator=(TunedLens&&) noexcept = default;
+
+int64_t TunedLens::n_translators() const { return static_cast<int64_t>(weight.size()); }
+
 TunedLens TunedLens::identity(const Model& m) {
   const auto& c = m.config();
   TunedLens t;

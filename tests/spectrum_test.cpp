@@ -11,6 +11,7 @@
 
 #include "fixtures.hpp"
 #include "vocablens/error.hpp"
+#include "vocablens/linalg/gram.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/spectrum.hpp"
 

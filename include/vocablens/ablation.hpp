@@ -23,7 +23,7 @@
 //   vocablens::HookList h = vocablens::steering_hooks(v, /*layer=*/2, /*scale=*/4.0);
 //   auto ids = vocablens::generate_greedy_with_hooks(model, prompt, 20, -1, h);
 #pragma once
-#include <ATen/ATen.h>
+#include "vocablens/tensor_fwd.hpp"
 
 #include <cstdint>
 #include <string>

@@ -89,6 +89,10 @@ const AnalysisRegistry& analysis_registry();
 /// The analysis called `name`, or UsageError "no analysis named 'x' (known: ...)", with a suggestion.
 const DeclaredAnalysis& find_analysis(const std::string& name);
 
+/// The options `vocablens serve` may fix from flags of its own (OptionDecl::server), one per name (the first
+/// declaration of a name wins), in registration order: serve adds their flags and checks their values at start-up.
+std::vector<const OptionDecl*> served_options();
+
 /// resolve_options + run: the one way every surface runs an analysis.
 Result run_analysis(const DeclaredAnalysis& a, const Model& m, const Tokenizer* tok, const nlohmann::json& given,
                     Surface surface, std::function<void(int64_t, int64_t)> progress = {},

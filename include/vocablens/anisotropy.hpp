@@ -17,7 +17,7 @@
 //
 // mean_pairwise_cosine_bruteforce() sums all n² pair cosines by blocked GEMM (for tests and checks).
 #pragma once
-#include <ATen/ATen.h>
+#include "vocablens/tensor_fwd.hpp"
 
 #include <cstdint>
 #include <string>

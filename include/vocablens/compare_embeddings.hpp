@@ -22,7 +22,7 @@
 // Guarantees: E_b = E_a·Q for an orthogonal Q gives R = Q (to float32 rounding), residual ≈ 0, CKA = 1 and
 // overlap 1. Throws UsageError when n < max(d_a, d_b) (the alignment would be under-determined), naming n.
 #pragma once
-#include <ATen/ATen.h>
+#include "vocablens/tensor_fwd.hpp"
 
 #include <cstdint>
 #include <string>

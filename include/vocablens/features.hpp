@@ -29,6 +29,8 @@
 // ascending; bottom lists are lowest first. Result kind "features": arrays feature_ids [N], top_ids /
 // bottom_ids [N, k] int64, top_values / bottom_values [N, k] float64, decoder_norms [N]; table "top_k".
 #pragma once
+#include <ATen/ATen.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>

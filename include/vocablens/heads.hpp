@@ -18,7 +18,7 @@
 //   vocablens::HeadsAnalysis a = vocablens::analyze_heads(model, o, tok.get());
 //   vocablens::Result r = a.to_result(tok.get());            // tables "pairs", "per_token", "circuits"
 #pragma once
-#include <ATen/ATen.h>
+#include "vocablens/tensor_fwd.hpp"
 
 #include <complex>
 #include <cstdint>

@@ -38,16 +38,21 @@
 // weight it happens to view. Several hooks on one point run in the order they were added. The cache
 // (CacheSpec) records each point's value after its hooks.
 #pragma once
-#include <ATen/ATen.h>
-
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "vocablens/cache_spec.hpp"
 #include "vocablens/hook_site.hpp"
-#include "vocablens/model.hpp"
+#include "vocablens/tensor_fwd.hpp"
 
 namespace vocablens {
+
+class Model;
+struct ModelConfig;
+struct ModelWeights;
+struct ForwardOutput;  // vocablens/model.hpp
 
 using HookFn = std::function<void(at::Tensor& activation)>;
 

@@ -20,7 +20,7 @@
 // equals a float64 brute force, not merely a float32 one.
 //
 #pragma once
-#include <ATen/ATen.h>
+#include "vocablens/tensor_fwd.hpp"
 
 #include <cstdint>
 #include <functional>

@@ -19,30 +19,36 @@
 // family, ALiBi, sinusoidal and learned positions, batches). No hooks (a hook would see only the new
 // positions; interventions run full passes), no grad. A call that throws leaves the cache as it was.
 #pragma once
-#include <ATen/ATen.h>
-
 #include <cstdint>
 #include <vector>
 
-#include "vocablens/model.hpp"
+#include "vocablens/cache_spec.hpp"
+#include "vocablens/model_config.hpp"
+#include "vocablens/tensor_fwd.hpp"
 
 namespace vocablens {
+
+class Model;
+struct ForwardOutput;  // vocablens/model.hpp
 
 /// Per layer, the keys (after Qwen3's k norm and the rotary) and values [B, H_kv, capacity, d_head] of the
 /// positions run so far; rows beyond length() are unused room, grown by doubling up to n_ctx.
 class KVCache {
  public:
+  // Out of line (src/model/kv_cache.cpp): the tensors' class is only declared here (vocablens/tensor_fwd.hpp).
+  KVCache();
+  ~KVCache();
+  KVCache(const KVCache&);
+  KVCache(KVCache&&) noexcept;
+  KVCache& operator=(const KVCache&);
+  KVCache& operator=(KVCache&&) noexcept;
   /// Positions run so far (0 for a fresh or cleared cache).
   int64_t length() const { return length_; }
   /// Batch size fixed by the first call (0 while empty).
   int64_t batch() const { return batch_; }
   /// Room for `positions` positions at the first allocation (e.g. prompt + steps), instead of growing to it.
   void reserve(int64_t positions) { reserve_ = positions; }
-  void clear() {
-    length_ = batch_ = 0;
-    k_.clear();
-    v_.clear();
-  }
+  void clear();
 
  private:
   friend struct KVCacheAccess;  // the forward pass (src/model/forward.cpp)

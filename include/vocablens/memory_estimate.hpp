@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "vocablens/cache.hpp"
+#include "vocablens/cache_spec.hpp"
 
 namespace vocablens {
 

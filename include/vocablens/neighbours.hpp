@@ -27,7 +27,7 @@
 // vocablens/unembed.hpp (float64 eigendecomposition of EᵀE, singular values ≤ 1e-6 σ_max dropped; the
 // model's E = W_Uᵀ is cached on disk).
 #pragma once
-#include <ATen/ATen.h>
+#include "vocablens/tensor_fwd.hpp"
 
 #include <cstdint>
 #include <string>

@@ -19,10 +19,7 @@
 #include <string>
 
 #include "vocablens/error.hpp"
-
-namespace at {
-class Tensor;
-}  // namespace at
+#include "vocablens/tensor_fwd.hpp"
 
 namespace vocablens {
 

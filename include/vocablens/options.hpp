@@ -19,6 +19,7 @@
 // are int64, reals finite, choices one of the list, index lists expanded and bounded (kMaxIndexListEntries).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,6 +58,20 @@ enum class OptionType {
 
 const char* to_string(OptionType t);
 
+class Model;
+
+/// An option that `vocablens serve` may fix from a flag of its own, declared with it (OptionDecl::on_server):
+/// `vocablens serve MODEL --<option> VALUE` checks VALUE once at start-up and offers it to every HTTP request that
+/// gives {"<option>": true}; any other value of the option is refused over HTTP (it would name a file on the
+/// server). graph's transcoders are one: `serve --transcoders DIR`, then POST /api/graph {"transcoders": true}.
+struct ServedOption {
+  std::string value_name = "PATH";  ///< how serve's --help and the messages name the value ("DIR": a folder)
+  std::string help;                 ///< serve's --help for the flag
+  /// Run once at start-up on the loaded model: throws Error when VALUE is not usable (the server stops before
+  /// binding with "--<option>: <message>"); returns what GET /api/model reports under the option's name.
+  std::function<nlohmann::json(const Model&, const std::string& value)> check;
+};
+
 struct OptionDecl {
   std::string name;                 ///< [a-z][a-z0-9_]*: Python keyword, JSON key; CLI `--` + name with '-'
   OptionType type = OptionType::Text;
@@ -72,6 +87,8 @@ struct OptionDecl {
   bool cli_reads_file = false;
   /// CLI only, Texts: each occurrence of the flag is one value, never split at commas (prompts hold commas).
   bool cli_whole = false;
+  /// `vocablens serve` may fix this option from a flag of its own (ServedOption); the HTTP API then takes only true.
+  std::optional<ServedOption> server;
 
   OptionDecl() = default;
   OptionDecl(std::string n, OptionType t, nlohmann::json def, std::string h, std::optional<double> lo = std::nullopt,
@@ -99,6 +116,10 @@ struct OptionDecl {
   }
   OptionDecl& whole_on_cli() {
     cli_whole = true;
+    return *this;
+  }
+  OptionDecl& on_server(ServedOption s) {
+    server = std::move(s);
     return *this;
   }
 };

@@ -16,7 +16,7 @@
 //   double last = p.facts->accuracy().back();          // top-1 accuracy at the last lens layer
 //   vocablens::Result r = p.to_result(world.facts.size(), 5);   // kind "planted_structure"
 #pragma once
-#include <ATen/ATen.h>
+#include "vocablens/tensor_fwd.hpp"
 
 #include <cstdint>
 #include <map>

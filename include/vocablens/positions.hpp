@@ -22,7 +22,7 @@
 //   auto r = vocablens::position_structure(model, {});   // learned / sinusoidal / rotary, as configured
 //   r.components[0].dominant_frequency;                   // cycles over the context
 #pragma once
-#include <ATen/ATen.h>
+#include "vocablens/tensor_fwd.hpp"
 
 #include <cstdint>
 #include <string>

@@ -34,14 +34,13 @@
 //  - participation ratio = (Σσ²)² / Σσ⁴ = tr(G)² / ‖G‖_F² (uncentred), (Σλ)² / Σλ² (centred); both are
 //    computed from traces and need no eigenvalues.
 #pragma once
-#include <ATen/ATen.h>
+#include "vocablens/tensor_fwd.hpp"
 
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "vocablens/linalg/gram.hpp"
 #include "vocablens/result.hpp"
 
 namespace vocablens {

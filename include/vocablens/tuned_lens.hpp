@@ -25,8 +25,6 @@
 //
 // Tensors are float32 (params.pt in float16/bfloat16 is upcast at load).
 #pragma once
-#include <ATen/ATen.h>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -35,6 +33,7 @@
 
 #include "vocablens/lens_corpus.hpp"
 #include "vocablens/result.hpp"
+#include "vocablens/tensor_fwd.hpp"
 #include "vocablens/tuned_lens_checkpoint.hpp"
 
 namespace vocablens {
@@ -43,6 +42,14 @@ class Model;
 class Tokenizer;
 
 struct TunedLens {
+  // Out of line: at::Tensor is only declared here (vocablens/tensor_fwd.hpp); using the tensors needs <ATen/ATen.h>.
+  TunedLens();
+  ~TunedLens();
+  TunedLens(const TunedLens&);
+  TunedLens(TunedLens&&) noexcept;
+  TunedLens& operator=(const TunedLens&);
+  TunedLens& operator=(TunedLens&&) noexcept;
+
   TunedLensConfig config;
   std::vector<at::Tensor> weight;  ///< [n_layers] of [d, d], out x in
   std::vector<at::Tensor> bias;    ///< [n_layers] of [d] (zeros when config.bias is false)
@@ -51,7 +58,7 @@ struct TunedLens {
   /// kept in tuned_lens.safetensors' metadata; "" when unknown (params.pt from the package).
   std::string unembed_sha256;
 
-  int64_t n_translators() const { return static_cast<int64_t>(weight.size()); }
+  int64_t n_translators() const;
   /// Identity translators (A = 0, b = 0) for `m`: the tuned lens then equals the logit lens.
   static TunedLens identity(const Model& m);
   /// h [..., d] + h @ weight[idx]ᵀ + bias[idx]. idx in [0, n_translators()).

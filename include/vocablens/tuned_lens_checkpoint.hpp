@@ -17,11 +17,11 @@
 //
 // Tensors are float32 (float16/bfloat16 in params.pt is upcast). Every problem is a FormatError naming the file.
 #pragma once
-#include <ATen/ATen.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "vocablens/tensor_fwd.hpp"
 
 namespace vocablens {
 
@@ -38,6 +38,14 @@ struct TunedLensConfig {
 
 /// What a tuned lens directory holds, checked.
 struct TunedLensCheckpoint {
+  // Out of line: at::Tensor is only declared here (vocablens/tensor_fwd.hpp); using the tensors needs <ATen/ATen.h>.
+  TunedLensCheckpoint();
+  ~TunedLensCheckpoint();
+  TunedLensCheckpoint(const TunedLensCheckpoint&);
+  TunedLensCheckpoint(TunedLensCheckpoint&&) noexcept;
+  TunedLensCheckpoint& operator=(const TunedLensCheckpoint&);
+  TunedLensCheckpoint& operator=(TunedLensCheckpoint&&) noexcept;
+
   TunedLensConfig config;          ///< config.json; without one, d_model and num_hidden_layers of the tensors
   std::vector<at::Tensor> weight;  ///< [n] of [d, d], out x in
   std::vector<at::Tensor> bias;    ///< [n] of [d]

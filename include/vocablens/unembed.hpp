@@ -22,7 +22,7 @@
 // Which tokens a projection may report: vocablens/token_filter.hpp; hidden states at a hook point
 // projected to tokens (the `project` command): vocablens/project.hpp.
 #pragma once
-#include <ATen/ATen.h>
+#include "vocablens/tensor_fwd.hpp"
 
 #include <cstdint>
 #include <string>

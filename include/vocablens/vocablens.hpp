@@ -44,6 +44,7 @@
 #include "vocablens/weight.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/hooks.hpp"
+#include "vocablens/cache_spec.hpp"
 #include "vocablens/cache.hpp"
 #include "vocablens/forward_memo.hpp"
 #include "vocablens/kv_cache.hpp"

@@ -16,13 +16,13 @@
 //   at::Tensor y = vocablens::weight_matmul(x2, L.w_in);                  // x2 [N, d] float32 -> [N, d_mlp]
 //   if (vocablens::is_packed_weight(L.w_q)) ...
 #pragma once
-#include <ATen/ATen.h>
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "vocablens/gguf.hpp"
+#include "vocablens/tensor_fwd.hpp"
 
 namespace vocablens {
 
@@ -69,8 +69,10 @@ const char* compute_dtype_name(ComputeDtype d);
 /// as the model's own unembedding does, rather than through a float32 copy.
 bool int8_product(const at::Tensor& w);
 
-/// x [N, in] (float32) @ w [in, out] (+ b [out]) -> [N, out] float32, for any representation above.
-at::Tensor weight_matmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
+/// x [N, in] (float32) @ w [in, out] (+ b [out]; undefined: none) -> [N, out] float32, for any representation above.
+at::Tensor weight_matmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
+/// weight_matmul(x, w, b) without a bias (two overloads, not a default argument: at::Tensor is only declared here).
+at::Tensor weight_matmul(const at::Tensor& x, const at::Tensor& w);
 
 /// Rows `ids` (int64 [n]) of a [rows, cols] weight (an embedding) as float32 [n, cols]; only those rows
 /// are upcast or dequantized.

@@ -21,6 +21,7 @@
 #include "common.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/hooks.hpp"
+#include "vocablens/model.hpp"
 
 namespace vlpy {
 namespace {

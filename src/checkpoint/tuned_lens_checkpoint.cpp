@@ -13,6 +13,13 @@
 #include "vocablens/tensor_store.hpp"
 
 namespace vocablens {
+
+TunedLensCheckpoint::TunedLensCheckpoint() = default;
+TunedLensCheckpoint::~TunedLensCheckpoint() = default;
+TunedLensCheckpoint::TunedLensCheckpoint(const TunedLensCheckpoint&) = default;
+TunedLensCheckpoint::TunedLensCheckpoint(TunedLensCheckpoint&&) noexcept = default;
+TunedLensCheckpoint& TunedLensCheckpoint::operator=(const TunedLensCheckpoint&) = default;
+TunedLensCheckpoint& TunedLensCheckpoint::operator=(TunedLensCheckpoint&&) noexcept = default;
 namespace fs = std::filesystem;
 
 namespace {

@@ -267,13 +267,11 @@ int run_features(const FeaturesCli& c) {
   json corpus_given = corpus ? form_options(ca.decl, given, corpus_own) : json();
   if (corpus) corpus_given["ce"] = false;
   FeaturesLoaded l = load_features(c, a, resolved, /*tokenizer_required=*/corpus);
-  vocablens::AnalysisEstimate e = estimate(a, l, given);
-  if (corpus) {  // --neuronpedia with --corpus: the corpus pass, then the feature logits
-    e = estimate(ca, l, corpus_given);
-    vocablens::entries::add_feature_logits_phase(e.memory, *l.m, *l.in.saes.at("sae"), resolved["top_k"].get<int64_t>());
-    e.what = "the feature logits of " + l.in.saes.at("sae")->source;
-    e.reduce = "--features (fewer features), --window or --contexts";
-  }
+  // --neuronpedia with --corpus: the corpus pass, then the feature logits, estimated together by their slice.
+  const vocablens::AnalysisEstimate e =
+      corpus ? vocablens::entries::neuronpedia_corpus_estimate(*l.m, l.tok.get(), given, corpus_given,
+                                                               vocablens::Surface::Cli, &l.in)
+             : estimate(a, l, given);
   if (auto rc = vocablens::cli::check_memory("features", e, c.dry_run)) return *rc;
   std::unique_ptr<vocablens::Result> stats;
   if (corpus) {

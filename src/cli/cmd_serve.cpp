@@ -12,6 +12,7 @@
 
 #include "cli/command.hpp"
 #include "serve/server.hpp"
+#include "vocablens/analysis_registry.hpp"
 #include "vocablens/error.hpp"
 
 namespace {
@@ -40,7 +41,10 @@ int run_serve(ServeCli& c) {
   for (const auto& p : c.paths) all_runs = all_runs && looks_like_run_directory(p);
   if (all_runs) {
     if (!c.o.tuned.empty()) throw UsageError("--tuned needs a MODEL (run directories are browsed without one)");
-    if (!c.o.transcoders.empty()) throw UsageError("--transcoders needs a MODEL (run directories are browsed without one)");
+    for (const vocablens::OptionDecl* od : vocablens::served_options())
+      if (!c.o.served[od->name].empty())
+        throw UsageError(vocablens::spelling(*od, vocablens::Surface::Cli) +
+                         " needs a MODEL (run directories are browsed without one)");
     if (!c.o.sae.empty() || !c.o.corpus.empty() || !c.o.corpus_run.empty())
       throw UsageError("--sae, --corpus and --corpus-run need a MODEL: features and activations are computed on it");
     c.o.run_dirs = c.paths;
@@ -72,8 +76,10 @@ vocablens::cli::Register registered_cmd_serve{
                      "of `lens --corpus` among them gives the corpus of top activations)")
           ->required();
       sub.add_option("--tokenizer", c->o.tokenizer, "Tokenizer file or directory (default: found beside the model)");
-      sub.add_option("--transcoders", c->o.transcoders, "Per-layer transcoders' folder (`vocablens graph --transcoders`): "
-                                                        "the API's POST /api/graph with {\"transcoders\": true}");
+      // The options analyses let the server fix, declared with them (OptionDecl::server): their flags and help.
+      for (const vocablens::OptionDecl* od : vocablens::served_options())
+        sub.add_option(vocablens::spelling(*od, vocablens::Surface::Cli), c->o.served[od->name], od->server->help)
+            ->type_name(od->server->value_name);
       sub.add_option("--tuned", c->o.tuned, "Tuned-lens directory (vocablens tuned-lens train --out): the page's "
                                             "lens toggle and the API's {\"tuned\": true}");
       sub.add_option("--sae", c->o.sae, "SAE or transcoder (the layouts `vocablens features --sae` reads): a feature's "

@@ -10,6 +10,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include "vocablens/error.hpp"
+#include "vocablens/model.hpp"
 #include "vocablens/weight.hpp"
 
 namespace vocablens {

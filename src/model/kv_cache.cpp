@@ -6,6 +6,19 @@
 
 namespace vocablens {
 
+KVCache::KVCache() = default;
+KVCache::~KVCache() = default;
+KVCache::KVCache(const KVCache&) = default;
+KVCache::KVCache(KVCache&&) noexcept = default;
+KVCache& KVCache::operator=(const KVCache&) = default;
+KVCache& KVCache::operator=(KVCache&&) noexcept = default;
+
+void KVCache::clear() {
+  length_ = batch_ = 0;
+  k_.clear();
+  v_.clear();
+}
+
 std::pair<at::Tensor, at::Tensor> KVCacheAccess::put(KVCache& c, int64_t l, const at::Tensor& k, const at::Tensor& v,
                                                      int64_t p0, int64_t n_ctx) {
   if (c.k_.size() <= static_cast<size_t>(l)) {

@@ -314,6 +314,8 @@ at::Tensor weight_matmul(const at::Tensor& x, const at::Tensor& w, const at::Ten
   return stored_weight_matmul(x, w, b);
 }
 
+at::Tensor weight_matmul(const at::Tensor& x, const at::Tensor& w) { return weight_matmul(x, w, at::Tensor()); }
+
 namespace {
 
 at::Tensor stored_weight_matmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {

@@ -20,7 +20,6 @@
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
 #include "vocablens/forward_memo.hpp"
-#include "vocablens/graph.hpp"
 #include "vocablens/hooks.hpp"
 #include "vocablens/model.hpp"
 #include "vocablens/provenance.hpp"
@@ -32,7 +31,7 @@
 namespace vocablens::serve {
 
 const std::set<std::string> kServerFileOptions = {"corpus", "prompts", "tokenizer", "out", "allow", "allow_list",
-                                                  "sae", "path", "file", "tuned_lens", "transcoders"};
+                                                  "sae", "path", "file", "tuned_lens"};
 
 // Analyses of one prompt that read activations and write none: their forward passes go through the memo.
 const std::set<std::string> kForwardReaders = {"lens", "attribute"};
@@ -97,18 +96,7 @@ Explorer::Explorer(const ServeOptions& o)
       }
     }
     load_sae_and_corpus();
-    if (!o.transcoders.empty()) {
-      // Read once at start-up, as --tuned: a folder that is not a transcoder set for this model is refused here
-      // (one line, before binding), not by the first POST /api/graph.
-      try {
-        auto tcs = load_graph_transcoders(o.transcoders, *model_);
-        json widths = json::array();
-        for (int64_t l = 0; l < tcs->n_layers(); ++l) widths.push_back(tcs->n_features(l));
-        transcoders_info_ = {{"source", tcs->source()}, {"n_layers", tcs->n_layers()}, {"n_features", widths}};
-      } catch (const Error& e) {
-        throw UsageError(std::string("--transcoders: ") + e.what());
-      }
-    }
+    check_served_options();
     // The memory budget: what the declared estimates of the analyses running at once may add to the model.
     resident_ = model_memory(*model_).total();
     memory_budget_ = o.memory_budget_mb > 0 ? static_cast<double>(o.memory_budget_mb) * 1048576.0 : default_budget(o);
@@ -117,6 +105,34 @@ Explorer::Explorer(const ServeOptions& o)
 }
 
 Explorer::~Explorer() = default;
+
+// Each served option's value is checked once, by its declaration's hook, before the server binds: a value the
+// model cannot use (another model's files) stops it here in one line naming the flag, not at the first request.
+void Explorer::check_served_options() {
+  for (const OptionDecl* od : served_options()) {
+    auto v = o_.served.find(od->name);
+    if (v == o_.served.end() || v->second.empty()) continue;
+    try {
+      served_info_[od->name] = od->server->check(*model_, v->second);
+    } catch (const Error& e) {
+      throw UsageError(spelling(*od, Surface::Cli) + ": " + e.what());
+    }
+  }
+}
+
+// {"<option>": true} = the value serve was given; a path would name a file (or a folder) on the server.
+std::string Explorer::served_value(const std::string& analysis, const OptionDecl& od, const json& given) const {
+  const std::string flag = spelling(od, Surface::Cli) + " " + od.server->value_name;
+  const std::string what = analysis + ": " + od.name + ": ";
+  if (!given.is_boolean() || !given.get<bool>())
+    throw UsageError(what + "give true to use the server's " + od.name + " (" + flag + "); a path names a " +
+                     (od.server->value_name == "DIR" ? "folder" : "file") +
+                     " on the server, which the HTTP API does not open");
+  auto v = o_.served.find(od.name);
+  if (v == o_.served.end() || v->second.empty())
+    throw UsageError(what + "this server has no " + od.name + " (start it with " + flag + ")");
+  return v->second;
+}
 
 size_t Explorer::n_results() const {
   size_t n = 0;
@@ -207,13 +223,14 @@ Answer Explorer::model_answer() {
               {"tuned", o_.tuned.empty() ? json(nullptr) : json(o_.tuned)},
               {"analyses", analyses},
               {"sae", sae_info()},
-              {"transcoders", transcoders_info_.is_null() ? json(nullptr) : transcoders_info_},
               {"corpus", corpus_path_.empty() ? json(nullptr)
                                               : json({{"path", corpus_path_}, {"windows", corpus_.size()},
                                                       {"window", corpus_.empty() ? size_t(0) : corpus_[0].size()}})},
               {"d_mlp", model_->config().d_mlp},
               {"compute", vocablens::compute_dtype_name(vocablens::compute_dtype())},
               {"vocablens_version", VOCABLENS_VERSION}};
+  // What each served option's start-up check reported, null when serve was not given the option.
+  for (const OptionDecl* od : served_options()) out[od->name] = served_info_.value(od->name, json(nullptr));
   return {200, dump(out) + "\n"};
 }
 
@@ -299,14 +316,8 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
         it.value() = sae_->source;
         continue;
       }
-      if (it.key() == "transcoders" && od) {
-        // {"transcoders": true} = the server's --transcoders DIR; any path is a folder on the server.
-        if (!it.value().is_boolean() || !it.value().get<bool>())
-          throw UsageError(name + ": transcoders: give true to use the server's transcoders (--transcoders DIR); a "
-                           "path names a folder on the server, which the HTTP API does not open");
-        if (o_.transcoders.empty())
-          throw UsageError(name + ": transcoders: this server has no transcoders (start it with --transcoders DIR)");
-        it.value() = o_.transcoders;
+      if (od && od->server) {
+        it.value() = served_value(name, *od, it.value());
         continue;
       }
       if (kServerFileOptions.count(it.key()) || (od && od->type == OptionType::Model))
@@ -329,8 +340,8 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
       }
     }
     resolved = resolve_options(analysis->decl, given, Surface::Http);
-    // An answer already given is given again before any estimate: the graph's estimate runs the forward pass and
-    // the encoders (to count the active features), which a reload of the graph view would otherwise repeat.
+    // An answer already given is given again before any estimate: an estimate that runs the model
+    // (AnalysisDecl::estimate_runs_model) would otherwise be repeated by a reload of the page's view.
     if (auto hit = cache_.get(name + "\n" + resolved.dump())) return {200, *hit, "hit"};
     // Refused before any work when the answer would be too big to build and send (answer_size.hpp): an
     // allocation failure halfway through could leave no memory for anything else.
@@ -341,7 +352,7 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
                                            name, size.values, size.how, o_.max_answer_values));
     // And when its working memory, by the analysis's declared estimate (the figure `--dry-run` prints), would not
     // fit in the server's budget: alone (413, with the estimate), or beside the analyses running now (503). An
-    // estimate that runs the model itself (the graph's) is computed in the worker instead, below: here it
+    // estimate that runs the model itself (estimate_runs_model) is computed in the worker instead, below: here it
     // would run on the connection's thread, outside --workers and beyond the reach of cancellation.
     progress = progress_.track(req, name);
     if (!analysis->decl.estimate_runs_model) {

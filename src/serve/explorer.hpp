@@ -73,6 +73,10 @@ class Explorer {
   void release(double reserved);
   /// The objects the server holds for an analysis's options (its --sae), as run_analysis and the estimate take them.
   AnalysisInputs server_inputs(const DeclaredAnalysis& a) const;
+  /// Checks each served option's value against the model once (OptionDecl::server); UsageError naming its flag.
+  void check_served_options();
+  /// The value of a served option for a request that gave `given` for it: true = the server's; else UsageError.
+  std::string served_value(const std::string& analysis, const OptionDecl& od, const json& given) const;
   // sae_api.cpp: the SAE's features and the corpus's top activations.
   void load_sae_and_corpus();
   json sae_info() const;
@@ -91,7 +95,7 @@ class Explorer {
   std::unique_ptr<Sae> sae_;
   std::string corpus_path_;
   std::vector<std::vector<int64_t>> corpus_;  ///< the corpus's windows, tokenised once at start-up
-  json transcoders_info_;                 ///< serve --transcoders, read and checked against the model at start-up
+  json served_info_ = json::object();     ///< by option: what each served option's start-up check reported
   WorkerPool pool_;
   ProgressBoard progress_;                ///< GET /api/progress/<id>: the analyses whose clients asked to follow them
   AnswerCache cache_;

@@ -40,6 +40,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,9 @@ struct ServeOptions {
   std::string tuned;                  ///< tuned-lens directory offered to the lens as {"tuned": true}
   std::string sae;                    ///< SAE / transcoder (vocablens/sae.hpp layouts): /api/sae/features, /api/sae/lens
   std::string sae_hook;               ///< overrides the SAE's hook point
-  std::string transcoders;            ///< transcoder folder (graph.hpp's layouts) offered to /api/graph as {"transcoders": true}
+  /// By option name, the values of the options analyses let the server fix (OptionDecl::server: `serve --<option>
+  /// VALUE`, the flag made from the declaration), offered to requests as {"<option>": true}; empty: not given.
+  std::map<std::string, std::string> served;
   std::string corpus;                 ///< text file: /api/top_activations of a neuron or feature over it
   std::string corpus_run;             ///< a run directory of `lens --corpus`: its corpus file (settings.corpus)
   int64_t corpus_tokens = 16384;      ///< tokens of the corpus read (from its start), in windows of `window`

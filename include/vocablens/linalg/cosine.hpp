@@ -8,7 +8,7 @@
 //   std::vector<double> nr = vocablens::row_norms64(X);
 //   double c = vocablens::cosine64(X[3].data_ptr<float>(), X[7].data_ptr<float>(), X.size(1));
 #pragma once
-#include <ATen/ATen.h>
+#include "vocablens/tensor_fwd.hpp"
 
 #include <cstdint>
 #include <vector>

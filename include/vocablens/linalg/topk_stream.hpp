@@ -32,7 +32,7 @@
 // worker discard early. Memory: sorted copies of A and B (plus Bᵀ) and one block_rows×block_cols float
 // buffer per worker; never n×m.
 #pragma once
-#include <ATen/ATen.h>
+#include "vocablens/tensor_fwd.hpp"
 
 #include <cstdint>
 #include <functional>
