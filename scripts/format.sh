@@ -11,7 +11,12 @@ cf="$(command -v clang-format-14 || true)"
 check=0
 if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 if [ $# -gt 0 ]; then files=("$@"); else
-  mapfile -t files < <(git ls-files -- '*.cpp' '*.hpp' '*.h' | grep -v '^tests/fixtures/')
+  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    mapfile -t files < <(git ls-files -- '*.cpp' '*.hpp' '*.h' | grep -v '^tests/fixtures/')
+  else  # a source tree without git (an unpacked archive)
+    mapfile -t files < <(find src analyses include tests bench python \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \) \
+                           -not -path 'tests/fixtures/*' | sort)
+  fi
 fi
 if [ "$check" -eq 0 ]; then
   printf '%s\0' "${files[@]}" | xargs -0 -n 64 -P 2 "$cf" -i --style=file

@@ -29,6 +29,7 @@ PACKAGES=(
   python3-venv python3-pip
   # `vocablens serve` (src/serve/, docs/serve.md): the HTTP server library
   libcpp-httplib-dev iproute2  # iproute2: ss, which serve_api reads the listen backlog with
+  clang-format-14  # the C++ layout (.clang-format; scripts/format.sh, the suite's format_check)
 )
 # node + npm run the tokenizer cross-check against tiktoken; any node >= 18 will do (keep an existing one).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then PACKAGES+=(nodejs npm); fi
