@@ -73,14 +73,14 @@ void check_site(const Model& m, const AblationSite& s, AblationMode mode) {
     return;
   }
   if (s.layer < 0 || s.layer >= c.n_layers)
-    throw UsageError(s.label() + ": layer " + std::to_string(s.layer) + " is out of range (0.." +
-                     std::to_string(c.n_layers - 1) + ")");
+    throw UsageError(s.label() + ": layer " + std::to_string(s.layer) + " is out of range (0.." + std::to_string(c.n_layers - 1) +
+                     ")");
   if (s.kind == AblationSite::Kind::Head && (s.index < 0 || s.index >= c.n_heads))
-    throw UsageError(s.label() + ": head " + std::to_string(s.index) + " is out of range (0.." +
-                     std::to_string(c.n_heads - 1) + ")");
+    throw UsageError(s.label() + ": head " + std::to_string(s.index) + " is out of range (0.." + std::to_string(c.n_heads - 1) +
+                     ")");
   if (s.kind == AblationSite::Kind::Neuron && (s.index < 0 || s.index >= c.d_mlp))
-    throw UsageError(s.label() + ": neuron " + std::to_string(s.index) + " is out of range (0.." +
-                     std::to_string(c.d_mlp - 1) + ")");
+    throw UsageError(s.label() + ": neuron " + std::to_string(s.index) + " is out of range (0.." + std::to_string(c.d_mlp - 1) +
+                     ")");
 }
 
 Prediction predict(const at::Tensor& logits, int64_t target, int64_t k) {
@@ -169,11 +169,11 @@ AblationResult ablate(const Model& m, const std::vector<int64_t>& ids, const Abl
   const int64_t pos = resolve_position(opts.position, T);
   for (const auto& s : opts.sites)
     if (s.kind == AblationSite::Kind::Resid && (s.index < 0 || s.index >= T))
-      throw UsageError(s.label() + ": position " + std::to_string(s.index) + " is outside the prompt's " +
-                       std::to_string(T) + " tokens (0.." + std::to_string(T - 1) + ")");
+      throw UsageError(s.label() + ": position " + std::to_string(s.index) + " is outside the prompt's " + std::to_string(T) +
+                       " tokens (0.." + std::to_string(T - 1) + ")");
   at::NoGradGuard no_grad;
-  HookList hooks = ablation_hooks(m, opts.sites, opts.mode,
-                                  opts.reference.empty() ? std::vector<std::vector<int64_t>>{ids} : opts.reference);
+  HookList hooks =
+      ablation_hooks(m, opts.sites, opts.mode, opts.reference.empty() ? std::vector<std::vector<int64_t>>{ids} : opts.reference);
   CacheSpec spec;
   spec.final_norm = true;
   at::Tensor x = at::tensor(ids, at::kLong);
@@ -213,11 +213,11 @@ Result AblationResult::to_result(const Tokenizer* tok, const std::string& prompt
     nlohmann::json top = nlohmann::json::array();
     for (size_t j = 0; j < p.top_ids.size(); ++j)
       top.push_back({{"id", p.top_ids[j]}, {"token", token_string(tok, p.top_ids[j])}, {"prob", p.top_probs[j]}});
-    return nlohmann::json{{"target_logit", p.target_logit}, {"target_prob", p.target_prob},
-                          {"target_rank", p.target_rank}, {"top", top}};
+    return nlohmann::json{
+        {"target_logit", p.target_logit}, {"target_prob", p.target_prob}, {"target_rank", p.target_rank}, {"top", top}};
   };
-  res.summary = {{"model", model_source}, {"before", pred(before)}, {"after", pred(after)},
-                 {"target_logit_change", after.target_logit - before.target_logit},
+  res.summary = {{"model", model_source}, {"before", pred(before)},
+                 {"after", pred(after)},  {"target_logit_change", after.target_logit - before.target_logit},
                  {"kl_before_after", kl}, {"max_logit_change", max_logit_change}};
   Table tab;
   tab.name = "top_k";

@@ -19,7 +19,8 @@ void AnalysisRegistry::add(DeclaredAnalysis a) {
   for (size_t i = 0; i < d.options.size(); ++i) {
     const auto& o = d.options[i];
     bool ok = !o.name.empty() && std::islower(static_cast<unsigned char>(o.name[0]));
-    for (char c : o.name) ok = ok && (std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_');
+    for (char c : o.name)
+      ok = ok && (std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_');
     if (!ok) throw std::logic_error("analysis registry: " + d.name + ": bad option name '" + o.name + "'");
     for (size_t j = 0; j < i; ++j)
       if (d.options[j].name == o.name) throw std::logic_error("analysis registry: " + d.name + ": option '" + o.name + "' twice");
@@ -35,12 +36,13 @@ void AnalysisRegistry::add(DeclaredAnalysis a) {
   try {
     nlohmann::json given = nlohmann::json::object();
     for (const auto& o : d.options)
-      if (o.required) given[o.name] = o.type == OptionType::Integer || o.type == OptionType::Real ? nlohmann::json(o.min.value_or(0))
-                                      : o.type == OptionType::Flag ? nlohmann::json(false)
-                                      : o.type == OptionType::Choice ? nlohmann::json(o.choices.front())
-                                      : o.type == OptionType::Indices ? nlohmann::json::array({0})
-                                      : o.type == OptionType::Texts ? nlohmann::json::array({"x"})
-                                      : nlohmann::json("x");
+      if (o.required)
+        given[o.name] = o.type == OptionType::Integer || o.type == OptionType::Real ? nlohmann::json(o.min.value_or(0))
+                        : o.type == OptionType::Flag                                ? nlohmann::json(false)
+                        : o.type == OptionType::Choice                              ? nlohmann::json(o.choices.front())
+                        : o.type == OptionType::Indices                             ? nlohmann::json::array({0})
+                        : o.type == OptionType::Texts                               ? nlohmann::json::array({"x"})
+                                                                                    : nlohmann::json("x");
     resolve_options(d, given, Surface::Python);
   } catch (const UsageError& e) {
     throw std::logic_error(std::string("analysis registry: a default fails its own declaration: ") + e.what());
@@ -86,8 +88,8 @@ const DeclaredAnalysis& find_analysis(const std::string& name) {
   throw UsageError("no analysis named '" + shown + "' (known: " + known + ")");
 }
 
-Result run_analysis(const DeclaredAnalysis& a, const Model& m, const Tokenizer* tok, const nlohmann::json& given,
-                    Surface surface, std::function<void(int64_t, int64_t)> progress, const std::atomic<bool>* cancel,
+Result run_analysis(const DeclaredAnalysis& a, const Model& m, const Tokenizer* tok, const nlohmann::json& given, Surface surface,
+                    std::function<void(int64_t, int64_t)> progress, const std::atomic<bool>* cancel,
                     const AnalysisInputs* inputs) {
   const nlohmann::json options = resolve_options(a.decl, given, surface);
   // Analyses that read weights without a forward pass (heads, neurons, spectrum) ask too.
@@ -109,8 +111,8 @@ MemoryEstimate model_memory(const Model& m) {
   return e;
 }
 
-AnalysisEstimate estimate_analysis(const DeclaredAnalysis& a, const Model& m, const Tokenizer* tok,
-                                   const nlohmann::json& given, Surface surface, const AnalysisInputs* inputs) {
+AnalysisEstimate estimate_analysis(const DeclaredAnalysis& a, const Model& m, const Tokenizer* tok, const nlohmann::json& given,
+                                   Surface surface, const AnalysisInputs* inputs) {
   const nlohmann::json options = resolve_options(a.decl, given, surface);
   AnalysisRequest q{m, tok, options, {}, nullptr, surface, &a.decl, inputs};
   if (a.estimate) return a.estimate(q);

@@ -126,8 +126,8 @@ AnisotropyResult anisotropy(const at::Tensor& M0, const AnisotropyOptions& opts,
     s_c.add_(at::mv(Bc.t(), at::where(cnz, 1.0 / cn, at::zeros_like(cn))));
 
     if (Dmax > 0) {
-      at::Tensor Z = at::mm(Bc, QD);              // [b, Dmax] coordinates on the top components
-      at::Tensor zc = Z.square().cumsum(1);       // [b, Dmax] energy in the top-D components
+      at::Tensor Z = at::mm(Bc, QD);         // [b, Dmax] coordinates on the top components
+      at::Tensor zc = Z.square().cumsum(1);  // [b, Dmax] energy in the top-D components
       for (size_t t = 0; t < r.removed.size(); ++t) {
         const int64_t D = r.removed[t];
         if (D == 0) continue;
@@ -172,7 +172,8 @@ Result AnisotropyResult::to_result() const {
   nlohmann::json s;
   s["matrix"] = matrix;
   s["shape"] = {rows, cols};
-  s["definition"] = "mean over ordered pairs i != j of cos(x_i, x_j) = (|sum_i u_i|^2 - n) / (n (n - 1)), u_i = x_i/|x_i|, zero rows excluded";
+  s["definition"] =
+      "mean over ordered pairs i != j of cos(x_i, x_j) = (|sum_i u_i|^2 - n) / (n (n - 1)), u_i = x_i/|x_i|, zero rows excluded";
   s["zero_rows"] = zero_rows;
   s["mean_cosine"] = mean_cosine;
   s["mean_cosine_centred"] = mean_cosine_centred;

@@ -23,12 +23,14 @@ void render_anisotropy(Section& sec) {
     c.series = {{pretty_name("cosine histogram"), as_vector(*h)}};
     if (e && e->numel() == h->numel() + 1) {
       auto ev = as_vector(*e);
-      for (int64_t i = 0; i < h->numel(); ++i) c.x_labels.push_back(num((ev[static_cast<size_t>(i)] + ev[static_cast<size_t>(i + 1)]) / 2));
+      for (int64_t i = 0; i < h->numel(); ++i)
+        c.x_labels.push_back(num((ev[static_cast<size_t>(i)] + ev[static_cast<size_t>(i + 1)]) / 2));
       sec.use(e);
     }
     c.x_label = "cosine similarity";
     c.y_label = "count";
-    sec.html += "<div class=\"charts\"><div class=\"chartbox\">" + figure("Distribution of pairwise cosines", svg_line_chart(c), "", false) + "</div></div>";
+    sec.html += "<div class=\"charts\"><div class=\"chartbox\">" +
+                figure("Distribution of pairwise cosines", svg_line_chart(c), "", false) + "</div></div>";
     sec.use(h);
   }
   // Mean cosine after removing the top principal components (rows with a numeric count).
@@ -97,7 +99,7 @@ Result anisotropy_example(const ExampleInput&) {
   }
   r.arrays["cosine_histogram"] = NdArray::f64({bins}, counts.data());
   r.arrays["bin_edges"] = NdArray::f64({bins + 1}, edges.data());
-  r.summary = {{"matrix", "W_E"}, {"shape", {512, 64}}, {"mean_cosine", 0.2512}, {"mean_cosine_centred", -0.002},
+  r.summary = {{"matrix", "W_E"},  {"shape", {512, 64}},       {"mean_cosine", 0.2512}, {"mean_cosine_centred", -0.002},
                {"mean_norm", 3.1}, {"mean_vector_share", 0.31}};
   Table t{"removed", {"removed_components", "mean_cosine", "rows"}, {}};
   t.rows.push_back({"raw", 0.2512, 512});

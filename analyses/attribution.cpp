@@ -68,8 +68,8 @@ AttributionResult attribute_logit(const Model& m, const std::vector<int64_t>& id
   // norm applied to that residual in float32). With a final soft-cap (Gemma-2: c * tanh(x / c)) the
   // decomposed value is the logit before the cap, the last linear quantity.
   at::Tensor resid_R = R == 0 ? out.cache.get("resid_pre", 0)[0][pos] : out.cache.get("resid_post", R - 1)[0][pos];
-  at::Tensor fin_pos = R == L ? out.cache.get("final_norm")[0][pos]
-                              : m.final_norm(resid_R.unsqueeze(0).unsqueeze(0).contiguous())[0][0];
+  at::Tensor fin_pos =
+      R == L ? out.cache.get("final_norm")[0][pos] : m.final_norm(resid_R.unsqueeze(0).unsqueeze(0).contiguous())[0][0];
   at::Tensor logits = weight_matmul(fin_pos.unsqueeze(0).contiguous(), W.W_U, W.b_U)[0];
   r.model_value = logits[opts.target].item<double>() - (opts.wrong >= 0 ? logits[opts.wrong].item<double>() : 0.0);
 
@@ -96,7 +96,7 @@ AttributionResult attribute_logit(const Model& m, const std::vector<int64_t>& id
     add(resid0, "embed", "embed", -1, -1);
   }
   for (int64_t l = 0; l < R; ++l) {
-    at::Tensor zl = z[static_cast<size_t>(l)].to(D);                  // [H, dh]
+    at::Tensor zl = z[static_cast<size_t>(l)].to(D);                         // [H, dh]
     at::Tensor heads = at::bmm(zl.unsqueeze(1), m.W_O(l).to(D)).squeeze(1);  // [H, d]
     const auto& Lw = W.layers[static_cast<size_t>(l)];
     at::Tensor b_o = Lw.b_o.defined() ? Lw.b_o.to(D) : at::Tensor();
@@ -113,8 +113,7 @@ AttributionResult attribute_logit(const Model& m, const std::vector<int64_t>& id
       heads = heads * g;
       if (b_o.defined()) b_o = b_o * g;
     }
-    for (int64_t h = 0; h < H; ++h)
-      add(heads[h], "L" + std::to_string(l) + "H" + std::to_string(h), "head", l, h);
+    for (int64_t h = 0; h < H; ++h) add(heads[h], "L" + std::to_string(l) + "H" + std::to_string(h), "head", l, h);
     if (b_o.defined()) add(b_o, "L" + std::to_string(l) + " b_O", "attn_bias", l, -1);
     // mlp_out is what the block adds (after Gemma-2's post-MLP norm, which then holds any b_out inside it).
     at::Tensor ml = mlp[static_cast<size_t>(l)].to(D);
@@ -144,8 +143,10 @@ AttributionResult attribute_logit(const Model& m, const std::vector<int64_t>& id
   at::Tensor x = resid_R.to(D);
   const double err = (C.sum(0) - x).abs().max().item<double>(), scale_x = x.abs().max().item<double>();
   if (!(err <= 1e-3 * std::max(1.0, scale_x)))
-    throw UsageError("logit attribution: this model's residual stream is not the sum of its blocks' outputs "
-                     "(off by " + std::to_string(err) + "); the decomposition does not apply");
+    throw UsageError(
+        "logit attribution: this model's residual stream is not the sum of its blocks' outputs "
+        "(off by " +
+        std::to_string(err) + "); the decomposition does not apply");
 
   // The final norm with its scale frozen at this run's value.
   at::Tensor u = m.W_U().select(1, opts.target).to(D);
@@ -192,18 +193,18 @@ Result AttributionResult::to_result(const Tokenizer* tok, const std::string& pro
   using interv_detail::token_string;
   Result res;
   res.kind = "logit_attribution";
-  res.settings = {{"target", {{"id", options.target}, {"token", token_string(tok, options.target)}}},
-                  {"wrong", options.wrong >= 0 ? nlohmann::json({{"id", options.wrong},
-                                                                 {"token", token_string(tok, options.wrong)}})
-                                               : nlohmann::json(nullptr)},
-                  {"metric", options.wrong >= 0 ? "logit[target] - logit[wrong]" : "logit[target]"},
-                  {"position", position},
-                  {"layer", layer},
-                  {"residual", layer == n_layers ? std::string("the final residual (the model's logits)")
-                               : layer == 0 ? std::string("the embedding alone (the logit lens's row 'embed')")
-                                            : "the residual after block " + std::to_string(layer - 1) +
-                                                  " (the logit lens's row '" + std::to_string(layer - 1) + "')"},
-                  {"final_norm", "scale frozen at its value in this run (apply_ln_to_stack)"}};
+  res.settings = {
+      {"target", {{"id", options.target}, {"token", token_string(tok, options.target)}}},
+      {"wrong", options.wrong >= 0 ? nlohmann::json({{"id", options.wrong}, {"token", token_string(tok, options.wrong)}})
+                                   : nlohmann::json(nullptr)},
+      {"metric", options.wrong >= 0 ? "logit[target] - logit[wrong]" : "logit[target]"},
+      {"position", position},
+      {"layer", layer},
+      {"residual", layer == n_layers ? std::string("the final residual (the model's logits)")
+                   : layer == 0      ? std::string("the embedding alone (the logit lens's row 'embed')")
+                                     : "the residual after block " + std::to_string(layer - 1) + " (the logit lens's row '" +
+                                      std::to_string(layer - 1) + "')"},
+      {"final_norm", "scale frozen at its value in this run (apply_ln_to_stack)"}};
   if (!prompt.empty()) res.settings["prompt"] = prompt;
   std::vector<size_t> order(components.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -214,9 +215,16 @@ Result AttributionResult::to_result(const Tokenizer* tok, const std::string& pro
     top.push_back({{"name", components[order[i]].name}, {"value", components[order[i]].value}});
   for (size_t t = 0; t < tokens.size(); ++t)
     toks.push_back({{"position", t}, {"id", tokens[t]}, {"token", token_string(tok, tokens[t])}});
-  res.summary = {{"model", model_source}, {"model_value", model_value}, {"sum", sum}, {"check", check},
-                 {"norm_scale", norm_scale}, {"n_layers", n_layers}, {"n_heads", n_heads}, {"largest", top},
-                 {"tokens", toks}, {"position_token", token_string(tok, tokens[static_cast<size_t>(position)])}};
+  res.summary = {{"model", model_source},
+                 {"model_value", model_value},
+                 {"sum", sum},
+                 {"check", check},
+                 {"norm_scale", norm_scale},
+                 {"n_layers", n_layers},
+                 {"n_heads", n_heads},
+                 {"largest", top},
+                 {"tokens", toks},
+                 {"position_token", token_string(tok, tokens[static_cast<size_t>(position)])}};
   std::vector<float> hf(heads.begin(), heads.end()), mf(mlps.begin(), mlps.end());
   res.arrays["heads"] = NdArray::f32({layer, n_heads}, hf.data());
   res.arrays["mlps"] = NdArray::f32({layer}, mf.data());

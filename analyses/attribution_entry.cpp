@@ -29,18 +29,22 @@ void register_attribution_entry(AnalysisRegistry& r) {
   d.input = "prompt";
   d.summary = "Direct logit attribution: a logit (difference) split into embedding, every head, every MLP and the biases";
   d.options = entry::prompt_decls();
-  entry::append(d.options, {
-      OptionDecl{"target", OptionType::Token, nullptr, "Token whose logit is attributed (its text, e.g. \" Paris\", or #ID)"}
-          .as_required(),
-      {"wrong", OptionType::Token, nullptr, "Attribute logit(target) - logit(wrong) instead"},
-      {"position", OptionType::Integer, -1, "Position whose logit is attributed (-1: the last)"},
-      {"layer", OptionType::Integer, -1,
-       "Residual read: the stream before block LAYER (0 = the embedding alone, n_layers = the final "
-       "residual), through the final norm frozen at that residual — the logit lens's row LAYER, split into "
-       "the blocks before it (-1: the final residual, the model's logits)", -1},
-  });
+  entry::append(
+      d.options,
+      {
+          OptionDecl{"target", OptionType::Token, nullptr, "Token whose logit is attributed (its text, e.g. \" Paris\", or #ID)"}
+              .as_required(),
+          {"wrong", OptionType::Token, nullptr, "Attribute logit(target) - logit(wrong) instead"},
+          {"position", OptionType::Integer, -1, "Position whose logit is attributed (-1: the last)"},
+          {"layer", OptionType::Integer, -1,
+           "Residual read: the stream before block LAYER (0 = the embedding alone, n_layers = the final "
+           "residual), through the final norm frozen at that residual — the logit lens's row LAYER, split into "
+           "the blocks before it (-1: the final residual, the model's logits)",
+           -1},
+      });
   entry::append(d.options, entry::expert_ablation_decls());
-  r.add({std::move(d), [](const AnalysisRequest& q) {
+  r.add({std::move(d),
+         [](const AnalysisRequest& q) {
            const auto ids = entry::prompt_of(q);
            AttributionOptions ao = attribution_options(q);
            const auto edits = entry::expert_interventions_of(q);
@@ -56,10 +60,10 @@ void register_attribution_entry(AnalysisRegistry& r) {
            const auto& cf = q.model.config();
            CacheSpec spec;
            spec.resid_pre = spec.resid_mid = spec.resid_post = spec.attn_out = spec.mlp_out = true;
-           return entry::one_forward_estimate(
-               q, T, spec, true, "attribute: per-head outputs at the position",
-               static_cast<double>(cf.n_layers * cf.n_heads) * static_cast<double>(cf.d_model) * 4, false,
-               fmt::format("the attribution of {} tokens of {}", T, q.model.source()), "give a shorter " + q.spelled("prompt"));
+           return entry::one_forward_estimate(q, T, spec, true, "attribute: per-head outputs at the position",
+                                              static_cast<double>(cf.n_layers * cf.n_heads) * static_cast<double>(cf.d_model) * 4,
+                                              false, fmt::format("the attribution of {} tokens of {}", T, q.model.source()),
+                                              "give a shorter " + q.spelled("prompt"));
          }});
 }
 

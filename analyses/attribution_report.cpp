@@ -32,9 +32,9 @@ std::string svg_bars(const std::vector<std::pair<std::string, double>>& parts) {
     const double x = v >= 0 ? mid : mid - w;
     s += "<text x=\"" + co(label_w - 6) + "\" y=\"" + co(y + row_h - 4) + "\" text-anchor=\"end\">" +
          esc(clip(parts[i].first, 18)) + "</text>";
-    s += "<rect x=\"" + co(x) + "\" y=\"" + co(y + 2) + "\" width=\"" + co(w) + "\" height=\"" + co(row_h - 4) +
-         "\" fill=\"" + (v >= 0 ? "#2a9d5c" : "#c0392b") + "\"><title>" + esc(parts[i].first) + ": " +
-         esc(num(parts[i].second)) + "</title></rect>";
+    s += "<rect x=\"" + co(x) + "\" y=\"" + co(y + 2) + "\" width=\"" + co(w) + "\" height=\"" + co(row_h - 4) + "\" fill=\"" +
+         (v >= 0 ? "#2a9d5c" : "#c0392b") + "\"><title>" + esc(parts[i].first) + ": " + esc(num(parts[i].second)) +
+         "</title></rect>";
     s += "<text x=\"" + co(v >= 0 ? mid + w + 4 : mid + 4) + "\" y=\"" + co(y + row_h - 4) + "\">" + esc(num(v)) + "</text>";
   }
   return s + "</svg>";
@@ -96,7 +96,12 @@ show_generic(r, skip={"heads"})
 }  // namespace
 
 void register_attribution_report(ResultKinds& k) {
-  k.add({"logit_attribution", "Direct logit attribution", 12, "Direct logit attribution", render_attribution, kAttributionNotebook,
+  k.add({"logit_attribution",
+         "Direct logit attribution",
+         12,
+         "Direct logit attribution",
+         render_attribution,
+         kAttributionNotebook,
          nullptr,
          {{"heads", "L H"}, {"mlps", "L"}}});
 }

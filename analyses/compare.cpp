@@ -85,7 +85,8 @@ Run unpack(const Result& r, const std::string& name) {
   u.prompt = str_at(r.summary, "prompt");
   u.tokenizer = str_at(r.provenance, "tokenizer");
   u.vocab_sha = str_at(r.provenance, "vocab_sha256");
-  if (r.summary.contains("vocab_size") && r.summary["vocab_size"].is_number_integer()) u.V = r.summary["vocab_size"].get<int64_t>();
+  if (r.summary.contains("vocab_size") && r.summary["vocab_size"].is_number_integer())
+    u.V = r.summary["vocab_size"].get<int64_t>();
   const nlohmann::json* lays = r.summary.contains("layers") ? &r.summary["layers"] : nullptr;
   for (int64_t l = 0; l < u.n; ++l) {
     std::string lab = std::to_string(l);
@@ -111,7 +112,8 @@ Run unpack(const Result& r, const std::string& name) {
     if (lp.dtype != "<f4" || lp.shape.size() != 3 || lp.shape[0] != u.n || lp.shape[1] != u.T)
       throw UsageError(name + ": log_probs must be float32 [layers, positions, vocabulary] matching target_prob");
     if (u.V > 0 && lp.shape[2] != u.V)
-      throw UsageError(name + ": log_probs has " + std::to_string(lp.shape[2]) + " columns, the vocabulary " + std::to_string(u.V));
+      throw UsageError(name + ": log_probs has " + std::to_string(lp.shape[2]) + " columns, the vocabulary " +
+                       std::to_string(u.V));
     u.V = lp.shape[2];
     u.log_probs = &lp;
     // The KL below is right only for log-probabilities: each row must be <= 0 and sum (as probabilities)
@@ -145,8 +147,9 @@ std::string vocab_desc(const Run& u) {
 // Refuses runs whose ids do not name the same tokens; returns how agreement was established.
 std::string check_vocabularies(const Run& a, const Run& b) {
   auto refuse = [&] {
-    throw UsageError(a.name + " and " + b.name + " use different vocabularies (" + vocab_desc(a) + " vs " + vocab_desc(b) +
-                     "): token ids of one do not name the same tokens in the other, so the runs cannot be compared token by token");
+    throw UsageError(
+        a.name + " and " + b.name + " use different vocabularies (" + vocab_desc(a) + " vs " + vocab_desc(b) +
+        "): token ids of one do not name the same tokens in the other, so the runs cannot be compared token by token");
   };
   if (!a.vocab_sha.empty() && !b.vocab_sha.empty()) {
     if (a.vocab_sha != b.vocab_sha) refuse();
@@ -183,8 +186,9 @@ Result read_lens_run(const std::string& dir) {
     kinds += (kinds.empty() ? "" : ", ") + r.kind;
   }
   if (kinds.empty()) throw UsageError(dir + ": no results in this directory (compare reads `vocablens lens --out DIR` runs)");
-  throw UsageError(dir + ": holds " + kinds + ", not a logit_lens run (compare reads `vocablens lens --prompt ... --out DIR` runs" +
-                   (kinds.find("logit_lens_batch") != std::string::npos ? "; a --prompts run is already side by side in its report)" : ")"));
+  throw UsageError(
+      dir + ": holds " + kinds + ", not a logit_lens run (compare reads `vocablens lens --prompt ... --out DIR` runs" +
+      (kinds.find("logit_lens_batch") != std::string::npos ? "; a --prompts run is already side by side in its report)" : ")"));
 }
 
 LensCompareResult compare_lens_runs(const Result& ra, const Result& rb, const LensCompareOptions& opts) {
@@ -193,7 +197,8 @@ LensCompareResult compare_lens_runs(const Result& ra, const Result& rb, const Le
   c.name_a = a.name;
   c.name_b = b.name;
   c.vocab_check = check_vocabularies(a, b);
-  if (a.n < 1 || b.n < 1 || a.T < 1 || b.T < 1) throw UsageError(a.name + " or " + b.name + ": an empty lens (no layers or positions)");
+  if (a.n < 1 || b.n < 1 || a.T < 1 || b.T < 1)
+    throw UsageError(a.name + " or " + b.name + ": an empty lens (no layers or positions)");
   c.T_a = a.T;
   c.T_b = b.T;
   c.T = std::min(a.T, b.T);
@@ -216,9 +221,9 @@ LensCompareResult compare_lens_runs(const Result& ra, const Result& rb, const Le
   c.n = a.n;
   const int64_t n = c.n, T = c.T;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t j = a.n == b.n ? i
-                                 : (a.n == 1 ? b.n - 1
-                                             : static_cast<int64_t>(std::llround(static_cast<double>(i) * (b.n - 1) / (a.n - 1))));
+    const int64_t j =
+        a.n == b.n ? i
+                   : (a.n == 1 ? b.n - 1 : static_cast<int64_t>(std::llround(static_cast<double>(i) * (b.n - 1) / (a.n - 1))));
     c.layer_b.push_back(j);
     c.layers.push_back(a.layers[static_cast<size_t>(i)]);
     c.layers_b.push_back(b.layers[static_cast<size_t>(j)]);
@@ -257,7 +262,8 @@ LensCompareResult compare_lens_runs(const Result& ra, const Result& rb, const Le
     return c;
   }
   if (a.V != b.V)
-    throw UsageError(a.name + " and " + b.name + ": log_probs over " + std::to_string(a.V) + " and " + std::to_string(b.V) + " tokens");
+    throw UsageError(a.name + " and " + b.name + ": log_probs over " + std::to_string(a.V) + " and " + std::to_string(b.V) +
+                     " tokens");
   const int64_t V = a.V;
   const float* la = reinterpret_cast<const float*>(a.log_probs->bytes.data());
   const float* lb = reinterpret_cast<const float*>(b.log_probs->bytes.data());
@@ -320,7 +326,9 @@ Result LensCompareResult::to_result() const {
               {"layer", "layer_b", "position", "token_a", "token_b", "target_a", "target_b", "prob_a", "prob_b", "delta_prob",
                "rank_a", "rank_b", "delta_rank", "kl_ab", "kl_ba"},
               {}};
-  Table per{"layers", {"layer", "layer_b", "mean_abs_delta_prob", "mean_abs_delta_rank", "mean_kl_ab", "mean_kl_ba", "readout_delta_prob"}, {}};
+  Table per{"layers",
+            {"layer", "layer_b", "mean_abs_delta_prob", "mean_abs_delta_rank", "mean_kl_ab", "mean_kl_ba", "readout_delta_prob"},
+            {}};
   auto rank_j = [](int64_t x) { return x > 0 ? nlohmann::json(x) : nlohmann::json(nullptr); };
   for (int64_t i = 0; i < n; ++i) {
     double sp = 0, sr = 0, sab = 0, sba = 0;
@@ -328,17 +336,18 @@ Result LensCompareResult::to_result() const {
     for (int64_t t = 0; t < T; ++t) {
       const size_t q = at(i, t);
       cells.rows.push_back({layers[static_cast<size_t>(i)], layers_b[static_cast<size_t>(i)], t, tokens_a[static_cast<size_t>(t)],
-                            tokens_b[static_cast<size_t>(t)], targets_a[static_cast<size_t>(t)], targets_b[static_cast<size_t>(t)],
-                            num_or_null(prob_a[q]), num_or_null(prob_b[q]), num_or_null(delta_prob[q]), rank_j(rank_a[q]),
-                            rank_j(rank_b[q]), num_or_null(delta_rank[q]), has_kl ? num_or_null(kl_ab[q]) : nlohmann::json(nullptr),
+                            tokens_b[static_cast<size_t>(t)], targets_a[static_cast<size_t>(t)],
+                            targets_b[static_cast<size_t>(t)], num_or_null(prob_a[q]), num_or_null(prob_b[q]),
+                            num_or_null(delta_prob[q]), rank_j(rank_a[q]), rank_j(rank_b[q]), num_or_null(delta_rank[q]),
+                            has_kl ? num_or_null(kl_ab[q]) : nlohmann::json(nullptr),
                             has_kl ? num_or_null(kl_ba[q]) : nlohmann::json(nullptr)});
       if (std::isfinite(delta_prob[q])) sp += std::fabs(delta_prob[q]), ++np;
       if (std::isfinite(delta_rank[q])) sr += std::fabs(delta_rank[q]), ++nr;
       if (has_kl && std::isfinite(kl_ab[q]) && std::isfinite(kl_ba[q])) sab += kl_ab[q], sba += kl_ba[q], ++nk;
     }
     auto mean = [](double s, int64_t k) { return k ? nlohmann::json(s / static_cast<double>(k)) : nlohmann::json(nullptr); };
-    per.rows.push_back({layers[static_cast<size_t>(i)], layers_b[static_cast<size_t>(i)], mean(sp, np), mean(sr, nr), mean(sab, nk),
-                        mean(sba, nk), num_or_null(delta_prob[at(i, readout)])});
+    per.rows.push_back({layers[static_cast<size_t>(i)], layers_b[static_cast<size_t>(i)], mean(sp, np), mean(sr, nr),
+                        mean(sab, nk), mean(sba, nk), num_or_null(delta_prob[at(i, readout)])});
   }
   r.tables.push_back(std::move(per));
   r.tables.push_back(std::move(cells));

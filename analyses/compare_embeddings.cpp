@@ -60,9 +60,10 @@ CompareEmbeddingsResult compare_embeddings(const at::Tensor& E_a, const at::Tens
   r.shared = static_cast<int64_t>(pairs.size());
   const int64_t need = std::max(r.dim_a, r.dim_b);
   if (r.shared < need)
-    throw UsageError(fmt::format("compare-embeddings: only {} tokens are shared by both vocabularies, fewer than "
-                                 "the dimension {} (the alignment would be under-determined)",
-                                 r.shared, need));
+    throw UsageError(
+        fmt::format("compare-embeddings: only {} tokens are shared by both vocabularies, fewer than "
+                    "the dimension {} (the alignment would be under-determined)",
+                    r.shared, need));
   for (const auto& [i, j] : pairs) {
     if (i < 0 || i >= r.rows_a || j < 0 || j >= r.rows_b)
       throw UsageError(fmt::format("compare-embeddings: pair ({}, {}) out of range [{}] x [{}]", i, j, r.rows_a, r.rows_b));
@@ -79,8 +80,8 @@ CompareEmbeddingsResult compare_embeddings(const at::Tensor& E_a, const at::Tens
   // Orthogonal Procrustes.
   at::Tensor M = at::matmul(A.t(), B);  // [d_a, d_b]
   auto [U, S, Vh] = at::linalg_svd(M, /*full_matrices=*/false);
-  at::Tensor R = at::matmul(U, Vh);      // [d_a, d_b]
-  at::Tensor AR = at::matmul(A, R);      // [n, d_b]
+  at::Tensor R = at::matmul(U, Vh);  // [d_a, d_b]
+  at::Tensor AR = at::matmul(A, R);  // [n, d_b]
   const double nb = B.norm().item<double>(), na2 = A.pow(2).sum().item<double>();
   r.procrustes_residual = nb > 0 ? (AR - B).norm().item<double>() / nb : 0.0;
   r.scale = na2 > 0 ? S.sum().item<double>() / na2 : 1.0;
@@ -144,11 +145,19 @@ Result CompareEmbeddingsResult::to_result(const Tokenizer* tok) const {
   res.kind = "compare_embeddings";
   res.settings = {{"matrix", matrix}, {"k", k}, {"model_a", model_a}, {"model_b", model_b}, {"moved", moved}};
   auto name = [&](int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); };
-  nlohmann::json s = {{"rows_a", rows_a}, {"rows_b", rows_b}, {"dim_a", dim_a}, {"dim_b", dim_b},
-                      {"shared_tokens", shared}, {"procrustes_residual", procrustes_residual},
-                      {"scaled_residual", scaled_residual}, {"scale", scale}, {"cka", cka},
-                      {"k", k}, {"knn_overlap_mean", knn_overlap_mean},
-                      {"knn_overlap_histogram", knn_overlap_histogram}, {"seconds", seconds}};
+  nlohmann::json s = {{"rows_a", rows_a},
+                      {"rows_b", rows_b},
+                      {"dim_a", dim_a},
+                      {"dim_b", dim_b},
+                      {"shared_tokens", shared},
+                      {"procrustes_residual", procrustes_residual},
+                      {"scaled_residual", scaled_residual},
+                      {"scale", scale},
+                      {"cka", cka},
+                      {"k", k},
+                      {"knn_overlap_mean", knn_overlap_mean},
+                      {"knn_overlap_histogram", knn_overlap_histogram},
+                      {"seconds", seconds}};
   if (!aligned_cosine.empty()) {
     std::vector<double> c = aligned_cosine;
     std::sort(c.begin(), c.end());
@@ -193,7 +202,9 @@ Result CompareEmbeddingsResult::to_result(const Tokenizer* tok) const {
     res.arrays["singular_values_b"] = NdArray::f64({static_cast<int64_t>(sb.size())}, sb.data());
     Table sp{"spectra", {"j", "sigma_a", "sigma_b", "explained_variance_a", "explained_variance_b"}, {}};
     const size_t m = std::max(sa.size(), sb.size());
-    auto cell = [](const std::vector<double>& v, size_t j) -> nlohmann::json { return j < v.size() ? nlohmann::json(v[j]) : nlohmann::json(); };
+    auto cell = [](const std::vector<double>& v, size_t j) -> nlohmann::json {
+      return j < v.size() ? nlohmann::json(v[j]) : nlohmann::json();
+    };
     for (size_t j = 0; j < m; ++j)
       sp.rows.push_back({static_cast<int64_t>(j + 1), cell(sa, j), cell(sb, j), cell(spectrum_a.explained_variance_ratio, j),
                          cell(spectrum_b.explained_variance_ratio, j)});

@@ -31,8 +31,22 @@ show_generic(r, skip={"rotation", "singular_values_a", "singular_values_b", "knn
 }  // namespace
 
 void register_compare_embeddings_report(ResultKinds& k) {
-  k.add({"compare_embeddings", "Two embedding spaces compared", 14, "Embedding spaces compared", nullptr, kCompareEmbeddingsNotebook, nullptr,
-         {{"rotation", "A B"}, {"ids_a", "M"}, {"ids_b", "M"}, {"knn_overlap", "M"}, {"aligned_cosine", "M"}, {"aligned_distance", "M"}, {"procrustes_singular_values", "S"}, {"singular_values_a", "SA"}, {"singular_values_b", "SB"}}});
+  k.add({"compare_embeddings",
+         "Two embedding spaces compared",
+         14,
+         "Embedding spaces compared",
+         nullptr,
+         kCompareEmbeddingsNotebook,
+         nullptr,
+         {{"rotation", "A B"},
+          {"ids_a", "M"},
+          {"ids_b", "M"},
+          {"knn_overlap", "M"},
+          {"aligned_cosine", "M"},
+          {"aligned_distance", "M"},
+          {"procrustes_singular_values", "S"},
+          {"singular_values_a", "SA"},
+          {"singular_values_b", "SB"}}});
 }
 
 }  // namespace vocablens::kinds

@@ -12,8 +12,9 @@ const AnalysisDecl& compare_declaration() {
     AnalysisDecl c;
     c.name = c.command = "compare";
     c.input = "runs";
-    c.summary = "Two logit-lens runs side by side: Δ target probability, Δ rank and KL between the lenses per layer "
-                "and position";
+    c.summary =
+        "Two logit-lens runs side by side: Δ target probability, Δ rank and KL between the lenses per layer "
+        "and position";
     c.options = {
         OptionDecl{"align", OptionType::Choice, "none",
                    "When the token counts differ: pair the first (start) or last (end) positions of each (none: an "

@@ -88,8 +88,7 @@ void render_compare(Section& sec) {
               draw({"prob_b", "", "target probability", Cmap::Viridis, 0, 1, "rank_b"}, "B: " + B) + "</div></div>";
   sec.used_arrays.insert("rank_a");
   sec.used_arrays.insert("rank_b");
-  sec.html += draw({"delta_prob", "", "Δ target probability (A − B)", Cmap::Diverging, -1, 1, ""},
-                   "Δ target probability, A − B");
+  sec.html += draw({"delta_prob", "", "Δ target probability (A − B)", Cmap::Diverging, -1, 1, ""}, "Δ target probability, A − B");
   sec.html += draw({"delta_rank", "", "Δ target rank (A − B)", Cmap::Diverging, kNaN, kNaN, ""}, "Δ target rank, A − B");
   if (r.arrays.count("kl_ab")) {
     sec.html += draw({"kl_ab", "", "KL(A‖B), nats", Cmap::Magma, 0, kNaN, ""}, "KL(A ‖ B) between the two lenses, nats");
@@ -125,8 +124,21 @@ show_generic(r, skip={"prob_a", "prob_b", "delta_prob", "rank_a", "rank_b", "del
 }  // namespace
 
 void register_compare_report(ResultKinds& k) {
-  k.add({"lens_compare", "Two logit-lens runs compared", 16, "Two logit-lens runs compared", render_compare, kCompareNotebook, nullptr,
-         {{"prob_a", "L T"}, {"prob_b", "L T"}, {"delta_prob", "L T"}, {"rank_a", "L T"}, {"rank_b", "L T"}, {"delta_rank", "L T"}, {"kl_ab", "L T"}, {"kl_ba", "L T"}}});
+  k.add({"lens_compare",
+         "Two logit-lens runs compared",
+         16,
+         "Two logit-lens runs compared",
+         render_compare,
+         kCompareNotebook,
+         nullptr,
+         {{"prob_a", "L T"},
+          {"prob_b", "L T"},
+          {"delta_prob", "L T"},
+          {"rank_a", "L T"},
+          {"rank_b", "L T"},
+          {"delta_rank", "L T"},
+          {"kl_ab", "L T"},
+          {"kl_ba", "L T"}}});
 }
 
 }  // namespace vocablens::kinds

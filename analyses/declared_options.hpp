@@ -92,8 +92,7 @@ std::shared_ptr<const Sae> sae_option(const AnalysisRequest& q);
 /// then the feature logits (`logits_given`, feature_logits'), on one model and SAE: the pair's estimate from the
 /// two declared estimates, the logits' working set one more phase of the corpus pass's.
 AnalysisEstimate neuronpedia_corpus_estimate(const Model& m, const Tokenizer* tok, const nlohmann::json& logits_given,
-                                             const nlohmann::json& corpus_given, Surface surface,
-                                             const AnalysisInputs* inputs);
+                                             const nlohmann::json& corpus_given, Surface surface, const AnalysisInputs* inputs);
 /// `feature_logits`: top_k, features, bottom, final_norm, the token filter, q.progress (not the SAE, not encoder).
 FeatureLogitsOptions feature_logits_options(const AnalysisRequest& q);
 /// `feature_lens`: top_features, top_k, final_norm (not the SAE, not the prompt).
@@ -111,13 +110,12 @@ SpectrumOptions spectrum_options(const nlohmann::json& resolved);
 /// `spectrum`: remove_top.
 AnisotropyOptions anisotropy_options(const nlohmann::json& resolved);
 /// `spectrum`'s Result: the spectrum's, with the anisotropy (when computed) as summary.anisotropy and its table.
-Result spectrum_result(const SpectrumResult& s, const AnisotropyResult* a, const Tokenizer* tok,
-                       const nlohmann::json& resolved);
+Result spectrum_result(const SpectrumResult& s, const AnisotropyResult* a, const Tokenizer* tok, const nlohmann::json& resolved);
 /// `spectrum` of the rows of M (what the entry runs once it has the matrix; the CLI's path for a word-vector
 /// directory, which has no Model): the spectrum, the anisotropy when asked, as spectrum_result. `tok` names the
 /// rows when row_kind is "token".
-Result spectrum_of_matrix(const at::Tensor& M, const std::string& label, const std::string& row_kind,
-                          const Tokenizer* tok, const nlohmann::json& resolved);
+Result spectrum_of_matrix(const at::Tensor& M, const std::string& label, const std::string& row_kind, const Tokenizer* tok,
+                          const nlohmann::json& resolved);
 /// `project`: hook (NAME or NAME.LAYER) and layer, top_k, positions, final_norm, read, inverse, filter. Not the prompt.
 HiddenProjectionOptions projection_options(const AnalysisRequest& q);
 /// `compare_embeddings`: the comparison of q.model (aligned) onto `b`, with the resolved matrix, k, moved, spectra,

@@ -38,7 +38,7 @@ Result direct_path_result(const AnalysisRequest& q) {
   const int64_t k = std::min<int64_t>(q.options.at("top_k").get<int64_t>(), V);
   const bool bottom = q.options.at("bottom").get<bool>();
   const at::Tensor idx = at::tensor(ids, at::kLong);
-  const at::Tensor x = q.model.W_E().index_select(0, idx).to(at::kFloat);        // [T, d]
+  const at::Tensor x = q.model.W_E().index_select(0, idx).to(at::kFloat);                        // [T, d]
   const at::Tensor logits = q.model.unembed(q.model.final_norm(x)).to(at::kFloat).contiguous();  // [T, V]
   const at::Tensor finite = at::isfinite(logits).all(1);
   for (int64_t t = 0; t < T; ++t)
@@ -52,8 +52,9 @@ Result direct_path_result(const AnalysisRequest& q) {
   r.settings = {{"prompt", entry::prompt_text(q, ids)},
                 {"top_k", k},
                 {"bottom", bottom},
-                {"definition", "logits(t) = W_U final_norm(W_E[t]) (+ b_U, soft-cap): the embedding alone, every "
-                               "block skipped (Elhage et al. 2021, the zero-layer path)"}};
+                {"definition",
+                 "logits(t) = W_U final_norm(W_E[t]) (+ b_U, soft-cap): the embedding alone, every "
+                 "block skipped (Elhage et al. 2021, the zero-layer path)"}};
   Table tab{"top_k", {"position", "token_id", "token", "direction", "rank", "next_id", "next_token", "logit"}, {}};
   nlohmann::json tokens = nlohmann::json::array();
   for (int64_t t = 0; t < T; ++t) tokens.push_back(token_label(q.tok, ids[static_cast<size_t>(t)]));
@@ -88,23 +89,25 @@ void register_direct_path_entry(AnalysisRegistry& r) {
   d.name = "direct_path";
   d.command = "direct-path";
   d.input = "prompt";
-  d.summary = "The direct path (zero-layer bigrams): the next tokens each prompt token's embedding alone predicts, "
-              "W_U final_norm(W_E[t])";
+  d.summary =
+      "The direct path (zero-layer bigrams): the next tokens each prompt token's embedding alone predicts, "
+      "W_U final_norm(W_E[t])";
   d.options = entry::prompt_decls();
-  entry::append(d.options, {
-      {"top_k", OptionType::Integer, 10, "Next tokens listed per token and direction", 1, 1e6},
-      {"bottom", OptionType::Flag, true, "Also the tokens the embedding suppresses most (the lowest logits)"},
-  });
+  entry::append(d.options,
+                {
+                    {"top_k", OptionType::Integer, 10, "Next tokens listed per token and direction", 1, 1e6},
+                    {"bottom", OptionType::Flag, true, "Also the tokens the embedding suppresses most (the lowest logits)"},
+                });
   r.add({std::move(d), direct_path_result,
          // The embedding rows and the [T, V] logits, sorted twice (values and indices: 3 more [T, V]).
          [](const AnalysisRequest& q) {
            const auto T = static_cast<double>(entry::prompt_of(q).size());
            const auto& cf = q.model.config();
            const double V = static_cast<double>(cf.vocab_size), d = static_cast<double>(cf.d_model);
-           return entry::weights_phase_estimate(
-               q, "direct_path: W_E and W_U as float32, the [T, V] logits and their sort",
-               (2 * V * d + 4 * T * V) * 4 + T * V * 8, fmt::format("the direct path of {} tokens", static_cast<int64_t>(T)),
-               "a shorter " + q.spelled("prompt"));
+           return entry::weights_phase_estimate(q, "direct_path: W_E and W_U as float32, the [T, V] logits and their sort",
+                                                (2 * V * d + 4 * T * V) * 4 + T * V * 8,
+                                                fmt::format("the direct path of {} tokens", static_cast<int64_t>(T)),
+                                                "a shorter " + q.spelled("prompt"));
          }});
 }
 

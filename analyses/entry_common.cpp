@@ -42,8 +42,7 @@ TokenFilter token_filter_of(const nlohmann::json& o) {
 
 std::vector<OptionDecl> inverse_decls(const std::string& what) {
   return {
-      OptionDecl{"inverse", OptionType::Choice, "pinv",
-                 what + " read through: pinv (exact E+), transpose (E^T), embed (W_E)"}
+      OptionDecl{"inverse", OptionType::Choice, "pinv", what + " read through: pinv (exact E+), transpose (E^T), embed (W_E)"}
           .with_choices({"pinv", "transpose", "embed"}),
       {"pinv_rtol", OptionType::Real, 1e-6, "Singular values below rtol*max are dropped from E+", 0.0, 1.0},
   };
@@ -70,8 +69,8 @@ std::vector<int64_t> indices_below(const AnalysisRequest& q, const char* name, i
   auto out = v.get<std::vector<int64_t>>();
   for (int64_t i : out)
     if (i >= count)
-      throw UsageError(analysis_of(q) + ": " + q.spelled(name) + ": " + what + " " + std::to_string(i) +
-                       " is out of range (0.." + std::to_string(count - 1) + ")");
+      throw UsageError(analysis_of(q) + ": " + q.spelled(name) + ": " + what + " " + std::to_string(i) + " is out of range (0.." +
+                       std::to_string(count - 1) + ")");
   return out;
 }
 
@@ -143,8 +142,8 @@ at::Tensor matrix_of(const AnalysisRequest& q, const char* name, std::string& la
     return M;
   }
   label = q.options.at(name).get<std::string>();
-  if (q.surface == Surface::Http && label.find_first_of("/.") != std::string::npos &&
-      label.rfind("W_in.", 0) != 0 && label.rfind("W_out.", 0) != 0 && label.rfind("W_gate.", 0) != 0)
+  if (q.surface == Surface::Http && label.find_first_of("/.") != std::string::npos && label.rfind("W_in.", 0) != 0 &&
+      label.rfind("W_out.", 0) != 0 && label.rfind("W_gate.", 0) != 0)
     throw UsageError(analysis_of(q) + ": " + q.spelled(name) + ": '" + label +
                      "' names a file on the server, which the HTTP API does not open (give a matrix name: W_E, W_U, "
                      "W_pos, W_in.L, W_gate.L, W_out.L)");
@@ -196,16 +195,16 @@ int64_t token_of(const AnalysisRequest& q, const nlohmann::json& v, const std::s
   if (!tok) throw UsageError(analysis + ": " + option + ": the model has no tokenizer; give a token id");
   std::vector<int64_t> ids;
   if (auto id = single_token_id(*tok, s, &ids)) return *id;
-  throw UsageError(analysis + ": " + option + " '" + s + "' is " + std::to_string(ids.size()) + " tokens: " +
-                   display_ids(*tok, ids) + " (it must be a single token; #ID names one by id)");
+  throw UsageError(analysis + ": " + option + " '" + s + "' is " + std::to_string(ids.size()) +
+                   " tokens: " + display_ids(*tok, ids) + " (it must be a single token; #ID names one by id)");
 }
 
 void append(std::vector<OptionDecl>& into, const std::vector<OptionDecl>& more) {
   into.insert(into.end(), more.begin(), more.end());
 }
 
-AnalysisEstimate weights_phase_estimate(const AnalysisRequest& q, const std::string& phase, double bytes,
-                                        std::string what, std::string reduce) {
+AnalysisEstimate weights_phase_estimate(const AnalysisRequest& q, const std::string& phase, double bytes, std::string what,
+                                        std::string reduce) {
   AnalysisEstimate e;
   e.memory = model_memory(q.model);
   e.memory.add_phase(phase, bytes);
@@ -221,8 +220,8 @@ double space_vectors_bytes(const AnalysisRequest& q) {
 }
 
 AnalysisEstimate one_forward_estimate(const AnalysisRequest& q, int64_t T, const CacheSpec& spec, bool logits,
-                                      const std::string& extra, double extra_bytes, bool extra_is_phase,
-                                      std::string what, std::string reduce) {
+                                      const std::string& extra, double extra_bytes, bool extra_is_phase, std::string what,
+                                      std::string reduce) {
   AnalysisEstimate e;
   e.memory = estimate_forward_memory(q.model, 1, T, spec, logits);
   if (extra_is_phase) e.memory.add_phase(extra, extra_bytes);
@@ -234,8 +233,7 @@ AnalysisEstimate one_forward_estimate(const AnalysisRequest& q, int64_t T, const
 
 std::vector<OptionDecl> expert_ablation_decls() {
   return {
-      {"ablate_expert", OptionType::Texts, nullptr,
-       "Ablate expert LAYER.EXPERT, e.g. 0.5 (mixtures of experts); repeatable"},
+      {"ablate_expert", OptionType::Texts, nullptr, "Ablate expert LAYER.EXPERT, e.g. 0.5 (mixtures of experts); repeatable"},
       OptionDecl{"ablate_mode", OptionType::Choice, "zero",
                  "zero: its router weight set to 0 where chosen, the others' weights kept (not renormalised); "
                  "reroute: its router logit set to -inf, so each token goes to its next-best expert"}

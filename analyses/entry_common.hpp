@@ -25,7 +25,7 @@ struct ExpertAblation;
 struct ExpertScale;
 enum class ExpertAblationMode;
 class HookList;
-}
+}  // namespace vocablens
 
 namespace vocablens::entry {
 
@@ -87,16 +87,16 @@ int64_t token_of(const AnalysisRequest& q, const nlohmann::json& v, const std::s
 /// `extra_bytes` held beside it (named `extra`): attribute, project, ablate, patch.
 /// The runtime and the weights as stored (model_memory) plus one phase of `bytes`: the estimate of an analysis
 /// that reads weights only (no forward pass).
-AnalysisEstimate weights_phase_estimate(const AnalysisRequest& q, const std::string& phase, double bytes,
-                                        std::string what, std::string reduce);
+AnalysisEstimate weights_phase_estimate(const AnalysisRequest& q, const std::string& phase, double bytes, std::string what,
+                                        std::string reduce);
 
 /// What space_vectors (vocablens/neighbours.hpp) adds for the request's `space` option: nothing for E, the
 /// pseudo-inverse's SVD of [V, d] (three copies) for E+, unless its cache file is read.
 double space_vectors_bytes(const AnalysisRequest& q);
 
 AnalysisEstimate one_forward_estimate(const AnalysisRequest& q, int64_t T, const CacheSpec& spec, bool logits,
-                                      const std::string& extra, double extra_bytes, bool extra_is_phase,
-                                      std::string what, std::string reduce);
+                                      const std::string& extra, double extra_bytes, bool extra_is_phase, std::string what,
+                                      std::string reduce);
 
 /// ablate_expert (Texts, "L.E"), ablate_mode (zero | reroute) and scale_expert: the experts, lens and attribute analyses' ablation of
 /// mixture-of-experts experts (vocablens/experts.hpp).

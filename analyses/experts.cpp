@@ -40,8 +40,8 @@ void require_experts(const ModelConfig& cfg, const std::string& model_name, cons
 namespace {
 
 // "L.E" of `spec` (shown as `shown`, `what` naming the option in the message) checked against the model.
-ExpertAblation parse_layer_expert(const std::string& le, const std::string& shown, const char* what,
-                                  const char* example, const ModelConfig& cfg) {
+ExpertAblation parse_layer_expert(const std::string& le, const std::string& shown, const char* what, const char* example,
+                                  const ModelConfig& cfg) {
   const size_t dot = le.find('.');
   ExpertAblation a;
   try {
@@ -50,15 +50,13 @@ ExpertAblation parse_layer_expert(const std::string& le, const std::string& show
     a.layer = std::stoll(le.substr(0, dot), &n1);
     a.expert = std::stoll(le.substr(dot + 1), &n2);
     if (n1 != dot || n2 != le.size() - dot - 1) throw std::invalid_argument(le);
-  } catch (const std::logic_error&) {
-    throw UsageError(fmt::format("{} '{}': expected {}", what, shown, example));
-  }
+  } catch (const std::logic_error&) { throw UsageError(fmt::format("{} '{}': expected {}", what, shown, example)); }
   if (a.layer < 0) a.layer += cfg.n_layers;
   if (a.layer < 0 || a.layer >= cfg.n_layers)
     throw UsageError(fmt::format("{} '{}': layer out of range (the model has {} layers)", what, shown, cfg.n_layers));
   if (a.expert < 0 || a.expert >= cfg.n_experts)
-    throw UsageError(fmt::format("{} '{}': expert out of range (its layers have {} experts, 0..{})", what, shown,
-                                 cfg.n_experts, cfg.n_experts - 1));
+    throw UsageError(fmt::format("{} '{}': expert out of range (its layers have {} experts, 0..{})", what, shown, cfg.n_experts,
+                                 cfg.n_experts - 1));
   return a;
 }
 
@@ -71,8 +69,7 @@ std::vector<ExpertAblation> parse_expert_ablations(const std::vector<std::string
   std::vector<ExpertAblation> out;
   if (specs.empty()) return out;
   require_experts(cfg, model_name, "--ablate-expert");
-  for (const auto& s : specs)
-    out.push_back(parse_layer_expert(s, shown_spec(s), "ablate expert", "LAYER.EXPERT, e.g. 0.5", cfg));
+  for (const auto& s : specs) out.push_back(parse_layer_expert(s, shown_spec(s), "ablate expert", "LAYER.EXPERT, e.g. 0.5", cfg));
   return out;
 }
 
@@ -138,9 +135,10 @@ void add_expert_ablations(HookList& hooks, const ModelConfig& cfg, const std::ve
     const std::string b = "blocks." + std::to_string(layer) + ".mlp.";
     if (mode == ExpertAblationMode::Reroute) {
       if (cfg.n_experts - static_cast<int64_t>(experts.size()) < cfg.n_experts_used)
-        throw UsageError(fmt::format("ablate expert: rerouting {} of layer {}'s {} experts leaves fewer than the {} each "
-                                     "token chooses",
-                                     experts.size(), layer, cfg.n_experts, cfg.n_experts_used));
+        throw UsageError(
+            fmt::format("ablate expert: rerouting {} of layer {}'s {} experts leaves fewer than the {} each "
+                        "token chooses",
+                        experts.size(), layer, cfg.n_experts, cfg.n_experts_used));
       hooks.add(b + "hook_router_logits", [experts](at::Tensor& t) {
         for (int64_t e : experts) t.select(-1, e).fill_(-std::numeric_limits<float>::infinity());
       });
@@ -187,8 +185,9 @@ std::vector<std::pair<int64_t, double>> expert_topk_pairs(const std::vector<Topk
 }
 
 // Top and bottom tokens of each row of X [N, d] through W_U.
-void expert_writes(const at::Tensor& X, const at::Tensor& W_U, int64_t k, std::vector<std::vector<std::pair<int64_t, double>>>& top,
-            std::vector<std::vector<std::pair<int64_t, double>>>& bottom) {
+void expert_writes(const at::Tensor& X, const at::Tensor& W_U, int64_t k,
+                   std::vector<std::vector<std::pair<int64_t, double>>>& top,
+                   std::vector<std::vector<std::pair<int64_t, double>>>& bottom) {
   const auto t = project_topk(X, W_U, k), b = project_topk(X.neg(), W_U, k);
   for (const auto& r : t) top.push_back(expert_topk_pairs(r, 1.0));
   for (const auto& r : b) bottom.push_back(expert_topk_pairs(r, -1.0));
@@ -228,9 +227,9 @@ class ExpertsRunner {
     at::Tensor W_U;
     for (size_t li = 0; li < layers_.size(); ++li) {
       const int64_t l = layers_[li];
-      const at::Tensor idx = f.cache.get("expert_indices", l)[0].contiguous();              // [T, k]
+      const at::Tensor idx = f.cache.get("expert_indices", l)[0].contiguous();                // [T, k]
       const at::Tensor w = f.cache.get("expert_weights", l)[0].to(at::kDouble).contiguous();  // [T, k]
-      const at::Tensor out = f.cache.get("expert_out", l)[0];                                // [T, k, d]
+      const at::Tensor out = f.cache.get("expert_out", l)[0];                                 // [T, k, d]
       auto& a = acc_[li];
       const int64_t* ip = idx.data_ptr<int64_t>();
       const double* wp = w.data_ptr<double>();
@@ -314,7 +313,7 @@ class ExpertsRunner {
           s.writes_bottom = bottom[static_cast<size_t>(e)];
         }
         std::vector<std::pair<int64_t, int64_t>> tk(a.tokens[static_cast<size_t>(e)].begin(),
-                                                     a.tokens[static_cast<size_t>(e)].end());
+                                                    a.tokens[static_cast<size_t>(e)].end());
         std::stable_sort(tk.begin(), tk.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
         if (static_cast<int64_t>(tk.size()) > o_.top_routed) tk.resize(static_cast<size_t>(o_.top_routed));
         s.tokens = std::move(tk);
@@ -363,8 +362,7 @@ ExpertsReport analyze_experts(const Model& m, const std::vector<int64_t>& ids, c
   return r;
 }
 
-ExpertsReport analyze_experts_corpus(const Model& m, const Tokenizer& tok, const std::string& path,
-                                     const ExpertsOptions& o) {
+ExpertsReport analyze_experts_corpus(const Model& m, const Tokenizer& tok, const std::string& path, const ExpertsOptions& o) {
   const int64_t n_ctx = m.config().n_ctx;
   const int64_t W = o.window > 0 ? o.window : n_ctx;
   if (W < 2 || W > n_ctx)
@@ -458,8 +456,13 @@ Result ExpertsReport::to_result(const Tokenizer* tok) const {
       }
       nlohmann::json rt = nlohmann::json::array();
       for (size_t i = 0; i < e.tokens.size() && i < 5; ++i) rt.push_back(token_label(tok, e.tokens[i].first));
-      je.push_back({{"expert", e.expert}, {"routed", e.routed}, {"load", e.load}, {"mean_weight", mw},
-                    {"routed_tokens", rt}, {"writes_top", labels(e.writes_top, 5)}, {"writes_bottom", labels(e.writes_bottom, 5)}});
+      je.push_back({{"expert", e.expert},
+                    {"routed", e.routed},
+                    {"load", e.load},
+                    {"mean_weight", mw},
+                    {"routed_tokens", rt},
+                    {"writes_top", labels(e.writes_top, 5)},
+                    {"writes_bottom", labels(e.writes_bottom, 5)}});
     }
     jl.push_back({{"layer", L.layer}, {"experts", je}});
   }
@@ -471,8 +474,9 @@ Result ExpertsReport::to_result(const Tokenizer* tok) const {
   res.tables.push_back(std::move(routed));
   res.tables.push_back(std::move(wr));
   if (!per_token.empty()) {
-    Table pt{"per_token", {"layer", "position", "token", "slot", "expert", "weight", "direction", "rank", "token_id",
-                           "written", "score"}, {}};
+    Table pt{"per_token",
+             {"layer", "position", "token", "slot", "expert", "weight", "direction", "rank", "token_id", "written", "score"},
+             {}};
     for (const auto& p : per_token)
       for (int dir = 0; dir < 2; ++dir) {
         const auto& v = dir == 0 ? p.top : p.bottom;
@@ -484,8 +488,8 @@ Result ExpertsReport::to_result(const Tokenizer* tok) const {
     res.tables.push_back(std::move(pt));
   }
   if (!next_base.empty()) {
-    S["next_token"] = {{"unablated", labels(next_base, 10)}, {"ablated", labels(next_ablated, 10)},
-                       {"max_logit_change", max_logit_change}};
+    S["next_token"] = {
+        {"unablated", labels(next_base, 10)}, {"ablated", labels(next_ablated, 10)}, {"max_logit_change", max_logit_change}};
     Table nt{"next_token", {"run", "rank", "token_id", "token", "logit"}, {}};
     for (int run = 0; run < 2; ++run) {
       const auto& v = run == 0 ? next_base : next_ablated;

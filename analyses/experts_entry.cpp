@@ -45,8 +45,9 @@ void register_experts_entry(AnalysisRegistry& r) {
   AnalysisDecl d;
   d.name = d.command = "experts";
   d.input = "prompt";
-  d.summary = "Mixture-of-experts experts in vocabulary space: each expert's load, the tokens routed to it, and "
-              "what it writes through W_U";
+  d.summary =
+      "Mixture-of-experts experts in vocabulary space: each expert's load, the tokens routed to it, and "
+      "what it writes through W_U";
   d.options = {
       {"prompt", OptionType::Prompt, nullptr, "Text to run (tokenised with the model's tokenizer), or token ids"},
       {"bos", OptionType::Flag, nullptr, "Prepend the BOS token (default: the tokenizer's convention; llama2.c adds it)"},
@@ -94,8 +95,9 @@ void register_experts_entry(AnalysisRegistry& r) {
            // The expert directions [E, d] in float64 per layer, W_U in float32 and one [E, V] block of scores.
            const double extra = static_cast<double>(c.n_layers) * E * d * 8 + d * V * 4 + E * V * 4 * 2;
            return entry::one_forward_estimate(
-               q, T, spec, !q.options.at("ablate_expert").is_null() || !q.options.at("scale_expert").is_null(), "experts: directions, W_U and their scores", extra,
-               false, fmt::format("the experts of {} over {} tokens{}", q.model.source(), T, corpus ? " per window" : ""),
+               q, T, spec, !q.options.at("ablate_expert").is_null() || !q.options.at("scale_expert").is_null(),
+               "experts: directions, W_U and their scores", extra, false,
+               fmt::format("the experts of {} over {} tokens{}", q.model.source(), T, corpus ? " per window" : ""),
                corpus ? "give a smaller " + q.spelled("window") : "give a shorter " + q.spelled("prompt"));
          }});
 }

@@ -19,8 +19,8 @@ void render_experts(Section& sec) {
   if (const NdArray* layers = sec.array({"layers"}))
     for (double v : as_vector(*layers)) rows.push_back("layer " + std::to_string(static_cast<int64_t>(v)));
   for (int64_t e = 0; e < g.cols; ++e) cols.push_back(std::to_string(e));
-  sec.html += array_heatmap(sec, "load", g, Cmap::Viridis, "Load: fraction of tokens routed to each expert", rows, cols,
-                            0.0, kNaN, "layer", "expert");
+  sec.html += array_heatmap(sec, "load", g, Cmap::Viridis, "Load: fraction of tokens routed to each expert", rows, cols, 0.0,
+                            kNaN, "layer", "expert");
   sec.used_arrays.insert("load");
 }
 
@@ -37,7 +37,13 @@ show_generic(r, skip={"load", "layers"})
 }  // namespace
 
 void register_experts_report(ResultKinds& k) {
-  k.add({"experts", "Experts (mixture of experts)", 45, "Experts", render_experts, kExpertsNotebook, {},
+  k.add({"experts",
+         "Experts (mixture of experts)",
+         45,
+         "Experts",
+         render_experts,
+         kExpertsNotebook,
+         {},
          {{"layers", "L"}, {"load", "L E"}, {"mean_weight", "L E"}}});
 }
 

@@ -26,15 +26,12 @@
 
 namespace vocablens {
 
-
-
-
 FeatureLogits feature_logits(const Model& m, const Sae& sae, const FeatureLogitsOptions& o, const Tokenizer* tok) {
   at::NoGradGuard no_grad;
   const int64_t d_model = m.config().d_model;
   if (sae.d_out != d_model)
-    throw UsageError(fmt::format("{}: the decoder writes {}-wide vectors, the model's residual stream is {} wide",
-                                 sae.source, sae.d_out, d_model));
+    throw UsageError(fmt::format("{}: the decoder writes {}-wide vectors, the model's residual stream is {} wide", sae.source,
+                                 sae.d_out, d_model));
   FeatureLogits a;
   a.options = o;
   a.sae_source = sae.source;
@@ -53,8 +50,8 @@ FeatureLogits feature_logits(const Model& m, const Sae& sae, const FeatureLogits
     for (int64_t f = 0; f < sae.d_sae; ++f) ids.push_back(f);
   for (int64_t f : ids)
     if (f < 0 || f >= sae.d_sae)
-      throw UsageError(fmt::format("feature {} is out of range ({} has {} features: 0..{})", f, sae.source, sae.d_sae,
-                                   sae.d_sae - 1));
+      throw UsageError(
+          fmt::format("feature {} is out of range ({} has {} features: 0..{})", f, sae.source, sae.d_sae, sae.d_sae - 1));
   a.features = ids;
   at::Tensor gamma;
   if (o.final_norm_scale && m.weights().lnf_w.defined()) gamma = materialize_weight(m.weights().lnf_w).to(at::kFloat);
@@ -77,10 +74,10 @@ FeatureLogits feature_logits(const Model& m, const Sae& sae, const FeatureLogits
   if (scr != "auto" && scr != "int8" && scr != "float32")
     throw UsageError("screen '" + scr + "': expected auto, int8 or float32");
   const at::Tensor& Ws = m.weights().W_U;  // as stored
-  const bool dense_wu = !is_packed_weight(Ws) && (Ws.scalar_type() == at::kFloat ||
-                                                  Ws.scalar_type() == at::kBFloat16 || Ws.scalar_type() == at::kHalf);
-  if (dense_wu && Ws.size(0) <= 65000 && feature_logits_int8_available() &&
-      (scr == "int8" || (scr == "auto" && N >= 256)) && detail::feature_logits_int8(m, sae, o, gamma, ids, col_id, a)) {
+  const bool dense_wu = !is_packed_weight(Ws) &&
+                        (Ws.scalar_type() == at::kFloat || Ws.scalar_type() == at::kBFloat16 || Ws.scalar_type() == at::kHalf);
+  if (dense_wu && Ws.size(0) <= 65000 && feature_logits_int8_available() && (scr == "int8" || (scr == "auto" && N >= 256)) &&
+      detail::feature_logits_int8(m, sae, o, gamma, ids, col_id, a)) {
     if (o.progress) o.progress(N, N);
     return a;
   }
@@ -117,8 +114,7 @@ Result FeatureLogits::to_result(const Tokenizer* tok) const {
                 {"top_k", options.top_k},
                 {"bottom", options.bottom},
                 {"final_norm_scale", options.final_norm_scale},
-                {"features", static_cast<int64_t>(features.size()) == d_sae ? nlohmann::json("all")
-                                                                           : nlohmann::json(features)},
+                {"features", static_cast<int64_t>(features.size()) == d_sae ? nlohmann::json("all") : nlohmann::json(features)},
                 {"alpha_only", options.filter.alpha_only},
                 {"conventions",
                  "logit weights of feature f = W_dec[f] @ W_U (Neuronpedia's top/bottom logits); with "
@@ -160,8 +156,8 @@ Result FeatureLogits::to_result(const Tokenizer* tok) const {
       const auto& lst = dir == 0 ? top[static_cast<size_t>(q)] : bottom[static_cast<size_t>(q)];
       nlohmann::json toks = nlohmann::json::array(), vals = nlohmann::json::array();
       for (size_t e = 0; e < lst.size(); ++e) {
-        tab.rows.push_back({features[static_cast<size_t>(q)], dir == 0 ? "top" : "bottom", static_cast<int64_t>(e + 1),
-                            lst[e].j, text(lst[e].j), lst[e].value});
+        tab.rows.push_back({features[static_cast<size_t>(q)], dir == 0 ? "top" : "bottom", static_cast<int64_t>(e + 1), lst[e].j,
+                            text(lst[e].j), lst[e].value});
         if (e < 10) {
           toks.push_back(text(lst[e].j));
           vals.push_back(lst[e].value);
@@ -184,8 +180,7 @@ Result FeatureLogits::to_result(const Tokenizer* tok) const {
 FeatureLens feature_lens(const Model& m, const Sae& sae, const std::vector<int64_t>& ids, const FeatureLensOptions& o,
                          const Tokenizer* tok) {
   at::NoGradGuard no_grad;
-  if (sae.hook_name.empty())
-    throw UsageError(sae.source + ": the SAE names no hook point; give one (--hook / hook_name=)");
+  if (sae.hook_name.empty()) throw UsageError(sae.source + ": the SAE names no hook point; give one (--hook / hook_name=)");
   if (ids.empty()) throw UsageError("the prompt has no tokens");
   if (o.top_features < 1) throw UsageError("--top-features must be at least 1");
   check_sae_fits(sae, m);
@@ -234,8 +229,11 @@ Result FeatureLens::to_result(const Tokenizer* tok, const std::string& prompt) c
   auto text = [&](int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); };
   Result r;
   r.kind = "feature_lens";
-  r.settings = {{"sae", sae_source}, {"hook_name", hook_name}, {"prompt", prompt},
-                {"top_features", options.top_features}, {"top_k", options.top_k}};
+  r.settings = {{"sae", sae_source},
+                {"hook_name", hook_name},
+                {"prompt", prompt},
+                {"top_features", options.top_features},
+                {"top_k", options.top_k}};
   const int64_t T = static_cast<int64_t>(ids.size()), n = options.top_features;
   std::vector<int64_t> tf(static_cast<size_t>(T * n), -1);
   std::vector<double> ta(static_cast<size_t>(T * n), 0.0);

@@ -92,16 +92,15 @@ SaeCorpusOptions feature_corpus_options(const nlohmann::json& o) {
 // The corpus pass and the feature logits run one after the other on one model and SAE, so the logits' working
 // set is one more phase of the corpus pass's estimate (the larger counts), both as declared below.
 AnalysisEstimate neuronpedia_corpus_estimate(const Model& m, const Tokenizer* tok, const nlohmann::json& logits_given,
-                                             const nlohmann::json& corpus_given, Surface surface,
-                                             const AnalysisInputs* inputs) {
+                                             const nlohmann::json& corpus_given, Surface surface, const AnalysisInputs* inputs) {
   const auto& la = find_analysis("feature_logits");
   const auto& ca = find_analysis("feature_corpus");
   AnalysisEstimate e = estimate_analysis(ca, m, tok, corpus_given, surface, inputs);
   const AnalysisEstimate logits = estimate_analysis(la, m, tok, logits_given, surface, inputs);
   for (const auto& p : logits.memory.phases) e.memory.phases.push_back(p);
   e.what = logits.what;
-  e.reduce = spelling(*la.decl.find("features"), surface) + " (fewer features), " +
-             spelling(*ca.decl.find("window"), surface) + " or " + spelling(*ca.decl.find("contexts"), surface);
+  e.reduce = spelling(*la.decl.find("features"), surface) + " (fewer features), " + spelling(*ca.decl.find("window"), surface) +
+             " or " + spelling(*ca.decl.find("contexts"), surface);
   return e;
 }
 
@@ -109,21 +108,24 @@ void register_features_entry(AnalysisRegistry& r) {
   AnalysisDecl d;
   d.name = "feature_logits";
   d.command = "features";
-  d.summary = "SAE / transcoder features in vocabulary space: the tokens each feature's decoder direction promotes "
-              "and suppresses";
+  d.summary =
+      "SAE / transcoder features in vocabulary space: the tokens each feature's decoder direction promotes "
+      "and suppresses";
   d.options = sae_decls();
-  entry::append(d.options, {
-      {"features", OptionType::Indices, nullptr, "Features, e.g. 0,5,10-20 (default: all)", 0},
-      {"top_k", OptionType::Integer, 10, "Tokens per feature and direction", 1, 1e6},
-      {"final_norm", OptionType::Flag, false, "Scale each decoder direction by the final norm's weight first"},
-      {"bottom", OptionType::Flag, true, "The lowest-scoring tokens of each feature"},
-      OptionDecl{"encoder", OptionType::Choice, nullptr,
-                 "Also read each feature's ENCODER direction through a read projection: pinv (E+, Dar et al.), "
-                 "transpose (W_U) or embed (W_E): the tokens that excite the feature most (arrays encoder_top_*)"}
-          .with_choices({"pinv", "transpose", "embed"}),
-  });
+  entry::append(d.options,
+                {
+                    {"features", OptionType::Indices, nullptr, "Features, e.g. 0,5,10-20 (default: all)", 0},
+                    {"top_k", OptionType::Integer, 10, "Tokens per feature and direction", 1, 1e6},
+                    {"final_norm", OptionType::Flag, false, "Scale each decoder direction by the final norm's weight first"},
+                    {"bottom", OptionType::Flag, true, "The lowest-scoring tokens of each feature"},
+                    OptionDecl{"encoder", OptionType::Choice, nullptr,
+                               "Also read each feature's ENCODER direction through a read projection: pinv (E+, Dar et al.), "
+                               "transpose (W_U) or embed (W_E): the tokens that excite the feature most (arrays encoder_top_*)"}
+                        .with_choices({"pinv", "transpose", "embed"}),
+                });
   entry::append(d.options, entry::token_filter_decls());
-  r.add({std::move(d), [](const AnalysisRequest& q) {
+  r.add({std::move(d),
+         [](const AnalysisRequest& q) {
            auto sae = sae_option(q);
            const auto a = feature_logits(q.model, *sae, feature_logits_options(q), q.tok);
            auto r = a.to_result(q.tok);
@@ -153,12 +155,14 @@ void register_features_entry(AnalysisRegistry& r) {
   l.options = sae_decls();
   entry::append(l.options, entry::prompt_decls());
   l.options[2].help = "Run the model on this text (or token ids) and show the features firing at each position";
-  entry::append(l.options, {
-      {"top_features", OptionType::Integer, 5, "Features shown per position", 1, 1e6},
-      {"top_k", OptionType::Integer, 5, "Tokens listed per feature shown", 1, 1e6},
-      {"final_norm", OptionType::Flag, false, "Scale each decoder direction by the final norm's weight first"},
-  });
-  r.add({std::move(l), [](const AnalysisRequest& q) {
+  entry::append(l.options,
+                {
+                    {"top_features", OptionType::Integer, 5, "Features shown per position", 1, 1e6},
+                    {"top_k", OptionType::Integer, 5, "Tokens listed per feature shown", 1, 1e6},
+                    {"final_norm", OptionType::Flag, false, "Scale each decoder direction by the final norm's weight first"},
+                });
+  r.add({std::move(l),
+         [](const AnalysisRequest& q) {
            auto sae = sae_option(q);
            const auto ids = entry::prompt_of(q);
            auto r = feature_lens(q.model, *sae, ids, feature_lens_options(q.options), q.tok)
@@ -189,30 +193,31 @@ void register_features_entry(AnalysisRegistry& r) {
   c.name = "feature_corpus";
   c.command = "features";
   c.input = "corpus";
-  c.summary = "An SAE over a text file: firing density, histograms, dead features, L0, max-activating contexts, MSE, "
-              "explained variance, CE loss recovered";
+  c.summary =
+      "An SAE over a text file: firing density, histograms, dead features, L0, max-activating contexts, MSE, "
+      "explained variance, CE loss recovered";
   c.options = sae_decls();
-  entry::append(c.options, {
-      OptionDecl{"path", OptionType::Text, nullptr,
-                 "Corpus statistics instead: stream this text file through the model with the SAE (firing density, "
-                 "histograms, dead features, L0, max-activating contexts, MSE, explained variance, CE loss recovered)"}
-          .as_required()
-          .spelled("--corpus"),
-      {"window", OptionType::Integer, 0, "Tokens per window (0: the model's context)", 0, 1e9},
-      {"max_tokens", OptionType::Integer, 0, "Stop after this many scored tokens (0: all)", 0, 1e15},
-      {"contexts", OptionType::Integer, 5, "Max-activating contexts kept per feature", 0, 1e6},
-      {"ce", OptionType::Flag, true,
-       "The spliced and zero-ablated forward passes (CE loss recovered, KL)"},
-  });
-  r.add({std::move(c), [](const AnalysisRequest& q) {
+  entry::append(
+      c.options,
+      {
+          OptionDecl{"path", OptionType::Text, nullptr,
+                     "Corpus statistics instead: stream this text file through the model with the SAE (firing density, "
+                     "histograms, dead features, L0, max-activating contexts, MSE, explained variance, CE loss recovered)"}
+              .as_required()
+              .spelled("--corpus"),
+          {"window", OptionType::Integer, 0, "Tokens per window (0: the model's context)", 0, 1e9},
+          {"max_tokens", OptionType::Integer, 0, "Stop after this many scored tokens (0: all)", 0, 1e15},
+          {"contexts", OptionType::Integer, 5, "Max-activating contexts kept per feature", 0, 1e6},
+          {"ce", OptionType::Flag, true, "The spliced and zero-ablated forward passes (CE loss recovered, KL)"},
+      });
+  r.add({std::move(c),
+         [](const AnalysisRequest& q) {
            auto sae = sae_option(q);
            if (!q.tok) throw UsageError("feature_corpus: the model has no tokenizer to read the corpus with");
            SaeCorpusOptions so = feature_corpus_options(q.options);
            if (q.progress) {
              auto p = q.progress;
-             so.progress = [p](uint64_t done, uint64_t total) {
-               p(static_cast<int64_t>(done), static_cast<int64_t>(total));
-             };
+             so.progress = [p](uint64_t done, uint64_t total) { p(static_cast<int64_t>(done), static_cast<int64_t>(total)); };
            }
            auto r = sae_corpus_stats(q.model, *sae, *q.tok, q.options.at("path").get<std::string>(), so).to_result(q.tok);
            add_sae_provenance(r, *sae, q.tok);

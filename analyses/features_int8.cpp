@@ -56,7 +56,7 @@ namespace {
 
 constexpr double kU32 = 0x1p-24;
 constexpr double kTiny = 0x1p-147;  // covers float32 underflow in one product or conversion
-constexpr double kBig = 1e30;      // ‖x‖‖p‖ above this: float32 dots could overflow
+constexpr double kBig = 1e30;       // ‖x‖‖p‖ above this: float32 dots could overflow
 constexpr double kF = 8 * kU32;     // float32 evaluation of s, b, s ± b (see the top comment)
 
 struct Cand {
@@ -123,8 +123,7 @@ inline void admit(Keep& top, Keep& bot, int32_t j, float lo, float hi, size_t k)
     bot.offer(-hi, k);
   }
 }
-void scan_scalar(const int32_t* C, const ScanArgs& g, int64_t j0, int64_t n, int64_t base, size_t k, Keep& top,
-                 Keep& bot) {
+void scan_scalar(const int32_t* C, const ScanArgs& g, int64_t j0, int64_t n, int64_t base, size_t k, Keep& top, Keep& bot) {
   for (int64_t j = j0; j < n; ++j) {
     const float s = static_cast<float>(C[j]) * g.sc[j];
     const float b = g.al * g.E[j] + (g.be * g.P[j] + g.tau);
@@ -136,8 +135,8 @@ void scan_scalar(const int32_t* C, const ScanArgs& g, int64_t j0, int64_t n, int
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-__attribute__((target("avx512f"))) void scan_avx512(const int32_t* C, const ScanArgs& g, int64_t j0, int64_t n,
-                                                    int64_t base, size_t k, Keep& top, Keep& bot) {
+__attribute__((target("avx512f"))) void scan_avx512(const int32_t* C, const ScanArgs& g, int64_t j0, int64_t n, int64_t base,
+                                                    size_t k, Keep& top, Keep& bot) {
   const __m512 al = _mm512_set1_ps(g.al), be = _mm512_set1_ps(g.be), tau = _mm512_set1_ps(g.tau);
   __m512 vt = _mm512_set1_ps(top.thr), vb = _mm512_set1_ps(-bot.thr);
   int64_t j = j0;
@@ -227,9 +226,9 @@ DotFn pick_dot() {
 // contiguous equal shares anyway, and each range more is one more read of every list.
 // ys[l][e] is the float32 dot of surv[l][e]'s column with decoder row l / 2 (Xd [rows, r]), canonical where
 // float32 could overflow; `n_ranges` ranges of columns, one per thread.
-void survivor_dots(const std::vector<std::vector<Cand>>& surv, int64_t k, const detail::int8_screen::Columns& P,
-                   int64_t Vc, const float* Xd, const std::vector<detail::int8_screen::Quantized>& rq,
-                   const std::vector<double>& pn, DotFn dotf, int64_t n_ranges, std::vector<std::vector<double>>& ys) {
+void survivor_dots(const std::vector<std::vector<Cand>>& surv, int64_t k, const detail::int8_screen::Columns& P, int64_t Vc,
+                   const float* Xd, const std::vector<detail::int8_screen::Quantized>& rq, const std::vector<double>& pn,
+                   DotFn dotf, int64_t n_ranges, std::vector<std::vector<double>>& ys) {
   const int64_t r = P.r;
   ys.resize(surv.size());
   detail::parallel_for(0, static_cast<int64_t>(surv.size()), 64, [&](int64_t lb, int64_t le) {
@@ -253,8 +252,7 @@ void survivor_dots(const std::vector<std::vector<Cand>>& surv, int64_t k, const 
           for (size_t e = 0; e < surv[l].size(); ++e) {
             const int32_t j = surv[l][e].j;
             if (j >= v0 && j < v1)
-              pr[static_cast<size_t>(start[static_cast<size_t>(j - v0)]++)] = {static_cast<int32_t>(l),
-                                                                             static_cast<int32_t>(e)};
+              pr[static_cast<size_t>(start[static_cast<size_t>(j - v0)]++)] = {static_cast<int32_t>(l), static_cast<int32_t>(e)};
           }
       // (start[v] now ends bucket v: bucket v is [start[v-1], start[v]))
       for (int64_t v = v0; v < v1; ++v) {
@@ -266,9 +264,8 @@ void survivor_dots(const std::vector<std::vector<Cand>>& surv, int64_t k, const 
           const float* xr = Xd + (l / 2) * r;
           // (a product that could overflow float32 is computed canonically: its bound is then 0)
           ys[static_cast<size_t>(l)][static_cast<size_t>(e)] =
-              rq[static_cast<size_t>(l / 2)].norm * pn[static_cast<size_t>(v)] > kBig
-                  ? canonical_dot(xr, 1, col, 1, r)
-                  : static_cast<double>(dotf(xr, col, r));
+              rq[static_cast<size_t>(l / 2)].norm * pn[static_cast<size_t>(v)] > kBig ? canonical_dot(xr, 1, col, 1, r)
+                                                                                      : static_cast<double>(dotf(xr, col, r));
         }
       }
     }
@@ -319,12 +316,12 @@ bool feature_logits_int8(const Model& m, const Sae& sae, const FeatureLogitsOpti
   auto token = [&](int64_t c) { return col_id.empty() ? c : col_id[static_cast<size_t>(c)]; };
   // Decoder rows in chunks of kChunk (their float32 copy, int8 copy and survivors; the product lives in one
   // [rows, 1024] int32 tile per thread).
-  const bool release = sae.W_dec.is_contiguous() && sae.W_dec.scalar_type() == at::kFloat &&
-                       sae.W_dec.nbytes() > (size_t{256} << 20);
+  const bool release =
+      sae.W_dec.is_contiguous() && sae.W_dec.scalar_type() == at::kFloat && sae.W_dec.nbytes() > (size_t{256} << 20);
   std::vector<int8_t> Aq;
-  std::vector<Keep> keeps;                       // [2·cn]: row q's top (2q) and bottom (2q + 1) candidates
-  std::vector<std::vector<Cand>> surv;           // [2·cn]: their survivors
-  std::vector<std::vector<double>> ys;           // their float32 dots (canonical where float32 could overflow)
+  std::vector<Keep> keeps;              // [2·cn]: row q's top (2q) and bottom (2q + 1) candidates
+  std::vector<std::vector<Cand>> surv;  // [2·cn]: their survivors
+  std::vector<std::vector<double>> ys;  // their float32 dots (canonical where float32 could overflow)
   std::atomic<int64_t> survivors{0}, finalists{0};
   for (int64_t c0 = 0; c0 < N; c0 += kChunk) {
     if (o.progress) o.progress(c0, N);

@@ -56,13 +56,13 @@ struct Columns {
 
 /// W_U's allowed columns, quantised: per column its scale, norms and the int8 copy packed in tiles.
 struct QuantizedUnembedding {
-  Columns P;                      ///< W_U [r, Vc] in its stored dtype (a transposed view of W_E when tied)
-  int64_t Vc = 0;                 ///< columns (tokens) screened
-  std::vector<float> sB;          ///< [Vc] the column's scale s_p
-  std::vector<double> pn;         ///< [Vc] ‖p‖ (float64)
-  std::vector<float> Pf, Ef;      ///< [Vc] ‖p‖ and ‖e_p‖ rounded up (times 1 + 1e-6) to float32
-  std::vector<Int8PackedB> Wt;    ///< the int8 columns in tiles of `colblk`, packed for products of
-                                  ///< `rows_per_block` rows (int8_gemm.hpp)
+  Columns P;                    ///< W_U [r, Vc] in its stored dtype (a transposed view of W_E when tied)
+  int64_t Vc = 0;               ///< columns (tokens) screened
+  std::vector<float> sB;        ///< [Vc] the column's scale s_p
+  std::vector<double> pn;       ///< [Vc] ‖p‖ (float64)
+  std::vector<float> Pf, Ef;    ///< [Vc] ‖p‖ and ‖e_p‖ rounded up (times 1 + 1e-6) to float32
+  std::vector<Int8PackedB> Wt;  ///< the int8 columns in tiles of `colblk`, packed for products of
+                                ///< `rows_per_block` rows (int8_gemm.hpp)
 };
 
 /// Quantises W_U's columns (`col_id`, or all when empty) once, read in the stored dtype (never a float32 copy

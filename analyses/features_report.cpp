@@ -84,8 +84,7 @@ void render_features(Section& sec) {
   const size_t total = it->size();
   sec.html += report_detail::figure(
       "Feature pages: tokens each decoder direction promotes and suppresses (W_dec[f] · W_U)", html,
-      total > max_pages ? fmt::format("first {} of {} features; every feature is in top_ids / bottom_ids", max_pages, total)
-                        : "",
+      total > max_pages ? fmt::format("first {} of {} features; every feature is in top_ids / bottom_ids", max_pages, total) : "",
       true);
   for (const char* a : {"top_ids", "top_values", "bottom_ids", "bottom_values", "feature_ids"}) sec.used_arrays.insert(a);
   sec.used_tables.insert("top_k");
@@ -118,8 +117,12 @@ Result features_example(const ExampleInput&) {
       bid.push_back(static_cast<int64_t>(b));
       bv.push_back(vb);
     }
-    pages.push_back({{"feature", f * 7}, {"decoder_norm", 1 + rng.next()}, {"pos_str", ps}, {"pos_values", pv},
-                     {"neg_str", ns}, {"neg_values", nv}});
+    pages.push_back({{"feature", f * 7},
+                     {"decoder_norm", 1 + rng.next()},
+                     {"pos_str", ps},
+                     {"pos_values", pv},
+                     {"neg_str", ns},
+                     {"neg_values", nv}});
   }
   r.summary = {{"architecture", "standard"}, {"hook_name", "blocks.1.hook_resid_pre"}, {"d_sae", 96}, {"features", pages}};
   r.arrays["feature_ids"] = NdArray::i64({N}, fid.data());
@@ -134,8 +137,8 @@ Result features_example(const ExampleInput&) {
 
 void register_features_report(ResultKinds& k) {
   ResultKind f{"features", "SAE features in vocabulary space", 17, "SAE features", render_features, "", features_example, {}};
-  f.shapes = {{"feature_ids", "N"},      {"decoder_norms", "N"}, {"top_ids", "N K"},
-              {"top_values", "N K"},     {"bottom_ids", "N K"},  {"bottom_values", "N K"}};
+  f.shapes = {{"feature_ids", "N"},  {"decoder_norms", "N"}, {"top_ids", "N K"},
+              {"top_values", "N K"}, {"bottom_ids", "N K"},  {"bottom_values", "N K"}};
   k.add(std::move(f));
 }
 

@@ -63,8 +63,7 @@ struct Target {
 
 class Backward {
  public:
-  Backward(const Model& m, const GraphTranscoders& tcs, const Frozen& fz)
-      : m_(m), c_(m.config()), fz_(fz), tcs_(tcs) {
+  Backward(const Model& m, const GraphTranscoders& tcs, const Frozen& fz) : m_(m), c_(m.config()), fz_(fz), tcs_(tcs) {
     for (int64_t l = 0; l < fz.L; ++l) {
       const LayerWeights& w = m.weights().layers[l];
       Layer ly;
@@ -75,8 +74,8 @@ class Backward {
       ly.in_norm = tcs.input() != GraphInput::ResidMid;
       if (tcs.input() == GraphInput::MlpIn) ly.in_w = f32(w.ln2_w);
       const int64_t H = c_.n_heads, dh = c_.d_head;
-      ly.WO = m.W_O(l).reshape({H * dh, fz.d}).contiguous();                        // [H·dh, d]
-      ly.WV = m.W_V(l).permute({1, 0, 2}).reshape({fz.d, H * dh}).contiguous();      // [d, H·dh]
+      ly.WO = m.W_O(l).reshape({H * dh, fz.d}).contiguous();                     // [H·dh, d]
+      ly.WV = m.W_V(l).permute({1, 0, 2}).reshape({fz.d, H * dh}).contiguous();  // [d, H·dh]
       ly.skip = tcs.skip(l);
       layers_.push_back(ly);
     }
@@ -147,8 +146,7 @@ class Backward {
         if (ly.skip.defined()) Ga.add_(input_back_(at::matmul(Ga, ly.skip.t()), ly, fz_.s2[l].slice(0, 0, P)));
       }
       for (size_t b = 0; b < ts.size(); ++b)
-        if (ts[b].layer == l)
-          G[static_cast<int64_t>(b)][ts[b].pos] += input_back_(ts[b].vec.clone(), ly, fz_.s2[l][ts[b].pos]);
+        if (ts[b].layer == l) G[static_cast<int64_t>(b)][ts[b].pos] += input_back_(ts[b].vec.clone(), ly, fz_.s2[l][ts[b].pos]);
       // the attention below l, the targets at l included. Slots [s0, s1) meet their first block here (the
       // targets read at l; at the top block, the logits too): their gradient sits at their own position
       // only, so their OV path needs one row of W_O per slot instead of P.
@@ -206,8 +204,7 @@ class Backward {
     return g;
   }
 
-  void inject(at::Tensor& G, const std::vector<Target>& ts, int64_t layer, const at::Tensor& w,
-              const at::Tensor& s) const {
+  void inject(at::Tensor& G, const std::vector<Target>& ts, int64_t layer, const at::Tensor& w, const at::Tensor& s) const {
     for (size_t b = 0; b < ts.size(); ++b) {
       if (ts[b].layer != layer) continue;
       const int64_t p = ts[b].pos;
@@ -313,8 +310,8 @@ void check_options(const Model& m, const at::Tensor& ids, const GraphTranscoders
   if (ids.size(0) > c.n_ctx)
     throw UsageError(fmt::format("graph: the prompt has {} tokens; {} takes at most {}", ids.size(0), m.source(), c.n_ctx));
   if (tcs.n_layers() != c.n_layers)
-    throw UsageError(fmt::format("graph: {} holds transcoders for {} layers; {} has {}", tcs.source(), tcs.n_layers(),
-                                 m.source(), c.n_layers));
+    throw UsageError(fmt::format("graph: {} holds transcoders for {} layers; {} has {}", tcs.source(), tcs.n_layers(), m.source(),
+                                 c.n_layers));
   if (o.max_n_logits < 1) throw UsageError("graph: max_n_logits must be >= 1");
   if (!(o.desired_logit_prob > 0 && o.desired_logit_prob <= 1)) throw UsageError("graph: desired_logit_prob must be in (0, 1]");
   if (o.batch_size < 1) throw UsageError("graph: batch_size must be >= 1");
@@ -337,10 +334,12 @@ void feature_rows(const Backward& bw, const Frozen& fz, const GraphTranscoders& 
   // spread costs less as two (each half still a large product; 127 tokens, 128 features: a sixth less work)
   std::function<void(size_t, size_t)> run = [&](size_t i, size_t e) {
     const size_t n = e - i, h = i + n / 2;
-    const bool sorted = std::is_sorted(order.begin() + static_cast<std::ptrdiff_t>(i), order.begin() + static_cast<std::ptrdiff_t>(e),
-                                       [&](int64_t x, int64_t y) { return act[x][1] < act[y][1]; });
+    const bool sorted =
+        std::is_sorted(order.begin() + static_cast<std::ptrdiff_t>(i), order.begin() + static_cast<std::ptrdiff_t>(e),
+                       [&](int64_t x, int64_t y) { return act[x][1] < act[y][1]; });
     if (n >= 32 && sorted &&
-        static_cast<double>(h - i) * static_cast<double>(pos(h - 1) + 1) + static_cast<double>(e - h) * static_cast<double>(pos(e - 1) + 1) <=
+        static_cast<double>(h - i) * static_cast<double>(pos(h - 1) + 1) +
+                static_cast<double>(e - h) * static_cast<double>(pos(e - 1) + 1) <=
             0.8 * static_cast<double>(n) * static_cast<double>(pos(e - 1) + 1)) {
       run(i, h);
       run(h, e);
@@ -393,10 +392,12 @@ at::Tensor select_and_compute(const Backward& bw, const Frozen& fz, const GraphT
   };
   if (want == A) {
     at::Tensor rows = at::empty({A + K, n_cols}, at::kFloat);
-    logit_rows(bw, fz, lg, o.batch_size, [&](int64_t i, int64_t n) { return rows.narrow(0, A + i, n); }, tick);
+    logit_rows(
+        bw, fz, lg, o.batch_size, [&](int64_t i, int64_t n) { return rows.narrow(0, A + i, n); }, tick);
     selected.resize(static_cast<size_t>(A));
     std::iota(selected.begin(), selected.end(), 0);
-    feature_rows(bw, fz, tcs, selected, o.batch_size, [&](int64_t i, int64_t n) { return rows.narrow(0, i, n); }, tick);
+    feature_rows(
+        bw, fz, tcs, selected, o.batch_size, [&](int64_t i, int64_t n) { return rows.narrow(0, i, n); }, tick);
     return rows;
   }
   std::vector<at::Tensor> blocks;

@@ -79,7 +79,8 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
   // the backward's decoder rows × activation: every active feature's kept when they fit (graph.cpp,
   // Backward), else one source layer's gathered from the mapped files at a time, its pages given back after
   double most_written = 0;  // the largest gather: one source layer's rows into one block
-  for (int64_t l = 0; l < c.n_layers; ++l) most_written = std::max(most_written, static_cast<double>(active[static_cast<size_t>(l)]));
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    most_written = std::max(most_written, static_cast<double>(active[static_cast<size_t>(l)]));
   const double dec = rows_written * d * 4 <= graph_decoder_cache_bytes() ? rows_written * d * 4 : most_written * d * 4;
   // labels: E⁺ [d, V] float32, and the larger of computing it when it is not cached yet (linalg/pinv.cpp: one
   // float64 chunk of 8192 rows and its product, the d x d Gram matrix and its eigenvectors) and the label
@@ -106,8 +107,8 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
                  4 * L * T * d * 4 + patterns + V * 4 + 2 * L * T * d * 4 + 2 * T * tcs_features * 4);
     me.add_phase(ranking ? "graph: backward (frozen state, rows over every active feature, one batch)"
                          : "graph: backward (frozen state, one batch)",
-                 patterns + L * T * d * 4 + A * 28 + dec + 2 * L * d * H * dh * 4 +
-                     (ranking ? R * (A + (L + 1) * T) * 4 : 0.0) + 5 * B * T * d * 4);
+                 patterns + L * T * d * 4 + A * 28 + dec + 2 * L * d * H * dh * 4 + (ranking ? R * (A + (L + 1) * T) * 4 : 0.0) +
+                     5 * B * T * d * 4);
     me.add_phase("graph: pruning (the rows in float64, masks, nonzero scores)", R * S * (8 + 8 + 3));
     const double products = F >= 256 ? 512.0 * 1024 * 1024 : 2 * std::min(F, label_chunk) * V * 4;
     me.add_phase("graph: labels (E⁺ [d, V] and its computation, or the label products)",
@@ -132,11 +133,15 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
       const double mid = std::floor((lo + hi) / 2);
       (memory_for(mid).total() <= limit ? lo : hi) = mid;
     }
-    return fmt::format("give {} {:.0f} or less (the most that fits in {:.0f} MiB by this estimate: {:.0f} MiB), or a "
-                       "shorter prompt", opt, lo, limit / MiB, memory_for(lo).total() / MiB);
+    return fmt::format(
+        "give {} {:.0f} or less (the most that fits in {:.0f} MiB by this estimate: {:.0f} MiB), or a "
+        "shorter prompt",
+        opt, lo, limit / MiB, memory_for(lo).total() / MiB);
   };
-  e.what = fmt::format("the attribution graph of {} tokens of {} (its {} active features counted by running the "
-                       "forward pass and the encoders)", ids.size(), m.source(), static_cast<int64_t>(A));
+  e.what = fmt::format(
+      "the attribution graph of {} tokens of {} (its {} active features counted by running the "
+      "forward pass and the encoders)",
+      ids.size(), m.source(), static_cast<int64_t>(A));
   e.reduce = "give a shorter prompt, or a smaller " + q.spelled("max_feature_nodes");
   e.computed = "forward and encoders only; no attribution computed";
   return e;
@@ -148,40 +153,45 @@ void register_graph_entry(AnalysisRegistry& r) {
   AnalysisDecl d;
   d.name = d.command = "graph";
   d.estimate_runs_model = true;  // graph_estimate runs the forward and the encoders
-  d.summary = "Attribution graph through transcoders (per-layer or cross-layer): which features, errors and tokens drive the next-token "
-              "logits (circuit-tracer's local replacement model), pruned, each node labelled in vocabulary space";
+  d.summary =
+      "Attribution graph through transcoders (per-layer or cross-layer): which features, errors and tokens drive the next-token "
+      "logits (circuit-tracer's local replacement model), pruned, each node labelled in vocabulary space";
   d.input = "prompt";
   d.options = entry::prompt_decls();
-  entry::append(d.options, {
-      OptionDecl{"transcoders", OptionType::Text, nullptr,
-                 "Transcoder folder: circuit-tracer's config.yaml folder (transcoder_set or cross_layer_transcoder, read "
-                 "at mlp.hook_in, writing the MLP output), or layer_{i}.safetensors for every layer, each read at its "
-                 "layer's MLP input"}
-          .as_required()
-          .on_server({"DIR",
-                      "Per-layer transcoders' folder (`vocablens graph --transcoders`): the API's POST /api/graph with "
-                      "{\"transcoders\": true}",
-                      // Read once at start-up: a folder that is not a transcoder set for this model is refused
-                      // before the server binds, not by the first POST /api/graph. GET /api/model reports its shape.
-                      [](const Model& m, const std::string& dir) {
-                        auto tcs = load_graph_transcoders(dir, m);
-                        nlohmann::json widths = nlohmann::json::array();
-                        for (int64_t l = 0; l < tcs->n_layers(); ++l) widths.push_back(tcs->n_features(l));
-                        return nlohmann::json{{"source", tcs->source()}, {"n_layers", tcs->n_layers()}, {"n_features", widths}};
-                      }}),
-      {"node_threshold", OptionType::Real, 0.8, "Pruning: keep the features and errors carrying this share of the influence on the logits", 0, 1},
-      {"edge_threshold", OptionType::Real, 0.98, "Pruning: keep the edges carrying this share of the influence", 0, 1},
-      {"max_feature_nodes", OptionType::Integer, nullptr,
-       "Compute rows for at most this many features, the most influential first (default: every active feature)", 1, 1e7},
-      {"max_n_logits", OptionType::Integer, 10, "At most this many logit targets", 1, 1000},
-      {"desired_logit_prob", OptionType::Real, 0.95, "Fewest top logits whose probabilities reach this", 1e-9, 1},
-      {"batch_size", OptionType::Integer, 64, "Rows computed together in one backward pass", 1, 4096},
-      {"label_tokens", OptionType::Integer, 5, "Tokens in a feature's vocabulary label", 1, 100},
-      {"save_adjacency", OptionType::Flag, false, "Also keep the unpruned adjacency [N, N] (array full_adjacency)"},
-      {"save_rows", OptionType::Flag, false,
-       "Also keep the unpruned rows [F + K, S] (array rows, with logit_ids and logit_probs): every edge that can be "
-       "nonzero, without the [N, N] zeros"},
-  });
+  entry::append(
+      d.options,
+      {
+          OptionDecl{"transcoders", OptionType::Text, nullptr,
+                     "Transcoder folder: circuit-tracer's config.yaml folder (transcoder_set or cross_layer_transcoder, read "
+                     "at mlp.hook_in, writing the MLP output), or layer_{i}.safetensors for every layer, each read at its "
+                     "layer's MLP input"}
+              .as_required()
+              .on_server(
+                  {"DIR",
+                   "Per-layer transcoders' folder (`vocablens graph --transcoders`): the API's POST /api/graph with "
+                   "{\"transcoders\": true}",
+                   // Read once at start-up: a folder that is not a transcoder set for this model is refused
+                   // before the server binds, not by the first POST /api/graph. GET /api/model reports its shape.
+                   [](const Model& m, const std::string& dir) {
+                     auto tcs = load_graph_transcoders(dir, m);
+                     nlohmann::json widths = nlohmann::json::array();
+                     for (int64_t l = 0; l < tcs->n_layers(); ++l) widths.push_back(tcs->n_features(l));
+                     return nlohmann::json{{"source", tcs->source()}, {"n_layers", tcs->n_layers()}, {"n_features", widths}};
+                   }}),
+          {"node_threshold", OptionType::Real, 0.8,
+           "Pruning: keep the features and errors carrying this share of the influence on the logits", 0, 1},
+          {"edge_threshold", OptionType::Real, 0.98, "Pruning: keep the edges carrying this share of the influence", 0, 1},
+          {"max_feature_nodes", OptionType::Integer, nullptr,
+           "Compute rows for at most this many features, the most influential first (default: every active feature)", 1, 1e7},
+          {"max_n_logits", OptionType::Integer, 10, "At most this many logit targets", 1, 1000},
+          {"desired_logit_prob", OptionType::Real, 0.95, "Fewest top logits whose probabilities reach this", 1e-9, 1},
+          {"batch_size", OptionType::Integer, 64, "Rows computed together in one backward pass", 1, 4096},
+          {"label_tokens", OptionType::Integer, 5, "Tokens in a feature's vocabulary label", 1, 100},
+          {"save_adjacency", OptionType::Flag, false, "Also keep the unpruned adjacency [N, N] (array full_adjacency)"},
+          {"save_rows", OptionType::Flag, false,
+           "Also keep the unpruned rows [F + K, S] (array rows, with logit_ids and logit_probs): every edge that can be "
+           "nonzero, without the [N, N] zeros"},
+      });
   r.add({std::move(d),
          [](const AnalysisRequest& q) {
            const auto& o = q.options;
@@ -201,7 +211,7 @@ void register_graph_entry(AnalysisRegistry& r) {
            ro.rows = o.at("save_rows").get<bool>();
            Result res = graph_result(q.model, q.tok, *tcs, g, ro);
            for (const char* k : {"max_feature_nodes", "max_n_logits", "desired_logit_prob", "batch_size", "label_tokens",
-                               "save_adjacency", "save_rows"})
+                                 "save_adjacency", "save_rows"})
              res.settings[k] = o.at(k);
            if (entry::prompt_is_ids(o)) res.settings["prompt_ids"] = ids;
            return res;

@@ -29,8 +29,8 @@ void check_block_supported(const Model& m) {
   else if (!c.input_norms) why = "blocks without input norms";
   else if (c.embed_norm) why = "a norm of the token embeddings";
   if (why)
-    throw UsageError(fmt::format("graph: {} ({}) has {}, which the replacement model does not cover yet",
-                                 m.source(), c.family, why));
+    throw UsageError(
+        fmt::format("graph: {} ({}) has {}, which the replacement model does not cover yet", m.source(), c.family, why));
 }
 
 // The nonzero activations of layer l ([T, n_features]; row-major: by position, then feature) appended to
@@ -130,8 +130,12 @@ KeptForward* kept_forward = new KeptForward;  // never destroyed (as the kept tr
 
 KeptForward key_of(const Model& m, const at::Tensor& ids, const GraphTranscoders& tcs, bool zero_first) {
   const at::Tensor c = ids.contiguous();
-  return {&m, m.weights().W_E.data_ptr(), transcoders_serial(tcs),
-          std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()), zero_first, nullptr};
+  return {&m,
+          m.weights().W_E.data_ptr(),
+          transcoders_serial(tcs),
+          std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()),
+          zero_first,
+          nullptr};
 }
 bool same_key(const KeptForward& a, const KeptForward& b) {
   return a.model == b.model && a.weights == b.weights && a.tcs != 0 && a.tcs == b.tcs && a.ids == b.ids &&

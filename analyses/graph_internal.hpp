@@ -35,17 +35,17 @@ uint64_t transcoders_serial(const GraphTranscoders& tcs);
 /// What the local replacement model freezes, from one forward pass of the real model.
 struct Frozen {
   int64_t T = 0, L = 0, d = 0;
-  std::vector<at::Tensor> s1, s2;       ///< [T, 1] norm denominators of ln1 and ln2 per layer
-  std::vector<at::Tensor> s_attn;       ///< [T, 1] the post-attention norm's per layer (empty: no such norm)
-  at::Tensor sf;                        ///< [T, 1] the final norm's (undefined: no final norm)
-  std::vector<at::Tensor> pattern;      ///< [H, T, T] per layer
-  std::vector<at::Tensor> errors;       ///< [T, d] per layer (position 0 zeroed when asked)
-  at::Tensor tokens;                    ///< [T, d] embedding rows × scale
-  at::Tensor last_logits;               ///< [V]
+  std::vector<at::Tensor> s1, s2;   ///< [T, 1] norm denominators of ln1 and ln2 per layer
+  std::vector<at::Tensor> s_attn;   ///< [T, 1] the post-attention norm's per layer (empty: no such norm)
+  at::Tensor sf;                    ///< [T, 1] the final norm's (undefined: no final norm)
+  std::vector<at::Tensor> pattern;  ///< [H, T, T] per layer
+  std::vector<at::Tensor> errors;   ///< [T, d] per layer (position 0 zeroed when asked)
+  at::Tensor tokens;                ///< [T, d] embedding rows × scale
+  at::Tensor last_logits;           ///< [V]
   // the active features, sorted by (layer, position, feature)
-  at::Tensor active;                    ///< [A, 3] int64
-  at::Tensor acts;                      ///< [A]
-  std::vector<int64_t> layer_start;     ///< [L + 1] offsets of each layer's features in `active`
+  at::Tensor active;                 ///< [A, 3] int64
+  at::Tensor acts;                   ///< [A]
+  std::vector<int64_t> layer_start;  ///< [L + 1] offsets of each layer's features in `active`
 };
 
 /// Throws UsageError naming the model when its blocks are not ones the replacement model covers.
@@ -55,8 +55,7 @@ void check_block_supported(const Model& m);
 Frozen record_forward(const Model& m, const at::Tensor& ids, const GraphTranscoders& tcs, bool zero_first);
 /// The frozen forward the estimate (graph_active_counts) kept for exactly this model, prompt and read of the
 /// transcoders, handed over once; null otherwise.
-std::shared_ptr<const Frozen> take_forward(const Model& m, const at::Tensor& ids, const GraphTranscoders& tcs,
-                                           bool zero_first);
+std::shared_ptr<const Frozen> take_forward(const Model& m, const at::Tensor& ids, const GraphTranscoders& tcs, bool zero_first);
 
 }  // namespace graph_engine
 }  // namespace vocablens

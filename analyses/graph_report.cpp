@@ -7,9 +7,21 @@
 namespace vocablens::kinds {
 
 void register_graph_report(ResultKinds& k) {
-  k.add({"graph", "Attribution graph", 17, "Attribution graph", nullptr, "", nullptr,
-         {{"ids", "T"}, {"nodes", "M"}, {"adjacency", "M M"}, {"node_influence", "N"}, {"active_features", "A 3"},
-          {"activations", "A"}, {"selected", "F"}, {"full_adjacency", "N N"}}});
+  k.add({"graph",
+         "Attribution graph",
+         17,
+         "Attribution graph",
+         nullptr,
+         "",
+         nullptr,
+         {{"ids", "T"},
+          {"nodes", "M"},
+          {"adjacency", "M M"},
+          {"node_influence", "N"},
+          {"active_features", "A 3"},
+          {"activations", "A"},
+          {"selected", "F"},
+          {"full_adjacency", "N N"}}});
 }
 
 }  // namespace vocablens::kinds

@@ -80,8 +80,8 @@ std::string tokens_of(const Tokenizer* tok, const std::vector<int64_t>& ids) {
 /// rows go through each engine at once: a pass costs about the same for 1 row as for 100 (the streamed
 /// projection sorts and transposes its [d, V] matrix first), so one pass per layer would cost L of them.
 std::map<std::pair<int64_t, int64_t>, FeatureLabel> feature_labels(const Model& m, const Tokenizer* tok,
-                                                                   const GraphTranscoders& tcs,
-                                                                   const std::vector<NodeInfo>& kept, int64_t k) {
+                                                                   const GraphTranscoders& tcs, const std::vector<NodeInfo>& kept,
+                                                                   int64_t k) {
   std::map<int64_t, std::vector<int64_t>> by_layer;
   for (const NodeInfo& n : kept)
     if (n.kind == "feature") by_layer[n.layer].push_back(n.feature);
@@ -140,23 +140,42 @@ nlohmann::json neuronpedia_node(const NodeInfo& n, const AttributionGraph& g, do
   const std::string L = std::to_string(n.layer);
   if (n.kind == "feature") {
     j = {{"node_id", fmt::format("{}_{}_{}", n.layer, n.feature, n.pos)},
-         {"feature", (n.layer + n.feature) * (n.layer + n.feature + 1) / 2 + n.feature}, {"layer", L}, {"ctx_idx", n.pos},
-         {"feature_type", "cross layer transcoder"}, {"jsNodeId", fmt::format("{}_{}-0", n.layer, n.feature)},
-         {"influence", cumulative}, {"activation", n.activation}};
+         {"feature", (n.layer + n.feature) * (n.layer + n.feature + 1) / 2 + n.feature},
+         {"layer", L},
+         {"ctx_idx", n.pos},
+         {"feature_type", "cross layer transcoder"},
+         {"jsNodeId", fmt::format("{}_{}-0", n.layer, n.feature)},
+         {"influence", cumulative},
+         {"activation", n.activation}};
   } else if (n.kind == "error") {
-    j = {{"node_id", fmt::format("{}_-1_{}", n.layer, n.pos)}, {"feature", -1}, {"layer", L}, {"ctx_idx", n.pos},
-         {"feature_type", "mlp reconstruction error"}, {"jsNodeId", fmt::format("{}_-1-{}", n.layer, n.pos)},
-         {"influence", cumulative}, {"activation", nullptr}};
+    j = {{"node_id", fmt::format("{}_-1_{}", n.layer, n.pos)},
+         {"feature", -1},
+         {"layer", L},
+         {"ctx_idx", n.pos},
+         {"feature_type", "mlp reconstruction error"},
+         {"jsNodeId", fmt::format("{}_-1-{}", n.layer, n.pos)},
+         {"influence", cumulative},
+         {"activation", nullptr}};
   } else if (n.kind == "embedding") {
-    j = {{"node_id", fmt::format("E_{}_{}", n.token, n.pos)}, {"feature", n.pos}, {"layer", "E"}, {"ctx_idx", n.pos},
-         {"feature_type", "embedding"}, {"jsNodeId", fmt::format("E_{}-{}", n.token, n.pos)},
-         {"influence", cumulative}, {"activation", nullptr}};
+    j = {{"node_id", fmt::format("E_{}_{}", n.token, n.pos)},
+         {"feature", n.pos},
+         {"layer", "E"},
+         {"ctx_idx", n.pos},
+         {"feature_type", "embedding"},
+         {"jsNodeId", fmt::format("E_{}-{}", n.token, n.pos)},
+         {"influence", cumulative},
+         {"activation", nullptr}};
   } else {
     const int64_t k = n.index - (g.n_nodes() - g.n_logits());
     const std::string top = std::to_string(g.n_layers + 1);
-    j = {{"node_id", fmt::format("{}_{}_{}", top, n.token, n.pos)}, {"feature", n.token}, {"layer", top},
-         {"ctx_idx", n.pos}, {"feature_type", "logit"}, {"jsNodeId", fmt::format("L_{}-{}", n.token, n.pos)},
-         {"influence", nullptr}, {"activation", nullptr}};
+    j = {{"node_id", fmt::format("{}_{}_{}", top, n.token, n.pos)},
+         {"feature", n.token},
+         {"layer", top},
+         {"ctx_idx", n.pos},
+         {"feature_type", "logit"},
+         {"jsNodeId", fmt::format("L_{}-{}", n.token, n.pos)},
+         {"influence", nullptr},
+         {"activation", nullptr}};
     j["token_prob"] = g.logit_probs[k].item<double>();
     j["is_target_logit"] = k == 0;
   }
@@ -183,7 +202,9 @@ Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders
 
   Result r;
   r.kind = "graph";
-  r.settings = {{"prompt", o.prompt}, {"transcoders", o.transcoders}, {"node_threshold", o.node_threshold},
+  r.settings = {{"prompt", o.prompt},
+                {"transcoders", o.transcoders},
+                {"node_threshold", o.node_threshold},
                 {"edge_threshold", o.edge_threshold}};
   const int64_t M = static_cast<int64_t>(kept.size());
   std::vector<int64_t> idx;
@@ -212,8 +233,10 @@ Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders
     r.arrays["full_adjacency"] = NdArray::f32({g.n_nodes(), g.n_nodes()}, full.data_ptr<float>());
   }
 
-  Table t{"nodes", {"node", "node_id", "kind", "layer", "position", "feature", "token_id", "activation", "influence",
-                    "cumulative", "label", "bottom_tokens", "encoder_tokens"}, {}};
+  Table t{"nodes",
+          {"node", "node_id", "kind", "layer", "position", "feature", "token_id", "activation", "influence", "cumulative",
+           "label", "bottom_tokens", "encoder_tokens"},
+          {}};
   // the feature nodes' label token ids, [M, k] in the table's order (-1 on other nodes' rows)
   const int64_t k = o.label_tokens;
   std::vector<int64_t> lab_top(static_cast<size_t>(M * k), -1), lab_bottom(lab_top), lab_enc(lab_top);
@@ -236,8 +259,8 @@ Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders
     }
     t.rows.push_back({n.index, node_ids[static_cast<size_t>(i)], n.kind, n.layer, n.pos, n.feature, n.token,
                       std::isnan(n.activation) ? nlohmann::json(nullptr) : nlohmann::json(n.activation),
-                      p.node_influence[n.index].item<double>(), p.cumulative_scores[n.index].item<double>(), label,
-                      bottom, encoder});
+                      p.node_influence[n.index].item<double>(), p.cumulative_scores[n.index].item<double>(), label, bottom,
+                      encoder});
   }
   // links in circuit-tracer's order (row-major over target, source); nodes kept only when linked, or
   // embeddings and logits
@@ -268,30 +291,44 @@ Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders
     const int64_t id = g.logit_ids[k].item<int64_t>();
     logits.push_back({{"id", id}, {"token", token_label(tok, id)}, {"prob", g.logit_probs[k].item<double>()}});
   }
-  r.summary = {{"n_layers", g.n_layers}, {"n_pos", g.n_pos}, {"n_active", g.active_features.size(0)},
-               {"n_selected", g.n_selected()}, {"n_errors", g.n_layers * g.n_pos}, {"n_logits", g.n_logits()},
-               {"logits", logits}, {"replacement_score", sc.replacement}, {"completeness_score", sc.completeness},
-               {"kept_nodes", M}, {"kept_edges", kept_edges}};
-  r.summary["neuronpedia"] = {
-      {"metadata", {{"slug", o.slug}, {"scan", o.transcoders}, {"transcoder_list", nlohmann::json::array()},
-                    {"prompt_tokens", prompt_tokens}, {"prompt", o.prompt}, {"node_threshold", o.node_threshold},
-                    {"schema_version", 1}}},
-      {"qParams", {{"pinnedIds", nlohmann::json::array()}, {"supernodes", nlohmann::json::array()},
-                   {"linkType", "both"}, {"clickedId", ""}, {"sg_pos", ""}}},
-      {"nodes", used},
-      {"links", links}};
+  r.summary = {{"n_layers", g.n_layers},
+               {"n_pos", g.n_pos},
+               {"n_active", g.active_features.size(0)},
+               {"n_selected", g.n_selected()},
+               {"n_errors", g.n_layers * g.n_pos},
+               {"n_logits", g.n_logits()},
+               {"logits", logits},
+               {"replacement_score", sc.replacement},
+               {"completeness_score", sc.completeness},
+               {"kept_nodes", M},
+               {"kept_edges", kept_edges}};
+  r.summary["neuronpedia"] = {{"metadata",
+                               {{"slug", o.slug},
+                                {"scan", o.transcoders},
+                                {"transcoder_list", nlohmann::json::array()},
+                                {"prompt_tokens", prompt_tokens},
+                                {"prompt", o.prompt},
+                                {"node_threshold", o.node_threshold},
+                                {"schema_version", 1}}},
+                              {"qParams",
+                               {{"pinnedIds", nlohmann::json::array()},
+                                {"supernodes", nlohmann::json::array()},
+                                {"linkType", "both"},
+                                {"clickedId", ""},
+                                {"sg_pos", ""}}},
+                              {"nodes", used},
+                              {"links", links}};
   return r;
 }
 
 std::vector<std::string> graph_feature_labels(const Model& m, const Tokenizer* tok, const GraphTranscoders& tcs,
-                                              const std::vector<std::pair<int64_t, int64_t>>& features,
-                                              int64_t label_tokens) {
+                                              const std::vector<std::pair<int64_t, int64_t>>& features, int64_t label_tokens) {
   using namespace graph_result_detail;
   std::vector<NodeInfo> nodes;
   for (const auto& [layer, feature] : features) {
     if (layer < 0 || layer >= tcs.n_layers() || feature < 0 || feature >= tcs.n_features(layer))
-      throw UsageError(fmt::format("graph: no feature {} at layer {} in {} ({} layers)", feature, layer, tcs.source(),
-                                   tcs.n_layers()));
+      throw UsageError(
+          fmt::format("graph: no feature {} at layer {} in {} ({} layers)", feature, layer, tcs.source(), tcs.n_layers()));
     NodeInfo n;
     n.kind = "feature";
     n.layer = layer;

@@ -56,8 +56,7 @@ class SetTranscoders : public GraphTranscoders {
     if (s.scaling_factor.defined()) rows = rows * f32(s.scaling_factor).index_select(0, f).unsqueeze(1);
     return rows.contiguous();
   }
-  at::Tensor output(int64_t out, const std::vector<at::Tensor>& mlp_in,
-                    const std::vector<at::Tensor>& features) const override {
+  at::Tensor output(int64_t out, const std::vector<at::Tensor>& mlp_in, const std::vector<at::Tensor>& features) const override {
     const at::Tensor& x = mlp_in[static_cast<size_t>(out)];
     if (clt() || is_packed_weight(set_.layers[static_cast<size_t>(out)].W_dec))
       return set_.decode(out, features, x).to(at::kFloat);
@@ -125,17 +124,25 @@ bool writes_mlp_output(const std::string& hook, int64_t l) {
 void check_transcoder(const Sae& s, int64_t l, const Model& m) {
   const int64_t d = m.config().d_model;
   if (s.d_in != d || s.d_out != d)
-    throw UsageError(fmt::format("{}: transcoder of layer {} reads {} and writes {} values; the model's MLP "
-                                 "input and output have {} (d_model)", s.source, l, s.d_in, s.d_out, d));
+    throw UsageError(
+        fmt::format("{}: transcoder of layer {} reads {} and writes {} values; the model's MLP "
+                    "input and output have {} (d_model)",
+                    s.source, l, s.d_in, s.d_out, d));
   if (!reads_mlp_input(s.hook_name, l))
-    throw UsageError(fmt::format("{}: transcoder of layer {} reads {}; an attribution graph needs the MLP's "
-                                 "input of its layer (blocks.{}.mlp.hook_in, .ln2.hook_normalized or .hook_resid_mid)", s.source, l, s.hook_name, l));
+    throw UsageError(
+        fmt::format("{}: transcoder of layer {} reads {}; an attribution graph needs the MLP's "
+                    "input of its layer (blocks.{}.mlp.hook_in, .ln2.hook_normalized or .hook_resid_mid)",
+                    s.source, l, s.hook_name, l));
   if (!writes_mlp_output(s.hook_name_out, l))
-    throw UsageError(fmt::format("{}: transcoder of layer {} writes {}; an attribution graph needs the MLP output "
-                                 "of its layer (blocks.{}.hook_mlp_out)", s.source, l, s.hook_name_out, l));
+    throw UsageError(
+        fmt::format("{}: transcoder of layer {} writes {}; an attribution graph needs the MLP output "
+                    "of its layer (blocks.{}.hook_mlp_out)",
+                    s.source, l, s.hook_name_out, l));
   if (s.normalize != SaeNormalize::None && s.normalize != SaeNormalize::ExpectedAverageOnlyIn)
-    throw UsageError(fmt::format("{}: transcoder normalises its input ({}), so its features are not linear in it; "
-                                 "the replacement model needs a linear encoder", s.source, to_string(s.normalize)));
+    throw UsageError(
+        fmt::format("{}: transcoder normalises its input ({}), so its features are not linear in it; "
+                    "the replacement model needs a linear encoder",
+                    s.source, to_string(s.normalize)));
   if (s.apply_b_dec_to_input && s.d_in != s.d_out)
     throw UsageError(s.source + ": apply_b_dec_to_input with different input and output widths");
 }
@@ -216,9 +223,10 @@ std::unique_ptr<GraphTranscoders> per_layer_transcoders(std::vector<Sae> saes, c
   for (size_t l = 0; l < saes.size(); ++l) {
     const GraphInput here = *graph_engine::input_of_hook(saes[l].hook_name, static_cast<int64_t>(l));
     if (l > 0 && here != in)
-      throw UsageError(fmt::format("{}: transcoder of layer {} reads {}, another point than layer 0's ({}); an "
-                                   "attribution graph reads every layer at the same point", saes[l].source, l,
-                                   saes[l].hook_name, saes[0].hook_name));
+      throw UsageError(
+          fmt::format("{}: transcoder of layer {} reads {}, another point than layer 0's ({}); an "
+                      "attribution graph reads every layer at the same point",
+                      saes[l].source, l, saes[l].hook_name, saes[0].hook_name));
     in = here;
   }
   set.layers = std::move(saes);
@@ -226,7 +234,7 @@ std::unique_ptr<GraphTranscoders> per_layer_transcoders(std::vector<Sae> saes, c
 }
 
 std::unique_ptr<GraphTranscoders> graph_engine::load_graph_transcoders(const std::string& dir, const Model& model,
-                                                                      bool keep_for_next) {
+                                                                       bool keep_for_next) {
   // a folder without config.yaml is circuit-tracer's plain per-layer layout, read at the MLP's input and output
   TranscoderLoadOptions lo;
   lo.default_input_hook = "mlp.hook_in";
@@ -241,12 +249,16 @@ std::unique_ptr<GraphTranscoders> graph_engine::load_graph_transcoders(const std
   const std::string where = set.config_path.empty() ? set.source : set.config_path;
   const std::optional<GraphInput> in = graph_engine::input_of_point(set.input_point);
   if (!in)
-    throw UsageError(fmt::format("{}: feature_input_hook '{}' — an attribution graph reads transcoders at the MLP's "
-                                 "input (mlp.hook_in: ln2's output, its weight and bias applied; ln2.hook_normalized, "
-                                 "before them; or hook_resid_mid, before ln2)", where, set.feature_input_hook));
+    throw UsageError(
+        fmt::format("{}: feature_input_hook '{}' — an attribution graph reads transcoders at the MLP's "
+                    "input (mlp.hook_in: ln2's output, its weight and bias applied; ln2.hook_normalized, "
+                    "before them; or hook_resid_mid, before ln2)",
+                    where, set.feature_input_hook));
   if (set.output_point != "hook_mlp_out")
-    throw UsageError(fmt::format("{}: feature_output_hook '{}' — an attribution graph needs transcoders writing the "
-                                 "MLP's output (hook_mlp_out or mlp.hook_out)", where, set.feature_output_hook));
+    throw UsageError(
+        fmt::format("{}: feature_output_hook '{}' — an attribution graph needs transcoders writing the "
+                    "MLP's output (hook_mlp_out or mlp.hook_out)",
+                    where, set.feature_output_hook));
   check_transcoders_fit(set, model);
   for (int64_t l = 0; l < set.n_layers; ++l) graph_engine::check_transcoder(set.layers[static_cast<size_t>(l)], l, model);
   return std::make_unique<graph_engine::SetTranscoders>(std::move(set), *in, serial);

@@ -35,9 +35,9 @@ void check_head(const Model& m, int64_t layer, int64_t head) {
   if (layer < 0 || layer >= c.n_layers)
     throw UsageError(fmt::format("layer {} is out of range (model has {} layers: 0..{})", layer, c.n_layers, c.n_layers - 1));
   if (head < 0 || head >= c.n_heads)
-    throw UsageError(fmt::format("head {} is out of range (model has {} heads per layer: 0..{})", head, c.n_heads, c.n_heads - 1));
+    throw UsageError(
+        fmt::format("head {} is out of range (model has {} heads per layer: 0..{})", head, c.n_heads, c.n_heads - 1));
 }
-
 
 }  // namespace
 
@@ -62,8 +62,8 @@ FactoredMatrix vocab_circuit(const Model& m, const at::Tensor& R, const at::Tens
     at::Tensor B = at::mm(m.W_O(layer)[head], W_U).contiguous();  // [d_head, V]
     return {A, B};
   }
-  at::Tensor A = at::mm(Rt, m.W_Q(layer)[head]).contiguous();          // [V, d_head]
-  at::Tensor B = at::mm(m.W_K(layer)[head].t(), R).contiguous();       // [d_head, V]
+  at::Tensor A = at::mm(Rt, m.W_Q(layer)[head]).contiguous();     // [V, d_head]
+  at::Tensor B = at::mm(m.W_K(layer)[head].t(), R).contiguous();  // [d_head, V]
   return {A, B};
 }
 }  // namespace
@@ -100,12 +100,12 @@ HeadsAnalysis analyze_heads(const Model& m, const HeadsOptions& o, const Tokeniz
   if (o.top_k > V * V)
     throw UsageError(fmt::format("--top-k {} is larger than the number of (token, token) pairs ({}^2 = {})", o.top_k, V, V * V));
   if (o.top_k > kMaxHeadsTopK)
-    throw UsageError(fmt::format("--top-k {} is above the {} pairs per circuit vocablens keeps in memory", o.top_k, kMaxHeadsTopK));
+    throw UsageError(
+        fmt::format("--top-k {} is above the {} pairs per circuit vocablens keeps in memory", o.top_k, kMaxHeadsTopK));
   if (o.per_token_k > V)
     throw UsageError(fmt::format("--per-token-k {} is larger than the vocabulary ({} tokens)", o.per_token_k, V));
   for (int64_t t : o.source_tokens)
-    if (t < 0 || t >= a.vocab_size)
-      throw UsageError(fmt::format("token id {} is out of range [0, {})", t, a.vocab_size));
+    if (t < 0 || t >= a.vocab_size) throw UsageError(fmt::format("token id {} is out of range [0, {})", t, a.vocab_size));
 
   // Every circuit reads through E (or E+) and W_U: a NaN there leaves no head defined.
   require_finite(m.W_E(), "W_E", "every head's vocabulary-space circuit passes through it");

@@ -45,18 +45,20 @@ void register_heads_entry(AnalysisRegistry& r) {
       {"top_k", OptionType::Integer, 50, "Token pairs per circuit", 1, 1e6},
   };
   entry::append(d.options, entry::inverse_decls("QK queries and OV sources"));
-  entry::append(d.options, {
-      OptionDecl{"tokens", OptionType::Texts, nullptr,
-                 "Also list the best targets (ov) / keys (qk) of these tokens (text or #ID; CLI: repeatable)"}
-          .spelled("--token"),
-      {"per_token_k", OptionType::Integer, 0, "Length of the per-token lists (0: top_k)", 0, 1e6},
-      {"drop_same_token", OptionType::Flag, false, "Drop pairs (t, t)"},
-      {"drop_same_word", OptionType::Flag, false, "Drop pairs equal up to leading spaces and case"},
-      {"spectra", OptionType::Flag, true, "Singular values, eigenvalues and copying scores"},
-      {"prune", OptionType::Flag, true, "Norm-bound pruning in the stream (exact either way; off for timing)"},
-  });
+  entry::append(d.options,
+                {
+                    OptionDecl{"tokens", OptionType::Texts, nullptr,
+                               "Also list the best targets (ov) / keys (qk) of these tokens (text or #ID; CLI: repeatable)"}
+                        .spelled("--token"),
+                    {"per_token_k", OptionType::Integer, 0, "Length of the per-token lists (0: top_k)", 0, 1e6},
+                    {"drop_same_token", OptionType::Flag, false, "Drop pairs (t, t)"},
+                    {"drop_same_word", OptionType::Flag, false, "Drop pairs equal up to leading spaces and case"},
+                    {"spectra", OptionType::Flag, true, "Singular values, eigenvalues and copying scores"},
+                    {"prune", OptionType::Flag, true, "Norm-bound pruning in the stream (exact either way; off for timing)"},
+                });
   entry::append(d.options, entry::token_filter_decls());
-  r.add({std::move(d), [](const AnalysisRequest& q) {
+  r.add({std::move(d),
+         [](const AnalysisRequest& q) {
            HeadsOptions ho = heads_options(q);
            ho.progress = q.progress;
            auto r = analyze_heads(q.model, ho, q.tok).to_result(q.tok);
@@ -75,9 +77,9 @@ void register_heads_entry(AnalysisRegistry& r) {
                                    : "heads: the read side, one tile of the V x V circuit",
                               (3 * d * V + 4 * 256 * V) * 4);
            e.what = "the head circuits of " + q.model.source();
-           e.reduce = pinv ? q.spelled("inverse") + (q.surface == Surface::Cli ? " transpose" : " 'transpose'") +
-                                 " (no pseudo-inverse)"
-                           : std::string();
+           e.reduce =
+               pinv ? q.spelled("inverse") + (q.surface == Surface::Cli ? " transpose" : " 'transpose'") + " (no pseudo-inverse)"
+                    : std::string();
            return e;
          }});
 }

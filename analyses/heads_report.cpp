@@ -72,7 +72,9 @@ void render_heads(Section& sec) {
       h.row_axis = "layer";
       h.col_axis = "head";
       if (g.cols <= 24 && g.rows <= 24)
-        h.cell_text = [&g](int64_t i, int64_t j) { return std::isfinite(g.at(i, j)) ? fmt::format("{:.2f}", g.at(i, j)) : std::string(); };
+        h.cell_text = [&g](int64_t i, int64_t j) {
+          return std::isfinite(g.at(i, j)) ? fmt::format("{:.2f}", g.at(i, j)) : std::string();
+        };
       std::string title = (kind.empty() ? "" : kind + " ") + pretty_name(metric) + " per head";
       figs += "<div class=\"chartbox\">" + figure(title, svg_heatmap(h)) + "</div>";
     }
@@ -94,13 +96,13 @@ void render_heads(Section& sec) {
       for (int64_t j = 0; j < g.cols; ++j) cols.push_back(std::to_string(j));
       double lo, hi;
       finite_range(g.v, lo, hi);
-      sec.html += array_heatmap(sec, n, g, lo < 0 && hi > 0 ? Cmap::Diverging : Cmap::Viridis, pretty_name(n),
-                                circuit_labels, cols, kNaN, kNaN, "circuit (layer, head, kind)", "index (0-based)");
+      sec.html += array_heatmap(sec, n, g, lo < 0 && hi > 0 ? Cmap::Diverging : Cmap::Viridis, pretty_name(n), circuit_labels,
+                                cols, kNaN, kNaN, "circuit (layer, head, kind)", "index (0-based)");
       sec.use(a);
     }
   }
-  for (const char* n : {"circuit_index", "pair_ids", "pair_values", "per_token_ids", "per_token_values", "copying_score",
-                        "weight_copying_score"})
+  for (const char* n :
+       {"circuit_index", "pair_ids", "pair_values", "per_token_ids", "per_token_values", "copying_score", "weight_copying_score"})
     if (sec.r.arrays.count(n)) sec.used_arrays.insert(n);
 }
 
@@ -137,8 +139,10 @@ Result heads_example(const ExampleInput&) {
     for (int64_t l = 0; l < L; ++l)
       for (int64_t h = 0; h < H; ++h) {
         for (int64_t q = 0; q < k; ++q) {
-          size_t a = static_cast<size_t>((l * 5 + h * 3 + q) % kExampleVocab.size()), b = static_cast<size_t>((l + h * 7 + q * 2) % kExampleVocab.size());
-          pairs.rows.push_back({l, h, kind, q + 1, static_cast<int64_t>(a), kExampleVocab[a], static_cast<int64_t>(b), kExampleVocab[b], 12.5 - q * 1.5 - rng.next()});
+          size_t a = static_cast<size_t>((l * 5 + h * 3 + q) % kExampleVocab.size()),
+                 b = static_cast<size_t>((l + h * 7 + q * 2) % kExampleVocab.size());
+          pairs.rows.push_back({l, h, kind, q + 1, static_cast<int64_t>(a), kExampleVocab[a], static_cast<int64_t>(b),
+                                kExampleVocab[b], 12.5 - q * 1.5 - rng.next()});
         }
         double c = rng.next() * 2 - 0.6;
         copy.push_back(c);
@@ -154,8 +158,26 @@ Result heads_example(const ExampleInput&) {
 }  // namespace
 
 void register_heads_report(ResultKinds& k) {
-  k.add({"heads", "Attention heads in vocabulary space", 4, "Attention heads", render_heads, kHeadsNotebook, heads_example,
-         {{"circuit_index", "C 3"}, {"pair_ids", "C K 2"}, {"pair_values", "C K"}, {"copying_score", "C"}, {"weight_copying_score", "C"}, {"singular_values", "C S"}, {"eigenvalues_real", "C S"}, {"eigenvalues_imag", "C S"}, {"weight_singular_values", "C S"}, {"weight_eigenvalues_real", "C S"}, {"weight_eigenvalues_imag", "C S"}, {"per_token_ids", "C N P"}, {"per_token_values", "C N P"}}});
+  k.add({"heads",
+         "Attention heads in vocabulary space",
+         4,
+         "Attention heads",
+         render_heads,
+         kHeadsNotebook,
+         heads_example,
+         {{"circuit_index", "C 3"},
+          {"pair_ids", "C K 2"},
+          {"pair_values", "C K"},
+          {"copying_score", "C"},
+          {"weight_copying_score", "C"},
+          {"singular_values", "C S"},
+          {"eigenvalues_real", "C S"},
+          {"eigenvalues_imag", "C S"},
+          {"weight_singular_values", "C S"},
+          {"weight_eigenvalues_real", "C S"},
+          {"weight_eigenvalues_imag", "C S"},
+          {"per_token_ids", "C N P"},
+          {"per_token_values", "C N P"}}});
 }
 
 }  // namespace vocablens::kinds

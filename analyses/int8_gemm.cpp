@@ -31,8 +31,7 @@ Engine& engine() {
 dnnl::matmul::primitive_desc describe(int64_t M, int64_t K, int64_t N, bool packed = false) {
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
-  dnnl::memory::desc a({M, K}, dt::s8, tag::ab), b({K, N}, dt::s8, packed ? tag::any : tag::ba),
-      c({M, N}, dt::s32, tag::ab);
+  dnnl::memory::desc a({M, K}, dt::s8, tag::ab), b({K, N}, dt::s8, packed ? tag::any : tag::ba), c({M, N}, dt::s32, tag::ab);
   // The caller's scratchpad: a primitive executed from several threads at once must not share the library's
   // (oneDNN's default shares one unless built with DNNL_ENABLE_CONCURRENT_EXEC).
   dnnl::primitive_attr attr;
@@ -51,9 +50,7 @@ bool int8_gemm_available(std::string* kernel) {
   static const std::string impl = [] {
     try {
       return std::string(describe(256, 768, 4096).impl_info_str());
-    } catch (...) {
-      return std::string();
-    }
+    } catch (...) { return std::string(); }
   }();
   if (kernel) *kernel = impl;
   return exact_kernel(impl);

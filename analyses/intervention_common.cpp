@@ -28,14 +28,14 @@ void check_token(const Model& m, int64_t id, const std::string& flag) {
 int64_t resolve_position(int64_t pos, int64_t T) {
   const int64_t p = pos < 0 ? T + pos : pos;
   if (p < 0 || p >= T)
-    throw UsageError("position " + std::to_string(pos) + " is outside the prompt's " + std::to_string(T) +
-                     " tokens (0.." + std::to_string(T - 1) + ", or -1 for the last)");
+    throw UsageError("position " + std::to_string(pos) + " is outside the prompt's " + std::to_string(T) + " tokens (0.." +
+                     std::to_string(T - 1) + ", or -1 for the last)");
   return p;
 }
 
 std::vector<double> metric_from_final(const Model& m, const at::Tensor& fin, int64_t pos, int64_t target, int64_t wrong) {
-  at::Tensor x = fin.select(1, pos).to(at::kDouble);                 // [B, d]
-  at::Tensor u = m.W_U().select(1, target).to(at::kDouble);          // [d]
+  at::Tensor x = fin.select(1, pos).to(at::kDouble);         // [B, d]
+  at::Tensor u = m.W_U().select(1, target).to(at::kDouble);  // [d]
   double bias = 0;
   const at::Tensor& bU = m.weights().b_U;
   if (bU.defined()) bias = bU[target].item<double>();

@@ -95,11 +95,11 @@ void register_interventions_entry(AnalysisRegistry& r) {
       {"position", OptionType::Integer, -1, "Position whose logits are read (-1: the last)"},
       {"bos", OptionType::Flag, nullptr, "Prepend the BOS token to both prompts (default: the tokenizer's convention)"},
   };
-  r.add({std::move(p), [](const AnalysisRequest& q) {
+  r.add({std::move(p),
+         [](const AnalysisRequest& q) {
            const auto [clean, corrupt] = patch_prompts(q);
            auto res = activation_patching(q.model, clean, corrupt, patch_options(q));
-           auto r = res.to_result(q.tok, text_of(q, q.options.at("clean"), clean),
-                                  text_of(q, q.options.at("corrupt"), corrupt));
+           auto r = res.to_result(q.tok, text_of(q, q.options.at("clean"), clean), text_of(q, q.options.at("corrupt"), corrupt));
            if (q.tok) r.provenance["tokenizer"] = q.tok->source();
            return r;
          },
@@ -108,35 +108,38 @@ void register_interventions_entry(AnalysisRegistry& r) {
            const auto T = static_cast<int64_t>(patch_prompts(q).first.size());
            CacheSpec spec;
            spec.resid_pre = spec.resid_mid = spec.resid_post = spec.attn_out = spec.mlp_out = true;
-           return entry::one_forward_estimate(
-               q, T, spec, true, "patch: the corrupt run's logits and one patched run's",
-               static_cast<double>(T) * static_cast<double>(q.model.config().vocab_size) * 4 * 2, false,
-               fmt::format("patching over {} tokens of {}", T, q.model.source()),
-               "give shorter " + q.spelled("clean") + " and " + q.spelled("corrupt") + " prompts");
+           return entry::one_forward_estimate(q, T, spec, true, "patch: the corrupt run's logits and one patched run's",
+                                              static_cast<double>(T) * static_cast<double>(q.model.config().vocab_size) * 4 * 2,
+                                              false, fmt::format("patching over {} tokens of {}", T, q.model.source()),
+                                              "give shorter " + q.spelled("clean") + " and " + q.spelled("corrupt") + " prompts");
          }});
 
   AnalysisDecl a;
   a.name = a.command = "ablate";
   a.input = "prompt";
-  a.summary = "Zero- or mean-ablate heads, MLP neurons, residual positions or any hook and show the prediction before "
-              "and after";
+  a.summary =
+      "Zero- or mean-ablate heads, MLP neurons, residual positions or any hook and show the prediction before "
+      "and after";
   a.options = entry::prompt_decls();
-  entry::append(a.options, {
-      {"head", OptionType::Texts, nullptr, "Head LAYER.HEAD, e.g. 1.3 (blocks.L.attn.hook_z); repeatable"},
-      {"neuron", OptionType::Texts, nullptr, "MLP neuron LAYER.NEURON, e.g. 0.17 (blocks.L.mlp.hook_post); repeatable"},
-      {"resid", OptionType::Texts, nullptr, "Residual stream entering block LAYER at POSITION, LAYER.POSITION; repeatable"},
-      {"hook", OptionType::Texts, nullptr,
-       "A whole activation by hook name, e.g. blocks.1.hook_attn_out or mlp_out.1 (docs/interventions.md lists them); "
-       "repeatable"},
-      OptionDecl{"mode", OptionType::Choice, "zero",
-                 "zero, or mean: the activation's mean over every position of the prompt (or of the mean_over prompts)"}
-          .with_choices({"zero", "mean"}),
-      OptionDecl{"mean_over", OptionType::Texts, nullptr, "Reference prompt for mode mean; repeatable"}.whole_on_cli(),
-      {"target", OptionType::Token, nullptr, "Token to follow (default: the unablated run's top prediction)"},
-      {"position", OptionType::Integer, -1, "Position whose prediction is shown (-1: the last)"},
-      {"top_k", OptionType::Integer, 10, "Predictions listed", 1, 1e6},
-  });
-  r.add({std::move(a), [](const AnalysisRequest& q) {
+  entry::append(
+      a.options,
+      {
+          {"head", OptionType::Texts, nullptr, "Head LAYER.HEAD, e.g. 1.3 (blocks.L.attn.hook_z); repeatable"},
+          {"neuron", OptionType::Texts, nullptr, "MLP neuron LAYER.NEURON, e.g. 0.17 (blocks.L.mlp.hook_post); repeatable"},
+          {"resid", OptionType::Texts, nullptr, "Residual stream entering block LAYER at POSITION, LAYER.POSITION; repeatable"},
+          {"hook", OptionType::Texts, nullptr,
+           "A whole activation by hook name, e.g. blocks.1.hook_attn_out or mlp_out.1 (docs/interventions.md lists them); "
+           "repeatable"},
+          OptionDecl{"mode", OptionType::Choice, "zero",
+                     "zero, or mean: the activation's mean over every position of the prompt (or of the mean_over prompts)"}
+              .with_choices({"zero", "mean"}),
+          OptionDecl{"mean_over", OptionType::Texts, nullptr, "Reference prompt for mode mean; repeatable"}.whole_on_cli(),
+          {"target", OptionType::Token, nullptr, "Token to follow (default: the unablated run's top prediction)"},
+          {"position", OptionType::Integer, -1, "Position whose prediction is shown (-1: the last)"},
+          {"top_k", OptionType::Integer, 10, "Predictions listed", 1, 1e6},
+      });
+  r.add({std::move(a),
+         [](const AnalysisRequest& q) {
            const auto ids = entry::prompt_of(q);
            auto r = ablate(q.model, ids, ablation_options(q)).to_result(q.tok, entry::prompt_text(q, ids));
            if (q.tok) r.provenance["tokenizer"] = q.tok->source();

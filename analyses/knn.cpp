@@ -36,8 +36,11 @@ struct CandidateLists {
   std::vector<float> val;
   std::vector<int64_t> idx;
   std::vector<int32_t> count;
-  CandidateLists(int64_t rows, int64_t cap_) : cap(cap_), val(static_cast<size_t>(rows * cap_)),
-                                               idx(static_cast<size_t>(rows * cap_)), count(static_cast<size_t>(rows), 0) {}
+  CandidateLists(int64_t rows, int64_t cap_)
+      : cap(cap_),
+        val(static_cast<size_t>(rows * cap_)),
+        idx(static_cast<size_t>(rows * cap_)),
+        count(static_cast<size_t>(rows), 0) {}
   float threshold(int64_t r) const {
     return count[static_cast<size_t>(r)] < cap ? -std::numeric_limits<float>::infinity()
                                                : val[static_cast<size_t>(r * cap + cap - 1)];
@@ -139,17 +142,21 @@ void finalise(KnnGraph& g, const CandidateLists& L, const at::Tensor& X, const s
         fell_back[static_cast<size_t>(r)] = 1;
         cand.reserve(static_cast<size_t>(n));
         for (int64_t j = 0; j < n; ++j)
-          if (j != qi) cand.emplace_back(cos_from(dot64(x + qi * d, x + j * d, d), norms[static_cast<size_t>(qi)], norms[static_cast<size_t>(j)]), j);
+          if (j != qi)
+            cand.emplace_back(
+                cos_from(dot64(x + qi * d, x + j * d, d), norms[static_cast<size_t>(qi)], norms[static_cast<size_t>(j)]), j);
       } else {
         for (int64_t t = 0; t < c && static_cast<double>(vv[t]) >= lo; ++t) {
           int64_t j = ii[t];
-          cand.emplace_back(cos_from(dot64(x + qi * d, x + j * d, d), norms[static_cast<size_t>(qi)], norms[static_cast<size_t>(j)]), j);
+          cand.emplace_back(
+              cos_from(dot64(x + qi * d, x + j * d, d), norms[static_cast<size_t>(qi)], norms[static_cast<size_t>(j)]), j);
         }
       }
       rescored[static_cast<size_t>(r)] = static_cast<int64_t>(cand.size());
       const size_t kk = std::min(static_cast<size_t>(k), cand.size());
-      std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(kk), cand.end(),
-                        [](const auto& A, const auto& B) { return A.first > B.first || (A.first == B.first && A.second < B.second); });
+      std::partial_sort(
+          cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(kk), cand.end(),
+          [](const auto& A, const auto& B) { return A.first > B.first || (A.first == B.first && A.second < B.second); });
       for (size_t t = 0; t < kk; ++t) {
         g.indices[static_cast<size_t>(r * k) + t] = cand[t].second;
         g.scores[static_cast<size_t>(r * k) + t] = cand[t].first;
@@ -166,8 +173,8 @@ void check_knn_size(int64_t rows, int64_t n, int64_t k) {
     throw UsageError("k " + std::to_string(k) + " is larger than the number of other rows (" + std::to_string(n - 1) + ")");
   const double gb = static_cast<double>(rows) * static_cast<double>(2 * k + 16) * 28.0 / 1e9;
   if (gb > 8.0)
-    throw UsageError(fmt::format("k {} over {} rows would need about {:.0f} GB of memory (more than 8 GB); use a smaller k",
-                                 k, rows, gb));
+    throw UsageError(
+        fmt::format("k {} over {} rows would need about {:.0f} GB of memory (more than 8 GB); use a smaller k", k, rows, gb));
 }
 
 }  // namespace
@@ -302,10 +309,17 @@ Result KnnGraph::to_result(const Tokenizer* tok, bool edges) const {
     mean_first += scores[static_cast<size_t>(r * k)];
     mean_kth += scores[static_cast<size_t>(r * k + k - 1)];
   }
-  nlohmann::json s = {{"rows", n}, {"queries", q}, {"k", k}, {"dim", dim}, {"matrix", matrix}, {"space", space},
+  nlohmann::json s = {{"rows", n},
+                      {"queries", q},
+                      {"k", k},
+                      {"dim", dim},
+                      {"matrix", matrix},
+                      {"space", space},
                       {"score", "cosine in float64; order cosine desc, id asc; self excluded"},
-                      {"candidate_margin", margin}, {"rescored_candidates", rescored},
-                      {"fallback_rows", fallback_rows}, {"seconds", seconds},
+                      {"candidate_margin", margin},
+                      {"rescored_candidates", rescored},
+                      {"fallback_rows", fallback_rows},
+                      {"seconds", seconds},
                       {"mean_top1_cosine", q > 0 ? mean_first / static_cast<double>(q) : 0.0},
                       {"mean_kth_cosine", q > 0 ? mean_kth / static_cast<double>(q) : 0.0}};
   std::vector<int64_t> order;
@@ -325,7 +339,8 @@ Result KnnGraph::to_result(const Tokenizer* tok, bool edges) const {
     Table ht{"hubs", {"rank", "token_id", "token", "in_degree"}, {}};
     for (size_t i = 0; i < order.size(); ++i) {
       int64_t id = order[i];
-      if (i < 20) hubs.push_back({{"id", id}, {"token", token_label(tok, id)}, {"in_degree", in_degree[static_cast<size_t>(id)]}});
+      if (i < 20)
+        hubs.push_back({{"id", id}, {"token", token_label(tok, id)}, {"in_degree", in_degree[static_cast<size_t>(id)]}});
       ht.rows.push_back({i + 1, id, token_label(tok, id), in_degree[static_cast<size_t>(id)]});
     }
     s["top_hubs"] = hubs;

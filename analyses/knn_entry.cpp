@@ -23,13 +23,14 @@ void register_knn_entry(AnalysisRegistry& r) {
   d.summary = "Exact k-nearest-neighbour graph (cosine) of every token's embedding; save it with --out DIR";
   d.options = {
       {"k", OptionType::Integer, 10, "Neighbours per token", 1, 1e6},
-      OptionDecl{"space", OptionType::Choice, "E", "E (embedding rows) or E+ (rows of pinv(W_E)^T)"}
-          .with_choices({"E", "E+", "embedding", "pinv"}),
+      OptionDecl{"space", OptionType::Choice, "E", "E (embedding rows) or E+ (rows of pinv(W_E)^T)"}.with_choices(
+          {"E", "E+", "embedding", "pinv"}),
       OptionDecl{"matrix", OptionType::Choice, "W_E", "W_E or W_U"}.with_choices({"W_E", "W_U"}),
       {"block", OptionType::Integer, 2048, "Rows per GEMM block", 16, 1e9},
       {"edges", OptionType::Flag, false, "Also every edge as a table (V·k rows)"},
   };
-  r.add({std::move(d), [](const AnalysisRequest& q) {
+  r.add({std::move(d),
+         [](const AnalysisRequest& q) {
            const auto& o = q.options;
            KnnOptions ko = knn_options(o);
            ko.progress = q.progress;
@@ -46,10 +47,12 @@ void register_knn_entry(AnalysisRegistry& r) {
            const auto& cf = q.model.config();
            const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
            const double block = static_cast<double>(knn_options(q.options).block);
-           return entry::weights_phase_estimate(q, std::string("knn: the vectors, their normalised copy, one block of similarities") +
-                                                    (entry::space_vectors_bytes(q) > 0 ? "; E+ and its SVD" : ""),
-                                                (2 * V * d + block * V) * 4 + entry::space_vectors_bytes(q), "the k-NN graph of " + q.model.source(),
-                                                q.spelled("block") + " (fewer rows per block)");
+           return entry::weights_phase_estimate(
+               q,
+               std::string("knn: the vectors, their normalised copy, one block of similarities") +
+                   (entry::space_vectors_bytes(q) > 0 ? "; E+ and its SVD" : ""),
+               (2 * V * d + block * V) * 4 + entry::space_vectors_bytes(q), "the k-NN graph of " + q.model.source(),
+               q.spelled("block") + " (fewer rows per block)");
          }});
 }
 

@@ -20,7 +20,8 @@ Result knn_example(const ExampleInput&) {
   Table e{"edges", {"source", "source_token", "rank", "target", "target_token", "cosine"}, {}};
   for (int64_t src = 0; src < 6; ++src)
     for (int64_t k = 0; k < 3; ++k)
-      e.rows.push_back({src, kExampleVocab[static_cast<size_t>(src)], k + 1, (src + k + 1) % 24, kExampleVocab[static_cast<size_t>((src + k + 1) % 24)], 0.8 - 0.1 * static_cast<double>(k)});
+      e.rows.push_back({src, kExampleVocab[static_cast<size_t>(src)], k + 1, (src + k + 1) % 24,
+                        kExampleVocab[static_cast<size_t>((src + k + 1) % 24)], 0.8 - 0.1 * static_cast<double>(k)});
   Table h{"hubs", {"rank", "token_id", "token", "in_degree"}, {{1, 4, ",", 9}, {2, 0, " the", 7}}};
   r.tables.push_back(std::move(e));
   r.tables.push_back(std::move(h));
@@ -34,7 +35,13 @@ Result knn_example(const ExampleInput&) {
 }  // namespace
 
 void register_knn_report(ResultKinds& k) {
-  k.add({"knn", "Nearest-neighbour graph", 9, "Nearest neighbours", nullptr, "", knn_example,
+  k.add({"knn",
+         "Nearest-neighbour graph",
+         9,
+         "Nearest neighbours",
+         nullptr,
+         "",
+         knn_example,
          {{"indices", "Q K"}, {"scores", "Q K"}, {"rows", "Q"}, {"in_degree", "N"}}});
 }
 

@@ -36,8 +36,8 @@ void validate_options(const Model& m, const LensOptions& o) {
   const auto& c = m.config();
   if (o.top_k < 0) throw UsageError("--top-k must be >= 0 (got " + std::to_string(o.top_k) + ")");
   if (o.top_k > c.vocab_size)
-    throw UsageError("--top-k " + std::to_string(o.top_k) + " is larger than the vocabulary (" +
-                     std::to_string(c.vocab_size) + ")");
+    throw UsageError("--top-k " + std::to_string(o.top_k) + " is larger than the vocabulary (" + std::to_string(c.vocab_size) +
+                     ")");
   if (o.decoder_blocks < 0 || o.decoder_blocks > c.n_layers)
     throw UsageError("--decoder-blocks must be in [0, " + std::to_string(c.n_layers) + "] (got " +
                      std::to_string(o.decoder_blocks) + ")");
@@ -62,8 +62,7 @@ void validate_ids(const Model& m, const std::vector<int64_t>& ids) {
                      std::to_string(c.n_ctx) + " tokens");
   for (auto id : ids)
     if (id < 0 || id >= c.vocab_size)
-      throw UsageError("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                       std::to_string(c.vocab_size) + ")");
+      throw UsageError("token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -142,8 +141,7 @@ at::Tensor LensEngine::normalise(const at::Tensor& raw) const {
   return stack;
 }
 
-void LensEngine::run(const std::vector<int64_t>& ids, const std::vector<int64_t>& targets, int64_t k,
-                     LensStats& s) const {
+void LensEngine::run(const std::vector<int64_t>& ids, const std::vector<int64_t>& targets, int64_t k, LensStats& s) const {
   run_normalised(normalised_stack(at::tensor(ids, at::kLong)), ids, targets, k, s);
 }
 
@@ -163,8 +161,8 @@ void LensEngine::logits_into(at::Tensor& Z, const at::Tensor& X) const {
   if (final_softcap_ > 0) Z.div_(final_softcap_).tanh_().mul_(final_softcap_);  // the model's own last step (Gemma-2)
 }
 
-void LensEngine::row_into(float* z, int64_t li, int64_t t, const float* pf, bool write_probs,
-                          const std::vector<int64_t>& ids, const std::vector<int64_t>& targets, LensStats& s) const {
+void LensEngine::row_into(float* z, int64_t li, int64_t t, const float* pf, bool write_probs, const std::vector<int64_t>& ids,
+                          const std::vector<int64_t>& targets, LensStats& s) const {
   const int64_t T = s.T, k = s.k, V = W_.size(1);
   RowRequest q;
   q.k = k;
@@ -182,7 +180,8 @@ void LensEngine::row_into(float* z, int64_t li, int64_t t, const float* pf, bool
   // embedding row, translators of 1e19): refused like non-finite input instead of NaN rows and exit 0.
   if (o.nonfinite && nonfinite_policy() == NonFinitePolicy::Refuse)
     throw NonFiniteError("logit lens: the logits of " + layers_[static_cast<size_t>(li)].hook + " at position " +
-                         std::to_string(t) + " overflow float32 (non-finite or too large for the softmax) although every "
+                         std::to_string(t) +
+                         " overflow float32 (non-finite or too large for the softmax) although every "
                          "weight is finite: finite values too large for the analysis (an edited checkpoint or tuned lens?)");
   s.lse[at] = o.lse;
   s.entropy[at] = o.entropy;
@@ -192,8 +191,8 @@ void LensEngine::row_into(float* z, int64_t li, int64_t t, const float* pf, bool
   s.z_next[at] = o.z_next;
 }
 
-void LensEngine::run_normalised(const at::Tensor& normed, const std::vector<int64_t>& ids,
-                                const std::vector<int64_t>& targets, int64_t k, LensStats& s) const {
+void LensEngine::run_normalised(const at::Tensor& normed, const std::vector<int64_t>& ids, const std::vector<int64_t>& targets,
+                                int64_t k, LensStats& s) const {
   const int64_t T = static_cast<int64_t>(ids.size());
   const int64_t n = static_cast<int64_t>(layers_.size());
   const int64_t V = W_.size(1);
@@ -221,8 +220,7 @@ void LensEngine::run_normalised(const at::Tensor& normed, const std::vector<int6
     // 2) every other layer, with the dot product against the final distribution of the same position.
     if (n > 1)
       detail::parallel_for(0, fin0, 1, [&](int64_t b, int64_t e) {
-        for (int64_t r = b; r < e; ++r)
-          row_into(zp + r * V, r / p, t0 + r % p, zp + (fin0 + r % p) * V, false, ids, targets, s);
+        for (int64_t r = b; r < e; ++r) row_into(zp + r * V, r / p, t0 + r % p, zp + (fin0 + r % p) * V, false, ids, targets, s);
       });
     s.gemm_seconds += std::chrono::duration<double>(c1 - c0).count();
     s.stats_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - c1).count();
@@ -380,8 +378,8 @@ std::vector<int64_t> lens_targets(const std::vector<int64_t>& ids, const LensOpt
   return targets;
 }
 
-LensResult lens_from_normalised(const Model& m, const LensEngine& eng, const at::Tensor& normed,
-                                const std::vector<int64_t>& ids, const LensOptions& opts) {
+LensResult lens_from_normalised(const Model& m, const LensEngine& eng, const at::Tensor& normed, const std::vector<int64_t>& ids,
+                                const LensOptions& opts) {
   const std::vector<int64_t> targets = lens_targets(ids, opts);
   LensStats st;
   eng.run_normalised(normed, ids, targets, opts.top_k, st);
@@ -472,7 +470,7 @@ Result LensResult::to_result(const Tokenizer* tok, const std::string& prompt) co
                 {"resid_mid", options.resid_mid},
                 {"unembed", unembed_name(options.unembed)},
                 {"decoder_blocks", options.decoder_blocks},
-                {"two_pass", options.two_pass},  // the same statistics either way; says which engine read them
+                {"two_pass", options.two_pass},          // the same statistics either way; says which engine read them
                 {"save_probs", options.save_log_probs},  // the option's name on every surface (--save-probs)
                 {"final_norm", "recomputed on each layer's residual"},
                 {"lens", options.tuned ? "tuned" : "logit"},
@@ -483,7 +481,9 @@ Result LensResult::to_result(const Tokenizer* tok, const std::string& prompt) co
 
   nlohmann::json toks = nlohmann::json::array();
   for (int64_t t = 0; t < T; ++t)
-    toks.push_back({{"position", t}, {"id", tokens[t]}, {"token", token_string(tok, tokens[t])},
+    toks.push_back({{"position", t},
+                    {"id", tokens[t]},
+                    {"token", token_string(tok, tokens[t])},
                     {"target_id", targets[t] >= 0 ? nlohmann::json(targets[t]) : nlohmann::json(nullptr)},
                     {"target", targets[t] >= 0 ? nlohmann::json(token_string(tok, targets[t])) : nlohmann::json(nullptr)}});
   nlohmann::json lays = nlohmann::json::array(), per_layer = nlohmann::json::array();
@@ -495,14 +495,14 @@ Result LensResult::to_result(const Tokenizer* tok, const std::string& prompt) co
       se += entropy[at(li, t)];
       sk += kl_final[at(li, t)];
     }
-    nlohmann::json last = {{"target_rank", target_rank[at(li, T - 1)] >= 0 ? nlohmann::json(target_rank[at(li, T - 1)])
-                                                                            : nlohmann::json(nullptr)},
-                           {"target_prob", num_or_null(target_prob[at(li, T - 1)])}};
+    nlohmann::json last = {
+        {"target_rank", target_rank[at(li, T - 1)] >= 0 ? nlohmann::json(target_rank[at(li, T - 1)]) : nlohmann::json(nullptr)},
+        {"target_prob", num_or_null(target_prob[at(li, T - 1)])}};
     nlohmann::json top = nlohmann::json::array();
     for (int64_t j = 0; j < k; ++j)
       if (top_id(li, T - 1, j) >= 0)  // a NaN row (--allow-nonfinite) has no top tokens: []
-        top.push_back({{"id", top_id(li, T - 1, j)}, {"token", token_string(tok, top_id(li, T - 1, j))},
-                     {"prob", top_prob(li, T - 1, j)}});
+        top.push_back(
+            {{"id", top_id(li, T - 1, j)}, {"token", token_string(tok, top_id(li, T - 1, j))}, {"prob", top_prob(li, T - 1, j)}});
     last["top"] = top;
     per_layer.push_back({{"layer", L.label},
                          {"hook", L.hook},
@@ -511,8 +511,8 @@ Result LensResult::to_result(const Tokenizer* tok, const std::string& prompt) co
                          {"mean_kl_final", sk / static_cast<double>(T)},
                          {"last_position", last}});
   }
-  r.summary = {{"model", model_source}, {"prompt", prompt}, {"n_tokens", T}, {"vocab_size", vocab_size},
-               {"tokens", toks}, {"layers", lays}, {"per_layer", per_layer}};
+  r.summary = {{"model", model_source}, {"prompt", prompt}, {"n_tokens", T},         {"vocab_size", vocab_size},
+               {"tokens", toks},        {"layers", lays},   {"per_layer", per_layer}};
   if (k > 0 && n * T <= 20000) {
     nlohmann::json grid_tok = nlohmann::json::array(), grid_p = nlohmann::json::array();
     for (int64_t li = 0; li < n; ++li) {
@@ -545,8 +545,8 @@ Result LensResult::to_result(const Tokenizer* tok, const std::string& prompt) co
 
   Table tab;
   tab.name = "top_k";
-  tab.columns = {"layer", "hook", "position", "input_id", "input_token", "rank", "token_id", "token", "prob",
-                 "target_id", "target_token", "target_rank", "target_prob", "entropy", "kl_final", "cross_entropy"};
+  tab.columns = {"layer", "hook",      "position",     "input_id",    "input_token", "rank",    "token_id", "token",
+                 "prob",  "target_id", "target_token", "target_rank", "target_prob", "entropy", "kl_final", "cross_entropy"};
   auto cached = [&](int64_t id) { return token_string(tok, id); };
   tab.rows.reserve(static_cast<size_t>(n * T * std::max<int64_t>(k, 1)));
   for (int64_t li = 0; li < n; ++li) {

@@ -36,12 +36,14 @@ LensBatchResult logit_lens_batch(const Model& m, const Tokenizer& tok, const std
     ids[i] = tok.encode(p.prompt, eo);
     if (ids[i].empty()) throw UsageError(where(p) + ": encodes to no tokens");
     if (static_cast<int64_t>(ids[i].size()) > m.config().n_ctx)
-      throw UsageError(fmt::format("{}: {} tokens, longer than the model's context of {}", where(p), ids[i].size(), m.config().n_ctx));
+      throw UsageError(
+          fmt::format("{}: {} tokens, longer than the model's context of {}", where(p), ids[i].size(), m.config().n_ctx));
     if (!p.target.empty()) {
       std::vector<int64_t> pieces;
       auto id = single_token_id(tok, p.target, &pieces);
-      if (!id) throw UsageError(fmt::format("{}: target '{}' is {} tokens: {} (it must be a single token)", where(p), p.target,
-                                            pieces.size(), display_ids(tok, pieces)));
+      if (!id)
+        throw UsageError(fmt::format("{}: target '{}' is {} tokens: {} (it must be a single token)", where(p), p.target,
+                                     pieces.size(), display_ids(tok, pieces)));
       lo[i].target = *id;
     }
   }
@@ -83,7 +85,8 @@ LensBatchResult logit_lens_batch(const Model& m, const Tokenizer& tok, const std
       int64_t* bp = batch.data_ptr<int64_t>();
       for (int64_t r = 0; r < B; ++r) {
         const auto& v = ids[order[c0 + static_cast<size_t>(r)]];
-        for (int64_t t = 0; t < Tmax; ++t) bp[r * Tmax + t] = v[static_cast<size_t>(std::min<int64_t>(t, static_cast<int64_t>(v.size()) - 1))];
+        for (int64_t t = 0; t < Tmax; ++t)
+          bp[r * Tmax + t] = v[static_cast<size_t>(std::min<int64_t>(t, static_cast<int64_t>(v.size()) - 1))];
       }
       at::Tensor all;  // [B, n, Tmax, d]
       {
@@ -124,7 +127,10 @@ Result LensBatchResult::to_result(const Tokenizer* tok) const {
   std::vector<int64_t> rank(tp.size(), -1), toks(static_cast<size_t>(P * T), -1), lengths(static_cast<size_t>(P));
   std::vector<float> rp(static_cast<size_t>(P * n), nanf);
   std::vector<int64_t> rr(static_cast<size_t>(P * n), -1);
-  Table t{"by_layer", {"prompt_index", "prompt", "target", "position", "layer", "layer_label", "target_rank", "target_prob", "top1", "top1_prob"}, {}};
+  Table t{
+      "by_layer",
+      {"prompt_index", "prompt", "target", "position", "layer", "layer_label", "target_rank", "target_prob", "top1", "top1_prob"},
+      {}};
   nlohmann::json ptoks = nlohmann::json::array(), plist = nlohmann::json::array();
   for (int64_t p = 0; p < P; ++p) {
     const LensResult& L = runs[static_cast<size_t>(p)];
@@ -146,8 +152,11 @@ Result LensBatchResult::to_result(const Tokenizer* tok) const {
       }
     const int64_t ro = readout[static_cast<size_t>(p)];
     const std::string tgt = ro >= 0 ? name(L.targets[static_cast<size_t>(ro)]) : std::string();
-    plist.push_back({{"prompt", prompts[static_cast<size_t>(p)].prompt}, {"target", tgt}, {"readout_position", ro},
-                     {"explicit_target", !prompts[static_cast<size_t>(p)].target.empty()}, {"tokens", Tp}});
+    plist.push_back({{"prompt", prompts[static_cast<size_t>(p)].prompt},
+                     {"target", tgt},
+                     {"readout_position", ro},
+                     {"explicit_target", !prompts[static_cast<size_t>(p)].target.empty()},
+                     {"tokens", Tp}});
     if (ro < 0) continue;
     for (int64_t l = 0; l < n; ++l) {
       const size_t src = L.at(l, ro);
@@ -163,11 +172,13 @@ Result LensBatchResult::to_result(const Tokenizer* tok) const {
   if (P)
     for (const auto& ly : runs[0].layers) layers.push_back(ly.label);
   const LensOptions* lo = P ? &runs[0].options : nullptr;
-  r.settings = {{"prompts_file", source}, {"top_k", P ? runs[0].top_k : 0}, {"prompts", P},
+  r.settings = {{"prompts_file", source},
+                {"top_k", P ? runs[0].top_k : 0},
+                {"prompts", P},
                 {"lens", lo && lo->tuned ? "tuned" : "logit"},
                 {"tuned_lens", lo && lo->tuned ? nlohmann::json(lo->tuned->source) : nlohmann::json(nullptr)}};
-  r.summary = {{"prompts", plist}, {"prompt_tokens", ptoks}, {"layers", layers}, {"n_prompts", P}, {"max_tokens", T},
-               {"seconds", seconds}, {"forward", "per-prompt"}};
+  r.summary = {{"prompts", plist}, {"prompt_tokens", ptoks}, {"layers", layers},       {"n_prompts", P},
+               {"max_tokens", T},  {"seconds", seconds},     {"forward", "per-prompt"}};
   r.arrays["target_prob"] = NdArray::f32({P, n, T}, tp.data());
   r.arrays["target_rank"] = NdArray::i64({P, n, T}, rank.data());
   r.arrays["entropy"] = NdArray::f32({P, n, T}, ent.data());

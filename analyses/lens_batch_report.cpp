@@ -22,14 +22,16 @@ void render_lens_batch(Section& sec) {
   const int64_t P = a.shape[0], n = a.shape[1], T = a.shape[2];
   std::vector<double> v = as_vector(a);
   std::vector<double> rank;
-  if (auto rk = r.arrays.find("target_rank"); rk != r.arrays.end() && rk->second.numel() == P * n * T) rank = as_vector(rk->second);
+  if (auto rk = r.arrays.find("target_rank"); rk != r.arrays.end() && rk->second.numel() == P * n * T)
+    rank = as_vector(rk->second);
   std::vector<std::string> layers = layer_labels(r, n);
   const json* prompts = find_key(r.summary, {"prompts"});
   const json* ptoks = find_key(r.summary, {"prompt_tokens"});
   sec.used_arrays.insert("target_prob");
   for (int64_t p = 0; p < P; ++p) {
     std::vector<std::string> toks;
-    if (ptoks && ptoks->is_array() && p < static_cast<int64_t>(ptoks->size())) toks = string_list(&(*ptoks)[static_cast<size_t>(p)]);
+    if (ptoks && ptoks->is_array() && p < static_cast<int64_t>(ptoks->size()))
+      toks = string_list(&(*ptoks)[static_cast<size_t>(p)]);
     int64_t Tp = toks.empty() ? T : static_cast<int64_t>(toks.size());
     Grid g;
     g.rows = n;
@@ -111,8 +113,21 @@ show_generic(r, skip={"target_prob", "target_rank", "entropy", "kl_final", "toke
 }  // namespace
 
 void register_lens_batch_report(ResultKinds& k) {
-  k.add({"logit_lens_batch", "Logit lens over many prompts", 15, "Logit lens over many prompts", render_lens_batch, kLensBatchNotebook, nullptr,
-         {{"tokens", "P T"}, {"lengths", "P"}, {"target_prob", "P L T"}, {"target_rank", "P L T"}, {"entropy", "P L T"}, {"kl_final", "P L T"}, {"readout_prob", "P L"}, {"readout_rank", "P L"}}});
+  k.add({"logit_lens_batch",
+         "Logit lens over many prompts",
+         15,
+         "Logit lens over many prompts",
+         render_lens_batch,
+         kLensBatchNotebook,
+         nullptr,
+         {{"tokens", "P T"},
+          {"lengths", "P"},
+          {"target_prob", "P L T"},
+          {"target_rank", "P L T"},
+          {"entropy", "P L T"},
+          {"kl_final", "P L T"},
+          {"readout_prob", "P L"},
+          {"readout_rank", "P L"}}});
 }
 
 }  // namespace vocablens::kinds

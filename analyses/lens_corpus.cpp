@@ -17,8 +17,7 @@
 
 namespace vocablens {
 
-CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const std::string& path,
-                                   const CorpusLensOptions& opts) {
+CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const std::string& path, const CorpusLensOptions& opts) {
   using namespace lens_detail;
   LensOptions lo = opts.lens;
   lo.top_k = 1;
@@ -49,8 +48,7 @@ CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const s
   for (int64_t id = 0; id < m.config().vocab_size && id < tok.vocab_size(); ++id) {
     try {
       token_len[static_cast<size_t>(id)] = static_cast<int32_t>(tok.token_bytes(id).size());
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
   }
 
   LensStats st;
@@ -80,8 +78,8 @@ CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const s
           win[4 * li + 1] += k;
           win[4 * li + 2] += st.entropy[a];
           // A NaN row (a NaN logit under --allow-nonfinite) has no top-1: the accuracy becomes NaN, not lower.
-          win[4 * li + 3] += std::isnan(st.lse[a]) ? std::numeric_limits<double>::quiet_NaN()
-                                                   : (st.top_ids[a] == next ? 1.0 : 0.0);
+          win[4 * li + 3] +=
+              std::isnan(st.lse[a]) ? std::numeric_limits<double>::quiet_NaN() : (st.top_ids[a] == next ? 1.0 : 0.0);
           if (opts.by_position) pos_kl[static_cast<size_t>(li * W + t)] += k;
         }
         if (opts.by_position) pos_count[static_cast<size_t>(t)] += 1;
@@ -92,8 +90,7 @@ CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const s
   };
   const CorpusWindowCut cut{tok, path, static_cast<size_t>(opts.chunk_bytes), W, opts.max_tokens, m.config().vocab_size};
   r.tokens = for_each_corpus_window(cut, total, opts.progress, process).tokens;
-  if (r.predicted == 0)
-    throw UsageError(path + ": the corpus has fewer than 2 tokens; nothing to predict");
+  if (r.predicted == 0) throw UsageError(path + ": the corpus has fewer than 2 tokens; nothing to predict");
   if (shard_count > 1) {
     dist::allreduce_sum(per_window.data(), static_cast<int64_t>(per_window.size()));  // exact: one owner per window
     if (opts.by_position) {
@@ -129,8 +126,8 @@ CorpusLensResult logit_lens_corpus(const Model& m, const Tokenizer& tok, const s
   const double N = static_cast<double>(r.predicted);
   for (size_t li = 0; li < static_cast<size_t>(n); ++li) {
     r.mean_cross_entropy[li] = ce[li] / N;
-    r.bits_per_byte[li] = r.bytes ? ce[li] / (std::log(2.0) * static_cast<double>(r.bytes))
-                                  : std::numeric_limits<double>::quiet_NaN();
+    r.bits_per_byte[li] =
+        r.bytes ? ce[li] / (std::log(2.0) * static_cast<double>(r.bytes)) : std::numeric_limits<double>::quiet_NaN();
     r.mean_kl_final[li] = kl[li] / N;
     r.mean_entropy[li] = ent[li] / N;
     r.top1_accuracy[li] = top1[li] / N;
@@ -153,8 +150,7 @@ Result CorpusLensResult::to_result() const {
   nlohmann::json per = nlohmann::json::array();
   Table tab;
   tab.name = "per_layer";
-  tab.columns = {"layer", "hook", "cross_entropy_nats", "bits_per_byte", "kl_final_nats", "entropy_nats",
-                 "top1_accuracy"};
+  tab.columns = {"layer", "hook", "cross_entropy_nats", "bits_per_byte", "kl_final_nats", "entropy_nats", "top1_accuracy"};
   for (int64_t li = 0; li < n; ++li) {
     const size_t i = static_cast<size_t>(li);
     per.push_back({{"layer", layers[i].label},
@@ -167,9 +163,8 @@ Result CorpusLensResult::to_result() const {
     tab.rows.push_back({layers[i].label, layers[i].hook, mean_cross_entropy[i], bits_per_byte[i], mean_kl_final[i],
                         mean_entropy[i], top1_accuracy[i]});
   }
-  r.summary = {{"corpus", corpus},          {"corpus_bytes", corpus_bytes}, {"tokens", tokens},
-               {"predicted_tokens", predicted}, {"predicted_bytes", bytes}, {"windows", windows},
-               {"per_layer", per}};
+  r.summary = {{"corpus", corpus},         {"corpus_bytes", corpus_bytes}, {"tokens", tokens}, {"predicted_tokens", predicted},
+               {"predicted_bytes", bytes}, {"windows", windows},           {"per_layer", per}};
   r.arrays["mean_cross_entropy"] = NdArray::f64({n}, mean_cross_entropy.data());
   r.arrays["bits_per_byte"] = NdArray::f64({n}, bits_per_byte.data());
   r.arrays["mean_kl_final"] = NdArray::f64({n}, mean_kl_final.data());

@@ -39,8 +39,19 @@ show_generic(r, skip=set(per_layer))
 }  // namespace
 
 void register_lens_corpus_report(ResultKinds& k) {
-  k.add({"logit_lens_corpus", "Logit lens over a corpus", 1, "Logit lens over a corpus", render_lens_corpus, kLensCorpusNotebook, nullptr,
-         {{"mean_cross_entropy", "L"}, {"bits_per_byte", "L"}, {"mean_kl_final", "L"}, {"mean_entropy", "L"}, {"top1_accuracy", "L"}, {"kl_by_position", "L N"}}});
+  k.add({"logit_lens_corpus",
+         "Logit lens over a corpus",
+         1,
+         "Logit lens over a corpus",
+         render_lens_corpus,
+         kLensCorpusNotebook,
+         nullptr,
+         {{"mean_cross_entropy", "L"},
+          {"bits_per_byte", "L"},
+          {"mean_kl_final", "L"},
+          {"mean_entropy", "L"},
+          {"top1_accuracy", "L"},
+          {"kl_by_position", "L N"}}});
 }
 
 }  // namespace vocablens::kinds

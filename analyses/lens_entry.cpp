@@ -47,7 +47,6 @@ std::vector<OptionDecl> reading_decls() {
   };
 }
 
-
 // The peak memory of the lens of T tokens (vocablens/analysis_estimate.hpp): the forward records nothing (each
 // lens layer is normalised into the stack by a hook as it is produced), the stack [n, T, d] lives through the
 // forward and the lens, then one block of logits (lens_detail::default_block_positions: 512-1024 rows of all
@@ -79,8 +78,9 @@ AnalysisEstimate lens_estimate(const AnalysisRequest& q, int64_t T) {
   const bool int8_w = !pinv && int8_product(m.weights().W_U);
   auto stats_and_block = [&](MemoryEstimate& e, double layers_per_block) {
     e.add("lens: per-position results", n * Td * (k * 12 + 64) + (save_probs ? n * Td * V * 4 : 0.0));
-    const double rows = layers_per_block * static_cast<double>(std::min<int64_t>(
-                            T, lens_detail::default_block_positions(static_cast<int64_t>(layers_per_block), c.vocab_size)));
+    const double rows =
+        layers_per_block * static_cast<double>(std::min<int64_t>(
+                               T, lens_detail::default_block_positions(static_cast<int64_t>(layers_per_block), c.vocab_size)));
     const double R = std::max(layers_per_block, rows);
     double block = R * (V + d) * 4;
     if (bf16_product) {
@@ -130,13 +130,13 @@ AnalysisEstimate lens_estimate(const AnalysisRequest& q, int64_t T) {
   // How to need less, as each surface spells it (the HTTP API reads no files, so no corpus there).
   const bool cli = q.surface == Surface::Cli, http = q.surface == Surface::Http;
   e.reduce = std::string("give a shorter prompt") +
-             (cli ? ", or --corpus FILE --window N to read it in windows"
-                  : http ? "" : ", or read it in windows with lens_corpus (path, window)") +
+             (cli    ? ", or --corpus FILE --window N to read it in windows"
+              : http ? ""
+                     : ", or read it in windows with lens_corpus (path, window)") +
              (save_probs ? ", or leave out " + q.spelled("save_probs") : "");
   if (ro.contains("two_pass") && !two_pass && !save_probs && two.total() < one_pass.total()) {
     const std::string on = cli ? q.spelled("two_pass") : q.spelled("two_pass") + (http ? ": true" : "=True");
-    e.reduce += fmt::format(", or {} (about {:.0f} MiB: two forwards, one layer held at a time)", on,
-                            two.total() / 1048576.0);
+    e.reduce += fmt::format(", or {} (about {:.0f} MiB: two forwards, one layer held at a time)", on, two.total() / 1048576.0);
     e.note = fmt::format("with {}: about {:.1f} MiB (the forward runs twice; one layer's residual held at a time)",
                          q.spelled("two_pass"), two.total() / 1048576.0);
   }
@@ -175,14 +175,16 @@ void register_lens_entry(AnalysisRegistry& r) {
   d.input = "prompt";
   d.summary = "Logit lens: every layer's residual through the final norm and unembedding (top-k, target rank, entropy, KL)";
   d.options = entry::prompt_decls();
-  entry::append(d.options, {
-      {"target", OptionType::Token, nullptr, "Target token for every position (its text, or #ID); default: the next token"},
-      {"save_probs", OptionType::Flag, false,
-       "Keep every layer's full log-distribution (log_probs [layers, T, V], float32) for compare's KL"},
-      {"two_pass", OptionType::Flag, false,
-       "Hold one layer at a time instead of every layer's residual [layers, T, d]: runs the forward twice and keeps "
-       "the final distribution [T, V] (long prompts on large models; --dry-run shows both)"},
-  });
+  entry::append(
+      d.options,
+      {
+          {"target", OptionType::Token, nullptr, "Target token for every position (its text, or #ID); default: the next token"},
+          {"save_probs", OptionType::Flag, false,
+           "Keep every layer's full log-distribution (log_probs [layers, T, V], float32) for compare's KL"},
+          {"two_pass", OptionType::Flag, false,
+           "Hold one layer at a time instead of every layer's residual [layers, T, d]: runs the forward twice and keeps "
+           "the final distribution [T, V] (long prompts on large models; --dry-run shows both)"},
+      });
   entry::append(d.options, reading_decls());
   entry::append(d.options, entry::expert_ablation_decls());
   r.add({std::move(d),
@@ -208,14 +210,14 @@ void register_lens_entry(AnalysisRegistry& r) {
   c.input = "corpus";
   c.summary = "Logit lens statistics per layer over a whole text file, streamed in context windows (`lens --corpus`)";
   c.options = {
-      OptionDecl{"path", OptionType::Text, nullptr, "The text file (UTF-8), read and tokenised in chunks"}
-          .as_required()
-          .spelled("--corpus"),
+      OptionDecl{"path", OptionType::Text, nullptr, "The text file (UTF-8), read and tokenised in chunks"}.as_required().spelled(
+          "--corpus"),
       {"window", OptionType::Integer, nullptr, "Tokens per window (default: the model's context)", 2, 1e9},
       {"max_tokens", OptionType::Integer, nullptr, "Stop after this many predicted tokens (default: the whole file)", 1},
   };
   entry::append(c.options, reading_decls());
-  r.add({std::move(c), [](const AnalysisRequest& q) {
+  r.add({std::move(c),
+         [](const AnalysisRequest& q) {
            if (!q.tok) throw UsageError("lens_corpus: the model has no tokenizer to read the text with");
            CorpusLensOptions co = corpus_options(q);
            co.progress = [&q](uint64_t done, uint64_t total) {
@@ -231,8 +233,8 @@ void register_lens_entry(AnalysisRegistry& r) {
            const auto& w = q.options.at("window");
            const int64_t W = w.is_null() ? n_ctx : std::min<int64_t>(w.get<int64_t>(), n_ctx);
            AnalysisEstimate e = lens_estimate(q, W);
-           e.what = fmt::format("the lens of {} in windows of {} tokens of {}", q.options.at("path").get<std::string>(),
-                                W, q.model.source());
+           e.what = fmt::format("the lens of {} in windows of {} tokens of {}", q.options.at("path").get<std::string>(), W,
+                                q.model.source());
            e.reduce = q.spelled("window") + " (shorter windows)";
            return e;
          }});
@@ -250,7 +252,8 @@ void register_lens_entry(AnalysisRegistry& r) {
       {"bos", OptionType::Flag, nullptr, "Prepend the BOS token (default: the tokenizer's convention; llama2.c adds it)"},
   };
   entry::append(b.options, reading_decls());
-  r.add({std::move(b), [](const AnalysisRequest& q) {
+  r.add({std::move(b),
+         [](const AnalysisRequest& q) {
            if (!q.tok) throw UsageError("lens_batch: the model has no tokenizer to read the prompts with");
            const std::string path = q.options.at("prompts").get<std::string>();
            auto prompts = read_lens_prompts(path);

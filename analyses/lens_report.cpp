@@ -85,12 +85,18 @@ void render_logit_lens(Section& sec) {
     // A CSS-only switch between the two colourings (no script needed).
     std::string id = sec.uid + "-lens";
     sec.html += "<div class=\"switch\">";
-    sec.html += fmt::format("<input type=\"radio\" name=\"{0}\" id=\"{0}-p\" checked><label for=\"{0}-p\">colour: top-1 probability</label>", id);
+    sec.html += fmt::format(
+        "<input type=\"radio\" name=\"{0}\" id=\"{0}-p\" checked><label for=\"{0}-p\">colour: top-1 probability</label>", id);
     sec.html += fmt::format("<input type=\"radio\" name=\"{0}\" id=\"{0}-e\"><label for=\"{0}-e\">colour: entropy</label>", id);
-    sec.html += "<div class=\"pane pane1\">" + figure("Logit lens: top-1 token and its probability", make(prob, Cmap::Viridis, "top-1 probability", 0, 1), note) + "</div>";
+    sec.html +=
+        "<div class=\"pane pane1\">" +
+        figure("Logit lens: top-1 token and its probability", make(prob, Cmap::Viridis, "top-1 probability", 0, 1), note) +
+        "</div>";
     double lo, hi;
     finite_range(ent.v, lo, hi);
-    sec.html += "<div class=\"pane pane2\">" + figure("Logit lens: entropy (nats)", make(ent, Cmap::Magma, "entropy (nats)", 0, std::max(hi, 1e-6)), note) + "</div>";
+    sec.html += "<div class=\"pane pane2\">" +
+                figure("Logit lens: entropy (nats)", make(ent, Cmap::Magma, "entropy (nats)", 0, std::max(hi, 1e-6)), note) +
+                "</div>";
     sec.html += "</div>";
   } else if (have_prob) {
     sec.html += figure("Logit lens: top-1 token and its probability", make(prob, Cmap::Viridis, "top-1 probability", 0, 1), note);
@@ -175,10 +181,14 @@ Result lens_example(const ExampleInput& in) {
   r.provenance = example_provenance("vocablens lens fixtures/gpt2-tiny --prompt '" + prompt + "' --top-k 5 --out run --report");
   std::vector<json> layers;
   std::vector<std::string> labels = {"embed", "0", "1", "2", "3"};
-  for (int64_t i = 0; i < L; ++i) layers.push_back({{"hook", i == 0 ? "resid_pre.0" : "resid_post." + std::to_string(i - 1)}, {"label", labels[static_cast<size_t>(i)]}, {"block", i - 1}});
-  std::vector<int64_t> ids(static_cast<size_t>(T)), top_ids(static_cast<size_t>(L * T * k)), target_rank(static_cast<size_t>(L * T));
-  std::vector<float> top_probs(static_cast<size_t>(L * T * k)), entropy(static_cast<size_t>(L * T)), kl(static_cast<size_t>(L * T)),
-      ce(static_cast<size_t>(L * T)), tprob(static_cast<size_t>(L * T));
+  for (int64_t i = 0; i < L; ++i)
+    layers.push_back({{"hook", i == 0 ? "resid_pre.0" : "resid_post." + std::to_string(i - 1)},
+                      {"label", labels[static_cast<size_t>(i)]},
+                      {"block", i - 1}});
+  std::vector<int64_t> ids(static_cast<size_t>(T)), top_ids(static_cast<size_t>(L * T * k)),
+      target_rank(static_cast<size_t>(L * T));
+  std::vector<float> top_probs(static_cast<size_t>(L * T * k)), entropy(static_cast<size_t>(L * T)),
+      kl(static_cast<size_t>(L * T)), ce(static_cast<size_t>(L * T)), tprob(static_cast<size_t>(L * T));
   json top1 = json::array();
   Table table{"top_k", {"layer", "hook", "position", "input_token", "rank", "token_id", "token", "prob"}, {}};
   for (int64_t t = 0; t < T; ++t) ids[static_cast<size_t>(t)] = 100 + t;
@@ -193,8 +203,8 @@ Result lens_example(const ExampleInput& in) {
         if (r2 == 0 && l >= 3 && t + 1 < T) id = (t + 1) % V;
         top_ids[at] = id;
         top_probs[at] = static_cast<float>(r2 == 0 ? conf : rest * std::pow(0.5, r2));
-        table.rows.push_back({labels[static_cast<size_t>(l)], layers[static_cast<size_t>(l)]["hook"], t, toks[static_cast<size_t>(t)], r2 + 1, id,
-                              kExampleVocab[static_cast<size_t>(id)], top_probs[at]});
+        table.rows.push_back({labels[static_cast<size_t>(l)], layers[static_cast<size_t>(l)]["hook"], t,
+                              toks[static_cast<size_t>(t)], r2 + 1, id, kExampleVocab[static_cast<size_t>(id)], top_probs[at]});
       }
       size_t at = static_cast<size_t>(l * T + t);
       row.push_back(kExampleVocab[static_cast<size_t>(top_ids[at * k])]);
@@ -208,14 +218,23 @@ Result lens_example(const ExampleInput& in) {
   }
   json tok_objs = json::array();
   for (int64_t t = 0; t < T; ++t)
-    tok_objs.push_back({{"position", t}, {"id", ids[static_cast<size_t>(t)]}, {"token", toks[static_cast<size_t>(t)]},
+    tok_objs.push_back({{"position", t},
+                        {"id", ids[static_cast<size_t>(t)]},
+                        {"token", toks[static_cast<size_t>(t)]},
                         {"target_id", t + 1 < T ? json(ids[static_cast<size_t>(t + 1)]) : json(nullptr)},
                         {"target", t + 1 < T ? json(toks[static_cast<size_t>(t + 1)]) : json(nullptr)}});
   json per_layer = json::array();
   for (int64_t l = 0; l < L; ++l)
-    per_layer.push_back({{"layer", labels[static_cast<size_t>(l)]}, {"mean_cross_entropy", 5.1 - 0.7 * l}, {"mean_entropy", 3.0 - 0.5 * l}});
-  r.summary = {{"model", "fixtures/gpt2-tiny"}, {"prompt", prompt}, {"n_tokens", T}, {"vocab_size", V},
-               {"tokens", tok_objs}, {"layers", layers}, {"per_layer", per_layer}, {"top1", {{"tokens", top1}}}};
+    per_layer.push_back(
+        {{"layer", labels[static_cast<size_t>(l)]}, {"mean_cross_entropy", 5.1 - 0.7 * l}, {"mean_entropy", 3.0 - 0.5 * l}});
+  r.summary = {{"model", "fixtures/gpt2-tiny"},
+               {"prompt", prompt},
+               {"n_tokens", T},
+               {"vocab_size", V},
+               {"tokens", tok_objs},
+               {"layers", layers},
+               {"per_layer", per_layer},
+               {"top1", {{"tokens", top1}}}};
   r.arrays["tokens"] = NdArray::i64({T}, ids.data());
   std::vector<int64_t> targets(static_cast<size_t>(T), -1);
   for (int64_t t = 0; t + 1 < T; ++t) targets[static_cast<size_t>(t)] = ids[static_cast<size_t>(t + 1)];
@@ -234,8 +253,31 @@ Result lens_example(const ExampleInput& in) {
 }  // namespace
 
 void register_lens_report(ResultKinds& k) {
-  k.add({"logit_lens", "Logit lens", 0, "Logit lens", render_logit_lens, kLensNotebook, lens_example,
-         {{"tokens", "T"}, {"targets", "T"}, {"top_ids", "L T K"}, {"top_probs", "L T K"}, {"topk_probs", "L T K"}, {"top_k_probs", "L T K"}, {"entropy", "L T"}, {"entropies", "L T"}, {"top1_prob", "L T"}, {"top1_probs", "L T"}, {"max_prob", "L T"}, {"kl_final", "L T"}, {"cross_entropy", "L T"}, {"logsumexp", "L T"}, {"target_prob", "L T"}, {"target_logprob", "L T"}, {"target_rank", "L T"}, {"log_probs", "L T V"}}});
+  k.add({"logit_lens",
+         "Logit lens",
+         0,
+         "Logit lens",
+         render_logit_lens,
+         kLensNotebook,
+         lens_example,
+         {{"tokens", "T"},
+          {"targets", "T"},
+          {"top_ids", "L T K"},
+          {"top_probs", "L T K"},
+          {"topk_probs", "L T K"},
+          {"top_k_probs", "L T K"},
+          {"entropy", "L T"},
+          {"entropies", "L T"},
+          {"top1_prob", "L T"},
+          {"top1_probs", "L T"},
+          {"max_prob", "L T"},
+          {"kl_final", "L T"},
+          {"cross_entropy", "L T"},
+          {"logsumexp", "L T"},
+          {"target_prob", "L T"},
+          {"target_logprob", "L T"},
+          {"target_rank", "L T"},
+          {"log_probs", "L T V"}}});
 }
 
 }  // namespace vocablens::kinds

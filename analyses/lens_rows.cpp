@@ -46,8 +46,8 @@ struct TopK {
 // Scalar kernels (portable reference; also used for the tails of the vector kernels).
 
 // Pass A: max, top-k, count of logits > zt, sum pf*z.
-void pass_a_scalar(const float* z, int64_t begin, int64_t end, float zt, const float* pf, TopK& top, float& mx,
-                   int64_t& greater, double& dot) {
+void pass_a_scalar(const float* z, int64_t begin, int64_t end, float zt, const float* pf, TopK& top, float& mx, int64_t& greater,
+                   double& dot) {
   for (int64_t j = begin; j < end; ++j) {
     float v = z[j];
     if (v > mx) mx = v;
@@ -83,8 +83,8 @@ __attribute__((target("avx2,fma"))) static inline __m256 exp256(__m256 x) {
   // Inputs here are <= 0 (logit - max); clamp below to the smallest normal result.
   const __m256 lo = _mm256_set1_ps(-87.33654f), hi = _mm256_set1_ps(88.0f);
   x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-  __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 fx =
+      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
   r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
   __m256 y = _mm256_set1_ps(1.9875691500E-4f);
@@ -120,8 +120,8 @@ __attribute__((target("avx2,fma"))) static inline float hmax_ps(__m256 v) {
   return m;
 }
 
-__attribute__((target("avx2,fma"))) void pass_a_avx2(const float* z, int64_t V, float zt, const float* pf,
-                                                     TopK& top, float& mx, int64_t& greater, double& dot) {
+__attribute__((target("avx2,fma"))) void pass_a_avx2(const float* z, int64_t V, float zt, const float* pf, TopK& top, float& mx,
+                                                     int64_t& greater, double& dot) {
   const int64_t V8 = V & ~int64_t{7};
   __m256 vmax = _mm256_set1_ps(kNegInf);
   const __m256 vzt = _mm256_set1_ps(zt);

@@ -111,8 +111,7 @@ std::vector<ExprTerm> parse_expression(const std::string& e) {
     if (p >= n) break;
     if (e[p] != '+' && e[p] != '-')
       throw UsageError("expected + or - between terms" + where(p) + " (quote multi-word text: 'New York')");
-    if (p == before_ws && !ended_with_quote)
-      throw UsageError("an operator must follow whitespace" + where(p));
+    if (p == before_ws && !ended_with_quote) throw UsageError("an operator must follow whitespace" + where(p));
     if (e[p] == '-') sign = -1.0;
     ++p;
     skip_ws();
@@ -128,7 +127,8 @@ std::vector<ResolvedTerm> resolve_terms(const std::vector<ExprTerm>& terms, cons
     ResolvedTerm r;
     r.term = t;
     if (t.id >= 0) {
-      if (t.id >= vocab) throw UsageError("token id " + std::to_string(t.id) + " out of range (vocabulary " + std::to_string(vocab) + ")");
+      if (t.id >= vocab)
+        throw UsageError("token id " + std::to_string(t.id) + " out of range (vocabulary " + std::to_string(vocab) + ")");
       r.pieces = {t.id};
     } else {
       if (!tok) throw UsageError("'" + t.text + "': words need a tokenizer (or give token ids as #123)");

@@ -22,9 +22,7 @@
 
 namespace vocablens {
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 // ---- vectors -----------------------------------------------------------------------------------------
 
@@ -42,8 +40,7 @@ at::Tensor space_vectors(const Model& m, VectorSpace space, const std::string& m
   if (space == VectorSpace::Embedding) return X.to(at::kFloat).contiguous();
   // E⁺ of the model's E = W_Uᵀ comes from the shared, cached pseudo-inverse (vocablens/unembed.hpp); that
   // is also W_E's when the embeddings are tied.
-  if (matrix == "W_U" || matrix == "U" || m.config().tied_embeddings)
-    return embedding_pinv(m).pinv.t().contiguous();
+  if (matrix == "W_U" || matrix == "U" || m.config().tied_embeddings) return embedding_pinv(m).pinv.t().contiguous();
   return pseudo_inverse(X.to(at::kFloat).contiguous()).pinv.t().contiguous();
 }
 
@@ -145,9 +142,14 @@ NeighbourResult neighbours(const at::Tensor& X0, const Tokenizer* tok, const std
 Result NeighbourResult::to_result(const Tokenizer* tok) const {
   Result res;
   res.kind = "neighbours";
-  res.settings = {{"query", query}, {"k", options.k}, {"space", space}, {"matrix", matrix},
-                  {"compose", to_string(options.compose)}, {"normalise_terms", options.normalise_terms},
-                  {"exclude_inputs", options.exclude_inputs}, {"prefix_space", options.prefix_space}};
+  res.settings = {{"query", query},
+                  {"k", options.k},
+                  {"space", space},
+                  {"matrix", matrix},
+                  {"compose", to_string(options.compose)},
+                  {"normalise_terms", options.normalise_terms},
+                  {"exclude_inputs", options.exclude_inputs},
+                  {"prefix_space", options.prefix_space}};
   nlohmann::json terms_j = nlohmann::json::array();
   for (const auto& t : terms) {
     nlohmann::json pieces = nlohmann::json::array();
@@ -165,8 +167,8 @@ Result NeighbourResult::to_result(const Tokenizer* tok) const {
     nb.push_back({{"rank", i + 1}, {"id", x.id}, {"token", token_label(tok, x.id)}, {"cosine", x.cosine}});
     table.rows.push_back({i + 1, x.id, token_label(tok, x.id), x.cosine});
   }
-  res.summary = {{"query", query}, {"space", space}, {"matrix", matrix}, {"terms", terms_j},
-                 {"excluded", excluded}, {"neighbours", nb}};
+  res.summary = {{"query", query},   {"space", space},       {"matrix", matrix},
+                 {"terms", terms_j}, {"excluded", excluded}, {"neighbours", nb}};
   res.tables.push_back(std::move(table));
   res.arrays["query_vector"] = NdArray::f64({static_cast<int64_t>(query_vector.size())}, query_vector.data());
   return res;

@@ -37,8 +37,8 @@ void register_neighbours_entry(AnalysisRegistry& r) {
           .as_required()
           .as_positional("QUERY"),
       {"k", OptionType::Integer, 20, "Number of neighbours", 1, 1e6},
-      OptionDecl{"space", OptionType::Choice, "E", "E (embedding rows) or E+ (rows of pinv(W_E)^T)"}
-          .with_choices({"E", "E+", "embedding", "pinv"}),
+      OptionDecl{"space", OptionType::Choice, "E", "E (embedding rows) or E+ (rows of pinv(W_E)^T)"}.with_choices(
+          {"E", "E+", "embedding", "pinv"}),
       OptionDecl{"matrix", OptionType::Choice, "W_E", "W_E or W_U (output token directions)"}.with_choices({"W_E", "W_U"}),
       OptionDecl{"compose", OptionType::Choice, "mean", "How a multi-token word combines its pieces (weighted: by byte length)"}
           .with_choices({"mean", "sum", "weighted"}),
@@ -46,7 +46,8 @@ void register_neighbours_entry(AnalysisRegistry& r) {
       {"include_inputs", OptionType::Flag, false, "Keep the query's own tokens in the list"},
       {"prefix_space", OptionType::Flag, false, "Look words up with a leading space (GPT-2 word-initial tokens)"},
   };
-  r.add({std::move(d), [](const AnalysisRequest& q) {
+  r.add({std::move(d),
+         [](const AnalysisRequest& q) {
            const auto& o = q.options;
            parse_expression(o.at("query").get<std::string>());  // a malformed query fails before any work
            const VectorSpace space = vector_space_from_string(o.at("space").get<std::string>());
@@ -57,8 +58,10 @@ void register_neighbours_entry(AnalysisRegistry& r) {
            const auto& cf = q.model.config();
            const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
            return entry::weights_phase_estimate(
-               q, std::string("neighbours: the vectors, their normalised copy, one row of similarities") +
-                      (entry::space_vectors_bytes(q) > 0 ? "; E+ and its SVD" : ""), (2 * V * d + V) * 4 + entry::space_vectors_bytes(q),
+               q,
+               std::string("neighbours: the vectors, their normalised copy, one row of similarities") +
+                   (entry::space_vectors_bytes(q) > 0 ? "; E+ and its SVD" : ""),
+               (2 * V * d + V) * 4 + entry::space_vectors_bytes(q),
                "the neighbours of '" + q.options.at("query").get<std::string>() + "' in " + q.model.source(),
                q.spelled("matrix") + " (a smaller matrix; nothing else reduces it)");
          }});

@@ -14,9 +14,12 @@ Result neighbours_example(const ExampleInput&) {
   r.provenance = example_provenance("vocablens neighbours fixtures/gpt2-tiny --query ' Paris' --out run");
   Table t{"neighbours", {"rank", "token_id", "token", "cosine"}, {}};
   for (int64_t k = 0; k < 8; ++k)
-    t.rows.push_back({k + 1, k * 11, kExampleVocab[static_cast<size_t>(k * 3) % kExampleVocab.size()], 0.9 - 0.07 * static_cast<double>(k)});
+    t.rows.push_back(
+        {k + 1, k * 11, kExampleVocab[static_cast<size_t>(k * 3) % kExampleVocab.size()], 0.9 - 0.07 * static_cast<double>(k)});
   r.tables.push_back(std::move(t));
-  r.summary = {{"query", " Paris - France + \"<script>\""}, {"space", "embedding"}, {"matrix", "W_E"},
+  r.summary = {{"query", " Paris - France + \"<script>\""},
+               {"space", "embedding"},
+               {"matrix", "W_E"},
                {"terms", {{{"sign", "+"}, {"token", " Paris"}}, {{"sign", "-"}, {"token", " France"}}}}};
   return r;
 }
@@ -24,8 +27,7 @@ Result neighbours_example(const ExampleInput&) {
 }  // namespace
 
 void register_neighbours_report(ResultKinds& k) {
-  k.add({"neighbours", "Nearest neighbours", 8, "Nearest neighbours", nullptr, "", neighbours_example,
-         {{"query_vector", "D"}}});
+  k.add({"neighbours", "Nearest neighbours", 8, "Nearest neighbours", nullptr, "", neighbours_example, {{"query_vector", "D"}}});
 }
 
 }  // namespace vocablens::kinds

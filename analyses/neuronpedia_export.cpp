@@ -34,8 +34,7 @@ size_t np_rows(const Result& r, const char* name) {
 
 }  // namespace
 
-nlohmann::json neuronpedia_batch(const Result& logits, const Result* corpus, const Tokenizer* tok,
-                                 const NeuronpediaOptions& o) {
+nlohmann::json neuronpedia_batch(const Result& logits, const Result* corpus, const Tokenizer* tok, const NeuronpediaOptions& o) {
   if (logits.kind != "features") throw UsageError("neuronpedia: expected a feature_logits result, not " + logits.kind);
   if (corpus && corpus->kind != "feature_corpus")
     throw UsageError("neuronpedia: expected a feature_corpus result, not " + corpus->kind);
@@ -78,9 +77,7 @@ nlohmann::json neuronpedia_batch(const Result& logits, const Result* corpus, con
     if (!tok) return "#" + std::to_string(id);
     try {
       return valid_utf8(tok->decode({id}));
-    } catch (const Error&) {
-      return tok->display(id);
-    }
+    } catch (const Error&) { return tok->display(id); }
   };
   int64_t layer = o.layer;
   if (layer < 0) {
@@ -123,8 +120,7 @@ nlohmann::json neuronpedia_batch(const Result& logits, const Result* corpus, con
                            {"activations", nlohmann::json::array()}};
     if (corpus) {
       const size_t fi = static_cast<size_t>(f);
-      page["frac_nonzero"] =
-          positions ? static_cast<double>(fire_count[fi]) / static_cast<double>(positions) : 0.0;
+      page["frac_nonzero"] = positions ? static_cast<double>(fire_count[fi]) / static_cast<double>(positions) : 0.0;
       nlohmann::json bv = nlohmann::json::array(), bh = nlohmann::json::array();
       for (int b = 0; b < kHistogramBins; ++b) {
         bv.push_back(round3(std::pow(10.0, -3.0 + (b + 0.5) / 5.0)));  // the bin's geometric centre
@@ -138,8 +134,8 @@ nlohmann::json neuronpedia_batch(const Result& logits, const Result* corpus, con
       // The feature's contexts, strongest first: rows sorted by feature, so one binary search finds them (a
       // context's ids end at -1).
       const auto rows = std::equal_range(context_features, context_features + R, f);
-      for (size_t c = static_cast<size_t>(rows.first - context_features);
-           c < static_cast<size_t>(rows.second - context_features); ++c) {
+      for (size_t c = static_cast<size_t>(rows.first - context_features); c < static_cast<size_t>(rows.second - context_features);
+           ++c) {
         nlohmann::json toks = nlohmann::json::array(), vals = nlohmann::json::array();
         for (size_t j = c * C; j < (c + 1) * C && context_ids[j] >= 0; ++j) {
           toks.push_back(text(context_ids[j]));
@@ -154,7 +150,9 @@ nlohmann::json neuronpedia_batch(const Result& logits, const Result* corpus, con
     }
     features.push_back(std::move(page));
   }
-  return {{"model_id", o.model_id}, {"layer", layer}, {"sae_set", o.sae_set.empty() ? sae_source : o.sae_set},
+  return {{"model_id", o.model_id},
+          {"layer", layer},
+          {"sae_set", o.sae_set.empty() ? sae_source : o.sae_set},
           {"features", features}};
 }
 

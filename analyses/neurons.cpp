@@ -21,8 +21,7 @@ std::vector<double> row_norms(const at::Tensor& X) {
 }
 
 // Lowest-k per row: the top-k of -X (negation is exact, so values are exactly -score), mapped back.
-std::vector<std::vector<TopkEntry>> bottom_k(const at::Tensor& X, const at::Tensor& P, int64_t k,
-                                             const TopkStreamOptions& so) {
+std::vector<std::vector<TopkEntry>> bottom_k(const at::Tensor& X, const at::Tensor& P, int64_t k, const TopkStreamOptions& so) {
   auto r = project_topk(X.neg(), P, k, so);
   for (auto& row : r)
     for (auto& e : row) e.value = -e.value;
@@ -35,20 +34,22 @@ NeuronsAnalysis analyze_neurons(const Model& m, const NeuronsOptions& o, const T
   at::NoGradGuard no_grad;
   const auto& cfg = m.config();
   if (o.layer < 0 || o.layer >= cfg.n_layers)
-    throw UsageError(fmt::format("layer {} is out of range (model has {} layers: 0..{})", o.layer, cfg.n_layers,
-                                 cfg.n_layers - 1));
+    throw UsageError(
+        fmt::format("layer {} is out of range (model has {} layers: 0..{})", o.layer, cfg.n_layers, cfg.n_layers - 1));
   if (o.top_k < 1) throw UsageError("--top-k must be at least 1");
   NeuronsAnalysis a;
   a.options = o;
   const at::Tensor& W_in = m.W_in(o.layer);
   if (!W_in.defined())  // a mixture of experts without a dense MLP: each expert has its own neurons
-    throw UsageError(fmt::format("layer {} is a mixture of {} experts without a dense MLP: neurons reads a dense MLP's "
-                                 "neurons (Qwen2-MoE's shared expert), not an expert's", o.layer, cfg.n_experts));
+    throw UsageError(
+        fmt::format("layer {} is a mixture of {} experts without a dense MLP: neurons reads a dense MLP's "
+                    "neurons (Qwen2-MoE's shared expert), not an expert's",
+                    o.layer, cfg.n_experts));
   const at::Tensor& W_gate = m.W_gate(o.layer);
   const at::Tensor& W_out = m.W_out(o.layer);
   a.d_mlp = W_in.size(1);
   a.vocab_size = m.weights().W_U.size(1);  // the stored tensor's shape: no float32 upcast just for a size
-  if (o.top_k > a.vocab_size)  // --top-k 10^9 ran until out of memory
+  if (o.top_k > a.vocab_size)              // --top-k 10^9 ran until out of memory
     throw UsageError(fmt::format("--top-k {} is larger than the vocabulary ({} tokens)", o.top_k, a.vocab_size));
   a.gated = W_gate.defined();
   std::vector<int64_t> ids = o.neurons;
@@ -56,8 +57,8 @@ NeuronsAnalysis analyze_neurons(const Model& m, const NeuronsOptions& o, const T
     for (int64_t n = 0; n < a.d_mlp; ++n) ids.push_back(n);
   for (int64_t n : ids)
     if (n < 0 || n >= a.d_mlp)
-      throw UsageError(fmt::format("neuron {} is out of range (layer {} has {} neurons: 0..{})", n, o.layer, a.d_mlp,
-                                   a.d_mlp - 1));
+      throw UsageError(
+          fmt::format("neuron {} is out of range (layer {} has {} neurons: 0..{})", n, o.layer, a.d_mlp, a.d_mlp - 1));
   a.options.neurons = ids;
   at::Tensor sel = at::tensor(ids, at::kLong);
   TopkStreamOptions so;
@@ -94,13 +95,14 @@ NeuronsAnalysis analyze_neurons(const Model& m, const NeuronsOptions& o, const T
       done += cn;
     }
   };
-  if (o.keys) run(W_in.index_select(1, sel).t(), R, &NeuronProjection::key_norm, &NeuronProjection::key_top,
-                  &NeuronProjection::key_bottom);
+  if (o.keys)
+    run(W_in.index_select(1, sel).t(), R, &NeuronProjection::key_norm, &NeuronProjection::key_top, &NeuronProjection::key_bottom);
   if (o.gates && a.gated)
     run(W_gate.index_select(1, sel).t(), R, &NeuronProjection::gate_norm, &NeuronProjection::gate_top,
         &NeuronProjection::gate_bottom);
-  if (o.values) run(W_out.index_select(0, sel), m.W_U(), &NeuronProjection::value_norm, &NeuronProjection::value_top,
-                    &NeuronProjection::value_bottom);
+  if (o.values)
+    run(W_out.index_select(0, sel), m.W_U(), &NeuronProjection::value_norm, &NeuronProjection::value_top,
+        &NeuronProjection::value_bottom);
   if (o.progress) o.progress(total, total);
   return a;
 }
@@ -153,8 +155,8 @@ Result NeuronsAnalysis::to_result(const Tokenizer* tok) const {
         const auto& lst = dir == 0 ? n.*(p.top) : n.*(p.bottom);
         nlohmann::json toks = nlohmann::json::array();
         for (size_t q = 0; q < lst.size(); ++q) {
-          top.rows.push_back({options.layer, n.neuron, p.name, dir == 0 ? "top" : "bottom", static_cast<int64_t>(q + 1),
-                              lst[q].j, token_label(tok, lst[q].j), lst[q].value});
+          top.rows.push_back({options.layer, n.neuron, p.name, dir == 0 ? "top" : "bottom", static_cast<int64_t>(q + 1), lst[q].j,
+                              token_label(tok, lst[q].j), lst[q].value});
           if (q < 10) toks.push_back(token_label(tok, lst[q].j));
         }
         jn[std::string(p.name) + (dir == 0 ? "_top" : "_bottom")] = toks;

@@ -20,13 +20,14 @@ void register_neurons_entry(AnalysisRegistry& r) {
   };
   entry::append(d.options, entry::inverse_decls("Keys/gates"));
   entry::append(d.options, {
-      {"keys", OptionType::Flag, true, "The keys (columns of W_in)"},
-      {"gates", OptionType::Flag, true, "The gates (gated MLPs)"},
-      {"values", OptionType::Flag, true, "The values (rows of W_out)"},
-      {"bottom", OptionType::Flag, false, "Also the lowest-scoring tokens of each vector"},
-  });
+                               {"keys", OptionType::Flag, true, "The keys (columns of W_in)"},
+                               {"gates", OptionType::Flag, true, "The gates (gated MLPs)"},
+                               {"values", OptionType::Flag, true, "The values (rows of W_out)"},
+                               {"bottom", OptionType::Flag, false, "Also the lowest-scoring tokens of each vector"},
+                           });
   entry::append(d.options, entry::token_filter_decls());
-  r.add({std::move(d), [](const AnalysisRequest& q) {
+  r.add({std::move(d),
+         [](const AnalysisRequest& q) {
            const auto& o = q.options;
            NeuronsOptions no;
            no.layer = entry::layer_of(q, "layer");
@@ -50,10 +51,10 @@ void register_neurons_entry(AnalysisRegistry& r) {
          [](const AnalysisRequest& q) {
            const auto& cf = q.model.config();
            const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
-           return entry::weights_phase_estimate(
-               q, "neurons: W_U in float32 and one layer's vectors through it, in blocks",
-               (d * V + 3 * static_cast<double>(cf.d_mlp) * d + 1024 * V) * 4, "the neurons of " + q.model.source(),
-               "nothing reduces it (W_U in float32 is most of it)");
+           return entry::weights_phase_estimate(q, "neurons: W_U in float32 and one layer's vectors through it, in blocks",
+                                                (d * V + 3 * static_cast<double>(cf.d_mlp) * d + 1024 * V) * 4,
+                                                "the neurons of " + q.model.source(),
+                                                "nothing reduces it (W_U in float32 is most of it)");
          }});
 }
 

@@ -41,7 +41,13 @@ Result neurons_example(const ExampleInput&) {
 }  // namespace
 
 void register_neurons_report(ResultKinds& k) {
-  k.add({"neurons", "MLP neurons in vocabulary space", 5, "MLP neurons", nullptr, "", neurons_example,
+  k.add({"neurons",
+         "MLP neurons in vocabulary space",
+         5,
+         "MLP neurons",
+         nullptr,
+         "",
+         neurons_example,
          {{"neuron_ids", "N"}, {"key_norms", "N"}, {"gate_norms", "N"}, {"value_norms", "N"}}});
 }
 

@@ -123,20 +123,19 @@ PatchResult activation_patching(const Model& m, const std::vector<int64_t>& clea
   return r;
 }
 
-Result PatchResult::to_result(const Tokenizer* tok, const std::string& clean_prompt,
-                              const std::string& corrupt_prompt) const {
+Result PatchResult::to_result(const Tokenizer* tok, const std::string& clean_prompt, const std::string& corrupt_prompt) const {
   using interv_detail::token_string;
   auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
   Result res;
   res.kind = "activation_patching";
-  res.settings = {{"over", patch_over_name(options.over)},
-                  {"target", {{"id", options.target}, {"token", token_string(tok, options.target)}}},
-                  {"wrong", options.wrong >= 0 ? nlohmann::json({{"id", options.wrong},
-                                                                 {"token", token_string(tok, options.wrong)}})
-                                               : nlohmann::json(nullptr)},
-                  {"metric", options.wrong >= 0 ? "logit[target] - logit[wrong]" : "logit[target]"},
-                  {"position", position},
-                  {"normalisation", "(patched - corrupt) / (clean - corrupt): 0 = corrupted run, 1 = clean run"}};
+  res.settings = {
+      {"over", patch_over_name(options.over)},
+      {"target", {{"id", options.target}, {"token", token_string(tok, options.target)}}},
+      {"wrong", options.wrong >= 0 ? nlohmann::json({{"id", options.wrong}, {"token", token_string(tok, options.wrong)}})
+                                   : nlohmann::json(nullptr)},
+      {"metric", options.wrong >= 0 ? "logit[target] - logit[wrong]" : "logit[target]"},
+      {"position", position},
+      {"normalisation", "(patched - corrupt) / (clean - corrupt): 0 = corrupted run, 1 = clean run"}};
   if (!clean_prompt.empty()) res.settings["clean_prompt"] = clean_prompt;
   if (!corrupt_prompt.empty()) res.settings["corrupt_prompt"] = corrupt_prompt;
   nlohmann::json toks = nlohmann::json::array();
@@ -161,9 +160,11 @@ Result PatchResult::to_result(const Tokenizer* tok, const std::string& clean_pro
   nlohmann::json top = nlohmann::json::array();
   for (size_t i = 0; i < order.size() && i < 10; ++i) {
     const int64_t l = static_cast<int64_t>(order[i]) / cols, c = static_cast<int64_t>(order[i]) % cols;
-    top.push_back({{"layer", l}, {"hook", row_hooks[static_cast<size_t>(l)]},
+    top.push_back({{"layer", l},
+                   {"hook", row_hooks[static_cast<size_t>(l)]},
                    {options.over == PatchOver::Heads ? "head" : "position", c},
-                   {"metric", metric[order[i]]}, {"restored", num(restored[order[i]])}});
+                   {"metric", metric[order[i]]},
+                   {"restored", num(restored[order[i]])}});
   }
   res.summary = {{"model", model_source},
                  {"clean_metric", clean_metric},
@@ -182,10 +183,10 @@ Result PatchResult::to_result(const Tokenizer* tok, const std::string& clean_pro
   tab.columns = {"layer", "hook", options.over == PatchOver::Heads ? "head" : "position", "token", "metric", "restored"};
   for (int64_t l = 0; l < rows; ++l)
     for (int64_t c = 0; c < cols; ++c)
-      tab.rows.push_back({l, row_hooks[static_cast<size_t>(l)], c,
-                          options.over == PatchOver::Heads ? nlohmann::json(nullptr)
-                                                           : nlohmann::json(token_string(tok, clean_tokens[c])),
-                          metric[at(l, c)], num(restored[at(l, c)])});
+      tab.rows.push_back(
+          {l, row_hooks[static_cast<size_t>(l)], c,
+           options.over == PatchOver::Heads ? nlohmann::json(nullptr) : nlohmann::json(token_string(tok, clean_tokens[c])),
+           metric[at(l, c)], num(restored[at(l, c)])});
   res.tables.push_back(std::move(tab));
   return res;
 }

@@ -28,9 +28,8 @@ void render_patching(Section& sec) {
   if (static_cast<int64_t>(cols.size()) != g.cols) cols.clear();
   const json* kind = find_key(sec.r.summary, {"column_kind"});
   const std::string col_axis = kind && kind->is_string() ? kind->get<std::string>() : "position";
-  sec.html += array_heatmap(sec, "restored", g, Cmap::Diverging,
-                            "restored (0 = corrupt, 1 = clean)", rows, cols, -1.0, 1.0, "layer",
-                            col_axis);
+  sec.html += array_heatmap(sec, "restored", g, Cmap::Diverging, "restored (0 = corrupt, 1 = clean)", rows, cols, -1.0, 1.0,
+                            "layer", col_axis);
   sec.use(a);
   if (const NdArray* m = sec.array({"metric"})) sec.use(m);  // the same cells before normalisation (CSV/npy)
 }
@@ -51,7 +50,13 @@ show_generic(r, skip={"restored", "metric"})
 }  // namespace
 
 void register_patching_report(ResultKinds& k) {
-  k.add({"activation_patching", "Activation patching", 11, "Activation patching", render_patching, kPatchingNotebook, nullptr,
+  k.add({"activation_patching",
+         "Activation patching",
+         11,
+         "Activation patching",
+         render_patching,
+         kPatchingNotebook,
+         nullptr,
          {{"restored", "R C"}, {"metric", "R C"}}});
 }
 

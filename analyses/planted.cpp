@@ -66,8 +66,8 @@ FactCheck check_facts(const Model& m, const Tokenizer& tok, const SyntheticCorpu
       ranks.push_back(L.target_rank[L.at(li, T - 1)]);
     }
     const int64_t top = L.top_id(n - 1, T - 1, 0);
-    fc.rows.push_back({f.relation, f.prompt, f.answer, tok.display(top), top == target,
-                       L.target_prob[L.at(n - 1, T - 1)], ranks.dump()});
+    fc.rows.push_back(
+        {f.relation, f.prompt, f.answer, tok.display(top), top == target, L.target_prob[L.at(n - 1, T - 1)], ranks.dump()});
     ++fc.n;
   }
   return fc;
@@ -123,8 +123,7 @@ OvCopyingCheck check_ov_copying(const HeadsAnalysis& a) {
 
 json NeighbourCheck::precision() const {
   json prec = json::object();
-  for (auto& [cls, v] : by_class)
-    prec[cls] = static_cast<double>(v.first) / static_cast<double>(std::max<int64_t>(1, v.second));
+  for (auto& [cls, v] : by_class) prec[cls] = static_cast<double>(v.first) / static_cast<double>(std::max<int64_t>(1, v.second));
   return prec;
 }
 
@@ -161,7 +160,8 @@ Result PlantedStructure::to_result(int64_t n_facts, int64_t neighbours_k) const 
   json checks = json::object();
   if (facts) {
     checks["fact_top1_by_layer"] = facts->by_label();
-    r.tables.push_back({"facts", {"relation", "prompt", "answer", "final_top1", "correct", "final_prob", "rank_by_layer"}, facts->rows});
+    r.tables.push_back(
+        {"facts", {"relation", "prompt", "answer", "final_top1", "correct", "final_prob", "rank_by_layer"}, facts->rows});
   }
   if (copying) checks["copy_top1_by_layer"] = copying->by_label();
   if (ov_copying) {

@@ -76,9 +76,10 @@ namespace {
 constexpr int64_t kMaxPositions = int64_t{1} << 15;
 void check_position_count(int64_t n) {
   if (n > kMaxPositions)
-    throw UsageError(fmt::format("{} positions would need an {} x {} cosine matrix ({:.0f} GB); analyse at most {} "
-                                 "(--max-positions)", n, n, n, 4.0 * static_cast<double>(n) * static_cast<double>(n) / 1e9,
-                                 kMaxPositions));
+    throw UsageError(
+        fmt::format("{} positions would need an {} x {} cosine matrix ({:.0f} GB); analyse at most {} "
+                    "(--max-positions)",
+                    n, n, n, 4.0 * static_cast<double>(n) * static_cast<double>(n) / 1e9, kMaxPositions));
 }
 }  // namespace
 
@@ -192,8 +193,7 @@ PositionResult position_structure(const Model& m, const PositionOptions& opts) {
     case PositionSource::Sinusoidal:
       return position_structure(sinusoidal_positions(n, cfg.d_model, opts.sinusoidal_base), "sinusoidal", opts,
                                 opts.sinusoidal_base);
-    case PositionSource::Rotary:
-    {
+    case PositionSource::Rotary: {
       // The model's own frequencies: partial rotary (rotary_dim) and rope_scaling included.
       PositionResult r = position_structure(rotary_position_features(n, rotary_inv_freq(cfg)), "rotary", opts, cfg.rope_theta);
       if (cfg.rope_scaling == ModelConfig::RopeScaling::Linear) r.scaling = fmt::format("linear x{:g}", cfg.rope_factor);
@@ -227,8 +227,10 @@ Result PositionResult::to_result() const {
   nlohmann::json comps = nlohmann::json::array();
   Table ct{"components", {"component", "variance_ratio", "dominant_frequency", "power_fraction"}, {}};
   for (const auto& c : components) {
-    comps.push_back({{"component", c.index}, {"variance_ratio", c.variance_ratio},
-                     {"dominant_frequency", c.dominant_frequency}, {"power_fraction", c.power_fraction}});
+    comps.push_back({{"component", c.index},
+                     {"variance_ratio", c.variance_ratio},
+                     {"dominant_frequency", c.dominant_frequency},
+                     {"power_fraction", c.power_fraction}});
     ct.rows.push_back({c.index, c.variance_ratio, c.dominant_frequency, c.power_fraction});
   }
   s["components"] = comps;
@@ -244,9 +246,11 @@ Result PositionResult::to_result() const {
   res.tables.push_back(std::move(ot));
   res.arrays["cosine"] = NdArray::f32({n_positions, n_positions}, cosine.data());
   res.arrays["cosine_by_offset"] = NdArray::f64({n_positions}, cosine_by_offset.data());
-  res.arrays["singular_values"] = NdArray::f64({static_cast<int64_t>(spectrum.singular_values.size())}, spectrum.singular_values.data());
+  res.arrays["singular_values"] =
+      NdArray::f64({static_cast<int64_t>(spectrum.singular_values.size())}, spectrum.singular_values.data());
   if (!explained_variance_ratio.empty())
-    res.arrays["explained_variance_ratio"] = NdArray::f64({static_cast<int64_t>(explained_variance_ratio.size())}, explained_variance_ratio.data());
+    res.arrays["explained_variance_ratio"] =
+        NdArray::f64({static_cast<int64_t>(explained_variance_ratio.size())}, explained_variance_ratio.data());
   if (!components.empty())
     res.arrays["pc_scores"] = NdArray::f64({n_positions, static_cast<int64_t>(components.size())}, pc_scores.data());
   return res;

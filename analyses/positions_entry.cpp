@@ -32,7 +32,8 @@ void register_positions_entry(AnalysisRegistry& r) {
       {"k", OptionType::Integer, 16, "Singular values reported", 1, 1e6},
       {"components", OptionType::Integer, 8, "Principal components analysed for periodicity", 1, 1e6},
   };
-  r.add({std::move(d), [](const AnalysisRequest& q) {
+  r.add({std::move(d),
+         [](const AnalysisRequest& q) {
            Result res = position_structure(q.model, position_options(q.options)).to_result();
            // A model with segment embeddings (BERT's token types): their geometry beside the positions'.
            if (q.model.W_seg().defined()) segment_structure(q.model, 8).add_to(res);
@@ -46,10 +47,9 @@ void register_positions_entry(AnalysisRegistry& r) {
            const PositionOptions po = position_options(q.options);
            const double d = static_cast<double>(cf.d_model);
            const double P = static_cast<double>(po.max_positions > 0 ? std::min<int64_t>(po.max_positions, cf.n_ctx) : cf.n_ctx);
-           return entry::weights_phase_estimate(q, "positions: the position embeddings and their Gram matrix",
-                                                P <= 32768.0 ? (3 * P * d + P * P) * 4 : 0.0,
-                                                "the position structure of " + q.model.source(),
-                                                q.spelled("max_positions") + " (fewer positions)");
+           return entry::weights_phase_estimate(
+               q, "positions: the position embeddings and their Gram matrix", P <= 32768.0 ? (3 * P * d + P * P) * 4 : 0.0,
+               "the position structure of " + q.model.source(), q.spelled("max_positions") + " (fewer positions)");
          }});
 }
 

@@ -115,10 +115,12 @@ Result positions_example(const ExampleInput&) {
   std::vector<float> cosv(static_cast<size_t>(P * P));
   for (int64_t i = 0; i < P; ++i)
     for (int64_t j = 0; j < P; ++j)
-      cosv[static_cast<size_t>(i * P + j)] = static_cast<float>(std::cos(0.2 * static_cast<double>(i - j)) * std::exp(-std::fabs(static_cast<double>(i - j)) / 30.0));
+      cosv[static_cast<size_t>(i * P + j)] = static_cast<float>(std::cos(0.2 * static_cast<double>(i - j)) *
+                                                                std::exp(-std::fabs(static_cast<double>(i - j)) / 30.0));
   r.arrays["cosine"] = NdArray::f32({P, P}, cosv.data());
   std::vector<double> by_offset(static_cast<size_t>(P)), sv(16), evr(16);
-  for (int64_t d = 0; d < P; ++d) by_offset[static_cast<size_t>(d)] = std::cos(0.2 * static_cast<double>(d)) * std::exp(-static_cast<double>(d) / 30.0);
+  for (int64_t d = 0; d < P; ++d)
+    by_offset[static_cast<size_t>(d)] = std::cos(0.2 * static_cast<double>(d)) * std::exp(-static_cast<double>(d) / 30.0);
   double tot = 0;
   for (size_t i = 0; i < sv.size(); ++i) tot += (evr[i] = std::exp(-0.4 * static_cast<double>(i)));
   for (size_t i = 0; i < sv.size(); ++i) {
@@ -144,8 +146,20 @@ Result positions_example(const ExampleInput&) {
 }  // namespace
 
 void register_positions_report(ResultKinds& k) {
-  k.add({"positions", "Positional embeddings", 10, "Positional embeddings", render_positions, kPositionsNotebook, positions_example,
-         {{"cosine", "P P"}, {"cosine_by_offset", "P"}, {"singular_values", "S"}, {"explained_variance_ratio", "E"}, {"pc_scores", "P C"}, {"segment_cosine", "G G"}, {"segment_cos_to_token_pcs", "R D"}}});
+  k.add({"positions",
+         "Positional embeddings",
+         10,
+         "Positional embeddings",
+         render_positions,
+         kPositionsNotebook,
+         positions_example,
+         {{"cosine", "P P"},
+          {"cosine_by_offset", "P"},
+          {"singular_values", "S"},
+          {"explained_variance_ratio", "E"},
+          {"pc_scores", "P C"},
+          {"segment_cosine", "G G"},
+          {"segment_cos_to_token_pcs", "R D"}}});
 }
 
 }  // namespace vocablens::kinds

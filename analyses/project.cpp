@@ -10,10 +10,7 @@
 
 namespace vocablens {
 
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 HiddenProjection project_hidden(const Model& m, const std::vector<int64_t>& ids, const HiddenProjectionOptions& o,
                                 const Tokenizer* tok) {
@@ -32,8 +29,8 @@ HiddenProjection project_hidden(const Model& m, const std::vector<int64_t>& ids,
     r.layers = {-1};
   } else if (o.layer >= 0) {
     if (o.layer >= cfg.n_layers)
-      throw UsageError("layer " + std::to_string(o.layer) + " is out of range (model has " +
-                       std::to_string(cfg.n_layers) + " layers)");
+      throw UsageError("layer " + std::to_string(o.layer) + " is out of range (model has " + std::to_string(cfg.n_layers) +
+                       " layers)");
     r.layers = {o.layer};
   } else {
     for (int64_t l = 0; l < cfg.n_layers; ++l) r.layers.push_back(l);
@@ -75,17 +72,17 @@ HiddenProjection project_hidden(const Model& m, const std::vector<int64_t>& ids,
 Result HiddenProjection::to_result(const Tokenizer* tok) const {
   Result res;
   res.kind = "projection";
-  res.settings = {{"hook", options.hook},
-                  {"layers", layers},
-                  {"positions", positions},
-                  {"top_k", options.top_k},
-                  {"apply_final_norm", options.apply_final_norm},
-                  {"space", options.read ? "read" : "write"},
-                  {"projection", options.read ? std::string("x R, R from --inverse ") + to_string(options.inverse)
-                                              : std::string("x W_U")},
-                  {"inverse", to_string(options.inverse)},
-                  {"alpha_only", options.filter.alpha_only},
-                  {"allow_list_size", options.filter.allow ? static_cast<int64_t>(options.filter.allow->size()) : -1}};
+  res.settings = {
+      {"hook", options.hook},
+      {"layers", layers},
+      {"positions", positions},
+      {"top_k", options.top_k},
+      {"apply_final_norm", options.apply_final_norm},
+      {"space", options.read ? "read" : "write"},
+      {"projection", options.read ? std::string("x R, R from --inverse ") + to_string(options.inverse) : std::string("x W_U")},
+      {"inverse", to_string(options.inverse)},
+      {"alpha_only", options.filter.alpha_only},
+      {"allow_list_size", options.filter.allow ? static_cast<int64_t>(options.filter.allow->size()) : -1}};
   nlohmann::json input = nlohmann::json::array();
   for (int64_t id : ids) input.push_back({{"id", id}, {"token", token_label(tok, id)}});
   res.summary["input"] = input;
@@ -108,8 +105,8 @@ Result HiddenProjection::to_result(const Tokenizer* tok) const {
         size_t at_ = static_cast<size_t>((l * Pn + p) * k) + q;
         tid[at_] = top[q].j;
         score[at_] = top[q].value;
-        t.rows.push_back({layers[l], positions[p], token_label(tok, ids[positions[p]]), static_cast<int64_t>(q + 1),
-                          top[q].j, token_label(tok, top[q].j), top[q].value});
+        t.rows.push_back({layers[l], positions[p], token_label(tok, ids[positions[p]]), static_cast<int64_t>(q + 1), top[q].j,
+                          token_label(tok, top[q].j), top[q].value});
         jp["top"].push_back({{"id", top[q].j}, {"token", token_label(tok, top[q].j)}, {"score", top[q].value}});
       }
       jl["positions"].push_back(jp);

@@ -52,9 +52,7 @@ HiddenProjectionOptions projection_options(const AnalysisRequest& q) {
         long long v = 0;
         try {
           v = std::stoll(t, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
+        } catch (const std::exception&) { used = 0; }
         if (used == 0 || used != t.size())
           throw UsageError("project: " + q.spelled("positions") + ": '" + t +
                            "' is not a position (an integer; negative counts from the end)");
@@ -75,20 +73,23 @@ void register_project_entry(AnalysisRegistry& r) {
   d.input = "prompt";
   d.summary = "Hidden states at a hook point projected to tokens (x W_U, or read through E+ / E^T)";
   d.options = entry::prompt_decls();
-  entry::append(d.options, {
-      {"hook", OptionType::Text, "resid_post",
-       "resid_pre|resid_mid|resid_post|attn_out|mlp_out[.LAYER] or final_norm (no .LAYER: every layer)"},
-      {"layer", OptionType::Integer, nullptr, "Layer (instead of the hook's .LAYER; default: every layer)", 0},
-      {"top_k", OptionType::Integer, 10, "Tokens per vector", 1, 1e6},
-      OptionDecl{"positions", OptionType::Texts, nullptr,
-                 "Positions to show (negative = from the end; default all); repeatable"}
-          .spelled("--position"),
-      {"final_norm", OptionType::Flag, false, "Apply the model's final norm first (logit-lens style)"},
-      {"read", OptionType::Flag, false, "Project as a vector the model reads (x R, R from inverse) instead of x W_U"},
-  });
+  entry::append(
+      d.options,
+      {
+          {"hook", OptionType::Text, "resid_post",
+           "resid_pre|resid_mid|resid_post|attn_out|mlp_out[.LAYER] or final_norm (no .LAYER: every layer)"},
+          {"layer", OptionType::Integer, nullptr, "Layer (instead of the hook's .LAYER; default: every layer)", 0},
+          {"top_k", OptionType::Integer, 10, "Tokens per vector", 1, 1e6},
+          OptionDecl{"positions", OptionType::Texts, nullptr,
+                     "Positions to show (negative = from the end; default all); repeatable"}
+              .spelled("--position"),
+          {"final_norm", OptionType::Flag, false, "Apply the model's final norm first (logit-lens style)"},
+          {"read", OptionType::Flag, false, "Project as a vector the model reads (x R, R from inverse) instead of x W_U"},
+      });
   entry::append(d.options, entry::inverse_decls("With read, the vectors"));
   entry::append(d.options, entry::token_filter_decls());
-  r.add({std::move(d), [](const AnalysisRequest& q) {
+  r.add({std::move(d),
+         [](const AnalysisRequest& q) {
            const auto ids = entry::prompt_of(q);
            auto r = project_hidden(q.model, ids, projection_options(q), q.tok).to_result(q.tok);
            r.settings["prompt"] = entry::prompt_text(q, ids);
@@ -103,11 +104,10 @@ void register_project_entry(AnalysisRegistry& r) {
            const double d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
            CacheSpec spec;
            spec.resid_pre = spec.resid_mid = spec.resid_post = spec.attn_out = spec.mlp_out = true;
-           return entry::one_forward_estimate(
-               q, T, spec, false, "project: the read side (E+ or W_U) and the positions' logits",
-               (2 * d * V + static_cast<double>(T) * V) * 4, true,
-               fmt::format("the projection of {} tokens of {}", T, q.model.source()),
-               "give a shorter " + q.spelled("prompt") + ", or fewer " + q.spelled("positions"));
+           return entry::one_forward_estimate(q, T, spec, false, "project: the read side (E+ or W_U) and the positions' logits",
+                                              (2 * d * V + static_cast<double>(T) * V) * 4, true,
+                                              fmt::format("the projection of {} tokens of {}", T, q.model.source()),
+                                              "give a shorter " + q.spelled("prompt") + ", or fewer " + q.spelled("positions"));
          }});
 }
 

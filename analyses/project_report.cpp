@@ -136,8 +136,9 @@ Result project_example(const ExampleInput& in) {
         size_t at = static_cast<size_t>((l * P + p) * k + q);
         tid[at] = (l * 3 + p * 5 + q) % static_cast<int64_t>(kExampleVocab.size());
         score[at] = 8.0 + 2.0 * static_cast<double>(l) - static_cast<double>(q);
-        t.rows.push_back({layers[static_cast<size_t>(l)], positions[static_cast<size_t>(p)], toks[static_cast<size_t>(positions[static_cast<size_t>(p)])],
-                          q + 1, tid[at], kExampleVocab[static_cast<size_t>(tid[at])], score[at]});
+        t.rows.push_back({layers[static_cast<size_t>(l)], positions[static_cast<size_t>(p)],
+                          toks[static_cast<size_t>(positions[static_cast<size_t>(p)])], q + 1, tid[at],
+                          kExampleVocab[static_cast<size_t>(tid[at])], score[at]});
       }
     }
   }
@@ -152,10 +153,22 @@ Result project_example(const ExampleInput& in) {
 }  // namespace
 
 void register_project_report(ResultKinds& k) {
-  k.add({"projection", "Hidden states projected into vocabulary space", 2, "Hidden states in vocabulary space", render_projection, kProjectNotebook, project_example,
+  k.add({"projection",
+         "Hidden states projected into vocabulary space",
+         2,
+         "Hidden states in vocabulary space",
+         render_projection,
+         kProjectNotebook,
+         project_example,
          {{"token_ids", "L P K"}, {"scores", "L P K"}, {"norms", "L P"}}});
   // The kind's older name, still read from earlier run directories.
-  k.add({"project", "Projection into vocabulary space", 3, "Projection", render_projection, kProjectNotebook, nullptr,
+  k.add({"project",
+         "Projection into vocabulary space",
+         3,
+         "Projection",
+         render_projection,
+         kProjectNotebook,
+         nullptr,
          {{"token_ids", "L P K"}, {"scores", "L P K"}, {"norms", "L P"}}});
 }
 

@@ -49,8 +49,8 @@ int64_t RowTopk::run(const at::Tensor& X, int64_t row0, std::vector<std::vector<
   std::vector<int64_t> redo_top, redo_bottom;
   // The k best of the m candidates by canonical value; exact when every token outside the candidates
   // (float32 value beyond the m-th) is provably worse than the k-th: edge ± bound.
-  auto settle = [&](int64_t q, const at::TensorAccessor<float, 1>& vals, const at::TensorAccessor<int64_t, 1>& cols,
-                    bool largest, std::vector<TopkEntry>& out) {
+  auto settle = [&](int64_t q, const at::TensorAccessor<float, 1>& vals, const at::TensorAccessor<int64_t, 1>& cols, bool largest,
+                    std::vector<TopkEntry>& out) {
     std::vector<TopkEntry> cand;
     cand.reserve(static_cast<size_t>(mc_));
     for (int64_t e = 0; e < mc_; ++e) {

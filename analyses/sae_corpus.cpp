@@ -46,8 +46,8 @@ void add_ce(const at::Tensor& lp, const std::vector<int64_t>& ids, double* ce) {
 
 // Next-token cross-entropy and KL(clean || other) of positions 0 .. T-2, in float64; `clean_p` is
 // clean_logp.exp(), computed once per window for both patched runs.
-void ce_kl(const at::Tensor& clean_logp, const at::Tensor& clean_p, const at::Tensor& logits,
-           const std::vector<int64_t>& ids, double* ce, double* kl) {
+void ce_kl(const at::Tensor& clean_logp, const at::Tensor& clean_p, const at::Tensor& logits, const std::vector<int64_t>& ids,
+           double* ce, double* kl) {
   const at::Tensor lp = scored_logp(logits, static_cast<int64_t>(ids.size()));
   add_ce(lp, ids, ce);
   *kl += (clean_p * (clean_logp - lp)).sum().item<double>();
@@ -89,8 +89,8 @@ MemoryEstimate estimate_sae_corpus_memory(const Model& m, const Sae& sae, const 
   const double V = static_cast<double>(m.config().vocab_size);
   MemoryEstimate e = estimate_forward_memory(m, 1, W, CacheSpec{}, opts.ce_metrics);
   double w = 0;
-  for (const at::Tensor* t : {&sae.W_enc, &sae.W_dec, &sae.b_enc, &sae.b_dec, &sae.threshold, &sae.scaling_factor,
-                              &sae.W_skip, &sae.b_gate, &sae.b_mag, &sae.r_mag})
+  for (const at::Tensor* t : {&sae.W_enc, &sae.W_dec, &sae.b_enc, &sae.b_dec, &sae.threshold, &sae.scaling_factor, &sae.W_skip,
+                              &sae.b_gate, &sae.b_mag, &sae.r_mag})
     w += stored_bytes(*t);
   e.add("SAE weights as stored", w);
   const double act = opts.float64 ? 8.0 : 4.0;
@@ -168,7 +168,8 @@ void finish_stats(SaeCorpusStats& r, const std::vector<double>& per_window, cons
   }
   const double P = static_cast<double>(r.positions);
   r.fire_count.resize(static_cast<size_t>(D));
-  for (int64_t fi = 0; fi < D; ++fi) r.fire_count[static_cast<size_t>(fi)] = static_cast<int64_t>(counts[static_cast<size_t>(fi)]);
+  for (int64_t fi = 0; fi < D; ++fi)
+    r.fire_count[static_cast<size_t>(fi)] = static_cast<int64_t>(counts[static_cast<size_t>(fi)]);
   r.histogram.resize(hist.size());
   for (size_t i = 0; i < hist.size(); ++i) r.histogram[i] = static_cast<int64_t>(hist[i]);
   r.mean_l0 = sums[kL0] / P;
@@ -199,8 +200,7 @@ void finish_stats(SaeCorpusStats& r, const std::vector<double>& per_window, cons
 SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer& tok, const std::string& path,
                                 const SaeCorpusOptions& opts) {
   at::NoGradGuard no_grad;
-  if (sae.hook_name.empty())
-    throw UsageError(sae.source + ": the SAE names no hook point; give one (--hook / hook_name=)");
+  if (sae.hook_name.empty()) throw UsageError(sae.source + ": the SAE names no hook point; give one (--hook / hook_name=)");
   check_sae_fits(sae, m);
   const int64_t W = checked_window(m, opts);
   if (opts.chunk_bytes < 16) throw UsageError("chunk_bytes must be at least 16");
@@ -227,9 +227,9 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
   const int64_t C = opts.context_before + 1 + opts.context_after;
   const bool transcoder = r.target_hook != sae.hook_name;
 
-  std::vector<double> counts(static_cast<size_t>(D), 0.0);                  // integers: exact in any order
+  std::vector<double> counts(static_cast<size_t>(D), 0.0);  // integers: exact in any order
   std::vector<double> hist(static_cast<size_t>(D * kHistogramBins), 0.0);
-  std::vector<double> per_window;                                           // kSlots + d per window
+  std::vector<double> per_window;  // kSlots + d per window
   const int64_t stride = kSlots + d;
   // This process's best contexts per feature (Cand), kept sorted (best first).
   std::vector<std::vector<Cand>> best(static_cast<size_t>(D));
@@ -237,8 +237,9 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
 
   auto hook_act = [&](const at::Tensor& a, int64_t T, int64_t width) {
     at::Tensor x = a.reshape({T, -1});
-    if (x.size(1) != width) throw UsageError("the activation at the hook has width " + std::to_string(x.size(1)) +
-                                             ", the SAE " + std::to_string(width));
+    if (x.size(1) != width)
+      throw UsageError("the activation at the hook has width " + std::to_string(x.size(1)) + ", the SAE " +
+                       std::to_string(width));
     return x;
   };
 
@@ -255,8 +256,7 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
       if (transcoder) hooks.add(r.target_hook, [&](at::Tensor& a) { out_act = a.detach().clone(); });
       ForwardOutput clean = run_with_hooks(m, tids, hooks, {}, opts.ce_metrics);
       if (!in_act.defined() || (transcoder && !out_act.defined()))
-        throw UsageError("hook " + (in_act.defined() ? r.target_hook : sae.hook_name) +
-                         " was not reached in the forward pass");
+        throw UsageError("hook " + (in_act.defined() ? r.target_hook : sae.hook_name) + " was not reached in the forward pass");
       at::Tensor x_in = hook_act(in_act, T, sae.d_in);
       at::Tensor x = transcoder ? hook_act(out_act, T, d) : x_in;
       at::Tensor xs = opts.float64 ? x_in.to(at::kDouble) : x_in.to(at::kFloat);
@@ -287,8 +287,7 @@ SaeCorpusStats sae_corpus_stats(const Model& m, const Sae& sae, const Tokenizer&
           const int64_t s = std::max<int64_t>(0, p - opts.context_before), e = std::min(T, p + opts.context_after + 1);
           c.ids.assign(ids.begin() + s, ids.begin() + e);
           // The last position (T-1) is not scored but its activation is known: read it from acts.
-          for (int64_t q = s; q < e; ++q)
-            c.vals.push_back(q < P ? A[q * D + fi] : acts[q][fi].item<double>());
+          for (int64_t q = s; q < e; ++q) c.vals.push_back(q < P ? A[q * D + fi] : acts[q][fi].item<double>());
           c.at = p - s;
           auto pos = std::find_if(b.begin(), b.end(), [&](const Cand& o) { return better(v, w, p, o.v, o.w, o.p); });
           b.insert(pos, std::move(c));
@@ -345,19 +344,24 @@ Result SaeCorpusStats::to_result(const Tokenizer* tok) const {
                 {"histogram_bins", "bin b: 10^(-3 + b/5) <= a < 10^(-3 + (b+1)/5); first and last open"},
                 {"positions", "0 .. T-2 of each window (every corpus token but the last, once)"}};
   if (dist::size() > 1 && options.distributed) r.settings["ranks"] = dist::size();
-  nlohmann::json metrics = {{"positions", positions},       {"windows", windows},     {"tokens", tokens},
-                            {"d_sae", d_sae},               {"dead_features", dead()}, {"mean_l0", mean_l0},
-                            {"mse", mse},                   {"explained_variance", explained_variance},
-                            {"cossim", cossim}};
+  nlohmann::json metrics = {
+      {"positions", positions},  {"windows", windows}, {"tokens", tokens}, {"d_sae", d_sae},
+      {"dead_features", dead()}, {"mean_l0", mean_l0}, {"mse", mse},       {"explained_variance", explained_variance},
+      {"cossim", cossim}};
   if (options.ce_metrics)
-    metrics.update({{"ce_loss_without_sae", ce_clean}, {"ce_loss_with_sae", ce_sae}, {"ce_loss_with_ablation", ce_zero},
-                    {"ce_loss_score", ce_loss_score}, {"kl_div_with_sae", kl_sae}, {"kl_div_with_ablation", kl_zero},
+    metrics.update({{"ce_loss_without_sae", ce_clean},
+                    {"ce_loss_with_sae", ce_sae},
+                    {"ce_loss_with_ablation", ce_zero},
+                    {"ce_loss_score", ce_loss_score},
+                    {"kl_div_with_sae", kl_sae},
+                    {"kl_div_with_ablation", kl_zero},
                     {"kl_div_score", kl_div_score}});
   r.summary["metrics"] = metrics;
   const int64_t D = d_sae;
   std::vector<double> density(static_cast<size_t>(D)), maxact(static_cast<size_t>(D), 0.0);
   for (int64_t f = 0; f < D; ++f) {
-    density[static_cast<size_t>(f)] = positions ? static_cast<double>(fire_count[static_cast<size_t>(f)]) / static_cast<double>(positions) : 0.0;
+    density[static_cast<size_t>(f)] =
+        positions ? static_cast<double>(fire_count[static_cast<size_t>(f)]) / static_cast<double>(positions) : 0.0;
     if (!top_contexts.empty() && !top_contexts[static_cast<size_t>(f)].empty())
       maxact[static_cast<size_t>(f)] = top_contexts[static_cast<size_t>(f)][0].activation;
   }
@@ -394,11 +398,11 @@ Result SaeCorpusStats::to_result(const Tokenizer* tok) const {
         toks.push_back(text(id));
         s += (k == c.at ? "[[" + text(id) + "]]" : text(id));
       }
-      tab.rows.push_back({f, static_cast<int64_t>(q + 1), c.activation, c.window, c.position, s, text(c.ids[static_cast<size_t>(c.at)])});
+      tab.rows.push_back(
+          {f, static_cast<int64_t>(q + 1), c.activation, c.window, c.position, s, text(c.ids[static_cast<size_t>(c.at)])});
       ex.push_back({{"tokens", toks}, {"at", c.at}, {"activation", c.activation}, {"values", c.values}});
     }
-    if (pages.size() < 2000)
-      pages.push_back({{"feature", f}, {"density", density[static_cast<size_t>(f)]}, {"contexts", ex}});
+    if (pages.size() < 2000) pages.push_back({{"feature", f}, {"density", density[static_cast<size_t>(f)]}, {"contexts", ex}});
   }
   const int64_t R = static_cast<int64_t>(cf.size());
   r.arrays["context_features"] = NdArray::i64({R}, cf.data());

@@ -64,7 +64,9 @@ void render_feature_corpus(Section& sec) {
       std::string s;
       for (size_t k = 0; k < c["tokens"].size(); ++k) {
         const std::string t = c["tokens"][k].is_string() ? c["tokens"][k].get<std::string>() : c["tokens"][k].dump();
-        s += static_cast<int64_t>(k) == at ? "<span style=\"font-weight:700;text-decoration:underline\">" + report_detail::tok_html(t) + "</span>" : report_detail::tok_html(t);
+        s += static_cast<int64_t>(k) == at
+                 ? "<span style=\"font-weight:700;text-decoration:underline\">" + report_detail::tok_html(t) + "</span>"
+                 : report_detail::tok_html(t);
       }
       const double a = c.contains("activation") && c["activation"].is_number() ? c["activation"].get<double>() : NAN;
       html += "<tr><td>" + s + "</td><td class=\"num\">" + fmt::format("{:.4g}", a) + "</td></tr>";
@@ -73,8 +75,7 @@ void render_feature_corpus(Section& sec) {
   }
   html += "</div>";
   sec.html += report_detail::figure("Max-activating contexts (the activating token underlined)", html,
-                                    n > max_pages ? fmt::format("first {} features with contexts", max_pages) : "",
-                                    true);
+                                    n > max_pages ? fmt::format("first {} features with contexts", max_pages) : "", true);
   for (const char* a : {"context_features", "context_activations", "context_windows", "context_positions", "context_at",
                         "context_ids", "context_values"})
     sec.used_arrays.insert(a);
@@ -115,8 +116,13 @@ Result sae_corpus_example(const ExampleInput&) {
     }
     pages.push_back({{"feature", f}, {"density", dens.back()}, {"contexts", ex}});
   }
-  r.summary = {{"metrics", {{"positions", 1000}, {"dead_features", 1}, {"mean_l0", 12.5}, {"mse", 0.01},
-                            {"explained_variance", 0.8}, {"ce_loss_score", 0.9}}},
+  r.summary = {{"metrics",
+                {{"positions", 1000},
+                 {"dead_features", 1},
+                 {"mean_l0", 12.5},
+                 {"mse", 0.01},
+                 {"explained_variance", 0.8},
+                 {"ce_loss_score", 0.9}}},
                {"features", pages}};
   r.arrays["density"] = NdArray::f64({D}, dens.data());
   r.arrays["fire_count"] = NdArray::i64({D}, fire.data());
@@ -134,12 +140,17 @@ Result sae_corpus_example(const ExampleInput&) {
 }  // namespace
 
 void register_sae_corpus_report(ResultKinds& k) {
-  ResultKind f{"feature_corpus", "SAE features over a corpus", 18, "SAE features over a corpus", render_feature_corpus,
-               "", sae_corpus_example, {}};
-  f.shapes = {{"density", "D"},          {"fire_count", "D"},         {"max_activation", "D"},
-              {"histogram", "D 40"},     {"histogram_edges", "41"},   {"context_features", "R"},
-              {"context_activations", "R"}, {"context_windows", "R"}, {"context_positions", "R"},
-              {"context_at", "R"},       {"context_ids", "R C"}, {"context_values", "R C"}};
+  ResultKind f{"feature_corpus",
+               "SAE features over a corpus",
+               18,
+               "SAE features over a corpus",
+               render_feature_corpus,
+               "",
+               sae_corpus_example,
+               {}};
+  f.shapes = {{"density", "D"},           {"fire_count", "D"},       {"max_activation", "D"},      {"histogram", "D 40"},
+              {"histogram_edges", "41"},  {"context_features", "R"}, {"context_activations", "R"}, {"context_windows", "R"},
+              {"context_positions", "R"}, {"context_at", "R"},       {"context_ids", "R C"},       {"context_values", "R C"}};
   k.add(std::move(f));
 }
 

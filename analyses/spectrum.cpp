@@ -7,7 +7,6 @@
 #include <Spectra/MatOp/DenseSymMatProd.h>
 #include <Spectra/SymEigsSolver.h>
 
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -32,9 +31,7 @@ namespace vocablens {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Spectra operator y = Mᵀ(M x), matrix-free: M is float32 row-major [m, n]; every row block is widened
 // to float64 and its contribution accumulated in double; blocks run in parallel and are reduced in block
@@ -158,8 +155,7 @@ void top_eigenpairs(const at::Tensor& M, GramStats& g, SpectrumMethod method, in
     for (int64_t j = 0; j < k; ++j)
       for (int64_t i = 0; i < n; ++i) evecs(i, j) = acc[i][j];
   };
-  const int64_t ncv = opts.ncv > 0 ? std::min(std::max(opts.ncv, k + 1), n)
-                                   : std::min(n, std::max(2 * k + 1, k + 20));
+  const int64_t ncv = opts.ncv > 0 ? std::min(std::max(opts.ncv, k + 1), n) : std::min(n, std::max(2 * k + 1, k + 20));
   // Lanczos is trusted only after its answer is checked: on a matrix of rank < k (a constant W_pos, rank 1,
   // all zeros) Spectra can report success with pairs that are not eigenpairs (sigma_1 = 315.6 for a 200 x 16
   // matrix of ones, whose only singular value is 56.57), or throw from its tridiagonal solver. Each pair must
@@ -218,16 +214,16 @@ void top_eigenpairs(const at::Tensor& M, GramStats& g, SpectrumMethod method, in
     if (!ran || !pairs_ok(apply, trace)) {
       g = gram_stats(M, opts.row_block);  // the dense fallback needs MᵀM after all
       dense_topk();
-      r.solver = ran ? "dense (Spectra's pairs failed the residual check: rank-deficient matrix?)"
-                     : "dense (Spectra did not converge)";
+      r.solver =
+          ran ? "dense (Spectra's pairs failed the residual check: rank-deficient matrix?)" : "dense (Spectra did not converge)";
     }
   }
 }
 
 // Singular values and right vectors (sign: largest-magnitude entry positive), row-norm statistics, the mean row
 // and the energy ratios, from the eigenpairs and the first pass.
-void singular_vectors_and_norms(const std::vector<double>& evals, const Eigen::MatrixXd& evecs, const GramStats& g,
-                                int64_t m, int64_t n, int64_t k, SpectrumResult& r) {
+void singular_vectors_and_norms(const std::vector<double>& evals, const Eigen::MatrixXd& evecs, const GramStats& g, int64_t m,
+                                int64_t n, int64_t k, SpectrumResult& r) {
   r.singular_values.resize(static_cast<size_t>(k));
   r.right_vectors.resize(static_cast<size_t>(k * n));
   for (int64_t j = 0; j < k; ++j) {
@@ -295,7 +291,8 @@ void trace_statistics(const GramStats& g, bool full, int64_t m, int64_t n, Spect
       symmetric_eigen(C, lc, nullptr);
       const int64_t p = std::min(m, n);
       r.all_singular_values.resize(static_cast<size_t>(p));
-      for (int64_t j = 0; j < p; ++j) r.all_singular_values[static_cast<size_t>(j)] = std::sqrt(std::max(lg[static_cast<size_t>(j)], 0.0));
+      for (int64_t j = 0; j < p; ++j)
+        r.all_singular_values[static_cast<size_t>(j)] = std::sqrt(std::max(lg[static_cast<size_t>(j)], 0.0));
       r.covariance_eigenvalues.resize(static_cast<size_t>(n));
       double tot = 0;
       for (int64_t j = 0; j < n; ++j) {
@@ -317,7 +314,8 @@ void trace_statistics(const GramStats& g, bool full, int64_t m, int64_t n, Spect
                   << ": explained-variance ratios are undefined (NaN)\n";
       double cum = 0;
       for (int64_t j = 0; j < n; ++j) {
-        double ratio = undefined ? std::numeric_limits<double>::quiet_NaN() : r.covariance_eigenvalues[static_cast<size_t>(j)] / tot;
+        double ratio =
+            undefined ? std::numeric_limits<double>::quiet_NaN() : r.covariance_eigenvalues[static_cast<size_t>(j)] / tot;
         cum += ratio;
         r.explained_variance_ratio[static_cast<size_t>(j)] = ratio;
         r.cumulative_explained_variance[static_cast<size_t>(j)] = cum;
@@ -357,15 +355,15 @@ void loadings_and_left_vectors(const at::Tensor& M, const SpectrumOptions& opts,
         for (int64_t j = j0; j < j1; ++j) {
           auto val = [&](int64_t i) { return pp[i * k + j]; };
           std::iota(idx.begin(), idx.end(), 0);
-          std::partial_sort(idx.begin(), idx.begin() + L, idx.end(), [&](int64_t a, int64_t b) {
-            return val(a) > val(b) || (val(a) == val(b) && a < b);
-          });
-          for (int64_t t = 0; t < L; ++t) r.top_positive[static_cast<size_t>(j)].push_back({idx[static_cast<size_t>(t)], val(idx[static_cast<size_t>(t)])});
+          std::partial_sort(idx.begin(), idx.begin() + L, idx.end(),
+                            [&](int64_t a, int64_t b) { return val(a) > val(b) || (val(a) == val(b) && a < b); });
+          for (int64_t t = 0; t < L; ++t)
+            r.top_positive[static_cast<size_t>(j)].push_back({idx[static_cast<size_t>(t)], val(idx[static_cast<size_t>(t)])});
           std::iota(idx.begin(), idx.end(), 0);
-          std::partial_sort(idx.begin(), idx.begin() + L, idx.end(), [&](int64_t a, int64_t b) {
-            return val(a) < val(b) || (val(a) == val(b) && a < b);
-          });
-          for (int64_t t = 0; t < L; ++t) r.top_negative[static_cast<size_t>(j)].push_back({idx[static_cast<size_t>(t)], val(idx[static_cast<size_t>(t)])});
+          std::partial_sort(idx.begin(), idx.begin() + L, idx.end(),
+                            [&](int64_t a, int64_t b) { return val(a) < val(b) || (val(a) == val(b) && a < b); });
+          for (int64_t t = 0; t < L; ++t)
+            r.top_negative[static_cast<size_t>(j)].push_back({idx[static_cast<size_t>(t)], val(idx[static_cast<size_t>(t)])});
         }
       });
     }
@@ -377,8 +375,9 @@ void loadings_and_left_vectors(const at::Tensor& M, const SpectrumOptions& opts,
 SpectrumResult matrix_spectrum(const at::Tensor& M0, const SpectrumOptions& opts, const std::string& name,
                                const std::string& row_kind) {
   at::Tensor M = as_matrix_f32(M0, name.c_str());
-  require_finite(M, name, "its singular values are undefined (--allow-nonfinite lets NaN through, "
-                          "it cannot make a spectrum of NaN defined)");
+  require_finite(M, name,
+                 "its singular values are undefined (--allow-nonfinite lets NaN through, "
+                 "it cannot make a spectrum of NaN defined)");
   if (opts.k < 1) throw UsageError("spectrum: k must be at least 1");
   if (opts.loadings < 0) throw UsageError("spectrum: the number of loadings must be >= 0");
   SpectrumResult r;
@@ -451,16 +450,25 @@ Result SpectrumResult::to_result(const Tokenizer* tok) const {
     }
     s["components_for_variance"] = need;
   }
-  s["row_norms"] = {{"mean", norms.mean}, {"std", norms.std}, {"min", norms.min}, {"max", norms.max},
-                    {"median", norms.median}, {"p01", norms.p01}, {"p99", norms.p99},
-                    {"argmin", norms.argmin}, {"argmax", norms.argmax}, {"zero_rows", norms.zero_rows},
+  s["row_norms"] = {{"mean", norms.mean},
+                    {"std", norms.std},
+                    {"min", norms.min},
+                    {"max", norms.max},
+                    {"median", norms.median},
+                    {"p01", norms.p01},
+                    {"p99", norms.p99},
+                    {"argmin", norms.argmin},
+                    {"argmax", norms.argmax},
+                    {"zero_rows", norms.zero_rows},
                     {"argmin_name", row_name(tok, row_kind, norms.argmin)},
                     {"argmax_name", row_name(tok, row_kind, norms.argmax)}};
   nlohmann::json loads = nlohmann::json::array();
   for (size_t j = 0; j < top_positive.size(); ++j) {
     nlohmann::json pos = nlohmann::json::array(), neg = nlohmann::json::array();
-    for (auto& l : top_positive[j]) pos.push_back({{"row", l.row}, {"name", row_name(tok, row_kind, l.row)}, {"projection", l.projection}});
-    for (auto& l : top_negative[j]) neg.push_back({{"row", l.row}, {"name", row_name(tok, row_kind, l.row)}, {"projection", l.projection}});
+    for (auto& l : top_positive[j])
+      pos.push_back({{"row", l.row}, {"name", row_name(tok, row_kind, l.row)}, {"projection", l.projection}});
+    for (auto& l : top_negative[j])
+      neg.push_back({{"row", l.row}, {"name", row_name(tok, row_kind, l.row)}, {"projection", l.projection}});
     loads.push_back({{"component", j}, {"positive", pos}, {"negative", neg}});
   }
   s["loadings"] = loads;
@@ -473,7 +481,8 @@ Result SpectrumResult::to_result(const Tokenizer* tok) const {
   res.arrays["mean_row"] = NdArray::f64({cols}, mean_row.data());
   if (!left_vectors.empty()) res.arrays["left_vectors"] = NdArray::f32({rows, k}, left_vectors.data());
   if (!all_singular_values.empty()) {
-    res.arrays["all_singular_values"] = NdArray::f64({static_cast<int64_t>(all_singular_values.size())}, all_singular_values.data());
+    res.arrays["all_singular_values"] =
+        NdArray::f64({static_cast<int64_t>(all_singular_values.size())}, all_singular_values.data());
     res.arrays["covariance_eigenvalues"] = NdArray::f64({cols}, covariance_eigenvalues.data());
     res.arrays["explained_variance_ratio"] = NdArray::f64({cols}, explained_variance_ratio.data());
   }
@@ -487,16 +496,20 @@ Result SpectrumResult::to_result(const Tokenizer* tok) const {
     for (int64_t j = 0; j < cols; ++j)
       ev.rows.push_back({j, covariance_eigenvalues[static_cast<size_t>(j)], explained_variance_ratio[static_cast<size_t>(j)],
                          cumulative_explained_variance[static_cast<size_t>(j)],
-                         j < static_cast<int64_t>(all_singular_values.size()) ? nlohmann::json(all_singular_values[static_cast<size_t>(j)]) : nlohmann::json()});
+                         j < static_cast<int64_t>(all_singular_values.size())
+                             ? nlohmann::json(all_singular_values[static_cast<size_t>(j)])
+                             : nlohmann::json()});
     res.tables.push_back(std::move(ev));
   }
   if (!top_positive.empty()) {
     Table lt{"loadings", {"component", "sign", "rank", "row", "name", "projection"}, {}};
     for (size_t j = 0; j < top_positive.size(); ++j) {
       for (size_t t = 0; t < top_positive[j].size(); ++t)
-        lt.rows.push_back({j, "+", t + 1, top_positive[j][t].row, row_name(tok, row_kind, top_positive[j][t].row), top_positive[j][t].projection});
+        lt.rows.push_back({j, "+", t + 1, top_positive[j][t].row, row_name(tok, row_kind, top_positive[j][t].row),
+                           top_positive[j][t].projection});
       for (size_t t = 0; t < top_negative[j].size(); ++t)
-        lt.rows.push_back({j, "-", t + 1, top_negative[j][t].row, row_name(tok, row_kind, top_negative[j][t].row), top_negative[j][t].projection});
+        lt.rows.push_back({j, "-", t + 1, top_negative[j][t].row, row_name(tok, row_kind, top_negative[j][t].row),
+                           top_negative[j][t].projection});
     }
     res.tables.push_back(std::move(lt));
   }
@@ -534,9 +547,7 @@ at::Tensor model_matrix(const Model& m, const std::string& name, std::string* ro
       size_t used = 0;
       layer = std::stoll(ls, &used);
       if (used != ls.size()) layer = -1;
-    } catch (...) {
-      layer = -1;
-    }
+    } catch (...) { layer = -1; }
     if (layer >= 0 && (base == "W_in" || base == "W_gate" || base == "W_out")) {
       if (layer >= m.config().n_layers)
         throw UsageError("layer " + ls + " out of range (the model has " + std::to_string(m.config().n_layers) + " layers)");

@@ -31,8 +31,7 @@ AnisotropyOptions anisotropy_options(const nlohmann::json& o) {
   return ao;
 }
 
-Result spectrum_result(const SpectrumResult& s, const AnisotropyResult* a, const Tokenizer* tok,
-                       const nlohmann::json& o) {
+Result spectrum_result(const SpectrumResult& s, const AnisotropyResult* a, const Tokenizer* tok, const nlohmann::json& o) {
   Result r = s.to_result(tok);
   if (a) {
     Result ar = a->to_result();
@@ -46,8 +45,8 @@ Result spectrum_result(const SpectrumResult& s, const AnisotropyResult* a, const
   return r;
 }
 
-Result spectrum_of_matrix(const at::Tensor& M, const std::string& label, const std::string& row_kind,
-                          const Tokenizer* tok, const nlohmann::json& o) {
+Result spectrum_of_matrix(const at::Tensor& M, const std::string& label, const std::string& row_kind, const Tokenizer* tok,
+                          const nlohmann::json& o) {
   const auto s = matrix_spectrum(M, spectrum_options(o), label, row_kind);
   std::unique_ptr<AnisotropyResult> a;
   if (o.at("anisotropy").get<bool>()) a = std::make_unique<AnisotropyResult>(anisotropy(M, anisotropy_options(o), label));
@@ -72,7 +71,8 @@ void register_spectrum_entry(AnalysisRegistry& r) {
        "Anisotropy after removing these numbers of top PCs", 0, 1e6},
       {"anisotropy", OptionType::Flag, true, "The anisotropy section"},
   };
-  r.add({std::move(d), [](const AnalysisRequest& q) {
+  r.add({std::move(d),
+         [](const AnalysisRequest& q) {
            std::string label, kind;
            const at::Tensor M = entry::matrix_of(q, "matrix", label, kind);
            return spectrum_of_matrix(M, label, kind, kind == "token" ? q.tok : nullptr, q.options);
@@ -92,13 +92,12 @@ void register_spectrum_entry(AnalysisRegistry& r) {
              cols = static_cast<double>(M.size(1));
            }
            const SpectrumOptions so = spectrum_options(q.options);
-           const double basis = std::min<double>(std::max<double>(static_cast<double>(so.ncv), 2.0 * static_cast<double>(so.k) + 1),
-                                                 std::min(rows, cols));
-           return entry::weights_phase_estimate(q, "spectrum: the matrix, its centred copy and the Lanczos basis",
-                                                (2 * rows * cols + (rows + cols) * basis) * 4,
-                                                "the spectrum of " + (name.empty() ? std::string("the matrix") : name) +
-                                                    " of " + q.model.source(),
-                                                q.spelled("k") + " (fewer singular values)");
+           const double basis = std::min<double>(
+               std::max<double>(static_cast<double>(so.ncv), 2.0 * static_cast<double>(so.k) + 1), std::min(rows, cols));
+           return entry::weights_phase_estimate(
+               q, "spectrum: the matrix, its centred copy and the Lanczos basis", (2 * rows * cols + (rows + cols) * basis) * 4,
+               "the spectrum of " + (name.empty() ? std::string("the matrix") : name) + " of " + q.model.source(),
+               q.spelled("k") + " (fewer singular values)");
          }});
 }
 

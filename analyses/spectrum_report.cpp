@@ -56,7 +56,8 @@ Result spectrum_example(const ExampleInput&) {
   r.settings = {{"matrix", "W_E"}, {"k", 16}, {"method", "auto"}};
   r.provenance = example_provenance("vocablens spectrum fixtures/gpt2-tiny --matrix W_E --out run");
   const int64_t k = 16, n = 64, rows = 512;
-  std::vector<double> sv(static_cast<size_t>(n)), evr(static_cast<size_t>(n)), cov(static_cast<size_t>(n)), energy(static_cast<size_t>(k));
+  std::vector<double> sv(static_cast<size_t>(n)), evr(static_cast<size_t>(n)), cov(static_cast<size_t>(n)),
+      energy(static_cast<size_t>(k));
   double tot = 0;
   for (int64_t i = 0; i < n; ++i) {
     sv[static_cast<size_t>(i)] = 40.0 * std::exp(-0.08 * static_cast<double>(i)) + 0.5;
@@ -86,11 +87,12 @@ Result spectrum_example(const ExampleInput&) {
   for (int64_t c = 0; c < 4; ++c)
     for (const char* sign : {"+", "-"})
       for (int64_t i = 0; i < 5; ++i)
-        load.rows.push_back({c, sign, i + 1, (c * 31 + i * 7) % rows, kExampleVocab[static_cast<size_t>((c * 3 + i) % kExampleVocab.size())],
+        load.rows.push_back({c, sign, i + 1, (c * 31 + i * 7) % rows,
+                             kExampleVocab[static_cast<size_t>((c * 3 + i) % kExampleVocab.size())],
                              (sign[0] == '+' ? 1 : -1) * (3.0 - 0.3 * i)});
   r.tables.push_back(std::move(sv_t));
   r.tables.push_back(std::move(load));
-  r.summary = {{"matrix", "W_E"}, {"rows", rows}, {"cols", n}, {"effective_rank", 31.7}, {"participation_ratio", 12.25},
+  r.summary = {{"matrix", "W_E"},         {"rows", rows}, {"cols", n}, {"effective_rank", 31.7}, {"participation_ratio", 12.25},
                {"solver", "gram+spectra"}};
   return r;
 }
@@ -98,7 +100,13 @@ Result spectrum_example(const ExampleInput&) {
 }  // namespace
 
 void register_spectrum_report(ResultKinds& k) {
-  k.add({"spectrum", "Spectrum", 6, "Spectrum", spectrum_figures, kSpectrumNotebook, spectrum_example,
+  k.add({"spectrum",
+         "Spectrum",
+         6,
+         "Spectrum",
+         spectrum_figures,
+         kSpectrumNotebook,
+         spectrum_example,
          {{"singular_values", "K"}, {"right_vectors", "K D"}, {"energy_ratio", "K"}, {"row_norms", "R"}}});
 }
 

@@ -24,17 +24,21 @@ void register_steer_entry(AnalysisRegistry& r) {
   AnalysisDecl d;
   d.name = "steer";
   d.input = "prompt";
-  d.summary = "Greedy generation with scale * (W_E[plus] - W_E[minus]) added to blocks.L.hook_resid_pre (and without, "
-              "to compare)";
+  d.summary =
+      "Greedy generation with scale * (W_E[plus] - W_E[minus]) added to blocks.L.hook_resid_pre (and without, "
+      "to compare)";
   d.options = entry::prompt_decls();
-  entry::append(d.options, {
-      OptionDecl{"plus", OptionType::Token, nullptr, "Token whose embedding is added (its text, or #ID)"}.as_required(),
-      OptionDecl{"minus", OptionType::Token, nullptr, "Token whose embedding is subtracted (its text, or #ID)"}.as_required(),
-      {"layer", OptionType::Integer, nullptr, "Block whose input is steered (default: n_layers / 2)"},
-      {"scale", OptionType::Real, 4.0, "Multiplier of the steering vector (negative reverses it)"},
-      {"steps", OptionType::Integer, 20, "Tokens generated", 0, 1e6},
-  });
-  r.add({std::move(d), [](const AnalysisRequest& q) {
+  entry::append(
+      d.options,
+      {
+          OptionDecl{"plus", OptionType::Token, nullptr, "Token whose embedding is added (its text, or #ID)"}.as_required(),
+          OptionDecl{"minus", OptionType::Token, nullptr, "Token whose embedding is subtracted (its text, or #ID)"}.as_required(),
+          {"layer", OptionType::Integer, nullptr, "Block whose input is steered (default: n_layers / 2)"},
+          {"scale", OptionType::Real, 4.0, "Multiplier of the steering vector (negative reverses it)"},
+          {"steps", OptionType::Integer, 20, "Tokens generated", 0, 1e6},
+      });
+  r.add({std::move(d),
+         [](const AnalysisRequest& q) {
            const auto& o = q.options;
            const auto ids = entry::prompt_of(q);
            const int64_t p = entry::token_of(q, o.at("plus"), "plus"), n = entry::token_of(q, o.at("minus"), "minus");
@@ -46,7 +50,11 @@ void register_steer_entry(AnalysisRegistry& r) {
            const auto plain = q.model.generate_greedy(ids, steps, -1);
            Result r;
            r.kind = "steering";
-           r.settings = {{"plus", p}, {"minus", n}, {"layer", layer}, {"scale", scale}, {"steps", steps},
+           r.settings = {{"plus", p},
+                         {"minus", n},
+                         {"layer", layer},
+                         {"scale", scale},
+                         {"steps", steps},
                          {"hook", "blocks." + std::to_string(layer) + ".hook_resid_pre"},
                          {"prompt", entry::prompt_text(q, ids)}};
            r.summary = {{"steered_ids", steered}, {"plain_ids", plain}};
@@ -60,9 +68,8 @@ void register_steer_entry(AnalysisRegistry& r) {
          // values of every position of the plain continuation.
          [](const AnalysisRequest& q) {
            const auto& c = q.model.config();
-           const int64_t T = std::min<int64_t>(static_cast<int64_t>(entry::prompt_of(q).size()) +
-                                                   q.options.at("steps").get<int64_t>(),
-                                               c.n_ctx);
+           const int64_t T = std::min<int64_t>(
+               static_cast<int64_t>(entry::prompt_of(q).size()) + q.options.at("steps").get<int64_t>(), c.n_ctx);
            AnalysisEstimate e;
            e.memory = estimate_forward_memory(q.model, 1, T, CacheSpec::none(), true);
            e.memory.add(fmt::format("KV cache [{} positions]", T), kv_cache_bytes(c, 1, T));

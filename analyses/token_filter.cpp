@@ -81,9 +81,7 @@ std::vector<int64_t> read_token_id_list(const std::string& path) {
       long long v = -1;
       try {
         v = std::stoll(tokstr, &used);
-      } catch (...) {
-        used = 0;
-      }
+      } catch (...) { used = 0; }
       if (used != tokstr.size() || v < 0)
         throw FormatError(path, "line " + std::to_string(lineno) + ": '" + tokstr + "' is not a token id");
       ids.push_back(v);

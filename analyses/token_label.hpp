@@ -10,8 +10,6 @@
 
 namespace vocablens {
 
-inline std::string token_label(const Tokenizer* tok, int64_t id) {
-  return tok ? tok->display(id) : "#" + std::to_string(id);
-}
+inline std::string token_label(const Tokenizer* tok, int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); }
 
 }  // namespace vocablens

@@ -47,9 +47,8 @@ void TunedLens::check_model(const Model& m) const {
   const auto& c = m.config();
   if (config.d_model != c.d_model || n_translators() != c.n_layers)
     throw UsageError("the tuned lens " + (source.empty() ? std::string("(in memory)") : source) + " was trained for d_model " +
-                     std::to_string(config.d_model) + " with " + std::to_string(n_translators()) +
-                     " layers, but the model " + m.source() + " has d_model " + std::to_string(c.d_model) + " and " +
-                     std::to_string(c.n_layers) + " layers");
+                     std::to_string(config.d_model) + " with " + std::to_string(n_translators()) + " layers, but the model " +
+                     m.source() + " has d_model " + std::to_string(c.d_model) + " and " + std::to_string(c.n_layers) + " layers");
 }
 
 std::string unembedding_sha256(const Model& m) {
@@ -78,8 +77,8 @@ TunedLens load_tuned_lens(const std::string& dir) {
   // A lens whose training stopped early (--stop-after, Ctrl-C) reads like a finished one; say so, on every
   // path that loads it (lens --tuned, tuned-lens eval, serve, Python).
   if (const auto u = tuned_lens_unfinished(dir); u && dist::rank() == 0)
-    std::cerr << "vocablens: warning: " << dir << " is an unfinished tuned lens: trained " << u.trained_steps << " of "
-              << u.steps << " steps (stopped by --stop-after or Ctrl-C), so its translators are only partly trained; "
+    std::cerr << "vocablens: warning: " << dir << " is an unfinished tuned lens: trained " << u.trained_steps << " of " << u.steps
+              << " steps (stopped by --stop-after or Ctrl-C), so its translators are only partly trained; "
               << "finish it with the same `vocablens tuned-lens train` command and --resume\n";
   return t;
 }

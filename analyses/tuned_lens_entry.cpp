@@ -38,7 +38,8 @@ void register_tuned_lens_entry(AnalysisRegistry& r) {
       {"window", OptionType::Integer, nullptr, "Tokens per window (default: the model's context)", 2, 1e9},
       {"max_tokens", OptionType::Integer, nullptr, "Stop after this many predicted tokens (default: the whole file)", 1},
   };
-  r.add({std::move(d), [](const AnalysisRequest& q) {
+  r.add({std::move(d),
+         [](const AnalysisRequest& q) {
            if (!q.tok) throw UsageError("tuned_lens_eval: the model has no tokenizer to read the text with");
            TunedLensEvalOptions eo = tuned_lens_eval_options(q.options);
            eo.progress = [&q](uint64_t done, uint64_t total) {

@@ -48,27 +48,35 @@ Result TunedLensEvalResult::to_result() const {
                 {"tuned_lens", lens_dir},
                 {"window", logit.window},
                 {"final_norm", "recomputed on each layer's (translated) residual"},
-                {"units", "bits per byte = nats summed over the predicted tokens / (ln 2 * their bytes); "
-                          "kl_by_position in nats per token"}};
+                {"units",
+                 "bits per byte = nats summed over the predicted tokens / (ln 2 * their bytes); "
+                 "kl_by_position in nats per token"}};
   Table tab;
   tab.name = "per_layer";
-  tab.columns = {"layer", "hook", "logit_ce_bpb", "tuned_ce_bpb", "logit_entropy_bpb", "tuned_entropy_bpb",
-                 "logit_kl_bpb", "tuned_kl_bpb", "logit_top1", "tuned_top1"};
+  tab.columns = {"layer",        "hook",         "logit_ce_bpb", "tuned_ce_bpb", "logit_entropy_bpb", "tuned_entropy_bpb",
+                 "logit_kl_bpb", "tuned_kl_bpb", "logit_top1",   "tuned_top1"};
   nlohmann::json per = nlohmann::json::array();
   for (int64_t li = 0; li < n; ++li) {
     const size_t i = static_cast<size_t>(li);
     tab.rows.push_back({logit.layers[i].label, logit.layers[i].hook, logit_ce_bpb[i], tuned_ce_bpb[i], logit_entropy_bpb[i],
-                        tuned_entropy_bpb[i], logit_kl_bpb[i], tuned_kl_bpb[i], logit.top1_accuracy[i],
-                        tuned.top1_accuracy[i]});
-    per.push_back({{"layer", logit.layers[i].label}, {"logit_kl_bpb", logit_kl_bpb[i]}, {"tuned_kl_bpb", tuned_kl_bpb[i]},
-                   {"logit_ce_bpb", logit_ce_bpb[i]}, {"tuned_ce_bpb", tuned_ce_bpb[i]}});
+                        tuned_entropy_bpb[i], logit_kl_bpb[i], tuned_kl_bpb[i], logit.top1_accuracy[i], tuned.top1_accuracy[i]});
+    per.push_back({{"layer", logit.layers[i].label},
+                   {"logit_kl_bpb", logit_kl_bpb[i]},
+                   {"tuned_kl_bpb", tuned_kl_bpb[i]},
+                   {"logit_ce_bpb", logit_ce_bpb[i]},
+                   {"tuned_ce_bpb", tuned_ce_bpb[i]}});
   }
   nlohmann::json lays = nlohmann::json::array();
   for (int64_t li = 0; li < n; ++li)
-    lays.push_back({{"index", li}, {"hook", logit.layers[static_cast<size_t>(li)].hook},
+    lays.push_back({{"index", li},
+                    {"hook", logit.layers[static_cast<size_t>(li)].hook},
                     {"label", logit.layers[static_cast<size_t>(li)].label}});
-  r.summary = {{"corpus", logit.corpus},          {"corpus_bytes", logit.corpus_bytes}, {"predicted_tokens", logit.predicted},
-               {"predicted_bytes", logit.bytes}, {"windows", logit.windows},           {"layers", lays},
+  r.summary = {{"corpus", logit.corpus},
+               {"corpus_bytes", logit.corpus_bytes},
+               {"predicted_tokens", logit.predicted},
+               {"predicted_bytes", logit.bytes},
+               {"windows", logit.windows},
+               {"layers", lays},
                {"per_layer", per}};
   r.arrays["logit_ce_bpb"] = NdArray::f64({n}, logit_ce_bpb.data());
   r.arrays["tuned_ce_bpb"] = NdArray::f64({n}, tuned_ce_bpb.data());

@@ -78,8 +78,21 @@ show_generic(r, skip={"logit_kl_bpb", "tuned_kl_bpb", "logit_ce_bpb", "tuned_ce_
 }  // namespace
 
 void register_tuned_lens_report(ResultKinds& k) {
-  k.add({"tuned_lens_eval", "Tuned lens and logit lens", 1, "Tuned lens and logit lens", render_tuned_eval, kTunedLensNotebook, nullptr,
-         {{"logit_ce_bpb", "L"}, {"tuned_ce_bpb", "L"}, {"logit_entropy_bpb", "L"}, {"tuned_entropy_bpb", "L"}, {"logit_kl_bpb", "L"}, {"tuned_kl_bpb", "L"}, {"logit_kl_by_position", "L N"}, {"tuned_kl_by_position", "L M"}}});
+  k.add({"tuned_lens_eval",
+         "Tuned lens and logit lens",
+         1,
+         "Tuned lens and logit lens",
+         render_tuned_eval,
+         kTunedLensNotebook,
+         nullptr,
+         {{"logit_ce_bpb", "L"},
+          {"tuned_ce_bpb", "L"},
+          {"logit_entropy_bpb", "L"},
+          {"tuned_entropy_bpb", "L"},
+          {"logit_kl_bpb", "L"},
+          {"tuned_kl_bpb", "L"},
+          {"logit_kl_by_position", "L N"},
+          {"tuned_kl_by_position", "L M"}}});
 }
 
 }  // namespace vocablens::kinds

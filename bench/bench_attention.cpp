@@ -42,7 +42,6 @@ int main(int argc, char** argv) {
         return at::matmul(at::softmax(sc, -1), v).transpose(1, 2);
       },
       "materialise");
-  std::printf("max |difference| %.3g; %.1f GFLOP causal\n", (zb - zm).abs().max().item<double>(),
-              4.0 * H * T * T * dh / 2 / 1e9);
+  std::printf("max |difference| %.3g; %.1f GFLOP causal\n", (zb - zm).abs().max().item<double>(), 4.0 * H * T * T * dh / 2 / 1e9);
   return 0;
 }

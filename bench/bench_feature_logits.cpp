@@ -138,9 +138,8 @@ int main(int argc, char** argv) {
     auto a = vocablens::feature_logits(m, sae, o);
     t = now_s() - t;
     c = cpu_s() - c;
-    std::printf("%s: screen %s, feature 0 best token %ld, survivors %.1f / finalists %.1f per feature and end\n",
-                side.c_str(), a.screen.c_str(), static_cast<long>(a.top[0][0].j),
-                static_cast<double>(a.survivors) / static_cast<double>(2 * n),
+    std::printf("%s: screen %s, feature 0 best token %ld, survivors %.1f / finalists %.1f per feature and end\n", side.c_str(),
+                a.screen.c_str(), static_cast<long>(a.top[0][0].j), static_cast<double>(a.survivors) / static_cast<double>(2 * n),
                 static_cast<double>(a.finalists) / static_cast<double>(2 * n));
     if (check) {
       o.screen = side == "int8" ? "float32" : "int8";
@@ -177,8 +176,8 @@ int main(int argc, char** argv) {
     if (sd.empty()) continue;
     res[sd] = run_side(argv[0], sd, args + (check && sd == "int8" ? " --check 1" : ""));
     const auto& x = res[sd];
-    fmt::print("{:8s} CPU {:7.2f} s · wall {:7.2f} s · peak RSS {:5.0f} MB (+{:.0f} MB over the weights)\n", sd, x[0],
-               x[3], x[1], x[1] - x[2]);
+    fmt::print("{:8s} CPU {:7.2f} s · wall {:7.2f} s · peak RSS {:5.0f} MB (+{:.0f} MB over the weights)\n", sd, x[0], x[3], x[1],
+               x[1] - x[2]);
     std::fflush(stdout);
   }
   if (res.count("dense"))

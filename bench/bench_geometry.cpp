@@ -101,10 +101,17 @@ int main(int argc, char** argv) {
       best = std::min(best, since(t));
       best_cpu = std::min(best_cpu, vl_bench::cpu_now() - c0);
     }
-    report["spectrum_gram"] = {{"k", k}, {"seconds_best", best}, {"cpu_seconds_best", best_cpu}, {"reps", reps}, {"seconds_gram", s.seconds_gram},
-                               {"seconds_spectra", s.seconds_solve}, {"operator_products", s.operator_products},
-                               {"restarts", s.iterations}, {"solver", s.solver},
-                               {"sigma_1", s.singular_values.front()}, {"sigma_k", s.singular_values.back()}};
+    report["spectrum_gram"] = {{"k", k},
+                               {"seconds_best", best},
+                               {"cpu_seconds_best", best_cpu},
+                               {"reps", reps},
+                               {"seconds_gram", s.seconds_gram},
+                               {"seconds_spectra", s.seconds_solve},
+                               {"operator_products", s.operator_products},
+                               {"restarts", s.iterations},
+                               {"solver", s.solver},
+                               {"sigma_1", s.singular_values.front()},
+                               {"sigma_k", s.singular_values.back()}};
     if (save) vocablens::write_npy(out + "/sv.npy", vocablens::NdArray::f64({k}, s.singular_values.data()));
     // The default call (full spectrum, covariance, loadings) for reference.
     {
@@ -124,8 +131,11 @@ int main(int argc, char** argv) {
       for (int64_t j = 0; j < k; ++j)
         worst = std::max(worst, std::abs(l.singular_values[static_cast<size_t>(j)] - s.singular_values[static_cast<size_t>(j)]) /
                                     s.singular_values[static_cast<size_t>(j)]);
-      report["spectrum_lanczos"] = {{"seconds", since(t)}, {"cpu_seconds", lcpu}, {"operator_products", l.operator_products},
-                                    {"restarts", l.iterations}, {"max_rel_diff_vs_gram", worst}};
+      report["spectrum_lanczos"] = {{"seconds", since(t)},
+                                    {"cpu_seconds", lcpu},
+                                    {"operator_products", l.operator_products},
+                                    {"restarts", l.iterations},
+                                    {"max_rel_diff_vs_gram", worst}};
     }
     std::fprintf(stderr, "spectrum done: %s\n", report["spectrum_gram"].dump().c_str());
   }
@@ -138,8 +148,9 @@ int main(int argc, char** argv) {
     double c0 = vl_bench::cpu_now();
     auto g = vocablens::knn_graph(E, o);
     double sec = since(t), cpu = vl_bench::cpu_now() - c0;
-    report["knn"] = {{"k", knn_k}, {"block", block}, {"seconds", sec}, {"cpu_seconds", cpu}, {"rescored", g.rescored},
-                     {"fallback_rows", g.fallback_rows}, {"margin", g.margin}};
+    report["knn"] = {{"k", knn_k},         {"block", block},         {"seconds", sec},
+                     {"cpu_seconds", cpu}, {"rescored", g.rescored}, {"fallback_rows", g.fallback_rows},
+                     {"margin", g.margin}};
     if (save) {
       vocablens::write_npy(out + "/knn_indices.npy", vocablens::NdArray::i64({rows, knn_k}, g.indices.data()));
       vocablens::write_npy(out + "/knn_scores.npy", vocablens::NdArray::f64({rows, knn_k}, g.scores.data()));

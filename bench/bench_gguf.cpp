@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
   const int64_t n = std::atoll(argv[2]);
   int repeat = 1;
   for (int i = 3; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) vocablens::set_compute_dtype(vocablens::compute_dtype_from_string(argv[++i]));
+    if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc)
+      vocablens::set_compute_dtype(vocablens::compute_dtype_from_string(argv[++i]));
     else repeat = std::atoi(argv[i]);
   }
   nlohmann::json out;

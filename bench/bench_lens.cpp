@@ -35,22 +35,20 @@
 
 namespace {
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // CPU seconds of the whole process (every thread, user + system). On a shared machine wall time measures the
 // other tenants as much as this program; CPU time measures the work done (it still rises somewhat under load:
 // caches and memory bandwidth are shared), so the benchmark reports both.
 double cpu_now() {
-  struct rusage ru{};
+  struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
          1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
 double peak_rss_mb() {
-  struct rusage ru{};
+  struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
@@ -94,8 +92,9 @@ int main(int argc, char** argv) {
 
 int run(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_lens MODEL_DIR [--threads N] [--repeat R] [--block P] [--out DIR]\n"
-                         "                  [--attn-block B] [--forward-only]\n");
+    std::fprintf(stderr,
+                 "usage: bench_lens MODEL_DIR [--threads N] [--repeat R] [--block P] [--out DIR]\n"
+                 "                  [--attn-block B] [--forward-only]\n");
     return 2;
   }
   std::string dir = argv[1], out;
@@ -168,7 +167,9 @@ int run(int argc, char** argv) {
       best = std::min(best, now() - a);
       cbest = std::min(cbest, cpu_now() - ca);
     }
-    nlohmann::json j = {{"forward_s", best}, {"cpu_forward_s", cbest}, {"attention_block", vocablens::attention_policy().block},
+    nlohmann::json j = {{"forward_s", best},
+                        {"cpu_forward_s", cbest},
+                        {"attention_block", vocablens::attention_policy().block},
                         {"threads", at::get_num_threads()}};
     std::cout << j.dump() << std::endl;
     return 0;
@@ -255,14 +256,17 @@ int run(int argc, char** argv) {
       double s = time_mm(A, B, repeat);
       double gf = 2.0 * static_cast<double>(M) * static_cast<double>(d) * static_cast<double>(V) / s / 1e9;
       machine_gflops = std::max(machine_gflops, gf);
-      gemm.push_back({{"M", M}, {"K", d}, {"N", V}, {"B", layout == 0 ? "W_U as held" : "contiguous [d,V]"},
-                      {"seconds", s}, {"gflops", gf}});
+      gemm.push_back({{"M", M},
+                      {"K", d},
+                      {"N", V},
+                      {"B", layout == 0 ? "W_U as held" : "contiguous [d,V]"},
+                      {"seconds", s},
+                      {"gflops", gf}});
     }
   }
   Wc = at::Tensor();
 
-  const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(T) * static_cast<double>(d) *
-                       static_cast<double>(V);
+  const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(T) * static_cast<double>(d) * static_cast<double>(V);
   nlohmann::json j = {{"impl", "vocablens (C++, fused)"},
                       {"threads", at::get_num_threads()},
                       {"blas_core", blas_core()},

@@ -57,7 +57,8 @@ void keep(Out& o, const vocablens::lens_detail::LensStats& s) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: bench_lens_batch MODEL [--prompts P] [--min-tokens A] [--max-tokens B] [--repeat R] [--threads N] [--top-k K]\n";
+    std::cerr << "usage: bench_lens_batch MODEL [--prompts P] [--min-tokens A] [--max-tokens B] [--repeat R] [--threads N] "
+                 "[--top-k K]\n";
     return 2;
   }
   std::string path = argv[1];
@@ -115,7 +116,9 @@ int main(int argc, char** argv) {
     at::Tensor ids = at::empty({P, Tmax}, at::kLong);
     for (int64_t p = 0; p < P; ++p)
       for (int64_t t = 0; t < Tmax; ++t)
-        ids[p][t] = prompts[static_cast<size_t>(p)][static_cast<size_t>(std::min<int64_t>(t, static_cast<int64_t>(prompts[static_cast<size_t>(p)].size()) - 1))];
+        ids[p][t] =
+            prompts[static_cast<size_t>(p)]
+                   [static_cast<size_t>(std::min<int64_t>(t, static_cast<int64_t>(prompts[static_cast<size_t>(p)].size()) - 1))];
     vocablens::CacheSpec spec;
     spec.resid_pre = spec.resid_post = true;
     auto out = m.forward(ids, spec, false);

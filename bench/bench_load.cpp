@@ -28,19 +28,33 @@ long status_kb(const char* field) {
 void write_gpt2_small(const std::string& dir) {
   const int64_t L = 12, d = 768, V = 50257, n_ctx = 1024, m = 3072;
   std::filesystem::create_directories(dir);
-  nlohmann::json cfg = {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"n_layer", L},
-                        {"n_embd", d}, {"n_head", 12}, {"n_positions", n_ctx}, {"vocab_size", V},
-                        {"layer_norm_epsilon", 1e-5}, {"activation_function", "gelu_new"}};
+  nlohmann::json cfg = {{"architectures", {"GPT2LMHeadModel"}},
+                        {"model_type", "gpt2"},
+                        {"n_layer", L},
+                        {"n_embd", d},
+                        {"n_head", 12},
+                        {"n_positions", n_ctx},
+                        {"vocab_size", V},
+                        {"layer_norm_epsilon", 1e-5},
+                        {"activation_function", "gelu_new"}};
   std::ofstream(dir + "/config.json") << cfg.dump(2);
-  std::vector<std::pair<std::string, std::vector<int64_t>>> t = {{"wte.weight", {V, d}}, {"wpe.weight", {n_ctx, d}},
-                                                                 {"ln_f.weight", {d}}, {"ln_f.bias", {d}}};
+  std::vector<std::pair<std::string, std::vector<int64_t>>> t = {
+      {"wte.weight", {V, d}}, {"wpe.weight", {n_ctx, d}}, {"ln_f.weight", {d}}, {"ln_f.bias", {d}}};
   for (int64_t i = 0; i < L; ++i) {
     std::string p = "h." + std::to_string(i) + ".";
-    for (auto& [n, s] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
-             {"ln_1.weight", {d}}, {"ln_1.bias", {d}}, {"attn.c_attn.weight", {d, 3 * d}}, {"attn.c_attn.bias", {3 * d}},
-             {"attn.c_proj.weight", {d, d}}, {"attn.c_proj.bias", {d}}, {"ln_2.weight", {d}}, {"ln_2.bias", {d}},
-             {"mlp.c_fc.weight", {d, m}}, {"mlp.c_fc.bias", {m}}, {"mlp.c_proj.weight", {m, d}}, {"mlp.c_proj.bias", {d}},
-             {"attn.bias", {1, 1, n_ctx, n_ctx}}})
+    for (auto& [n, s] : std::vector<std::pair<std::string, std::vector<int64_t>>>{{"ln_1.weight", {d}},
+                                                                                  {"ln_1.bias", {d}},
+                                                                                  {"attn.c_attn.weight", {d, 3 * d}},
+                                                                                  {"attn.c_attn.bias", {3 * d}},
+                                                                                  {"attn.c_proj.weight", {d, d}},
+                                                                                  {"attn.c_proj.bias", {d}},
+                                                                                  {"ln_2.weight", {d}},
+                                                                                  {"ln_2.bias", {d}},
+                                                                                  {"mlp.c_fc.weight", {d, m}},
+                                                                                  {"mlp.c_fc.bias", {m}},
+                                                                                  {"mlp.c_proj.weight", {m, d}},
+                                                                                  {"mlp.c_proj.bias", {d}},
+                                                                                  {"attn.bias", {1, 1, n_ctx, n_ctx}}})
       t.push_back({p + n, s});
   }
   nlohmann::json h = {{"__metadata__", {{"format", "pt"}}}};

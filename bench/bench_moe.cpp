@@ -52,8 +52,8 @@ at::Tensor packed_linear(GgmlType type, int64_t in, int64_t out, uint64_t& seed)
     if (type == GgmlType::Q8_0) {
       half(0.0008f, blk);  // d; int8 quants uniform in [-128, 127]
     } else {
-      half(0.0002f, blk);       // d: scale x q up to 63 x 15
-      half(0.0015f, blk + 2);   // dmin: ~ the mean of d x scale x q, so the values centre near 0
+      half(0.0002f, blk);      // d: scale x q up to 63 x 15
+      half(0.0015f, blk + 2);  // dmin: ~ the mean of d x scale x q, so the values centre near 0
     }
   }
   return vocablens::make_packed_weight(buf, p, type, out, in).t();
@@ -158,11 +158,11 @@ int main(int argc, char** argv) {
   }
   const double per = 1e3 / static_cast<double>(T);
   std::printf("%s weights, compute %s: ", type_name.c_str(), compute.c_str());
-  std::printf("d_model %lld, %lld layers, %lld tokens: Mixtral-shaped (8 experts of %lld, top 2) %.3f ms/token, dense "
-              "(one MLP of %lld) %.3f ms/token, ratio %.2f (goal <= 1.3)\n",
-              static_cast<long long>(d), static_cast<long long>(layers), static_cast<long long>(T),
-              static_cast<long long>(d * 7 / 2), per * t_moe, static_cast<long long>(d * 7), per * t_dense,
-              t_moe / t_dense);
+  std::printf(
+      "d_model %lld, %lld layers, %lld tokens: Mixtral-shaped (8 experts of %lld, top 2) %.3f ms/token, dense "
+      "(one MLP of %lld) %.3f ms/token, ratio %.2f (goal <= 1.3)\n",
+      static_cast<long long>(d), static_cast<long long>(layers), static_cast<long long>(T), static_cast<long long>(d * 7 / 2),
+      per * t_moe, static_cast<long long>(d * 7), per * t_dense, t_moe / t_dense);
   if (kernel)
     std::printf("  the experts through weight_matmul instead (the kernel off): %.3f ms/token, ratio %.2f\n", per * t_mm,
                 t_mm / t_dense);

@@ -91,8 +91,7 @@ __attribute__((target("avx2"))) void int8_dot_ymm(long iters) {
   const __m256i a = _mm256_set1_epi8(static_cast<char>(3 + g_sink_i)), b = _mm256_set1_epi8(static_cast<char>(-2 + g_sink_i));
   const __m256i ones = _mm256_set1_epi16(1);
   for (long it = 0; it < iters; ++it)
-    for (int i = 0; i < kAcc; ++i)
-      acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+    for (int i = 0; i < kAcc; ++i) acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
   __m256i s = acc[0];
   for (int i = 1; i < kAcc; ++i) s = _mm256_add_epi32(s, acc[i]);
   alignas(32) int out[8];
@@ -135,11 +134,12 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "one thread, G operations per CPU second (best of 5)\n");
   std::fprintf(stderr, "  float32 FMA peak          %7.1f (%s)\n", fp32 / 1e9, has_512 ? "zmm" : "ymm");
   std::fprintf(stderr, "  bf16 dot-product peak     %7.1f%s\n", bf16 / 1e9, has_bf16 ? "" : " (no AVX512-BF16)");
-  std::fprintf(stderr, "  int8 dot-product peak     %7.1f (%s)\n", int8 / 1e9, has_vnni ? "vpdpbusd zmm" : "AVX2 vpmaddubsw + vpmaddwd + vpaddd");
-  std::fprintf(stderr, "  LibTorch SGEMM %lldx2048x5632      %7.1f (%.0f %% of the float32 peak)\n",
-               static_cast<long long>(m), sgemm / 1e9, 100.0 * sgemm / fp32);
-  std::fprintf(stderr, "  LibTorch bf16 GEMM %lldx2048x5632  %7.1f (%.0f %% of the bf16 peak)\n",
-               static_cast<long long>(m), bgemm / 1e9, bf16 > 0 ? 100.0 * bgemm / bf16 : 0.0);
+  std::fprintf(stderr, "  int8 dot-product peak     %7.1f (%s)\n", int8 / 1e9,
+               has_vnni ? "vpdpbusd zmm" : "AVX2 vpmaddubsw + vpmaddwd + vpaddd");
+  std::fprintf(stderr, "  LibTorch SGEMM %lldx2048x5632      %7.1f (%.0f %% of the float32 peak)\n", static_cast<long long>(m),
+               sgemm / 1e9, 100.0 * sgemm / fp32);
+  std::fprintf(stderr, "  LibTorch bf16 GEMM %lldx2048x5632  %7.1f (%.0f %% of the bf16 peak)\n", static_cast<long long>(m),
+               bgemm / 1e9, bf16 > 0 ? 100.0 * bgemm / bf16 : 0.0);
   std::printf(
       "{\"fp32_fma_gflops\": %.2f, \"bf16_dot_gflops\": %.2f, \"int8_dot_gops\": %.2f, \"sgemm_gflops\": %.2f, "
       "\"bf16_gemm_gflops\": %.2f, \"gemm_m\": %lld, \"avx512\": %s}\n",

@@ -36,7 +36,8 @@ std::vector<uint8_t> random_weight(GgmlType type, int64_t rows, int64_t cols, in
     uint8_t* p = w.data() + i * bytes;
     uint16_t dd = static_cast<uint16_t>(d | (rng() & 0x3FF));
     if (type == GgmlType::Q8_0) std::memcpy(p, &dd, 2);
-    if (type == GgmlType::Q4_K) std::memcpy(p, &dd, 2), dd = static_cast<uint16_t>(d | (rng() & 0x3FF)), std::memcpy(p + 2, &dd, 2);
+    if (type == GgmlType::Q4_K)
+      std::memcpy(p, &dd, 2), dd = static_cast<uint16_t>(d | (rng() & 0x3FF)), std::memcpy(p + 2, &dd, 2);
     if (type == GgmlType::Q6_K) std::memcpy(p + 208, &dd, 2);
   }
   return w;
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(N), repeat);
   for (const char* name : {"q8_0", "q4_k", "q6_k"}) {
     if (types.find(name) == std::string::npos) continue;
-    const GgmlType type = std::string(name) == "q8_0" ? GgmlType::Q8_0
+    const GgmlType type = std::string(name) == "q8_0"   ? GgmlType::Q8_0
                           : std::string(name) == "q4_k" ? GgmlType::Q4_K
                                                         : GgmlType::Q6_K;
     for (const Shape& s : shapes) {
@@ -78,9 +79,9 @@ int main(int argc, char** argv) {
         const double sec = vl_bench::best_of(repeat, [&] { qdot::dot_rows_with(kernel, a); });
         double sum = 0;
         for (float v : y) sum += v;
-        std::printf("%-5s [%lld, %lld] %-12s %8.2f ms  %6.1f MAC/ns  checksum %.17g\n", name,
-                    static_cast<long long>(s.rows), static_cast<long long>(s.cols), qdot::kernel_name(kernel),
-                    1e3 * sec, static_cast<double>(N * s.rows * s.cols) / sec * 1e-9, sum);
+        std::printf("%-5s [%lld, %lld] %-12s %8.2f ms  %6.1f MAC/ns  checksum %.17g\n", name, static_cast<long long>(s.rows),
+                    static_cast<long long>(s.cols), qdot::kernel_name(kernel), 1e3 * sec,
+                    static_cast<double>(N * s.rows * s.cols) / sec * 1e-9, sum);
       }
     }
   }

@@ -33,9 +33,8 @@ int main(int argc, char** argv) {
   const at::Tensor w = L.w_gate.defined() ? L.w_gate : L.w_in;  // [in, out]
   const int64_t in = w.size(0), out = w.size(1), values = in * out;
   const auto type = vocablens::weight_storage_type(w);
-  std::printf("%s [%lld, %lld] %s, %lld tokens, %d thread(s)\n", argv[1], static_cast<long long>(in),
-              static_cast<long long>(out), vocablens::weight_storage_name(w).c_str(), static_cast<long long>(N),
-              at::get_num_threads());
+  std::printf("%s [%lld, %lld] %s, %lld tokens, %d thread(s)\n", argv[1], static_cast<long long>(in), static_cast<long long>(out),
+              vocablens::weight_storage_name(w).c_str(), static_cast<long long>(N), at::get_num_threads());
   const at::Tensor x = at::randn({N, in}, at::kFloat);
   const at::Tensor wf = vocablens::materialize_weight(w);  // [in, out] float32
   const bool packed = vocablens::is_packed_weight(w);
@@ -65,15 +64,18 @@ int main(int argc, char** argv) {
       for (int64_t r = 0; r < out; ++r) vocablens::dequantize_row(type, base + r * row_bytes, f32.data() + r % ring * in, in);
     });
     const double t_hot16 = vl_bench::best_of(5, [&] {
-      for (int64_t r = 0; r < out; ++r) vocablens::dequantize_row_bf16(type, base + r * row_bytes, b16.data() + r % ring * in, in);
+      for (int64_t r = 0; r < out; ++r)
+        vocablens::dequantize_row_bf16(type, base + r * row_bytes, b16.data() + r % ring * in, in);
     });
     vocablens::ggml_simd::set_level(vocablens::ggml_simd::Level::Avx512);
     const double t_hot16i = vl_bench::best_of(5, [&] {
-      for (int64_t r = 0; r < out; ++r) vocablens::dequantize_row_bf16(type, base + r * row_bytes, b16.data() + r % ring * in, in);
+      for (int64_t r = 0; r < out; ++r)
+        vocablens::dequantize_row_bf16(type, base + r * row_bytes, b16.data() + r % ring * in, in);
     });
     vocablens::ggml_simd::set_level(vocablens::ggml_simd::Level::Scalar);
     const double t_hot16s = vl_bench::best_of(5, [&] {
-      for (int64_t r = 0; r < out; ++r) vocablens::dequantize_row_bf16(type, base + r * row_bytes, b16.data() + r % ring * in, in);
+      for (int64_t r = 0; r < out; ++r)
+        vocablens::dequantize_row_bf16(type, base + r * row_bytes, b16.data() + r % ring * in, in);
     });
     const double t_hots = vl_bench::best_of(5, [&] {
       for (int64_t r = 0; r < out; ++r) vocablens::dequantize_row(type, base + r * row_bytes, f32.data() + r % ring * in, in);
@@ -94,8 +96,10 @@ int main(int argc, char** argv) {
     }
     std::printf("decode ns/value, whole matrix: float32 %.3f (scalar %.3f), bfloat16 %.3f; vector decoders %s\n", ns(t_vec),
                 ns(t_sca), ns(t_b16), vocablens::ggml_simd::vectorized(type) ? "on" : "off");
-    std::printf("decode ns/value, into %lld cached rows: float32 %.3f (scalar %.3f), bfloat16 %.3f (integer rounding %.3f, scalar %.3f)\n",
-                static_cast<long long>(ring), ns(t_hot), ns(t_hots), ns(t_hot16), ns(t_hot16i), ns(t_hot16s));
+    std::printf(
+        "decode ns/value, into %lld cached rows: float32 %.3f (scalar %.3f), bfloat16 %.3f (integer rounding %.3f, scalar "
+        "%.3f)\n",
+        static_cast<long long>(ring), ns(t_hot), ns(t_hots), ns(t_hot16), ns(t_hot16i), ns(t_hot16s));
   }
   for (auto dt : {vocablens::ComputeDtype::Float32, vocablens::ComputeDtype::BFloat16}) {
     vocablens::set_compute_dtype(dt);
@@ -114,10 +118,10 @@ int main(int argc, char** argv) {
     const at::Tensor wc = wd.contiguous();
     const double t_dense_c = vl_bench::best_of(5, [&] { mm(xd, wc); });
     const double gflop = 2.0 * static_cast<double>(N) * static_cast<double>(values) * 1e-9;
-    std::printf("%s: weight_matmul %.2f ms (%.1f GFLOP/s), reference tiles %.2f ms, dense GEMM alone %.2f ms (%.1f GFLOP/s; "
-                "operand not transposed %.2f ms)\n",
-                b16 ? "bfloat16" : "float32", 1e3 * t_new, gflop / t_new, 1e3 * t_ref, 1e3 * t_dense, gflop / t_dense,
-                1e3 * t_dense_c);
+    std::printf(
+        "%s: weight_matmul %.2f ms (%.1f GFLOP/s), reference tiles %.2f ms, dense GEMM alone %.2f ms (%.1f GFLOP/s; "
+        "operand not transposed %.2f ms)\n",
+        b16 ? "bfloat16" : "float32", 1e3 * t_new, gflop / t_new, 1e3 * t_ref, 1e3 * t_dense, gflop / t_dense, 1e3 * t_dense_c);
   }
   // The whole forward over N tokens, both ways, in this process.
   const at::Tensor ids = at::randint(3, m.config().vocab_size, {N}, at::kLong);

@@ -106,7 +106,9 @@ int main(int argc, char** argv) {
     if (!dropped) ++self_missing;
   }
   write_npy_i64(argv[3], out, n, k);
-  std::printf("{\"faiss_seconds\": %.3f, \"faiss_cpu_seconds\": %.3f, \"rows\": %ld, \"dim\": %ld, \"k\": %ld, \"omp_threads\": %d, \"self_not_in_top\": %ld}\n",
-              sec, cpu_sec, n, d, k, omp_get_max_threads(), self_missing);
+  std::printf(
+      "{\"faiss_seconds\": %.3f, \"faiss_cpu_seconds\": %.3f, \"rows\": %ld, \"dim\": %ld, \"k\": %ld, \"omp_threads\": %d, "
+      "\"self_not_in_top\": %ld}\n",
+      sec, cpu_sec, n, d, k, omp_get_max_threads(), self_missing);
   return 0;
 }

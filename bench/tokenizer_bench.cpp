@@ -54,10 +54,15 @@ int main(int argc, char** argv) {
         (pass == 0 ? best_cold : best_warm) = std::min(pass == 0 ? best_cold : best_warm, s);
       }
     }
-    std::cout << nlohmann::json{{"impl", "vocablens"}, {"documents", docs.size()}, {"bytes", bytes},
-                                {"tokens", tokens}, {"repeats", repeats},
-                                {"cold_seconds", best_cold}, {"tokens_per_s", tokens / best_cold},
-                                {"warm_seconds", best_warm}, {"warm_tokens_per_s", tokens / best_warm},
+    std::cout << nlohmann::json{{"impl", "vocablens"},
+                                {"documents", docs.size()},
+                                {"bytes", bytes},
+                                {"tokens", tokens},
+                                {"repeats", repeats},
+                                {"cold_seconds", best_cold},
+                                {"tokens_per_s", tokens / best_cold},
+                                {"warm_seconds", best_warm},
+                                {"warm_tokens_per_s", tokens / best_warm},
                                 {"load_seconds", load_s}}
                      .dump()
               << "\n";

@@ -11,7 +11,6 @@
 namespace vocablens {
 namespace detail {
 
-
 std::string csv_quote(const std::string& s) {
   std::string o = "\"";
   for (char c : s) {
@@ -75,8 +74,7 @@ std::vector<std::vector<CsvField>> parse_csv(const std::string& s, const std::st
           f.text.push_back(s[i++]);
         }
       }
-      if (i < n && s[i] != ',' && s[i] != '\r' && s[i] != '\n')
-        throw FormatError(path, "CSV: text after a closing quote");
+      if (i < n && s[i] != ',' && s[i] != '\r' && s[i] != '\n') throw FormatError(path, "CSV: text after a closing quote");
       continue;
     }
     if (c == ',') {
@@ -116,8 +114,7 @@ nlohmann::json csv_value(const CsvField& f, const std::string& type) {
       if (type == "number" && v.is_number_integer()) return v.get<double>();
       return v;
     }
-  } catch (const nlohmann::json::exception&) {
-  }
+  } catch (const nlohmann::json::exception&) {}
   return f.text;
 }
 

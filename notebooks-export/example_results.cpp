@@ -15,16 +15,22 @@ nlohmann::json example_provenance(const std::string& cmd) {
   return {{"model_path", "fixtures/gpt2-tiny"},
           {"config_sha256", "3f1c2ab4e5d6978812345678abcdef0123456789abcdef0123456789abcdef01"},
           {"config_hashed", "config.json"},
-          {"model", {{"architecture", "GPT2LMHeadModel"}, {"n_layers", 4}, {"d_model", 64}, {"n_heads", 4},
-                     {"d_mlp", 256}, {"vocab_size", 512}, {"n_ctx", 64}}},
+          {"model",
+           {{"architecture", "GPT2LMHeadModel"},
+            {"n_layers", 4},
+            {"d_model", 64},
+            {"n_heads", 4},
+            {"d_mlp", 256},
+            {"vocab_size", 512},
+            {"n_ctx", 64}}},
           {"vocablens_version", VOCABLENS_VERSION},
           {"command_line", cmd},
           {"created_utc", "2024-05-01T12:00:00Z"}};
 }
 
-const std::vector<std::string> kExampleVocab = {" the", " Paris", " France", " Tower", ",", " is", " in", " of", " a",
-                                                " city", "\"", " <", "script", ">", " capital", "\n", " Eiff", "el",
-                                                " \"", " it", " and", " was", "'s", " ©"};
+const std::vector<std::string> kExampleVocab = {" the",  " Paris", " France", " Tower", ",",      " is",  " in",      " of",
+                                                " a",    " city",  "\"",      " <",     "script", ">",    " capital", "\n",
+                                                " Eiff", "el",     " \"",     " it",    " and",   " was", "'s",       " ©"};
 
 namespace {
 

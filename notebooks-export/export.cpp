@@ -33,9 +33,7 @@ using ojson = nlohmann::ordered_json;
 constexpr const char* kFormat = "vocablens.result";
 constexpr int kFormatVersion = 1;
 
-std::string dump(const ojson& j, int indent = 2) {
-  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
-}
+std::string dump(const ojson& j, int indent = 2) { return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 // Kinds, array and table names become file names: keep them to a safe alphabet.
 void check_name(const std::string& what, const std::string& name, bool allow_dot) {
@@ -125,11 +123,11 @@ std::string column_type(const Table& t, size_t c) {
   for (const auto& row : t.rows) {
     if (c >= row.size() || row[c].is_null()) continue;
     const auto& v = row[c];
-    std::string ty = v.is_boolean() ? "boolean"
+    std::string ty = v.is_boolean()          ? "boolean"
                      : v.is_number_integer() ? "integer"
-                     : v.is_number() ? "number"
-                     : v.is_string() ? "string"
-                                     : "mixed";
+                     : v.is_number()         ? "number"
+                     : v.is_string()         ? "string"
+                                             : "mixed";
     if (type == "null") type = ty;
     else if (type != ty) {
       if ((type == "integer" && ty == "number") || (type == "number" && ty == "integer")) type = "number";
@@ -144,12 +142,15 @@ ojson manifest(const Result& r, const ExportFormats* written, bool inline_arrays
   j["format"] = kFormat;
   j["format_version"] = kFormatVersion;
   j["kind"] = r.kind;
-  j["settings"] = ojson::parse(r.settings.is_null() ? std::string("{}") : r.settings.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  ojson prov = ojson::parse(r.provenance.is_null() ? std::string("{}") : r.provenance.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  j["settings"] = ojson::parse(r.settings.is_null() ? std::string("{}")
+                                                    : r.settings.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  ojson prov = ojson::parse(r.provenance.is_null() ? std::string("{}")
+                                                   : r.provenance.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   if (!prov.is_object()) throw UsageError(r.kind + ": provenance must be a JSON object");
   if (!prov.contains("vocablens_version")) prov["vocablens_version"] = VOCABLENS_VERSION;
   j["provenance"] = prov;
-  j["summary"] = ojson::parse(r.summary.is_null() ? std::string("{}") : r.summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  j["summary"] = ojson::parse(r.summary.is_null() ? std::string("{}")
+                                                  : r.summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   if (!j["settings"].is_object()) throw UsageError(r.kind + ": settings must be a JSON object");
   if (!j["summary"].is_object()) throw UsageError(r.kind + ": summary must be a JSON object");
   ojson arrays = ojson::object();
@@ -177,7 +178,8 @@ ojson manifest(const Result& r, const ExportFormats* written, bool inline_arrays
     e["n_rows"] = t.rows.size();
     if (inline_arrays && t.rows.size() * std::max<size_t>(1, t.columns.size()) <= inline_limit) {
       ojson rows = ojson::array();
-      for (const auto& row : t.rows) rows.push_back(ojson::parse(nlohmann::json(row).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+      for (const auto& row : t.rows)
+        rows.push_back(ojson::parse(nlohmann::json(row).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
       e["rows"] = rows;
     }
     tables.push_back(e);
@@ -204,8 +206,7 @@ void validate(const Result& r) {
     for (size_t i = 0; i < t.rows.size(); ++i)
       if (t.rows[i].size() != t.columns.size())
         throw UsageError(r.kind + " table '" + t.name + "' row " + std::to_string(i) + " has " +
-                         std::to_string(t.rows[i].size()) + " cells for " + std::to_string(t.columns.size()) +
-                         " columns");
+                         std::to_string(t.rows[i].size()) + " cells for " + std::to_string(t.columns.size()) + " columns");
   }
 }
 
@@ -226,9 +227,7 @@ Result result_from_json(const nlohmann::json& j, const std::string& dir, const s
   r.kind = need("kind", is_str, "a string").get<std::string>();
   try {
     check_name("kind", r.kind, false);
-  } catch (const UsageError& e) {
-    throw FormatError(path, e.what());
-  }
+  } catch (const UsageError& e) { throw FormatError(path, e.what()); }
   r.settings = need("settings", is_obj, "an object");
   r.provenance = need("provenance", is_obj, "an object");
   r.summary = need("summary", is_obj, "an object");
@@ -252,8 +251,7 @@ Result result_from_json(const nlohmann::json& j, const std::string& dir, const s
       std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& v) {
         if (v.is_array())
           for (const auto& x : v) walk(x);
-        else
-          flat.push_back(v);
+        else flat.push_back(v);
       };
       walk(e["data"]);
       // Found by fuzz_results: the shape decides how many elements are copied, so it must agree
@@ -263,8 +261,7 @@ Result result_from_json(const nlohmann::json& j, const std::string& dir, const s
         if (d < 0) throw FormatError(path, "array '" + name + "': negative dimension in its shape");
         if (__builtin_mul_overflow(numel, d, &numel)) throw FormatError(path, "array '" + name + "': shape too large");
       }
-      if (static_cast<uint64_t>(numel) != flat.size())
-        throw FormatError(path, "array '" + name + "': data disagrees with shape");
+      if (static_cast<uint64_t>(numel) != flat.size()) throw FormatError(path, "array '" + name + "': data disagrees with shape");
       bool ints = std::all_of(flat.begin(), flat.end(), [](const nlohmann::json& v) { return v.is_number_integer(); });
       if (ints) {
         std::vector<int64_t> v;
@@ -426,7 +423,7 @@ std::vector<std::string> write_result(const Result& r, const std::string& dir, c
 }
 
 std::vector<Result> read_run_directory(const std::string& dir, const std::string& except_kind) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) throw FormatError(dir, "no such directory");
   if (!S_ISDIR(st.st_mode)) throw FormatError(dir, "not a directory");
   DIR* d = ::opendir(dir.c_str());
@@ -434,8 +431,7 @@ std::vector<Result> read_run_directory(const std::string& dir, const std::string
   std::vector<std::string> names;
   while (dirent* e = ::readdir(d)) {
     std::string n = e->d_name;
-    if (n.size() > 5 && n.compare(n.size() - 5, 5, ".json") == 0 && n.find(".tmp-") == std::string::npos)
-      names.push_back(n);
+    if (n.size() > 5 && n.compare(n.size() - 5, 5, ".json") == 0 && n.find(".tmp-") == std::string::npos) names.push_back(n);
   }
   ::closedir(d);
   std::sort(names.begin(), names.end());
@@ -461,9 +457,7 @@ std::vector<Result> read_run_directory(const std::string& dir, const std::string
       detail::verify_result_files(j, dir, path);  // Mixed or partial directories are reported
       out.push_back(result_from_json(j, dir, path));
       detail::check_result_shapes(out.back(), path);  // the figures index one array by another's sizes
-    } catch (const nlohmann::json::exception& e) {
-      throw FormatError(path, std::string("malformed result: ") + e.what());
-    }
+    } catch (const nlohmann::json::exception& e) { throw FormatError(path, std::string("malformed result: ") + e.what()); }
   }
   std::set<std::string> kinds = {except_kind};  // (run_directory.hpp includes <set>)
   for (const auto& n : names) kinds.insert(n.substr(0, n.size() - 5));

@@ -45,8 +45,8 @@ json markdown(size_t index, const std::string& text) {
 }
 
 json code(size_t index, const std::string& text) {
-  return {{"cell_type", "code"},          {"id", cell_id(index, text)}, {"metadata", json::object()},
-          {"execution_count", nullptr},   {"outputs", json::array()},    {"source", source_lines(text)}};
+  return {{"cell_type", "code"},        {"id", cell_id(index, text)}, {"metadata", json::object()},
+          {"execution_count", nullptr}, {"outputs", json::array()},   {"source", source_lines(text)}};
 }
 
 // Text for a markdown cell, shown literally: HTML-escaped inside <pre> (Jupyter renders HTML blocks as is).
@@ -276,7 +276,8 @@ std::string render_notebook(const std::vector<Result>& results_in, const std::st
   auto add_code = [&](const std::string& t) { cells.push_back(code(cells.size(), t)); };
 
   std::string intro = "# " + md_inline(title) + "\n\n";
-  intro += "Written by vocablens " VOCABLENS_VERSION ". Each section reloads one result from this run directory "
+  intro += "Written by vocablens " VOCABLENS_VERSION
+           ". Each section reloads one result from this run directory "
            "(`<kind>.json`, `<kind>.<array>.npy`, `<kind>.<table>.csv`) and redraws the figures of `report.html`.\n\n";
   for (const auto& r : results) intro += "- " + md_inline(notebook_title(r.kind)) + " (`" + r.kind + "`)\n";
   add_md(intro);
@@ -291,7 +292,8 @@ std::string render_notebook(const std::vector<Result>& results_in, const std::st
     const auto& s = r.settings;
     if (s.is_object() && s.contains("prompt") && s["prompt"].is_string())
       md += "Prompt:\n\n" + md_pre(s["prompt"].get<std::string>()) + "\n\n";
-    if (s.is_object() && !s.empty()) md += "Settings:\n\n" + md_pre(s.dump(1, ' ', false, json::error_handler_t::replace)) + "\n\n";
+    if (s.is_object() && !s.empty())
+      md += "Settings:\n\n" + md_pre(s.dump(1, ' ', false, json::error_handler_t::replace)) + "\n\n";
     const auto& p = r.provenance;
     if (p.is_object() && p.contains("command_line") && p["command_line"].is_string())
       md += "Command:\n\n" + md_pre(p["command_line"].get<std::string>()) + "\n";
@@ -303,18 +305,22 @@ std::string render_notebook(const std::vector<Result>& results_in, const std::st
              {"metadata",
               {{"kernelspec", {{"display_name", "Python 3"}, {"language", "python"}, {"name", "python3"}}},
                {"language_info", {{"name", "python"}, {"file_extension", ".py"}, {"mimetype", "text/x-python"}}},
-               {"vocablens", {{"version", VOCABLENS_VERSION}, {"kinds", [&] {
-                                json k = json::array();
-                                for (const auto& r : results) k.push_back(r.kind);
-                                return k;
-                              }()}}}}},
+               {"vocablens",
+                {{"version", VOCABLENS_VERSION},
+                 {"kinds",
+                  [&] {
+                    json k = json::array();
+                    for (const auto& r : results) k.push_back(r.kind);
+                    return k;
+                  }()}}}}},
              {"cells", cells}};
   return nb.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 std::string write_notebook(const std::vector<Result>& results, const std::string& run_dir, const std::string& out_file) {
   if (results.empty()) throw FormatError(run_dir, "no vocablens results (<kind>.json) in this directory");
-  std::string path = out_file.empty() ? (run_dir.empty() || run_dir.back() == '/' ? run_dir : run_dir + "/") + "vocablens.ipynb" : out_file;
+  std::string path =
+      out_file.empty() ? (run_dir.empty() || run_dir.back() == '/' ? run_dir : run_dir + "/") + "vocablens.ipynb" : out_file;
   std::string title = "vocablens run";
   if (!run_dir.empty()) title += ": " + run_dir;
   write_file_atomic(path, render_notebook(results, title));

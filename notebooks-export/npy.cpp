@@ -78,9 +78,8 @@ std::string normalise_descr(std::string d) {
 }  // namespace detail
 
 size_t npy_itemsize(const std::string& dtype) {
-  static const std::pair<const char*, size_t> known[] = {
-      {"<f4", 4}, {"<f8", 8}, {"<f2", 2}, {"<i4", 4}, {"<i8", 8}, {"<u4", 4}, {"<u8", 8},
-      {"<i2", 2}, {"<u2", 2}, {"|u1", 1}, {"|i1", 1}, {"|b1", 1}};
+  static const std::pair<const char*, size_t> known[] = {{"<f4", 4}, {"<f8", 8}, {"<f2", 2}, {"<i4", 4}, {"<i8", 8}, {"<u4", 4},
+                                                         {"<u8", 8}, {"<i2", 2}, {"<u2", 2}, {"|u1", 1}, {"|i1", 1}, {"|b1", 1}};
   for (auto& [d, s] : known)
     if (dtype == d) return s;
   throw UsageError("unsupported npy dtype '" + dtype + "'");
@@ -110,9 +109,7 @@ NdArray read_npy(const std::string& path) {
   size_t item;
   try {
     item = npy_itemsize(a.dtype);
-  } catch (const UsageError&) {
-    throw FormatError(path, "unsupported npy dtype '" + hdr.descr + "'");
-  }
+  } catch (const UsageError&) { throw FormatError(path, "unsupported npy dtype '" + hdr.descr + "'"); }
   a.shape = hdr.shape;
   // Every partial product must fit in int64 (NdArray::numel() multiplies in that order), so (10^18, 10, 0)
   // is refused although it holds no element.
@@ -124,8 +121,8 @@ NdArray read_npy(const std::string& path) {
   const size_t n = static_cast<size_t>(elements);
   size_t data_start = hstart + hlen;
   if (all.size() - data_start != n * item)
-    throw FormatError(path, "npy data size " + std::to_string(all.size() - data_start) + " bytes, shape needs " +
-                                std::to_string(n * item));
+    throw FormatError(
+        path, "npy data size " + std::to_string(all.size() - data_start) + " bytes, shape needs " + std::to_string(n * item));
   a.bytes.assign(all.begin() + static_cast<std::ptrdiff_t>(data_start), all.end());
   if (hdr.fortran && a.shape.size() > 1) {
     // Re-order into C order: element at C index (i0..ik) sits at Fortran offset sum(i_j * prod(shape[<j])).

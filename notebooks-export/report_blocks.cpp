@@ -28,9 +28,9 @@ std::string pretty_name(const std::string& s) {
 }
 
 bool is_token_column(const std::string& c) {
-  static const std::set<std::string> names = {"token", "tokens", "src", "dst", "src_token", "dst_token",
-                                              "query", "key", "neighbour", "neighbor", "input", "output",
-                                              "text", "string", "top1", "input_token", "target", "name"};
+  static const std::set<std::string> names = {"token", "tokens", "src",       "dst",         "src_token", "dst_token",
+                                              "query", "key",    "neighbour", "neighbor",    "input",     "output",
+                                              "text",  "string", "top1",      "input_token", "target",    "name"};
   if (names.count(c)) return true;
   auto ends = [&](const char* suf) {
     size_t n = std::strlen(suf);
@@ -71,7 +71,8 @@ std::vector<std::string> string_list(const json* j) {
 // The input token strings of a result (summary or settings), if any.
 std::vector<std::string> input_tokens(const Result& r) {
   for (const json* src : {&r.summary, &r.settings}) {
-    for (const char* key : {"token_strings", "tokens_text", "token_text", "input_tokens", "tokens", "token_str", "strings", "input"}) {
+    for (const char* key :
+         {"token_strings", "tokens_text", "token_text", "input_tokens", "tokens", "token_str", "strings", "input"}) {
       const json* j = find_key(*src, {key});
       if (!j) continue;
       if (j->is_object()) {  // {"ids": [...], "strings"|"text": [...]}
@@ -119,8 +120,9 @@ bool uniform_records(const json& v, std::vector<std::string>& keys) {
 }
 
 std::string more_note(size_t shown, size_t total, const char* what) {
-  return total > shown ? fmt::format("<p class=\"note\">first {} of {} {} (all in the result's JSON file)</p>", shown, total, what)
-                       : std::string();
+  return total > shown
+             ? fmt::format("<p class=\"note\">first {} of {} {} (all in the result's JSON file)</p>", shown, total, what)
+             : std::string();
 }
 
 // Nested summary values were shown as folded raw JSON. Objects become nested key/value lists,
@@ -153,7 +155,8 @@ std::string value_html_at(const json& v, bool token_like, int depth) {
     for (size_t i = 0; i < n; ++i) {
       s += "<tr>";
       for (const auto& k : keys)
-        s += "<td>" + value_html_at(v[i].at(k), token_like || k.find("token") != std::string::npos || k == "text", depth + 1) + "</td>";
+        s += "<td>" + value_html_at(v[i].at(k), token_like || k.find("token") != std::string::npos || k == "text", depth + 1) +
+             "</td>";
       s += "</tr>";
     }
     return s + "</tbody></table></div>" + more_note(n, v.size(), "rows");
@@ -192,11 +195,9 @@ std::string kv_list(const json& obj, const std::set<std::string>& skip) {
 
 std::string token_strip(const std::vector<std::string>& toks, const std::string& title) {
   std::string s = "<div class=\"tokens\"><span class=\"ttl\">" + esc(title) + "</span>";
-  for (size_t i = 0; i < toks.size(); ++i)
-    s += fmt::format("<span class=\"ti\"><sub>{}</sub>{}</span>", i, tok_html(toks[i]));
+  for (size_t i = 0; i < toks.size(); ++i) s += fmt::format("<span class=\"ti\"><sub>{}</sub>{}</span>", i, tok_html(toks[i]));
   return s + "</div>";
 }
-
 
 int column_index(const Table& t, std::initializer_list<const char*> names) {
   for (const char* n : names)
@@ -207,7 +208,8 @@ int column_index(const Table& t, std::initializer_list<const char*> names) {
 
 // A sortable HTML table (first max_rows rows).
 std::string html_table(const Table& t, size_t max_rows, const std::string& file_hint) {
-  std::string s = std::string("<div class=\"scroll") + (t.rows.size() > 24 ? " tall" : "") + "\"><table class=\"data sortable\"><thead><tr>";
+  std::string s =
+      std::string("<div class=\"scroll") + (t.rows.size() > 24 ? " tall" : "") + "\"><table class=\"data sortable\"><thead><tr>";
   for (const auto& c : t.columns) s += "<th title=\"sort\">" + esc(c) + "</th>";
   s += "</tr></thead><tbody>";
   std::vector<bool> tokcol;
@@ -217,27 +219,34 @@ std::string html_table(const Table& t, size_t max_rows, const std::string& file_
     s += "<tr>";
     for (size_t c = 0; c < t.rows[i].size(); ++c) {
       const json& v = t.rows[i][c];
-      if (v.is_number())
-        s += fmt::format("<td class=\"num\" data-v=\"{}\">{}</td>", esc(v.dump()), esc(num(v.get<double>())));
-      else if (v.is_string() && c < tokcol.size() && tokcol[c])
-        s += "<td>" + tok_html(v.get<std::string>()) + "</td>";
-      else
-        s += "<td>" + esc(cell_string(v)) + "</td>";
+      if (v.is_number()) s += fmt::format("<td class=\"num\" data-v=\"{}\">{}</td>", esc(v.dump()), esc(num(v.get<double>())));
+      else if (v.is_string() && c < tokcol.size() && tokcol[c]) s += "<td>" + tok_html(v.get<std::string>()) + "</td>";
+      else s += "<td>" + esc(cell_string(v)) + "</td>";
     }
     s += "</tr>";
   }
   s += "</tbody></table></div>";
   if (shown < t.rows.size())
-    s += "<p class=\"note\">" + esc(fmt::format("Showing {} of {} rows; all of them are in {}.", shown, t.rows.size(), file_hint)) + "</p>";
+    s += "<p class=\"note\">" +
+         esc(fmt::format("Showing {} of {} rows; all of them are in {}.", shown, t.rows.size(), file_hint)) + "</p>";
   return s;
 }
 
 // Tables with key columns (layer+head, layer+neuron, query, component, ...) as one card per key.
 bool grouped_cards(Section& sec, const Table& t) {
-  static const std::vector<std::vector<const char*>> keysets = {
-      {"layer", "head", "kind"}, {"layer", "head"}, {"layer", "neuron", "vector"}, {"layer", "neuron"},
-      {"layer", "position"},     {"query"},         {"component", "sign"},         {"component"},
-      {"direction"},             {"neuron"},        {"head"},                      {"source", "source_token"},   {"source"}};
+  static const std::vector<std::vector<const char*>> keysets = {{"layer", "head", "kind"},
+                                                                {"layer", "head"},
+                                                                {"layer", "neuron", "vector"},
+                                                                {"layer", "neuron"},
+                                                                {"layer", "position"},
+                                                                {"query"},
+                                                                {"component", "sign"},
+                                                                {"component"},
+                                                                {"direction"},
+                                                                {"neuron"},
+                                                                {"head"},
+                                                                {"source", "source_token"},
+                                                                {"source"}};
   std::vector<int> key;
   for (const auto& ks : keysets) {
     std::vector<int> idx;
@@ -259,7 +268,8 @@ bool grouped_cards(Section& sec, const Table& t) {
     std::string k, title;
     for (int c : key) {
       k += cell_string(t.rows[i][static_cast<size_t>(c)]) + "\x1f";
-      title += (title.empty() ? "" : " · ") + t.columns[static_cast<size_t>(c)] + " " + cell_string(t.rows[i][static_cast<size_t>(c)]);
+      title +=
+          (title.empty() ? "" : " · ") + t.columns[static_cast<size_t>(c)] + " " + cell_string(t.rows[i][static_cast<size_t>(c)]);
     }
     if (!groups.count(k)) {
       order.push_back(k);
@@ -307,7 +317,9 @@ bool grouped_cards(Section& sec, const Table& t) {
   }
   s += "</div>";
   if (order.size() > max_cards)
-    s += "<p class=\"note\">" + esc(fmt::format("Showing {} of {} groups; all rows are in {}.{}.csv.", max_cards, order.size(), sec.r.kind, t.name)) + "</p>";
+    s += "<p class=\"note\">" +
+         esc(fmt::format("Showing {} of {} groups; all rows are in {}.{}.csv.", max_cards, order.size(), sec.r.kind, t.name)) +
+         "</p>";
   sec.html += "<h3>" + esc(pretty_name(t.name)) + "</h3>" + s;
   return true;
 }
@@ -319,14 +331,14 @@ void render_table(Section& sec, const Table& t) {
     return;
   }
   if (grouped_cards(sec, t)) return;
-  sec.html += "<h3>" + esc(pretty_name(t.name)) + "</h3>" + html_table(t, sec.opts.max_table_rows, sec.r.kind + "." + t.name + ".csv");
+  sec.html +=
+      "<h3>" + esc(pretty_name(t.name)) + "</h3>" + html_table(t, sec.opts.max_table_rows, sec.r.kind + "." + t.name + ".csv");
 }
 
 // Heatmap of any 2-D array, with token labels when a side matches the input length.
 std::string array_heatmap(Section& sec, const std::string& name, const Grid& full, Cmap cmap, const std::string& label,
-                          std::vector<std::string> row_labels, std::vector<std::string> col_labels,
-                          double vmin, double vmax, const std::string& row_axis,
-                          const std::string& col_axis) {
+                          std::vector<std::string> row_labels, std::vector<std::string> col_labels, double vmin, double vmax,
+                          const std::string& row_axis, const std::string& col_axis) {
   Grid g = downsample(full, 96, 128);
   Heatmap h;
   h.grid = &g;
@@ -347,8 +359,8 @@ std::string array_heatmap(Section& sec, const std::string& name, const Grid& ful
   h.cell_h = ch;
   std::string caption;
   if (g.row_step > 1 || g.col_step > 1)
-    caption = fmt::format("{}×{} shown as {}×{} block means ({}×{} blocks); the full array is {}.{}.npy.", full.rows,
-                          full.cols, g.rows, g.cols, g.row_step, g.col_step, sec.r.kind, name);
+    caption = fmt::format("{}×{} shown as {}×{} block means ({}×{} blocks); the full array is {}.{}.npy.", full.rows, full.cols,
+                          g.rows, g.cols, g.row_step, g.col_step, sec.r.kind, name);
   return figure(pretty_name(name) + fmt::format(" [{}×{}]", full.rows, full.cols), svg_heatmap(h), caption);
 }
 
@@ -357,7 +369,8 @@ std::string array_heatmap(Section& sec, const std::string& name, const Grid& ful
 
 std::vector<std::string> layer_labels(const Result& r, int64_t n) {
   std::vector<std::string> labels;
-  for (const json* j : {find_key(r.summary, {"layer_labels"}), find_key(r.summary, {"layers"}), find_key(r.settings, {"layers"})}) {
+  for (const json* j :
+       {find_key(r.summary, {"layer_labels"}), find_key(r.summary, {"layers"}), find_key(r.settings, {"layers"})}) {
     if (!j || !j->is_array()) continue;
     labels.clear();
     for (const auto& e : *j) {
@@ -412,7 +425,8 @@ TopK topk_from_table(const Table& t, const std::vector<std::string>& layer_names
       if (it == positions.end()) continue;
       col = it - positions.begin();
     }
-    double rank = cr >= 0 && row[static_cast<size_t>(cr)].is_number() ? row[static_cast<size_t>(cr)].get<double>() : static_cast<double>(i);
+    double rank =
+        cr >= 0 && row[static_cast<size_t>(cr)].is_number() ? row[static_cast<size_t>(cr)].get<double>() : static_cast<double>(i);
     double val = cv >= 0 && row[static_cast<size_t>(cv)].is_number() ? row[static_cast<size_t>(cv)].get<double>() : kNaN;
     tmp[{li, col}].push_back({rank, {cell_string(row[static_cast<size_t>(ct)]), val}});
   }
@@ -535,7 +549,8 @@ void spectrum_figures(Section& sec) {
         d.y_label = "fraction of energy";
         d.y_min = 0;
         d.y_max = 1;
-        figs += "<div class=\"chartbox\">" + figure("Energy of the top singular directions (uncentred)", svg_line_chart(d), "", false) + "</div>";
+        figs += "<div class=\"chartbox\">" +
+                figure("Energy of the top singular directions (uncentred)", svg_line_chart(d), "", false) + "</div>";
         sec.use(e);
       }
     }

@@ -98,9 +98,8 @@ void render_table(Section& sec, const Table& t);
 
 // Heatmap of any 2-D array, with token labels when a side matches the input length.
 std::string array_heatmap(Section& sec, const std::string& name, const Grid& full, Cmap cmap, const std::string& label,
-                          std::vector<std::string> row_labels = {}, std::vector<std::string> col_labels = {},
-                          double vmin = kNaN, double vmax = kNaN, const std::string& row_axis = "",
-                          const std::string& col_axis = "");
+                          std::vector<std::string> row_labels = {}, std::vector<std::string> col_labels = {}, double vmin = kNaN,
+                          double vmax = kNaN, const std::string& row_axis = "", const std::string& col_axis = "");
 
 std::vector<std::string> layer_labels(const Result& r, int64_t n);
 

@@ -78,9 +78,11 @@ void render_generic(Section& sec) {
       }
     std::string shape;
     for (size_t i = 0; i < a.shape.size(); ++i) shape += (i ? "×" : "") + std::to_string(a.shape[i]);
-    stats += fmt::format("<tr><td><code>{}</code></td><td>{}</td><td>[{}]</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td><code>{}</code></td></tr>",
-                         esc(name), esc(a.dtype), esc(shape), esc(num(lo)), esc(num(hi)), esc(num(n ? sum / static_cast<double>(n) : kNaN)),
-                         esc(sec.r.kind + "." + name + ".npy"));
+    stats += fmt::format(
+        "<tr><td><code>{}</code></td><td>{}</td><td>[{}]</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td "
+        "class=\"num\">{}</td><td><code>{}</code></td></tr>",
+        esc(name), esc(a.dtype), esc(shape), esc(num(lo)), esc(num(hi)), esc(num(n ? sum / static_cast<double>(n) : kNaN)),
+        esc(sec.r.kind + "." + name + ".npy"));
     if (sec.used_arrays.count(name) || a.numel() == 0 || is_ids(name)) continue;
     if (s.size() == 1 && a.numel() >= 2 && a.dtype != "|b1") {
       LineChart c;
@@ -102,7 +104,8 @@ void render_generic(Section& sec) {
       charts += "<div class=\"chartbox\">" + figure(pretty_name(name), svg_line_chart(c), "", false) + "</div>";
     } else if (s.size() == 2) {
       Grid g;
-      if (as_grid(a, g)) maps += array_heatmap(sec, name, g, lo < 0 && hi > 0 ? Cmap::Diverging : Cmap::Viridis, pretty_name(name));
+      if (as_grid(a, g))
+        maps += array_heatmap(sec, name, g, lo < 0 && hi > 0 ? Cmap::Diverging : Cmap::Viridis, pretty_name(name));
     }
   }
   if (!charts.empty()) sec.html += "<div class=\"charts\">" + charts + "</div>";
@@ -110,8 +113,11 @@ void render_generic(Section& sec) {
   for (const auto& t : sec.r.tables)
     if (!sec.used_tables.count(t.name)) render_table(sec, t);
   if (!stats.empty())
-    sec.html += "<details class=\"arrays\"><summary>Arrays in this result</summary><div class=\"scroll\"><table class=\"data\"><thead><tr><th>name</th><th>dtype</th><th>shape</th><th>min</th><th>max</th><th>mean</th><th>file</th></tr></thead><tbody>" +
-                stats + "</tbody></table></div></details>";
+    sec.html +=
+        "<details class=\"arrays\"><summary>Arrays in this result</summary><div class=\"scroll\"><table "
+        "class=\"data\"><thead><tr><th>name</th><th>dtype</th><th>shape</th><th>min</th><th>max</th><th>mean</th><th>file</th></"
+        "tr></thead><tbody>" +
+        stats + "</tbody></table></div></details>";
 }
 
 std::string provenance_html(const Result& r) {
@@ -131,13 +137,15 @@ std::string provenance_html(const Result& r) {
     s += "<dt>architecture</dt><dd>" + esc(d) + "</dd>";
   }
   if (!str("config_sha256").empty())
-    s += "<dt>config sha256</dt><dd><code title=\"" + esc(str("config_sha256")) + "\">" + esc(str("config_sha256").substr(0, 16)) +
-         "…</code>" + (str("config_hashed").empty() ? "" : " <span class=\"note\">(" + esc(str("config_hashed")) + ")</span>") + "</dd>";
+    s += "<dt>config sha256</dt><dd><code title=\"" + esc(str("config_sha256")) + "\">" +
+         esc(str("config_sha256").substr(0, 16)) + "…</code>" +
+         (str("config_hashed").empty() ? "" : " <span class=\"note\">(" + esc(str("config_hashed")) + ")</span>") + "</dd>";
   if (!str("command_line").empty()) s += "<dt>command</dt><dd><code>" + esc(str("command_line")) + "</code></dd>";
   if (!str("vocablens_version").empty()) s += "<dt>vocablens</dt><dd>" + esc(str("vocablens_version")) + "</dd>";
   if (!str("created_utc").empty()) s += "<dt>created</dt><dd>" + esc(str("created_utc")) + "</dd>";
-  static const std::set<std::string> shown = {"model_path", "model", "config_sha256", "config_hashed", "command_line",
-                                              "vocablens_version", "created_utc", "model_path_absolute"};
+  static const std::set<std::string> shown = {
+      "model_path",        "model",       "config_sha256",      "config_hashed", "command_line",
+      "vocablens_version", "created_utc", "model_path_absolute"};
   for (auto it = p.begin(); it != p.end(); ++it)
     if (!shown.count(it.key())) s += "<dt>" + esc(pretty_name(it.key())) + "</dt><dd>" + value_html(it.value()) + "</dd>";
   return s + "</dl>";
@@ -161,8 +169,8 @@ std::string render_section(const Result& r, const ReportOptions& opts, size_t in
 
   // The input tokens (short, and what the figures' columns are), then the folded raw material.
   if (!sec.tokens.empty()) h += token_strip(sec.tokens, "Input tokens");
-  std::set<std::string> skip = {"tokens", "token_strings", "tokens_text", "token_text", "input_tokens", "prompt",
-                                "top1_tokens", "top1", "top_1", "top1_grid", "grid", "layer_labels"};
+  std::set<std::string> skip = {"tokens",      "token_strings", "tokens_text", "token_text", "input_tokens", "prompt",
+                                "top1_tokens", "top1",          "top_1",       "top1_grid",  "grid",         "layer_labels"};
   if (!sec.tokens.empty()) skip.insert("input");
   std::string summary = kv_list(r.summary, skip);
   if (!summary.empty()) h += "<details class=\"summary\"><summary>Summary</summary>" + summary + "</details>";
@@ -173,11 +181,11 @@ std::string render_section(const Result& r, const ReportOptions& opts, size_t in
   std::string files;
   for (const auto& [name, a] : r.arrays) files += "<li><code>" + esc(r.kind + "." + name + ".npy") + "</code></li>";
   for (const auto& t : r.tables) files += "<li><code>" + esc(r.kind + "." + t.name + ".csv") + "</code></li>";
-  h += "<details class=\"files\"><summary>Files</summary><ul><li><code>" + esc(r.kind + ".json") + "</code></li>" + files + "</ul></details>";
+  h += "<details class=\"files\"><summary>Files</summary><ul><li><code>" + esc(r.kind + ".json") + "</code></li>" + files +
+       "</ul></details>";
   h += "</section>";
   return h;
 }
-
 
 const char* kStyle = R"CSS(
 :root{--fg:#1d2330;--muted:#5b6475;--line:#d9dee7;--bg:#fff;--soft:#f5f7fa;--accent:#2f5fb3}
@@ -247,7 +255,9 @@ const char* kScript =
     "t.querySelectorAll('th').forEach(function(th,i){th.addEventListener('click',function(){"
     "var b=t.tBodies[0],rows=Array.prototype.slice.call(b.rows),asc=th.getAttribute('data-sort')!=='asc';"
     "rows.sort(function(x,y){var a=x.cells[i],c=y.cells[i];"
-    "var va=a.hasAttribute('data-v')?parseFloat(a.getAttribute('data-v')):NaN,vc=c.hasAttribute('data-v')?parseFloat(c.getAttribute('data-v')):NaN;"
+    "var "
+    "va=a.hasAttribute('data-v')?parseFloat(a.getAttribute('data-v')):NaN,vc=c.hasAttribute('data-v')?parseFloat(c.getAttribute('"
+    "data-v')):NaN;"
     "var r=(!isNaN(va)&&!isNaN(vc))?va-vc:a.textContent.localeCompare(c.textContent);return asc?r:-r;});"
     "rows.forEach(function(r){b.appendChild(r);});th.setAttribute('data-sort',asc?'asc':'desc');});});});";
 
@@ -285,7 +295,8 @@ std::string render_report_html(const std::vector<Result>& results_in, const Repo
   std::string h;
   h += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  h += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-" +
+  h += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
+       "script-src 'sha256-" +
        script_hash + "'\">\n";
   h += "<meta name=\"generator\" content=\"vocablens " VOCABLENS_VERSION "\">\n";
   h += "<title>" + esc(title) + "</title>\n<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n";
@@ -293,8 +304,7 @@ std::string render_report_html(const std::vector<Result>& results_in, const Repo
        esc(fmt::format("{} result{} · vocablens {}", results.size(), results.size() == 1 ? "" : "s", VOCABLENS_VERSION)) +
        (opts.run_dir.empty() ? "" : " · run directory <code>" + esc(opts.run_dir) + "</code>") + "</p></header>\n";
   h += "<nav>";
-  for (size_t i = 0; i < results.size(); ++i)
-    h += fmt::format("<a href=\"#r{}\">{}</a>", i, esc(kind_title(results[i]->kind)));
+  for (size_t i = 0; i < results.size(); ++i) h += fmt::format("<a href=\"#r{}\">{}</a>", i, esc(kind_title(results[i]->kind)));
   h += "</nav>\n<main>\n";
   if (results.empty()) h += "<p>No results.</p>";
   for (size_t i = 0; i < results.size(); ++i) h += render_section(*results[i], opts, i) + "\n";
@@ -304,7 +314,8 @@ std::string render_report_html(const std::vector<Result>& results_in, const Repo
 
 std::string write_report(const std::vector<Result>& results, const std::string& run_dir, const std::string& out_file) {
   if (results.empty()) throw FormatError(run_dir, "no vocablens results (<kind>.json) in this directory");
-  std::string path = out_file.empty() ? (run_dir.empty() || run_dir.back() == '/' ? run_dir : run_dir + "/") + "report.html" : out_file;
+  std::string path =
+      out_file.empty() ? (run_dir.empty() || run_dir.back() == '/' ? run_dir : run_dir + "/") + "report.html" : out_file;
   ReportOptions o;
   o.run_dir = run_dir;
   write_file_atomic(path, render_report_html(results, o));

@@ -28,15 +28,13 @@ RGB lerp_stops(const RGB* stops, int n, double t) {
 }
 
 // matplotlib's viridis, 11 stops.
-constexpr RGB kViridis[] = {{0.267, 0.005, 0.329}, {0.283, 0.141, 0.458}, {0.254, 0.265, 0.530},
-                            {0.207, 0.372, 0.553}, {0.164, 0.471, 0.558}, {0.128, 0.567, 0.551},
-                            {0.135, 0.659, 0.518}, {0.267, 0.749, 0.441}, {0.478, 0.821, 0.318},
-                            {0.741, 0.873, 0.150}, {0.993, 0.906, 0.144}};
+constexpr RGB kViridis[] = {{0.267, 0.005, 0.329}, {0.283, 0.141, 0.458}, {0.254, 0.265, 0.530}, {0.207, 0.372, 0.553},
+                            {0.164, 0.471, 0.558}, {0.128, 0.567, 0.551}, {0.135, 0.659, 0.518}, {0.267, 0.749, 0.441},
+                            {0.478, 0.821, 0.318}, {0.741, 0.873, 0.150}, {0.993, 0.906, 0.144}};
 // matplotlib's magma, 11 stops (for entropies: dark = confident).
-constexpr RGB kMagma[] = {{0.001, 0.000, 0.014}, {0.078, 0.054, 0.211}, {0.232, 0.060, 0.438},
-                          {0.390, 0.100, 0.502}, {0.550, 0.161, 0.506}, {0.716, 0.215, 0.475},
-                          {0.868, 0.288, 0.409}, {0.967, 0.439, 0.360}, {0.994, 0.624, 0.427},
-                          {0.997, 0.812, 0.573}, {0.987, 0.991, 0.750}};
+constexpr RGB kMagma[] = {{0.001, 0.000, 0.014}, {0.078, 0.054, 0.211}, {0.232, 0.060, 0.438}, {0.390, 0.100, 0.502},
+                          {0.550, 0.161, 0.506}, {0.716, 0.215, 0.475}, {0.868, 0.288, 0.409}, {0.967, 0.439, 0.360},
+                          {0.994, 0.624, 0.427}, {0.997, 0.812, 0.573}, {0.987, 0.991, 0.750}};
 // RdBu reversed (blue = negative, red = positive), 9 stops.
 constexpr RGB kDiverging[] = {{0.020, 0.188, 0.380}, {0.129, 0.400, 0.675}, {0.263, 0.576, 0.765},
                               {0.573, 0.773, 0.871}, {0.969, 0.969, 0.969}, {0.957, 0.647, 0.510},
@@ -79,8 +77,7 @@ std::vector<double> nice_ticks(double lo, double hi, int want) {
   const double k0 = std::ceil(lo / step), k1 = std::floor(hi / step + 1e-9);
   // (|k| < 2^52 so that consecutive indices are distinct doubles: a range far narrower than its magnitude,
   // e.g. [1e304, 1e304 + 1e290], has no such ticks.)
-  if (!std::isfinite(step) || !(std::fabs(k0) < 0x1p52) || !(std::fabs(k1) < 0x1p52) || k1 - k0 > 4.0 * want + 4)
-    return {lo, hi};
+  if (!std::isfinite(step) || !(std::fabs(k0) < 0x1p52) || !(std::fabs(k1) < 0x1p52) || k1 - k0 > 4.0 * want + 4) return {lo, hi};
   for (int64_t i = 0; i <= static_cast<int64_t>(k1 - k0); ++i) {
     double v = (k0 + static_cast<double>(i)) * step;
     t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
@@ -274,8 +271,7 @@ std::string svg_heatmap(const Heatmap& h) {
       s += fmt::format("<text class=\"lab\" x=\"{}\" y=\"{}\" text-anchor=\"middle\"><title>{}</title>{}</text>", co(x),
                        co(top - 6), esc(lab), esc(clip(visible(lab), static_cast<size_t>(std::max(2, h.cell_w / 7)))));
   }
-  if (!h.col_axis.empty())
-    s += fmt::format("<text class=\"axis\" x=\"{}\" y=\"12\">{}</text>", co(left), esc(h.col_axis));
+  if (!h.col_axis.empty()) s += fmt::format("<text class=\"axis\" x=\"{}\" y=\"12\">{}</text>", co(left), esc(h.col_axis));
   // Row labels.
   int64_t row_every = (12 + h.cell_h - 1) / std::max(1, h.cell_h);
   for (int64_t i = 0; i < g.rows; i += row_every) {
@@ -302,12 +298,14 @@ std::string svg_heatmap(const Heatmap& h) {
                                       label_of(h.col_labels, j, g.col_step), num(v));
       }
       s += "<g class=\"cell\">";
-      s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"/>", co(x), co(y), h.cell_w, h.cell_h, css(c));
+      s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"/>", co(x), co(y), h.cell_w, h.cell_h,
+                       css(c));
       if (h.cell_text) {
         std::string t = h.cell_text(i, j);
         if (!t.empty())
-          s += fmt::format("<text class=\"{}\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>", is_dark(c) ? "ondark" : "onlight",
-                           co(x + h.cell_w / 2.0), co(y + h.cell_h / 2.0 + 4), esc(clip(visible(t), max_chars)));
+          s += fmt::format("<text class=\"{}\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+                           is_dark(c) ? "ondark" : "onlight", co(x + h.cell_w / 2.0), co(y + h.cell_h / 2.0 + 4),
+                           esc(clip(visible(t), max_chars)));
       }
       if (tips) s += "<title>" + esc(tip) + "</title>";
       s += "</g>";
@@ -318,8 +316,9 @@ std::string svg_heatmap(const Heatmap& h) {
   for (int k = 0; k <= 10; ++k)
     s += fmt::format("<stop offset=\"{}\" stop-color=\"{}\"/>", k / 10.0, css(colour(h.cmap, k / 10.0)));
   s += "</linearGradient></defs>";
-  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"10\" fill=\"url(#grad{})\" stroke=\"#999\" stroke-width=\"0.5\"/>",
-                   co(left), co(legend_y), co(bar_w), gid);
+  s += fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"10\" fill=\"url(#grad{})\" stroke=\"#999\" stroke-width=\"0.5\"/>", co(left),
+      co(legend_y), co(bar_w), gid);
   s += fmt::format("<text class=\"lab\" x=\"{}\" y=\"{}\">{}</text>", co(left), co(legend_y + 24), esc(num(lo)));
   s += fmt::format("<text class=\"lab\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", co(left + bar_w), co(legend_y + 24),
                    esc(num(hi)));
@@ -353,8 +352,8 @@ std::string svg_line_chart(const LineChart& c) {
   auto X = [&](size_t i) { return L + (n <= 1 ? pw / 2 : pw * static_cast<double>(i) / static_cast<double>(n - 1)); };
   auto Y = [&](double v) { return T + ph * (1 - (v - lo) / (hi - lo)); };
   std::string s = fmt::format(
-      "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\">",
-      W, H, esc(c.y_label));
+      "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\">", W, H,
+      esc(c.y_label));
   // Grid and y ticks.
   std::vector<double> ticks;
   if (c.log_y) {
@@ -368,7 +367,7 @@ std::string svg_line_chart(const LineChart& c) {
     s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" class=\"grid\"/>", co(L), co(W - R), co(y), co(y));
     double step = ticks.size() > 1 ? ticks[1] - ticks[0] : std::fabs(t) + 1;
     std::string lab = c.log_y ? (std::fabs(t - std::round(t)) < 1e-9 ? fmt::format("1e{}", static_cast<int>(std::round(t)))
-                                                                      : num(std::pow(10, t)))
+                                                                     : num(std::pow(10, t)))
                               : tick_label(t, step);
     s += fmt::format("<text class=\"lab\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", co(L - 5), co(y + 4), esc(lab));
   }

@@ -68,8 +68,8 @@ void finite_range(const std::vector<double>& v, double& lo, double& hi);
 enum class Cmap { Viridis, Magma, Diverging };
 
 struct Heatmap {
-  const Grid* grid = nullptr;                            ///< required; must outlive the call
-  std::vector<std::string> row_labels, col_labels;       ///< raw text; empty = indices
+  const Grid* grid = nullptr;                              ///< required; must outlive the call
+  std::vector<std::string> row_labels, col_labels;         ///< raw text; empty = indices
   std::function<std::string(int64_t, int64_t)> cell_text;  ///< raw; may be empty
   std::function<std::string(int64_t, int64_t)> tooltip;    ///< raw; may be empty
   Cmap cmap = Cmap::Viridis;

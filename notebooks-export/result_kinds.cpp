@@ -87,8 +87,8 @@ void check_result_shapes(const Result& r, const std::string& path) {
     for (std::string d; in >> d;) dims.push_back(d);
     const std::string declared = "[" + spec + "]";
     auto refuse = [&](const std::string& why) {
-      throw FormatError(path, "array '" + name + "' has shape " + shape_text(shape) + ", but a " + r.kind + " result's '" +
-                                  name + "' is " + declared + why +
+      throw FormatError(path, "array '" + name + "' has shape " + shape_text(shape) + ", but a " + r.kind + " result's '" + name +
+                                  "' is " + declared + why +
                                   " (arrays of different runs put together, or edited); the result is refused");
     };
     if (dims.size() != shape.size()) refuse("");

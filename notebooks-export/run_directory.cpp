@@ -20,7 +20,9 @@ namespace vocablens::detail {
 
 namespace {
 
-std::string join(const std::string& dir, const std::string& f) { return dir.empty() || dir.back() == '/' ? dir + f : dir + "/" + f; }
+std::string join(const std::string& dir, const std::string& f) {
+  return dir.empty() || dir.back() == '/' ? dir + f : dir + "/" + f;
+}
 
 bool ends_with(const std::string& s, const char* suf) {
   const size_t n = std::strlen(suf);
@@ -70,8 +72,9 @@ void prepare_result_slot(const std::string& dir, const std::string& kind, bool r
   struct stat st {};
   const bool exists = ::lstat(manifest.c_str(), &st) == 0;
   if (exists && !replace)
-    throw FormatError(manifest, "a '" + kind + "' result is already there; vocablens does not replace a run silently: "
-                                "pass --force to replace it, or choose another --out");
+    throw FormatError(manifest, "a '" + kind +
+                                    "' result is already there; vocablens does not replace a run silently: "
+                                    "pass --force to replace it, or choose another --out");
   // Manifest first: from here on, an interruption leaves side files without it (reported as partial).
   if (exists && S_ISREG(st.st_mode) && ::unlink(manifest.c_str()) != 0)
     throw FormatError(manifest, std::string("cannot remove the previous result: ") + std::strerror(errno));
@@ -102,8 +105,8 @@ void verify_result_files(const nlohmann::json& j, const std::string& dir, const 
       throw FormatError(path, "partial run directory: it lists '" + name + "', which is missing (an interrupted write?)");
     if (!S_ISREG(st.st_mode)) throw FormatError(fp, "is " + file_kind(fp) + ", not a regular file");
     const std::string why = static_cast<uint64_t>(st.st_size) != rec["bytes"].get<uint64_t>() ? "size"
-                            : sha256_file_hex(fp) != rec["sha256"].get<std::string>()        ? "SHA-256"
-                                                                                             : "";
+                            : sha256_file_hex(fp) != rec["sha256"].get<std::string>()         ? "SHA-256"
+                                                                                              : "";
     if (!why.empty())
       throw FormatError(path, "mixed run directory: '" + name + "' is not the file this result was written with (" + why +
                                   " differs): another run wrote it, or an overwrite was interrupted; re-run the command "

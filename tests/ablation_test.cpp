@@ -35,11 +35,11 @@ TEST_CASE("zero-ablating a head through hook_z equals the checkpoint with that h
   for (int64_t layer : {0, 2})
     for (int64_t head : {1, 3}) {
       // HF Conv1D c_proj.weight is [in = H*d_head, out = d_model]: head h owns rows h*dh .. (h+1)*dh.
-      auto edited = vl_test::edited_copy(dir, "abl-head", {{"h." + std::to_string(layer) + ".attn.c_proj.weight",
-                                                            [&](float* w, const std::vector<int64_t>& s) {
-                                                              for (int64_t r = head * dh; r < (head + 1) * dh; ++r)
-                                                                for (int64_t c = 0; c < s[1]; ++c) w[r * s[1] + c] = 0;
-                                                            }}});
+      auto edited = vl_test::edited_copy(
+          dir, "abl-head", {{"h." + std::to_string(layer) + ".attn.c_proj.weight", [&](float* w, const std::vector<int64_t>& s) {
+                               for (int64_t r = head * dh; r < (head + 1) * dh; ++r)
+                                 for (int64_t c = 0; c < s[1]; ++c) w[r * s[1] + c] = 0;
+                             }}});
       auto m2 = vocablens::load_model(edited);
       auto ref = m2.forward(at::tensor(kIds, at::kLong)).logits;
       vocablens::AblationSite site{vocablens::AblationSite::Kind::Head, layer, head, {}};
@@ -59,12 +59,11 @@ TEST_CASE("zero-ablating a head equals zeroed W_O columns on a Llama checkpoint 
   const int64_t dh = m.config().d_head, head = 5;  // layer 3
   REQUIRE(m.config().n_kv_heads < m.config().n_heads);
   // HF Linear o_proj.weight is [out = d_model, in = H*d_head]: head h owns columns h*dh .. (h+1)*dh.
-  auto edited = vl_test::edited_copy(dir, "abl-llama", {{"model.layers.3.self_attn.o_proj.weight",
-                                                         [&](float* w, const std::vector<int64_t>& s) {
-                                                           for (int64_t r = 0; r < s[0]; ++r)
-                                                             for (int64_t c = head * dh; c < (head + 1) * dh; ++c)
-                                                               w[r * s[1] + c] = 0;
-                                                         }}});
+  auto edited = vl_test::edited_copy(dir, "abl-llama",
+                                     {{"model.layers.3.self_attn.o_proj.weight", [&](float* w, const std::vector<int64_t>& s) {
+                                         for (int64_t r = 0; r < s[0]; ++r)
+                                           for (int64_t c = head * dh; c < (head + 1) * dh; ++c) w[r * s[1] + c] = 0;
+                                       }}});
   auto m2 = vocablens::load_model(edited);
   const std::vector<int64_t> ids = {1, 403, 407, 261, 378, 500, 270, 300};
   auto ref = m2.forward(at::tensor(ids, at::kLong)).logits;
@@ -147,8 +146,8 @@ TEST_CASE("mean ablation writes the mean over the reference positions") {
   vocablens::run_with_hooks(m, at::tensor(ref, at::kLong), rec);
   at::Tensor mean = zref[0].select(1, 2).to(at::kDouble).mean(0).to(at::kFloat);  // [d_head]
 
-  auto hooks = vocablens::ablation_hooks(m, {vocablens::parse_ablation_site("head", "1.2")}, vocablens::AblationMode::Mean,
-                                         {ref});
+  auto hooks =
+      vocablens::ablation_hooks(m, {vocablens::parse_ablation_site("head", "1.2")}, vocablens::AblationMode::Mean, {ref});
   at::Tensor seen;
   hooks.add("z.1", [&](at::Tensor& z) { seen = z.clone(); });  // runs after the ablation hook
   vocablens::run_with_hooks(m, at::tensor(kIds, at::kLong), hooks);
@@ -199,15 +198,17 @@ TEST_CASE("vocablens ablate and generate --steer on the command line") {
   CHECK(run_cli("ablate " + shq(dir) + " --prompt 'x' --hook blocks.1.hook_attn_outt", out) == 2);
   CHECK_THAT(out, Catch::Contains("unknown hook 'blocks.1.hook_attn_outt'") && Catch::Contains("blocks.L.hook_attn_out") &&
                       Catch::Contains("mlp_post.L"));
-  REQUIRE(run_cli("ablate " + shq(dir) + " --prompt 'The Eiffel Tower is in' --hook attn_out.2 --mode mean --no-color", out) == 0);
+  REQUIRE(run_cli("ablate " + shq(dir) + " --prompt 'The Eiffel Tower is in' --hook attn_out.2 --mode mean --no-color", out) ==
+          0);
   CHECK_THAT(out, Catch::Contains("ablation (mean) of hook attn_out.2"));
   CHECK(run_cli("ablate " + shq(dir) + " --prompt 'x'", out) == 2);
   CHECK_THAT(out, Catch::Contains("nothing to ablate"));
 
   std::string plain, steered;
   REQUIRE(run_cli("generate " + shq(dir) + " --prompt 'I think that' --steps 8", plain) == 0);
-  REQUIRE(run_cli("generate " + shq(dir) + " --prompt 'I think that' --steps 8 --steer love-hate --steer-layer 0 "
-                  "--steer-scale 8",
+  REQUIRE(run_cli("generate " + shq(dir) +
+                      " --prompt 'I think that' --steps 8 --steer love-hate --steer-layer 0 "
+                      "--steer-scale 8",
                   steered) == 0);
   CHECK_THAT(steered, Catch::Contains("steering: +8 x (E[␣love] - E[␣hate]) added to blocks.0.hook_resid_pre"));
   CHECK(steered != plain);
@@ -230,22 +231,23 @@ TEST_CASE("zero-ablating a head through hook_z equals zeroed W_O columns for GPT
     const char* family;
     const char* tensor;  // layer 1's output projection
   };
-  for (const Case& c : {Case{"gpt_neox", "gpt_neox.layers.1.attention.dense.weight"},
-                        Case{"gemma2", "model.layers.1.self_attn.o_proj.weight"}}) {
+  for (const Case& c :
+       {Case{"gpt_neox", "gpt_neox.layers.1.attention.dense.weight"}, Case{"gemma2", "model.layers.1.self_attn.o_proj.weight"}}) {
     const std::string dir = root + c.family;
     auto m = vocablens::load_model(dir);
     const int64_t dh = m.config().d_head, head = 2;
-    auto edited = vl_test::edited_copy(dir, std::string("abl-") + c.family, {{c.tensor, [&](float* w, const std::vector<int64_t>& s) {
-                                                                                 for (int64_t r = 0; r < s[0]; ++r)
-                                                                                   for (int64_t col = head * dh; col < (head + 1) * dh; ++col)
-                                                                                     w[r * s[1] + col] = 0;
-                                                                               }}});
+    auto edited = vl_test::edited_copy(dir, std::string("abl-") + c.family,
+                                       {{c.tensor, [&](float* w, const std::vector<int64_t>& s) {
+                                           for (int64_t r = 0; r < s[0]; ++r)
+                                             for (int64_t col = head * dh; col < (head + 1) * dh; ++col) w[r * s[1] + col] = 0;
+                                         }}});
     auto ref = vocablens::load_model(edited).forward(at::tensor(ids, at::kLong)).logits;
     vocablens::HookList h;
     h.add("blocks.1.attn.hook_z", [&](at::Tensor& z) { z.select(2, head).zero_(); });
     auto got = vocablens::run_with_hooks(m, at::tensor(ids, at::kLong), h).logits;
     auto plain = m.forward(at::tensor(ids, at::kLong)).logits;
-    INFO(c.family << ": max |hooked - edited| = " << vl_test::max_abs_diff(got, ref) << ", effect " << vl_test::max_abs_diff(got, plain));
+    INFO(c.family << ": max |hooked - edited| = " << vl_test::max_abs_diff(got, ref) << ", effect "
+                  << vl_test::max_abs_diff(got, plain));
     CHECK(vl_test::max_abs_diff(got, ref) < 1e-5);
     CHECK(vl_test::max_abs_diff(got, plain) > 1e-4);  // the ablation did something
     // The per-head route (attn.hook_result) gives the same logits as hook_z.

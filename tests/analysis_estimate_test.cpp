@@ -97,18 +97,19 @@ TEST_CASE("every declared analysis declares its estimate, and each counts more t
     double at_least;  // what the analysis must hold beyond the weights, from its shapes
   };
   const std::vector<Case> cases = {
-      {"knn", json::object(), 2 * V * d * 4},                           // the vectors and their normalised copy
-      {"neighbours", {{"query", "king"}}, 2 * V * d * 4},               // the same
-      {"neurons", {{"layer", 0}}, V * d * 4},                           // W_U in float32
-      {"spectrum", json::object(), 2 * V * d * 4},                      // W_E and its centred copy
+      {"knn", json::object(), 2 * V * d * 4},              // the vectors and their normalised copy
+      {"neighbours", {{"query", "king"}}, 2 * V * d * 4},  // the same
+      {"neurons", {{"layer", 0}}, V * d * 4},              // W_U in float32
+      {"spectrum", json::object(), 2 * V * d * 4},         // W_E and its centred copy
       {"steer", {{"prompt", "The cat"}, {"plus", " dog"}, {"minus", " cat"}, {"steps", 4}}, 6 * V * 4},  // logits
-      {"lens_corpus", {{"path", std::string(VOCABLENS_SOURCE_DIR) + "/docs/examples/heldout.txt"}, {"window", 64}},
+      {"lens_corpus",
+       {{"path", std::string(VOCABLENS_SOURCE_DIR) + "/docs/examples/heldout.txt"}, {"window", 64}},
        64 * V * 4},  // one window's logit block
   };
   for (const auto& c : cases) {
     INFO(c.name);
-    const auto e = vocablens::estimate_analysis(vocablens::find_analysis(c.name), m, tok.get(), c.given,
-                                                vocablens::Surface::Python);
+    const auto e =
+        vocablens::estimate_analysis(vocablens::find_analysis(c.name), m, tok.get(), c.given, vocablens::Surface::Python);
     CHECK(e.memory.total() >= weights + c.at_least);
     CHECK(!e.what.empty());
   }

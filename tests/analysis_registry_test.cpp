@@ -43,8 +43,7 @@ TEST_CASE("every declared analysis is registered once with a schema", "[registry
     CHECK(!s["summary"].get<std::string>().empty());
     for (const auto& o : s["options"]) CHECK(!o["help"].get<std::string>().empty());
   }
-  CHECK_THROWS_WITH(vocablens::find_analysis("neuron"),
-                    Catch::Matchers::StartsWith("no analysis named 'neuron' (known: "));
+  CHECK_THROWS_WITH(vocablens::find_analysis("neuron"), Catch::Matchers::StartsWith("no analysis named 'neuron' (known: "));
 }
 
 TEST_CASE("the CLI's --format json is run_analysis's Result: every declared command", "[registry][cli]") {
@@ -60,35 +59,51 @@ TEST_CASE("the CLI's --format json is run_analysis's Result: every declared comm
     std::string args;
   };
   const std::vector<Case> cases = {
-      {"neurons", {{"layer", 1}, {"neurons", "0-3"}, {"top_k", 4}, {"bottom", true}},
+      {"neurons",
+       {{"layer", 1}, {"neurons", "0-3"}, {"top_k", 4}, {"bottom", true}},
        "neurons " + vl_test::shq(dir) + " --layer 1 --neurons 0-3 --top-k 4 --bottom"},
-      {"lens", {{"prompt", "The Eiffel Tower is in"}, {"top_k", 3}},
+      {"lens",
+       {{"prompt", "The Eiffel Tower is in"}, {"top_k", 3}},
        "lens " + vl_test::shq(dir) + " --prompt 'The Eiffel Tower is in' --top-k 3"},
-      {"neighbours", {{"query", "king - man + woman"}, {"k", 5}, {"prefix_space", true}},
+      {"neighbours",
+       {{"query", "king - man + woman"}, {"k", 5}, {"prefix_space", true}},
        "neighbours " + vl_test::shq(dir) + " 'king - man + woman' --k 5 --prefix-space"},
-      {"attribute", {{"prompt", "The Eiffel Tower is in"}, {"target", " the"}},
+      {"attribute",
+       {{"prompt", "The Eiffel Tower is in"}, {"target", " the"}},
        "attribute " + vl_test::shq(dir) + " --prompt 'The Eiffel Tower is in' --target ' the'"},
-      {"patch", {{"clean", "When John and Mary went"}, {"corrupt", "When Mary and John went"}, {"target", " to"},
-                 {"over", "mlp"}},
-       "patch " + vl_test::shq(dir) + " --clean 'When John and Mary went' --corrupt 'When Mary and John went' "
-       "--target ' to' --over mlp"},
-      {"ablate", {{"prompt", "The Eiffel Tower is in"}, {"head", json::array({"1.2", "0.1"})}, {"top_k", 4},
-                  {"mode", "mean"}, {"mean_over", json::array({"Hello, world", "Paris is"})}},
-       "ablate " + vl_test::shq(dir) + " --prompt 'The Eiffel Tower is in' --head 1.2 --head 0.1 --top-k 4 "
-       "--mode mean --mean-over 'Hello, world' --mean-over 'Paris is'"},
-      {"spectrum", {{"matrix", "W_U"}, {"k", 5}, {"remove_top", "1,2"}, {"loadings", 3}},
+      {"patch",
+       {{"clean", "When John and Mary went"}, {"corrupt", "When Mary and John went"}, {"target", " to"}, {"over", "mlp"}},
+       "patch " + vl_test::shq(dir) +
+           " --clean 'When John and Mary went' --corrupt 'When Mary and John went' "
+           "--target ' to' --over mlp"},
+      {"ablate",
+       {{"prompt", "The Eiffel Tower is in"},
+        {"head", json::array({"1.2", "0.1"})},
+        {"top_k", 4},
+        {"mode", "mean"},
+        {"mean_over", json::array({"Hello, world", "Paris is"})}},
+       "ablate " + vl_test::shq(dir) +
+           " --prompt 'The Eiffel Tower is in' --head 1.2 --head 0.1 --top-k 4 "
+           "--mode mean --mean-over 'Hello, world' --mean-over 'Paris is'"},
+      {"spectrum",
+       {{"matrix", "W_U"}, {"k", 5}, {"remove_top", "1,2"}, {"loadings", 3}},
        "spectrum " + vl_test::shq(dir) + " --matrix W_U --k 5 --remove-top 1,2 --loadings 3"},
-      {"project", {{"prompt", "The Eiffel Tower is in"}, {"hook", "mlp_out.1"}, {"top_k", 3},
-                   {"positions", json::array({0, -1})}, {"read", true}},
-       "project " + vl_test::shq(dir) + " --prompt 'The Eiffel Tower is in' --hook mlp_out.1 --top-k 3 "
-       "--position 0 --position -1 --read"},
+      {"project",
+       {{"prompt", "The Eiffel Tower is in"},
+        {"hook", "mlp_out.1"},
+        {"top_k", 3},
+        {"positions", json::array({0, -1})},
+        {"read", true}},
+       "project " + vl_test::shq(dir) +
+           " --prompt 'The Eiffel Tower is in' --hook mlp_out.1 --top-k 3 "
+           "--position 0 --position -1 --read"},
   };
   for (const auto& c : cases) {
     INFO(c.args);
     const auto& a = vocablens::find_analysis(c.analysis);
     // --format json inlines the arrays' values
-    const json ours = json::parse(vocablens::result_to_json(
-        vocablens::run_analysis(a, m, tok.get(), c.options, vocablens::Surface::Http), true));
+    const json ours = json::parse(
+        vocablens::result_to_json(vocablens::run_analysis(a, m, tok.get(), c.options, vocablens::Surface::Http), true));
     std::string out;
     // stdout alone (patch warns on stderr when the corruption barely moves the metric)
     REQUIRE(vl_test::run_command(vl_test::shq(cli) + " " + c.args + " --format json 2>/dev/null | cat", out) == 0);
@@ -111,8 +126,8 @@ TEST_CASE("compare-embeddings: a path on the CLI and a loaded model through the 
   const json ours = json::parse(vocablens::result_to_json(
       vocablens::run_analysis(a, m, tok.get(), given, vocablens::Surface::Python, {}, nullptr, &in), true));
   // without the object, the analysis opens the path itself
-  const json by_path = json::parse(vocablens::result_to_json(
-      vocablens::run_analysis(a, m, tok.get(), given, vocablens::Surface::Cli), true));
+  const json by_path =
+      json::parse(vocablens::result_to_json(vocablens::run_analysis(a, m, tok.get(), given, vocablens::Surface::Cli), true));
   std::string out;
   REQUIRE(vl_test::run_command(vl_test::shq(cli) + " compare-embeddings " + vl_test::shq(dir) + " " + vl_test::shq(dir) +
                                    " --k 3 --moved 5 --no-spectra --format json 2>/dev/null | cat",
@@ -131,16 +146,13 @@ TEST_CASE("bad options through the registry: one message, nothing run", "[regist
   auto message = [&](const json& given) {
     try {
       vocablens::run_analysis(lens, m, tok.get(), given, vocablens::Surface::Http);
-    } catch (const vocablens::UsageError& e) {
-      return std::string(e.what());
-    }
+    } catch (const vocablens::UsageError& e) { return std::string(e.what()); }
     return std::string();
   };
   CHECK(message({{"prompt", "Hi"}, {"top_k", 1000000000}}) == "lens: top_k: must be <= 1000000 (got 1000000000)");
   CHECK(message({{"prompt", "Hi"}, {"top_kk", 5}}) == "lens: unknown option 'top_kk'; did you mean 'top_k'?");
   CHECK(message({{"top_k", 5}}) == "lens: prompt: is required");
-  CHECK(message({{"prompt", json::array({1, 50257})}}) ==
-        "lens: prompt: token id 50257 is outside the vocabulary (0..50256)");
+  CHECK(message({{"prompt", json::array({1, 50257})}}) == "lens: prompt: token id 50257 is outside the vocabulary (0..50256)");
   CHECK(message({{"prompt", "Hi"}, {"target", " Eiffel Tower"}}).rfind("lens: target ' Eiffel Tower' is ", 0) == 0);
   const auto& heads = vocablens::find_analysis("heads");
   CHECK_THROWS_WITH(vocablens::run_analysis(heads, m, tok.get(), {{"layers", json::array({7})}}, vocablens::Surface::Python),
@@ -153,16 +165,16 @@ TEST_CASE("bad options through the registry: one message, nothing run", "[regist
 TEST_CASE("each declared command's --help lists exactly the declared flags and the command-level ones", "[registry][cli]") {
   const std::string cli = vl_test::require_cli();
   if (cli.empty()) return;
-  const std::set<std::string> common = {"--help", "--tokenizer", "--out", "--format", "--report", "--no-color",
-                                        "--force", "--allow-nonfinite", "--timings", "--threads",
-                                        "--dry-run"};  // every command that loads a model estimates its memory
+  const std::set<std::string> common = {
+      "--help",  "--tokenizer",       "--out",     "--format",  "--report", "--no-color",
+      "--force", "--allow-nonfinite", "--timings", "--threads", "--dry-run"};  // every command that loads a model estimates its memory
   // Command-level aliases and display switches (not analysis parameters): each documented where it is added.
   const std::map<std::string, std::set<std::string>> own = {
-      {"lens", {"--target-id"}},                  // ids for --target
-      {"heads", {"--token-id", "--verbose"}},                  // --token '#ID'; timing of the stream
-      {"attribute", {"--show"}},                               // rows of the table
+      {"lens", {"--target-id"}},                                                    // ids for --target
+      {"heads", {"--token-id", "--verbose"}},                                       // --token '#ID'; timing of the stream
+      {"attribute", {"--show"}},                                                    // rows of the table
       {"features", {"--neuronpedia", "--neuronpedia-model", "--neuronpedia-set"}},  // an export file, as --out
-      {"compare-embeddings", {"MODEL_A", "--tokenizer-a", "--tokenizer-b"}},       // MODEL and --tokenizer, twice
+      {"compare-embeddings", {"MODEL_A", "--tokenizer-a", "--tokenizer-b"}},        // MODEL and --tokenizer, twice
   };
   std::map<std::string, std::set<std::string>> declared;  // command -> flags and positionals of its analyses
   for (const auto& a : vocablens::analysis_registry().all()) {

@@ -109,7 +109,8 @@ TEST_CASE("anisotropy: O(V d) equals brute force over all 50257^2 pairs of gpt2-
   CHECK(a.mean_cosine == Approx(fast).epsilon(1e-14));
   CHECK(a.mean_cosine_centred == Approx(vocablens::mean_pairwise_cosine(remove_top(E, 0).to(at::kFloat))).margin(1e-7));
   for (size_t t = 0; t < a.removed.size(); ++t)
-    CHECK(a.mean_cosine_removed[t] == Approx(vocablens::mean_pairwise_cosine(remove_top(E, a.removed[t]).to(at::kFloat))).margin(1e-7));
+    CHECK(a.mean_cosine_removed[t] ==
+          Approx(vocablens::mean_pairwise_cosine(remove_top(E, a.removed[t]).to(at::kFloat))).margin(1e-7));
 }
 
 TEST_CASE("anisotropy: O(V d) equals brute force over all pairs of 4000 random gpt2-tiny rows", "[anisotropy][fixtures]") {

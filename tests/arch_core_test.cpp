@@ -50,14 +50,14 @@ TEST_CASE("a supported mixture of experts maps whole; an unsupported one is near
   CHECK(m.front().missing.empty());
   // GPT-OSS's names (GptOssForCausalLM): Llama's attention and norms, attention sinks, a router with a bias and
   // every expert fused into one 3-D tensor per matrix (biases "<name>_bias"): its own entry maps them all.
-  const auto names = checkpoint(
-      {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"},
-      {"model.layers.{L}.input_layernorm.weight", "model.layers.{L}.post_attention_layernorm.weight",
-       "model.layers.{L}.self_attn.q_proj.weight", "model.layers.{L}.self_attn.k_proj.weight",
-       "model.layers.{L}.self_attn.v_proj.weight", "model.layers.{L}.self_attn.o_proj.weight",
-       "model.layers.{L}.self_attn.sinks", "model.layers.{L}.mlp.router.weight", "model.layers.{L}.mlp.router.bias",
-       "model.layers.{L}.mlp.experts.gate_up_proj", "model.layers.{L}.mlp.experts.gate_up_proj_bias",
-       "model.layers.{L}.mlp.experts.down_proj", "model.layers.{L}.mlp.experts.down_proj_bias"});
+  const auto names =
+      checkpoint({"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"},
+                 {"model.layers.{L}.input_layernorm.weight", "model.layers.{L}.post_attention_layernorm.weight",
+                  "model.layers.{L}.self_attn.q_proj.weight", "model.layers.{L}.self_attn.k_proj.weight",
+                  "model.layers.{L}.self_attn.v_proj.weight", "model.layers.{L}.self_attn.o_proj.weight",
+                  "model.layers.{L}.self_attn.sinks", "model.layers.{L}.mlp.router.weight", "model.layers.{L}.mlp.router.bias",
+                  "model.layers.{L}.mlp.experts.gate_up_proj", "model.layers.{L}.mlp.experts.gate_up_proj_bias",
+                  "model.layers.{L}.mlp.experts.down_proj", "model.layers.{L}.mlp.experts.down_proj_bias"});
   const auto ranked = vocablens::rank_architectures(names, false);
   REQUIRE(!ranked.empty());
   const auto& best = ranked.front();
@@ -84,10 +84,10 @@ TEST_CASE("a supported mixture of experts maps whole; an unsupported one is near
 }
 
 TEST_CASE("a GPT-2 checkpoint saved from the base model (no 'transformer.' prefix) ranks GPT-2 first, all mapped") {
-  const auto names = checkpoint({"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"},
-                                {"h.{L}.ln_1.weight", "h.{L}.ln_1.bias", "h.{L}.attn.c_attn.weight", "h.{L}.attn.c_attn.bias",
-                                 "h.{L}.attn.c_proj.weight", "h.{L}.ln_2.weight", "h.{L}.mlp.c_fc.weight",
-                                 "h.{L}.mlp.c_proj.weight"});
+  const auto names =
+      checkpoint({"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"},
+                 {"h.{L}.ln_1.weight", "h.{L}.ln_1.bias", "h.{L}.attn.c_attn.weight", "h.{L}.attn.c_attn.bias",
+                  "h.{L}.attn.c_proj.weight", "h.{L}.ln_2.weight", "h.{L}.mlp.c_fc.weight", "h.{L}.mlp.c_proj.weight"});
   const auto ranked = vocablens::rank_architectures(names, false);
   REQUIRE(!ranked.empty());
   CHECK(std::string(ranked.front().arch->hf_architecture) == "GPT2LMHeadModel");
@@ -96,11 +96,11 @@ TEST_CASE("a GPT-2 checkpoint saved from the base model (no 'transformer.' prefi
 }
 
 TEST_CASE("GGUF names rank by llama.cpp's table; names no family knows give no hint") {
-  const auto names = checkpoint({"token_embd.weight", "output_norm.weight", "output.weight"},
-                                {"blk.{L}.attn_norm.weight", "blk.{L}.attn_q.weight", "blk.{L}.attn_k.weight",
-                                 "blk.{L}.attn_v.weight", "blk.{L}.attn_output.weight", "blk.{L}.ffn_norm.weight",
-                                 "blk.{L}.ffn_gate_inp.weight", "blk.{L}.ffn_gate_exps.weight", "blk.{L}.ffn_up_exps.weight",
-                                 "blk.{L}.ffn_down_exps.weight", "blk.{L}.attn_sinks.weight"});
+  const auto names = checkpoint(
+      {"token_embd.weight", "output_norm.weight", "output.weight"},
+      {"blk.{L}.attn_norm.weight", "blk.{L}.attn_q.weight", "blk.{L}.attn_k.weight", "blk.{L}.attn_v.weight",
+       "blk.{L}.attn_output.weight", "blk.{L}.ffn_norm.weight", "blk.{L}.ffn_gate_inp.weight", "blk.{L}.ffn_gate_exps.weight",
+       "blk.{L}.ffn_up_exps.weight", "blk.{L}.ffn_down_exps.weight", "blk.{L}.attn_sinks.weight"});
   const auto ranked = vocablens::rank_architectures(names, true);
   REQUIRE(!ranked.empty());
   // llama.cpp's mixture names map (its "llama" architecture with experts); the attention sinks do not.

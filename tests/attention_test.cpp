@@ -105,7 +105,8 @@ TEST_CASE("blocked attention refuses shapes that do not fit together") {
   CHECK_THROWS_WITH(vocablens::blocked_causal_attention(q, k, k, s), Catch::Contains("multiple of the key/value heads"));
   CHECK_THROWS_WITH(vocablens::blocked_causal_attention(q, at::randn({1, 2, 9, 8}), at::randn({1, 2, 9, 8}), s),
                     Catch::Contains("q's batch, length and head size"));
-  CHECK_THROWS_WITH(vocablens::blocked_causal_attention(q.view({4, 10, 8}), k, k, s), Catch::Contains("expected q [B, H, T, d_head]"));
+  CHECK_THROWS_WITH(vocablens::blocked_causal_attention(q.view({4, 10, 8}), k, k, s),
+                    Catch::Contains("expected q [B, H, T, d_head]"));
   s.alibi_slopes = at::ones({3});
   CHECK_THROWS_AS(vocablens::blocked_causal_attention(q, at::randn({1, 2, 10, 8}), at::randn({1, 2, 10, 8}), s),
                   vocablens::UsageError);
@@ -140,8 +141,9 @@ at::Tensor logits_with(const vocablens::Model& m, const at::Tensor& ids, bool bl
 // mixtures of experts (routing per row, Qwen2-MoE's shared expert), GPT-OSS's attention sinks.
 TEST_CASE("every family's forward gives the same logits through blocked and materialised attention") {
   std::vector<std::string> dirs;
-  for (const char* f : {"qwen2", "qwen3", "mistral", "llama3", "llama_linear", "phi3", "gpt_neox", "gemma", "gemma2", "gemma3",
-                        "olmo2", "smollm3", "phi2", "bloom", "falcon", "mixtral", "qwen3moe", "qwen2moe", "olmoe", "gpt_oss", "opt"})
+  for (const char* f :
+       {"qwen2",   "qwen3", "mistral", "llama3", "llama_linear", "phi3",     "gpt_neox", "gemma", "gemma2",  "gemma3", "olmo2",
+        "smollm3", "phi2",  "bloom",   "falcon", "mixtral",      "qwen3moe", "qwen2moe", "olmoe", "gpt_oss", "opt"})
     dirs.push_back(std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f);
   for (const char* f : {"gpt2-tiny", "stories260K-hf"}) dirs.push_back(vl_test::fixture(f));
   for (const auto& dir : dirs) {
@@ -168,8 +170,9 @@ TEST_CASE("every family's forward gives the same logits through blocked and mate
 // or position would show far above rounding).
 TEST_CASE("the block by rows gives the whole block's logits and residuals on every family, post-norm OPT included") {
   std::vector<vocablens::Model> models;
-  for (const char* f : {"qwen2", "qwen3", "mistral", "llama3", "phi3", "gpt_neox", "gemma", "gemma2", "gemma3", "opt", "stablelm",
-                        "olmo2", "smollm3", "phi2", "bloom", "falcon", "mixtral", "qwen3moe", "qwen2moe", "olmoe", "gpt_oss"})
+  for (const char* f :
+       {"qwen2", "qwen3",   "mistral", "llama3", "phi3",   "gpt_neox", "gemma",    "gemma2",   "gemma3", "opt",    "stablelm",
+        "olmo2", "smollm3", "phi2",    "bloom",  "falcon", "mixtral",  "qwen3moe", "qwen2moe", "olmoe",  "gpt_oss"})
     models.push_back(vocablens::load_model(std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f));
   models.push_back(vl_test::scaled_random_gpt(vocablens::PositionKind::ALiBi, 2, 64, 7, "random ALiBi"));
   vocablens::AttentionPolicy pol;

@@ -153,8 +153,8 @@ TEST_CASE("an earlier residual: the parts of blocks < layer sum to the logit len
         o.position = p;
         o.layer = R;
         auto a = vocablens::attribute_logit(m, ids, o);
-        const double lens_logit = std::log(static_cast<double>(lens.top_prob(R, p, 0))) +
-                                  static_cast<double>(lens.logsumexp[lens.at(R, p)]);
+        const double lens_logit =
+            std::log(static_cast<double>(lens.top_prob(R, p, 0))) + static_cast<double>(lens.logsumexp[lens.at(R, p)]);
         INFO(rel << " layer " << R << " position " << p);
         CHECK(a.layer == R);
         CHECK(a.model_value == Approx(lens_logit).margin(1e-4));
@@ -195,7 +195,8 @@ TEST_CASE("attribution errors and the CLI") {
   auto j = nlohmann::json::parse(out);
   CHECK(j["kind"] == "logit_attribution");
   CHECK(j["summary"]["check"].get<double>() < 1e-4);
-  REQUIRE(vl_test::run_command(cli + " --prompt 'The Eiffel Tower is in' --target ' Paris' --no-color --show 100 2>&1", out) == 0);
+  REQUIRE(vl_test::run_command(cli + " --prompt 'The Eiffel Tower is in' --target ' Paris' --no-color --show 100 2>&1", out) ==
+          0);
   CHECK_THAT(out, Catch::Contains("sum of parts") && Catch::Contains("L0H0") && Catch::Contains("MLP"));
   CHECK(vl_test::run_command(cli + " --prompt 'The Eiffel Tower is in' --target ' Parisian Eiffel' 2>&1", out) == 2);
   CHECK_THAT(out, Catch::Contains("--target ' Parisian Eiffel' is"));

@@ -22,8 +22,8 @@ std::string sample_text() {
 }  // namespace
 
 TEST_CASE("gpt2_spelling follows bytes_to_unicode", "[bpe_trainer]") {
-  CHECK(vocablens::gpt2_spelling(" paris") == "\xC4\xA0paris");  // Ġparis
-  CHECK(vocablens::gpt2_spelling("\n") == "\xC4\x8A");           // Ċ
+  CHECK(vocablens::gpt2_spelling(" paris") == "\xC4\xA0paris");         // Ġparis
+  CHECK(vocablens::gpt2_spelling("\n") == "\xC4\x8A");                  // Ċ
   CHECK(vocablens::gpt2_spelling(std::string(1, '\0')) == "\xC4\x80");  // Ā (U+0100)
   CHECK(vocablens::gpt2_spelling("a!~") == "a!~");
 }

@@ -19,8 +19,8 @@ std::string cli_stdout(const std::string& args) {
 }  // namespace
 
 TEST_CASE("inspect: every fixture model", "[cli]") {
-  for (const char* m : {"gpt2-tiny", "gpt2-tiny-prefixed", "gpt2-tiny-torchbin", "stories260K/stories260K.bin",
-                        "stories260K-hf", "llama2xs/model.bin", "llama2xs/ckpt.pt"}) {
+  for (const char* m : {"gpt2-tiny", "gpt2-tiny-prefixed", "gpt2-tiny-torchbin", "stories260K/stories260K.bin", "stories260K-hf",
+                        "llama2xs/model.bin", "llama2xs/ckpt.pt"}) {
     std::string p = vl_test::fixture(m);
     if (p.empty()) continue;
     std::string out = cli_stdout("inspect '" + p + "'");
@@ -37,8 +37,8 @@ TEST_CASE("inspect: every fixture model", "[cli]") {
 
 TEST_CASE("--help of every analysis command (and demo) shows --no-color, not CLI11's --no-color{false}", "[cli]") {
   // The default-value syntax of the flag's definition leaked into every command's help.
-  for (const char* cmd : {"lens", "heads", "neurons", "project", "spectrum", "neighbours", "knn", "positions", "demo",
-                          "compare", "compare-embeddings"}) {
+  for (const char* cmd : {"lens", "heads", "neurons", "project", "spectrum", "neighbours", "knn", "positions", "demo", "compare",
+                          "compare-embeddings"}) {
     INFO(cmd);
     std::string out = cli_stdout(std::string(cmd) + " --help");
     if (std::string(cmd) != "demo") CHECK(out.find("--no-color") != std::string::npos);

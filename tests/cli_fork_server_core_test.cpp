@@ -106,15 +106,16 @@ const Run& real_version() {
 
 // The client (through the server, never falling back) and the real binary give the same result.
 void check_same(const std::vector<std::string>& args, Setup s = {}) {
-  const bool plain_version = args == std::vector<std::string>{"--version"} && s.env.empty() && s.cwd.empty() &&
-                             s.stdin_text.empty() && !s.in_child;
+  const bool plain_version =
+      args == std::vector<std::string>{"--version"} && s.env.empty() && s.cwd.empty() && s.stdin_text.empty() && !s.in_child;
   const Run real = plain_version ? real_version() : run(real_cli(), args, s);
   s.env.insert(s.env.end(), kThroughServer.begin(), kThroughServer.end());
   const Run forked = run(client(), args, s);
   std::string joined;
   for (const auto& a : args) joined += " " + a;
-  INFO("vocablens" << joined << "\nreal: " << describe(real.status) << "\n" << real.err << "\nforked: "
-                   << describe(forked.status) << "\n" << forked.err);
+  INFO("vocablens" << joined << "\nreal: " << describe(real.status) << "\n"
+                   << real.err << "\nforked: " << describe(forked.status) << "\n"
+                   << forked.err);
   CHECK(forked.status == real.status);
   CHECK(forked.out == real.out);
   CHECK(forked.err == real.err);
@@ -123,9 +124,9 @@ void check_same(const std::vector<std::string>& args, Setup s = {}) {
 // ---- a process that waits on its stdin, seen from /proc -------------------------------------------------------
 
 struct Waiting {
-  pid_t child = -1;   // what we started (the client, or the real binary)
-  pid_t process = -1; // the process that runs the CLI (the worker, or the real binary itself)
-  int stdin_w = -1;   // our end of its stdin
+  pid_t child = -1;    // what we started (the client, or the real binary)
+  pid_t process = -1;  // the process that runs the CLI (the worker, or the real binary itself)
+  int stdin_w = -1;    // our end of its stdin
   std::string dir;
 };
 
@@ -371,8 +372,8 @@ TEST_CASE("fork server: a killed client's worker is killed", "[cli_server]") {
 TEST_CASE("fork server: without a server, or for load-time variables, the real binary runs", "[cli_server]") {
   const std::string c = client();
   const Run& real = real_version();
-  for (const std::vector<std::string>& env : std::vector<std::vector<std::string>>{
-           {"VOCABLENS_CLI_SERVER"}, {"VOCABLENS_CLI_SERVER=/nonexistent/vl.sock"}}) {
+  for (const std::vector<std::string>& env :
+       std::vector<std::vector<std::string>>{{"VOCABLENS_CLI_SERVER"}, {"VOCABLENS_CLI_SERVER=/nonexistent/vl.sock"}}) {
     Setup s;
     s.env = env;
     const Run got = run(c, {"--version"}, s);
@@ -440,8 +441,10 @@ TEST_CASE("fork server: a test program through vl_test_client", "[cli_server]") 
   Setup via;
   via.env = {"VL_CLI_CLIENT_REQUIRE_SERVER=1"};
   // Catch2's closing line carries no timing; the counts and every message must match.
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"-w", "NoTests", "-#", "[#options_core_test]~[.]"}, {"-w", "NoTests", "[#no_such_file_test]"}, {"--no-such-option"}}) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"-w", "NoTests", "-#", "[#options_core_test]~[.]"},
+                                             {"-w", "NoTests", "[#no_such_file_test]"},
+                                             {"--no-such-option"}}) {
     INFO(args.back());
     const Run direct = run(program, args);
     std::vector<std::string> through{sock, program};

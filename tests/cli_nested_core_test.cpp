@@ -22,8 +22,8 @@ TEST_CASE("--timings and --allow-nonfinite after a nested command") {
   INFO(out);
   REQUIRE(rc == 0);
   CHECK_THAT(out, Catch::Contains("phase") && Catch::Contains("forward") && Catch::Contains("total"));
-  rc = vl_test::run_command(shq(cli) + " tuned-lens train " + shq(model) + " --corpus " + shq(tmp + "/corpus.txt") +
-                                " --out " + shq(tmp + "/lens") + " --window 32 --tokens-per-step 256 --steps 2 --timings 2>&1",
+  rc = vl_test::run_command(shq(cli) + " tuned-lens train " + shq(model) + " --corpus " + shq(tmp + "/corpus.txt") + " --out " +
+                                shq(tmp + "/lens") + " --window 32 --tokens-per-step 256 --steps 2 --timings 2>&1",
                             out);
   INFO(out);
   REQUIRE(rc == 0);
@@ -37,7 +37,8 @@ TEST_CASE("an unknown option after a nested command is named, with its command")
   const std::string model = vl_test::fixture("stories260K/stories260K.bin");
   REQUIRE(!model.empty());
   std::string out;
-  const int rc = vl_test::run_command(shq(cli) + " tuned-lens train " + shq(model) + " --corpus x.txt --out /nonexistent/x --stepz 3 2>&1", out);
+  const int rc = vl_test::run_command(
+      shq(cli) + " tuned-lens train " + shq(model) + " --corpus x.txt --out /nonexistent/x --stepz 3 2>&1", out);
   INFO(out);
   CHECK(rc == 2);
   CHECK_THAT(out, Catch::Contains("tuned-lens train: unknown option '--stepz'; did you mean '--steps'?"));

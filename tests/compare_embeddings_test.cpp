@@ -55,7 +55,8 @@ double cka_gram(const at::Tensor& X64, const at::Tensor& Y64) {
     }
     all /= static_cast<double>(n * n);
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < n; ++j) K[static_cast<size_t>(i * n + j)] += all - rm[static_cast<size_t>(i)] - rm[static_cast<size_t>(j)];
+      for (int64_t j = 0; j < n; ++j)
+        K[static_cast<size_t>(i * n + j)] += all - rm[static_cast<size_t>(i)] - rm[static_cast<size_t>(j)];
     return K;
   };
   auto Kc = gram(X64), Lc = gram(Y64);
@@ -94,8 +95,7 @@ TEST_CASE("compare-embeddings: E_B = E_A·Q is recovered exactly", "[compare_emb
   CHECK(r.summary["shared_tokens"] == n);
 }
 
-TEST_CASE("compare-embeddings: CKA, residual and neighbour agreement against independent formulas",
-          "[compare_embeddings]") {
+TEST_CASE("compare-embeddings: CKA, residual and neighbour agreement against independent formulas", "[compare_embeddings]") {
   vocablens::init_runtime();
   const int64_t n = 300, da = 10, db = 14;
   at::Tensor A64 = gaussian(n, da, 3);

@@ -48,9 +48,7 @@ Result fake_run(int64_t n, int64_t T, const std::vector<float>& log_probs, int64
 std::string usage_error(const Result& a, const Result& b, const vocablens::LensCompareOptions& o = {}) {
   try {
     vocablens::compare_lens_runs(a, b, o);
-  } catch (const vocablens::UsageError& e) {
-    return e.what();
-  }
+  } catch (const vocablens::UsageError& e) { return e.what(); }
   return "";
 }
 
@@ -81,7 +79,8 @@ TEST_CASE("compare: closed-form KL on hand-made runs", "[compare]") {
   CHECK(c.delta_prob[0] == Approx(-0.25));
   CHECK(c.delta_rank[0] == 1.0f);
   // A token with probability 0 in B but not in A: KL(A||B) is infinite, never a plausible number.
-  std::vector<float> z = {std::log(0.5f), std::log(0.5f), -std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+  std::vector<float> z = {std::log(0.5f), std::log(0.5f), -std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity()};
   auto ci = vocablens::compare_lens_runs(fake_run(1, 1, a, 4), fake_run(1, 1, z, 4));
   CHECK(std::isinf(ci.kl_ab[0]));
   CHECK(ci.kl_ba[0] == Approx(std::log(2.0)).epsilon(1e-6));  // 2 · 1/2 ln(1/2 / 1/4)
@@ -141,7 +140,8 @@ TEST_CASE("compare: real runs from disk (self, two prompts, two models)", "[comp
   lo.top_k = 3;
   lo.save_log_probs = true;
   const std::string root = vl_test::temp_dir("compare");
-  auto save = [&](const vocablens::Model& m, const vocablens::Tokenizer& tok, const std::string& prompt, const std::string& name) {
+  auto save = [&](const vocablens::Model& m, const vocablens::Tokenizer& tok, const std::string& prompt,
+                  const std::string& name) {
     auto ids = tok.encode(prompt);
     Result r = vocablens::logit_lens(m, ids, lo).to_result(&tok, prompt);
     r.provenance["vocab_sha256"] = vocablens::vocabulary_sha256(tok);
@@ -152,7 +152,8 @@ TEST_CASE("compare: real runs from disk (self, two prompts, two models)", "[comp
   auto ids_b = save(ms, *ts, "Lily ran to the park", "b");
   auto ids_x = save(mx, *tx, "Lily went to the park", "x");
   REQUIRE(ids_a.size() == ids_b.size());  // two prompts of equal length on one model
-  Result a = vocablens::read_lens_run(root + "/a"), b = vocablens::read_lens_run(root + "/b"), x = vocablens::read_lens_run(root + "/x");
+  Result a = vocablens::read_lens_run(root + "/a"), b = vocablens::read_lens_run(root + "/b"),
+         x = vocablens::read_lens_run(root + "/x");
 
   SECTION("a run against itself: every difference and both KLs are exactly 0") {
     auto c = vocablens::compare_lens_runs(a, a);
@@ -185,7 +186,8 @@ TEST_CASE("compare: real runs from disk (self, two prompts, two models)", "[comp
     // Δp against the two runs' own target_prob arrays; and target_prob against the saved distribution.
     std::vector<float> pa = floats(a, "target_prob"), pb = floats(b, "target_prob");
     for (int64_t t = 0; t + 1 < T; ++t) {
-      CHECK(c.delta_prob[c.at(n - 1, t)] == Approx(pa[static_cast<size_t>((n - 1) * T + t)] - pb[static_cast<size_t>((n - 1) * T + t)]).margin(1e-7));
+      CHECK(c.delta_prob[c.at(n - 1, t)] ==
+            Approx(pa[static_cast<size_t>((n - 1) * T + t)] - pb[static_cast<size_t>((n - 1) * T + t)]).margin(1e-7));
       const double p_saved = std::exp(la[n - 1][t][ids_a[static_cast<size_t>(t + 1)]].item<double>());
       CHECK(pa[static_cast<size_t>((n - 1) * T + t)] == Approx(p_saved).margin(1e-5));
     }
@@ -218,9 +220,7 @@ TEST_CASE("compare: real runs from disk (self, two prompts, two models)", "[comp
     std::string e;
     try {
       vocablens::read_lens_run(vl_test::temp_dir("compare-empty"));
-    } catch (const vocablens::UsageError& err) {
-      e = err.what();
-    }
+    } catch (const vocablens::UsageError& err) { e = err.what(); }
     CHECK(e.find("no results in this directory") != std::string::npos);
   }
 }

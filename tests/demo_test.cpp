@@ -67,10 +67,9 @@ TEST_CASE("demo: one directory of results, and the analyses find what was plante
   CHECK(out.find("vocablens.ipynb") != std::string::npos);  // The demo writes the notebook too
   for (const char* f : {"corpus.txt", "model/config.json", "model/model.safetensors", "model/vocab.json", "model/merges.txt",
                         "model/train_log.json", "skipgram/embeddings.safetensors", "results/training.json",
-                        "results/logit_lens.json", "results/logit_lens_corpus.json", "results/heads.json",
-                        "results/neurons.json", "results/spectrum.json", "results/anisotropy.json", "results/positions.json",
-                        "results/neighbours.json", "results/planted_structure.json", "results/report.html",
-                        "results/vocablens.ipynb"}) {
+                        "results/logit_lens.json", "results/logit_lens_corpus.json", "results/heads.json", "results/neurons.json",
+                        "results/spectrum.json", "results/anisotropy.json", "results/positions.json", "results/neighbours.json",
+                        "results/planted_structure.json", "results/report.html", "results/vocablens.ipynb"}) {
     INFO(f);
     CHECK(fs::exists(dir + "/" + f));
   }

@@ -47,8 +47,7 @@ struct DryRunCommand {
   std::string out_dir;  // a directory the real run would write ("" = none)
 };
 
-std::vector<DryRunCommand> dry_run_commands(const std::string& gpt2, const std::string& sae,
-                                            const std::string& tmp) {
+std::vector<DryRunCommand> dry_run_commands(const std::string& gpt2, const std::string& sae, const std::string& tmp) {
   const std::string M = " " + q(gpt2) + " ";
   const std::string corpus = tmp + "/corpus.txt";
   vl_test::write_file(corpus, "The quick brown fox jumps over the lazy dog. A second sentence follows the first one.\n");
@@ -63,7 +62,10 @@ std::vector<DryRunCommand> dry_run_commands(const std::string& gpt2, const std::
        tmp + "/project"},
       {"attribute", "attribute" + M + "--prompt 'The Eiffel Tower is in' --target ' Paris' --out " + q(tmp + "/attribute"),
        "--prompt", tmp + "/attribute"},
-      {"patch", "patch" + M + "--clean 'The Eiffel Tower is in the city of' --corrupt 'The Colosseum is in the city of' --target ' Paris' --out " + q(tmp + "/patch"),
+      {"patch",
+       "patch" + M +
+           "--clean 'The Eiffel Tower is in the city of' --corrupt 'The Colosseum is in the city of' --target ' Paris' --out " +
+           q(tmp + "/patch"),
        "--clean", tmp + "/patch"},
       {"ablate", "ablate" + M + "--prompt 'The cat sat on the' --head 0.0 --out " + q(tmp + "/ablate"), "--prompt",
        tmp + "/ablate"},
@@ -71,20 +73,19 @@ std::vector<DryRunCommand> dry_run_commands(const std::string& gpt2, const std::
        tmp + "/features"},
       {"features (lens)", "features" + M + "--sae " + q(sae) + " --prompt 'The cat sat' --out " + q(tmp + "/features-lens"),
        "--prompt", tmp + "/features-lens"},
-      {"features (corpus)", "features" + M + "--sae " + q(sae) + " --corpus " + q(corpus) + " --window 8 --out " +
-                                q(tmp + "/features-corpus"),
+      {"features (corpus)",
+       "features" + M + "--sae " + q(sae) + " --corpus " + q(corpus) + " --window 8 --out " + q(tmp + "/features-corpus"),
        "--window", tmp + "/features-corpus"},
-      {"features (Neuronpedia, corpus)", "features" + M + "--sae " + q(sae) + " --corpus " + q(corpus) +
-                                             " --window 8 --neuronpedia " + q(tmp + "/np.json"),
+      {"features (Neuronpedia, corpus)",
+       "features" + M + "--sae " + q(sae) + " --corpus " + q(corpus) + " --window 8 --neuronpedia " + q(tmp + "/np.json"),
        "--contexts", tmp + "/np.json"},
       {"knn", "knn" + M + "--k 3 --out " + q(tmp + "/knn"), "--block", tmp + "/knn"},
       {"neighbours", "neighbours" + M + "' the' --k 3 --out " + q(tmp + "/neighbours"), "--matrix", tmp + "/neighbours"},
       {"spectrum", "spectrum" + M + "--k 4 --out " + q(tmp + "/spectrum"), "--k", tmp + "/spectrum"},
       {"positions", "positions" + M + "--out " + q(tmp + "/positions"), "--max-positions", tmp + "/positions"},
-      {"compare-embeddings", "compare-embeddings" + M + q(gpt2) + " --out " + q(tmp + "/compare"), "--matrix",
-       tmp + "/compare"},
-      {"tuned-lens train", "tuned-lens train" + M + "--corpus " + q(corpus) + " --out " + q(tmp + "/tuned") +
-                                " --steps 1 --window 8 --quiet",
+      {"compare-embeddings", "compare-embeddings" + M + q(gpt2) + " --out " + q(tmp + "/compare"), "--matrix", tmp + "/compare"},
+      {"tuned-lens train",
+       "tuned-lens train" + M + "--corpus " + q(corpus) + " --out " + q(tmp + "/tuned") + " --steps 1 --window 8 --quiet",
        "--micro-batch", tmp + "/tuned"},
       {"tuned-lens sample", "tuned-lens sample" + M + "--tokens 5 --out " + q(tmp + "/sample.txt"), "--max-len",
        tmp + "/sample.txt"},
@@ -131,8 +132,8 @@ TEST_CASE("--dry-run prints an estimate and runs nothing; a run over VOCABLENS_M
       const int refused = vl_test::run_command("VOCABLENS_MEMORY_LIMIT=1M " + q(cli) + " " + c.args + " 2>&1", out);
       INFO(out);
       CHECK(refused == 1);
-      CHECK_THAT(out, Catch::Contains("MiB are available") && Catch::Contains("VOCABLENS_MEMORY_LIMIT") &&
-                          Catch::Contains(c.reduce));
+      CHECK_THAT(out,
+                 Catch::Contains("MiB are available") && Catch::Contains("VOCABLENS_MEMORY_LIMIT") && Catch::Contains(c.reduce));
       CHECK(std::count(out.begin(), out.end(), '\n') == 1);  // one line
       if (!c.out_dir.empty()) CHECK_FALSE(wrote(c.out_dir));
     }
@@ -172,7 +173,8 @@ TEST_CASE("--dry-run prints an estimate and runs nothing; a run over VOCABLENS_M
     std::string out;
     REQUIRE(vl_test::run_command(q(cli) + " lens " + q(gpt2) + " --prompt 'The cat sat' --two-pass --dry-run 2>&1", out) == 0);
     CHECK_THAT(out, Catch::Contains("the final distribution [T, V]") && !Catch::Contains("normalised residuals"));
-    CHECK(vl_test::run_command(q(cli) + " lens " + q(gpt2) + " --corpus " + q(tmp + "/corpus.txt") + " --two-pass 2>&1", out) == 2);
+    CHECK(vl_test::run_command(q(cli) + " lens " + q(gpt2) + " --corpus " + q(tmp + "/corpus.txt") + " --two-pass 2>&1", out) ==
+          2);
     CHECK_THAT(out, Catch::Contains("--two-pass applies to one prompt"));
   }
 

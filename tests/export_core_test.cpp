@@ -50,7 +50,6 @@ std::string python() { return file_exists("/usr/bin/python3") ? "/usr/bin/python
 
 using vl_test::python_has;
 
-
 std::string source_dir() { return VOCABLENS_SOURCE_DIR; }
 
 // Every dtype the exporter supports, with awkward values (NaN, inf, -0, extremes).
@@ -170,8 +169,8 @@ TEST_CASE("write_result writes JSON + npy + CSV and reads back identical") {
     REQUIRE(q.tables[t].rows.size() == r.tables[t].rows.size());
     for (size_t i = 0; i < r.tables[t].rows.size(); ++i)
       for (size_t c = 0; c < r.tables[t].columns.size(); ++c) {
-        INFO("table " << r.tables[t].name << " row " << i << " col " << c << ": " << r.tables[t].rows[i][c].dump()
-                      << " vs " << q.tables[t].rows[i][c].dump());
+        INFO("table " << r.tables[t].name << " row " << i << " col " << c << ": " << r.tables[t].rows[i][c].dump() << " vs "
+                      << q.tables[t].rows[i][c].dump());
         CHECK(cells_equal(q.tables[t].rows[i][c], r.tables[t].rows[i][c]));
       }
   }
@@ -199,12 +198,14 @@ TEST_CASE("CSV is RFC 4180: strings quoted, quotes doubled, CRLF rows") {
   auto dir = vl_test::temp_dir("csv");
   vl_test::write_file(dir + "/t.csv", csv);
   std::string out;
-  int rc = vl_test::run_command(python() + " -c 'import csv,json,sys; print(json.dumps(list(csv.reader(open(sys.argv[1], newline=\"\")))))' " +
-                                    dir + "/t.csv",
-                                out);
+  int rc = vl_test::run_command(
+      python() + " -c 'import csv,json,sys; print(json.dumps(list(csv.reader(open(sys.argv[1], newline=\"\")))))' " + dir +
+          "/t.csv",
+      out);
   REQUIRE(rc == 0);
   json rows = json::parse(out);
-  CHECK(rows == json::parse(R"([["id","text","x"],["1","a,b","0.5"],["2","say \"hi\"",""],["3","two\nlines","true"],["4","","nan"]])"));
+  CHECK(rows ==
+        json::parse(R"([["id","text","x"],["1","a,b","0.5"],["2","say \"hi\"",""],["3","two\nlines","true"],["4","","nan"]])"));
 }
 
 TEST_CASE("every .npy loads in numpy with identical values") {
@@ -294,7 +295,8 @@ TEST_CASE("the JSON manifest describes every side file and validates against doc
   CHECK(j["provenance"]["vocablens_version"] == VOCABLENS_VERSION);
 
   json inl = json::parse(vocablens::result_to_json(r, true));
-  CHECK(inl["arrays"]["ids"]["data"] == json::array({std::numeric_limits<int64_t>::min(), -1, 0, 1, std::numeric_limits<int64_t>::max()}));
+  CHECK(inl["arrays"]["ids"]["data"] ==
+        json::array({std::numeric_limits<int64_t>::min(), -1, 0, 1, std::numeric_limits<int64_t>::max()}));
   CHECK(inl["arrays"]["entropy"]["data"][0][1].is_null());  // NaN
   CHECK(inl["arrays"]["mask"]["data"] == json::parse("[[true,false],[true,true]]"));
   CHECK(inl["arrays"]["scalar"]["data"] == 2.5);
@@ -374,9 +376,7 @@ TEST_CASE("read_run_directory skips foreign JSON and rejects malformed results")
   try {
     vocablens::read_run_directory(dir);
     FAIL("missing .npy not reported");
-  } catch (const vocablens::FormatError& e) {
-    CHECK(std::string(e.what()).find("sample.entropy.npy") != std::string::npos);
-  }
+  } catch (const vocablens::FormatError& e) { CHECK(std::string(e.what()).find("sample.entropy.npy") != std::string::npos); }
   CHECK_THROWS_AS(vocablens::read_run_directory(dir + "/nope"), vocablens::FormatError);
 }
 
@@ -389,9 +389,7 @@ TEST_CASE("a write that fails leaves no partial file") {
   try {
     vocablens::write_result(r, base + "/blocker/run");
     FAIL("no error");
-  } catch (const vocablens::FormatError& e) {
-    CHECK(std::string(e.what()).find(base + "/blocker") != std::string::npos);
-  }
+  } catch (const vocablens::FormatError& e) { CHECK(std::string(e.what()).find(base + "/blocker") != std::string::npos); }
 
   // 2. The final rename of the manifest fails (a directory sits where <kind>.json goes): the side files
   //    written before are complete, the manifest is absent, no temporary file is left.
@@ -402,9 +400,7 @@ TEST_CASE("a write that fails leaves no partial file") {
   try {
     vocablens::write_result(r, dir);
     FAIL("no error");
-  } catch (const vocablens::FormatError& e) {
-    CHECK(std::string(e.what()).find("sample.json") != std::string::npos);
-  }
+  } catch (const vocablens::FormatError& e) { CHECK(std::string(e.what()).find("sample.json") != std::string::npos); }
   for (const auto& n : list_dir(dir)) {
     INFO(n);
     CHECK(n.find(".tmp-") == std::string::npos);

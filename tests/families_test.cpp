@@ -65,8 +65,8 @@ std::string family_dir(const std::string& f) { return std::string(VOCABLENS_SOUR
 double max_abs(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
 struct Run {
-  at::Tensor logits;               // [T, V]
-  std::vector<at::Tensor> resid;   // per layer [T, d]
+  at::Tensor logits;              // [T, V]
+  std::vector<at::Tensor> resid;  // per layer [T, d]
 };
 
 Run run_vocablens(const vocablens::Model& m, const std::vector<int64_t>& ids) {
@@ -86,7 +86,7 @@ void compare(const FamilyCase& fc, const Run& ours, const at::Tensor& ref_logits
   std::printf("%-13s vs %-20s max|dlogit| %.2e (max|logit| %.2f)  per-layer max|dresid| %s\n", fc.dir, what.c_str(), dl,
               ref_logits.abs().max().item<double>(), layers.c_str());
   INFO(fc.dir << " vs " << what << ": max |Δ logit| = " << dl << " (max |logit| " << ref_logits.abs().max().item<double>()
-               << ", tolerance " << fc.logit_tol << ")");
+              << ", tolerance " << fc.logit_tol << ")");
   CHECK(std::isfinite(dl));
   CHECK(dl <= fc.logit_tol);
   CHECK(at::equal(ours.logits.argmax(-1), ref_logits.argmax(-1)));
@@ -111,9 +111,11 @@ TEST_CASE("every family of the table loads from its HF directory and matches lla
     vocablens::Model m = vocablens::load_model(d);
     CHECK(m.config().architecture == fc.architecture);
     auto ids = vl_test::read_ids_txt(d + "/ids.txt");
-    const int64_t T = static_cast<int64_t>(ids.size()), V = m.config().vocab_size, L = m.config().n_layers, D = m.config().d_model;
+    const int64_t T = static_cast<int64_t>(ids.size()), V = m.config().vocab_size, L = m.config().n_layers,
+                  D = m.config().d_model;
     Run ours = run_vocablens(m, ids);
-    compare(fc, ours, vl_test::read_f32_raw(d + "/llama_logits.f32", {T, V}), vl_test::read_f32_raw(d + "/llama_layers.f32", {L, T, D}), "committed llama.cpp");
+    compare(fc, ours, vl_test::read_f32_raw(d + "/llama_logits.f32", {T, V}),
+            vl_test::read_f32_raw(d + "/llama_layers.f32", {L, T, D}), "committed llama.cpp");
   }
 }
 
@@ -127,12 +129,12 @@ TEST_CASE("llama.cpp live: lcpp_logits on each GGUF twin agrees with vocablens o
     const std::string d = family_dir(fc.dir);
     vocablens::Model m = vocablens::load_model(d);
     auto ids = vl_test::read_ids_txt(d + "/ids.txt");
-    const int64_t T = static_cast<int64_t>(ids.size()), V = m.config().vocab_size, L = m.config().n_layers, D = m.config().d_model;
+    const int64_t T = static_cast<int64_t>(ids.size()), V = m.config().vocab_size, L = m.config().n_layers,
+                  D = m.config().d_model;
     const std::string lo = tmp + "/" + fc.dir + ".logits.f32", la = tmp + "/" + fc.dir + ".layers.f32";
     std::string out;
-    const int rc = vl_test::run_command("'" + exe + "' '" + bins + "' '" + d + "/" + fc.dir + ".gguf' '" + d + "/ids.txt' '" + lo +
-                                            "' '" + la + "'",
-                                        out);
+    const int rc = vl_test::run_command(
+        "'" + exe + "' '" + bins + "' '" + d + "/" + fc.dir + ".gguf' '" + d + "/ids.txt' '" + lo + "' '" + la + "'", out);
     INFO(out.substr(out.size() > 2000 ? out.size() - 2000 : 0));
     REQUIRE(rc == 0);
     Run ours = run_vocablens(m, ids);
@@ -175,7 +177,8 @@ TEST_CASE("OPT against its reference (tests/fixtures/families/opt_reference.py; 
   at::Tensor ref = vl_test::read_f32_raw(d + "/reference_logits.f32", {T, V});
   const double dl = max_abs(ours.logits, ref);
   INFO("max |Δ logit| = " << dl);
-  std::printf("%-13s vs %-20s max|dlogit| %.2e (max|logit| %.2f)\n", "opt", "opt_reference.py", dl, ref.abs().max().item<double>());
+  std::printf("%-13s vs %-20s max|dlogit| %.2e (max|logit| %.2f)\n", "opt", "opt_reference.py", dl,
+              ref.abs().max().item<double>());
   CHECK(dl <= 1e-4);
 }
 
@@ -229,9 +232,7 @@ void edit_config(const std::string& dir, const std::string& from, const std::str
 std::string load_error(const std::string& dir) {
   try {
     vocablens::load_model(dir);
-  } catch (const vocablens::FormatError& e) {
-    return e.what();
-  }
+  } catch (const vocablens::FormatError& e) { return e.what(); }
   return "";
 }
 }  // namespace
@@ -364,24 +365,27 @@ TEST_CASE("every family runs inspect, generate, lens, heads, neurons and spectru
     const std::string d = "'" + family_dir(f) + "'";
     std::vector<std::string> commands = {std::string("inspect ") + d, "generate " + d + " --prompt 'the cat' --steps 4"};
     if (f == "opt" || f == "gemma")
-      for (const std::string& args : {"lens " + d + " --prompt 'the cat is on the'", "heads " + d + " --layer 1 --head 0 --kind ov --top-k 3",
-                                      "neurons " + d + " --layer 0 --top-k 3", "spectrum " + d})
+      for (const std::string& args :
+           {"lens " + d + " --prompt 'the cat is on the'", "heads " + d + " --layer 1 --head 0 --kind ov --top-k 3",
+            "neurons " + d + " --layer 0 --top-k 3", "spectrum " + d})
         commands.push_back(args);
     for (const std::string& args : commands) {
       std::string out;
       const int rc = vl_test::run_command("'" + cli + "' " + args, out);
       INFO(f << ": vocablens " << args << "\n" << out);
       CHECK(rc == 0);
-      if (args.rfind("inspect", 0) == 0) CHECK(out.find(vocablens::architecture(vocablens::load_model(family_dir(f)).config().family).summary) != std::string::npos);
+      if (args.rfind("inspect", 0) == 0)
+        CHECK(out.find(vocablens::architecture(vocablens::load_model(family_dir(f)).config().family).summary) !=
+              std::string::npos);
     }
     vocablens::Model m = vocablens::load_model(family_dir(f));
     auto tok = vocablens::load_tokenizer_for(family_dir(f));
     for (const auto& [name, given] : analyses) {
       INFO(f << ": " << name << " " << given.dump());
       if (name == "neurons" && m.config().n_experts > 0 && !m.config().shared_expert) {  // no dense MLP to read
-        CHECK_THROWS_WITH(vocablens::run_analysis(vocablens::find_analysis(name), m, tok.get(), given, vocablens::Surface::Cli),
-                          Catch::Contains("layer 0 is a mixture of " + std::to_string(m.config().n_experts) +
-                                          " experts without a dense MLP"));
+        CHECK_THROWS_WITH(
+            vocablens::run_analysis(vocablens::find_analysis(name), m, tok.get(), given, vocablens::Surface::Cli),
+            Catch::Contains("layer 0 is a mixture of " + std::to_string(m.config().n_experts) + " experts without a dense MLP"));
         continue;
       }
       vocablens::Result r;
@@ -402,30 +406,37 @@ TEST_CASE("inspect names each family's departures from a plain GPT-2 block") {
       {"llama3", {"llama3 scaling x8", "grouped-query"}},
       {"llama_linear", {"linear scaling x4", "theta 500000"}},
       {"gemma", {"norm scale (1 + w)", "embeddings multiplied by 8", "head_dim 24 independent"}},
-      {"gemma2", {"norm after attention", "norm after the MLP", "attention logits soft-capped at 2",
-                  "final logits soft-capped at 3", "sliding window 4 on even layers"}},
-      {"gemma3", {"per-head RMSNorm on q and k", "sliding window 4 except on layers 5 (full", "theta 1e+06",
-                  "linear scaling x8", "sliding-window layers: theta 10000, unscaled", "norm after the MLP"}},
+      {"gemma2",
+       {"norm after attention", "norm after the MLP", "attention logits soft-capped at 2", "final logits soft-capped at 3",
+        "sliding window 4 on even layers"}},
+      {"gemma3",
+       {"per-head RMSNorm on q and k", "sliding window 4 except on layers 5 (full", "theta 1e+06", "linear scaling x8",
+        "sliding-window layers: theta 10000, unscaled", "norm after the MLP"}},
       {"phi3", {"sliding-window attention (2047", "gated MLP: silu", "RMSNorm"}},
       {"opt", {"post-LN", "no final norm", "offset by 2", "projected in/out", "relu MLP"}},
-      {"olmo2", {"no norm before attention and MLP", "RMSNorm on q and k over all heads at once", "norm after attention",
-                 "norm after the MLP", "grouped-query", "untied"}},
+      {"olmo2",
+       {"no norm before attention and MLP", "RMSNorm on q and k over all heads at once", "norm after attention",
+        "norm after the MLP", "grouped-query", "untied"}},
       {"smollm3", {"no rotary on layers 3", "theta 2e+06", "grouped-query", "gated MLP: silu"}},
       {"phi2", {"parallel residual", "partial: 4 of 8", "untied"}},
       {"bloom", {"alibi positions instead of learned ones", "embeddings normalised before the first block"}},
-      {"falcon", {"parallel residual", "grouped-query attention (4 query heads share 1 key/value heads)", "gelu MLP",
-                  "no attention biases", "no MLP biases"}},
-      {"stablelm", {"partial: 4 of 16", "q/k/v biases but no output-projection bias", "gated MLP: silu", "grouped-query", "untied"}},
-      {"mixtral", {"mixture of experts: softmax router, top 2 of 8 gated experts of width 32 (weights renormalised)",
-                   "grouped-query", "gated MLP: silu"}},
+      {"falcon",
+       {"parallel residual", "grouped-query attention (4 query heads share 1 key/value heads)", "gelu MLP", "no attention biases",
+        "no MLP biases"}},
+      {"stablelm",
+       {"partial: 4 of 16", "q/k/v biases but no output-projection bias", "gated MLP: silu", "grouped-query", "untied"}},
+      {"mixtral",
+       {"mixture of experts: softmax router, top 2 of 8 gated experts of width 32 (weights renormalised)", "grouped-query",
+        "gated MLP: silu"}},
       {"qwen3moe", {"top 2 of 8 gated experts of width 32 (weights renormalised)", "per-head RMSNorm on q and k"}},
-      {"qwen2moe", {"top 2 of 8 gated experts of width 32 on each token, plus a sigmoid-gated shared expert of width 64",
-                    "q/k/v biases"}},
+      {"qwen2moe",
+       {"top 2 of 8 gated experts of width 32 on each token, plus a sigmoid-gated shared expert of width 64", "q/k/v biases"}},
       {"olmoe", {"top 2 of 8 gated experts of width 32 on each token", "RMSNorm on q and k over all heads at once"}},
-      {"gpt_oss", {"router softmax over its top-k logits only, top 2 of 4 gated experts of width 32",
-                   "a learned sink logit per head", "sliding window 4 except on layers 1 (full attention)",
-                   "yarn scaling x32 (beta_fast 32, beta_slow 1, original context 4096, attention factor 1.34657",
-                   "clamped SwiGLU g * sigmoid(1.702 g) * (u + 1), g = min(x W_gate, 7)"}},
+      {"gpt_oss",
+       {"router softmax over its top-k logits only, top 2 of 4 gated experts of width 32", "a learned sink logit per head",
+        "sliding window 4 except on layers 1 (full attention)",
+        "yarn scaling x32 (beta_fast 32, beta_slow 1, original context 4096, attention factor 1.34657",
+        "clamped SwiGLU g * sigmoid(1.702 g) * (u + 1), g = min(x W_gate, 7)"}},
   };
   for (const auto& [family, phrases] : expect) {
     const auto dep = vocablens::departures_from_gpt2(vocablens::load_model(family_dir(family)).config());
@@ -489,8 +500,10 @@ TEST_CASE("Gemma 3's multimodal checkpoint loads its text tower: text_config, la
     nlohmann::json text = nlohmann::json::parse(vl_test::read_file(src + "/config.json"));
     text.erase("architectures");
     text["model_type"] = "gemma3_text";
-    nlohmann::json cfg = {{"architectures", nlohmann::json::array({"Gemma3ForConditionalGeneration"})}, {"model_type", "gemma3"},
-                          {"text_config", text}, {"vision_config", {{"model_type", "siglip_vision_model"}}},
+    nlohmann::json cfg = {{"architectures", nlohmann::json::array({"Gemma3ForConditionalGeneration"})},
+                          {"model_type", "gemma3"},
+                          {"text_config", text},
+                          {"vision_config", {{"model_type", "siglip_vision_model"}}},
                           {"mm_tokens_per_image", 256}};
     vl_test::write_file(d + "/config.json", cfg.dump(2));
     // Rename every tensor in the safetensors header (data offsets are relative to the data, so unchanged).
@@ -500,7 +513,9 @@ TEST_CASE("Gemma 3's multimodal checkpoint loads its text tower: text_config, la
     nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n)), renamed = nlohmann::json::object();
     for (auto it = header.begin(); it != header.end(); ++it) {
       const std::string k = it.key();
-      renamed[k == "__metadata__" ? k : prefix == "language_model." ? prefix + k : prefix + k.substr(std::string("model.").size())] = it.value();
+      renamed[k == "__metadata__"           ? k
+              : prefix == "language_model." ? prefix + k
+                                            : prefix + k.substr(std::string("model.").size())] = it.value();
     }
     std::string h = renamed.dump();
     h.append((8 - h.size() % 8) % 8, ' ');

@@ -30,11 +30,11 @@ at::Tensor adversarial_embedding() {
     for (int64_t i = 0; i < D; ++i) a[t][i] = a[t - 20][i];
     a[t][t % D] = std::nextafter(a[t][t % D], 1e30f);
   }
-  E[30].mul_(1e8);   // huge
-  E[31].mul_(1e-8);  // tiny
-  E[32].zero_();     // zero
+  E[30].mul_(1e8);                                     // huge
+  E[31].mul_(1e-8);                                    // tiny
+  E[32].zero_();                                       // zero
   E[33] = at::randint(-127, 128, {D}).to(at::kFloat);  // exactly representable in int8 (e_p = 0)
-  E[34].fill_(1.0f);                                    // every entry equal
+  E[34].fill_(1.0f);                                   // every entry equal
   E[35].fill_(-1.0f);
   for (int64_t t = 36; t < 40; ++t) E[t] = at::randint(-3, 4, {D}).to(at::kFloat);  // small integers: many ties
   for (int64_t t = 40; t < 100; ++t) E[t] = at::randint(-2, 3, {D}).to(at::kFloat);
@@ -58,7 +58,7 @@ at::Tensor adversarial_decoder() {
   W[17].zero_();
   W[17][3] = -2.5f;
   for (int64_t f = 18; f < 40; ++f) W[f] = at::randint(-2, 3, {D}).to(at::kFloat);  // integer rows × integer tokens: ties
-  W[40] = W[40] * 1e-3f + at::ones({D});  // nearly parallel to token 34
+  W[40] = W[40] * 1e-3f + at::ones({D});                                            // nearly parallel to token 34
   return W;
 }
 
@@ -139,8 +139,7 @@ void brute_force(const Setup& s, int64_t k, bool norm, const std::vector<int64_t
 
 }  // namespace
 
-TEST_CASE("int8-screened feature logit weights equal the brute-force definition on adversarial data",
-          "[sae][features][screen]") {
+TEST_CASE("int8-screened feature logit weights equal the brute-force definition on adversarial data", "[sae][features][screen]") {
   // The screen runs where oneDNN has an exact int8 kernel (AVX-512 VNNI / AMX); elsewhere "int8" falls back to
   // the float32 screen and this test checks that one against the definition.
   const bool int8 = vocablens::feature_logits_int8_available();

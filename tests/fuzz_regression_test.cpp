@@ -43,17 +43,14 @@ void replay(const std::string& harness, int (*target)(const uint8_t*, size_t)) {
 }
 
 std::string config_text(const std::string& fields) {
-  return R"({"architectures": ["GPT2LMHeadModel"], "n_layer": 1, "n_head": 2, "vocab_size": 10, "n_positions": 8)" +
-         fields + "}";
+  return R"({"architectures": ["GPT2LMHeadModel"], "n_layer": 1, "n_head": 2, "vocab_size": 10, "n_positions": 8)" + fields + "}";
 }
 
 template <class F>
 std::string format_error_of(F&& f) {
   try {
     f();
-  } catch (const vocablens::FormatError& e) {
-    return e.what();
-  }
+  } catch (const vocablens::FormatError& e) { return e.what(); }
   return "<no FormatError>";
 }
 
@@ -92,7 +89,8 @@ TEST_CASE("fuzz regressions: every saved input replays cleanly through its harne
 // Minimised input: tests/fuzz/regressions/fuzz_config/n_embd_overflow.json.
 TEST_CASE("config.json: a huge n_embd is refused without overflowing the default MLP size", "[fuzz]") {
   for (const char* v : {"4611686018427387904", "9223372036854775807", "-9223372036854775808", "2305843009213693952"}) {
-    std::string msg = format_error_of([&] { vocablens::parse_hf_config(config_text(std::string(", \"n_embd\": ") + v), "c.json"); });
+    std::string msg =
+        format_error_of([&] { vocablens::parse_hf_config(config_text(std::string(", \"n_embd\": ") + v), "c.json"); });
     INFO(v << ": " << msg);
     // The message gives the value and the bound ("must be positive" was wrong for huge values).
     CHECK(msg.find(std::string("c.json: hidden size is ") + v + ";") == 0);
@@ -105,7 +103,8 @@ TEST_CASE("config.json: integers above INT64_MAX are refused, not wrapped", "[fu
   std::string msg = format_error_of(
       [&] { vocablens::parse_hf_config(config_text(", \"n_embd\": 8, \"bos_token_id\": 18446744073709551615"), "c.json"); });
   CHECK(msg == "c.json: config field 'bos_token_id' is out of range");
-  msg = format_error_of([&] { vocablens::parse_hf_config(config_text(", \"n_embd\": 8, \"n_inner\": 9223372036854775808"), "c.json"); });
+  msg = format_error_of(
+      [&] { vocablens::parse_hf_config(config_text(", \"n_embd\": 8, \"n_inner\": 9223372036854775808"), "c.json"); });
   CHECK(msg == "c.json: config field 'n_inner' is out of range");
 }
 
@@ -128,7 +127,8 @@ TEST_CASE("vocab.json / tokenizer.json: an id far beyond the number of entries i
   std::string dir = vl_test::temp_dir("hugeid");
   vl_test::write_file(dir + "/vocab.json", R"({"a": 1073741823})");
   vl_test::write_file(dir + "/merges.txt", "#version: 0.2\n");
-  std::string msg = format_error_of([&] { vocablens::BpeTokenizer::from_vocab_merges(dir + "/vocab.json", dir + "/merges.txt"); });
+  std::string msg =
+      format_error_of([&] { vocablens::BpeTokenizer::from_vocab_merges(dir + "/vocab.json", dir + "/merges.txt"); });
   CHECK(msg == dir + "/vocab.json: token a has id 1073741823, out of range (the file has only 1 entries)");
   vl_test::write_file(dir + "/tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
     "added_tokens": [{"id": 999999999, "content": "<x>"}], "pre_tokenizer": {"type": "ByteLevel"}})");
@@ -142,8 +142,9 @@ TEST_CASE("vocab.json / tokenizer.json: an id far beyond the number of entries i
 // error spanned two lines. Every vocablens::Error now escapes control characters in its message.
 // Minimised input: tests/fuzz/regressions/fuzz_config/activation_with_newline.json.
 TEST_CASE("errors quoting file contents stay on one line", "[fuzz]") {
-  std::string msg = format_error_of(
-      [&] { vocablens::parse_hf_config(config_text(", \"n_embd\": 8, \"activation_function\": \"a\\nb\\r\\u0001c\""), "c.json"); });
+  std::string msg = format_error_of([&] {
+    vocablens::parse_hf_config(config_text(", \"n_embd\": 8, \"activation_function\": \"a\\nb\\r\\u0001c\""), "c.json");
+  });
   CHECK(msg == "c.json: unsupported activation function 'a\\nb\\r\\x01c'");
   CHECK(vocablens::UsageError("x\ny").what() == std::string("x\\ny"));
   vocablens::FormatError fe("dir\n/file", "bad\tvalue");
@@ -158,12 +159,11 @@ TEST_CASE("errors quoting file contents stay on one line", "[fuzz]") {
 TEST_CASE("tokenizer.json: values of unexpected JSON types are one-line format errors", "[fuzz]") {
   std::string dir = vl_test::temp_dir("jsontype");
   const std::string path = dir + "/tokenizer.json";
-  for (const char* text : {
-           R"({"model": {"type": 5, "vocab": {"a": 0}, "merges": []}})",
-           R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "normalizer": 5})",
-           R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a a"], "ignore_merges": "yes"},
+  for (const char* text : {R"({"model": {"type": 5, "vocab": {"a": 0}, "merges": []}})",
+                           R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "normalizer": 5})",
+                           R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a a"], "ignore_merges": "yes"},
                "pre_tokenizer": {"type": "ByteLevel"}})",
-           R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a a"]},
+                           R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a a"]},
                "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": "no"}})"}) {
     INFO(text);
     vl_test::write_file(path, text);
@@ -208,7 +208,8 @@ TEST_CASE("result JSON: inline arrays whose shape disagrees with their data are 
   auto write = [&](const std::string& array_entry, const std::string& tables = "[]") {
     vl_test::write_file(dir + "/r.json",
                         R"({"format": "vocablens.result", "format_version": 1, "kind": "k", "settings": {},
-                            "provenance": {}, "summary": {}, "arrays": {"x": )" + array_entry + R"(}, "tables": )" + tables + "}");
+                            "provenance": {}, "summary": {}, "arrays": {"x": )" +
+                            array_entry + R"(}, "tables": )" + tables + "}");
   };
   for (const char* entry : {R"({"dtype": "<f8", "shape": [6], "data": [0.7, 0.2, 0.1, 0.0]})",
                             R"({"dtype": "<f8", "shape": [2, -2], "data": [1, 2, 3, 4]})",
@@ -227,8 +228,7 @@ TEST_CASE("result JSON: inline arrays whose shape disagrees with their data are 
   CHECK(vocablens::ndarray_value(rs[0].arrays.at("x"), 2) == 3.0);
   // Inline table rows must have one cell per column (the report indexes rows by column).
   write(R"({"dtype": "<f8", "shape": [1], "data": [1]})", R"([{"name": "t", "columns": ["a", "b"], "rows": [[1, 2], [3]]}])");
-  CHECK(format_error_of([&] { vocablens::read_run_directory(dir); }) ==
-        dir + "/r.json: table 't': row 2 has 1 cells, 2 columns");
+  CHECK(format_error_of([&] { vocablens::read_run_directory(dir); }) == dir + "/r.json: table 't': row 2 has 1 cells, 2 columns");
   fs::remove_all(dir);
 }
 
@@ -247,9 +247,9 @@ TEST_CASE("result JSON: numbers out of double's range are a one-line format erro
 // ±1.8e308. The axis ticks were made by repeated `v += step`, which stops advancing when step is below
 // the spacing of doubles at v. Input: tests/fuzz/regressions/fuzz_results/axis_ticks_near_dbl_max.
 TEST_CASE("report: charts of values near the ends of double's range render", "[fuzz]") {
-  for (std::vector<double> v : {std::vector<double>{1e304, 1e304 * (1 + 1e-15), 1e304},
-                                std::vector<double>{-1.7e308, 1.7e308, 0.0},
-                                std::vector<double>{3.4e304, 3.4e304, 3.4000000000001e304, 1e-300}}) {
+  for (std::vector<double> v :
+       {std::vector<double>{1e304, 1e304 * (1 + 1e-15), 1e304}, std::vector<double>{-1.7e308, 1.7e308, 0.0},
+        std::vector<double>{3.4e304, 3.4e304, 3.4000000000001e304, 1e-300}}) {
     vocablens::Result r;
     r.kind = "my_analysis";
     r.arrays["curve"] = vocablens::NdArray::f64({static_cast<int64_t>(v.size())}, v.data());
@@ -270,9 +270,9 @@ TEST_CASE("fuzz seeds: the hand-made seeds parse", "[fuzz]") {
   }
   std::string out = vl_test::temp_dir("seeds");
   std::string log;
-  int rc = vl_test::run_command("/usr/bin/python3 '" + std::string(VOCABLENS_SOURCE_DIR) + "/tests/fuzz/make_seeds.py' '" +
-                                    fixtures + "' '" + out + "'",
-                                log);
+  int rc = vl_test::run_command(
+      "/usr/bin/python3 '" + std::string(VOCABLENS_SOURCE_DIR) + "/tests/fuzz/make_seeds.py' '" + fixtures + "' '" + out + "'",
+      log);
   INFO(log);
   REQUIRE(rc == 0);
   auto st = vocablens::read_torch_zip(out + "/fuzz_torch_zip/handmade_state_dict.bin");
@@ -282,7 +282,8 @@ TEST_CASE("fuzz seeds: the hand-made seeds parse", "[fuzz]") {
   auto ck = vocablens::read_torch_zip(out + "/fuzz_torch_zip/handmade_ckpt.pt");
   CHECK(ck.metadata.value("model_args.dim", 0) == 4);
   CHECK(ck.has("model.w"));
-  for (const char* f : {"f32.safetensors", "mixed.safetensors"}) CHECK_NOTHROW(vocablens::read_safetensors(out + "/fuzz_safetensors/" + f));
+  for (const char* f : {"f32.safetensors", "mixed.safetensors"})
+    CHECK_NOTHROW(vocablens::read_safetensors(out + "/fuzz_safetensors/" + f));
   for (const char* f : {"gpt2.gguf", "llama-quant.gguf"}) {  // hand-written GGUF models load and run
     INFO(f);
     auto m = vocablens::load_model(out + "/fuzz_gguf/" + f);
@@ -349,7 +350,8 @@ TEST_CASE("fuzz seeds: the hand-made seeds parse", "[fuzz]") {
   const std::string gpt2 = vl_test::fixture("gpt2-tiny");
   REQUIRE(!gpt2.empty());
   auto gpt2_tok = vocablens::load_tokenizer(gpt2);
-  const std::vector<std::pair<const char*, size_t>> prompt_seeds = {{"prompts-jsonl", 4}, {"prompts-plain", 3}, {"prompts-escapes", 2}};
+  const std::vector<std::pair<const char*, size_t>> prompt_seeds = {
+      {"prompts-jsonl", 4}, {"prompts-plain", 3}, {"prompts-escapes", 2}};
   for (auto [f, n] : prompt_seeds) {
     INFO(f);
     const std::string bytes = vl_test::read_file(out + "/fuzz_prompts_corpus/" + f);

@@ -32,10 +32,10 @@ struct GgufFamily {
 // SiLU families agree with llama.cpp to float32 rounding; GELU families to llama.cpp's fp16 GELU table (and
 // GPT-NeoX's erf GELU against llama.cpp's tanh form), see docs/runner.md.
 const std::vector<GgufFamily> kGgufFamilies = {
-    {"qwen2", 1e-4}, {"qwen3", 1e-4}, {"mistral", 1e-4}, {"llama3", 1e-4}, {"llama_linear", 1e-4},
-    {"phi3", 1e-4}, {"gpt_neox", 5e-3}, {"gemma", 5e-3}, {"gemma2", 5e-3}, {"gemma3", 5e-3}, {"stablelm", 1e-4},
-    {"olmo2", 1e-4}, {"smollm3", 1e-4}, {"phi2", 5e-3}, {"bloom", 5e-3}, {"falcon", 5e-3},
-    {"mixtral", 1e-4}, {"qwen3moe", 1e-4}, {"qwen2moe", 1e-4}, {"olmoe", 1e-4}, {"gpt_oss", 1e-4}};
+    {"qwen2", 1e-4},    {"qwen3", 1e-4}, {"mistral", 1e-4}, {"llama3", 1e-4}, {"llama_linear", 1e-4}, {"phi3", 1e-4},
+    {"gpt_neox", 5e-3}, {"gemma", 5e-3}, {"gemma2", 5e-3},  {"gemma3", 5e-3}, {"stablelm", 1e-4},     {"olmo2", 1e-4},
+    {"smollm3", 1e-4},  {"phi2", 5e-3},  {"bloom", 5e-3},   {"falcon", 5e-3}, {"mixtral", 1e-4},      {"qwen3moe", 1e-4},
+    {"qwen2moe", 1e-4}, {"olmoe", 1e-4}, {"gpt_oss", 1e-4}};
 
 std::string dir_of(const std::string& f) { return std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f; }
 
@@ -67,7 +67,8 @@ std::string compare_run_dirs(const std::string& a, const std::string& b) {
       at::Tensor d = (tx - ty).abs().masked_fill(nan_x | nan_y, 0);
       const double scale = std::max(1.0, ty.masked_fill(nan_y, 0).abs().max().item<double>());
       const double worst = d.max().item<double>();
-      if (worst > 1e-3 * scale) problems += name + ": max |difference| " + std::to_string(worst) + " (scale " + std::to_string(scale) + ")\n";
+      if (worst > 1e-3 * scale)
+        problems += name + ": max |difference| " + std::to_string(worst) + " (scale " + std::to_string(scale) + ")\n";
     } else {
       const int64_t differ = tx.ne(ty).sum().item<int64_t>();
       if (differ > std::max<int64_t>(1, tx.numel() / 100))
@@ -77,7 +78,6 @@ std::string compare_run_dirs(const std::string& a, const std::string& b) {
   if (arrays == 0) problems += a + ": no arrays written\n";
   return problems;
 }
-
 
 }  // namespace
 
@@ -128,7 +128,8 @@ TEST_CASE("every analysis command on the GGUF of every family agrees with its Hu
   for (const auto& fc : kGgufFamilies)
     runs.push_back({fc.dir, dir_of(fc.dir) + "/" + fc.dir + ".gguf", dir_of(fc.dir), dir_of(fc.dir) + "/ids.txt"});
   const std::string stories_hf = vl_test::fixture("stories260K-hf");
-  if (!stories_hf.empty()) runs.push_back({"stories260K", data + "stories260K-f32.gguf", stories_hf, data + "ids-llama.txt", true});
+  if (!stories_hf.empty())
+    runs.push_back({"stories260K", data + "stories260K-f32.gguf", stories_hf, data + "ids-llama.txt", true});
   runs.push_back({"gpt2-q8_0", data + "gpt2-tiny-q8_0.gguf", "", data + "ids-gpt2.txt"});
   runs.push_back({"llama-q4_k_m", data + "llamak-q4_k_m.gguf", "", data + "ids-llama.txt"});
   const std::string cli = vl_test::cli_path();
@@ -146,8 +147,13 @@ TEST_CASE("every analysis command on the GGUF of every family agrees with its Hu
     const std::vector<Command> commands = {
         {"lens", "lens", {{"prompt", id_list}, {"top_k", 5}}, "lens MODEL --prompt-ids " + ids + " --top-k 5"},
         {"heads", "heads", {{"layers", 0}, {"heads", 0}, {"top_k", 10}}, "heads MODEL --layer 0 --head 0 --top-k 10"},
-        {"neurons", "neurons", {{"layer", 1}, {"neurons", "0-7"}, {"top_k", 5}}, "neurons MODEL --layer 1 --neurons 0-7 --top-k 5"},
-        {"project", "project", {{"prompt", id_list}, {"hook", "mlp_out"}, {"top_k", 5}},
+        {"neurons",
+         "neurons",
+         {{"layer", 1}, {"neurons", "0-7"}, {"top_k", 5}},
+         "neurons MODEL --layer 1 --neurons 0-7 --top-k 5"},
+        {"project",
+         "project",
+         {{"prompt", id_list}, {"hook", "mlp_out"}, {"top_k", 5}},
          "project MODEL --prompt-ids " + ids + " --hook mlp_out --top-k 5"},
         {"spectrum", "spectrum", {{"k", 8}}, "spectrum MODEL --k 8"},
         {"neighbours", "neighbours", {{"query", "#5"}, {"k", 8}}, "neighbours MODEL '#5' --k 8"},
@@ -163,22 +169,22 @@ TEST_CASE("every analysis command on the GGUF of every family agrees with its Hu
         INFO(c.cli);
         if (c.name == "positions" && m.config().positions == vocablens::PositionKind::ALiBi) {
           // ALiBi (BLOOM) has no position vectors: the analysis says so instead of writing arrays.
-          CHECK_THROWS_WITH(vocablens::run_analysis(vocablens::find_analysis(c.analysis), m, tok.get(), c.given,
-                                                    vocablens::Surface::Cli),
-                            Catch::Contains("positions (alibi) have no vectors to analyse"));
+          CHECK_THROWS_WITH(
+              vocablens::run_analysis(vocablens::find_analysis(c.analysis), m, tok.get(), c.given, vocablens::Surface::Cli),
+              Catch::Contains("positions (alibi) have no vectors to analyse"));
           no_arrays.insert(r.name + "-" + c.name);
           continue;
         }
         if (c.name == "neurons" && m.config().n_experts > 0 && !m.config().shared_expert) {
           // A mixture of experts without a dense MLP has no layer-wide neurons: refused on both twins.
-          CHECK_THROWS_WITH(vocablens::run_analysis(vocablens::find_analysis(c.analysis), m, tok.get(), c.given,
-                                                    vocablens::Surface::Cli),
-                            Catch::Contains("is a mixture of " + std::to_string(m.config().n_experts) + " experts without a dense MLP"));
+          CHECK_THROWS_WITH(
+              vocablens::run_analysis(vocablens::find_analysis(c.analysis), m, tok.get(), c.given, vocablens::Surface::Cli),
+              Catch::Contains("is a mixture of " + std::to_string(m.config().n_experts) + " experts without a dense MLP"));
           no_arrays.insert(r.name + "-" + c.name);
           continue;
         }
-        vocablens::Result res = vocablens::run_analysis(vocablens::find_analysis(c.analysis), m, tok.get(), c.given,
-                                                        vocablens::Surface::Cli);
+        vocablens::Result res =
+            vocablens::run_analysis(vocablens::find_analysis(c.analysis), m, tok.get(), c.given, vocablens::Surface::Cli);
         vocablens::write_result(res, tmp + "/" + r.name + "-" + c.name + "-" + suffix);
       }
     };
@@ -188,9 +194,8 @@ TEST_CASE("every analysis command on the GGUF of every family agrees with its Hu
         INFO(r.name << ": " << c.cli);
         std::string cmd = c.cli, log;
         cmd.replace(cmd.find("MODEL"), 5, "'" + r.gguf + "'");
-        const int rc = vl_test::run_command("'" + cli + "' " + cmd + " --out '" + tmp + "/" + r.name + "-" + c.name +
-                                                "-cli' > /dev/null",
-                                            log);
+        const int rc = vl_test::run_command(
+            "'" + cli + "' " + cmd + " --out '" + tmp + "/" + r.name + "-" + c.name + "-cli' > /dev/null", log);
         INFO(log);
         REQUIRE(rc == 0);
       }
@@ -230,6 +235,8 @@ TEST_CASE("GGUF Llama-3.1 rope scaling: the parameters recovered from rope_freqs
   const auto &gc = g.config(), &hc = h.config();
   CHECK(gc.rope_scaling == vocablens::ModelConfig::RopeScaling::Llama3);
   CHECK(gc.rope_factor == Approx(hc.rope_factor).epsilon(1e-6));
-  CHECK(gc.rope_original_context / gc.rope_low_freq_factor == Approx(hc.rope_original_context / hc.rope_low_freq_factor).epsilon(1e-4));
-  CHECK(gc.rope_original_context / gc.rope_high_freq_factor == Approx(hc.rope_original_context / hc.rope_high_freq_factor).epsilon(1e-4));
+  CHECK(gc.rope_original_context / gc.rope_low_freq_factor ==
+        Approx(hc.rope_original_context / hc.rope_low_freq_factor).epsilon(1e-4));
+  CHECK(gc.rope_original_context / gc.rope_high_freq_factor ==
+        Approx(hc.rope_original_context / hc.rope_high_freq_factor).epsilon(1e-4));
 }

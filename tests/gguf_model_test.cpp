@@ -52,7 +52,7 @@ TEST_CASE("stories260K GGUF (F32) matches its Hugging Face twin and llama.cpp") 
   auto ids = vl_test::read_ids_txt(kDir + "ids-llama.txt");
   auto gm = vocablens::load_model(kDir + "stories260K-f32.gguf");
   auto hm = vocablens::load_model(hf);
-  CHECK(gm.config().rope_interleaved);      // llama.cpp's converter permuted q/k to interleaved pairs
+  CHECK(gm.config().rope_interleaved);  // llama.cpp's converter permuted q/k to interleaved pairs
   CHECK_FALSE(hm.config().rope_interleaved);
   CHECK(gm.config().n_kv_heads == 4);
   at::Tensor a = vl_test::logits_of(gm, ids), b = vl_test::logits_of(hm, ids);
@@ -79,11 +79,12 @@ TEST_CASE("quantized and BF16 GGUF fixtures agree with llama.cpp within the stat
     // Exact reference: llama.cpp's F32 forward of the same weights dequantized by gguf-py.
     at::Tensor exact = vl_test::read_f32_raw(kDir + "llamak-" + name + ".dequant-lcpp-logits.f32", {T, -1});
     at::Tensor same = vl_test::read_f32_raw(kDir + "llamak-" + name + ".lcpp-logits.f32", {T, -1});
-    const double d_exact = vl_test::max_abs_diff(ours, exact), d_same = vl_test::max_abs_diff(ours, same), d_f32 = vl_test::max_abs_diff(ours, f32_ref);
+    const double d_exact = vl_test::max_abs_diff(ours, exact), d_same = vl_test::max_abs_diff(ours, same),
+                 d_f32 = vl_test::max_abs_diff(ours, f32_ref);
     const int64_t top1 = ours.argmax(-1).eq(same.argmax(-1)).sum().item<int64_t>();
-    WARN(name << ": max|ours - exact| = " << d_exact << ", max|ours - llama.cpp same file| = " << d_same
-              << " (top-1 " << top1 << "/" << T << "), quantization error vs F32 weights " << d_f32
-              << ", max|logit| " << exact.abs().max().item<double>());
+    WARN(name << ": max|ours - exact| = " << d_exact << ", max|ours - llama.cpp same file| = " << d_same << " (top-1 " << top1
+              << "/" << T << "), quantization error vs F32 weights " << d_f32 << ", max|logit| "
+              << exact.abs().max().item<double>());
     CHECK(d_exact < 2e-4);
     CHECK(d_same < 0.5);  // llama.cpp also rounds activations (bf16 / Q8 blocks) in its dot products
     CHECK(top1 >= T - 2);
@@ -115,13 +116,15 @@ TEST_CASE("gpt2-tiny Q8_0 GGUF: fused qkv, learned positions, LayerNorm biases")
   at::Tensor ours = vl_test::logits_of(gm, ids);
   at::Tensor ref = vl_test::read_f32_raw(kDir + "gpt2-tiny-q8_0.lcpp-logits.f32", {static_cast<int64_t>(ids.size()), -1});
   at::Tensor twin = vl_test::logits_of(vocablens::load_model(hf), ids);
-  at::Tensor exact = vl_test::read_f32_raw(kDir + "gpt2-tiny-q8_0.dequant-lcpp-logits.f32", {static_cast<int64_t>(ids.size()), -1});
-  WARN("gpt2-tiny q8_0: vs exact " << vl_test::max_abs_diff(ours, exact) << ", vs llama.cpp same file " << vl_test::max_abs_diff(ours, ref)
-                                   << ", vs HF twin (F32 weights) " << vl_test::max_abs_diff(ours, twin) << "; llama.cpp vs HF twin "
+  at::Tensor exact =
+      vl_test::read_f32_raw(kDir + "gpt2-tiny-q8_0.dequant-lcpp-logits.f32", {static_cast<int64_t>(ids.size()), -1});
+  WARN("gpt2-tiny q8_0: vs exact " << vl_test::max_abs_diff(ours, exact) << ", vs llama.cpp same file "
+                                   << vl_test::max_abs_diff(ours, ref) << ", vs HF twin (F32 weights) "
+                                   << vl_test::max_abs_diff(ours, twin) << "; llama.cpp vs HF twin "
                                    << vl_test::max_abs_diff(ref, twin) << "; max |logit| " << twin.abs().max().item<double>());
   CHECK(vl_test::max_abs_diff(ours, exact) < 5e-3);  // llama.cpp's GELU is an fp16 lookup table (~1e-3)
   CHECK(vl_test::max_abs_diff(ours, ref) < 0.15);
-  CHECK(vl_test::max_abs_diff(ours, twin) < 0.15);   // Q8_0 rounding of the weights
+  CHECK(vl_test::max_abs_diff(ours, twin) < 0.15);  // Q8_0 rounding of the weights
 }
 
 TEST_CASE("tokenizer.ggml.* metadata becomes a VocabSpec") {

@@ -56,8 +56,8 @@ struct Ggml {
 const Ggml& ggml() {
   static Ggml g;
   if (!g.handle)
-    FAIL("libggml-base.so not found in " << bins_dir() << " (run scripts/setup_llama_ref.sh, or set VOCABLENS_LLAMA_REF / VOCABLENS_LLAMA_BINS): "
-                                         << dlerror());
+    FAIL("libggml-base.so not found in "
+         << bins_dir() << " (run scripts/setup_llama_ref.sh, or set VOCABLENS_LLAMA_REF / VOCABLENS_LLAMA_BINS): " << dlerror());
   return g;
 }
 
@@ -67,11 +67,11 @@ std::vector<float> test_data(int64_t n, int kind, uint32_t seed) {
   std::vector<float> x(static_cast<size_t>(n));
   for (auto& v : x) {
     switch (kind) {
-      case 0: v = N(rng) * 0.02f; break;                                          // weight-like
-      case 1: v = N(rng) * (rng() % 50 == 0 ? 30.f : 1.f); break;                 // outliers
-      case 2: v = N(rng) * 1e-6f; break;                                          // subnormal fp16 scales
-      case 3: v = (rng() % 4 == 0) ? 0.f : std::abs(N(rng)); break;               // many zeros, one sign
-      default: v = static_cast<float>(static_cast<int>(rng() % 17) - 8); break;   // small integers
+      case 0: v = N(rng) * 0.02f; break;                                         // weight-like
+      case 1: v = N(rng) * (rng() % 50 == 0 ? 30.f : 1.f); break;                // outliers
+      case 2: v = N(rng) * 1e-6f; break;                                         // subnormal fp16 scales
+      case 3: v = (rng() % 4 == 0) ? 0.f : std::abs(N(rng)); break;              // many zeros, one sign
+      default: v = static_cast<float>(static_cast<int>(rng() % 17) - 8); break;  // small integers
     }
   }
   return x;
@@ -86,12 +86,11 @@ TEST_CASE("dequantize_row agrees with libggml bit for bit on ggml_quantize_chunk
     GgmlType type;
     const char* fn;
   };
-  const T types[] = {{GgmlType::Q4_0, "dequantize_row_q4_0"}, {GgmlType::Q4_1, "dequantize_row_q4_1"},
-                     {GgmlType::Q5_0, "dequantize_row_q5_0"}, {GgmlType::Q5_1, "dequantize_row_q5_1"},
-                     {GgmlType::Q8_0, "dequantize_row_q8_0"}, {GgmlType::Q2_K, "dequantize_row_q2_K"},
-                     {GgmlType::Q3_K, "dequantize_row_q3_K"}, {GgmlType::Q4_K, "dequantize_row_q4_K"},
-                     {GgmlType::Q5_K, "dequantize_row_q5_K"}, {GgmlType::Q6_K, "dequantize_row_q6_K"},
-                     {GgmlType::MXFP4, "dequantize_row_mxfp4"}};
+  const T types[] = {
+      {GgmlType::Q4_0, "dequantize_row_q4_0"}, {GgmlType::Q4_1, "dequantize_row_q4_1"},  {GgmlType::Q5_0, "dequantize_row_q5_0"},
+      {GgmlType::Q5_1, "dequantize_row_q5_1"}, {GgmlType::Q8_0, "dequantize_row_q8_0"},  {GgmlType::Q2_K, "dequantize_row_q2_K"},
+      {GgmlType::Q3_K, "dequantize_row_q3_K"}, {GgmlType::Q4_K, "dequantize_row_q4_K"},  {GgmlType::Q5_K, "dequantize_row_q5_K"},
+      {GgmlType::Q6_K, "dequantize_row_q6_K"}, {GgmlType::MXFP4, "dequantize_row_mxfp4"}};
   const int64_t rows = 8, cols = 512;
   for (const auto& t : types) {
     auto ref = g.dequant(t.fn);
@@ -194,14 +193,20 @@ std::vector<uint8_t> hostile_blocks(GgmlType type, int64_t blocks, uint32_t seed
   for (auto& c : q) c = static_cast<uint8_t>(rng());
   std::vector<size_t> scale_at;  // byte offsets of the fp16 scales in one block
   switch (type) {
-    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: scale_at = {0}; break;
-    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: scale_at = {0, 2}; break;
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0: scale_at = {0}; break;
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: scale_at = {0, 2}; break;
     case GgmlType::Q6_K: scale_at = {208}; break;
     case GgmlType::Q2_K: scale_at = {80, 82}; break;
     case GgmlType::Q3_K: scale_at = {108}; break;
     default: break;
   }
-  const uint16_t extremes[] = {0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFE55, 0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x03FF, 0x0000, 0x8000, 0x3C00};
+  const uint16_t extremes[] = {0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFE55, 0x7BFF, 0xFBFF,
+                               0x0001, 0x8001, 0x03FF, 0x0000, 0x8000, 0x3C00};
   for (int64_t b = 0; b < blocks; ++b)
     for (size_t off : scale_at)
       if (rng() % 3 == 0) {

@@ -17,11 +17,27 @@ namespace {
 
 struct W {
   std::string b;
-  W& u32(uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); return *this; }
-  W& u64(uint64_t v) { b.append(reinterpret_cast<const char*>(&v), 8); return *this; }
-  W& f32(float v) { b.append(reinterpret_cast<const char*>(&v), 4); return *this; }
-  W& str(const std::string& s) { u64(s.size()); b += s; return *this; }
-  W& pad(size_t a) { while (b.size() % a) b += '\0'; return *this; }
+  W& u32(uint32_t v) {
+    b.append(reinterpret_cast<const char*>(&v), 4);
+    return *this;
+  }
+  W& u64(uint64_t v) {
+    b.append(reinterpret_cast<const char*>(&v), 8);
+    return *this;
+  }
+  W& f32(float v) {
+    b.append(reinterpret_cast<const char*>(&v), 4);
+    return *this;
+  }
+  W& str(const std::string& s) {
+    u64(s.size());
+    b += s;
+    return *this;
+  }
+  W& pad(size_t a) {
+    while (b.size() % a) b += '\0';
+    return *this;
+  }
 };
 
 // Header + one string kv + one F32 tensor [4] with the given fields.

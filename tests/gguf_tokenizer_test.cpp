@@ -105,7 +105,9 @@ TEST_CASE("a byte-level vocabulary without some single-byte tokens refuses a tex
   o.add_bos = false;
   CHECK(!tok->encode("Hello world", o).empty());
   try {
-    (void)tok->encode(std::string("a\x03" "b"), o);
+    (void)tok->encode(std::string("a\x03"
+                                  "b"),
+                      o);
     FAIL("expected a UsageError");
   } catch (const vocablens::UsageError& e) {
     const std::string msg = e.what();
@@ -119,8 +121,9 @@ TEST_CASE("DeepSeek's added Latin-1 tokens (ö, À, ...) match their text, as in
   // DeepSeek's vocabularies add "õ", "÷", "Á", ..., "û" as user-defined tokens; read as byte-level spellings
   // they would be the lone bytes 0xF5, 0xF7, 0xC1, ..., which never occur in UTF-8. Reference: the ids of
   // llama.cpp's llama_tokenize (libllama of node-llama-cpp 3.22.1, add_special, parse_special) for these texts.
-  const std::vector<std::string> texts = {"J\xC3\xB6rg Hoh \xC3\x80 la carte, 2007",
-                                          "\xC3\xB5\xC3\xB7\xC3\x81\xC3\xBD\xC3\xBF\xC3\xB8\xC3\xBA\xC3\xBE\xC3\xBC\xC3\xB9\xC3\xB6\xC3\xBB"};
+  const std::vector<std::string> texts = {
+      "J\xC3\xB6rg Hoh \xC3\x80 la carte, 2007",
+      "\xC3\xB5\xC3\xB7\xC3\x81\xC3\xBD\xC3\xBF\xC3\xB8\xC3\xBA\xC3\xBE\xC3\xBC\xC3\xB9\xC3\xB6\xC3\xBB"};
   const std::vector<std::pair<const char*, std::vector<std::vector<int64_t>>>> want = {
       {"deepseek-coder",
        {{32013, 41, 32011, 13507, 414, 2085, 207, 32004, 446, 7714, 68, 11, 207, 17, 15, 15, 22},
@@ -150,8 +153,8 @@ TEST_CASE("a GGUF model's own vocabulary equals the Hugging Face tokenizer it wa
   auto from_hf = vocablens::load_tokenizer_for(hf);
   CHECK(from_gguf->vocab_size() == from_hf->vocab_size());
   CHECK(static_cast<int64_t>(vocablens::gguf_vocab_spec(vocablens::read_gguf(g)).tokens.size()) == from_gguf->vocab_size());
-  for (const char* text : {"The Eiffel Tower is in Paris.", "  two  spaces,\ttabs\n and newlines\n\n", "don't 123456 ünïcödé 日本語 🙂",
-                           "<|endoftext|> is text here"}) {
+  for (const char* text : {"The Eiffel Tower is in Paris.", "  two  spaces,\ttabs\n and newlines\n\n",
+                           "don't 123456 ünïcödé 日本語 🙂", "<|endoftext|> is text here"}) {
     INFO(text);
     CHECK(from_gguf->encode(text) == from_hf->encode(text));
   }
@@ -163,7 +166,10 @@ TEST_CASE("a GGUF without tokenizer.ggml.* metadata: one line naming the file") 
   std::string b = "GGUF";
   auto u32 = [&](uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
   auto u64 = [&](uint64_t v) { b.append(reinterpret_cast<const char*>(&v), 8); };
-  auto str = [&](const std::string& s) { u64(s.size()); b += s; };
+  auto str = [&](const std::string& s) {
+    u64(s.size());
+    b += s;
+  };
   u32(3), u64(0), u64(1);
   str("general.architecture"), u32(8), str("llama");
   vl_test::write_file(d + "/m.gguf", b);
@@ -187,8 +193,8 @@ TEST_CASE("CLI: lens on a GGUF needs no side tokenizer; inspect shows family, sh
   const std::string out = vl_test::temp_dir("gguf-lens");
   std::string log;
   // stories260K-f32.gguf has no tokenizer file beside it in tests/data/gguf: the ids come from its metadata.
-  int rc = vl_test::run_command("'" + cli + "' lens '" + data + "/stories260K-f32.gguf' --prompt 'Once upon a time' --top-k 3 --out '" +
-                                    out + "/lens' 2>&1",
+  int rc = vl_test::run_command("'" + cli + "' lens '" + data +
+                                    "/stories260K-f32.gguf' --prompt 'Once upon a time' --top-k 3 --out '" + out + "/lens' 2>&1",
                                 log);
   INFO(log);
   REQUIRE(rc == 0);

@@ -64,8 +64,7 @@ TEST_CASE("glove: co-occurrence counts are identical to the reference cooccur's"
   auto P = read_params();
   WordCorpus c = read_word_corpus(kRef + "/corpus.txt");
   const int64_t window = std::stoll(P.at("window"));
-  vocablens::GloveCounts X =
-      vocablens::glove_cooccurrence(c.stream, static_cast<int64_t>(c.words.size()), window);
+  vocablens::GloveCounts X = vocablens::glove_cooccurrence(c.stream, static_cast<int64_t>(c.words.size()), window);
   // reference: "word1 word2 value" (%.17g), every nonzero entry of cooccurrence.bin
   std::map<std::pair<std::string, std::string>, double> ref;
   {
@@ -89,7 +88,7 @@ TEST_CASE("glove: co-occurrence counts are identical to the reference cooccur's"
   }
   INFO("entries " << X.entries.size() << ", bit-identical " << exact << ", worst relative difference " << worst);
   CHECK(missing == 0);
-  CHECK(worst <= 1e-15);            // the same sums in the same order: identical doubles
+  CHECK(worst <= 1e-15);  // the same sums in the same order: identical doubles
   CHECK(exact == X.entries.size());
   CHECK(X.tokens == static_cast<int64_t>(c.stream.ids.size()));
 }
@@ -135,11 +134,11 @@ TEST_CASE("glove: the cost after N epochs is within a few percent of the referen
         hi = std::max(hi, r[static_cast<size_t>(e)]);
         mean += r[static_cast<size_t>(e)] / static_cast<double>(ref.size());
       }
-      INFO("seed " << seed << " epoch " << e + 1 << ": vocablens " << ours[static_cast<size_t>(e)] << ", reference "
-                   << lo << " .. " << hi << " (mean " << mean << ")");
+      INFO("seed " << seed << " epoch " << e + 1 << ": vocablens " << ours[static_cast<size_t>(e)] << ", reference " << lo
+                   << " .. " << hi << " (mean " << mean << ")");
       if (e == 0)  // the first epoch depends much on the initial values: inside the reference seeds' range
         CHECK((ours[0] >= 0.8 * lo && ours[0] <= 1.2 * hi));
-      else         // later: within 3% of the reference seeds' mean (their own spread is about 3%)
+      else  // later: within 3% of the reference seeds' mean (their own spread is about 3%)
         CHECK(std::abs(ours[static_cast<size_t>(e)] - mean) <= 0.03 * mean);
     }
     // the cost decreases; the objective after the last epoch is below that epoch's running cost (taken
@@ -163,9 +162,9 @@ TEST_CASE("glove: counts are symmetric, 1/distance weighted, and never cross a l
   CHECK(m.at({0, 1}) == 1.0 + 0.5);  // distance 1 (pos 0-1) and distance 2 (pos 1-3)
   CHECK(m.at({1, 0}) == 1.5);
   CHECK(m.at({0, 2}) == 0.5 + 1.0);
-  CHECK(m.count({0, 0}) == 0);        // positions 0 and 3 are 3 apart: outside window 2
-  CHECK(m.at({1, 3}) == 1.0);         // line 2
-  CHECK(m.count({0, 3}) == 0);        // never across the line break
+  CHECK(m.count({0, 0}) == 0);  // positions 0 and 3 are 3 apart: outside window 2
+  CHECK(m.at({1, 3}) == 1.0);   // line 2
+  CHECK(m.count({0, 3}) == 0);  // never across the line break
   CHECK(m.count({2, 3}) == 0);
   CHECK(X.distinct == 4);
   CHECK(X.tokens == 6);
@@ -176,7 +175,8 @@ TEST_CASE("train --model glove: a model directory every geometry analysis reads;
   REQUIRE_FALSE(cli.empty());
   const std::string dir = vl_test::temp_dir("glove_cli");
   std::string out;
-  const std::string cmd = cli + " train --model glove -q --corpus " + kRef + "/corpus.txt --d-model 16 --steps 8 --window 5 --out " + dir;
+  const std::string cmd =
+      cli + " train --model glove -q --corpus " + kRef + "/corpus.txt --d-model 16 --steps 8 --window 5 --out " + dir;
   REQUIRE(vl_test::run_command(cmd + " 2>&1", out) == 0);
   CHECK(out.find("trained glove") != std::string::npos);
   CHECK(vocablens::is_embedding_directory(dir));
@@ -204,9 +204,9 @@ TEST_CASE("train --model glove: a model directory every geometry analysis reads;
   const std::string small = vl_test::temp_dir("glove_small") + "/tiny.txt";
   vl_test::write_file(small, "a b c a b c\nb c a\n");
   const std::string bad = vl_test::temp_dir("glove_bad");
-  CHECK(vl_test::run_command(cli + " train --model glove -q --corpus " + small + " --d-model 64 --tokenizer " + dir +
-                                 " --out " + bad + "/m 2>&1",
-                             out) != 0);
+  CHECK(vl_test::run_command(
+            cli + " train --model glove -q --corpus " + small + " --d-model 64 --tokenizer " + dir + " --out " + bad + "/m 2>&1",
+            out) != 0);
   INFO(out);
   CHECK(out.find("tiny.txt") != std::string::npos);
   CHECK(out.find("fewer than the vector size 64") != std::string::npos);

@@ -29,9 +29,7 @@ at::Tensor oss_logits(const vocablens::Model& m, const std::vector<int64_t>& ids
 std::string oss_load_error(const std::string& path) {
   try {
     vocablens::load_model(path);
-  } catch (const vocablens::Error& e) {
-    return e.what();
-  }
+  } catch (const vocablens::Error& e) { return e.what(); }
   return "";
 }
 
@@ -79,8 +77,8 @@ TEST_CASE("GPT-OSS sinks: each head's sink logit joins the softmax denominator, 
     REQUIRE(scores.defined());
     REQUIRE(pattern.defined());
     const at::Tensor sinks = m.weights().layers[static_cast<size_t>(l)].sinks.to(at::kDouble);
-    CHECK(sinks.abs().max().item<double>() > 0.1);  // the fixture's sinks are far from zero
-    const at::Tensor e = scores[0].to(at::kDouble).exp();                 // [H, T, T], 0 where masked
+    CHECK(sinks.abs().max().item<double>() > 0.1);         // the fixture's sinks are far from zero
+    const at::Tensor e = scores[0].to(at::kDouble).exp();  // [H, T, T], 0 where masked
     const at::Tensor denom = e.sum(-1, true) + sinks.exp().view({-1, 1, 1});
     const double worst = (pattern[0].to(at::kDouble) - e / denom).abs().max().item<double>();
     INFO("layer " << l << ": max |pattern - definition| = " << worst);
@@ -102,7 +100,8 @@ TEST_CASE("GPT-OSS: a config that contradicts its weights, or an unknown layer t
        "tensor 'model.layers.0.mlp.experts.gate_up_proj' has shape [4, 64, 64]"},
       {"\"sliding_attention\",", "\"chunked_attention\",",
        "config field 'layer_types[0]' = \"chunked_attention\": unknown layer type"},
-      {"\"full_attention\"\n", "\"full_attention\", \"full_attention\"\n", "config field 'layer_types' = 3 entries: must list one type per layer"},
+      {"\"full_attention\"\n", "\"full_attention\", \"full_attention\"\n",
+       "config field 'layer_types' = 3 entries: must list one type per layer"},
       {"\"swiglu_limit\": 7.0", "\"swiglu_limit\": -1", "config field 'swiglu_limit' = -1: must be a positive number"},
       {"\"rope_type\": \"yarn\"", "\"rope_type\": \"yarn\", \"mscale\": 0.7",
        "config field 'rope_scaling.mscale' = 0.7: YaRN's mscale variants"},

@@ -31,9 +31,9 @@ std::string write_gemma_scope_like(const std::string& tag, const vocablens::Mode
     // the input has unit RMS: pre-activations of order 1, about a third of them past their thresholds
     Tensor W_enc = normal({N, D}, 1.0 / std::sqrt(static_cast<double>(D))), b_enc = uniform({N}, -0.6, 0.0);
     Tensor W_dec = normal({N, D}, 0.2), b_dec = normal({D}, 0.05), thr = uniform({N}, 0.05, 0.3);
-    write_f32_safetensors(dir + "/layer_" + std::to_string(l) + ".safetensors",
-                          {{"W_enc", W_enc}, {"b_enc", b_enc}, {"W_dec", W_dec}, {"b_dec", b_dec},
-                           {"activation_function.threshold", thr}});
+    write_f32_safetensors(
+        dir + "/layer_" + std::to_string(l) + ".safetensors",
+        {{"W_enc", W_enc}, {"b_enc", b_enc}, {"W_dec", W_dec}, {"b_dec", b_dec}, {"activation_function.threshold", thr}});
     ref.W_enc.push_back(W_enc.t().to(at::kDouble));
     ref.b_enc.push_back(b_enc.to(at::kDouble));
     ref.thr.push_back(thr.to(at::kDouble));
@@ -41,8 +41,9 @@ std::string write_gemma_scope_like(const std::string& tag, const vocablens::Mode
     ref.W_skip.emplace_back();
     ref.dec.push_back({W_dec.to(at::kDouble)});
   }
-  vl_test::write_file(dir + "/config.yaml", "model_kind: transcoder_set\nfeature_input_hook: ln2.hook_normalized\n"
-                                            "feature_output_hook: hook_mlp_out\n");
+  vl_test::write_file(dir + "/config.yaml",
+                      "model_kind: transcoder_set\nfeature_input_hook: ln2.hook_normalized\n"
+                      "feature_output_hook: hook_mlp_out\n");
   return dir;
 }
 
@@ -58,7 +59,8 @@ TEST_CASE("Gemma-2 blocks (norms after attention and MLP, soft-caps): every entr
     vocablens::Model m = vocablens::load_model(std::string(vl_test::source_dir_path()) + "/tests/fixtures/families/" + family);
     REQUIRE(m.weights().layers[0].post_attn_norm_w.defined());
     REQUIRE(m.weights().layers[0].post_mlp_norm_w.defined());
-    Tensor ids = at::tensor(std::vector<int64_t>{2, 17, 200, 45, 88, 131, 9}, at::kLong);  // short: each source is one float64 forward
+    Tensor ids =
+        at::tensor(std::vector<int64_t>{2, 17, 200, 45, 88, 131, 9}, at::kLong);  // short: each source is one float64 forward
     RefTranscoders rt;
     const std::string dir = write_gemma_scope_like(std::string("graph-") + family, m, rt);
     auto tcs = vocablens::load_graph_transcoders(dir, m);
@@ -72,4 +74,3 @@ TEST_CASE("Gemma-2 blocks (norms after attention and MLP, soft-caps): every entr
     check_against_interventions(m, ids, g, f, std::string(family) + " read at ln2.hook_normalized");
   }
 }
-

@@ -39,9 +39,9 @@ struct GraphCase {
 };
 
 std::vector<GraphCase> graph_cases() {
-  return {{"gpt2-tiny", vl_test::fixture("gpt2-tiny"), {50256, 464, 412, 733, 8765, 318, 287}},
-          {"llama3", std::string(vl_test::source_dir_path()) + "/tests/fixtures/families/llama3",
-           {319, 17, 200, 45, 88, 131, 9}}};
+  return {
+      {"gpt2-tiny", vl_test::fixture("gpt2-tiny"), {50256, 464, 412, 733, 8765, 318, 287}},
+      {"llama3", std::string(vl_test::source_dir_path()) + "/tests/fixtures/families/llama3", {319, 17, 200, 45, 88, 131, 9}}};
 }
 
 /// The gpt2-tiny fixture's per-layer files in a folder with circuit-tracer's config.yaml.
@@ -51,8 +51,8 @@ std::string configured_copy(const std::string& tag, const std::string& hook_in, 
     const std::string name = "/layer_" + std::to_string(l) + ".safetensors";
     vl_test::write_file(dir + name, vl_test::read_file(graph_fixture("gpt2-tiny") + name));
   }
-  vl_test::write_file(dir + "/config.yaml", "model_kind: transcoder_set\nfeature_input_hook: " + hook_in +
-                                                "\nfeature_output_hook: " + hook_out + "\n");
+  vl_test::write_file(dir + "/config.yaml",
+                      "model_kind: transcoder_set\nfeature_input_hook: " + hook_in + "\nfeature_output_hook: " + hook_out + "\n");
   return dir;
 }
 
@@ -100,8 +100,8 @@ TEST_CASE("a set read at ln2.hook_normalized or hook_resid_mid: every entry equa
   vocablens::GraphOptions o;
   o.batch_size = 5;
   auto at_mlp_in = vocablens::attribution_graph(m, ids, *vocablens::load_graph_transcoders(graph_fixture("gpt2-tiny"), m), o);
-  for (const auto& [hook, input] : std::vector<std::pair<std::string, int>>{{"ln2.hook_normalized", 1},
-                                                                           {"\"blocks.{layer}.hook_resid_mid\"", 2}}) {
+  for (const auto& [hook, input] :
+       std::vector<std::pair<std::string, int>>{{"ln2.hook_normalized", 1}, {"\"blocks.{layer}.hook_resid_mid\"", 2}}) {
     const std::string dir = configured_copy("graph-in", hook, "hook_mlp_out");
     auto tcs = vocablens::load_graph_transcoders(dir, m);
     CHECK(tcs->input() == (input == 1 ? vocablens::GraphInput::Ln2Normalized : vocablens::GraphInput::ResidMid));
@@ -146,8 +146,9 @@ std::string write_clt(const std::string& tag, RefTranscoders& ref) {
     ref.dec.emplace_back();
     for (int64_t j = 0; j < L - i; ++j) ref.dec.back().push_back(W_dec.select(1, j).to(at::kDouble));
   }
-  vl_test::write_file(dir + "/config.yaml", "model_kind: cross_layer_transcoder\nfeature_input_hook: mlp.hook_in\n"
-                                            "feature_output_hook: hook_mlp_out\n");
+  vl_test::write_file(dir + "/config.yaml",
+                      "model_kind: cross_layer_transcoder\nfeature_input_hook: mlp.hook_in\n"
+                      "feature_output_hook: hook_mlp_out\n");
   return dir;
 }
 
@@ -311,9 +312,7 @@ TEST_CASE("graph input that does not fit is one clear error", "[graph]") {
   auto msg = [](auto&& f) -> std::string {
     try {
       f();
-    } catch (const vocablens::Error& e) {
-      return e.what();
-    }
+    } catch (const vocablens::Error& e) { return e.what(); }
     return "";
   };
   // a folder with fewer layers than the model
@@ -420,9 +419,8 @@ TEST_CASE("vocablens graph refuses bad input in one line, writing nothing", "[gr
     INFO(b.args);
     const std::string out = vl_test::temp_dir("graph-bad") + "/run";
     std::string text;
-    const int rc = vl_test::run_command(vl_test::shq(cli) + " graph " + vl_test::shq(model) + " " + b.args + " --out " +
-                                            vl_test::shq(out) + " 2>&1",
-                                        text);
+    const int rc = vl_test::run_command(
+        vl_test::shq(cli) + " graph " + vl_test::shq(model) + " " + b.args + " --out " + vl_test::shq(out) + " 2>&1", text);
     INFO(text);
     CHECK(rc != 0);
     CHECK(text.find(b.expect) != std::string::npos);
@@ -496,8 +494,7 @@ TEST_CASE("a graph refused for memory names the largest --max-feature-nodes that
   CHECK_THAT(over, Catch::Contains("it would NOT fit") && Catch::Contains(key + std::to_string(n) + " or less"));
   // and the advice runs: the graph of n features under that limit
   std::string ran;
-  CHECK(vl_test::run_command(limit + base + " --max-feature-nodes " + std::to_string(n) + " --out " + vl_test::shq(dir) +
-                                 " 2>&1",
+  CHECK(vl_test::run_command(limit + base + " --max-feature-nodes " + std::to_string(n) + " --out " + vl_test::shq(dir) + " 2>&1",
                              ran) == 0);
   CHECK(vl_test::file_exists(dir + "/graph.json"));
 }

@@ -30,14 +30,13 @@ using vocablens::TopkStreamOptions;
 
 namespace {
 
-
 // Brute force in torch float32: materialise the (restricted) V×V matrix with one GEMM, mask, and take the
 // k largest in the order of a stable descending sort (ties by flat index, i.e. (i asc, j asc)): one scan
 // with a k-entry heap, not a sort of all n² values (at::sort of 512² values 320 times, or at::topk, whose
 // CPU kernel copies all 4096² (value, index) pairs into a fresh 256 MB vector per call, were most of this
 // test's time). The product goes into one reused buffer. Returns entries in original token ids.
-std::vector<TopkEntry> torch_dense_topk(const vocablens::FactoredMatrix& f, const std::vector<int64_t>* allow,
-                                        bool drop_diag, int64_t k) {
+std::vector<TopkEntry> torch_dense_topk(const vocablens::FactoredMatrix& f, const std::vector<int64_t>* allow, bool drop_diag,
+                                        int64_t k) {
   at::Tensor A = f.A, B = f.B;
   std::vector<int64_t> ids;
   if (allow) {
@@ -82,9 +81,7 @@ int64_t check_equal_up_to_ties(const std::vector<TopkEntry>& streamed, const std
                                const vocablens::FactoredMatrix& f) {
   REQUIRE(streamed.size() == dense.size());
   const int64_t r = f.A.size(1);
-  auto abs_dot = [&](const TopkEntry& e) {
-    return at::dot(f.A[e.i].abs(), f.B.select(1, e.j).abs()).item<double>();
-  };
+  auto abs_dot = [&](const TopkEntry& e) { return at::dot(f.A[e.i].abs(), f.B.select(1, e.j).abs()).item<double>(); };
   double scale = 0;
   for (auto& e : streamed) scale = std::max(scale, abs_dot(e));
   for (auto& e : dense) scale = std::max(scale, abs_dot(e));
@@ -92,8 +89,8 @@ int64_t check_equal_up_to_ties(const std::vector<TopkEntry>& streamed, const std
   int64_t differ = 0;
   std::set<std::pair<int64_t, int64_t>> s1, s2;
   for (size_t q = 0; q < streamed.size(); ++q) {
-    INFO("rank " << q << " streamed (" << streamed[q].i << "," << streamed[q].j << ") " << streamed[q].value
-                 << " dense (" << dense[q].i << "," << dense[q].j << ") " << dense[q].value << " tol " << tol);
+    INFO("rank " << q << " streamed (" << streamed[q].i << "," << streamed[q].j << ") " << streamed[q].value << " dense ("
+                 << dense[q].i << "," << dense[q].j << ") " << dense[q].value << " tol " << tol);
     CHECK(std::abs(streamed[q].value - dense[q].value) <= tol);
     if (streamed[q].i != dense[q].i || streamed[q].j != dense[q].j) ++differ;
     s1.insert({streamed[q].i, streamed[q].j});
@@ -136,7 +133,7 @@ TEST_CASE("stories260K: streamed top-k pairs equal brute force for every head an
             TopkStreamOptions o;
             o.k = 100;
             o.exclude_diagonal = drop_diag;
-            o.block_rows = 64;   // several row and column tiles even at V = 512
+            o.block_rows = 64;  // several row and column tiles even at V = 512
             o.block_cols = 128;
             auto streamed = vocablens::topk_stream(f.A, f.B, o);
             // 1. bit for bit against the canonical brute force (every one of the V² entries evaluated)
@@ -195,7 +192,7 @@ TEST_CASE("vocabulary circuits are the Table-1 forms", "[heads]") {
   std::string dir = vl_test::fixture("stories260K");
   if (dir.empty()) return;
   auto m = vocablens::load_model(dir + "/stories260K.bin");
-  at::Tensor E = vocablens::unembedding_matrix(m).to(at::kDouble);  // [V, d]
+  at::Tensor E = vocablens::unembedding_matrix(m).to(at::kDouble);    // [V, d]
   at::Tensor Ep = vocablens::embedding_pinv(m).pinv.to(at::kDouble);  // [d, V]
   for (int64_t l : {0, 4})
     for (int64_t h : {0, 5}) {
@@ -320,8 +317,8 @@ TEST_CASE("stories260K: a copying OV head's top pairs are on the diagonal unless
   auto a = vocablens::analyze_heads(m, o);
   REQUIRE(a.circuits.size() == 40);
   // The head with the highest copying score: its diagonal entries dominate more than a random head's.
-  auto best = std::max_element(a.circuits.begin(), a.circuits.end(),
-                               [](auto& x, auto& y) { return x.copying_score < y.copying_score; });
+  auto best =
+      std::max_element(a.circuits.begin(), a.circuits.end(), [](auto& x, auto& y) { return x.copying_score < y.copying_score; });
   INFO("layer " << best->layer << " head " << best->head << " copying " << best->copying_score);
   CHECK(best->copying_score > 0.5);
   o.layers = {best->layer};
@@ -339,11 +336,13 @@ TEST_CASE("vocablens heads CLI: table, JSON, CSV, run directory", "[heads][cli]"
   std::string cache = vl_test::temp_dir("heads-cli-cache");
   std::string env = "VOCABLENS_CACHE=" + cache + " ";
   std::string out;
-  int rc = vl_test::run_command(env + cli + " heads " + dir + "/stories260K.bin --layer 1 --head 2 --kind ov --top-k 5 --format json", out);
+  int rc = vl_test::run_command(
+      env + cli + " heads " + dir + "/stories260K.bin --layer 1 --head 2 --kind ov --top-k 5 --format json", out);
   REQUIRE(rc == 0);
   auto j = nlohmann::json::parse(out.substr(out.find('{')));
   CHECK(j["kind"] == "heads");
-  rc = vl_test::run_command(env + cli + " heads " + dir + "/stories260K.bin --layer 1 --head 2 --top-k 3 --token Once --drop-same-token", out);
+  rc = vl_test::run_command(
+      env + cli + " heads " + dir + "/stories260K.bin --layer 1 --head 2 --top-k 3 --token Once --drop-same-token", out);
   INFO(out);
   REQUIRE(rc == 0);
   CHECK(out.find("layer 1 head 2") != std::string::npos);
@@ -352,7 +351,8 @@ TEST_CASE("vocablens heads CLI: table, JSON, CSV, run directory", "[heads][cli]"
   CHECK(out.find("heads: --layer: layer 9 ") != std::string::npos);  // named as the command line spells it
   CHECK(out.find("is out of range (0..4)") != std::string::npos);
   std::string run = vl_test::temp_dir("heads-cli-run");
-  rc = vl_test::run_command(env + cli + " heads " + dir + "/stories260K.bin --layer 0 --kind qk --top-k 4 --inverse transpose --out " + run, out);
+  rc = vl_test::run_command(
+      env + cli + " heads " + dir + "/stories260K.bin --layer 0 --kind qk --top-k 4 --inverse transpose --out " + run, out);
   REQUIRE(rc == 0);
   CHECK(vl_test::file_exists(run + "/heads.json"));
   CHECK(vl_test::file_exists(run + "/heads.pairs.csv"));

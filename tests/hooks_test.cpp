@@ -15,10 +15,10 @@ std::vector<std::string> every_hook(const vocablens::ModelConfig& c) {
   std::vector<std::string> v = {"hook_embed", "ln_final.hook_normalized"};
   if (c.positions == vocablens::PositionKind::Learned) v.push_back("hook_pos_embed");
   for (int64_t l = 0; l < c.n_layers; ++l)
-    for (const char* p : {"hook_resid_pre", "attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_attn_scores",
-                          "attn.hook_pattern", "attn.hook_z", "hook_attn_out", "hook_resid_mid", "mlp.hook_pre",
-                          "mlp.hook_post", "hook_mlp_out", "hook_resid_post", "ln1.hook_scale", "ln1.hook_normalized",
-                          "ln2.hook_scale", "ln2.hook_normalized", "mlp.hook_in"})
+    for (const char* p :
+         {"hook_resid_pre", "attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_attn_scores", "attn.hook_pattern",
+          "attn.hook_z", "hook_attn_out", "hook_resid_mid", "mlp.hook_pre", "mlp.hook_post", "hook_mlp_out", "hook_resid_post",
+          "ln1.hook_scale", "ln1.hook_normalized", "ln2.hook_scale", "ln2.hook_normalized", "mlp.hook_in"})
       v.push_back("blocks." + std::to_string(l) + "." + p);
   if (c.final_norm) v.push_back("ln_final.hook_scale");
   return v;
@@ -60,14 +60,18 @@ TEST_CASE("hook names: TransformerLens's full names and our short ones name the 
   CHECK_THROWS_AS(parse_hook_name("blocks.3.hook_resid", c), vocablens::UsageError);
   CHECK_THROWS_WITH(parse_hook_name("blocks.3.hook_resid", c), Catch::Contains("unknown hook 'blocks.3.hook_resid'") &&
                                                                    Catch::Contains("blocks.L.attn.hook_z") &&
-                                                                   Catch::Contains("resid_pre.L") &&
-                                                                   Catch::Contains("L = 0..3"));
+                                                                   Catch::Contains("resid_pre.L") && Catch::Contains("L = 0..3"));
   CHECK_THROWS_WITH(parse_hook_name("blocks.4.hook_resid_pre", c), Catch::Contains("layer 4 is out of range"));
   CHECK_THAT(vocablens::hook_name_list(c), Catch::Contains("blocks.L.attn.hook_z") &&
                                                Catch::Contains("[B, T, n_heads, d_head]") && Catch::Contains("(L = 0..3)"));
   CHECK_THROWS_WITH(parse_hook_name("resid_pre.x", c), Catch::Contains("unknown hook"));
-  CHECK_THROWS_WITH(parse_hook_name("hook_pos_embed", [] { vocablens::ModelConfig r; r.n_layers = 1;
-                                                           r.positions = vocablens::PositionKind::Rotary; return r; }()),
+  CHECK_THROWS_WITH(parse_hook_name("hook_pos_embed",
+                                    [] {
+                                      vocablens::ModelConfig r;
+                                      r.n_layers = 1;
+                                      r.positions = vocablens::PositionKind::Rotary;
+                                      return r;
+                                    }()),
                     Catch::Contains("no learned position embeddings"));
 }
 

@@ -51,9 +51,7 @@ std::string write_gguf(const std::string& bytes, const std::string& name) {
 std::string model_load_error(const std::string& path) {
   try {
     vocablens::load_model(path);
-  } catch (const vocablens::Error& e) {
-    return e.what();
-  }
+  } catch (const vocablens::Error& e) { return e.what(); }
   return "";
 }
 
@@ -108,7 +106,7 @@ TEST_CASE("GGUF: an MXFP4 expert block with the NaN scale byte 0xFF is refused a
   REQUIRE(t != nullptr);
   REQUIRE(t->type == vocablens::GgmlType::MXFP4);
   REQUIRE(t->ne == std::vector<int64_t>({32, 64, 4}));  // rows of 32 values: one block per row
-  const size_t row = 64 * 2 + 5;  // expert 2, row 5
+  const size_t row = 64 * 2 + 5;                        // expert 2, row 5
   bytes[t->offset + row * 17] = static_cast<char>(0xFF);
   const std::string p = write_gguf(bytes, "mxfp4-nan-scale.gguf");
   const std::string msg = model_load_error(p);

@@ -44,8 +44,8 @@ bool has(const std::string& s, const std::string& needle) { return s.find(needle
 std::string train_spm(const std::string& dir) {
   std::string corpus;
   std::mt19937 rng(1);
-  const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "hello", "world",
-                         "token", "model", "piece", "byte", "small", "test", "corpus", "lens"};
+  const char* words[] = {"the",   "quick", "brown", "fox",   "jumps", "over",  "lazy", "dog",    "hello",
+                         "world", "token", "model", "piece", "byte",  "small", "test", "corpus", "lens"};
   for (int line = 0; line < 300; ++line) {
     for (int w = 0; w < 12; ++w) corpus += std::string(w ? " " : "") + words[rng() % 18];
     corpus += "\n";
@@ -73,16 +73,19 @@ std::string py_str(const std::string& s) {
 // writes its own output file. One interpreter for all the edits (a start of python3 with protobuf costs
 // more than an edit).
 void edit_charsmaps(const std::string& in, const std::vector<std::pair<std::string, std::string>>& edits) {
-  std::string py = "import struct, sentencepiece.sentencepiece_model_pb2 as pb\n"
-                   "src = open('" + in + "', 'rb').read()\n"
-                   "def edit(out_path, body):\n"
-                   "    m = pb.ModelProto(); m.ParseFromString(src)\n"
-                   "    cm = bytearray(m.normalizer_spec.precompiled_charsmap)\n"
-                   "    assert len(cm) > 1000, len(cm)\n"
-                   "    env = {'struct': struct, 'cm': cm}\n"
-                   "    exec(body, env)\n"
-                   "    m.normalizer_spec.precompiled_charsmap = bytes(env['cm'])\n"
-                   "    open(out_path, 'wb').write(m.SerializeToString())\n";
+  std::string py =
+      "import struct, sentencepiece.sentencepiece_model_pb2 as pb\n"
+      "src = open('" +
+      in +
+      "', 'rb').read()\n"
+      "def edit(out_path, body):\n"
+      "    m = pb.ModelProto(); m.ParseFromString(src)\n"
+      "    cm = bytearray(m.normalizer_spec.precompiled_charsmap)\n"
+      "    assert len(cm) > 1000, len(cm)\n"
+      "    env = {'struct': struct, 'cm': cm}\n"
+      "    exec(body, env)\n"
+      "    m.normalizer_spec.precompiled_charsmap = bytes(env['cm'])\n"
+      "    open(out_path, 'wb').write(m.SerializeToString())\n";
   for (const auto& [out_path, body] : edits) py += "edit(" + py_str(out_path) + ", " + py_str(body) + ")\n";
   std::string script = edits.front().first + ".py", out;
   vl_test::write_file(script, py);
@@ -123,7 +126,8 @@ TEST_CASE("SentencePiece: a corrupted precompiled_charsmap is refused before the
     std::string out;
     const std::string text = "hello world ＡＢＣ ﬁ ½ é";  // NFKC folds the full-width and compatibility forms
     vl_test::write_file(dir + "/text.txt", text + "\n");
-    REQUIRE(run("spm_encode --model=" + vl_test::shq(good) + " --output_format=id < " + vl_test::shq(dir + "/text.txt"), out) == 0);
+    REQUIRE(run("spm_encode --model=" + vl_test::shq(good) + " --output_format=id < " + vl_test::shq(dir + "/text.txt"), out) ==
+            0);
     vocablens::EncodeOptions o;
     o.add_bos = false;
     CHECK(tok->encode(text, o) == parse_ids(out));
@@ -160,12 +164,12 @@ TEST_CASE("SentencePiece: a corrupted precompiled_charsmap is refused before the
   int refused = 0, accepted = 0;
   std::vector<std::pair<std::string, std::string>> mutations;
   for (int k = 0; k < 60; ++k)
-    mutations.push_back({dir + "/mut" + std::to_string(k) + ".model",
-                         "import random\nrandom.seed(" + std::to_string(k) +
-                             ")\nn = struct.unpack('<I', cm[:4])[0]\n"
-                             "for _ in range(random.choice([1, 2, 4])):\n"
-                             "    pos = random.randrange(4, 4 + n)\n"
-                             "    cm[pos:pos + 4] = struct.pack('<I', random.getrandbits(32))"});
+    mutations.push_back(
+        {dir + "/mut" + std::to_string(k) + ".model", "import random\nrandom.seed(" + std::to_string(k) +
+                                                          ")\nn = struct.unpack('<I', cm[:4])[0]\n"
+                                                          "for _ in range(random.choice([1, 2, 4])):\n"
+                                                          "    pos = random.randrange(4, 4 + n)\n"
+                                                          "    cm[pos:pos + 4] = struct.pack('<I', random.getrandbits(32))"});
   edit_charsmaps(good, mutations);
   for (const auto& [p, body] : mutations) {
     try {
@@ -201,7 +205,8 @@ TEST_CASE("run directory: arrays that disagree in shape are refused by every rea
   // `report` said "out of memory" for entropy [L, T + 1], died of SIGSEGV for [L + 1, T] and drew [L, T - 1].
   const std::string src = vl_test::temp_dir("rundir-src");
   std::string out;
-  REQUIRE(run(vl_test::shq(cli) + " lens " + vl_test::shq(m) + " --prompt 'Lily went to the park' --out " + vl_test::shq(src), out) == 0);
+  REQUIRE(run(vl_test::shq(cli) + " lens " + vl_test::shq(m) + " --prompt 'Lily went to the park' --out " + vl_test::shq(src),
+              out) == 0);
   auto rs = vocablens::read_run_directory(src);
   REQUIRE(rs.size() == 1);
   const vocablens::Result base = rs[0];
@@ -218,10 +223,9 @@ TEST_CASE("run directory: arrays that disagree in shape are refused by every rea
     std::string msg;
     try {
       vocablens::read_run_directory(dir);
-    } catch (const vocablens::FormatError& e) {
-      msg = e.what();
-    }
-    CHECK(has(msg, dir + "/logit_lens.json: array 'entropy' has shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "]"));
+    } catch (const vocablens::FormatError& e) { msg = e.what(); }
+    CHECK(has(msg,
+              dir + "/logit_lens.json: array 'entropy' has shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "]"));
     CHECK(msg.find('\n') == std::string::npos);
     CHECK(run(vl_test::shq(cli) + " report " + vl_test::shq(dir), out) == 1);
     CHECK(has(last_line(out), "array 'entropy' has shape"));
@@ -286,8 +290,8 @@ TEST_CASE("prompts, corpora and tuned-lens configs that are /dev/zero or a FIFO 
   for (int i = 0; i < 60; ++i) corpus += "Once upon a time there was a little girl named Lily. She liked to play in the park.\n";
   vl_test::write_file(dir + "/corpus.txt", corpus);
   std::string out;
-  REQUIRE(run(C + "tuned-lens train" + M + "--corpus " + vl_test::shq(dir + "/corpus.txt") + " --out " + vl_test::shq(dir + "/t") +
-                  " --window 64 --tokens-per-step 512 --steps 2 --quiet",
+  REQUIRE(run(C + "tuned-lens train" + M + "--corpus " + vl_test::shq(dir + "/corpus.txt") + " --out " +
+                  vl_test::shq(dir + "/t") + " --window 64 --tokens-per-step 512 --steps 2 --quiet",
               out) == 0);
   for (const std::string& bad : {std::string("/dev/zero"), fifo}) {
     const std::string what = bad == fifo ? "FIFO" : "character device";
@@ -295,7 +299,8 @@ TEST_CASE("prompts, corpora and tuned-lens configs that are /dev/zero or a FIFO 
     const std::string t2 = dir + "/t2";
     std::string o2;
     REQUIRE(run("rm -rf " + vl_test::shq(t2) + " && cp -r " + vl_test::shq(dir + "/t") + " " + vl_test::shq(t2) + " && rm " +
-                    vl_test::shq(t2 + "/config.json") + " && ln -s " + vl_test::shq(bad) + " " + vl_test::shq(t2 + "/config.json"),
+                    vl_test::shq(t2 + "/config.json") + " && ln -s " + vl_test::shq(bad) + " " +
+                    vl_test::shq(t2 + "/config.json"),
                 o2) == 0);
     refused(C + "lens" + M + "--tuned " + vl_test::shq(t2) + " --prompt Lily", 1, t2 + "/config.json", what);
   }
@@ -307,11 +312,13 @@ TEST_CASE("counts on the command line: -n -5, --window -5, --max-tokens 0 are us
   REQUIRE(!m.empty());
   const std::string dir = vl_test::temp_dir("hostile-counts");
   vl_test::write_file(dir + "/c.txt", "Lily went to the park. She saw a dog.\n");
-  const std::string C = vl_test::shq(cli) + " ", M = " " + vl_test::shq(m) + " ", corpus = " --corpus " + vl_test::shq(dir + "/c.txt");
-  for (const std::string& args : {"generate" + M + "-n -5", "lens" + M + corpus + " --window -5",
-                                  "lens" + M + corpus + " --window 1", "lens" + M + corpus + " --max-tokens 0",
-                                  "lens" + M + corpus + " --max-tokens -3", "tuned-lens eval" + M + "--tuned x" + corpus + " --window -5",
-                                  "tuned-lens eval" + M + "--tuned x" + corpus + " --max-tokens 0"}) {
+  const std::string C = vl_test::shq(cli) + " ", M = " " + vl_test::shq(m) + " ",
+                    corpus = " --corpus " + vl_test::shq(dir + "/c.txt");
+  for (const std::string& args :
+       {"generate" + M + "-n -5", "lens" + M + corpus + " --window -5", "lens" + M + corpus + " --window 1",
+        "lens" + M + corpus + " --max-tokens 0", "lens" + M + corpus + " --max-tokens -3",
+        "tuned-lens eval" + M + "--tuned x" + corpus + " --window -5",
+        "tuned-lens eval" + M + "--tuned x" + corpus + " --max-tokens 0"}) {
     std::string out;
     CHECK(run(C + args, out) == 2);
     CHECK(out.find("--") != std::string::npos);
@@ -334,8 +341,8 @@ TEST_CASE("mpirun -np 2: a rank that fails ends every rank in seconds with a non
   // where it would wait for rank 1 forever.
   const std::string script = dir + "/rank.sh";
   vl_test::write_file(script, "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then c=" + vl_test::shq(dir + "/missing.txt") +
-                                  "; else c=" + vl_test::shq(dir + "/c.txt") + "; fi\nexec " + vl_test::shq(cli) + " lens " + vl_test::shq(m) +
-                                  " --corpus \"$c\" --window 64\n");
+                                  "; else c=" + vl_test::shq(dir + "/c.txt") + "; fi\nexec " + vl_test::shq(cli) + " lens " +
+                                  vl_test::shq(m) + " --corpus \"$c\" --window 64\n");
   auto t0 = std::chrono::steady_clock::now();
   int rc = run("timeout 120 mpirun -np 2 --oversubscribe --allow-run-as-root sh " + vl_test::shq(script), out);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -348,7 +355,8 @@ TEST_CASE("mpirun -np 2: a rank that fails ends every rank in seconds with a non
 
 // ---- tokenizer.json: a normaliser chain that grows the text without end ----
 
-TEST_CASE("tokenizer.json: 24 Replace \"a\" -> \"aa\" steps are refused instead of building 2^24 bytes per \"a\"", "[hostile][tokenizer]") {
+TEST_CASE("tokenizer.json: 24 Replace \"a\" -> \"aa\" steps are refused instead of building 2^24 bytes per \"a\"",
+          "[hostile][tokenizer]") {
   const std::string dir = vl_test::temp_dir("norm-chain");
   auto make = [&](int steps) {
     std::string seq;
@@ -367,9 +375,7 @@ TEST_CASE("tokenizer.json: 24 Replace \"a\" -> \"aa\" steps are refused instead 
     std::string msg;
     try {
       tok->encode("aaaaaaaa");
-    } catch (const vocablens::FormatError& e) {
-      msg = e.what();
-    }
+    } catch (const vocablens::FormatError& e) { msg = e.what(); }
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     INFO(steps << " steps: " << msg << " after " << s << " s");
     CHECK(has(msg, "chain" + std::to_string(steps) + ".json: the normalizer turns 8 bytes of text into more than"));
@@ -377,14 +383,16 @@ TEST_CASE("tokenizer.json: 24 Replace \"a\" -> \"aa\" steps are refused instead 
   }
 }
 
-TEST_CASE("tokenizer.json: a post-processor special token id outside the vocabulary is refused, not emitted or wrapped", "[hostile][tokenizer]") {
+TEST_CASE("tokenizer.json: a post-processor special token id outside the vocabulary is refused, not emitted or wrapped",
+          "[hostile][tokenizer]") {
   const std::string dir = vl_test::temp_dir("special-ids");
   auto with_bos_id = [&](const std::string& id) {
     const std::string p = dir + "/tok" + id + ".json";
     vl_test::write_file(p, R"({"model": {"type": "BPE", "vocab": {"<s>": 0, "a": 1, "b": 2}, "merges": []},
       "added_tokens": [{"id": 0, "content": "<s>", "special": true}],
       "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
-        {"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"<s>": {"id": "<s>", "ids": [)" + id + R"(], "tokens": ["<s>"]}}}})");
+        {"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"<s>": {"id": "<s>", "ids": [)" +
+                               id + R"(], "tokens": ["<s>"]}}}})");
     return p;
   };
   auto ok = vocablens::load_tokenizer(with_bos_id("0"));
@@ -395,9 +403,7 @@ TEST_CASE("tokenizer.json: a post-processor special token id outside the vocabul
     try {
       auto t = vocablens::load_tokenizer(with_bos_id(id));
       msg = "accepted; encodes \"ab\" as " + std::to_string(t->encode("ab")[0]) + " ...";
-    } catch (const vocablens::FormatError& e) {
-      msg = e.what();
-    }
+    } catch (const vocablens::FormatError& e) { msg = e.what(); }
     INFO(msg);
     CHECK(has(msg, "post_processor: the special token before $A has id " + id + ", which is not a token of the vocabulary"));
   }
@@ -412,7 +418,8 @@ TEST_CASE("compare: log_probs that are not log-probabilities, and a 10 MB layer 
   const std::string dir = vl_test::temp_dir("hostile-compare");
   std::string out;
   for (const char* r : {"a", "b"})
-    REQUIRE(run(vl_test::shq(cli) + " lens " + vl_test::shq(m) + " --prompt 'Lily went to the park' --save-probs --out " + vl_test::shq(dir + "/" + r),
+    REQUIRE(run(vl_test::shq(cli) + " lens " + vl_test::shq(m) + " --prompt 'Lily went to the park' --save-probs --out " +
+                    vl_test::shq(dir + "/" + r),
                 out) == 0);
   REQUIRE(run(vl_test::shq(cli) + " compare " + vl_test::shq(dir + "/a") + " " + vl_test::shq(dir + "/b"), out) == 0);
   auto edited = [&](const std::string& name, const std::function<void(vocablens::Result&)>& edit) {
@@ -446,7 +453,8 @@ TEST_CASE("generate --steer prints the unsteered continuation above the steered 
   REQUIRE(!cli.empty());
   REQUIRE(!m.empty());
   std::string plain, steered;
-  const std::string base = vl_test::shq(cli) + " generate " + vl_test::shq(m) + " --prompt 'I think that' --steps 8 --ids";  // ids: one line each
+  const std::string base =
+      vl_test::shq(cli) + " generate " + vl_test::shq(m) + " --prompt 'I think that' --steps 8 --ids";  // ids: one line each
   REQUIRE(vl_test::run_command(base + " 2>/dev/null", plain) == 0);
   REQUIRE(vl_test::run_command(base + " --steer love-hate --steer-layer 1 --steer-scale 6 2>/dev/null", steered) == 0);
   INFO("plain:\n" << plain << "steered:\n" << steered);
@@ -470,8 +478,8 @@ TEST_CASE("an output path that is a FIFO, a device or a directory is not replace
   const std::string sub = dir + "/sub.txt";
   REQUIRE(::mkdir(sub.c_str(), 0755) == 0);
   for (const std::string& out : {fifo, dev, sub}) {
-    refused(vl_test::shq(cli) + " tuned-lens sample " + vl_test::shq(m) + " --tokens 64 --seed 1 --out " + vl_test::shq(out), 1, out,
-            "not a regular file: not replaced");
+    refused(vl_test::shq(cli) + " tuned-lens sample " + vl_test::shq(m) + " --tokens 64 --seed 1 --out " + vl_test::shq(out), 1,
+            out, "not a regular file: not replaced");
   }
   struct stat st {};
   REQUIRE(::stat(fifo.c_str(), &st) == 0);
@@ -501,13 +509,14 @@ TEST_CASE("patch warns when the clean and corrupt runs barely differ in the metr
               out) == 0);
   INFO(out);
   CHECK(has(out, "\xE2\x90\xA3Tower"));  // the token row shows whole tokens ("␣Tower", not "␣Towe")
-  const auto k = out.find("\nclean ");  // the table's line "clean X · corrupt Y; cells: ..." (the warning may come first)
+  const auto k = out.find("\nclean ");   // the table's line "clean X · corrupt Y; cells: ..." (the warning may come first)
   REQUIRE(k != std::string::npos);
   const double c = std::stod(out.substr(k + 7)), d = std::stod(out.substr(out.find("corrupt ", k) + 8));
   CHECK(has(out, "warning: the clean and corrupt runs differ") == (std::abs(c - d) < 0.25));
 }
 
-TEST_CASE("finite but huge weights: an embedding row of +-3e38 is refused like non-finite input, not NaN rows and exit 0", "[hostile][overflow]") {
+TEST_CASE("finite but huge weights: an embedding row of +-3e38 is refused like non-finite input, not NaN rows and exit 0",
+          "[hostile][overflow]") {
   const std::string cli = vl_test::cli_path(), hf = vl_test::fixture("stories260K-hf");
   REQUIRE(!cli.empty());
   REQUIRE(!hf.empty());
@@ -516,11 +525,12 @@ TEST_CASE("finite but huge weights: an embedding row of +-3e38 is refused like n
   REQUIRE(run("cp -r " + vl_test::shq(hf) + " " + vl_test::shq(dir), out) == 0);
   // Row 317 (" Lily" in the prompt below) set to +-3e38, alternating: finite, so the load-time scan passes.
   const std::string py = dir + "/edit.py";
-  vl_test::write_file(py, "import json, struct, sys\np = sys.argv[1]\nb = bytearray(open(p, 'rb').read())\n"
-                          "n = struct.unpack('<Q', b[:8])[0]\nh = json.loads(b[8:8 + n])\n"
-                          "t = h['model.embed_tokens.weight']\nd = t['shape'][1]\noff = 8 + n + t['data_offsets'][0]\n"
-                          "for j in range(d): struct.pack_into('<f', b, off + (317 * d + j) * 4, 3e38 if j % 2 == 0 else -3e38)\n"
-                          "open(p, 'wb').write(b)\n");
+  vl_test::write_file(py,
+                      "import json, struct, sys\np = sys.argv[1]\nb = bytearray(open(p, 'rb').read())\n"
+                      "n = struct.unpack('<Q', b[:8])[0]\nh = json.loads(b[8:8 + n])\n"
+                      "t = h['model.embed_tokens.weight']\nd = t['shape'][1]\noff = 8 + n + t['data_offsets'][0]\n"
+                      "for j in range(d): struct.pack_into('<f', b, off + (317 * d + j) * 4, 3e38 if j % 2 == 0 else -3e38)\n"
+                      "open(p, 'wb').write(b)\n");
   REQUIRE(run("/usr/bin/python3 " + vl_test::shq(py) + " " + vl_test::shq(dir + "/model.safetensors"), out) == 0);
   const int rc = run(vl_test::shq(cli) + " lens " + vl_test::shq(dir) + " --prompt-ids 1,317,263,377", out);
   CHECK(rc == 1);  // main: a table of NaN rows, exit 0

@@ -243,8 +243,8 @@ TEST_CASE("SIGINT during train: exit 130 after a checkpoint at the next step, an
   std::string dir = vl_test::temp_dir("interrupt-train") + "/run";
   // 50 steps, a progress line every 5: the signal comes at step 10 or soon after, 40 steps before the end (the
   // --resume below trains the rest: the fewer steps in all, the cheaper).
-  Child c = start({"train", "--synthetic", "--synthetic-lines", "2000", "--vocab-size", "300", "--d-model", "32",
-                   "--steps", "50", "--out", dir});
+  Child c = start({"train", "--synthetic", "--synthetic-lines", "2000", "--vocab-size", "300", "--d-model", "32", "--steps", "50",
+                   "--out", dir});
   REQUIRE(c.read_until("step 10/", 120));
   REQUIRE(::kill(c.pid, SIGINT) == 0);
   int rc = c.wait();
@@ -269,10 +269,12 @@ TEST_CASE("SIGINT during tuned-lens train: exit 130 with a checkpoint, and --res
   const std::string corpus = root + "/train.txt", dir = root + "/lens";
   std::string out;
   // 1024 tokens: 16 windows of 64, two steps' worth (a step is 8 windows).
-  REQUIRE(vl_test::run_command(vl_test::cli_path() + " tuned-lens sample " + model +
-                                   " --tokens 1024 --seed 1 --max-len 64 --out " + corpus, out) == 0);
-  const std::vector<std::string> args = {"tuned-lens", "train", model, "--corpus", corpus, "--out", dir, "--window", "64",
-                                         "--tokens-per-step", "512", "--steps", "200", "--checkpoint-every", "1000000"};
+  REQUIRE(vl_test::run_command(
+              vl_test::cli_path() + " tuned-lens sample " + model + " --tokens 1024 --seed 1 --max-len 64 --out " + corpus,
+              out) == 0);
+  const std::vector<std::string> args = {
+      "tuned-lens", "train",   model, "--corpus",           corpus,   "--out", dir, "--window", "64", "--tokens-per-step",
+      "512",        "--steps", "200", "--checkpoint-every", "1000000"};
   Child c = start(args);
   REQUIRE(c.read_until("tuned-lens step 20/", 300));  // progress lines every tenth of the steps
   REQUIRE(::kill(c.pid, SIGINT) == 0);

@@ -25,7 +25,8 @@ Row brute_row(const at::Tensor& X, int64_t i, int64_t k) {
   Row all;
   for (int64_t j = 0; j < n; ++j)
     if (j != i) all.emplace_back(vocablens::cosine64(x + i * d, x + j * d, d), j);
-  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  std::sort(all.begin(), all.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
   all.resize(static_cast<size_t>(k));
   return all;
 }
@@ -97,7 +98,7 @@ TEST_CASE("neighbours: exact ties and crowded rows", "[neighbours]") {
   // Rows 10, 20, 30, 40 are scaled copies of row 3: exact cosine ties (1.0 in float64 only up to rounding
   // of the scaling, so use exact copies for bit ties and powers of two for scaled ones).
   for (int64_t r : {10, 20, 30, 40}) X[r].copy_(X[3]);
-  X[50].copy_(X[3] * 2.0);   // scaling by 2 is exact: cosine64 identical
+  X[50].copy_(X[3] * 2.0);  // scaling by 2 is exact: cosine64 identical
   X[60].copy_(X[3] * 0.5);
   // 60 more copies of row 7: row 7's own list is crowded beyond k + slack (fallback path).
   for (int64_t r = 100; r < 160; ++r) X[r].copy_(X[7]);

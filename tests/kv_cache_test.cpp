@@ -30,8 +30,9 @@ vocablens::Model random_gpt(vocablens::PositionKind positions) {
 
 std::vector<Named> every_variant() {
   std::vector<Named> out;
-  for (const char* f : {"qwen2", "qwen3", "mistral", "llama3", "llama_linear", "phi3", "gpt_neox", "gemma", "gemma2",
-                        "gemma3", "stablelm", "olmo2", "smollm3", "phi2", "bloom", "falcon", "mixtral", "qwen3moe", "qwen2moe", "olmoe", "gpt_oss", "opt"})
+  for (const char* f : {"qwen2",   "qwen3",    "mistral",  "llama3", "llama_linear", "phi3", "gpt_neox", "gemma",
+                        "gemma2",  "gemma3",   "stablelm", "olmo2",  "smollm3",      "phi2", "bloom",    "falcon",
+                        "mixtral", "qwen3moe", "qwen2moe", "olmoe",  "gpt_oss",      "opt"})
     out.push_back({f, vocablens::load_model(std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/" + f)});
   for (const char* f : {"gpt2-tiny", "stories260K-hf", "stories260K/stories260K.bin"}) {
     const std::string dir = vl_test::fixture(f);

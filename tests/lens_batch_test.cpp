@@ -24,9 +24,7 @@ std::string prompts_file(const std::string& name, const std::string& text) {
 std::string prompts_error(const std::string& path) {
   try {
     vocablens::read_lens_prompts(path);
-  } catch (const vocablens::FormatError& e) {
-    return e.what();
-  }
+  } catch (const vocablens::FormatError& e) { return e.what(); }
   return "";
 }
 
@@ -40,7 +38,8 @@ TEST_CASE("lens --prompts: the prompts file", "[lens_batch]") {
   CHECK(plain[1].prompt == "The cat {sat}");
   CHECK(plain[1].line == 4);
   CHECK(plain[1].target.empty());
-  auto jl = vocablens::read_lens_prompts(prompts_file("p.jsonl", "{\"prompt\": \"a\\nb\", \"target\": \" x\"}\n\n{\"prompt\": \"c\"}\n"));
+  auto jl = vocablens::read_lens_prompts(
+      prompts_file("p.jsonl", "{\"prompt\": \"a\\nb\", \"target\": \" x\"}\n\n{\"prompt\": \"c\"}\n"));
   REQUIRE(jl.size() == 2);
   CHECK(jl[0].prompt == "a\nb");
   CHECK(jl[0].target == " x");
@@ -54,9 +53,11 @@ TEST_CASE("lens --prompts: the prompts file", "[lens_batch]") {
   auto bom_plain = vocablens::read_lens_prompts(prompts_file("bom.txt", "\xEF\xBB\xBFOnce upon a time\n"));
   REQUIRE(bom_plain.size() == 1);
   CHECK(bom_plain[0].prompt == "Once upon a time");
-  CHECK(prompts_error(prompts_file("bad.jsonl", "{\"prompt\": \"a\"}\nplain\n")).find("line 2: not a JSON object") != std::string::npos);
+  CHECK(prompts_error(prompts_file("bad.jsonl", "{\"prompt\": \"a\"}\nplain\n")).find("line 2: not a JSON object") !=
+        std::string::npos);
   CHECK(prompts_error(prompts_file("bad2.jsonl", "{\"text\": \"a\"}\n")).find("line 1: expected") != std::string::npos);
-  CHECK(prompts_error(prompts_file("bad3.jsonl", "{\"prompt\": \"a\", \"target\": 3}\n")).find("line 1: \"target\" must be a string") != std::string::npos);
+  CHECK(prompts_error(prompts_file("bad3.jsonl", "{\"prompt\": \"a\", \"target\": 3}\n"))
+            .find("line 1: \"target\" must be a string") != std::string::npos);
   CHECK(prompts_error(prompts_file("empty.txt", "\n \n")).find("no prompts") != std::string::npos);
   CHECK(prompts_error("/nonexistent/prompts.txt").find("no such file") != std::string::npos);
 }
@@ -84,7 +85,8 @@ TEST_CASE("lens --prompts: arrays and table equal single-prompt lens runs", "[le
   for (int64_t p = 0; p < P; ++p) {
     auto ids = tok->encode(ps[static_cast<size_t>(p)].prompt);
     vocablens::LensOptions one = lo;
-    if (!ps[static_cast<size_t>(p)].target.empty()) one.target = *vocablens::single_token_id(*tok, ps[static_cast<size_t>(p)].target);
+    if (!ps[static_cast<size_t>(p)].target.empty())
+      one.target = *vocablens::single_token_id(*tok, ps[static_cast<size_t>(p)].target);
     one.save_log_probs = true;  // to tell a float32 near-tie from a wrong rank
     auto L = vocablens::logit_lens(m, ids, one);
     const int64_t V = L.vocab_size;

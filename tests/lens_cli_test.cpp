@@ -22,8 +22,8 @@
 #include "vocablens/npy.hpp"
 #include "vocablens/tokenizer.hpp"
 
-using vl_test::load_npy_tensor;
 using vl_test::file_exists;
+using vl_test::load_npy_tensor;
 using vl_test::shq;
 
 namespace {
@@ -64,9 +64,8 @@ TEST_CASE("lens CLI: table, JSON, CSV and a run directory whose .npy files numpy
   CHECK(lines == 1 + 4 * 10 * 3);
 
   std::string run = vl_test::temp_dir("lenscli") + "/run";
-  REQUIRE(run_lens_cli(shq(dir) + " --prompt " + shq(prompt) + " --target ' Paris' --resid-mid --out " + shq(run) +
-                      " --no-color",
-                  out) == 0);
+  REQUIRE(run_lens_cli(shq(dir) + " --prompt " + shq(prompt) + " --target ' Paris' --resid-mid --out " + shq(run) + " --no-color",
+                       out) == 0);
   CHECK(file_exists(run + "/logit_lens.json"));
   CHECK(file_exists(run + "/logit_lens.top_k.csv"));
   // In-process reference for the values.
@@ -123,8 +122,7 @@ TEST_CASE("lens CLI: table, JSON, CSV and a run directory whose .npy files numpy
   }
 }
 
-TEST_CASE("lens CLI: clear errors for long or empty prompts, multi-token targets and unwritable --out",
-          "[lens][cli][errors]") {
+TEST_CASE("lens CLI: clear errors for long or empty prompts, multi-token targets and unwritable --out", "[lens][cli][errors]") {
   std::string dir = vl_test::fixture("gpt2-tiny");
   if (dir.empty()) return;
   std::string out;
@@ -164,7 +162,7 @@ TEST_CASE("lens CLI: llama2.c model, decoder and pinv variants, corpus mode", "[
   std::string tmp = vl_test::temp_dir("lenscorpuscli");
   vl_test::write_file(tmp + "/c.txt", vl_test::kShortCorpus);
   REQUIRE(run_lens_cli(model + " --corpus " + shq(tmp + "/c.txt") + " --window 32 --out " + shq(tmp + "/run") + " --no-color",
-                  out) == 0);
+                       out) == 0);
   CHECK_THAT(out, Catch::Contains("bits/byte"));
   CHECK(file_exists(tmp + "/run/logit_lens_corpus.json"));
   CHECK(file_exists(tmp + "/run/logit_lens_corpus.bits_per_byte.npy"));

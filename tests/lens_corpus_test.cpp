@@ -15,7 +15,6 @@
 #include "vocablens/model.hpp"
 #include "vocablens/tokenizer.hpp"
 
-
 TEST_CASE("lens corpus: windows overlap by one token and the means equal per-window lenses", "[lens][corpus]") {
   vocablens::init_runtime();
   std::string dir = vl_test::fixture("gpt2-tiny");

@@ -84,8 +84,7 @@ std::vector<int64_t> to_ids(const at::Tensor& t) {
 }
 
 // The model's own output distribution vs the lens's last layer.
-void check_last_layer_is_output(const vocablens::Model& m, const std::vector<int64_t>& ids,
-                                const vocablens::LensOptions& opt) {
+void check_last_layer_is_output(const vocablens::Model& m, const std::vector<int64_t>& ids, const vocablens::LensOptions& opt) {
   auto lens = vocablens::logit_lens(m, ids, opt);
   const int64_t T = static_cast<int64_t>(ids.size()), n = lens.n_layers(), k = lens.top_k;
   at::Tensor logits = m.forward(at::tensor(ids, at::kLong)).logits[0].to(at::kDouble);  // [T, V]
@@ -232,59 +231,59 @@ TEST_CASE("lens: per-layer values equal the independent NumPy lens of the refere
     if (c.contains("target")) opt.target = c["target"].get<int64_t>();
     // Both engines: the stack of every layer's residual (default), and --two-pass (one layer at a time).
     for (const bool two_pass : {false, true}) {
-    INFO("two_pass " << two_pass);
-    opt.two_pass = two_pass;
-    auto lens = vocablens::logit_lens(m, ids, opt);
-    auto hooks = c["hooks"].get<std::vector<std::string>>();
-    REQUIRE(lens.n_layers() == static_cast<int64_t>(hooks.size()));
-    for (size_t i = 0; i < hooks.size(); ++i) CHECK(lens.layers[i].hook == hooks[i]);
-    const int64_t n = lens.n_layers(), T = lens.n_positions(), k = lens.top_k;
-    auto want = [&](const char* what) { return load_npy_tensor(p + what + ".npy"); };
-    at::Tensor lse = want("lse"), ent = want("entropy"), kl = want("kl"), ce = want("ce"), tp = want("target_prob"),
-               tlp = want("target_logprob"), rlo = want("rank_lo"), rhi = want("rank_hi"), tid = want("top_ids"),
-               tpr = want("top_probs"), gap = want("top_gap");
-    auto cmp = [&](const std::vector<float>& got, const at::Tensor& w, double tol, const char* what) {
-      at::Tensor wd = w.to(at::kDouble).reshape({-1});
-      double worst = 0;
-      for (int64_t i = 0; i < wd.numel(); ++i) {
-        double a = got[static_cast<size_t>(i)], b = wd[i].item<double>();
-        if (std::isnan(b)) {
-          CHECK(std::isnan(a));
-          continue;
+      INFO("two_pass " << two_pass);
+      opt.two_pass = two_pass;
+      auto lens = vocablens::logit_lens(m, ids, opt);
+      auto hooks = c["hooks"].get<std::vector<std::string>>();
+      REQUIRE(lens.n_layers() == static_cast<int64_t>(hooks.size()));
+      for (size_t i = 0; i < hooks.size(); ++i) CHECK(lens.layers[i].hook == hooks[i]);
+      const int64_t n = lens.n_layers(), T = lens.n_positions(), k = lens.top_k;
+      auto want = [&](const char* what) { return load_npy_tensor(p + what + ".npy"); };
+      at::Tensor lse = want("lse"), ent = want("entropy"), kl = want("kl"), ce = want("ce"), tp = want("target_prob"),
+                 tlp = want("target_logprob"), rlo = want("rank_lo"), rhi = want("rank_hi"), tid = want("top_ids"),
+                 tpr = want("top_probs"), gap = want("top_gap");
+      auto cmp = [&](const std::vector<float>& got, const at::Tensor& w, double tol, const char* what) {
+        at::Tensor wd = w.to(at::kDouble).reshape({-1});
+        double worst = 0;
+        for (int64_t i = 0; i < wd.numel(); ++i) {
+          double a = got[static_cast<size_t>(i)], b = wd[i].item<double>();
+          if (std::isnan(b)) {
+            CHECK(std::isnan(a));
+            continue;
+          }
+          worst = std::max(worst, std::abs(a - b));
         }
-        worst = std::max(worst, std::abs(a - b));
-      }
-      INFO(what << " worst |diff| " << worst);
-      CHECK(worst <= tol);
-    };
-    // fp32 forward vs the float64 reference residuals: logits agree to ~2e-5 (fixture READMEs).
-    cmp(lens.logsumexp, lse, 1e-4, "logsumexp");
-    cmp(lens.entropy, ent, 1e-4, "entropy");
-    cmp(lens.kl_final, kl, 1e-4, "kl_final");
-    cmp(lens.cross_entropy, ce, 1e-4, "cross_entropy");
-    cmp(lens.target_logprob, tlp, 1e-4, "target_logprob");
-    cmp(lens.target_prob, tp, 2e-5, "target_prob");
-    cmp(lens.top_probs, tpr.narrow(2, 0, k), 2e-5, "top_probs");
-    int64_t compared = 0;
-    for (int64_t li = 0; li < n; ++li)
-      for (int64_t t = 0; t < T; ++t) {
-        const size_t a = lens.at(li, t);
-        int64_t lo = rlo[li][t].item<int64_t>(), hi = rhi[li][t].item<int64_t>();
-        if (lo < 0) {
-          CHECK(lens.target_rank[a] == -1);
-        } else {
-          CHECK(lens.target_rank[a] >= lo);
-          CHECK(lens.target_rank[a] <= hi);
+        INFO(what << " worst |diff| " << worst);
+        CHECK(worst <= tol);
+      };
+      // fp32 forward vs the float64 reference residuals: logits agree to ~2e-5 (fixture READMEs).
+      cmp(lens.logsumexp, lse, 1e-4, "logsumexp");
+      cmp(lens.entropy, ent, 1e-4, "entropy");
+      cmp(lens.kl_final, kl, 1e-4, "kl_final");
+      cmp(lens.cross_entropy, ce, 1e-4, "cross_entropy");
+      cmp(lens.target_logprob, tlp, 1e-4, "target_logprob");
+      cmp(lens.target_prob, tp, 2e-5, "target_prob");
+      cmp(lens.top_probs, tpr.narrow(2, 0, k), 2e-5, "top_probs");
+      int64_t compared = 0;
+      for (int64_t li = 0; li < n; ++li)
+        for (int64_t t = 0; t < T; ++t) {
+          const size_t a = lens.at(li, t);
+          int64_t lo = rlo[li][t].item<int64_t>(), hi = rhi[li][t].item<int64_t>();
+          if (lo < 0) {
+            CHECK(lens.target_rank[a] == -1);
+          } else {
+            CHECK(lens.target_rank[a] >= lo);
+            CHECK(lens.target_rank[a] <= hi);
+          }
+          for (int64_t j = 0; j < k; ++j) {
+            bool clear = gap[li][t][j].item<double>() > 1e-3 && (j == 0 || gap[li][t][j - 1].item<double>() > 1e-3);
+            if (!clear) continue;
+            ++compared;
+            CHECK(lens.top_id(li, t, j) == tid[li][t][j].item<int64_t>());
+          }
         }
-        for (int64_t j = 0; j < k; ++j) {
-          bool clear = gap[li][t][j].item<double>() > 1e-3 && (j == 0 || gap[li][t][j - 1].item<double>() > 1e-3);
-          if (!clear) continue;
-          ++compared;
-          CHECK(lens.top_id(li, t, j) == tid[li][t][j].item<int64_t>());
-        }
-      }
-    // Most ids are clear of ties; the pseudo-inverse lens is near-uniform, so fewer are there.
-    CHECK(compared > (opt.unembed == vocablens::LensUnembed::PseudoInverse ? 0 : n * T));
+      // Most ids are clear of ties; the pseudo-inverse lens is near-uniform, so fewer are there.
+      CHECK(compared > (opt.unembed == vocablens::LensUnembed::PseudoInverse ? 0 : n * T));
     }
   }
 }

@@ -24,9 +24,8 @@ const std::string& long_context_reference_dir() {
   static const std::string dir = [] {
     std::string d = vl_test::temp_dir("longctx");
     std::string out;
-    int rc = vl_test::run_command("/usr/bin/python3 " + shq(std::string(VOCABLENS_SOURCE_DIR) + "/tests/long_context_reference.py") +
-                                      " " + shq(d),
-                                  out);
+    int rc = vl_test::run_command(
+        "/usr/bin/python3 " + shq(std::string(VOCABLENS_SOURCE_DIR) + "/tests/long_context_reference.py") + " " + shq(d), out);
     if (rc != 0) throw std::runtime_error("long_context_reference.py failed (it needs /usr/bin/python3 with numpy): " + out);
     return d;
   }();
@@ -42,7 +41,7 @@ double peak_rss_mib(const std::string& cmd, const std::vector<std::string>& env 
     ::_exit(127);
   }
   int status = 0;
-  struct rusage ru{};
+  struct rusage ru {};
   if (pid < 0 || ::wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
@@ -102,8 +101,8 @@ TEST_CASE("the CLI's peak memory grows linearly in the prompt's length") {
   const double m2 = peak_rss_mib(lens_command(model, 2048), {"VOCABLENS_ATTENTION=materialize"});
   REQUIRE(m1 > 0);
   REQUIRE(m2 > 0);
-  WARN("peak RSS, lens of the 4-head llama: blocked T=2048/4096 " << r2 << " / " << r4 << " MiB; materialising T=1024/2048 "
-                                                                  << m1 << " / " << m2 << " MiB");
+  WARN("peak RSS, lens of the 4-head llama: blocked T=2048/4096 " << r2 << " / " << r4 << " MiB; materialising T=1024/2048 " << m1
+                                                                  << " / " << m2 << " MiB");
   CHECK(m2 - m1 >= copy2048 - 16.0);  // at least one score copy's growth (measured: about 1.7 copies)
   // Blocked: doubling T from 2048 to 4096 grows the peak by less than a quarter of one 4096² score copy;
   // the materialising path would add three copies' growth (576 MiB).
@@ -131,19 +130,22 @@ TEST_CASE("--dry-run prints the expected peak memory and runs nothing; --timings
   CHECK(est < 1.25 * real);
   // The corpus and batch forms: their declared estimates (one window; the longest prompt, a chunk, the results).
   const std::string examples = std::string(VOCABLENS_SOURCE_DIR) + "/docs/examples/";
-  REQUIRE(vl_test::run_command(shq(cli) + " lens " + shq(model) + " --corpus " + shq(examples + "heldout.txt") +
-                                   " --window 512 --dry-run", out) == 0);
+  REQUIRE(vl_test::run_command(
+              shq(cli) + " lens " + shq(model) + " --corpus " + shq(examples + "heldout.txt") + " --window 512 --dry-run", out) ==
+          0);
   CHECK_THAT(out, Catch::Contains("in windows of 512 tokens") && Catch::Contains("lens: one logit block") &&
                       Catch::Contains("nothing was computed"));
-  REQUIRE(vl_test::run_command(shq(cli) + " lens " + shq(model) + " --prompts " + shq(examples + "prompts.jsonl") +
-                                   " --dry-run", out) == 0);
+  REQUIRE(vl_test::run_command(shq(cli) + " lens " + shq(model) + " --prompts " + shq(examples + "prompts.jsonl") + " --dry-run",
+                               out) == 0);
   CHECK_THAT(out, Catch::Contains("lens_batch: every prompt's results") && Catch::Contains("prompts of up to"));
   CHECK(vl_test::run_command("VOCABLENS_MEMORY_LIMIT=1M " + shq(cli) + " lens " + shq(model) + " --corpus " +
-                                 shq(examples + "heldout.txt") + " --window 512", out) == 1);
+                                 shq(examples + "heldout.txt") + " --window 512",
+                             out) == 1);
   CHECK_THAT(out, Catch::Contains("--window (shorter windows)"));
 
   // --timings: the phases on stderr after the result, with the forward counted once per generated token.
-  REQUIRE(vl_test::run_command(shq(cli) + " generate " + shq(model) + " --prompt-ids 5,6,7 --steps 4 --stop-id -1 --ids --timings", out) == 0);
+  REQUIRE(vl_test::run_command(
+              shq(cli) + " generate " + shq(model) + " --prompt-ids 5,6,7 --steps 4 --stop-id -1 --ids --timings", out) == 0);
   INFO(out);
   for (const char* phase : {"phase", "load", "forward", "write", "analysis", "total"}) CHECK_THAT(out, Catch::Contains(phase));
   const auto fwd = out.find("\nforward");

@@ -23,12 +23,22 @@ using vl_test::tiny_gpt2_config;
 std::string zero_gpt2_safetensors(std::map<std::string, std::vector<int64_t>> override_shapes = {},
                                   std::vector<std::string> drop = {}) {
   std::map<std::string, std::vector<int64_t>> shapes = {
-      {"wte.weight", {10, 4}}, {"wpe.weight", {8, 4}}, {"ln_f.weight", {4}}, {"ln_f.bias", {4}},
-      {"h.0.ln_1.weight", {4}}, {"h.0.ln_1.bias", {4}}, {"h.0.ln_2.weight", {4}}, {"h.0.ln_2.bias", {4}},
-      {"h.0.attn.c_attn.weight", {4, 12}}, {"h.0.attn.c_attn.bias", {12}},
-      {"h.0.attn.c_proj.weight", {4, 4}}, {"h.0.attn.c_proj.bias", {4}},
-      {"h.0.mlp.c_fc.weight", {4, 16}}, {"h.0.mlp.c_fc.bias", {16}},
-      {"h.0.mlp.c_proj.weight", {16, 4}}, {"h.0.mlp.c_proj.bias", {4}},
+      {"wte.weight", {10, 4}},
+      {"wpe.weight", {8, 4}},
+      {"ln_f.weight", {4}},
+      {"ln_f.bias", {4}},
+      {"h.0.ln_1.weight", {4}},
+      {"h.0.ln_1.bias", {4}},
+      {"h.0.ln_2.weight", {4}},
+      {"h.0.ln_2.bias", {4}},
+      {"h.0.attn.c_attn.weight", {4, 12}},
+      {"h.0.attn.c_attn.bias", {12}},
+      {"h.0.attn.c_proj.weight", {4, 4}},
+      {"h.0.attn.c_proj.bias", {4}},
+      {"h.0.mlp.c_fc.weight", {4, 16}},
+      {"h.0.mlp.c_fc.bias", {16}},
+      {"h.0.mlp.c_proj.weight", {16, 4}},
+      {"h.0.mlp.c_proj.bias", {4}},
       {"h.0.attn.bias", {1, 1, 8, 8}}};  // the causal-mask buffer real files carry: must be ignored
   for (auto& [k, v] : override_shapes) shapes[k] = v;
   for (auto& k : drop) shapes.erase(k);

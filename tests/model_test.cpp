@@ -138,8 +138,10 @@ TEST_CASE("sharded pytorch_model.bin.index.json, float16 and bfloat16: kept as s
   auto make = [&](const std::string& dtype, int shards) {
     const std::string out = tmp + "/" + dtype;
     std::string log;
-    const int rc = vl_test::run_command("/usr/bin/python3 '" + std::string(VOCABLENS_SOURCE_DIR) + "/tests/scripts/torch_shards.py' '" +
-                                            src + "' '" + out + "' " + dtype + " " + std::to_string(shards), log);
+    const int rc =
+        vl_test::run_command("/usr/bin/python3 '" + std::string(VOCABLENS_SOURCE_DIR) + "/tests/scripts/torch_shards.py' '" +
+                                 src + "' '" + out + "' " + dtype + " " + std::to_string(shards),
+                             log);
     INFO(log);
     REQUIRE(rc == 0);  // needs Debian's python3-torch (scripts/setup.sh installs it)
     return out;
@@ -185,14 +187,18 @@ TEST_CASE("sharded pytorch_model.bin.index.json, float16 and bfloat16: kept as s
   std::string bad = tmp + "/bad";
   std::filesystem::create_directories(bad);
   vl_test::write_file(bad + "/config.json", vl_test::read_file(f16 + "/config.json"));
-  vl_test::write_file(bad + "/pytorch_model.bin.index.json", "{\"weight_map\": {\"transformer.wte.weight\": \"pytorch_model-00009-of-00009.bin\"}}");
+  vl_test::write_file(bad + "/pytorch_model.bin.index.json",
+                      "{\"weight_map\": {\"transformer.wte.weight\": \"pytorch_model-00009-of-00009.bin\"}}");
   try {
     vocablens::load_model(bad);
     FAIL("a missing shard was accepted");
   } catch (const vocablens::FormatError& e) {
-    CHECK(std::string(e.what()).find("pytorch_model.bin.index.json: shard 'pytorch_model-00009-of-00009.bin' named in weight_map is missing") != std::string::npos);
+    CHECK(std::string(e.what()).find(
+              "pytorch_model.bin.index.json: shard 'pytorch_model-00009-of-00009.bin' named in weight_map is missing") !=
+          std::string::npos);
   }
-  vl_test::write_file(bad + "/pytorch_model.bin.index.json", "{\"weight_map\": {\"h.9.mlp.c_fc.weight\": \"../pytorch_model-00001-of-00003.bin\"}}");
+  vl_test::write_file(bad + "/pytorch_model.bin.index.json",
+                      "{\"weight_map\": {\"h.9.mlp.c_fc.weight\": \"../pytorch_model-00001-of-00003.bin\"}}");
   CHECK_THROWS_WITH(vocablens::load_model(bad), Catch::Contains("must be a plain file name"));
 }
 

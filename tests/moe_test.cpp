@@ -86,9 +86,7 @@ void compare_router(const vocablens::Model& m, const std::vector<int64_t>& ids, 
 std::string moe_load_error(const std::string& path) {
   try {
     vocablens::load_model(path);
-  } catch (const vocablens::FormatError& e) {
-    return e.what();
-  }
+  } catch (const vocablens::FormatError& e) { return e.what(); }
   return "";
 }
 
@@ -114,7 +112,9 @@ TEST_CASE("MoE: router logits and the experts chosen per layer and token equal l
       const std::vector<int64_t> shape = {c.n_layers, static_cast<int64_t>(ids.size()), c.n_experts};
       compare_router(m, ids, vl_test::read_f32_raw(d + "/llama_router.logits.f32", shape),
                      moe_read_i32(d + "/llama_router.order.i32", shape),
-                     std::string(f) + (path == d ? " (HF)" : path.find("mxfp4") != std::string::npos ? " (GGUF MXFP4)" : " (GGUF)"));
+                     std::string(f) + (path == d                                 ? " (HF)"
+                                       : path.find("mxfp4") != std::string::npos ? " (GGUF MXFP4)"
+                                                                                 : " (GGUF)"));
     }
   }
 }
@@ -206,8 +206,9 @@ TEST_CASE("MoE hooks: an expert index out of range and points the model lacks ar
   vocablens::HookList neg;
   neg.add("expert_indices.0", [](at::Tensor& t) { t.select(-1, 0).fill_(-1); });
   CHECK_THROWS_WITH(vocablens::run_with_hooks(m, x, neg), Catch::Contains("expert index -1 is out of range [0, 8)"));
-  CHECK_THROWS_WITH(vocablens::parse_hook_name("blocks.0.mlp.hook_post", m.config()),
-                    Catch::Contains("hook 'blocks.0.mlp.hook_post': this model's MLP is a mixture of experts without a dense MLP"));
+  CHECK_THROWS_WITH(
+      vocablens::parse_hook_name("blocks.0.mlp.hook_post", m.config()),
+      Catch::Contains("hook 'blocks.0.mlp.hook_post': this model's MLP is a mixture of experts without a dense MLP"));
   vocablens::Model dense = vocablens::load_model(moe_dir("qwen3"));
   CHECK_THROWS_WITH(vocablens::parse_hook_name("blocks.0.mlp.hook_router_logits", dense.config()),
                     Catch::Contains("this model's MLP is not a mixture of experts"));
@@ -365,7 +366,7 @@ TEST_CASE("MoE kernel: expert products equal float64 on odd shapes; a row's bits
   CHECK(at::equal(with.argmax(-1), without.argmax(-1)));
   // The expert matrices stored as F16 rows, then as Q8_0 blocks (d = max|w| / 127 per 32 values, written here):
   // under float32 compute the kernel decodes them and must give weight_matmul's tiles' result to float rounding.
-  auto q8_0 = [](const at::Tensor& w) {  // w [K, O] -> a packed Q8_0 [K, O] over rows [O, K]
+  auto q8_0 = [](const at::Tensor& w) {                         // w [K, O] -> a packed Q8_0 [K, O] over rows [O, K]
     const at::Tensor rows = w.t().to(at::kFloat).contiguous();  // the F16 weights of the step before
     const int64_t O = rows.size(0), K = rows.size(1);
     auto q = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(O * K / 32 * 34));
@@ -441,7 +442,8 @@ TEST_CASE("experts: corpus windows count each token once; bad input is one clear
       {model + " --prompt hi --ablate-expert 0.8", "ablate expert '0.8': expert out of range (its layers have 8 experts, 0..7)"},
       {model + " --prompt hi --ablate-expert 5.1", "ablate expert '5.1': layer out of range (the model has 2 layers)"},
       {model + " --prompt hi --ablate-expert x", "ablate expert 'x': expected LAYER.EXPERT, e.g. 0.5"},
-      {model + " --prompt hi --scale-expert 0.8=2", "scale expert '0.8=2': expert out of range (its layers have 8 experts, 0..7)"},
+      {model + " --prompt hi --scale-expert 0.8=2",
+       "scale expert '0.8=2': expert out of range (its layers have 8 experts, 0..7)"},
       {model + " --prompt hi --scale-expert 0.1", "scale expert '0.1': expected LAYER.EXPERT=FACTOR, e.g. 0.5=2"},
       {model + " --prompt hi --scale-expert 0.1=2x", "scale expert '0.1=2x': the factor is not a number"},
       {model + " --prompt hi --scale-expert 0.1=1e999", "scale expert '0.1=1e999': the factor"},
@@ -453,17 +455,21 @@ TEST_CASE("experts: corpus windows count each token once; bad input is one clear
   for (const auto& b : bad) {
     INFO(b.args);
     std::string out;
-    CHECK(vl_test::run_command(vl_test::shq(cli) + " experts " + b.args + " --out " + vl_test::shq(dir + "/bad") + " 2>&1", out) != 0);
+    CHECK(vl_test::run_command(vl_test::shq(cli) + " experts " + b.args + " --out " + vl_test::shq(dir + "/bad") + " 2>&1",
+                               out) != 0);
     CHECK(out.find(b.message) != std::string::npos);
     CHECK(std::count(out.begin(), out.end(), '\n') == 1);
   }
   CHECK_FALSE(std::filesystem::exists(dir + "/bad/experts.json"));  // nothing half-written
   std::string out;
-  CHECK(vl_test::run_command(vl_test::shq(cli) + " lens " + vl_test::shq(moe_dir("qwen3")) + " --prompt hi --ablate-expert 0.1 2>&1", out) != 0);
+  CHECK(vl_test::run_command(
+            vl_test::shq(cli) + " lens " + vl_test::shq(moe_dir("qwen3")) + " --prompt hi --ablate-expert 0.1 2>&1", out) != 0);
   CHECK(out.find("has none") != std::string::npos);
-  CHECK(vl_test::run_command(vl_test::shq(cli) + " lens " + model + " --corpus " + vl_test::shq(corpus) + " --ablate-expert 0.1 2>&1", out) != 0);
+  CHECK(vl_test::run_command(
+            vl_test::shq(cli) + " lens " + model + " --corpus " + vl_test::shq(corpus) + " --ablate-expert 0.1 2>&1", out) != 0);
   CHECK(out.find("--ablate-expert applies to one prompt") != std::string::npos);
-  CHECK(vl_test::run_command(vl_test::shq(cli) + " lens " + model + " --corpus " + vl_test::shq(corpus) + " --scale-expert 0.1=2 2>&1", out) != 0);
+  CHECK(vl_test::run_command(
+            vl_test::shq(cli) + " lens " + model + " --corpus " + vl_test::shq(corpus) + " --scale-expert 0.1=2 2>&1", out) != 0);
   CHECK(out.find("--scale-expert applies to one prompt") != std::string::npos);
   CHECK(vl_test::run_command(vl_test::shq(cli) + " experts " + model + " --prompt hi --dry-run 2>&1", out) == 0);
 }

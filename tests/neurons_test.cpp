@@ -147,13 +147,15 @@ TEST_CASE("vocablens neurons CLI", "[neurons][cli]") {
   INFO(out);
   REQUIRE(rc == 0);
   CHECK(out.find("neuron 3") != std::string::npos);
-  rc = vl_test::run_command(env + cli + " neurons " + dir + "/stories260K.bin --layer 2 --neurons 1 --top-k 4 --format json", out);
+  rc =
+      vl_test::run_command(env + cli + " neurons " + dir + "/stories260K.bin --layer 2 --neurons 1 --top-k 4 --format json", out);
   REQUIRE(rc == 0);
   auto j = nlohmann::json::parse(out.substr(out.find('{')));
   CHECK(j["kind"] == "neurons");
   rc = vl_test::run_command(env + cli + " neurons " + dir + "/stories260K.bin --layer 2 --neurons 500", out);
   CHECK(rc == 2);
-  rc = vl_test::run_command(env + cli + " project " + dir + "/stories260K.bin --prompt 'Once upon a time' --hook resid_post.3 --top-k 3", out);
+  rc = vl_test::run_command(
+      env + cli + " project " + dir + "/stories260K.bin --prompt 'Once upon a time' --hook resid_post.3 --top-k 3", out);
   INFO(out);
   CHECK(rc == 0);
   rc = vl_test::run_command(env + cli + " project " + dir + "/stories260K.bin --prompt 'Once' --hook pattern.1", out);

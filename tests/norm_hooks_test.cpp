@@ -111,7 +111,7 @@ TEST_CASE("norm hook points on a long input: hooked, the block runs whole; an ed
   read.add("blocks.1.ln2.hook_normalized", [&](at::Tensor& t) { shapes = t.sizes().vec(); });
   const at::Tensor whole = vocablens::run_with_hooks(m, ids, read).logits;
   CHECK(shapes == std::vector<int64_t>{1, T, m.config().d_model});  // the whole sequence at once
-  CHECK(vl_test::max_abs_diff(whole, by_rows) < 1e-5);                          // the same pass, GEMMs over other row counts
+  CHECK(vl_test::max_abs_diff(whole, by_rows) < 1e-5);              // the same pass, GEMMs over other row counts
   vocablens::HookList edit;
   edit.add("blocks.1.mlp.hook_in", [](at::Tensor& t) { t.select(1, 280).mul_(3.0); });
   const at::Tensor edited = vocablens::run_with_hooks(m, ids, edit).logits;
@@ -149,8 +149,8 @@ TEST_CASE("norm hook points and the forward memo: a record holds none of them, s
 TEST_CASE("norm hook points in every family: reading them changes no bit; mlp_in is what the MLP reads") {
   const std::string root = std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/";
   int families = 0, with_norms = 0;
-  for (const char* f : {"llama3", "llama_linear", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
-                        "gpt_neox", "opt", "stablelm", "olmo2", "smollm3", "phi2", "bloom", "falcon"}) {
+  for (const char* f : {"llama3", "llama_linear", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "gpt_neox",
+                        "opt", "stablelm", "olmo2", "smollm3", "phi2", "bloom", "falcon"}) {
     INFO(f);
     const auto m = vocablens::load_model(root + f);
     const auto& c = m.config();

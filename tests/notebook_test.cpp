@@ -30,7 +30,6 @@ namespace {
 
 using vl_test::file_exists;
 
-
 std::string python() { return file_exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
 
 std::string shell_quote(const std::string& s) {
@@ -98,13 +97,15 @@ bool have_jupyter() {
 // nbformat.validate on every notebook in `paths`, in one Python process; returns those that are not valid
 // nbformat 4 (`out` says why; `rc`, when given, gets the validator's exit status: not 0 when it did not run).
 std::vector<std::string> invalid_notebooks(const std::vector<std::string>& paths, std::string& out, int* rc = nullptr) {
-  std::string cmd = python() + " -c 'import sys, nbformat\n"
-                               "for p in sys.argv[1:]:\n"
-                               "    try:\n"
-                               "        nb = nbformat.read(p, as_version=nbformat.NO_CONVERT); nbformat.validate(nb); assert nb.nbformat == 4\n"
-                               "        print(\"valid\", nb.nbformat, nb.nbformat_minor, len(nb.cells), p)\n"
-                               "    except Exception as e:\n"
-                               "        print(\"INVALID\", repr(e), p)\n'";
+  std::string cmd =
+      python() +
+      " -c 'import sys, nbformat\n"
+      "for p in sys.argv[1:]:\n"
+      "    try:\n"
+      "        nb = nbformat.read(p, as_version=nbformat.NO_CONVERT); nbformat.validate(nb); assert nb.nbformat == 4\n"
+      "        print(\"valid\", nb.nbformat, nb.nbformat_minor, len(nb.cells), p)\n"
+      "    except Exception as e:\n"
+      "        print(\"INVALID\", repr(e), p)\n'";
   for (const auto& p : paths) cmd += " " + shell_quote(p);
   std::vector<std::string> bad;
   const int status = vl_test::run_command(cmd, out);
@@ -193,7 +194,8 @@ std::vector<ToExecute> fixture_run_notebook() {
   std::string out;
   vl_test::run_command("rm -rf " + shell_quote(run), out);
   for (std::string c : {"spectrum " + shell_quote(model) + " --k 8 --out " + shell_quote(run),
-                        "lens " + shell_quote(model) + " --prompt 'The \"Eiffel\" Tower is in' --top-k 5 --out " + shell_quote(run) + " --report"}) {
+                        "lens " + shell_quote(model) + " --prompt 'The \"Eiffel\" Tower is in' --top-k 5 --out " +
+                            shell_quote(run) + " --report"}) {
     int rc = vl_test::run_command(shell_quote(cli) + " " + c, out);
     INFO("vocablens " << c << "\n" << out.substr(0, 3000));
     REQUIRE(rc == 0);
@@ -234,7 +236,8 @@ void execute_notebooks(const std::vector<ToExecute>& all) {
     if (n.execute) notebooks.push_back(n);
   std::string home = vl_test::temp_dir("jupyter-home");
   std::string env = "MPLCONFIGDIR=" + shell_quote(home) + " IPYTHONDIR=" + shell_quote(home + "/ipython") +
-                    " JUPYTER_RUNTIME_DIR=" + shell_quote(home + "/runtime") + " JUPYTER_DATA_DIR=" + shell_quote(home + "/data") +
+                    " JUPYTER_RUNTIME_DIR=" + shell_quote(home + "/runtime") +
+                    " JUPYTER_DATA_DIR=" + shell_quote(home + "/data") +
                     " JUPYTER_PLATFORM_DIRS=1 PYDEVD_DISABLE_FILE_VALIDATION=1 ";
   std::string inputs;
   std::vector<std::string> executed;
@@ -246,14 +249,16 @@ void execute_notebooks(const std::vector<ToExecute>& all) {
   std::string out;
   // The kernel of each notebook runs in the notebook's directory (as nbconvert's does); a cell's error raises
   // (CellExecutionError: exit 1, the traceback in `out`), as with nbconvert.
-  int rc = vl_test::run_command(env + "timeout 600 " + python() + " -c 'import os, sys, nbformat\n"
-                                "from nbclient import NotebookClient\n"
-                                "for p in sys.argv[1:]:\n"
-                                "    nb = nbformat.read(p, as_version=4)\n"
-                                "    NotebookClient(nb, timeout=300, kernel_name=\"python3\",\n"
-                                "                   resources={\"metadata\": {\"path\": os.path.dirname(p)}}).execute()\n"
-                                "    nbformat.write(nb, p[:-6] + \".nbconvert.ipynb\")\n"
-                                "    print(\"executed\", p)\n'" + inputs,
+  int rc = vl_test::run_command(env + "timeout 600 " + python() +
+                                    " -c 'import os, sys, nbformat\n"
+                                    "from nbclient import NotebookClient\n"
+                                    "for p in sys.argv[1:]:\n"
+                                    "    nb = nbformat.read(p, as_version=4)\n"
+                                    "    NotebookClient(nb, timeout=300, kernel_name=\"python3\",\n"
+                                    "                   resources={\"metadata\": {\"path\": os.path.dirname(p)}}).execute()\n"
+                                    "    nbformat.write(nb, p[:-6] + \".nbconvert.ipynb\")\n"
+                                    "    print(\"executed\", p)\n'" +
+                                    inputs,
                                 out);
   INFO(out);
   // Execution needs nbclient, a python3 kernel (ipykernel) and the libraries the cells import: probed
@@ -281,8 +286,7 @@ void execute_notebooks(const std::vector<ToExecute>& all) {
           std::string text;
           if (o["text"].is_array())
             for (const auto& l : o["text"]) text += l.get<std::string>();
-          else
-            text = o["text"].get<std::string>();
+          else text = o["text"].get<std::string>();
           INFO("stderr of a cell: " << text);
           CHECK(text.find("Error") == std::string::npos);
           CHECK(text.find("Warning") == std::string::npos);
@@ -343,9 +347,7 @@ TEST_CASE("the notebook is nbformat 4 with one section per result and no data in
   CHECK(vocablens::render_notebook(results, "x") == vocablens::render_notebook(results, "x"));
 }
 
-
-TEST_CASE("every notebook (generated, of a fixture run, of what every analysis produces) validates and executes",
-          "[fixtures]") {
+TEST_CASE("every notebook (generated, of a fixture run, of what every analysis produces) validates and executes", "[fixtures]") {
   std::vector<ToExecute> notebooks = generated_notebooks();
   for (auto& n : fixture_run_notebook()) notebooks.push_back(n);
   for (auto& n : real_results_notebook()) notebooks.push_back(n);

@@ -36,9 +36,7 @@ AnalysisDecl sample() {
 std::string message_of(const json& given, Surface s) {
   try {
     vocablens::resolve_options(sample(), given, s);
-  } catch (const vocablens::UsageError& e) {
-    return e.what();
-  }
+  } catch (const vocablens::UsageError& e) { return e.what(); }
   return "";
 }
 
@@ -71,8 +69,7 @@ TEST_CASE("given values are converted: index strings expand, whole floats become
 TEST_CASE("bad options: one message naming the analysis and the option as the surface spells it", "[options]") {
   CHECK(message_of({{"prompt", "x"}, {"top_k", 0}}, Surface::Cli) == "sample: --top-k: must be >= 1 (got 0)");
   CHECK(message_of({{"prompt", "x"}, {"top_k", 0}}, Surface::Python) == "sample: top_k: must be >= 1 (got 0)");
-  CHECK(message_of({{"prompt", "x"}, {"top_k", 1000000000}}, Surface::Http) ==
-        "sample: top_k: must be <= 1000 (got 1000000000)");
+  CHECK(message_of({{"prompt", "x"}, {"top_k", 1000000000}}, Surface::Http) == "sample: top_k: must be <= 1000 (got 1000000000)");
   CHECK(message_of({{"prompt", "x"}, {"top_k", 2.5}}, Surface::Http) == "sample: top_k: must be an integer (got 2.5)");
   CHECK(message_of({{"prompt", "x"}, {"top_k", "5"}}, Surface::Http) == "sample: top_k: must be an integer (got \"5\")");
   CHECK(message_of({{"prompt", "x"}, {"inverse", "embed"}}, Surface::Cli) ==
@@ -82,8 +79,7 @@ TEST_CASE("bad options: one message naming the analysis and the option as the su
   CHECK(message_of({{"prompt", "x"}, {"zzz", 3}}, Surface::Python) == "sample: unknown option 'zzz'");
   CHECK(message_of({{"top_k", 3}}, Surface::Python) == "sample: prompt: is required");
   CHECK(message_of({{"prompt", ""}}, Surface::Python) == "sample: prompt: is empty: it needs at least one character of text");
-  CHECK(message_of({{"prompt", json::array({1, -2})}}, Surface::Python) ==
-        "sample: prompt: a token id must be >= 0 (got -2)");
+  CHECK(message_of({{"prompt", json::array({1, -2})}}, Surface::Python) == "sample: prompt: a token id must be >= 0 (got -2)");
   CHECK(message_of({{"prompt", "x"}, {"rtol", 2.0}}, Surface::Python) == "sample: rtol: must be <= 1.0 (got 2.0)");
   CHECK(message_of({{"prompt", "x"}, {"neurons", "0-99999999999"}}, Surface::Python).find("more than") != std::string::npos);
   CHECK(message_of({{"prompt", "x"}, {"neurons", "3,x"}}, Surface::Python) ==
@@ -114,7 +110,8 @@ TEST_CASE("schema and Python signature come from the declaration", "[options]") 
   CHECK(s["options"][1]["cli"] == "--top-k");
   CHECK(s["options"][6]["choices"] == json::array({"pinv", "transpose"}));
   const std::string sig = vocablens::python_signature(sample());
-  CHECK(sig.rfind("sample(model, prompt: Union[str, Sequence[int]], *, top_k: int = 30, rtol: float = 1e-06, keys: bool = True, ", 0) == 0);
+  CHECK(sig.rfind("sample(model, prompt: Union[str, Sequence[int]], *, top_k: int = 30, rtol: float = 1e-06, keys: bool = True, ",
+                  0) == 0);
   CHECK(sig.find("bos: Optional[bool] = None") != std::string::npos);
   CHECK(sig.find("inverse: Literal[\"pinv\", \"transpose\"] = \"pinv\"") != std::string::npos);
   CHECK(sig.substr(sig.size() - 9) == "-> Result");

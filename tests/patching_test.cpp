@@ -105,16 +105,17 @@ TEST_CASE("batched patching equals one patched run per site (heads and mlp)") {
         const double metric = (lg[kMary] - lg[kJohn]).item<double>();
         INFO(vocablens::patch_over_name(over) << " layer " << l << " col " << c);
         CHECK(p.metric[p.at(l, c)] == Approx(metric).margin(1e-4));
-        CHECK(p.restored[p.at(l, c)] ==
-              Approx((metric - p.corrupt_metric) / (p.clean_metric - p.corrupt_metric)).margin(1e-3));
+        CHECK(p.restored[p.at(l, c)] == Approx((metric - p.corrupt_metric) / (p.clean_metric - p.corrupt_metric)).margin(1e-3));
       }
   }
-  auto r = vocablens::activation_patching(m, kClean, kCorrupt, [] {
-             vocablens::PatchOptions o;
-             o.over = vocablens::PatchOver::Heads;
-             o.target = kMary;
-             return o;
-           }()).to_result(nullptr);
+  auto r = vocablens::activation_patching(m, kClean, kCorrupt,
+                                          [] {
+                                            vocablens::PatchOptions o;
+                                            o.over = vocablens::PatchOver::Heads;
+                                            o.target = kMary;
+                                            return o;
+                                          }())
+               .to_result(nullptr);
   CHECK(r.kind == "activation_patching");
   CHECK(r.arrays.at("restored").shape == std::vector<int64_t>{3, 4});
   CHECK(r.settings["metric"] == "logit[target]");

@@ -174,9 +174,9 @@ TEST_CASE("geometry CLI: spectrum, neighbours, knn and positions on stories260K"
   CHECK(spec["summary"]["singular_values"].size() == 8u);
   CHECK(vocablens::read_npy(out + "/spectrum.right_vectors.npy").shape == std::vector<int64_t>{8, 64});
 
-  REQUIRE(vl_test::run_command(sq(cli) + " neighbours " + model + " " + sq("#300 - #301 + 0.5*#302") +
-                                   " --k 5 --format json 2>/dev/null",
-                               text) == 0);
+  REQUIRE(vl_test::run_command(
+              sq(cli) + " neighbours " + model + " " + sq("#300 - #301 + 0.5*#302") + " --k 5 --format json 2>/dev/null", text) ==
+          0);
   auto nb = nlohmann::json::parse(text);
   CHECK(nb["kind"] == "neighbours");
   CHECK(nb["summary"]["neighbours"].size() == 5u);
@@ -187,7 +187,8 @@ TEST_CASE("geometry CLI: spectrum, neighbours, knn and positions on stories260K"
   CHECK(vocablens::read_npy(out + "/knn.indices.npy").shape == std::vector<int64_t>{512, 5});
   CHECK(vocablens::read_npy(out + "/knn.scores.npy").shape == std::vector<int64_t>{512, 5});
 
-  REQUIRE(vl_test::run_command(sq(cli) + " positions " + model + " --max-positions 64 --out " + sq(out) + " --no-color", text) == 0);
+  REQUIRE(vl_test::run_command(sq(cli) + " positions " + model + " --max-positions 64 --out " + sq(out) + " --no-color", text) ==
+          0);
   CHECK(text.find("rotary") != std::string::npos);
   CHECK(vocablens::read_npy(out + "/positions.cosine.npy").shape == std::vector<int64_t>{64, 64});
 
@@ -202,7 +203,8 @@ TEST_CASE("geometry CLI: spectrum, neighbours, knn and positions on stories260K"
 // θ_i come from llama.cpp's own converter (convert_hf_to_gguf.py wrote rope_freqs.weight, the per-frequency
 // divisors, into the fixture's GGUF twin), not from our formula. GPT-NeoX's partial rotary: the rotated width
 // is rotary_pct × head_dim as config.json states it.
-TEST_CASE("positions: rotary from the model follows rope_scaling (llama.cpp's rope_freqs) and partial rotary", "[positions][fixtures]") {
+TEST_CASE("positions: rotary from the model follows rope_scaling (llama.cpp's rope_freqs) and partial rotary",
+          "[positions][fixtures]") {
   vocablens::init_runtime();
   const std::string fam = std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/families/";
   // mean_i cos(Δ θ_i) for Δ = 0..n-1: the kernel of the rotary rows (positions.hpp).
@@ -238,8 +240,8 @@ TEST_CASE("positions: rotary from the model follows rope_scaling (llama.cpp's ro
     REQUIRE(bites);  // the fixture's scaling changes some frequencies
     CHECK(r.dim == rd);
     CHECK(r.scaling == "llama3 x8");
-    CHECK(kernel_error(r, scaled) < 1e-5);   // llama.cpp stores the divisors as float32
-    CHECK(kernel_error(r, plain) > 1e-2);    // and ignoring them would show
+    CHECK(kernel_error(r, scaled) < 1e-5);  // llama.cpp stores the divisors as float32
+    CHECK(kernel_error(r, plain) > 1e-2);   // and ignoring them would show
   }
   {
     auto cfg = nlohmann::json::parse(vl_test::read_file(fam + "gpt_neox/config.json"));

@@ -28,9 +28,7 @@ TEST_CASE("project_hidden: final_norm projected through W_U gives the model's ow
   at::Tensor logits = m.forward(at::tensor(ids, at::kLong)).logits[0];
   for (size_t t = 0; t < ids.size(); ++t) {
     auto ref = at::topk(logits[static_cast<int64_t>(t)], 5);
-    for (int64_t q = 0; q < 5; ++q) {
-      CHECK(std::abs(p.top[0][t][q].value - std::get<0>(ref)[q].item<double>()) < 1e-4);
-    }
+    for (int64_t q = 0; q < 5; ++q) { CHECK(std::abs(p.top[0][t][q].value - std::get<0>(ref)[q].item<double>()) < 1e-4); }
     CHECK(p.top[0][t][0].j == std::get<1>(ref)[0].item<int64_t>());
   }
   // resid_post of the last layer + apply_final_norm is the same thing.

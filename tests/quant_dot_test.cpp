@@ -197,11 +197,13 @@ TEST_CASE("int8 dot products: llama.cpp's vec_dot to float rounding, and every k
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t i = 0; i < ntok; ++i) {
         float ref = 0;
-        tr->vec_dot(static_cast<int>(cols), &ref, 0, w.data() + r * row_bytes, 0, theirs_act[static_cast<size_t>(i)].data(), 0, 1);
+        tr->vec_dot(static_cast<int>(cols), &ref, 0, w.data() + r * row_bytes, 0, theirs_act[static_cast<size_t>(i)].data(), 0,
+                    1);
         vocablens::dequantize_row(t, w.data() + r * row_bytes, deq_w.data(), cols);
         qd_dequantize_act(t, act.data() + i * stride, cols, deq_a.data());
         double mag = 0;
-        for (int64_t c = 0; c < cols; ++c) mag += std::fabs(static_cast<double>(deq_w[static_cast<size_t>(c)]) * deq_a[static_cast<size_t>(c)]);
+        for (int64_t c = 0; c < cols; ++c)
+          mag += std::fabs(static_cast<double>(deq_w[static_cast<size_t>(c)]) * deq_a[static_cast<size_t>(c)]);
         const float ours = y[0][static_cast<size_t>(i * rows + r)];
         worst = std::max(worst, std::fabs(static_cast<double>(ours) - ref) / std::max(mag, 1e-30));
         CHECK(std::fabs(static_cast<double>(ours) - ref) <= 2e-6 * mag);
@@ -223,7 +225,7 @@ struct QdCompute {
 };
 
 struct QdForward {
-  at::Tensor logits;               // [T, V]
+  at::Tensor logits;              // [T, V]
   std::vector<at::Tensor> resid;  // [T, d] per layer
 };
 QdForward qd_forward(const vocablens::Model& m, const std::vector<int64_t>& ids, vocablens::ComputeDtype d) {
@@ -261,8 +263,8 @@ TEST_CASE("int8 compute: each quantized GGUF fixture against llama.cpp's own for
     double tol;
     int64_t top1_miss;
   };
-  const Case cases[] = {{"llamak-q8_0", "ids-llama.txt", 1e-4, 0},  {"llamak-q4_0", "ids-llama.txt", 1e-4, 0},
-                        {"llamak-q6_k", "ids-llama.txt", 1e-4, 0},  {"llamak-q5_k_m", "ids-llama.txt", 1e-4, 0},
+  const Case cases[] = {{"llamak-q8_0", "ids-llama.txt", 1e-4, 0},   {"llamak-q4_0", "ids-llama.txt", 1e-4, 0},
+                        {"llamak-q6_k", "ids-llama.txt", 1e-4, 0},   {"llamak-q5_k_m", "ids-llama.txt", 1e-4, 0},
                         {"llamak-q4_k_m", "ids-llama.txt", 1e-4, 0}, {"llamak-q2_k", "ids-llama.txt", 0.5, 0},
                         {"gpt2-tiny-q8_0", "ids-gpt2.txt", 0.1, 1}};
   const std::string ref = qd_ref_dir(), exe = ref + "/bin/lcpp_logits", bins = ref + "/bins/linux-x64";
@@ -277,8 +279,8 @@ TEST_CASE("int8 compute: each quantized GGUF fixture against llama.cpp's own for
     const int64_t T = static_cast<int64_t>(ids.size()), L = m.config().n_layers, D = m.config().d_model;
     const std::string lo = tmp + "/" + c.name + ".logits.f32", la = tmp + "/" + c.name + ".layers.f32";
     std::string out;
-    REQUIRE(vl_test::run_command("LCPP_NO_REPACK=1 " + vl_test::shq(exe) + " " + vl_test::shq(bins) + " " + vl_test::shq(gguf) + " " +
-                                     vl_test::shq(kQdDir + c.ids) + " " + vl_test::shq(lo) + " " + vl_test::shq(la),
+    REQUIRE(vl_test::run_command("LCPP_NO_REPACK=1 " + vl_test::shq(exe) + " " + vl_test::shq(bins) + " " + vl_test::shq(gguf) +
+                                     " " + vl_test::shq(kQdDir + c.ids) + " " + vl_test::shq(lo) + " " + vl_test::shq(la),
                                  out) == 0);
     const at::Tensor lcpp = vl_test::read_f32_raw(lo, {T, -1}), layers = vl_test::read_f32_raw(la, {L, T, D});
     // The committed logits of the same run (tests/data/gguf/make.sh): llama.cpp agrees with itself.
@@ -293,12 +295,13 @@ TEST_CASE("int8 compute: each quantized GGUF fixture against llama.cpp's own for
     }
     const int64_t top1_lcpp = i8.logits.argmax(-1).eq(lcpp.argmax(-1)).sum().item<int64_t>();
     const int64_t top1_exact = i8.logits.argmax(-1).eq(ex.logits.argmax(-1)).sum().item<int64_t>();
-    std::printf("%-15s int8 vs llama.cpp: max|dlogit| %.2e, max|dresid| %.2e, top-1 %lld/%lld | exact vs llama.cpp: "
-                "%.2e, %.2e | int8 vs exact: max|dlogit| %.3f, top-1 %lld/%lld, KL %.2e | max|logit| %.2f | llama.cpp "
-                "without vs with repacking %.1e\n",
-                c.name, d_i8, r_i8, static_cast<long long>(top1_lcpp), static_cast<long long>(T), d_ex, r_ex,
-                vl_test::max_abs_diff(i8.logits, ex.logits), static_cast<long long>(top1_exact), static_cast<long long>(T),
-                qd_kl(ex.logits, i8.logits), lcpp.abs().max().item<double>(), vl_test::max_abs_diff(lcpp, committed));
+    std::printf(
+        "%-15s int8 vs llama.cpp: max|dlogit| %.2e, max|dresid| %.2e, top-1 %lld/%lld | exact vs llama.cpp: "
+        "%.2e, %.2e | int8 vs exact: max|dlogit| %.3f, top-1 %lld/%lld, KL %.2e | max|logit| %.2f | llama.cpp "
+        "without vs with repacking %.1e\n",
+        c.name, d_i8, r_i8, static_cast<long long>(top1_lcpp), static_cast<long long>(T), d_ex, r_ex,
+        vl_test::max_abs_diff(i8.logits, ex.logits), static_cast<long long>(top1_exact), static_cast<long long>(T),
+        qd_kl(ex.logits, i8.logits), lcpp.abs().max().item<double>(), vl_test::max_abs_diff(lcpp, committed));
     CHECK(std::isfinite(d_i8));
     CHECK(d_i8 <= c.tol);
     CHECK(r_i8 <= c.tol);
@@ -319,13 +322,15 @@ TEST_CASE("int8 compute on float32 weights runs the exact path, and results say 
   // the CLI: inspect names the mode and the types it covers; the fallback is said on stderr
   const std::string cli = vl_test::require_cli();
   std::string out;
-  REQUIRE(vl_test::run_command(vl_test::shq(cli) + " --compute int8 inspect " + vl_test::shq(kQdDir + "llamak-q4_k_m.gguf"), out) == 0);
+  REQUIRE(vl_test::run_command(vl_test::shq(cli) + " --compute int8 inspect " + vl_test::shq(kQdDir + "llamak-q4_k_m.gguf"),
+                               out) == 0);
   CHECK_THAT(out, Catch::Contains("computed in int8 (") && Catch::Contains("kernels) for Q4_K, Q6_K"));
   const std::string dir = vl_test::temp_dir("quant_dot_cli");
   REQUIRE(vl_test::run_command(vl_test::shq(cli) + " --compute int8 lens " + vl_test::shq(kQdDir + "stories260K-f32.gguf") +
                                    " --prompt 'Once upon a time' --out " + vl_test::shq(dir + "/f32") + " 2>&1",
                                out) == 0);
-  CHECK_THAT(out, Catch::Contains("--compute int8: F32 weights have no int8 kernel; their products run on the exact float32 path"));
+  CHECK_THAT(out,
+             Catch::Contains("--compute int8: F32 weights have no int8 kernel; their products run on the exact float32 path"));
   REQUIRE(vl_test::run_command("cat " + vl_test::shq(dir) + "/f32/*.json", out) == 0);
   CHECK_THAT(out, Catch::Contains("\"compute\":\"int8\"") || Catch::Contains("\"compute\": \"int8\""));
 }
@@ -357,8 +362,8 @@ TEST_CASE("VOCABLENS_KERNELS forces a lower kernel and never a higher one than t
                                      vl_test::shq(kQdDir + "gpt2-tiny-q8_0.gguf") + " --prompt 'The cat sat on the mat' --out " +
                                      vl_test::shq(o) + " 2>&1",
                                  a) == 0);
-    REQUIRE(vl_test::run_command("ls " + vl_test::shq(o) + " | grep -v json | while read f; do cmp " + vl_test::shq(dir + "/scalar") +
-                                     "/$f " + vl_test::shq(o) + "/$f || echo DIFFERENT $f; done",
+    REQUIRE(vl_test::run_command("ls " + vl_test::shq(o) + " | grep -v json | while read f; do cmp " +
+                                     vl_test::shq(dir + "/scalar") + "/$f " + vl_test::shq(o) + "/$f || echo DIFFERENT $f; done",
                                  b) == 0);
     CHECK(b.find("DIFFERENT") == std::string::npos);
   }

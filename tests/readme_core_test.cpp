@@ -54,7 +54,9 @@ TEST_CASE("README: every command runs as written", "[readme]") {
     }
   }
   // The only command not run, and why: it installs packages and rebuilds the project.
-  REQUIRE(not_run == std::vector<std::string>{"./scripts/setup.sh                      # installs the Debian packages, builds build/vocablens (Release)"});
+  REQUIRE(not_run ==
+          std::vector<std::string>{
+              "./scripts/setup.sh                      # installs the Debian packages, builds build/vocablens (Release)"});
   REQUIRE(commands.size() >= 20);
 
   // The sandbox: T/repo/{build, docs} and T/shared/fixtures, so "./build/vocablens", "docs/examples/..." and
@@ -72,14 +74,16 @@ TEST_CASE("README: every command runs as written", "[readme]") {
     std::string out;
     const auto t0 = std::chrono::steady_clock::now();
     // mpirun refuses root unless told; the environment says so (the command stays as written).
-    const int rc = vl_test::run_command("cd '" + (T / "repo").string() +
-                                            "' && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 VOCABLENS_PROGRESS=0 "
-                                            "bash -c " + [&] {
-                                              std::string q = "'";
-                                              for (char c : cmd) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-                                              return q + "'";
-                                            }(),
-                                        out);
+    const int rc = vl_test::run_command(
+        "cd '" + (T / "repo").string() +
+            "' && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 VOCABLENS_PROGRESS=0 "
+            "bash -c " +
+            [&] {
+              std::string q = "'";
+              for (char c : cmd) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+              return q + "'";
+            }(),
+        out);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     char name[16];
     std::snprintf(name, sizeof name, "%02d.txt", ++n);

@@ -50,7 +50,8 @@ TEST_CASE("report: the Summary of every real result lays nested values out, neve
   // A nested object becomes a key/value list, a list of records a table: the values are there as text.
   vocablens::Result r;
   r.kind = "some_analysis";
-  r.summary = {{"by_layer", {{"embed", 0.25}, {"0", 0.5}}}, {"rows", {{{"id", 7}, {"token", " Paris"}}, {{"id", 9}, {"token", " <b>"}}}}};
+  r.summary = {{"by_layer", {{"embed", 0.25}, {"0", 0.5}}},
+               {"rows", {{{"id", 7}, {"token", " Paris"}}, {{"id", 9}, {"token", " <b>"}}}}};
   std::string s = summary_block(section_of(r));
   CHECK(s.find("<pre>") == std::string::npos);
   CHECK(s.find("<dt>embed</dt><dd><span class=\"num\">0.25</span></dd>") != std::string::npos);

@@ -38,7 +38,6 @@ size_t count(const std::string& hay, const std::string& needle) {
   return n;
 }
 
-
 std::string python() { return file_exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
 
 std::string chromium() {
@@ -61,8 +60,14 @@ std::string shell_quote(const std::string& s) {
 }
 
 // Tokens and settings that try every way out of HTML text and attributes.
-const std::vector<std::string> kHostile = {"\"><img src=x onerror=alert(2)>", "</textarea><b>x</b>", "' onmouseover='alert(3)",
-                                           "<!-- c -->", "]]>", "&amp;", std::string("bad\xff\xfeutf8"), "`${x}`",
+const std::vector<std::string> kHostile = {"\"><img src=x onerror=alert(2)>",
+                                           "</textarea><b>x</b>",
+                                           "' onmouseover='alert(3)",
+                                           "<!-- c -->",
+                                           "]]>",
+                                           "&amp;",
+                                           std::string("bad\xff\xfeutf8"),
+                                           "`${x}`",
                                            "<svg onload=alert(4)>"};
 
 Result hostile_result() {
@@ -75,7 +80,8 @@ Result hostile_result() {
   r.arrays["grid"] = NdArray::f32({static_cast<int64_t>(kHostile.size()), 3}, m.data());
   r.arrays["curve"] = NdArray::f32({static_cast<int64_t>(kHostile.size())}, m.data());
   Table t{"pairs", {"layer", "head", "src_token", "dst_token", "score"}, {}};
-  for (size_t i = 0; i < kHostile.size(); ++i) t.rows.push_back({static_cast<int64_t>(i % 2), 0, kHostile[i], kHostile[(i + 1) % kHostile.size()], 1.0});
+  for (size_t i = 0; i < kHostile.size(); ++i)
+    t.rows.push_back({static_cast<int64_t>(i % 2), 0, kHostile[i], kHostile[(i + 1) % kHostile.size()], 1.0});
   Table u{"markup", {"<i>col</i>", "token"}, {{"<u>cell</u>", "\"quoted\""}}};
   r.tables.push_back(t);
   r.tables.push_back(u);
@@ -147,11 +153,10 @@ ChromeRun run_chromium(const std::string& url, const std::string& png, const std
   std::string cmd = "(timeout 120 " + shell_quote(chromium()) +
                     " --headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update"
                     " --no-first-run --disable-dev-shm-usage --hide-scrollbars --mute-audio"
-                    " --user-data-dir=" + shell_quote(profile) + " --window-size=" + window +
-                    " --enable-logging=stderr --v=0 " +
+                    " --user-data-dir=" +
+                    shell_quote(profile) + " --window-size=" + window + " --enable-logging=stderr --v=0 " +
                     (dom ? " --dump-dom" : "") + (png.empty() ? std::string() : " --screenshot=" + shell_quote(png)) + " " +
-                    shell_quote(url) +
-                    " 2>" + shell_quote(errfile) + ")";
+                    shell_quote(url) + " 2>" + shell_quote(errfile) + ")";
   std::string out;
   cr.rc = vl_test::run_command(cmd, out);
   if (dom) *dom = out;
@@ -175,8 +180,9 @@ double ink_fraction(const std::string& png) {
   int rc = vl_test::run_command(
       // min(R, G, B) < 235 per pixel, counted by PIL's own histogram of the channel-wise minimum (a Python
       // loop over the 2.5 M pixels took ~0.8 s of CPU per screenshot).
-      python() + " -c 'import sys; from PIL import Image, ImageChops as C; im = Image.open(sys.argv[1]).convert(\"RGB\"); "
-                 "r, g, b = im.split(); h = C.darker(C.darker(r, g), b).histogram(); print(sum(h[:235]) / (im.width * im.height))' " +
+      python() +
+          " -c 'import sys; from PIL import Image, ImageChops as C; im = Image.open(sys.argv[1]).convert(\"RGB\"); "
+          "r, g, b = im.split(); h = C.darker(C.darker(r, g), b).histogram(); print(sum(h[:235]) / (im.width * im.height))' " +
           shell_quote(png),
       out);
   if (rc != 0) return -1;
@@ -210,11 +216,11 @@ TEST_CASE("every known kind gets its section and untrusted text stays text") {
   CHECK(html.find("Explained variance") != std::string::npos);
   CHECK(html.find("Distribution of pairwise cosines") != std::string::npos);
   CHECK(html.find("cosine [64×64]") != std::string::npos);
-  CHECK(html.find("layer 0 · head 1 · kind ov") != std::string::npos);       // head top-pair cards
-  CHECK(html.find("ov copying score per head") != std::string::npos);         // layer x head heatmap
+  CHECK(html.find("layer 0 · head 1 · kind ov") != std::string::npos);          // head top-pair cards
+  CHECK(html.find("ov copying score per head") != std::string::npos);           // layer x head heatmap
   CHECK(html.find("layer 2 · neuron 17 · vector value") != std::string::npos);  // neuron cards
-  CHECK(html.find("component 0 · sign +") != std::string::npos);              // spectrum loadings
-  CHECK(html.find("source 0 · source_token  the") != std::string::npos);      // knn edges, raw key text
+  CHECK(html.find("component 0 · sign +") != std::string::npos);                // spectrum loadings
+  CHECK(html.find("source 0 · source_token  the") != std::string::npos);        // knn edges, raw key text
   CHECK(html.find("Top-1 token per layer and position") != std::string::npos);  // projection
   CHECK(html.find("Positions along the top principal components") != std::string::npos);
   CHECK(html.find("Anisotropy after removing the top components") != std::string::npos);
@@ -236,11 +242,23 @@ TEST_CASE("every known kind gets its section and untrusted text stays text") {
   // attribute (data may contain those words, escaped, as text).
   std::set<std::string> tags, attrs;
   REQUIRE(scan_tags(html, tags, attrs));
-  const std::set<std::string> allowed = {
-      "!doctype", "html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "h4", "p", "nav", "a",
-      "main", "section", "span", "blockquote", "div", "dl", "dt", "dd", "details", "summary", "pre", "code", "sub",
-      "figure", "figcaption", "svg", "g", "rect", "text", "line", "path", "circle", "defs", "lineargradient", "stop",
-      "table", "thead", "tbody", "tr", "th", "td", "input", "label", "ul", "li", "script"};
+  const std::set<std::string> allowed = {"!doctype",   "html",    "head",
+                                         "meta",       "title",   "style",
+                                         "body",       "header",  "h1",
+                                         "h2",         "h3",      "h4",
+                                         "p",          "nav",     "a",
+                                         "main",       "section", "span",
+                                         "blockquote", "div",     "dl",
+                                         "dt",         "dd",      "details",
+                                         "summary",    "pre",     "code",
+                                         "sub",        "figure",  "figcaption",
+                                         "svg",        "g",       "rect",
+                                         "text",       "line",    "path",
+                                         "circle",     "defs",    "lineargradient",
+                                         "stop",       "table",   "thead",
+                                         "tbody",      "tr",      "th",
+                                         "td",         "input",   "label",
+                                         "ul",         "li",      "script"};
   for (const auto& t : tags) {
     INFO("tag <" << t << ">");
     CHECK(allowed.count(t) == 1);
@@ -304,11 +322,13 @@ TEST_CASE("the report renders in headless Chromium: not blank, no console errors
 
   // Control: the console check must see a page's console output at all, or it proves nothing.
   std::string control = art + "/console-control.html";
-  vl_test::write_file(control, "<!DOCTYPE html><html><body><p>control</p><script>console.error('control-error-42');</script></body></html>");
+  vl_test::write_file(
+      control, "<!DOCTYPE html><html><body><p>control</p><script>console.error('control-error-42');</script></body></html>");
   ChromeRun c0 = run_chromium("file://" + control, art + "/console-control.png", "400,300");
   INFO(c0.log.substr(0, 4000));
   REQUIRE(c0.rc == 0);
-  bool seen = std::any_of(c0.console.begin(), c0.console.end(), [](const std::string& l) { return l.find("control-error-42") != std::string::npos; });
+  bool seen = std::any_of(c0.console.begin(), c0.console.end(),
+                          [](const std::string& l) { return l.find("control-error-42") != std::string::npos; });
   REQUIRE(seen);
 
   struct Shot {
@@ -344,8 +364,10 @@ TEST_CASE("the report renders in headless Chromium: not blank, no console errors
 
   // The DOM after parsing (that run's exit status and console were checked above): the prompt is a text node,
   // the only script element is ours.
-  CHECK(dom.find("<blockquote class=\"prompt\">The \"Eiffel\" Tower &lt;script&gt;alert(1)&lt;/script&gt; is in 'Paris'</blockquote>") !=
-        std::string::npos);
+  CHECK(
+      dom.find(
+          "<blockquote class=\"prompt\">The \"Eiffel\" Tower &lt;script&gt;alert(1)&lt;/script&gt; is in 'Paris'</blockquote>") !=
+      std::string::npos);
   CHECK(count(dom, "<script") == 1);
   CHECK(dom.find("<img") == std::string::npos);
   CHECK(dom.find("<textarea") == std::string::npos);
@@ -367,7 +389,9 @@ TEST_CASE("vocablens report CLI") {
   CHECK(file_exists(base + "/ex/logit_lens.json"));
   CHECK(out.find("report:   " + base + "/ex/report.html") != std::string::npos);
 
-  rc = vl_test::run_command(shell_quote(cli) + " report " + shell_quote(base + "/ex") + " --out " + shell_quote(base + "/r.html") + " --no-notebook", out);
+  rc = vl_test::run_command(
+      shell_quote(cli) + " report " + shell_quote(base + "/ex") + " --out " + shell_quote(base + "/r.html") + " --no-notebook",
+      out);
   CHECK(rc == 0);
   CHECK(file_exists(base + "/r.html"));
 
@@ -383,7 +407,8 @@ TEST_CASE("vocablens report CLI") {
   // overflow in the JSON copy). Now one line naming the file, exit 1, and no report.html left behind.
   vocablens::ensure_directory(base + "/deep");
   std::string deep = R"({"format": "vocablens.result", "format_version": 1, "kind": "k", "settings": {},
-      "provenance": {}, "arrays": {}, "tables": [], "summary": {"x": )" + std::string(100000, '[') + std::string(100000, ']') + "}}";
+      "provenance": {}, "arrays": {}, "tables": [], "summary": {"x": )" +
+                     std::string(100000, '[') + std::string(100000, ']') + "}}";
   vocablens::write_file_atomic(base + "/deep/k.json", deep);
   rc = vl_test::run_command(shell_quote(cli) + " report " + shell_quote(base + "/deep"), out);
   CHECK(rc == 1);
@@ -475,7 +500,8 @@ print(json.dumps(out))
         INFO(file);
         REQUIRE(j["npy"].contains(file));
         CHECK(j["npy"][file]["ok"] == true);
-        CHECK(j["npy"][file]["sha256"] == vocablens::sha256_hex(std::string_view(reinterpret_cast<const char*>(a.bytes.data()), a.bytes.size())));
+        CHECK(j["npy"][file]["sha256"] ==
+              vocablens::sha256_hex(std::string_view(reinterpret_cast<const char*>(a.bytes.data()), a.bytes.size())));
         ++n;
       }
     CHECK(n >= 20);

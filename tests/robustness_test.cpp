@@ -59,8 +59,7 @@ std::atomic<uint64_t> g_largest_alloc{0};
 #ifdef VL_ASAN
 extern "C" void vl_malloc_hook(const volatile void*, size_t size) {
   uint64_t cur = g_largest_alloc.load(std::memory_order_relaxed);
-  while (size > cur && !g_largest_alloc.compare_exchange_weak(cur, size, std::memory_order_relaxed)) {
-  }
+  while (size > cur && !g_largest_alloc.compare_exchange_weak(cur, size, std::memory_order_relaxed)) {}
 }
 extern "C" void vl_free_hook(const volatile void*) {}
 #endif
@@ -85,10 +84,10 @@ struct Outcome {
 };
 
 std::ostream& operator<<(std::ostream& os, const Outcome& o) {
-  static const char* names[] = {"FormatError", "other vocablens::Error", "other exception", "std::bad_alloc",
-                                "no exception", "crashed"};
-  return os << names[o.kind] << " [" << o.what << "] path=" << o.path << " peak+" << o.peak_growth_kb
-            << " kB, largest malloc " << o.largest_alloc << " B, " << o.seconds << " s, wait status " << o.status;
+  static const char* names[] = {"FormatError",    "other vocablens::Error", "other exception",
+                                "std::bad_alloc", "no exception",           "crashed"};
+  return os << names[o.kind] << " [" << o.what << "] path=" << o.path << " peak+" << o.peak_growth_kb << " kB, largest malloc "
+            << o.largest_alloc << " B, " << o.seconds << " s, wait status " << o.status;
 }
 
 Outcome run_bounded(const std::function<void()>& fn) {
@@ -116,13 +115,9 @@ Outcome run_bounded(const std::function<void()>& fn) {
       fn();
     } catch (const vocablens::FormatError& e) {
       kind = Outcome::kFormatError, path = e.path(), what = e.what();
-    } catch (const vocablens::Error& e) {
-      kind = Outcome::kOtherError, what = e.what();
-    } catch (const std::bad_alloc& e) {
+    } catch (const vocablens::Error& e) { kind = Outcome::kOtherError, what = e.what(); } catch (const std::bad_alloc& e) {
       kind = Outcome::kBadAlloc, what = e.what();
-    } catch (const std::exception& e) {
-      kind = Outcome::kOtherException, what = e.what();
-    }
+    } catch (const std::exception& e) { kind = Outcome::kOtherException, what = e.what(); }
     const long growth = status_kb("VmHWM") - rss0;
     std::ostringstream msg;
     msg << kind << '\n' << growth << '\n' << g_largest_alloc.load() << '\n' << path << '\n' << what;
@@ -289,9 +284,9 @@ TEST_CASE("torch zip: a billion-element tensor or storage is refused before any 
     std::vector<int64_t> sizes, strides;
     const char* phrase;
   } cases[] = {
-      {1000000000, {1000000000}, {1}, "claims 1000000000 x 4 bytes"},   // storage bigger than its entry
-      {6, {1000000000}, {1}, "addresses element"},                        // tensor bigger than its storage
-      {6, {1000000000}, {0}, "overlapping view"},                         // stride 0: a billion views of one float
+      {1000000000, {1000000000}, {1}, "claims 1000000000 x 4 bytes"},  // storage bigger than its entry
+      {6, {1000000000}, {1}, "addresses element"},                     // tensor bigger than its storage
+      {6, {1000000000}, {0}, "overlapping view"},                      // stride 0: a billion views of one float
       {6, {1000000, 1000000}, {0, 0}, "overlapping view"},
       {6, {int64_t{1} << 40, int64_t{1} << 40}, {0, 0}, "overflow"},
   };
@@ -362,12 +357,15 @@ TEST_CASE("tokenizer files nested 10^5 deep are refused with a FormatError", "[r
 // result's summary) overflowed the stack — `vocablens report` on such a directory died with SIGSEGV.
 TEST_CASE("JSON subtrees nested 10^5 deep in tokenizer.json and result files are refused", "[robustness]") {
   Scratch s;
-  std::string tj = s.put("deep3/tokenizer.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
-                                                 "\"pre_tokenizer\": " + nested('[', ']', 100000) + "}");
+  std::string tj = s.put("deep3/tokenizer.json",
+                         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
+                         "\"pre_tokenizer\": " +
+                             nested('[', ']', 100000) + "}");
   expect_refused(tj, "JSON nested deeper than 256 levels", [&] { vocablens::load_tokenizer(tj); });
-  std::string rj = s.put("run/r.json", "{\"format\": \"vocablens.result\", \"format_version\": 1, \"kind\": \"k\", "
-                                       "\"settings\": {}, \"provenance\": {}, \"arrays\": {}, \"tables\": [], \"summary\": {\"x\": " +
-                                           nested('[', ']', 100000) + "}}");
+  std::string rj = s.put("run/r.json",
+                         "{\"format\": \"vocablens.result\", \"format_version\": 1, \"kind\": \"k\", "
+                         "\"settings\": {}, \"provenance\": {}, \"arrays\": {}, \"tables\": [], \"summary\": {\"x\": " +
+                             nested('[', ']', 100000) + "}}");
   expect_refused(rj, "JSON nested deeper than 256 levels", [&] { vocablens::read_run_directory(s.dir + "/run"); });
 }
 

@@ -57,8 +57,8 @@ struct Ref {
   std::vector<std::vector<std::tuple<double, int64_t, int64_t, std::vector<int64_t>, int64_t, std::vector<double>>>> ctx;
 };
 
-Ref brute_force(const vocablens::Model& m, const vocablens::Sae& sae, const std::vector<int64_t>& all, int64_t W,
-                int64_t n, int64_t before, int64_t after) {
+Ref brute_force(const vocablens::Model& m, const vocablens::Sae& sae, const std::vector<int64_t>& all, int64_t W, int64_t n,
+                int64_t before, int64_t after) {
   Ref r;
   const int64_t D = sae.d_sae;
   const std::string target = sae.hook_name_out.empty() ? sae.hook_name : sae.hook_name_out;
@@ -217,6 +217,6 @@ TEST_CASE("histogram bins are the documented log-spaced edges", "[sae][corpus]")
   CHECK(vocablens::histogram_bin(0.0016) == 1);  // 10^-2.8 = 0.001585
   CHECK(vocablens::histogram_bin(1.0) == 15);
   CHECK(vocablens::histogram_bin(1.5) == 15);
-  CHECK(vocablens::histogram_bin(1.6) == 16);     // 10^0.2 = 1.585
+  CHECK(vocablens::histogram_bin(1.6) == 16);  // 10^0.2 = 1.585
   CHECK(vocablens::histogram_bin(1e9) == 39);
 }

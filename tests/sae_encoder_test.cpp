@@ -25,16 +25,16 @@ TEST_CASE("feature encoder directions read through E+, W_U and W_E equal the den
     INFO(name);
     auto sae = vocablens::load_sae(saes + "/" + name);
     const at::Tensor Wenc = sae.W_enc.to(at::kDouble);  // [d, d_sae]
-    const at::Tensor WU = m.W_U().to(at::kDouble);       // [d, V]
+    const at::Tensor WU = m.W_U().to(at::kDouble);      // [d, V]
     const at::Tensor E = WU.t();
     struct Case {
       vocablens::InverseKind kind;
       at::Tensor R;
       double tol;
     };
-    for (const Case& c : {Case{vocablens::InverseKind::Embed, m.W_E().to(at::kDouble).t(), 1e-9},
-                          Case{vocablens::InverseKind::Transpose, WU, 1e-9},
-                          Case{vocablens::InverseKind::Pinv, at::linalg_pinv(E), 1e-4}}) {
+    for (const Case& c :
+         {Case{vocablens::InverseKind::Embed, m.W_E().to(at::kDouble).t(), 1e-9},
+          Case{vocablens::InverseKind::Transpose, WU, 1e-9}, Case{vocablens::InverseKind::Pinv, at::linalg_pinv(E), 1e-4}}) {
       INFO(vocablens::to_string(c.kind));
       auto e = vocablens::feature_encoder_tokens(m, sae, feats, k, c.kind);
       REQUIRE(e.top.size() == feats.size());

@@ -53,12 +53,30 @@ TEST_CASE("features --neuronpedia writes SAEDashboard's batch JSON", "[sae][neur
   so.contexts = 2;
   so.ce_metrics = false;
   auto st = vocablens::sae_corpus_stats(m, sae, *tok, tmp + "/c.txt", so);
-  const std::set<std::string> keys = {"feature_index", "neuron_alignment_indices", "neuron_alignment_values",
-      "neuron_alignment_l1", "correlated_neurons_indices", "correlated_neurons_l1", "correlated_neurons_pearson",
-      "correlated_features_indices", "correlated_features_l1", "correlated_features_pearson", "neg_str", "neg_values",
-      "pos_str", "pos_values", "frac_nonzero", "freq_hist_data_bar_values", "freq_hist_data_bar_heights",
-      "logits_hist_data_bar_heights", "logits_hist_data_bar_values", "n_prompts_total", "n_tokens_in_prompt", "dataset",
-      "decoder_weights_dist", "activations"};
+  const std::set<std::string> keys = {"feature_index",
+                                      "neuron_alignment_indices",
+                                      "neuron_alignment_values",
+                                      "neuron_alignment_l1",
+                                      "correlated_neurons_indices",
+                                      "correlated_neurons_l1",
+                                      "correlated_neurons_pearson",
+                                      "correlated_features_indices",
+                                      "correlated_features_l1",
+                                      "correlated_features_pearson",
+                                      "neg_str",
+                                      "neg_values",
+                                      "pos_str",
+                                      "pos_values",
+                                      "frac_nonzero",
+                                      "freq_hist_data_bar_values",
+                                      "freq_hist_data_bar_heights",
+                                      "logits_hist_data_bar_heights",
+                                      "logits_hist_data_bar_values",
+                                      "n_prompts_total",
+                                      "n_tokens_in_prompt",
+                                      "dataset",
+                                      "decoder_weights_dist",
+                                      "activations"};
   const int64_t feats[3] = {0, 5, 17};
   for (int q = 0; q < 3; ++q) {
     const auto& p = b["features"][q];

@@ -76,8 +76,8 @@ TEST_CASE("generate --sae --steer-feature prints the unsteered and the steered c
   const int64_t steps = 6, f = 7;
   const double s = -9.0;
   auto plain = m.generate_greedy(prompt, steps, -1);
-  auto steered = vocablens::generate_greedy_with_hooks(
-      m, prompt, steps, -1, vocablens::steering_hooks(sae.W_dec[f].to(at::kFloat), 1, s));
+  auto steered =
+      vocablens::generate_greedy_with_hooks(m, prompt, steps, -1, vocablens::steering_hooks(sae.W_dec[f].to(at::kFloat), 1, s));
   REQUIRE(plain != steered);  // the test needs a feature that changes the continuation
   auto join = [](const std::vector<int64_t>& v) {
     std::ostringstream o;
@@ -105,8 +105,8 @@ TEST_CASE("generate --sae --steer-feature prints the unsteered and the steered c
   // bad input: one clear line, exit != 0
   CHECK(vl_test::run_command(vl_test::cli_path() + " generate " + dir + " --steer-feature 7 2>&1", out) != 0);
   CHECK(out.find("--steer-feature needs --sae") != std::string::npos);
-  CHECK(vl_test::run_command(vl_test::cli_path() + " generate " + dir + " --sae " + steer_saes() +
-                                 "/saelens_standard --steer-feature 96 2>&1",
-                             out) != 0);
+  CHECK(vl_test::run_command(
+            vl_test::cli_path() + " generate " + dir + " --sae " + steer_saes() + "/saelens_standard --steer-feature 96 2>&1",
+            out) != 0);
   CHECK(out.find("out of range") != std::string::npos);
 }

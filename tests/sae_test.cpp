@@ -34,9 +34,7 @@ template <class F>
 std::string error_thrown_by(F&& f) {
   try {
     f();
-  } catch (const vocablens::Error& e) {
-    return e.what();
-  }
+  } catch (const vocablens::Error& e) { return e.what(); }
   return "";
 }
 
@@ -155,37 +153,37 @@ TEST_CASE("feature logit weights equal the dense float64 product's top and botto
   auto sae = vocablens::load_sae(fx + "/saelens_standard");
   // both screens (int8 where this CPU has an exact int8 kernel, float32): the same lists
   for (const std::string screen : {"float32", "int8"})
-  for (const std::string suffix : {"", "_norm"}) {
-    INFO("suffix " << suffix << " screen " << screen);
-    vocablens::FeatureLogitsOptions o;
-    o.top_k = 7;
-    o.final_norm_scale = suffix == "_norm";
-    o.screen = screen;
-    auto a = vocablens::feature_logits(m, sae, o);
-    CHECK(a.screen == (screen == "int8" && vocablens::feature_logits_int8_available() ? "int8" : "float32"));
-    vocablens::Result r = a.to_result(nullptr);
-    CHECK(r.kind == "features");
-    REQUIRE(r.arrays.at("top_ids").shape == std::vector<int64_t>{96, 7});
-    REQUIRE(r.arrays.at("bottom_values").shape == std::vector<int64_t>{96, 7});
-    at::Tensor top_ids = vl_test::load_npy_tensor(fx + "/ref/logits.top_ids" + suffix + ".npy");
-    at::Tensor top_vals = vl_test::load_npy_tensor(fx + "/ref/logits.top_values" + suffix + ".npy");
-    at::Tensor bot_ids = vl_test::load_npy_tensor(fx + "/ref/logits.bottom_ids" + suffix + ".npy");
-    at::Tensor bot_vals = vl_test::load_npy_tensor(fx + "/ref/logits.bottom_values" + suffix + ".npy");
-    // without the norm scale both sides multiply the same float32 numbers in float64: equal to rounding;
-    // with it, the scaled row is rounded to float32 here and not in NumPy (relative 6e-8)
-    const double tol = suffix.empty() ? 1e-10 : 1e-5;
-    int64_t id_mismatch = 0;
-    for (int64_t f = 0; f < 96; ++f)
-      for (int64_t q = 0; q < 7; ++q) {
-        const auto& t = a.top[static_cast<size_t>(f)][static_cast<size_t>(q)];
-        const auto& b = a.bottom[static_cast<size_t>(f)][static_cast<size_t>(q)];
-        id_mismatch += t.j != top_ids[f][q].item<int64_t>();
-        id_mismatch += b.j != bot_ids[f][q].item<int64_t>();
-        CHECK(std::abs(t.value - top_vals[f][q].item<double>()) <= tol);
-        CHECK(std::abs(b.value - bot_vals[f][q].item<double>()) <= tol);
-      }
-    CHECK(id_mismatch == 0);
-  }
+    for (const std::string suffix : {"", "_norm"}) {
+      INFO("suffix " << suffix << " screen " << screen);
+      vocablens::FeatureLogitsOptions o;
+      o.top_k = 7;
+      o.final_norm_scale = suffix == "_norm";
+      o.screen = screen;
+      auto a = vocablens::feature_logits(m, sae, o);
+      CHECK(a.screen == (screen == "int8" && vocablens::feature_logits_int8_available() ? "int8" : "float32"));
+      vocablens::Result r = a.to_result(nullptr);
+      CHECK(r.kind == "features");
+      REQUIRE(r.arrays.at("top_ids").shape == std::vector<int64_t>{96, 7});
+      REQUIRE(r.arrays.at("bottom_values").shape == std::vector<int64_t>{96, 7});
+      at::Tensor top_ids = vl_test::load_npy_tensor(fx + "/ref/logits.top_ids" + suffix + ".npy");
+      at::Tensor top_vals = vl_test::load_npy_tensor(fx + "/ref/logits.top_values" + suffix + ".npy");
+      at::Tensor bot_ids = vl_test::load_npy_tensor(fx + "/ref/logits.bottom_ids" + suffix + ".npy");
+      at::Tensor bot_vals = vl_test::load_npy_tensor(fx + "/ref/logits.bottom_values" + suffix + ".npy");
+      // without the norm scale both sides multiply the same float32 numbers in float64: equal to rounding;
+      // with it, the scaled row is rounded to float32 here and not in NumPy (relative 6e-8)
+      const double tol = suffix.empty() ? 1e-10 : 1e-5;
+      int64_t id_mismatch = 0;
+      for (int64_t f = 0; f < 96; ++f)
+        for (int64_t q = 0; q < 7; ++q) {
+          const auto& t = a.top[static_cast<size_t>(f)][static_cast<size_t>(q)];
+          const auto& b = a.bottom[static_cast<size_t>(f)][static_cast<size_t>(q)];
+          id_mismatch += t.j != top_ids[f][q].item<int64_t>();
+          id_mismatch += b.j != bot_ids[f][q].item<int64_t>();
+          CHECK(std::abs(t.value - top_vals[f][q].item<double>()) <= tol);
+          CHECK(std::abs(b.value - bot_vals[f][q].item<double>()) <= tol);
+        }
+      CHECK(id_mismatch == 0);
+    }
   // a subset of features: the rows of the same features
   vocablens::FeatureLogitsOptions o;
   o.top_k = 7;
@@ -207,7 +205,8 @@ TEST_CASE("vocablens features CLI and its report pages", "[sae][cli]") {
   const std::string gpt2 = vl_test::fixture("gpt2-tiny");
   const std::string run = vl_test::temp_dir("features-cli") + "/run";
   std::string out;
-  int rc = vl_test::run_command(cli + " features " + gpt2 + " --sae " + fx + "/saelens_standard --top-k 5 --features 0,5-9 --out " + run, out);
+  int rc = vl_test::run_command(
+      cli + " features " + gpt2 + " --sae " + fx + "/saelens_standard --top-k 5 --features 0,5-9 --out " + run, out);
   INFO(out);
   REQUIRE(rc == 0);
   CHECK(out.find("feature 5") != std::string::npos);
@@ -259,12 +258,11 @@ TEST_CASE("mutated SAE files load or fail with one line, never otherwise", "[sae
   struct Target {
     std::string dir, file, load;  // folder to copy, file in it to mutate, what to load (relative to the copy)
   };
-  const std::vector<Target> targets = {
-      {"saelens_standard", "cfg.json", ""},
-      {"saelens_standard", "sae_weights.safetensors", ""},
-      {"gemmascope_v1/layer_1/width_96/average_l0_20", "params.npz", "params.npz"},
-      {"llamascope", "hyperparams.json", ""},
-      {"circuit_tracer", "layer_1.safetensors", "layer_1.safetensors"}};
+  const std::vector<Target> targets = {{"saelens_standard", "cfg.json", ""},
+                                       {"saelens_standard", "sae_weights.safetensors", ""},
+                                       {"gemmascope_v1/layer_1/width_96/average_l0_20", "params.npz", "params.npz"},
+                                       {"llamascope", "hyperparams.json", ""},
+                                       {"circuit_tracer", "layer_1.safetensors", "layer_1.safetensors"}};
   uint64_t seed = 0x9E3779B97F4A7C15ull;
   auto next = [&]() {
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -308,26 +306,26 @@ TEST_CASE("feature logit weights with an allow-list equal the streamed engine's,
   std::vector<int64_t> allow;
   for (int64_t t = 7; t < 50257; t += 13) allow.push_back(t);
   for (const std::string screen : {"float32", "int8"})
-  for (int64_t k : {1, 5, 40}) {
-    INFO("k " << k << " screen " << screen);
-    vocablens::FeatureLogitsOptions o;
-    o.top_k = k;
-    o.filter.allow = allow;
-    o.screen = screen;
-    auto a = vocablens::feature_logits(m, sae, o);
-    vocablens::TopkStreamOptions so;
-    so.cols = allow;
-    at::Tensor X = sae.W_dec.to(at::kFloat);
-    auto top = vocablens::project_topk(X, m.W_U(), k, so);
-    auto bot = vocablens::project_topk(X.neg(), m.W_U(), k, so);
-    for (size_t f = 0; f < 96; ++f) {
-      REQUIRE(a.top[f].size() == static_cast<size_t>(k));
-      for (size_t q = 0; q < static_cast<size_t>(k); ++q) {
-        CHECK(a.top[f][q].j == top[f][q].j);
-        CHECK(a.top[f][q].value == top[f][q].value);
-        CHECK(a.bottom[f][q].j == bot[f][q].j);
-        CHECK(a.bottom[f][q].value == -bot[f][q].value);
+    for (int64_t k : {1, 5, 40}) {
+      INFO("k " << k << " screen " << screen);
+      vocablens::FeatureLogitsOptions o;
+      o.top_k = k;
+      o.filter.allow = allow;
+      o.screen = screen;
+      auto a = vocablens::feature_logits(m, sae, o);
+      vocablens::TopkStreamOptions so;
+      so.cols = allow;
+      at::Tensor X = sae.W_dec.to(at::kFloat);
+      auto top = vocablens::project_topk(X, m.W_U(), k, so);
+      auto bot = vocablens::project_topk(X.neg(), m.W_U(), k, so);
+      for (size_t f = 0; f < 96; ++f) {
+        REQUIRE(a.top[f].size() == static_cast<size_t>(k));
+        for (size_t q = 0; q < static_cast<size_t>(k); ++q) {
+          CHECK(a.top[f][q].j == top[f][q].j);
+          CHECK(a.top[f][q].value == top[f][q].value);
+          CHECK(a.bottom[f][q].j == bot[f][q].j);
+          CHECK(a.bottom[f][q].value == -bot[f][q].value);
+        }
       }
     }
-  }
 }

@@ -60,7 +60,8 @@ TEST_CASE("generate at the context end equals run.c byte for byte (prompt of ~50
   std::string dir = vl_test::fixture("stories260K");
   if (dir.empty()) return;
   const std::string prompt = vl_test::read_file(src_data("generate_context_end/prompt.txt"));
-  const std::string model = "'" + dir + "/stories260K.bin' --prompt \"$(cat '" + src_data("generate_context_end/prompt.txt") + "')\"";
+  const std::string model =
+      "'" + dir + "/stories260K.bin' --prompt \"$(cat '" + src_data("generate_context_end/prompt.txt") + "')\"";
   CHECK(stdout_of("generate " + model + " --steps 600") == vl_test::read_file(src_data("generate_context_end/runc_t0_n600.txt")));
   // run.c's -n counts positions including the prompt.
   CHECK(stdout_of("generate " + model + " -n 500") == vl_test::read_file(src_data("generate_context_end/runc_t0_n500.txt")));
@@ -326,27 +327,31 @@ TEST_CASE("off a terminal, a corpus pass prints a progress line per interval wit
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("lens --corpus: ", 0) != 0) continue;
     ++lines;
-    CHECK(line.find('\r') == std::string::npos);  // lines, not a redrawn bar
+    CHECK(line.find('\r') == std::string::npos);            // lines, not a redrawn bar
     CHECK(line.find("/2215 tokens") != std::string::npos);  // predicted tokens of the file (2216 tokens, heldout.txt)
     if (line.find(" tokens/s · ETA ") != std::string::npos) ++rated;
   }
   CHECK(lines == 17);  // 18 windows of 128
-  CHECK(rated >= 1);  // once half a second has passed (the pass takes more than a second of CPU)
+  CHECK(rated >= 1);   // once half a second has passed (the pass takes more than a second of CPU)
   // The default interval (30 s) prints nothing for this short pass.
   r = cli("lens '" + m + "' --corpus '" + corpus + "' --format json");
   CHECK(r.out.find("lens --corpus:") == std::string::npos);
 }
 
 TEST_CASE("tables print 4 significant digits and invisible tokens visibly") {
-  CHECK(vocablens::display_text("a\xE2\x80\x8A" "b") == "a<U+200A>b");
+  CHECK(vocablens::display_text("a\xE2\x80\x8A"
+                                "b") == "a<U+200A>b");
   CHECK(vocablens::display_text("\xC2\xA0") == "<U+00A0>");
   CHECK(vocablens::display_text("\xEF\xBB\xBF") == "<U+FEFF>");
-  CHECK(vocablens::undisplay_text("a<U+200A>b") == "a\xE2\x80\x8A" "b");
+  CHECK(vocablens::undisplay_text("a<U+200A>b") ==
+        "a\xE2\x80\x8A"
+        "b");
   CHECK(vocablens::display_text("caf\xC3\xA9") == "caf\xC3\xA9");
   std::string s = vl_test::fixture("stories260K/stories260K.bin");
   if (s.empty()) return;
   const std::string table = stdout_of("heads '" + s + "' --layer 0 --head 0 --kind ov --top-k 5 --no-spectra --no-color");
-  auto j = nlohmann::json::parse(stdout_of("heads '" + s + "' --layer 0 --head 0 --kind ov --top-k 5 --no-spectra --format json"));
+  auto j =
+      nlohmann::json::parse(stdout_of("heads '" + s + "' --layer 0 --head 0 --kind ov --top-k 5 --no-spectra --format json"));
   INFO(table);
   // Every score of the JSON appears in the table with 4 significant digits.
   std::string rows;

@@ -34,16 +34,24 @@ using vl_test::tiny_gpt2_config;
 // Every tensor of a `layers`-layer tiny GPT-2 (vl_test::tiny_gpt2_config) plus `extra`, float32 0.01, one
 // element set to `poke_value` in tensor `poke` (flat index 1) when given.
 std::string filled_gpt2_safetensors(int layers, std::map<std::string, std::vector<int64_t>> extra = {},
-                                  const std::string& poke = "", float poke_value = 0) {
+                                    const std::string& poke = "", float poke_value = 0) {
   std::map<std::string, std::vector<int64_t>> shapes = {
       {"wte.weight", {10, 4}}, {"wpe.weight", {8, 4}}, {"ln_f.weight", {4}}, {"ln_f.bias", {4}}};
   for (int l = 0; l < layers; ++l) {
     std::string p = "h." + std::to_string(l) + ".";
-    for (auto& [k, v] : std::map<std::string, std::vector<int64_t>>{
-             {"ln_1.weight", {4}}, {"ln_1.bias", {4}}, {"ln_2.weight", {4}}, {"ln_2.bias", {4}},
-             {"attn.c_attn.weight", {4, 12}}, {"attn.c_attn.bias", {12}}, {"attn.c_proj.weight", {4, 4}},
-             {"attn.c_proj.bias", {4}}, {"mlp.c_fc.weight", {4, 16}}, {"mlp.c_fc.bias", {16}},
-             {"mlp.c_proj.weight", {16, 4}}, {"mlp.c_proj.bias", {4}}, {"attn.bias", {1, 1, 8, 8}}})
+    for (auto& [k, v] : std::map<std::string, std::vector<int64_t>>{{"ln_1.weight", {4}},
+                                                                    {"ln_1.bias", {4}},
+                                                                    {"ln_2.weight", {4}},
+                                                                    {"ln_2.bias", {4}},
+                                                                    {"attn.c_attn.weight", {4, 12}},
+                                                                    {"attn.c_attn.bias", {12}},
+                                                                    {"attn.c_proj.weight", {4, 4}},
+                                                                    {"attn.c_proj.bias", {4}},
+                                                                    {"mlp.c_fc.weight", {4, 16}},
+                                                                    {"mlp.c_fc.bias", {16}},
+                                                                    {"mlp.c_proj.weight", {16, 4}},
+                                                                    {"mlp.c_proj.bias", {4}},
+                                                                    {"attn.bias", {1, 1, 8, 8}}})
       shapes[p + k] = v;
   }
   for (auto& [k, v] : extra) shapes[k] = v;
@@ -116,15 +124,14 @@ TEST_CASE("NaN in one q_proj entry of a llama2.c .bin: named at load with its la
 
 TEST_CASE("NaN in the final norm, Inf embedding: named") {
   if (vl_test::fixture("stories260K").empty()) return;
-  std::string m = poked_stories("nanfinal", kEmb + kRmsAtt + 2 * kWq + 2 * (5 * 32 * 64) + 5 * 64 + 3 * (5 * 172 * 64) + 9,
-                                std::nanf(""));
+  std::string m =
+      poked_stories("nanfinal", kEmb + kRmsAtt + 2 * kWq + 2 * (5 * 32 * 64) + 5 * 64 + 3 * (5 * 172 * 64) + 9, std::nanf(""));
   std::string w = load_error<vocablens::NonFiniteError>(m);
   INFO(w);
   CHECK(w.find("weight 'rms_final'") != std::string::npos);
   CHECK(w.find("nan at [9]") != std::string::npos);
 
-  std::string dir = make_model_dir("infemb", tiny_gpt2_config().dump(),
-                                   filled_gpt2_safetensors(1, {}, "wte.weight", INFINITY));
+  std::string dir = make_model_dir("infemb", tiny_gpt2_config().dump(), filled_gpt2_safetensors(1, {}, "wte.weight", INFINITY));
   w = load_error<vocablens::NonFiniteError>(dir);
   INFO(w);
   CHECK(w.find("weight 'wte.weight'") != std::string::npos);
@@ -211,8 +218,7 @@ TEST_CASE("every tensor of the checkpoint is used or reported") {
                                     filled_gpt2_safetensors(1, {{"score.weight", {3, 4}}, {"h.0.adapter.weight", {4}}}));
   w = load_error<vocablens::FormatError>(dir2);
   INFO(w);
-  CHECK(w.find("2 tensors that a GPT2LMHeadModel model does not use: 'h.0.adapter.weight', 'score.weight'") !=
-        std::string::npos);
+  CHECK(w.find("2 tensors that a GPT2LMHeadModel model does not use: 'h.0.adapter.weight', 'score.weight'") != std::string::npos);
   std::string out;
   CHECK(cli("inspect '" + dir2 + "'", out) == 1);
   // The buffers real checkpoints carry (attn.bias) are not reported: the 1-layer model loads.
@@ -400,10 +406,11 @@ TEST_CASE("finiteness is scanned in place for float32, bfloat16 and float16, con
     t[20][3] = -std::numeric_limits<float>::infinity();
     CHECK_FALSE(vocablens::all_finite(t));
     CHECK_FALSE(vocablens::all_finite(t.t()));
-    CHECK(vocablens::all_finite(t.narrow(0, 6, 14)));     // rows 6..19: contiguous, clean
+    CHECK(vocablens::all_finite(t.narrow(0, 6, 14)));        // rows 6..19: contiguous, clean
     CHECK_FALSE(vocablens::all_finite(t.narrow(0, 6, 15)));  // row 20 included
-    CHECK(vocablens::all_finite(t.narrow(1, 4, 13)));     // columns 4..16: strided, clean
-    CHECK_THROWS_WITH(vocablens::require_finite(t, "M", "c"), Catch::Contains("M holds 2 non-finite values of 151663 (first: nan at [5, 17])"));
+    CHECK(vocablens::all_finite(t.narrow(1, 4, 13)));        // columns 4..16: strided, clean
+    CHECK_THROWS_WITH(vocablens::require_finite(t, "M", "c"),
+                      Catch::Contains("M holds 2 non-finite values of 151663 (first: nan at [5, 17])"));
     // Transposed: [17, 5] holds the NaN, [3, 20] the -inf, which comes first in the view's order.
     CHECK_THROWS_WITH(vocablens::require_finite(t.t(), "M", "c"), Catch::Contains("(first: -inf at [3, 20])"));
   }
@@ -448,8 +455,8 @@ TEST_CASE("a checkpoint truncated or written in place after loading: one error n
                                               Catch::Contains("changed on disk since it was loaded") &&
                                               Catch::Contains("load it again"));
         // An analysis that reads weights without a forward pass asks too (run_analysis, every surface).
-        CHECK_THROWS_AS(vocablens::run_analysis(vocablens::find_analysis("neurons"), m, nullptr,
-                                                {{"layer", 0}, {"neurons", {0}}}, vocablens::Surface::Python),
+        CHECK_THROWS_AS(vocablens::run_analysis(vocablens::find_analysis("neurons"), m, nullptr, {{"layer", 0}, {"neurons", {0}}},
+                                                vocablens::Surface::Python),
                         vocablens::FormatError);
       }
     }

@@ -82,8 +82,8 @@ TEST_CASE("segments: the checkpoint carries W_seg, the runner adds it, segment 0
   auto with1 = vocablens::run_forward(m.config(), m.weights(), ids, spec, true, mixed);
   CHECK(at::equal(base.logits, with0.logits));  // no segment ids = segment 0 everywhere
   // the embedding the first block sees: W_E[t] + W_pos[p] + W_seg[s], computed here by hand
-  at::Tensor expect = m.W_E().index_select(0, ids.view(-1)) + m.W_pos().narrow(0, 0, 6) +
-                      m.W_seg().index_select(0, mixed.view(-1));
+  at::Tensor expect =
+      m.W_E().index_select(0, ids.view(-1)) + m.W_pos().narrow(0, 0, 6) + m.W_seg().index_select(0, mixed.view(-1));
   CHECK(at::allclose(with1.cache.get("resid_pre", 0)[0], expect, 1e-6, 1e-6));
   CHECK_FALSE(at::allclose(with1.logits, with0.logits));
   // bad segment ids: one clear error
@@ -138,9 +138,10 @@ TEST_CASE("segments: positions and spectrum --matrix W_seg on the command line",
   REQUIRE_FALSE(cli.empty());
   const std::string dir = vl_test::temp_dir("seg_cli");
   std::string out;
-  REQUIRE(vl_test::run_command(cli + " train --model gpt --synthetic --synthetic-lines 2000 --vocab-size 600 --segments "
-                                     "--segment-source lines --steps 4 --batch 4 --ctx 24 --d-model 32 --layers 1 -q --out " +
-                                     dir + " 2>&1",
+  REQUIRE(vl_test::run_command(cli +
+                                   " train --model gpt --synthetic --synthetic-lines 2000 --vocab-size 600 --segments "
+                                   "--segment-source lines --steps 4 --batch 4 --ctx 24 --d-model 32 --layers 1 -q --out " +
+                                   dir + " 2>&1",
                                out) == 0);
   auto cfg = nlohmann::json::parse(vl_test::read_file(dir + "/config.json"));
   CHECK(cfg["vocablens_segment_source"] == "lines");
@@ -155,8 +156,10 @@ TEST_CASE("segments: positions and spectrum --matrix W_seg on the command line",
   CHECK(out.find("W_seg [2 × 32]") != std::string::npos);
   // a model without segments: one line
   const std::string plain = vl_test::temp_dir("seg_plain");
-  REQUIRE(vl_test::run_command(cli + " train --model gpt --synthetic --synthetic-lines 2000 --vocab-size 600 --steps 2 "
-                                     "--batch 4 --ctx 24 --d-model 32 --layers 1 -q --out " + plain + " 2>&1",
+  REQUIRE(vl_test::run_command(cli +
+                                   " train --model gpt --synthetic --synthetic-lines 2000 --vocab-size 600 --steps 2 "
+                                   "--batch 4 --ctx 24 --d-model 32 --layers 1 -q --out " +
+                                   plain + " 2>&1",
                                out) == 0);
   CHECK(vl_test::run_command(cli + " spectrum " + plain + " --matrix W_seg 2>&1", out) != 0);
   CHECK(out.find("no segment embeddings") != std::string::npos);

@@ -35,9 +35,7 @@ double max_principal_sine(const at::Tensor& A, const at::Tensor& B) {
 }
 
 // Rows of V are unit vectors.
-bool max_abs_diff_unit_rows(const at::Tensor& V) {
-  return (V.norm(2, 1) - 1).abs().max().item<double>() < 1e-10;
-}
+bool max_abs_diff_unit_rows(const at::Tensor& V) { return (V.norm(2, 1) - 1).abs().max().item<double>() < 1e-10; }
 
 void check_against_dense(const at::Tensor& M, const std::string& what, int64_t k, vocablens::SpectrumMethod method,
                          const Reference* given = nullptr) {
@@ -49,7 +47,9 @@ void check_against_dense(const at::Tensor& M, const std::string& what, int64_t k
   o.full_spectrum = false;
   auto t0 = std::chrono::steady_clock::now();
   auto s = vocablens::matrix_spectrum(M, o, what);
-  if (std::getenv("VL_TIMING")) std::fprintf(stderr, "%s k=%d %s: %.3f s (%s)\n", what.c_str(), (int)k, vocablens::to_string(method), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), s.solver.c_str());
+  if (std::getenv("VL_TIMING"))
+    std::fprintf(stderr, "%s k=%d %s: %.3f s (%s)\n", what.c_str(), (int)k, vocablens::to_string(method),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), s.solver.c_str());
   Reference ref = given ? *given : dense_svd(M);
   const int64_t n = M.size(1);
   REQUIRE(s.k == std::min<int64_t>(k, std::min(M.size(0), n)));
@@ -93,7 +93,8 @@ TEST_CASE("spectrum: synthetic matrix with a known spectrum", "[spectrum]") {
   // The full spectrum: all singular values, effective rank, participation ratio by their definitions.
   at::Tensor ref = at::linalg_svdvals(M.to(at::kDouble));
   REQUIRE(r.all_singular_values.size() == static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) CHECK(std::abs(r.all_singular_values[static_cast<size_t>(j)] - ref[j].item<double>()) <= 1e-6 * ref[0].item<double>());
+  for (int64_t j = 0; j < n; ++j)
+    CHECK(std::abs(r.all_singular_values[static_cast<size_t>(j)] - ref[j].item<double>()) <= 1e-6 * ref[0].item<double>());
   at::Tensor p = ref / ref.sum();
   double erank = std::exp(-(p * p.log()).sum().item<double>());
   CHECK(r.effective_rank == Approx(erank).epsilon(1e-9));
@@ -197,7 +198,8 @@ TEST_CASE("spectrum: covariance spectrum, loadings and norms on gpt2-tiny", "[sp
     CHECK(std::abs(s.covariance_eigenvalues[static_cast<size_t>(j)] - lam[j].item<double>()) <= 1e-10 * lam[0].item<double>());
   CHECK(s.total_variance == Approx(lam.sum().item<double>()).epsilon(1e-10));
   CHECK(s.cumulative_explained_variance.back() == Approx(1.0).epsilon(1e-12));
-  CHECK(s.participation_ratio_centred == Approx(std::pow(lam.sum().item<double>(), 2) / lam.square().sum().item<double>()).epsilon(1e-9));
+  CHECK(s.participation_ratio_centred ==
+        Approx(std::pow(lam.sum().item<double>(), 2) / lam.square().sum().item<double>()).epsilon(1e-9));
 
   // Loadings: the rows with the largest / smallest projections on each direction, ties by row.
   at::Tensor V = at::from_blob(s.right_vectors.data(), {8, 64}, at::TensorOptions().dtype(at::kDouble)).to(at::kFloat);

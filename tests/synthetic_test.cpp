@@ -49,8 +49,9 @@ TEST_CASE("synthetic corpus: lowercase ASCII words from the world's vocabulary",
   o.lines = 5000;
   auto c = vocablens::synthetic_corpus(o);
   std::set<std::string> vocab(c.words.begin(), c.words.end());
-  for (unsigned char ch : c.text) CHECK((ch == '\n' || ch == ' ' || ch == ':' || ch == '<' || ch == '>' || ch == '/' ||
-                                         (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9')));
+  for (unsigned char ch : c.text)
+    CHECK((ch == '\n' || ch == ' ' || ch == ':' || ch == '<' || ch == '>' || ch == '/' || (ch >= 'a' && ch <= 'z') ||
+           (ch >= '0' && ch <= '9')));
   for (auto& w : words_of(vocablens::strip_prompt_markers(c.text))) {
     INFO(w);
     CHECK(vocab.count(w) == 1);
@@ -113,8 +114,7 @@ TEST_CASE("synthetic corpus: line kinds follow the mixture; copies repeat their 
       auto w = words_of(l);
       if (w[0] == "count")
         for (size_t i = 2; i < w.size(); ++i) CHECK(std::stoi(w[i]) == std::stoi(w[i - 1]) + 1);
-      else
-        CHECK(std::stoi(w[3]) == std::stoi(w[1]) + 1);
+      else CHECK(std::stoi(w[3]) == std::stoi(w[1]) + 1);
     } else if (l.find("visited") != std::string::npos || l.find("flew") != std::string::npos ||
                l.find("animals") != std::string::npos || l.find("like") != std::string::npos ||
                l.find("ate") != std::string::npos || l.rfind("people speak", 0) == 0) {
@@ -160,8 +160,8 @@ TEST_CASE("prompt markers: tokens inside <prompt> spans are not targets", "[synt
   auto tok = vocablens::load_tokenizer_for(dir);
   auto s = vocablens::tokenize_marked_text(*tok, "<prompt>repeat dog 12 :</prompt> dog 12\nthe dog says woof\n");
   auto id = [&](const char* t) { return *tok->token_to_id(t); };
-  std::vector<int64_t> want = {id("repeat"), id(" dog"), id(" 12"), id(" :"), id(" dog"), id(" 12"), id("\n"),
-                               id("the"),    id(" dog"), id(" says"), id(" woof"), id("\n")};
+  std::vector<int64_t> want = {id("repeat"), id(" dog"), id(" 12"),  id(" :"),    id(" dog"),  id(" 12"),
+                               id("\n"),     id("the"),  id(" dog"), id(" says"), id(" woof"), id("\n")};
   CHECK(s.ids == want);
   std::vector<uint8_t> target = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
   CHECK(s.target == target);

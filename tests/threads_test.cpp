@@ -80,7 +80,7 @@ TEST_CASE("threads: all cores by default, one per million parameters for a model
 
   Seen automatic = run_child(nullptr, small, large);
   CHECK(automatic.after_init == cores);
-  CHECK(automatic.small == 1);  // 0.26 M parameters
+  CHECK(automatic.small == 1);                // 0.26 M parameters
   REQUIRE(automatic.large_params > 3000000);  // gpt2-tiny: 50257 x 64 embedding + 3 blocks
   CHECK(automatic.large == std::min<long long>(cores, automatic.large_params / 1000000));
 

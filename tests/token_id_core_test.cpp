@@ -12,10 +12,10 @@
 #include "vocablens/token_id.hpp"
 #include "vocablens/tokenizer.hpp"
 
-using vocablens::Tokenizer;
-using vocablens::UsageError;
 using vl_test::gpt2_tokenizer;
 using vl_test::tok512_tokenizer;
+using vocablens::Tokenizer;
+using vocablens::UsageError;
 
 TEST_CASE("display forms and look-ups", "[tokenizer]") {
   if (!gpt2_tokenizer() || !tok512_tokenizer()) return;
@@ -86,13 +86,17 @@ TEST_CASE("single_token_id: a token as it stands, else a one-token encoding; oth
   const Tokenizer& g = *gpt2_tokenizer();
   std::vector<int64_t> pieces = {99};
   CHECK(vocablens::single_token_id(g, " Paris", &pieces) == 6342);
-  CHECK(pieces.empty());                                       // matched as a token: no encoding needed
-  CHECK(vocablens::single_token_id(g, "␣Paris") == 6342);       // the display form
+  CHECK(pieces.empty());                                   // matched as a token: no encoding needed
+  CHECK(vocablens::single_token_id(g, "␣Paris") == 6342);  // the display form
   CHECK_FALSE(vocablens::single_token_id(g, " Parisxyzzy", &pieces).has_value());
-  CHECK(pieces == g.encode(" Parisxyzzy", [] { vocablens::EncodeOptions o; o.add_bos = false; return o; }()));
+  CHECK(pieces == g.encode(" Parisxyzzy", [] {
+    vocablens::EncodeOptions o;
+    o.add_bos = false;
+    return o;
+  }()));
   REQUIRE(pieces.size() > 1);
-  CHECK(vocablens::display_ids(g, pieces) == g.display(pieces[0]) + " " + g.display(pieces[1]) +
-                                                 (pieces.size() > 2 ? " " + g.display(pieces[2]) : std::string()));
+  CHECK(vocablens::display_ids(g, pieces) ==
+        g.display(pieces[0]) + " " + g.display(pieces[1]) + (pieces.size() > 2 ? " " + g.display(pieces[2]) : std::string()));
   std::vector<int64_t> many(10, 6342);
   CHECK(vocablens::display_ids(g, many, 2) == "␣Paris ␣Paris ...");
   CHECK(vocablens::display_ids(g, many, 2, false) == "␣Paris ␣Paris");
@@ -106,7 +110,5 @@ TEST_CASE("single_token_id: a token as it stands, else a one-token encoding; oth
   try {
     g.require_token_id(" Parisxyzzy");
     FAIL("no exception");
-  } catch (const UsageError& e) {
-    CHECK(std::string(e.what()).find("is not a single token") != std::string::npos);
-  }
+  } catch (const UsageError& e) { CHECK(std::string(e.what()).find("is not a single token") != std::string::npos); }
 }

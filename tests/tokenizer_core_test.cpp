@@ -171,9 +171,39 @@ TEST_CASE("llama2.c: random texts agree with a literal port of run.c's encode()"
     return tokens;
   };
   std::mt19937 rng(99);
-  const std::vector<std::string> atoms = {"a", "e", "t", "h", "o", "n", "s", "i", "r", "l", "d", " ", " ", " the", "ing",
-                                          "Lily", ".", ",", "!", "'", "\n", "\xC3\xAF", "\xE6\x97\xA5", "\xF0\x9F\x98\x80",
-                                          "\x80", "\xFF", "\xC3", "T", "B", "1", "2", "\t", "  "};
+  const std::vector<std::string> atoms = {"a",
+                                          "e",
+                                          "t",
+                                          "h",
+                                          "o",
+                                          "n",
+                                          "s",
+                                          "i",
+                                          "r",
+                                          "l",
+                                          "d",
+                                          " ",
+                                          " ",
+                                          " the",
+                                          "ing",
+                                          "Lily",
+                                          ".",
+                                          ",",
+                                          "!",
+                                          "'",
+                                          "\n",
+                                          "\xC3\xAF",
+                                          "\xE6\x97\xA5",
+                                          "\xF0\x9F\x98\x80",
+                                          "\x80",
+                                          "\xFF",
+                                          "\xC3",
+                                          "T",
+                                          "B",
+                                          "1",
+                                          "2",
+                                          "\t",
+                                          "  "};
   for (int round = 0; round < 2000; ++round) {
     std::string s;
     int n = std::uniform_int_distribution<int>(0, 60)(rng);
@@ -197,11 +227,40 @@ TEST_CASE("empty input", "[tokenizer]") {
 TEST_CASE("arbitrary bytes round-trip (invalid UTF-8, NUL, long runs)", "[tokenizer]") {
   if (!gpt2_tokenizer() || !tok512_tokenizer()) return;
   std::mt19937 rng(12345);
-  const std::vector<std::string> atoms = {
-      "a", "Z", " ", "  ", "\n", "\r\n", "\t", "'s", "'", "1", "42", ".", ",", "\xC3\xA9", "\xE6\x97\xA5",
-      "\xF0\x9F\x98\x80", "\xE2\x80\x85", "\xC2\x85", "\xEF\xBB\xBF", "\x00", "\xFF", "\xFE", "\x80", "\xC3",
-      "\xE6\x97", "\xF0\x9F", "\xED\xA0\x80" /* surrogate */, "\xC0\xAF" /* overlong */, "\xF4\x90\x80\x80",
-      " hello", "world", "<|endoftext|>", "\x1C", "\x7F"};
+  const std::vector<std::string> atoms = {"a",
+                                          "Z",
+                                          " ",
+                                          "  ",
+                                          "\n",
+                                          "\r\n",
+                                          "\t",
+                                          "'s",
+                                          "'",
+                                          "1",
+                                          "42",
+                                          ".",
+                                          ",",
+                                          "\xC3\xA9",
+                                          "\xE6\x97\xA5",
+                                          "\xF0\x9F\x98\x80",
+                                          "\xE2\x80\x85",
+                                          "\xC2\x85",
+                                          "\xEF\xBB\xBF",
+                                          "\x00",
+                                          "\xFF",
+                                          "\xFE",
+                                          "\x80",
+                                          "\xC3",
+                                          "\xE6\x97",
+                                          "\xF0\x9F",
+                                          "\xED\xA0\x80" /* surrogate */,
+                                          "\xC0\xAF" /* overlong */,
+                                          "\xF4\x90\x80\x80",
+                                          " hello",
+                                          "world",
+                                          "<|endoftext|>",
+                                          "\x1C",
+                                          "\x7F"};
   for (int round = 0; round < 3000; ++round) {
     std::string s;
     int n = std::uniform_int_distribution<int>(0, 40)(rng);
@@ -220,8 +279,8 @@ TEST_CASE("arbitrary bytes round-trip (invalid UTF-8, NUL, long runs)", "[tokeni
     REQUIRE(tok512_tokenizer()->decode(tok512_tokenizer()->encode(s)) == s);
   }
   // long runs go through the O(n log n) merge path
-  for (std::string s : {std::string(5000, ' '), std::string(3000, 'a'), std::string(2000, '\xFF'),
-                        std::string(1000, '\n') + "x", std::string(700, '7')}) {
+  for (std::string s : {std::string(5000, ' '), std::string(3000, 'a'), std::string(2000, '\xFF'), std::string(1000, '\n') + "x",
+                        std::string(700, '7')}) {
     CHECK(gpt2_tokenizer()->decode(gpt2_tokenizer()->encode(s)) == s);
     CHECK(tok512_tokenizer()->decode(tok512_tokenizer()->encode(s)) == s);
   }
@@ -288,12 +347,16 @@ TEST_CASE("GPT-2 pre-tokenizer uses Unicode White_Space, like tiktoken", "[token
   REQUIRE(b);
   CHECK(b->pretokenize("Hello world's  end\n\n") == std::vector<std::string>{"Hello", " world", "'s", " ", " end", "\n\n"});
   // U+180E MONGOLIAN VOWEL SEPARATOR is not White_Space (PCRE2's own \s would say it is)
-  CHECK(b->pretokenize("a \xE1\xA0\x8E" "b") == std::vector<std::string>{"a", " \xE1\xA0\x8E", "b"});
+  CHECK(b->pretokenize("a \xE1\xA0\x8E"
+                       "b") == std::vector<std::string>{"a", " \xE1\xA0\x8E", "b"});
   // U+0085 is White_Space, U+FEFF is not
-  CHECK(b->pretokenize("a \xC2\x85" "b") == std::vector<std::string>{"a", " ", "\xC2\x85", "b"});
-  CHECK(b->pretokenize("a \xEF\xBB\xBF" "b") == std::vector<std::string>{"a", " \xEF\xBB\xBF", "b"});
+  CHECK(b->pretokenize("a \xC2\x85"
+                       "b") == std::vector<std::string>{"a", " ", "\xC2\x85", "b"});
+  CHECK(b->pretokenize("a \xEF\xBB\xBF"
+                       "b") == std::vector<std::string>{"a", " \xEF\xBB\xBF", "b"});
   // invalid bytes become pieces of their own and never swallow valid text
-  CHECK(b->pretokenize("ab\xFF\xFE" "cd") == std::vector<std::string>{"ab", "\xFF\xFE", "cd"});
+  CHECK(b->pretokenize("ab\xFF\xFE"
+                       "cd") == std::vector<std::string>{"ab", "\xFF\xFE", "cd"});
 }
 
 TEST_CASE("encode is safe to call from several threads", "[tokenizer]") {
@@ -322,12 +385,14 @@ TEST_CASE("vocablens tokenize (CLI)", "[tokenizer][cli]") {
   CHECK(out.find("␣world") != std::string::npos);
   REQUIRE(vl_test::run_command("'" + cli + "' tokenize '" + root + "/gpt2-tiny' --ids 15496 995 0", out) == 0);
   CHECK(out == "Hello world!\n");
-  REQUIRE(vl_test::run_command("'" + cli + "' tokenize '" + root + "/stories260K/stories260K.bin' 'Once upon a time' --json", out) == 0);
+  REQUIRE(vl_test::run_command("'" + cli + "' tokenize '" + root + "/stories260K/stories260K.bin' 'Once upon a time' --json",
+                               out) == 0);
   auto j = json::parse(out);
   CHECK(ids_of(j["ids"]) == std::vector<int64_t>{1, 403, 407, 261, 378});
   CHECK(j["tokens"][0] == "<s>");
   // text from stdin, special tokens; then an error: one line on stderr, non-zero exit (each run loads LibTorch: few)
-  REQUIRE(vl_test::run_command("printf 'hello <|endoftext|>' | '" + cli + "' tokenize '" + root + "/gpt2-tiny' - --special --json", out) == 0);
+  REQUIRE(vl_test::run_command(
+              "printf 'hello <|endoftext|>' | '" + cli + "' tokenize '" + root + "/gpt2-tiny' - --special --json", out) == 0);
   CHECK(ids_of(json::parse(out)["ids"]) == std::vector<int64_t>{31373, 220, 50256});
   CHECK(vl_test::run_command("'" + cli + "' tokenize /nonexistent/model 'x'", out) == 1);
   CHECK(std::count(out.begin(), out.end(), '\n') == 1);

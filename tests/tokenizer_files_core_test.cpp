@@ -75,25 +75,38 @@ TEST_CASE("GPT-2 BPE: the three file layouts give the same tokenizer", "[tokeniz
   }
   auto tokenizer_json = [&](const json& merges_j, const json& pre) {
     return json{{"version", "1.0"},
-                {"added_tokens", json::array({json{{"id", 50256}, {"content", "<|endoftext|>"}, {"single_word", false},
-                                                   {"lstrip", false}, {"rstrip", false}, {"normalized", true},
+                {"added_tokens", json::array({json{{"id", 50256},
+                                                   {"content", "<|endoftext|>"},
+                                                   {"single_word", false},
+                                                   {"lstrip", false},
+                                                   {"rstrip", false},
+                                                   {"normalized", true},
                                                    {"special", true}}})},
                 {"normalizer", nullptr},
                 {"pre_tokenizer", pre},
                 {"post_processor", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}}},
                 {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}}},
-                {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr},
-                           {"continuing_subword_prefix", ""}, {"end_of_word_suffix", ""},
-                           {"fuse_unk", false}, {"vocab", vj}, {"merges", merges_j}}}}
+                {"model",
+                 {{"type", "BPE"},
+                  {"dropout", nullptr},
+                  {"unk_token", nullptr},
+                  {"continuing_subword_prefix", ""},
+                  {"end_of_word_suffix", ""},
+                  {"fuse_unk", false},
+                  {"vocab", vj},
+                  {"merges", merges_j}}}}
         .dump();
   };
   json bytelevel = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-  json split_seq = {{"type", "Sequence"},
-                    {"pretokenizers",
-                     json::array({json{{"type", "Split"},
-                                       {"pattern", {{"Regex", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"}}},
-                                       {"behavior", "Isolated"}, {"invert", false}},
-                                  json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
+  json split_seq = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       json::array(
+           {json{{"type", "Split"},
+                 {"pattern", {{"Regex", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"}}},
+                 {"behavior", "Isolated"},
+                 {"invert", false}},
+            json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
   std::string hf1 = tmp + "/hf1", hf2 = tmp + "/hf2";
   REQUIRE(system(("mkdir -p " + hf1 + " " + hf2).c_str()) == 0);
   vl_test::write_file(hf1 + "/tokenizer.json", tokenizer_json(m_str, bytelevel));
@@ -156,7 +169,7 @@ TEST_CASE("models find their tokenizer", "[tokenizer]") {
   CHECK(vocablens::load_tokenizer_for(root + "/stories260K/stories260K.bin", root + "/gpt2-tiny")->kind() == "gpt2-bpe");
   if (!vl_test::fixture("gpt2-tiny-prefixed").empty())
     require_one_line_file_error([&] { vocablens::load_tokenizer_for(root + "/gpt2-tiny-prefixed"); },
-                                  root + "/gpt2-tiny-prefixed", "no tokenizer found");
+                                root + "/gpt2-tiny-prefixed", "no tokenizer found");
   require_one_line_file_error([&] { vocablens::load_tokenizer_for("/nonexistent/model"); }, "/nonexistent/model");
 }
 
@@ -167,8 +180,10 @@ TEST_CASE("missing or malformed vocabulary files give a one-line FormatError nam
   const std::string merges = dir + "/merges.txt", vocab = dir + "/vocab.json";
 
   // missing files
-  require_one_line_file_error([&] { BpeTokenizer::from_vocab_merges(tmp + "/nope.json", merges); }, tmp + "/nope.json", "no such file");
-  require_one_line_file_error([&] { BpeTokenizer::from_vocab_merges(vocab, tmp + "/nope.txt"); }, tmp + "/nope.txt", "no such file");
+  require_one_line_file_error([&] { BpeTokenizer::from_vocab_merges(tmp + "/nope.json", merges); }, tmp + "/nope.json",
+                              "no such file");
+  require_one_line_file_error([&] { BpeTokenizer::from_vocab_merges(vocab, tmp + "/nope.txt"); }, tmp + "/nope.txt",
+                              "no such file");
   require_one_line_file_error([&] { Llama2cTokenizer::load(tmp + "/nope.bin"); }, tmp + "/nope.bin", "no such file");
   require_one_line_file_error([&] { BpeTokenizer::from_tokenizer_json(tmp + "/tokenizer.json"); }, tmp + "/tokenizer.json");
 
@@ -199,7 +214,8 @@ TEST_CASE("missing or malformed vocabulary files give a one-line FormatError nam
   require_one_line_file_error([&] { BpeTokenizer::from_tokenizer_json(tj_wp); }, tj_wp, "WordPiece");
   std::string tj_nomodel = write("t3.json", R"({"version": "1.0"})");
   require_one_line_file_error([&] { vocablens::load_tokenizer(tj_nomodel); }, tj_nomodel);
-  std::string tj_norm = write("t4.json", R"({"normalizer": {"type": "BertNormalizer"}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
+  std::string tj_norm = write(
+      "t4.json", R"({"normalizer": {"type": "BertNormalizer"}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
   require_one_line_file_error([&] { BpeTokenizer::from_tokenizer_json(tj_norm); }, tj_norm, "BertNormalizer");
 
   // a pair layout with one half missing

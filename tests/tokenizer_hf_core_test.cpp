@@ -31,35 +31,36 @@ template <class F>
 std::string format_error_of(F&& f) {
   try {
     f();
-  } catch (const FormatError& e) {
-    return e.what();
-  }
+  } catch (const FormatError& e) { return e.what(); }
   return "(no FormatError)";
 }
 
 // A Llama-2-style vocabulary: <unk> <s> </s>, two byte-fallback pieces, characters and merged pieces.
 json spm_vocab() {
   return json{{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}, {"<0x0A>", 3}, {"<0xC3>", 4}, {"<0xA9>", 5},
-              {U, 6},       {"a", 7},   {"b", 8},    {U + "a", 9}, {"ab", 10},    {U + "ab", 11}};
+              {U, 6},       {"a", 7},   {"b", 8},    {U + "a", 9},  {"ab", 10},    {U + "ab", 11}};
 }
 json spm_merges() { return json::array({json::array({U, "a"}), "a b", json::array({U + "a", "b"})}); }
 
 json spm_tokenizer_json(const json& normalizer, const json& pre, bool byte_fallback) {
-  return json{
-      {"added_tokens", json::array({json{{"id", 0}, {"content", "<unk>"}, {"special", true}},
-                                    json{{"id", 1}, {"content", "<s>"}, {"special", true}},
-                                    json{{"id", 2}, {"content", "</s>"}, {"special", true}}})},
-      {"normalizer", normalizer},
-      {"pre_tokenizer", pre},
-      {"post_processor",
-       {{"type", "TemplateProcessing"},
-        {"single", json::array({json{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
-                                json{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
-        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", json::array({1})}, {"tokens", json::array({"<s>"})}}}}}}},
-      {"decoder", nullptr},
-      {"model",
-       {{"type", "BPE"}, {"unk_token", "<unk>"}, {"fuse_unk", true}, {"byte_fallback", byte_fallback},
-        {"vocab", spm_vocab()}, {"merges", spm_merges()}}}};
+  return json{{"added_tokens", json::array({json{{"id", 0}, {"content", "<unk>"}, {"special", true}},
+                                            json{{"id", 1}, {"content", "<s>"}, {"special", true}},
+                                            json{{"id", 2}, {"content", "</s>"}, {"special", true}}})},
+              {"normalizer", normalizer},
+              {"pre_tokenizer", pre},
+              {"post_processor",
+               {{"type", "TemplateProcessing"},
+                {"single", json::array({json{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                        json{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+                {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", json::array({1})}, {"tokens", json::array({"<s>"})}}}}}}},
+              {"decoder", nullptr},
+              {"model",
+               {{"type", "BPE"},
+                {"unk_token", "<unk>"},
+                {"fuse_unk", true},
+                {"byte_fallback", byte_fallback},
+                {"vocab", spm_vocab()},
+                {"merges", spm_merges()}}}};
 }
 
 json llama2_normalizer() {
@@ -93,11 +94,15 @@ TEST_CASE("tokenizer.json: SentencePiece-style BPE (Prepend/Replace normalizer, 
   CHECK(tok->encode("a\n", no_bos) == Ids{9, 3});
   CHECK(tok->encode("\xC3\xA9", no_bos) == Ids{6, 4, 5});
   // a character whose bytes lack pieces ("ü" = C3 BC: no <0xBC>) is <unk>; consecutive <unk> fuse
-  CHECK(tok->encode("\xC3\xBC\xC3\xBC" "a", no_bos) == Ids{6, 0, 7});
+  CHECK(tok->encode("\xC3\xBC\xC3\xBC"
+                    "a",
+                    no_bos) == Ids{6, 0, 7});
   // decode: pieces' bytes, the normalizer's leading space removed, the default BOS left out
   CHECK(tok->decode(tok->encode("ab ab")) == "ab ab");
   CHECK(tok->decode(tok->encode("a\n\xC3\xA9")) == "a\n\xC3\xA9");
-  CHECK(tok->display(11) == "\xE2\x90\xA3" "ab");  // ␣ab
+  CHECK(tok->display(11) ==
+        "\xE2\x90\xA3"
+        "ab");  // ␣ab
   CHECK(tok->piece(11) == U + "ab");
   CHECK(tok->token_to_id(" ab") == 11);
   // special tokens in text: only with the option, then the Prepend applies to each stretch (as in HF)
@@ -119,10 +124,10 @@ TEST_CASE("tokenizer.json: Metaspace pre-tokenizer (prepend_scheme first, split)
   EncodeOptions o;
   o.add_bos = false;
   CHECK(tok->encode("ab ab", o) == Ids{11, 11});
-  CHECK(tok->encode(" ab", o) == Ids{11});           // no second ▁ when the text starts with a space
+  CHECK(tok->encode(" ab", o) == Ids{11});            // no second ▁ when the text starts with a space
   CHECK(tok->encode("ab  ab", o) == Ids{11, 6, 11});  // split before every ▁: "▁ab" "▁" "▁ab"
   o.special_tokens = true;
-  CHECK(tok->encode("</s>ab", o) == Ids{2, 10});      // "first": only the stretch at offset 0 gets the ▁
+  CHECK(tok->encode("</s>ab", o) == Ids{2, 10});  // "first": only the stretch at offset 0 gets the ▁
 }
 
 TEST_CASE("tokenizer.json: NFC normalizer, Split chain, added-token flags, tokenizer_config.json", "[tokenizer]") {
@@ -152,7 +157,9 @@ TEST_CASE("tokenizer.json: NFC normalizer, Split chain, added-token flags, token
   EncodeOptions o;
   o.add_bos = false;
   // NFC: "e" + U+0301 becomes "é" before BPE
-  CHECK(tok->encode("caf" "e\xCC\x81", o) == reference->encode("caf\xC3\xA9"));
+  CHECK(tok->encode("caf"
+                    "e\xCC\x81",
+                    o) == reference->encode("caf\xC3\xA9"));
   // Digits(individual) before GPT-2's expression: "2024" -> 2 0 2 4
   CHECK(tok->encode("2024", o) == Ids{17, 15, 17, 19});
   // BOS by tokenizer_config.json
@@ -178,11 +185,15 @@ TEST_CASE("tokenizer.json: unknown model types and unsupported features name the
     CHECK(msg.find(needle) != std::string::npos);
   };
   bad("unigram", {{"model", {{"type", "Unigram"}, {"vocab", json::array()}}}}, "\"Unigram\"");
-  bad("precompiled", {{"normalizer", {{"type", "Precompiled"}}}, {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", json::array()}}}},
+  bad("precompiled",
+      {{"normalizer", {{"type", "Precompiled"}}}, {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", json::array()}}}},
       "Precompiled");
-  bad("whitespace", {{"pre_tokenizer", {{"type", "WhitespaceSplit"}}}, {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", json::array()}}}},
+  bad("whitespace",
+      {{"pre_tokenizer", {{"type", "WhitespaceSplit"}}},
+       {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", json::array()}}}},
       "WhitespaceSplit");
-  bad("unk", {{"model", {{"type", "BPE"}, {"unk_token", "<unk>"}, {"vocab", {{"a", 0}}}, {"merges", json::array()}}}}, "unk_token");
+  bad("unk", {{"model", {{"type", "BPE"}, {"unk_token", "<unk>"}, {"vocab", {{"a", 0}}}, {"merges", json::array()}}}},
+      "unk_token");
   // tokenizer.model: empty, not a protobuf
   for (const std::string& bytes : {std::string(), std::string("\x0a\xff\xff\xff\x0f garbage", 15)}) {
     std::string p = dir + "/tokenizer.model";

@@ -137,13 +137,13 @@ TEST_CASE("topk_stream is independent of tiling and thread count", "[topk_stream
   auto ref = vocablens::topk_bruteforce(A, B, o);
   const std::pair<int64_t, int64_t> blocks[] = {{0, 0}, {1, 300}, {5, 1}, {5, 33}, {128, 2048}, {1000, 4096}, {64, 1500}};
   for (auto [br, bc] : blocks)
-      for (int threads : {1, 2, 3}) {
-        o.block_rows = br;
-        o.block_cols = bc;
-        o.threads = threads;
-        INFO("block " << br << "x" << bc << " threads " << threads);
-        vl_test::require_identical_topk(vocablens::topk_stream(A, B, o), ref);
-      }
+    for (int threads : {1, 2, 3}) {
+      o.block_rows = br;
+      o.block_cols = bc;
+      o.threads = threads;
+      INFO("block " << br << "x" << bc << " threads " << threads);
+      vl_test::require_identical_topk(vocablens::topk_stream(A, B, o), ref);
+    }
 }
 
 TEST_CASE("topk_stream on integer data equals torch float32 materialisation exactly, ties included", "[topk_stream]") {
@@ -291,8 +291,7 @@ TEST_CASE("topk_rows: per-row top-k equals brute force per row", "[topk_stream]"
 TEST_CASE("topk_stream rejects bad operands", "[topk_stream]") {
   TopkStreamOptions o;
   CHECK_THROWS_AS(vocablens::topk_stream(at::randn({3, 4}), at::randn({5, 6}), o), vocablens::UsageError);
-  CHECK_THROWS_AS(vocablens::topk_stream(at::randn({3, 4}).to(at::kDouble), at::randn({4, 6}), o),
-                  vocablens::UsageError);
+  CHECK_THROWS_AS(vocablens::topk_stream(at::randn({3, 4}).to(at::kDouble), at::randn({4, 6}), o), vocablens::UsageError);
   at::Tensor bad = at::randn({3, 4});
   bad[1][2] = std::numeric_limits<float>::quiet_NaN();
   CHECK_THROWS_AS(vocablens::topk_stream(bad, at::randn({4, 6}), o), vocablens::UsageError);

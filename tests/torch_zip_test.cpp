@@ -31,8 +31,8 @@ using vocablens::TensorStore;
 
 using vl_test::crc32;
 using vl_test::Pickle;
-using vl_test::ZipWriter;
 using vl_test::put_le;
+using vl_test::ZipWriter;
 
 std::string floats(const std::vector<float>& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4); }
 
@@ -109,9 +109,7 @@ void expect_clean_outcome(const std::string& path) {
     INFO(what);
     REQUIRE(what.rfind(path + ": ", 0) == 0);
     REQUIRE(what.find('\n') == std::string::npos);
-  } catch (const std::exception& e) {
-    FAIL("non-FormatError escaped for " << path << ": " << e.what());
-  }
+  } catch (const std::exception& e) { FAIL("non-FormatError escaped for " << path << ": " << e.what()); }
 }
 
 size_t numel_of(const std::vector<int64_t>& shape) {
@@ -318,8 +316,8 @@ TEST_CASE("hostile: truncated files and garbage") {
   if (src.empty()) return;
   const std::string full = vl_test::read_file(src);
   Tmp tmp;
-  for (size_t n : {size_t{0}, size_t{1}, size_t{21}, size_t{100}, size_t{4096}, full.size() / 2, full.size() - 23,
-                   full.size() - 1})
+  for (size_t n :
+       {size_t{0}, size_t{1}, size_t{21}, size_t{100}, size_t{4096}, full.size() / 2, full.size() - 23, full.size() - 1})
     expect_format_error(tmp.write(full.substr(0, n)));
   std::mt19937 rng(7);
   std::string garbage(4096, '\0');
@@ -350,9 +348,9 @@ TEST_CASE("hostile: corrupted central directory") {
     return tmp.write(f);
   };
   expect_format_error(patched(cd, "XXXX"), "central directory signature");
-  expect_format_error(patched(cd + 28, "\xff\xff"), "zip");                    // name length runs off
-  expect_format_error(patched(cd + 42, "\xf0\xff\xff\x7f"), "zip");            // local header offset absurd
-  expect_format_error(patched(cd + 20, std::string("\x00\x00\x00\x7f", 4)), "zip");            // sizes disagree / overrun
+  expect_format_error(patched(cd + 28, "\xff\xff"), "zip");                          // name length runs off
+  expect_format_error(patched(cd + 42, "\xf0\xff\xff\x7f"), "zip");                  // local header offset absurd
+  expect_format_error(patched(cd + 20, std::string("\x00\x00\x00\x7f", 4)), "zip");  // sizes disagree / overrun
   expect_format_error(patched(z64 + 48, std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8)), "central directory");
   expect_format_error(patched(z64 + 24, std::string("\xff\xff\xff\xff\x00\x00\x00\x00\xff\xff\xff\xff\x00\x00\x00\x00", 16)),
                       "entries");
@@ -372,8 +370,8 @@ TEST_CASE("hostile: forbidden globals are refused, never run") {
   expect_format_error(with(Pickle().str("posix").str("system").op('\x93').done()), "forbidden global 'posix.system'");
   expect_format_error(with(Pickle().global("torch._utils", "_rebuild_qtensor").done()), "unsupported tensor kind");
   // An unknown but harmless class is inert: it becomes an opaque metadata value.
-  TensorStore s = read_torch_zip(with(
-      Pickle().op('}').str("args").global("argparse", "Namespace").op(')').op('R').op('s').done()));
+  TensorStore s =
+      read_torch_zip(with(Pickle().op('}').str("args").global("argparse", "Namespace").op(')').op('R').op('s').done()));
   CHECK(s.metadata.at("args") == "<object argparse.Namespace>");
 }
 

@@ -168,8 +168,9 @@ TEST_CASE("train: --snapshot-every keeps loadable model directories equal to a r
 
 TEST_CASE("train CLI: same seed, same loss curve; resume; refuses to clobber a run", "[train][cli]") {
   const std::string dir1 = vl_test::temp_dir("cli-a"), dir2 = vl_test::temp_dir("cli-b"), dir3 = vl_test::temp_dir("cli-c");
-  const std::string args = " train --model gpt --synthetic --synthetic-lines 2000 --d-model 32 --ctx 32 --batch 4 --steps 10 "
-                           "--seed 5 -q --out ";
+  const std::string args =
+      " train --model gpt --synthetic --synthetic-lines 2000 --d-model 32 --ctx 32 --batch 4 --steps 10 "
+      "--seed 5 -q --out ";
   std::string out;
   REQUIRE(vl_test::run_command(cli() + args + dir1, out) == 0);
   INFO(out);
@@ -206,8 +207,11 @@ TEST_CASE("train pins the kernel family of the CPU's instruction set; analyses k
   };
   std::string out;
   const std::string env = "env -u OPENBLAS_CORETYPE -u VOCABLENS_KEEP_BLAS OPENBLAS_VERBOSE=2 ";
-  REQUIRE(vl_test::run_command(env + cli() + " train --synthetic --synthetic-lines 200 --vocab-size 300 --d-model 16 "
-                                         "--steps 2 -q --out " + vl_test::temp_dir("blas-pin") + "/run 2>&1", out) == 0);
+  REQUIRE(vl_test::run_command(env + cli() +
+                                   " train --synthetic --synthetic-lines 200 --vocab-size 300 --d-model 16 "
+                                   "--steps 2 -q --out " +
+                                   vl_test::temp_dir("blas-pin") + "/run 2>&1",
+                               out) == 0);
   INFO(out);
   const std::string trained = last_core(out);
   REQUIRE_FALSE(trained.empty());  // Debian's OpenBLAS prints its family with OPENBLAS_VERBOSE=2
@@ -226,7 +230,7 @@ TEST_CASE("loss masking: <prompt> spans are not trained on", "[train]") {
   // Each line is a random word followed by " end". Marked as a prompt, the random word is never a target,
   // and everything left to predict (" end", "\n") is certain: the loss goes to ~0. Unmarked, predicting
   // the random word costs ~ln(20)/3 nats per token.
-  const char* words[] = {"apple", "river", "stone", "cloud", "tiger", "piano", "lemon", "candle", "forest", "rocket",
+  const char* words[] = {"apple",  "river",  "stone",  "cloud",  "tiger",  "piano",  "lemon",  "candle", "forest", "rocket",
                          "violet", "garden", "mirror", "silver", "pepper", "window", "planet", "butter", "spider", "castle"};
   std::mt19937_64 rng(3);
   std::string marked, plain;
@@ -272,15 +276,15 @@ TEST_CASE("embed-lm: tied and untied both train; tied logits are E·h + b", "[tr
     vocablens::EmbedLM lm = vocablens::load_embed_lm(o.out_dir);
     REQUIRE(lm.tied == tied);
     at::Tensor ids = at::tensor({int64_t(5), int64_t(300), int64_t(42), int64_t(7)});
-    at::Tensor h = lm.hidden(ids);                     // [4, d] = E[x]
-    at::Tensor z = lm.logits(ids);                     // [4, V]
+    at::Tensor h = lm.hidden(ids);                       // [4, d] = E[x]
+    at::Tensor z = lm.logits(ids);                       // [4, V]
     at::Tensor Eh = at::matmul(lm.E, h.t()).t() + lm.b;  // E·h + b, per position
     CHECK(at::equal(h, lm.E.index_select(0, ids)));
     CHECK(vocablens::is_embedding_directory(o.out_dir));
     CHECK(at::equal(vocablens::load_embedding_matrix(o.out_dir, "W_E"), lm.E));
     CHECK(at::equal(vocablens::load_embedding_matrix(o.out_dir, "W_U"), lm.W.t()));
     if (tied) {
-      CHECK(lm.W.data_ptr() == lm.E.data_ptr());       // W is E^T itself, not a copy
+      CHECK(lm.W.data_ptr() == lm.E.data_ptr());  // W is E^T itself, not a copy
       CHECK(at::allclose(z, Eh, 1e-5, 1e-5));
     } else {
       CHECK_FALSE(at::allclose(z, Eh, 1e-3, 1e-3));
@@ -375,8 +379,7 @@ SymmetryChange symmetry_change(const std::function<at::Tensor(const std::vector<
   at::Tensor base = what(ids);  // [T, n]
   const double scale = base.abs().max().item<double>();
   SymmetryChange c;
-  for (auto* p : {&rev, &rot})
-    c.prefix = std::max(c.prefix, (what(*p)[T - 1] - base[T - 1]).abs().max().item<double>() / scale);
+  for (auto* p : {&rev, &rot}) c.prefix = std::max(c.prefix, (what(*p)[T - 1] - base[T - 1]).abs().max().item<double>() / scale);
   c.swap = (what(sw).narrow(0, 6, T - 6) - base.narrow(0, 6, T - 6)).abs().max().item<double>() / scale;
   return c;
 }
@@ -390,7 +393,9 @@ at::Tensor first_block_of(const vocablens::Model& m, const std::vector<int64_t>&
 }
 
 // Larger weights than GPT-2's init so that every effect is far above float rounding (support/random_gpt.hpp).
-vocablens::Model random_gpt(PositionKind kind, int64_t layers) { return vl_test::scaled_random_gpt(kind, layers, 16, 7, "random"); }
+vocablens::Model random_gpt(PositionKind kind, int64_t layers) {
+  return vl_test::scaled_random_gpt(kind, layers, 16, 7, "random");
+}
 
 const std::vector<int64_t> kToyIds = {11, 42, 7, 99, 3, 64, 25, 80, 5, 17};
 const PositionKind kKinds[] = {PositionKind::None, PositionKind::Learned, PositionKind::Sinusoidal, PositionKind::Rotary,
@@ -406,8 +411,8 @@ TEST_CASE("positions: without positions the model is permutation-equivariant; ev
     vocablens::Model one = random_gpt(kind, 1), two = random_gpt(kind, 2);
     auto out1 = symmetry_change([&](const std::vector<int64_t>& ids) { return vl_test::logits_of(one, ids); }, kToyIds);
     auto blk2 = symmetry_change([&](const std::vector<int64_t>& ids) { return first_block_of(two, ids); }, kToyIds);
-    INFO("1-layer logits: prefix " << out1.prefix << ", swap " << out1.swap << "; 2-layer first block: prefix "
-                                    << blk2.prefix << ", swap " << blk2.swap);
+    INFO("1-layer logits: prefix " << out1.prefix << ", swap " << out1.swap << "; 2-layer first block: prefix " << blk2.prefix
+                                   << ", swap " << blk2.swap);
     if (kind == PositionKind::None) {
       CHECK(out1.prefix < 1e-5);
       CHECK(out1.swap < 1e-5);
@@ -480,7 +485,7 @@ TEST_CASE("train: bad options and inputs", "[train]") {
 
 TEST_CASE("train interrupted before its first step removes the directory it created", "[train][interrupt]") {
   TrainOptions o = tiny(TrainModel::GPT, "intr-early");
-  o.out_dir += "/run";  // does not exist yet: this run creates it
+  o.out_dir += "/run";              // does not exist yet: this run creates it
   vocablens::InterruptScope outer;  // a signal already recorded when train() starts
   REQUIRE(vocablens::detail::record_interrupt(2));
   try {

@@ -28,11 +28,11 @@ const std::string& transcoder_fixtures() {
   static const std::string dir = [] {
     std::string d = vl_test::temp_dir("transcoders");
     std::string out;
-    const int rc = vl_test::run_command("/usr/bin/python3 " +
-                                            vl_test::shq(std::string(VOCABLENS_SOURCE_DIR) +
-                                                         "/tests/fixtures/transcoders/make_transcoders.py") +
-                                            " " + vl_test::shq(d) + " 2>&1",
-                                        out);
+    const int rc = vl_test::run_command(
+        "/usr/bin/python3 " +
+            vl_test::shq(std::string(VOCABLENS_SOURCE_DIR) + "/tests/fixtures/transcoders/make_transcoders.py") + " " +
+            vl_test::shq(d) + " 2>&1",
+        out);
     if (rc != 0) throw std::runtime_error("make_transcoders.py failed: " + out);
     return d;
   }();
@@ -48,9 +48,7 @@ template <class F>
 std::string tc_error(F&& f) {
   try {
     f();
-  } catch (const vocablens::Error& e) {
-    return e.what();
-  }
+  } catch (const vocablens::Error& e) { return e.what(); }
   return "(no error)";
 }
 
@@ -140,8 +138,8 @@ TEST_CASE("transcoder sets: bad input is one line naming the file") {
       {load("bad_yaml"), {"bad_yaml/config.yaml: not valid YAML", "line"}},
       {load("bad_no_hook"), {"bad_no_hook/config.yaml: missing field 'feature_input_hook'"}},
       {load("bad_gap"), {"bad_gap: layer_1.safetensors is missing"}},
-      {load("bad_no_thresholds"), {"bad_no_thresholds/layer_0.safetensors: config.yaml's activation is jumprelu",
-                                   "no thresholds"}},
+      {load("bad_no_thresholds"),
+       {"bad_no_thresholds/layer_0.safetensors: config.yaml's activation is jumprelu", "no thresholds"}},
       {load("bad_clt_nan"), {"bad_clt_nan/W_dec_1.safetensors: tensor 'W_dec_1' has NaN or infinite values"}},
       {load("bad_clt_thresholds"), {"bad_clt_thresholds/W_enc_2.safetensors: missing tensor 'threshold_2'"}},
       {load("bad_clt_decoder"), {"bad_clt_decoder/W_dec_2.safetensors: missing tensor 'W_dec_2'"}},
@@ -179,7 +177,7 @@ TEST_CASE("a cross-layer transcoder's files are mapped, not read: loading one of
   const int64_t before = resident_bytes();
   const vocablens::TranscoderSet set = vocablens::load_transcoders(d);
   CHECK(set.file_bytes > (uint64_t{1150} << 20));  // 1.2 GB
-  CHECK(set.encoder_checked != nullptr);  // above check_at_load_bytes: matrices checked as read
+  CHECK(set.encoder_checked != nullptr);           // above check_at_load_bytes: matrices checked as read
   const int64_t loaded = resident_bytes();
   CHECK(loaded - before < (int64_t{16} << 20));
   const at::Tensor rows = set.decoder_rows(0, 1234);  // 3 x 4096 values of W_dec_0
@@ -201,7 +199,7 @@ TEST_CASE("a per-layer set is not kept resident: pages given back after the load
   const vocablens::TranscoderSet set = vocablens::load_transcoders(d, o);
   REQUIRE(set.n_layers == 2);
   CHECK(resident_bytes() - before < (int64_t{32} << 20));  // read whole for NaN/Inf, then given back
-  const at::Tensor f = set.encode(0, at::ones({2, dm}));  // reads layer 0's encoder whole: 64 MB
+  const at::Tensor f = set.encode(0, at::ones({2, dm}));   // reads layer 0's encoder whole: 64 MB
   CHECK(resident_bytes() - before > (int64_t{48} << 20));
   set.release_pages(0);
   CHECK(resident_bytes() - before < (int64_t{32} << 20));

@@ -42,7 +42,7 @@ void demonstrate(const std::string& model_path, const std::string& tag) {
   REQUIRE(n == static_cast<size_t>(m.config().n_layers + 1));
   for (size_t l = 0; l + 1 < n; ++l) {
     INFO(tag << " layer " << e.logit.layers[l].label << ": KL logit " << e.logit_kl_bpb[l] << " tuned " << e.tuned_kl_bpb[l]
-              << " bits/byte");
+             << " bits/byte");
     CHECK(e.tuned_kl_bpb[l] < e.logit_kl_bpb[l]);
   }
   CHECK(e.tuned_kl_bpb[n - 1] == 0.0);

@@ -127,7 +127,8 @@ TEST_CASE("tuned lens over a prompts file (lens --prompts --tuned): each prompt 
   LensOptions lo;
   lo.top_k = 1;
   lo.tuned = std::make_shared<TunedLens>(t);
-  std::vector<LensPrompt> prompts = {{"Once upon a time", "", 1}, {"Lily went to the park and saw a big dog", "", 2}, {"The sun", "", 3}};
+  std::vector<LensPrompt> prompts = {
+      {"Once upon a time", "", 1}, {"Lily went to the park and saw a big dog", "", 2}, {"The sun", "", 3}};
   auto b = logit_lens_batch(m, *tok, prompts, lo);
   REQUIRE(b.runs.size() == 3);
   double worst = 0;
@@ -275,8 +276,7 @@ TEST_CASE("tuned lens training: the first step is the recipe's (loss = summed lo
   CHECK(param_norm(t) == Approx(0.19).epsilon(1e-4));
 }
 
-TEST_CASE("tuned lens training: resume equals an uninterrupted run; NaN stops and keeps the checkpoint",
-          "[tuned_lens][train]") {
+TEST_CASE("tuned lens training: resume equals an uninterrupted run; NaN stops and keeps the checkpoint", "[tuned_lens][train]") {
   Model m = load_model(stories());
   auto tok = load_tokenizer_for(stories(), "");
   const std::string dir = temp_dir("tuned_resume");
@@ -315,8 +315,7 @@ TEST_CASE("tuned lens training: resume equals an uninterrupted run; NaN stops an
   CHECK_FALSE(fs::exists(dir + "/nan/tuned_lens.safetensors"));
 }
 
-TEST_CASE("tuned lens training: windows' activations kept between passes train the same translators",
-          "[tuned_lens][train]") {
+TEST_CASE("tuned lens training: windows' activations kept between passes train the same translators", "[tuned_lens][train]") {
   Model m = load_model(stories());
   auto tok = load_tokenizer_for(stories(), "");
   const std::string dir = temp_dir("tuned_kept");

@@ -36,8 +36,9 @@ const Corpora& corpora() {
     k.small = k.root + "/small.txt";
     k.large = k.root + "/large.txt";
     std::string out;
-    REQUIRE(run_command(cli_path() + " tuned-lens sample " + shq(k.model) + " --tokens 4000 --seed 3 --max-len 64 --out " +
-                            shq(k.small), out) == 0);
+    REQUIRE(run_command(
+                cli_path() + " tuned-lens sample " + shq(k.model) + " --tokens 4000 --seed 3 --max-len 64 --out " + shq(k.small),
+                out) == 0);
     const std::string text = read_file(k.small);
     REQUIRE(!text.empty());
     REQUIRE(text.back() == '\n');  // whole lines: the copies do not run into each other
@@ -57,14 +58,14 @@ std::pair<int64_t, int64_t> windows_and_step(const std::string& out) {
 
 }  // namespace
 
-TEST_CASE("tuned-lens train: tokens per step scaled to d_model and the corpus, the schedule said up front",
-          "[tuned_lens][ux]") {
+TEST_CASE("tuned-lens train: tokens per step scaled to d_model and the corpus, the schedule said up front", "[tuned_lens][ux]") {
   const auto& c = corpora();
   std::string out;
   // Large corpus: 256 x 64 = 16384 tokens per step = 256 windows of 64 (the package's 2^18 would be 4096).
   const std::string d1 = c.root + "/lens-large";
   REQUIRE(run_command(cli_path() + " tuned-lens train " + shq(c.model) + " --corpus " + shq(c.large) + " --out " + shq(d1) +
-                          " --window 64 --stop-after 1", out) == 0);
+                          " --window 64 --stop-after 1",
+                      out) == 0);
   INFO(out);
   auto [windows, per_step] = windows_and_step(out);
   CHECK(windows > 256);
@@ -73,7 +74,8 @@ TEST_CASE("tuned-lens train: tokens per step scaled to d_model and the corpus, t
   // Small corpus: a step never holds more windows than the corpus has.
   const std::string d2 = c.root + "/lens-small";
   REQUIRE(run_command(cli_path() + " tuned-lens train " + shq(c.model) + " --corpus " + shq(c.small) + " --out " + shq(d2) +
-                          " --window 64 --stop-after 1", out) == 0);
+                          " --window 64 --stop-after 1",
+                      out) == 0);
   INFO(out);
   auto [w2, s2] = windows_and_step(out);
   CHECK(w2 < 256);
@@ -81,10 +83,12 @@ TEST_CASE("tuned-lens train: tokens per step scaled to d_model and the corpus, t
   // The package's recipe stays one flag away.
   const std::string d3 = c.root + "/lens-recipe";
   REQUIRE(run_command(cli_path() + " tuned-lens train " + shq(c.model) + " --corpus " + shq(c.small) + " --out " + shq(d3) +
-                          " --window 64 --tokens-per-step 128 --steps 3 --quiet", out) == 0);
+                          " --window 64 --tokens-per-step 128 --steps 3 --quiet",
+                      out) == 0);
   CHECK(windows_and_step(out).second == 2);
   CHECK(run_command(cli_path() + " tuned-lens train " + shq(c.model) + " --corpus " + shq(c.small) + " --out " + shq(d3) +
-                        "x --tokens-per-step 0", out) == 2);  // 0 is not a count (the default is the scaled one)
+                        "x --tokens-per-step 0",
+                    out) == 2);  // 0 is not a count (the default is the scaled one)
 }
 
 TEST_CASE("tuned-lens train: the corpus read many times over is said, with how many", "[tuned_lens][ux]") {
@@ -92,12 +96,14 @@ TEST_CASE("tuned-lens train: the corpus read many times over is said, with how m
   std::string out;
   // 250 steps of all ~62 windows: the corpus is read 250 times over.
   REQUIRE(run_command(cli_path() + " tuned-lens train " + shq(c.model) + " --corpus " + shq(c.small) + " --out " +
-                          shq(c.root + "/lens-reuse") + " --window 64 --stop-after 1 --quiet", out) == 0);
+                          shq(c.root + "/lens-reuse") + " --window 64 --stop-after 1 --quiet",
+                      out) == 0);
   INFO(out);
   CHECK(out.find("vocablens: warning: the schedule reads the corpus 250 times over") != std::string::npos);
   // 2 steps of 8 windows out of ~312: less than one pass, no warning.
   REQUIRE(run_command(cli_path() + " tuned-lens train " + shq(c.model) + " --corpus " + shq(c.large) + " --out " +
-                          shq(c.root + "/lens-once") + " --window 64 --tokens-per-step 512 --steps 2 --quiet", out) == 0);
+                          shq(c.root + "/lens-once") + " --window 64 --tokens-per-step 512 --steps 2 --quiet",
+                      out) == 0);
   CHECK(out.find("reads the corpus") == std::string::npos);
 }
 
@@ -108,7 +114,8 @@ TEST_CASE("tuned-lens train: progress lines with an ETA when stderr is not a ter
   // stderr is a pipe here (run_command). Interval 0: a line at every micro-batch (4 windows each, 64 per step).
   REQUIRE(run_command("VOCABLENS_PROGRESS_INTERVAL=0 " + cli_path() + " tuned-lens train " + shq(c.model) + " --corpus " +
                           shq(c.large) + " --out " + shq(c.root + "/lens-progress") +
-                          " --window 64 --tokens-per-step 4096 --micro-batch 4 --steps 3", out) == 0);
+                          " --window 64 --tokens-per-step 4096 --micro-batch 4 --steps 3",
+                      out) == 0);
   INFO(out);
   const auto estimate = out.find("tuned-lens: estimated ");
   REQUIRE(estimate != std::string::npos);
@@ -122,7 +129,8 @@ TEST_CASE("tuned-lens train: progress lines with an ETA when stderr is not a ter
                                             R"(/3 \([0-9.]+ %\)  loss [0-9.]+  lr \S+  elapsed \S+  eta \S+)")));
   // The default interval (30 s) on the same short run: the tenths of the steps only, still with the ETA.
   REQUIRE(run_command(cli_path() + " tuned-lens train " + shq(c.model) + " --corpus " + shq(c.large) + " --out " +
-                          shq(c.root + "/lens-progress2") + " --window 64 --tokens-per-step 256 --micro-batch 4 --steps 3", out) == 0);
+                          shq(c.root + "/lens-progress2") + " --window 64 --tokens-per-step 256 --micro-batch 4 --steps 3",
+                      out) == 0);
   CHECK(std::regex_search(out, std::regex(R"(tuned-lens step 3/3 \(100.0 %\)  loss [0-9.]+  lr \S+  elapsed \S+  eta 0.0s)")));
   CHECK(out.find(" windows  elapsed") == std::string::npos);
 }
@@ -149,7 +157,8 @@ TEST_CASE("tuned-lens train --stop-after: the lens is marked unfinished, lens --
   REQUIRE(run_command(cli_path() + " lens " + shq(c.model) + " --tuned " + shq(dir) + " --prompt 'Once upon a time'", out) == 0);
   CHECK(out.find(warn) != std::string::npos);
   REQUIRE(run_command(cli_path() + " tuned-lens eval " + shq(c.model) + " --tuned " + shq(dir) + " --corpus " + shq(c.small) +
-                          " --window 64 --max-tokens 200", out) == 0);
+                          " --window 64 --max-tokens 200",
+                      out) == 0);
   CHECK(out.find(warn) != std::string::npos);
   // Finished with --resume: no mark, no warning.
   REQUIRE(run_command(train + " --resume", out) == 0);

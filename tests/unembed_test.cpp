@@ -29,10 +29,10 @@ void check_penrose(const at::Tensor& E_in, const vocablens::Pinv& p, int64_t exp
   const int64_t V = E.size(0), d = E.size(1);
   REQUIRE(p.pinv.sizes() == at::IntArrayRef({d, V}));
   CHECK(p.rank == expect_rank);
-  at::Tensor PE = at::mm(P, E);  // [d, d] (== I_d when rank d)
-  CHECK(rel_err(at::mm(E, PE), E) < 1e-5);           // E E⁺ E = E
-  CHECK(rel_err(at::mm(PE, P), P) < 1e-5);           // E⁺ E E⁺ = E⁺
-  CHECK(vl_test::max_abs_diff(PE, PE.t()) < 1e-5);   // (E⁺ E)ᵀ = E⁺ E
+  at::Tensor PE = at::mm(P, E);                     // [d, d] (== I_d when rank d)
+  CHECK(rel_err(at::mm(E, PE), E) < 1e-5);          // E E⁺ E = E
+  CHECK(rel_err(at::mm(PE, P), P) < 1e-5);          // E⁺ E E⁺ = E⁺
+  CHECK(vl_test::max_abs_diff(PE, PE.t()) < 1e-5);  // (E⁺ E)ᵀ = E⁺ E
   // (E E⁺)ᵀ = E E⁺, checked on 500 rows and columns (V×V is 10 GB for GPT-2).
   at::Tensor S = at::randperm(V, at::kLong).narrow(0, 0, std::min<int64_t>(V, 500));
   at::Tensor EP = at::mm(E.index_select(0, S), P.index_select(1, S));
@@ -66,10 +66,9 @@ TEST_CASE("E+ satisfies the Moore-Penrose identities on every fixture", "[unembe
     const char* path;
     int64_t d;
   };
-  const F fixtures[] = {{"gpt2-tiny", 64},           {"gpt2-tiny-prefixed", 64},
-                        {"gpt2-tiny-torchbin", 64},  {"stories260K/stories260K.bin", 64},
-                        {"stories260K-hf", 64},      {"llama2xs/model.bin", 0},
-                        {"llama2xs/ckpt.pt", 0}};
+  const F fixtures[] = {
+      {"gpt2-tiny", 64},      {"gpt2-tiny-prefixed", 64}, {"gpt2-tiny-torchbin", 64}, {"stories260K/stories260K.bin", 64},
+      {"stories260K-hf", 64}, {"llama2xs/model.bin", 0},  {"llama2xs/ckpt.pt", 0}};
   for (const auto& f : fixtures) {
     INFO(f.path);
     std::string path = vl_test::fixture(f.path);

@@ -38,8 +38,13 @@ const std::string kGgufDir = std::string(VOCABLENS_SOURCE_DIR) + "/tests/data/gg
 // Byte offsets of a block's fp16 scales, per type (ggml-common.h's block structs).
 std::vector<size_t> scale_offsets(GgmlType t) {
   switch (t) {
-    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: return {0};
-    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: return {0, 2};
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0: return {0};
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: return {0, 2};
     case GgmlType::Q6_K: return {208};
     default: return {};
   }

@@ -17,9 +17,9 @@
 namespace {
 
 // id = position
-const std::vector<std::string> kVocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able", "want",
-                                         "##ed", "runn", "##ing", ",", "!", "cafe", "東", "京", "a", "##a", "σας",
-                                         "the", "hello", "."};
+const std::vector<std::string> kVocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un",    "##aff", "##able",
+                                         "want",  "##ed",  "runn",  "##ing", ",",      "!",     "cafe",  "東",
+                                         "京",    "a",     "##a",   "σας",   "the",    "hello", "."};
 
 std::string write_vocab(const std::string& tag, const std::vector<std::string>& v, const std::string& config = "") {
   const std::string dir = vl_test::temp_dir(tag);
@@ -42,15 +42,18 @@ TEST_CASE("wordpiece: greedy longest match first, ## pieces, [UNK], BERT's pre-t
   auto tok = vocablens::load_tokenizer(dir);  // a directory with vocab.txt: WordPiece
   REQUIRE(tok->kind() == "wordpiece");
   CHECK(tok->vocab_size() == static_cast<int64_t>(kVocab.size()));
-  CHECK(enc(*tok, "unaffable") == std::vector<int64_t>{5, 6, 7});          // un ##aff ##able
+  CHECK(enc(*tok, "unaffable") == std::vector<int64_t>{5, 6, 7});                    // un ##aff ##able
   CHECK(enc(*tok, "UNwanted,running!") == std::vector<int64_t>{1, 12, 10, 11, 13});  // unwanted: no "##want" -> [UNK]
   CHECK(enc(*tok, "wanted") == std::vector<int64_t>{8, 9});
-  CHECK(enc(*tok, "  Café\t\n") == std::vector<int64_t>{14});               // lower-cased, accent stripped
-  CHECK(enc(*tok, "東京") == std::vector<int64_t>{15, 16});                  // CJK: one word per ideograph
+  CHECK(enc(*tok, "  Café\t\n") == std::vector<int64_t>{14});  // lower-cased, accent stripped
+  CHECK(enc(*tok, "東京") == std::vector<int64_t>{15, 16});    // CJK: one word per ideograph
   CHECK(enc(*tok, "aaa") == std::vector<int64_t>{17, 18, 18});
-  CHECK(enc(*tok, "a\x01" "a\xEF\xBF\xBD" "a") == std::vector<int64_t>{17, 18, 18});  // controls and U+FFFD removed
-  CHECK(enc(*tok, "ΣΑΣ") == std::vector<int64_t>{19});                       // final sigma: σας
-  CHECK(enc(*tok, "hello.the") == std::vector<int64_t>{21, 22, 20});         // punctuation splits words
+  CHECK(enc(*tok,
+            "a\x01"
+            "a\xEF\xBF\xBD"
+            "a") == std::vector<int64_t>{17, 18, 18});                // controls and U+FFFD removed
+  CHECK(enc(*tok, "ΣΑΣ") == std::vector<int64_t>{19});                // final sigma: σας
+  CHECK(enc(*tok, "hello.the") == std::vector<int64_t>{21, 22, 20});  // punctuation splits words
   CHECK(enc(*tok, "xyz") == std::vector<int64_t>{1});
   // max_input_chars_per_word (100): a longer word is one [UNK] even when it could be covered
   CHECK(enc(*tok, std::string(100, 'a')).size() == 100);
@@ -171,7 +174,8 @@ TEST_CASE("train --tokenizer-algo wordpiece: a GPT over a trained WordPiece; lon
   std::string log;
   const int rc = vl_test::run_command(cli + " train --model gpt -q --corpus " + corpus +
                                           " --tokenizer-algo wordpiece --vocab-size 60 --steps 3 --ctx 8 --batch 2 --d-model 16"
-                                          " --layers 1 --heads 2 --out " + out + "/m 2>&1",
+                                          " --layers 1 --heads 2 --out " +
+                                          out + "/m 2>&1",
                                       log);
   INFO(log);
   REQUIRE(rc == 0);

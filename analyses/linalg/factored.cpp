@@ -10,11 +10,10 @@
 namespace vocablens {
 
 void FactoredMatrix::check() const {
-  if (!A.defined() || !B.defined() || A.dim() != 2 || B.dim() != 2)
-    throw UsageError("factored matrix: A and B must be matrices");
+  if (!A.defined() || !B.defined() || A.dim() != 2 || B.dim() != 2) throw UsageError("factored matrix: A and B must be matrices");
   if (A.size(1) != B.size(0))
-    throw UsageError("factored matrix: inner sizes differ (" + std::to_string(A.size(1)) + " vs " +
-                     std::to_string(B.size(0)) + ")");
+    throw UsageError("factored matrix: inner sizes differ (" + std::to_string(A.size(1)) + " vs " + std::to_string(B.size(0)) +
+                     ")");
 }
 
 at::Tensor FactoredMatrix::dense() const {
@@ -50,8 +49,7 @@ std::vector<double> singular_values(const FactoredMatrix& f) {
 std::vector<std::complex<double>> eigenvalues(const FactoredMatrix& f) {
   f.check();
   if (f.rows() != f.cols())
-    throw UsageError("eigenvalues: the matrix is " + std::to_string(f.rows()) + "x" + std::to_string(f.cols()) +
-                     ", not square");
+    throw UsageError("eigenvalues: the matrix is " + std::to_string(f.rows()) + "x" + std::to_string(f.cols()) + ", not square");
   at::NoGradGuard no_grad;
   const int64_t m = f.rows(), r = f.inner();
   if (m == 0 || r == 0) return {};

@@ -22,8 +22,8 @@ namespace {
 // Fortran DSYRK of the BLAS that LibTorch loaded (OpenBLAS on Debian), looked up at run time so that no
 // extra link dependency is needed; null when absent or when VOCABLENS_NO_SYRK is set (then DGEMM).
 // The two trailing lengths are gfortran's hidden CHARACTER lengths (ignored by OpenBLAS's C entry point).
-using dsyrk_fn = void (*)(const char*, const char*, const int*, const int*, const double*, const double*,
-                          const int*, const double*, double*, const int*, size_t, size_t);
+using dsyrk_fn = void (*)(const char*, const char*, const int*, const int*, const double*, const double*, const int*,
+                          const double*, double*, const int*, size_t, size_t);
 dsyrk_fn blas_dsyrk() {
   static const dsyrk_fn found = reinterpret_cast<dsyrk_fn>(dlsym(RTLD_DEFAULT, "dsyrk_"));
   const char* off = std::getenv("VOCABLENS_NO_SYRK");

@@ -74,7 +74,8 @@ bool read_pinv_cache(const std::string& base, int64_t V, int64_t d, double rtol,
     std::string stored((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     if (stored != checksum_text(out.hash, pinv, sv)) {
       std::cerr << "vocablens: warning: the E+ cache " << path
-                << (stored.empty() ? " has no checksum file (.sum)" : " does not match its checksum (.sum): changed since it was written")
+                << (stored.empty() ? " has no checksum file (.sum)"
+                                   : " does not match its checksum (.sum): changed since it was written")
                 << "; recomputing E+\n";
       return false;
     }
@@ -99,9 +100,7 @@ void write_pinv_cache(const std::string& dir, const std::string& base, Pinv& out
     write_npy(base + ".npy", "<f4", {d, V}, out.pinv.data_ptr(), static_cast<size_t>(d * V) * sizeof(float));
     write_file_atomic(base + ".sum", checksum_text(out.hash, out.pinv, out.singular_values));  // last: vouches for both
     out.cache_path = base + ".npy";
-  } catch (const Error& e) {
-    out.cache_note = std::string("not cached: ") + e.what();
-  }
+  } catch (const Error& e) { out.cache_note = std::string("not cached: ") + e.what(); }
 }
 
 }  // namespace detail

@@ -30,8 +30,7 @@ void pack_row_block(const float* A, int64_t r, int64_t rows, float* out);
 /// vals holds the block's values ([kScreenRows][kScreenCols]). The sum runs over k in order with fused
 /// multiply-adds: a float32 summation order like any other, so the stream's error bound covers it.
 /// Only where fused_screen_available().
-bool screen_block(const float* ap, const float* bp, int64_t r, const float* tf, uint32_t colmask, uint32_t* masks,
-                  float* vals);
+bool screen_block(const float* ap, const float* bp, int64_t r, const float* tf, uint32_t colmask, uint32_t* masks, float* vals);
 
 /// Whether this CPU runs screen_block (AVX-512F).
 bool fused_screen_available();

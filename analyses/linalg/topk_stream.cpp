@@ -35,12 +35,11 @@ namespace {
 using detail::fused_screen_available;
 using detail::pack_col_panels;
 using detail::pack_row_block;
-using detail::screen_block;
 using detail::scan_ge;
+using detail::screen_block;
 constexpr int64_t kMR = detail::kScreenRows, kNR = detail::kScreenCols;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
 
 // The largest float <= x (x finite or -inf).
 float float_at_most(double x) {
@@ -85,8 +84,7 @@ struct Heap {
 
 void update_max(std::atomic<double>& a, double v) {
   double cur = a.load(std::memory_order_relaxed);
-  while (v > cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
-  }
+  while (v > cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {}
 }
 
 // Inputs after validation, allow-lists, and (optionally) sorting by norm.
@@ -100,7 +98,7 @@ struct Prepared {
   double err_c = 0;                 // |float GEMM - canonical| <= err_c * rn * cn + abs_slack
   double bound_c = 0;               // |canonical| <= bound_c * rn * cn + abs_slack
   double abs_slack = 0;
-  int64_t full_n = 0, full_m = 0;   // original sizes
+  int64_t full_n = 0, full_m = 0;  // original sizes
 };
 
 void check_operands(const at::Tensor& A, const at::Tensor& B) {
@@ -109,19 +107,14 @@ void check_operands(const at::Tensor& A, const at::Tensor& B) {
     throw UsageError("topk_stream: A and B must be matrices (got " + std::to_string(A.dim()) + "-d and " +
                      std::to_string(B.dim()) + "-d)");
   if (A.size(1) != B.size(0))
-    throw UsageError("topk_stream: inner sizes differ (A is [" + std::to_string(A.size(0)) + ", " +
-                     std::to_string(A.size(1)) + "], B is [" + std::to_string(B.size(0)) + ", " +
-                     std::to_string(B.size(1)) + "])");
-  if (A.scalar_type() != at::kFloat || B.scalar_type() != at::kFloat)
-    throw UsageError("topk_stream: operands must be float32");
-  if (A.numel() > 0 && !all_finite(A))
-    throw UsageError("topk_stream: A has non-finite values");
-  if (B.numel() > 0 && !all_finite(B))
-    throw UsageError("topk_stream: B has non-finite values");
+    throw UsageError("topk_stream: inner sizes differ (A is [" + std::to_string(A.size(0)) + ", " + std::to_string(A.size(1)) +
+                     "], B is [" + std::to_string(B.size(0)) + ", " + std::to_string(B.size(1)) + "])");
+  if (A.scalar_type() != at::kFloat || B.scalar_type() != at::kFloat) throw UsageError("topk_stream: operands must be float32");
+  if (A.numel() > 0 && !all_finite(A)) throw UsageError("topk_stream: A has non-finite values");
+  if (B.numel() > 0 && !all_finite(B)) throw UsageError("topk_stream: B has non-finite values");
 }
 
-std::vector<int64_t> selection(const std::optional<std::vector<int64_t>>& sel, int64_t n, const char* what,
-                               bool dedupe) {
+std::vector<int64_t> selection(const std::optional<std::vector<int64_t>>& sel, int64_t n, const char* what, bool dedupe) {
   std::vector<int64_t> out;
   if (!sel) {
     out.resize(static_cast<size_t>(n));
@@ -167,8 +160,7 @@ Prepared prepare(const at::Tensor& A, const at::Tensor& B, const TopkStreamOptio
   std::vector<double> rn_all = norms(A, 1), cn_all = norms(B, 0);
   if (o.prune) {
     // Decreasing norm, then increasing index (deterministic).
-    if (sort_rows)
-      std::stable_sort(rows.begin(), rows.end(), [&](int64_t a, int64_t b) { return rn_all[a] > rn_all[b]; });
+    if (sort_rows) std::stable_sort(rows.begin(), rows.end(), [&](int64_t a, int64_t b) { return rn_all[a] > rn_all[b]; });
     std::stable_sort(cols.begin(), cols.end(), [&](int64_t a, int64_t b) { return cn_all[a] > cn_all[b]; });
   }
   p.n = static_cast<int64_t>(rows.size());
@@ -241,17 +233,14 @@ Tiling tiling(const Prepared& p, const TopkStreamOptions& opts) {
 // a += v for an atomic double (no fetch_add for floating point before C++20).
 void add_to(std::atomic<double>& a, double v) {
   double cur = a.load();
-  while (!a.compare_exchange_weak(cur, cur + v)) {
-  }
+  while (!a.compare_exchange_weak(cur, cur + v)) {}
 }
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // The stream's counters, for the caller's TopkStreamStats (both stream variants report the same way).
-void fill_stats(TopkStreamStats& st, int64_t n, int64_t m, int64_t r, double gemm_flops, int64_t tiles,
-                int64_t all_tiles, int64_t candidates, double t_start) {
+void fill_stats(TopkStreamStats& st, int64_t n, int64_t m, int64_t r, double gemm_flops, int64_t tiles, int64_t all_tiles,
+                int64_t candidates, double t_start) {
   st.rows = n;
   st.cols = m;
   st.rank = r;
@@ -337,8 +326,7 @@ std::vector<TopkEntry> topk_stream(const at::Tensor& A, const at::Tensor& B, con
           for (int64_t q = j0 / kNR, qe = (j0 + cj + kNR - 1) / kNR; q < qe; ++q) {
             const int64_t c0 = q * kNR, w = std::min(kNR, j0 + cj - c0);
             const uint32_t colmask = w == kNR ? 0xffffffffu : ((1u << w) - 1u);
-            if (!screen_block(apack.data() + b * kMR * r, Bp + q * r * kNR, r, tf, colmask, masks, vals))
-              continue;
+            if (!screen_block(apack.data() + b * kMR * r, Bp + q * r * kNR, r, tf, colmask, masks, vals)) continue;
             for (int64_t ii = 0; ii < rows; ++ii) {
               const int64_t i = ib + ii;
               const float* arow = As + i * r;
@@ -428,10 +416,8 @@ std::vector<TopkEntry> topk_stream(const at::Tensor& A, const at::Tensor& B, con
   };
 
   if (opts.k > 0 && n > 0 && m > 0) {
-    if (fused)
-      parallel_workers(worker_count(opts, row_tiles), fused_worker);
-    else
-      parallel_workers(worker_count(opts, row_tiles), blas_worker);
+    if (fused) parallel_workers(worker_count(opts, row_tiles), fused_worker);
+    else parallel_workers(worker_count(opts, row_tiles), blas_worker);
   }
   std::sort(merged.begin(), merged.end(), topk_better);
   if (static_cast<int64_t>(merged.size()) > opts.k) merged.resize(static_cast<size_t>(opts.k));
@@ -527,8 +513,8 @@ namespace {
 // row[c] = Σ_k a[k]·bd[k * nc + c], accumulated in float64 for k = 0..r-1 in this order: canonical_dot's value
 // for every column c, computed for all columns at once. Cloned for AVX-512 and AVX2 (wider vectors across
 // columns; a fused multiply-add gives the same sums, each float32 x float32 product being exact in float64).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void canonical_row(const float* a, const double* bd,
-                                                                                  int64_t r, int64_t nc, double* row) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void canonical_row(const float* a, const double* bd, int64_t r,
+                                                                                int64_t nc, double* row) {
   for (int64_t c = 0; c < nc; ++c) row[c] = 0.0;
   for (int64_t k = 0; k < r; ++k) {
     const double ak = static_cast<double>(a[k]);

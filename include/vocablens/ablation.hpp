@@ -39,8 +39,8 @@ class Tokenizer;
 struct AblationSite {
   enum class Kind { Head, Neuron, Resid, Hook } kind = Kind::Head;
   int64_t layer = 0;
-  int64_t index = 0;  ///< head, neuron or position
-  std::string hook;   ///< Kind::Hook: the hook name as given
+  int64_t index = 0;          ///< head, neuron or position
+  std::string hook;           ///< Kind::Hook: the hook name as given
   std::string label() const;  ///< "head 1.3", "neuron 0.17", "resid 2.4", "hook blocks.1.hook_attn_out"
 };
 
@@ -68,7 +68,7 @@ HookList ablation_hooks(const Model& m, const std::vector<AblationSite>& sites, 
 /// Predictions at the followed position of one run.
 struct Prediction {
   double target_logit = 0, target_prob = 0;
-  int64_t target_rank = 0;            ///< 1 = top
+  int64_t target_rank = 0;  ///< 1 = top
   std::vector<int64_t> top_ids;
   std::vector<double> top_probs;
 };

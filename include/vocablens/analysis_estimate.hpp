@@ -41,7 +41,7 @@ struct AnalysisEstimate {
   /// from the same terms); empty function when the analysis cannot say more than `reduce`. A surface that
   /// refuses a request (the CLI's check, the server's budget) shows it in place of `reduce`.
   std::function<std::string(double limit)> reduce_within;
-  std::string note;    ///< shown after a dry run (an alternative and its size); may be empty
+  std::string note;  ///< shown after a dry run (an alternative and its size); may be empty
   /// What the estimate itself had to compute, for the dry run's last line ("forward and encoders only; no
   /// attribution computed"); empty when it computed nothing (the usual case: shapes alone).
   std::string computed;
@@ -51,7 +51,7 @@ struct AnalysisEstimate {
 MemoryEstimate model_memory(const Model& m);
 
 /// resolve_options + the analysis's declared estimate (model_memory() when it declares none).
-AnalysisEstimate estimate_analysis(const DeclaredAnalysis& a, const Model& m, const Tokenizer* tok,
-                                   const nlohmann::json& given, Surface surface, const AnalysisInputs* inputs = nullptr);
+AnalysisEstimate estimate_analysis(const DeclaredAnalysis& a, const Model& m, const Tokenizer* tok, const nlohmann::json& given,
+                                   Surface surface, const AnalysisInputs* inputs = nullptr);
 
 }  // namespace vocablens

@@ -29,7 +29,7 @@ struct AnalysisInputs {
     const Model* model = nullptr;
     const Tokenizer* tok = nullptr;  ///< may be null (no tokenizer beside the model)
   };
-  std::map<std::string, ModelInput> models;               ///< OptionType::Model
+  std::map<std::string, ModelInput> models;                ///< OptionType::Model
   std::map<std::string, std::shared_ptr<const Sae>> saes;  ///< OptionType::Sae
   std::map<std::string, at::Tensor> tensors;               ///< OptionType::Matrix given as a 2-D floating tensor
 };

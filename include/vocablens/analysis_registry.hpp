@@ -94,9 +94,9 @@ const DeclaredAnalysis& find_analysis(const std::string& name);
 std::vector<const OptionDecl*> served_options();
 
 /// resolve_options + run: the one way every surface runs an analysis.
-Result run_analysis(const DeclaredAnalysis& a, const Model& m, const Tokenizer* tok, const nlohmann::json& given,
-                    Surface surface, std::function<void(int64_t, int64_t)> progress = {},
-                    const std::atomic<bool>* cancel = nullptr, const AnalysisInputs* inputs = nullptr);
+Result run_analysis(const DeclaredAnalysis& a, const Model& m, const Tokenizer* tok, const nlohmann::json& given, Surface surface,
+                    std::function<void(int64_t, int64_t)> progress = {}, const std::atomic<bool>* cancel = nullptr,
+                    const AnalysisInputs* inputs = nullptr);
 
 /// [option_schema(decl) for every analysis] — `GET /api/analyses`, `vocablens schema`.
 nlohmann::json analyses_schema();

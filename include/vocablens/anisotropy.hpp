@@ -30,23 +30,23 @@ namespace vocablens {
 struct AnisotropyOptions {
   /// Numbers of top principal components (of the centred rows) to remove, each reported separately.
   std::vector<int64_t> remove_top = {1, 2, 3, 5, 10};
-  int64_t row_block = 8192;   ///< rows per streamed block
+  int64_t row_block = 8192;  ///< rows per streamed block
 };
 
 struct AnisotropyResult {
   std::string matrix = "matrix";
   int64_t rows = 0, cols = 0;
-  int64_t zero_rows = 0;                 ///< rows with ‖x‖ = 0, excluded everywhere
-  double mean_cosine = 0;                ///< raw rows
-  double mean_cosine_centred = 0;        ///< rows − μ
-  int64_t rows_used_centred = 0;         ///< rows with xᵢ ≠ μ
-  std::vector<int64_t> removed;          ///< D values (clamped to cols − 1)
-  std::vector<double> mean_cosine_removed;   ///< after centring + removing the top-D components
-  std::vector<int64_t> rows_used_removed;    ///< n for each D (rows that became zero are excluded)
-  double mean_norm = 0;                  ///< mean ‖xᵢ‖
-  double mean_vector_norm = 0;           ///< ‖μ‖
-  double mean_vector_share = 0;          ///< ‖μ‖² / mean ‖xᵢ‖²: share of the second moment in the common mean
-  double mean_cosine_to_mean = 0;        ///< mean of uᵢ·μ/‖μ‖
+  int64_t zero_rows = 0;                       ///< rows with ‖x‖ = 0, excluded everywhere
+  double mean_cosine = 0;                      ///< raw rows
+  double mean_cosine_centred = 0;              ///< rows − μ
+  int64_t rows_used_centred = 0;               ///< rows with xᵢ ≠ μ
+  std::vector<int64_t> removed;                ///< D values (clamped to cols − 1)
+  std::vector<double> mean_cosine_removed;     ///< after centring + removing the top-D components
+  std::vector<int64_t> rows_used_removed;      ///< n for each D (rows that became zero are excluded)
+  double mean_norm = 0;                        ///< mean ‖xᵢ‖
+  double mean_vector_norm = 0;                 ///< ‖μ‖
+  double mean_vector_share = 0;                ///< ‖μ‖² / mean ‖xᵢ‖²: share of the second moment in the common mean
+  double mean_cosine_to_mean = 0;              ///< mean of uᵢ·μ/‖μ‖
   std::vector<double> top_component_variance;  ///< variance share of the top principal components (≤ 10)
 
   /// kind "anisotropy": everything above in the summary, table "removed" (D, mean cosine, rows).

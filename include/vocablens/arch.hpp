@@ -29,28 +29,35 @@ namespace vocablens {
 
 /// What a stored tensor is for. Model-level roles first, then per-block ones (llama.cpp's LLM_TENSOR_*).
 enum class TensorRole {
-  TokenEmbd,    ///< token embedding W_E (GGUF token_embd)
+  TokenEmbd,      ///< token embedding W_E (GGUF token_embd)
   TokenEmbdNorm,  ///< norm of the token embeddings before the first block (BLOOM word_embeddings_layernorm)
-  PosEmbd,      ///< learned position table W_pos (position_embd)
-  OutputNorm,   ///< final norm (output_norm)
-  Output,       ///< unembedding / lm_head (output); absent when tied
-  ProjectIn,    ///< OPT project_in: word_embed_proj_dim -> d_model (folded into W_E by the loader)
-  ProjectOut,   ///< OPT project_out: d_model -> word_embed_proj_dim (folded into W_U by the loader)
-  AttnNorm,     ///< norm before attention (attn_norm); after it for post-LN (OPT do_layer_norm_before=false)
-  AttnQ, AttnK, AttnV,
-  AttnQKV,      ///< fused q|k|v (attn_qkv)
-  AttnOut,      ///< attention output projection (attn_output)
-  AttnQNorm, AttnKNorm,  ///< norms on q and k: per head (Qwen3) or over the whole projection (OLMo 2)
-  AttnPostNorm, ///< norm on the attention output before the residual add (Gemma-2 post_attention_norm)
-  FfnNorm,      ///< norm before the MLP (ffn_norm)
-  FfnGate, FfnUp, FfnDown,
+  PosEmbd,        ///< learned position table W_pos (position_embd)
+  OutputNorm,     ///< final norm (output_norm)
+  Output,         ///< unembedding / lm_head (output); absent when tied
+  ProjectIn,      ///< OPT project_in: word_embed_proj_dim -> d_model (folded into W_E by the loader)
+  ProjectOut,     ///< OPT project_out: d_model -> word_embed_proj_dim (folded into W_U by the loader)
+  AttnNorm,       ///< norm before attention (attn_norm); after it for post-LN (OPT do_layer_norm_before=false)
+  AttnQ,
+  AttnK,
+  AttnV,
+  AttnQKV,  ///< fused q|k|v (attn_qkv)
+  AttnOut,  ///< attention output projection (attn_output)
+  AttnQNorm,
+  AttnKNorm,     ///< norms on q and k: per head (Qwen3) or over the whole projection (OLMo 2)
+  AttnPostNorm,  ///< norm on the attention output before the residual add (Gemma-2 post_attention_norm)
+  FfnNorm,       ///< norm before the MLP (ffn_norm)
+  FfnGate,
+  FfnUp,
+  FfnDown,
   FfnGateUp,    ///< fused gate|up (Phi-3; llama.cpp keeps it fused as ffn_up of 2 * d_mlp rows)
   FfnPostNorm,  ///< norm on the MLP output before the residual add (Gemma-2 post_ffw_norm)
   // Mixture of experts. HF names carry "{E}" for the expert; GGUF stores each as one 3-D tensor, expert-major.
-  FfnGateInp,        ///< the router [n_experts, d_model] (ffn_gate_inp)
-  FfnGateExps, FfnUpExps, FfnDownExps,  ///< each expert's gate, up, down (ffn_gate_exps, ...)
-  FfnGateInpShexp,   ///< the shared expert's sigmoid gate [1, d_model] (Qwen2-MoE ffn_gate_inp_shexp)
-  AttnSinks,         ///< a learned logit per head in the attention softmax's denominator [n_heads] (GPT-OSS attn_sinks)
+  FfnGateInp,  ///< the router [n_experts, d_model] (ffn_gate_inp)
+  FfnGateExps,
+  FfnUpExps,
+  FfnDownExps,      ///< each expert's gate, up, down (ffn_gate_exps, ...)
+  FfnGateInpShexp,  ///< the shared expert's sigmoid gate [1, d_model] (Qwen2-MoE ffn_gate_inp_shexp)
+  AttnSinks,        ///< a learned logit per head in the attention softmax's denominator [n_heads] (GPT-OSS attn_sinks)
 };
 
 /// How the stored tensor is laid out (Hugging Face side; GGUF stores every matrix as [out, in] = nn.Linear).
@@ -67,19 +74,19 @@ enum class TensorLayout {
   /// (GPT-OSS down_proj). A role of this layout whose name is the gate's too (gate_up_proj [E, d, 2 d_expert]) holds
   /// gate and up in alternate columns: gate column j at 2j, up column j at 2j + 1.
   ExpertsStacked,
-  Unsuffixed,       ///< a vector named without ".weight" (GPT-OSS self_attn.sinks)
+  Unsuffixed,  ///< a vector named without ".weight" (GPT-OSS self_attn.sinks)
 };
 
 enum class BiasKind { None, Optional, Required };
 
 struct TensorSpec {
   TensorRole role;
-  const char* hf;        ///< Hugging Face name pattern, e.g. "model.layers.{L}.self_attn.q_proj"
-  const char* gguf;      ///< llama.cpp GGUF name pattern, e.g. "blk.{L}.attn_q"; nullptr: none
-  TensorLayout layout;   ///< Hugging Face layout
-  BiasKind bias;         ///< whether "<name>.bias" exists (Optional: the config decides, e.g. attention_bias)
-  bool required;         ///< false: the tensor may be absent (lm_head of tied models, OPT project_in/out)
-  bool per_layer;        ///< true: the pattern contains "{L}"
+  const char* hf;       ///< Hugging Face name pattern, e.g. "model.layers.{L}.self_attn.q_proj"
+  const char* gguf;     ///< llama.cpp GGUF name pattern, e.g. "blk.{L}.attn_q"; nullptr: none
+  TensorLayout layout;  ///< Hugging Face layout
+  BiasKind bias;        ///< whether "<name>.bias" exists (Optional: the config decides, e.g. attention_bias)
+  bool required;        ///< false: the tensor may be absent (lm_head of tied models, OPT project_in/out)
+  bool per_layer;       ///< true: the pattern contains "{L}"
 };
 
 /// A boolean of config.json with its value when absent; key nullptr: the family fixes the value.
@@ -100,36 +107,36 @@ struct ConfigRefusal {
 /// the first present wins.
 struct FamilyRecipe {
   // ---- sizes ----
-  std::vector<const char*> n_layers_keys{"num_hidden_layers"}, d_model_keys{"hidden_size"},
-      n_heads_keys{"num_attention_heads"}, n_ctx_keys{"max_position_embeddings"}, d_mlp_keys{"intermediate_size"};
+  std::vector<const char*> n_layers_keys{"num_hidden_layers"}, d_model_keys{"hidden_size"}, n_heads_keys{"num_attention_heads"},
+      n_ctx_keys{"max_position_embeddings"}, d_mlp_keys{"intermediate_size"};
   std::vector<const char*> n_kv_heads_keys{"num_key_value_heads"};  ///< empty: always n_heads (or n_kv_heads_fixed)
-  int64_t n_kv_heads_fixed = 0;     ///< Falcon-7B's multi-query attention: always this many key/value heads; 0: keys
+  int64_t n_kv_heads_fixed = 0;  ///< Falcon-7B's multi-query attention: always this many key/value heads; 0: keys
   /// Sizes when the config omits them (Gemma3TextConfig's defaults: the released multimodal checkpoints' text_config
   /// lists only what differs); 0: the key is required.
   int64_t n_heads_default = 0, n_kv_heads_default = 0, vocab_size_default = 0;
-  int64_t n_ctx_default = 0;        ///< context when no n_ctx key is present (BLOOM: ALiBi, its configs give none); 0: required
-  int64_t d_mlp_per_d_model = 0;    ///< d_mlp when no d_mlp key is present, as a multiple of d_model (GPT-2: 4); 0: required
+  int64_t n_ctx_default = 0;      ///< context when no n_ctx key is present (BLOOM: ALiBi, its configs give none); 0: required
+  int64_t d_mlp_per_d_model = 0;  ///< d_mlp when no d_mlp key is present, as a multiple of d_model (GPT-2: 4); 0: required
   const char* head_dim_key = "head_dim";  ///< nullptr: head_dim = d_model / n_heads whatever the file says
-  int64_t head_dim_default = 0;     ///< when the key is absent; 0: d_model / n_heads (Gemma: 256)
+  int64_t head_dim_default = 0;           ///< when the key is absent; 0: d_model / n_heads (Gemma: 256)
   // ---- norms ----
   NormKind norm = NormKind::RMSNorm;
   const char* norm_eps_key = "rms_norm_eps";  ///< nullptr: always norm_eps_default (OPT's nn.LayerNorm default)
   double norm_eps_default = 1e-6;
-  double norm_weight_offset = 0;    ///< Gemma: the scale is (1 + w)
-  ConfigSwitch norm_before{nullptr, true};       ///< OPT do_layer_norm_before
-  const char* remove_final_norm_key = nullptr;   ///< OPT _remove_final_layer_norm
-  bool qk_norm = false;             ///< per-head RMSNorm on q and k (Qwen3)
-  bool qk_norm_full = false;        ///< the q/k norms span all heads of the projection (OLMo 2)
-  bool input_norms = true;          ///< false: no norm before attention and MLP (OLMo 2)
-  bool post_norms = false;          ///< norms after attention and MLP, before the residual adds (Gemma-2)
+  double norm_weight_offset = 0;                ///< Gemma: the scale is (1 + w)
+  ConfigSwitch norm_before{nullptr, true};      ///< OPT do_layer_norm_before
+  const char* remove_final_norm_key = nullptr;  ///< OPT _remove_final_layer_norm
+  bool qk_norm = false;                         ///< per-head RMSNorm on q and k (Qwen3)
+  bool qk_norm_full = false;                    ///< the q/k norms span all heads of the projection (OLMo 2)
+  bool input_norms = true;                      ///< false: no norm before attention and MLP (OLMo 2)
+  bool post_norms = false;                      ///< norms after attention and MLP, before the residual adds (Gemma-2)
   // ---- positions ----
   PositionKind positions = PositionKind::Rotary;
-  int64_t position_offset = 0;      ///< OPT: learned table rows before position 0
+  int64_t position_offset = 0;  ///< OPT: learned table rows before position 0
   std::vector<const char*> rope_theta_keys{"rope_theta"};
-  double rope_theta_default = 10000.0;  ///< when no key is present (Gemma 3: 1e6)
+  double rope_theta_default = 10000.0;                                     ///< when no key is present (Gemma 3: 1e6)
   std::vector<const char*> rotary_fraction_keys{"partial_rotary_factor"};  ///< rotated fraction of each head
   double rotary_fraction_default = 1.0;
-  const char* rotary_layers_key = nullptr;  ///< SmolLM3 no_rope_layers: per layer 1 = rotary, 0 = none
+  const char* rotary_layers_key = nullptr;       ///< SmolLM3 no_rope_layers: per layer 1 = rotary, 0 = none
   const char* no_rotary_interval_key = nullptr;  ///< SmolLM3 no_rope_layer_interval: when no list is given,
   int64_t no_rotary_interval = 0;                ///< every n-th layer (l % n == n - 1) has no rotary; 0: none
   // ---- MLP, biases, embeddings ----
@@ -145,15 +152,15 @@ struct FamilyRecipe {
   // ---- attention ----
   const char* attn_scale_key = nullptr;  ///< Gemma-2 query_pre_attn_scalar s: scores scaled by s^-1/2
   double attn_scale_default = 0;
-  const char* attn_softcap_key = nullptr;   ///< null in the file: no soft-cap
+  const char* attn_softcap_key = nullptr;  ///< null in the file: no soft-cap
   double attn_softcap_default = 0;
   const char* final_softcap_key = nullptr;
   double final_softcap_default = 0;
   const char* sliding_window_key = nullptr;  ///< null in the file: no window
   int64_t sliding_window_default = 0;
   int64_t sliding_pattern = 0;  ///< p > 1: layer l slides unless l % p == p - 1; config.json layer_types, if given, decides
-  const char* sliding_pattern_key = nullptr;  ///< Gemma 3 sliding_window_pattern (configs without layer_types)
-  const char* rope_local_theta_key = nullptr; ///< Gemma 3 rope_local_base_freq: the sliding layers' rotary base
+  const char* sliding_pattern_key = nullptr;   ///< Gemma 3 sliding_window_pattern (configs without layer_types)
+  const char* rope_local_theta_key = nullptr;  ///< Gemma 3 rope_local_base_freq: the sliding layers' rotary base
   double rope_local_theta_default = 0;
   std::vector<ConfigRefusal> refusals;
   /// Keys the runner implements only when absent or null (OLMoE clip_qkv): {key, why}.
@@ -163,10 +170,10 @@ struct FamilyRecipe {
   const char* n_experts_used_key = "num_experts_per_tok";
   std::vector<const char*> d_expert_keys{"moe_intermediate_size", "intermediate_size"};
   ConfigSwitch expert_weights_norm{"norm_topk_prob", false};  ///< key nullptr: fixed (Mixtral: always)
-  bool gguf_expert_weights_norm = false;  ///< llama.cpp fixes the renormalisation per architecture
-  bool shared_expert = false;             ///< Qwen2-MoE: d_mlp's dense MLP beside the experts, sigmoid-gated
-  bool expert_weights_topk_softmax = false;  ///< GPT-OSS: softmax over the top k router logits (ModelConfig)
-  bool attn_sinks = false;                ///< GPT-OSS: per-head sink logits (ModelConfig::attn_sinks, role AttnSinks)
+  bool gguf_expert_weights_norm = false;                      ///< llama.cpp fixes the renormalisation per architecture
+  bool shared_expert = false;                                 ///< Qwen2-MoE: d_mlp's dense MLP beside the experts, sigmoid-gated
+  bool expert_weights_topk_softmax = false;                   ///< GPT-OSS: softmax over the top k router logits (ModelConfig)
+  bool attn_sinks = false;  ///< GPT-OSS: per-head sink logits (ModelConfig::attn_sinks, role AttnSinks)
   /// Clamped SwiGLU (ModelConfig::glu_limit): the limit's key and value when absent (also GGUF's, which llama.cpp
   /// fixes), alpha and up offset fixed by the family. swiglu_limit_key nullptr: no clamp.
   const char* swiglu_limit_key = nullptr;
@@ -193,9 +200,9 @@ struct ArchSpec {
   std::vector<TensorSpec> tensors;
   FamilyRecipe recipe;
   // ---- how llama.cpp's convert_hf_to_gguf.py changes tensors (for GGUF readers) ----
-  bool gguf_qk_interleaved;    ///< q/k rows permuted to interleaved rotary pairs (LLAMA rope type "norm")
-  bool gguf_norm_plus_one;     ///< norm weights stored as (1 + w) (Gemma)
-  const char* summary;         ///< one line for `vocablens inspect` and error messages
+  bool gguf_qk_interleaved;  ///< q/k rows permuted to interleaved rotary pairs (LLAMA rope type "norm")
+  bool gguf_norm_plus_one;   ///< norm weights stored as (1 + w) (Gemma)
+  const char* summary;       ///< one line for `vocablens inspect` and error messages
 };
 
 /// Every supported family, in the order they are listed to users.
@@ -219,9 +226,9 @@ std::string supported_architectures();
 /// those it does not, and the family's required roles the checkpoint lacks.
 struct ArchMatch {
   const ArchSpec* arch = nullptr;
-  int64_t matched = 0, total = 0;        ///< distinct name patterns of the checkpoint, and those the family maps
-  std::vector<std::string> unmatched;    ///< the checkpoint's patterns the family has no role for
-  std::vector<std::string> missing;      ///< the family's required patterns the checkpoint lacks
+  int64_t matched = 0, total = 0;      ///< distinct name patterns of the checkpoint, and those the family maps
+  std::vector<std::string> unmatched;  ///< the checkpoint's patterns the family has no role for
+  std::vector<std::string> missing;    ///< the family's required patterns the checkpoint lacks
 };
 /// Every family ranked for these tensor names (Hugging Face names, or GGUF names when `gguf`): most names
 /// mapped first, then fewest required tensors missing.

@@ -70,14 +70,14 @@ struct AttributionResult {
   AttributionOptions options;
   int64_t position = 0;
   int64_t n_layers = 0, n_heads = 0;
-  int64_t layer = 0;           ///< the residual read: before block `layer` (n_layers = the final one)
-  double norm_scale = 0;       ///< the final norm's frozen scale s at the position
-  double model_value = 0;      ///< the model's own logit (difference), from its float32 logits
-  double sum = 0;              ///< sum of the components
-  double check = 0;            ///< |sum - model_value|
+  int64_t layer = 0;                             ///< the residual read: before block `layer` (n_layers = the final one)
+  double norm_scale = 0;                         ///< the final norm's frozen scale s at the position
+  double model_value = 0;                        ///< the model's own logit (difference), from its float32 logits
+  double sum = 0;                                ///< sum of the components
+  double check = 0;                              ///< |sum - model_value|
   std::vector<AttributionComponent> components;  ///< in model order
-  std::vector<double> heads;   ///< [layer, n_heads]: the blocks before `layer` (all of them by default)
-  std::vector<double> mlps;    ///< [layer] (MLP output without its bias)
+  std::vector<double> heads;                     ///< [layer, n_heads]: the blocks before `layer` (all of them by default)
+  std::vector<double> mlps;                      ///< [layer] (MLP output without its bias)
 
   /// kind "logit_attribution": settings, summary (values, check, the largest parts), arrays "heads"
   /// [n_layers, n_heads] and "mlps" [n_layers], table "components".

@@ -35,8 +35,7 @@ class BpeTokenizer final : public Tokenizer {
   /// merges.txt (or vocab.bpe): optional "#version" line, then one "left right" pair per line, rank = order.
   /// "<|endoftext|>" (if in the vocabulary) is the special token, BOS and EOS.
   /// Throws FormatError naming the offending file (missing, not JSON, unknown token in a merge, ...).
-  static std::unique_ptr<BpeTokenizer> from_vocab_merges(const std::string& vocab_json,
-                                                         const std::string& merges_txt);
+  static std::unique_ptr<BpeTokenizer> from_vocab_merges(const std::string& vocab_json, const std::string& merges_txt);
 
   /// Hugging Face tokenizer.json with model.type "BPE" and a ByteLevel pre-tokenizer (optionally after a
   /// Split with its own expression). added_tokens become special tokens. Throws FormatError for a missing

@@ -38,9 +38,7 @@ struct CacheSpec {
   }
   bool wants_layer(int64_t layer) const;
   /// Whether any of the norm points or mlp_in is asked for (a forward memo's record holds none of them).
-  bool wants_norm_points() const {
-    return ln1_scale || ln1_normalized || ln2_scale || ln2_normalized || mlp_in || final_scale;
-  }
+  bool wants_norm_points() const { return ln1_scale || ln1_normalized || ln2_scale || ln2_normalized || mlp_in || final_scale; }
 };
 
 }  // namespace vocablens

@@ -45,7 +45,7 @@ Result read_lens_run(const std::string& dir);
 enum class LensAlign { None, Start, End };
 
 struct LensCompareOptions {
-  LensAlign align = LensAlign::None;  ///< how to pair positions when the token counts differ
+  LensAlign align = LensAlign::None;       ///< how to pair positions when the token counts differ
   std::string name_a = "A", name_b = "B";  ///< how errors and the report name the runs (their directories)
 };
 
@@ -54,18 +54,18 @@ struct LensCompareResult {
   std::string model_a, model_b, prompt_a, prompt_b;
   int64_t n = 0, T = 0, T_a = 0, T_b = 0, offset_a = 0, offset_b = 0, vocab_size = 0;
   std::string align = "none";
-  std::string vocab_check;                   ///< how the vocabularies were found to agree
-  int64_t readout = 0;                       ///< the last position where both runs have a target (else T − 1)
-  std::vector<std::string> layers;           ///< [n] A's labels
-  std::vector<std::string> layers_b;         ///< [n] the paired B labels
-  std::vector<int64_t> layer_b;              ///< [n] B's layer index for each row
+  std::string vocab_check;            ///< how the vocabularies were found to agree
+  int64_t readout = 0;                ///< the last position where both runs have a target (else T − 1)
+  std::vector<std::string> layers;    ///< [n] A's labels
+  std::vector<std::string> layers_b;  ///< [n] the paired B labels
+  std::vector<int64_t> layer_b;       ///< [n] B's layer index for each row
   std::vector<std::string> tokens_a, tokens_b, targets_a, targets_b;  ///< [T] display strings ("" none)
-  std::vector<float> prob_a, prob_b, delta_prob;          ///< [n, T]; NaN where a run has no target
-  std::vector<int64_t> rank_a, rank_b;                    ///< [n, T]; -1 none
-  std::vector<float> delta_rank;                          ///< [n, T] rank_A − rank_B; NaN where either has none
+  std::vector<float> prob_a, prob_b, delta_prob;                      ///< [n, T]; NaN where a run has no target
+  std::vector<int64_t> rank_a, rank_b;                                ///< [n, T]; -1 none
+  std::vector<float> delta_rank;                                      ///< [n, T] rank_A − rank_B; NaN where either has none
   bool has_kl = false;
-  std::string kl_missing;                    ///< why KL is absent ("" when has_kl)
-  std::vector<float> kl_ab, kl_ba;           ///< [n, T] nats
+  std::string kl_missing;           ///< why KL is absent ("" when has_kl)
+  std::vector<float> kl_ab, kl_ba;  ///< [n, T] nats
 
   size_t at(int64_t layer, int64_t pos) const { return static_cast<size_t>(layer * T + pos); }
 

@@ -52,16 +52,16 @@ struct CompareEmbeddingsResult {
   std::string matrix = "W_E";
   std::string model_a, model_b;
   int64_t rows_a = 0, rows_b = 0, dim_a = 0, dim_b = 0, shared = 0, k = 0;
-  std::vector<int64_t> ids_a, ids_b;         ///< [shared] the pairs
-  std::vector<double> rotation;              ///< [dim_a, dim_b] R
-  std::vector<double> procrustes_singular;   ///< [min(d_a, d_b)] Σ of AᵀB
+  std::vector<int64_t> ids_a, ids_b;        ///< [shared] the pairs
+  std::vector<double> rotation;             ///< [dim_a, dim_b] R
+  std::vector<double> procrustes_singular;  ///< [min(d_a, d_b)] Σ of AᵀB
   double procrustes_residual = 0, scaled_residual = 0, scale = 1;
   double cka = 0;
-  std::vector<double> knn_overlap;           ///< [shared]
+  std::vector<double> knn_overlap;  ///< [shared]
   double knn_overlap_mean = 0;
   std::vector<int64_t> knn_overlap_histogram;  ///< [k + 1] tokens with 0..k agreeing neighbours
-  std::vector<double> aligned_cosine;        ///< [shared] cos(aᵢR, bᵢ)
-  std::vector<double> aligned_distance;      ///< [shared] ‖s aᵢR − bᵢ‖ / ‖bᵢ‖
+  std::vector<double> aligned_cosine;          ///< [shared] cos(aᵢR, bᵢ)
+  std::vector<double> aligned_distance;        ///< [shared] ‖s aᵢR − bᵢ‖ / ‖bᵢ‖
   int64_t moved = 50;
   bool has_spectra = false;
   SpectrumResult spectrum_a, spectrum_b;

@@ -54,8 +54,7 @@ std::vector<ExpertAblation> parse_expert_ablations(const std::vector<std::string
 
 /// Adds the hooks that ablate `a` (see above) to `hooks`. Reroute refuses, before any work, a layer left with
 /// fewer than k experts.
-void add_expert_ablations(HookList& hooks, const ModelConfig& cfg, const std::vector<ExpertAblation>& a,
-                          ExpertAblationMode mode);
+void add_expert_ablations(HookList& hooks, const ModelConfig& cfg, const std::vector<ExpertAblation>& a, ExpertAblationMode mode);
 
 /// `--scale-expert L.E=FACTOR`: the expert's router weight multiplied by `factor` wherever it was chosen, the
 /// routing and the other experts' weights unchanged, so mlp_out changes by (factor - 1) x its weighted output
@@ -79,16 +78,16 @@ void add_expert_scales(HookList& hooks, const std::vector<ExpertScale>& s);
 void require_experts(const ModelConfig& cfg, const std::string& model_name, const std::string& what);
 
 struct ExpertsOptions {
-  int64_t top_k = 10;          ///< tokens per written list (top and bottom)
-  int64_t top_routed = 10;     ///< routed tokens listed per expert
-  bool per_token = true;       ///< a prompt's per-(position, slot) lists
-  std::vector<int64_t> layers; ///< MoE layers to report; empty = all
+  int64_t top_k = 10;           ///< tokens per written list (top and bottom)
+  int64_t top_routed = 10;      ///< routed tokens listed per expert
+  bool per_token = true;        ///< a prompt's per-(position, slot) lists
+  std::vector<int64_t> layers;  ///< MoE layers to report; empty = all
   std::vector<ExpertAblation> ablate;
   ExpertAblationMode mode = ExpertAblationMode::Zero;
   std::vector<ExpertScale> scale;
   // corpus form
-  int64_t window = 0;          ///< tokens per window; 0 = the model's context
-  int64_t max_tokens = 0;      ///< 0 = the whole file
+  int64_t window = 0;      ///< tokens per window; 0 = the model's context
+  int64_t max_tokens = 0;  ///< 0 = the whole file
   /// Under mpirun (vocablens/dist.hpp), share the windows over the ranks: every rank returns the whole report.
   bool distributed = true;
   std::function<void(int64_t, int64_t)> progress;
@@ -98,7 +97,7 @@ struct ExpertStats {
   int64_t expert = 0;
   int64_t routed = 0;
   double load = 0, mean_weight = 0, direction_norm = 0;
-  std::vector<std::pair<int64_t, int64_t>> tokens;  ///< (token id, count), most routed first
+  std::vector<std::pair<int64_t, int64_t>> tokens;                    ///< (token id, count), most routed first
   std::vector<std::pair<int64_t, double>> writes_top, writes_bottom;  ///< (token id, score of direction @ W_U)
 };
 
@@ -134,7 +133,6 @@ struct ExpertsReport {
 ExpertsReport analyze_experts(const Model& m, const std::vector<int64_t>& ids, const ExpertsOptions& o);
 /// A text file read in windows (the corpus analyses' cut, analyses/corpus_windows.hpp): a window's first token,
 /// already counted as the previous window's last, is not counted again.
-ExpertsReport analyze_experts_corpus(const Model& m, const Tokenizer& tok, const std::string& path,
-                                     const ExpertsOptions& o);
+ExpertsReport analyze_experts_corpus(const Model& m, const Tokenizer& tok, const std::string& path, const ExpertsOptions& o);
 
 }  // namespace vocablens

@@ -48,9 +48,9 @@ struct Sae;
 
 struct FeatureLogitsOptions {
   int64_t top_k = 10;
-  std::vector<int64_t> features;   ///< empty = every feature
-  bool bottom = true;              ///< also the k lowest tokens of each feature
-  bool final_norm_scale = false;   ///< multiply each decoder row by the final norm's scale γ first
+  std::vector<int64_t> features;  ///< empty = every feature
+  bool bottom = true;             ///< also the k lowest tokens of each feature
+  bool final_norm_scale = false;  ///< multiply each decoder row by the final norm's scale γ first
   TokenFilter filter;
   /// "auto" (int8 where available and at least 256 features are asked for, float32 otherwise), "int8"
   /// (float32 where int8 is unavailable here) or "float32". Results are identical; only speed differs.
@@ -64,8 +64,8 @@ struct FeatureLogits {
   std::string sae_source, sae_layout, architecture, hook_name, hook_name_out;
   int64_t d_sae = 0, d_in = 0, vocab_size = 0;
   std::vector<int64_t> features;
-  std::vector<double> decoder_norms;                 ///< ‖W_dec[f]‖ (after the norm scale when asked)
-  std::vector<std::vector<TopkEntry>> top, bottom;   ///< per feature; TopkEntry.j = token id
+  std::vector<double> decoder_norms;                ///< ‖W_dec[f]‖ (after the norm scale when asked)
+  std::vector<std::vector<TopkEntry>> top, bottom;  ///< per feature; TopkEntry.j = token id
   int64_t rows_streamed = 0;  ///< lists the chunked product could not settle, computed by the streamed engine
   std::string screen;         ///< the screen that ran: "int8" or "float32"
   int64_t survivors = 0;      ///< int8 screen: tokens that passed it (all features, both ends), recomputed in float32
@@ -79,7 +79,7 @@ struct FeatureLogits {
 /// activations and (top_k) the tokens each one's decoder direction promotes.
 struct FeatureLensOptions {
   int64_t top_features = 5;
-  int64_t top_k = 5;              ///< tokens listed per feature shown
+  int64_t top_k = 5;  ///< tokens listed per feature shown
   bool final_norm_scale = false;
 };
 
@@ -87,11 +87,11 @@ struct FeatureLens {
   FeatureLensOptions options;
   std::string sae_source, hook_name;
   std::vector<int64_t> ids;
-  at::Tensor acts;                                         ///< [T, d_sae] float32
-  std::vector<int64_t> l0;                                 ///< [T] features firing per position
+  at::Tensor acts;                                           ///< [T, d_sae] float32
+  std::vector<int64_t> l0;                                   ///< [T] features firing per position
   std::vector<std::vector<std::pair<int64_t, double>>> top;  ///< per position: (feature, activation), strongest first
-  std::vector<int64_t> shown;                              ///< every feature in `top`, ascending
-  std::vector<std::vector<TopkEntry>> shown_tokens;        ///< top tokens of each shown feature
+  std::vector<int64_t> shown;                                ///< every feature in `top`, ascending
+  std::vector<std::vector<TopkEntry>> shown_tokens;          ///< top tokens of each shown feature
   /// kind "feature_lens": arrays ids [T], l0 [T], top_features [T, n] int64 (-1 when fewer fire),
   /// top_activations [T, n] float64, shown_features [S], shown_token_ids [S, k]; table "top_features".
   Result to_result(const Tokenizer* tok, const std::string& prompt) const;
@@ -106,7 +106,6 @@ bool feature_logits_int8_available();
 
 /// Throws UsageError on a feature out of range, top_k < 1 or > V, or an SAE whose decoder does not write
 /// d_model-wide vectors (its file named).
-FeatureLogits feature_logits(const Model& m, const Sae& sae, const FeatureLogitsOptions& o,
-                             const Tokenizer* tok = nullptr);
+FeatureLogits feature_logits(const Model& m, const Sae& sae, const FeatureLogitsOptions& o, const Tokenizer* tok = nullptr);
 
 }  // namespace vocablens

@@ -33,11 +33,41 @@ class MappedFile;
 
 /// ggml tensor types, numbered as in ggml.h (the numbers are the on-disk values).
 enum class GgmlType : uint32_t {
-  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
-  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
-  IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22, IQ4_XS = 23,
-  I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
-  TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39, NVFP4 = 40, Q1_0 = 41, Q2_0 = 42,
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q8_1 = 9,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,
+  IQ2_XXS = 16,
+  IQ2_XS = 17,
+  IQ3_XXS = 18,
+  IQ1_S = 19,
+  IQ4_NL = 20,
+  IQ3_S = 21,
+  IQ2_S = 22,
+  IQ4_XS = 23,
+  I8 = 24,
+  I16 = 25,
+  I32 = 26,
+  I64 = 27,
+  F64 = 28,
+  IQ1_M = 29,
+  BF16 = 30,
+  TQ1_0 = 34,
+  TQ2_0 = 35,
+  MXFP4 = 39,
+  NVFP4 = 40,
+  Q1_0 = 41,
+  Q2_0 = 42,
 };
 
 /// "Q4_K", "BF16", ...; "type 31" for a number ggml.h does not define.
@@ -54,8 +84,8 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 struct GgufTensorInfo {
   std::string name;
   GgmlType type = GgmlType::F32;
-  std::vector<int64_t> ne;   ///< ggml order: ne[0] innermost; 1 to 4 entries
-  uint64_t offset = 0;       ///< absolute byte offset in the file
+  std::vector<int64_t> ne;  ///< ggml order: ne[0] innermost; 1 to 4 entries
+  uint64_t offset = 0;      ///< absolute byte offset in the file
   uint64_t nbytes = 0;
   int64_t numel() const;
 };

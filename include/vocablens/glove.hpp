@@ -44,9 +44,9 @@ struct GloveEntry {
 struct GloveCounts {
   int64_t vocab = 0;
   int64_t window = 0;
-  int64_t tokens = 0;                  ///< content tokens counted (newline tokens excluded)
-  int64_t distinct = 0;                ///< distinct token ids that occur
-  std::vector<GloveEntry> entries;     ///< sorted by (row, col)
+  int64_t tokens = 0;               ///< content tokens counted (newline tokens excluded)
+  int64_t distinct = 0;             ///< distinct token ids that occur
+  std::vector<GloveEntry> entries;  ///< sorted by (row, col)
 };
 
 /// Co-occurrence counts of the content tokens of `s` (see above). Throws UsageError when window < 1.
@@ -55,8 +55,8 @@ GloveCounts glove_cooccurrence(const TokenStream& s, int64_t vocab, int64_t wind
 /// The fitted parameters, row-major [V, d] vectors and [V] biases, double precision.
 struct GloveParams {
   int64_t vocab = 0, dim = 0;
-  std::vector<double> w, wc;           ///< word and context vectors
-  std::vector<double> b, bc;           ///< word and context biases
+  std::vector<double> w, wc;             ///< word and context vectors
+  std::vector<double> b, bc;             ///< word and context biases
   std::vector<double> gw, gwc, gb, gbc;  ///< AdaGrad sums of squared (step) gradients, initialised to 1
 };
 
@@ -67,8 +67,8 @@ struct GloveFitOptions {
   double x_max = 100.0;
   double alpha = 0.75;
   double eta = 0.05;
-  double grad_clip = 100.0;            ///< per-component clip of the vector gradients
-  uint64_t seed = 1;                   ///< the one shuffle of the entries
+  double grad_clip = 100.0;  ///< per-component clip of the vector gradients
+  uint64_t seed = 1;         ///< the one shuffle of the entries
 };
 
 /// AdaGrad epochs over the nonzero counts (kept by reference: they must outlive the fit).

@@ -117,9 +117,9 @@ std::unique_ptr<GraphTranscoders> per_layer_transcoders(std::vector<Sae> saes, c
 std::unique_ptr<GraphTranscoders> load_graph_transcoders(const std::string& dir, const Model& model);
 
 struct GraphOptions {
-  int64_t max_n_logits = 10;          ///< at most this many logit targets
-  double desired_logit_prob = 0.95;   ///< fewest top logits whose probabilities reach this
-  int64_t batch_size = 64;            ///< targets propagated backward together
+  int64_t max_n_logits = 10;         ///< at most this many logit targets
+  double desired_logit_prob = 0.95;  ///< fewest top logits whose probabilities reach this
+  int64_t batch_size = 64;           ///< targets propagated backward together
   /// 0 = every active feature gets its row; otherwise only this many, chosen as circuit-tracer does: the
   /// logit rows first, then repeatedly the features of highest influence (through the rows computed so
   /// far) on the logits, update_interval batches at a time.
@@ -135,14 +135,14 @@ struct GraphOptions {
 };
 
 struct AttributionGraph {
-  at::Tensor ids;                  ///< [T] int64, the prompt
-  at::Tensor logit_ids;            ///< [K] int64, most probable first
-  at::Tensor logit_probs;          ///< [K] float64
-  at::Tensor active_features;      ///< [A, 3] int64 (layer, position, feature), sorted
-  at::Tensor activations;          ///< [A] float32
-  at::Tensor selected;             ///< [F] int64, indices into active_features, ascending
-  at::Tensor rows;                 ///< [F + K, S] float32: target rows (selected features, logits) × sources
-  at::Tensor adjacency;            ///< [N, N] float32, row = target, column = source (GraphOptions::dense_adjacency)
+  at::Tensor ids;              ///< [T] int64, the prompt
+  at::Tensor logit_ids;        ///< [K] int64, most probable first
+  at::Tensor logit_probs;      ///< [K] float64
+  at::Tensor active_features;  ///< [A, 3] int64 (layer, position, feature), sorted
+  at::Tensor activations;      ///< [A] float32
+  at::Tensor selected;         ///< [F] int64, indices into active_features, ascending
+  at::Tensor rows;             ///< [F + K, S] float32: target rows (selected features, logits) × sources
+  at::Tensor adjacency;        ///< [N, N] float32, row = target, column = source (GraphOptions::dense_adjacency)
   int64_t n_layers = 0, n_pos = 0;
 
   int64_t n_selected() const { return selected.size(0); }
@@ -199,12 +199,12 @@ GraphScores graph_scores(const AttributionGraph& g);
 /// How graph_result prunes and labels.
 struct GraphReportOptions {
   double node_threshold = 0.8, edge_threshold = 0.98;
-  int64_t label_tokens = 5;   ///< tokens in a feature's vocabulary label
-  std::string prompt;         ///< the prompt's text, as given (settings, Neuronpedia's metadata.prompt)
-  std::string transcoders;    ///< the transcoders' folder (settings, Neuronpedia's metadata.scan)
-  std::string slug = "graph"; ///< Neuronpedia's metadata.slug
-  bool full_adjacency = false; ///< also the unpruned adjacency [N, N] as array full_adjacency
-  bool rows = false;           ///< also AttributionGraph::rows [F + K, S] as array rows, logit_ids [K], logit_probs [K]
+  int64_t label_tokens = 5;     ///< tokens in a feature's vocabulary label
+  std::string prompt;           ///< the prompt's text, as given (settings, Neuronpedia's metadata.prompt)
+  std::string transcoders;      ///< the transcoders' folder (settings, Neuronpedia's metadata.scan)
+  std::string slug = "graph";   ///< Neuronpedia's metadata.slug
+  bool full_adjacency = false;  ///< also the unpruned adjacency [N, N] as array full_adjacency
+  bool rows = false;            ///< also AttributionGraph::rows [F + K, S] as array rows, logit_ids [K], logit_probs [K]
 };
 
 /// Result kind "graph": the graph pruned (prune_graph), its scores, each kept node's vocabulary label, and
@@ -228,7 +228,6 @@ Result graph_result(const Model& m, const Tokenizer* tok, const GraphTranscoders
 /// spaces), for features given as (layer, feature) pairs — any active feature, kept by pruning or not (the
 /// Python Graph labels the nodes of its own prunings with it).
 std::vector<std::string> graph_feature_labels(const Model& m, const Tokenizer* tok, const GraphTranscoders& tcs,
-                                              const std::vector<std::pair<int64_t, int64_t>>& features,
-                                              int64_t label_tokens);
+                                              const std::vector<std::pair<int64_t, int64_t>>& features, int64_t label_tokens);
 
 }  // namespace vocablens

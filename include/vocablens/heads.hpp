@@ -50,19 +50,19 @@ FactoredMatrix head_weight_circuit(const Model& m, int64_t layer, int64_t head, 
 FactoredMatrix head_vocab_circuit(const Model& m, const at::Tensor& R, int64_t layer, int64_t head, CircuitKind kind);
 
 struct HeadsOptions {
-  std::vector<int64_t> layers;                 ///< empty = every layer
-  std::vector<int64_t> heads;                  ///< empty = every head
+  std::vector<int64_t> layers;  ///< empty = every layer
+  std::vector<int64_t> heads;   ///< empty = every head
   std::vector<CircuitKind> kinds = {CircuitKind::OV, CircuitKind::QK};
-  int64_t top_k = 50;                          ///< (token, token) pairs per circuit
+  int64_t top_k = 50;  ///< (token, token) pairs per circuit
   InverseKind inverse = InverseKind::Pinv;
   PinvOptions pinv;
-  TokenFilter filter;                          ///< applies to both sides of every pair
-  bool drop_same_token = false;                ///< drop (t, t)
-  bool drop_same_normalized = false;           ///< drop pairs equal up to leading spaces and case (needs a tokenizer)
-  std::vector<int64_t> source_tokens;          ///< per-token lists: best targets (OV) / keys (QK) of these
-  int64_t per_token_k = 0;                     ///< length of those lists (0 = top_k)
-  bool spectra = true;                         ///< singular values, eigenvalues, copying scores
-  bool prune = true;                           ///< norm-bound pruning in the stream (exact either way)
+  TokenFilter filter;                  ///< applies to both sides of every pair
+  bool drop_same_token = false;        ///< drop (t, t)
+  bool drop_same_normalized = false;   ///< drop pairs equal up to leading spaces and case (needs a tokenizer)
+  std::vector<int64_t> source_tokens;  ///< per-token lists: best targets (OV) / keys (QK) of these
+  int64_t per_token_k = 0;             ///< length of those lists (0 = top_k)
+  bool spectra = true;                 ///< singular values, eigenvalues, copying scores
+  bool prune = true;                   ///< norm-bound pruning in the stream (exact either way)
   /// Called after each circuit with (circuits done, circuits in total); may be empty.
   std::function<void(int64_t, int64_t)> progress;
 };
@@ -70,24 +70,24 @@ struct HeadsOptions {
 struct HeadCircuit {
   int64_t layer = 0, head = 0;
   CircuitKind kind = CircuitKind::OV;
-  std::vector<TopkEntry> top;                         ///< i = source (OV) / query (QK) token, j = target / key token
-  std::vector<std::vector<TopkEntry>> per_token;      ///< one list per HeadsOptions::source_tokens entry
-  std::vector<double> singular_values;                ///< of the vocabulary-space circuit (d_head values)
-  std::vector<std::complex<double>> eigenvalues;      ///< of the vocabulary-space circuit
-  double copying_score = 0;                           ///< Σλ/Σ|λ| of the vocabulary-space circuit
-  std::vector<double> weight_singular_values;         ///< of W_VO / W_QK (d_head values)
+  std::vector<TopkEntry> top;                     ///< i = source (OV) / query (QK) token, j = target / key token
+  std::vector<std::vector<TopkEntry>> per_token;  ///< one list per HeadsOptions::source_tokens entry
+  std::vector<double> singular_values;            ///< of the vocabulary-space circuit (d_head values)
+  std::vector<std::complex<double>> eigenvalues;  ///< of the vocabulary-space circuit
+  double copying_score = 0;                       ///< Σλ/Σ|λ| of the vocabulary-space circuit
+  std::vector<double> weight_singular_values;     ///< of W_VO / W_QK (d_head values)
   std::vector<std::complex<double>> weight_eigenvalues;
-  double weight_copying_score = 0;                    ///< Σλ/Σ|λ| of W_VO / W_QK
+  double weight_copying_score = 0;  ///< Σλ/Σ|λ| of W_VO / W_QK
   TopkStreamStats stats;
 };
 
 struct HeadsAnalysis {
   HeadsOptions options;
   int64_t vocab_size = 0, d_model = 0, d_head = 0;
-  int64_t allowed_tokens = 0;                         ///< tokens left by the filter (vocab_size when none)
-  int64_t pinv_rank = -1;                             ///< rank of E (pinv only)
-  uint64_t embedding_hash = 0;                        ///< hash of E (pinv only)
-  std::vector<HeadCircuit> circuits;                  ///< in (layer, head, kind) order
+  int64_t allowed_tokens = 0;         ///< tokens left by the filter (vocab_size when none)
+  int64_t pinv_rank = -1;             ///< rank of E (pinv only)
+  uint64_t embedding_hash = 0;        ///< hash of E (pinv only)
+  std::vector<HeadCircuit> circuits;  ///< in (layer, head, kind) order
   /// kind "heads": tables "pairs", "per_token" (when asked), "circuits"; arrays of ids, values, spectra.
   Result to_result(const Tokenizer* tok) const;
 };

@@ -24,15 +24,38 @@ namespace vocablens {
 /// The points. The enum's order is not the forward order (hook_sites() and hook_name_list() give that): later
 /// additions go at its end, one run per change.
 enum class HookPoint {
-  Embed, PosEmbed, ResidPre, Q, K, V, AttnScores, Pattern, Z, Result, AttnOut, ResidMid, MlpPre, MlpPost, MlpOut,
-  ResidPost, FinalNorm,
+  Embed,
+  PosEmbed,
+  ResidPre,
+  Q,
+  K,
+  V,
+  AttnScores,
+  Pattern,
+  Z,
+  Result,
+  AttnOut,
+  ResidMid,
+  MlpPre,
+  MlpPost,
+  MlpOut,
+  ResidPost,
+  FinalNorm,
   // The norms before attention and MLP, and the MLP's input (what transcoders read): the norm's denominator
   // [B, T, 1], its normalised vector before weight and bias, the MLP's input after them; the final norm's
   // denominator.
-  Ln1Scale, Ln1Normalized, Ln2Scale, Ln2Normalized, MlpIn, FinalScale,
+  Ln1Scale,
+  Ln1Normalized,
+  Ln2Scale,
+  Ln2Normalized,
+  MlpIn,
+  FinalScale,
   // Mixtures of experts only (ModelConfig::n_experts > 0): the router's logits before the softmax, the chosen
   // experts (int64, best first), their weights and each chosen expert's unweighted output [B, T, k, d_model].
-  RouterLogits, ExpertIndices, ExpertWeights, ExpertOut
+  RouterLogits,
+  ExpertIndices,
+  ExpertWeights,
+  ExpertOut
 };
 constexpr int kHookPointCount = 27;
 

@@ -87,7 +87,7 @@ ForwardOutput run_with_hooks(const Model& m, const at::Tensor& ids, const HookLi
                              bool compute_logits = true);
 
 /// Greedy decoding as Model::generate_greedy, with `hooks` in every step's forward pass (steering).
-std::vector<int64_t> generate_greedy_with_hooks(const Model& m, std::vector<int64_t> prompt, int64_t steps,
-                                                int64_t stop_token, const HookList& hooks);
+std::vector<int64_t> generate_greedy_with_hooks(const Model& m, std::vector<int64_t> prompt, int64_t steps, int64_t stop_token,
+                                                const HookList& hooks);
 
 }  // namespace vocablens

@@ -35,8 +35,8 @@ class Tokenizer;
 
 struct KnnOptions {
   int64_t k = 10;
-  int64_t block = 2048;     ///< rows per GEMM block
-  int64_t slack = 0;        ///< extra float32 candidates kept per row; 0 = k + 16
+  int64_t block = 2048;  ///< rows per GEMM block
+  int64_t slack = 0;     ///< extra float32 candidates kept per row; 0 = k + 16
   /// Called after each block of rows with (rows done, rows in total); may be empty.
   std::function<void(int64_t, int64_t)> progress;
 };
@@ -45,12 +45,12 @@ struct KnnGraph {
   std::string matrix = "W_E";
   std::string space = "E";
   int64_t n = 0, k = 0, dim = 0;
-  std::vector<int64_t> rows;       ///< query rows (all of 0..n-1 for knn_graph)
-  std::vector<int64_t> indices;    ///< [rows.size(), k]
-  std::vector<double> scores;      ///< [rows.size(), k] float64 cosines
-  double margin = 0;               ///< 2δ used for the candidate window
-  int64_t rescored = 0;            ///< candidates re-scored in float64
-  int64_t fallback_rows = 0;       ///< rows recomputed over all V
+  std::vector<int64_t> rows;     ///< query rows (all of 0..n-1 for knn_graph)
+  std::vector<int64_t> indices;  ///< [rows.size(), k]
+  std::vector<double> scores;    ///< [rows.size(), k] float64 cosines
+  double margin = 0;             ///< 2δ used for the candidate window
+  int64_t rescored = 0;          ///< candidates re-scored in float64
+  int64_t fallback_rows = 0;     ///< rows recomputed over all V
   double seconds = 0;
 
   // Statistics (knn_graph only: every row is a query).

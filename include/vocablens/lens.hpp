@@ -86,31 +86,31 @@ struct LensOptions {
 
 /// One lensed point of the residual stream.
 struct LensLayer {
-  std::string hook;   ///< "resid_pre.0", "resid_mid.3", "resid_post.3"
-  std::string label;  ///< "embed", "3.mid", "3" (short, for tables)
-  int64_t block = -1; ///< block index the residual comes out of (-1: embedding)
+  std::string hook;    ///< "resid_pre.0", "resid_mid.3", "resid_post.3"
+  std::string label;   ///< "embed", "3.mid", "3" (short, for tables)
+  int64_t block = -1;  ///< block index the residual comes out of (-1: embedding)
 };
 
 /// The typed output of the logit lens. Arrays are C order; n = n_layers(), T = tokens.size(), k = top_k.
 /// Entries with no target (the last position when the target is the next token) are NaN (float) or -1.
 struct LensResult {
-  std::vector<int64_t> tokens;         ///< [T] input ids
-  std::string model_source;            ///< Model::source()
-  std::vector<LensLayer> layers;       ///< [n]; the last one is the model's output (unless decoder_blocks > 0)
+  std::vector<int64_t> tokens;    ///< [T] input ids
+  std::string model_source;       ///< Model::source()
+  std::vector<LensLayer> layers;  ///< [n]; the last one is the model's output (unless decoder_blocks > 0)
   LensOptions options;
   int64_t vocab_size = 0;
   int64_t top_k = 0;
-  std::vector<int64_t> targets;        ///< [T] the target of each position, -1 = none
-  std::vector<int64_t> top_ids;        ///< [n, T, k] most probable tokens, descending (ties: lower id first)
-  std::vector<float> top_probs;        ///< [n, T, k]
-  std::vector<float> entropy;          ///< [n, T] nats
-  std::vector<float> kl_final;         ///< [n, T] KL(final layer || this layer), nats
-  std::vector<float> cross_entropy;    ///< [n, T] -log p(next token), nats; NaN at the last position
-  std::vector<float> logsumexp;        ///< [n, T] of this layer's logits
-  std::vector<float> target_prob;      ///< [n, T]
-  std::vector<float> target_logprob;   ///< [n, T]
-  std::vector<int64_t> target_rank;    ///< [n, T] 1 + number of tokens with a strictly larger logit
-  std::vector<float> log_probs;        ///< [n, T, V] log-softmax of each layer's logits; empty unless save_log_probs
+  std::vector<int64_t> targets;       ///< [T] the target of each position, -1 = none
+  std::vector<int64_t> top_ids;       ///< [n, T, k] most probable tokens, descending (ties: lower id first)
+  std::vector<float> top_probs;       ///< [n, T, k]
+  std::vector<float> entropy;         ///< [n, T] nats
+  std::vector<float> kl_final;        ///< [n, T] KL(final layer || this layer), nats
+  std::vector<float> cross_entropy;   ///< [n, T] -log p(next token), nats; NaN at the last position
+  std::vector<float> logsumexp;       ///< [n, T] of this layer's logits
+  std::vector<float> target_prob;     ///< [n, T]
+  std::vector<float> target_logprob;  ///< [n, T]
+  std::vector<int64_t> target_rank;   ///< [n, T] 1 + number of tokens with a strictly larger logit
+  std::vector<float> log_probs;       ///< [n, T, V] log-softmax of each layer's logits; empty unless save_log_probs
 
   int64_t n_layers() const { return static_cast<int64_t>(layers.size()); }
   int64_t n_positions() const { return static_cast<int64_t>(tokens.size()); }

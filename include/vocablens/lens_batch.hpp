@@ -33,10 +33,10 @@ namespace vocablens {
 class Model;
 
 struct LensBatchResult {
-  std::string source;                  ///< the prompts file ("" when given in memory)
-  std::vector<LensPrompt> prompts;     ///< [P]
-  std::vector<LensResult> runs;        ///< [P]
-  std::vector<int64_t> readout;        ///< [P] readout position (-1: none, a one-token prompt without target)
+  std::string source;               ///< the prompts file ("" when given in memory)
+  std::vector<LensPrompt> prompts;  ///< [P]
+  std::vector<LensResult> runs;     ///< [P]
+  std::vector<int64_t> readout;     ///< [P] readout position (-1: none, a one-token prompt without target)
   double seconds = 0;
 
   /// kind "logit_lens_batch": arrays target_prob / target_rank / entropy / kl_final [P, n, T], tokens

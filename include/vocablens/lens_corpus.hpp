@@ -24,7 +24,7 @@ class Model;
 class Tokenizer;
 
 struct CorpusLensOptions {
-  LensOptions lens;                 ///< top_k and target are ignored (statistics only)
+  LensOptions lens;  ///< top_k and target are ignored (statistics only)
   /// Tokens per window; 0 = the model's context. Windows overlap by one token, so every token after the
   /// first of the corpus is predicted exactly once.
   int64_t window = 0;
@@ -45,12 +45,12 @@ struct CorpusLensOptions {
 };
 
 struct CorpusLensResult {
-  std::string corpus;                 ///< path
-  std::vector<LensLayer> layers;      ///< [n]
-  int64_t tokens = 0;                 ///< tokens read (the first one is context only)
-  int64_t predicted = 0;              ///< positions scored (= tokens - 1 when the corpus was read whole)
+  std::string corpus;             ///< path
+  std::vector<LensLayer> layers;  ///< [n]
+  int64_t tokens = 0;             ///< tokens read (the first one is context only)
+  int64_t predicted = 0;          ///< positions scored (= tokens - 1 when the corpus was read whole)
   int64_t windows = 0;
-  uint64_t bytes = 0;                 ///< bytes the predicted tokens stand for (for bits per byte)
+  uint64_t bytes = 0;  ///< bytes the predicted tokens stand for (for bits per byte)
   uint64_t corpus_bytes = 0;
   int64_t window = 0;
   LensOptions options;

@@ -59,10 +59,10 @@ class Llama2cTokenizer final : public Tokenizer {
   int32_t max_token_length_ = 0;
   std::vector<std::string> pieces_;
   std::vector<float> scores_;
-  std::unordered_map<std::string, int32_t> id_of_;            // piece -> id (first id for a repeated piece)
-  std::unordered_map<uint64_t, int32_t> pair_;                // (left, right) -> id of left+right
-  std::vector<int32_t> byte_token_;                           // byte -> id of "<0xXX>", -1 if absent
-  std::vector<int16_t> byte_of_;                              // id -> byte for "<0xXX>" pieces, else -1
+  std::unordered_map<std::string, int32_t> id_of_;  // piece -> id (first id for a repeated piece)
+  std::unordered_map<uint64_t, int32_t> pair_;      // (left, right) -> id of left+right
+  std::vector<int32_t> byte_token_;                 // byte -> id of "<0xXX>", -1 if absent
+  std::vector<int16_t> byte_of_;                    // id -> byte for "<0xXX>" pieces, else -1
 };
 
 }  // namespace vocablens

@@ -35,29 +35,29 @@ namespace vocablens {
 /// One transformer block's weights, "x @ W" orientation. Undefined tensors mean "absent" (e.g. biases of
 /// Llama, ln bias of RMSNorm, w_gate of a non-gated MLP).
 struct LayerWeights {
-  at::Tensor ln1_w, ln1_b;   ///< [d_model]
-  at::Tensor w_q, b_q;       ///< [d_model, n_heads*d_head], [n_heads*d_head]
-  at::Tensor w_k, b_k;       ///< [d_model, n_kv_heads*d_head], [n_kv_heads*d_head]
-  at::Tensor w_v, b_v;       ///< [d_model, n_kv_heads*d_head], [n_kv_heads*d_head]
-  at::Tensor w_o, b_o;       ///< [n_heads*d_head, d_model], [d_model]
-  at::Tensor ln2_w, ln2_b;   ///< [d_model]
-  at::Tensor w_in, b_in;     ///< [d_model, d_mlp], [d_mlp]   (Llama: up_proj / llama2.c w3)
-  at::Tensor w_gate, b_gate; ///< [d_model, d_mlp]            (Llama: gate_proj / w1); undefined if not gated
-  at::Tensor w_out, b_out;   ///< [d_mlp, d_model], [d_model] (Llama: down_proj / w2)
+  at::Tensor ln1_w, ln1_b;        ///< [d_model]
+  at::Tensor w_q, b_q;            ///< [d_model, n_heads*d_head], [n_heads*d_head]
+  at::Tensor w_k, b_k;            ///< [d_model, n_kv_heads*d_head], [n_kv_heads*d_head]
+  at::Tensor w_v, b_v;            ///< [d_model, n_kv_heads*d_head], [n_kv_heads*d_head]
+  at::Tensor w_o, b_o;            ///< [n_heads*d_head, d_model], [d_model]
+  at::Tensor ln2_w, ln2_b;        ///< [d_model]
+  at::Tensor w_in, b_in;          ///< [d_model, d_mlp], [d_mlp]   (Llama: up_proj / llama2.c w3)
+  at::Tensor w_gate, b_gate;      ///< [d_model, d_mlp]            (Llama: gate_proj / w1); undefined if not gated
+  at::Tensor w_out, b_out;        ///< [d_mlp, d_model], [d_model] (Llama: down_proj / w2)
   at::Tensor q_norm_w, k_norm_w;  ///< [d_head]: per-head RMSNorm of q and k (Qwen3); [n_heads*d_head] and
                                   ///< [n_kv_heads*d_head] when qk_norm_full (OLMo 2); undefined otherwise
   at::Tensor post_attn_norm_w;    ///< [d_model]: norm of the attention output (Gemma-2); undefined otherwise
   at::Tensor post_mlp_norm_w;     ///< [d_model]: norm of the MLP output (Gemma-2); undefined otherwise
   // Mixture of experts (ModelConfig::n_experts > 0). The dense MLP above is then absent, or the shared expert.
-  at::Tensor w_router;            ///< [d_model, n_experts]: router logits = x @ w_router
+  at::Tensor w_router;  ///< [d_model, n_experts]: router logits = x @ w_router
   /// One entry per expert, "x @ W" views of the stored matrices (never stacked or copied): [d_model, d_expert],
   /// [d_model, d_expert], [d_expert, d_model].
   std::vector<at::Tensor> exp_gate, exp_up, exp_down;
-  at::Tensor w_shared_gate;       ///< [d_model, 1]: the shared expert's output x sigmoid(x @ w_shared_gate); or undefined
-  at::Tensor b_router;            ///< [n_experts]: the router's bias (GPT-OSS); or undefined
+  at::Tensor w_shared_gate;  ///< [d_model, 1]: the shared expert's output x sigmoid(x @ w_shared_gate); or undefined
+  at::Tensor b_router;       ///< [n_experts]: the router's bias (GPT-OSS); or undefined
   /// Each expert's biases (GPT-OSS): [d_expert], [d_expert], [d_model]; empty when the experts have none.
   std::vector<at::Tensor> exp_gate_b, exp_up_b, exp_down_b;
-  at::Tensor sinks;               ///< [n_heads]: attention sink logits (ModelConfig::attn_sinks); or undefined
+  at::Tensor sinks;  ///< [n_heads]: attention sink logits (ModelConfig::attn_sinks); or undefined
 };
 
 /// Every tensor of a block (undefined ones included), the experts' too: what parameter counts, memory estimates
@@ -68,19 +68,19 @@ std::vector<const at::Tensor*> layer_tensors(const LayerWeights& L);
 /// order and ModelConfig::rope_interleaved says which rotary convention they follow (per-head products
 /// such as W_Q W_K^T are identical under either order, since q and k features are permuted alike).
 struct ModelWeights {
-  at::Tensor W_E;            ///< [V, d_model]
-  at::Tensor W_pos;          ///< [n_ctx, d_model] for learned positions; undefined otherwise
-  at::Tensor W_seg;          ///< [n_segments, d_model] segment (token-type) embeddings; undefined if none
+  at::Tensor W_E;                     ///< [V, d_model]
+  at::Tensor W_pos;                   ///< [n_ctx, d_model] for learned positions; undefined otherwise
+  at::Tensor W_seg;                   ///< [n_segments, d_model] segment (token-type) embeddings; undefined if none
   at::Tensor emb_norm_w, emb_norm_b;  ///< [d_model]: norm of the token embeddings (BLOOM); undefined otherwise
-  at::Tensor lnf_w, lnf_b;   ///< [d_model]; lnf_b undefined for RMSNorm
-  at::Tensor W_U;            ///< [d_model, V]; a view of W_E.t() when tied
-  at::Tensor b_U;            ///< [V] or undefined
+  at::Tensor lnf_w, lnf_b;            ///< [d_model]; lnf_b undefined for RMSNorm
+  at::Tensor W_U;                     ///< [d_model, V]; a view of W_E.t() when tied
+  at::Tensor b_U;                     ///< [V] or undefined
   std::vector<LayerWeights> layers;
 };
 
 struct ForwardOutput {
-  at::Tensor logits;         ///< [B, T, V] float32; undefined if forward was asked not to compute them
-  ResidualCache cache;       ///< what CacheSpec asked for
+  at::Tensor logits;    ///< [B, T, V] float32; undefined if forward was asked not to compute them
+  ResidualCache cache;  ///< what CacheSpec asked for
 };
 
 /// Applies a norm of the given kind over the last dimension: LayerNorm (biased variance) or RMSNorm,
@@ -90,13 +90,13 @@ at::Tensor apply_norm(const at::Tensor& x, NormKind kind, double eps, const at::
 
 /// The forward pass over explicit weights (no grad mode is the caller's business: the trainer calls it
 /// with grad, Model::forward without). ids: int64 [B, T] with 1 <= T <= cfg.n_ctx, every id in [0, V).
-ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
-                          const CacheSpec& spec, bool compute_logits);
+ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids, const CacheSpec& spec,
+                          bool compute_logits);
 /// The same with segment (token-type) ids [B, T] (or [T]) in [0, n_segments): W_seg[segment] is added to
 /// the embedding. Models with W_seg given no segment ids (the overload above, Model::forward, every
 /// analysis) run with segment 0 everywhere; models without W_seg refuse defined segment ids.
-ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
-                          const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids);
+ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids, const CacheSpec& spec,
+                          bool compute_logits, const at::Tensor& segment_ids);
 
 /// Rotary inverse frequencies θ_i [rotary_dim / 2] (float64), exactly those the forward rotates by:
 /// rope_theta^(−2i / rotary_dim) (rotary_dim = d_head unless partial), then rope_scaling (linear: / factor;
@@ -147,17 +147,17 @@ class Model {
   at::Tensor W_pos() const { return materialize_weight(w_.W_pos); }  ///< [n_ctx, d_model] or undefined
   at::Tensor W_seg() const { return materialize_weight(w_.W_seg); }  ///< [n_segments, d_model] or undefined
   at::Tensor W_U() const { return materialize_weight(w_.W_U); }      ///< [d_model, V]
-  at::Tensor W_Q(int64_t layer) const;  ///< [n_heads, d_model, d_head]
-  at::Tensor W_K(int64_t layer) const;  ///< [n_heads, d_model, d_head] (kv heads repeated for GQA)
-  at::Tensor W_V(int64_t layer) const;  ///< [n_heads, d_model, d_head] (kv heads repeated for GQA)
-  at::Tensor W_O(int64_t layer) const;  ///< [n_heads, d_head, d_model]
-  at::Tensor b_Q(int64_t layer) const;  ///< [n_heads, d_head] or undefined
+  at::Tensor W_Q(int64_t layer) const;                               ///< [n_heads, d_model, d_head]
+  at::Tensor W_K(int64_t layer) const;                               ///< [n_heads, d_model, d_head] (kv heads repeated for GQA)
+  at::Tensor W_V(int64_t layer) const;                               ///< [n_heads, d_model, d_head] (kv heads repeated for GQA)
+  at::Tensor W_O(int64_t layer) const;                               ///< [n_heads, d_head, d_model]
+  at::Tensor b_Q(int64_t layer) const;                               ///< [n_heads, d_head] or undefined
   at::Tensor b_K(int64_t layer) const;
   at::Tensor b_V(int64_t layer) const;
   const at::Tensor& b_O(int64_t layer) const { return layer_checked(layer).b_o; }
-  at::Tensor W_in(int64_t layer) const { return materialize_weight(layer_checked(layer).w_in); }     ///< [d_model, d_mlp]
-  at::Tensor W_gate(int64_t layer) const { return materialize_weight(layer_checked(layer).w_gate); } ///< or undefined
-  at::Tensor W_out(int64_t layer) const { return materialize_weight(layer_checked(layer).w_out); }   ///< [d_mlp, d_model]
+  at::Tensor W_in(int64_t layer) const { return materialize_weight(layer_checked(layer).w_in); }      ///< [d_model, d_mlp]
+  at::Tensor W_gate(int64_t layer) const { return materialize_weight(layer_checked(layer).w_gate); }  ///< or undefined
+  at::Tensor W_out(int64_t layer) const { return materialize_weight(layer_checked(layer).w_out); }    ///< [d_mlp, d_model]
   const at::Tensor& b_in(int64_t layer) const { return layer_checked(layer).b_in; }
   const at::Tensor& b_out(int64_t layer) const { return layer_checked(layer).b_out; }
   /// Total number of parameters (tied matrices counted once).

@@ -21,18 +21,18 @@ enum class PositionKind { Learned, Sinusoidal, Rotary, ALiBi, None };
 enum class Activation { GeluNew, Gelu, Relu, SiLU };
 
 struct ModelConfig {
-  std::string architecture;   ///< "GPT2LMHeadModel", "LlamaForCausalLM", "llama2.c", ...
+  std::string architecture;  ///< "GPT2LMHeadModel", "LlamaForCausalLM", "llama2.c", ...
   /// The name of its entry in the architecture table (vocablens/arch.hpp: "gpt2", "llama", "qwen3", ...): the
   /// family is identified, never switched on; `architecture(family)` gives its entry.
   std::string family = "gpt2";
   int64_t n_layers = 0;
   int64_t d_model = 0;
   int64_t n_heads = 0;
-  int64_t n_kv_heads = 0;     ///< == n_heads unless grouped-query attention
+  int64_t n_kv_heads = 0;  ///< == n_heads unless grouped-query attention
   int64_t d_head = 0;
   int64_t d_mlp = 0;
   int64_t vocab_size = 0;
-  int64_t n_ctx = 0;          ///< longest sequence the model accepts
+  int64_t n_ctx = 0;  ///< longest sequence the model accepts
   NormKind norm = NormKind::LayerNorm;
   double norm_eps = 1e-5;
   PositionKind positions = PositionKind::Learned;
@@ -60,18 +60,18 @@ struct ModelConfig {
   /// Gemma's RMSNorm scales by (1 + w). The loader adds this offset to the stored norm weights once, so the
   /// runner, final_norm() and analyses see the effective scale; the field records that it happened.
   double norm_weight_offset = 0.0;
-  bool qk_norm = false;            ///< per-head RMSNorm on q and k before rotary (Qwen3), eps = norm_eps
-  bool qk_norm_full = false;       ///< with qk_norm: one RMSNorm over all heads of q (and of k) at once (OLMo 2)
+  bool qk_norm = false;       ///< per-head RMSNorm on q and k before rotary (Qwen3), eps = norm_eps
+  bool qk_norm_full = false;  ///< with qk_norm: one RMSNorm over all heads of q (and of k) at once (OLMo 2)
   /// false: attention and MLP read the stream itself, no norm before them (OLMo 2: its norms are the post-norms)
   bool input_norms = true;
-  bool post_attn_norm = false;     ///< norm of the attention output before the residual add (Gemma-2)
-  bool post_mlp_norm = false;      ///< norm of the MLP output before the residual add (Gemma-2)
-  double embed_scale = 1.0;        ///< token embeddings are multiplied by this (Gemma: sqrt(d_model))
-  bool embed_norm = false;         ///< the token embeddings are normalised before the first block (BLOOM)
-  double attn_scale = 0.0;         ///< attention score multiplier; 0 = 1/sqrt(d_head) (Gemma-2: query_pre_attn_scalar^-1/2)
-  double attn_softcap = 0.0;       ///< scores = c * tanh(scores / c) before the mask; 0 = none (Gemma-2)
-  double final_softcap = 0.0;      ///< logits = c * tanh(logits / c), inside Model::unembed; 0 = none (Gemma-2)
-  int64_t sliding_window = 0;      ///< a query sees keys at distance < window; 0 = full causal attention
+  bool post_attn_norm = false;  ///< norm of the attention output before the residual add (Gemma-2)
+  bool post_mlp_norm = false;   ///< norm of the MLP output before the residual add (Gemma-2)
+  double embed_scale = 1.0;     ///< token embeddings are multiplied by this (Gemma: sqrt(d_model))
+  bool embed_norm = false;      ///< the token embeddings are normalised before the first block (BLOOM)
+  double attn_scale = 0.0;      ///< attention score multiplier; 0 = 1/sqrt(d_head) (Gemma-2: query_pre_attn_scalar^-1/2)
+  double attn_softcap = 0.0;    ///< scores = c * tanh(scores / c) before the mask; 0 = none (Gemma-2)
+  double final_softcap = 0.0;   ///< logits = c * tanh(logits / c), inside Model::unembed; 0 = none (Gemma-2)
+  int64_t sliding_window = 0;   ///< a query sees keys at distance < window; 0 = full causal attention
   /// 0: every layer uses sliding_window; p > 1: layer l slides unless l % p == p - 1 (Gemma-2: 2, Gemma 3: 6).
   int64_t sliding_pattern = 0;
   /// Per layer, true where it slides (config.json layer_types); when not empty it decides, not sliding_pattern.
@@ -87,16 +87,16 @@ struct ModelConfig {
   /// expert a gated MLP of width d_expert run on its tokens only; a dense MLP of width d_mlp beside them, when
   /// the layer has one, is the shared expert (Qwen2-MoE), scaled by sigmoid(x W_shared_gate) when that is given.
   int64_t n_experts = 0;
-  int64_t n_experts_used = 0;      ///< top-k: experts per token
-  int64_t d_expert = 0;            ///< each routed expert's width
+  int64_t n_experts_used = 0;        ///< top-k: experts per token
+  int64_t d_expert = 0;              ///< each routed expert's width
   bool expert_weights_norm = false;  ///< the top-k softmax weights renormalised to sum 1 (Mixtral, Qwen3-MoE)
-  bool shared_expert = false;      ///< a dense MLP (width d_mlp) beside the experts on every token (Qwen2-MoE)
-  int64_t position_offset = 0;     ///< learned table rows before position 0 (OPT: 2); the loader drops them
-  int64_t d_embed = 0;             ///< OPT word_embed_proj_dim when != d_model (project_in/out folded into W_E/W_U)
-  int64_t rotary_dim = 0;          ///< features rotated per head (partial rotary, GPT-NeoX rotary_pct); 0 = d_head
+  bool shared_expert = false;        ///< a dense MLP (width d_mlp) beside the experts on every token (Qwen2-MoE)
+  int64_t position_offset = 0;       ///< learned table rows before position 0 (OPT: 2); the loader drops them
+  int64_t d_embed = 0;               ///< OPT word_embed_proj_dim when != d_model (project_in/out folded into W_E/W_U)
+  int64_t rotary_dim = 0;            ///< features rotated per head (partial rotary, GPT-NeoX rotary_pct); 0 = d_head
   enum class RopeScaling { None, Linear, Llama3, Yarn };
   RopeScaling rope_scaling = RopeScaling::None;
-  double rope_factor = 1.0;        ///< linear and llama3: positions (frequencies) divided by this
+  double rope_factor = 1.0;                                        ///< linear and llama3: positions (frequencies) divided by this
   double rope_low_freq_factor = 1.0, rope_high_freq_factor = 4.0;  ///< llama3
   int64_t rope_original_context = 8192;                            ///< llama3 / yarn original_max_position_embeddings
   /// YaRN (rope_type "yarn", as llama.cpp's ggml_rope_yarn_corr_dims / rope_yarn): frequency pair i keeps its

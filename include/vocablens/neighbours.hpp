@@ -42,13 +42,13 @@ class Model;
 class Tokenizer;
 
 enum class VectorSpace { Embedding, PseudoInverse };
-const char* to_string(VectorSpace s);                 ///< "E", "E+"
+const char* to_string(VectorSpace s);  ///< "E", "E+"
 /// "E", "embedding", "E+", "pinv", "pseudo-inverse"; throws UsageError otherwise.
 VectorSpace vector_space_from_string(const std::string& s);
 
 enum class Compose { Sum, Mean, Weighted };
-const char* to_string(Compose c);                     ///< "sum", "mean", "weighted"
-Compose compose_from_string(const std::string& s);    ///< throws UsageError on anything else
+const char* to_string(Compose c);                   ///< "sum", "mean", "weighted"
+Compose compose_from_string(const std::string& s);  ///< throws UsageError on anything else
 
 /// Rows of (E⁺)ᵀ for E [V, d], V >= d: [V, d] float32 (vocablens::pseudo_inverse, no cache).
 at::Tensor pseudo_inverse_rows(const at::Tensor& E);
@@ -61,8 +61,8 @@ at::Tensor space_vectors(const Model& m, VectorSpace space, const std::string& m
 
 struct ExprTerm {
   double weight = 1.0;
-  std::string text;       ///< the word as written (quotes removed); empty for an id term
-  int64_t id = -1;        ///< >= 0 for "#123"
+  std::string text;  ///< the word as written (quotes removed); empty for an id term
+  int64_t id = -1;   ///< >= 0 for "#123"
 };
 
 /// Parses "king - man + woman", "0.5*#464 + 'New York'". Throws UsageError naming the problem.
@@ -71,15 +71,15 @@ std::vector<ExprTerm> parse_expression(const std::string& expr);
 struct NeighbourOptions {
   int64_t k = 20;
   Compose compose = Compose::Mean;
-  bool normalise_terms = true;   ///< unit-normalise each piece before composing (3CosAdd)
-  bool exclude_inputs = true;    ///< drop every token of the query from the list
-  bool prefix_space = false;     ///< look words up as " word" (GPT-2's word-initial tokens)
+  bool normalise_terms = true;  ///< unit-normalise each piece before composing (3CosAdd)
+  bool exclude_inputs = true;   ///< drop every token of the query from the list
+  bool prefix_space = false;    ///< look words up as " word" (GPT-2's word-initial tokens)
 };
 
 struct ResolvedTerm {
   ExprTerm term;
-  std::vector<int64_t> pieces;         ///< token ids
-  std::vector<double> piece_weights;   ///< composition weights (before the term weight)
+  std::vector<int64_t> pieces;        ///< token ids
+  std::vector<double> piece_weights;  ///< composition weights (before the term weight)
   bool single_token = false;
 };
 
@@ -94,9 +94,9 @@ struct NeighbourResult {
   std::string space = "E";
   NeighbourOptions options;
   std::vector<ResolvedTerm> terms;
-  std::vector<int64_t> excluded;       ///< ids left out of the list
-  std::vector<double> query_vector;    ///< [d]
-  std::vector<Neighbour> neighbours;   ///< k best, cosine descending, ties id ascending
+  std::vector<int64_t> excluded;      ///< ids left out of the list
+  std::vector<double> query_vector;   ///< [d]
+  std::vector<Neighbour> neighbours;  ///< k best, cosine descending, ties id ascending
 
   /// kind "neighbours": summary (query, terms with their pieces, neighbours with token strings), table
   /// "neighbours" (rank, token_id, token, cosine), array query_vector.
@@ -113,7 +113,6 @@ std::vector<ResolvedTerm> resolve_terms(const std::vector<ExprTerm>& terms, cons
 
 /// Neighbours of a token / word / expression in X (rows = the tokenizer's ids). A query that is a single
 /// token with positive weight scores exactly like the k-NN graph (cosine64 of the two rows).
-NeighbourResult neighbours(const at::Tensor& X, const Tokenizer* tok, const std::string& expr,
-                           const NeighbourOptions& opts = {});
+NeighbourResult neighbours(const at::Tensor& X, const Tokenizer* tok, const std::string& expr, const NeighbourOptions& opts = {});
 
 }  // namespace vocablens

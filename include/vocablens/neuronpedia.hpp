@@ -36,9 +36,9 @@ class Tokenizer;
 struct Result;
 
 struct NeuronpediaOptions {
-  std::string model_id;   ///< Neuronpedia's model id ("" = the model's source)
-  std::string sae_set;    ///< the source set ("" = the SAE's path)
-  int64_t layer = -1;     ///< -1: read from the hook name (blocks.N.…), else 0
+  std::string model_id;  ///< Neuronpedia's model id ("" = the model's source)
+  std::string sae_set;   ///< the source set ("" = the SAE's path)
+  int64_t layer = -1;    ///< -1: read from the hook name (blocks.N.…), else 0
 };
 
 /// The batch for every feature of the feature_logits Result `logits` (corpus may be null, or must be a

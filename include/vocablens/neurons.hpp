@@ -30,24 +30,23 @@ class Tokenizer;
 
 struct NeuronsOptions {
   int64_t layer = 0;
-  std::vector<int64_t> neurons;        ///< empty = every neuron of the layer
+  std::vector<int64_t> neurons;  ///< empty = every neuron of the layer
   int64_t top_k = 30;
   InverseKind inverse = InverseKind::Pinv;
   PinvOptions pinv;
   TokenFilter filter;
   bool keys = true;
   bool values = true;
-  bool gates = true;                   ///< ignored (no lists) when the MLP is not gated
-  bool bottom = false;                 ///< also the k lowest-scoring tokens of each vector
+  bool gates = true;    ///< ignored (no lists) when the MLP is not gated
+  bool bottom = false;  ///< also the k lowest-scoring tokens of each vector
   /// Called as the work advances with (vectors done, vectors in total); may be empty.
   std::function<void(int64_t, int64_t)> progress;
 };
 
-
 struct NeuronProjection {
   int64_t neuron = 0;
-  double key_norm = 0, gate_norm = 0, value_norm = 0;  ///< gate_norm 0 when not gated
-  std::vector<TopkEntry> key_top, gate_top, value_top;  ///< TopkEntry.j = token id, .value = score
+  double key_norm = 0, gate_norm = 0, value_norm = 0;            ///< gate_norm 0 when not gated
+  std::vector<TopkEntry> key_top, gate_top, value_top;           ///< TopkEntry.j = token id, .value = score
   std::vector<TopkEntry> key_bottom, gate_bottom, value_bottom;  ///< (bottom) lowest scores, lowest first
 };
 

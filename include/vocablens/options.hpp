@@ -51,9 +51,9 @@ enum class OptionType {
   // Inputs that are not JSON values. On the command line each is a path the analysis opens; Python passes
   // the loaded object instead (vocablens/analysis_inputs.hpp), the JSON value then only labels it; the HTTP
   // API refuses Model and Sae (they name files on the server).
-  Model,    ///< another model: a path (CLI); a vocablens.Model (Python)
-  Sae,      ///< an SAE or transcoder: a path (CLI); a vocablens.Sae (Python)
-  Matrix,   ///< a matrix: a name the model resolves ("W_E", "W_in.2", ...) or a 2-D .npy path; Python: also a tensor
+  Model,   ///< another model: a path (CLI); a vocablens.Model (Python)
+  Sae,     ///< an SAE or transcoder: a path (CLI); a vocablens.Sae (Python)
+  Matrix,  ///< a matrix: a name the model resolves ("W_E", "W_in.2", ...) or a 2-D .npy path; Python: also a tensor
 };
 
 const char* to_string(OptionType t);
@@ -73,16 +73,16 @@ struct ServedOption {
 };
 
 struct OptionDecl {
-  std::string name;                 ///< [a-z][a-z0-9_]*: Python keyword, JSON key; CLI `--` + name with '-'
+  std::string name;  ///< [a-z][a-z0-9_]*: Python keyword, JSON key; CLI `--` + name with '-'
   OptionType type = OptionType::Text;
-  nlohmann::json default_value;     ///< null: no default (absent = not given)
+  nlohmann::json default_value;  ///< null: no default (absent = not given)
   std::string help;
-  std::optional<double> min;        ///< Integer/Real: inclusive bounds
+  std::optional<double> min;  ///< Integer/Real: inclusive bounds
   std::optional<double> max;
-  std::vector<std::string> choices; ///< Choice: the allowed values
+  std::vector<std::string> choices;  ///< Choice: the allowed values
   bool required = false;
-  std::string positional;           ///< CLI: a positional argument of this name ("QUERY") instead of a flag
-  std::string cli;                  ///< CLI spelling when not derived from the name ("--allow-list")
+  std::string positional;  ///< CLI: a positional argument of this name ("QUERY") instead of a flag
+  std::string cli;         ///< CLI spelling when not derived from the name ("--allow-list")
   /// CLI only: the flag names a file holding the value (Indices: whitespace-separated ids, '#' comments).
   bool cli_reads_file = false;
   /// CLI only, Texts: each occurrence of the flag is one value, never split at commas (prompts hold commas).

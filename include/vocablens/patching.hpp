@@ -53,13 +53,13 @@ struct PatchResult {
   std::vector<int64_t> clean_tokens, corrupt_tokens;  ///< [T] each
   std::string model_source;
   PatchOptions options;
-  int64_t position = 0;                 ///< metric position (resolved)
-  int64_t rows = 0, cols = 0;           ///< n_layers x (T or n_heads)
-  std::vector<std::string> row_hooks;   ///< [rows] TransformerLens hook name patched in each row
+  int64_t position = 0;                ///< metric position (resolved)
+  int64_t rows = 0, cols = 0;          ///< n_layers x (T or n_heads)
+  std::vector<std::string> row_hooks;  ///< [rows] TransformerLens hook name patched in each row
   double clean_metric = 0, corrupt_metric = 0;
-  std::vector<double> metric;           ///< [rows, cols] the patched run's metric
-  std::vector<double> restored;         ///< [rows, cols] normalised, 0 = corrupt, 1 = clean
-  bool degenerate = false;              ///< clean and corrupt metrics equal: restored is NaN
+  std::vector<double> metric;    ///< [rows, cols] the patched run's metric
+  std::vector<double> restored;  ///< [rows, cols] normalised, 0 = corrupt, 1 = clean
+  bool degenerate = false;       ///< clean and corrupt metrics equal: restored is NaN
 
   size_t at(int64_t r, int64_t c) const { return static_cast<size_t>(r * cols + c); }
   /// kind "activation_patching": settings, summary (metrics, tokens, row/column labels, the strongest

@@ -42,9 +42,9 @@ int64_t word_token(const Tokenizer& tok, const std::string& word);
 
 /// Top-1 accuracy per lens layer.
 struct LayerAccuracy {
-  std::vector<std::string> layer_labels;   ///< "embed", "0", "1", ... (LensLayer::label)
-  std::vector<int64_t> correct_by_layer;   ///< positions whose top-1 is right, per lens layer
-  int64_t n = 0;                           ///< positions scored
+  std::vector<std::string> layer_labels;  ///< "embed", "0", "1", ... (LensLayer::label)
+  std::vector<int64_t> correct_by_layer;  ///< positions whose top-1 is right, per lens layer
+  int64_t n = 0;                          ///< positions scored
   /// correct / n per layer (n counted as 1 when 0).
   std::vector<double> accuracy() const;
   /// {label: accuracy} and "label NN%, ..." for the demo's line.
@@ -64,9 +64,9 @@ FactCheck check_facts(const Model& m, const Tokenizer& tok, const SyntheticCorpu
 LayerAccuracy check_copying(const Model& m, const Tokenizer& tok, uint64_t seed, int64_t lines);
 
 struct OvCopyingCheck {
-  double best = -2;                  ///< best OV copying score (-2 when there is no OV circuit)
+  double best = -2;  ///< best OV copying score (-2 when there is no OV circuit)
   int64_t best_layer = -1, best_head = -1;
-  int64_t above_half = 0, n = 0;     ///< OV circuits with copying score > 0.5, of n
+  int64_t above_half = 0, n = 0;                  ///< OV circuits with copying score > 0.5, of n
   std::vector<std::vector<nlohmann::json>> rows;  ///< layer, head, copying_score, weight_copying_score
 };
 

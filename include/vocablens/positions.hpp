@@ -36,36 +36,36 @@ namespace vocablens {
 class Model;
 
 enum class PositionSource { Auto, Learned, Sinusoidal, Rotary };
-const char* to_string(PositionSource s);                       ///< "auto", "learned", "sinusoidal", "rotary"
+const char* to_string(PositionSource s);                           ///< "auto", "learned", "sinusoidal", "rotary"
 PositionSource position_source_from_string(const std::string& s);  ///< throws UsageError
 
 struct PositionOptions {
-  PositionSource source = PositionSource::Auto;   ///< Auto: what the model uses
-  int64_t max_positions = 2048;   ///< analyse positions 0 .. min(n_ctx, max_positions) − 1 (0 = all)
-  int64_t k = 16;                 ///< singular values reported
-  int64_t components = 8;         ///< principal components analysed for periodicity
+  PositionSource source = PositionSource::Auto;  ///< Auto: what the model uses
+  int64_t max_positions = 2048;                  ///< analyse positions 0 .. min(n_ctx, max_positions) − 1 (0 = all)
+  int64_t k = 16;                                ///< singular values reported
+  int64_t components = 8;                        ///< principal components analysed for periodicity
   double sinusoidal_base = 10000.0;
 };
 
 /// One principal component of the centred position rows, seen as a series over positions.
 struct PositionComponent {
   int64_t index = 0;
-  double variance_ratio = 0;      ///< its share of the total variance
-  int64_t dominant_frequency = 0; ///< cycles over the analysed positions (1 .. n/2)
-  double power_fraction = 0;      ///< share of the series' non-DC power at that frequency
+  double variance_ratio = 0;       ///< its share of the total variance
+  int64_t dominant_frequency = 0;  ///< cycles over the analysed positions (1 .. n/2)
+  double power_fraction = 0;       ///< share of the series' non-DC power at that frequency
 };
 
 struct PositionResult {
-  std::string source;             ///< "learned", "sinusoidal", "rotary"
+  std::string source;  ///< "learned", "sinusoidal", "rotary"
   int64_t n_positions = 0, dim = 0;
-  double base = 0;                ///< sinusoidal base or RoPE theta (0 for learned)
-  std::string scaling;            ///< rotary rope_scaling applied ("linear x4", "llama3 x8"; empty: none)
-  SpectrumResult spectrum;        ///< of P (rows = positions)
-  std::vector<float> cosine;      ///< [n, n]
-  std::vector<double> cosine_by_offset;   ///< [n] mean of cos(p, p + Δ) over p
-  double toeplitz_deviation = 0;  ///< max |cos(p, q) − cosine_by_offset[|p − q|]|
+  double base = 0;                       ///< sinusoidal base or RoPE theta (0 for learned)
+  std::string scaling;                   ///< rotary rope_scaling applied ("linear x4", "llama3 x8"; empty: none)
+  SpectrumResult spectrum;               ///< of P (rows = positions)
+  std::vector<float> cosine;             ///< [n, n]
+  std::vector<double> cosine_by_offset;  ///< [n] mean of cos(p, p + Δ) over p
+  double toeplitz_deviation = 0;         ///< max |cos(p, q) − cosine_by_offset[|p − q|]|
   std::vector<PositionComponent> components;
-  std::vector<double> pc_scores;  ///< [n, components.size()] centred rows on the top components
+  std::vector<double> pc_scores;                 ///< [n, components.size()] centred rows on the top components
   std::vector<double> explained_variance_ratio;  ///< [dim] PCA of the centred rows
 
   /// kind "positions": summary (source, sizes, top singular values, explained variance, components,
@@ -111,12 +111,12 @@ PositionResult position_structure(const Model& m, const PositionOptions& opts = 
 
 struct SegmentResult {
   int64_t n_segments = 0, dim = 0, directions = 0;
-  std::vector<double> norms;              ///< [S] ‖W_seg[s]‖
-  double mean_token_norm = 0;             ///< mean ‖W_E[t]‖
-  double mean_position_norm = 0;          ///< mean ‖P[p]‖ (0 without additive positions)
-  std::vector<double> cosine;             ///< [S, S]
-  double difference_norm = 0;             ///< ‖W_seg[1] − W_seg[0]‖ (0 when S = 1)
-  std::vector<double> cos_to_token_pcs;   ///< [S + 1, directions]: |cos| of W_seg[s] (rows 0..S−1) and Δ (row S) with PC_j of W_E
+  std::vector<double> norms;             ///< [S] ‖W_seg[s]‖
+  double mean_token_norm = 0;            ///< mean ‖W_E[t]‖
+  double mean_position_norm = 0;         ///< mean ‖P[p]‖ (0 without additive positions)
+  std::vector<double> cosine;            ///< [S, S]
+  double difference_norm = 0;            ///< ‖W_seg[1] − W_seg[0]‖ (0 when S = 1)
+  std::vector<double> cos_to_token_pcs;  ///< [S + 1, directions]: |cos| of W_seg[s] (rows 0..S−1) and Δ (row S) with PC_j of W_E
   double difference_in_token_subspace = 0;  ///< ‖proj of Δ on the top `directions` PCs‖² / ‖Δ‖²
   double variance_token = 0, variance_position = 0, variance_segment = 0;
   double share_token = 0, share_position = 0, share_segment = 0;

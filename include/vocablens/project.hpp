@@ -27,23 +27,23 @@ struct HiddenProjectionOptions {
   std::string hook = "resid_post";  ///< resid_pre | resid_mid | resid_post | attn_out | mlp_out | final_norm
   int64_t layer = -1;               ///< -1 = every layer (ignored for final_norm)
   int64_t top_k = 10;
-  bool apply_final_norm = false;    ///< normalise with the model's final norm first (logit-lens style)
-  bool read = false;                ///< project as a read vector (x R, R chosen by `inverse`) instead of x W_U
+  bool apply_final_norm = false;  ///< normalise with the model's final norm first (logit-lens style)
+  bool read = false;              ///< project as a read vector (x R, R chosen by `inverse`) instead of x W_U
   InverseKind inverse = InverseKind::Pinv;
   PinvOptions pinv;
-  std::vector<int64_t> positions;   ///< empty = every position (negative counts from the end)
+  std::vector<int64_t> positions;  ///< empty = every position (negative counts from the end)
   TokenFilter filter;
 };
 
 /// Top-k tokens of hidden states: layers × positions × k.
 struct HiddenProjection {
   HiddenProjectionOptions options;
-  std::vector<int64_t> ids;                 ///< the input token ids
-  std::vector<int64_t> layers;              ///< hook layers, in order (-1 for final_norm)
-  std::vector<int64_t> positions;           ///< resolved positions
+  std::vector<int64_t> ids;        ///< the input token ids
+  std::vector<int64_t> layers;     ///< hook layers, in order (-1 for final_norm)
+  std::vector<int64_t> positions;  ///< resolved positions
   /// top[l][p] = top-k entries of layer layers[l], position positions[p] (TopkEntry.j = token id).
   std::vector<std::vector<std::vector<TopkEntry>>> top;
-  std::vector<std::vector<double>> norms;   ///< ‖x‖ of each projected vector, [layer][position]
+  std::vector<std::vector<double>> norms;  ///< ‖x‖ of each projected vector, [layer][position]
   /// kind "projection": settings, summary (tokens as text), tables "top_k", arrays of ids and scores.
   Result to_result(const Tokenizer* tok) const;
 };

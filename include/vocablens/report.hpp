@@ -21,8 +21,8 @@
 namespace vocablens {
 
 struct ReportOptions {
-  std::string title;          ///< page title; "vocablens report" plus the run directory when empty
-  std::string run_dir;        ///< shown in the header and used for links to side files
+  std::string title;            ///< page title; "vocablens report" plus the run directory when empty
+  std::string run_dir;          ///< shown in the header and used for links to side files
   size_t max_table_rows = 200;  ///< rows shown per table (the CSV side file has them all)
 };
 
@@ -51,7 +51,6 @@ inline constexpr const char* kExamplePrompt = "The \"Eiffel\" Tower <script>aler
 /// anisotropy, neighbours, knn, positions) plus one unknown kind, shaped like the analyses' to_result()
 /// output. For tests and `vocablens report --example DIR`.
 std::vector<Result> example_results(const std::string& prompt = kExamplePrompt);
-
 
 /// Reads element `i` (C order) of a numeric array as double (any dtype read_npy accepts).
 double ndarray_value(const NdArray& a, int64_t i);

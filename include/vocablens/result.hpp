@@ -25,7 +25,7 @@ namespace vocablens {
 struct NdArray {
   std::string dtype;
   std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;   ///< product(shape) * itemsize bytes
+  std::vector<uint8_t> bytes;  ///< product(shape) * itemsize bytes
 
   int64_t numel() const {
     int64_t n = 1;
@@ -53,12 +53,12 @@ struct Table {
 };
 
 struct Result {
-  std::string kind;                          ///< names the analysis and its files; see vocablens/result_kinds.hpp
+  std::string kind;                                      ///< names the analysis and its files; see vocablens/result_kinds.hpp
   nlohmann::json settings = nlohmann::json::object();    ///< what was asked (flags, prompt, k, ...)
   nlohmann::json provenance = nlohmann::json::object();  ///< model path, config hash, version, command line
   nlohmann::json summary = nlohmann::json::object();     ///< small structured content, token strings
-  std::map<std::string, NdArray> arrays;     ///< name -> array (written as <kind>.<name>.npy)
-  std::vector<Table> tables;                 ///< written as <kind>.<table>.csv
+  std::map<std::string, NdArray> arrays;                 ///< name -> array (written as <kind>.<name>.npy)
+  std::vector<Table> tables;                             ///< written as <kind>.<table>.csv
 };
 
 }  // namespace vocablens

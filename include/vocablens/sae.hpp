@@ -82,28 +82,28 @@ const char* to_string(SaeArchitecture a);
 const char* to_string(SaeNormalize n);
 
 struct Sae {
-  std::string source;   ///< the file or folder read (error messages)
-  std::string layout;   ///< "saelens", "gemmascope-npz", "gemmascope-st", "llamascope", "circuit-tracer"
+  std::string source;  ///< the file or folder read (error messages)
+  std::string layout;  ///< "saelens", "gemmascope-npz", "gemmascope-st", "llamascope", "circuit-tracer"
   SaeArchitecture architecture = SaeArchitecture::Standard;
   int64_t d_in = 0, d_sae = 0, d_out = 0;
   at::Tensor W_enc, b_enc, W_dec, b_dec;
-  at::Tensor threshold;        ///< [d_sae]; jumprelu / batchtopk only
-  at::Tensor scaling_factor;   ///< [d_sae]; undefined when absent or all ones
-  at::Tensor W_skip;           ///< [d_in, d_out]; transcoders with a skip connection
+  at::Tensor threshold;             ///< [d_sae]; jumprelu / batchtopk only
+  at::Tensor scaling_factor;        ///< [d_sae]; undefined when absent or all ones
+  at::Tensor W_skip;                ///< [d_in, d_out]; transcoders with a skip connection
   at::Tensor b_gate, b_mag, r_mag;  ///< [d_sae]; gated only
-  int64_t k = 0;               ///< topk
+  int64_t k = 0;                    ///< topk
   /// circuit-tracer's activation functions (its layout, and every layer of a transcoder set): TopK and JumpReLU
   /// keep the selected pre-activations as they are (pre · gate, a negative one too); SAELens's and Gemma Scope's
   /// take their relu (the default).
   bool keep_negative = false;
   bool apply_b_dec_to_input = false;
   SaeNormalize normalize = SaeNormalize::None;
-  double norm_in = 0, norm_out = 0;          ///< dataset_wise averages
+  double norm_in = 0, norm_out = 0;  ///< dataset_wise averages
   bool sparsity_include_decoder_norm = false;
-  std::string hook_name;       ///< where it reads ("blocks.1.hook_resid_pre"); "" when unknown
-  std::string hook_name_out;   ///< where a transcoder writes; "" for an SAE
-  bool hook_guessed = false;   ///< hook_name came from the folder names, not from the file (load_sae says so)
-  std::string stored_dtype;    ///< "F32", "BF16", ... as in the file
+  std::string hook_name;                          ///< where it reads ("blocks.1.hook_resid_pre"); "" when unknown
+  std::string hook_name_out;                      ///< where a transcoder writes; "" for an SAE
+  bool hook_guessed = false;                      ///< hook_name came from the folder names, not from the file (load_sae says so)
+  std::string stored_dtype;                       ///< "F32", "BF16", ... as in the file
   nlohmann::json cfg = nlohmann::json::object();  ///< the configuration as read (cfg.json, hyperparams.json, ...)
 
   bool is_transcoder() const { return !hook_name_out.empty() || W_skip.defined(); }
@@ -120,7 +120,7 @@ struct Sae {
 };
 
 struct SaeLoadOptions {
-  std::string hook_name;   ///< overrides the file's (or guessed) hook name when non-empty
+  std::string hook_name;  ///< overrides the file's (or guessed) hook name when non-empty
 };
 
 /// Reads an SAE or transcoder from a folder or file in one of the layouts above. Throws FormatError

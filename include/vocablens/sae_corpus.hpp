@@ -58,14 +58,14 @@ inline constexpr int kHistogramBins = 40;
 int histogram_bin(double activation);
 
 struct SaeCorpusOptions {
-  int64_t window = 0;               ///< tokens per window; 0 = the model's context
-  size_t chunk_bytes = 1 << 20;     ///< bytes of text tokenised at a time
-  int64_t max_tokens = 0;           ///< stop after this many scored positions (0 = the whole corpus)
-  int64_t contexts = 5;             ///< max-activating contexts kept per feature (0 = none)
+  int64_t window = 0;            ///< tokens per window; 0 = the model's context
+  size_t chunk_bytes = 1 << 20;  ///< bytes of text tokenised at a time
+  int64_t max_tokens = 0;        ///< stop after this many scored positions (0 = the whole corpus)
+  int64_t contexts = 5;          ///< max-activating contexts kept per feature (0 = none)
   int64_t context_before = 8, context_after = 4;
-  bool ce_metrics = true;           ///< the spliced and zeroed forward passes (cross-entropy, KL)
-  bool float64 = false;             ///< encode / decode in float64 (references); float32 otherwise
-  bool distributed = true;          ///< share windows across mpirun ranks
+  bool ce_metrics = true;   ///< the spliced and zeroed forward passes (cross-entropy, KL)
+  bool float64 = false;     ///< encode / decode in float64 (references); float32 otherwise
+  bool distributed = true;  ///< share windows across mpirun ranks
   /// Called after each window with (positions predicted so far, their total): max_tokens when > 0, else the
   /// corpus's estimated from the tokens per byte read so far (exact once the file is read).
   std::function<void(uint64_t, uint64_t)> progress;
@@ -75,8 +75,8 @@ struct SaeCorpusStats {
   SaeCorpusOptions options;
   std::string corpus, sae_source, hook_name, target_hook;
   int64_t d_sae = 0, d = 0, window = 0, windows = 0, tokens = 0, positions = 0;
-  std::vector<int64_t> fire_count;   ///< [d_sae]
-  std::vector<int64_t> histogram;    ///< [d_sae, kHistogramBins]
+  std::vector<int64_t> fire_count;  ///< [d_sae]
+  std::vector<int64_t> histogram;   ///< [d_sae, kHistogramBins]
   double mean_l0 = 0, mse = 0, explained_variance = 0, cossim = 0;
   double ce_clean = 0, ce_sae = 0, ce_zero = 0, ce_loss_score = 0;
   double kl_sae = 0, kl_zero = 0, kl_div_score = 0;

@@ -31,8 +31,8 @@ class SentencePieceTokenizer final : public Tokenizer {
   /// From the bytes of a serialized ModelProto (for vocabularies held in memory, e.g. built from GGUF
   /// metadata). `source` names it in messages. add_bos/add_eos: the defaults of encode().
   static std::unique_ptr<SentencePieceTokenizer> from_serialized(const std::string& proto, const std::string& source,
-                                                                 bool add_bos, bool add_eos,
-                                                                 int64_t bos_id = -2, int64_t eos_id = -2);
+                                                                 bool add_bos, bool add_eos, int64_t bos_id = -2,
+                                                                 int64_t eos_id = -2);
 
   ~SentencePieceTokenizer() override;
 

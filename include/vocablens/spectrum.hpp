@@ -54,19 +54,19 @@ const char* to_string(SpectrumMethod m);
 SpectrumMethod spectrum_method_from_string(const std::string& s);
 
 struct SpectrumOptions {
-  int64_t k = 32;                   ///< singular triplets wanted (clamped to min(rows, cols))
+  int64_t k = 32;  ///< singular triplets wanted (clamped to min(rows, cols))
   SpectrumMethod method = SpectrumMethod::Auto;
-  int64_t ncv = 0;                  ///< Lanczos basis size; 0 = min(n, max(2k + 1, k + 20))
-  double tol = 1e-10;               ///< Spectra's relative tolerance on the eigenvalues of MᵀM
-  int64_t max_iter = 1000;          ///< Spectra restarts
+  int64_t ncv = 0;          ///< Lanczos basis size; 0 = min(n, max(2k + 1, k + 20))
+  double tol = 1e-10;       ///< Spectra's relative tolerance on the eigenvalues of MᵀM
+  int64_t max_iter = 1000;  ///< Spectra restarts
   /// All singular values + the covariance spectrum (a dense n×n eigensolve, O(n³)); skipped when
   /// n > full_spectrum_max_cols. Without them effective ranks are NaN and the explained-variance curve
   /// covers only the top-k directions of M.
   bool full_spectrum = true;
   int64_t full_spectrum_max_cols = 4096;
-  int64_t loadings = 10;            ///< rows listed per direction and sign (0 = none)
-  bool keep_left_vectors = false;   ///< keep U_k [rows, k] (float32) in the result
-  int64_t row_block = 8192;         ///< rows per block when streaming M
+  int64_t loadings = 10;           ///< rows listed per direction and sign (0 = none)
+  bool keep_left_vectors = false;  ///< keep U_k [rows, k] (float32) in the result
+  int64_t row_block = 8192;        ///< rows per block when streaming M
 };
 
 /// Summary statistics of the rows' Euclidean norms.
@@ -79,27 +79,27 @@ struct NormStats {
 /// One row's loading on a singular direction.
 struct Loading {
   int64_t row = -1;
-  double projection = 0;            ///< mᵢ·vⱼ
+  double projection = 0;  ///< mᵢ·vⱼ
 };
 
 struct SpectrumResult {
-  std::string matrix = "matrix";    ///< "W_E", "W_U", "W_pos", a file name, ...
-  std::string row_kind = "row";     ///< what a row is: "token", "position", "row"
+  std::string matrix = "matrix";  ///< "W_E", "W_U", "W_pos", a file name, ...
+  std::string row_kind = "row";   ///< what a row is: "token", "position", "row"
   int64_t rows = 0, cols = 0, k = 0;
-  std::string solver;               ///< "gram+spectra", "matrix-free+spectra", "dense"
-  int64_t iterations = 0;           ///< Spectra restarts (0 for dense)
-  int64_t operator_products = 0;    ///< Spectra operator applications (0 for dense)
+  std::string solver;             ///< "gram+spectra", "matrix-free+spectra", "dense"
+  int64_t iterations = 0;         ///< Spectra restarts (0 for dense)
+  int64_t operator_products = 0;  ///< Spectra operator applications (0 for dense)
   double seconds_gram = 0, seconds_solve = 0;
 
-  std::vector<double> singular_values;     ///< [k] σ descending
-  std::vector<double> right_vectors;       ///< [k, cols] row j = vⱼ
-  std::vector<float> left_vectors;         ///< [rows, k] uⱼ (only with keep_left_vectors)
-  std::vector<double> energy_ratio;        ///< [k] σⱼ² / ‖M‖_F²
+  std::vector<double> singular_values;  ///< [k] σ descending
+  std::vector<double> right_vectors;    ///< [k, cols] row j = vⱼ
+  std::vector<float> left_vectors;      ///< [rows, k] uⱼ (only with keep_left_vectors)
+  std::vector<double> energy_ratio;     ///< [k] σⱼ² / ‖M‖_F²
 
   // Full-spectrum statistics (empty / NaN when not computed).
-  std::vector<double> all_singular_values;       ///< [min(rows, cols)] descending
-  std::vector<double> covariance_eigenvalues;    ///< [cols] λ descending
-  std::vector<double> explained_variance_ratio;  ///< [cols] λⱼ / Σλ
+  std::vector<double> all_singular_values;            ///< [min(rows, cols)] descending
+  std::vector<double> covariance_eigenvalues;         ///< [cols] λ descending
+  std::vector<double> explained_variance_ratio;       ///< [cols] λⱼ / Σλ
   std::vector<double> cumulative_explained_variance;  ///< [cols]
   double effective_rank = std::numeric_limits<double>::quiet_NaN();
   double effective_rank_centred = std::numeric_limits<double>::quiet_NaN();
@@ -111,8 +111,8 @@ struct SpectrumResult {
   double mean_row_norm = 0;                ///< ‖μ‖
   std::vector<float> row_norms;            ///< [rows]
   NormStats norms;
-  std::vector<std::vector<Loading>> top_positive;   ///< [k][loadings], projection descending (ties: row asc)
-  std::vector<std::vector<Loading>> top_negative;   ///< [k][loadings], projection ascending (ties: row asc)
+  std::vector<std::vector<Loading>> top_positive;  ///< [k][loadings], projection descending (ties: row asc)
+  std::vector<std::vector<Loading>> top_negative;  ///< [k][loadings], projection ascending (ties: row asc)
 
   /// kind "spectrum": summary (shape, solver, σ, ranks, norms, loadings with token strings), arrays
   /// singular_values, right_vectors, energy_ratio, row_norms, mean_row, and with the full spectrum
@@ -124,8 +124,8 @@ struct SpectrumResult {
 
 /// The spectrum of M [rows, n] (any float dtype; converted to contiguous float32). Throws UsageError on an
 /// empty or non-2-D matrix or bad options.
-SpectrumResult matrix_spectrum(const at::Tensor& M, const SpectrumOptions& opts = {},
-                               const std::string& name = "matrix", const std::string& row_kind = "row");
+SpectrumResult matrix_spectrum(const at::Tensor& M, const SpectrumOptions& opts = {}, const std::string& name = "matrix",
+                               const std::string& row_kind = "row");
 
 /// A model matrix by name, rows first: "W_E" [V, d], "W_U" (as W_Uᵀ, [V, d]: rows are output tokens),
 /// "W_pos" [n_ctx, d], "W_in.L" / "W_gate.L" (transposed: [d_mlp, d] neuron input directions),

@@ -29,15 +29,15 @@ namespace vocablens {
 
 struct SyntheticOptions {
   uint64_t seed = 1;
-  int64_t lines = 40000;     ///< sentences (lines) in the corpus
+  int64_t lines = 40000;  ///< sentences (lines) in the corpus
   /// Relative weights of the four kinds of line (need not sum to 1; each >= 0, sum > 0).
   double facts = 0.6;
   double classes = 0.1;
   double counting = 0.1;
   double copying = 0.2;
-  int64_t max_number = 49;   ///< counting / successor lines use the numbers 0 .. max_number (1..999)
-  int64_t copy_min = 3;      ///< length of the copied span, words (>= 1)
-  int64_t copy_max = 7;      ///< (>= copy_min)
+  int64_t max_number = 49;  ///< counting / successor lines use the numbers 0 .. max_number (1..999)
+  int64_t copy_min = 3;     ///< length of the copied span, words (>= 1)
+  int64_t copy_max = 7;     ///< (>= copy_min)
   /// Wrap the first (unpredictable) half of copying lines in <prompt>...</prompt> so that it gets no loss.
   bool mark_prompts = true;
 };

@@ -23,8 +23,8 @@ namespace vocablens {
 
 /// An ordered name -> tensor map with the file it came from (for error messages).
 struct TensorStore {
-  std::string source;   ///< path of the file (or index) read; used in error messages
-  std::string format;   ///< "safetensors", "pytorch-zip", "llama2c"
+  std::string source;  ///< path of the file (or index) read; used in error messages
+  std::string format;  ///< "safetensors", "pytorch-zip", "llama2c"
   std::map<std::string, at::Tensor> tensors;
   /// Non-tensor values found beside the tensors (safetensors __metadata__, scalars in a pickled dict).
   nlohmann::json metadata = nlohmann::json::object();

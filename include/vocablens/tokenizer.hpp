@@ -59,9 +59,7 @@ class Tokenizer {
   /// Text (any bytes; invalid UTF-8 and NUL included) -> ids. Empty text -> [] (plus BOS/EOS if asked).
   /// Never throws for any input bytes, except UsageError if the vocabulary cannot represent a byte
   /// (llama2.c vocabulary without that <0xXX> piece).
-  std::vector<int64_t> encode(std::string_view text, const EncodeOptions& opts = {}) const {
-    return do_encode(text, opts);
-  }
+  std::vector<int64_t> encode(std::string_view text, const EncodeOptions& opts = {}) const { return do_encode(text, opts); }
 
   /// Ids -> the bytes of the text. GPT-2: concatenation of token_bytes (so encode/decode round-trips any
   /// bytes exactly). llama2.c: like run.c's decode(): BOS/EOS emit nothing, the piece right after BOS loses
@@ -128,7 +126,6 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 ///   tokenizer.json; vocab.json + merges.txt; encoder.json + vocab.bpe; tokenizer.bin; tok*.bin.
 /// When several llama2.c vocabularies are there, the one whose size matches the model's vocab_size
 /// (llama2.c header or config.json) wins. Throws FormatError(model_path, ...) when nothing is found.
-std::unique_ptr<Tokenizer> load_tokenizer_for(const std::string& model_path,
-                                              const std::string& explicit_tokenizer = "");
+std::unique_ptr<Tokenizer> load_tokenizer_for(const std::string& model_path, const std::string& explicit_tokenizer = "");
 
 }  // namespace vocablens

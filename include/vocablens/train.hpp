@@ -66,7 +66,7 @@ namespace vocablens {
 class Tokenizer;
 
 enum class TrainModel { EmbedLM, SkipGram, CBOW, GPT, GloVe };
-const char* to_string(TrainModel m);                  ///< "embed-lm", "skipgram", "cbow", "gpt", "glove"
+const char* to_string(TrainModel m);                       ///< "embed-lm", "skipgram", "cbow", "gpt", "glove"
 TrainModel train_model_from_string(const std::string& s);  ///< throws UsageError
 
 /// Reported after every step (and once more when training ends).
@@ -76,42 +76,42 @@ struct TrainProgress {
   double loss = 0;           ///< this step's loss
   double smoothed_loss = 0;  ///< exponential moving average (0.95) of the loss
   double lr = 0;
-  double seconds = 0;        ///< wall time of this process's run so far
-  bool checkpoint = false;   ///< a checkpoint was written after this step
+  double seconds = 0;       ///< wall time of this process's run so far
+  bool checkpoint = false;  ///< a checkpoint was written after this step
   bool done = false;
 };
 
 struct TrainOptions {
   TrainModel model = TrainModel::GPT;
   // ---- data ----
-  std::string corpus;                   ///< a text file (UTF-8 or any bytes); or:
-  bool synthetic = false;               ///< the built-in corpus (synthetic.hpp)
+  std::string corpus;      ///< a text file (UTF-8 or any bytes); or:
+  bool synthetic = false;  ///< the built-in corpus (synthetic.hpp)
   SyntheticOptions synthetic_options;
-  std::string tokenizer;                ///< an existing tokenizer (file or directory); "" = train a BPE
-  int64_t vocab_size = 1024;            ///< vocabulary size when training a tokenizer
-  std::string tokenizer_algo = "bpe";   ///< the tokenizer trained when none is given: "bpe" | "wordpiece"
+  std::string tokenizer;               ///< an existing tokenizer (file or directory); "" = train a BPE
+  int64_t vocab_size = 1024;           ///< vocabulary size when training a tokenizer
+  std::string tokenizer_algo = "bpe";  ///< the tokenizer trained when none is given: "bpe" | "wordpiece"
   // ---- output ----
   std::string out_dir;
-  bool overwrite = false;               ///< replace an existing training run in out_dir
+  bool overwrite = false;  ///< replace an existing training run in out_dir
   // ---- optimisation (Adam; AdamW when weight_decay > 0, matrices only) ----
   uint64_t seed = 1;
   int64_t steps = 1000;
   /// Sequences of n_ctx tokens (GPT, EmbedLM) or (centre, context) pairs (word2vec); 0 = the model's
   /// default (GPT, EmbedLM: 32; word2vec: 256).
   int64_t batch_size = 0;
-  double lr = 0;                        ///< peak learning rate; 0 = the model's default (GPT 3e-3, others 1e-2)
-  int64_t warmup_steps = 50;            ///< linear warm-up, then cosine decay to lr · min_lr_ratio
+  double lr = 0;              ///< peak learning rate; 0 = the model's default (GPT 3e-3, others 1e-2)
+  int64_t warmup_steps = 50;  ///< linear warm-up, then cosine decay to lr · min_lr_ratio
   double min_lr_ratio = 0.1;
   double beta1 = 0.9, beta2 = 0.99;
   double weight_decay = 0.0;
-  double grad_clip = 1.0;               ///< global gradient-norm clip (0 = none)
+  double grad_clip = 1.0;  ///< global gradient-norm clip (0 = none)
   // ---- architecture ----
-  int64_t d_model = 64;                 ///< GPT width; EmbedLM / word2vec vector size
-  bool tied = true;                     ///< GPT / EmbedLM: unembedding tied to the embedding
+  int64_t d_model = 64;  ///< GPT width; EmbedLM / word2vec vector size
+  bool tied = true;      ///< GPT / EmbedLM: unembedding tied to the embedding
   int64_t n_layers = 2;
   int64_t n_heads = 4;
-  int64_t d_mlp = 0;                    ///< 0 = 4 · d_model
-  int64_t n_ctx = 64;                   ///< GPT context = training window (EmbedLM: window of pairs)
+  int64_t d_mlp = 0;   ///< 0 = 4 · d_model
+  int64_t n_ctx = 64;  ///< GPT context = training window (EmbedLM: window of pairs)
   PositionKind positions = PositionKind::Learned;
   double rope_theta = 10000.0;
   /// GPT: learn segment (token-type) embeddings W_seg [2, d] summed with token and position embeddings
@@ -124,18 +124,18 @@ struct TrainOptions {
   /// GloVe 10: every pair at distance <= window is counted, weighted 1/distance).
   int64_t window = 0;
   int64_t negatives = 5;
-  double subsample = 1e-3;              ///< frequent-token subsampling threshold (0 = off)
+  double subsample = 1e-3;  ///< frequent-token subsampling threshold (0 = off)
   // ---- GloVe (glove.hpp): one step = one epoch; lr = AdaGrad's eta (default 0.05), no schedule ----
-  double glove_x_max = 100.0;           ///< f(x) = min(1, (x / x_max)^alpha)
+  double glove_x_max = 100.0;  ///< f(x) = min(1, (x / x_max)^alpha)
   double glove_alpha = 0.75;
   // ---- checkpoints and progress ----
-  int64_t checkpoint_every = 0;         ///< also checkpoint every N steps (the end always checkpoints)
+  int64_t checkpoint_every = 0;  ///< also checkpoint every N steps (the end always checkpoints)
   /// Every N steps also keep a loadable model directory out_dir/snapshots/step-<N>/ (config, weights, tokenizer
   /// files), e.g. for `compare-embeddings` between two points of one run. GPT and EmbedLM; 0 = none. Per call
   /// (not saved in the checkpoint, like stop_after).
   int64_t snapshot_every = 0;
-  bool resume = false;                  ///< continue out_dir/checkpoint (its options win, except steps/stop_after/checkpoint_every)
-  int64_t stop_after = 0;               ///< stop after this many steps in this call (checkpoint, resumable); 0 = run to `steps`
+  bool resume = false;     ///< continue out_dir/checkpoint (its options win, except steps/stop_after/checkpoint_every)
+  int64_t stop_after = 0;  ///< stop after this many steps in this call (checkpoint, resumable); 0 = run to `steps`
   /// LibTorch intra-op threads while training; 0 = automatic: the count init_runtime() set when
   /// VOCABLENS_THREADS is set, else one thread per million parameters (at least 1, at most that count).
   /// Small models gain little from threads and lose much on a busy machine (OpenMP threads spin).
@@ -146,18 +146,18 @@ struct TrainOptions {
 struct TrainReport {
   std::string out_dir;
   TrainModel model = TrainModel::GPT;
-  int64_t start_step = 0;               ///< step the run started from (> 0 after resume)
-  int64_t step = 0;                     ///< steps done in total
-  int64_t steps = 0;                    ///< steps planned
-  std::vector<double> losses;           ///< loss of every step 1..step (earlier runs' from the checkpoint)
-  double final_loss = 0;                ///< mean loss of the last min(50, step) steps
-  double seconds = 0;                   ///< wall time of this call
+  int64_t start_step = 0;      ///< step the run started from (> 0 after resume)
+  int64_t step = 0;            ///< steps done in total
+  int64_t steps = 0;           ///< steps planned
+  std::vector<double> losses;  ///< loss of every step 1..step (earlier runs' from the checkpoint)
+  double final_loss = 0;       ///< mean loss of the last min(50, step) steps
+  double seconds = 0;          ///< wall time of this call
   int64_t parameters = 0;
   int64_t vocab_size = 0;
   int64_t corpus_tokens = 0;
-  int64_t target_tokens = 0;            ///< tokens that are prediction targets (not in prompt spans)
-  std::string tokenizer;                ///< where the tokenizer came from
-  std::vector<std::string> notes;       ///< things the caller should tell the user (one line each)
+  int64_t target_tokens = 0;       ///< tokens that are prediction targets (not in prompt spans)
+  std::string tokenizer;           ///< where the tokenizer came from
+  std::vector<std::string> notes;  ///< things the caller should tell the user (one line each)
 };
 
 /// Trains and writes out_dir. Throws UsageError (bad options, existing run without overwrite/resume)
@@ -169,11 +169,11 @@ TrainReport train(const TrainOptions& opts);
 /// A tokenised corpus: lines back to back, each followed by the newline token.
 struct TokenStream {
   std::vector<int64_t> ids;
-  std::vector<uint8_t> target;          ///< [ids.size()] 1 when the token is a prediction target
-  std::vector<int64_t> line_starts;     ///< index of each line's first token
-  std::vector<int64_t> line_ends;       ///< one past each line's last content token (before "\n")
-  std::vector<uint8_t> segment;         ///< [ids.size()] segment id (assign_segments), or empty
-  std::string segment_source;           ///< "prompt" or "lines" once assigned
+  std::vector<uint8_t> target;       ///< [ids.size()] 1 when the token is a prediction target
+  std::vector<int64_t> line_starts;  ///< index of each line's first token
+  std::vector<int64_t> line_ends;    ///< one past each line's last content token (before "\n")
+  std::vector<uint8_t> segment;      ///< [ids.size()] segment id (assign_segments), or empty
+  std::string segment_source;        ///< "prompt" or "lines" once assigned
 };
 
 /// Segment (token-type) ids for `train --segments`: "prompt" — 1 for the tokens after a line's last
@@ -212,12 +212,12 @@ std::string gpt_config_json(const ModelConfig& cfg, int64_t eos_id, const nlohma
 
 /// z = E[x] W + b.
 struct EmbedLM {
-  at::Tensor E;     ///< [V, d]
-  at::Tensor W;     ///< [d, V]; a view of E.t() when tied
-  at::Tensor b;     ///< [V]
+  at::Tensor E;  ///< [V, d]
+  at::Tensor W;  ///< [d, V]; a view of E.t() when tied
+  at::Tensor b;  ///< [V]
   bool tied = true;
-  at::Tensor hidden(const at::Tensor& ids) const;   ///< h = E[ids]: [..., d]
-  at::Tensor logits(const at::Tensor& ids) const;   ///< h W + b: [..., V]
+  at::Tensor hidden(const at::Tensor& ids) const;  ///< h = E[ids]: [..., d]
+  at::Tensor logits(const at::Tensor& ids) const;  ///< h W + b: [..., V]
 };
 
 /// Reads an EmbedLM directory written by train(). Throws FormatError.

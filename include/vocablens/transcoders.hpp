@@ -64,13 +64,13 @@ struct TranscoderLoadOptions {
 
 class TranscoderSet {
  public:
-  std::string source;           ///< the folder read (messages)
-  std::string config_path;      ///< its config.yaml (empty: a folder read without one, with the default hooks)
+  std::string source;       ///< the folder read (messages)
+  std::string config_path;  ///< its config.yaml (empty: a folder read without one, with the default hooks)
   TranscoderKind kind = TranscoderKind::PerLayer;
   int64_t n_layers = 0, d_in = 0, d_transcoder = 0, d_out = 0;
   std::string feature_input_hook, feature_output_hook;  ///< as config.yaml spells them
-  std::string stored_dtype;     ///< "F32", "BF16", ... as in the files
-  uint64_t file_bytes = 0;      ///< the weight files' total size
+  std::string stored_dtype;                             ///< "F32", "BF16", ... as in the files
+  uint64_t file_bytes = 0;                              ///< the weight files' total size
 
   /// The hook point layer `l` reads / writes, in TransformerLens's spelling ("blocks.3.ln2.hook_normalized").
   std::string input_hook(int64_t l) const;

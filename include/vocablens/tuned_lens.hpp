@@ -77,8 +77,8 @@ struct TunedLens {
 /// Sequences sample_corpus draws side by side (one forward of [kSampleCorpusBatch, 1] per position, the earlier
 /// positions' keys and values cached: vocablens/kv_cache.hpp).
 inline constexpr int64_t kSampleCorpusBatch = 32;
-std::string sample_corpus(const Model& m, const Tokenizer& tok, int64_t n_tokens, uint64_t seed,
-                          double temperature = 1.0, int64_t max_len = 0);
+std::string sample_corpus(const Model& m, const Tokenizer& tok, int64_t n_tokens, uint64_t seed, double temperature = 1.0,
+                          int64_t max_len = 0);
 
 /// SHA-256 hex of W_U's float32 bytes followed by b_U's (when defined).
 std::string unembedding_sha256(const Model& m);
@@ -101,7 +101,7 @@ struct TunedLensEvalOptions {
 /// each window position for the heatmap. Kind "tuned_lens_eval".
 struct TunedLensEvalResult {
   std::string lens_dir;
-  CorpusLensResult logit, tuned;     ///< the two corpus passes (same windows), with kl_by_position
+  CorpusLensResult logit, tuned;  ///< the two corpus passes (same windows), with kl_by_position
   std::vector<double> logit_ce_bpb, tuned_ce_bpb, logit_entropy_bpb, tuned_entropy_bpb, logit_kl_bpb, tuned_kl_bpb;
   Result to_result() const;
 };

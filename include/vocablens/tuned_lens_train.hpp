@@ -53,24 +53,24 @@ class Tokenizer;
 
 struct TunedLensTrainProgress {
   int64_t step = 0, steps = 0;  ///< steps finished (within_step: the step under way is step + 1), of the schedule
-  double loss = 0;   ///< this step's loss (sum over layers of mean KL, nats); 0 while within_step
+  double loss = 0;              ///< this step's loss (sum over layers of mean KL, nats); 0 while within_step
   double lr = 0;
-  double seconds = 0;           ///< since train_tuned_lens was called
+  double seconds = 0;  ///< since train_tuned_lens was called
   bool checkpoint = false;
   /// true: a micro-batch of the step under way has finished (loss and lr not known yet).
   bool within_step = false;
   int64_t windows_done = 0, windows_total = 0;  ///< of this call's steps (start .. stop), all ranks together
-  double eta_seconds = -1;      ///< to the end of this call's steps, from the training time so far; -1 = unknown
+  double eta_seconds = -1;                      ///< to the end of this call's steps, from the training time so far; -1 = unknown
 };
 
 /// The schedule, reported once before the first step.
 struct TunedLensTrainPlan {
   int64_t corpus_tokens = 0, windows = 0, window = 0;  ///< the corpus in non-overlapping windows
   int64_t windows_per_step = 0, tokens_per_step = 0;
-  int64_t steps = 0, start_step = 0, stop_step = 0;    ///< schedule length; this call runs steps start+1 .. stop
-  bool tokens_per_step_scaled = false;  ///< tokens_per_step was 0: scaled to the model and corpus (see above)
-  double corpus_passes = 0;             ///< windows the whole schedule reads / windows in the corpus
-  int64_t micro_batch = 0;              ///< windows per forward pass
+  int64_t steps = 0, start_step = 0, stop_step = 0;  ///< schedule length; this call runs steps start+1 .. stop
+  bool tokens_per_step_scaled = false;               ///< tokens_per_step was 0: scaled to the model and corpus (see above)
+  double corpus_passes = 0;                          ///< windows the whole schedule reads / windows in the corpus
+  int64_t micro_batch = 0;                           ///< windows per forward pass
 };
 
 struct TunedLensTrainOptions {
@@ -79,8 +79,8 @@ struct TunedLensTrainOptions {
   int64_t steps = 250;
   /// 0 = scaled: min(2^18, 256 * d_model) tokens in whole windows, at most the corpus's windows (see above).
   int64_t tokens_per_step = 0;
-  int64_t window = 0;          ///< tokens per window; 0 = the model's context
-  int64_t micro_batch = 0;     ///< windows per forward pass; 0 = about 8k tokens (fewer for large vocabularies)
+  int64_t window = 0;       ///< tokens per window; 0 = the model's context
+  int64_t micro_batch = 0;  ///< windows per forward pass; 0 = about 8k tokens (fewer for large vocabularies)
   double lr_scale = 1.0;
   double momentum = 0.9;
   double weight_decay = 1e-3;
@@ -117,7 +117,8 @@ inline constexpr double kTunedLensKeptBudget = 512.0 * 1024 * 1024;
 /// Bytes one window of `window` tokens keeps: n_layers residuals [W, d_model] and the final distribution
 /// [W, V] twice (log-probabilities and probabilities), float32.
 inline double tuned_lens_kept_bytes_per_window(const ModelConfig& c, int64_t window) {
-  return static_cast<double>(window) * (static_cast<double>(c.n_layers * c.d_model) + 2.0 * static_cast<double>(c.vocab_size)) * 4.0;
+  return static_cast<double>(window) * (static_cast<double>(c.n_layers * c.d_model) + 2.0 * static_cast<double>(c.vocab_size)) *
+         4.0;
 }
 
 /// Trains (or resumes) and writes the lens into o.out_dir. Throws UsageError on bad options or a corpus
@@ -129,6 +130,5 @@ void save_tuned_lens(const TunedLens& t, const std::string& dir);
 /// The same for a lens trained `trained_steps` of `steps`: when fewer, marked unfinished (config.json key
 /// "vocablens_unfinished": {"trained_steps", "steps"}; tuned_lens.safetensors metadata "unfinished").
 void save_tuned_lens(const TunedLens& t, const std::string& dir, int64_t trained_steps, int64_t steps);
-
 
 }  // namespace vocablens

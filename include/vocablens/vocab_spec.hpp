@@ -36,17 +36,17 @@
 namespace vocablens {
 
 struct VocabSpec {
-  std::string source;                   ///< where the data came from (file name), for messages
-  std::string model;                    ///< "gpt2", "llama" or "gemma4" (tokenizer.ggml.model)
-  std::string pre;                      ///< gpt2 only: tokenizer.ggml.pre; "" = "default" (GPT-2's expression)
-  std::vector<std::string> tokens;      ///< id -> token text (tokenizer.ggml.tokens)
-  std::vector<float> scores;            ///< llama: id -> score (tokenizer.ggml.scores); may be empty for gpt2
-  std::vector<int32_t> token_types;     ///< id -> type (tokenizer.ggml.token_type); empty = all normal
-  std::vector<std::string> merges;      ///< gpt2, gemma4: "left right" in rank order (tokenizer.ggml.merges)
+  std::string source;                ///< where the data came from (file name), for messages
+  std::string model;                 ///< "gpt2", "llama" or "gemma4" (tokenizer.ggml.model)
+  std::string pre;                   ///< gpt2 only: tokenizer.ggml.pre; "" = "default" (GPT-2's expression)
+  std::vector<std::string> tokens;   ///< id -> token text (tokenizer.ggml.tokens)
+  std::vector<float> scores;         ///< llama: id -> score (tokenizer.ggml.scores); may be empty for gpt2
+  std::vector<int32_t> token_types;  ///< id -> type (tokenizer.ggml.token_type); empty = all normal
+  std::vector<std::string> merges;   ///< gpt2, gemma4: "left right" in rank order (tokenizer.ggml.merges)
   int64_t bos_id = -1, eos_id = -1, unk_id = -1, pad_id = -1;  ///< -1 = none
-  std::optional<bool> add_bos;          ///< tokenizer.ggml.add_bos_token; unset: llama yes, gpt2 per `pre`
-  std::optional<bool> add_eos;          ///< tokenizer.ggml.add_eos_token; unset: no
-  std::optional<bool> add_space_prefix; ///< llama: tokenizer.ggml.add_space_prefix; unset: yes (Gemma: false)
+  std::optional<bool> add_bos;                                 ///< tokenizer.ggml.add_bos_token; unset: llama yes, gpt2 per `pre`
+  std::optional<bool> add_eos;                                 ///< tokenizer.ggml.add_eos_token; unset: no
+  std::optional<bool> add_space_prefix;  ///< llama: tokenizer.ggml.add_space_prefix; unset: yes (Gemma: false)
 };
 
 /// Builds the tokenizer. Throws FormatError(spec.source, ...) as described above.

@@ -29,8 +29,7 @@ namespace vocablens {
 /// A packed ggml matrix over `file`'s bytes at `offset`: `rows` stored rows of `cols` values each, in
 /// `type`'s block layout (row_bytes = cols / block_values * block_bytes). The returned tensor has the
 /// logical shape [rows, cols] (call .t() for the "x @ W" orientation [cols, rows]) and keeps `file` alive.
-at::Tensor make_packed_weight(std::shared_ptr<const void> owner, const uint8_t* data, GgmlType type, int64_t rows,
-                              int64_t cols);
+at::Tensor make_packed_weight(std::shared_ptr<const void> owner, const uint8_t* data, GgmlType type, int64_t rows, int64_t cols);
 
 /// True when `w` is a packed ggml weight (or a row view of one).
 bool is_packed_weight(const at::Tensor& w);

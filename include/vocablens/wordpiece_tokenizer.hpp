@@ -36,11 +36,11 @@ namespace vocablens {
 
 struct WordPieceConfig {
   bool lowercase = true;
-  std::optional<bool> strip_accents;      ///< unset: follows lowercase (BERT's default)
+  std::optional<bool> strip_accents;  ///< unset: follows lowercase (BERT's default)
   bool clean_text = true;
   bool handle_chinese_chars = true;
   std::string unk_token = "[UNK]";
-  std::string prefix = "##";              ///< continuing_subword_prefix
+  std::string prefix = "##";  ///< continuing_subword_prefix
   int64_t max_input_chars_per_word = 100;
 };
 
@@ -84,7 +84,7 @@ class WordPieceTokenizer final : public Tokenizer {
   WordPieceConfig cfg_;
   std::vector<std::string> tokens_;
   std::unordered_map<std::string, int64_t> ids_;
-  size_t max_piece_chars_ = 0;            ///< longest token (without prefix), in code points
+  size_t max_piece_chars_ = 0;  ///< longest token (without prefix), in code points
   int64_t unk_ = -1, cls_ = -1, sep_ = -1;
   std::string source_;
 };

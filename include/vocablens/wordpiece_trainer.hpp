@@ -31,20 +31,20 @@
 namespace vocablens {
 
 struct WordPieceTrainerOptions {
-  int64_t vocab_size = 1024;         ///< total, special tokens and the initial alphabet included
-  int64_t min_frequency = 2;         ///< a pair is merged only if it occurs this often (>= 1)
-  WordPieceConfig config;            ///< normalisation and the ## prefix (what the written config says)
+  int64_t vocab_size = 1024;  ///< total, special tokens and the initial alphabet included
+  int64_t min_frequency = 2;  ///< a pair is merged only if it occurs this often (>= 1)
+  WordPieceConfig config;     ///< normalisation and the ## prefix (what the written config says)
 };
 
 struct WordPieceVocabulary {
-  std::vector<std::string> tokens;   ///< id order: specials, alphabet (sorted), merges in order
+  std::vector<std::string> tokens;  ///< id order: specials, alphabet (sorted), merges in order
   WordPieceConfig config;
-  int64_t alphabet = 0;              ///< initial units (characters, with and without ##)
+  int64_t alphabet = 0;  ///< initial units (characters, with and without ##)
   int64_t merges = 0;
-  int64_t words = 0;                 ///< words counted (with repetition)
+  int64_t words = 0;  ///< words counted (with repetition)
   int64_t distinct_words = 0;
-  int64_t skipped_long_words = 0;    ///< words longer than max_input_chars_per_word (not learned)
-  std::string first_skipped;         ///< the first of them (for the report line)
+  int64_t skipped_long_words = 0;  ///< words longer than max_input_chars_per_word (not learned)
+  std::string first_skipped;       ///< the first of them (for the report line)
 
   int64_t size() const { return static_cast<int64_t>(tokens.size()); }
   /// Writes dir/vocab.txt and dir/tokenizer_config.json atomically (dir is created if needed).

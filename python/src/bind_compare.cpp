@@ -29,20 +29,20 @@ vocablens::Result run_from(py::handle v, const char* arg, std::string& dir) {
 }  // namespace
 
 void register_compare(py::module_& mod) {
-  mod.def("compare_schema", [] { return json_to_py(vocablens::option_schema(vocablens::entries::compare_declaration())); },
-          "compare's options (its declaration, as the CLI's flags are made from it)");
+  mod.def(
+      "compare_schema", [] { return json_to_py(vocablens::option_schema(vocablens::entries::compare_declaration())); },
+      "compare's options (its declaration, as the CLI's flags are made from it)");
   mod.def(
       "compare_runs",
       [](py::object a, py::object b, py::dict kwargs) {
         nlohmann::json given = nlohmann::json::object();
         for (auto kv : kwargs)
-          if (!kv.second.is_none()) given[std::string(py::str(kv.first))] = py_to_json(kv.second, "compare(): " + std::string(py::str(kv.first)));
+          if (!kv.second.is_none())
+            given[std::string(py::str(kv.first))] = py_to_json(kv.second, "compare(): " + std::string(py::str(kv.first)));
         nlohmann::json resolved;
         try {
           resolved = vocablens::resolve_options(vocablens::entries::compare_declaration(), given, vocablens::Surface::Python);
-        } catch (const vocablens::OptionTypeError& e) {
-          throw py::type_error(e.what());
-        }
+        } catch (const vocablens::OptionTypeError& e) { throw py::type_error(e.what()); }
         std::string dir_a, dir_b;
         vocablens::Result ra = run_from(a, "a", dir_a), rb = run_from(b, "b", dir_b);
         auto r = std::make_shared<vocablens::Result>();

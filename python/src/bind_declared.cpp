@@ -54,8 +54,9 @@ nlohmann::json given_of(const std::string& name, const vocablens::DeclaredAnalys
 }  // namespace
 
 void register_declared(py::module_& mod) {
-  mod.def("analyses_schema", [] { return json_to_py(vocablens::analyses_schema()); },
-          "Every declared analysis's options (as `vocablens schema` prints them)");
+  mod.def(
+      "analyses_schema", [] { return json_to_py(vocablens::analyses_schema()); },
+      "Every declared analysis's options (as `vocablens schema` prints them)");
   mod.def(
       "run_declared",
       [](const std::string& name, const std::shared_ptr<PyModel>& model, py::dict kwargs, py::object progress) {
@@ -69,16 +70,14 @@ void register_declared(py::module_& mod) {
         // type is Python's TypeError, a wrong value a ValueError (vocablens.UsageError).
         try {
           vocablens::resolve_options(a.decl, given, vocablens::Surface::Python);
-        } catch (const vocablens::OptionTypeError& e) {
-          throw py::type_error(e.what());
-        }
+        } catch (const vocablens::OptionTypeError& e) { throw py::type_error(e.what()); }
         Progress bar(progress, 0, name, "it");
         auto tick = [&bar](int64_t done, int64_t total) { bar.set(done, total); };
         vocablens::Result r;
         {
           py::gil_scoped_release nogil;
           r = vocablens::run_analysis(a, model->model, model->tok.get(), given, vocablens::Surface::Python, tick, nullptr,
-                                     &inputs);
+                                      &inputs);
         }
         fill_provenance(r, *model, call);
         return std::make_shared<vocablens::Result>(std::move(r));
@@ -95,9 +94,7 @@ void register_declared(py::module_& mod) {
         vocablens::AnalysisEstimate e;
         try {
           e = vocablens::estimate_analysis(a, model->model, model->tok.get(), given, vocablens::Surface::Python, &inputs);
-        } catch (const vocablens::OptionTypeError& err) {
-          throw py::type_error(err.what());
-        }
+        } catch (const vocablens::OptionTypeError& err) { throw py::type_error(err.what()); }
         auto items = [](const std::vector<vocablens::MemoryEstimate::Item>& v) {
           py::list l;
           for (const auto& it : v) l.append(py::make_tuple(it.what, it.bytes));

@@ -30,34 +30,46 @@ void register_graph(py::module_& mod) {
   py::class_<T, std::shared_ptr<T>>(mod, "GraphTranscoders",
                                     "A transcoder set as the attribution graph reads it (vocablens/graph.hpp)")
       .def_property_readonly("n_layers", [](const T& t) { return t.tcs->n_layers(); })
-      .def("n_features", [](const T& t, int64_t l) { t.check_layer(l, "n_features"); return t.tcs->n_features(l); })
-      .def_property_readonly("input", [](const T& t) {
-        switch (t.tcs->input()) {
-          case vocablens::GraphInput::Ln2Normalized: return std::string("ln2.hook_normalized");
-          case vocablens::GraphInput::ResidMid: return std::string("hook_resid_mid");
-          default: return std::string("mlp.hook_in");
-        }
-      })
-      .def("encode", [](const T& t, int64_t l, const at::Tensor& x) { t.check_layer(l, "encode"); return t.tcs->encode(l, x); },
-           py::arg("layer"), py::arg("x"), "activations [T, n_features(layer)] of x [T, d_model] read at `input`",
-           py::call_guard<py::gil_scoped_release>())
+      .def("n_features",
+           [](const T& t, int64_t l) {
+             t.check_layer(l, "n_features");
+             return t.tcs->n_features(l);
+           })
+      .def_property_readonly("input",
+                             [](const T& t) {
+                               switch (t.tcs->input()) {
+                                 case vocablens::GraphInput::Ln2Normalized: return std::string("ln2.hook_normalized");
+                                 case vocablens::GraphInput::ResidMid: return std::string("hook_resid_mid");
+                                 default: return std::string("mlp.hook_in");
+                               }
+                             })
+      .def(
+          "encode",
+          [](const T& t, int64_t l, const at::Tensor& x) {
+            t.check_layer(l, "encode");
+            return t.tcs->encode(l, x);
+          },
+          py::arg("layer"), py::arg("x"), "activations [T, n_features(layer)] of x [T, d_model] read at `input`",
+          py::call_guard<py::gil_scoped_release>())
       .def("writes", [](const T& t, int64_t src, int64_t out) { return t.tcs->writes(src, out); })
-      .def("decoder_rows",
-           [](const T& t, int64_t src, int64_t out, const at::Tensor& f) {
-             t.check_layer(src, "decoder_rows");
-             t.check_layer(out, "decoder_rows");
-             return t.tcs->decoder_rows(src, out, f);
-           },
-           py::arg("src"), py::arg("out"), py::arg("features"),
-           "[n, d_model]: what a unit activation of each feature read at src adds to the MLP output of block out",
-           py::call_guard<py::gil_scoped_release>())
-      .def("skip",
-           [](const T& t, int64_t l) -> py::object {
-             t.check_layer(l, "skip");
-             at::Tensor s = t.tcs->skip(l);
-             return s.defined() ? py::cast(s) : py::none();
-           },
-           py::arg("layer"), "[d_model, d_model] in x @ W orientation, or None")
+      .def(
+          "decoder_rows",
+          [](const T& t, int64_t src, int64_t out, const at::Tensor& f) {
+            t.check_layer(src, "decoder_rows");
+            t.check_layer(out, "decoder_rows");
+            return t.tcs->decoder_rows(src, out, f);
+          },
+          py::arg("src"), py::arg("out"), py::arg("features"),
+          "[n, d_model]: what a unit activation of each feature read at src adds to the MLP output of block out",
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "skip",
+          [](const T& t, int64_t l) -> py::object {
+            t.check_layer(l, "skip");
+            at::Tensor s = t.tcs->skip(l);
+            return s.defined() ? py::cast(s) : py::none();
+          },
+          py::arg("layer"), "[d_model, d_model] in x @ W orientation, or None")
       .def_property_readonly("source", [](const T& t) { return t.tcs->source(); })
       .def(
           "feature_labels",

@@ -32,19 +32,58 @@ struct PythonHookFailed {};
 bool spec_point(vocablens::HookPoint p, vocablens::CacheSpec& spec, const char** key) {
   using vocablens::HookPoint;
   switch (p) {
-    case HookPoint::ResidPre: spec.resid_pre = true; *key = "resid_pre"; return true;
-    case HookPoint::AttnOut: spec.attn_out = true; *key = "attn_out"; return true;
-    case HookPoint::ResidMid: spec.resid_mid = true; *key = "resid_mid"; return true;
-    case HookPoint::MlpOut: spec.mlp_out = true; *key = "mlp_out"; return true;
-    case HookPoint::ResidPost: spec.resid_post = true; *key = "resid_post"; return true;
-    case HookPoint::Pattern: spec.pattern = true; *key = "pattern"; return true;
-    case HookPoint::FinalNorm: spec.final_norm = true; *key = "final_norm"; return true;
-    case HookPoint::Ln1Scale: spec.ln1_scale = true; *key = "ln1_scale"; return true;
-    case HookPoint::Ln1Normalized: spec.ln1_normalized = true; *key = "ln1_normalized"; return true;
-    case HookPoint::Ln2Scale: spec.ln2_scale = true; *key = "ln2_scale"; return true;
-    case HookPoint::Ln2Normalized: spec.ln2_normalized = true; *key = "ln2_normalized"; return true;
-    case HookPoint::MlpIn: spec.mlp_in = true; *key = "mlp_in"; return true;
-    case HookPoint::FinalScale: spec.final_scale = true; *key = "final_scale"; return true;
+    case HookPoint::ResidPre:
+      spec.resid_pre = true;
+      *key = "resid_pre";
+      return true;
+    case HookPoint::AttnOut:
+      spec.attn_out = true;
+      *key = "attn_out";
+      return true;
+    case HookPoint::ResidMid:
+      spec.resid_mid = true;
+      *key = "resid_mid";
+      return true;
+    case HookPoint::MlpOut:
+      spec.mlp_out = true;
+      *key = "mlp_out";
+      return true;
+    case HookPoint::ResidPost:
+      spec.resid_post = true;
+      *key = "resid_post";
+      return true;
+    case HookPoint::Pattern:
+      spec.pattern = true;
+      *key = "pattern";
+      return true;
+    case HookPoint::FinalNorm:
+      spec.final_norm = true;
+      *key = "final_norm";
+      return true;
+    case HookPoint::Ln1Scale:
+      spec.ln1_scale = true;
+      *key = "ln1_scale";
+      return true;
+    case HookPoint::Ln1Normalized:
+      spec.ln1_normalized = true;
+      *key = "ln1_normalized";
+      return true;
+    case HookPoint::Ln2Scale:
+      spec.ln2_scale = true;
+      *key = "ln2_scale";
+      return true;
+    case HookPoint::Ln2Normalized:
+      spec.ln2_normalized = true;
+      *key = "ln2_normalized";
+      return true;
+    case HookPoint::MlpIn:
+      spec.mlp_in = true;
+      *key = "mlp_in";
+      return true;
+    case HookPoint::FinalScale:
+      spec.final_scale = true;
+      *key = "final_scale";
+      return true;
     default: return false;
   }
 }
@@ -52,9 +91,7 @@ bool spec_point(vocablens::HookPoint p, vocablens::CacheSpec& spec, const char**
 vocablens::HookSite site_of(const PyModel& m, const std::string& name, const std::string& arg) {
   try {
     return vocablens::parse_hook_name(name, m.model.config());
-  } catch (const vocablens::UsageError& e) {
-    throw py::value_error(arg + ": " + e.what());
-  }
+  } catch (const vocablens::UsageError& e) { throw py::value_error(arg + ": " + e.what()); }
 }
 
 // One forward pass with Python hooks and a cache.
@@ -62,8 +99,8 @@ vocablens::HookSite site_of(const PyModel& m, const std::string& name, const std
 //   run in list order; record: hook names to return; grad: run with autograd on (weights stay frozen: they
 //   never require grad, so only activations a hook marked requires_grad build a graph).
 // Returns (logits or None, {TransformerLens name: tensor}).
-py::tuple run_hooked(const PyModel& m, const at::Tensor& ids, const py::list& hooks, const py::list& record,
-                     bool compute_logits, bool grad) {
+py::tuple run_hooked(const PyModel& m, const at::Tensor& ids, const py::list& hooks, const py::list& record, bool compute_logits,
+                     bool grad) {
   const auto& cfg = m.model.config();
   // The parked exception of a failing hook; read and dropped only with the GIL held.
   std::optional<py::error_already_set> error;
@@ -108,9 +145,7 @@ py::tuple run_hooked(const PyModel& m, const at::Tensor& ids, const py::list& ho
     try {
       at::AutoGradMode mode(grad);
       out = vocablens::run_forward(cfg, m.model.weights(), ids, spec, compute_logits, at::Tensor(), &list);
-    } catch (const PythonHookFailed&) {
-      failed = true;
-    }
+    } catch (const PythonHookFailed&) { failed = true; }
   }
   if (failed) {
     py::error_already_set e = std::move(*error);
@@ -139,10 +174,13 @@ void register_hooks(py::module_& mod) {
   mod.def("_run_hooked", &run_hooked, py::arg("model"), py::arg("ids"), py::arg("hooks"), py::arg("record"),
           py::arg("compute_logits") = true, py::arg("grad") = false);
   mod.def("_hook_names", &hook_names, py::arg("model"));
-  mod.def("_hook_site", [](const PyModel& m, const std::string& name, const std::string& arg) {
-            vocablens::HookSite s = site_of(m, name, arg);
-            return py::make_tuple(s.tl_name(), s.short_name(), s.layer);
-          }, py::arg("model"), py::arg("name"), py::arg("arg") = "name");
+  mod.def(
+      "_hook_site",
+      [](const PyModel& m, const std::string& name, const std::string& arg) {
+        vocablens::HookSite s = site_of(m, name, arg);
+        return py::make_tuple(s.tl_name(), s.short_name(), s.layer);
+      },
+      py::arg("model"), py::arg("name"), py::arg("arg") = "name");
 }
 
 }  // namespace vlpy

@@ -118,7 +118,8 @@ std::vector<int64_t> ids_from(const PyModel& m, py::handle v, const std::string&
       throw py::type_error(arg + " must be an integer tensor of token ids, not " + std::string(t.dtype().name()));
     if (t.dim() == 2 && t.size(0) == 1) return ids_from(m, py::cast(t[0]), arg, bos);
     if (t.dim() != 1)
-      throw py::value_error(arg + " must be 1-D [T] (or [1, T]) token ids, got shape " + std::string(py::str(py::cast(t.sizes().vec()))));
+      throw py::value_error(arg + " must be 1-D [T] (or [1, T]) token ids, got shape " +
+                            std::string(py::str(py::cast(t.sizes().vec()))));
     at::Tensor c = t.to(at::kLong).contiguous();
     ids.assign(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
   } else if (py::hasattr(v, "__array_interface__") && py::hasattr(v, "dtype")) {
@@ -128,9 +129,11 @@ std::vector<int64_t> ids_from(const PyModel& m, py::handle v, const std::string&
     int ndim = v.attr("ndim").cast<int>();
     py::tuple shape = v.attr("shape");
     if (ndim == 2 && shape[0].cast<int64_t>() == 1) return ids_from(m, v[py::int_(0)], arg, bos);
-    if (ndim != 1) throw py::value_error(arg + " must be 1-D [T] (or [1, T]) token ids, got shape " + std::string(py::str(shape)));
+    if (ndim != 1)
+      throw py::value_error(arg + " must be 1-D [T] (or [1, T]) token ids, got shape " + std::string(py::str(shape)));
     for (auto e : v) ids.push_back(index_of(e, arg + "[" + std::to_string(ids.size()) + "]"));
-  } else if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v) || py::isinstance(v, py::module_::import("builtins").attr("range"))) {
+  } else if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v) ||
+             py::isinstance(v, py::module_::import("builtins").attr("range"))) {
     for (auto e : v) {
       if (!is_int(e)) throw py::type_error(arg + " must hold int token ids, not " + type_name(e));
       ids.push_back(index_of(e, arg + "[" + std::to_string(ids.size()) + "]"));
@@ -178,8 +181,8 @@ Progress::Progress(py::object mode, int64_t total, const std::string& descriptio
       py::object tqdm = py::module_::import(widgets ? "tqdm.auto" : "tqdm.std").attr("tqdm");
       // progress=None: the bar appears only once the call has run for a second (tqdm's delay), so quick
       // calls print nothing in a notebook; progress=True shows it at once.
-      bar_ = tqdm(py::arg("total") = total, py::arg("desc") = description, py::arg("unit") = unit,
-                  py::arg("leave") = false, py::arg("delay") = forced ? 0.0 : 1.0);
+      bar_ = tqdm(py::arg("total") = total, py::arg("desc") = description, py::arg("unit") = unit, py::arg("leave") = false,
+                  py::arg("delay") = forced ? 0.0 : 1.0);
     } catch (const py::error_already_set&) {
       plain_ = forced;  // no tqdm: a plain line on stderr only when asked for explicitly
     }
@@ -197,8 +200,7 @@ Progress::~Progress() {
   try {
     if (bar_) bar_.attr("close")();
     if (plain_) std::fprintf(stderr, "\r%*s\r", 70, "");
-  } catch (const py::error_already_set&) {
-  }
+  } catch (const py::error_already_set&) {}
   bar_ = py::object();
   callback_ = py::object();
 }

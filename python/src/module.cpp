@@ -264,15 +264,11 @@ PYBIND11_MODULE(_vocablens, mod) {
       if (p) std::rethrow_exception(p);
     } catch (const vocablens::FormatError& e) {
       PyErr_SetString(format_error.ptr(), e.what());
-    } catch (const vocablens::UsageError& e) {
-      PyErr_SetString(usage_error.ptr(), e.what());
-    } catch (const vocablens::Error& e) {
+    } catch (const vocablens::UsageError& e) { PyErr_SetString(usage_error.ptr(), e.what()); } catch (const vocablens::Error& e) {
       PyErr_SetString(error.ptr(), e.what());
     } catch (const c10::IndexError& e) {
       PyErr_SetString(PyExc_IndexError, e.what_without_backtrace());
-    } catch (const c10::Error& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
-    }
+    } catch (const c10::Error& e) { PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace()); }
   });
 
   // ---- Tokenizer
@@ -282,11 +278,11 @@ PYBIND11_MODULE(_vocablens, mod) {
       .def_property_readonly("vocab_size", &vocablens::Tokenizer::vocab_size)
       .def_property_readonly("bos_id", &vocablens::Tokenizer::bos_id)
       .def_property_readonly("eos_id", &vocablens::Tokenizer::eos_id)
-      .def("token_bytes", [](const vocablens::Tokenizer& t, int64_t id) { return py::bytes(t.token_bytes(id)); },
-           py::arg("id"))
+      .def(
+          "token_bytes", [](const vocablens::Tokenizer& t, int64_t id) { return py::bytes(t.token_bytes(id)); }, py::arg("id"))
       .def("display", &vocablens::Tokenizer::display, py::arg("id"))
-      .def("token_to_id", [](const vocablens::Tokenizer& t, const std::string& s) { return t.token_to_id(s); },
-           py::arg("token"))
+      .def(
+          "token_to_id", [](const vocablens::Tokenizer& t, const std::string& s) { return t.token_to_id(s); }, py::arg("token"))
       .def("is_special", &vocablens::Tokenizer::is_special, py::arg("id"))
       .def("__repr__", [](const vocablens::Tokenizer& t) {
         return "<vocablens.Tokenizer " + t.kind() + ", " + std::to_string(t.vocab_size()) + " tokens, " + t.source() + ">";
@@ -296,51 +292,68 @@ PYBIND11_MODULE(_vocablens, mod) {
   py::class_<PyModel, std::shared_ptr<PyModel>>(mod, "Model", py::dynamic_attr())  // Python keeps hook contexts on it
       .def_property_readonly("source", [](const PyModel& m) { return m.model.source(); })
       .def_property_readonly("config", [](const PyModel& m) { return config_dict(m.model.config()); })
-      .def_property_readonly("tokenizer", [](const PyModel& m) -> py::object {
-        if (!m.tok) return py::none();
-        // shares ownership with the model handle
-        return py::cast(std::const_pointer_cast<vocablens::Tokenizer>(m.tok));
-      })
+      .def_property_readonly("tokenizer",
+                             [](const PyModel& m) -> py::object {
+                               if (!m.tok) return py::none();
+                               // shares ownership with the model handle
+                               return py::cast(std::const_pointer_cast<vocablens::Tokenizer>(m.tok));
+                             })
       .def_property_readonly("tokenizer_error", [](const PyModel& m) { return m.tok_error; })
       .def("parameter_count", [](const PyModel& m) { return m.model.parameter_count(); })
-      .def("tokenize", [](const PyModel& m, py::object text, std::optional<bool> bos, bool eos, bool special) {
-             if (!py::isinstance<py::str>(text))
-               throw py::type_error("text must be a str, not " + std::string(py::str(text.get_type().attr("__name__"))));
-             vocablens::EncodeOptions eo;
-             eo.add_bos = bos;
-             eo.add_eos = eos;
-             eo.special_tokens = special;
-             std::string s = text.cast<std::string>();
-             return m.tokenizer().encode(s, eo);
-           }, py::arg("text"), py::arg("bos") = py::none(), py::arg("eos") = false, py::arg("special_tokens") = false)
-      .def("decode_bytes", [](const PyModel& m, py::handle ids) {
-             std::vector<int64_t> v = ids_from(m, ids, "ids");
-             return py::bytes(m.tokenizer().decode(v));
-           }, py::arg("ids"))
-      .def("token_strings", [](const PyModel& m, py::handle ids) {
-             std::vector<int64_t> v = ids_from(m, ids, "ids");
-             std::vector<std::string> out;
-             for (int64_t id : v) out.push_back(m.tokenizer().display(id));
-             return out;
-           }, py::arg("ids"))
-      .def("to_ids", [](const PyModel& m, py::handle input, std::optional<bool> bos) { return ids_from(m, input, "input", bos); },
-           py::arg("input"), py::arg("bos") = py::none())
-      .def("token_id", [](const PyModel& m, py::handle token) { return token_from(m, token, "token"); }, py::arg("token"))
+      .def(
+          "tokenize",
+          [](const PyModel& m, py::object text, std::optional<bool> bos, bool eos, bool special) {
+            if (!py::isinstance<py::str>(text))
+              throw py::type_error("text must be a str, not " + std::string(py::str(text.get_type().attr("__name__"))));
+            vocablens::EncodeOptions eo;
+            eo.add_bos = bos;
+            eo.add_eos = eos;
+            eo.special_tokens = special;
+            std::string s = text.cast<std::string>();
+            return m.tokenizer().encode(s, eo);
+          },
+          py::arg("text"), py::arg("bos") = py::none(), py::arg("eos") = false, py::arg("special_tokens") = false)
+      .def(
+          "decode_bytes",
+          [](const PyModel& m, py::handle ids) {
+            std::vector<int64_t> v = ids_from(m, ids, "ids");
+            return py::bytes(m.tokenizer().decode(v));
+          },
+          py::arg("ids"))
+      .def(
+          "token_strings",
+          [](const PyModel& m, py::handle ids) {
+            std::vector<int64_t> v = ids_from(m, ids, "ids");
+            std::vector<std::string> out;
+            for (int64_t id : v) out.push_back(m.tokenizer().display(id));
+            return out;
+          },
+          py::arg("ids"))
+      .def(
+          "to_ids", [](const PyModel& m, py::handle input, std::optional<bool> bos) { return ids_from(m, input, "input", bos); },
+          py::arg("input"), py::arg("bos") = py::none())
+      .def(
+          "token_id", [](const PyModel& m, py::handle token) { return token_from(m, token, "token"); }, py::arg("token"))
       // forward, run_with_hooks, run_with_cache, gradients: python/vocablens/_hooks.py over bind_hooks.cpp.
-      .def("_batch_ids", [](const PyModel& m, py::handle input, std::optional<bool> bos) {
-             at::Tensor ids = batch_ids(m, input, bos);
-             if (ids.size(1) > m.model.config().n_ctx)
-               throw py::value_error("input is " + std::to_string(ids.size(1)) +
-                                     " tokens, longer than the model's context of " +
-                                     std::to_string(m.model.config().n_ctx));
-             return ids;
-           }, py::arg("input"), py::arg("bos") = py::none())
+      .def(
+          "_batch_ids",
+          [](const PyModel& m, py::handle input, std::optional<bool> bos) {
+            at::Tensor ids = batch_ids(m, input, bos);
+            if (ids.size(1) > m.model.config().n_ctx)
+              throw py::value_error("input is " + std::to_string(ids.size(1)) + " tokens, longer than the model's context of " +
+                                    std::to_string(m.model.config().n_ctx));
+            return ids;
+          },
+          py::arg("input"), py::arg("bos") = py::none())
       // The C++ greedy loop (its keys and values cached): model.generate's path without Python hooks or sampling
       // (python/vocablens/_generate.py). ids are checked there.
-      .def("_generate_greedy", [](const PyModel& m, std::vector<int64_t> ids, int64_t steps, int64_t stop) {
-             py::gil_scoped_release nogil;
-             return m.model.generate_greedy(std::move(ids), steps, stop);
-           }, py::arg("ids"), py::arg("steps"), py::arg("stop"))
+      .def(
+          "_generate_greedy",
+          [](const PyModel& m, std::vector<int64_t> ids, int64_t steps, int64_t stop) {
+            py::gil_scoped_release nogil;
+            return m.model.generate_greedy(std::move(ids), steps, stop);
+          },
+          py::arg("ids"), py::arg("steps"), py::arg("stop"))
       .def("weights", &weights_dict)
       .def_property_readonly("W_E", [](const PyModel& m) { return m.model.W_E(); })
       .def_property_readonly("W_U", [](const PyModel& m) { return m.model.W_U(); })
@@ -348,27 +361,39 @@ PYBIND11_MODULE(_vocablens, mod) {
       .def_property_readonly("b_U", [](const PyModel& m) { return m.model.weights().b_U; })
       // One block's weight by its TransformerLens name (W_Q ... b_out, ln1.w ...), float32, None when the model has
       // none; the stacked properties model.W_Q, ... and model.blocks[l] are made from it (python/vocablens/_tl.py).
-      .def("_layer_weight", [](const PyModel& m, int64_t l, const std::string& key) -> py::object {
-             at::Tensor t = layer_weight(m, check_layer(m, l), key);
-             if (!t.defined()) return py::none();
-             return py::cast(vocablens::materialize_weight(t));
-           }, py::arg("layer"), py::arg("key"))
-      .def("final_norm", [](const PyModel& m, const at::Tensor& x) {
-             if (x.dim() < 1 || x.size(-1) != m.model.config().d_model)
-               throw py::value_error("x must have d_model = " + std::to_string(m.model.config().d_model) + " as last dimension");
-             return m.model.final_norm(x.to(at::kFloat));
-           }, py::arg("x"))
-      .def("_final_norm_weight", [](const PyModel& m, const std::string& which) -> py::object {
-             const auto& w = m.model.weights();
-             const at::Tensor& t = which == "w" ? w.lnf_w : which == "b" ? w.lnf_b : at::Tensor();
-             if (!t.defined()) return py::none();
-             return py::cast(vocablens::materialize_weight(t));
-           }, py::arg("which"))
-      .def("_unembed", [](const PyModel& m, const at::Tensor& x) {
-             if (x.dim() < 1 || x.size(-1) != m.model.config().d_model)
-               throw py::value_error("x must have d_model = " + std::to_string(m.model.config().d_model) + " as last dimension");
-             return m.model.unembed(x.to(at::kFloat));
-           }, py::arg("x"));
+      .def(
+          "_layer_weight",
+          [](const PyModel& m, int64_t l, const std::string& key) -> py::object {
+            at::Tensor t = layer_weight(m, check_layer(m, l), key);
+            if (!t.defined()) return py::none();
+            return py::cast(vocablens::materialize_weight(t));
+          },
+          py::arg("layer"), py::arg("key"))
+      .def(
+          "final_norm",
+          [](const PyModel& m, const at::Tensor& x) {
+            if (x.dim() < 1 || x.size(-1) != m.model.config().d_model)
+              throw py::value_error("x must have d_model = " + std::to_string(m.model.config().d_model) + " as last dimension");
+            return m.model.final_norm(x.to(at::kFloat));
+          },
+          py::arg("x"))
+      .def(
+          "_final_norm_weight",
+          [](const PyModel& m, const std::string& which) -> py::object {
+            const auto& w = m.model.weights();
+            const at::Tensor& t = which == "w" ? w.lnf_w : which == "b" ? w.lnf_b : at::Tensor();
+            if (!t.defined()) return py::none();
+            return py::cast(vocablens::materialize_weight(t));
+          },
+          py::arg("which"))
+      .def(
+          "_unembed",
+          [](const PyModel& m, const at::Tensor& x) {
+            if (x.dim() < 1 || x.size(-1) != m.model.config().d_model)
+              throw py::value_error("x must have d_model = " + std::to_string(m.model.config().d_model) + " as last dimension");
+            return m.model.unembed(x.to(at::kFloat));
+          },
+          py::arg("x"));
 
   mod.def("load_model", &load, py::arg("path"), py::arg("tokenizer") = "");
   // The CLI's --compute (alias --dtype) / VOCABLENS_COMPUTE (vocablens/weight.hpp): process-wide, as the runner
@@ -394,24 +419,29 @@ PYBIND11_MODULE(_vocablens, mod) {
       .def_property_readonly("provenance", [](const Result& r) { return json_to_py(r.provenance); })
       .def_property_readonly("summary", [](const Result& r) { return json_to_py(r.summary); })
       .def("set_summary", [](Result& r, const std::string& key, py::handle v) { r.summary[key] = py_to_json(v, key); })
-      .def("array_names", [](const Result& r) {
-        std::vector<std::string> n;
-        for (const auto& kv : r.arrays) n.push_back(kv.first);
-        return n;
-      })
+      .def("array_names",
+           [](const Result& r) {
+             std::vector<std::string> n;
+             for (const auto& kv : r.arrays) n.push_back(kv.first);
+             return n;
+           })
       .def("array", [](const std::shared_ptr<Result>& r, const std::string& name) { return array_view(r, name); })
       .def("tables", [](const Result& r) { return tables_of(r); })
       .def("save", &save_result, py::arg("dir"), py::arg("json") = true, py::arg("npy") = true, py::arg("csv") = true)
-      .def("to_json", [](const Result& r, bool inline_arrays) { return vocablens::result_to_json(r, inline_arrays); },
-           py::arg("inline_arrays") = false);
+      .def(
+          "to_json", [](const Result& r, bool inline_arrays) { return vocablens::result_to_json(r, inline_arrays); },
+          py::arg("inline_arrays") = false);
 
   mod.def("report", &report_of, py::arg("results"), py::arg("path"), py::arg("run_dir") = "", py::arg("title") = "");
-  mod.def("notebook", [](const std::vector<std::shared_ptr<Result>>& rs, const std::string& run_dir) {
-    std::vector<Result> copy;
-    for (const auto& r : rs) copy.push_back(*r);
-    py::gil_scoped_release nogil;
-    return vocablens::write_notebook(copy, run_dir);
-  }, py::arg("results"), py::arg("run_dir"));
+  mod.def(
+      "notebook",
+      [](const std::vector<std::shared_ptr<Result>>& rs, const std::string& run_dir) {
+        std::vector<Result> copy;
+        for (const auto& r : rs) copy.push_back(*r);
+        py::gil_scoped_release nogil;
+        return vocablens::write_notebook(copy, run_dir);
+      },
+      py::arg("results"), py::arg("run_dir"));
   mod.def("load_results", &load_results, py::arg("dir"));
   mod.attr("__version__") = VOCABLENS_VERSION;
 

@@ -19,11 +19,14 @@ float fp16_to_fp32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
   uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
   if (exp == 0x1f) bits = sign | 0x7f800000u | (mant << 13) | (mant ? 0x400000u : 0);  // inf; nan made quiet (as F16C)
-  else if (exp != 0) bits = sign | ((exp + 112) << 23) | (mant << 13);  // normal: rebias 15 -> 127
-  else if (mant == 0) bits = sign;                                      // +-0
-  else {                                                                // subnormal: normalise
+  else if (exp != 0) bits = sign | ((exp + 112) << 23) | (mant << 13);                 // normal: rebias 15 -> 127
+  else if (mant == 0) bits = sign;                                                     // +-0
+  else {                                                                               // subnormal: normalise
     int e = -1;
-    do { mant <<= 1; ++e; } while ((mant & 0x400) == 0);
+    do {
+      mant <<= 1;
+      ++e;
+    } while ((mant & 0x400) == 0);
     bits = sign | (static_cast<uint32_t>(112 - e) << 23) | ((mant & 0x3ff) << 13);
   }
   float f;
@@ -43,7 +46,6 @@ float bf16_at(const uint8_t* p) {
   std::memcpy(&f, &bits, 4);
   return f;
 }
-
 
 // ---- 32-value blocks
 void q4_0(const uint8_t* b, float* y) {  // d f16, qs[16]
@@ -251,8 +253,12 @@ const Layout& checked_layout(GgmlType type, int64_t n) {
 void scalar_unchecked(const Layout& l, const uint8_t* p, float* dst, int64_t n) {
   switch (l.type) {
     case GgmlType::F32: std::memcpy(dst, p, static_cast<size_t>(n) * 4); return;
-    case GgmlType::F16: for (int64_t i = 0; i < n; ++i) dst[i] = half_at(p + 2 * i); return;
-    case GgmlType::BF16: for (int64_t i = 0; i < n; ++i) dst[i] = bf16_at(p + 2 * i); return;
+    case GgmlType::F16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = half_at(p + 2 * i);
+      return;
+    case GgmlType::BF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_at(p + 2 * i);
+      return;
     default: break;
   }
   for (int64_t b = 0; b < n / l.values; ++b) l.block(p + static_cast<size_t>(b) * l.bytes, dst + b * l.values);

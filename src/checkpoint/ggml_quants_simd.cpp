@@ -74,9 +74,13 @@ VL_AVX512 inline void store16_insn(uint16_t* d, __m512 v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), r);
 }
 template <bool Nan>
-VL_AVX512 inline void store16(Bf16Int<Nan>* d, __m512 v) { store16_int<Nan>(reinterpret_cast<uint16_t*>(d), v); }
+VL_AVX512 inline void store16(Bf16Int<Nan>* d, __m512 v) {
+  store16_int<Nan>(reinterpret_cast<uint16_t*>(d), v);
+}
 template <bool Nan>
-VL_AVX512 inline void store16(Bf16Insn<Nan>* d, __m512 v) { store16_insn<Nan>(reinterpret_cast<uint16_t*>(d), v); }
+VL_AVX512 inline void store16(Bf16Insn<Nan>* d, __m512 v) {
+  store16_insn<Nan>(reinterpret_cast<uint16_t*>(d), v);
+}
 
 VL_AVX512 inline float half_at(const uint8_t* p) {
   uint16_t h;
@@ -84,8 +88,12 @@ VL_AVX512 inline float half_at(const uint8_t* p) {
   return _cvtsh_ss(h);  // exact; NaN made quiet, as the scalar fp16_to_fp32
 }
 // 16 bytes -> 16 int32 lanes
-VL_AVX512 inline __m512i u8x16(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-VL_AVX512 inline __m512i i8x16(const uint8_t* p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+VL_AVX512 inline __m512i u8x16(const uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+VL_AVX512 inline __m512i i8x16(const uint8_t* p) {
+  return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 VL_AVX512 inline __m512 f(__m512i v) { return _mm512_cvtepi32_ps(v); }
 VL_AVX512 inline __m512i lo4(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi32(0xF)); }
 VL_AVX512 inline __m512i hi4(__m512i v) { return _mm512_srli_epi32(v, 4); }
@@ -191,9 +199,12 @@ VL_AVX512 void q6_k(const uint8_t* b, Out* y) {
     for (int h = 0; h < 2; ++h) {  // l = 16h .. 16h + 15, sub-block scale index is = h
       const __m512i A = u8x16(ql + 16 * h), B = u8x16(ql + 32 + 16 * h), H = u8x16(qh + 16 * h);
       const __m512i q1 = sub_i(_mm512_or_si512(lo4(A), _mm512_slli_epi32(_mm512_and_si512(H, three), 4)), 32);
-      const __m512i q2 = sub_i(_mm512_or_si512(lo4(B), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(H, 2), three), 4)), 32);
-      const __m512i q3 = sub_i(_mm512_or_si512(hi4(A), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(H, 4), three), 4)), 32);
-      const __m512i q4 = sub_i(_mm512_or_si512(hi4(B), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(H, 6), three), 4)), 32);
+      const __m512i q2 =
+          sub_i(_mm512_or_si512(lo4(B), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(H, 2), three), 4)), 32);
+      const __m512i q3 =
+          sub_i(_mm512_or_si512(hi4(A), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(H, 4), three), 4)), 32);
+      const __m512i q4 =
+          sub_i(_mm512_or_si512(hi4(B), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(H, 6), three), 4)), 32);
       store16(y + 16 * h, _mm512_mul_ps(_mm512_set1_ps(d * sc[h]), f(q1)));
       store16(y + 32 + 16 * h, _mm512_mul_ps(_mm512_set1_ps(d * sc[h + 2]), f(q2)));
       store16(y + 64 + 16 * h, _mm512_mul_ps(_mm512_set1_ps(d * sc[h + 4]), f(q3)));
@@ -217,7 +228,8 @@ VL_AVX512 void f16_run(const uint8_t* p, Out* y, int64_t n) {
   }
 }
 VL_AVX512 inline __m512 bf16x16(const uint8_t* p) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
 }
 VL_AVX512 void bf16_run(const uint8_t* p, float* y, int64_t n) {
   int64_t i = 0;
@@ -250,16 +262,15 @@ VL_AVX512 void f32_to_bf16_run(const uint8_t* p, uint16_t* y, int64_t n) {
 
 // Whole blocks of one type, the block decoder inlined. S0 / S1: byte offsets of the block's fp16 scales (-1: none).
 inline bool finite_half(const uint8_t* p) { return (p[1] & 0x7C) != 0x7C; }  // exponent not all ones
-#define VL_BLOCK_RUN(fn, V, B, S0, S1)                                                              \
-  template <typename Out>                                                                           \
-  VL_AVX512 void fn##_run(const uint8_t* s, Out* y, int64_t nb) {                                   \
-    using C = typename Clean<Out>::type;                                                            \
-    for (int64_t i = 0; i < nb; ++i, s += B, y += V) {                                              \
-      if constexpr (std::is_same_v<C, Out>) fn<Out>(s, y);                                          \
-      else if (finite_half(s + S0) && (S1 < 0 || finite_half(s + (S1 < 0 ? 0 : S1))))              \
-        fn<C>(s, reinterpret_cast<C*>(y));                                                          \
-      else fn<Out>(s, y);                                                                           \
-    }                                                                                               \
+#define VL_BLOCK_RUN(fn, V, B, S0, S1)                                                                                   \
+  template <typename Out>                                                                                                \
+  VL_AVX512 void fn##_run(const uint8_t* s, Out* y, int64_t nb) {                                                        \
+    using C = typename Clean<Out>::type;                                                                                 \
+    for (int64_t i = 0; i < nb; ++i, s += B, y += V) {                                                                   \
+      if constexpr (std::is_same_v<C, Out>) fn<Out>(s, y);                                                               \
+      else if (finite_half(s + S0) && (S1 < 0 || finite_half(s + (S1 < 0 ? 0 : S1)))) fn<C>(s, reinterpret_cast<C*>(y)); \
+      else fn<Out>(s, y);                                                                                                \
+    }                                                                                                                    \
   }
 VL_BLOCK_RUN(q4_0, 32, 18, 0, -1)
 VL_BLOCK_RUN(q4_1, 32, 20, 0, 2)
@@ -273,8 +284,14 @@ VL_BLOCK_RUN(q6_k, 256, 210, 208, -1)
 
 bool has_block_decoder(GgmlType t) {
   switch (t) {
-    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
-    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: return true;
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K: return true;
     default: return false;
   }
 }

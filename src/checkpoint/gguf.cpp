@@ -17,8 +17,19 @@ namespace detail {
 namespace {
 
 enum GgufValueType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7, kStr = 8, kArr = 9,
-  kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kStr = 8,
+  kArr = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 const char* value_type_name(uint32_t t) {
   static const char* names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "str", "arr", "u64", "i64", "f64"};
@@ -27,10 +38,18 @@ const char* value_type_name(uint32_t t) {
 // Smallest encoded size of one value of type t (strings: the 8-byte length; arrays: type + count).
 uint64_t min_value_bytes(uint32_t t) {
   switch (t) {
-    case kU8: case kI8: case kBool: return 1;
-    case kU16: case kI16: return 2;
-    case kU32: case kI32: case kF32: return 4;
-    case kU64: case kI64: case kF64: case kStr: return 8;
+    case kU8:
+    case kI8:
+    case kBool: return 1;
+    case kU16:
+    case kI16: return 2;
+    case kU32:
+    case kI32:
+    case kF32: return 4;
+    case kU64:
+    case kI64:
+    case kF64:
+    case kStr: return 8;
     case kArr: return 12;
   }
   return 1;
@@ -44,8 +63,8 @@ class Cursor {
   [[noreturn]] void fail(const std::string& what) const { throw FormatError(path_, what); }
   void need(uint64_t n, const char* what) const {
     if (n > left())
-      fail(std::string("truncated file: ") + what + " needs " + std::to_string(n) + " bytes at offset " +
-           std::to_string(pos_) + " but only " + std::to_string(left()) + " remain");
+      fail(std::string("truncated file: ") + what + " needs " + std::to_string(n) + " bytes at offset " + std::to_string(pos_) +
+           " but only " + std::to_string(left()) + " remain");
   }
   template <class T>
   T read(const char* what) {
@@ -117,6 +136,8 @@ nlohmann::json read_value(Cursor& c, uint32_t type, const std::string& key, int 
 }  // namespace detail
 
 std::string ggml_type_name(uint32_t t) {
+  // clang-format off
+  // (a list of macro calls, which clang-format would indent a step further on every pass)
   switch (static_cast<GgmlType>(t)) {
 #define VL_T(x) case GgmlType::x: return #x;
     VL_T(F32) VL_T(F16) VL_T(Q4_0) VL_T(Q4_1) VL_T(Q5_0) VL_T(Q5_1) VL_T(Q8_0) VL_T(Q8_1) VL_T(Q2_K) VL_T(Q3_K)
@@ -125,6 +146,7 @@ std::string ggml_type_name(uint32_t t) {
     VL_T(TQ1_0) VL_T(TQ2_0) VL_T(MXFP4) VL_T(NVFP4) VL_T(Q1_0) VL_T(Q2_0)
 #undef VL_T
   }
+  // clang-format on
   return "type " + std::to_string(t);
 }
 
@@ -147,7 +169,8 @@ int64_t GgufFile::get_int(const std::string& key, int64_t fallback) const {
   if (it == metadata.end()) return fallback;
   if (it->is_number_unsigned()) {
     uint64_t v = it->get<uint64_t>();
-    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) throw FormatError(path, "metadata '" + key + "' is out of range");
+    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      throw FormatError(path, "metadata '" + key + "' is out of range");
     return static_cast<int64_t>(v);
   }
   if (it->is_number_integer()) return it->get<int64_t>();
@@ -254,10 +277,14 @@ GgufFile read_gguf(const std::string& path) {
   uint64_t start = c.pos();
   start += (g.alignment - start % g.alignment) % g.alignment;
   const uint64_t fsize = g.file->size();
-  if (n_tensors > 0 && start > fsize) c.fail("truncated file: the data section would start at " + std::to_string(start) + ", past the end");
+  if (n_tensors > 0 && start > fsize)
+    c.fail("truncated file: the data section would start at " + std::to_string(start) + ", past the end");
   g.data_offset = start;
   const uint64_t data_size = start <= fsize ? fsize - start : 0;
-  struct R { uint64_t b, e; size_t i; };
+  struct R {
+    uint64_t b, e;
+    size_t i;
+  };
   std::vector<R> ranges;
   for (size_t i = 0; i < g.tensors.size(); ++i) {
     auto& t = g.tensors[i];
@@ -274,8 +301,7 @@ GgufFile read_gguf(const std::string& path) {
   size_t max_i = 0;
   for (auto& r : ranges) {
     if (r.e == r.b) continue;
-    if (r.b < max_end)
-      c.fail("tensor '" + g.tensors[r.i].name + "' overlaps tensor '" + g.tensors[max_i].name + "'");
+    if (r.b < max_end) c.fail("tensor '" + g.tensors[r.i].name + "' overlaps tensor '" + g.tensors[max_i].name + "'");
     max_end = r.e;
     max_i = r.i;
   }

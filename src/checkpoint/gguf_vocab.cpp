@@ -15,7 +15,8 @@ VocabSpec gguf_vocab_spec(const GgufFile& g) {
   auto array = [&](const char* key, const char* want) -> const nlohmann::json* {
     auto it = g.metadata.find(key);
     if (it == g.metadata.end()) return nullptr;
-    if (g.metadata_types.at(key) != want) fail(std::string("metadata '") + key + "' is " + g.metadata_types.at(key) + ", expected " + want);
+    if (g.metadata_types.at(key) != want)
+      fail(std::string("metadata '") + key + "' is " + g.metadata_types.at(key) + ", expected " + want);
     return &*it;
   };
   const nlohmann::json* toks = array("tokenizer.ggml.tokens", "arr[str]");

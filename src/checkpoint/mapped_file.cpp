@@ -68,14 +68,15 @@ at::Tensor temp_file_copy(const uint8_t* first, size_t span, at::IntArrayRef siz
   void* p = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   ::close(fd);  // (the mapping keeps the unnamed file alive; it disappears with the mapping)
   if (p == MAP_FAILED) return {};
-  return at::from_blob(p, sizes, strides, [p, span](void*) { ::munmap(p, span); }, options);
+  return at::from_blob(
+      p, sizes, strides, [p, span](void*) { ::munmap(p, span); }, options);
 }
 
 }  // namespace
 }  // namespace detail
 
-at::Tensor view_as_tensor(const std::shared_ptr<MappedFile>& file, size_t offset, at::IntArrayRef sizes,
-                          at::IntArrayRef strides, at::ScalarType dtype) {
+at::Tensor view_as_tensor(const std::shared_ptr<MappedFile>& file, size_t offset, at::IntArrayRef sizes, at::IntArrayRef strides,
+                          at::ScalarType dtype) {
   const std::string& path = file->path();
   if (dtype == at::kBool) {
     // Normalise: a stored byte 2 read as bool is undefined behaviour in every kernel touching it.
@@ -94,8 +95,8 @@ at::Tensor view_as_tensor(const std::shared_ptr<MappedFile>& file, size_t offset
     strides = contiguous;
   }
   if (strides.size() != sizes.size())
-    throw FormatError(path, "tensor has " + std::to_string(sizes.size()) + " sizes but " + std::to_string(strides.size()) +
-                                " strides");
+    throw FormatError(path,
+                      "tensor has " + std::to_string(sizes.size()) + " sizes but " + std::to_string(strides.size()) + " strides");
   const size_t elem = c10::elementSize(dtype);
   uint64_t span = 0;
   if (!detail::strided_span_bytes(sizes, strides, elem, span))
@@ -109,7 +110,8 @@ at::Tensor view_as_tensor(const std::shared_ptr<MappedFile>& file, size_t offset
   if (reinterpret_cast<uintptr_t>(first) % elem == 0) {
     // The deleter owns a reference to the mapping: the view outlives the reader, the file outlives the view.
     std::shared_ptr<MappedFile> keep = file;
-    return at::from_blob(first, sizes, strides, [keep](void*) mutable { keep.reset(); }, options);
+    return at::from_blob(
+        first, sizes, strides, [keep](void*) mutable { keep.reset(); }, options);
   }
   // Misaligned: copy the addressed span into a fresh (aligned) buffer and view it with the same strides (a
   // large one into a mapped temporary file, see temp_file_copy).

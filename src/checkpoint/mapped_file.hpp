@@ -21,7 +21,6 @@
 
 namespace vocablens {
 
-
 /// A tensor of `dtype` whose element [i0, i1, ...] is at byte
 ///   offset + (i0 * strides[0] + i1 * strides[1] + ...) * element_size
 /// of `file`. Empty `strides` means contiguous. Sizes and strides must be non-negative (same count).
@@ -30,7 +29,7 @@ namespace vocablens {
 /// Returns a zero-copy view (keeping `file` alive) when the first element is aligned for `dtype`;
 /// otherwise a copy with the same sizes and strides (unaligned loads are UB for vectorised kernels).
 /// Bool data is always copied and normalised to 0/1 (any other byte value is UB in a C++ bool).
-at::Tensor view_as_tensor(const std::shared_ptr<MappedFile>& file, size_t offset, at::IntArrayRef sizes,
-                          at::IntArrayRef strides, at::ScalarType dtype);
+at::Tensor view_as_tensor(const std::shared_ptr<MappedFile>& file, size_t offset, at::IntArrayRef sizes, at::IntArrayRef strides,
+                          at::ScalarType dtype);
 
 }  // namespace vocablens

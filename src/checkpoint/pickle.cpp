@@ -36,16 +36,58 @@ namespace detail {
 
 // Opcodes (pickletools.py names).
 enum Op : uint8_t {
-  MARK = '(', STOP = '.', POP = '0', POP_MARK = '1', DUP = '2', BININT = 'J', BININT1 = 'K', BININT2 = 'M',
-  NONE = 'N', BINPERSID = 'Q', REDUCE = 'R', BINSTRING = 'T', SHORT_BINSTRING = 'U', BINUNICODE = 'X',
-  APPEND = 'a', BUILD = 'b', GLOBAL = 'c', DICT = 'd', EMPTY_DICT = '}', APPENDS = 'e', BINGET = 'h',
-  LONG_BINGET = 'j', LIST = 'l', EMPTY_LIST = ']', BINPUT = 'q', LONG_BINPUT = 'r', SETITEM = 's', TUPLE = 't',
-  EMPTY_TUPLE = ')', SETITEMS = 'u', BINFLOAT = 'G',
-  PROTO = 0x80, NEWOBJ = 0x81, TUPLE1 = 0x85, TUPLE2 = 0x86, TUPLE3 = 0x87, NEWTRUE = 0x88, NEWFALSE = 0x89,
-  LONG1 = 0x8a, LONG4 = 0x8b,
-  BINBYTES = 'B', SHORT_BINBYTES = 'C',
-  SHORT_BINUNICODE = 0x8c, BINUNICODE8 = 0x8d, BINBYTES8 = 0x8e, EMPTY_SET = 0x8f, ADDITEMS = 0x90,
-  FROZENSET = 0x91, NEWOBJ_EX = 0x92, STACK_GLOBAL = 0x93, MEMOIZE = 0x94, FRAME = 0x95,
+  MARK = '(',
+  STOP = '.',
+  POP = '0',
+  POP_MARK = '1',
+  DUP = '2',
+  BININT = 'J',
+  BININT1 = 'K',
+  BININT2 = 'M',
+  NONE = 'N',
+  BINPERSID = 'Q',
+  REDUCE = 'R',
+  BINSTRING = 'T',
+  SHORT_BINSTRING = 'U',
+  BINUNICODE = 'X',
+  APPEND = 'a',
+  BUILD = 'b',
+  GLOBAL = 'c',
+  DICT = 'd',
+  EMPTY_DICT = '}',
+  APPENDS = 'e',
+  BINGET = 'h',
+  LONG_BINGET = 'j',
+  LIST = 'l',
+  EMPTY_LIST = ']',
+  BINPUT = 'q',
+  LONG_BINPUT = 'r',
+  SETITEM = 's',
+  TUPLE = 't',
+  EMPTY_TUPLE = ')',
+  SETITEMS = 'u',
+  BINFLOAT = 'G',
+  PROTO = 0x80,
+  NEWOBJ = 0x81,
+  TUPLE1 = 0x85,
+  TUPLE2 = 0x86,
+  TUPLE3 = 0x87,
+  NEWTRUE = 0x88,
+  NEWFALSE = 0x89,
+  LONG1 = 0x8a,
+  LONG4 = 0x8b,
+  BINBYTES = 'B',
+  SHORT_BINBYTES = 'C',
+  SHORT_BINUNICODE = 0x8c,
+  BINUNICODE8 = 0x8d,
+  BINBYTES8 = 0x8e,
+  EMPTY_SET = 0x8f,
+  ADDITEMS = 0x90,
+  FROZENSET = 0x91,
+  NEWOBJ_EX = 0x92,
+  STACK_GLOBAL = 0x93,
+  MEMOIZE = 0x94,
+  FRAME = 0x95,
   BYTEARRAY8 = 0x96,
 };
 
@@ -252,9 +294,7 @@ class Machine {
           ValueId v;
           try {
             v = hooks_.persistent_load(g_, pid);
-          } catch (const FormatError& e) {
-            throw FormatError(e.path(), e.problem() + at());
-          }
+          } catch (const FormatError& e) { throw FormatError(e.path(), e.problem() + at()); }
           check_values();
           push(v);
           break;
@@ -412,9 +452,7 @@ class Machine {
   void push_global(const std::string& module, const std::string& name) {
     try {
       hooks_.check_global(module, name);
-    } catch (const FormatError& e) {
-      throw FormatError(e.path(), e.problem() + at());
-    }
+    } catch (const FormatError& e) { throw FormatError(e.path(), e.problem() + at()); }
     Value v;
     v.kind = Kind::Global;
     v.s = module + "." + name;
@@ -423,7 +461,8 @@ class Machine {
 
   ValueId call(ValueId fn, ValueId args, const char* opname) {
     const Kind fk = g_[fn].kind;
-    if (g_[args].kind != Kind::Tuple) fail(std::string(opname) + " arguments are a " + kind_name(g_[args].kind) + ", not a tuple");
+    if (g_[args].kind != Kind::Tuple)
+      fail(std::string(opname) + " arguments are a " + kind_name(g_[args].kind) + ", not a tuple");
     if (fk == Kind::Opaque) {
       // Calling something we do not model (e.g. a method of an opaque object) yields another opaque thing.
       Value v;
@@ -435,9 +474,7 @@ class Machine {
     ValueId r;
     try {
       r = hooks_.call(g_, fn, args);
-    } catch (const FormatError& e) {
-      throw FormatError(e.path(), e.problem() + at());
-    }
+    } catch (const FormatError& e) { throw FormatError(e.path(), e.problem() + at()); }
     check_values();
     return r;
   }
@@ -459,8 +496,8 @@ class Machine {
 
 }  // namespace detail
 
-ValueId unpickle(const uint8_t* data, size_t size, Graph& g, Hooks& hooks, const std::string& path,
-                 const std::string& what, const Limits& limits) {
+ValueId unpickle(const uint8_t* data, size_t size, Graph& g, Hooks& hooks, const std::string& path, const std::string& what,
+                 const Limits& limits) {
   return detail::Machine(data, size, g, hooks, path, what, limits).run();
 }
 

@@ -82,17 +82,17 @@ class Hooks {
 };
 
 struct Limits {
-  size_t max_values = size_t{1} << 22;     ///< objects in the graph
-  size_t max_stack = size_t{1} << 22;      ///< stack entries + marks
-  size_t max_memo = size_t{1} << 22;       ///< distinct memo slots
-  size_t max_items = size_t{1} << 24;      ///< container items in total
-  size_t max_global_len = 256;             ///< bytes in a GLOBAL module or name line
+  size_t max_values = size_t{1} << 22;  ///< objects in the graph
+  size_t max_stack = size_t{1} << 22;   ///< stack entries + marks
+  size_t max_memo = size_t{1} << 22;    ///< distinct memo slots
+  size_t max_items = size_t{1} << 24;   ///< container items in total
+  size_t max_global_len = 256;          ///< bytes in a GLOBAL module or name line
 };
 
 /// Runs the pickle in [data, data + size) and returns the id of the object STOP returns.
 /// Errors (truncation, unknown opcodes, stack/memo misuse, invalid UTF-8, exceeded limits, hook refusals)
 /// throw FormatError(path, "<what>: <problem> (opcode at byte N)"), one line.
-ValueId unpickle(const uint8_t* data, size_t size, Graph& g, Hooks& hooks, const std::string& path,
-                 const std::string& what, const Limits& limits = Limits());
+ValueId unpickle(const uint8_t* data, size_t size, Graph& g, Hooks& hooks, const std::string& path, const std::string& what,
+                 const Limits& limits = Limits());
 
 }  // namespace vocablens::pickle

@@ -25,9 +25,8 @@ struct StDtype {
   size_t size;
 };
 constexpr StDtype kStDtypes[] = {
-    {"F64", at::kDouble, 8}, {"F32", at::kFloat, 4}, {"F16", at::kHalf, 2},  {"BF16", at::kBFloat16, 2},
-    {"I64", at::kLong, 8},   {"I32", at::kInt, 4},   {"I16", at::kShort, 2}, {"I8", at::kChar, 1},
-    {"U8", at::kByte, 1},    {"BOOL", at::kBool, 1},
+    {"F64", at::kDouble, 8}, {"F32", at::kFloat, 4}, {"F16", at::kHalf, 2}, {"BF16", at::kBFloat16, 2}, {"I64", at::kLong, 8},
+    {"I32", at::kInt, 4},    {"I16", at::kShort, 2}, {"I8", at::kChar, 1},  {"U8", at::kByte, 1},       {"BOOL", at::kBool, 1},
 };
 
 const StDtype* find_dtype(const std::string& s) {
@@ -50,7 +49,8 @@ TensorStore read_safetensors(const std::string& path, bool upcast_half) {
   if (fsize < 8) throw FormatError(path, "truncated safetensors file (" + std::to_string(fsize) + " bytes, no header)");
   uint64_t hlen = 0;
   for (int i = 0; i < 8; ++i) hlen |= static_cast<uint64_t>(file->data()[i]) << (8 * i);
-  if (hlen > detail::kMaxHeader) throw FormatError(path, "safetensors header length " + std::to_string(hlen) + " exceeds the 100 MB limit");
+  if (hlen > detail::kMaxHeader)
+    throw FormatError(path, "safetensors header length " + std::to_string(hlen) + " exceeds the 100 MB limit");
   if (hlen > fsize - 8)
     throw FormatError(path, "safetensors header length " + std::to_string(hlen) + " runs past the end of the file (" +
                                 std::to_string(fsize) + " bytes)");
@@ -110,8 +110,8 @@ TensorStore read_safetensors(const std::string& path, bool upcast_half) {
       throw FormatError(path, where + "data_offsets [" + std::to_string(b) + ", " + std::to_string(en) +
                                   ") lie outside the data section (" + std::to_string(data_size) + " bytes)");
     if (numel > (uint64_t(1) << 62) / d->size || en - b != numel * d->size)
-      throw FormatError(path, where + "byte range of " + std::to_string(en - b) + " bytes does not match shape x " + dt +
-                                  " (" + std::to_string(numel * d->size) + " bytes)");
+      throw FormatError(path, where + "byte range of " + std::to_string(en - b) + " bytes does not match shape x " + dt + " (" +
+                                  std::to_string(numel * d->size) + " bytes)");
     ranges.push_back({b, en, name});
     dtypes.insert(dt);
     at::Tensor t;
@@ -123,7 +123,8 @@ TensorStore read_safetensors(const std::string& path, bool upcast_half) {
     }
     store.tensors.emplace(name, std::move(t));
   }
-  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range& a, const Range& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
   uint64_t expect = 0;
   for (auto& r : ranges) {
     if (r.begin < expect) throw FormatError(path, "tensor '" + r.name + "' overlaps the previous tensor's bytes");

@@ -36,9 +36,7 @@ TensorStore read_sharded_index(const std::string& index_path, const std::string&
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw FormatError(index_path, std::string("malformed JSON: ") + e.what());
-  }
+  } catch (const json::exception& e) { throw FormatError(index_path, std::string("malformed JSON: ") + e.what()); }
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
     throw FormatError(index_path, "no \"weight_map\" object");
   namespace fs = std::filesystem;

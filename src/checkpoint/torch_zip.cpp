@@ -23,7 +23,8 @@
 #include "vocablens/error.hpp"
 #include "vocablens/tensor_store.hpp"
 
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "storage bytes are little-endian; a big-endian host would need swapping");
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "storage bytes are little-endian; a big-endian host would need swapping");
 
 namespace vocablens {
 namespace detail::torch_zip {
@@ -36,7 +37,7 @@ using pickle::ValueId;
 // optimizer-state pickle a few MB; nesting is < 10 levels.
 constexpr uint64_t kMaxPickleBytes = 64ull << 20;
 constexpr int kMaxDepth = 64;
-constexpr uint64_t kMaxVisits = 4ull << 20;     // nodes visited while flattening (shared sub-objects count each time)
+constexpr uint64_t kMaxVisits = 4ull << 20;      // nodes visited while flattening (shared sub-objects count each time)
 constexpr uint64_t kMaxTextBytes = 64ull << 20;  // bytes of names and strings created while flattening
 constexpr size_t kMaxTensors = size_t{1} << 20;  // names in TensorStore::tensors
 constexpr size_t kMaxDims = 64;                  // torch's own limit on tensor rank
@@ -45,14 +46,14 @@ constexpr size_t kMaxKeyBytes = 256;             // storage keys are "0", "1", .
 struct StorageType {
   const char* global;  // as named in the pickle
   at::ScalarType dtype;
-  const char* name;    // safetensors-style dtype name, for TensorStore::stored_dtype
+  const char* name;  // safetensors-style dtype name, for TensorStore::stored_dtype
 };
 constexpr StorageType kStorageTypes[] = {
-    {"torch.FloatStorage", at::kFloat, "F32"},     {"torch.HalfStorage", at::kHalf, "F16"},
+    {"torch.FloatStorage", at::kFloat, "F32"},        {"torch.HalfStorage", at::kHalf, "F16"},
     {"torch.BFloat16Storage", at::kBFloat16, "BF16"}, {"torch.DoubleStorage", at::kDouble, "F64"},
-    {"torch.LongStorage", at::kLong, "I64"},       {"torch.IntStorage", at::kInt, "I32"},
-    {"torch.ShortStorage", at::kShort, "I16"},     {"torch.CharStorage", at::kChar, "I8"},
-    {"torch.ByteStorage", at::kByte, "U8"},        {"torch.BoolStorage", at::kBool, "BOOL"},
+    {"torch.LongStorage", at::kLong, "I64"},          {"torch.IntStorage", at::kInt, "I32"},
+    {"torch.ShortStorage", at::kShort, "I16"},        {"torch.CharStorage", at::kChar, "I8"},
+    {"torch.ByteStorage", at::kByte, "U8"},           {"torch.BoolStorage", at::kBool, "BOOL"},
 };
 
 const StorageType* find_storage_type(const std::string& qualified) {
@@ -64,27 +65,27 @@ const StorageType* find_storage_type(const std::string& qualified) {
 // Globals with a meaning here. Everything else is either refused (code-running modules, tensor kinds we
 // cannot rebuild) or becomes an inert Opaque value when called (e.g. a config class in a checkpoint).
 const std::set<std::string> kTensorRebuilders = {
-    "torch._utils._rebuild_tensor_v2",
-    "torch._utils._rebuild_tensor",
-    "torch._utils._rebuild_parameter",
-    "torch._utils._rebuild_parameter_with_state",
+    "torch._utils._rebuild_tensor_v2",     "torch._utils._rebuild_tensor",
+    "torch._utils._rebuild_parameter",     "torch._utils._rebuild_parameter_with_state",
     "torch._tensor._rebuild_from_type_v2",
 };
 
 // Modules whose only use in a pickle is to run code (the classic os.system / builtins.eval payloads):
 // a checkpoint naming one is hostile, so the whole file is refused rather than the name made inert.
 const char* const kForbiddenModules[] = {
-    "os", "posix", "nt", "posixpath", "ntpath", "subprocess", "sys", "shutil", "socket", "importlib", "runpy",
-    "pickle", "_pickle", "marshal", "ctypes", "code", "codeop", "pty", "webbrowser", "commands", "multiprocessing",
-    "threading", "_thread", "asyncio", "signal", "tempfile", "io", "_io", "types", "inspect", "pdb", "bdb",
-    "timeit", "operator", "_operator", "functools", "_functools", "urllib", "http", "ftplib", "smtplib",
-    "telnetlib", "requests", "pip", "setuptools", "distutils", "glob", "zipimport", "pkgutil", "cProfile",
-    "profile", "trace", "gc", "weakref",
+    "os",        "posix",      "nt",         "posixpath", "ntpath",     "subprocess", "sys",
+    "shutil",    "socket",     "importlib",  "runpy",     "pickle",     "_pickle",    "marshal",
+    "ctypes",    "code",       "codeop",     "pty",       "webbrowser", "commands",   "multiprocessing",
+    "threading", "_thread",    "asyncio",    "signal",    "tempfile",   "io",         "_io",
+    "types",     "inspect",    "pdb",        "bdb",       "timeit",     "operator",   "_operator",
+    "functools", "_functools", "urllib",     "http",      "ftplib",     "smtplib",    "telnetlib",
+    "requests",  "pip",        "setuptools", "distutils", "glob",       "zipimport",  "pkgutil",
+    "cProfile",  "profile",    "trace",      "gc",        "weakref",
 };
 // builtins names that are plain data constructors; any other builtin (eval, exec, getattr, open,
 // __import__, compile, ...) is refused.
-const std::set<std::string> kHarmlessBuiltins = {"set", "frozenset", "slice", "range", "complex", "bytearray", "bytes",
-                                                 "object", "dict", "list", "tuple", "int", "float", "str", "bool"};
+const std::set<std::string> kHarmlessBuiltins = {"set",  "frozenset", "slice", "range", "complex", "bytearray", "bytes", "object",
+                                                 "dict", "list",      "tuple", "int",   "float",   "str",       "bool"};
 
 bool module_is(const std::string& module, const char* base) {
   const size_t n = std::strlen(base);
@@ -210,9 +211,7 @@ class TorchHooks final : public pickle::Hooks {
     if (!s.made.defined()) s.made = storage_tensor(s.storage).as_strided(s.sizes, s.strides, s.offset);
     return s.made;
   }
-  const char* stored_name(const Value& v) const {
-    return storages_[specs_[static_cast<size_t>(v.i)].storage].type->name;
-  }
+  const char* stored_name(const Value& v) const { return storages_[specs_[static_cast<size_t>(v.i)].storage].type->name; }
   std::string storage_key(const Value& v) const { return storages_[static_cast<size_t>(v.i)].key; }
 
   [[noreturn]] void fail(const std::string& problem) const { throw FormatError(file_->path(), problem); }
@@ -246,7 +245,8 @@ class TorchHooks final : public pickle::Hooks {
   }
 
   ValueId rebuild_tensor(pickle::Graph& g, ValueId storage, ValueId offset, ValueId size, ValueId stride) {
-    if (g[storage].kind != Kind::Storage) fail("tensor rebuilt from a " + std::string(pickle::kind_name(g[storage].kind)) + ", not a storage");
+    if (g[storage].kind != Kind::Storage)
+      fail("tensor rebuilt from a " + std::string(pickle::kind_name(g[storage].kind)) + ", not a storage");
     if (g[offset].kind != Kind::Int || g[offset].i < 0) fail("tensor storage offset is not a non-negative integer");
     Spec s;
     s.storage = static_cast<size_t>(g[storage].i);
@@ -272,17 +272,17 @@ class TorchHooks final : public pickle::Hooks {
     if (numel == 0) {
       // An empty tensor addresses nothing; only its offset must make sense.
       if (static_cast<uint64_t>(s.offset) > have)
-        fail("empty tensor's offset " + std::to_string(s.offset) + " lies past the end of storage '" + zip::printable(st.key) + "'");
+        fail("empty tensor's offset " + std::to_string(s.offset) + " lies past the end of storage '" + zip::printable(st.key) +
+             "'");
     } else if (last >= have) {
-      fail("tensor (offset " + std::to_string(s.offset) + ", " + std::to_string(s.sizes.size()) +
-           " dims) addresses element " + std::to_string(last) + " of storage '" + zip::printable(st.key) + "' which has " +
-           std::to_string(have) + " elements");
+      fail("tensor (offset " + std::to_string(s.offset) + ", " + std::to_string(s.sizes.size()) + " dims) addresses element " +
+           std::to_string(last) + " of storage '" + zip::printable(st.key) + "' which has " + std::to_string(have) + " elements");
     } else if (numel > have) {
       // Only overlapping (e.g. stride-0, expanded) views have more elements than their storage. torch.save
       // writes none for model weights, and a few bytes could otherwise describe a 2^62-element tensor
       // that any copy or reduction would try to materialise.
-      fail("tensor of " + std::to_string(numel) + " elements is an overlapping view of storage '" +
-           zip::printable(st.key) + "' (" + std::to_string(have) + " elements); such views are not supported");
+      fail("tensor of " + std::to_string(numel) + " elements is an overlapping view of storage '" + zip::printable(st.key) +
+           "' (" + std::to_string(have) + " elements); such views are not supported");
     }
     specs_.push_back(std::move(s));
     Value v;
@@ -466,7 +466,8 @@ TensorStore read(const std::string& path, bool upcast_half) {
   const uint8_t* d = file->data();
   const size_t n = file->size();
   if (n >= 2 && d[0] == 0x80 && d[1] <= 5)
-    throw FormatError(path, "legacy torch.save format (PyTorch < 1.6, a bare pickle) is not supported; re-save it with a newer torch");
+    throw FormatError(path,
+                      "legacy torch.save format (PyTorch < 1.6, a bare pickle) is not supported; re-save it with a newer torch");
   if (n >= 262 && std::memcmp(d + 257, "ustar", 5) == 0)
     throw FormatError(path, "legacy tar torch.save format is not supported; re-save it with a newer torch");
   if (n < 4 || std::memcmp(d, "PK\x03\x04", 4) != 0) throw FormatError(path, "not a PyTorch zip checkpoint (no zip signature)");
@@ -475,12 +476,14 @@ TensorStore read(const std::string& path, bool upcast_half) {
   const std::string root = find_root(archive, path);
   if (const zip::Entry* bo = archive.find(root + "/byteorder")) {
     std::string order(reinterpret_cast<const char*>(d + bo->data_offset), bo->method == 0 ? std::min<uint64_t>(bo->size, 16) : 0);
-    if (order != "little") throw FormatError(path, "byteorder '" + zip::printable(order) + "' is not supported (only little-endian)");
+    if (order != "little")
+      throw FormatError(path, "byteorder '" + zip::printable(order) + "' is not supported (only little-endian)");
   }
   const std::string pkl_name = root + "/data.pkl";
   const zip::Entry* pkl = archive.find(pkl_name);
   if (pkl->method != 0)
-    throw FormatError(path, "entry '" + zip::printable(pkl_name) + "' is compressed (method " + std::to_string(pkl->method) + ")");
+    throw FormatError(path,
+                      "entry '" + zip::printable(pkl_name) + "' is compressed (method " + std::to_string(pkl->method) + ")");
   if (pkl->size > kMaxPickleBytes)
     throw FormatError(path, "entry '" + zip::printable(pkl_name) + "' is " + std::to_string(pkl->size) + " bytes (limit 64 MB)");
   const uint8_t* pkl_data = d + pkl->data_offset;

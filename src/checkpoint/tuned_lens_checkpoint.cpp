@@ -32,9 +32,7 @@ TunedLensConfig parse_config(const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(read_text(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw FormatError(path, std::string("not valid JSON: ") + e.what());
-  }
+  } catch (const nlohmann::json::exception& e) { throw FormatError(path, std::string("not valid JSON: ") + e.what()); }
   if (!j.is_object()) throw FormatError(path, "expected a JSON object (the tuned-lens package's TunedLensConfig)");
   TunedLensConfig c;
   auto str = [&](const char* k, std::string& out) {
@@ -70,8 +68,7 @@ TunedLensCheckpoint read_tuned_lens_checkpoint(const std::string& dir) {
     store = read_safetensors(st);
     if (store.metadata.contains("unembed_sha256") && store.metadata["unembed_sha256"].is_string())
       t.unembed_sha256 = store.metadata["unembed_sha256"].get<std::string>();
-  }
-  else if (fs::exists(pt, ec)) store = read_torch_zip(pt);
+  } else if (fs::exists(pt, ec)) store = read_torch_zip(pt);
   else throw FormatError(dir, "no tuned lens here (neither tuned_lens.safetensors nor params.pt)");
 
   const bool have_config = fs::exists(cj, ec);
@@ -92,9 +89,8 @@ TunedLensCheckpoint read_tuned_lens_checkpoint(const std::string& dir) {
   }
   const int64_t d = store.get("0.weight").dim() == 2 ? store.get("0.weight").size(1) : -1;
   if (have_config && (t.config.num_hidden_layers != n || t.config.d_model != d))
-    throw FormatError(store.source, std::to_string(n) + " translators of width " + std::to_string(d) + ", but " + cj +
-                                        " says " + std::to_string(t.config.num_hidden_layers) + " of " +
-                                        std::to_string(t.config.d_model));
+    throw FormatError(store.source, std::to_string(n) + " translators of width " + std::to_string(d) + ", but " + cj + " says " +
+                                        std::to_string(t.config.num_hidden_layers) + " of " + std::to_string(t.config.d_model));
   if (!have_config) {
     t.config.d_model = d;
     t.config.num_hidden_layers = n;
@@ -129,7 +125,8 @@ TunedLensCheckpoint read_tuned_lens_checkpoint(const std::string& dir) {
 TunedLensUnfinished tuned_lens_unfinished(const std::string& dir) {
   TunedLensUnfinished u;
   try {
-    const auto j = nlohmann::json::parse(detail::read_regular_file(dir + "/config.json", detail::kMaxSmallJsonBytes, "config files"));
+    const auto j =
+        nlohmann::json::parse(detail::read_regular_file(dir + "/config.json", detail::kMaxSmallJsonBytes, "config files"));
     if (!j.is_object() || !j.contains("vocablens_unfinished")) return u;
     const auto& m = j["vocablens_unfinished"];
     if (m.is_object() && m.value("steps", nlohmann::json()).is_number_integer() &&

@@ -106,8 +106,8 @@ json parse_yaml_config(const std::string& text, const std::string& source) {
   yaml_parser_set_input_string(&y.parser, reinterpret_cast<const unsigned char*>(text.data()), text.size());
   if (!yaml_parser_load(&y.parser, &y.doc)) {
     const char* problem = y.parser.problem ? y.parser.problem : "unreadable";
-    throw FormatError(source, fmt::format("not valid YAML ({} at line {})", yaml_printable(problem),
-                                          y.parser.problem_mark.line + 1));
+    throw FormatError(source,
+                      fmt::format("not valid YAML ({} at line {})", yaml_printable(problem), y.parser.problem_mark.line + 1));
   }
   y.loaded = true;
   yaml_node_t* root = yaml_document_get_root_node(&y.doc);

@@ -114,7 +114,8 @@ void apply_zip64_extra(const Reader& r, size_t extra, size_t extra_len, Entry& e
   bool found = false;
   while (pos + 4 <= end) {
     uint16_t id = r.u16(pos), len = r.u16(pos + 2);
-    if (len > end - (pos + 4)) throw FormatError(path, "zip: extra field of entry '" + printable(e.name) + "' overruns its record");
+    if (len > end - (pos + 4))
+      throw FormatError(path, "zip: extra field of entry '" + printable(e.name) + "' overruns its record");
     if (id == kZip64ExtraId) {
       found = true;
       size_t f = pos + 4, fend = f + len;
@@ -159,7 +160,8 @@ Archive Archive::parse(const MappedFile& file) {
     const uint16_t disk = r.u16(pos + 34);
     uint64_t local = r.u32(pos + 42);
     const size_t rec_len = kCentralSize + name_len + extra_len + comment_len;
-    if (rec_len > cd_end - pos) throw FormatError(path, "zip: central directory record " + std::to_string(i) + " runs past the directory");
+    if (rec_len > cd_end - pos)
+      throw FormatError(path, "zip: central directory record " + std::to_string(i) + " runs past the directory");
     e.name.assign(reinterpret_cast<const char*>(r.ptr(pos + kCentralSize)), name_len);
     apply_zip64_extra(r, pos + kCentralSize + name_len, extra_len, e, local, e.size == 0xFFFFFFFF,
                       e.compressed_size == 0xFFFFFFFF, local == 0xFFFFFFFF, path);
@@ -170,7 +172,8 @@ Archive Archive::parse(const MappedFile& file) {
                                   std::to_string(e.compressed_size) + " != size " + std::to_string(e.size));
 
     // The local header repeats the name and may carry a different extra field; data follows it.
-    if (local >= dir.offset) throw FormatError(path, "zip: local header of '" + printable(e.name) + "' is not before the central directory");
+    if (local >= dir.offset)
+      throw FormatError(path, "zip: local header of '" + printable(e.name) + "' is not before the central directory");
     r.need(local, kLocalSize, "local header");
     if (r.u32(local) != kLocalSig) throw FormatError(path, "zip: bad local header signature for '" + printable(e.name) + "'");
     const size_t lname = r.u16(local + 26), lextra = r.u16(local + 28);

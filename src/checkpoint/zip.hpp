@@ -22,11 +22,11 @@ namespace vocablens::zip {
 /// [data_offset, data_offset + size) lies inside the file.
 struct Entry {
   std::string name;
-  uint16_t method = 0;            ///< 0 = stored, 8 = deflate, ...
-  uint32_t crc32 = 0;             ///< as recorded in the central directory
-  uint64_t compressed_size = 0;   ///< bytes in the file
-  uint64_t size = 0;              ///< uncompressed bytes
-  uint64_t data_offset = 0;       ///< first data byte (after the local header)
+  uint16_t method = 0;           ///< 0 = stored, 8 = deflate, ...
+  uint32_t crc32 = 0;            ///< as recorded in the central directory
+  uint64_t compressed_size = 0;  ///< bytes in the file
+  uint64_t size = 0;             ///< uncompressed bytes
+  uint64_t data_offset = 0;      ///< first data byte (after the local header)
 };
 
 class Archive {

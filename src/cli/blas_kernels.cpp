@@ -25,9 +25,7 @@ const char* blas_core_wanted(bool reproducible) {
   const char* have = blas_kernel_name();
   if (!*have) return nullptr;  // not OpenBLAS
   __builtin_cpu_init();
-  const char* core = __builtin_cpu_supports("avx512f") ? "SkylakeX"
-                     : __builtin_cpu_supports("avx2")  ? "Haswell"
-                                                       : nullptr;
+  const char* core = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : nullptr;
   if (!core || std::strcmp(have, core) == 0) return nullptr;
   if (!reproducible && std::strcmp(have, "Prescott") != 0) return nullptr;
   return core;

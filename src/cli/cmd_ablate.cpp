@@ -45,13 +45,12 @@ void print_ablation(const vocablens::Result& r, const vocablens::Tokenizer& tok,
   const auto& a = sm.at("after");
   fmt::print("target {}: logit {:.4f} -> {:.4f} ({:+.4f}), p {:.4f} -> {:.4f}, rank {} -> {}\n",
              tok.display(st.at("target").at("id").get<int64_t>()), b.at("target_logit").get<double>(),
-             a.at("target_logit").get<double>(), sm.at("target_logit_change").get<double>(),
-             b.at("target_prob").get<double>(), a.at("target_prob").get<double>(), b.at("target_rank").get<int64_t>(),
-             a.at("target_rank").get<int64_t>());
+             a.at("target_logit").get<double>(), sm.at("target_logit_change").get<double>(), b.at("target_prob").get<double>(),
+             a.at("target_prob").get<double>(), b.at("target_rank").get<int64_t>(), a.at("target_rank").get<int64_t>());
   fmt::print("KL(before || after) {:.5f} nats · largest logit change {:.4f}\n", sm.at("kl_before_after").get<double>(),
              sm.at("max_logit_change").get<double>());
-  fmt::print("{}\n", style(fmt::format("{:>4}  {:<20} {:>7}   {:<20} {:>7}", "rank", "before", "p", "after", "p"),
-                           fmt::emphasis::bold));
+  fmt::print("{}\n",
+             style(fmt::format("{:>4}  {:<20} {:>7}   {:<20} {:>7}", "rank", "before", "p", "after", "p"), fmt::emphasis::bold));
   for (size_t j = 0; j < std::max(b.at("top").size(), a.at("top").size()); ++j) {
     auto col = [&](const nlohmann::json& p) {
       if (j >= p.at("top").size()) return fmt::format("{:<20} {:>7}", "", "");
@@ -82,8 +81,7 @@ int run_ablate(const AblateCliOptions& o) {
 }
 
 vocablens::cli::Register registered_cmd_ablate{
-    "ablate", vocablens::find_analysis("ablate").decl.summary,
-    [](CLI::App& sub) -> vocablens::cli::Runner {
+    "ablate", vocablens::find_analysis("ablate").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<AblateCliOptions>();
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("ablate").decl);

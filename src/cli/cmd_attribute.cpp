@@ -48,8 +48,9 @@ void print_attribution(const vocablens::Result& r, const vocablens::Tokenizer& t
   fmt::print("{}\n", style(fmt::format("logit attribution · {} · {} at position {} ({})", sm.at("model").get<std::string>(),
                                        metric, position, tok.display(pos_id)),
                            fmt::emphasis::bold));
-  if (layer < n_layers) fmt::print("{}: {}\n", st.at("residual").get<std::string>(),
-                                   layer == 0 ? "no block is a part" : fmt::format("blocks 0..{} are the parts", layer - 1));
+  if (layer < n_layers)
+    fmt::print("{}: {}\n", st.at("residual").get<std::string>(),
+               layer == 0 ? "no block is a part" : fmt::format("blocks 0..{} are the parts", layer - 1));
   fmt::print("{} {:.6f} · sum of parts {:.6f} · |difference| {:.2e} · final norm scale frozen at {:.6f}\n",
              layer < n_layers ? "lens" : "model", sm.at("model_value").get<double>(), sm.at("sum").get<double>(),
              sm.at("check").get<double>(), sm.at("norm_scale").get<double>());

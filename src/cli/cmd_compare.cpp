@@ -35,8 +35,9 @@ void print_compare(const vocablens::Result& r, bool color) {
   const auto& s = r.summary;
   const auto &A = s["a"], &B = s["b"];
   const std::string prompt_a = A["prompt"].get<std::string>(), prompt_b = B["prompt"].get<std::string>();
-  fmt::print("{}\n", bold(fmt::format("compare · A {} ({}) · B {} ({})", A["run"].get<std::string>(),
-                                      A["model"].get<std::string>(), B["run"].get<std::string>(), B["model"].get<std::string>())));
+  fmt::print("{}\n",
+             bold(fmt::format("compare · A {} ({}) · B {} ({})", A["run"].get<std::string>(), A["model"].get<std::string>(),
+                              B["run"].get<std::string>(), B["model"].get<std::string>())));
   if (!prompt_a.empty() || !prompt_b.empty()) fmt::print("prompts: A {:?} · B {:?}\n", prompt_a, prompt_b);
   const int64_t T = s["positions"].get<int64_t>(), t = s["readout_position"].get<int64_t>();
   const auto &layers = s["layers"], &layers_b = s["layers_b"];
@@ -45,7 +46,8 @@ void print_compare(const vocablens::Result& r, bool color) {
              A["n_tokens"].get<int64_t>(), B["n_tokens"].get<int64_t>(), s["vocabulary_check"].get<std::string>());
   if (layers != layers_b) fmt::print("layers paired by relative depth ({} of A, B's layer for each in the table)\n", n);
   const bool has_kl = r.arrays.count("kl_ab") > 0;
-  fmt::print("{}\n", has_kl ? "KL between the two lenses from both runs' saved distributions" : "KL: " + s["kl"].get<std::string>());
+  fmt::print("{}\n",
+             has_kl ? "KL between the two lenses from both runs' saved distributions" : "KL: " + s["kl"].get<std::string>());
   const vocablens::Table* cells = nullptr;  // one row per (layer, position), layer-major: the targets
   for (const auto& tab : r.tables)
     if (tab.name == "cells") cells = &tab;
@@ -55,10 +57,11 @@ void print_compare(const vocablens::Result& r, bool color) {
                               : std::string();
     return v.empty() ? std::string("-") : v;
   };
-  fmt::print("\n{}\n", bold(fmt::format("position {}: A {} → {} · B {} → {}", t, s["tokens_a"][static_cast<size_t>(t)].get<std::string>(),
-                                       target(5), s["tokens_b"][static_cast<size_t>(t)].get<std::string>(), target(6))));
-  fmt::print("{}\n", bold(fmt::format("{:<8} {:<8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>9} {:>9}", "layer", "B layer", "p_A", "p_B",
-                                      "Δp", "rank_A", "rank_B", "Δrank", "KL(A‖B)", "KL(B‖A)")));
+  fmt::print("\n{}\n",
+             bold(fmt::format("position {}: A {} → {} · B {} → {}", t, s["tokens_a"][static_cast<size_t>(t)].get<std::string>(),
+                              target(5), s["tokens_b"][static_cast<size_t>(t)].get<std::string>(), target(6))));
+  fmt::print("{}\n", bold(fmt::format("{:<8} {:<8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>9} {:>9}", "layer", "B layer", "p_A",
+                                      "p_B", "Δp", "rank_A", "rank_B", "Δrank", "KL(A‖B)", "KL(B‖A)")));
   const float* prob_a = vocablens::cli::array_values<float>(r, "prob_a");
   const float* prob_b = vocablens::cli::array_values<float>(r, "prob_b");
   const float* delta_prob = vocablens::cli::array_values<float>(r, "delta_prob");
@@ -108,12 +111,13 @@ int run_compare(const CompareCliOptions& o) {
 }
 
 vocablens::cli::Register registered_cmd_compare{
-    "compare", vocablens::entries::compare_declaration().summary,
-    [](CLI::App& sub) -> vocablens::cli::Runner {
+    "compare", vocablens::entries::compare_declaration().summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<CompareCliOptions>();
       sub.add_option("RUN_A", o->run_a, "A `vocablens lens --out` directory")->required();
-      sub.add_option("RUN_B", o->run_b, "Another one: a second prompt on the same model, or the same prompt on a model "
-                                        "with the same tokenizer")->required();
+      sub.add_option("RUN_B", o->run_b,
+                     "Another one: a second prompt on the same model, or the same prompt on a model "
+                     "with the same tokenizer")
+          ->required();
       o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::entries::compare_declaration());
       o->flags->add_to(sub);
       sub.footer(

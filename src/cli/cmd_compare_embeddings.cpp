@@ -40,9 +40,8 @@ void print_compare(const vocablens::Result& r, const vocablens::Tokenizer& tok, 
   const auto& set = r.settings;
   fmt::print("{}\n", bold(fmt::format("compare-embeddings · {} · A {} [{} × {}] · B {} [{} × {}] · {:.2f} s",
                                       set["matrix"].get<std::string>(), set["model_a"].get<std::string>(),
-                                      s["rows_a"].get<int64_t>(), s["dim_a"].get<int64_t>(),
-                                      set["model_b"].get<std::string>(), s["rows_b"].get<int64_t>(),
-                                      s["dim_b"].get<int64_t>(), s["seconds"].get<double>())));
+                                      s["rows_a"].get<int64_t>(), s["dim_a"].get<int64_t>(), set["model_b"].get<std::string>(),
+                                      s["rows_b"].get<int64_t>(), s["dim_b"].get<int64_t>(), s["seconds"].get<double>())));
   const int64_t shared = s["shared_tokens"].get<int64_t>();
   fmt::print("shared tokens (equal bytes): {}\n", shared);
   fmt::print("orthogonal Procrustes A→B: relative residual ‖AR−B‖/‖B‖ = {:.4f} · with best scale s = {:.4g}: {:.4f}\n",
@@ -85,8 +84,7 @@ int run_compare_embeddings(const CompareEmbeddingsCliOptions& o) {
   vocablens::AnalysisInputs in;  // the second model as loaded here, with the tokenizer --tokenizer-b names
   in.models["model_b"] = {&mb, nullptr};
   if (auto rc = vocablens::cli::check_memory(
-          "compare-embeddings", vocablens::estimate_analysis(a, ma, nullptr, given, vocablens::Surface::Cli, &in),
-          o.dry_run))
+          "compare-embeddings", vocablens::estimate_analysis(a, ma, nullptr, given, vocablens::Surface::Cli, &in), o.dry_run))
     return *rc;
   auto ta = vocablens::load_tokenizer_for(o.model_a, o.tokenizer_a);
   auto tb = vocablens::load_tokenizer_for(model_b, o.tokenizer_b);
@@ -101,7 +99,8 @@ vocablens::cli::Register registered_cmd_compare_embeddings{
     "compare-embeddings", vocablens::find_analysis("compare_embeddings").decl.summary,
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<CompareEmbeddingsCliOptions>();
-      sub.add_option("MODEL_A", o->model_a, std::string("First model (aligned onto B): ") + vocablens::cli::kModelHelp)->required();
+      sub.add_option("MODEL_A", o->model_a, std::string("First model (aligned onto B): ") + vocablens::cli::kModelHelp)
+          ->required();
       o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("compare_embeddings").decl);
       o->flags->add_to(sub);
       sub.add_option("--tokenizer-a", o->tokenizer_a, "Tokenizer of MODEL_A (default: found beside it)");

@@ -71,8 +71,7 @@ int run_declared_command(const DeclaredAnalysis& a, const DeclaredCli& c) {
   tf.tokenizer = c.tokenizer;
   tf.alpha_only = resolved.contains("alpha_only") && resolved["alpha_only"].get<bool>();
   auto tok = load_tokenizer(c.model, tf, false);
-  if (auto rc = check_memory(a.decl.command, estimate_analysis(a, m, tok.get(), given, Surface::Cli), c.dry_run))
-    return *rc;
+  if (auto rc = check_memory(a.decl.command, estimate_analysis(a, m, tok.get(), given, Surface::Cli), c.dry_run)) return *rc;
   ProgressBar bar(a.decl.command, "steps");
   auto r = run_analysis(a, m, tok.get(), given, Surface::Cli, bar.callback());
   bar.finish();

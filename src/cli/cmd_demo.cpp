@@ -46,7 +46,7 @@ using json = nlohmann::json;
 
 struct DemoCli {
   std::string out = "vocablens-demo";
-  int64_t steps = 0;            // 0 = the tuned default
+  int64_t steps = 0;  // 0 = the tuned default
   int64_t skipgram_steps = 0;
   uint64_t seed = 1;
   std::string positions = "learned";
@@ -182,11 +182,12 @@ int run_analyses(const DemoRun& d, const vocablens::TrainOptions& go, const voca
   {
     Result tr;
     tr.kind = "training";
-    tr.settings = {{"steps", gr.step}, {"batch", go.batch_size}, {"lr", go.lr}, {"seed", go.seed},
-                   {"n_ctx", go.n_ctx}, {"corpus_lines", go.synthetic_options.lines}};
+    tr.settings = {{"steps", gr.step}, {"batch", go.batch_size}, {"lr", go.lr},
+                   {"seed", go.seed},  {"n_ctx", go.n_ctx},      {"corpus_lines", go.synthetic_options.lines}};
     tr.summary = {{"final_loss", gr.final_loss}, {"first_loss", gr.losses.empty() ? 0.0 : gr.losses.front()},
-                  {"seconds", gr.seconds}, {"parameters", gr.parameters}, {"vocab_size", gr.vocab_size},
-                  {"corpus_tokens", gr.corpus_tokens}, {"tokenizer", gr.tokenizer}};
+                  {"seconds", gr.seconds},       {"parameters", gr.parameters},
+                  {"vocab_size", gr.vocab_size}, {"corpus_tokens", gr.corpus_tokens},
+                  {"tokenizer", gr.tokenizer}};
     tr.arrays["losses"] = NdArray::f64({static_cast<int64_t>(gr.losses.size())}, gr.losses.data());
     emit(tr);
   }
@@ -217,8 +218,8 @@ int run_analyses(const DemoRun& d, const vocablens::TrainOptions& go, const voca
     auto ha = analyze_heads(m, ho, tok.get());
     emit(ha.to_result(tok.get()));
     const OvCopyingCheck& oc = *(planted.ov_copying = check_ov_copying(ha));
-    return fmt::format("best OV copying score {:+.2f} (layer {} head {}); {} of {} heads above 0.5", oc.best,
-                       oc.best_layer, oc.best_head, oc.above_half, oc.n);
+    return fmt::format("best OV copying score {:+.2f} (layer {} head {}); {} of {} heads above 0.5", oc.best, oc.best_layer,
+                       oc.best_head, oc.above_half, oc.n);
   });
   step("neurons", [&] {
     NeuronsOptions no;
@@ -243,8 +244,8 @@ int run_analyses(const DemoRun& d, const vocablens::TrainOptions& go, const voca
     so.k = 16;
     auto s = matrix_spectrum(model_matrix(m, "W_E"), so, "W_E", "token");
     emit(s.to_result(tok.get()));
-    return fmt::format("W_E: top singular value {:.2f}, effective rank {:.1f} of {}", s.singular_values.at(0),
-                       s.effective_rank, s.cols);
+    return fmt::format("W_E: top singular value {:.2f}, effective rank {:.1f} of {}", s.singular_values.at(0), s.effective_rank,
+                       s.cols);
   });
   step("anisotropy", [&] {
     auto a = anisotropy(model_matrix(m, "W_E"), {}, "W_E");
@@ -305,9 +306,8 @@ int run_demo(const DemoCli& c) {
   d.say(fmt::format("[2/4] training a GPT-2-style model ({} layers, d_model {}, {} heads, {} positions) for {} steps",
                     go.n_layers, go.d_model, go.n_heads, to_string(go.positions), go.steps));
   TrainReport gr = train(go);
-  d.say(fmt::format("      final loss {:.3f} nats/token (mean of the last 50 steps; started at {:.3f}), {} -> {}",
-                    gr.final_loss, gr.losses.empty() ? 0.0 : gr.losses.front(), cli::format_seconds(gr.seconds),
-                    d.model_dir));
+  d.say(fmt::format("      final loss {:.3f} nats/token (mean of the last 50 steps; started at {:.3f}), {} -> {}", gr.final_loss,
+                    gr.losses.empty() ? 0.0 : gr.losses.front(), cli::format_seconds(gr.seconds), d.model_dir));
 
   std::unique_ptr<WordVectors> wv = train_skipgram(d);
   d.say("[4/4] analyses -> " + d.res_dir);
@@ -355,9 +355,12 @@ vocablens::cli::Register registered_cmd_demo{
       sub.add_option("--positions", c->positions, "learned | sinusoidal | rope | alibi | none (default learned)")
           ->check(CLI::IsMember({"learned", "sinusoidal", "rope", "rotary", "alibi", "none"}));
       // Callbacks rather than CLI11's negated-flag syntax, which --help printed as "--no-report{false}".
-      sub.add_flag_callback("--report", [c] { c->report = true; }, "Write results/report.html and results/vocablens.ipynb (the default)");
-      sub.add_flag_callback("--no-report", [c] { c->report = false; }, "Write no report or notebook");
-      sub.add_flag_callback("--no-skipgram", [c] { c->skipgram = false; }, "Do not train skip-gram vectors");
+      sub.add_flag_callback(
+          "--report", [c] { c->report = true; }, "Write results/report.html and results/vocablens.ipynb (the default)");
+      sub.add_flag_callback(
+          "--no-report", [c] { c->report = false; }, "Write no report or notebook");
+      sub.add_flag_callback(
+          "--no-skipgram", [c] { c->skipgram = false; }, "Do not train skip-gram vectors");
       sub.add_flag("-q,--quiet", c->quiet, "Only errors");
       return [c] { return run_demo(*c); };
     }};

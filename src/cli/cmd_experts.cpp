@@ -42,12 +42,11 @@ void print_experts(const vocablens::Result& r, bool color) {
   const auto& set = r.settings;
   std::string what = set.contains("corpus") ? "corpus " + set["corpus"].get<std::string>()
                                             : "prompt \"" + set.value("prompt", std::string()) + "\"";
-  fmt::print("{}\n", style(fmt::format("experts · {} · {} · {} positions · top {} of {} experts per token",
-                                       S["model"].get<std::string>(), what, S["positions"].get<int64_t>(),
-                                       S["k"].get<int64_t>(), S["n_experts"].get<int64_t>()),
-                           fmt::emphasis::bold));
-  if (!set["ablate"].empty())
-    fmt::print("ablated ({}): {}\n", set["ablate_mode"].get<std::string>(), set["ablate"].dump());
+  fmt::print("{}\n",
+             style(fmt::format("experts · {} · {} · {} positions · top {} of {} experts per token", S["model"].get<std::string>(),
+                               what, S["positions"].get<int64_t>(), S["k"].get<int64_t>(), S["n_experts"].get<int64_t>()),
+                   fmt::emphasis::bold));
+  if (!set["ablate"].empty()) fmt::print("ablated ({}): {}\n", set["ablate_mode"].get<std::string>(), set["ablate"].dump());
   // A scaled expert is an edit of the forward as an ablation is: the "ablated" lines below read that forward.
   if (set.contains("scale_expert") && !set["scale_expert"].empty())
     fmt::print("scaled (router weight times the factor where chosen): {}\n", set["scale_expert"].dump());
@@ -58,8 +57,7 @@ void print_experts(const vocablens::Result& r, bool color) {
     for (const auto& e : L["experts"]) {
       const std::string w = e["mean_weight"].is_null() ? "-" : fmt::format("{:.3f}", e["mean_weight"].get<double>());
       fmt::print("{:>6} {:>7} {:>7.3f} {:>7}  {:<28} {:<30} {}\n", e["expert"].get<int64_t>(), e["routed"].get<int64_t>(),
-                 e["load"].get<double>(), w, joined(e["routed_tokens"]), joined(e["writes_top"]),
-                 joined(e["writes_bottom"]));
+                 e["load"].get<double>(), w, joined(e["routed_tokens"]), joined(e["writes_top"]), joined(e["writes_bottom"]));
     }
   }
   if (S.contains("next_token")) {

@@ -31,8 +31,8 @@
 
 namespace {
 
-using vocablens::UsageError;
 using nlohmann::json;
+using vocablens::UsageError;
 
 struct FeaturesCli {
   std::string model, tokenizer;
@@ -61,7 +61,8 @@ struct FeaturesLoaded {
   vocablens::AnalysisInputs in;
 };
 
-FeaturesLoaded load_features(const FeaturesCli& c, const vocablens::DeclaredAnalysis& a, const json& resolved, bool tokenizer_required) {
+FeaturesLoaded load_features(const FeaturesCli& c, const vocablens::DeclaredAnalysis& a, const json& resolved,
+                             bool tokenizer_required) {
   FeaturesLoaded l;
   l.m = std::make_unique<vocablens::Model>(vocablens::load_model(c.model));
   const vocablens::AnalysisRequest q{*l.m, nullptr, resolved, {}, nullptr, vocablens::Surface::Cli, &a.decl};
@@ -78,9 +79,8 @@ vocablens::AnalysisEstimate estimate(const vocablens::DeclaredAnalysis& a, const
 }
 
 vocablens::Result run_form(const vocablens::DeclaredAnalysis& a, const FeaturesLoaded& l, const json& given,
-                      std::function<void(int64_t, int64_t)> progress = {}) {
-  auto r = vocablens::run_analysis(a, *l.m, l.tok.get(), given, vocablens::Surface::Cli, std::move(progress), nullptr,
-                                   &l.in);
+                           std::function<void(int64_t, int64_t)> progress = {}) {
+  auto r = vocablens::run_analysis(a, *l.m, l.tok.get(), given, vocablens::Surface::Cli, std::move(progress), nullptr, &l.in);
   vocablens::cli::fill_provenance(r, *l.m);
   return r;
 }
@@ -97,8 +97,7 @@ size_t feature_rows(const vocablens::Result& r, const char* name) {
 }
 
 // The tables below are read back from the Result (what --format json prints), as every command's.
-void print_features(const vocablens::Result& r, const vocablens::Tokenizer* tok, const vocablens::Model& m,
-                    bool color) {
+void print_features(const vocablens::Result& r, const vocablens::Tokenizer* tok, const vocablens::Model& m, bool color) {
   using vocablens::cli::array_values;
   auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
   auto text = [&](int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); };
@@ -106,8 +105,7 @@ void print_features(const vocablens::Result& r, const vocablens::Tokenizer* tok,
   const size_t N = feature_rows(r, "feature_ids"), k = static_cast<size_t>(set["top_k"].get<int64_t>());
   fmt::print("{}\n", style(fmt::format("features · {} · {} ({}, {}) · {} of {} features · top {}{}", m.source(),
                                        set["sae"].get<std::string>(), set["layout"].get<std::string>(),
-                                       r.summary["architecture"].get<std::string>(), N,
-                                       r.summary["d_sae"].get<int64_t>(), k,
+                                       r.summary["architecture"].get<std::string>(), N, r.summary["d_sae"].get<int64_t>(), k,
                                        set["final_norm_scale"].get<bool>() ? " · through the final norm" : ""),
                            fmt::emphasis::bold));
   const int64_t* features = array_values<int64_t>(r, "feature_ids");
@@ -139,8 +137,8 @@ void print_feature_lens(const vocablens::Result& r, const vocablens::Tokenizer* 
   auto text = [&](int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); };
   const auto& set = r.settings;
   const size_t n = static_cast<size_t>(set["top_features"].get<int64_t>());
-  fmt::print("{}\n", style(fmt::format("feature lens · {} at {} · top {} features per position",
-                                       set["sae"].get<std::string>(), set["hook_name"].get<std::string>(), n),
+  fmt::print("{}\n", style(fmt::format("feature lens · {} at {} · top {} features per position", set["sae"].get<std::string>(),
+                                       set["hook_name"].get<std::string>(), n),
                            fmt::emphasis::bold));
   std::map<int64_t, std::string> ftext;
   const int64_t* shown = array_values<int64_t>(r, "shown_features");
@@ -171,26 +169,24 @@ void print_feature_corpus(const vocablens::Result& r, const vocablens::Tokenizer
   const auto& set = r.settings;
   const auto& s = r.summary["metrics"];
   const int64_t positions = s["positions"].get<int64_t>(), d_sae = s["d_sae"].get<int64_t>();
-  fmt::print("{}\n", style(fmt::format("feature corpus · {} at {} · {} · {} positions in {} windows of {}",
-                                       set["sae"].get<std::string>(), set["hook_name"].get<std::string>(),
-                                       set["corpus"].get<std::string>(), positions, s["windows"].get<int64_t>(),
-                                       set["window"].get<int64_t>()),
-                           fmt::emphasis::bold));
-  fmt::print("  L0 {:.4g} · dead {} of {} · MSE {:.4g} · explained variance {:.4g} · cos {:.4g}\n",
-             s["mean_l0"].get<double>(), s["dead_features"].get<int64_t>(), d_sae, s["mse"].get<double>(),
-             s["explained_variance"].get<double>(), s["cossim"].get<double>());
+  fmt::print("{}\n",
+             style(fmt::format("feature corpus · {} at {} · {} · {} positions in {} windows of {}", set["sae"].get<std::string>(),
+                               set["hook_name"].get<std::string>(), set["corpus"].get<std::string>(), positions,
+                               s["windows"].get<int64_t>(), set["window"].get<int64_t>()),
+                   fmt::emphasis::bold));
+  fmt::print("  L0 {:.4g} · dead {} of {} · MSE {:.4g} · explained variance {:.4g} · cos {:.4g}\n", s["mean_l0"].get<double>(),
+             s["dead_features"].get<int64_t>(), d_sae, s["mse"].get<double>(), s["explained_variance"].get<double>(),
+             s["cossim"].get<double>());
   if (set["ce_metrics"].get<bool>())
     fmt::print("  CE clean {:.4f} · with SAE {:.4f} · zero-ablated {:.4f} · CE loss recovered {:.4f} · KL with SAE {:.4g}\n",
                s["ce_loss_without_sae"].get<double>(), s["ce_loss_with_sae"].get<double>(),
-               s["ce_loss_with_ablation"].get<double>(), s["ce_loss_score"].get<double>(),
-               s["kl_div_with_sae"].get<double>());
+               s["ce_loss_with_ablation"].get<double>(), s["ce_loss_score"].get<double>(), s["kl_div_with_sae"].get<double>());
   // The densest features first, each with its strongest context (the first of its rows: rank 1).
   const int64_t* fire_count = array_values<int64_t>(r, "fire_count");
   std::vector<int64_t> order(static_cast<size_t>(d_sae));
   for (int64_t f = 0; f < d_sae; ++f) order[static_cast<size_t>(f)] = f;
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return fire_count[static_cast<size_t>(a)] > fire_count[static_cast<size_t>(b)];
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return fire_count[static_cast<size_t>(a)] > fire_count[static_cast<size_t>(b)]; });
   const size_t R = feature_rows(r, "context_features");
   const int64_t* cf = array_values<int64_t>(r, "context_features");
   const int64_t* cat = array_values<int64_t>(r, "context_at");
@@ -268,10 +264,9 @@ int run_features(const FeaturesCli& c) {
   if (corpus) corpus_given["ce"] = false;
   FeaturesLoaded l = load_features(c, a, resolved, /*tokenizer_required=*/corpus);
   // --neuronpedia with --corpus: the corpus pass, then the feature logits, estimated together by their slice.
-  const vocablens::AnalysisEstimate e =
-      corpus ? vocablens::entries::neuronpedia_corpus_estimate(*l.m, l.tok.get(), given, corpus_given,
-                                                               vocablens::Surface::Cli, &l.in)
-             : estimate(a, l, given);
+  const vocablens::AnalysisEstimate e = corpus ? vocablens::entries::neuronpedia_corpus_estimate(
+                                                     *l.m, l.tok.get(), given, corpus_given, vocablens::Surface::Cli, &l.in)
+                                               : estimate(a, l, given);
   if (auto rc = vocablens::cli::check_memory("features", e, c.dry_run)) return *rc;
   std::unique_ptr<vocablens::Result> stats;
   if (corpus) {

@@ -32,12 +32,12 @@ struct GenerateOptions {
   int64_t stop_id = -2;  // -2: the model's convention; -1: never stop early
   bool print_ids = false;
   bool dry_run = false;
-  std::string steer;         // "love-hate": add scale * (E[love] - E[hate]) to the residual stream
-  int64_t steer_layer = 0;   // read only when typed (steer_layer_given); default n_layers / 2
+  std::string steer;        // "love-hate": add scale * (E[love] - E[hate]) to the residual stream
+  int64_t steer_layer = 0;  // read only when typed (steer_layer_given); default n_layers / 2
   bool steer_layer_given = false;
-  double steer_scale = 0;    // the `steer` analysis's declared default (analyses/steer_entry.cpp)
-  bool steer_given = false;  // --steer-layer or --steer-scale typed
-  std::string sae, sae_hook;    // --sae: steer with a feature's decoder direction instead
+  double steer_scale = 0;     // the `steer` analysis's declared default (analyses/steer_entry.cpp)
+  bool steer_given = false;   // --steer-layer or --steer-scale typed
+  std::string sae, sae_hook;  // --sae: steer with a feature's decoder direction instead
   int64_t steer_feature = -1;
   double feature_scale = 4.0;
   bool feature_scale_given = false;
@@ -102,19 +102,19 @@ int run_generate(const GenerateOptions& o) {
     const int64_t T = std::min<int64_t>(static_cast<int64_t>(prompt.size()) + steps, c.n_ctx);
     auto e = vocablens::estimate_forward_memory(m, 1, T, vocablens::CacheSpec::none(), true);
     e.add(fmt::format("KV cache [{} positions]", T), vocablens::kv_cache_bytes(c, 1, T));
-    if (auto rc = vocablens::cli::check_memory("generate", fmt::format("generation up to {} positions with {}", T, m.source()),
-                                               e, o.dry_run, "lower --steps or shorten the prompt"))
+    if (auto rc = vocablens::cli::check_memory("generate", fmt::format("generation up to {} positions with {}", T, m.source()), e,
+                                               o.dry_run, "lower --steps or shorten the prompt"))
       return *rc;
   }
   // llama2.c's run.c ends a sample when the model emits BOS; Hugging Face models end at EOS.
   int64_t stop = o.stop_id;
   if (stop == -2) stop = c.architecture == "llama2.c" ? c.bos_token_id : c.eos_token_id;
   if (o.steer_feature >= 0 && o.sae.empty()) throw vocablens::UsageError("--steer-feature needs --sae PATH");
-  if (!o.sae.empty() && o.steer_feature < 0) throw vocablens::UsageError("--sae needs --steer-feature N (the feature to steer with)");
+  if (!o.sae.empty() && o.steer_feature < 0)
+    throw vocablens::UsageError("--sae needs --steer-feature N (the feature to steer with)");
   if (o.feature_scale_given && o.steer_feature < 0) throw vocablens::UsageError("--scale needs --sae PATH --steer-feature N");
   if (o.steer_feature >= 0 && !o.steer.empty()) throw vocablens::UsageError("give --steer or --steer-feature, not both");
-  if (o.steer.empty() && o.steer_given)
-    throw vocablens::UsageError("--steer-layer and --steer-scale need --steer PLUS-MINUS");
+  if (o.steer.empty() && o.steer_given) throw vocablens::UsageError("--steer-layer and --steer-scale need --steer PLUS-MINUS");
   // Parsed before any decoding: a dense model or a bad spec is refused in one line.
   const auto scales = vocablens::parse_expert_scales(o.scale_expert, c, m.source());
   if (!scales.empty() && (o.steer_feature >= 0 || !o.steer.empty()))
@@ -143,8 +143,8 @@ int run_generate(const GenerateOptions& o) {
     const int64_t L = c.n_layers;
     if (o.steer_layer_given && (o.steer_layer < -L || o.steer_layer >= L))
       throw vocablens::UsageError("--steer-layer " + std::to_string(o.steer_layer) + " is out of range (the model has " +
-                                  std::to_string(L) + " layers: 0.." + std::to_string(L - 1) + ", or -1..-" +
-                                  std::to_string(L) + " from the end)");
+                                  std::to_string(L) + " layers: 0.." + std::to_string(L - 1) + ", or -1..-" + std::to_string(L) +
+                                  " from the end)");
     const int64_t layer = !o.steer_layer_given ? L / 2 : o.steer_layer < 0 ? o.steer_layer + L : o.steer_layer;
     fmt::print(stderr, "steering: {:+g} x ({}) added to blocks.{}.hook_resid_pre at every position (|v| = {:.4f})\n",
                o.steer_scale, shown, layer, v.norm().item<double>());
@@ -156,8 +156,7 @@ int run_generate(const GenerateOptions& o) {
     vocablens::add_expert_scales(hooks, scales);
     std::vector<std::string> shown;
     for (const auto& x : scales) shown.push_back(fmt::format("{}.{}={}", x.layer, x.expert, x.factor));
-    fmt::print(stderr, "steering: router weight of expert LAYER.EXPERT times FACTOR where chosen: {}\n",
-               fmt::join(shown, ", "));
+    fmt::print(stderr, "steering: router weight of expert LAYER.EXPERT times FACTOR where chosen: {}\n", fmt::join(shown, ", "));
     plain = m.generate_greedy(prompt, steps, stop);
     ids = vocablens::generate_greedy_with_hooks(m, prompt, steps, stop, hooks);
     steer_label = fmt::format("steered (experts {})", fmt::join(shown, ", "));
@@ -191,8 +190,7 @@ int run_generate(const GenerateOptions& o) {
 }
 
 vocablens::cli::Register registered_cmd_generate{
-    "generate", "Greedy decoding from a prompt (default: BOS), printed as text",
-    [](CLI::App& sub) -> vocablens::cli::Runner {
+    "generate", "Greedy decoding from a prompt (default: BOS), printed as text", [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<GenerateOptions>();
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       auto* steps = sub.add_option("--steps", o->steps,
@@ -219,8 +217,9 @@ vocablens::cli::Register registered_cmd_generate{
       o->steer_scale = steer.find("scale")->default_value.get<double>();
       auto* steer_layer = sub.add_option("--steer-layer", o->steer_layer, steer.find("layer")->help);
       auto* steer_scale = sub.add_option("--steer-scale", o->steer_scale, steer.find("scale")->help)->capture_default_str();
-      sub.add_option("--sae", o->sae, "With --steer-feature: the SAE or transcoder whose feature steers (any layout "
-                                      "`vocablens features` reads)");
+      sub.add_option("--sae", o->sae,
+                     "With --steer-feature: the SAE or transcoder whose feature steers (any layout "
+                     "`vocablens features` reads)");
       // --hook as `features --hook` spells it; --sae-hook, the older name, is the same option.
       sub.add_option("--hook,--sae-hook", o->sae_hook,
                      "Hook point the SAE reads (overrides the file's or the guessed one), as `features --hook`");
@@ -228,8 +227,9 @@ vocablens::cli::Register registered_cmd_generate{
                      "Steer with this SAE feature: adds scale * W_dec[N] at the SAE's hook (a transcoder: where it "
                      "writes), at every position; the unsteered text is printed too")
           ->check(CLI::NonNegativeNumber);
-      auto* fscale = sub.add_option("--scale", o->feature_scale, "With --steer-feature: the multiplier s of W_dec[N] "
-                                                                 "(default 4; negative subtracts it)");
+      auto* fscale = sub.add_option("--scale", o->feature_scale,
+                                    "With --steer-feature: the multiplier s of W_dec[N] "
+                                    "(default 4; negative subtracts it)");
       sub.add_option("--scale-expert", o->scale_expert,
                      "Mixtures of experts: multiply expert LAYER.EXPERT's output by FACTOR wherever the router chose "
                      "it, e.g. 1.5=2 (its router weight times FACTOR; 0 removes it); repeatable; the unscaled text is "

@@ -36,11 +36,11 @@ void print_graph(const vocablens::Result& r, const vocablens::Model& m, bool col
   auto bold = [&](const std::string& s) { return color ? fmt::format(fmt::emphasis::bold, "{}", s) : s; };
   const auto& s = r.summary;
   fmt::print("{}\n", bold(fmt::format("graph · {} · {} tokens · {} active features ({} with rows) · {} logits", m.source(),
-                                      s["n_pos"].get<int64_t>(), s["n_active"].get<int64_t>(),
-                                      s["n_selected"].get<int64_t>(), s["n_logits"].get<int64_t>())));
+                                      s["n_pos"].get<int64_t>(), s["n_active"].get<int64_t>(), s["n_selected"].get<int64_t>(),
+                                      s["n_logits"].get<int64_t>())));
   fmt::print("replacement score {:.4f} · completeness score {:.4f} · kept {} nodes, {} edges\n",
-             s["replacement_score"].get<double>(), s["completeness_score"].get<double>(),
-             s["kept_nodes"].get<int64_t>(), s["kept_edges"].get<int64_t>());
+             s["replacement_score"].get<double>(), s["completeness_score"].get<double>(), s["kept_nodes"].get<int64_t>(),
+             s["kept_edges"].get<int64_t>());
   std::string logits;
   for (const auto& l : s["logits"]) logits += fmt::format("  {} {:.3g}", l["token"].get<std::string>(), l["prob"].get<double>());
   fmt::print("logits:{}\n", logits);
@@ -50,8 +50,11 @@ void print_graph(const vocablens::Result& r, const vocablens::Model& m, bool col
     std::vector<const std::vector<nlohmann::json>*> rows;
     for (const auto& row : t.rows)
       if (row[2] == "feature" || row[2] == "error") rows.push_back(&row);
-    std::sort(rows.begin(), rows.end(), [](const std::vector<nlohmann::json>* a, const std::vector<nlohmann::json>* b) { return (*a)[8].get<double>() > (*b)[8].get<double>(); });
-    fmt::print("{}\n", bold(fmt::format("{:<16} {:>5} {:>4} {:>10} {:>10}  {}", "node", "layer", "pos", "activation", "influence", "label")));
+    std::sort(rows.begin(), rows.end(), [](const std::vector<nlohmann::json>* a, const std::vector<nlohmann::json>* b) {
+      return (*a)[8].get<double>() > (*b)[8].get<double>();
+    });
+    fmt::print("{}\n", bold(fmt::format("{:<16} {:>5} {:>4} {:>10} {:>10}  {}", "node", "layer", "pos", "activation", "influence",
+                                        "label")));
     for (size_t i = 0; i < rows.size() && i < 30; ++i) {
       const auto& row = *rows[i];
       // Significant digits: the influences of a small model are ~1e-4, which four decimals print as 0.0000.

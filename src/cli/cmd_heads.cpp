@@ -41,8 +41,6 @@ struct HeadsCliOptions {
   vocablens::cli::OutputOptions out;
 };
 
-
-
 // The table view, read back from the Result (kind "heads", vocablens/heads.hpp): circuits in the order of
 // circuit_index, their pairs from pair_ids / pair_values and the per-token lists from per_token_ids (-1 pads a
 // shorter list), the spectra's figures from the circuits table.
@@ -97,12 +95,12 @@ void print_heads(const vocablens::Result& r, const vocablens::Tokenizer* tok, co
     } else {
       for (int64_t q = 0; q < pairs; ++q)
         // 4 significant digits ({:.4f} printed 0.0003 on every row of a small circuit).
-        fmt::print("  {:>4}  {} → {} {:>10.4g}\n", q + 1, fit(text(ids[q * 2]), 16), fit(text(ids[q * 2 + 1]), 16),
-                   values[q]);
+        fmt::print("  {:>4}  {} → {} {:>10.4g}\n", q + 1, fit(text(ids[q * 2]), 16), fit(text(ids[q * 2 + 1]), 16), values[q]);
     }
     for (int64_t s = 0; s < S; ++s) {
-      std::string line = fmt::format("  {} {} →", ov ? "from" : "query",
-                                     style(text(sources[static_cast<size_t>(s)].get<int64_t>()), fmt::fg(fmt::terminal_color::cyan)));
+      std::string line =
+          fmt::format("  {} {} →", ov ? "from" : "query",
+                      style(text(sources[static_cast<size_t>(s)].get<int64_t>()), fmt::fg(fmt::terminal_color::cyan)));
       for (int64_t q = 0; q < pk && per_ids[(c * S + s) * pk + q] >= 0; ++q)
         line += fmt::format("  {} {:.3g}", text(per_ids[(c * S + s) * pk + q]), per_values[(c * S + s) * pk + q]);
       fmt::print("{}\n", line);

@@ -66,18 +66,28 @@ int run_inspect(const InspectOptions& o) {
   std::string counts_text;
   for (auto& [k, v] : counts) counts_text += (counts_text.empty() ? "" : ", ") + fmt::format("{} x {}", v, k);
   if (o.json) {
-    nlohmann::json j = {{"source", m.source()},          {"architecture", c.architecture},
-                        {"family", c.family}, {"n_layers", c.n_layers},
-                        {"d_model", c.d_model},          {"n_heads", c.n_heads},
-                        {"n_kv_heads", c.n_kv_heads},    {"d_head", c.d_head},
-                        {"d_mlp", c.d_mlp},              {"vocab_size", c.vocab_size},
-                        {"n_ctx", c.n_ctx},              {"norm", to_string(c.norm)},
+    nlohmann::json j = {{"source", m.source()},
+                        {"architecture", c.architecture},
+                        {"family", c.family},
+                        {"n_layers", c.n_layers},
+                        {"d_model", c.d_model},
+                        {"n_heads", c.n_heads},
+                        {"n_kv_heads", c.n_kv_heads},
+                        {"d_head", c.d_head},
+                        {"d_mlp", c.d_mlp},
+                        {"vocab_size", c.vocab_size},
+                        {"n_ctx", c.n_ctx},
+                        {"norm", to_string(c.norm)},
                         {"positions", to_string(c.positions)},
                         {"activation", to_string(c.activation)},
-                        {"gated_mlp", c.gated_mlp},      {"tied_embeddings", c.tied_embeddings},
-                        {"n_experts", c.n_experts},      {"n_experts_used", c.n_experts_used},
-                        {"d_expert", c.d_expert},        {"shared_expert", c.shared_expert},
-                        {"weight_dtype", c.weight_dtype}, {"parameters", m.parameter_count()},
+                        {"gated_mlp", c.gated_mlp},
+                        {"tied_embeddings", c.tied_embeddings},
+                        {"n_experts", c.n_experts},
+                        {"n_experts_used", c.n_experts_used},
+                        {"d_expert", c.d_expert},
+                        {"shared_expert", c.shared_expert},
+                        {"weight_dtype", c.weight_dtype},
+                        {"parameters", m.parameter_count()},
                         {"compute", vocablens::compute_dtype_name(vocablens::compute_dtype())},
                         {"compute_detail", compute_summary(counts)},
                         {"tensor_types", counts},
@@ -96,8 +106,7 @@ int run_inspect(const InspectOptions& o) {
     fmt::print("mlp          {} experts of {} ({}, gated), top {}{}{}\n", c.n_experts, c.d_expert, to_string(c.activation),
                c.n_experts_used, c.expert_weights_norm ? " renormalised" : "",
                c.shared_expert ? fmt::format(", and a shared expert of {}", c.d_mlp) : "");
-  else
-    fmt::print("mlp          {} ({}{})\n", c.d_mlp, to_string(c.activation), c.gated_mlp ? ", gated" : "");
+  else fmt::print("mlp          {} ({}{})\n", c.d_mlp, to_string(c.activation), c.gated_mlp ? ", gated" : "");
   fmt::print("vocabulary   {}\n", c.vocab_size);
   fmt::print("context      {}\n", c.n_ctx);
   fmt::print("norm         {} (eps {:g})\n", to_string(c.norm), c.norm_eps);
@@ -107,8 +116,7 @@ int run_inspect(const InspectOptions& o) {
                  : "");
   fmt::print("unembedding  {}\n", c.tied_embeddings ? "tied to the embedding" : "separate (untied)");
   const bool bf16 = vocablens::compute_dtype() == vocablens::ComputeDtype::BFloat16;
-  fmt::print("dtype        {} on disk; matrices kept as stored, computed in {}{}\n", c.weight_dtype,
-             compute_summary(counts),
+  fmt::print("dtype        {} on disk; matrices kept as stored, computed in {}{}\n", c.weight_dtype, compute_summary(counts),
              bf16 && !vocablens::detail::bf16_gemm_native()
                  ? " (this CPU has no AVX-512: bf16 operands multiplied by the float32 SGEMM, float32's speed)"
                  : "");
@@ -123,7 +131,8 @@ int run_inspect(const InspectOptions& o) {
 }
 
 vocablens::cli::Register registered_cmd_inspect{
-    "inspect", "Show a model's family, shapes, parameter count, tied or untied unembedding, dtype, and how its block departs from GPT-2's",
+    "inspect",
+    "Show a model's family, shapes, parameter count, tied or untied unembedding, dtype, and how its block departs from GPT-2's",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<InspectOptions>();
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();

@@ -31,9 +31,7 @@ struct KnnCliOptions {
   vocablens::cli::OutputOptions out;
 };
 
-std::string name(const vocablens::Tokenizer* tok, int64_t id) {
-  return tok ? tok->display(id) : "#" + std::to_string(id);
-}
+std::string name(const vocablens::Tokenizer* tok, int64_t id) { return tok ? tok->display(id) : "#" + std::to_string(id); }
 
 // The graph from its Result (kind "knn", vocablens/knn.hpp): the summary's figures, the in_degree, indices and
 // scores arrays.
@@ -41,26 +39,25 @@ void print_knn(const vocablens::Result& r, const vocablens::Tokenizer* tok, bool
   auto bold = [&](const std::string& t) { return color ? fmt::format(fmt::emphasis::bold, "{}", t) : t; };
   const auto& s = r.summary;
   const int64_t n = s["rows"].get<int64_t>(), k = s["k"].get<int64_t>();
-  fmt::print("{}\n", bold(fmt::format("k-NN graph · {} rows of {} in {}-space · k = {} · {:.2f} s", n,
-                                      s["matrix"].get<std::string>(), s["space"].get<std::string>(), k,
-                                      s["seconds"].get<double>())));
-  fmt::print("exact: float32 GEMM candidates within {:.2g} of each row's k-th score re-scored in float64 "
-             "({} candidates, {} rows recomputed over all rows)\n",
-             s["candidate_margin"].get<double>(), s["rescored_candidates"].get<int64_t>(),
-             s["fallback_rows"].get<int64_t>());
-  fmt::print("mean cosine of the nearest neighbour {:.4f}, of the k-th {:.4f} · mutual edges {:.1f}% · "
-             "in-degree skewness {:.2f} · {} rows are nobody's neighbour\n",
-             s["mean_top1_cosine"].get<double>(), s["mean_kth_cosine"].get<double>(),
-             100 * s["mutual_fraction"].get<double>(), s["in_degree_skewness"].get<double>(),
-             s["anti_hubs"].get<int64_t>());
+  fmt::print("{}\n",
+             bold(fmt::format("k-NN graph · {} rows of {} in {}-space · k = {} · {:.2f} s", n, s["matrix"].get<std::string>(),
+                              s["space"].get<std::string>(), k, s["seconds"].get<double>())));
+  fmt::print(
+      "exact: float32 GEMM candidates within {:.2g} of each row's k-th score re-scored in float64 "
+      "({} candidates, {} rows recomputed over all rows)\n",
+      s["candidate_margin"].get<double>(), s["rescored_candidates"].get<int64_t>(), s["fallback_rows"].get<int64_t>());
+  fmt::print(
+      "mean cosine of the nearest neighbour {:.4f}, of the k-th {:.4f} · mutual edges {:.1f}% · "
+      "in-degree skewness {:.2f} · {} rows are nobody's neighbour\n",
+      s["mean_top1_cosine"].get<double>(), s["mean_kth_cosine"].get<double>(), 100 * s["mutual_fraction"].get<double>(),
+      s["in_degree_skewness"].get<double>(), s["anti_hubs"].get<int64_t>());
   const auto& deg = r.arrays.at("in_degree");
   const int64_t* in_degree = reinterpret_cast<const int64_t*>(deg.bytes.data());
   std::vector<int64_t> order(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
   const size_t top = std::min<size_t>(12, order.size());
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(), [&](int64_t a, int64_t b) {
-    return in_degree[a] > in_degree[b] || (in_degree[a] == in_degree[b] && a < b);
-  });
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
+                    [&](int64_t a, int64_t b) { return in_degree[a] > in_degree[b] || (in_degree[a] == in_degree[b] && a < b); });
   std::string hubs;
   for (size_t i = 0; i < top; ++i) hubs += fmt::format("{}{} ({})", i ? "  " : "", name(tok, order[i]), in_degree[order[i]]);
   fmt::print("hubs (in-degree): {}\n", hubs);
@@ -89,8 +86,8 @@ int run_knn(const KnnCliOptions& o) {
     if (!o.tokenizer.empty()) throw;
     fmt::print(stderr, "vocablens: warning: no tokenizer ({}); tokens are shown as #id\n", e.what());
   }
-  if (auto rc = vocablens::cli::check_memory(
-          "knn", vocablens::estimate_analysis(a, m, tok.get(), given, vocablens::Surface::Cli), o.dry_run))
+  if (auto rc = vocablens::cli::check_memory("knn", vocablens::estimate_analysis(a, m, tok.get(), given, vocablens::Surface::Cli),
+                                             o.dry_run))
     return *rc;
   vocablens::cli::ProgressBar bar("knn", "rows");
   vocablens::Result r = vocablens::run_analysis(a, m, tok.get(), given, vocablens::Surface::Cli, bar.callback());

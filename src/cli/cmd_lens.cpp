@@ -41,10 +41,10 @@ using vocablens::UsageError;
 // lens_batch); the command's own flags are the aliases below, the tokenizer, --dry-run and the output.
 struct LensCliOptions {
   std::string model;
-  std::shared_ptr<vocablens::cli::DeclaredFlags> flags;     // lens (one prompt)
-  std::shared_ptr<vocablens::cli::DeclaredFlags> corpus;    // lens_corpus's options that lens lacks
-  std::shared_ptr<vocablens::cli::DeclaredFlags> batch;     // lens_batch's options that lens lacks
-  std::optional<int64_t> target_id; // --target-id: the target by id (= --target '#ID')
+  std::shared_ptr<vocablens::cli::DeclaredFlags> flags;   // lens (one prompt)
+  std::shared_ptr<vocablens::cli::DeclaredFlags> corpus;  // lens_corpus's options that lens lacks
+  std::shared_ptr<vocablens::cli::DeclaredFlags> batch;   // lens_batch's options that lens lacks
+  std::optional<int64_t> target_id;                       // --target-id: the target by id (= --target '#ID')
   std::string tokenizer;
   bool dry_run = false;
   vocablens::cli::OutputOptions out;
@@ -53,7 +53,7 @@ struct LensCliOptions {
 // ---- terminal helpers ----------------------------------------------------------------------------------
 
 int terminal_width() {
-  struct winsize w{};
+  struct winsize w {};
   if (::isatty(STDOUT_FILENO) && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col > 20) return w.ws_col;
   if (const char* c = std::getenv("COLUMNS")) {
     int v = std::atoi(c);
@@ -89,16 +89,20 @@ void print_lens_table(const vocablens::Result& r, const vocablens::Tokenizer& to
   const float* target_prob = vocablens::cli::array_values<float>(r, "target_prob");
   const int64_t* target_rank = vocablens::cli::array_values<int64_t>(r, "target_rank");
   auto at = [T](int64_t li, int64_t t) { return static_cast<size_t>(li * T + t); };
-  auto top_id = [&](int64_t li, int64_t t, int64_t j) { return top_ids[at(li, t) * static_cast<size_t>(k) + static_cast<size_t>(j)]; };
-  auto top_prob = [&](int64_t li, int64_t t, int64_t j) { return top_probs[at(li, t) * static_cast<size_t>(k) + static_cast<size_t>(j)]; };
+  auto top_id = [&](int64_t li, int64_t t, int64_t j) {
+    return top_ids[at(li, t) * static_cast<size_t>(k) + static_cast<size_t>(j)];
+  };
+  auto top_prob = [&](int64_t li, int64_t t, int64_t j) {
+    return top_probs[at(li, t) * static_cast<size_t>(k) + static_cast<size_t>(j)];
+  };
   auto label = [&](int64_t li) { return sum["layers"][static_cast<size_t>(li)]["label"].get<std::string>(); };
   auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
   const int64_t decoder_blocks = set["decoder_blocks"].get<int64_t>();
-  fmt::print("{}\n", style(fmt::format("{} lens · {} · {} tokens · {} layers · unembedding {}{}",
-                                       set["lens"].get<std::string>(), sum["model"].get<std::string>(), T, n,
+  fmt::print("{}\n", style(fmt::format("{} lens · {} · {} tokens · {} layers · unembedding {}{}", set["lens"].get<std::string>(),
+                                       sum["model"].get<std::string>(), T, n,
                                        set["unembed"].get<std::string>() == "pinv" ? "E⁺ = pinv(W_Uᵀ)" : "W_U",
                                        decoder_blocks ? fmt::format(" · last {} blocks as decoder", decoder_blocks) : ""),
-                               fmt::emphasis::bold));
+                           fmt::emphasis::bold));
   fmt::print("final norm recomputed on each layer's residual; cells: top-1 token and its probability{}\n",
              k == 0 ? " (none: --top-k 0)" : "");
   const size_t label_w = 7, tok_w = 7, cell_w = tok_w + 1 + 4;
@@ -106,9 +110,10 @@ void print_lens_table(const vocablens::Result& r, const vocablens::Tokenizer& to
   int64_t fit_cols = std::max<int64_t>(1, (width - static_cast<int64_t>(label_w)) / static_cast<int64_t>(cell_w + 1));
   int64_t first = std::max<int64_t>(0, T - fit_cols);
   if (first > 0)
-    fmt::print("(showing positions {}..{} of {}; the terminal is {} columns wide — use --format csv/json or --out "
-               "for all)\n",
-               first, T - 1, T, width);
+    fmt::print(
+        "(showing positions {}..{} of {}; the terminal is {} columns wide — use --format csv/json or --out "
+        "for all)\n",
+        first, T - 1, T, width);
   auto row_label = [&](const std::string& s) { return style(fit(s, label_w), fmt::emphasis::bold); };
   // header: position, input token, target
   std::string line = row_label("pos");
@@ -138,8 +143,8 @@ void print_lens_table(const vocablens::Result& r, const vocablens::Tokenizer& to
     }
   }
   // per-layer summary
-  fmt::print("\n{}\n", style(fmt::format("{:<7} {:>9} {:>9} {:>9}  {:>8} {:>7}  {}", "layer", "mean CE", "entropy",
-                                         "KL→final", "tgt rank", "tgt p", "top at last position"),
+  fmt::print("\n{}\n", style(fmt::format("{:<7} {:>9} {:>9} {:>9}  {:>8} {:>7}  {}", "layer", "mean CE", "entropy", "KL→final",
+                                         "tgt rank", "tgt p", "top at last position"),
                              fmt::emphasis::bold));
   for (int64_t li = 0; li < n; ++li) {
     const size_t a = at(li, T - 1);
@@ -170,13 +175,13 @@ void print_corpus_table(const vocablens::Result& r, bool color) {
   const auto& set = r.settings;
   const auto& sum = r.summary;
   auto style = [&](const std::string& s, fmt::text_style st) { return color ? fmt::format(st, "{}", s) : s; };
-  fmt::print("{}\n", style(fmt::format("{} lens over {} · {} bytes · {} tokens in {} windows of {}",
-                                       set["lens"].get<std::string>(), set["corpus"].get<std::string>(),
-                                       sum["corpus_bytes"].get<int64_t>(), sum["tokens"].get<int64_t>(),
-                                       sum["windows"].get<int64_t>(), set["window"].get<int64_t>()),
-                           fmt::emphasis::bold));
-  fmt::print("{}\n", style(fmt::format("{:<7} {:>10} {:>10} {:>10} {:>10} {:>8}", "layer", "CE nats", "bits/byte",
-                                       "KL→final", "entropy", "top-1"),
+  fmt::print("{}\n",
+             style(fmt::format("{} lens over {} · {} bytes · {} tokens in {} windows of {}", set["lens"].get<std::string>(),
+                               set["corpus"].get<std::string>(), sum["corpus_bytes"].get<int64_t>(), sum["tokens"].get<int64_t>(),
+                               sum["windows"].get<int64_t>(), set["window"].get<int64_t>()),
+                   fmt::emphasis::bold));
+  fmt::print("{}\n", style(fmt::format("{:<7} {:>10} {:>10} {:>10} {:>10} {:>8}", "layer", "CE nats", "bits/byte", "KL→final",
+                                       "entropy", "top-1"),
                            fmt::emphasis::bold));
   for (const auto& ly : sum["per_layer"])
     fmt::print("{:<7} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>7.2f}%\n", fit(ly["layer"].get<std::string>(), 7),
@@ -241,8 +246,7 @@ nlohmann::json carried_to(const vocablens::AnalysisDecl& decl, const nlohmann::j
                        " applies to one prompt (--prompt or --prompt-ids), not to " + form);
     else if (it.key() == "target" && std::string(form) == "--prompts")
       throw UsageError("--target has no meaning with --prompts (give \"target\" per line in JSON Lines)");
-    else if (it.key() == "target")
-      throw UsageError("--target has no meaning with --corpus");
+    else if (it.key() == "target") throw UsageError("--target has no meaning with --corpus");
     // --bos / --no-bos with --corpus: the windows are read as the file's tokens (accepted, as before)
   }
   return out;

@@ -43,20 +43,21 @@ void print_neighbours(const vocablens::Result& r, bool color) {
     const auto& ps = t["pieces"];
     std::string pieces;
     for (size_t i = 0; i < ps.size(); ++i)
-      pieces += fmt::format("{}{} #{}", i ? " + " : "",
-                            ps.size() > 1 ? fmt::format("{:.3g}·{}", ps[i]["weight"].get<double>(), ps[i]["token"].get<std::string>())
-                                          : ps[i]["token"].get<std::string>(),
-                            ps[i]["id"].get<int64_t>());
+      pieces +=
+          fmt::format("{}{} #{}", i ? " + " : "",
+                      ps.size() > 1 ? fmt::format("{:.3g}·{}", ps[i]["weight"].get<double>(), ps[i]["token"].get<std::string>())
+                                    : ps[i]["token"].get<std::string>(),
+                      ps[i]["id"].get<int64_t>());
     fmt::print("  {:+g} × {}  = {}{}\n", t["weight"].get<double>(),
-               t.contains("id") ? "#" + std::to_string(t["id"].get<int64_t>()) : "'" + t["text"].get<std::string>() + "'",
-               pieces, ps.size() > 1 ? fmt::format("  ({} of {} pieces)", compose, ps.size()) : "");
+               t.contains("id") ? "#" + std::to_string(t["id"].get<int64_t>()) : "'" + t["text"].get<std::string>() + "'", pieces,
+               ps.size() > 1 ? fmt::format("  ({} of {} pieces)", compose, ps.size()) : "");
   }
   const size_t excluded = s["excluded"].size();
   if (excluded) fmt::print("  (the query's own {} token{} left out)\n", excluded, excluded == 1 ? "" : "s");
   fmt::print("{}\n", bold(fmt::format("{:>4}  {:<24} {:>7}  {:>9}", "rank", "token", "id", "cosine")));
   for (const auto& n : s["neighbours"])
-    fmt::print("{:>4}  {:<24} {:>7}  {:>9.6f}\n", n["rank"].get<int64_t>(), n["token"].get<std::string>(),
-               n["id"].get<int64_t>(), n["cosine"].get<double>());
+    fmt::print("{:>4}  {:<24} {:>7}  {:>9.6f}\n", n["rank"].get<int64_t>(), n["token"].get<std::string>(), n["id"].get<int64_t>(),
+               n["cosine"].get<double>());
 }
 
 int run_neighbours(const NeighboursCliOptions& o) {

@@ -36,8 +36,7 @@ void print_neurons(const vocablens::Result& r, const vocablens::Model& m, bool c
   const auto n_neurons = r.summary["neurons"].size();
   fmt::print("{}\n", style(fmt::format("neurons · {} · layer {} · {} of {} neurons · top {} · keys{} via {}", m.source(),
                                        set["layer"].get<int64_t>(), n_neurons, r.summary["d_mlp"].get<int64_t>(),
-                                       set["top_k"].get<int64_t>(), gated ? "/gates" : "",
-                                       set["inverse"].get<std::string>()),
+                                       set["top_k"].get<int64_t>(), gated ? "/gates" : "", set["inverse"].get<std::string>()),
                            fmt::emphasis::bold));
   const vocablens::Table* top = nullptr;
   const vocablens::Table* norms = nullptr;

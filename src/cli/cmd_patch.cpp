@@ -50,17 +50,17 @@ void print_patch(const vocablens::Result& r, const vocablens::Tokenizer& tok, bo
   const std::string target = tok.display(st.at("target").at("id").get<int64_t>());
   fmt::print("{}\n", style(fmt::format("activation patching · {} · over {} · metric {} at position {}",
                                        sm.at("model").get<std::string>(), st.at("over").get<std::string>(),
-                                       st.at("wrong").is_null()
-                                           ? "logit(" + target + ")"
-                                           : "logit(" + target + ") - logit(" +
-                                                 tok.display(st.at("wrong").at("id").get<int64_t>()) + ")",
+                                       st.at("wrong").is_null() ? "logit(" + target + ")"
+                                                                : "logit(" + target + ") - logit(" +
+                                                                      tok.display(st.at("wrong").at("id").get<int64_t>()) + ")",
                                        st.at("position").get<int64_t>()),
                            fmt::emphasis::bold));
   fmt::print("clean {:.4f} · corrupt {:.4f}; cells: (patched - corrupt) / (clean - corrupt), 0 = corrupt, 1 = clean\n",
              sm.at("clean_metric").get<double>(), sm.at("corrupt_metric").get<double>());
   if (sm.at("degenerate").get<bool>())
-    fmt::print("the clean and corrupt runs give the same metric: the normalisation is undefined (cells '-'); "
-               "raw values are in the JSON/CSV output\n");
+    fmt::print(
+        "the clean and corrupt runs give the same metric: the normalisation is undefined (cells '-'); "
+        "raw values are in the JSON/CSV output\n");
   const auto rows = static_cast<int64_t>(sm.at("rows").size()), cols = static_cast<int64_t>(sm.at("columns").size());
   std::vector<double> restored(static_cast<size_t>(rows * cols), std::nan(""));
   for (const auto& t : r.tables)
@@ -149,8 +149,7 @@ int run_patch(const PatchCliOptions& o) {
 }
 
 vocablens::cli::Register registered_cmd_patch{
-    "patch", vocablens::find_analysis("patch").decl.summary,
-    [](CLI::App& sub) -> vocablens::cli::Runner {
+    "patch", vocablens::find_analysis("patch").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<PatchCliOptions>();
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("patch").decl);

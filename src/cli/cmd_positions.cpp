@@ -59,10 +59,10 @@ void print_positions(const vocablens::Result& r, const std::string& model, bool 
   const int64_t n = s["n_positions"].get<int64_t>();
   const double base = s.value("base", 0.0);
   const std::string scaling = s.value("rope_scaling", std::string());
-  fmt::print("{}\n", bold(fmt::format("positions · {} · {} encoding{} · {} positions × {} dims", model,
-                                      s["source"].get<std::string>(),
-                                      base > 0 ? fmt::format(" (base {:g}{})", base, scaling.empty() ? "" : ", " + scaling + " scaling") : "",
-                                      n, s["dim"].get<int64_t>())));
+  fmt::print("{}\n", bold(fmt::format(
+                         "positions · {} · {} encoding{} · {} positions × {} dims", model, s["source"].get<std::string>(),
+                         base > 0 ? fmt::format(" (base {:g}{})", base, scaling.empty() ? "" : ", " + scaling + " scaling") : "",
+                         n, s["dim"].get<int64_t>())));
   std::string sv;
   const auto& singular = s["singular_values"];
   for (size_t j = 0; j < std::min<size_t>(8, singular.size()); ++j) sv += fmt::format(" {:.4g}", singular[j].get<double>());
@@ -78,9 +78,10 @@ void print_positions(const vocablens::Result& r, const std::string& model, bool 
   for (const auto& c : s["components"])
     fmt::print("{:>4} {:>8.2f}% {:>10} {:>7.1f}%\n", c["component"].get<int64_t>() + 1, 100 * c["variance_ratio"].get<double>(),
                c["dominant_frequency"].get<int64_t>(), 100 * c["power_fraction"].get<double>());
-  fmt::print("(frequency: cycles over the {} positions of the component's score series; power: its share of the "
-             "series' non-constant power — a helix shows as pairs of components at the same low frequency)\n",
-             n);
+  fmt::print(
+      "(frequency: cycles over the {} positions of the component's score series; power: its share of the "
+      "series' non-constant power — a helix shows as pairs of components at the same low frequency)\n",
+      n);
   const double* by_offset = vocablens::cli::array_values<double>(r, "cosine_by_offset");
   std::string offs;
   for (int64_t dl : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512})
@@ -102,10 +103,11 @@ void print_segments(const vocablens::Result& r) {
   fmt::print("norms:{}   (mean ‖W_E row‖ {:.4g}, mean ‖position‖ {:.4g})\n", norms, s["mean_token_norm"].get<double>(),
              s["mean_position_norm"].get<double>());
   if (n_segments >= 2)
-    fmt::print("cos(W_seg[0], W_seg[1]) {:.3f} · ‖Δ = W_seg[1] − W_seg[0]‖ {:.4g}, {:.1f}% of ‖Δ‖² in the span of W_E's top {} "
-               "principal directions\n",
-               vocablens::cli::array_values<double>(r, "segment_cosine")[1], s["difference_norm"].get<double>(),
-               100 * s["difference_in_token_subspace"].get<double>(), directions);
+    fmt::print(
+        "cos(W_seg[0], W_seg[1]) {:.3f} · ‖Δ = W_seg[1] − W_seg[0]‖ {:.4g}, {:.1f}% of ‖Δ‖² in the span of W_E's top {} "
+        "principal directions\n",
+        vocablens::cli::array_values<double>(r, "segment_cosine")[1], s["difference_norm"].get<double>(),
+        100 * s["difference_in_token_subspace"].get<double>(), directions);
   const auto& pcs = r.arrays.at("segment_cos_to_token_pcs");
   const double* cos_to_pcs = vocablens::cli::array_values<double>(r, "segment_cos_to_token_pcs");
   for (int64_t i = 0; i < pcs.shape[0]; ++i) {
@@ -115,9 +117,10 @@ void print_segments(const vocablens::Result& r) {
                i == n_segments ? std::string("Δ") : fmt::format("W_seg[{}]", i), c);
   }
   const auto& share = s["share_of_embedding_variance"];
-  fmt::print("share of the embedding residual's variance (independent uniform token, position, segment): token {:.2f}% · "
-             "position {:.2f}% · segment {:.3f}%\n",
-             100 * share["token"].get<double>(), 100 * share["position"].get<double>(), 100 * share["segment"].get<double>());
+  fmt::print(
+      "share of the embedding residual's variance (independent uniform token, position, segment): token {:.2f}% · "
+      "position {:.2f}% · segment {:.3f}%\n",
+      100 * share["token"].get<double>(), 100 * share["position"].get<double>(), 100 * share["segment"].get<double>());
 }
 
 int run_positions(const PositionsCliOptions& o) {

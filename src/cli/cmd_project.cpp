@@ -37,8 +37,8 @@ void print_projection(const vocablens::Result& r, const vocablens::Tokenizer& to
   const auto& st = r.settings;
   const std::string hook = st.at("hook").get<std::string>();
   const bool read = st.at("space").get<std::string>() == "read";
-  fmt::print("{}\n", style(fmt::format("projection · {} · {} · {} · top {}", r.provenance.value("model_path", std::string()), hook,
-                                       read ? "read through " + st.at("inverse").get<std::string>() : std::string("x W_U"),
+  fmt::print("{}\n", style(fmt::format("projection · {} · {} · {} · top {}", r.provenance.value("model_path", std::string()),
+                                       hook, read ? "read through " + st.at("inverse").get<std::string>() : std::string("x W_U"),
                                        st.at("top_k").get<int64_t>()) +
                                (st.at("apply_final_norm").get<bool>() ? " · final norm applied" : ""),
                            fmt::emphasis::bold));
@@ -48,9 +48,9 @@ void print_projection(const vocablens::Result& r, const vocablens::Tokenizer& to
     if (layer >= 0) fmt::print("\n{}\n", style(fmt::format("{}.{}", hook, layer), fmt::emphasis::bold));
     for (const auto& jp : jl.at("positions")) {
       const int64_t pos = jp.at("position").get<int64_t>();
-      std::string line = fmt::format("  {:>4} {:<12} ‖x‖ {:>8.3f} →", pos,
-                                     tok.display(input.at(static_cast<size_t>(pos)).at("id").get<int64_t>()),
-                                     jp.at("norm").get<double>());
+      std::string line =
+          fmt::format("  {:>4} {:<12} ‖x‖ {:>8.3f} →", pos,
+                      tok.display(input.at(static_cast<size_t>(pos)).at("id").get<int64_t>()), jp.at("norm").get<double>());
       for (const auto& e : jp.at("top"))
         line += fmt::format("  {} {:.3g}", tok.display(e.at("id").get<int64_t>()), e.at("score").get<double>());
       fmt::print("{}\n", line);
@@ -81,8 +81,7 @@ int run_project(const ProjectCliOptions& co) {
 }
 
 vocablens::cli::Register registered_cmd_project{
-    "project", vocablens::find_analysis("project").decl.summary,
-    [](CLI::App& sub) -> vocablens::cli::Runner {
+    "project", vocablens::find_analysis("project").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<ProjectCliOptions>();
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("project").decl);

@@ -61,8 +61,9 @@ int run_report(const ReportCmdOptions& o) {
   }
   auto results = vocablens::read_run_directory(o.run_dir);
   if (results.empty())
-    throw vocablens::FormatError(o.run_dir, "no vocablens results (<kind>.json) in this directory; write one with an "
-                                            "analysis command's --out DIR");
+    throw vocablens::FormatError(o.run_dir,
+                                 "no vocablens results (<kind>.json) in this directory; write one with an "
+                                 "analysis command's --out DIR");
   std::string html = vocablens::write_report(results, o.run_dir, o.out);
   fmt::print("report:   {} ({} result{})\n", html, results.size(), results.size() == 1 ? "" : "s");
   if (!o.no_notebook) {
@@ -88,8 +89,7 @@ vocablens::cli::Register registered_cmd_report{
           ->type_name("FILE");
       sub.add_flag("--no-notebook", o->no_notebook, "Do not write the notebook");
       sub.add_flag("--open", o->open, "Open the page in a browser ($BROWSER or xdg-open)");
-      sub.add_flag("--example", o->example,
-                   "First write synthetic results of every kind into RUN_DIR (a preview of the report)");
+      sub.add_flag("--example", o->example, "First write synthetic results of every kind into RUN_DIR (a preview of the report)");
       return [o] { return run_report(*o); };
     }};
 

@@ -23,8 +23,8 @@ namespace fs = std::filesystem;
 bool looks_like_run_directory(const std::string& p) {
   std::error_code ec;
   if (!fs::is_directory(p, ec)) return false;
-  for (const char* f : {"config.json", "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                        "pytorch_model.bin.index.json"})
+  for (const char* f :
+       {"config.json", "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json"})
     if (fs::exists(fs::path(p) / f, ec)) return false;
   return true;
 }
@@ -71,26 +71,31 @@ vocablens::cli::Register registered_cmd_serve{
     [](CLI::App& sub) {
       auto c = std::make_shared<ServeCli>();
       sub.add_option("MODEL", c->paths,
-                     std::string(vocablens::cli::kModelHelp) + "; or one or more run directories (--out DIR of any "
-                     "command) to browse without a model; or MODEL then run directories (browsed beside it; a run "
-                     "of `lens --corpus` among them gives the corpus of top activations)")
+                     std::string(vocablens::cli::kModelHelp) +
+                         "; or one or more run directories (--out DIR of any "
+                         "command) to browse without a model; or MODEL then run directories (browsed beside it; a run "
+                         "of `lens --corpus` among them gives the corpus of top activations)")
           ->required();
       sub.add_option("--tokenizer", c->o.tokenizer, "Tokenizer file or directory (default: found beside the model)");
       // The options analyses let the server fix, declared with them (OptionDecl::server): their flags and help.
       for (const vocablens::OptionDecl* od : vocablens::served_options())
         sub.add_option(vocablens::spelling(*od, vocablens::Surface::Cli), c->o.served[od->name], od->server->help)
             ->type_name(od->server->value_name);
-      sub.add_option("--tuned", c->o.tuned, "Tuned-lens directory (vocablens tuned-lens train --out): the page's "
-                                            "lens toggle and the API's {\"tuned\": true}");
-      sub.add_option("--sae", c->o.sae, "SAE or transcoder (the layouts `vocablens features --sae` reads): a feature's "
-                                        "vocabulary projection and the feature lens of the prompt on the page");
+      sub.add_option("--tuned", c->o.tuned,
+                     "Tuned-lens directory (vocablens tuned-lens train --out): the page's "
+                     "lens toggle and the API's {\"tuned\": true}");
+      sub.add_option("--sae", c->o.sae,
+                     "SAE or transcoder (the layouts `vocablens features --sae` reads): a feature's "
+                     "vocabulary projection and the feature lens of the prompt on the page");
       // --hook as `features --hook` spells it; --sae-hook, the older name, is the same option.
       sub.add_option("--hook,--sae-hook", c->o.sae_hook,
                      "Hook point the SAE reads (overrides the file's or the guessed one), as `features --hook`");
-      sub.add_option("--corpus", c->o.corpus, "Text file: a neuron's or a feature's top activations over it (its first "
-                                              "--corpus-tokens tokens, tokenised at start-up)");
-      sub.add_option("--corpus-run", c->o.corpus_run, "A run directory of `vocablens lens --corpus FILE --out DIR`: "
-                                                      "use the corpus it read (as --corpus)");
+      sub.add_option("--corpus", c->o.corpus,
+                     "Text file: a neuron's or a feature's top activations over it (its first "
+                     "--corpus-tokens tokens, tokenised at start-up)");
+      sub.add_option("--corpus-run", c->o.corpus_run,
+                     "A run directory of `vocablens lens --corpus FILE --out DIR`: "
+                     "use the corpus it read (as --corpus)");
       sub.add_option("--corpus-tokens", c->o.corpus_tokens, "Tokens of the corpus read for top activations (default 16384)");
       sub.add_option("--window", c->o.window, "Tokens per forward pass over the corpus (default 64)");
       sub.add_option("--port", c->o.port, "TCP port (default 8765; 0 = any free port, printed)");

@@ -60,8 +60,8 @@ void print_spectrum(const vocablens::Result& r, const std::string& model, bool c
   }
   if (k > show) fmt::print("({} more singular values in --format json / --out)\n", k - show);
   fmt::print("\neffective rank {:.2f} (centred {:.2f}) · participation ratio {:.2f} (centred {:.2f}) · of {}\n",
-             s["effective_rank"].get<double>(), s["effective_rank_centred"].get<double>(),
-             s["participation_ratio"].get<double>(), s["participation_ratio_centred"].get<double>(), std::min(rows, cols));
+             s["effective_rank"].get<double>(), s["effective_rank_centred"].get<double>(), s["participation_ratio"].get<double>(),
+             s["participation_ratio_centred"].get<double>(), std::min(rows, cols));
   if (s.contains("cumulative_explained_variance")) {
     std::string ev;
     for (const char* c : {"1", "2", "3", "5", "10", "20", "50", "100"})
@@ -84,10 +84,9 @@ void print_spectrum(const vocablens::Result& r, const std::string& model, bool c
              s["total_variance"].get<double>());
   const auto& n = s["row_norms"];
   const int64_t zero_rows = n["zero_rows"].get<int64_t>();
-  fmt::print("row norms: mean {:.4g} ± {:.4g} · min {:.4g} ({}) · median {:.4g} · max {:.4g} ({}){}\n",
-             n["mean"].get<double>(), n["std"].get<double>(), n["min"].get<double>(),
-             name_of(n["argmin"].get<int64_t>(), n["argmin_name"]), n["median"].get<double>(), n["max"].get<double>(),
-             name_of(n["argmax"].get<int64_t>(), n["argmax_name"]),
+  fmt::print("row norms: mean {:.4g} ± {:.4g} · min {:.4g} ({}) · median {:.4g} · max {:.4g} ({}){}\n", n["mean"].get<double>(),
+             n["std"].get<double>(), n["min"].get<double>(), name_of(n["argmin"].get<int64_t>(), n["argmin_name"]),
+             n["median"].get<double>(), n["max"].get<double>(), name_of(n["argmax"].get<int64_t>(), n["argmax_name"]),
              zero_rows ? fmt::format(" · {} zero rows", zero_rows) : "");
   if (s.contains("anisotropy")) {
     const auto& a = s["anisotropy"];
@@ -160,8 +159,7 @@ int run_spectrum(const SpectrumCliOptions& o) {
 }
 
 vocablens::cli::Register registered_cmd_spectrum{
-    "spectrum", vocablens::find_analysis("spectrum").decl.summary,
-    [](CLI::App& sub) -> vocablens::cli::Runner {
+    "spectrum", vocablens::find_analysis("spectrum").decl.summary, [](CLI::App& sub) -> vocablens::cli::Runner {
       auto o = std::make_shared<SpectrumCliOptions>();
       sub.add_option("MODEL", o->model, vocablens::cli::kModelHelp)->required();
       o->flags = std::make_shared<vocablens::cli::DeclaredFlags>(vocablens::find_analysis("spectrum").decl);

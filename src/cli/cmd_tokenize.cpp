@@ -43,8 +43,9 @@ std::string read_stdin() {
   while (std::cin.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || std::cin.gcount() > 0) {
     s.append(chunk.data(), static_cast<size_t>(std::cin.gcount()));
     if (s.size() > kMaxStdinBytes)
-      throw vocablens::UsageError("tokenize -: standard input holds more than 64 MB; tokenize a shorter text (a corpus "
-                                  "is read by `vocablens lens --corpus FILE`)");
+      throw vocablens::UsageError(
+          "tokenize -: standard input holds more than 64 MB; tokenize a shorter text (a corpus "
+          "is read by `vocablens lens --corpus FILE`)");
   }
   return s;
 }
@@ -63,8 +64,8 @@ int run_tokenize(const TokenizeOptions& o) {
     if (o.json) {
       nlohmann::json tokens = nlohmann::json::array();
       for (int64_t id : o.ids) tokens.push_back(tok->display(id));
-      fmt::print("{}\n", dump({{"tokenizer", tok->source()}, {"kind", tok->kind()}, {"ids", o.ids},
-                               {"tokens", tokens}, {"text", text}}));
+      fmt::print("{}\n",
+                 dump({{"tokenizer", tok->source()}, {"kind", tok->kind()}, {"ids", o.ids}, {"tokens", tokens}, {"text", text}}));
     } else {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fputc('\n', stdout);
@@ -86,12 +87,16 @@ int run_tokenize(const TokenizeOptions& o) {
       tokens.push_back(tok->display(id));
       pieces.push_back(tok->piece(id));
     }
-    fmt::print("{}\n", dump({{"tokenizer", tok->source()}, {"kind", tok->kind()}, {"ids", ids},
-                             {"tokens", tokens}, {"pieces", pieces}, {"bytes", text.size()}}));
+    fmt::print("{}\n", dump({{"tokenizer", tok->source()},
+                             {"kind", tok->kind()},
+                             {"ids", ids},
+                             {"tokens", tokens},
+                             {"pieces", pieces},
+                             {"bytes", text.size()}}));
     return 0;
   }
-  fmt::print("{} tokens, {} bytes  ({} vocabulary of {} tokens: {})\n", ids.size(), text.size(), tok->kind(),
-             tok->vocab_size(), tok->source());
+  fmt::print("{} tokens, {} bytes  ({} vocabulary of {} tokens: {})\n", ids.size(), text.size(), tok->kind(), tok->vocab_size(),
+             tok->source());
   size_t id_w = std::to_string(tok->vocab_size()).size();
   fmt::print("{:>5}  {:>{}}  token\n", "pos", "id", id_w);
   for (size_t i = 0; i < ids.size(); ++i) fmt::print("{:>5}  {:>{}}  {}\n", i, ids[i], id_w, tok->display(ids[i]));

@@ -70,28 +70,31 @@ int run_train(TrainCli& c) {
   o.tied = !c.untied;
   if (c.synthetic_lines > 0) o.synthetic_options.lines = c.synthetic_lines;
   if (c.synthetic_seed >= 0) o.synthetic_options.seed = static_cast<uint64_t>(c.synthetic_seed);
-  if (o.resume && c.steps_opt->count() == 0) o.steps = 0;  // keep the checkpoint's planned steps
+  if (o.resume && c.steps_opt->count() == 0) o.steps = 0;                       // keep the checkpoint's planned steps
   if (o.model == TrainModel::GloVe && c.steps_opt->count() == 0) o.steps = 25;  // epochs
   if (o.resume && (!o.corpus.empty() || o.synthetic))
     throw UsageError("--resume continues the run saved in --out DIR with its own corpus and options: drop --corpus/--synthetic");
   o.on_progress = cli::train_progress_printer(std::string("train ") + to_string(o.model), c.quiet);
   TrainReport r = train(o);
   if (r.model == TrainModel::GloVe)
-    fmt::print("trained glove ({} parameters, vocabulary {}) for {} epochs in {}: cost {:.6f} (first epoch {:.6f}; "
-               "mean over the nonzero counts of 1/2 f(X)(w.w~ + b + b~ - log X)^2)\n",
-               r.parameters, r.vocab_size, r.step, cli::format_seconds(r.seconds), r.final_loss,
-               r.losses.empty() ? 0.0 : r.losses.front());
+    fmt::print(
+        "trained glove ({} parameters, vocabulary {}) for {} epochs in {}: cost {:.6f} (first epoch {:.6f}; "
+        "mean over the nonzero counts of 1/2 f(X)(w.w~ + b + b~ - log X)^2)\n",
+        r.parameters, r.vocab_size, r.step, cli::format_seconds(r.seconds), r.final_loss,
+        r.losses.empty() ? 0.0 : r.losses.front());
   else
-    fmt::print("trained {} ({} parameters, vocabulary {}) for {} steps in {}: final loss {:.4f} nats/token "
-               "(mean of the last {} steps)\n",
-               to_string(r.model), r.parameters, r.vocab_size, r.step, cli::format_seconds(r.seconds), r.final_loss,
-               std::min<int64_t>(50, r.step));
+    fmt::print(
+        "trained {} ({} parameters, vocabulary {}) for {} steps in {}: final loss {:.4f} nats/token "
+        "(mean of the last {} steps)\n",
+        to_string(r.model), r.parameters, r.vocab_size, r.step, cli::format_seconds(r.seconds), r.final_loss,
+        std::min<int64_t>(50, r.step));
   for (const std::string& n : r.notes) fmt::print(stderr, "vocablens: note: {}\n", n);
   const bool w2v = r.model == TrainModel::SkipGram || r.model == TrainModel::CBOW || r.model == TrainModel::GloVe;
   fmt::print("wrote {}/ (config.json, {}, {}, train_log.json, checkpoint/)\n", r.out_dir,
              w2v ? "embeddings.safetensors, embeddings.npy" : "model.safetensors",
-             !o.tokenizer.empty() ? "the tokenizer's files"
-             : o.tokenizer_algo == "wordpiece" ? "vocab.txt, tokenizer_config.json" : "vocab.json, merges.txt");
+             !o.tokenizer.empty()              ? "the tokenizer's files"
+             : o.tokenizer_algo == "wordpiece" ? "vocab.txt, tokenizer_config.json"
+                                               : "vocab.json, merges.txt");
   if (o.snapshot_every > 0)
     fmt::print("snapshots every {} steps: {}/snapshots/step-N/ (e.g. vocablens compare-embeddings on two of them)\n",
                o.snapshot_every, r.out_dir);

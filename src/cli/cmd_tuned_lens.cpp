@@ -56,13 +56,15 @@ int run_sample(TunedCli& c) {
   adapt_threads_to(m);
   auto tok = load_tokenizer_for(c.model, c.tokenizer);
   {
-    const int64_t T = c.sample_max_len > 0 ? std::min<int64_t>(c.sample_max_len, m.config().n_ctx) : std::min<int64_t>(256, m.config().n_ctx);
+    const int64_t T =
+        c.sample_max_len > 0 ? std::min<int64_t>(c.sample_max_len, m.config().n_ctx) : std::min<int64_t>(256, m.config().n_ctx);
     // One position of every sequence per step, the earlier ones' keys and values cached.
     auto e = estimate_forward_memory(m, kSampleCorpusBatch, 1, CacheSpec::none(), true);
     e.add(fmt::format("KV cache [{} x {} positions]", kSampleCorpusBatch, T), kv_cache_bytes(m.config(), kSampleCorpusBatch, T));
-    if (auto rc = cli::check_memory("tuned-lens sample", fmt::format("sampling {} sequences of {} tokens side by side from {}",
-                                                                     kSampleCorpusBatch, T, m.source()), e,
-                                    c.dry_run, "--max-len (shorter sequences)"))
+    if (auto rc = cli::check_memory(
+            "tuned-lens sample",
+            fmt::format("sampling {} sequences of {} tokens side by side from {}", kSampleCorpusBatch, T, m.source()), e,
+            c.dry_run, "--max-len (shorter sequences)"))
       return *rc;
   }
   const std::string text = sample_corpus(m, *tok, c.sample_tokens, c.sample_seed, c.temperature, c.sample_max_len);
@@ -89,17 +91,19 @@ struct TrainDisplay {
     start_step = p.start_step;
     stop_step = p.stop_step;
     if (!quiet)
-      fmt::print(stderr, "tuned-lens: {} steps of {} windows x {} tokens = {} tokens per step ({}); the corpus: {} tokens, {} windows\n",
-                 p.steps, p.windows_per_step, p.window, p.tokens_per_step,
-                 p.tokens_per_step_scaled
-                     ? fmt::format("scaled to d_model {} and the corpus; the package's recipe is --tokens-per-step 262144", d_model)
-                     : std::string("--tokens-per-step"),
-                 p.corpus_tokens, p.windows);
+      fmt::print(
+          stderr, "tuned-lens: {} steps of {} windows x {} tokens = {} tokens per step ({}); the corpus: {} tokens, {} windows\n",
+          p.steps, p.windows_per_step, p.window, p.tokens_per_step,
+          p.tokens_per_step_scaled
+              ? fmt::format("scaled to d_model {} and the corpus; the package's recipe is --tokens-per-step 262144", d_model)
+              : std::string("--tokens-per-step"),
+          p.corpus_tokens, p.windows);
     // Reusing a small corpus many times fits the translators to that text; the package trains on ~1 pass.
     if (p.corpus_passes > 4)
-      fmt::print(stderr, "vocablens: warning: the schedule reads the corpus {:.0f} times over ({} steps x {} windows, {} windows in "
-                         "the corpus): the translators may fit this text more than the model. A longer corpus "
-                         "(`vocablens tuned-lens sample MODEL --tokens N --out FILE`) or fewer --steps reads it less often\n",
+      fmt::print(stderr,
+                 "vocablens: warning: the schedule reads the corpus {:.0f} times over ({} steps x {} windows, {} windows in "
+                 "the corpus): the translators may fit this text more than the model. A longer corpus "
+                 "(`vocablens tuned-lens sample MODEL --tokens N --out FILE`) or fewer --steps reads it less often\n",
                  p.corpus_passes, p.steps, p.windows_per_step, p.windows);
     std::fflush(stderr);
   }
@@ -123,10 +127,10 @@ struct TrainDisplay {
       if (!end && now - last_draw < std::chrono::milliseconds(100)) return;
       last_draw = now;
       const int width = 28, filled = static_cast<int>(f * width);
-      fmt::print(stderr, "\r\033[Ktuned-lens [{}{}] step {}/{}  loss {}  {}  eta {}", std::string(static_cast<size_t>(filled), '#'),
-                 std::string(static_cast<size_t>(width - filled), '.'), shown_step, p.steps,
-                 p.within_step ? std::string("...") : fmt::format("{:.4f}", p.loss), vocablens::cli::duration_text(p.seconds),
-                 vocablens::cli::duration_text(p.eta_seconds));
+      fmt::print(stderr, "\r\033[Ktuned-lens [{}{}] step {}/{}  loss {}  {}  eta {}",
+                 std::string(static_cast<size_t>(filled), '#'), std::string(static_cast<size_t>(width - filled), '.'), shown_step,
+                 p.steps, p.within_step ? std::string("...") : fmt::format("{:.4f}", p.loss),
+                 vocablens::cli::duration_text(p.seconds), vocablens::cli::duration_text(p.eta_seconds));
       if (end) fmt::print(stderr, "\r\033[K");
       std::fflush(stderr);
       return;
@@ -139,10 +143,12 @@ struct TrainDisplay {
     if (!p.within_step) last_tenth = tenth;
     if (p.within_step)
       fmt::print(stderr, "tuned-lens step {}/{} ({:.1f} %): {} of {} windows  elapsed {}  eta {}\n", shown_step, p.steps, 100 * f,
-                 p.windows_done, p.windows_total, vocablens::cli::duration_text(p.seconds), vocablens::cli::duration_text(p.eta_seconds));
+                 p.windows_done, p.windows_total, vocablens::cli::duration_text(p.seconds),
+                 vocablens::cli::duration_text(p.eta_seconds));
     else
       fmt::print(stderr, "tuned-lens step {}/{} ({:.1f} %)  loss {:.4f}  lr {:.2e}  elapsed {}  eta {}{}\n", p.step, p.steps,
-                 100 * f, p.loss, p.lr, vocablens::cli::duration_text(p.seconds), vocablens::cli::duration_text(p.eta_seconds), p.checkpoint ? "  (checkpoint)" : "");
+                 100 * f, p.loss, p.lr, vocablens::cli::duration_text(p.seconds), vocablens::cli::duration_text(p.eta_seconds),
+                 p.checkpoint ? "  (checkpoint)" : "");
     std::fflush(stderr);
   }
 };
@@ -171,15 +177,18 @@ int run_train(TunedCli& c) {
     const double rows = static_cast<double>(B * W), d = static_cast<double>(cf.d_model), V = static_cast<double>(cf.vocab_size);
     auto e = estimate_forward_memory(m, B, W, CacheSpec::none(), false);
     e.add("train: activations kept for the backward pass",
-          static_cast<double>(cf.n_layers) * (rows * (10 * d + 3 * static_cast<double>(cf.d_mlp)) +
-                                              3.0 * static_cast<double>(B * cf.n_heads) * static_cast<double>(W) * static_cast<double>(W)) * 4);
+          static_cast<double>(cf.n_layers) *
+              (rows * (10 * d + 3 * static_cast<double>(cf.d_mlp)) +
+               3.0 * static_cast<double>(B * cf.n_heads) * static_cast<double>(W) * static_cast<double>(W)) *
+              4);
     e.add("train: translators, their gradients and momentum", 3.0 * static_cast<double>(cf.n_layers) * (d * d + d) * 4);
     if (!ec)  // every window's activations, kept when the corpus is read more than once (at most the budget)
       e.add("train: the windows' activations, kept between passes",
-            std::min(kTunedLensKeptBudget, static_cast<double>(bytes / static_cast<uintmax_t>(W)) * tuned_lens_kept_bytes_per_window(cf, W)));
+            std::min(kTunedLensKeptBudget,
+                     static_cast<double>(bytes / static_cast<uintmax_t>(W)) * tuned_lens_kept_bytes_per_window(cf, W)));
     e.add_phase("train: one layer's lens logits and their gradient", 3 * rows * V * 4);
-    if (auto rc = cli::check_memory("tuned-lens train", fmt::format("training on micro-batches of {} windows of {} tokens", B, W), e,
-                                    c.dry_run, "--micro-batch (fewer windows per forward) or --window"))
+    if (auto rc = cli::check_memory("tuned-lens train", fmt::format("training on micro-batches of {} windows of {} tokens", B, W),
+                                    e, c.dry_run, "--micro-batch (fewer windows per forward) or --window"))
       return *rc;
   }
   auto display = std::make_shared<TrainDisplay>();
@@ -196,16 +205,19 @@ int run_train(TunedCli& c) {
     const double first = r.losses.empty() ? NAN : r.losses.front();
     const double last = r.losses.empty() ? NAN : r.losses.back();
     const auto trained = static_cast<int64_t>(r.losses.size());
-    fmt::print("trained a tuned lens for {} ({} translators) on {} tokens ({} windows of {}; {} per step{}) for steps "
-               "{}..{} of {} in {}: loss {:.4f} -> {:.4f} (sum over layers of mean KL to the final layer, nats)\n",
-               m.source(), m.config().n_layers, r.corpus_tokens, r.windows, r.window, r.windows_per_step,
-               r.ranks > 1 ? fmt::format(", {} ranks", r.ranks) : "", r.start_step + 1, trained, r.steps,
-               vocablens::cli::duration_text(r.seconds), first, last);
+    fmt::print(
+        "trained a tuned lens for {} ({} translators) on {} tokens ({} windows of {}; {} per step{}) for steps "
+        "{}..{} of {} in {}: loss {:.4f} -> {:.4f} (sum over layers of mean KL to the final layer, nats)\n",
+        m.source(), m.config().n_layers, r.corpus_tokens, r.windows, r.window, r.windows_per_step,
+        r.ranks > 1 ? fmt::format(", {} ranks", r.ranks) : "", r.start_step + 1, trained, r.steps,
+        vocablens::cli::duration_text(r.seconds), first, last);
     fmt::print("wrote {}/tuned_lens.safetensors, params.pt, config.json (read with `vocablens lens MODEL --tuned {}`)\n",
                r.out_dir, r.out_dir);
     if (trained < r.steps)
-      fmt::print("the lens is unfinished ({} of {} steps) and marked so in {}/config.json: continue with the same command "
-                 "and --resume\n", trained, r.steps, r.out_dir);
+      fmt::print(
+          "the lens is unfinished ({} of {} steps) and marked so in {}/config.json: continue with the same command "
+          "and --resume\n",
+          trained, r.steps, r.out_dir);
   }
   return 0;
 }
@@ -220,8 +232,8 @@ void print_eval(const vocablens::Result& r, const std::string& tuned, const std:
     if (t.name == "per_layer")
       for (const auto& row : t.rows)  // layer, hook, CE logit / tuned, H logit / tuned, KL logit / tuned, ...
         fmt::print("{:<7} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f}\n", row[0].get<std::string>(),
-                   row[2].get<double>(), row[3].get<double>(), row[4].get<double>(), row[5].get<double>(),
-                   row[6].get<double>(), row[7].get<double>());
+                   row[2].get<double>(), row[3].get<double>(), row[4].get<double>(), row[5].get<double>(), row[6].get<double>(),
+                   row[7].get<double>());
   fmt::print("(bits per byte: cross-entropy to the next token, entropy, KL to the final layer)\n");
 }
 
@@ -244,8 +256,10 @@ int run_eval(TunedCli& c) {
     if (auto rc = cli::check_memory("tuned-lens eval", estimate_analysis(a, m, tok.get(), given, Surface::Cli), c.dry_run))
       return *rc;
     if (!lens.matches_unembedding(m) && dist::rank() == 0)
-      fmt::print(stderr, "vocablens: warning: the tuned lens {} was trained on a model with another unembedding than {} "
-                         "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n", tuned, c.model);
+      fmt::print(stderr,
+                 "vocablens: warning: the tuned lens {} was trained on a model with another unembedding than {} "
+                 "(same shapes; fine for a fine-tune of that model, meaningless otherwise)\n",
+                 tuned, c.model);
   }
   auto res = run_analysis(a, m, tok.get(), given, Surface::Cli);
   if (dist::rank() != 0) return 0;
@@ -255,21 +269,23 @@ int run_eval(TunedCli& c) {
 }
 
 vocablens::cli::Register registered_cmd_tuned_lens{
-    "tuned-lens",
-    "Tuned lens: train per-layer affine translators (train) and compare them with the logit lens (eval)",
+    "tuned-lens", "Tuned lens: train per-layer affine translators (train) and compare them with the logit lens (eval)",
     [](CLI::App& sub) -> vocablens::cli::Runner {
       auto c = std::make_shared<TunedCli>();
       sub.require_subcommand(1);
-      auto* t = c->train_cmd = sub.add_subcommand(
-          "train", "Train translators h -> h + A h + b per layer on a text corpus (the tuned-lens package's recipe, steps scaled to the model)");
+      auto* t = c->train_cmd = sub.add_subcommand("train",
+                                                  "Train translators h -> h + A h + b per layer on a text corpus (the tuned-lens "
+                                                  "package's recipe, steps scaled to the model)");
       t->add_option("MODEL", c->model, vocablens::cli::kModelHelp)->required();
       t->add_option("--corpus", c->corpus, "Training text")->required();
       t->add_option("--out", c->train.out_dir, "Output directory: tuned_lens.safetensors, params.pt, config.json")->required();
       t->add_option("--steps", c->train.steps, "Optimisation steps (default 250)");
       t->add_option("--tokens-per-step", c->train.tokens_per_step,
                     "Tokens per step, rounded down to whole windows, at least one (default: min(2^18, 256 x d_model), at most "
-                    "the corpus; 262144 = 2^18 is the package's recipe)")->check(CLI::PositiveNumber);
-      t->add_option("--window", c->train.window, "Tokens per training window (default: the model's context)")->check(CLI::Range(int64_t{2}, INT64_MAX));
+                    "the corpus; 262144 = 2^18 is the package's recipe)")
+          ->check(CLI::PositiveNumber);
+      t->add_option("--window", c->train.window, "Tokens per training window (default: the model's context)")
+          ->check(CLI::Range(int64_t{2}, INT64_MAX));
       t->add_option("--micro-batch", c->train.micro_batch, "Windows per forward pass (default: about 8k tokens)");
       t->add_option("--lr-scale", c->train.lr_scale, "SGD learning rate = lr-scale * (1 - momentum) (default 1.0)");
       t->add_option("--momentum", c->train.momentum, "Nesterov momentum (default 0.9)");
@@ -280,11 +296,11 @@ vocablens::cli::Register registered_cmd_tuned_lens{
       t->add_flag("--resume", c->train.resume, "Continue from DIR/checkpoint.safetensors");
       t->add_option("--stop-after", c->train.stop_after,
                     "Run at most this many steps now (checkpoint, then --resume continues; the schedule spans --steps)");
-      t->add_option("--inject-nan-at-step", c->train.inject_nan_at_step, "Test hook: make this step's loss NaN")
-          ->group("");
+      t->add_option("--inject-nan-at-step", c->train.inject_nan_at_step, "Test hook: make this step's loss NaN")->group("");
       t->add_option("--tokenizer", c->tokenizer, "Tokenizer file or directory (default: found beside the model)");
-      t->add_flag("--quiet", c->quiet, "No progress display (warnings still show). Without a terminal, a progress line "
-                                         "every 30 s (VOCABLENS_PROGRESS_INTERVAL seconds) and every tenth of the steps");
+      t->add_flag("--quiet", c->quiet,
+                  "No progress display (warnings still show). Without a terminal, a progress line "
+                  "every 30 s (VOCABLENS_PROGRESS_INTERVAL seconds) and every tenth of the steps");
       t->add_flag("--dry-run", c->dry_run, vocablens::cli::kDryRunHelp);
 
       auto* e = c->eval_cmd = sub.add_subcommand(

@@ -83,8 +83,10 @@ void DeclaredFlags::add_to(CLI::App& sub, const std::vector<std::string>& option
       // The same option as token ids. Either spelling satisfies a required prompt: given() refuses both, and
       // resolve_options names the option when neither is there.
       s.cli_ids = sub.add_option(name + "-ids", s.ids,
-                                 "The " + o.name + " as token ids instead of text, used exactly as given (no BOS added), "
-                                 "e.g. " + name + "-ids 1,403,407")
+                                 "The " + o.name +
+                                     " as token ids instead of text, used exactly as given (no BOS added), "
+                                     "e.g. " +
+                                     name + "-ids 1,403,407")
                       ->delimiter(',')
                       ->type_name("IDS");
       continue;
@@ -130,8 +132,8 @@ json DeclaredFlags::given() const {
   }
   for (const auto& s : slots_)
     if (s.cli_ids && s.cli_ids->count() > 0 && out.contains("bos"))
-      throw UsageError("--bos/--no-bos apply to " + spelling(*s.opt, Surface::Cli) + " text; " +
-                       spelling(*s.opt, Surface::Cli) + "-ids are used exactly as given");
+      throw UsageError("--bos/--no-bos apply to " + spelling(*s.opt, Surface::Cli) + " text; " + spelling(*s.opt, Surface::Cli) +
+                       "-ids are used exactly as given");
   return out;
 }
 

@@ -39,7 +39,7 @@ class DeclaredFlags {
     const OptionDecl* opt = nullptr;
     std::string text;
     std::vector<std::string> texts;
-    std::vector<int64_t> ids;          // a prompt's --NAME-ids
+    std::vector<int64_t> ids;  // a prompt's --NAME-ids
     CLI::Option* cli_ids = nullptr;
     bool on = false, off = false;  // flags: --x / --no-x
     CLI::Option* cli = nullptr;

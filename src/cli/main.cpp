@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   }
   std::string tried;
   void* handle = nullptr;
-  for (const std::string lib : {dir + "libvocablens-cli.so", dir + VOCABLENS_CLI_LIB_FROM_BIN "/libvocablens-cli.so"}) {
+  for (const std::string& lib : {dir + "libvocablens-cli.so", dir + VOCABLENS_CLI_LIB_FROM_BIN "/libvocablens-cli.so"}) {
     if (::access(lib.c_str(), F_OK) != 0) {
       tried += (tried.empty() ? "" : ", ") + lib;
       continue;
@@ -39,8 +39,7 @@ int main(int argc, char** argv) {
     break;
   }
   if (!handle) {
-    std::fprintf(stderr, "vocablens: error: the CLI's library libvocablens-cli.so is missing (looked for %s)\n",
-                 tried.c_str());
+    std::fprintf(stderr, "vocablens: error: the CLI's library libvocablens-cli.so is missing (looked for %s)\n", tried.c_str());
     return 127;
   }
   using Main = int (*)(int, char**);

@@ -41,8 +41,8 @@ double memory_limit() {
   return v * mult;
 }
 
-std::optional<int> check_memory(const std::string& command, const std::string& what, const MemoryEstimate& e,
-                                bool dry_run, const std::string& reduce, const std::string& computed) {
+std::optional<int> check_memory(const std::string& command, const std::string& what, const MemoryEstimate& e, bool dry_run,
+                                const std::string& reduce, const std::string& computed) {
   const double limit = memory_limit();
   const bool fits = limit <= 0 || e.total() <= limit;
   if (dry_run) {
@@ -51,18 +51,17 @@ std::optional<int> check_memory(const std::string& command, const std::string& w
       fmt::print("available now: {:.1f} MiB{} — {}\n", limit / kMiB,
                  std::getenv("VOCABLENS_MEMORY_LIMIT") ? " (VOCABLENS_MEMORY_LIMIT)" : "",
                  fits ? "it fits" : "it would NOT fit (the run would be refused): " + reduce);
-    if (computed.empty())
-      fmt::print("(dry run: nothing was computed)\n");
-    else
-      fmt::print("(dry run: {})\n", computed);
+    if (computed.empty()) fmt::print("(dry run: nothing was computed)\n");
+    else fmt::print("(dry run: {})\n", computed);
     std::fflush(stdout);
     return 0;
   }
   if (!fits)
-    throw Error(fmt::format("{} needs about {:.0f} MiB, {:.0f} MiB are available{} (`vocablens {} ... --dry-run` shows "
-                            "the estimate): {}",
-                            what, e.total() / kMiB, limit / kMiB,
-                            std::getenv("VOCABLENS_MEMORY_LIMIT") ? " (VOCABLENS_MEMORY_LIMIT)" : "", command, reduce));
+    throw Error(
+        fmt::format("{} needs about {:.0f} MiB, {:.0f} MiB are available{} (`vocablens {} ... --dry-run` shows "
+                    "the estimate): {}",
+                    what, e.total() / kMiB, limit / kMiB,
+                    std::getenv("VOCABLENS_MEMORY_LIMIT") ? " (VOCABLENS_MEMORY_LIMIT)" : "", command, reduce));
   return std::nullopt;
 }
 

@@ -43,8 +43,8 @@ using vocablens::model_memory;
 /// computed (`computed`; empty: nothing). Otherwise throws vocablens::Error when e.total() exceeds
 /// memory_limit() ("... needs about N MiB, M MiB are available: REDUCE"), and returns nullopt (run) when it
 /// fits or the limit is unknown.
-std::optional<int> check_memory(const std::string& command, const std::string& what, const MemoryEstimate& e,
-                                bool dry_run, const std::string& reduce, const std::string& computed = "");
+std::optional<int> check_memory(const std::string& command, const std::string& what, const MemoryEstimate& e, bool dry_run,
+                                const std::string& reduce, const std::string& computed = "");
 
 /// The same for a declared analysis's estimate (vocablens/analysis_estimate.hpp): its what and reduce, and its
 /// note printed after a dry run.

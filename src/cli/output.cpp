@@ -23,8 +23,8 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string shell_quote(const std::string& a) {
-  if (!a.empty() && a.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=./:,@%") ==
-                        std::string::npos)
+  if (!a.empty() &&
+      a.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=./:,@%") == std::string::npos)
     return a;
   std::string o = "'";
   for (char c : a) {
@@ -72,8 +72,8 @@ void add_output_options(CLI::App& sub, OutputOptions& o) {
       ->type_name("F");
   sub.add_flag("--report", o.report, "Also write DIR/report.html and DIR/vocablens.ipynb (needs --out)");
   // A callback, not CLI11's "--no-color{false}" / "!--no-color" spelling, which --help printed as is.
-  sub.add_flag_callback("--no-color", [&o] { o.color = false; },
-                        "No colour in tables (also when NO_COLOR is set or stdout is not a terminal)");
+  sub.add_flag_callback(
+      "--no-color", [&o] { o.color = false; }, "No colour in tables (also when NO_COLOR is set or stdout is not a terminal)");
   sub.add_flag("--force", o.force,
                "Replace a result of the same kind already in DIR (default: refuse, so that a second run never "
                "silently replaces the first; other kinds in DIR are kept)");
@@ -105,8 +105,9 @@ void emit(const Result& r, const OutputOptions& o, const std::function<void()>& 
   // Refuse before printing anything when --out already holds this kind (write_result checks again).
   if (!o.out_dir.empty() && !o.force && fs::exists(fs::path(o.out_dir) / (r.kind + ".json")))
     throw FormatError((fs::path(o.out_dir) / (r.kind + ".json")).string(),
-                      "a '" + r.kind + "' result is already there; vocablens does not replace a run silently: pass "
-                      "--force to replace it, or choose another --out");
+                      "a '" + r.kind +
+                          "' result is already there; vocablens does not replace a run silently: pass "
+                          "--force to replace it, or choose another --out");
   // Validate and render what goes to stdout before writing anything.
   std::string stdout_text;
   if (f == "json") {

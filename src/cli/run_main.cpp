@@ -42,16 +42,17 @@ int vocablens::cli::run_main(int argc, char** argv) {
   // kernel). Keep blocks up to 32 MB (glibc's maximum) in the heap and trim only above 256 MB free.
   ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
   ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
-  CLI::App app{
-      "vocablens " VOCABLENS_VERSION " — read a transformer's internals in vocabulary space.\n"
-      "MODEL is a Hugging Face directory (config.json + model.safetensors | model.safetensors.index.json |\n"
-      "pytorch_model.bin | pytorch_model.bin.index.json), a GGUF file (.gguf), a llama2.c checkpoint (.bin), or a llama2.c ckpt.pt.\n"
-      "Run `vocablens <command> --help` for a command's options."};
+  CLI::App app{"vocablens " VOCABLENS_VERSION
+               " — read a transformer's internals in vocabulary space.\n"
+               "MODEL is a Hugging Face directory (config.json + model.safetensors | model.safetensors.index.json |\n"
+               "pytorch_model.bin | pytorch_model.bin.index.json), a GGUF file (.gguf), a llama2.c checkpoint (.bin), or a "
+               "llama2.c ckpt.pt.\n"
+               "Run `vocablens <command> --help` for a command's options."};
   app.require_subcommand(1);
   // How products with float16/bfloat16/quantized weights are computed (vocablens/weight.hpp). One option under two
   // names: --compute (the mode's name since int8 exists) and --dtype (its older name); VOCABLENS_COMPUTE or
   // VOCABLENS_DTYPE set the default.
-  std::string dtype = std::getenv("VOCABLENS_COMPUTE")  ? std::getenv("VOCABLENS_COMPUTE")
+  std::string dtype = std::getenv("VOCABLENS_COMPUTE") ? std::getenv("VOCABLENS_COMPUTE")
                       : std::getenv("VOCABLENS_DTYPE") ? std::getenv("VOCABLENS_DTYPE")
                                                        : "float32";
   app.add_option("--compute,--dtype", dtype,
@@ -60,7 +61,8 @@ int vocablens::cli::run_main(int argc, char** argv) {
                  "rounded to bf16, float32 accumulation, ~1e-2 relative error; about twice as fast on CPUs with "
                  "AVX512-BF16); int8 (llama.cpp's numerics and speed for GGUF Q4_0/Q5_0/Q8_0/Q4_K/Q5_K/Q6_K "
                  "weights: activations quantized to 8 bits per block as llama.cpp does, integer dot products; "
-                 "logits move by ~0.1-0.3 from the exact path on small test models; other weight types stay exact, said on stderr). Give it "
+                 "logits move by ~0.1-0.3 from the exact path on small test models; other weight types stay exact, said on "
+                 "stderr). Give it "
                  "before the command, e.g. `vocablens --compute int8 lens model.gguf ...` (or VOCABLENS_COMPUTE)")
       ->check(CLI::IsMember({"float32", "bfloat16", "int8"}));
   app.set_version_flag("--version", std::string(VOCABLENS_VERSION));

@@ -68,9 +68,8 @@ std::string unknown_option_message(const CLI::App& app, int argc, char** argv) {
     if (std::find(names.begin(), names.end(), name) != names.end()) continue;
     if (name.size() > 2 && name[1] != '-') continue;  // combined short flags: let CLI11 judge
     auto best = nearest(name, names);
-    return command + ": unknown option '" + name + "'" +
-           (best.empty() ? "" : "; did you mean " + join_quoted(best) + "?") + " (`vocablens " + command +
-           " --help` lists its options)";
+    return command + ": unknown option '" + name + "'" + (best.empty() ? "" : "; did you mean " + join_quoted(best) + "?") +
+           " (`vocablens " + command + " --help` lists its options)";
   }
   return "";
 }

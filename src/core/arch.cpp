@@ -38,8 +38,16 @@ std::vector<TensorSpec> llama_like(BiasKind qkv_bias, BiasKind o_bias, bool lm_h
 ArchSpec entry(const char* name, const char* hf, std::vector<std::string> aliases, const char* gguf, const char* prefix,
                std::vector<TensorSpec> tensors, FamilyRecipe recipe, bool gguf_qk_interleaved, bool gguf_norm_plus_one,
                const char* summary) {
-  return {name, hf, std::move(aliases), gguf, prefix, std::move(tensors), std::move(recipe), gguf_qk_interleaved,
-          gguf_norm_plus_one, summary};
+  return {name,
+          hf,
+          std::move(aliases),
+          gguf,
+          prefix,
+          std::move(tensors),
+          std::move(recipe),
+          gguf_qk_interleaved,
+          gguf_norm_plus_one,
+          summary};
 }
 
 // The recipes. FamilyRecipe's defaults are the Llama block as LlamaConfig spells it (RMSNorm rms_norm_eps 1e-6,
@@ -83,8 +91,8 @@ FamilyRecipe qwen_recipe(bool qk_norm) {
     r.attn_out_bias = {nullptr, false};
   }
   r.qk_norm = qk_norm;
-  r.refusals = {{"use_sliding_window", true,
-                 "Qwen sliding-window layers are not supported (released Qwen2.5/Qwen3 models set false)"}};
+  r.refusals = {
+      {"use_sliding_window", true, "Qwen sliding-window layers are not supported (released Qwen2.5/Qwen3 models set false)"}};
   return r;
 }
 
@@ -191,26 +199,26 @@ using namespace arch_detail;
 std::vector<ArchSpec> build_table() {
   std::vector<ArchSpec> a;
   a.push_back(entry("gpt2", "GPT2LMHeadModel", {"GPT2Model", "gpt2"}, "gpt2", "transformer.",
-               {
-                   model_t(R::TokenEmbd, "transformer.wte", "token_embd", Lay::Embedding, kNo, true),
-                   model_t(R::PosEmbd, "transformer.wpe", "position_embd", Lay::Embedding, kNo, false),
-                   model_t(R::OutputNorm, "transformer.ln_f", "output_norm", Lay::Vector, kReq, true),
-                   model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
-                   layer_t(R::AttnNorm, "transformer.h.{L}.ln_1", "blk.{L}.attn_norm", Lay::Vector, kReq),
-                   layer_t(R::AttnQKV, "transformer.h.{L}.attn.c_attn", "blk.{L}.attn_qkv", Lay::FusedQKVConv1D, kReq),
-                   layer_t(R::AttnOut, "transformer.h.{L}.attn.c_proj", "blk.{L}.attn_output", Lay::Conv1D, kReq),
-                   layer_t(R::FfnNorm, "transformer.h.{L}.ln_2", "blk.{L}.ffn_norm", Lay::Vector, kReq),
-                   layer_t(R::FfnUp, "transformer.h.{L}.mlp.c_fc", "blk.{L}.ffn_up", Lay::Conv1D, kReq),
-                   layer_t(R::FfnDown, "transformer.h.{L}.mlp.c_proj", "blk.{L}.ffn_down", Lay::Conv1D, kReq),
-               },
-               gpt2_recipe(), false, false, "GPT-2: pre-LayerNorm, learned positions, gelu_new MLP, fused Conv1D c_attn"));
-  a.push_back(entry("llama", "LlamaForCausalLM", {"LlamaModel", "llama"}, "llama", "model.", llama_like(kOpt, kOpt, true),
-               llama_recipe(), true, false,
-               "Llama: RMSNorm, rotary positions (rope_theta, rope_scaling linear/llama3), SwiGLU, grouped-query attention"));
+                    {
+                        model_t(R::TokenEmbd, "transformer.wte", "token_embd", Lay::Embedding, kNo, true),
+                        model_t(R::PosEmbd, "transformer.wpe", "position_embd", Lay::Embedding, kNo, false),
+                        model_t(R::OutputNorm, "transformer.ln_f", "output_norm", Lay::Vector, kReq, true),
+                        model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
+                        layer_t(R::AttnNorm, "transformer.h.{L}.ln_1", "blk.{L}.attn_norm", Lay::Vector, kReq),
+                        layer_t(R::AttnQKV, "transformer.h.{L}.attn.c_attn", "blk.{L}.attn_qkv", Lay::FusedQKVConv1D, kReq),
+                        layer_t(R::AttnOut, "transformer.h.{L}.attn.c_proj", "blk.{L}.attn_output", Lay::Conv1D, kReq),
+                        layer_t(R::FfnNorm, "transformer.h.{L}.ln_2", "blk.{L}.ffn_norm", Lay::Vector, kReq),
+                        layer_t(R::FfnUp, "transformer.h.{L}.mlp.c_fc", "blk.{L}.ffn_up", Lay::Conv1D, kReq),
+                        layer_t(R::FfnDown, "transformer.h.{L}.mlp.c_proj", "blk.{L}.ffn_down", Lay::Conv1D, kReq),
+                    },
+                    gpt2_recipe(), false, false, "GPT-2: pre-LayerNorm, learned positions, gelu_new MLP, fused Conv1D c_attn"));
+  a.push_back(entry(
+      "llama", "LlamaForCausalLM", {"LlamaModel", "llama"}, "llama", "model.", llama_like(kOpt, kOpt, true), llama_recipe(), true,
+      false, "Llama: RMSNorm, rotary positions (rope_theta, rope_scaling linear/llama3), SwiGLU, grouped-query attention"));
   a.push_back(entry("mistral", "MistralForCausalLM", {"MistralModel", "mistral"}, "llama", "model.", llama_like(kNo, kNo, true),
-               mistral_recipe(), true, false, "Mistral: a Llama block with sliding-window attention"));
+                    mistral_recipe(), true, false, "Mistral: a Llama block with sliding-window attention"));
   a.push_back(entry("qwen2", "Qwen2ForCausalLM", {"Qwen2Model", "qwen2"}, "qwen2", "model.", llama_like(kReq, kNo, true),
-               qwen_recipe(false), false, false, "Qwen2: a Llama block with q/k/v biases"));
+                    qwen_recipe(false), false, false, "Qwen2: a Llama block with q/k/v biases"));
   {
     auto t = llama_like(kOpt, kOpt, true);
     t.push_back(layer_t(R::AttnQNorm, "model.layers.{L}.self_attn.q_norm", "blk.{L}.attn_q_norm", Lay::Vector, kNo));
@@ -219,8 +227,8 @@ std::vector<ArchSpec> build_table() {
                       false, false, "Qwen3: a Llama block with per-head RMSNorm on q and k"));
   }
   a.push_back(entry("gemma", "GemmaForCausalLM", {"GemmaModel", "gemma"}, "gemma", "model.", llama_like(kOpt, kOpt, true),
-               gemma_recipe(false), false, true,
-               "Gemma: RMSNorm (1 + w), embeddings x sqrt(d_model), GeGLU (tanh GELU), independent head_dim"));
+                    gemma_recipe(false), false, true,
+                    "Gemma: RMSNorm (1 + w), embeddings x sqrt(d_model), GeGLU (tanh GELU), independent head_dim"));
   {
     std::vector<TensorSpec> t = {
         model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
@@ -238,8 +246,8 @@ std::vector<ArchSpec> build_table() {
         layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kNo),
         layer_t(R::FfnPostNorm, "model.layers.{L}.post_feedforward_layernorm", "blk.{L}.post_ffw_norm", Lay::Vector, kNo),
     };
-    a.push_back(entry("gemma2", "Gemma2ForCausalLM", {"Gemma2Model", "gemma2"}, "gemma2", "model.", t,
-                      gemma_recipe(true), false, true,
+    a.push_back(entry("gemma2", "Gemma2ForCausalLM", {"Gemma2Model", "gemma2"}, "gemma2", "model.", t, gemma_recipe(true), false,
+                      true,
                       "Gemma-2: Gemma plus norms after attention and MLP, logit soft-capping, alternating sliding windows"));
     // Gemma 3: Gemma-2's names plus per-head q/k norms (Gemma3RMSNorm: also 1 + w).
     t.push_back(layer_t(R::AttnQNorm, "model.layers.{L}.self_attn.q_norm", "blk.{L}.attn_q_norm", Lay::Vector, kNo));
@@ -250,235 +258,242 @@ std::vector<ArchSpec> build_table() {
                       "their own rotary bases"));
   }
   a.push_back(entry("phi3", "Phi3ForCausalLM", {"Phi3Model", "phi3"}, "phi3", "model.",
-               {
-                   model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
-                   model_t(R::OutputNorm, "model.norm", "output_norm", Lay::Vector, kNo, true),
-                   model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
-                   layer_t(R::AttnNorm, "model.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kNo),
-                   layer_t(R::AttnQKV, "model.layers.{L}.self_attn.qkv_proj", "blk.{L}.attn_qkv", Lay::FusedQKV, kNo),
-                   layer_t(R::AttnOut, "model.layers.{L}.self_attn.o_proj", "blk.{L}.attn_output", Lay::Linear, kNo),
-                   layer_t(R::FfnNorm, "model.layers.{L}.post_attention_layernorm", "blk.{L}.ffn_norm", Lay::Vector, kNo),
-                   layer_t(R::FfnGateUp, "model.layers.{L}.mlp.gate_up_proj", "blk.{L}.ffn_up", Lay::FusedGateUp, kNo),
-                   layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kNo),
-               },
-               phi3_recipe(), false, false, "Phi-3: a Llama block with fused qkv_proj and gate_up_proj"));
-  a.push_back(entry("gpt_neox", "GPTNeoXForCausalLM", {"GPTNeoXModel", "gpt_neox"}, "gptneox", "gpt_neox.",
-               {
-                   model_t(R::TokenEmbd, "gpt_neox.embed_in", "token_embd", Lay::Embedding, kNo, true),
-                   model_t(R::OutputNorm, "gpt_neox.final_layer_norm", "output_norm", Lay::Vector, kReq, true),
-                   model_t(R::Output, "embed_out", "output", Lay::Linear, kNo, false),
-                   layer_t(R::AttnNorm, "gpt_neox.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
-                   layer_t(R::AttnQKV, "gpt_neox.layers.{L}.attention.query_key_value", "blk.{L}.attn_qkv",
-                           Lay::FusedQKVPerHead, kOpt),
-                   layer_t(R::AttnOut, "gpt_neox.layers.{L}.attention.dense", "blk.{L}.attn_output", Lay::Linear, kOpt),
-                   layer_t(R::FfnNorm, "gpt_neox.layers.{L}.post_attention_layernorm", "blk.{L}.ffn_norm", Lay::Vector, kReq),
-                   layer_t(R::FfnUp, "gpt_neox.layers.{L}.mlp.dense_h_to_4h", "blk.{L}.ffn_up", Lay::Linear, kReq),
-                   layer_t(R::FfnDown, "gpt_neox.layers.{L}.mlp.dense_4h_to_h", "blk.{L}.ffn_down", Lay::Linear, kReq),
-               },
-               gpt_neox_recipe(), false, false,
-               "GPT-NeoX (Pythia): parallel residual, partial rotary (rotary_pct), LayerNorm, fused per-head query_key_value"));
+                    {
+                        model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
+                        model_t(R::OutputNorm, "model.norm", "output_norm", Lay::Vector, kNo, true),
+                        model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
+                        layer_t(R::AttnNorm, "model.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kNo),
+                        layer_t(R::AttnQKV, "model.layers.{L}.self_attn.qkv_proj", "blk.{L}.attn_qkv", Lay::FusedQKV, kNo),
+                        layer_t(R::AttnOut, "model.layers.{L}.self_attn.o_proj", "blk.{L}.attn_output", Lay::Linear, kNo),
+                        layer_t(R::FfnNorm, "model.layers.{L}.post_attention_layernorm", "blk.{L}.ffn_norm", Lay::Vector, kNo),
+                        layer_t(R::FfnGateUp, "model.layers.{L}.mlp.gate_up_proj", "blk.{L}.ffn_up", Lay::FusedGateUp, kNo),
+                        layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kNo),
+                    },
+                    phi3_recipe(), false, false, "Phi-3: a Llama block with fused qkv_proj and gate_up_proj"));
+  a.push_back(entry(
+      "gpt_neox", "GPTNeoXForCausalLM", {"GPTNeoXModel", "gpt_neox"}, "gptneox", "gpt_neox.",
+      {
+          model_t(R::TokenEmbd, "gpt_neox.embed_in", "token_embd", Lay::Embedding, kNo, true),
+          model_t(R::OutputNorm, "gpt_neox.final_layer_norm", "output_norm", Lay::Vector, kReq, true),
+          model_t(R::Output, "embed_out", "output", Lay::Linear, kNo, false),
+          layer_t(R::AttnNorm, "gpt_neox.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+          layer_t(R::AttnQKV, "gpt_neox.layers.{L}.attention.query_key_value", "blk.{L}.attn_qkv", Lay::FusedQKVPerHead, kOpt),
+          layer_t(R::AttnOut, "gpt_neox.layers.{L}.attention.dense", "blk.{L}.attn_output", Lay::Linear, kOpt),
+          layer_t(R::FfnNorm, "gpt_neox.layers.{L}.post_attention_layernorm", "blk.{L}.ffn_norm", Lay::Vector, kReq),
+          layer_t(R::FfnUp, "gpt_neox.layers.{L}.mlp.dense_h_to_4h", "blk.{L}.ffn_up", Lay::Linear, kReq),
+          layer_t(R::FfnDown, "gpt_neox.layers.{L}.mlp.dense_4h_to_h", "blk.{L}.ffn_down", Lay::Linear, kReq),
+      },
+      gpt_neox_recipe(), false, false,
+      "GPT-NeoX (Pythia): parallel residual, partial rotary (rotary_pct), LayerNorm, fused per-head query_key_value"));
   a.push_back(entry("opt", "OPTForCausalLM", {"OPTModel", "opt"}, nullptr, "model.",
-               {
-                   model_t(R::TokenEmbd, "model.decoder.embed_tokens", nullptr, Lay::Embedding, kNo, true),
-                   model_t(R::PosEmbd, "model.decoder.embed_positions", nullptr, Lay::Embedding, kNo, true),
-                   model_t(R::OutputNorm, "model.decoder.final_layer_norm", nullptr, Lay::Vector, kReq, false),
-                   model_t(R::Output, "lm_head", nullptr, Lay::Linear, kNo, false),
-                   model_t(R::ProjectIn, "model.decoder.project_in", nullptr, Lay::Linear, kNo, false),
-                   model_t(R::ProjectOut, "model.decoder.project_out", nullptr, Lay::Linear, kNo, false),
-                   layer_t(R::AttnNorm, "model.decoder.layers.{L}.self_attn_layer_norm", nullptr, Lay::Vector, kReq),
-                   layer_t(R::AttnQ, "model.decoder.layers.{L}.self_attn.q_proj", nullptr, Lay::Linear, kOpt),
-                   layer_t(R::AttnK, "model.decoder.layers.{L}.self_attn.k_proj", nullptr, Lay::Linear, kOpt),
-                   layer_t(R::AttnV, "model.decoder.layers.{L}.self_attn.v_proj", nullptr, Lay::Linear, kOpt),
-                   layer_t(R::AttnOut, "model.decoder.layers.{L}.self_attn.out_proj", nullptr, Lay::Linear, kOpt),
-                   layer_t(R::FfnNorm, "model.decoder.layers.{L}.final_layer_norm", nullptr, Lay::Vector, kReq),
-                   layer_t(R::FfnUp, "model.decoder.layers.{L}.fc1", nullptr, Lay::Linear, kOpt),
-                   layer_t(R::FfnDown, "model.decoder.layers.{L}.fc2", nullptr, Lay::Linear, kOpt),
-               },
-               opt_recipe(), false, false, "OPT: learned positions offset by 2, ReLU MLP, do_layer_norm_before, project_in/out"));
-  a.push_back(entry("stablelm", "StableLmForCausalLM", {"StableLmModel", "stablelm"}, "stablelm", "model.",
-               {
-                   model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
-                   model_t(R::OutputNorm, "model.norm", "output_norm", Lay::Vector, kReq, true),
-                   model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
-                   layer_t(R::AttnNorm, "model.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
-                   layer_t(R::AttnQ, "model.layers.{L}.self_attn.q_proj", "blk.{L}.attn_q", Lay::Linear, kOpt),
-                   layer_t(R::AttnK, "model.layers.{L}.self_attn.k_proj", "blk.{L}.attn_k", Lay::Linear, kOpt),
-                   layer_t(R::AttnV, "model.layers.{L}.self_attn.v_proj", "blk.{L}.attn_v", Lay::Linear, kOpt),
-                   layer_t(R::AttnOut, "model.layers.{L}.self_attn.o_proj", "blk.{L}.attn_output", Lay::Linear, kNo),
-                   layer_t(R::FfnNorm, "model.layers.{L}.post_attention_layernorm", "blk.{L}.ffn_norm", Lay::Vector, kReq),
-                   layer_t(R::FfnGate, "model.layers.{L}.mlp.gate_proj", "blk.{L}.ffn_gate", Lay::Linear, kNo),
-                   layer_t(R::FfnUp, "model.layers.{L}.mlp.up_proj", "blk.{L}.ffn_up", Lay::Linear, kNo),
-                   layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kNo),
-               },
-               [] {  // StableLmConfig: LayerNorm layer_norm_eps, a quarter of each head rotated, SwiGLU, use_qkv_bias
-                 FamilyRecipe r;
-                 r.head_dim_key = nullptr;  // head_dim = hidden_size / num_attention_heads
-                 r.norm = NormKind::LayerNorm;
-                 r.norm_eps_key = "layer_norm_eps";
-                 r.norm_eps_default = 1e-5;
-                 r.rotary_fraction_default = 0.25;
-                 r.attn_bias = {"use_qkv_bias", false};
-                 r.attn_out_bias = r.mlp_bias = {nullptr, false};
-                 r.refusals = {{"qk_layernorm", true, "per-head LayerNorms on q and k (StableLM 2 12B) are not supported"},
-                               {"use_parallel_residual", true,
-                                "the parallel block sharing one norm between attention and MLP (StableLM 2 12B) is not supported"}};
-                 return r;
-               }(),
-               false, false, "StableLM-2: LayerNorm, partial rotary (partial_rotary_factor), SwiGLU, q/k/v biases"));
-  a.push_back(entry("olmo2", "Olmo2ForCausalLM", {"Olmo2Model", "olmo2"}, "olmo2", "model.",
-               {
-                   model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
-                   model_t(R::OutputNorm, "model.norm", "output_norm", Lay::Vector, kNo, true),
-                   model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
-                   layer_t(R::AttnQ, "model.layers.{L}.self_attn.q_proj", "blk.{L}.attn_q", Lay::Linear, kOpt),
-                   layer_t(R::AttnK, "model.layers.{L}.self_attn.k_proj", "blk.{L}.attn_k", Lay::Linear, kOpt),
-                   layer_t(R::AttnV, "model.layers.{L}.self_attn.v_proj", "blk.{L}.attn_v", Lay::Linear, kOpt),
-                   layer_t(R::AttnOut, "model.layers.{L}.self_attn.o_proj", "blk.{L}.attn_output", Lay::Linear, kOpt),
-                   layer_t(R::AttnQNorm, "model.layers.{L}.self_attn.q_norm", "blk.{L}.attn_q_norm", Lay::Vector, kNo),
-                   layer_t(R::AttnKNorm, "model.layers.{L}.self_attn.k_norm", "blk.{L}.attn_k_norm", Lay::Vector, kNo),
-                   layer_t(R::AttnPostNorm, "model.layers.{L}.post_attention_layernorm", "blk.{L}.post_attention_norm", Lay::Vector, kNo),
-                   layer_t(R::FfnGate, "model.layers.{L}.mlp.gate_proj", "blk.{L}.ffn_gate", Lay::Linear, kNo),
-                   layer_t(R::FfnUp, "model.layers.{L}.mlp.up_proj", "blk.{L}.ffn_up", Lay::Linear, kNo),
-                   layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kNo),
-                   layer_t(R::FfnPostNorm, "model.layers.{L}.post_feedforward_layernorm", "blk.{L}.post_ffw_norm", Lay::Vector, kNo),
-               },
-               [] {  // Olmo2Config: RMSNorm 1e-5, no norms before attention and MLP, post-norms, q/k norms over the
-                     // whole projection, head_dim = hidden_size / heads, SwiGLU without biases, untied
-                 FamilyRecipe r;
-                 r.head_dim_key = nullptr;
-                 r.norm_eps_default = 1e-5;
-                 r.input_norms = false;
-                 r.post_norms = true;
-                 r.qk_norm = r.qk_norm_full = true;
-                 r.mlp_bias = {nullptr, false};
-                 return r;
-               }(),
-               false, false, "OLMo 2: norms after attention and MLP only, RMSNorm on the whole q and k projections, SwiGLU"));
-  a.push_back(entry("smollm3", "SmolLM3ForCausalLM", {"SmolLM3Model", "smollm3"}, "smollm3", "model.", llama_like(kOpt, kOpt, true),
-               [] {  // SmolLM3Config: a Llama block whose every 4th layer (no_rope_layers, else no_rope_layer_interval)
-                     // has no rotary; tied by default
-                 FamilyRecipe r;
-                 r.tied = {"tie_word_embeddings", true};
-                 r.rotary_layers_key = "no_rope_layers";
-                 r.no_rotary_interval_key = "no_rope_layer_interval";
-                 r.no_rotary_interval = 4;
-                 r.refusals = {{"use_sliding_window", true,
-                                "SmolLM3's sliding-window layers are not supported (released SmolLM3 models set false)"}};
-                 return r;
-               }(),
-               true, false, "SmolLM3: a Llama block with no rotary on every 4th layer (no_rope_layers)"));
-  a.push_back(entry("phi", "PhiForCausalLM", {"PhiModel", "phi"}, "phi2", "model.",
-               {
-                   model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
-                   model_t(R::OutputNorm, "model.final_layernorm", "output_norm", Lay::Vector, kReq, true),
-                   model_t(R::Output, "lm_head", "output", Lay::Linear, kReq, false),
-                   layer_t(R::AttnNorm, "model.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
-                   layer_t(R::AttnQ, "model.layers.{L}.self_attn.q_proj", "blk.{L}.attn_q", Lay::Linear, kReq),
-                   layer_t(R::AttnK, "model.layers.{L}.self_attn.k_proj", "blk.{L}.attn_k", Lay::Linear, kReq),
-                   layer_t(R::AttnV, "model.layers.{L}.self_attn.v_proj", "blk.{L}.attn_v", Lay::Linear, kReq),
-                   layer_t(R::AttnOut, "model.layers.{L}.self_attn.dense", "blk.{L}.attn_output", Lay::Linear, kReq),
-                   // One LayerNorm feeds attention and MLP: the MLP's norm is the same tensor.
-                   layer_t(R::FfnNorm, "model.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
-                   layer_t(R::FfnUp, "model.layers.{L}.mlp.fc1", "blk.{L}.ffn_up", Lay::Linear, kReq),
-                   layer_t(R::FfnDown, "model.layers.{L}.mlp.fc2", "blk.{L}.ffn_down", Lay::Linear, kReq),
-               },
-               [] {  // PhiConfig (Phi-2): parallel attention and MLP on one LayerNorm, partial rotary, gelu_new,
-                     // biases everywhere (lm_head too), untied
-                 FamilyRecipe r;
-                 r.head_dim_key = nullptr;
-                 r.norm = NormKind::LayerNorm;
-                 r.norm_eps_key = "layer_norm_eps";
-                 r.norm_eps_default = 1e-5;
-                 r.rotary_fraction_default = 0.5;
-                 r.activation_default = "gelu_new";
-                 r.gated_mlp = false;
-                 r.attn_bias = r.attn_out_bias = r.mlp_bias = {nullptr, true};
-                 r.parallel_residual = {nullptr, true};
-                 r.refusals = {{"qk_layernorm", true, "LayerNorms on q and k are not supported (Phi-2 sets false)"}};
-                 return r;
-               }(),
-               false, false, "Phi-2: attention and MLP in parallel on one LayerNorm, partial rotary, gelu_new, biased lm_head"));
-  a.push_back(entry("bloom", "BloomForCausalLM", {"BloomModel", "bloom"}, "bloom", "transformer.",
-               {
-                   model_t(R::TokenEmbd, "transformer.word_embeddings", "token_embd", Lay::Embedding, kNo, true),
-                   model_t(R::TokenEmbdNorm, "transformer.word_embeddings_layernorm", "token_embd_norm", Lay::Vector, kReq, true),
-                   model_t(R::OutputNorm, "transformer.ln_f", "output_norm", Lay::Vector, kReq, true),
-                   model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
-                   layer_t(R::AttnNorm, "transformer.h.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
-                   layer_t(R::AttnQKV, "transformer.h.{L}.self_attention.query_key_value", "blk.{L}.attn_qkv",
-                           Lay::FusedQKVPerHead, kReq),
-                   layer_t(R::AttnOut, "transformer.h.{L}.self_attention.dense", "blk.{L}.attn_output", Lay::Linear, kReq),
-                   layer_t(R::FfnNorm, "transformer.h.{L}.post_attention_layernorm", "blk.{L}.ffn_norm", Lay::Vector, kReq),
-                   layer_t(R::FfnUp, "transformer.h.{L}.mlp.dense_h_to_4h", "blk.{L}.ffn_up", Lay::Linear, kReq),
-                   layer_t(R::FfnDown, "transformer.h.{L}.mlp.dense_4h_to_h", "blk.{L}.ffn_down", Lay::Linear, kReq),
-               },
-               [] {  // BloomConfig: n_layer / n_head, LayerNorm layer_norm_epsilon (also on the embeddings), ALiBi, a
-                     // tanh-GELU MLP of 4 d (n_inner), biases everywhere, tied; no context length in its configs
-                 FamilyRecipe r;
-                 r.n_layers_keys = {"n_layer", "num_hidden_layers"};
-                 r.d_model_keys = {"hidden_size", "n_embed"};
-                 r.n_heads_keys = {"n_head", "num_attention_heads"};
-                 r.n_ctx_keys = {"seq_length"};
-                 r.n_ctx_default = 2048;  // its training length; ALiBi itself has no limit
-                 r.d_mlp_keys = {"n_inner"};
-                 r.n_kv_heads_keys = {};
-                 r.d_mlp_per_d_model = 4;
-                 r.head_dim_key = nullptr;
-                 r.norm = NormKind::LayerNorm;
-                 r.norm_eps_key = "layer_norm_epsilon";
-                 r.norm_eps_default = 1e-5;
-                 r.embed_norm = true;
-                 r.positions = PositionKind::ALiBi;
-                 r.activation_default = "gelu_new";  // bloom_gelu_forward: the tanh form
-                 r.gated_mlp = false;
-                 r.attn_bias = r.attn_out_bias = r.mlp_bias = {nullptr, true};
-                 r.tied = {"tie_word_embeddings", true};
-                 r.refusals = {{"apply_residual_connection_post_layernorm", true,
-                                "a residual taken after the norm is not supported (BLOOM checkpoints set false)"}};
-                 return r;
-               }(),
-               false, false, "BLOOM: ALiBi, LayerNorm of the embeddings, fused per-head query_key_value, tanh-GELU MLP"));
-  a.push_back(entry("falcon", "FalconForCausalLM", {"FalconModel", "falcon"}, "falcon", "transformer.",
-               {
-                   model_t(R::TokenEmbd, "transformer.word_embeddings", "token_embd", Lay::Embedding, kNo, true),
-                   model_t(R::OutputNorm, "transformer.ln_f", "output_norm", Lay::Vector, kReq, true),
-                   model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
-                   layer_t(R::AttnNorm, "transformer.h.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
-                   // Multi-query: rows [q: H * dh | k: dh | v: dh] (one key/value group, as llama.cpp's converter keeps it)
-                   layer_t(R::AttnQKV, "transformer.h.{L}.self_attention.query_key_value", "blk.{L}.attn_qkv", Lay::FusedQKV, kOpt),
-                   layer_t(R::AttnOut, "transformer.h.{L}.self_attention.dense", "blk.{L}.attn_output", Lay::Linear, kOpt),
-                   // Attention and MLP in parallel on the one input_layernorm: the MLP's norm is the same tensor.
-                   layer_t(R::FfnNorm, "transformer.h.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
-                   layer_t(R::FfnUp, "transformer.h.{L}.mlp.dense_h_to_4h", "blk.{L}.ffn_up", Lay::Linear, kOpt),
-                   layer_t(R::FfnDown, "transformer.h.{L}.mlp.dense_4h_to_h", "blk.{L}.ffn_down", Lay::Linear, kOpt),
-               },
-               [] {  // FalconConfig, Falcon-7B's block: multi-query, attention and MLP in parallel on one LayerNorm,
-                     // rotary, erf GELU (activation), no biases (bias), tied; the other Falcon blocks are refused
-                 FamilyRecipe r;
-                 r.n_layers_keys = {"num_hidden_layers", "n_layer"};
-                 r.n_heads_keys = {"num_attention_heads", "n_head"};
-                 r.n_ctx_default = 2048;  // older configs give no context length
-                 r.d_mlp_keys = {"ffn_hidden_size"};
-                 r.d_mlp_per_d_model = 4;
-                 r.n_kv_heads_keys = {};
-                 r.n_kv_heads_fixed = 1;
-                 r.head_dim_key = nullptr;
-                 r.norm = NormKind::LayerNorm;
-                 r.norm_eps_key = "layer_norm_epsilon";
-                 r.norm_eps_default = 1e-5;
-                 r.activation_key = "activation";
-                 r.activation_default = "gelu";
-                 r.gated_mlp = false;
-                 r.attn_bias = r.attn_out_bias = r.mlp_bias = {"bias", false};
-                 r.tied = {"tie_word_embeddings", true};
-                 r.parallel_residual = {nullptr, true};
-                 r.refusals = {{"new_decoder_architecture", true, "Falcon-40B/180B's block (two norms, grouped key/value heads) is not supported"},
-                               {"multi_query", false, "Falcon without multi-query attention (its per-head fused layout) is not supported"},
-                               {"parallel_attn", false, "Falcon's sequential block is not supported"},
-                               {"alibi", true, "Falcon with ALiBi (RW models) is not supported"}};
-                 return r;
-               }(),
-               false, false, "Falcon-7B: multi-query, attention and MLP in parallel on one LayerNorm, rotary, GELU"));
+                    {
+                        model_t(R::TokenEmbd, "model.decoder.embed_tokens", nullptr, Lay::Embedding, kNo, true),
+                        model_t(R::PosEmbd, "model.decoder.embed_positions", nullptr, Lay::Embedding, kNo, true),
+                        model_t(R::OutputNorm, "model.decoder.final_layer_norm", nullptr, Lay::Vector, kReq, false),
+                        model_t(R::Output, "lm_head", nullptr, Lay::Linear, kNo, false),
+                        model_t(R::ProjectIn, "model.decoder.project_in", nullptr, Lay::Linear, kNo, false),
+                        model_t(R::ProjectOut, "model.decoder.project_out", nullptr, Lay::Linear, kNo, false),
+                        layer_t(R::AttnNorm, "model.decoder.layers.{L}.self_attn_layer_norm", nullptr, Lay::Vector, kReq),
+                        layer_t(R::AttnQ, "model.decoder.layers.{L}.self_attn.q_proj", nullptr, Lay::Linear, kOpt),
+                        layer_t(R::AttnK, "model.decoder.layers.{L}.self_attn.k_proj", nullptr, Lay::Linear, kOpt),
+                        layer_t(R::AttnV, "model.decoder.layers.{L}.self_attn.v_proj", nullptr, Lay::Linear, kOpt),
+                        layer_t(R::AttnOut, "model.decoder.layers.{L}.self_attn.out_proj", nullptr, Lay::Linear, kOpt),
+                        layer_t(R::FfnNorm, "model.decoder.layers.{L}.final_layer_norm", nullptr, Lay::Vector, kReq),
+                        layer_t(R::FfnUp, "model.decoder.layers.{L}.fc1", nullptr, Lay::Linear, kOpt),
+                        layer_t(R::FfnDown, "model.decoder.layers.{L}.fc2", nullptr, Lay::Linear, kOpt),
+                    },
+                    opt_recipe(), false, false,
+                    "OPT: learned positions offset by 2, ReLU MLP, do_layer_norm_before, project_in/out"));
+  a.push_back(entry(
+      "stablelm", "StableLmForCausalLM", {"StableLmModel", "stablelm"}, "stablelm", "model.",
+      {
+          model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
+          model_t(R::OutputNorm, "model.norm", "output_norm", Lay::Vector, kReq, true),
+          model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
+          layer_t(R::AttnNorm, "model.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+          layer_t(R::AttnQ, "model.layers.{L}.self_attn.q_proj", "blk.{L}.attn_q", Lay::Linear, kOpt),
+          layer_t(R::AttnK, "model.layers.{L}.self_attn.k_proj", "blk.{L}.attn_k", Lay::Linear, kOpt),
+          layer_t(R::AttnV, "model.layers.{L}.self_attn.v_proj", "blk.{L}.attn_v", Lay::Linear, kOpt),
+          layer_t(R::AttnOut, "model.layers.{L}.self_attn.o_proj", "blk.{L}.attn_output", Lay::Linear, kNo),
+          layer_t(R::FfnNorm, "model.layers.{L}.post_attention_layernorm", "blk.{L}.ffn_norm", Lay::Vector, kReq),
+          layer_t(R::FfnGate, "model.layers.{L}.mlp.gate_proj", "blk.{L}.ffn_gate", Lay::Linear, kNo),
+          layer_t(R::FfnUp, "model.layers.{L}.mlp.up_proj", "blk.{L}.ffn_up", Lay::Linear, kNo),
+          layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kNo),
+      },
+      [] {  // StableLmConfig: LayerNorm layer_norm_eps, a quarter of each head rotated, SwiGLU, use_qkv_bias
+        FamilyRecipe r;
+        r.head_dim_key = nullptr;  // head_dim = hidden_size / num_attention_heads
+        r.norm = NormKind::LayerNorm;
+        r.norm_eps_key = "layer_norm_eps";
+        r.norm_eps_default = 1e-5;
+        r.rotary_fraction_default = 0.25;
+        r.attn_bias = {"use_qkv_bias", false};
+        r.attn_out_bias = r.mlp_bias = {nullptr, false};
+        r.refusals = {{"qk_layernorm", true, "per-head LayerNorms on q and k (StableLM 2 12B) are not supported"},
+                      {"use_parallel_residual", true,
+                       "the parallel block sharing one norm between attention and MLP (StableLM 2 12B) is not supported"}};
+        return r;
+      }(),
+      false, false, "StableLM-2: LayerNorm, partial rotary (partial_rotary_factor), SwiGLU, q/k/v biases"));
+  a.push_back(entry(
+      "olmo2", "Olmo2ForCausalLM", {"Olmo2Model", "olmo2"}, "olmo2", "model.",
+      {
+          model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
+          model_t(R::OutputNorm, "model.norm", "output_norm", Lay::Vector, kNo, true),
+          model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
+          layer_t(R::AttnQ, "model.layers.{L}.self_attn.q_proj", "blk.{L}.attn_q", Lay::Linear, kOpt),
+          layer_t(R::AttnK, "model.layers.{L}.self_attn.k_proj", "blk.{L}.attn_k", Lay::Linear, kOpt),
+          layer_t(R::AttnV, "model.layers.{L}.self_attn.v_proj", "blk.{L}.attn_v", Lay::Linear, kOpt),
+          layer_t(R::AttnOut, "model.layers.{L}.self_attn.o_proj", "blk.{L}.attn_output", Lay::Linear, kOpt),
+          layer_t(R::AttnQNorm, "model.layers.{L}.self_attn.q_norm", "blk.{L}.attn_q_norm", Lay::Vector, kNo),
+          layer_t(R::AttnKNorm, "model.layers.{L}.self_attn.k_norm", "blk.{L}.attn_k_norm", Lay::Vector, kNo),
+          layer_t(R::AttnPostNorm, "model.layers.{L}.post_attention_layernorm", "blk.{L}.post_attention_norm", Lay::Vector, kNo),
+          layer_t(R::FfnGate, "model.layers.{L}.mlp.gate_proj", "blk.{L}.ffn_gate", Lay::Linear, kNo),
+          layer_t(R::FfnUp, "model.layers.{L}.mlp.up_proj", "blk.{L}.ffn_up", Lay::Linear, kNo),
+          layer_t(R::FfnDown, "model.layers.{L}.mlp.down_proj", "blk.{L}.ffn_down", Lay::Linear, kNo),
+          layer_t(R::FfnPostNorm, "model.layers.{L}.post_feedforward_layernorm", "blk.{L}.post_ffw_norm", Lay::Vector, kNo),
+      },
+      [] {  // Olmo2Config: RMSNorm 1e-5, no norms before attention and MLP, post-norms, q/k norms over the
+            // whole projection, head_dim = hidden_size / heads, SwiGLU without biases, untied
+        FamilyRecipe r;
+        r.head_dim_key = nullptr;
+        r.norm_eps_default = 1e-5;
+        r.input_norms = false;
+        r.post_norms = true;
+        r.qk_norm = r.qk_norm_full = true;
+        r.mlp_bias = {nullptr, false};
+        return r;
+      }(),
+      false, false, "OLMo 2: norms after attention and MLP only, RMSNorm on the whole q and k projections, SwiGLU"));
+  a.push_back(entry(
+      "smollm3", "SmolLM3ForCausalLM", {"SmolLM3Model", "smollm3"}, "smollm3", "model.", llama_like(kOpt, kOpt, true),
+      [] {  // SmolLM3Config: a Llama block whose every 4th layer (no_rope_layers, else no_rope_layer_interval)
+            // has no rotary; tied by default
+        FamilyRecipe r;
+        r.tied = {"tie_word_embeddings", true};
+        r.rotary_layers_key = "no_rope_layers";
+        r.no_rotary_interval_key = "no_rope_layer_interval";
+        r.no_rotary_interval = 4;
+        r.refusals = {{"use_sliding_window", true,
+                       "SmolLM3's sliding-window layers are not supported (released SmolLM3 models set false)"}};
+        return r;
+      }(),
+      true, false, "SmolLM3: a Llama block with no rotary on every 4th layer (no_rope_layers)"));
+  a.push_back(entry(
+      "phi", "PhiForCausalLM", {"PhiModel", "phi"}, "phi2", "model.",
+      {
+          model_t(R::TokenEmbd, "model.embed_tokens", "token_embd", Lay::Embedding, kNo, true),
+          model_t(R::OutputNorm, "model.final_layernorm", "output_norm", Lay::Vector, kReq, true),
+          model_t(R::Output, "lm_head", "output", Lay::Linear, kReq, false),
+          layer_t(R::AttnNorm, "model.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+          layer_t(R::AttnQ, "model.layers.{L}.self_attn.q_proj", "blk.{L}.attn_q", Lay::Linear, kReq),
+          layer_t(R::AttnK, "model.layers.{L}.self_attn.k_proj", "blk.{L}.attn_k", Lay::Linear, kReq),
+          layer_t(R::AttnV, "model.layers.{L}.self_attn.v_proj", "blk.{L}.attn_v", Lay::Linear, kReq),
+          layer_t(R::AttnOut, "model.layers.{L}.self_attn.dense", "blk.{L}.attn_output", Lay::Linear, kReq),
+          // One LayerNorm feeds attention and MLP: the MLP's norm is the same tensor.
+          layer_t(R::FfnNorm, "model.layers.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+          layer_t(R::FfnUp, "model.layers.{L}.mlp.fc1", "blk.{L}.ffn_up", Lay::Linear, kReq),
+          layer_t(R::FfnDown, "model.layers.{L}.mlp.fc2", "blk.{L}.ffn_down", Lay::Linear, kReq),
+      },
+      [] {  // PhiConfig (Phi-2): parallel attention and MLP on one LayerNorm, partial rotary, gelu_new,
+            // biases everywhere (lm_head too), untied
+        FamilyRecipe r;
+        r.head_dim_key = nullptr;
+        r.norm = NormKind::LayerNorm;
+        r.norm_eps_key = "layer_norm_eps";
+        r.norm_eps_default = 1e-5;
+        r.rotary_fraction_default = 0.5;
+        r.activation_default = "gelu_new";
+        r.gated_mlp = false;
+        r.attn_bias = r.attn_out_bias = r.mlp_bias = {nullptr, true};
+        r.parallel_residual = {nullptr, true};
+        r.refusals = {{"qk_layernorm", true, "LayerNorms on q and k are not supported (Phi-2 sets false)"}};
+        return r;
+      }(),
+      false, false, "Phi-2: attention and MLP in parallel on one LayerNorm, partial rotary, gelu_new, biased lm_head"));
+  a.push_back(entry(
+      "bloom", "BloomForCausalLM", {"BloomModel", "bloom"}, "bloom", "transformer.",
+      {
+          model_t(R::TokenEmbd, "transformer.word_embeddings", "token_embd", Lay::Embedding, kNo, true),
+          model_t(R::TokenEmbdNorm, "transformer.word_embeddings_layernorm", "token_embd_norm", Lay::Vector, kReq, true),
+          model_t(R::OutputNorm, "transformer.ln_f", "output_norm", Lay::Vector, kReq, true),
+          model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
+          layer_t(R::AttnNorm, "transformer.h.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+          layer_t(R::AttnQKV, "transformer.h.{L}.self_attention.query_key_value", "blk.{L}.attn_qkv", Lay::FusedQKVPerHead, kReq),
+          layer_t(R::AttnOut, "transformer.h.{L}.self_attention.dense", "blk.{L}.attn_output", Lay::Linear, kReq),
+          layer_t(R::FfnNorm, "transformer.h.{L}.post_attention_layernorm", "blk.{L}.ffn_norm", Lay::Vector, kReq),
+          layer_t(R::FfnUp, "transformer.h.{L}.mlp.dense_h_to_4h", "blk.{L}.ffn_up", Lay::Linear, kReq),
+          layer_t(R::FfnDown, "transformer.h.{L}.mlp.dense_4h_to_h", "blk.{L}.ffn_down", Lay::Linear, kReq),
+      },
+      [] {  // BloomConfig: n_layer / n_head, LayerNorm layer_norm_epsilon (also on the embeddings), ALiBi, a
+            // tanh-GELU MLP of 4 d (n_inner), biases everywhere, tied; no context length in its configs
+        FamilyRecipe r;
+        r.n_layers_keys = {"n_layer", "num_hidden_layers"};
+        r.d_model_keys = {"hidden_size", "n_embed"};
+        r.n_heads_keys = {"n_head", "num_attention_heads"};
+        r.n_ctx_keys = {"seq_length"};
+        r.n_ctx_default = 2048;  // its training length; ALiBi itself has no limit
+        r.d_mlp_keys = {"n_inner"};
+        r.n_kv_heads_keys = {};
+        r.d_mlp_per_d_model = 4;
+        r.head_dim_key = nullptr;
+        r.norm = NormKind::LayerNorm;
+        r.norm_eps_key = "layer_norm_epsilon";
+        r.norm_eps_default = 1e-5;
+        r.embed_norm = true;
+        r.positions = PositionKind::ALiBi;
+        r.activation_default = "gelu_new";  // bloom_gelu_forward: the tanh form
+        r.gated_mlp = false;
+        r.attn_bias = r.attn_out_bias = r.mlp_bias = {nullptr, true};
+        r.tied = {"tie_word_embeddings", true};
+        r.refusals = {{"apply_residual_connection_post_layernorm", true,
+                       "a residual taken after the norm is not supported (BLOOM checkpoints set false)"}};
+        return r;
+      }(),
+      false, false, "BLOOM: ALiBi, LayerNorm of the embeddings, fused per-head query_key_value, tanh-GELU MLP"));
+  a.push_back(entry(
+      "falcon", "FalconForCausalLM", {"FalconModel", "falcon"}, "falcon", "transformer.",
+      {
+          model_t(R::TokenEmbd, "transformer.word_embeddings", "token_embd", Lay::Embedding, kNo, true),
+          model_t(R::OutputNorm, "transformer.ln_f", "output_norm", Lay::Vector, kReq, true),
+          model_t(R::Output, "lm_head", "output", Lay::Linear, kNo, false),
+          layer_t(R::AttnNorm, "transformer.h.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+          // Multi-query: rows [q: H * dh | k: dh | v: dh] (one key/value group, as llama.cpp's converter keeps it)
+          layer_t(R::AttnQKV, "transformer.h.{L}.self_attention.query_key_value", "blk.{L}.attn_qkv", Lay::FusedQKV, kOpt),
+          layer_t(R::AttnOut, "transformer.h.{L}.self_attention.dense", "blk.{L}.attn_output", Lay::Linear, kOpt),
+          // Attention and MLP in parallel on the one input_layernorm: the MLP's norm is the same tensor.
+          layer_t(R::FfnNorm, "transformer.h.{L}.input_layernorm", "blk.{L}.attn_norm", Lay::Vector, kReq),
+          layer_t(R::FfnUp, "transformer.h.{L}.mlp.dense_h_to_4h", "blk.{L}.ffn_up", Lay::Linear, kOpt),
+          layer_t(R::FfnDown, "transformer.h.{L}.mlp.dense_4h_to_h", "blk.{L}.ffn_down", Lay::Linear, kOpt),
+      },
+      [] {  // FalconConfig, Falcon-7B's block: multi-query, attention and MLP in parallel on one LayerNorm,
+            // rotary, erf GELU (activation), no biases (bias), tied; the other Falcon blocks are refused
+        FamilyRecipe r;
+        r.n_layers_keys = {"num_hidden_layers", "n_layer"};
+        r.n_heads_keys = {"num_attention_heads", "n_head"};
+        r.n_ctx_default = 2048;  // older configs give no context length
+        r.d_mlp_keys = {"ffn_hidden_size"};
+        r.d_mlp_per_d_model = 4;
+        r.n_kv_heads_keys = {};
+        r.n_kv_heads_fixed = 1;
+        r.head_dim_key = nullptr;
+        r.norm = NormKind::LayerNorm;
+        r.norm_eps_key = "layer_norm_epsilon";
+        r.norm_eps_default = 1e-5;
+        r.activation_key = "activation";
+        r.activation_default = "gelu";
+        r.gated_mlp = false;
+        r.attn_bias = r.attn_out_bias = r.mlp_bias = {"bias", false};
+        r.tied = {"tie_word_embeddings", true};
+        r.parallel_residual = {nullptr, true};
+        r.refusals = {
+            {"new_decoder_architecture", true, "Falcon-40B/180B's block (two norms, grouped key/value heads) is not supported"},
+            {"multi_query", false, "Falcon without multi-query attention (its per-head fused layout) is not supported"},
+            {"parallel_attn", false, "Falcon's sequential block is not supported"},
+            {"alibi", true, "Falcon with ALiBi (RW models) is not supported"}};
+        return r;
+      }(),
+      false, false, "Falcon-7B: multi-query, attention and MLP in parallel on one LayerNorm, rotary, GELU"));
   add_moe_families(a);
   return a;
 }

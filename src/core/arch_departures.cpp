@@ -17,7 +17,8 @@ std::vector<std::string> departures_from_gpt2(const ModelConfig& c) {
   if (!c.final_norm) d.push_back("no final norm");
   if (c.parallel_residual) d.push_back("parallel residual: x + attn(ln1(x)) + mlp(ln2(x))");
   if (c.positions == PositionKind::Rotary) {
-    std::string r = fmt::format("rotary positions (theta {:g}, {}", c.rope_theta, c.rope_interleaved ? "interleaved pairs" : "rotate_half");
+    std::string r =
+        fmt::format("rotary positions (theta {:g}, {}", c.rope_theta, c.rope_interleaved ? "interleaved pairs" : "rotate_half");
     if (c.rotary_dim > 0 && c.rotary_dim != c.d_head) r += fmt::format(", partial: {} of {} features", c.rotary_dim, c.d_head);
     if (c.rope_scaling == ModelConfig::RopeScaling::Linear) r += fmt::format(", linear scaling x{:g}", c.rope_factor);
     if (c.rope_scaling == ModelConfig::RopeScaling::Llama3)
@@ -25,7 +26,8 @@ std::vector<std::string> departures_from_gpt2(const ModelConfig& c) {
                        c.rope_high_freq_factor, c.rope_original_context);
     if (c.rope_scaling == ModelConfig::RopeScaling::Yarn)
       r += fmt::format(", yarn scaling x{:g} (beta_fast {:g}, beta_slow {:g}, original context {}, attention factor {:g})",
-                       c.rope_factor, c.rope_yarn_beta_fast, c.rope_yarn_beta_slow, c.rope_original_context, c.rope_attention_factor);
+                       c.rope_factor, c.rope_yarn_beta_fast, c.rope_yarn_beta_slow, c.rope_original_context,
+                       c.rope_attention_factor);
     if (c.rope_theta_local > 0) r += fmt::format("; sliding-window layers: theta {:g}, unscaled", c.rope_theta_local);
     std::string none;
     for (size_t l = 0; l < c.rotary_layers.size(); ++l)
@@ -56,11 +58,13 @@ std::vector<std::string> departures_from_gpt2(const ModelConfig& c) {
     std::string full;
     for (size_t l = 0; l < c.sliding_layers.size(); ++l)
       if (!c.sliding_layers[l]) full += (full.empty() ? "" : ", ") + std::to_string(l);
-    d.push_back(fmt::format("sliding window {} except on layers {} (full attention)", c.sliding_window, full.empty() ? "none" : full));
+    d.push_back(
+        fmt::format("sliding window {} except on layers {} (full attention)", c.sliding_window, full.empty() ? "none" : full));
   } else if (c.sliding_window > 0)
-    d.push_back(c.sliding_pattern == 2 ? fmt::format("sliding window {} on even layers, full attention on odd layers", c.sliding_window)
-                : c.sliding_pattern > 2 ? fmt::format("sliding window {} except on every {}th layer", c.sliding_window, c.sliding_pattern)
-                                      : fmt::format("sliding-window attention ({} positions)", c.sliding_window));
+    d.push_back(
+        c.sliding_pattern == 2  ? fmt::format("sliding window {} on even layers, full attention on odd layers", c.sliding_window)
+        : c.sliding_pattern > 2 ? fmt::format("sliding window {} except on every {}th layer", c.sliding_window, c.sliding_pattern)
+                                : fmt::format("sliding-window attention ({} positions)", c.sliding_window));
   if (c.post_attn_norm) d.push_back("norm after attention, before the residual add");
   if (c.post_mlp_norm) d.push_back("norm after the MLP, before the residual add");
   if (c.n_experts > 0)
@@ -69,8 +73,10 @@ std::vector<std::string> departures_from_gpt2(const ModelConfig& c) {
                             c.n_experts_used, c.n_experts, c.d_expert, c.expert_weights_norm ? " (weights renormalised)" : "",
                             c.shared_expert ? fmt::format(", plus a sigmoid-gated shared expert of width {}", c.d_mlp) : ""));
   if (c.gated_mlp && c.glu_limit > 0)
-    d.push_back(fmt::format("gated MLP: clamped SwiGLU g * sigmoid({:g} g) * (u + {:g}), g = min(x W_gate, {:g}), u = x W_in clamped to "
-                            "+-{:g}", c.glu_alpha, c.glu_up_offset, c.glu_limit, c.glu_limit));
+    d.push_back(
+        fmt::format("gated MLP: clamped SwiGLU g * sigmoid({:g} g) * (u + {:g}), g = min(x W_gate, {:g}), u = x W_in clamped to "
+                    "+-{:g}",
+                    c.glu_alpha, c.glu_up_offset, c.glu_limit, c.glu_limit));
   else if (c.gated_mlp) d.push_back(fmt::format("gated MLP: {}(x W_gate) * (x W_in)", to_string(c.activation)));
   else if (c.activation != Activation::GeluNew) d.push_back(fmt::format("{} MLP instead of gelu_new", to_string(c.activation)));
   if (!c.mlp_bias) d.push_back("no MLP biases");

@@ -72,8 +72,8 @@ std::vector<ArchMatch> rank_architectures(const std::vector<std::string>& tensor
       else m.unmatched.push_back(shown[h]);
     }
     for (const auto& r : required) {
-      const bool found = have.count(r) ||
-                         (!gguf && !prefix.empty() && r.rfind(prefix, 0) == 0 && have.count(r.substr(prefix.size())));
+      const bool found =
+          have.count(r) || (!gguf && !prefix.empty() && r.rfind(prefix, 0) == 0 && have.count(r.substr(prefix.size())));
       if (!found) m.missing.push_back(r);
     }
     out.push_back(std::move(m));
@@ -94,8 +94,8 @@ std::string nearest_architecture_hint(const std::vector<std::string>& tensor_nam
     if (v.size() > 4) s += " (+" + std::to_string(v.size() - 4) + " more)";
     return s;
   };
-  std::string h = std::string("nearest supported family: ") + m.arch->name + " (" + m.arch->hf_architecture + "): " +
-                  std::to_string(m.matched) + " of " + std::to_string(m.total) + " tensor name patterns map";
+  std::string h = std::string("nearest supported family: ") + m.arch->name + " (" + m.arch->hf_architecture +
+                  "): " + std::to_string(m.matched) + " of " + std::to_string(m.total) + " tensor name patterns map";
   if (!m.unmatched.empty()) h += "; not in its table: " + list(m.unmatched);
   if (!m.missing.empty()) h += "; it also needs: " + list(m.missing);
   return h;

@@ -6,7 +6,8 @@ namespace {
 
 // The mixture-of-experts block: Llama's attention names (q/k/v biases per `qkv_bias`), no dense MLP, a router
 // `router` and per-expert matrices `experts`.{E}.<gate|up|down> in llama.cpp's 3-D ffn_*_exps tensors.
-std::vector<TensorSpec> moe_like(BiasKind qkv_bias, BiasKind o_bias, const char* router, const char* gate, const char* up, const char* down) {
+std::vector<TensorSpec> moe_like(BiasKind qkv_bias, BiasKind o_bias, const char* router, const char* gate, const char* up,
+                                 const char* down) {
   std::vector<TensorSpec> t;
   for (const auto& s : llama_like(qkv_bias, o_bias, true))
     if (s.role != R::FfnGate && s.role != R::FfnUp && s.role != R::FfnDown) t.push_back(s);
@@ -35,20 +36,21 @@ void add_moe_families(std::vector<ArchSpec>& a) {
   // MixtralConfig: a Mistral block (sliding_window, null in Mixtral-8x7B) whose MLP is num_local_experts experts
   // (w1 gate, w3 up, w2 down) of intermediate_size, top num_experts_per_tok, always renormalised; llama.cpp writes
   // it as "llama" with an expert count (q/k rows interleaved like Llama's).
-  a.push_back(entry("mixtral", "MixtralForCausalLM", {"MixtralModel", "mixtral"}, "llama", "model.",
-                    moe_like(kNo, kNo, "model.layers.{L}.block_sparse_moe.gate", "model.layers.{L}.block_sparse_moe.experts.{E}.w1",
-                             "model.layers.{L}.block_sparse_moe.experts.{E}.w3", "model.layers.{L}.block_sparse_moe.experts.{E}.w2"),
-                    [] {
-                      FamilyRecipe r = moe_recipe("num_local_experts", true);
-                      r.d_expert_keys = {"intermediate_size"};
-                      r.expert_weights_norm = {nullptr, true};
-                      r.sparse_step_key = r.dense_layers_key = nullptr;
-                      r.sliding_window_key = "sliding_window";
-                      r.sliding_window_default = 4096;
-                      r.gguf_sliding_window_key = "attention.sliding_window";
-                      return r;
-                    }(),
-                    true, false, "Mixtral: a Mistral block whose MLP is a top-k mixture of SwiGLU experts"));
+  a.push_back(entry(
+      "mixtral", "MixtralForCausalLM", {"MixtralModel", "mixtral"}, "llama", "model.",
+      moe_like(kNo, kNo, "model.layers.{L}.block_sparse_moe.gate", "model.layers.{L}.block_sparse_moe.experts.{E}.w1",
+               "model.layers.{L}.block_sparse_moe.experts.{E}.w3", "model.layers.{L}.block_sparse_moe.experts.{E}.w2"),
+      [] {
+        FamilyRecipe r = moe_recipe("num_local_experts", true);
+        r.d_expert_keys = {"intermediate_size"};
+        r.expert_weights_norm = {nullptr, true};
+        r.sparse_step_key = r.dense_layers_key = nullptr;
+        r.sliding_window_key = "sliding_window";
+        r.sliding_window_default = 4096;
+        r.gguf_sliding_window_key = "attention.sliding_window";
+        return r;
+      }(),
+      true, false, "Mixtral: a Mistral block whose MLP is a top-k mixture of SwiGLU experts"));
   // Qwen3MoeConfig: Qwen3's attention (per-head q/k norms), num_experts of moe_intermediate_size, norm_topk_prob.
   {
     auto t = moe_like(kOpt, kOpt, "model.layers.{L}.mlp.gate", "model.layers.{L}.mlp.experts.{E}.gate_proj",
@@ -70,7 +72,8 @@ void add_moe_families(std::vector<ArchSpec>& a) {
     t.push_back(layer_t(R::FfnGate, "model.layers.{L}.mlp.shared_expert.gate_proj", "blk.{L}.ffn_gate_shexp", Lay::Linear, kNo));
     t.push_back(layer_t(R::FfnUp, "model.layers.{L}.mlp.shared_expert.up_proj", "blk.{L}.ffn_up_shexp", Lay::Linear, kNo));
     t.push_back(layer_t(R::FfnDown, "model.layers.{L}.mlp.shared_expert.down_proj", "blk.{L}.ffn_down_shexp", Lay::Linear, kNo));
-    t.push_back(layer_t(R::FfnGateInpShexp, "model.layers.{L}.mlp.shared_expert_gate", "blk.{L}.ffn_gate_inp_shexp", Lay::Linear, kNo));
+    t.push_back(
+        layer_t(R::FfnGateInpShexp, "model.layers.{L}.mlp.shared_expert_gate", "blk.{L}.ffn_gate_inp_shexp", Lay::Linear, kNo));
     FamilyRecipe r = qwen_recipe(false);
     const FamilyRecipe m = moe_recipe("num_experts", false);
     r.n_experts_keys = m.n_experts_keys;

@@ -53,7 +53,6 @@ Activation parse_activation(const std::string& s, const std::string& path) {
   throw FormatError(path, "unsupported activation function '" + s + "'");
 }
 
-
 // A field given in the file but not usable: one line naming the field and the value.
 [[noreturn]] void bad_field(const std::string& path, const std::string& field, const std::string& value, const std::string& why) {
   throw FormatError(path, "config field '" + field + "' = " + value + ": " + why);
@@ -118,10 +117,12 @@ void read_experts(const json& j, ModelConfig& c, const FamilyRecipe& r, const st
   c.shared_expert = r.shared_expert;
   // Qwen-MoE's dense layers among the mixtures: llama.cpp has none either.
   if (r.sparse_step_key && get_int(j, {r.sparse_step_key}, path, 1, false) != 1)
-    bad_field(path, r.sparse_step_key, j[r.sparse_step_key].dump(), "dense MLP layers between the mixtures are not supported (must be 1)");
+    bad_field(path, r.sparse_step_key, j[r.sparse_step_key].dump(),
+              "dense MLP layers between the mixtures are not supported (must be 1)");
   if (r.dense_layers_key && j.contains(r.dense_layers_key) && !j[r.dense_layers_key].is_null() &&
       !(j[r.dense_layers_key].is_array() && j[r.dense_layers_key].empty()))
-    bad_field(path, r.dense_layers_key, j[r.dense_layers_key].dump(), "dense MLP layers among the mixtures are not supported (must be [])");
+    bad_field(path, r.dense_layers_key, j[r.dense_layers_key].dump(),
+              "dense MLP layers among the mixtures are not supported (must be [])");
 }
 
 // Every family through its recipe (vocablens/arch.hpp): sizes, norms, MLP, biases, attention variants.
@@ -129,10 +130,10 @@ void read_family(const json& j, ModelConfig& c, const FamilyRecipe& r, const std
   c.n_layers = get_int(j, r.n_layers_keys, path, 0, true);
   c.d_model = get_int(j, r.d_model_keys, path, 0, true);
   c.n_heads = get_int(j, r.n_heads_keys, path, r.n_heads_default, r.n_heads_default == 0);
-  c.n_kv_heads = r.n_kv_heads_fixed > 0      ? r.n_kv_heads_fixed
-                 : r.n_kv_heads_keys.empty() ? c.n_heads
-                                             : get_int(j, r.n_kv_heads_keys, path,
-                                                       r.n_kv_heads_default > 0 ? r.n_kv_heads_default : c.n_heads, false);
+  c.n_kv_heads = r.n_kv_heads_fixed > 0 ? r.n_kv_heads_fixed
+                 : r.n_kv_heads_keys.empty()
+                     ? c.n_heads
+                     : get_int(j, r.n_kv_heads_keys, path, r.n_kv_heads_default > 0 ? r.n_kv_heads_default : c.n_heads, false);
   c.vocab_size = get_int(j, {"vocab_size"}, path, r.vocab_size_default, r.vocab_size_default == 0);
   c.n_ctx = get_int(j, r.n_ctx_keys, path, r.n_ctx_default, r.n_ctx_default == 0);
   // Fuzzing fix: d_mlp_per_d_model * d_model overflowed int64 (UB) for a huge d_model before the range checks
@@ -163,7 +164,8 @@ void read_family(const json& j, ModelConfig& c, const FamilyRecipe& r, const std
   c.embed_norm = r.embed_norm;
   if (r.d_embed_key) {
     c.d_embed = get_int(j, {r.d_embed_key}, path, c.d_model, false);
-    if (c.d_embed <= 0 || c.d_embed > (int64_t(1) << 31)) bad_field(path, r.d_embed_key, std::to_string(c.d_embed), "must be positive");
+    if (c.d_embed <= 0 || c.d_embed > (int64_t(1) << 31))
+      bad_field(path, r.d_embed_key, std::to_string(c.d_embed), "must be positive");
   }
   for (const auto& no : r.refusals)
     if (get_bool(j, no.key, !no.value, path) == no.value) bad_field(path, no.key, no.value ? "true" : "false", no.why);
@@ -173,7 +175,8 @@ void read_family(const json& j, ModelConfig& c, const FamilyRecipe& r, const std
   c.attn_sinks = r.attn_sinks;
   if (r.swiglu_limit_key) {  // GPT-OSS's clamped SwiGLU: the limit from the file, alpha and the up offset fixed
     c.glu_limit = get_num(j, r.swiglu_limit_key, r.swiglu_limit_default, path);
-    if (!(c.glu_limit > 0) || !std::isfinite(c.glu_limit)) bad_field(path, r.swiglu_limit_key, fmt_num(c.glu_limit), "must be a positive number");
+    if (!(c.glu_limit > 0) || !std::isfinite(c.glu_limit))
+      bad_field(path, r.swiglu_limit_key, fmt_num(c.glu_limit), "must be a positive number");
     c.glu_alpha = r.swiglu_alpha;
     c.glu_up_offset = r.swiglu_up_offset;
   }
@@ -235,8 +238,9 @@ void finish_rotary(const json& j, ModelConfig& c, const FamilyRecipe& r, const s
   const double dims = frac * static_cast<double>(c.d_head);
   c.rotary_dim = static_cast<int64_t>(dims);  // Hugging Face and llama.cpp both truncate: int(head_dim * pct)
   if (!(frac > 0 && frac <= 1) || c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
-    bad_field(path, frac_key, fmt_num(frac),
-              "gives " + fmt_num(dims) + " rotary features of head_dim " + std::to_string(c.d_head) + " (need an even number >= 2)");
+    bad_field(
+        path, frac_key, fmt_num(frac),
+        "gives " + fmt_num(dims) + " rotary features of head_dim " + std::to_string(c.d_head) + " (need an even number >= 2)");
   if (r.rotary_layers_key && j.contains(r.rotary_layers_key) && !j[r.rotary_layers_key].is_null()) {
     // HF reads one entry per layer (a longer list is allowed, its tail unused); 1 = rotary, 0 = none.
     const json& nl = j[r.rotary_layers_key];
@@ -246,7 +250,8 @@ void finish_rotary(const json& j, ModelConfig& c, const FamilyRecipe& r, const s
     for (int64_t l = 0; l < c.n_layers; ++l) {
       const json& e = nl[static_cast<size_t>(l)];
       if (!e.is_number_integer() || (e.get<int64_t>() != 0 && e.get<int64_t>() != 1))
-        bad_field(path, std::string(r.rotary_layers_key) + "[" + std::to_string(l) + "]", e.dump(), "must be 1 (rotary) or 0 (none)");
+        bad_field(path, std::string(r.rotary_layers_key) + "[" + std::to_string(l) + "]", e.dump(),
+                  "must be 1 (rotary) or 0 (none)");
       c.rotary_layers.push_back(e.get<int64_t>() == 1);
     }
   } else if (r.no_rotary_interval > 0) {
@@ -275,7 +280,8 @@ void finish_rotary(const json& j, ModelConfig& c, const FamilyRecipe& r, const s
         bad_field(path, scaling_key + ".sliding_attention.rope_theta", fmt_num(c.rope_theta_local), "must be a positive number");
       const std::string lt = loc.value("rope_type", loc.value("type", std::string("default")));
       if (lt != "default")
-        bad_field(path, scaling_key + ".sliding_attention.rope_type", "\"" + lt + "\"", "the sliding layers' rotary is never scaled here");
+        bad_field(path, scaling_key + ".sliding_attention.rope_type", "\"" + lt + "\"",
+                  "the sliding layers' rotary is never scaled here");
     }
     if (!rsp->contains("full_attention")) return;
     scaling_key += ".full_attention";
@@ -314,10 +320,12 @@ void finish_rotary(const json& j, ModelConfig& c, const FamilyRecipe& r, const s
     c.rope_yarn_beta_slow = get_num(rs, "beta_slow", 1.0, path);
     if (!(c.rope_yarn_beta_fast > 0) || !(c.rope_yarn_beta_slow > 0) || !std::isfinite(c.rope_yarn_beta_fast) ||
         !std::isfinite(c.rope_yarn_beta_slow))
-      bad_field(path, scaling_key + ".beta_fast", fmt_num(c.rope_yarn_beta_fast), "beta_fast and beta_slow must be positive numbers");
+      bad_field(path, scaling_key + ".beta_fast", fmt_num(c.rope_yarn_beta_fast),
+                "beta_fast and beta_slow must be positive numbers");
     c.rope_original_context = get_int(rs, {"original_max_position_embeddings"}, path, c.n_ctx, false);
     if (c.rope_original_context < 1)
-      bad_field(path, scaling_key + ".original_max_position_embeddings", std::to_string(c.rope_original_context), "must be positive");
+      bad_field(path, scaling_key + ".original_max_position_embeddings", std::to_string(c.rope_original_context),
+                "must be positive");
     for (const char* k : {"mscale", "mscale_all_dim"})
       if (rs.contains(k) && !rs[k].is_null())
         bad_field(path, scaling_key + "." + k, rs[k].dump(), "YaRN's mscale variants (DeepSeek) are not supported");
@@ -372,28 +380,32 @@ ModelConfig parse_hf_config_impl(const std::string& text, const std::string& pat
     if (!j["vocablens_positions"].is_string()) throw FormatError(path, "vocablens_positions is not a string");
     try {
       c.positions = position_kind_from_string(j["vocablens_positions"].get<std::string>());
-    } catch (const UsageError& e) {
-      throw FormatError(path, e.what());
-    }
+    } catch (const UsageError& e) { throw FormatError(path, e.what()); }
   }
-  for (auto [v, name] : {std::pair{c.n_layers, "number of layers"}, {c.d_model, "hidden size"}, {c.n_heads, "number of heads"},
-                         {c.n_kv_heads, "number of key/value heads"}, {c.vocab_size, "vocab_size"},
-                         {c.n_ctx, "context length"}, {c.d_mlp, "MLP size"}})
+  for (auto [v, name] : {std::pair{c.n_layers, "number of layers"},
+                         {c.d_model, "hidden size"},
+                         {c.n_heads, "number of heads"},
+                         {c.n_kv_heads, "number of key/value heads"},
+                         {c.vocab_size, "vocab_size"},
+                         {c.n_ctx, "context length"},
+                         {c.d_mlp, "MLP size"}})
     if (v <= 0 || v > (int64_t(1) << 31))
       throw FormatError(path, std::string(name) + " is " + std::to_string(v) +
                                   (v <= 0 ? "; it must be positive" : "; the largest supported is 2^31 = 2147483648"));
   const bool has_head_dim = recipe.head_dim_key && j.contains(recipe.head_dim_key) && !j[recipe.head_dim_key].is_null();
   if (!has_head_dim && c.d_model % c.n_heads != 0)
-    throw FormatError(path, "hidden size " + std::to_string(c.d_model) + " is not divisible by " +
-                                std::to_string(c.n_heads) + " heads");
-  c.d_head = has_head_dim ? detail::get_int(j, {recipe.head_dim_key}, path, 0, true)
-                          : recipe.head_dim_default > 0 ? recipe.head_dim_default : c.d_model / c.n_heads;
+    throw FormatError(
+        path, "hidden size " + std::to_string(c.d_model) + " is not divisible by " + std::to_string(c.n_heads) + " heads");
+  c.d_head = has_head_dim                  ? detail::get_int(j, {recipe.head_dim_key}, path, 0, true)
+             : recipe.head_dim_default > 0 ? recipe.head_dim_default
+                                           : c.d_model / c.n_heads;
   // Gemma's config class defaults head_dim to 256 whatever the hidden size; an explicit value wins.
   // Found by fuzzing: head_dim was taken unchecked (0 or negative passed through to the runner).
   if (c.d_head <= 0 || c.d_head > (int64_t(1) << 31))
     throw FormatError(path, "head_dim must be positive, got " + std::to_string(c.d_head));
   if (c.n_heads % c.n_kv_heads != 0) throw FormatError(path, "num_attention_heads is not a multiple of num_key_value_heads");
-  if (c.positions == PositionKind::Rotary && c.d_head % 2 != 0) throw FormatError(path, "rotary positions need an even head size");
+  if (c.positions == PositionKind::Rotary && c.d_head % 2 != 0)
+    throw FormatError(path, "rotary positions need an even head size");
   finish_rotary(j, c, recipe, path);
   std::string td = j.value("torch_dtype", std::string("float32"));
   c.weight_dtype = td == "float16" ? "F16" : td == "bfloat16" ? "BF16" : "F32";

@@ -77,8 +77,10 @@ int64_t as_integer(const AnalysisDecl& d, const OptionDecl& o, Surface s, const 
 }
 
 void check_range(const AnalysisDecl& d, const OptionDecl& o, Surface s, double x, const json& shown) {
-  if (o.min && x < *o.min) fail(d, o, s, "must be >= " + compact(json(static_cast<int64_t>(*o.min))) + " (got " + compact(shown) + ")");
-  if (o.max && x > *o.max) fail(d, o, s, "must be <= " + compact(json(static_cast<int64_t>(*o.max))) + " (got " + compact(shown) + ")");
+  if (o.min && x < *o.min)
+    fail(d, o, s, "must be >= " + compact(json(static_cast<int64_t>(*o.min))) + " (got " + compact(shown) + ")");
+  if (o.max && x > *o.max)
+    fail(d, o, s, "must be <= " + compact(json(static_cast<int64_t>(*o.max))) + " (got " + compact(shown) + ")");
 }
 
 json check_value(const AnalysisDecl& d, const OptionDecl& o, Surface s, const json& v) {
@@ -123,9 +125,7 @@ json check_value(const AnalysisDecl& d, const OptionDecl& o, Surface s, const js
       if (v.is_string()) {
         try {
           out = parse_index_list(v.get<std::string>());
-        } catch (const UsageError& e) {
-          fail(d, o, s, e.what());
-        }
+        } catch (const UsageError& e) { fail(d, o, s, e.what()); }
       } else if (v.is_number()) {
         out.push_back(as_integer(d, o, s, v));
       } else if (v.is_array()) {
@@ -265,9 +265,7 @@ json parse_option_text(const AnalysisDecl& d, const OptionDecl& o, const std::st
       long long v = 0;
       try {
         v = std::stoll(text, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
+      } catch (const std::exception&) { used = 0; }
       if (used == 0 || used != text.size()) fail(d, o, s, "must be an integer (got '" + text + "')");
       return static_cast<int64_t>(v);
     }
@@ -276,9 +274,7 @@ json parse_option_text(const AnalysisDecl& d, const OptionDecl& o, const std::st
       double v = 0;
       try {
         v = std::stod(text, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
+      } catch (const std::exception&) { used = 0; }
       if (used == 0 || used != text.size()) fail(d, o, s, "must be a number (got '" + text + "')");
       return v;
     }
@@ -287,8 +283,7 @@ json parse_option_text(const AnalysisDecl& d, const OptionDecl& o, const std::st
       if (text == "false" || text == "0" || text == "no") return false;
       fail(d, o, s, "must be true or false (got '" + text + "')");
     case OptionType::Token:
-    case OptionType::Prompt:
-      return text;
+    case OptionType::Prompt: return text;
     case OptionType::Texts: {
       json out = json::array();
       size_t start = 0;
@@ -305,8 +300,7 @@ json parse_option_text(const AnalysisDecl& d, const OptionDecl& o, const std::st
     case OptionType::Indices:
     case OptionType::Model:
     case OptionType::Sae:
-    case OptionType::Matrix:
-      return text;
+    case OptionType::Matrix: return text;
   }
   return text;
 }
@@ -314,8 +308,8 @@ json parse_option_text(const AnalysisDecl& d, const OptionDecl& o, const std::st
 json option_schema(const AnalysisDecl& d) {
   json opts = json::array();
   for (const auto& o : d.options) {
-    json j = {{"name", o.name}, {"type", to_string(o.type)}, {"default", o.default_value}, {"help", o.help},
-              {"required", o.required}, {"cli", spelling(o, Surface::Cli)}};
+    json j = {{"name", o.name}, {"type", to_string(o.type)}, {"default", o.default_value},
+              {"help", o.help}, {"required", o.required},    {"cli", spelling(o, Surface::Cli)}};
     if (o.min) j["min"] = *o.min;
     if (o.max) j["max"] = *o.max;
     if (!o.choices.empty()) j["choices"] = o.choices;

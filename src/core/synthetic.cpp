@@ -20,19 +20,32 @@ struct Country {
   const char* continent;
 };
 constexpr Country kCountries[] = {
-    {"france", "paris", "french", "europe"},         {"germany", "berlin", "german", "europe"},
-    {"italy", "rome", "italian", "europe"},          {"spain", "madrid", "spanish", "europe"},
-    {"portugal", "lisbon", "portuguese", "europe"},  {"poland", "warsaw", "polish", "europe"},
-    {"greece", "athens", "greek", "europe"},         {"sweden", "stockholm", "swedish", "europe"},
-    {"norway", "oslo", "norwegian", "europe"},       {"russia", "moscow", "russian", "europe"},
-    {"japan", "tokyo", "japanese", "asia"},          {"china", "beijing", "chinese", "asia"},
-    {"india", "delhi", "hindi", "asia"},             {"korea", "seoul", "korean", "asia"},
-    {"thailand", "bangkok", "thai", "asia"},         {"turkey", "ankara", "turkish", "asia"},
-    {"iran", "tehran", "persian", "asia"},           {"egypt", "cairo", "arabic", "africa"},
-    {"kenya", "nairobi", "swahili", "africa"},       {"morocco", "rabat", "arabic", "africa"},
-    {"brazil", "brasilia", "portuguese", "america"}, {"peru", "lima", "spanish", "america"},
-    {"chile", "santiago", "spanish", "america"},     {"canada", "ottawa", "english", "america"},
-    {"cuba", "havana", "spanish", "america"},        {"australia", "canberra", "english", "oceania"},
+    {"france", "paris", "french", "europe"},
+    {"germany", "berlin", "german", "europe"},
+    {"italy", "rome", "italian", "europe"},
+    {"spain", "madrid", "spanish", "europe"},
+    {"portugal", "lisbon", "portuguese", "europe"},
+    {"poland", "warsaw", "polish", "europe"},
+    {"greece", "athens", "greek", "europe"},
+    {"sweden", "stockholm", "swedish", "europe"},
+    {"norway", "oslo", "norwegian", "europe"},
+    {"russia", "moscow", "russian", "europe"},
+    {"japan", "tokyo", "japanese", "asia"},
+    {"china", "beijing", "chinese", "asia"},
+    {"india", "delhi", "hindi", "asia"},
+    {"korea", "seoul", "korean", "asia"},
+    {"thailand", "bangkok", "thai", "asia"},
+    {"turkey", "ankara", "turkish", "asia"},
+    {"iran", "tehran", "persian", "asia"},
+    {"egypt", "cairo", "arabic", "africa"},
+    {"kenya", "nairobi", "swahili", "africa"},
+    {"morocco", "rabat", "arabic", "africa"},
+    {"brazil", "brasilia", "portuguese", "america"},
+    {"peru", "lima", "spanish", "america"},
+    {"chile", "santiago", "spanish", "america"},
+    {"canada", "ottawa", "english", "america"},
+    {"cuba", "havana", "spanish", "america"},
+    {"australia", "canberra", "english", "oceania"},
 };
 
 struct Animal {
@@ -41,9 +54,9 @@ struct Animal {
   const char* legs;
 };
 constexpr Animal kAnimals[] = {
-    {"dog", "woof", "four"},   {"cat", "meow", "four"},    {"cow", "moo", "four"},     {"duck", "quack", "two"},
-    {"sheep", "baa", "four"},  {"pig", "oink", "four"},    {"lion", "roar", "four"},   {"owl", "hoot", "two"},
-    {"frog", "croak", "four"}, {"horse", "neigh", "four"}, {"snake", "hiss", "no"},    {"bee", "buzz", "six"},
+    {"dog", "woof", "four"},   {"cat", "meow", "four"},    {"cow", "moo", "four"},   {"duck", "quack", "two"},
+    {"sheep", "baa", "four"},  {"pig", "oink", "four"},    {"lion", "roar", "four"}, {"owl", "hoot", "two"},
+    {"frog", "croak", "four"}, {"horse", "neigh", "four"}, {"snake", "hiss", "no"},  {"bee", "buzz", "six"},
     {"crow", "caw", "two"},    {"goat", "bleat", "four"},
 };
 
@@ -52,16 +65,15 @@ struct Fruit {
   const char* colour;
 };
 constexpr Fruit kFruits[] = {
-    {"banana", "yellow"}, {"apple", "red"},   {"lemon", "yellow"},  {"grape", "purple"},
-    {"lime", "green"},    {"cherry", "red"}, {"plum", "purple"},   {"pear", "green"},
-    {"kiwi", "brown"},    {"coconut", "brown"}, {"tomato", "red"}, {"apricot", "orange"},
+    {"banana", "yellow"}, {"apple", "red"},  {"lemon", "yellow"}, {"grape", "purple"},  {"lime", "green"}, {"cherry", "red"},
+    {"plum", "purple"},   {"pear", "green"}, {"kiwi", "brown"},   {"coconut", "brown"}, {"tomato", "red"}, {"apricot", "orange"},
 };
 
 // Function words of the templates below (kept in one place so that `words` is complete).
-constexpr const char* kTemplateWords[] = {"the", "capital", "of", "is", "city", "people", "in", "speak", "country",
-                                          "says", "has", "legs", "colour", "and", "are", "we", "visited",
-                                          "flew", "from", "to", "animals", "i", "like", "she",
-                                          "ate", "a", "count", "after", "comes", "repeat", ":"};
+constexpr const char* kTemplateWords[] = {"the",     "capital", "of",    "is",    "city",    "people", "in",   "speak",
+                                          "country", "says",    "has",   "legs",  "colour",  "and",    "are",  "we",
+                                          "visited", "flew",    "from",  "to",    "animals", "i",      "like", "she",
+                                          "ate",     "a",       "count", "after", "comes",   "repeat", ":"};
 
 uint64_t below(std::mt19937_64& rng, uint64_t n) { return rng() % n; }
 double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0); }
@@ -81,15 +93,24 @@ std::vector<std::string> distinct(std::vector<std::string> v) {
 
 std::vector<std::string> class_members(const std::string& cls) {
   std::vector<std::string> v;
-  if (cls == "country") for (auto& c : kCountries) v.push_back(c.name);
-  else if (cls == "city") for (auto& c : kCountries) v.push_back(c.capital);
-  else if (cls == "language") for (auto& c : kCountries) v.push_back(c.language);
-  else if (cls == "continent") for (auto& c : kCountries) v.push_back(c.continent);
-  else if (cls == "animal") for (auto& a : kAnimals) v.push_back(a.name);
-  else if (cls == "sound") for (auto& a : kAnimals) v.push_back(a.sound);
-  else if (cls == "legs") for (auto& a : kAnimals) v.push_back(a.legs);
-  else if (cls == "fruit") for (auto& f : kFruits) v.push_back(f.name);
-  else if (cls == "colour") for (auto& f : kFruits) v.push_back(f.colour);
+  if (cls == "country")
+    for (auto& c : kCountries) v.push_back(c.name);
+  else if (cls == "city")
+    for (auto& c : kCountries) v.push_back(c.capital);
+  else if (cls == "language")
+    for (auto& c : kCountries) v.push_back(c.language);
+  else if (cls == "continent")
+    for (auto& c : kCountries) v.push_back(c.continent);
+  else if (cls == "animal")
+    for (auto& a : kAnimals) v.push_back(a.name);
+  else if (cls == "sound")
+    for (auto& a : kAnimals) v.push_back(a.sound);
+  else if (cls == "legs")
+    for (auto& a : kAnimals) v.push_back(a.legs);
+  else if (cls == "fruit")
+    for (auto& f : kFruits) v.push_back(f.name);
+  else if (cls == "colour")
+    for (auto& f : kFruits) v.push_back(f.colour);
   return distinct(std::move(v));
 }
 
@@ -110,9 +131,12 @@ SyntheticCorpus synthetic_corpus(const SyntheticOptions& o) {
   SyntheticCorpus c;
   c.options = o;
   // ---- the world's facts, in a fixed order ----
-  for (auto& k : kCountries) c.facts.push_back({"capital", k.name, std::string("the capital of ") + k.name + " is", k.capital, ""});
-  for (auto& k : kCountries) c.facts.push_back({"language", k.name, std::string("people in ") + k.name + " speak", k.language, ""});
-  for (auto& k : kCountries) c.facts.push_back({"continent", k.name, std::string("the country ") + k.name + " is in", k.continent, ""});
+  for (auto& k : kCountries)
+    c.facts.push_back({"capital", k.name, std::string("the capital of ") + k.name + " is", k.capital, ""});
+  for (auto& k : kCountries)
+    c.facts.push_back({"language", k.name, std::string("people in ") + k.name + " speak", k.language, ""});
+  for (auto& k : kCountries)
+    c.facts.push_back({"continent", k.name, std::string("the country ") + k.name + " is in", k.continent, ""});
   for (auto& a : kAnimals) c.facts.push_back({"sound", a.name, std::string("the ") + a.name + " says", a.sound, ""});
   for (auto& a : kAnimals) c.facts.push_back({"legs", a.name, std::string("the ") + a.name + " has", a.legs, " legs"});
   for (auto& f : kFruits) c.facts.push_back({"colour", f.name, std::string("the colour of the ") + f.name + " is", f.colour, ""});
@@ -136,8 +160,8 @@ SyntheticCorpus synthetic_corpus(const SyntheticOptions& o) {
     if (b >= a) ++b;
     return std::pair<const std::string&, const std::string&>(v[a], v[b]);
   };
-  const auto countries = class_members("country"), cities = class_members("city"),
-             languages = class_members("language"), animals = class_members("animal"), fruits = class_members("fruit");
+  const auto countries = class_members("country"), cities = class_members("city"), languages = class_members("language"),
+             animals = class_members("animal"), fruits = class_members("fruit");
 
   std::string& t = c.text;
   t.reserve(static_cast<size_t>(o.lines) * 36);
@@ -184,8 +208,9 @@ SyntheticCorpus synthetic_corpus(const SyntheticOptions& o) {
       }
     } else if (u < c3) {
       if (below(rng, 2)) {
-        const int64_t len = 4 + static_cast<int64_t>(below(rng, 6));                 // 4..9 numbers
-        const int64_t start = static_cast<int64_t>(below(rng, static_cast<uint64_t>(o.max_number - len + 2 > 0 ? o.max_number - len + 2 : 1)));
+        const int64_t len = 4 + static_cast<int64_t>(below(rng, 6));  // 4..9 numbers
+        const int64_t start =
+            static_cast<int64_t>(below(rng, static_cast<uint64_t>(o.max_number - len + 2 > 0 ? o.max_number - len + 2 : 1)));
         t += "count";
         for (int64_t k = 0; k < len && start + k <= o.max_number; ++k) t += " " + std::to_string(start + k);
       } else {

@@ -43,8 +43,8 @@ void check_shapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 
 namespace detail {
 
-void blocked_causal_attention_each(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   const AttentionSpec& s, const AttentionBlockSink& sink) {
+void blocked_causal_attention_each(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionSpec& s,
+                                   const AttentionBlockSink& sink) {
   check_shapes(q, k, v, s);
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), dh = q.size(3), Hkv = k.size(1), G = H / Hkv;
   const int64_t bs = std::min<int64_t>(s.block > 0 ? s.block : 1024, std::max<int64_t>(T, 1));
@@ -82,7 +82,7 @@ void blocked_causal_attention_each(const at::Tensor& q, const at::Tensor& k, con
         const at::Tensor dist = (at::arange(k0, k1, idx).unsqueeze(0) - at::arange(q0, q1, idx).unsqueeze(1)).to(q.scalar_type());
         s4.add_(slopes * dist);
       }
-      const bool future = k1 - 1 > q0;                                // some key lies after some query
+      const bool future = k1 - 1 > q0;                               // some key lies after some query
       const bool too_old = s.window > 0 && k0 <= q1 - 1 - s.window;  // some key lies outside some query's window
       if (future || too_old) {
         const at::Tensor qi = at::arange(q0, q1, idx).unsqueeze(1), ki = at::arange(k0, k1, idx).unsqueeze(0);
@@ -121,9 +121,8 @@ void blocked_causal_attention_each(const at::Tensor& q, const at::Tensor& k, con
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionSpec& s) {
   check_shapes(q, k, v, s);
   at::Tensor z = at::empty({q.size(0), q.size(2), q.size(1), q.size(3)}, q.options());
-  detail::blocked_causal_attention_each(q, k, v, s, [&z](int64_t q0, const at::Tensor& zb) {
-    z.narrow(1, q0, zb.size(1)).copy_(zb);
-  });
+  detail::blocked_causal_attention_each(q, k, v, s,
+                                        [&z](int64_t q0, const at::Tensor& zb) { z.narrow(1, q0, zb.size(1)).copy_(zb); });
   return z;
 }
 

@@ -23,8 +23,8 @@ using AttentionBlockSink = std::function<void(int64_t q0, const at::Tensor& z)>;
 
 /// Blocked causal attention of q over k, v (vocablens/attention.hpp), each query block's output given to
 /// `sink` instead of being gathered. Throws UsageError on shapes that do not fit together.
-void blocked_causal_attention_each(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   const AttentionSpec& s, const AttentionBlockSink& sink);
+void blocked_causal_attention_each(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionSpec& s,
+                                   const AttentionBlockSink& sink);
 
 }  // namespace detail
 }  // namespace vocablens

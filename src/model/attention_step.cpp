@@ -44,8 +44,8 @@ AttentionSpec attention_spec(const ModelConfig& cfg, const LayerWeights& L, cons
   return spec;
 }
 
-bool use_blocked_attention(const AttentionPolicy& pol, int64_t T, const at::Tensor* pattern_out,
-                           const hook_detail::HookTable* hk, int64_t l) {
+bool use_blocked_attention(const AttentionPolicy& pol, int64_t T, const at::Tensor* pattern_out, const hook_detail::HookTable* hk,
+                           int64_t l) {
   if (!pol.blocked || T <= pol.block || pattern_out || at::GradMode::is_enabled()) return false;
   return !(hk && (hk->has(HookPoint::AttnScores, l) || hk->has(HookPoint::Pattern, l)));
 }
@@ -55,8 +55,8 @@ bool use_blocked_attention(const AttentionPolicy& pol, int64_t T, const at::Tens
 // Hook points q, k, v after their projections (before Qwen3's q/k norm and the rotary). The normalised
 // input is released once projected: at long T every [B, T, d] held through the attention is a sizeable
 // part of the forward's peak.
-Qkv qkv_rows(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, at::Tensor h, int64_t r0,
-             int64_t l, const hook_detail::HookTable* hk) {
+Qkv qkv_rows(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, at::Tensor h, int64_t r0, int64_t l,
+             const hook_detail::HookTable* hk) {
   const int64_t B = h.size(0), n = h.size(1), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
   Qkv r;
   r.q = proj(h, L.w_q, L.b_q).view({B, n, H, dh});
@@ -69,7 +69,8 @@ Qkv qkv_rows(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& 
   r.v = r.v.transpose(1, 2);
   if (cfg.qk_norm_full) {  // OLMo 2: one norm over every head's features at once
     r.q = apply_norm(r.q.reshape({B, n, H * dh}), NormKind::RMSNorm, cfg.norm_eps, L.q_norm_w, at::Tensor()).view({B, n, H, dh});
-    r.k = apply_norm(r.k.reshape({B, n, Hkv * dh}), NormKind::RMSNorm, cfg.norm_eps, L.k_norm_w, at::Tensor()).view({B, n, Hkv, dh});
+    r.k = apply_norm(r.k.reshape({B, n, Hkv * dh}), NormKind::RMSNorm, cfg.norm_eps, L.k_norm_w, at::Tensor())
+              .view({B, n, Hkv, dh});
   } else if (L.q_norm_w.defined()) {  // per head (Qwen3, Gemma 3)
     r.q = apply_norm(r.q, NormKind::RMSNorm, cfg.norm_eps, L.q_norm_w, at::Tensor());
     r.k = apply_norm(r.k, NormKind::RMSNorm, cfg.norm_eps, L.k_norm_w, at::Tensor());
@@ -77,7 +78,7 @@ Qkv qkv_rows(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& 
   r.q = r.q.transpose(1, 2);
   r.k = r.k.transpose(1, 2);
   if (ctx.cos.defined() && rotary_layer(cfg, l)) {  // SmolLM3's no-rotary layers skip it
-    const bool local = local_rotary(cfg, l);  // Gemma 3's sliding layers: their own base
+    const bool local = local_rotary(cfg, l);        // Gemma 3's sliding layers: their own base
     const at::Tensor& cs = local ? ctx.cos_local : ctx.cos;
     const at::Tensor& sn = local ? ctx.sin_local : ctx.sin;
     const at::Tensor c = cs.narrow(0, ctx.offset + r0, n), si = sn.narrow(0, ctx.offset + r0, n);

@@ -29,12 +29,12 @@ class KVCache;
 namespace vocablens::detail {
 
 /// Layer l's variant of the blocked attention (block size, scale, soft-cap, window, ALiBi, sinks).
-AttentionSpec attention_spec(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx,
-                             const AttentionPolicy& pol, int64_t l);
+AttentionSpec attention_spec(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const AttentionPolicy& pol,
+                             int64_t l);
 /// Whether layer l's attention over T positions takes the blocked loop (no grad, more than one block, nobody
 /// reading its scores or pattern).
-bool use_blocked_attention(const AttentionPolicy& pol, int64_t T, const at::Tensor* pattern_out,
-                           const hook_detail::HookTable* hk, int64_t l);
+bool use_blocked_attention(const AttentionPolicy& pol, int64_t T, const at::Tensor* pattern_out, const hook_detail::HookTable* hk,
+                           int64_t l);
 
 struct Qkv {
   at::Tensor q, k, v;  ///< [B, H, n, dh], [B, Hkv, n, dh] (views; made contiguous where the attention wants it)
@@ -42,8 +42,8 @@ struct Qkv {
 
 /// Step 1 on rows r0 .. r0 + n - 1: q, k, v of `h` (the rows, normalised by the caller where the block has input
 /// norms; released once projected), hook points q, k, v, then the q/k norms and the layer's rotary.
-Qkv qkv_rows(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, at::Tensor h, int64_t r0,
-             int64_t l, const hook_detail::HookTable* hk);
+Qkv qkv_rows(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, at::Tensor h, int64_t r0, int64_t l,
+             const hook_detail::HookTable* hk);
 
 /// Receives z [B, n, H, dh] of query rows q0 .. q0 + n - 1.
 using AttentionOut = std::function<void(int64_t q0, at::Tensor z)>;

@@ -62,8 +62,8 @@ void set_bf16_gemm(Bf16Gemm g) { g_choice = static_cast<int>(g); }
 
 bool bf16_gemm_native() {
   // LibTorch 1.13's condition for oneDNN's bf16 matmul (mkldnn_bf16_device_check), read off the CPU the same way.
-  static const bool native = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                             __builtin_cpu_supports("avx512dq");
+  static const bool native =
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   return native;
 }
 

@@ -18,9 +18,9 @@ namespace vocablens::detail {
 // and its keys at 0 .. T - 1: offset is 0 except for a step of incremental decoding (vocablens/kv_cache.hpp),
 // whose keys include the cached positions.
 struct BlockContext {
-  at::Tensor cos, sin;      ///< [T, rotary_dim / 2] for every key position
+  at::Tensor cos, sin;              ///< [T, rotary_dim / 2] for every key position
   at::Tensor cos_local, sin_local;  ///< the same for the sliding layers' own base (Gemma 3), else undefined
-  at::Tensor alibi_slopes;  ///< [H] float32 (ALiBi models), else undefined
+  at::Tensor alibi_slopes;          ///< [H] float32 (ALiBi models), else undefined
   double scale = 1.0;
   int64_t T = 0;
   int64_t offset = 0;

@@ -32,8 +32,7 @@ bool expert_weight_rows(const at::Tensor& w) {
 
 void expert_gemm(const at::Tensor& w, const at::Tensor& xT, at::Tensor& yT) {
   const int64_t K = w.size(0), O = w.size(1);
-  const ExpertGemmArgs g{w.data_ptr<float>(), O > 1 ? w.stride(1) : K, K, xT.data_ptr<float>(), xT.size(1),
-                         yT.data_ptr<float>()};
+  const ExpertGemmArgs g{w.data_ptr<float>(), O > 1 ? w.stride(1) : K, K, xT.data_ptr<float>(), xT.size(1), yT.data_ptr<float>()};
   // Chunks of at least 48 output rows (8 tiles): a thread's share of a smaller product is not worth waking it for.
   parallel_for(0, O, 48, [&](int64_t o0, int64_t o1) { expert_gemm_rows_avx512(g, o0, o1); });
 }

@@ -110,11 +110,11 @@ at::Tensor soft_cap(const at::Tensor& x, double c) { return c > 0 ? at::tanh(x /
 
 namespace {
 
-using detail::BlockContext;
-using detail::block_context;
-using detail::Qkv;
 using detail::attend;
 using detail::attention_out;
+using detail::block_context;
+using detail::BlockContext;
+using detail::Qkv;
 using detail::qkv_rows;
 using detail::use_blocked_attention;
 
@@ -142,7 +142,6 @@ inline void run_hook(const hook_detail::HookTable* hk, HookPoint p, int64_t l, a
 // the same operations on the same values, the residual adds in the same order (by rows each GEMM runs over
 // fewer rows). A new operation of a family lands once, in the step it belongs to.
 
-
 // Hook points of the MLP step that read its insides (the neurons, the router).
 bool mlp_inside_hooked(const hook_detail::HookTable* hk, int64_t l) {
   if (!hk) return false;
@@ -156,11 +155,9 @@ bool mlp_inside_hooked(const hook_detail::HookTable* hk, int64_t l) {
 // (more than one block of positions, no hook or cache on the scores or pattern), it is not a step of
 // incremental decoding, and no hook or cache reads q, k, v, z, the per-head results, attn_out, resid_mid,
 // the norms' points, the MLP's input, its neurons or mlp_out: their tensors never exist whole.
-bool block_by_rows(int64_t T, int64_t l, bool keep, const CacheSpec* spec, const hook_detail::HookTable* hk,
-                   const KVCache* kv) {
+bool block_by_rows(int64_t T, int64_t l, bool keep, const CacheSpec* spec, const hook_detail::HookTable* hk, const KVCache* kv) {
   if (kv || !use_blocked_attention(attention_policy(), T, nullptr, hk, l)) return false;
-  if (keep && (spec->attn_out || spec->resid_mid || spec->mlp_out || spec->pattern || spec->router ||
-               spec->wants_norm_points()))
+  if (keep && (spec->attn_out || spec->resid_mid || spec->mlp_out || spec->pattern || spec->router || spec->wants_norm_points()))
     return false;
   if (hk)
     for (HookPoint p : {HookPoint::Q, HookPoint::K, HookPoint::V, HookPoint::Z, HookPoint::Result, HookPoint::AttnOut,
@@ -188,8 +185,8 @@ struct NormPoints {
 // normalized * w + b. Nobody asking, it is apply_norm itself. When hooks only read (or leave the values as
 // they were), the output is apply_norm's too, so that reading a norm changes no bit of the pass; an edited scale
 // or normalised vector is what the output is then made of.
-at::Tensor tapped_norm(const ModelConfig& cfg, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
-                       const NormPoints& p, const hook_detail::HookTable* hk) {
+at::Tensor tapped_norm(const ModelConfig& cfg, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const NormPoints& p,
+                       const hook_detail::HookTable* hk) {
   const bool hook_scale = hk && hk->has(p.scale, p.layer);
   const bool hook_norm = p.has_normalized && hk && hk->has(p.normalized, p.layer);
   if (!hook_scale && !hook_norm && !p.keep_scale && !p.keep_normalized) return apply_norm(x, cfg.norm, cfg.norm_eps, w, b);
@@ -223,16 +220,12 @@ at::Tensor norm2(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor
   return apply_norm(x, cfg.norm, cfg.norm_eps, L.ln2_w, L.ln2_b);
 }
 
-
-
-
-
 // The MLP of one block on its (normalised) input: plain act(x W_in) or gated act(x W_gate) * (x W_in); in a
 // mixture of experts, the routed experts (model/moe.hpp) plus the dense MLP where there is one (Qwen2-MoE's
 // shared expert, scaled by sigmoid(x W_shared_gate)). Hook points: mlp_pre (gated MLPs: the gate), mlp_post (the
 // neurons, gated: act(gate) * up), the router's; `record` takes the router's (may be empty).
-at::Tensor mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& h, int64_t l,
-               const hook_detail::HookTable* hk, const detail::MoeRecord& record = {}) {
+at::Tensor mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& h, int64_t l, const hook_detail::HookTable* hk,
+               const detail::MoeRecord& record = {}) {
   using namespace detail;
   // Without grad and without hooks on the neurons, a long input goes through in blocks of rows: the MLP
   // acts on each position alone, and its [rows, d_mlp] intermediates (three of them for a gated MLP) are
@@ -267,18 +260,17 @@ at::Tensor mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& 
 // is given. `hk` (may be null) holds hooks that read or write activations (vocablens/hooks.hpp); a hook point
 // runs its hooks, then records. attn_out and mlp_out are what is added to the stream (after Gemma-2's post
 // norms). x is read, never written.
-at::Tensor block(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& x_in,
-                 int64_t l, ResidualCache* cache, const CacheSpec* spec, const hook_detail::HookTable* hk,
-                 KVCache* kv = nullptr) {
+at::Tensor block(const ModelConfig& cfg, const LayerWeights& L, const BlockContext& ctx, const at::Tensor& x_in, int64_t l,
+                 ResidualCache* cache, const CacheSpec* spec, const hook_detail::HookTable* hk, KVCache* kv = nullptr) {
   at::Tensor x = x_in;
   auto record = [&](bool wanted, const char* hook, const at::Tensor& t) {
     if (cache && wanted) cache->set(ResidualCache::key(hook, l), t);
   };
   const bool keep = cache && spec && spec->wants_layer(l);
-  const NormPoints ln1{HookPoint::Ln1Scale, HookPoint::Ln1Normalized, true, l, cache, keep && spec->ln1_scale,
-                       keep && spec->ln1_normalized};
-  const NormPoints ln2{HookPoint::Ln2Scale, HookPoint::Ln2Normalized, true, l, cache, keep && spec->ln2_scale,
-                       keep && spec->ln2_normalized};
+  const NormPoints ln1{HookPoint::Ln1Scale,     HookPoint::Ln1Normalized,    true, l, cache,
+                       keep && spec->ln1_scale, keep && spec->ln1_normalized};
+  const NormPoints ln2{HookPoint::Ln2Scale,     HookPoint::Ln2Normalized,    true, l, cache,
+                       keep && spec->ln2_scale, keep && spec->ln2_normalized};
   run_hook(hk, HookPoint::ResidPre, l, x);
   record(keep && spec->resid_pre, "resid_pre", x);
   const int64_t B = x.size(0), T = x.size(1), d = x.size(2), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
@@ -291,8 +283,8 @@ at::Tensor block(const ModelConfig& cfg, const LayerWeights& L, const BlockConte
   Qkv qkv;
   at::Tensor mid;  // the stream after the attention
   if (!by_rows) {
-    qkv = qkv_rows(cfg, L, ctx, cfg.norm_before && cfg.input_norms ? tapped_norm(cfg, x, L.ln1_w, L.ln1_b, ln1, hk) : x, 0,
-                   l, hk);
+    qkv =
+        qkv_rows(cfg, L, ctx, cfg.norm_before && cfg.input_norms ? tapped_norm(cfg, x, L.ln1_w, L.ln1_b, ln1, hk) : x, 0, l, hk);
   } else {
     at::Tensor q = at::empty({B, T, H * dh}, opt);
     qkv.k = at::empty({B, Hkv, T, dh}, opt);
@@ -349,8 +341,7 @@ at::Tensor block(const ModelConfig& cfg, const LayerWeights& L, const BlockConte
     if (keep && spec->router && cfg.n_experts > 0)
       moe_record = [&](const char* point, const at::Tensor& t) { cache->set(ResidualCache::key(point, l), t); };
     // The MLP's input: ln2's output (its points hooked and kept on the whole path only: by rows nobody reads them).
-    at::Tensor h = cfg.norm_before && cfg.input_norms ? tapped_norm(cfg, in, L.ln2_w, L.ln2_b, ln2, by_rows ? nullptr : hk)
-                                                     : in;
+    at::Tensor h = cfg.norm_before && cfg.input_norms ? tapped_norm(cfg, in, L.ln2_w, L.ln2_b, ln2, by_rows ? nullptr : hk) : in;
     if (!by_rows) run_hook(hk, HookPoint::MlpIn, l, h);
     record(keep && spec->mlp_in, "mlp_in", h);
     at::Tensor m = mlp(cfg, L, h, l, hk, moe_record);
@@ -390,13 +381,13 @@ bool check_block_output(const ModelConfig& cfg, const LayerWeights& L, const Blo
 
 }  // namespace
 
-ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
-                          const CacheSpec& spec, bool compute_logits) {
+ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids, const CacheSpec& spec,
+                          bool compute_logits) {
   return run_forward(cfg, w, ids, spec, compute_logits, at::Tensor(), nullptr);
 }
 
-ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
-                          const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids) {
+ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids, const CacheSpec& spec,
+                          bool compute_logits, const at::Tensor& segment_ids) {
   return run_forward(cfg, w, ids, spec, compute_logits, segment_ids, nullptr);
 }
 
@@ -404,9 +395,8 @@ namespace {
 
 // The pass of run_forward and forward_cached: ids [B, T] at positions p0 .. p0 + T - 1, where p0 is the
 // length of `kv` (0 without one).
-ForwardOutput forward_impl(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids_in,
-                           const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids,
-                           const HookList* hooks, KVCache* kv) {
+ForwardOutput forward_impl(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids_in, const CacheSpec& spec,
+                           bool compute_logits, const at::Tensor& segment_ids, const HookList* hooks, KVCache* kv) {
   using namespace detail;
   timings::Phase phase("forward");
   // A checkpoint truncated or written in place since it was mapped: one error, not SIGBUS or other weights.
@@ -416,8 +406,7 @@ ForwardOutput forward_impl(const ModelConfig& cfg, const ModelWeights& w, const 
   const int64_t B = ids.size(0), T = ids.size(1), p0 = kv ? kv->length() : 0;
   if (T < 1) throw UsageError("empty input: at least one token is needed");
   if (kv && p0 > 0 && B != kv->batch())
-    throw UsageError("a batch of " + std::to_string(B) + " sequences, but the KV cache holds " +
-                     std::to_string(kv->batch()));
+    throw UsageError("a batch of " + std::to_string(B) + " sequences, but the KV cache holds " + std::to_string(kv->batch()));
   if (p0 + T > cfg.n_ctx)
     throw UsageError(p0 > 0 ? std::to_string(T) + " more tokens after the " + std::to_string(p0) +
                                   " cached ones exceed the model's context of " + std::to_string(cfg.n_ctx)
@@ -471,7 +460,7 @@ ForwardOutput forward_impl(const ModelConfig& cfg, const ModelWeights& w, const 
                      .view({B, T, d});
   if (cfg.embed_scale != 1.0) x = x * cfg.embed_scale;  // Gemma: sqrt(d_model), in float32 as Hugging Face does
   if (cfg.embed_norm) x = apply_norm(x, cfg.norm, cfg.norm_eps, w.emb_norm_w, w.emb_norm_b);  // BLOOM
-  run_hook(hk, HookPoint::Embed, -1, x);                 // the embedding as it enters the stream (scaled)
+  run_hook(hk, HookPoint::Embed, -1, x);  // the embedding as it enters the stream (scaled)
   if (cfg.positions == PositionKind::Learned) {
     at::Tensor pos = materialize_weight(w.W_pos.narrow(0, p0, T));
     if (hk && hk->has(HookPoint::PosEmbed, -1)) {
@@ -484,8 +473,8 @@ ForwardOutput forward_impl(const ModelConfig& cfg, const ModelWeights& w, const 
   }
   if (w.W_seg.defined() || segment_ids.defined()) x = x + detail::segment_embedding(w, segment_ids, B, T);
 
-  bool check = check_activation_finite(x, "resid_pre.0", " (the token embedding" +
-                                        std::string(cfg.positions == PositionKind::Learned ? " plus positions)" : ")"));
+  bool check = check_activation_finite(
+      x, "resid_pre.0", " (the token embedding" + std::string(cfg.positions == PositionKind::Learned ? " plus positions)" : ")"));
   const BlockContext ctx = block_context(cfg, p0 + T, x.device(), p0);
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     throw_if_cancelled("the forward pass");  // a caller's CancelScope (vocablens/interrupt.hpp): stop between blocks
@@ -514,14 +503,12 @@ ForwardOutput forward_impl(const ModelConfig& cfg, const ModelWeights& w, const 
 
 }  // namespace
 
-ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids,
-                          const CacheSpec& spec, bool compute_logits, const at::Tensor& segment_ids,
-                          const HookList* hooks) {
+ForwardOutput run_forward(const ModelConfig& cfg, const ModelWeights& w, const at::Tensor& ids, const CacheSpec& spec,
+                          bool compute_logits, const at::Tensor& segment_ids, const HookList* hooks) {
   return forward_impl(cfg, w, ids, spec, compute_logits, segment_ids, hooks, nullptr);
 }
 
-ForwardOutput forward_cached(const Model& m, const at::Tensor& ids, KVCache& kv, const CacheSpec& spec,
-                             bool compute_logits) {
+ForwardOutput forward_cached(const Model& m, const at::Tensor& ids, KVCache& kv, const CacheSpec& spec, bool compute_logits) {
   at::NoGradGuard no_grad;
   return forward_impl(m.config(), m.weights(), ids, spec, compute_logits, at::Tensor(), nullptr, &kv);
 }
@@ -530,8 +517,8 @@ at::Tensor run_blocks(const ModelConfig& cfg, const ModelWeights& w, const at::T
   if (x.dim() != 3 || x.size(2) != cfg.d_model)
     throw UsageError("run_blocks: the residual stream must be [B, T, " + std::to_string(cfg.d_model) + "]");
   if (first < 0 || first > last || last > cfg.n_layers)
-    throw UsageError("run_blocks: blocks [" + std::to_string(first) + ", " + std::to_string(last) +
-                     ") are not within [0, " + std::to_string(cfg.n_layers) + ")");
+    throw UsageError("run_blocks: blocks [" + std::to_string(first) + ", " + std::to_string(last) + ") are not within [0, " +
+                     std::to_string(cfg.n_layers) + ")");
   if (x.size(1) < 1 || x.size(1) > cfg.n_ctx)
     throw UsageError("run_blocks: " + std::to_string(x.size(1)) + " positions, the context holds 1 to " +
                      std::to_string(cfg.n_ctx));

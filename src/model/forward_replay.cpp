@@ -38,8 +38,7 @@ void add_recorders(const ModelConfig& cfg, ForwardRecord* rec, HookList& hooks) 
 std::optional<ForwardOutput> replay_forward(const ModelConfig& cfg, const ModelWeights& w, const ForwardRecord& rec,
                                             const CacheSpec& spec, bool compute_logits, const HookList* hooks) {
   using namespace detail;
-  if (spec.attn_out || spec.pattern || (spec.router && cfg.n_experts > 0) || spec.wants_norm_points())
-    return std::nullopt;
+  if (spec.attn_out || spec.pattern || (spec.router && cfg.n_experts > 0) || spec.wants_norm_points()) return std::nullopt;
   if (hooks)
     for (const auto& it : hooks->items()) {
       const HookPoint p = parse_hook_name(it.name, cfg).point;
@@ -68,12 +67,13 @@ std::optional<ForwardOutput> replay_forward(const ModelConfig& cfg, const ModelW
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     throw_if_cancelled("the forward pass");
     const bool keep = spec.wants_layer(l);
-    point(HookPoint::ResidPre, l, l == 0 ? "resid_pre.0" : ResidualCache::key("resid_post", l - 1),
-          keep && spec.resid_pre, ResidualCache::key("resid_pre", l));
+    point(HookPoint::ResidPre, l, l == 0 ? "resid_pre.0" : ResidualCache::key("resid_post", l - 1), keep && spec.resid_pre,
+          ResidualCache::key("resid_pre", l));
     point(HookPoint::Z, l, ResidualCache::key("z", l), false, "");
     point(HookPoint::ResidMid, l, ResidualCache::key("resid_mid", l), keep && spec.resid_mid, ResidualCache::key("resid_mid", l));
     point(HookPoint::MlpOut, l, ResidualCache::key("mlp_out", l), keep && spec.mlp_out, ResidualCache::key("mlp_out", l));
-    point(HookPoint::ResidPost, l, ResidualCache::key("resid_post", l), keep && spec.resid_post, ResidualCache::key("resid_post", l));
+    point(HookPoint::ResidPost, l, ResidualCache::key("resid_post", l), keep && spec.resid_post,
+          ResidualCache::key("resid_post", l));
   }
   if (spec.final_norm || compute_logits) {
     at::Tensor fin = *get("final_norm");

@@ -22,9 +22,9 @@ inline double mlp_width(const ModelConfig& cfg) {
 inline double forward_work(const ModelConfig& cfg, int64_t tokens, bool logits) {
   const double d = static_cast<double>(cfg.d_model);
   const double per_layer = d * static_cast<double>((cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.d_head) +
-                           static_cast<double>(cfg.n_heads * cfg.d_head) * d +
-                           (cfg.gated_mlp ? 3.0 : 2.0) * d * mlp_width(cfg);
-  const double per_token = static_cast<double>(cfg.n_layers) * per_layer + (logits ? d * static_cast<double>(cfg.vocab_size) : 0.0);
+                           static_cast<double>(cfg.n_heads * cfg.d_head) * d + (cfg.gated_mlp ? 3.0 : 2.0) * d * mlp_width(cfg);
+  const double per_token =
+      static_cast<double>(cfg.n_layers) * per_layer + (logits ? d * static_cast<double>(cfg.vocab_size) : 0.0);
   return per_token * static_cast<double>(tokens);
 }
 

@@ -103,8 +103,10 @@ struct Reader {
     const auto& t = info(name);
     check(t, {in, out, E});
     std::vector<at::Tensor> r;
-    at::ScalarType dense = t.type == GgmlType::F32 ? at::kFloat : t.type == GgmlType::F16 ? at::kHalf
-                           : t.type == GgmlType::BF16 ? at::kBFloat16 : at::kByte;
+    at::ScalarType dense = t.type == GgmlType::F32    ? at::kFloat
+                           : t.type == GgmlType::F16  ? at::kHalf
+                           : t.type == GgmlType::BF16 ? at::kBFloat16
+                                                      : at::kByte;
     if (dense != at::kByte) {
       at::Tensor all = view_as_tensor(g.file, t.offset, {E, out, in}, {}, dense);
       detail::check_weight_finite(all, name, g.path);
@@ -125,7 +127,8 @@ struct Reader {
       one.offset = t.offset + expert_bytes * static_cast<size_t>(e);
       check_quantized_finite(one, name, out, in);
       r.push_back(make_packed_weight(std::static_pointer_cast<const void>(g.file), base + expert_bytes * static_cast<size_t>(e),
-                                     t.type, out, in).t());
+                                     t.type, out, in)
+                      .t());
     }
     return r;
   }
@@ -154,7 +157,8 @@ struct Reader {
 
 int64_t need_int(const GgufFile& g, const std::string& key) {
   if (!g.metadata.contains(key)) throw FormatError(g.path, "missing metadata '" + key + "'");
-  if (!g.metadata[key].is_number_integer()) throw FormatError(g.path, "metadata '" + key + "' is " + g.metadata_types.at(key) + ", expected an integer");
+  if (!g.metadata[key].is_number_integer())
+    throw FormatError(g.path, "metadata '" + key + "' is " + g.metadata_types.at(key) + ", expected an integer");
   int64_t v = g.get_int(key, 0);
   // The bound config.json's counts have (model_config.cpp): a count no tensor could hold is a corrupt file.
   if (v <= 0 || v > (int64_t(1) << 31))
@@ -180,7 +184,8 @@ bool opt_bool(const GgufFile& g, const std::string& key, bool fallback) {
 std::string gguf_names() {
   std::vector<std::string> seen;
   for (const auto& a : architectures())
-    if (a.gguf_architecture && std::find(seen.begin(), seen.end(), a.gguf_architecture) == seen.end()) seen.push_back(a.gguf_architecture);
+    if (a.gguf_architecture && std::find(seen.begin(), seen.end(), a.gguf_architecture) == seen.end())
+      seen.push_back(a.gguf_architecture);
   std::string s;
   for (auto& n : seen) s += (s.empty() ? "" : ", ") + n;
   return s;
@@ -208,7 +213,7 @@ void fit_llama3_rope(const GgufFile& g, const GgufTensorInfo& rf, int64_t rdim, 
     F = std::max(F, static_cast<double>(f[i]));
   }
   auto omega = [&](int64_t i) { return std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(rdim)); };
-  if (F == 1.0) return;  // no scaling at all
+  if (F == 1.0) return;                        // no scaling at all
   std::vector<std::pair<double, double>> mid;  // (frequency, blend s) of the divisors strictly between 1 and F
   for (int64_t i = 0; i < n; ++i)
     if (f[i] > 1.0 + 1e-6 && f[i] < F * (1 - 1e-6)) mid.push_back({omega(i), (1.0 / f[i] - 1.0 / F) / (1.0 - 1.0 / F)});
@@ -244,7 +249,9 @@ void gguf_experts(const GgufFile& g, const std::string& a, const FamilyRecipe& R
     throw FormatError(g.path, "missing metadata '" + a + "expert_count' (this architecture's MLP is a mixture of experts)");
   c.n_experts = need_int(g, a + "expert_count");
   c.n_experts_used = need_int(g, a + "expert_used_count");
-  if (c.n_experts > (int64_t(1) << 16)) throw FormatError(g.path, "metadata '" + a + "expert_count' = " + std::to_string(c.n_experts) + " is out of range (at most 65536)");
+  if (c.n_experts > (int64_t(1) << 16))
+    throw FormatError(g.path,
+                      "metadata '" + a + "expert_count' = " + std::to_string(c.n_experts) + " is out of range (at most 65536)");
   if (c.n_experts_used > c.n_experts)
     throw FormatError(g.path, "metadata '" + a + "expert_used_count' = " + std::to_string(c.n_experts_used) + " exceeds " + a +
                                   "expert_count = " + std::to_string(c.n_experts));
@@ -263,7 +270,8 @@ void gguf_yarn(const GgufFile& g, const std::string& a, double factor, ModelConf
   c.rope_scaling = ModelConfig::RopeScaling::Yarn;
   c.rope_factor = factor;
   c.rope_original_context = opt_int(g, a + "rope.scaling.original_context_length", c.n_ctx);
-  if (c.rope_original_context < 1) throw FormatError(g.path, "metadata '" + a + "rope.scaling.original_context_length' must be positive");
+  if (c.rope_original_context < 1)
+    throw FormatError(g.path, "metadata '" + a + "rope.scaling.original_context_length' must be positive");
   c.rope_yarn_beta_fast = opt_float(g, a + "rope.scaling.yarn_beta_fast", 32.0, 1e-6, 1e6);
   c.rope_yarn_beta_slow = opt_float(g, a + "rope.scaling.yarn_beta_slow", 1.0, 1e-6, 1e6);
   for (const char* k : {"rope.scaling.yarn_ext_factor", "rope.scaling.attn_factor", "rope.scaling.yarn_attn_factor",
@@ -310,8 +318,9 @@ ModelConfig gguf_model_config(const GgufFile& g) {
   if (emb->ne.size() != 2) throw FormatError(g.path, "tensor 'token_embd.weight' is not a matrix");
   c.vocab_size = emb->ne[1];
   if (c.vocab_size < 1 || emb->ne[0] != c.d_model)
-    throw FormatError(g.path, "tensor 'token_embd.weight' has ne {" + std::to_string(emb->ne[0]) + ", " + std::to_string(emb->ne[1]) +
-                                  "}, expected {" + std::to_string(c.d_model) + ", vocabulary size >= 1}");
+    throw FormatError(g.path, "tensor 'token_embd.weight' has ne {" + std::to_string(emb->ne[0]) + ", " +
+                                  std::to_string(emb->ne[1]) + "}, expected {" + std::to_string(c.d_model) +
+                                  ", vocabulary size >= 1}");
   c.tied_embeddings = g.find("output.weight") == nullptr;
   // The tensors must agree with block_count: no blk.N beyond it.
   for (auto& t : g.tensors) {
@@ -324,7 +333,7 @@ ModelConfig gguf_model_config(const GgufFile& g) {
   // converter writes as hyper-parameters is read under the recipe's GGUF keys.
   c.norm = R.norm;
   c.norm_eps = c.norm == NormKind::LayerNorm ? opt_float(g, a + "attention.layer_norm_epsilon", 1e-5, 0, 1)
-                          : opt_float(g, a + "attention.layer_norm_rms_epsilon", 1e-5, 0, 1);
+                                             : opt_float(g, a + "attention.layer_norm_rms_epsilon", 1e-5, 0, 1);
   // Biases: as the file has them (the table says which roles may carry one).
   auto has0 = [&](TensorRole r, const char* suffix) {
     const std::string n = gname(A, r, 0, suffix);
@@ -379,7 +388,8 @@ ModelConfig gguf_model_config(const GgufFile& g) {
   }
   // Layers without rotary: llama.cpp fixes their period per architecture (SmolLM3: every 4th layer).
   if (R.no_rotary_interval > 0)
-    for (int64_t l = 0; l < c.n_layers && l < (int64_t(1) << 20); ++l) c.rotary_layers.push_back((l + 1) % R.no_rotary_interval != 0);
+    for (int64_t l = 0; l < c.n_layers && l < (int64_t(1) << 20); ++l)
+      c.rotary_layers.push_back((l + 1) % R.no_rotary_interval != 0);
   // The sliding layers' own rotary base (Gemma 3); llama.cpp uses it only when the file has sliding layers.
   if (R.gguf_rope_local_theta_key && c.sliding_window > 0)
     c.rope_theta_local = opt_float(g, a + R.gguf_rope_local_theta_key, R.rope_local_theta_default, 1e-6, 1e30);

@@ -56,8 +56,9 @@ class Mapper {
     if (n.empty()) {
       if (!required) return at::Tensor();
       const TensorSpec* t = find_tensor(a_, r);
-      throw FormatError(st_.source, "missing tensor '" + (t ? file_style(tensor_name(t->hf, layer) + suffix) : std::string(to_string(r))) +
-                                        "' (" + a_.hf_architecture + ")");
+      throw FormatError(st_.source, "missing tensor '" +
+                                        (t ? file_style(tensor_name(t->hf, layer) + suffix) : std::string(to_string(r))) + "' (" +
+                                        a_.hf_architecture + ")");
     }
     const at::Tensor& t = checked(n, shape);
     const auto ty = t.scalar_type();
@@ -95,20 +96,22 @@ class Mapper {
     if (q_spec && q_spec->layout == TensorLayout::Linear) {
       int64_t qr = rows(TensorRole::AttnQ), kr = rows(TensorRole::AttnK);
       if (qr > 0 && qr != H * dh && qr % H == 0)
-        throw FormatError(cp_, "head_dim = " + std::to_string(dh) + " but " + find(TensorRole::AttnQ, layer, ".weight") + " has " +
-                                   std::to_string(qr) + " rows = " + std::to_string(H) + " heads of " + std::to_string(qr / H));
+        throw FormatError(cp_, "head_dim = " + std::to_string(dh) + " but " + find(TensorRole::AttnQ, layer, ".weight") +
+                                   " has " + std::to_string(qr) + " rows = " + std::to_string(H) + " heads of " +
+                                   std::to_string(qr / H));
       if (kr > 0 && kr != Hkv * dh && kr % dh == 0)
-        throw FormatError(cp_, "num_key_value_heads = " + std::to_string(Hkv) + " but " + find(TensorRole::AttnK, layer, ".weight") +
-                                   " has " + std::to_string(kr) + " rows = " + std::to_string(kr / dh) + " heads of head_dim " +
-                                   std::to_string(dh));
+        throw FormatError(cp_, "num_key_value_heads = " + std::to_string(Hkv) + " but " +
+                                   find(TensorRole::AttnK, layer, ".weight") + " has " + std::to_string(kr) +
+                                   " rows = " + std::to_string(kr / dh) + " heads of head_dim " + std::to_string(dh));
     }
     const auto& qkv_spec = find_tensor(a_, TensorRole::AttnQKV);
     if (qkv_spec && qkv_spec->layout == TensorLayout::FusedQKV) {
       int64_t r = rows(TensorRole::AttnQKV);
       if (r > 0 && r != (H + 2 * Hkv) * dh && r % dh == 0 && (r / dh - H) % 2 == 0 && r / dh > H)
-        throw FormatError(cp_, "num_key_value_heads = " + std::to_string(Hkv) + " but " + find(TensorRole::AttnQKV, layer, ".weight") +
-                                   " has " + std::to_string(r) + " rows = " + std::to_string(H) + " query heads + 2 x " +
-                                   std::to_string((r / dh - H) / 2) + " key/value heads of head_dim " + std::to_string(dh));
+        throw FormatError(cp_, "num_key_value_heads = " + std::to_string(Hkv) + " but " +
+                                   find(TensorRole::AttnQKV, layer, ".weight") + " has " + std::to_string(r) +
+                                   " rows = " + std::to_string(H) + " query heads + 2 x " + std::to_string((r / dh - H) / 2) +
+                                   " key/value heads of head_dim " + std::to_string(dh));
     }
     (void)d;
   }
@@ -214,7 +217,7 @@ class Mapper {
     }
     const TensorSpec* o = find_tensor(a_, TensorRole::AttnOut);
     L.w_o = o->layout == TensorLayout::Conv1D ? get(TensorRole::AttnOut, i, ".weight", {qd, d})
-                                               : get(TensorRole::AttnOut, i, ".weight", {d, qd}).t();
+                                              : get(TensorRole::AttnOut, i, ".weight", {d, qd}).t();
     L.b_o = bias(TensorRole::AttnOut, i, {d}, c_.attn_out_bias);
     if (c_.attn_sinks) L.sinks = get(TensorRole::AttnSinks, i, "", {H});  // GPT-OSS self_attn.sinks, no ".weight"
   }
@@ -238,7 +241,8 @@ class Mapper {
       L.exp_up.push_back(expert(TensorRole::FfnUpExps, i, e, {me, d}).t());
       L.exp_down.push_back(expert(TensorRole::FfnDownExps, i, e, {d, me}).t());
     }
-    if (find_tensor(a_, TensorRole::FfnGateInpShexp)) L.w_shared_gate = get(TensorRole::FfnGateInpShexp, i, ".weight", {1, d}).t();
+    if (find_tensor(a_, TensorRole::FfnGateInpShexp))
+      L.w_shared_gate = get(TensorRole::FfnGateInpShexp, i, ".weight", {1, d}).t();
   }
   // GPT-OSS: every expert in one "x @ W" tensor [E, in, out] (no ".weight"), gate and up in alternate columns of
   // gate_up_proj [E, d, 2 me]; biases "<name>_bias" [E, out]. Each expert's matrices are views of the file.
@@ -283,7 +287,8 @@ class Mapper {
   const at::Tensor& checked(const std::string& n, const std::vector<int64_t>& shape) const {
     const at::Tensor& t = st_.get(n);
     if (t.sizes() != at::IntArrayRef(shape))
-      throw FormatError(st_.source, "tensor '" + n + "' has shape " + shape_of(t.sizes()) + " but " + cp_ + " implies " + shape_of(shape));
+      throw FormatError(st_.source,
+                        "tensor '" + n + "' has shape " + shape_of(t.sizes()) + " but " + cp_ + " implies " + shape_of(shape));
     const auto ty = t.scalar_type();
     if (ty != at::kFloat && ty != at::kHalf && ty != at::kBFloat16)
       throw FormatError(st_.source, "tensor '" + n + "' is not a floating-point tensor");

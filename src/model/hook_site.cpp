@@ -12,8 +12,8 @@ namespace {
 
 struct PointName {
   HookPoint point;
-  const char* tl;     // TransformerLens name after "blocks.L." (or the whole name for model-level points)
-  const char* short_; // our short name (before ".L" for block points)
+  const char* tl;      // TransformerLens name after "blocks.L." (or the whole name for model-level points)
+  const char* short_;  // our short name (before ".L" for block points)
   bool block;
   const char* shape;
 };
@@ -40,9 +40,11 @@ const PointName kPoints[] = {
     {HookPoint::MlpPre, "mlp.hook_pre", "mlp_pre", true, "[B, T, d_mlp]"},
     {HookPoint::MlpPost, "mlp.hook_post", "mlp_post", true, "[B, T, d_mlp]"},
     {HookPoint::RouterLogits, "mlp.hook_router_logits", "router_logits", true, "[B, T, n_experts] (mixtures of experts)"},
-    {HookPoint::ExpertIndices, "mlp.hook_expert_indices", "expert_indices", true, "[B, T, k] int64: the chosen experts, best first"},
+    {HookPoint::ExpertIndices, "mlp.hook_expert_indices", "expert_indices", true,
+     "[B, T, k] int64: the chosen experts, best first"},
     {HookPoint::ExpertWeights, "mlp.hook_expert_weights", "expert_weights", true, "[B, T, k]: the chosen experts' weights"},
-    {HookPoint::ExpertOut, "mlp.hook_expert_out", "expert_out", true, "[B, T, k, d_model]: each chosen expert's output, unweighted"},
+    {HookPoint::ExpertOut, "mlp.hook_expert_out", "expert_out", true,
+     "[B, T, k, d_model]: each chosen expert's output, unweighted"},
     {HookPoint::MlpOut, "hook_mlp_out", "mlp_out", true, "[B, T, d_model]"},
     {HookPoint::ResidPost, "hook_resid_post", "resid_post", true, "[B, T, d_model]"},
     {HookPoint::FinalScale, "ln_final.hook_scale", "final_scale", false, "[B, T, 1] (with a final norm)"},
@@ -102,8 +104,7 @@ std::string hook_point_missing(HookPoint p, const ModelConfig& cfg) {
     case HookPoint::RouterLogits:
     case HookPoint::ExpertIndices:
     case HookPoint::ExpertWeights:
-    case HookPoint::ExpertOut:
-      return cfg.n_experts > 0 ? "" : "this model's MLP is not a mixture of experts (no router points)";
+    case HookPoint::ExpertOut: return cfg.n_experts > 0 ? "" : "this model's MLP is not a mixture of experts (no router points)";
     case HookPoint::MlpPre:
     case HookPoint::MlpPost:
       return cfg.n_experts == 0 || cfg.shared_expert
@@ -174,8 +175,8 @@ HookSite parse_hook_name(const std::string& name, const ModelConfig& cfg) {
     for (const auto& p : kPoints)
       names += std::string(names.empty() ? "" : ", ") + (p.block ? "blocks.L." : "") + p.tl + " (" + p.short_ +
                (p.block ? ".L" : "") + ")";
-    throw UsageError(why + "; valid hook names (short form in parentheses), L = 0.." + std::to_string(cfg.n_layers - 1) +
-                     ": " + names);
+    throw UsageError(why + "; valid hook names (short form in parentheses), L = 0.." + std::to_string(cfg.n_layers - 1) + ": " +
+                     names);
   };
   const std::optional<HookSite> s = hook_site_from_name(name);
   if (!s) return fail("unknown hook '" + name + "'");

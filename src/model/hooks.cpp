@@ -49,11 +49,11 @@ void HookTable::apply(HookPoint p, int64_t layer, at::Tensor& t) const {
 
 at::Tensor head_results(const at::Tensor& z, const at::Tensor& w_o) {
   const int64_t H = z.size(2), dh = z.size(3);
-  const at::Tensor wf = materialize_weight(w_o);  // float32 (stored-dtype weights upcast, vocablens/weight.hpp)
+  const at::Tensor wf = materialize_weight(w_o);   // float32 (stored-dtype weights upcast, vocablens/weight.hpp)
   at::Tensor W = wf.reshape({H, dh, wf.size(1)});  // [H, dh, d]
   // [B, T, H, dh] x [H, dh, d] -> [B, T, H, d]: one batched GEMM over heads.
   at::Tensor zh = z.permute({2, 0, 1, 3}).reshape({H, -1, dh});  // [H, B*T, dh]
-  at::Tensor r = at::bmm(zh, W);                                  // [H, B*T, d]
+  at::Tensor r = at::bmm(zh, W);                                 // [H, B*T, d]
   return r.view({H, z.size(0), z.size(1), W.size(2)}).permute({1, 2, 0, 3}).contiguous();
 }
 
@@ -65,8 +65,8 @@ ForwardOutput run_with_hooks(const Model& m, const at::Tensor& ids, const HookLi
   return run_forward(m.config(), m.weights(), ids, spec, compute_logits, at::Tensor(), &hooks);
 }
 
-std::vector<int64_t> generate_greedy_with_hooks(const Model& m, std::vector<int64_t> tokens, int64_t steps,
-                                                int64_t stop_token, const HookList& hooks) {
+std::vector<int64_t> generate_greedy_with_hooks(const Model& m, std::vector<int64_t> tokens, int64_t steps, int64_t stop_token,
+                                                const HookList& hooks) {
   if (tokens.empty()) throw UsageError("generation needs at least one prompt token (e.g. BOS)");
   if (static_cast<int64_t>(tokens.size()) > m.config().n_ctx)
     throw UsageError("the prompt has " + std::to_string(tokens.size()) + " tokens, longer than the model's context of " +

@@ -19,8 +19,8 @@ void KVCache::clear() {
   v_.clear();
 }
 
-std::pair<at::Tensor, at::Tensor> KVCacheAccess::put(KVCache& c, int64_t l, const at::Tensor& k, const at::Tensor& v,
-                                                     int64_t p0, int64_t n_ctx) {
+std::pair<at::Tensor, at::Tensor> KVCacheAccess::put(KVCache& c, int64_t l, const at::Tensor& k, const at::Tensor& v, int64_t p0,
+                                                     int64_t n_ctx) {
   if (c.k_.size() <= static_cast<size_t>(l)) {
     c.k_.resize(static_cast<size_t>(l) + 1);
     c.v_.resize(static_cast<size_t>(l) + 1);

@@ -15,8 +15,8 @@ struct KVCacheAccess {
   /// the cached ones of positions 0 .. p0 + n - 1 (views). Room grows by doubling (at least the reserved
   /// positions, at most n_ctx), so a sequence of steps copies each row O(1) times. Writing the same rows
   /// twice (the non-finite check re-runs a block) gives the same cache.
-  static std::pair<at::Tensor, at::Tensor> put(KVCache& c, int64_t l, const at::Tensor& k, const at::Tensor& v,
-                                               int64_t p0, int64_t n_ctx);
+  static std::pair<at::Tensor, at::Tensor> put(KVCache& c, int64_t l, const at::Tensor& k, const at::Tensor& v, int64_t p0,
+                                               int64_t n_ctx);
   /// After a completed pass of n positions of B sequences.
   static void advance(KVCache& c, int64_t B, int64_t n) {
     c.batch_ = B;

@@ -40,14 +40,15 @@ ModelConfig llama2c_config(int64_t dim, int64_t hidden, int64_t layers, int64_t 
 
 namespace detail {
 
-void check_llama2c_header(const std::string& path, int64_t dim, int64_t hidden, int64_t layers, int64_t heads,
-                          int64_t kv, int64_t vocab, int64_t seq) {
+void check_llama2c_header(const std::string& path, int64_t dim, int64_t hidden, int64_t layers, int64_t heads, int64_t kv,
+                          int64_t vocab, int64_t seq) {
   auto bad = [&](const std::string& what) { throw FormatError(path, "not a llama2.c checkpoint: " + what); };
   const int64_t lim = int64_t(1) << 24;
   if (dim <= 0 || dim > lim) bad("dim " + std::to_string(dim) + " out of range");
   if (hidden <= 0 || hidden > lim) bad("hidden_dim " + std::to_string(hidden) + " out of range");
   if (layers <= 0 || layers > 4096) bad("n_layers " + std::to_string(layers) + " out of range");
-  if (heads <= 0 || heads > dim || dim % heads != 0) bad("n_heads " + std::to_string(heads) + " does not divide dim " + std::to_string(dim));
+  if (heads <= 0 || heads > dim || dim % heads != 0)
+    bad("n_heads " + std::to_string(heads) + " does not divide dim " + std::to_string(dim));
   if (kv <= 0 || kv > heads || heads % kv != 0) bad("n_kv_heads " + std::to_string(kv) + " does not divide n_heads");
   if (vocab <= 0 || vocab > lim) bad("vocab_size " + std::to_string(vocab) + " out of range");
   if (seq <= 0 || seq > lim) bad("seq_len " + std::to_string(seq) + " out of range");
@@ -109,7 +110,8 @@ Model load_llama2c_bin(const std::string& path) {
     if (n < 256) throw FormatError(path, "truncated llama2.c v1 header");
     version = static_cast<int>(rd32(4));
     if (version != 1)
-      throw FormatError(path, "llama2.c export version " + std::to_string(version) + " is not supported (only float32 versions 0 and 1)");
+      throw FormatError(
+          path, "llama2.c export version " + std::to_string(version) + " is not supported (only float32 versions 0 and 1)");
     for (int i = 0; i < 7; ++i) hdr[i] = rd32(8 + 4 * static_cast<size_t>(i));
     shared = p[36] != 0;
     off = 256;
@@ -171,8 +173,8 @@ Model load_llama2c_bin(const std::string& path) {
   auto get = [&](const char* name, std::vector<int64_t> shape) {
     at::Tensor t = view_as_tensor(file, at_off.at(name), shape, {}, at::kFloat);
     // NaN/Inf weights named at load (stacked per-layer arrays report the layer too).
-    detail::check_weight_finite(t, name, path, shape.size() >= 2 && std::string(name) != "tok_embeddings" &&
-                                                      std::string(name) != "wcls" ? 0 : -1);
+    detail::check_weight_finite(
+        t, name, path, shape.size() >= 2 && std::string(name) != "tok_embeddings" && std::string(name) != "wcls" ? 0 : -1);
     return t;
   };
   ModelWeights w = detail::llama2c_weights(c, get);

@@ -30,8 +30,8 @@ void attach_segments(const std::string& config_path, const TensorStore& st, Mode
 Model load_hf_dir(const fs::path& dir) {
   const std::string cp = (dir / "config.json").string();
   if (!fs::exists(cp))
-    throw FormatError(dir.string(), "no config.json in this directory (not a Hugging Face model directory)" +
-                                        checkpoints_hint(dir.string()));
+    throw FormatError(dir.string(),
+                      "no config.json in this directory (not a Hugging Face model directory)" + checkpoints_hint(dir.string()));
   auto read_store = [&] {
     if (fs::exists(dir / "model.safetensors")) return read_safetensors((dir / "model.safetensors").string(), false);
     if (fs::exists(dir / "model.safetensors.index.json"))
@@ -39,8 +39,9 @@ Model load_hf_dir(const fs::path& dir) {
     if (fs::exists(dir / "pytorch_model.bin")) return read_torch_zip((dir / "pytorch_model.bin").string(), false);
     if (fs::exists(dir / "pytorch_model.bin.index.json"))
       return read_torch_zip_index((dir / "pytorch_model.bin.index.json").string(), false);
-    throw FormatError(dir.string(), "no weights found (expected model.safetensors, model.safetensors.index.json, "
-                                    "pytorch_model.bin or pytorch_model.bin.index.json)");
+    throw FormatError(dir.string(),
+                      "no weights found (expected model.safetensors, model.safetensors.index.json, "
+                      "pytorch_model.bin or pytorch_model.bin.index.json)");
   };
   ModelConfig cfg;
   try {
@@ -62,9 +63,9 @@ Model load_hf_dir(const fs::path& dir) {
   TensorStore st = read_store();
   if (!st.stored_dtype.empty()) cfg.weight_dtype = st.stored_dtype;
   ModelWeights w = map_hf_weights(st, cfg, cp);
-  attach_segments(cp, st, cfg, w);  // "vocablens_segments": W_seg (segments.cpp)
+  attach_segments(cp, st, cfg, w);      // "vocablens_segments": W_seg (segments.cpp)
   check_all_tensors_used(st, cfg, cp);  // Every tensor used or reported
-  check_store_finite(st);                // NaN/Inf weights named at load
+  check_store_finite(st);               // NaN/Inf weights named at load
   return Model(std::move(cfg), std::move(w), dir.string());
 }
 
@@ -83,11 +84,13 @@ Model load_model(const std::string& path, const LoadOptions& opts) {
   // safetensors file beside a config.json, or a llama2.c .bin.
   if (is_gguf_file(path)) return load_gguf_model(path);
   if (detail::starts_with_zip_magic(path)) {
-    if (fs::exists(p.parent_path() / "config.json") && p.filename() == "pytorch_model.bin") return detail::load_hf_dir(p.parent_path());
+    if (fs::exists(p.parent_path() / "config.json") && p.filename() == "pytorch_model.bin")
+      return detail::load_hf_dir(p.parent_path());
     return load_llama2c_ckpt(path);
   }
   if (p.extension() == ".safetensors") {
-    if (p.filename() == "model.safetensors") return detail::load_hf_dir(p.parent_path().empty() ? fs::path(".") : p.parent_path());
+    if (p.filename() == "model.safetensors")
+      return detail::load_hf_dir(p.parent_path().empty() ? fs::path(".") : p.parent_path());
     throw FormatError(path, "a bare .safetensors file needs its Hugging Face directory (config.json): pass the directory");
   }
   if (p.extension() == ".json") throw FormatError(path, "pass the model directory, not its JSON file");

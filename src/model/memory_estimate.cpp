@@ -68,9 +68,8 @@ std::string MemoryEstimate::table() const {
 MemoryEstimate estimate_forward_memory(const Model& m, int64_t B, int64_t T, const CacheSpec& spec, bool compute_logits) {
   const ModelConfig& c = m.config();
   const double f = 4.0;  // float32 activations
-  const double d = static_cast<double>(c.d_model), H = static_cast<double>(c.n_heads),
-               Hkv = static_cast<double>(c.n_kv_heads), dh = static_cast<double>(c.d_head),
-               V = static_cast<double>(c.vocab_size);
+  const double d = static_cast<double>(c.d_model), H = static_cast<double>(c.n_heads), Hkv = static_cast<double>(c.n_kv_heads),
+               dh = static_cast<double>(c.d_head), V = static_cast<double>(c.vocab_size);
   // A mixture: each token's k experts' rows, and its k unweighted outputs of d_model (src/model/moe.cpp).
   const double ff = mlp_width(c) + static_cast<double>(c.n_experts_used) * d / 3.0;
   const double rows = static_cast<double>(B) * static_cast<double>(T);

@@ -126,10 +126,32 @@ int64_t Model::parameter_count() const {
 }
 
 std::vector<const at::Tensor*> layer_tensors(const LayerWeights& L) {
-  std::vector<const at::Tensor*> v = {&L.ln1_w, &L.ln1_b, &L.w_q, &L.b_q, &L.w_k, &L.b_k, &L.w_v, &L.b_v,
-                                      &L.w_o, &L.b_o, &L.ln2_w, &L.ln2_b, &L.w_in, &L.b_in, &L.w_gate, &L.b_gate,
-                                      &L.w_out, &L.b_out, &L.q_norm_w, &L.k_norm_w, &L.post_attn_norm_w,
-                                      &L.post_mlp_norm_w, &L.w_router, &L.w_shared_gate, &L.b_router, &L.sinks};
+  std::vector<const at::Tensor*> v = {&L.ln1_w,
+                                      &L.ln1_b,
+                                      &L.w_q,
+                                      &L.b_q,
+                                      &L.w_k,
+                                      &L.b_k,
+                                      &L.w_v,
+                                      &L.b_v,
+                                      &L.w_o,
+                                      &L.b_o,
+                                      &L.ln2_w,
+                                      &L.ln2_b,
+                                      &L.w_in,
+                                      &L.b_in,
+                                      &L.w_gate,
+                                      &L.b_gate,
+                                      &L.w_out,
+                                      &L.b_out,
+                                      &L.q_norm_w,
+                                      &L.k_norm_w,
+                                      &L.post_attn_norm_w,
+                                      &L.post_mlp_norm_w,
+                                      &L.w_router,
+                                      &L.w_shared_gate,
+                                      &L.b_router,
+                                      &L.sinks};
   for (const auto* experts : {&L.exp_gate, &L.exp_up, &L.exp_down, &L.exp_gate_b, &L.exp_up_b, &L.exp_down_b})
     for (const at::Tensor& t : *experts) v.push_back(&t);
   return v;
@@ -156,8 +178,9 @@ void init_runtime() {
       n = static_cast<int>(v);
       g_auto_threads = 0;
     } else {
-      std::fprintf(stderr, "vocablens: warning: VOCABLENS_THREADS='%s' is not a whole number in [1, 4096]; ignored (%d threads)\n",
-                   env, n);
+      std::fprintf(stderr,
+                   "vocablens: warning: VOCABLENS_THREADS='%s' is not a whole number in [1, 4096]; ignored (%d threads)\n", env,
+                   n);
     }
   }
   at::set_num_threads(n);

@@ -14,7 +14,7 @@
 
 namespace vocablens::detail {
 
-at::Tensor proj(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);  // forward.cpp
+at::Tensor proj(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);          // forward.cpp
 at::Tensor gated(const ModelConfig& cfg, const at::Tensor& gate, const at::Tensor& up);  // forward.cpp
 
 namespace {
@@ -36,7 +36,8 @@ void check_expert_indices(const at::Tensor& idx, int64_t E, int64_t l) {
   if (idx.numel() == 0) return;
   const int64_t lo = idx.min().item<int64_t>(), hi = idx.max().item<int64_t>();
   if (lo < 0 || hi >= E)
-    throw UsageError(site + ": expert index " + std::to_string(lo < 0 ? lo : hi) + " is out of range [0, " + std::to_string(E) + ")");
+    throw UsageError(site + ": expert index " + std::to_string(lo < 0 ? lo : hi) + " is out of range [0, " + std::to_string(E) +
+                     ")");
 }
 
 // Whether expert e's three products run in expert_gemm.hpp's kernel: no biases, nothing recording gradients (the

@@ -43,8 +43,7 @@ int64_t scan_bits(const Word* p, int64_t n) {
       for (int64_t i = lo; i < hi; ++i)
         if ((p[i] & kExp) == kExp) {
           int64_t cur = first.load();
-          while (i < cur && !first.compare_exchange_weak(cur, i)) {
-          }
+          while (i < cur && !first.compare_exchange_weak(cur, i)) {}
           return;
         }
     }
@@ -116,8 +115,8 @@ void check_weight_finite(const at::Tensor& t, const std::string& name, const std
     where += " (layer " + std::to_string((first / rest) % t.size(layer_axis)) + ")";
   }
   const std::string msg = source + ": weight '" + name + "' holds " + std::to_string(count) + " non-finite value" +
-                          (count == 1 ? "" : "s") + " of " + std::to_string(t.numel()) + " (first: " +
-                          value_str(flat, first) + " at " + where + ")";
+                          (count == 1 ? "" : "s") + " of " + std::to_string(t.numel()) + " (first: " + value_str(flat, first) +
+                          " at " + where + ")";
   if (nonfinite_policy() == NonFinitePolicy::Refuse) throw NonFiniteError(msg);
   const int n = g_weight_warnings.fetch_add(1);
   if (n < 8) std::cerr << "vocablens: warning: " << one_line(msg) << " (continuing: --allow-nonfinite)\n";
@@ -137,8 +136,8 @@ bool check_activation_finite(const at::Tensor& x, const std::string& hook, const
   } else {
     where = "element " + std::to_string(first);
   }
-  const std::string msg = "non-finite activation: " + hook + " holds " + value_str(x.detach().reshape(-1), first) +
-                          " at " + where + context;
+  const std::string msg =
+      "non-finite activation: " + hook + " holds " + value_str(x.detach().reshape(-1), first) + " at " + where + context;
   if (nonfinite_policy() == NonFinitePolicy::Refuse) throw NonFiniteError(msg);
   if (!g_activation_warned.exchange(true))
     std::cerr << "vocablens: warning: " << one_line(msg) << " (continuing: --allow-nonfinite; NaN propagates)\n";

@@ -83,8 +83,7 @@ at::Tensor sinusoidal_table(int64_t T, int64_t d) {
   auto ang = pos * at::pow(10000.0, -i / static_cast<double>(d));
   auto pe = at::zeros({T, d}, at::TensorOptions().dtype(at::kDouble));
   pe.index_put_({at::indexing::Slice(), at::indexing::Slice(0, at::indexing::None, 2)}, at::sin(ang));
-  pe.index_put_({at::indexing::Slice(), at::indexing::Slice(1, at::indexing::None, 2)},
-                at::cos(ang).narrow(1, 0, d / 2));
+  pe.index_put_({at::indexing::Slice(), at::indexing::Slice(1, at::indexing::None, 2)}, at::cos(ang).narrow(1, 0, d / 2));
   return pe.to(at::kFloat);
 }
 

@@ -314,9 +314,7 @@ const char* kernel_name(Kernel k) {
   return "?";
 }
 
-bool supported(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || is_k(t);
-}
+bool supported(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || is_k(t); }
 
 int64_t act_row_bytes(GgmlType t, int64_t cols) {
   if (is_k(t)) return act_bytes_k(cols);

@@ -14,7 +14,6 @@
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
-
 namespace vocablens {
 namespace qdot {
 namespace {

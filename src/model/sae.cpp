@@ -94,8 +94,7 @@ at::Tensor Sae::encode_pre(const at::Tensor& x) const {
   check_last(x, d_in, "the input", source);
   const auto t = compute_type(x);
   at::Tensor xi = sae_input(*this, x, t);
-  if (architecture == SaeArchitecture::Gated)
-    return at::matmul(xi, as(W_enc, t) * as(r_mag, t).exp()) + as(b_mag, t);
+  if (architecture == SaeArchitecture::Gated) return at::matmul(xi, as(W_enc, t) * as(r_mag, t).exp()) + as(b_mag, t);
   return at::matmul(xi, as(W_enc, t)) + as(b_enc, t);
 }
 
@@ -132,8 +131,7 @@ at::Tensor Sae::encode(const at::Tensor& x) const {
 at::Tensor Sae::decode(const at::Tensor& f, const at::Tensor& x) const {
   at::NoGradGuard ng;
   check_last(f, d_sae, "the feature activations", source);
-  const bool needs_x = normalize == SaeNormalize::ConstantNormRescale || normalize == SaeNormalize::LayerNorm ||
-                       W_skip.defined();
+  const bool needs_x = normalize == SaeNormalize::ConstantNormRescale || normalize == SaeNormalize::LayerNorm || W_skip.defined();
   if (needs_x && !x.defined())
     throw UsageError(source + ": decode needs the input x as well (" +
                      (W_skip.defined() ? std::string("skip connection") : std::string("normalisation ") + to_string(normalize)) +
@@ -207,19 +205,20 @@ void check_sae_fits(const Sae& sae, const Model& m) {
   if (!sae.hook_name.empty()) {
     const int64_t w = width(sae.hook_name);
     if (w != sae.d_in)
-      throw UsageError(sae.source + ": " + fmt::format("d_in {} does not match {} of {} (width {})", sae.d_in,
-                                                       sae.hook_name, m.source(), w));
+      throw UsageError(sae.source + ": " +
+                       fmt::format("d_in {} does not match {} of {} (width {})", sae.d_in, sae.hook_name, m.source(), w));
   }
   const int64_t d_model = m.config().d_model;
   const std::string out = sae.hook_name_out.empty() ? sae.hook_name : sae.hook_name_out;
   if (!out.empty()) {
     const int64_t w = width(out);
     if (w != sae.d_out)
-      throw UsageError(sae.source + ": " + fmt::format("d_out {} does not match {} of {} (width {})", sae.d_out,
-                                                       out, m.source(), w));
+      throw UsageError(sae.source + ": " +
+                       fmt::format("d_out {} does not match {} of {} (width {})", sae.d_out, out, m.source(), w));
   } else if (sae.d_in != d_model && sae.d_out != d_model) {
-    throw UsageError(sae.source + ": " + fmt::format("d_in {} / d_out {} match no residual width of {} (d_model {})",
-                                                     sae.d_in, sae.d_out, m.source(), d_model));
+    throw UsageError(
+        sae.source + ": " +
+        fmt::format("d_in {} / d_out {} match no residual width of {} (d_model {})", sae.d_in, sae.d_out, m.source(), d_model));
   }
 }
 

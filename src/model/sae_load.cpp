@@ -56,9 +56,7 @@ json read_json(const std::string& path) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw FormatError(path, std::string("not valid JSON (") + e.what() + ")");
-  }
+  } catch (const json::parse_error& e) { throw FormatError(path, std::string("not valid JSON (") + e.what() + ")"); }
   if (!j.is_object()) throw FormatError(path, "expected a JSON object");
   return j;
 }
@@ -188,8 +186,7 @@ std::string guess_hook(const std::string& path, bool transcoder, std::string* ou
   const std::string tail = cut == std::string::npos ? path : path.substr(cut);
   std::string layer;
   // the last layer_N in the path (the file or its closest folder)
-  for (auto it = std::sregex_iterator(tail.begin(), tail.end(), layer_re); it != std::sregex_iterator(); ++it)
-    layer = (*it)[1];
+  for (auto it = std::sregex_iterator(tail.begin(), tail.end(), layer_re); it != std::sregex_iterator(); ++it) layer = (*it)[1];
   if (layer.empty()) return "";
   const std::string b = "blocks." + layer + ".";
   if (transcoder) {
@@ -224,7 +221,8 @@ Sae load_saelens(const std::string& dir) {
   std::string arch = str_or(cfg, "architecture", "", cfg_path);
   const std::string act = str_or(cfg, "activation_fn_str", str_or(cfg, "activation_fn", "relu", cfg_path), cfg_path);
   if (arch.empty()) {
-    if (!cfg.contains("activation_fn_str") && !cfg.contains("hook_point")) throw FormatError(cfg_path, "missing field 'architecture'");
+    if (!cfg.contains("activation_fn_str") && !cfg.contains("hook_point"))
+      throw FormatError(cfg_path, "missing field 'architecture'");
     arch = act == "topk" ? "topk" : "standard";
   }
   s.architecture = parse_arch(arch, cfg_path);
@@ -330,12 +328,13 @@ Sae load_gemmascope(const std::string& file, bool npz) {
     if (arch != "jump_relu" && arch != "jumprelu")
       throw FormatError(cfg_path, "architecture '" + arch + "' is not one vocablens reads for Gemma Scope 2 (jump_relu)");
     if (c.contains("width") && int_field(c, "width", cfg_path) != d_sae)
-      throw FormatError(cfg_path, fmt::format("width {} does not match params.safetensors's {} features",
-                                              c["width"].dump(), d_sae));
+      throw FormatError(cfg_path,
+                        fmt::format("width {} does not match params.safetensors's {} features", c["width"].dump(), d_sae));
     const std::string type = str_or(c, "type", "", cfg_path);
     if (!type.empty() && type != "sae" && type != "transcoder")
-      throw FormatError(cfg_path, "type '" + type + "' is not one vocablens reads (sae, transcoder; a cross-layer "
-                                  "transcoder is read from circuit-tracer's folder: vocablens/transcoders.hpp)");
+      throw FormatError(cfg_path, "type '" + type +
+                                      "' is not one vocablens reads (sae, transcoder; a cross-layer "
+                                      "transcoder is read from circuit-tracer's folder: vocablens/transcoders.hpp)");
     auto af = c.find("affine_connection");
     if (af != c.end() && !af->is_null()) {
       if (!af->is_boolean()) throw FormatError(cfg_path, "field 'affine_connection' must be true or false");
@@ -442,13 +441,13 @@ Sae load_circuit_tracer(const std::string& file, TensorStore st) {
     if (kt.numel() != 1 || !at::isfinite(kt.to(at::kDouble)).all().item<bool>())
       throw FormatError(file, "tensor 'k' must hold one finite number");
     const double kd = kt.to(at::kDouble).item<double>();
-    if (kd < 1 || kd > static_cast<double>(d_sae)) throw FormatError(file, fmt::format("k {} is out of range (1..{})", kd, d_sae));
+    if (kd < 1 || kd > static_cast<double>(d_sae))
+      throw FormatError(file, fmt::format("k {} is out of range (1..{})", kd, d_sae));
     s.k = static_cast<int64_t>(kd);
   }
   s.apply_b_dec_to_input = false;
   s.keep_negative = true;  // circuit-tracer's TopK and JumpReLU: pre · gate, no relu after
-  s.cfg = {{"layout", s.layout}, {"architecture", to_string(s.architecture)}, {"d_in", d_in}, {"d_sae", d_sae},
-           {"d_out", d_out}};
+  s.cfg = {{"layout", s.layout}, {"architecture", to_string(s.architecture)}, {"d_in", d_in}, {"d_sae", d_sae}, {"d_out", d_out}};
   s.hook_name = guess_hook(file, true, &s.hook_name_out);
   s.hook_guessed = !s.hook_name.empty();
   finish(s);
@@ -478,8 +477,9 @@ Sae load_any(const std::string& path_in) {
     if (exists(join(path, "params.npz"))) return load_gemmascope(join(path, "params.npz"), true);
     if (exists(join(path, "params.safetensors"))) return load_gemmascope(join(path, "params.safetensors"), false);
     if (exists(join(path, "config.yaml")))
-      throw FormatError(path, "a transcoder folder (config.yaml, circuit-tracer's layout) holds a model's transcoders: "
-                              "read it with load_transcoders (vocablens/transcoders.hpp), or load one of its layer files");
+      throw FormatError(path,
+                        "a transcoder folder (config.yaml, circuit-tracer's layout) holds a model's transcoders: "
+                        "read it with load_transcoders (vocablens/transcoders.hpp), or load one of its layer files");
     throw FormatError(path, std::string("no SAE layout found (found: ") + listing(path) + "; layouts read: " + kLayouts + ")");
   }
   const std::string base = basename(path);

@@ -15,7 +15,8 @@
 namespace vocablens::detail {
 
 void attach_segments(const std::string& config_path, const TensorStore& st, ModelConfig& cfg, ModelWeights& w) {
-  nlohmann::json j = nlohmann::json::parse(detail::read_regular_file(config_path, kMaxSmallJsonBytes, "config files"), nullptr, false);  // read_hf_config has validated it
+  nlohmann::json j = nlohmann::json::parse(detail::read_regular_file(config_path, kMaxSmallJsonBytes, "config files"), nullptr,
+                                           false);  // read_hf_config has validated it
   if (!j.is_object() || !j.contains("vocablens_segments")) return;
   const auto& v = j["vocablens_segments"];
   if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1024)

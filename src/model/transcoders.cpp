@@ -63,8 +63,8 @@ int64_t numbered_files(const std::string& dir, const std::string& prefix) {
   std::sort(found.begin(), found.end());
   for (size_t i = 0; i < found.size(); ++i)
     if (found[i] != static_cast<int64_t>(i))
-      throw FormatError(dir, fmt::format("{}{}.safetensors is missing ({} {}*.safetensors files, numbered up to {})",
-                                         prefix, i, found.size(), prefix, found.back()));
+      throw FormatError(dir, fmt::format("{}{}.safetensors is missing ({} {}*.safetensors files, numbered up to {})", prefix, i,
+                                         found.size(), prefix, found.back()));
   return static_cast<int64_t>(found.size());
 }
 
@@ -120,8 +120,9 @@ void apply_activation(Sae& s, const json& cfg, const std::string& cfg_path, cons
     s.threshold = at::Tensor();
   } else if (act == "jumprelu" || act == "jump_relu") {
     if (!s.threshold.defined())
-      throw FormatError(file, "config.yaml's activation is " + act + " but this file has no thresholds "
-                              "(activation_function.threshold / threshold_{i})");
+      throw FormatError(file, "config.yaml's activation is " + act +
+                                  " but this file has no thresholds "
+                                  "(activation_function.threshold / threshold_{i})");
     s.architecture = SaeArchitecture::JumpReLU;
   } else if (act == "topk") {
     auto k = cfg.find("k");
@@ -150,7 +151,8 @@ std::vector<std::string> per_layer_files(const std::string& dir, const json& cfg
       const std::string p = e.get<std::string>();
       if (p.rfind("hf://", 0) == 0)
         throw FormatError(cfg_path, fmt::format("transcoders[{}] '{}' is a Hugging Face address: download the file and "
-                                                "list its path", i, p));
+                                                "list its path",
+                                                i, p));
       const std::string f = !p.empty() && p[0] == '/' ? p : tc_join(dir, p);
       if (!tc_exists(f)) throw FormatError(cfg_path, fmt::format("transcoders[{}]: no such file '{}'", i, f));
       files.push_back(f);
@@ -159,8 +161,9 @@ std::vector<std::string> per_layer_files(const std::string& dir, const json& cfg
   }
   const int64_t n = numbered_files(dir, "layer_");
   if (n == 0)
-    throw FormatError(dir, "no layer_0.safetensors (a transcoder_set folder holds layer_{i}.safetensors, or config.yaml "
-                           "lists its files under transcoders:)");
+    throw FormatError(dir,
+                      "no layer_0.safetensors (a transcoder_set folder holds layer_{i}.safetensors, or config.yaml "
+                      "lists its files under transcoders:)");
   for (int64_t i = 0; i < n; ++i) files.push_back(tc_join(dir, fmt::format("layer_{}.safetensors", i)));
   return files;
 }
@@ -180,8 +183,8 @@ void load_per_layer(TranscoderSet& set, const std::string& dir, const json& cfg)
       set.d_out = s.d_out;
       set.stored_dtype = s.stored_dtype;
     } else if (s.d_in != set.d_in || s.d_sae != set.d_transcoder || s.d_out != set.d_out) {
-      throw FormatError(files[i], fmt::format("d_in {} / d_transcoder {} / d_out {} differ from layer 0's {} / {} / {}",
-                                              s.d_in, s.d_sae, s.d_out, set.d_in, set.d_transcoder, set.d_out));
+      throw FormatError(files[i], fmt::format("d_in {} / d_transcoder {} / d_out {} differ from layer 0's {} / {} / {}", s.d_in,
+                                              s.d_sae, s.d_out, set.d_in, set.d_transcoder, set.d_out));
     }
     set.file_bytes += tc_size(files[i]);
     // load_sae read the matrices for NaN/Inf: a set of 12 GPT-2-small layers would stay resident (1.8 GB)
@@ -205,8 +208,8 @@ void load_clt_layer(TranscoderSet& set, int64_t i, bool has_threshold, const jso
     const at::Tensor &W0 = e.get("W_enc_0"), &b0 = e.get("b_dec_0");
     if (W0.dim() != 2 || b0.dim() != 1 || W0.numel() == 0 || b0.numel() == 0)
       throw FormatError(e.source, fmt::format("tensors 'W_enc_0' [{}] and 'b_dec_0' [{}] must be [d_transcoder, d_in] "
-                                              "and [d_out], not empty", fmt::join(W0.sizes(), ", "),
-                                              fmt::join(b0.sizes(), ", ")));
+                                              "and [d_out], not empty",
+                                              fmt::join(W0.sizes(), ", "), fmt::join(b0.sizes(), ", ")));
     set.d_transcoder = e.get("W_enc_0").size(0);
     set.d_in = e.get("W_enc_0").size(1);
     set.d_out = e.get("b_dec_0").size(0);
@@ -220,8 +223,9 @@ void load_clt_layer(TranscoderSet& set, int64_t i, bool has_threshold, const jso
   s.b_enc = clt_tensor(e, "b_enc_" + I, {set.d_transcoder}, true);
   s.b_dec = clt_tensor(e, "b_dec_" + I, {set.d_out}, true);
   if (has_threshold)
-    s.threshold = clt_tensor(e, "threshold_" + I, {set.d_transcoder}, true, " (W_enc_0.safetensors has threshold_0: "
-                                                                           "every layer needs its thresholds)");
+    s.threshold = clt_tensor(e, "threshold_" + I, {set.d_transcoder}, true,
+                             " (W_enc_0.safetensors has threshold_0: "
+                             "every layer needs its thresholds)");
   else if (e.has("threshold_" + I))
     throw FormatError(e.source, "has threshold_" + I + " but W_enc_0.safetensors has no threshold_0");
   at::Tensor W = clt_tensor(d, "W_dec_" + I, {set.d_transcoder, n - i, set.d_out}, false,
@@ -234,8 +238,9 @@ void load_clt_layer(TranscoderSet& set, int64_t i, bool has_threshold, const jso
   s.d_out = set.d_out;
   s.hook_name = set.input_hook(i);
   s.hook_name_out = set.output_hook(i);
-  s.cfg = {{"layout", s.layout}, {"architecture", to_string(s.architecture)}, {"d_in", s.d_in}, {"d_sae", s.d_sae},
-           {"d_out", s.d_out}, {"layer", i}};
+  s.cfg = {{"layout", s.layout}, {"architecture", to_string(s.architecture)},
+           {"d_in", s.d_in},     {"d_sae", s.d_sae},
+           {"d_out", s.d_out},   {"layer", i}};
   apply_activation(s, cfg, set.config_path, s.source);
   s.keep_negative = true;
   set.layers.push_back(std::move(s));
@@ -244,12 +249,14 @@ void load_clt_layer(TranscoderSet& set, int64_t i, bool has_threshold, const jso
 
 void load_clt(TranscoderSet& set, const std::string& dir, const json& cfg, const TranscoderLoadOptions& opts) {
   if (cfg.contains("transcoders") && !cfg["transcoders"].is_null())
-    throw FormatError(set.config_path, "a cross_layer_transcoder with a transcoders: list (Gemma Scope 2's layout) is "
-                                       "not read; vocablens reads circuit-tracer's W_enc_{i} / W_dec_{i} files");
+    throw FormatError(set.config_path,
+                      "a cross_layer_transcoder with a transcoders: list (Gemma Scope 2's layout) is "
+                      "not read; vocablens reads circuit-tracer's W_enc_{i} / W_dec_{i} files");
   set.n_layers = numbered_files(dir, "W_enc_");
   if (set.n_layers == 0)
-    throw FormatError(dir, "no W_enc_0.safetensors (a cross_layer_transcoder folder holds W_enc_{i}.safetensors and "
-                           "W_dec_{i}.safetensors)");
+    throw FormatError(dir,
+                      "no W_enc_0.safetensors (a cross_layer_transcoder folder holds W_enc_{i}.safetensors and "
+                      "W_dec_{i}.safetensors)");
   for (int64_t i = 0; i < set.n_layers; ++i) {
     set.encoder_files.push_back(tc_join(dir, fmt::format("W_enc_{}.safetensors", i)));
     set.decoder_files.push_back(tc_join(dir, fmt::format("W_dec_{}.safetensors", i)));
@@ -333,8 +340,8 @@ at::Tensor TranscoderSet::decode(int64_t out, const std::vector<at::Tensor>& fea
     return layer(out).decode(features[static_cast<size_t>(out)], x_out);
   }
   if (static_cast<int64_t>(features.size()) < out + 1)
-    throw UsageError(fmt::format("{}: decode({}) needs the features of layers 0 .. {} (got {})", source, out, out,
-                                 features.size()));
+    throw UsageError(
+        fmt::format("{}: decode({}) needs the features of layers 0 .. {} (got {})", source, out, out, features.size()));
   const auto t = features[0].scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   at::Tensor y;
   for (int64_t l = 0; l <= out; ++l) {
@@ -358,12 +365,14 @@ TranscoderSet load_transcoders(const std::string& path_in, const TranscoderLoadO
   json cfg;
   if (dir && !tc_exists(set.config_path) && !opts.default_input_hook.empty() && !opts.default_output_hook.empty()) {
     // the caller's hooks stand in for the missing config; messages then name the folder, not a config file
-    cfg = {{"model_kind", "transcoder_set"}, {"feature_input_hook", opts.default_input_hook},
+    cfg = {{"model_kind", "transcoder_set"},
+           {"feature_input_hook", opts.default_input_hook},
            {"feature_output_hook", opts.default_output_hook}};
     set.config_path.clear();
   } else if (!tc_exists(set.config_path)) {
-    throw FormatError(path, "no config.yaml (circuit-tracer's transcoder folder: config.yaml with model_kind, "
-                            "feature_input_hook and feature_output_hook, beside the weight files)");
+    throw FormatError(path,
+                      "no config.yaml (circuit-tracer's transcoder folder: config.yaml with model_kind, "
+                      "feature_input_hook and feature_output_hook, beside the weight files)");
   } else {
     cfg = detail::read_yaml_config(set.config_path);
   }
@@ -373,8 +382,9 @@ TranscoderSet load_transcoders(const std::string& path_in, const TranscoderLoadO
   if (!mk->is_string()) throw FormatError(set.config_path, "field 'model_kind' must be a string (got " + mk->dump() + ")");
   const std::string kind = mk->get<std::string>();
   if (kind != "transcoder_set" && kind != "cross_layer_transcoder")
-    throw FormatError(set.config_path, "unknown model_kind '" + kind + "' (vocablens reads transcoder_set, "
-                                       "cross_layer_transcoder)");
+    throw FormatError(set.config_path, "unknown model_kind '" + kind +
+                                           "' (vocablens reads transcoder_set, "
+                                           "cross_layer_transcoder)");
   set.kind = kind == "cross_layer_transcoder" ? TranscoderKind::CrossLayer : TranscoderKind::PerLayer;
   set.feature_input_hook = cfg["feature_input_hook"].is_string() ? cfg["feature_input_hook"].get<std::string>() : "";
   set.feature_output_hook = cfg["feature_output_hook"].is_string() ? cfg["feature_output_hook"].get<std::string>() : "";
@@ -395,8 +405,7 @@ void check_transcoders_fit(const TranscoderSet& set, const Model& m) {
   const char* what = set.kind == TranscoderKind::CrossLayer ? "a cross-layer transcoder" : "a transcoder set";
   const std::string& where = set.config_path.empty() ? set.source : set.config_path;
   if (set.n_layers != c.n_layers)
-    throw UsageError(fmt::format("{}: {} of {} layers, but {} has {}", set.source, what, set.n_layers, m.source(),
-                                 c.n_layers));
+    throw UsageError(fmt::format("{}: {} of {} layers, but {} has {}", set.source, what, set.n_layers, m.source(), c.n_layers));
   struct Side {
     const char* key;
     const std::string& name;
@@ -409,17 +418,20 @@ void check_transcoders_fit(const TranscoderSet& set, const Model& m) {
     // The name is one of a block's points (load_transcoders checked it); whether this model has that point:
     const std::string missing = hook_point_missing(hook_site_from_name(s.hook)->point, c);
     if (!missing.empty())
-      throw UsageError(fmt::format("{}: {} '{}' ({}) is not a point of {}: {}", where, s.key, s.name, s.hook,
-                                   m.source(), missing));
+      throw UsageError(
+          fmt::format("{}: {} '{}' ({}) is not a point of {}: {}", where, s.key, s.name, s.hook, m.source(), missing));
     const int64_t w = hook_width(m, s.hook);
     if (w != s.width)
-      throw UsageError(fmt::format("{}: {} {} does not match {} of {} (width {})", set.source, s.dim, s.width, s.hook,
-                                   m.source(), w));
+      throw UsageError(
+          fmt::format("{}: {} {} does not match {} of {} (width {})", set.source, s.dim, s.width, s.hook, m.source(), w));
   }
   if (set.output_before_post_norm && m.weights().layers[0].post_mlp_norm_w.defined())
-    throw UsageError(where + ": feature_output_hook 'mlp.hook_out' is the MLP's output before the post-MLP "
-                                       "norm that " + m.source() + " has, a point vocablens does not hook (its "
-                                       "hook_mlp_out is after that norm)");
+    throw UsageError(where +
+                     ": feature_output_hook 'mlp.hook_out' is the MLP's output before the post-MLP "
+                     "norm that " +
+                     m.source() +
+                     " has, a point vocablens does not hook (its "
+                     "hook_mlp_out is after that norm)");
 }
 
 }  // namespace vocablens

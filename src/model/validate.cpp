@@ -61,15 +61,15 @@ void check_all_tensors_used(const TensorStore& st, const ModelConfig& c, const s
   }
   if (beyond)
     throw FormatError(st.source, "holds weights of layer " + std::to_string(max_layer) + " ('" + beyond_example + "', " +
-                                     std::to_string(beyond) + " tensors beyond the last layer) but " + cfg_path +
-                                     " says " + std::to_string(c.n_layers) + " layer" + (c.n_layers == 1 ? "" : "s") +
+                                     std::to_string(beyond) + " tensors beyond the last layer) but " + cfg_path + " says " +
+                                     std::to_string(c.n_layers) + " layer" + (c.n_layers == 1 ? "" : "s") +
                                      ": the config does not describe these weights");
   if (unused.empty()) return;
   std::string list;
   for (size_t i = 0; i < unused.size() && i < 5; ++i) list += (i ? ", '" : "'") + unused[i] + "'";
   if (unused.size() > 5) list += ", ... (" + std::to_string(unused.size() - 5) + " more)";
-  throw FormatError(st.source, std::to_string(unused.size()) + " tensor" + (unused.size() == 1 ? "" : "s") +
-                                   " that a " + c.architecture + " model does not use: " + list +
+  throw FormatError(st.source, std::to_string(unused.size()) + " tensor" + (unused.size() == 1 ? "" : "s") + " that a " +
+                                   c.architecture + " model does not use: " + list +
                                    " (a different architecture or a config.json that does not match these weights?)");
 }
 

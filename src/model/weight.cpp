@@ -24,7 +24,7 @@ namespace {
 
 struct PackedInfo {
   GgmlType type;
-  int64_t cols;      // values per stored row
+  int64_t cols;  // values per stored row
   int64_t row_bytes;
 };
 
@@ -49,7 +49,7 @@ bool packed_info(const at::Tensor& w, PackedInfo& out) {
 // A packed view: which logical dimension walks stored rows, how many rows, the first row's bytes.
 struct PackedView {
   PackedInfo info;
-  int row_dim;       // 0 or 1 (or -1 for a single row, 1-D)
+  int row_dim;  // 0 or 1 (or -1 for a single row, 1-D)
   int64_t rows;
   const uint8_t* first;
 };
@@ -98,8 +98,7 @@ bool row_source(const at::Tensor& w, bool packed, RowSource& s) {
   if (w.dim() != 2 || (w.scalar_type() != at::kHalf && w.scalar_type() != at::kBFloat16)) return false;
   const int64_t in = w.size(0);
   if (w.stride(0) != 1 || (w.size(1) > 1 && w.stride(1) != in)) return false;
-  s = {w.scalar_type() == at::kHalf ? GgmlType::F16 : GgmlType::BF16, in, 2 * in,
-       static_cast<const uint8_t*>(w.data_ptr())};
+  s = {w.scalar_type() == at::kHalf ? GgmlType::F16 : GgmlType::BF16, in, 2 * in, static_cast<const uint8_t*>(w.data_ptr())};
   return true;
 }
 
@@ -168,12 +167,10 @@ at::Tensor reference_matmul(const at::Tensor& xc, const at::Tensor& w, bool pack
 
 }  // namespace
 
-at::Tensor make_packed_weight(std::shared_ptr<const void> owner, const uint8_t* data, GgmlType type, int64_t rows,
-                              int64_t cols) {
+at::Tensor make_packed_weight(std::shared_ptr<const void> owner, const uint8_t* data, GgmlType type, int64_t rows, int64_t cols) {
   int64_t bv = 0;
   size_t bb = 0;
-  if (!ggml_block_layout(type, bv, bb) || cols % bv != 0 || rows < 1)
-    throw UsageError("make_packed_weight: bad type or shape");
+  if (!ggml_block_layout(type, bv, bb) || cols % bv != 0 || rows < 1) throw UsageError("make_packed_weight: bad type or shape");
   const int64_t row_bytes = cols / bv * static_cast<int64_t>(bb);
   void* base = const_cast<uint8_t*>(data);
   {
@@ -285,8 +282,7 @@ struct StoredWeightMatmul : public torch::autograd::Function<StoredWeightMatmul>
     ctx->saved_data["w"] = w;
     return stored_weight_matmul(x, w, at::Tensor());
   }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
     const at::Tensor w = ctx->saved_data["w"].toTensor();
     const at::Tensor dy = grads[0].to(at::kFloat);
     const int64_t in = w.size(0), out = w.size(1);
@@ -389,8 +385,8 @@ void set_reference_weight_tiles(bool on) { g_reference_tiles = on; }
 
 bool int8_product(const at::Tensor& w) {
   RowSource s{};
-  return compute_dtype() == ComputeDtype::Int8 && is_packed_weight(w) && !g_reference_tiles.load() &&
-         row_source(w, true, s) && qdot::supported(s.type);
+  return compute_dtype() == ComputeDtype::Int8 && is_packed_weight(w) && !g_reference_tiles.load() && row_source(w, true, s) &&
+         qdot::supported(s.type);
 }
 
 at::Tensor weight_rows(const at::Tensor& w, const at::Tensor& ids) {

@@ -136,9 +136,10 @@ class GuardedStream : public httplib::Stream {
 
 void refuse(int fd, const std::string& message) {
   const std::string body = error_answer(503, message).body;
-  const std::string head = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
-                           "Retry-After: 1\r\nConnection: close\r\nContent-Length: " +
-                           std::to_string(body.size()) + "\r\n\r\n";
+  const std::string head =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
+      "Retry-After: 1\r\nConnection: close\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n";
   const std::string all = head + body;
   (void)::send(fd, all.data(), all.size(), MSG_NOSIGNAL | MSG_DONTWAIT);  // small: fits the socket buffer
 }
@@ -158,10 +159,13 @@ ConnectionThreads::ConnectionThreads(size_t n, size_t stack_bytes) {
   int err = 0;
   for (size_t i = 0; i < n && err == 0; ++i) {
     pthread_t t;
-    err = ::pthread_create(&t, &attr, [](void* self) -> void* {
-      static_cast<ConnectionThreads*>(self)->run();
-      return nullptr;
-    }, this);
+    err = ::pthread_create(
+        &t, &attr,
+        [](void* self) -> void* {
+          static_cast<ConnectionThreads*>(self)->run();
+          return nullptr;
+        },
+        this);
     if (err == 0) threads_.push_back(t);
   }
   ::pthread_attr_destroy(&attr);
@@ -169,8 +173,8 @@ ConnectionThreads::ConnectionThreads(size_t n, size_t stack_bytes) {
     const size_t started = threads_.size();
     // Those started are stopped and joined, so nothing is left waiting on a destroyed condition variable.
     shutdown();
-    throw Error("serve: could not start " + std::to_string(n) + " connection threads (" + std::strerror(err) +
-                " after " + std::to_string(started) + "); lower --max-connections or raise the limits");
+    throw Error("serve: could not start " + std::to_string(n) + " connection threads (" + std::strerror(err) + " after " +
+                std::to_string(started) + "); lower --max-connections or raise the limits");
   }
 }
 
@@ -219,8 +223,7 @@ httplib::TaskQueue* GuardedServer::make_task_queue() const {
 
 nlohmann::json GuardedServer::stats() {
   std::lock_guard<std::mutex> l(m_);
-  return {{"open", open_}, {"max", limits_.max_connections}, {"max_per_client", limits_.max_per_client},
-          {"refused", refused_}};
+  return {{"open", open_}, {"max", limits_.max_connections}, {"max_per_client", limits_.max_per_client}, {"refused", refused_}};
 }
 
 bool GuardedServer::process_and_close_socket(socket_t sock) {
@@ -233,7 +236,8 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     if (open_ >= limits_.max_connections)
       refusal = "busy: " + std::to_string(open_) + " connections open, the server's limit; try again shortly";
     else if (mine >= limits_.max_per_client)
-      refusal = "busy: " + std::to_string(mine) + " connections open from " + client + ", the limit per client; try again shortly";
+      refusal =
+          "busy: " + std::to_string(mine) + " connections open from " + client + ", the limit per client; try again shortly";
     if (refusal.empty()) {
       ++open_;
       ++mine;

@@ -35,13 +35,13 @@
 namespace vocablens::serve {
 
 struct ConnectionLimits {
-  size_t max_connections = 128;  ///< open connections in all; more are answered 503 and closed
-  size_t max_per_client = 64;    ///< open connections from one remote address
-  time_t request_timeout_s = 10; ///< a request's line, headers and body must arrive within this of its first byte
-  time_t write_timeout_s = 10;   ///< an answer not read for this long drops the connection
-  time_t keep_alive_s = 5;       ///< an idle connection waits this long for its next request
+  size_t max_connections = 128;   ///< open connections in all; more are answered 503 and closed
+  size_t max_per_client = 64;     ///< open connections from one remote address
+  time_t request_timeout_s = 10;  ///< a request's line, headers and body must arrive within this of its first byte
+  time_t write_timeout_s = 10;    ///< an answer not read for this long drops the connection
+  time_t keep_alive_s = 5;        ///< an idle connection waits this long for its next request
   size_t keep_alive_requests = 100;
-  size_t max_body = 1 << 20;     ///< request body bytes (Content-Length or chunked)
+  size_t max_body = 1 << 20;  ///< request body bytes (Content-Length or chunked)
 };
 
 /// Why reading the request handled on this thread failed, if a limit of ours made it fail (then reset): the

@@ -30,8 +30,8 @@
 
 namespace vocablens::serve {
 
-const std::set<std::string> kServerFileOptions = {"corpus", "prompts", "tokenizer", "out", "allow", "allow_list",
-                                                  "sae", "path", "file", "tuned_lens"};
+const std::set<std::string> kServerFileOptions = {"corpus",     "prompts", "tokenizer", "out",  "allow",
+                                                  "allow_list", "sae",     "path",      "file", "tuned_lens"};
 
 // Analyses of one prompt that read activations and write none: their forward passes go through the memo.
 const std::set<std::string> kForwardReaders = {"lens", "attribute"};
@@ -91,9 +91,7 @@ Explorer::Explorer(const ServeOptions& o)
       // first request that asks for it.
       try {
         load_tuned_lens(o.tuned).check_model(*model_);
-      } catch (const Error& e) {
-        throw UsageError(std::string("--tuned: ") + e.what());
-      }
+      } catch (const Error& e) { throw UsageError(std::string("--tuned: ") + e.what()); }
     }
     load_sae_and_corpus();
     check_served_options();
@@ -114,9 +112,7 @@ void Explorer::check_served_options() {
     if (v == o_.served.end() || v->second.empty()) continue;
     try {
       served_info_[od->name] = od->server->check(*model_, v->second);
-    } catch (const Error& e) {
-      throw UsageError(spelling(*od, Surface::Cli) + ": " + e.what());
-    }
+    } catch (const Error& e) { throw UsageError(spelling(*od, Surface::Cli) + ": " + e.what()); }
   }
 }
 
@@ -126,8 +122,7 @@ std::string Explorer::served_value(const std::string& analysis, const OptionDecl
   const std::string what = analysis + ": " + od.name + ": ";
   if (!given.is_boolean() || !given.get<bool>())
     throw UsageError(what + "give true to use the server's " + od.name + " (" + flag + "); a path names a " +
-                     (od.server->value_name == "DIR" ? "folder" : "file") +
-                     " on the server, which the HTTP API does not open");
+                     (od.server->value_name == "DIR" ? "folder" : "file") + " on the server, which the HTTP API does not open");
   auto v = o_.served.find(od.name);
   if (v == o_.served.end() || v->second.empty())
     throw UsageError(what + "this server has no " + od.name + " (start it with " + flag + ")");
@@ -145,13 +140,14 @@ void Explorer::routes(httplib::Server& svr) {
   svr.Get("/api/analyses", [this](const httplib::Request&, httplib::Response& res) {
     send(res, guarded([&] { return Answer{200, dump(model_ ? analyses_schema() : json::array()) + "\n"}; }));
   });
-  svr.Get("/api/model", [this](const httplib::Request&, httplib::Response& res) { send(res, guarded([&] { return model_answer(); })); });
+  svr.Get("/api/model",
+          [this](const httplib::Request&, httplib::Response& res) { send(res, guarded([&] { return model_answer(); })); });
   auto* connections = dynamic_cast<GuardedServer*>(&svr);  // connections.hpp: its counts, when it is one
   svr.Get("/api/status", [this, connections](const httplib::Request&, httplib::Response& res) {
     json st = pool_.status();
     if (connections) st["connections"] = connections->stats();
     const ForwardMemo::Stats f = forward_->stats();
-    st["forward_cache"] = {{"passes", f.records}, {"bytes", f.bytes}, {"max_passes", f.max_records},
+    st["forward_cache"] = {{"passes", f.records},      {"bytes", f.bytes},       {"max_passes", f.max_records},
                            {"max_bytes", f.max_bytes}, {"replayed", f.replayed}, {"computed", f.recorded},
                            {"not_kept", f.not_kept}};
     {
@@ -159,8 +155,11 @@ void Explorer::routes(httplib::Server& svr) {
       st["memory"] = {{"budget_mib", memory_budget_ / 1048576.0}, {"in_use_mib", memory_in_use_ / 1048576.0}};
     }
     const AnswerCache::Stats a = cache_.stats();
-    st["answer_cache"] = {{"answers", a.entries}, {"bytes", a.bytes}, {"max_answers", a.max_entries},
-                          {"max_bytes", a.max_bytes}, {"max_answer_bytes", a.max_answer_bytes}};
+    st["answer_cache"] = {{"answers", a.entries},
+                          {"bytes", a.bytes},
+                          {"max_answers", a.max_entries},
+                          {"max_bytes", a.max_bytes},
+                          {"max_answer_bytes", a.max_answer_bytes}};
     send(res, Answer{200, dump(st) + "\n"});
   });
   // A long analysis's progress, polled by the page while its POST waits (the POST named the id in its
@@ -170,21 +169,21 @@ void Explorer::routes(httplib::Server& svr) {
     send(res, p.is_null() ? error_answer(404, "no analysis in progress under this id (answered, or never asked)")
                           : Answer{200, dump(p) + "\n"});
   });
-  svr.Get("/api/runs", [this](const httplib::Request&, httplib::Response& res) { send(res, guarded([&] { return runs_answer(); })); });
+  svr.Get("/api/runs",
+          [this](const httplib::Request&, httplib::Response& res) { send(res, guarded([&] { return runs_answer(); })); });
   svr.Get(R"(/api/runs/([0-9]{1,6})/([A-Za-z0-9_.\-]{1,80}))", [this](const httplib::Request& req, httplib::Response& res) {
     send(res, guarded([&] { return run_result_answer(req.matches[1], req.matches[2]); }));
   });
   svr.Post("/api/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     send(res, guarded([&] { return tokenize_answer(req); }));
   });
-  svr.Post("/api/sae/features", [this](const httplib::Request& req, httplib::Response& res) { send(res, sae_features_answer(req)); });
+  svr.Post("/api/sae/features",
+           [this](const httplib::Request& req, httplib::Response& res) { send(res, sae_features_answer(req)); });
   svr.Post("/api/sae/lens", [this](const httplib::Request& req, httplib::Response& res) { send(res, sae_lens_answer(req)); });
-  svr.Post("/api/top_activations", [this](const httplib::Request& req, httplib::Response& res) {
-    send(res, top_activations_answer(req));
-  });
-  svr.Post(R"(/api/([A-Za-z0-9_\-]{1,64}))", [this](const httplib::Request& req, httplib::Response& res) {
-    send(res, analysis_answer(req, req.matches[1]));
-  });
+  svr.Post("/api/top_activations",
+           [this](const httplib::Request& req, httplib::Response& res) { send(res, top_activations_answer(req)); });
+  svr.Post(R"(/api/([A-Za-z0-9_\-]{1,64}))",
+           [this](const httplib::Request& req, httplib::Response& res) { send(res, analysis_answer(req, req.matches[1])); });
   // The API's other methods: a JSON 405 rather than httplib's HTML 404.
   svr.Get(R"(/api/([A-Za-z0-9_\-]{1,64}))", [](const httplib::Request& req, httplib::Response& res) {
     send(res, error_answer(405, std::string(req.matches[1]) + ": analyses are run with POST and a JSON object of options"));
@@ -192,7 +191,8 @@ void Explorer::routes(httplib::Server& svr) {
 }
 
 Answer Explorer::no_model() const {
-  return error_answer(404, "no model loaded: this server browses run directories (start `vocablens serve MODEL` to run analyses)");
+  return error_answer(404,
+                      "no model loaded: this server browses run directories (start `vocablens serve MODEL` to run analyses)");
 }
 
 Answer Explorer::model_answer() {
@@ -218,13 +218,18 @@ Answer Explorer::model_answer() {
               {"experts", model_->config().n_experts > 0
                               ? json({{"n_experts", model_->config().n_experts}, {"k", model_->config().n_experts_used}})
                               : json(nullptr)},
-              {"tokenizer", {{"kind", tok_->kind()}, {"source", tok_->source()}, {"vocab_size", tok_->vocab_size()},
-                             {"bos_id", tok_->bos_id()}, {"eos_id", tok_->eos_id()}}},
+              {"tokenizer",
+               {{"kind", tok_->kind()},
+                {"source", tok_->source()},
+                {"vocab_size", tok_->vocab_size()},
+                {"bos_id", tok_->bos_id()},
+                {"eos_id", tok_->eos_id()}}},
               {"tuned", o_.tuned.empty() ? json(nullptr) : json(o_.tuned)},
               {"analyses", analyses},
               {"sae", sae_info()},
               {"corpus", corpus_path_.empty() ? json(nullptr)
-                                              : json({{"path", corpus_path_}, {"windows", corpus_.size()},
+                                              : json({{"path", corpus_path_},
+                                                      {"windows", corpus_.size()},
                                                       {"window", corpus_.empty() ? size_t(0) : corpus_[0].size()}})},
               {"d_mlp", model_->config().d_mlp},
               {"compute", vocablens::compute_dtype_name(vocablens::compute_dtype())},
@@ -272,8 +277,12 @@ Answer Explorer::tokenize_answer(const httplib::Request& req) {
     }
     json tokens = json::array();
     for (int64_t id : ids) tokens.push_back(tok_->display(id));
-    return {200, dump({{"tokenizer", tok_->source()}, {"kind", tok_->kind()}, {"ids", ids}, {"tokens", tokens},
-                       {"text", tok_->decode(ids)}}) + "\n"};
+    return {200, dump({{"tokenizer", tok_->source()},
+                       {"kind", tok_->kind()},
+                       {"ids", ids},
+                       {"tokens", tokens},
+                       {"text", tok_->decode(ids)}}) +
+                     "\n"};
   }
   if (!b["text"].is_string()) throw UsageError("tokenize: text: expected a string");
   auto flag = [&](const char* k) -> std::optional<bool> {
@@ -292,14 +301,19 @@ Answer Explorer::tokenize_answer(const httplib::Request& req) {
     tokens.push_back(tok_->display(id));
     pieces.push_back(tok_->piece(id));
   }
-  return {200, dump({{"tokenizer", tok_->source()}, {"kind", tok_->kind()}, {"ids", ids}, {"tokens", tokens},
-                     {"pieces", pieces}, {"bytes", text.size()}}) + "\n"};
+  return {200, dump({{"tokenizer", tok_->source()},
+                     {"kind", tok_->kind()},
+                     {"ids", ids},
+                     {"tokens", tokens},
+                     {"pieces", pieces},
+                     {"bytes", text.size()}}) +
+                   "\n"};
 }
 
 Answer Explorer::analysis_answer(const httplib::Request& req, const std::string& name) {
   const DeclaredAnalysis* analysis = nullptr;
   json resolved;
-  double reserved = 0;  // the estimate admitted against the memory budget, given back when the work is done
+  double reserved = 0;                    // the estimate admitted against the memory budget, given back when the work is done
   std::shared_ptr<JobProgress> progress;  // when the client asked to follow it (X-Vocablens-Progress)
   try {
     if (!model_) return no_model();
@@ -310,7 +324,8 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
       if (od && od->type == OptionType::Sae) {
         // {"sae": true} = the server's --sae PATH; any path is a file on the server.
         if (!it.value().is_boolean() || !it.value().get<bool>())
-          throw UsageError(name + ": " + it.key() + ": give true to use the server's SAE (--sae PATH); a path names a "
+          throw UsageError(name + ": " + it.key() +
+                           ": give true to use the server's SAE (--sae PATH); a path names a "
                            "file on the server, which the HTTP API does not open");
         if (!sae_) throw UsageError(name + ": " + it.key() + ": this server has no SAE (start it with --sae PATH)");
         it.value() = sae_->source;
@@ -321,11 +336,13 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
         continue;
       }
       if (kServerFileOptions.count(it.key()) || (od && od->type == OptionType::Model))
-        throw UsageError(name + ": " + it.key() + ": names a file on the server, which the HTTP API does not open "
+        throw UsageError(name + ": " + it.key() +
+                         ": names a file on the server, which the HTTP API does not open "
                          "(use the command line, or start the server with the file)");
     }
     if (given.contains("save_probs") && given["save_probs"] == true)
-      throw UsageError(name + ": save_probs: the full distributions (layers x positions x vocabulary) are too big for "
+      throw UsageError(name +
+                       ": save_probs: the full distributions (layers x positions x vocabulary) are too big for "
                        "a JSON answer; use the command line's --save-probs --out DIR");
     if (given.contains("tuned") && analysis->decl.find("tuned")) {
       // {"tuned": true} = the server's --tuned DIR; false/null = the logit lens.
@@ -371,45 +388,45 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
   } catch (const UsageError& e) {
     const std::string m = e.what();
     return error_answer(m.rfind("no analysis named", 0) == 0 ? 404 : 400, m);
-  } catch (...) {
-    return answer_for_current_exception();
-  }
+  } catch (...) { return answer_for_current_exception(); }
   // Given back when the work is done or dropped (the job, and the function holding this, are destroyed then).
   auto reservation = std::shared_ptr<void>(nullptr, [this, reserved](void*) { release(reserved); });
-  return pooled(req, name + "\n" + resolved.dump(), [this, analysis, resolved, name, reservation, progress](const std::atomic<bool>* cancel) {
-    if (progress) progress->started = true;
-    double late = 0;  // the reservation of an estimate made here, in the worker
-    std::shared_ptr<void> late_reservation;
-    if (analysis->decl.estimate_runs_model) {
-      // (inside the worker's CancelScope: the estimate's forward stops when the client leaves, like the run's)
-      const AnalysisInputs inputs = server_inputs(*analysis);
-      const AnalysisEstimate est = estimate_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http, &inputs);
-      if (auto refused = admit(name, est, late)) return *refused;
-      late_reservation = std::shared_ptr<void>(nullptr, [this, late](void*) { release(late); });
-      if (progress) {
-        progress->need_bytes = late;
-        if (!est.what.empty())
-          progress->estimate = fmt::format("about {:.0f} MiB beyond the loaded model: {}",
-                                           std::max(0.0, est.memory.total() - resident_) / 1048576.0, est.what);
-      }
-    }
-    // Analyses that report progress stop at their next report once the client has gone (the forward pass and
-    // the lens poll the worker's CancelScope, worker_pool.cpp).
-    // The lens and the attribution only read activations: their forward pass of a prompt is kept and the next
-    // one of the same prompt replayed (a click on a cell after the lens runs no block of the model).
-    // An ablation or an expert's scaling edits the forward: neither replayed nor kept as the prompt's.
-    const bool memo = kForwardReaders.count(name) != 0 && resolved.value("ablate_expert", json()).is_null() &&
-                      resolved.value("scale_expert", json()).is_null();
-    std::optional<ForwardMemoScope> scope;
-    if (memo) scope.emplace(*forward_);
-    const AnalysisInputs inputs = server_inputs(*analysis);
-    Result r = run_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http, cancel_on_progress(cancel, progress), cancel,
-                            &inputs);
-    fill_provenance(r, *model_, "POST /api/" + name);
-    Answer a{200, result_to_json(r, /*inline_arrays=*/true)};
-    if (memo) a.forward = scope->replayed() > 0 && scope->recorded() == 0 ? "replayed" : "computed";
-    return a;
-  });
+  return pooled(req, name + "\n" + resolved.dump(),
+                [this, analysis, resolved, name, reservation, progress](const std::atomic<bool>* cancel) {
+                  if (progress) progress->started = true;
+                  double late = 0;  // the reservation of an estimate made here, in the worker
+                  std::shared_ptr<void> late_reservation;
+                  if (analysis->decl.estimate_runs_model) {
+                    // (inside the worker's CancelScope: the estimate's forward stops when the client leaves, like the run's)
+                    const AnalysisInputs inputs = server_inputs(*analysis);
+                    const AnalysisEstimate est =
+                        estimate_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http, &inputs);
+                    if (auto refused = admit(name, est, late)) return *refused;
+                    late_reservation = std::shared_ptr<void>(nullptr, [this, late](void*) { release(late); });
+                    if (progress) {
+                      progress->need_bytes = late;
+                      if (!est.what.empty())
+                        progress->estimate = fmt::format("about {:.0f} MiB beyond the loaded model: {}",
+                                                         std::max(0.0, est.memory.total() - resident_) / 1048576.0, est.what);
+                    }
+                  }
+                  // Analyses that report progress stop at their next report once the client has gone (the forward pass and
+                  // the lens poll the worker's CancelScope, worker_pool.cpp).
+                  // The lens and the attribution only read activations: their forward pass of a prompt is kept and the next
+                  // one of the same prompt replayed (a click on a cell after the lens runs no block of the model).
+                  // An ablation or an expert's scaling edits the forward: neither replayed nor kept as the prompt's.
+                  const bool memo = kForwardReaders.count(name) != 0 && resolved.value("ablate_expert", json()).is_null() &&
+                                    resolved.value("scale_expert", json()).is_null();
+                  std::optional<ForwardMemoScope> scope;
+                  if (memo) scope.emplace(*forward_);
+                  const AnalysisInputs inputs = server_inputs(*analysis);
+                  Result r = run_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http,
+                                          cancel_on_progress(cancel, progress), cancel, &inputs);
+                  fill_provenance(r, *model_, "POST /api/" + name);
+                  Answer a{200, result_to_json(r, /*inline_arrays=*/true)};
+                  if (memo) a.forward = scope->replayed() > 0 && scope->recorded() == 0 ? "replayed" : "computed";
+                  return a;
+                });
 }
 
 AnalysisInputs Explorer::server_inputs(const DeclaredAnalysis& a) const {
@@ -428,14 +445,14 @@ std::optional<Answer> Explorer::admit(const std::string& name, const AnalysisEst
     return error_answer(413, fmt::format("{}: {} needs about {:.0f} MiB beyond the loaded model, over this server's "
                                          "memory budget of {:.0f} MiB (serve --memory-budget){}",
                                          name, est.what, need / 1048576.0, memory_budget_ / 1048576.0,
-                                         est.reduce_within ? ": " + est.reduce_within(memory_budget_ + resident_)
-                                         : est.reduce.empty() ? std::string() : ": " + est.reduce));
+                                         est.reduce_within    ? ": " + est.reduce_within(memory_budget_ + resident_)
+                                         : est.reduce.empty() ? std::string()
+                                                              : ": " + est.reduce));
   std::lock_guard<std::mutex> lk(memory_mu_);
   if (memory_in_use_ + need > memory_budget_)
     return error_answer(503, fmt::format("busy: {} needs about {:.0f} MiB and the analyses running hold {:.0f} of "
                                          "this server's {:.0f} MiB budget; try again shortly",
-                                         est.what, need / 1048576.0, memory_in_use_ / 1048576.0,
-                                         memory_budget_ / 1048576.0));
+                                         est.what, need / 1048576.0, memory_in_use_ / 1048576.0, memory_budget_ / 1048576.0));
   memory_in_use_ += need;
   reserved = need;
   return std::nullopt;

@@ -84,8 +84,7 @@ class Explorer {
   Answer sae_lens_answer(const httplib::Request& req);
   Answer top_activations_answer(const httplib::Request& req);
   /// Runs `work` on the pool unless the cache holds `key`; caches a 200 answer.
-  Answer pooled(const httplib::Request& req, const std::string& key,
-                std::function<Answer(const std::atomic<bool>* cancel)> work);
+  Answer pooled(const httplib::Request& req, const std::string& key, std::function<Answer(const std::atomic<bool>* cancel)> work);
 
   ServeOptions o_;
   std::unique_ptr<Model> model_;
@@ -95,15 +94,15 @@ class Explorer {
   std::unique_ptr<Sae> sae_;
   std::string corpus_path_;
   std::vector<std::vector<int64_t>> corpus_;  ///< the corpus's windows, tokenised once at start-up
-  json served_info_ = json::object();     ///< by option: what each served option's start-up check reported
+  json served_info_ = json::object();         ///< by option: what each served option's start-up check reported
   WorkerPool pool_;
-  ProgressBoard progress_;                ///< GET /api/progress/<id>: the analyses whose clients asked to follow them
+  ProgressBoard progress_;  ///< GET /api/progress/<id>: the analyses whose clients asked to follow them
   AnswerCache cache_;
   std::unique_ptr<ForwardMemo> forward_;  ///< the prompts' forward passes that lens and attribute replay
   double memory_budget_ = -1;             ///< bytes beyond the model that running analyses may need; -1 unknown
   double resident_ = 0;                   ///< the model's share of every estimate: runtime + weights as stored
   std::mutex memory_mu_;
-  double memory_in_use_ = 0;              ///< the estimates (beyond the model) of the analyses admitted and running
+  double memory_in_use_ = 0;  ///< the estimates (beyond the model) of the analyses admitted and running
 };
 
 }  // namespace vocablens::serve

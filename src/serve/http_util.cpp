@@ -24,21 +24,13 @@ Answer error_answer(int status, const std::string& message) {
 Answer answer_for_current_exception() {
   try {
     throw;
-  } catch (const UsageError& e) {
-    return error_answer(400, e.what());
-  } catch (const NonFiniteError& e) {
+  } catch (const UsageError& e) { return error_answer(400, e.what()); } catch (const NonFiniteError& e) {
     return error_answer(422, e.what());
-  } catch (const FormatError& e) {
-    return error_answer(422, e.what());
-  } catch (const Interrupted& e) {
+  } catch (const FormatError& e) { return error_answer(422, e.what()); } catch (const Interrupted& e) {
     return error_answer(503, e.what());
-  } catch (const Error& e) {
-    return error_answer(400, e.what());
-  } catch (const json::exception& e) {
+  } catch (const Error& e) { return error_answer(400, e.what()); } catch (const json::exception& e) {
     return error_answer(400, std::string("request: ") + e.what());
-  } catch (const std::bad_alloc&) {
-    return error_answer(503, "out of memory");
-  } catch (const std::exception& e) {
+  } catch (const std::bad_alloc&) { return error_answer(503, "out of memory"); } catch (const std::exception& e) {
     std::string msg = e.what();
     if (auto nl = msg.find('\n'); nl != std::string::npos) msg = msg.substr(0, nl);
     // LibTorch reports a failed allocation as a c10::Error ("DefaultCPUAllocator: can't allocate memory: you
@@ -46,9 +38,7 @@ Answer answer_for_current_exception() {
     if (msg.find("can't allocate memory") != std::string::npos || msg.find("not enough memory") != std::string::npos)
       return error_answer(503, "out of memory: " + msg);
     return error_answer(500, "internal error: " + msg);
-  } catch (...) {
-    return error_answer(500, "internal error");
-  }
+  } catch (...) { return error_answer(500, "internal error"); }
 }
 
 void send(httplib::Response& res, const Answer& a) {
@@ -67,7 +57,8 @@ std::string random_token() {
 
 bool same_secret(const std::string& a, const std::string& b) {  // constant time in the length of b
   unsigned diff = a.size() != b.size();
-  for (size_t i = 0; i < b.size(); ++i) diff |= static_cast<unsigned char>(i < a.size() ? a[i] : 0) ^ static_cast<unsigned char>(b[i]);
+  for (size_t i = 0; i < b.size(); ++i)
+    diff |= static_cast<unsigned char>(i < a.size() ? a[i] : 0) ^ static_cast<unsigned char>(b[i]);
   return diff == 0;
 }
 

@@ -37,9 +37,7 @@ template <class F>
 Answer guarded(F&& f) {
   try {
     return f();
-  } catch (...) {
-    return answer_for_current_exception();
-  }
+  } catch (...) { return answer_for_current_exception(); }
 }
 
 void send(httplib::Response& res, const Answer& a);

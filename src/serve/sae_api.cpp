@@ -80,7 +80,8 @@ std::string corpus_of_run(const std::string& dir) {
     if (fs::is_regular_file(beside, ec)) return beside.string();
     throw UsageError("--corpus-run " + dir + ": its corpus '" + c + "' is not a readable file here (give it with --corpus)");
   }
-  throw UsageError("--corpus-run " + dir + ": no logit_lens_corpus result naming its corpus (a run of `vocablens lens "
+  throw UsageError("--corpus-run " + dir +
+                   ": no logit_lens_corpus result naming its corpus (a run of `vocablens lens "
                    "--corpus FILE --out DIR`; or give the text file with --corpus)");
 }
 
@@ -92,8 +93,7 @@ void Explorer::load_sae_and_corpus() {
     lo.hook_name = o_.sae_hook;
     sae_ = std::make_unique<Sae>(load_sae(o_.sae, lo));
     check_sae_fits(*sae_, *model_);
-    if (sae_->hook_name.empty())
-      throw UsageError("--sae " + o_.sae + ": the SAE names no hook point; give one with --hook");
+    if (sae_->hook_name.empty()) throw UsageError("--sae " + o_.sae + ": the SAE names no hook point; give one with --hook");
   }
   if (!o_.corpus.empty() && !o_.corpus_run.empty()) throw UsageError("give --corpus or --corpus-run, not both");
   corpus_path_ = !o_.corpus_run.empty() ? corpus_of_run(o_.corpus_run) : o_.corpus;
@@ -123,8 +123,13 @@ void Explorer::load_sae_and_corpus() {
 
 json Explorer::sae_info() const {
   if (!sae_) return nullptr;
-  return {{"source", sae_->source}, {"layout", sae_->layout}, {"d_in", sae_->d_in}, {"d_sae", sae_->d_sae},
-          {"hook_name", sae_->hook_name}, {"hook_name_out", sae_->hook_name_out}, {"stored_dtype", sae_->stored_dtype}};
+  return {{"source", sae_->source},
+          {"layout", sae_->layout},
+          {"d_in", sae_->d_in},
+          {"d_sae", sae_->d_sae},
+          {"hook_name", sae_->hook_name},
+          {"hook_name_out", sae_->hook_name_out},
+          {"stored_dtype", sae_->stored_dtype}};
 }
 
 Answer Explorer::sae_features_answer(const httplib::Request& req) {
@@ -164,9 +169,7 @@ Answer Explorer::sae_features_answer(const httplib::Request& req) {
     fo.final_norm_scale = flag("final_norm", declared_default("feature_logits", "final_norm").get<bool>());
     fo.bottom = flag("bottom", declared_default("feature_logits", "bottom").get<bool>());
     key = {{"features", fo.features}, {"top_k", fo.top_k}, {"final_norm", fo.final_norm_scale}, {"bottom", fo.bottom}};
-  } catch (...) {
-    return answer_for_current_exception();
-  }
+  } catch (...) { return answer_for_current_exception(); }
   return pooled(req, "sae/features\n" + key.dump(), [this, fo](const std::atomic<bool>* cancel) {
     FeatureLogitsOptions o = fo;
     o.progress = cancel_on_progress(cancel);
@@ -203,9 +206,7 @@ Answer Explorer::sae_lens_answer(const httplib::Request& req) {
       lo.final_norm_scale = b["final_norm"].get<bool>();
     }
     key = {{"prompt", prompt}, {"top_features", lo.top_features}, {"top_k", lo.top_k}, {"final_norm", lo.final_norm_scale}};
-  } catch (...) {
-    return answer_for_current_exception();
-  }
+  } catch (...) { return answer_for_current_exception(); }
   return pooled(req, "sae/lens\n" + key.dump(), [this, lo, prompt](const std::atomic<bool>*) {
     std::vector<int64_t> ids = tok_->encode(prompt);
     if (ids.empty()) throw UsageError("empty prompt: it encodes to no tokens");
@@ -250,9 +251,7 @@ Answer Explorer::top_activations_answer(const httplib::Request& req) {
     if (!b.contains("index")) throw UsageError(what + ": index: give the " + unit + "'s index");
     k = int_option(b, "k", 20, 1, 200, what);
     context = int_option(b, "context", 8, 0, 64, what);
-  } catch (...) {
-    return answer_for_current_exception();
-  }
+  } catch (...) { return answer_for_current_exception(); }
   const json key = {{"unit", unit}, {"layer", layer}, {"index", index}, {"k", k}, {"context", context}};
   return pooled(req, "top_activations\n" + key.dump(), [=](const std::atomic<bool>* cancel) {
     at::NoGradGuard no_grad;
@@ -297,13 +296,25 @@ Answer Explorer::top_activations_answer(const httplib::Request& req) {
       const int64_t to = std::min<int64_t>(static_cast<int64_t>(ids.size()), h.position + 1 + std::min<int64_t>(context, 4));
       json ctx = json::array();
       for (int64_t t = from; t < to; ++t) ctx.push_back(tok_->display(ids[static_cast<size_t>(t)]));
-      top.push_back({{"activation", h.value}, {"window", h.window}, {"position", h.position},
-                     {"token_id", ids[static_cast<size_t>(h.position)]}, {"token", tok_->display(ids[static_cast<size_t>(h.position)])},
-                     {"context", ctx}, {"focus", h.position - from}});
+      top.push_back({{"activation", h.value},
+                     {"window", h.window},
+                     {"position", h.position},
+                     {"token_id", ids[static_cast<size_t>(h.position)]},
+                     {"token", tok_->display(ids[static_cast<size_t>(h.position)])},
+                     {"context", ctx},
+                     {"focus", h.position - from}});
     }
-    json out = {{"kind", "top_activations"}, {"unit", unit}, {"layer", layer < 0 ? json(nullptr) : json(layer)},
-                {"index", index}, {"hook", hook}, {"corpus", corpus_path_}, {"windows", corpus_.size()},
-                {"window", corpus_[0].size()}, {"tokens", tokens}, {"k", k}, {"top", top}};
+    json out = {{"kind", "top_activations"},
+                {"unit", unit},
+                {"layer", layer < 0 ? json(nullptr) : json(layer)},
+                {"index", index},
+                {"hook", hook},
+                {"corpus", corpus_path_},
+                {"windows", corpus_.size()},
+                {"window", corpus_[0].size()},
+                {"tokens", tokens},
+                {"k", k},
+                {"top", top}};
     if (unit == "feature") out["sae"] = sae_->source;
     return Answer{200, dump(out) + "\n"};
   });

@@ -138,7 +138,8 @@ int run_server(const ServeOptions& given) {
       const std::string auth = req.get_header_value("Authorization");
       if (t.empty() && auth.rfind("Bearer ", 0) == 0) t = auth.substr(7);
       if (!same_secret(t, token)) {
-        send(res, error_answer(401, "this server needs its access token: ?token=... in the URL, or the X-Vocablens-Token header"));
+        send(res,
+             error_answer(401, "this server needs its access token: ?token=... in the URL, or the X-Vocablens-Token header"));
         return httplib::Server::HandlerResponse::Handled;
       }
     }
@@ -163,32 +164,30 @@ int run_server(const ServeOptions& given) {
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  const std::string too_large = "request too large: the body may hold " + std::to_string(o.max_body) +
-                                " bytes (--max-body), chunked or not";
-  const std::string too_slow = "request timeout: a request must arrive whole within " +
-                               std::to_string(o.request_timeout) + " s of its first byte (--request-timeout)";
-  svr.set_error_handler(httplib::Server::HandlerWithResponse([too_large, too_slow](const httplib::Request& req,
-                                                                                   httplib::Response& res) {
-    // The library saw a read fail (400); it was one of our limits (connections.cpp).
-    const ReadLimit limit = take_read_limit();
-    if (limit != ReadLimit::None) {
-      res.status = limit == ReadLimit::OverBudget ? 413 : 408;
-      res.body.clear();
-    }
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // our own JSON error
-    std::string msg = res.status == 404 ? "no such page: " + shorten(req.path)
-                      : res.status == 413 ? too_large
-                      : res.status == 408 ? too_slow
-                                          : "HTTP " + std::to_string(res.status);
-    send(res, error_answer(res.status, msg));
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  const std::string too_large =
+      "request too large: the body may hold " + std::to_string(o.max_body) + " bytes (--max-body), chunked or not";
+  const std::string too_slow = "request timeout: a request must arrive whole within " + std::to_string(o.request_timeout) +
+                               " s of its first byte (--request-timeout)";
+  svr.set_error_handler(
+      httplib::Server::HandlerWithResponse([too_large, too_slow](const httplib::Request& req, httplib::Response& res) {
+        // The library saw a read fail (400); it was one of our limits (connections.cpp).
+        const ReadLimit limit = take_read_limit();
+        if (limit != ReadLimit::None) {
+          res.status = limit == ReadLimit::OverBudget ? 413 : 408;
+          res.body.clear();
+        }
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // our own JSON error
+        std::string msg = res.status == 404   ? "no such page: " + shorten(req.path)
+                          : res.status == 413 ? too_large
+                          : res.status == 408 ? too_slow
+                                              : "HTTP " + std::to_string(res.status);
+        send(res, error_answer(res.status, msg));
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     try {
       std::rethrow_exception(ep);
-    } catch (...) {
-      send(res, answer_for_current_exception());
-    }
+    } catch (...) { send(res, answer_for_current_exception()); }
   });
   ex.routes(svr);
 
@@ -216,11 +215,13 @@ int run_server(const ServeOptions& given) {
     const std::string holder = port_holder(port);
     if (!holder.empty())
       throw UsageError("serve: port " + std::to_string(port) + " is in use (" + holder + "); --port 0 picks a free one");
-    throw UsageError("serve: cannot bind " + o.host + ":" + std::to_string(port) + " (in use, or not an address of this "
+    throw UsageError("serve: cannot bind " + o.host + ":" + std::to_string(port) +
+                     " (in use, or not an address of this "
                      "machine? --port 0 picks a free port)");
   }
   if (listen_fd >= 0 && ::listen(listen_fd, SOMAXCONN) != 0)
-    std::fprintf(stderr, "vocablens: warning: serve: could not raise the listen backlog (%s); bursts of connections may be reset\n",
+    std::fprintf(stderr,
+                 "vocablens: warning: serve: could not raise the listen backlog (%s); bursts of connections may be reset\n",
                  std::strerror(errno));
   const std::string shown_host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
   const std::string url = "http://" + shown_host + ":" + std::to_string(port) + "/" + (token.empty() ? "" : "?token=" + token);
@@ -229,8 +230,7 @@ int run_server(const ServeOptions& given) {
                  "vocablens: warning: serving on %s, reachable from other machines: anyone with the URL below (it holds "
                  "the access token) can run analyses here; requests without the token are refused\n",
                  o.host.c_str());
-  if (ex.model())
-    std::printf("vocablens: serving %s at %s (Ctrl-C stops)\n", ex.model()->source().c_str(), url.c_str());
+  if (ex.model()) std::printf("vocablens: serving %s at %s (Ctrl-C stops)\n", ex.model()->source().c_str(), url.c_str());
   else
     std::printf("vocablens: serving %zu result(s) of %zu run director%s at %s (Ctrl-C stops)\n", ex.n_results(),
                 o.run_dirs.size(), o.run_dirs.size() == 1 ? "y" : "ies", url.c_str());

@@ -47,11 +47,11 @@
 namespace vocablens::serve {
 
 struct ServeOptions {
-  std::string model;                  ///< model path ("" = browse mode over run_dirs)
-  std::string tokenizer;              ///< explicit tokenizer ("" = found beside the model)
-  std::string tuned;                  ///< tuned-lens directory offered to the lens as {"tuned": true}
-  std::string sae;                    ///< SAE / transcoder (vocablens/sae.hpp layouts): /api/sae/features, /api/sae/lens
-  std::string sae_hook;               ///< overrides the SAE's hook point
+  std::string model;      ///< model path ("" = browse mode over run_dirs)
+  std::string tokenizer;  ///< explicit tokenizer ("" = found beside the model)
+  std::string tuned;      ///< tuned-lens directory offered to the lens as {"tuned": true}
+  std::string sae;        ///< SAE / transcoder (vocablens/sae.hpp layouts): /api/sae/features, /api/sae/lens
+  std::string sae_hook;   ///< overrides the SAE's hook point
   /// By option name, the values of the options analyses let the server fix (OptionDecl::server: `serve --<option>
   /// VALUE`, the flag made from the declaration), offered to requests as {"<option>": true}; empty: not given.
   std::map<std::string, std::string> served;
@@ -61,14 +61,14 @@ struct ServeOptions {
   int64_t window = 64;                ///< tokens per forward over the corpus (at most the model's context)
   std::vector<std::string> run_dirs;  ///< browse mode: saved run directories
   std::string host = "127.0.0.1";
-  int port = 8765;                    ///< 0 = any free port (printed)
-  int workers = 2;                    ///< analyses running at once
-  int queue = 8;                      ///< analyses waiting; more are answered 503
-  int64_t max_body = 1 << 20;         ///< request body limit in bytes, chunked bodies included (413 above)
-  int max_connections = 128;          ///< open connections in all (503 above; connections.hpp)
-  int max_client_connections = 64;    ///< open connections from one address (503 above)
-  int request_timeout = 10;           ///< seconds a request (line, headers, body) may take to arrive
-  int write_timeout = 10;             ///< seconds an answer may wait for its client to read (then dropped)
+  int port = 8765;                  ///< 0 = any free port (printed)
+  int workers = 2;                  ///< analyses running at once
+  int queue = 8;                    ///< analyses waiting; more are answered 503
+  int64_t max_body = 1 << 20;       ///< request body limit in bytes, chunked bodies included (413 above)
+  int max_connections = 128;        ///< open connections in all (503 above; connections.hpp)
+  int max_client_connections = 64;  ///< open connections from one address (503 above)
+  int request_timeout = 10;         ///< seconds a request (line, headers, body) may take to arrive
+  int write_timeout = 10;           ///< seconds an answer may wait for its client to read (then dropped)
   /// Values an analysis's answer may hold in its largest array (413 above). The default is the count up to which
   /// an answer carries an array inline (result_to_json's inline_limit, as `--format json`): a larger array
   /// would be named by a file the client cannot fetch.
@@ -77,11 +77,11 @@ struct ServeOptions {
   /// (vocablens/analysis_estimate.hpp): a request that alone needs more is 413 with the estimate, one that does
   /// not fit beside those running is 503. 0 = what the machine has available once the model is loaded.
   int64_t memory_budget_mb = 0;
-  size_t cache_entries = 32;          ///< answers kept per (analysis, resolved options)
-  int forward_cache = 4;              ///< forward passes kept (one per prompt) for lens / attribute to replay
-  int64_t forward_cache_mb = 512;     ///< their memory, in MB (a pass above it is not kept)
-  bool require_token = false;         ///< a token on the loopback too (machines shared with other users)
-  std::string token;                  ///< access token ("" = a random one when required)
+  size_t cache_entries = 32;       ///< answers kept per (analysis, resolved options)
+  int forward_cache = 4;           ///< forward passes kept (one per prompt) for lens / attribute to replay
+  int64_t forward_cache_mb = 512;  ///< their memory, in MB (a pass above it is not kept)
+  bool require_token = false;      ///< a token on the loopback too (machines shared with other users)
+  std::string token;               ///< access token ("" = a random one when required)
 };
 
 /// True for 127.0.0.1 / 127.x / ::1 / localhost.

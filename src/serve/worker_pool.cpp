@@ -37,7 +37,7 @@ int find_client_socket(const httplib::Request& req) {
   while (dirent* e = ::readdir(d)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     int fd = std::atoi(e->d_name);
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
     sockaddr_storage peer{}, self{};
     socklen_t pl = sizeof peer, sl = sizeof self;
@@ -93,7 +93,10 @@ bool WorkerPool::submit(const std::shared_ptr<Job>& j) {
 
 json WorkerPool::status() {
   std::lock_guard<std::mutex> l(m_);
-  return {{"workers", threads_.size()}, {"running", running_}, {"queued", q_.size()}, {"queue_limit", max_queue_},
+  return {{"workers", threads_.size()},
+          {"running", running_},
+          {"queued", q_.size()},
+          {"queue_limit", max_queue_},
           {"cancelled", cancelled_}};
 }
 
@@ -181,8 +184,13 @@ json ProgressBoard::get(const std::string& id) {
   }
   if (!p) return nullptr;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p->since).count();
-  return {{"analysis", p->analysis}, {"state", p->started.load() ? "running" : "queued"}, {"done", p->done.load()},
-          {"total", p->total.load()}, {"seconds", s}, {"estimate", p->estimate}, {"need_mib", p->need_bytes / 1048576.0}};
+  return {{"analysis", p->analysis},
+          {"state", p->started.load() ? "running" : "queued"},
+          {"done", p->done.load()},
+          {"total", p->total.load()},
+          {"seconds", s},
+          {"estimate", p->estimate},
+          {"need_mib", p->need_bytes / 1048576.0}};
 }
 
 std::function<void(int64_t, int64_t)> cancel_on_progress(const std::atomic<bool>* cancel, std::shared_ptr<JobProgress> progress) {
@@ -192,8 +200,8 @@ std::function<void(int64_t, int64_t)> cancel_on_progress(const std::atomic<bool>
       progress->total = total;
     }
     if (cancel && cancel->load())
-      throw Interrupted(0, "cancelled: the client went away (at step " + std::to_string(done) + " of " +
-                               std::to_string(total) + ")");
+      throw Interrupted(
+          0, "cancelled: the client went away (at step " + std::to_string(done) + " of " + std::to_string(total) + ")");
   };
 }
 

@@ -35,7 +35,8 @@ const char* vl_spm_piece(const vl_spm* h, int id) { return h->sp.IdToPiece(id).c
 float vl_spm_score(const vl_spm* h, int id) { return h->sp.GetScore(id); }
 /// bit 0 control, 1 unknown, 2 byte, 3 unused
 int vl_spm_flags(const vl_spm* h, int id) {
-  return (h->sp.IsControl(id) ? 1 : 0) | (h->sp.IsUnknown(id) ? 2 : 0) | (h->sp.IsByte(id) ? 4 : 0) | (h->sp.IsUnused(id) ? 8 : 0);
+  return (h->sp.IsControl(id) ? 1 : 0) | (h->sp.IsUnknown(id) ? 2 : 0) | (h->sp.IsByte(id) ? 4 : 0) |
+         (h->sp.IsUnused(id) ? 8 : 0);
 }
 int vl_spm_piece_to_id(const vl_spm* h, const char* piece, size_t n) { return h->sp.PieceToId(std::string(piece, n)); }
 /// Encodes; returns the number of ids (written to a malloc'd *ids), or -1 with *err set.

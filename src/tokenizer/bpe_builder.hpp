@@ -32,7 +32,7 @@ int byte_piece_value(std::string_view s);
 
 struct Builder {
   std::shared_ptr<BpeModel> m = std::make_shared<BpeModel>();
-  std::vector<std::array<int32_t, 3>> merges;  // {left, right, merged}; index = rank
+  std::vector<std::array<int32_t, 3>> merges;           // {left, right, merged}; index = rank
   std::unordered_map<std::string, int32_t> spelled_id;  // character level: the file's spelling -> id
 
   // Found by fuzz_bpe_files: ids index dense tables sized id + 1, so a 20-byte vocab.json
@@ -51,8 +51,8 @@ struct Builder {
   void add_piece(const std::string& path, const std::string& spelling, int64_t id, const std::string& space);
   /// An added token (HF added_tokens, GPT-2's <|endoftext|>, GGUF control/user-defined): plain text,
   /// matched before pre-tokenizing.
-  void add_added(const std::string& path, const std::string& content, int64_t id, bool is_special,
-                 bool lstrip = false, bool rstrip = false);
+  void add_added(const std::string& path, const std::string& content, int64_t id, bool is_special, bool lstrip = false,
+                 bool rstrip = false);
   void add_merge(const std::string& path, size_t line, std::string_view left, std::string_view right);
   /// After the vocabulary, before the merges: a byte-level vocabulary has a token for every single byte.
   void check_vocabulary(const std::string& vocab_path);

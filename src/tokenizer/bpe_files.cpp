@@ -94,8 +94,7 @@ void Builder::put(const std::string& path, std::string raw, const std::string& s
     m->present.resize(id + 1, 0);
     m->special.resize(id + 1, 0);
   }
-  if (m->present[id] && m->bytes_of[id] != raw)
-    bad(path, "id " + std::to_string(id) + " is given to two different tokens");
+  if (m->present[id] && m->bytes_of[id] != raw) bad(path, "id " + std::to_string(id) + " is given to two different tokens");
   m->bytes_of[id] = raw;
   m->spelled[id] = spelling;
   m->present[id] = 1;
@@ -105,8 +104,8 @@ void Builder::put(const std::string& path, std::string raw, const std::string& s
 void Builder::add_token(const std::string& path, const std::string& spelling, int64_t id) {
   std::string raw;
   if (!unicode_to_bytes(spelling, raw))
-    bad(path, "token " + printable(spelling) + " (id " + std::to_string(id) +
-                  ") is not spelled in GPT-2's byte-to-unicode alphabet");
+    bad(path,
+        "token " + printable(spelling) + " (id " + std::to_string(id) + ") is not spelled in GPT-2's byte-to-unicode alphabet");
   put(path, std::move(raw), spelling, id);
 }
 
@@ -129,7 +128,8 @@ void Builder::add_piece(const std::string& path, const std::string& spelling, in
   put(path, raw, spelling, id);
   spelled_id.emplace(spelling, static_cast<int32_t>(id));
   uint32_t cp;
-  if (b < 0 && !spelling.empty() && utf8_char(spelling, 0, cp) == spelling.size()) m->char_id.emplace(cp, static_cast<int32_t>(id));
+  if (b < 0 && !spelling.empty() && utf8_char(spelling, 0, cp) == spelling.size())
+    m->char_id.emplace(cp, static_cast<int32_t>(id));
 }
 
 void Builder::add_added(const std::string& path, const std::string& content, int64_t id, bool is_special, bool lstrip,
@@ -151,7 +151,9 @@ void Builder::add_added(const std::string& path, const std::string& content, int
 }
 
 void Builder::add_merge(const std::string& path, size_t line, std::string_view left, std::string_view right) {
-  auto where = [&] { return "line " + std::to_string(line) + ": merge \"" + printable(std::string(left) + " " + std::string(right)) + "\""; };
+  auto where = [&] {
+    return "line " + std::to_string(line) + ": merge \"" + printable(std::string(left) + " " + std::string(right)) + "\"";
+  };
   if (!m->byte_level) {
     auto l = spelled_id.find(std::string(left)), r = spelled_id.find(std::string(right));
     if (l == spelled_id.end() || r == spelled_id.end()) bad(path, where() + " names a token that is not in the vocabulary");
@@ -184,8 +186,8 @@ void Builder::check_vocabulary(const std::string& vocab_path) {
       continue;
     }
     if (b >= 0x20 && b < 0x7F)
-      bad(vocab_path, "the vocabulary lacks the single-byte token for byte " + std::to_string(b) +
-                          " (not a byte-level BPE vocabulary)");
+      bad(vocab_path,
+          "the vocabulary lacks the single-byte token for byte " + std::to_string(b) + " (not a byte-level BPE vocabulary)");
     m->byte_id[b] = -1;
     ++missing;
   }
@@ -223,8 +225,7 @@ void read_merges_txt(Builder& b, const std::string& path) {
     if (line.empty()) continue;
     if (line_no == 1 && line.substr(0, 8) == "#version") continue;
     size_t sp = line.find(' ');
-    if (sp == std::string_view::npos || sp == 0 || sp + 1 >= line.size() ||
-        line.find(' ', sp + 1) != std::string_view::npos)
+    if (sp == std::string_view::npos || sp == 0 || sp + 1 >= line.size() || line.find(' ', sp + 1) != std::string_view::npos)
       bad(path, "line " + std::to_string(line_no) + ": expected \"left right\", got \"" + printable(line) + "\"");
     b.add_merge(path, line_no, line.substr(0, sp), line.substr(sp + 1));
   }
@@ -247,8 +248,7 @@ std::string escape_literal(const std::string& s) {
 // ---------------------------------------------------------------------------------------------------
 // readers
 
-std::unique_ptr<BpeTokenizer> BpeTokenizer::from_vocab_merges(const std::string& vocab_json,
-                                                              const std::string& merges_txt) {
+std::unique_ptr<BpeTokenizer> BpeTokenizer::from_vocab_merges(const std::string& vocab_json, const std::string& merges_txt) {
   detail::Builder b;
   nlohmann::json vocab = detail::parse_json(vocab_json);
   if (!vocab.is_object() || vocab.empty()) detail::bad(vocab_json, "expected a JSON object {\"token\": id, ...}");

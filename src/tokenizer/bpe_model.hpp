@@ -145,7 +145,7 @@ class WordCache {
 
 /// Everything one encode() call mutates; handed out by a pool so that concurrent calls never share one.
 struct Workspace {
-  std::vector<MatchData> mds;   // one per pre-tokenizer step
+  std::vector<MatchData> mds;  // one per pre-tokenizer step
   WordCache cache;
   std::vector<int32_t> sym;     // merge loop: current symbols
   std::vector<uint32_t> rank;   // rank of (sym[i], sym[i+1])
@@ -156,7 +156,7 @@ struct Workspace {
 struct SpecialToken {
   std::string text;
   int32_t id;
-  bool special;  // HF added tokens with special=false are matched in every encode()
+  bool special;                         // HF added tokens with special=false are matched in every encode()
   bool lstrip = false, rstrip = false;  // HF: swallow whitespace left / right of the token
 };
 
@@ -169,28 +169,28 @@ struct NormStep {
 
 struct BpeModel {
   std::string source;
-  std::vector<std::string> bytes_of;    // id -> raw bytes ("" for holes)
-  std::vector<std::string> spelled;     // id -> the file's spelling (vocab.json key), for piece()
-  std::vector<uint8_t> present;         // id -> 1 when the id is a token
-  std::vector<uint8_t> special;         // id -> 1 for special tokens (BOS/EOS, added tokens marked special)
+  std::vector<std::string> bytes_of;               // id -> raw bytes ("" for holes)
+  std::vector<std::string> spelled;                // id -> the file's spelling (vocab.json key), for piece()
+  std::vector<uint8_t> present;                    // id -> 1 when the id is a token
+  std::vector<uint8_t> special;                    // id -> 1 for special tokens (BOS/EOS, added tokens marked special)
   std::unordered_map<std::string, int32_t> id_of;  // raw bytes -> id (ordinary tokens and specials)
-  std::array<int32_t, 256> byte_id{};   // single byte -> id
+  std::array<int32_t, 256> byte_id{};              // single byte -> id
   PairTable pairs;
-  std::vector<SpecialToken> specials;   // added tokens, longest first (a longer one wins at the same place)
-  bool has_always_matched = false;      // some added token is not special (matched even without the option)
+  std::vector<SpecialToken> specials;               // added tokens, longest first (a longer one wins at the same place)
+  bool has_always_matched = false;                  // some added token is not special (matched even without the option)
   std::vector<std::unique_ptr<Pretokenizer>> pres;  // split steps, applied one after the other (may be empty)
   std::vector<NormStep> norm;
-  bool add_prefix_space = false;        // ByteLevel(add_prefix_space): " " before a stretch not starting with one
-  bool byte_level = true;               // false: character-level SentencePiece-style BPE
-  bool byte_fallback = false;           // character-level: a missing character becomes its <0xNN> tokens
-  bool fuse_unk = false;                // character-level: consecutive <unk> become one
-  int32_t unk = -1;                     // character-level: id for a missing character (-1: none)
-  bool strip_decoded_space = false;     // decode(): drop the space the normalizer put first
-  std::array<int32_t, 256> fallback_id{};                // byte -> "<0xNN>" id (-1 if absent)
-  std::unordered_map<uint32_t, int32_t> char_id;         // character-level: code point -> id
-  bool add_bos_default = false, add_eos_default = false; // tokenizer_config.json / post_processor
-  bool ignore_merges = false;           // HF: a pre-token that is itself a token is taken whole
-  bool whole_newline_runs = false;      // llama.cpp gemma4: a pre-token of only "\n" that is a token is taken whole
+  bool add_prefix_space = false;                  // ByteLevel(add_prefix_space): " " before a stretch not starting with one
+  bool byte_level = true;                         // false: character-level SentencePiece-style BPE
+  bool byte_fallback = false;                     // character-level: a missing character becomes its <0xNN> tokens
+  bool fuse_unk = false;                          // character-level: consecutive <unk> become one
+  int32_t unk = -1;                               // character-level: id for a missing character (-1: none)
+  bool strip_decoded_space = false;               // decode(): drop the space the normalizer put first
+  std::array<int32_t, 256> fallback_id{};         // byte -> "<0xNN>" id (-1 if absent)
+  std::unordered_map<uint32_t, int32_t> char_id;  // character-level: code point -> id
+  bool add_bos_default = false, add_eos_default = false;  // tokenizer_config.json / post_processor
+  bool ignore_merges = false;                             // HF: a pre-token that is itself a token is taken whole
+  bool whole_newline_runs = false;  // llama.cpp gemma4: a pre-token of only "\n" that is a token is taken whole
   int32_t bos = -1, eos = -1;
 
   mutable std::mutex pool_mutex;

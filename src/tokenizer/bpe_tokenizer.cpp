@@ -22,7 +22,9 @@ void BpeModel::missing_byte(char b) const {
   const auto u = static_cast<unsigned char>(b);
   const bool never_utf8 = u == 0xC0 || u == 0xC1 || u >= 0xF5;
   throw UsageError(source + ": the vocabulary has no token for byte " + buf +
-                   (never_utf8 ? " (not valid UTF-8)" : u < 0x20 ? " (a control character)" : " (a UTF-8 lead byte it never saw)") +
+                   (never_utf8 ? " (not valid UTF-8)"
+                    : u < 0x20 ? " (a control character)"
+                               : " (a UTF-8 lead byte it never saw)") +
                    " in the text");
 }
 
@@ -150,7 +152,7 @@ void BpeModel::bpe_long(size_t n, Workspace& ws) const {
     Cand c = heap.top();
     heap.pop();
     int32_t j = next[c.pos];
-    if (sym[c.pos] < 0 || j < 0) continue;  // merged away, or nothing to the right any more
+    if (sym[c.pos] < 0 || j < 0) continue;                      // merged away, or nothing to the right any more
     if (pairs.find(sym[c.pos], sym[j], m) != c.rank) continue;  // the pair changed since: stale
     sym[c.pos] = m;
     sym[j] = -1;  // dead
@@ -227,9 +229,7 @@ std::string BpeTokenizer::display(int64_t id) const {
   return display_text(m_->bytes_of[id]);
 }
 
-bool BpeTokenizer::is_special(int64_t id) const {
-  return id >= 0 && id < vocab_size() && m_->special[id];
-}
+bool BpeTokenizer::is_special(int64_t id) const { return id >= 0 && id < vocab_size() && m_->special[id]; }
 
 std::optional<int64_t> BpeTokenizer::token_to_id(std::string_view token) const {
   auto it = m_->id_of.find(std::string(token));
@@ -254,8 +254,8 @@ size_t space_before(std::string_view s, size_t end) {
   for (size_t k = 1; k <= 3 && k <= end; ++k) {
     uint32_t cp;
     if (detail::utf8_char(s, end - k, cp) == k) {
-      bool ws = (cp >= 9 && cp <= 13) || cp == ' ' || cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
-                cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+      bool ws = (cp >= 9 && cp <= 13) || cp == ' ' || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+                (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
       return ws ? k : 0;
     }
   }
@@ -350,10 +350,8 @@ std::string BpeTokenizer::do_decode(const int64_t* ids, size_t n) const {
     check_id(m, ids[i]);
     const std::string& b = m.bytes_of[ids[i]];
     // SentencePiece-style: the space the normalizer put before the text is not part of it.
-    if (first && m.strip_decoded_space && !b.empty() && b[0] == ' ' && !m.special[ids[i]])
-      out.append(b, 1, std::string::npos);
-    else
-      out += b;
+    if (first && m.strip_decoded_space && !b.empty() && b[0] == ' ' && !m.special[ids[i]]) out.append(b, 1, std::string::npos);
+    else out += b;
     first = false;
   }
   return out;

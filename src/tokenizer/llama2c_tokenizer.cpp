@@ -14,9 +14,7 @@ namespace vocablens {
 namespace detail {
 namespace {
 
-uint64_t pack(int32_t a, int32_t b) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-}
+uint64_t pack(int32_t a, int32_t b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
 
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -68,8 +66,8 @@ std::unique_ptr<Llama2cTokenizer> Llama2cTokenizer::load(const std::string& path
   };
   t->max_token_length_ = rd_i32(0);
   if (t->max_token_length_ <= 0 || t->max_token_length_ > (1 << 16))
-    throw FormatError(path, "max_token_length " + std::to_string(t->max_token_length_) +
-                                " is implausible (not a llama2.c tokenizer file?)");
+    throw FormatError(
+        path, "max_token_length " + std::to_string(t->max_token_length_) + " is implausible (not a llama2.c tokenizer file?)");
   size_t off = 4;
   while (off < data.size()) {
     size_t id = t->pieces_.size();
@@ -81,14 +79,14 @@ std::unique_ptr<Llama2cTokenizer> Llama2cTokenizer::load(const std::string& path
     off += 8;
     if (len < 0 || len > t->max_token_length_ || static_cast<size_t>(len) > data.size() - off)
       throw FormatError(path, "token " + std::to_string(id) + " has length " + std::to_string(len) + " at byte " +
-                                  std::to_string(off - 4) + " (max_token_length " +
-                                  std::to_string(t->max_token_length_) + ", " + std::to_string(data.size() - off) +
-                                  " bytes left): not a llama2.c tokenizer file or truncated");
+                                  std::to_string(off - 4) + " (max_token_length " + std::to_string(t->max_token_length_) + ", " +
+                                  std::to_string(data.size() - off) + " bytes left): not a llama2.c tokenizer file or truncated");
     t->pieces_.emplace_back(data.data() + off, len);
     t->scores_.push_back(score);
     off += len;
   }
-  if (t->pieces_.size() < 3) throw FormatError(path, "holds " + std::to_string(t->pieces_.size()) + " tokens; expected at least <unk>, <s>, </s>");
+  if (t->pieces_.size() < 3)
+    throw FormatError(path, "holds " + std::to_string(t->pieces_.size()) + " tokens; expected at least <unk>, <s>, </s>");
 
   const int32_t n = static_cast<int32_t>(t->pieces_.size());
   for (int32_t id = 0; id < n; ++id) t->id_of_.emplace(t->pieces_[id], id);
@@ -186,8 +184,7 @@ std::optional<int64_t> Llama2cTokenizer::token_to_id(std::string_view token) con
   for (int pass = 0; pass < 2; ++pass) {
     auto it = id_of_.find(s);
     if (it != id_of_.end()) return it->second;
-    if (s.size() == 1 && byte_token_[static_cast<unsigned char>(s[0])] >= 0)
-      return byte_token_[static_cast<unsigned char>(s[0])];
+    if (s.size() == 1 && byte_token_[static_cast<unsigned char>(s[0])] >= 0) return byte_token_[static_cast<unsigned char>(s[0])];
     for (int64_t id = 0; id < std::min<int64_t>(3, vocab_size()); ++id)
       if (!s.empty() && s == detail::trim_ws(pieces_[id])) return id;  // "<s>", "</s>", "<unk>"
     s = undisplay_text(token);

@@ -38,9 +38,9 @@ std::string map_unicode(std::string_view s, int options) {
         out.append(s.data() + i, j - i);
       } else {
         utf8proc_uint8_t* dst = nullptr;
-        utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + i),
-                                          static_cast<utf8proc_ssize_t>(j - i), &dst,
-                                          static_cast<utf8proc_option_t>(options | UTF8PROC_STABLE));
+        utf8proc_ssize_t n =
+            utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + i), static_cast<utf8proc_ssize_t>(j - i), &dst,
+                         static_cast<utf8proc_option_t>(options | UTF8PROC_STABLE));
         if (n >= 0 && dst) {
           out.append(reinterpret_cast<const char*>(dst), static_cast<size_t>(n));
         } else {

@@ -34,13 +34,13 @@ Pretokenizer::Pretokenizer(std::string_view pattern, const std::string& source) 
   PCRE2_SIZE err_off = 0;
   // MATCH_INVALID_UTF: arbitrary bytes are allowed in the subject; invalid sequences simply never match,
   // which is what lets split() hand them over as gaps instead of failing the whole text.
-  code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pat.data()), pat.size(),
-                        PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &err_off, nullptr);
+  code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pat.data()), pat.size(), PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF,
+                        &err, &err_off, nullptr);
   if (!code_) {
     PCRE2_UCHAR buf[256];
     pcre2_get_error_message(err, buf, sizeof buf);
-    throw FormatError(source, "bad pre-tokenizer expression at offset " + std::to_string(err_off) + ": " +
-                                  reinterpret_cast<const char*>(buf));
+    throw FormatError(
+        source, "bad pre-tokenizer expression at offset " + std::to_string(err_off) + ": " + reinterpret_cast<const char*>(buf));
   }
   // The JIT is several times faster than the interpreter; without it (unsupported CPU) we still work.
   jit_ = pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE) == 0;

@@ -18,8 +18,7 @@ namespace vocablens::detail {
 
 /// GPT-2's pre-tokenizer expression, as published (encoder.py, tiktoken "gpt2", HF ByteLevel).
 /// \s / \S are rewritten to the White_Space property by translate_regex() before compiling.
-inline constexpr const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+inline constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 /// Rewrites \s and \S (outside and inside character classes) to \p{White_Space} / \P{White_Space}.
 /// Why: PCRE2's \s under UCP also matches U+180E (it follows Perl's \h), while the Rust regex crate
@@ -50,8 +49,8 @@ class Pretokenizer {
   void split(std::string_view text, pcre2_match_data* md, F&& fn) const {
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
     const size_t len = text.size();
-    size_t pos = 0;     // everything before pos has been emitted
-    size_t start = 0;   // where the next search starts
+    size_t pos = 0;    // everything before pos has been emitted
+    size_t start = 0;  // where the next search starts
     PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
     while (start < len) {
       int rc = jit_ ? pcre2_jit_match(code_, subject, len, start, 0, md, nullptr)

@@ -97,7 +97,7 @@ struct SentencePieceTokenizer::Impl {
   int64_t bos = -1, eos = -1;
   bool add_bos = true, add_eos = false;
   std::vector<std::string> pieces;
-  std::vector<uint8_t> flags;  // bit 0 control, 1 unknown, 2 byte, 3 unused
+  std::vector<uint8_t> flags;                             // bit 0 control, 1 unknown, 2 byte, 3 unused
   std::vector<std::pair<std::string, int32_t>> controls;  // control pieces by text, longest first
 
   ~Impl() {
@@ -139,7 +139,8 @@ std::unique_ptr<SentencePieceTokenizer::Impl> make_impl(const std::string& proto
     for (char& c : msg)
       if (c == '\n' || c == '\r') c = ' ';
     if (msg.find("ParseFromArray") != std::string::npos)
-      throw FormatError(source, "not a SentencePiece model (the protobuf ModelProto does not parse; truncated or another format?)");
+      throw FormatError(source,
+                        "not a SentencePiece model (the protobuf ModelProto does not parse; truncated or another format?)");
     auto k = msg.find("] ");  // "Internal: ./src/x.cc(232) [check] explanation" -> "explanation"
     if (k != std::string::npos && k + 2 < msg.size()) msg = msg.substr(k + 2);
     throw FormatError(source, "not a SentencePiece model libsentencepiece accepts: " + msg);
@@ -185,9 +186,7 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::load(const std::
         impl->add_bos = cfg["add_bos_token"].get<bool>() && impl->bos >= 0;
       if (cfg.is_object() && cfg.contains("add_eos_token") && cfg["add_eos_token"].is_boolean())
         impl->add_eos = cfg["add_eos_token"].get<bool>() && impl->eos >= 0;
-    } catch (const nlohmann::json::exception& e) {
-      throw FormatError(cfg_path, "not valid JSON");
-    }
+    } catch (const nlohmann::json::exception& e) { throw FormatError(cfg_path, "not valid JSON"); }
   }
   return std::unique_ptr<SentencePieceTokenizer>(new SentencePieceTokenizer(std::move(impl)));
 }
@@ -257,18 +256,16 @@ std::optional<int64_t> SentencePieceTokenizer::token_to_id(std::string_view toke
   auto as_piece = [](std::string_view bytes) {
     std::string s;
     for (char c : bytes) {
-      if (c == ' ')
-        s += "\xE2\x96\x81";
-      else
-        s += c;
+      if (c == ' ') s += "\xE2\x96\x81";
+      else s += c;
     }
     return s;
   };
-  if (auto id = lookup(std::string(token))) return id;             // the piece itself ("▁Paris", "<s>")
-  if (auto id = lookup(as_piece(token))) return id;                // bytes (" Paris")
-  std::string raw = undisplay_text(token);                         // display form ("␣Paris", "⏎")
+  if (auto id = lookup(std::string(token))) return id;  // the piece itself ("▁Paris", "<s>")
+  if (auto id = lookup(as_piece(token))) return id;     // bytes (" Paris")
+  std::string raw = undisplay_text(token);              // display form ("␣Paris", "⏎")
   if (auto id = lookup(as_piece(raw))) return id;
-  if (raw.size() == 1) {                                           // a single byte: its <0xNN> piece
+  if (raw.size() == 1) {  // a single byte: its <0xNN> piece
     char buf[8];
     std::snprintf(buf, sizeof buf, "<0x%02X>", static_cast<unsigned char>(raw[0]));
     if (auto id = lookup(buf)) return id;

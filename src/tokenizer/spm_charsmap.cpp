@@ -122,8 +122,8 @@ void check_spm_charsmap(std::string_view blob, const std::string& source, const 
     if (child && ((u >> 8) & 1)) {  // a leaf: the offset of its replacement string, read up to a NUL
       const uint32_t v = unit_at(trie, base) & 0x7FFFFFFFU;
       if (v >= strings.size() || std::memchr(strings.data() + v, 0, strings.size() - v) == nullptr)
-        bad("unit " + std::to_string(base) + " points at byte " + std::to_string(v) + " of " +
-            std::to_string(strings.size()) + " replacement bytes, with no NUL after it");
+        bad("unit " + std::to_string(base) + " points at byte " + std::to_string(v) + " of " + std::to_string(strings.size()) +
+            " replacement bytes, with no NUL after it");
     }
     for (uint32_t c = 0; c < 256; ++c) {
       const size_t q = base ^ c;

@@ -28,9 +28,8 @@ namespace vocablens {
 // would leave a table cell that looks empty or like an ordinary space; they are shown as <U+XXXX>.
 static bool invisible_code_point(uint32_t cp) {
   return cp == 0xA0 || cp == 0xAD || cp == 0x034F || cp == 0x061C || cp == 0x115F || cp == 0x1160 || cp == 0x1680 ||
-         cp == 0x180E || (cp >= 0x2000 && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202F) ||
-         (cp >= 0x205F && cp <= 0x206F) || cp == 0x3000 || cp == 0x3164 || cp == 0xFEFF || cp == 0xFFA0 ||
-         (cp >= 0xFE00 && cp <= 0xFE0F);
+         cp == 0x180E || (cp >= 0x2000 && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202F) || (cp >= 0x205F && cp <= 0x206F) ||
+         cp == 0x3000 || cp == 0x3164 || cp == 0xFEFF || cp == 0xFFA0 || (cp >= 0xFE00 && cp <= 0xFE0F);
 }
 
 std::string display_text(std::string_view s) {
@@ -81,12 +80,11 @@ std::string undisplay_text(std::string_view s) {
       out += '\n', i += 3;
     } else if (s.compare(i, 3, "\xE2\x87\xA5") == 0) {
       out += '\t', i += 3;
-    } else if (i + 6 <= s.size() && s.compare(i, 3, "<0x") == 0 && s[i + 5] == '>' && hex(s[i + 3]) >= 0 &&
-               hex(s[i + 4]) >= 0) {
+    } else if (i + 6 <= s.size() && s.compare(i, 3, "<0x") == 0 && s[i + 5] == '>' && hex(s[i + 3]) >= 0 && hex(s[i + 4]) >= 0) {
       out += static_cast<char>(hex(s[i + 3]) * 16 + hex(s[i + 4]));
       i += 6;
-    } else if (i + 8 <= s.size() && s.compare(i, 3, "<U+") == 0 && s[i + 7] == '>' && hex(s[i + 3]) >= 0 &&
-               hex(s[i + 4]) >= 0 && hex(s[i + 5]) >= 0 && hex(s[i + 6]) >= 0) {
+    } else if (i + 8 <= s.size() && s.compare(i, 3, "<U+") == 0 && s[i + 7] == '>' && hex(s[i + 3]) >= 0 && hex(s[i + 4]) >= 0 &&
+               hex(s[i + 5]) >= 0 && hex(s[i + 6]) >= 0) {
       detail::append_utf8(out, (hex(s[i + 3]) << 12) | (hex(s[i + 4]) << 8) | (hex(s[i + 5]) << 4) | hex(s[i + 6]));
       i += 8;
     } else {
@@ -159,16 +157,15 @@ int64_t model_vocab_size(const std::string& model_path) {
       std::string cfg = join(model_path, "config.json");
       if (!is_file(cfg)) return -1;
       auto j = nlohmann::json::parse(detail::read_file_bytes(cfg));
-      return j.is_object() && j.contains("vocab_size") && j["vocab_size"].is_number_integer() ? j["vocab_size"].get<int64_t>() : -1;
+      return j.is_object() && j.contains("vocab_size") && j["vocab_size"].is_number_integer() ? j["vocab_size"].get<int64_t>()
+                                                                                              : -1;
     }
     std::ifstream f(model_path, std::ios::binary);
     int32_t h[7];
     if (!f.read(reinterpret_cast<char*>(h), sizeof h)) return -1;
     int64_t v = h[5] < 0 ? -static_cast<int64_t>(h[5]) : h[5];  // negative: untied classifier
     return h[0] > 0 && h[1] > 0 && h[2] > 0 && v > 0 ? v : -1;
-  } catch (const std::exception&) {
-    return -1;
-  }
+  } catch (const std::exception&) { return -1; }
 }
 
 /// Tries the known layouts in `dir`; nullptr when none is there.
@@ -194,8 +191,8 @@ std::unique_ptr<Tokenizer> search_dir(const std::string& dir, int64_t want_vocab
 }
 
 bool is_tokenizer_file_name(const std::string& name) {
-  return name == "tokenizer.json" || name == "tokenizer.model" || name == "vocab.txt" || name == "vocab.json" || name == "merges.txt" || name == "encoder.json" ||
-         name == "vocab.bpe" || name == "tokenizer.bin" ||
+  return name == "tokenizer.json" || name == "tokenizer.model" || name == "vocab.txt" || name == "vocab.json" ||
+         name == "merges.txt" || name == "encoder.json" || name == "vocab.bpe" || name == "tokenizer.bin" ||
          (name.size() > 7 && name.compare(0, 3, "tok") == 0 && name.compare(name.size() - 4, 4, ".bin") == 0);
 }
 
@@ -216,8 +213,9 @@ std::unique_ptr<Tokenizer> gguf_tokenizer(const std::string& path) {
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   if (detail::is_directory(path)) {
     if (auto t = search_dir(path, model_vocab_size(path))) return t;
-    throw FormatError(path, "no tokenizer here (looked for tokenizer.json, tokenizer.model, vocab.json + merges.txt, "
-                            "encoder.json + vocab.bpe, tokenizer.bin, tok*.bin)");
+    throw FormatError(path,
+                      "no tokenizer here (looked for tokenizer.json, tokenizer.model, vocab.json + merges.txt, "
+                      "encoder.json + vocab.bpe, tokenizer.bin, tok*.bin)");
   }
   if (!is_file(path)) {
     // `-z /dev/zero` said "No such file or directory".
@@ -232,7 +230,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   auto pair = [&](const char* a, const char* b, bool path_is_first) -> std::unique_ptr<Tokenizer> {
     std::string other = join(dir, path_is_first ? b : a);
     if (!is_file(other))
-      throw FormatError(path, std::string("needs its companion ") + (path_is_first ? b : a) + " beside it (" + other + " not found)");
+      throw FormatError(path,
+                        std::string("needs its companion ") + (path_is_first ? b : a) + " beside it (" + other + " not found)");
     return path_is_first ? BpeTokenizer::from_vocab_merges(path, other) : BpeTokenizer::from_vocab_merges(other, path);
   };
   if (name == "vocab.txt") return WordPieceTokenizer::from_vocab_txt(path);
@@ -258,8 +257,9 @@ std::unique_ptr<Tokenizer> load_tokenizer_for(const std::string& model_path, con
   } else {
     throw FormatError(model_path, "cannot open: No such file or directory");
   }
-  throw FormatError(model_path, "no tokenizer found beside the model (looked for tokenizer.json, tokenizer.model, vocab.json + merges.txt, "
-                                "encoder.json + vocab.bpe, tokenizer.bin, tok*.bin); pass one explicitly (--tokenizer)");
+  throw FormatError(model_path,
+                    "no tokenizer found beside the model (looked for tokenizer.json, tokenizer.model, vocab.json + merges.txt, "
+                    "encoder.json + vocab.bpe, tokenizer.bin, tok*.bin); pass one explicitly (--tokenizer)");
 }
 
 }  // namespace vocablens

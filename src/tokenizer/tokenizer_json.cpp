@@ -36,8 +36,9 @@ void read_normalizer(const std::string& path, const json& n, std::vector<detail:
   if (n.is_null()) return;
   const std::string t = type_of(n);
   auto unsupported = [&](const std::string& what) {
-    bad(path, "normalizer \"" + what + "\" is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, Prepend, "
-              "Replace with a String pattern, Sequence)");
+    bad(path, "normalizer \"" + what +
+                  "\" is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, Prepend, "
+                  "Replace with a String pattern, Sequence)");
   };
   if (t == "Sequence") {
     if (!n.contains("normalizers") || !n["normalizers"].is_array()) bad(path, "normalizer Sequence without \"normalizers\"");
@@ -70,14 +71,15 @@ struct PreTok {
   bool byte_level = false;
   bool add_prefix_space = false;
   bool metaspace = false;
-  std::string replacement;            // Metaspace
+  std::string replacement;  // Metaspace
 };
 
 void read_pre_tokenizer(const std::string& path, const json& pt, PreTok& out, bool first) {
   const std::string t = type_of(pt);
   auto unsupported = [&](const std::string& what) {
-    bad(path, "unsupported pre_tokenizer (" + what + "); supported: ByteLevel, Split (Regex or String, Isolated), "
-              "Digits, Metaspace, Sequence of these");
+    bad(path, "unsupported pre_tokenizer (" + what +
+                  "); supported: ByteLevel, Split (Regex or String, Isolated), "
+                  "Digits, Metaspace, Sequence of these");
   };
   if (pt.is_null()) return;
   if (t == "Sequence") {
@@ -96,12 +98,10 @@ void read_pre_tokenizer(const std::string& path, const json& pt, PreTok& out, bo
       unsupported("Split with behavior \"" + pt.value("behavior", std::string("?")) + "\"" +
                   (pt.value("invert", false) ? " inverted" : "") + "; only Isolated");
     const json& p = pt.contains("pattern") ? pt["pattern"] : json();
-    if (p.contains("Regex") && p["Regex"].is_string())
-      out.patterns.push_back(p["Regex"].get<std::string>());
+    if (p.contains("Regex") && p["Regex"].is_string()) out.patterns.push_back(p["Regex"].get<std::string>());
     else if (p.contains("String") && p["String"].is_string())
       out.patterns.push_back(detail::escape_literal(p["String"].get<std::string>()));
-    else
-      unsupported("Split without a pattern");
+    else unsupported("Split without a pattern");
   } else if (t == "Digits") {
     out.patterns.push_back(pt.value("individual_digits", false) ? "\\p{N}" : "\\p{N}+");
   } else if (t == "Metaspace") {
@@ -162,8 +162,9 @@ std::unique_ptr<BpeTokenizer> read_tokenizer_json(const std::string& path) {
   const auto& model = j["model"];
   std::string type = model.contains("type") ? model.value("type", std::string()) : std::string("BPE");
   if (type != "BPE")
-    bad(path, "model type \"" + type + "\" is not supported by the BPE reader (supported: BPE, byte-level or "
-              "SentencePiece-style)");
+    bad(path, "model type \"" + type +
+                  "\" is not supported by the BPE reader (supported: BPE, byte-level or "
+                  "SentencePiece-style)");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty())
       bad(path, std::string("model.") + key + " is not supported by the BPE reader");
@@ -188,7 +189,8 @@ std::unique_ptr<BpeTokenizer> read_tokenizer_json(const std::string& path) {
     space = pre.replacement;
     const json& ms = j["pre_tokenizer"].contains("pretokenizers") ? j["pre_tokenizer"]["pretokenizers"][0] : j["pre_tokenizer"];
     std::string scheme = ms.value("prepend_scheme", std::string(ms.value("add_prefix_space", true) ? "always" : "never"));
-    if (scheme != "always" && scheme != "first" && scheme != "never") bad(path, "Metaspace prepend_scheme \"" + scheme + "\" is unknown");
+    if (scheme != "always" && scheme != "first" && scheme != "never")
+      bad(path, "Metaspace prepend_scheme \"" + scheme + "\" is unknown");
     m.norm.push_back({detail::NormStep::kReplace, " ", pre.replacement});
     if (scheme != "never") m.norm.push_back({detail::NormStep::kMetaPrepend, pre.replacement, "", scheme == "first"});
   }
@@ -199,10 +201,8 @@ std::unique_ptr<BpeTokenizer> read_tokenizer_json(const std::string& path) {
 
   for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
     if (!it.value().is_number_integer()) bad(path, "the id of token " + detail::printable(it.key()) + " is not an integer");
-    if (m.byte_level)
-      b.add_token(path, it.key(), it.value().get<int64_t>());
-    else
-      b.add_piece(path, it.key(), it.value().get<int64_t>(), space);
+    if (m.byte_level) b.add_token(path, it.key(), it.value().get<int64_t>());
+    else b.add_piece(path, it.key(), it.value().get<int64_t>(), space);
   }
   if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
     for (const auto& a : j["added_tokens"]) {
@@ -240,7 +240,8 @@ std::unique_ptr<BpeTokenizer> read_tokenizer_json(const std::string& path) {
       auto it = b.spelled_id.find(u.get<std::string>());
       if (it == b.spelled_id.end()) {
         auto it2 = m.id_of.find(u.get<std::string>());
-        if (it2 == m.id_of.end()) bad(path, "model.unk_token \"" + detail::printable(u.get<std::string>()) + "\" is not in the vocabulary");
+        if (it2 == m.id_of.end())
+          bad(path, "model.unk_token \"" + detail::printable(u.get<std::string>()) + "\" is not in the vocabulary");
         m.unk = it2->second;
       } else {
         m.unk = it->second;
@@ -273,14 +274,17 @@ std::unique_ptr<BpeTokenizer> read_tokenizer_json(const std::string& path) {
         std::string name = config_token(cfg, key);
         if (name.empty()) return -1;
         auto it = result->id_of.find(name);
-        if (it == result->id_of.end()) bad(cfg_path, std::string(key) + " \"" + detail::printable(name) + "\" is not a token of " + path);
+        if (it == result->id_of.end())
+          bad(cfg_path, std::string(key) + " \"" + detail::printable(name) + "\" is not a token of " + path);
         return it->second;
       };
       int64_t cb = id_of("bos_token"), ce = id_of("eos_token");
       if (cb >= 0) result->bos = static_cast<int32_t>(cb);
       if (ce >= 0) result->eos = static_cast<int32_t>(ce);
-      if (cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean()) result->add_bos_default = cfg["add_bos_token"].get<bool>();
-      if (cfg.contains("add_eos_token") && cfg["add_eos_token"].is_boolean()) result->add_eos_default = cfg["add_eos_token"].get<bool>();
+      if (cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean())
+        result->add_bos_default = cfg["add_bos_token"].get<bool>();
+      if (cfg.contains("add_eos_token") && cfg["add_eos_token"].is_boolean())
+        result->add_eos_default = cfg["add_eos_token"].get<bool>();
       if (result->add_bos_default && result->bos < 0) bad(cfg_path, "add_bos_token is true but there is no bos_token");
       if (result->add_eos_default && result->eos < 0) bad(cfg_path, "add_eos_token is true but there is no eos_token");
     }

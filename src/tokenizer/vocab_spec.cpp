@@ -54,19 +54,23 @@ const std::vector<PreEntry>& pre_table() {
       {{"default"},
        {R"([\p{P}\$\+<=>\^~\|]+)", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))", R"(\p{N}+)",
         R"([0-9][0-9][0-9])"},
-       false, false},
+       false,
+       false},
       {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"}, {kLlama3}, true, true},
       {{"dbrx", "smaug-bpe", "chatglm-bpe"}, {kLlama3}, false, false},
       {{"qwen2", "deepseek-r1-qwen", "stablelm2", "hunyuan"}, {kQwen2}, false, false},
       {{"qwen35"}, {kQwen35}, false, false},
-      {{"gpt-2", "phi-2", "jina-es", "jina-de", "jina-v2-es", "jina-v2-de", "gigachat", "mpt", "olmo", "jais",
-        "trillion", "roberta-bpe", "jina-v1-en", "jina-v2-code", "modern-bert"},
-       {kGpt2}, false, false},
+      {{"gpt-2", "phi-2", "jina-es", "jina-de", "jina-v2-es", "jina-v2-de", "gigachat", "mpt", "olmo", "jais", "trillion",
+        "roberta-bpe", "jina-v1-en", "jina-v2-code", "modern-bert"},
+       {kGpt2},
+       false,
+       false},
       {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva"}, {R"(\p{N})", kGpt2}, false, false},
       {{"falcon"},
        {R"([\p{P}\$\+<=>\^~\|`]+)", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))",
         R"([0-9][0-9][0-9])"},
-       false, false},
+       false,
+       false},
       // DeepSeek (LLM 7B/67B and Coder): a Sequence of Split pre-tokenizers in tokenizer.json, each applied to
       // the pieces of the one before. Letters are listed as explicit ranges (Latin, Greek, Cyrillic, ... but
       // not CJK), punctuation as ASCII/full-width ranges; CJK and Hangul runs are split off on their own.
@@ -77,18 +81,14 @@ const std::vector<PreEntry>& pre_table() {
       {{"deepseek-llm"},
        {R"([\r\n])",
         R"(\s?[A-Za-z\x{B5}\x{C0}-\x{D6}\x{D8}-\x{F6}\x{F8}-\x{1BA}\x{1BC}-\x{1BF}\x{1C4}-\x{293}\x{295}-\x{2AF}\x{370}-\x{373}\x{376}\x{377}\x{37B}-\x{37D}\x{37F}\x{386}\x{388}-\x{38A}\x{38C}\x{38E}-\x{3A1}\x{3A3}-\x{3F5}\x{3F7}-\x{481}\x{48A}-\x{52F}\x{531}-\x{556}\x{10A0}-\x{10C5}\x{13A0}-\x{13F5}\x{13F8}-\x{13FD}\x{1C90}-\x{1CBA}\x{1CBD}-\x{1CBF}\x{1D00}-\x{1D2B}\x{1D6B}-\x{1D77}\x{1D79}-\x{1D9A}\x{1E00}-\x{1F15}\x{1F18}-\x{1F1D}\x{1F20}-\x{1F45}\x{1F48}-\x{1F4D}\x{1F50}-\x{1F57}\x{1F59}\x{1F5B}\x{1F5D}\x{1F5F}-\x{1F7D}\x{1F80}-\x{1FB4}\x{1FB6}-\x{1FBC}\x{1FBE}\x{1FC2}-\x{1FC4}\x{1FC6}-\x{1FCC}\x{1FD0}-\x{1FD3}\x{1FD6}-\x{1FDB}\x{1FE0}-\x{1FEC}\x{1FF2}-\x{1FF4}\x{1FF6}-\x{1FFC}\x{2102}\x{2107}\x{210A}-\x{2113}\x{2115}\x{2119}-\x{211D}\x{2124}\x{2126}\x{2128}\x{212A}-\x{212D}\x{212F}-\x{2134}\x{2139}\x{213C}-\x{213F}\x{2145}-\x{2149}\x{214E}\x{2183}\x{2184}\x{2C00}-\x{2C7B}\x{2C7E}-\x{2CE4}\x{2CEB}-\x{2CEE}\x{2CF2}\x{2CF3}\x{A640}-\x{A66D}\x{A680}-\x{A69B}\x{A722}-\x{A76F}\x{A771}-\x{A787}\x{A78B}-\x{A78E}\x{AB70}-\x{ABBF}\x{FB00}-\x{FB06}\x{FB13}-\x{FB17}\x{FF21}-\x{FF3A}\x{FF41}-\x{FF5A}\x{10400}-\x{1044F}\x{104B0}-\x{104D3}\x{104D8}-\x{104FB}\x{10C80}-\x{10CB2}\x{10CC0}-\x{10CF2}\x{118A0}-\x{118DF}\x{1E900}-\x{1E943}]+)",
-        R"(\s?[!-/:-~\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF5E}\x{2018}-\x{201F}\x{3000}-\x{3002}]+)",
-        R"(\s+\z)",
-        R"([\x{4E00}-\x{9FA5}\x{800}-\x{4E00}\x{AC00}-\x{D7FF}]+)",
-        R"(\p{N}+)"},
-       false, false},
+        R"(\s?[!-/:-~\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF5E}\x{2018}-\x{201F}\x{3000}-\x{3002}]+)", R"(\s+\z)",
+        R"([\x{4E00}-\x{9FA5}\x{800}-\x{4E00}\x{AC00}-\x{D7FF}]+)", R"(\p{N}+)"},
+       false,
+       false},
       {{"deepseek-coder"},
-       {R"([\r\n])",
-        R"(\s?\p{L}+)",
-        R"(\s?\p{P}+)",
-        R"([\x{4E00}-\x{9FA5}\x{800}-\x{4E00}\x{AC00}-\x{D7FF}]+)",
-        R"(\p{N})"},
-       false, false},
+       {R"([\r\n])", R"(\s?\p{L}+)", R"(\s?\p{P}+)", R"([\x{4E00}-\x{9FA5}\x{800}-\x{4E00}\x{AC00}-\x{D7FF}]+)", R"(\p{N})"},
+       false,
+       false},
       {{"poro-chat", "bloom", "gpt3-finnish"}, {kBloom}, false, false},
       {{"viking"}, {kBloom, R"(\p{N})"}, false, false},
       {{"tekken"}, {kTekken}, false, false},
@@ -131,16 +131,18 @@ void field_float(std::string& o, int field, float v) {
 std::unique_ptr<Tokenizer> from_llama(const VocabSpec& v) {
   const size_t n = v.tokens.size();
   if (!v.scores.empty() && v.scores.size() != n)
-    bad(v.source, "tokenizer.ggml.scores has " + std::to_string(v.scores.size()) + " entries for " + std::to_string(n) + " tokens");
+    bad(v.source,
+        "tokenizer.ggml.scores has " + std::to_string(v.scores.size()) + " entries for " + std::to_string(n) + " tokens");
   std::string proto, pieces;
   bool has_unk = false;
   int n_byte = 0;
   for (size_t i = 0; i < n && !v.token_types.empty(); ++i) n_byte += v.token_types[i] == 6;
   for (size_t i = 0; i < n; ++i) {
     int32_t type = v.token_types.empty() ? 1 : v.token_types[i];
-    if (type < 1 || type > 6) bad(v.source, "token " + std::to_string(i) + " has token type " + std::to_string(type) + " (expected 1..6)");
+    if (type < 1 || type > 6)
+      bad(v.source, "token " + std::to_string(i) + " has token type " + std::to_string(type) + " (expected 1..6)");
     if (static_cast<int64_t>(i) == v.unk_id) type = 2;  // SentencePiece wants <unk> typed UNKNOWN (Phi-3 GGUF: CONTROL)
-    else if (type == 2 && v.unk_id >= 0) type = 3;       // only one UNKNOWN piece
+    else if (type == 2 && v.unk_id >= 0) type = 3;      // only one UNKNOWN piece
     has_unk |= type == 2;
     if (type == 6 && n_byte != 256) type = 1;  // an incomplete byte set: ordinary pieces (libsentencepiece's rule)
     if (v.tokens[i].empty()) bad(v.source, "token " + std::to_string(i) + " is empty");
@@ -150,7 +152,8 @@ std::unique_ptr<Tokenizer> from_llama(const VocabSpec& v) {
     field_int(p, 3, type);
     field_bytes(pieces, 1, p);
   }
-  if (!has_unk) bad(v.source, "a SentencePiece vocabulary needs an unknown token (tokenizer.ggml.unknown_token_id or a token of type 2)");
+  if (!has_unk)
+    bad(v.source, "a SentencePiece vocabulary needs an unknown token (tokenizer.ggml.unknown_token_id or a token of type 2)");
   proto = pieces;
   std::string trainer;
   field_int(trainer, 3, 2);  // model_type BPE
@@ -165,11 +168,11 @@ std::unique_ptr<Tokenizer> from_llama(const VocabSpec& v) {
   std::string norm;
   field_bytes(norm, 1, "identity");
   field_int(norm, 3, v.add_space_prefix.value_or(true) ? 1 : 0);  // add_dummy_prefix
-  field_int(norm, 4, 0);                                           // remove_extra_whitespaces
-  field_int(norm, 5, 1);                                           // escape_whitespaces
+  field_int(norm, 4, 0);                                          // remove_extra_whitespaces
+  field_int(norm, 5, 1);                                          // escape_whitespaces
   field_bytes(proto, 3, norm);
-  return SentencePieceTokenizer::from_serialized(proto, v.source, v.add_bos.value_or(true), v.add_eos.value_or(false),
-                                                 v.bos_id, v.eos_id);
+  return SentencePieceTokenizer::from_serialized(proto, v.source, v.add_bos.value_or(true), v.add_eos.value_or(false), v.bos_id,
+                                                 v.eos_id);
 }
 
 // The merges of a BPE vocabulary ("left right", rank = order), each checked, into the builder.
@@ -189,7 +192,8 @@ std::unique_ptr<Tokenizer> from_gpt2(const VocabSpec& v) {
   for (const auto& e : pre_table())
     for (const char* nm : e.names)
       if (pre == nm) entry = &e;
-  if (!entry) bad(v.source, "unknown pre-tokenizer \"" + detail::printable(pre) + "\" (tokenizer.ggml.pre); known: " + known_list());
+  if (!entry)
+    bad(v.source, "unknown pre-tokenizer \"" + detail::printable(pre) + "\" (tokenizer.ggml.pre); known: " + known_list());
   const size_t n = v.tokens.size();
   detail::Builder b;
   b.max_id = static_cast<int64_t>(n);
@@ -274,11 +278,13 @@ std::unique_ptr<Tokenizer> tokenizer_from_vocab(const VocabSpec& v) {
   if (v.tokens.size() >= (size_t{1} << 30)) bad(v.source, "too many tokens");
   for (int64_t id : {v.bos_id, v.eos_id, v.unk_id, v.pad_id})
     if (id >= static_cast<int64_t>(v.tokens.size()))
-      bad(v.source, "special token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(v.tokens.size()));
+      bad(v.source,
+          "special token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(v.tokens.size()));
   if (v.model == "gpt2") return from_gpt2(v);
   if (v.model == "llama") return from_llama(v);
   if (v.model == "gemma4") return from_gemma4(v);
-  bad(v.source, "tokenizer model \"" + detail::printable(v.model) + "\" (tokenizer.ggml.model) is not supported (supported: gpt2, llama, gemma4)");
+  bad(v.source, "tokenizer model \"" + detail::printable(v.model) +
+                    "\" (tokenizer.ggml.model) is not supported (supported: gpt2, llama, gemma4)");
 }
 
 }  // namespace vocablens

@@ -65,8 +65,8 @@ std::vector<uint32_t> from_utf16(const std::u16string& s) {
 
 // JavaScript's \s (WhiteSpace and LineTerminator), what transformers.js splits and cleans on.
 bool is_space(uint32_t c) {
-  return c == ' ' || (c >= 0x09 && c <= 0x0D) || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
-         c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000 || c == 0xFEFF;
+  return c == ' ' || (c >= 0x09 && c <= 0x0D) || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
+         c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000 || c == 0xFEFF;
 }
 
 bool is_control(uint32_t c) {
@@ -76,8 +76,7 @@ bool is_control(uint32_t c) {
 }
 
 bool is_punctuation(uint32_t c) {
-  if ((c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) || (c >= 0x7B && c <= 0x7E))
-    return true;
+  if ((c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) || (c >= 0x7B && c <= 0x7E)) return true;
   switch (u_charType(static_cast<UChar32>(c))) {
     case U_DASH_PUNCTUATION:
     case U_START_PUNCTUATION:
@@ -182,9 +181,7 @@ nlohmann::json parse_json_file(const std::string& path) {
   detail::check_json_depth(text, path);
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw FormatError(path, std::string("malformed JSON: ") + e.what());
-  }
+  } catch (const nlohmann::json::exception& e) { throw FormatError(path, std::string("malformed JSON: ") + e.what()); }
 }
 
 std::string wordpiece_dir_of(const std::string& p) {
@@ -194,8 +191,8 @@ std::string wordpiece_dir_of(const std::string& p) {
 
 }  // namespace
 
-std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_tokens(std::vector<std::string> tokens,
-                                                                    const WordPieceConfig& c, const std::string& source) {
+std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_tokens(std::vector<std::string> tokens, const WordPieceConfig& c,
+                                                                    const std::string& source) {
   std::unique_ptr<WordPieceTokenizer> t(new WordPieceTokenizer());
   t->cfg_ = c;
   t->tokens_ = std::move(tokens);
@@ -206,14 +203,16 @@ std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_tokens(std::vector<
 
 void WordPieceTokenizer::index(const std::string& path) {
   if (cfg_.max_input_chars_per_word < 1)
-    throw FormatError(path, "max_input_chars_per_word must be >= 1 (it is " + std::to_string(cfg_.max_input_chars_per_word) + ")");
+    throw FormatError(path,
+                      "max_input_chars_per_word must be >= 1 (it is " + std::to_string(cfg_.max_input_chars_per_word) + ")");
   if (tokens_.empty()) throw FormatError(path, "the WordPiece vocabulary is empty");
   ids_.clear();
   ids_.reserve(tokens_.size() * 2);
   for (size_t i = 0; i < tokens_.size(); ++i) {
     ids_[tokens_[i]] = static_cast<int64_t>(i);  // a repeated token: the later line wins, as in BERT's load_vocab
     std::string_view body = tokens_[i];
-    if (body.compare(0, cfg_.prefix.size(), cfg_.prefix) == 0 && body.size() > cfg_.prefix.size()) body.remove_prefix(cfg_.prefix.size());
+    if (body.compare(0, cfg_.prefix.size(), cfg_.prefix) == 0 && body.size() > cfg_.prefix.size())
+      body.remove_prefix(cfg_.prefix.size());
     max_piece_chars_ = std::max(max_piece_chars_, decode_utf8(body).size());
   }
   auto find = [&](const std::string& s) -> int64_t {
@@ -276,7 +275,8 @@ std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_tokenizer_json(cons
   try {
     const nlohmann::json& m = j.at("model");
     if (m.value("type", std::string()) != "WordPiece")
-      throw FormatError(path, "the model is not WordPiece (\"model\": {\"type\": \"" + m.value("type", std::string("?")) + "\"})");
+      throw FormatError(path,
+                        "the model is not WordPiece (\"model\": {\"type\": \"" + m.value("type", std::string("?")) + "\"})");
     c.unk_token = m.value("unk_token", std::string("[UNK]"));
     c.prefix = m.value("continuing_subword_prefix", std::string("##"));
     c.max_input_chars_per_word = m.value("max_input_chars_per_word", int64_t(100));
@@ -443,10 +443,9 @@ bool is_wordpiece_tokenizer_json(const std::string& path) {
   if (!is_regular_file(path)) return false;
   try {
     nlohmann::json j = nlohmann::json::parse(read_file_bytes(path));
-    return j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].value("type", std::string()) == "WordPiece";
-  } catch (const std::exception&) {
-    return false;
-  }
+    return j.is_object() && j.contains("model") && j["model"].is_object() &&
+           j["model"].value("type", std::string()) == "WordPiece";
+  } catch (const std::exception&) { return false; }
 }
 
 std::unique_ptr<Tokenizer> find_wordpiece(const std::string& dir) {

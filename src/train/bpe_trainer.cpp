@@ -46,7 +46,9 @@ void append_utf8(std::string& s, uint32_t cp) {
 
 constexpr const char* kEndOfText = "<|endoftext|>";
 
-uint64_t pair_key(int32_t a, int32_t b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
+uint64_t pair_key(int32_t a, int32_t b) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+}
 
 }  // namespace
 
@@ -98,7 +100,7 @@ BpeVocabulary train_bpe_counts(const std::map<std::string, int64_t>& pretoken_co
   }
   v.distinct_pretokens = static_cast<int64_t>(words.size());
 
-  std::unordered_map<uint64_t, int64_t> pc;                 // pair -> weighted count
+  std::unordered_map<uint64_t, int64_t> pc;                  // pair -> weighted count
   std::unordered_map<uint64_t, std::vector<int32_t>> where;  // pair -> words that had it (may be stale)
   std::set<std::pair<int64_t, uint64_t>> order;              // (-count, pair): best first, ties lower ids
   auto change = [&](uint64_t k, int64_t delta) {

@@ -105,8 +105,7 @@ void assign_segments(TokenStream& s, const std::string& source) {
   std::string src = source == "auto" ? (has_prompt ? "prompt" : "lines") : source;
   if (src != "prompt" && src != "lines")
     throw UsageError("--segment-source must be auto, prompt or lines (it is '" + source + "')");
-  if (src == "prompt" && !has_prompt)
-    throw UsageError("--segment-source prompt: the corpus has no <prompt>...</prompt> span");
+  if (src == "prompt" && !has_prompt) throw UsageError("--segment-source prompt: the corpus has no <prompt>...</prompt> span");
   s.segment.assign(s.ids.size(), 0);
   s.segment_source = src;
   for (size_t l = 0; l < s.line_starts.size(); ++l) {
@@ -158,8 +157,8 @@ std::vector<int64_t> window_starts(const TokenStream& s, int64_t n_ctx) {
   return out;
 }
 
-void sample_windows(const TokenStream& s, const std::vector<int64_t>& starts, int64_t batch, int64_t n_ctx,
-                    std::mt19937_64& rng, at::Tensor& inputs, at::Tensor& targets, at::Tensor* segments) {
+void sample_windows(const TokenStream& s, const std::vector<int64_t>& starts, int64_t batch, int64_t n_ctx, std::mt19937_64& rng,
+                    at::Tensor& inputs, at::Tensor& targets, at::Tensor* segments) {
   inputs = at::empty({batch, n_ctx}, at::TensorOptions().dtype(at::kLong));
   targets = at::empty({batch, n_ctx}, at::TensorOptions().dtype(at::kLong));
   int64_t* in = inputs.data_ptr<int64_t>();

@@ -42,9 +42,7 @@ nlohmann::json read_config(const std::string& dir) {
   detail::check_json_depth(ss.str(), path);  // a downloaded model directory is untrusted input too
   try {
     return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    throw FormatError(path, std::string("malformed JSON: ") + e.what());
-  }
+  } catch (const nlohmann::json::exception& e) { throw FormatError(path, std::string("malformed JSON: ") + e.what()); }
 }
 
 std::string model_type(const nlohmann::json& j) {
@@ -100,9 +98,7 @@ bool is_embedding_directory(const std::string& path) {
   try {
     const std::string t = model_type(read_config(path));
     return t == "vocablens-embed-lm" || t == "vocablens-skipgram" || t == "vocablens-cbow" || t == "vocablens-glove";
-  } catch (const std::exception&) {
-    return false;
-  }
+  } catch (const std::exception&) { return false; }
 }
 
 at::Tensor load_embedding_matrix(const std::string& dir, const std::string& which) {
@@ -267,8 +263,8 @@ class Word2VecTrainable final : public Trainable {
     const at::Tensor& Wout = params.at("context_embeddings");
     const int64_t d = Win.size(1);
     at::Tensor h = (Win.index_select(0, ctx.view(-1)).view({B, C, d}) * cmask.unsqueeze(2)).sum(1) /
-                   cmask.sum(1, true).clamp_min(1.0);                                   // [B, d]
-    at::Tensor pos_score = (h * Wout.index_select(0, tgt)).sum(1);                       // [B]
+                   cmask.sum(1, true).clamp_min(1.0);               // [B, d]
+    at::Tensor pos_score = (h * Wout.index_select(0, tgt)).sum(1);  // [B]
     at::Tensor neg_score = at::bmm(Wout.index_select(0, neg.view(-1)).view({B, K, d}), h.unsqueeze(2)).squeeze(2);
     return -(at::log_sigmoid(pos_score) + at::log_sigmoid(-neg_score).sum(1)).mean();
   }

@@ -51,9 +51,7 @@ ModelWeights gpt_weights_from_named(const ModelConfig& c, const std::map<std::st
   ModelWeights w;
   try {
     w = detail::map_hf_weights(st, c, "the GPT configuration");
-  } catch (const FormatError& e) {
-    throw UsageError(e.what());
-  }
+  } catch (const FormatError& e) { throw UsageError(e.what()); }
   if (named.count("token_type_embeddings.weight")) w.W_seg = named.at("token_type_embeddings.weight");
   return w;
 }
@@ -154,8 +152,7 @@ class GptTrainable final : public Trainable {
     do sample_windows(s_, starts_, o_.batch_size, cfg_.n_ctx, rng, in, tg, o_.segments ? &seg : nullptr);
     while (!(tg != -100).any().item<bool>());  // a batch entirely inside prompt spans has no loss
     ForwardOutput out = run_forward(cfg_, w_, in, CacheSpec::none(), true, seg);
-    return at::cross_entropy_loss(out.logits.reshape({-1, cfg_.vocab_size}), tg.reshape({-1}), {}, at::Reduction::Mean,
-                                  -100);
+    return at::cross_entropy_loss(out.logits.reshape({-1, cfg_.vocab_size}), tg.reshape({-1}), {}, at::Reduction::Mean, -100);
   }
 
   void write(const std::string& dir) const override {

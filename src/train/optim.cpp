@@ -21,8 +21,8 @@ Optimizer::Optimizer(const std::map<std::string, at::Tensor>& params, const Trai
   auto base = torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(1e-8);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   if (!mats.empty())
-    groups.emplace_back(mats, std::make_unique<torch::optim::AdamWOptions>(
-                                  torch::optim::AdamWOptions(base).weight_decay(o.weight_decay)));
+    groups.emplace_back(
+        mats, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(base).weight_decay(o.weight_decay)));
   if (!vecs.empty())
     groups.emplace_back(vecs, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(base).weight_decay(0.0)));
   impl_->opt = std::make_unique<torch::optim::AdamW>(std::move(groups), base.weight_decay(0.0));

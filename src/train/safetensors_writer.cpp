@@ -23,9 +23,7 @@ std::string safetensors_bytes(const std::map<std::string, at::Tensor>& tensors,
     const bool integral = at::isIntegralType(t.scalar_type(), /*includeBool=*/true);
     t = t.to(integral ? at::kLong : at::kFloat).contiguous();
     const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * (integral ? 8u : 4u);
-    header[name] = {{"dtype", integral ? "I64" : "F32"},
-                    {"shape", t.sizes().vec()},
-                    {"data_offsets", {offset, offset + nbytes}}};
+    header[name] = {{"dtype", integral ? "I64" : "F32"}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
     data.push_back(t);
   }

@@ -49,8 +49,15 @@ json options_to_json(const TrainOptions& o) {
           {"corpus", o.corpus},
           {"synthetic", o.synthetic},
           {"synthetic_options",
-           {{"seed", s.seed}, {"lines", s.lines}, {"facts", s.facts}, {"classes", s.classes}, {"counting", s.counting},
-            {"copying", s.copying}, {"max_number", s.max_number}, {"copy_min", s.copy_min}, {"copy_max", s.copy_max},
+           {{"seed", s.seed},
+            {"lines", s.lines},
+            {"facts", s.facts},
+            {"classes", s.classes},
+            {"counting", s.counting},
+            {"copying", s.copying},
+            {"max_number", s.max_number},
+            {"copy_min", s.copy_min},
+            {"copy_max", s.copy_max},
             {"mark_prompts", s.mark_prompts}}},
           {"tokenizer", o.tokenizer},
           {"vocab_size", o.vocab_size},
@@ -133,9 +140,7 @@ TrainOptions options_from_json(const json& j, const std::string& path) {
     return o;
   } catch (const json::exception& e) {
     throw FormatError(path, std::string("malformed training options: ") + e.what());
-  } catch (const UsageError& e) {
-    throw FormatError(path, e.what());
-  }
+  } catch (const UsageError& e) { throw FormatError(path, e.what()); }
 }
 
 void resolve_defaults(TrainOptions& o) {
@@ -170,13 +175,15 @@ void validate(const TrainOptions& o) {
     if (!(o.glove_x_max > 0) || !std::isfinite(o.glove_x_max)) throw UsageError("--x-max must be a positive number");
     if (!(o.glove_alpha >= 0) || !std::isfinite(o.glove_alpha)) throw UsageError("--alpha must be >= 0");
     if (o.stop_after > 0 || o.checkpoint_every > 0 || o.snapshot_every > 0)
-      throw UsageError("glove runs in one go (seconds to minutes): --stop-after, --checkpoint-every and --snapshot-every do not apply");
+      throw UsageError(
+          "glove runs in one go (seconds to minutes): --stop-after, --checkpoint-every and --snapshot-every do not apply");
   }
 }
 
 // Warm-up then cosine decay to lr · min_lr_ratio at `steps`. `step` is the 0-based index of the step.
 double learning_rate(const TrainOptions& o, int64_t step) {
-  if (o.warmup_steps > 0 && step < o.warmup_steps) return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
+  if (o.warmup_steps > 0 && step < o.warmup_steps)
+    return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
   const double span = static_cast<double>(std::max<int64_t>(1, o.steps - o.warmup_steps));
   const double p = std::min(1.0, static_cast<double>(step - o.warmup_steps) / span);
   return o.lr * (o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + std::cos(3.141592653589793 * p)));
@@ -225,8 +232,9 @@ TrainOptions open_run(const TrainOptions& given, const RunPaths& p, json& state,
     resolve_defaults(o);
     validate(o);
     if (fs::exists(p.state_path) && !o.overwrite)
-      throw UsageError(p.dir + " already holds a training run (checkpoint/state.json): pass --resume to continue it or "
-                               "--overwrite to start again");
+      throw UsageError(p.dir +
+                       " already holds a training run (checkpoint/state.json): pass --resume to continue it or "
+                       "--overwrite to start again");
     // A run that fails before its first checkpoint (bad corpus, too few tokens, ...) leaves nothing behind
     // in a directory it created.
     std::error_code ec;
@@ -236,13 +244,10 @@ TrainOptions open_run(const TrainOptions& given, const RunPaths& p, json& state,
     ensure_directory(p.ckdir);
     return o;
   }
-  if (!fs::exists(p.state_path))
-    throw UsageError(p.dir + " has no checkpoint to resume (" + p.state_path + " not found)");
+  if (!fs::exists(p.state_path)) throw UsageError(p.dir + " has no checkpoint to resume (" + p.state_path + " not found)");
   try {
     state = json::parse(read_all(p.state_path));
-  } catch (const json::exception& e) {
-    throw FormatError(p.state_path, std::string("malformed JSON: ") + e.what());
-  }
+  } catch (const json::exception& e) { throw FormatError(p.state_path, std::string("malformed JSON: ") + e.what()); }
   TrainOptions saved = options_from_json(state.at("options"), p.state_path);
   if (saved.model == TrainModel::GloVe)
     throw UsageError(p.dir + " holds a glove run, which is not resumable (it runs in one go): train again with --overwrite");
@@ -260,8 +265,8 @@ TrainOptions open_run(const TrainOptions& given, const RunPaths& p, json& state,
 
 struct RunTokenizer {
   std::unique_ptr<Tokenizer> tok;
-  std::string source;               ///< how it was made, for the log
-  std::vector<std::string> notes;   ///< what the user should know about it
+  std::string source;              ///< how it was made, for the log
+  std::vector<std::string> notes;  ///< what the user should know about it
 };
 
 // The run's tokenizer, in the run directory: the checkpoint's (--resume), a copy of --tokenizer's files, or a
@@ -290,8 +295,8 @@ RunTokenizer prepare_tokenizer(const TrainOptions& o, const std::string& dir, co
     fs::remove(dir + "/merges.txt", ec);
     v.write(dir);
     r.tok = load_tokenizer(dir);
-    r.source = "WordPiece trained on the corpus (" + std::to_string(v.size()) + " tokens, " +
-               std::to_string(v.merges) + " merges)";
+    r.source =
+        "WordPiece trained on the corpus (" + std::to_string(v.size()) + " tokens, " + std::to_string(v.merges) + " merges)";
     if (v.skipped_long_words > 0)
       r.notes.push_back(std::to_string(v.skipped_long_words) + " word(s) longer than max_input_chars_per_word (" +
                         std::to_string(wo.config.max_input_chars_per_word) + " characters) were not learned and encode as " +
@@ -307,8 +312,8 @@ RunTokenizer prepare_tokenizer(const TrainOptions& o, const std::string& dir, co
     fs::remove(dir + "/tokenizer_config.json", ec);
     v.write(dir);
     r.tok = load_tokenizer(dir);
-    r.source = "BPE trained on the corpus (" + std::to_string(v.size()) + " tokens, " +
-               std::to_string(v.merges.size()) + " merges)";
+    r.source =
+        "BPE trained on the corpus (" + std::to_string(v.size()) + " tokens, " + std::to_string(v.merges.size()) + " merges)";
   }
   return r;
 }
@@ -362,9 +367,14 @@ TrainReport train_glove_run(const TrainOptions& o, const RunInputs& in, const st
               {"options", options_to_json(o)},
               {"losses", rep.losses}};
   write_file_atomic(in.paths.dir + "/train_log.json", log.dump(1) + "\n");
-  json st = {{"format", "vocablens-train-checkpoint"}, {"version", 1},          {"step", o.steps},
-             {"resumable", false},                     {"losses", rep.losses}, {"corpus_sha256", in.corpus_hash},
-             {"tokenizer_source", in.tokenizer.source}, {"options", options_to_json(o)}};
+  json st = {{"format", "vocablens-train-checkpoint"},
+             {"version", 1},
+             {"step", o.steps},
+             {"resumable", false},
+             {"losses", rep.losses},
+             {"corpus_sha256", in.corpus_hash},
+             {"tokenizer_source", in.tokenizer.source},
+             {"options", options_to_json(o)}};
   write_file_atomic(in.paths.state_path, st.dump() + "\n");
   if (o.on_progress) o.on_progress({o.steps, o.steps, rep.losses.back(), rep.losses.back(), o.lr, rep.seconds, true, true});
   return rep;
@@ -533,8 +543,8 @@ TrainReport train(const TrainOptions& given) {
       if (step == rep.start_step) stop_before_training(sig);
       write_checkpoint();
       throw Interrupted(sig, "interrupted at step " + std::to_string(step) + " of " + std::to_string(o.steps) +
-                                 ": checkpoint saved in " + paths.ckdir + "; continue with `vocablens train --out " +
-                                 paths.dir + " --resume`");
+                                 ": checkpoint saved in " + paths.ckdir + "; continue with `vocablens train --out " + paths.dir +
+                                 " --resume`");
     }
     const double lr = learning_rate(o, step);
     opt.zero_grad();
@@ -572,8 +582,9 @@ TrainReport train(const TrainOptions& given) {
               {"options", options_to_json(o)},
               {"losses", rep.losses}};
   write_file_atomic(paths.dir + "/train_log.json", log.dump(1) + "\n");
-  if (o.on_progress) o.on_progress({step, o.steps, rep.losses.empty() ? 0 : rep.losses.back(), ema,
-                                    learning_rate(o, std::max<int64_t>(0, step - 1)), rep.seconds, true, true});
+  if (o.on_progress)
+    o.on_progress({step, o.steps, rep.losses.empty() ? 0 : rep.losses.back(), ema,
+                   learning_rate(o, std::max<int64_t>(0, step - 1)), rep.seconds, true, true});
   return rep;
 }
 

@@ -49,8 +49,8 @@ std::unique_ptr<Trainable> make_word2vec(const TrainOptions& o, const TokenStrea
 /// GloVe is not a Trainable (no autograd, no Adam): counts, then AdaGrad epochs (glove.cpp). Writes
 /// config.json and the embedding files into o.out_dir; train() writes the log and state.
 struct GloveRun {
-  std::vector<double> losses;   ///< the cost of every epoch
-  double final_cost = 0;        ///< the objective after the last epoch
+  std::vector<double> losses;  ///< the cost of every epoch
+  double final_cost = 0;       ///< the objective after the last epoch
   int64_t nonzero = 0, distinct = 0;
 };
 GloveRun run_glove(const TrainOptions& o, const TokenStream& stream, int64_t vocab, const std::string& corpus_name,
@@ -59,8 +59,8 @@ GloveRun run_glove(const TrainOptions& o, const TokenStream& stream, int64_t voc
 /// Random windows of n_ctx + 1 tokens starting at line starts: inputs [B, n_ctx] and targets [B, n_ctx]
 /// (-100 where the next token is not a target). Shared by GPT and EmbedLM.
 /// With `segments`: also their segment ids [B, n_ctx] (TokenStream::segment), drawing the same windows.
-void sample_windows(const TokenStream& s, const std::vector<int64_t>& starts, int64_t batch, int64_t n_ctx,
-                    std::mt19937_64& rng, at::Tensor& inputs, at::Tensor& targets, at::Tensor* segments = nullptr);
+void sample_windows(const TokenStream& s, const std::vector<int64_t>& starts, int64_t batch, int64_t n_ctx, std::mt19937_64& rng,
+                    at::Tensor& inputs, at::Tensor& targets, at::Tensor* segments = nullptr);
 /// Line starts from which a whole window fits. Throws UsageError when the corpus is too short.
 std::vector<int64_t> window_starts(const TokenStream& s, int64_t n_ctx);
 

@@ -56,5 +56,4 @@ void save_tuned_lens(const TunedLens& t, const std::string& dir, int64_t trained
   write_file_atomic(dir + "/config.json", j.dump(1) + "\n");
 }
 
-
 }  // namespace vocablens

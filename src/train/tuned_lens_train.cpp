@@ -118,8 +118,8 @@ class LensTrainer {
   void plan_schedule() {
     // About 8k tokens per forward pass: the attention scores grow with W per token, and larger batches were
     // measured slower (stories260K, W 512: 128 windows per pass 2.9 GB, 4 windows 0.35 GB and faster).
-    micro_ = o_.micro_batch > 0 ? o_.micro_batch
-                                : std::max<int64_t>(1, 8192 / (W_ * std::max<int64_t>(1, cfg_.vocab_size / 512)));
+    micro_ =
+        o_.micro_batch > 0 ? o_.micro_batch : std::max<int64_t>(1, 8192 / (W_ * std::max<int64_t>(1, cfg_.vocab_size / 512)));
     base_lr_ = o_.lr_scale * (1.0 - o_.momentum);
     norm_scale_ = 1.0 / (static_cast<double>(S_) * static_cast<double>(W_));
     const double passes = static_cast<double>(o_.steps - start_) * static_cast<double>(S_) / static_cast<double>(n_windows_);
@@ -155,16 +155,19 @@ class LensTrainer {
       params_.push_back(lens_.bias[static_cast<size_t>(l)]);
     }
     ck_path_ = o_.out_dir + "/checkpoint.safetensors";
-    run_id_ = {{"corpus_bytes", corpus_bytes_}, {"corpus_tokens", tokens_.size()}, {"window", W_},
-               {"windows_per_step", S_},        {"seed", o_.seed},                 {"d_model", cfg_.d_model},
+    run_id_ = {{"corpus_bytes", corpus_bytes_},
+               {"corpus_tokens", tokens_.size()},
+               {"window", W_},
+               {"windows_per_step", S_},
+               {"seed", o_.seed},
+               {"d_model", cfg_.d_model},
                {"n_layers", cfg_.n_layers}};
   }
 
   // --resume: translators, momentum buffers, step and losses from the checkpoint of the same run.
   void resume() {
     std::error_code ec;
-    if (!fs::exists(ck_path_, ec))
-      throw UsageError("--resume: no checkpoint " + ck_path_ + " (train without --resume first)");
+    if (!fs::exists(ck_path_, ec)) throw UsageError("--resume: no checkpoint " + ck_path_ + " (train without --resume first)");
     TensorStore ck = read_safetensors(ck_path_);
     nlohmann::json meta = ck.metadata;
     nlohmann::json saved_run;
@@ -172,9 +175,7 @@ class LensTrainer {
       saved_run = nlohmann::json::parse(meta.value("run", std::string("{}")));
       start_ = std::stoll(meta.value("step", std::string("0")));
       losses_ = nlohmann::json::parse(meta.value("losses", std::string("[]"))).get<std::vector<double>>();
-    } catch (const std::exception& e) {
-      throw FormatError(ck_path_, std::string("unreadable checkpoint metadata: ") + e.what());
-    }
+    } catch (const std::exception& e) { throw FormatError(ck_path_, std::string("unreadable checkpoint metadata: ") + e.what()); }
     if (saved_run != run_id_)
       throw UsageError("--resume: " + ck_path_ + " was trained with " + saved_run.dump() + ", this run would use " +
                        run_id_.dump() + " (same corpus, --window, --tokens-per-step and --seed needed)");

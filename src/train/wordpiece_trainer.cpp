@@ -79,7 +79,9 @@ WordPieceVocabulary train_wordpiece(std::string_view text, const WordPieceTraine
     for (auto& c : spelled[i]) words[i].sym.push_back(id.at(c));
   spelled.clear();
 
-  auto key = [](int32_t a, int32_t b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); };
+  auto key = [](int32_t a, int32_t b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  };
   std::unordered_map<uint64_t, int64_t> pc;
   std::vector<int64_t> uc;
   while (static_cast<int64_t>(v.tokens.size()) < opts.vocab_size) {
@@ -98,8 +100,8 @@ WordPieceVocabulary train_wordpiece(std::string_view text, const WordPieceTraine
     for (auto& [k, n] : pc) {
       if (n < opts.min_frequency) continue;
       const int32_t a = static_cast<int32_t>(k >> 32), b = static_cast<int32_t>(k & 0xffffffffu);
-      const double score = static_cast<double>(n) / (static_cast<double>(uc[static_cast<size_t>(a)]) *
-                                                     static_cast<double>(uc[static_cast<size_t>(b)]));
+      const double score = static_cast<double>(n) /
+                           (static_cast<double>(uc[static_cast<size_t>(a)]) * static_cast<double>(uc[static_cast<size_t>(b)]));
       bool better = score > best_score || (score == best_score && n > best_count);
       std::string sp;
       if (!better && score == best_score && n == best_count) {

@@ -173,7 +173,7 @@ void AtomicWriter::commit() {
 
 void ensure_directory(const std::string& dir) {
   if (dir.empty()) throw FormatError(dir, "empty output directory name");
-  struct stat st{};
+  struct stat st {};
   if (::stat(dir.c_str(), &st) == 0) {
     if (!S_ISDIR(st.st_mode)) throw FormatError(dir, "exists and is not a directory");
     if (::access(dir.c_str(), W_OK) != 0) throw FormatError(dir, "directory is not writable");

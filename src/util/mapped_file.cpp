@@ -99,8 +99,9 @@ void MappedFile::check_unchanged() const {
     throw FormatError(path_, "changed on disk since it was loaded: truncated from " + std::to_string(size_) + " to " +
                                  std::to_string(now) + " bytes (reading it now would crash); load it again");
   if (detail::mtime_ns(st) != mtime_ns_)
-    throw FormatError(path_, "changed on disk since it was loaded: written in place (its modification time moved), "
-                             "so the weights read from now on would not be the ones loaded; load it again");
+    throw FormatError(path_,
+                      "changed on disk since it was loaded: written in place (its modification time moved), "
+                      "so the weights read from now on would not be the ones loaded; load it again");
 }
 
 bool MappedFile::release_pages(const void* p, size_t n) {

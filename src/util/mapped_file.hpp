@@ -56,7 +56,7 @@ class MappedFile {
   std::string path_;
   uint8_t* data_;
   size_t size_;
-  bool mapped_;  // false for an empty file (mmap of 0 bytes is an error; data_ points at a static byte)
+  bool mapped_;       // false for an empty file (mmap of 0 bytes is an error; data_ points at a static byte)
   int fd_;            // kept open: fstat sees the mapped file itself, even after its path names another
   int64_t mtime_ns_;  // modification time at open
 };

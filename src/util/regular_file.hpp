@@ -27,8 +27,8 @@ std::string read_regular_file(const std::string& path, uint64_t max_bytes, const
 uint64_t check_regular_file(const std::string& path, uint64_t max_bytes, const std::string& what = "files");
 
 /// Bounds of the files the program reads, by what they can hold (one place, so every reader agrees).
-inline constexpr uint64_t kMaxSmallJsonBytes = uint64_t{64} << 20;    ///< config.json, tuned-lens config, options
-inline constexpr uint64_t kMaxTextListBytes = uint64_t{1} << 30;      ///< prompts files, token lists (read whole)
-inline constexpr uint64_t kMaxCorpusBytes = uint64_t{1} << 40;        ///< corpora (streamed)
+inline constexpr uint64_t kMaxSmallJsonBytes = uint64_t{64} << 20;  ///< config.json, tuned-lens config, options
+inline constexpr uint64_t kMaxTextListBytes = uint64_t{1} << 30;    ///< prompts files, token lists (read whole)
+inline constexpr uint64_t kMaxCorpusBytes = uint64_t{1} << 40;      ///< corpora (streamed)
 
 }  // namespace vocablens::detail

@@ -52,7 +52,8 @@ std::vector<LensPrompt> read_lens_prompts(const std::string& path) {
         throw FormatError(path, fmt::format("line {}: not a JSON object ({})", i + 1, e.what()));
       }
       if (!j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
-        throw FormatError(path, fmt::format("line {}: expected {{\"prompt\": \"...\", \"target\": \"...\"}} with a string prompt", i + 1));
+        throw FormatError(
+            path, fmt::format("line {}: expected {{\"prompt\": \"...\", \"target\": \"...\"}} with a string prompt", i + 1));
       p.prompt = j["prompt"].get<std::string>();
       if (j.contains("target")) {
         if (!j["target"].is_string()) throw FormatError(path, fmt::format("line {}: \"target\" must be a string", i + 1));

@@ -23,12 +23,10 @@ struct Row {
 std::atomic<bool> g_on{false};
 std::thread::id g_thread;
 std::vector<Row> g_rows;
-Phase* g_top = nullptr;                 // innermost open phase
+Phase* g_top = nullptr;  // innermost open phase
 double g_start_wall = 0, g_start_cpu = 0;
 
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double wall_now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 double cpu_now() {
   timespec ts{};

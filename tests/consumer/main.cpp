@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     for (int64_t id : ids) std::printf(" %lld", static_cast<long long>(id));
     std::printf("\n");
     at::Tensor logits = m.forward(at::tensor(ids, at::kLong)).logits[0];  // [T, V]
-    vocablens::NdArray ref = vocablens::read_npy(argv[2]);                 // [T, V] float32
+    vocablens::NdArray ref = vocablens::read_npy(argv[2]);                // [T, V] float32
     at::Tensor r = at::from_blob(ref.bytes.data(), ref.shape, at::kFloat);
     double diff = (logits - r).abs().max().item<double>();
     std::printf("layers: %lld, max |logits - reference|: %.3g\n", static_cast<long long>(m.config().n_layers), diff);

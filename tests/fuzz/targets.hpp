@@ -46,9 +46,7 @@ inline void check_one_line(const vocablens::Error& e) {
 inline int config(const uint8_t* data, size_t size) {
   try {
     (void)vocablens::parse_hf_config(std::string(reinterpret_cast<const char*>(data), size), "fuzz/config.json");
-  } catch (const vocablens::Error& e) {
-    check_one_line(e);
-  }
+  } catch (const vocablens::Error& e) { check_one_line(e); }
   return 0;
 }
 
@@ -88,8 +86,7 @@ inline int bpe_files(const uint8_t* data, size_t size) {
       tok = vocablens::BpeTokenizer::from_vocab_merges(vocab, merges);
     }
     // The merge table, the specials and the long-word path (> 128 bytes) with a fixed text.
-    static const std::string text =
-        std::string("Hello, world! <|endoftext|> caf\xc3\xa9 \xff\xfe 123 ") + std::string(300, 'a');
+    static const std::string text = std::string("Hello, world! <|endoftext|> caf\xc3\xa9 \xff\xfe 123 ") + std::string(300, 'a');
     vocablens::EncodeOptions special;
     special.special_tokens = true;
     for (const auto& opts : {vocablens::EncodeOptions{}, special}) {
@@ -101,9 +98,7 @@ inline int bpe_files(const uint8_t* data, size_t size) {
       (void)tok->display(id);
       (void)tok->piece(id);
     }
-  } catch (const vocablens::Error& e) {
-    check_one_line(e);
-  }
+  } catch (const vocablens::Error& e) { check_one_line(e); }
   return 0;
 }
 
@@ -122,9 +117,7 @@ inline int llama2c_tokenizer(const uint8_t* data, size_t size) {
     auto ids = tok->encode(text);
     (void)tok->decode(ids);
     for (auto id : ids) (void)tok->display(id);
-  } catch (const vocablens::Error& e) {
-    check_one_line(e);
-  }
+  } catch (const vocablens::Error& e) { check_one_line(e); }
   return 0;
 }
 
@@ -150,9 +143,7 @@ inline int results(const uint8_t* data, size_t size) {
     auto results = vocablens::read_run_directory(dir);
     (void)vocablens::render_report_html(results);
     (void)vocablens::render_notebook(results);
-  } catch (const vocablens::Error& e) {
-    check_one_line(e);
-  }
+  } catch (const vocablens::Error& e) { check_one_line(e); }
   return 0;
 }
 
@@ -168,9 +159,7 @@ inline int spm_model(const uint8_t* data, size_t size) {
     auto ids = tok->encode(text);
     (void)tok->decode(ids);
     for (auto id : ids) (void)tok->display(id);
-  } catch (const vocablens::Error& e) {
-    check_one_line(e);
-  }
+  } catch (const vocablens::Error& e) { check_one_line(e); }
   return 0;
 }
 
@@ -196,9 +185,7 @@ inline int results_multi(const uint8_t* data, size_t size) {
     auto results = vocablens::read_run_directory(dir);
     (void)vocablens::render_report_html(results);
     (void)vocablens::render_notebook(results);
-  } catch (const vocablens::Error& e) {
-    check_one_line(e);
-  }
+  } catch (const vocablens::Error& e) { check_one_line(e); }
   return 0;
 }
 
@@ -220,9 +207,7 @@ inline int prompts_corpus(const vocablens::Tokenizer& tok, const uint8_t* data, 
         (void)tok.encode(p.prompt);
         if (!p.target.empty()) (void)tok.encode(p.target);
       }
-    } catch (const vocablens::Error& e) {
-      check_one_line(e);
-    }
+    } catch (const vocablens::Error& e) { check_one_line(e); }
     return 0;
   }
   const size_t chunk = 16 + data[1];
@@ -261,9 +246,7 @@ inline int safetensors(const uint8_t* data, size_t size) {
   write_input(path, data, size);
   try {
     touch(vocablens::read_safetensors(path));
-  } catch (const vocablens::Error& e) {
-    check_one_line(e);
-  }
+  } catch (const vocablens::Error& e) { check_one_line(e); }
   return 0;
 }
 
@@ -288,9 +271,7 @@ inline int gguf(const uint8_t* data, size_t size) {
     dequantize_first_rows(g);
     auto m = vocablens::load_model(path);
     (void)m.forward(at::zeros({1, 1}, at::kLong));
-  } catch (const vocablens::Error& e) {
-    check_one_line(e);
-  }
+  } catch (const vocablens::Error& e) { check_one_line(e); }
   return 0;
 }
 
@@ -310,13 +291,9 @@ inline int gguf_reader(const uint8_t* data, size_t size) {
     dequantize_first_rows(g);
     try {
       (void)vocablens::gguf_vocab_spec(g);
-    } catch (const vocablens::Error& e) {
-      check_one_line(e);
-    }
+    } catch (const vocablens::Error& e) { check_one_line(e); }
     (void)vocablens::gguf_model_config(g);
-  } catch (const vocablens::Error& e) {
-    check_one_line(e);
-  }
+  } catch (const vocablens::Error& e) { check_one_line(e); }
   return 0;
 }
 
@@ -327,9 +304,7 @@ inline int torch_zip(const uint8_t* data, size_t size) {
   try {
     // Odd-sized inputs: F16/BF16 storages kept as views in their dtype (as load_model reads pytorch_model.bin).
     touch(vocablens::read_torch_zip(path, (size & 1) == 0));
-  } catch (const vocablens::Error& e) {
-    check_one_line(e);
-  }
+  } catch (const vocablens::Error& e) { check_one_line(e); }
   return 0;
 }
 
@@ -341,9 +316,7 @@ inline int llama2c(const uint8_t* data, size_t size) {
   try {
     auto m = vocablens::load_model(path);
     (void)m.forward(at::zeros({1, 1}, at::kLong));
-  } catch (const vocablens::Error& e) {
-    check_one_line(e);
-  }
+  } catch (const vocablens::Error& e) { check_one_line(e); }
   return 0;
 }
 
@@ -361,9 +334,9 @@ inline int sae(const uint8_t* data, size_t size) {
   if (size < 3) return 0;
   static const std::string root = [] {
     std::string d = scratch_path("sae");
-    for (const char* sub : {"", "/saelens", "/gs1", "/gs1/layer_1", "/gs1/layer_1/width_96",
-                            "/gs1/layer_1/width_96/average_l0_20", "/gs2", "/gs2/resid_post",
-                            "/gs2/resid_post/layer_2_width_96_l0_medium", "/llamascope", "/llamascope/checkpoints", "/ct"})
+    for (const char* sub :
+         {"", "/saelens", "/gs1", "/gs1/layer_1", "/gs1/layer_1/width_96", "/gs1/layer_1/width_96/average_l0_20", "/gs2",
+          "/gs2/resid_post", "/gs2/resid_post/layer_2_width_96_l0_medium", "/llamascope", "/llamascope/checkpoints", "/ct"})
       ::mkdir((d + sub).c_str(), 0700);
     return d;
   }();
@@ -393,9 +366,7 @@ inline int sae(const uint8_t* data, size_t size) {
       write_input(root + "/llamascope/checkpoints/final.safetensors", weights, n_weights);
       path = root + "/llamascope";
       break;
-    default:
-      path = root + "/ct/layer_1.safetensors";
-      write_input(path, weights, n_weights);
+    default: path = root + "/ct/layer_1.safetensors"; write_input(path, weights, n_weights);
   }
   try {
     vocablens::Sae s = vocablens::load_sae(path);
@@ -409,9 +380,7 @@ inline int sae(const uint8_t* data, size_t size) {
     if (f.size(0) != 2 || f.size(1) != s.d_sae) std::abort();
     at::Tensor y = s.decode(f, x);
     if (y.size(0) != 2 || y.size(1) != s.d_out) std::abort();
-  } catch (const vocablens::Error& e) {
-    check_one_line(e);
-  }
+  } catch (const vocablens::Error& e) { check_one_line(e); }
   return 0;
 }
 
@@ -456,10 +425,12 @@ inline int transcoders(const uint8_t* data, size_t size) {
   auto put = [](const std::string& path, const std::string& bytes) {
     write_input(path, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   };
-  const std::string clt_cfg = "model_kind: cross_layer_transcoder\nfeature_input_hook: hook_resid_mid\n"
-                              "feature_output_hook: hook_mlp_out\n";
-  const std::string plt_cfg = "model_kind: transcoder_set\nfeature_input_hook: ln2.hook_normalized\n"
-                              "feature_output_hook: mlp.hook_out\n";
+  const std::string clt_cfg =
+      "model_kind: cross_layer_transcoder\nfeature_input_hook: hook_resid_mid\n"
+      "feature_output_hook: hook_mlp_out\n";
+  const std::string plt_cfg =
+      "model_kind: transcoder_set\nfeature_input_hook: ln2.hook_normalized\n"
+      "feature_output_hook: mlp.hook_out\n";
   for (int i = 0; i < 2; ++i) {
     const std::string I = std::to_string(i);
     put(root + "/W_enc_" + I + ".safetensors",
@@ -484,9 +455,7 @@ inline int transcoders(const uint8_t* data, size_t size) {
     }
     const at::Tensor y = set.decode(set.n_layers - 1, f, at::ones({1, set.d_in}));
     if (y.size(1) != set.d_out) std::abort();
-  } catch (const vocablens::Error& e) {
-    check_one_line(e);
-  }
+  } catch (const vocablens::Error& e) { check_one_line(e); }
   return 0;
 }
 #endif

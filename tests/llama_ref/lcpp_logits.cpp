@@ -33,10 +33,10 @@ namespace {
 struct Capture {
   int n_layer = 0, n_embd = 0, n_tokens = 0;
   bool router = false;
-  bool biased_router = false;  // the file's router has a bias (see the header)
-  std::map<int, std::vector<float>> layers;  // layer -> [T, d]
-  std::map<int, std::vector<float>> logits;  // layer -> [T, n_expert]
-  std::map<int, std::vector<int32_t>> order; // layer -> [T, n_expert]
+  bool biased_router = false;                 // the file's router has a bias (see the header)
+  std::map<int, std::vector<float>> layers;   // layer -> [T, d]
+  std::map<int, std::vector<float>> logits;   // layer -> [T, n_expert]
+  std::map<int, std::vector<int32_t>> order;  // layer -> [T, n_expert]
   int n_expert = 0;
 };
 
@@ -64,7 +64,8 @@ bool on_eval(struct ggml_tensor* t, bool ask, void* user) {
   const bool order = cap->router && layer_of(t->name, "ffn_moe_argsort-", &layer);
   if (!l_out && !logits && !order) return !ask ? true : false;
   if (ask) return true;  // we want this tensor's data once computed
-  if (logits && t->type == GGML_TYPE_F32 && take(t, cap->n_tokens, &cap->logits[layer])) cap->n_expert = static_cast<int>(t->ne[0]);
+  if (logits && t->type == GGML_TYPE_F32 && take(t, cap->n_tokens, &cap->logits[layer]))
+    cap->n_expert = static_cast<int>(t->ne[0]);
   if (order && t->type == GGML_TYPE_I32) take(t, cap->n_tokens, &cap->order[layer]);
   if (!l_out || t->type != GGML_TYPE_F32 || t->ne[0] != cap->n_embd || t->ne[1] != cap->n_tokens) return true;
   std::vector<float> v(static_cast<size_t>(cap->n_embd) * cap->n_tokens);

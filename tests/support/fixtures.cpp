@@ -23,11 +23,11 @@ const char* source_dir_path() { return VOCABLENS_SOURCE_DIR; }
 const char* binary_dir_path() { return VOCABLENS_BINARY_DIR; }
 
 static bool is_dir(const std::string& p) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 static bool exists(const std::string& p) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(p.c_str(), &st) == 0;
 }
 
@@ -66,7 +66,8 @@ bool require(bool present, const std::string& what) {
 
 std::string require_cli() {
   std::string cli = cli_path();
-  return require(!cli.empty() && exists(cli), "the vocablens CLI (" + (cli.empty() ? std::string("VOCABLENS_CLI unset") : cli) + ")")
+  return require(!cli.empty() && exists(cli),
+                 "the vocablens CLI (" + (cli.empty() ? std::string("VOCABLENS_CLI unset") : cli) + ")")
              ? cli
              : "";
 }

@@ -90,7 +90,9 @@ void drain_signals() {
     const int sig = WTERMSIG(status);
     // No core file of this client (the worker wrote its own, if any).
     ::prctl(PR_SET_DUMPABLE, 0);
-    struct rlimit no_core {0, 0};
+    struct rlimit no_core {
+      0, 0
+    };
     ::setrlimit(RLIMIT_CORE, &no_core);
     ::signal(sig, SIG_DFL);
     sigset_t set;
@@ -257,14 +259,9 @@ int main(int argc, char** argv) {
         for (int sig : g_pending) ::kill(worker, sig);
         g_pending.clear();
         break;
-      case vl_fork_wire::kFallBack:
-        ::close(sock);
-        run_real_binary(args.data());
-      case vl_fork_wire::kExited:
-        end_like(m.value);
-      default:
-        errno = EPROTO;
-        die("unexpected message from the fork server");
+      case vl_fork_wire::kFallBack: ::close(sock); run_real_binary(args.data());
+      case vl_fork_wire::kExited: end_like(m.value);
+      default: errno = EPROTO; die("unexpected message from the fork server");
     }
   }
 }

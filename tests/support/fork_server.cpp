@@ -56,7 +56,7 @@ using vl_fork_wire::Message;
 using vl_fork_wire::Request;
 
 volatile sig_atomic_t g_stop = 0;
-const char* g_program = "fork server";     // for messages
+const char* g_program = "fork server";    // for messages
 vl_fork_server::Entry g_entry = nullptr;  // what a worker runs
 extern "C" void on_stop(int) { g_stop = 1; }
 
@@ -81,9 +81,9 @@ bool read_all(int fd, char* p, size_t n) {
 // Environment variables read while the process starts (library constructors: libgomp, OpenBLAS, glibc's
 // loader and malloc, LibTorch's static initialisers, the sanitizers): in a worker they have the server's values.
 bool load_time_variable(const std::string& name) {
-  static const char* kPrefixes[] = {"OMP_", "GOMP_", "KMP_", "OPENBLAS_", "GOTO", "MKL_", "BLIS_", "DNNL_", "ONEDNN_",
-                                    "LD_", "MALLOC_", "GLIBC_TUNABLES", "TORCH_", "PYTORCH_", "ASAN_", "UBSAN_",
-                                    "LSAN_", "TSAN_", "MSAN_"};
+  static const char* kPrefixes[] = {"OMP_",  "GOMP_",   "KMP_",  "OPENBLAS_", "GOTO",           "MKL_",   "BLIS_",
+                                    "DNNL_", "ONEDNN_", "LD_",   "MALLOC_",   "GLIBC_TUNABLES", "TORCH_", "PYTORCH_",
+                                    "ASAN_", "UBSAN_",  "LSAN_", "TSAN_",     "MSAN_"};
   for (const char* p : kPrefixes)
     if (name.compare(0, std::strlen(p), p) == 0) return true;
   return false;
@@ -264,8 +264,7 @@ void end_worker(int status, void*) {
     }
   }
   int status = 0;
-  while (::waitpid(worker, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(worker, &status, 0) < 0 && errno == EINTR) {}
   send_message(conn, vl_fork_wire::kExited, status);
   ::_exit(0);
 }

@@ -58,15 +58,14 @@ struct FrozenRef {
   std::vector<Tensor> pattern, s1, s2, s_attn, mlp_true, mlp_in0, acts, errs;
   std::vector<Tensor> WV, WO, bV;  // each layer's value and output weights in float64, converted once
   Tensor sf, embed, tok;
-  double s2_factor = 1.0;  // != 1: a deliberately wrong ln2 denominator (the break-check)
+  double s2_factor = 1.0;      // != 1: a deliberately wrong ln2 denominator (the break-check)
   double s_attn_factor = 1.0;  // != 1: the same for the post-attention norm's
   // where the transcoders read: 0 the MLP's input (ln2 with its weight and bias), 1 ln2.hook_normalized
   // (before them), 2 hook_resid_mid (before ln2)
   int input = 0;
   int64_t drop_src = -1, drop_out = -1;  // >= 0: removing a feature of layer drop_src forgets its write into drop_out
 
-  FrozenRef(const vocablens::Model& model, RefTranscoders tcs, Tensor ids_)
-      : m(model), tc(std::move(tcs)), ids(std::move(ids_)) {
+  FrozenRef(const vocablens::Model& model, RefTranscoders tcs, Tensor ids_) : m(model), tc(std::move(tcs)), ids(std::move(ids_)) {
     const auto& c = m.config();
     T = ids.size(0), L = c.n_layers, d = c.d_model;
     vocablens::CacheSpec spec = vocablens::CacheSpec::all();
@@ -140,8 +139,9 @@ struct FrozenRef {
       Tensor attn = attention(l, norm(x, s1[l], w.ln1_w, w.ln1_b));
       if (w.post_attn_norm_w.defined()) attn = norm(attn, s_attn[l] * s_attn_factor, w.post_attn_norm_w, at::Tensor());
       x = x + attn;
-      Tensor mi = input == 2 ? x.clone()
-                             : norm(x, s2[l] * s2_factor, input == 0 ? w.ln2_w : at::Tensor(), input == 0 ? w.ln2_b : at::Tensor());
+      Tensor mi = input == 2
+                      ? x.clone()
+                      : norm(x, s2[l] * s2_factor, input == 0 ? w.ln2_w : at::Tensor(), input == 0 ? w.ln2_b : at::Tensor());
       r.mlp_in.push_back(mi);
       // the MLP's output frozen at its true value, the skip connection live
       Tensor mlp = mlp_true[l] + skip(l, mi) - skip(l, mlp_in0.empty() ? mi : mlp_in0[l]);

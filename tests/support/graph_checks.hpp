@@ -43,14 +43,16 @@ double check_against_interventions(const vocablens::Model& m, const Tensor& ids,
   CHECK((mine - logits).abs().max().item<double>() < 1e-4);
 
   // the nodes: active features (position 0 excluded) and their activations, the salient logits
-  Tensor nz = at::cat([&] {
-    std::vector<Tensor> v;
-    for (int64_t l = 0; l < f.L; ++l) {
-      Tensor n = f.acts[l].nonzero();
-      v.push_back(at::cat({at::full({n.size(0), 1}, l, at::kLong), n}, 1));
-    }
-    return v;
-  }(), 0);
+  Tensor nz = at::cat(
+      [&] {
+        std::vector<Tensor> v;
+        for (int64_t l = 0; l < f.L; ++l) {
+          Tensor n = f.acts[l].nonzero();
+          v.push_back(at::cat({at::full({n.size(0), 1}, l, at::kLong), n}, 1));
+        }
+        return v;
+      }(),
+      0);
   REQUIRE(g.active_features.sizes() == nz.sizes());
   CHECK(at::equal(g.active_features, nz));
   CHECK(g.n_selected() == nz.size(0));
@@ -66,8 +68,8 @@ double check_against_interventions(const vocablens::Model& m, const Tensor& ids,
   Tensor got = computed_rows(g);
   const double scale = ref.abs().max().item<double>();
   const double err = (got - ref).abs().max().item<double>();
-  WARN(what << ": " << g.n_selected() << " features, " << g.n_logits() << " logits; max |adjacency - intervention| "
-            << err << " = " << err / scale << " of the largest entry " << scale);
+  WARN(what << ": " << g.n_selected() << " features, " << g.n_logits() << " logits; max |adjacency - intervention| " << err
+            << " = " << err / scale << " of the largest entry " << scale);
   CHECK(err <= 1e-5 * scale);
   // error and token rows are zero; logit columns are zero
   CHECK(g.adjacency.slice(0, g.n_selected(), g.n_nodes() - g.n_logits()).abs().max().item<double>() == 0);

@@ -19,8 +19,8 @@ namespace vl_test {
 
 /// gpt_config + init_gpt_parameters(seed) of a d_model 32, 4-head GPT over 128 tokens, every 2-D weight
 /// (the matrices, embeddings and position table) times 10; the Model views those tensors.
-inline vocablens::Model scaled_random_gpt(vocablens::PositionKind positions, int64_t layers, int64_t n_ctx,
-                                          uint64_t seed, const std::string& name) {
+inline vocablens::Model scaled_random_gpt(vocablens::PositionKind positions, int64_t layers, int64_t n_ctx, uint64_t seed,
+                                          const std::string& name) {
   vocablens::TrainOptions o;
   o.d_model = 32;
   o.n_heads = 4;

@@ -124,7 +124,8 @@ inline std::vector<vocablens::Result> real_results(const std::string& dir) {
   lcb.resid_mid = true;
   lcb.target = tok->require_token_id(" London");
   out.push_back(compare_lens_runs(logit_lens(m, ids, lca).to_result(tok.get(), prompt),
-                                  logit_lens(m, ids, lcb).to_result(tok.get(), prompt)).to_result());
+                                  logit_lens(m, ids, lcb).to_result(tok.get(), prompt))
+                    .to_result());
   {  // an SAE built in memory (deterministic decoder rows), read through the unembedding
     Sae sae;
     const int64_t d = m.config().d_model, n = 12;

@@ -46,7 +46,7 @@ inline const std::string& sae_fixtures_dir() {
     run_command("rm -rf '" + out + "'", log);
     const int rc = run_command("/usr/bin/python3 '" + script + "' '" + out + "' '" + gpt2 + "'", log);
     INFO(log);
-    REQUIRE(rc == 0);  // python3 with numpy + torch is required: a missing reference fails the test
+    REQUIRE(rc == 0);               // python3 with numpy + torch is required: a missing reference fails the test
     write_file(stamp_file, stamp);  // last: an interrupted make leaves no stamp, and is made anew
     return out;
   }();

@@ -28,12 +28,11 @@ inline at::Tensor logits_of(const vocablens::Model& m, const std::vector<int64_t
 }
 
 /// The two lists hold the same entries in the same order: ids equal, values bit-identical.
-inline void require_identical_topk(const std::vector<vocablens::TopkEntry>& got,
-                                   const std::vector<vocablens::TopkEntry>& want) {
+inline void require_identical_topk(const std::vector<vocablens::TopkEntry>& got, const std::vector<vocablens::TopkEntry>& want) {
   REQUIRE(got.size() == want.size());
   for (size_t q = 0; q < got.size(); ++q) {
-    INFO("rank " << q << ": got (" << got[q].i << ", " << got[q].j << ", " << got[q].value << ") want (" << want[q].i
-                 << ", " << want[q].j << ", " << want[q].value << ")");
+    INFO("rank " << q << ": got (" << got[q].i << ", " << got[q].j << ", " << got[q].value << ") want (" << want[q].i << ", "
+                 << want[q].j << ", " << want[q].value << ")");
     REQUIRE(got[q].i == want[q].i);
     REQUIRE(got[q].j == want[q].j);
     REQUIRE(got[q].value == want[q].value);

@@ -32,8 +32,14 @@ inline std::string safetensors_bytes(const nlohmann::json& header, const std::st
 
 /// The config.json of a `layers`-layer GPT-2: d_model 4, 2 heads, 8 positions, vocabulary 10.
 inline nlohmann::json tiny_gpt2_config(int layers = 1) {
-  return {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"n_layer", layers}, {"n_embd", 4},
-          {"n_head", 2}, {"n_positions", 8}, {"vocab_size", 10}, {"layer_norm_epsilon", 1e-5}};
+  return {{"architectures", {"GPT2LMHeadModel"}},
+          {"model_type", "gpt2"},
+          {"n_layer", layers},
+          {"n_embd", 4},
+          {"n_head", 2},
+          {"n_positions", 8},
+          {"vocab_size", 10},
+          {"layer_norm_epsilon", 1e-5}};
 }
 
 /// A fresh temporary directory (named after `tag`) holding config.json and model.safetensors.

@@ -69,11 +69,11 @@ struct ZipWriter {
       put_le(out, it.data.size(), 4);
       put_le(out, it.data.size(), 4);
       put_le(out, it.name.size(), 2);
-      put_le(out, 0, 2);   // extra
-      put_le(out, 0, 2);   // comment
-      put_le(out, 0, 2);   // disk
-      put_le(out, 0, 2);   // internal attributes
-      put_le(out, 0, 4);   // external attributes
+      put_le(out, 0, 2);  // extra
+      put_le(out, 0, 2);  // comment
+      put_le(out, 0, 2);  // disk
+      put_le(out, 0, 2);  // internal attributes
+      put_le(out, 0, 4);  // external attributes
       put_le(out, it.offset, 4);
       out += it.name;
     }

@@ -52,8 +52,11 @@ int main(int argc, char** argv) {
     }
     out.close();
     if (!out) throw vocablens::FormatError(argv[3], "write failed");
-    std::cout << nlohmann::json{{"documents", docs.size()}, {"bytes", bytes}, {"tokens", tokens},
-                                {"seconds", seconds}, {"tokenizer", tok->source()}}
+    std::cout << nlohmann::json{{"documents", docs.size()},
+                                {"bytes", bytes},
+                                {"tokens", tokens},
+                                {"seconds", seconds},
+                                {"tokenizer", tok->source()}}
                      .dump()
               << "\n";
     return 0;

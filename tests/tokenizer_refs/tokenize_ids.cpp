@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
       }
       out.close();
       if (!out) throw vocablens::FormatError(ids_path, "write failed");
-      std::cout << nlohmann::json{{"texts", corpus.size()}, {"tokens", tokens}, {"encode_seconds", seconds},
+      std::cout << nlohmann::json{{"texts", corpus.size()}, {"tokens", tokens},    {"encode_seconds", seconds},
                                   {"load_seconds", load_s}, {"kind", tok->kind()}, {"tokenizer", tok->source()},
                                   {"corpus", corpus_path}}
                        .dump()

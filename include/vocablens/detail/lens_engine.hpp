@@ -29,16 +29,16 @@ inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 /// What one row of logits is asked for.
 struct RowRequest {
-  int64_t k = 0;             ///< top-k size
-  int64_t target = -1;       ///< id whose logit, and count of strictly larger logits, are wanted
-  int64_t next = -1;         ///< id whose logit is wanted (next token), -1 = none
-  const float* pf = nullptr; ///< final distribution of the same position (for sum pf * z), or null
-  bool write_probs = false;  ///< overwrite the row with softmax(row) afterwards
+  int64_t k = 0;              ///< top-k size
+  int64_t target = -1;        ///< id whose logit, and count of strictly larger logits, are wanted
+  int64_t next = -1;          ///< id whose logit is wanted (next token), -1 = none
+  const float* pf = nullptr;  ///< final distribution of the same position (for sum pf * z), or null
+  bool write_probs = false;   ///< overwrite the row with softmax(row) afterwards
 };
 
 struct RowOut {
-  float* top_vals = nullptr;  ///< [k] logits, descending
-  int64_t* top_ids = nullptr; ///< [k]
+  float* top_vals = nullptr;   ///< [k] logits, descending
+  int64_t* top_ids = nullptr;  ///< [k]
   int64_t top_n = 0;
   float max = 0;
   double lse = 0, entropy = 0, dot_pf = 0;
@@ -87,13 +87,12 @@ class LensEngine {
   /// log-softmax(normed · W + b) [n, T, V] float32, from a normalised stack (LensOptions::save_log_probs).
   at::Tensor log_probs(const at::Tensor& normed) const;
   /// Same, from an already normalised stack [n, T, d] (benchmarks time the two halves apart).
-  void run_normalised(const at::Tensor& normed, const std::vector<int64_t>& ids, const std::vector<int64_t>& targets,
-                      int64_t k, LensStats& s) const;
+  void run_normalised(const at::Tensor& normed, const std::vector<int64_t>& ids, const std::vector<int64_t>& targets, int64_t k,
+                      LensStats& s) const;
   /// The same statistics as run() without the [n, T, d] stack (LensOptions::two_pass): a forward for the final
   /// layer's distribution [T, V], then a second forward whose hooks compute every other layer's statistics in
   /// blocks of positions as the layer is produced.
-  void run_two_pass(const std::vector<int64_t>& ids, const std::vector<int64_t>& targets, int64_t k,
-                    LensStats& s) const;
+  void run_two_pass(const std::vector<int64_t>& ids, const std::vector<int64_t>& targets, int64_t k, LensStats& s) const;
 
  private:
   const Model& m_;
@@ -112,8 +111,8 @@ class LensEngine {
 
 /// The LensResult of one sequence from its normalised stack [n, T, d] (what logit_lens does after its
 /// forward pass; logit_lens_batch calls it with the rows of a batched forward). ids already validated.
-LensResult lens_from_normalised(const Model& m, const LensEngine& eng, const at::Tensor& normed,
-                                const std::vector<int64_t>& ids, const LensOptions& opts);
+LensResult lens_from_normalised(const Model& m, const LensEngine& eng, const at::Tensor& normed, const std::vector<int64_t>& ids,
+                                const LensOptions& opts);
 /// The LensResult of statistics already computed (what lens_from_normalised does after run_normalised).
 LensResult lens_from_stats(const Model& m, const LensEngine& eng, const LensStats& st, const std::vector<int64_t>& ids,
                            const std::vector<int64_t>& targets, const LensOptions& opts);

@@ -37,9 +37,7 @@ inline double dot_acc(const A* a, const float* b, int64_t d) {
 inline double dot64(const float* a, const float* b, int64_t d) { return dot_acc(a, b, d); }
 
 /// dot / (na·nb), 0 when either norm is 0.
-inline double cos_from(double dot, double na, double nb) {
-  return (na > 0 && nb > 0) ? dot / (na * nb) : 0.0;
-}
+inline double cos_from(double dot, double na, double nb) { return (na > 0 && nb > 0) ? dot / (na * nb) : 0.0; }
 
 /// Cosine in float64 between two float32 vectors of length d (0 if either is zero).
 double cosine64(const float* a, const float* b, int64_t d);

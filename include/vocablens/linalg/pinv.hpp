@@ -31,10 +31,10 @@ struct Pinv {
   std::vector<double> singular_values;  ///< singular values of E, descending (d of them, zeros included)
   int64_t rank = 0;                     ///< number of singular values kept
   double rtol = 0;
-  uint64_t hash = 0;                    ///< hash_tensor(E)
-  std::string cache_path;               ///< the .npy file read or written ("" when none)
+  uint64_t hash = 0;       ///< hash_tensor(E)
+  std::string cache_path;  ///< the .npy file read or written ("" when none)
   bool from_cache = false;
-  std::string cache_note;               ///< why the cache was not used, if it was not
+  std::string cache_note;  ///< why the cache was not used, if it was not
 };
 
 /// The pseudo-inverse of any float32 matrix E [V, d] with V >= d (no cache unless opts.use_cache).

@@ -85,13 +85,13 @@ struct TopkStreamOptions {
 
 /// What a stream did (for benchmarks and --verbose output).
 struct TopkStreamStats {
-  int64_t rows = 0, cols = 0, rank = 0;   ///< after allow-lists
-  double dense_flops = 0;                  ///< 2·rows·cols·rank: the cost of the full product
-  double gemm_flops = 0;                   ///< flops of the GEMMs actually run (less when pruning)
-  int64_t tiles = 0;                       ///< tiles multiplied
-  int64_t tiles_pruned = 0;                ///< tiles skipped by the norm bound
-  int64_t candidates = 0;                  ///< entries recomputed canonically
-  double seconds = 0;                      ///< wall time of the stream (excluding nothing)
+  int64_t rows = 0, cols = 0, rank = 0;  ///< after allow-lists
+  double dense_flops = 0;                ///< 2·rows·cols·rank: the cost of the full product
+  double gemm_flops = 0;                 ///< flops of the GEMMs actually run (less when pruning)
+  int64_t tiles = 0;                     ///< tiles multiplied
+  int64_t tiles_pruned = 0;              ///< tiles skipped by the norm bound
+  int64_t candidates = 0;                ///< entries recomputed canonically
+  double seconds = 0;                    ///< wall time of the stream (excluding nothing)
 };
 
 /// The k largest entries of A·B over allowed rows × allowed columns minus the filtered pairs, best first
@@ -102,8 +102,8 @@ std::vector<TopkEntry> topk_stream(const at::Tensor& A, const at::Tensor& B, con
 
 /// For every allowed row i (in opts.rows order, or 0..n-1): the k largest entries of row i of A·B over
 /// allowed columns minus filtered pairs, best first. Same value definition and order as topk_stream.
-std::vector<std::vector<TopkEntry>> topk_rows(const at::Tensor& A, const at::Tensor& B,
-                                              const TopkStreamOptions& opts, TopkStreamStats* stats = nullptr);
+std::vector<std::vector<TopkEntry>> topk_rows(const at::Tensor& A, const at::Tensor& B, const TopkStreamOptions& opts,
+                                              TopkStreamStats* stats = nullptr);
 
 /// Runs fn(0..workers-1) on `workers` new threads and waits; rethrows the first exception. Inside each
 /// worker, BLAS calls (at::mm) are single-threaded (OpenMP's per-thread thread count is set to 1), so the

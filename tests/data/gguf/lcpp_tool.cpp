@@ -12,7 +12,10 @@
 #include "llama.h"
 
 int main(int argc, char** argv) {
-  if (argc < 5) { fprintf(stderr, "usage: see source\n"); return 2; }
+  if (argc < 5) {
+    fprintf(stderr, "usage: see source\n");
+    return 2;
+  }
   const char* bins = getenv("LLAMA_BINS");
   ggml_backend_load_all_from_path(bins ? bins : ".");
   llama_backend_init();
@@ -25,17 +28,39 @@ int main(int argc, char** argv) {
   auto mp = llama_model_default_params();
   mp.n_gpu_layers = 0;
   llama_model* m = llama_model_load_from_file(argv[2], mp);
-  if (!m) { fprintf(stderr, "load failed\n"); return 1; }
+  if (!m) {
+    fprintf(stderr, "load failed\n");
+    return 1;
+  }
   std::vector<llama_token> ids;
-  { std::ifstream f(argv[3]); int x; while (f >> x) ids.push_back(x); }
+  {
+    std::ifstream f(argv[3]);
+    int x;
+    while (f >> x) ids.push_back(x);
+  }
   auto cp = llama_context_default_params();
-  cp.n_ctx = (uint32_t)ids.size(); cp.n_batch = cp.n_ctx; cp.n_ubatch = cp.n_ctx; cp.n_threads = 1; cp.n_threads_batch = 1;
-  cp.type_k = GGML_TYPE_F32; cp.type_v = GGML_TYPE_F32; cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  cp.n_ctx = (uint32_t)ids.size();
+  cp.n_batch = cp.n_ctx;
+  cp.n_ubatch = cp.n_ctx;
+  cp.n_threads = 1;
+  cp.n_threads_batch = 1;
+  cp.type_k = GGML_TYPE_F32;
+  cp.type_v = GGML_TYPE_F32;
+  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
   llama_context* c = llama_init_from_model(m, cp);
   llama_batch b = llama_batch_init((int)ids.size(), 0, 1);
-  for (size_t i = 0; i < ids.size(); ++i) { b.token[i] = ids[i]; b.pos[i] = (llama_pos)i; b.n_seq_id[i] = 1; b.seq_id[i][0] = 0; b.logits[i] = 1; }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    b.token[i] = ids[i];
+    b.pos[i] = (llama_pos)i;
+    b.n_seq_id[i] = 1;
+    b.seq_id[i][0] = 0;
+    b.logits[i] = 1;
+  }
   b.n_tokens = (int)ids.size();
-  if (llama_decode(c, b) != 0) { fprintf(stderr, "decode failed\n"); return 1; }
+  if (llama_decode(c, b) != 0) {
+    fprintf(stderr, "decode failed\n");
+    return 1;
+  }
   int V = llama_vocab_n_tokens(llama_model_get_vocab(m));
   FILE* o = fopen(argv[4], "wb");
   for (size_t i = 0; i < ids.size(); ++i) fwrite(llama_get_logits_ith(c, (int)i), sizeof(float), V, o);
