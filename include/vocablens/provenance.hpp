@@ -16,8 +16,14 @@
 namespace vocablens {
 
 class Model;
+struct ModelConfig;
 
 /// Sets the fields listed above in r.provenance (other fields already there are kept).
 void fill_provenance(Result& r, const Model& m, const std::string& command_line);
+
+/// The configuration as provenance's `model` object records it (and hashes it when the checkpoint has no config
+/// file): architecture, family, sizes, norm, positions, activation, gated_mlp, tied_embeddings, weight_dtype.
+/// `vocablens inspect --json` starts from it.
+nlohmann::json model_config_json(const ModelConfig& c);
 
 }  // namespace vocablens

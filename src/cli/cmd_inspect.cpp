@@ -13,6 +13,7 @@
 #include "vocablens/arch.hpp"
 #include "vocablens/gguf.hpp"
 #include "vocablens/model.hpp"
+#include "vocablens/provenance.hpp"
 #include "vocablens/weight.hpp"
 
 namespace {
@@ -66,33 +67,18 @@ int run_inspect(const InspectOptions& o) {
   std::string counts_text;
   for (auto& [k, v] : counts) counts_text += (counts_text.empty() ? "" : ", ") + fmt::format("{} x {}", v, k);
   if (o.json) {
-    nlohmann::json j = {{"source", m.source()},
-                        {"architecture", c.architecture},
-                        {"family", c.family},
-                        {"n_layers", c.n_layers},
-                        {"d_model", c.d_model},
-                        {"n_heads", c.n_heads},
-                        {"n_kv_heads", c.n_kv_heads},
-                        {"d_head", c.d_head},
-                        {"d_mlp", c.d_mlp},
-                        {"vocab_size", c.vocab_size},
-                        {"n_ctx", c.n_ctx},
-                        {"norm", to_string(c.norm)},
-                        {"positions", to_string(c.positions)},
-                        {"activation", to_string(c.activation)},
-                        {"gated_mlp", c.gated_mlp},
-                        {"tied_embeddings", c.tied_embeddings},
-                        {"n_experts", c.n_experts},
-                        {"n_experts_used", c.n_experts_used},
-                        {"d_expert", c.d_expert},
-                        {"shared_expert", c.shared_expert},
-                        {"weight_dtype", c.weight_dtype},
-                        {"parameters", m.parameter_count()},
-                        {"compute", vocablens::compute_dtype_name(vocablens::compute_dtype())},
-                        {"compute_detail", compute_summary(counts)},
-                        {"tensor_types", counts},
-                        {"family_summary", vocablens::architecture(c.family).summary},
-                        {"departures_from_gpt2", vocablens::departures_from_gpt2(c)}};
+    nlohmann::json j = vocablens::model_config_json(c);
+    j.update({{"source", m.source()},
+              {"n_experts", c.n_experts},
+              {"n_experts_used", c.n_experts_used},
+              {"d_expert", c.d_expert},
+              {"shared_expert", c.shared_expert},
+              {"parameters", m.parameter_count()},
+              {"compute", vocablens::compute_dtype_name(vocablens::compute_dtype())},
+              {"compute_detail", compute_summary(counts)},
+              {"tensor_types", counts},
+              {"family_summary", vocablens::architecture(c.family).summary},
+              {"departures_from_gpt2", vocablens::departures_from_gpt2(c)}});
     fmt::print("{}\n", j.dump(2));
     return 0;
   }

@@ -25,24 +25,27 @@ std::string utc_now() {
 
 }  // namespace
 
+nlohmann::json model_config_json(const ModelConfig& c) {
+  return {{"architecture", c.architecture},
+          {"family", c.family},
+          {"n_layers", c.n_layers},
+          {"d_model", c.d_model},
+          {"n_heads", c.n_heads},
+          {"n_kv_heads", c.n_kv_heads},
+          {"d_head", c.d_head},
+          {"d_mlp", c.d_mlp},
+          {"vocab_size", c.vocab_size},
+          {"n_ctx", c.n_ctx},
+          {"norm", to_string(c.norm)},
+          {"positions", to_string(c.positions)},
+          {"activation", to_string(c.activation)},
+          {"gated_mlp", c.gated_mlp},
+          {"tied_embeddings", c.tied_embeddings},
+          {"weight_dtype", c.weight_dtype}};
+}
+
 void fill_provenance(Result& r, const Model& m, const std::string& command_line) {
-  const auto& c = m.config();
-  nlohmann::json model = {{"architecture", c.architecture},
-                          {"family", c.family},
-                          {"n_layers", c.n_layers},
-                          {"d_model", c.d_model},
-                          {"n_heads", c.n_heads},
-                          {"n_kv_heads", c.n_kv_heads},
-                          {"d_head", c.d_head},
-                          {"d_mlp", c.d_mlp},
-                          {"vocab_size", c.vocab_size},
-                          {"n_ctx", c.n_ctx},
-                          {"norm", to_string(c.norm)},
-                          {"positions", to_string(c.positions)},
-                          {"activation", to_string(c.activation)},
-                          {"gated_mlp", c.gated_mlp},
-                          {"tied_embeddings", c.tied_embeddings},
-                          {"weight_dtype", c.weight_dtype}};
+  const nlohmann::json model = model_config_json(m.config());
   // sha256 of what defines the architecture: what the checkpoint layer names (config.json, a llama2.c
   // header), or else the canonical JSON of the parsed ModelConfig.
   auto ch = checkpoint_config_sha256(m.source());
