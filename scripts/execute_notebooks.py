@@ -9,7 +9,7 @@ build:
 The kernel is Jupyter's python3 (Debian's ipykernel), run in docs/notebooks/ so that the notebooks' relative path
 to the fixtures (../../../shared/fixtures) is what the committed outputs show. Execution timings are not
 recorded (they would change every run). The tests execute the notebooks again and compare the structure of
-their outputs with the committed ones (tests/python/test_notebook.py, test_research_notebooks.py).
+their outputs with the committed ones (tests/python/test_install.py, test_research_notebooks.py).
 """
 import os
 import sys

@@ -243,10 +243,11 @@ TEST_CASE("lens: per-layer values equal the independent NumPy lens of the refere
                  tlp = want("target_logprob"), rlo = want("rank_lo"), rhi = want("rank_hi"), tid = want("top_ids"),
                  tpr = want("top_probs"), gap = want("top_gap");
       auto cmp = [&](const std::vector<float>& got, const at::Tensor& w, double tol, const char* what) {
-        at::Tensor wd = w.to(at::kDouble).reshape({-1});
+        const at::Tensor wd = w.to(at::kDouble).reshape({-1}).contiguous();
+        const double* wp = wd.data_ptr<double>();  // (one .item() per element was seconds of this test)
         double worst = 0;
         for (int64_t i = 0; i < wd.numel(); ++i) {
-          double a = got[static_cast<size_t>(i)], b = wd[i].item<double>();
+          double a = got[static_cast<size_t>(i)], b = wp[i];
           if (std::isnan(b)) {
             CHECK(std::isnan(a));
             continue;
@@ -265,10 +266,15 @@ TEST_CASE("lens: per-layer values equal the independent NumPy lens of the refere
       cmp(lens.target_prob, tp, 2e-5, "target_prob");
       cmp(lens.top_probs, tpr.narrow(2, 0, k), 2e-5, "top_probs");
       int64_t compared = 0;
+      const at::Tensor rlo64 = rlo.to(at::kLong), rhi64 = rhi.to(at::kLong), tid64 = tid.to(at::kLong),
+                       gap64 = gap.to(at::kDouble);
+      const auto rlo_a = rlo64.accessor<int64_t, 2>(), rhi_a = rhi64.accessor<int64_t, 2>();
+      const auto tid_a = tid64.accessor<int64_t, 3>();
+      const auto gap_a = gap64.accessor<double, 3>();
       for (int64_t li = 0; li < n; ++li)
         for (int64_t t = 0; t < T; ++t) {
           const size_t a = lens.at(li, t);
-          int64_t lo = rlo[li][t].item<int64_t>(), hi = rhi[li][t].item<int64_t>();
+          int64_t lo = rlo_a[li][t], hi = rhi_a[li][t];
           if (lo < 0) {
             CHECK(lens.target_rank[a] == -1);
           } else {
@@ -276,10 +282,10 @@ TEST_CASE("lens: per-layer values equal the independent NumPy lens of the refere
             CHECK(lens.target_rank[a] <= hi);
           }
           for (int64_t j = 0; j < k; ++j) {
-            bool clear = gap[li][t][j].item<double>() > 1e-3 && (j == 0 || gap[li][t][j - 1].item<double>() > 1e-3);
+            bool clear = gap_a[li][t][j] > 1e-3 && (j == 0 || gap_a[li][t][j - 1] > 1e-3);
             if (!clear) continue;
             ++compared;
-            CHECK(lens.top_id(li, t, j) == tid[li][t][j].item<int64_t>());
+            CHECK(lens.top_id(li, t, j) == tid_a[li][t][j]);
           }
         }
       // Most ids are clear of ties; the pseudo-inverse lens is near-uniform, so fewer are there.

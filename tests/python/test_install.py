@@ -3,7 +3,8 @@
 directory (VOCABLENS_BUILD_DIR, set by tests/scripts/python.cmake, so nothing is compiled again), offline.
 The installed package then imports from an unrelated directory, runs a forward pass that agrees with the
 fixture's independent reference logits, carries its stubs and py.typed, registers itself as a Jupyter kernel
-(`python -m vocablens.kernel`) on which README's quickstart notebook runs without an error, and uninstalls cleanly. A venv
+(`python -m vocablens.kernel`) on which README's quickstart notebook runs without an error and shows what it
+should (its heatmap, plot and tables, the committed copy's kinds of output), and uninstalls cleanly. A venv
 without --system-site-packages gets the import error that says how to make one that works, and so does an
 interpreter of another Python version.
 
@@ -18,7 +19,9 @@ import tempfile
 import textwrap
 import unittest
 
-from support import FIXTURES, SOURCE
+import nbformat
+
+from support import FIXTURES, SOURCE, output_structure
 
 BUILD_DIR = os.environ.get("VOCABLENS_BUILD_DIR")
 
@@ -38,6 +41,26 @@ def _run(cmd, cwd):
         raise AssertionError("`{}` failed ({}):\n{}\n{}".format(" ".join(cmd), p.returncode, p.stdout[-4000:],
                                                                 p.stderr[-4000:]))
     return p
+
+
+def check_quickstart(test, nb):
+    """README's quickstart notebook as executed: what it shows, and the same kinds of output in every cell as the
+    committed, executed copy (scripts/execute_notebooks.py), so that it reads with its results before anyone
+    runs it; no warning in its first cell. (Executed here once, on the installed package's kernel.)"""
+    committed = output_structure(nbformat.read(os.path.join(SOURCE, "docs", "notebooks", "quickstart.ipynb"),
+                                               as_version=4))
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    test.assertFalse([o for o in outputs if o.get("output_type") == "error"])
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    test.assertEqual(len(images), 2, "the heatmap and the spectrum plot")
+    html = [o for o in outputs if "text/html" in o.get("data", {})]
+    test.assertGreaterEqual(len(html), 2, "the DataFrames of the lens and of the head")
+    test.assertTrue(any(committed), "quickstart.ipynb is committed without outputs")
+    test.assertEqual(output_structure(nb), committed,
+                     "the outputs differ in kind from the committed ones: re-run scripts/execute_notebooks.py")
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    test.assertFalse([o for o in first.get("outputs", []) if o.output_type == "stream" and o.name == "stderr"],
+                     first.get("outputs"))
 
 
 class Install(unittest.TestCase):
@@ -105,17 +128,19 @@ class Install(unittest.TestCase):
         self.assertIn("vocablens", spec["display_name"])
         # ... and README's quickstart notebook runs on that kernel: Jupyter's client (Debian's nbclient) starts the
         # venv's interpreter, which has no PYTHONPATH, so every `import vocablens` is the installed package's.
+        executed = os.path.join(self.tmp, "quickstart.executed.ipynb")
         nb_code = textwrap.dedent("""
             import os, sys, nbformat
             from nbclient import NotebookClient
             here = {here!r}
             nb = nbformat.read(os.path.join(here, "quickstart.ipynb"), as_version=4)
             NotebookClient(nb, timeout=300, kernel_name="vocablens", resources={{"metadata": {{"path": here}}}}).execute()
+            nbformat.write(nb, {executed!r})
             errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
             outputs = sum(len(c.get("outputs", [])) for c in nb.cells if c.cell_type == "code")
             print("quickstart outputs", outputs, "errors", len(errors), errors[0].evalue if errors else "")
             sys.exit(1 if errors or outputs == 0 else 0)
-        """).format(here=os.path.join(SOURCE, "docs", "notebooks"))
+        """).format(here=os.path.join(SOURCE, "docs", "notebooks"), executed=executed)
         env = _env()
         env["JUPYTER_PATH"] = os.path.join(kprefix, "share", "jupyter")
         env.pop("VOCABLENS_FIXTURES", None)  # the notebook's own relative path to the fixtures
@@ -123,6 +148,7 @@ class Install(unittest.TestCase):
                            timeout=600)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertIn("errors 0", p.stdout)
+        check_quickstart(self, nbformat.read(executed, as_version=4))
 
         # the wheel's RECORD lists every file: pip removes the package completely
         _run([os.path.join(d, "bin", "pip"), "uninstall", "-y", "vocablens"], cwd=self.tmp)

@@ -1,7 +1,7 @@
 """The five research notebooks of docs/notebooks/ (activation patching on an IOI sentence, a Patchscope, an
 activation-addition steering vector, a token-specialised expert of a mixture found and ablated, a circuit of an
 attribution graph checked by intervention) run from top to bottom with nbclient, as the quick-start notebook does
-(test_notebook.py). Their own cells assert what could go wrong (exact recovery at layer 0, a hand-written float64
+(test_install.py). Their own cells assert what could go wrong (exact recovery at layer 0, a hand-written float64
 tail against the hooked head patching, the steered residual = unsteered + c·vector, ...); this test fails on any
 error output, checks that the plots were drawn, and keeps each notebook under a minute."""
 import os

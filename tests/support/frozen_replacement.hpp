@@ -183,31 +183,50 @@ Tensor logit_directions(const FrozenRef& f, const vocablens::AttributionGraph& g
   return WU.index_select(1, g.logit_ids) - WU.mean(1, true);
 }
 
+/// Where the graph's selected features sit, gathered once per graph: per layer the positions and feature
+/// indices of its selected features and their rows in the graph's order. Indexing them one `.item()` at a
+/// time in every one of the thousands of interventions was most of graph_test's run time.
+struct TargetIndex {
+  std::vector<Tensor> pos, col;  // per layer: positions [n_l], the W_enc columns of their features [d, n_l]
+  Tensor order;                  // the graph's row of each gathered value, layer by layer
+};
+
+TargetIndex target_index(const FrozenRef& f, const vocablens::AttributionGraph& g) {
+  TargetIndex t;
+  const Tensor af = g.active_features.index_select(0, g.selected);  // [F, 3]: layer, position, feature
+  std::vector<Tensor> rows;
+  for (int64_t l = 0; l < f.L; ++l) {
+    const Tensor at_l = af.select(1, 0).eq(l).nonzero().reshape({-1});
+    t.pos.push_back(af.select(1, 1).index_select(0, at_l));
+    t.col.push_back(f.tc.W_enc[l].index_select(1, af.select(1, 2).index_select(0, at_l)));
+    rows.push_back(at_l);
+  }
+  t.order = at::cat(rows);
+  return t;
+}
+
 /// The targets' values in one run, in the graph's row order: the selected features' pre-activations (linear
 /// part), then the logits' demeaned reading.
-Tensor target_values(const FrozenRef& f, const FrozenRef::Run& r, const vocablens::AttributionGraph& g, const Tensor& u) {
-  std::vector<Tensor> vals;
-  for (int64_t i = 0; i < g.n_selected(); ++i) {
-    Tensor af = g.active_features[g.selected[i].item<int64_t>()];
-    const int64_t l = af[0].item<int64_t>(), p = af[1].item<int64_t>(), k = af[2].item<int64_t>();
-    vals.push_back((r.mlp_in[l][p] * f.tc.W_enc[l].select(1, k)).sum());
-  }
-  vals.push_back(at::matmul(r.final_out[f.T - 1], u));
-  return at::cat({at::stack(std::vector<Tensor>(vals.begin(), vals.end() - 1)).reshape({-1}), vals.back()});
+Tensor target_values(const FrozenRef& f, const FrozenRef::Run& r, const TargetIndex& t, const Tensor& u) {
+  std::vector<Tensor> gathered;
+  for (int64_t l = 0; l < f.L; ++l) gathered.push_back((r.mlp_in[l].index_select(0, t.pos[l]) * t.col[l].t()).sum(1));
+  Tensor feats = at::empty({t.order.size(0)}, at::kDouble);
+  feats.index_copy_(0, t.order, at::cat(gathered));
+  return at::cat({feats, at::matmul(r.final_out[f.T - 1], u)});
 }
 
 /// The reference adjacency's rows of the selected features and logits, every source's column by one
 /// intervention.
 Tensor intervened(const FrozenRef& f, const vocablens::AttributionGraph& g) {
   const Tensor u = logit_directions(f, g);
-  const Tensor base = target_values(f, f.run(-1, 0, 0, 0), g, u);
+  const TargetIndex t = target_index(f, g);
+  const Tensor base = target_values(f, f.run(-1, 0, 0, 0), t, u);
   const int64_t N = g.n_nodes();
   Tensor ref = at::zeros({base.size(0), N}, at::kDouble);
-  auto col = [&](int64_t j, const FrozenRef::Run& r) { ref.select(1, j).copy_(base - target_values(f, r, g, u)); };
-  for (int64_t i = 0; i < g.n_selected(); ++i) {
-    Tensor af = g.active_features[g.selected[i].item<int64_t>()];
-    col(i, f.run(0, af[0].item<int64_t>(), af[1].item<int64_t>(), af[2].item<int64_t>()));
-  }
+  auto col = [&](int64_t j, const FrozenRef::Run& r) { ref.select(1, j).copy_(base - target_values(f, r, t, u)); };
+  const Tensor af = g.active_features.index_select(0, g.selected).contiguous();
+  const int64_t* a = af.data_ptr<int64_t>();
+  for (int64_t i = 0; i < g.n_selected(); ++i) col(i, f.run(0, a[3 * i], a[3 * i + 1], a[3 * i + 2]));
   for (int64_t l = 0; l < f.L; ++l)
     for (int64_t p = 0; p < f.T; ++p) col(g.error_node(l, p), f.run(1, l, p, 0));
   for (int64_t p = 0; p < f.T; ++p) col(g.token_node(p), f.run(2, 0, p, 0));
