@@ -46,12 +46,19 @@ double peak_rss_mib(const std::string& cmd, const std::vector<std::string>& env 
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
 
-// `vocablens lens` on the first T reference ids; `quiet`: output to /dev/null.
-std::string lens_command(const std::string& model, int64_t T, bool quiet = true) {
-  auto ids = vl_test::load_npy_tensor(long_context_reference_dir() + "/ids.npy");
+// The real binary, whose process peak_rss_mib measures: where the suite serves the CLI through its fork client
+// (VOCABLENS_CLI), wait4 would see the client's few MiB, so the tests name the binary too (VOCABLENS_REAL_CLI).
+std::string real_cli() {
+  const char* real = std::getenv("VOCABLENS_REAL_CLI");
+  return real && *real ? real : vl_test::cli_path();
+}
+
+// `vocablens lens` on the first T reference ids (by `cli`); `quiet`: output to /dev/null.
+std::string lens_command(const std::string& model, int64_t T, bool quiet = true, const std::string& cli = real_cli()) {
+  const at::Tensor ids = vl_test::load_npy_tensor(long_context_reference_dir() + "/ids.npy").to(at::kLong).contiguous();
   std::string list;
-  for (int64_t t = 0; t < T; ++t) list += (t ? "," : "") + std::to_string(ids[t].item<int64_t>());
-  return shq(vl_test::cli_path()) + " lens " + shq(model) + " --prompt-ids " + list + " --top-k 1 --format json" +
+  for (int64_t t = 0; t < T; ++t) list += (t ? "," : "") + std::to_string(ids.data_ptr<int64_t>()[t]);
+  return shq(cli) + " lens " + shq(model) + " --prompt-ids " + list + " --top-k 1 --format json" +
          (quiet ? " > /dev/null 2>&1" : "");
 }
 
@@ -116,7 +123,7 @@ TEST_CASE("--dry-run prints the expected peak memory and runs nothing; --timings
   std::string out;
   // The estimate of the 4096-token lens against the peak RSS of the real run (the test above measures
   // about 205 MiB): the fixed runtime part dominates on a model this small, so within 25 %.
-  REQUIRE(vl_test::run_command(lens_command(model, 4096, false) + " --dry-run", out) == 0);
+  REQUIRE(vl_test::run_command(lens_command(model, 4096, false, cli) + " --dry-run", out) == 0);
   INFO(out);
   CHECK_THAT(out, Catch::Contains("expected peak memory") && Catch::Contains("weights as stored") &&
                       Catch::Contains("attention tile") && Catch::Contains("available now"));
