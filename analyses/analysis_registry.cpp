@@ -32,6 +32,20 @@ void AnalysisRegistry::add(DeclaredAnalysis a) {
       throw std::logic_error("analysis registry: " + d.name + ": served option '" + o.name +
                              "' must be Text, with serve's help and a start-up check");
   }
+  // An alias names declared options only, and a path no other analysis or alias takes.
+  for (const auto& alias : d.http_aliases) {
+    bool ok = !alias.path.empty() && alias.path.front() != '/' && alias.path.back() != '/';
+    for (char c : alias.path) ok = ok && (std::islower(static_cast<unsigned char>(c)) || c == '_' || c == '/');
+    for (const auto& k : alias.keys) ok = ok && d.find(k);
+    for (const auto& k : alias.needs) ok = ok && std::find(alias.keys.begin(), alias.keys.end(), k) != alias.keys.end();
+    for (auto it = alias.fixed.begin(); it != alias.fixed.end(); ++it) ok = ok && d.find(it.key());
+    for (const auto& [k, most] : alias.at_most)
+      ok = ok && d.find(k) && (d.find(k)->type == OptionType::Integer || d.find(k)->type == OptionType::Indices) && most >= 1;
+    for (const auto& other : items_)
+      for (const auto& o : other.decl.http_aliases) ok = ok && o.path != alias.path;
+    if (!ok || alias.path == d.name || find(alias.path))
+      throw std::logic_error("analysis registry: " + d.name + ": bad or taken HTTP alias '" + alias.path + "'");
+  }
   // Every default must pass the declaration's own checks (a wrong default is a bug, found at start-up by tests).
   try {
     nlohmann::json given = nlohmann::json::object();

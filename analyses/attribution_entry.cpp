@@ -43,6 +43,7 @@ void register_attribution_entry(AnalysisRegistry& r) {
            -1},
       });
   entry::append(d.options, entry::expert_ablation_decls());
+  d.reads_forward_only = true;  // the split of the lens's logit: the server replays the lens's forward of the prompt
   r.add({std::move(d),
          [](const AnalysisRequest& q) {
            const auto ids = entry::prompt_of(q);

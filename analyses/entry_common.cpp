@@ -233,14 +233,17 @@ AnalysisEstimate one_forward_estimate(const AnalysisRequest& q, int64_t T, const
 
 std::vector<OptionDecl> expert_ablation_decls() {
   return {
-      {"ablate_expert", OptionType::Texts, nullptr, "Ablate expert LAYER.EXPERT, e.g. 0.5 (mixtures of experts); repeatable"},
+      OptionDecl{"ablate_expert", OptionType::Texts, nullptr,
+                 "Ablate expert LAYER.EXPERT, e.g. 0.5 (mixtures of experts); repeatable"}
+          .editing_forward(),
       OptionDecl{"ablate_mode", OptionType::Choice, "zero",
                  "zero: its router weight set to 0 where chosen, the others' weights kept (not renormalised); "
                  "reroute: its router logit set to -inf, so each token goes to its next-best expert"}
           .with_choices({"zero", "reroute"}),
-      {"scale_expert", OptionType::Texts, nullptr,
-       "Scale expert LAYER.EXPERT's output by FACTOR where chosen, e.g. 0.5=2 (its router weight times FACTOR; 0 is "
-       "the zero ablation); repeatable"},
+      OptionDecl{"scale_expert", OptionType::Texts, nullptr,
+                 "Scale expert LAYER.EXPERT's output by FACTOR where chosen, e.g. 0.5=2 (its router weight times FACTOR; 0 "
+                 "is the zero ablation); repeatable"}
+          .editing_forward(),
   };
 }
 

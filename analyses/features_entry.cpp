@@ -124,6 +124,12 @@ void register_features_entry(AnalysisRegistry& r) {
                         .with_choices({"pinv", "transpose", "embed"}),
                 });
   entry::append(d.options, entry::token_filter_decls());
+  // The explorer page's feature view: a few features of the server's SAE at a time.
+  d.http_aliases = {HttpAlias{"sae/features",
+                              {"features", "top_k", "final_norm", "bottom"},
+                              {"features"},
+                              {{"sae", true}},
+                              {{"features", 256}, {"top_k", 1000}}}};
   r.add({std::move(d),
          [](const AnalysisRequest& q) {
            auto sae = sae_option(q);
@@ -161,6 +167,18 @@ void register_features_entry(AnalysisRegistry& r) {
                     {"top_k", OptionType::Integer, 5, "Tokens listed per feature shown", 1, 1e6},
                     {"final_norm", OptionType::Flag, false, "Scale each decoder direction by the final norm's weight first"},
                 });
+  // The explorer page's feature lens of its prompt, on the server's SAE.
+  l.http_aliases = {HttpAlias{"sae/lens",
+                              {"prompt", "top_features", "top_k", "final_norm"},
+                              {"prompt"},
+                              {{"sae", true}},
+                              {{"top_features", 100}, {"top_k", 100}}}};
+  // The answer's largest arrays: top_features per position, and top_k tokens of each feature shown.
+  l.answer_size = [](const nlohmann::json& o, const ModelConfig&, double positions) {
+    const double n = static_cast<double>(o.at("top_features").get<int64_t>()),
+                 k = static_cast<double>(o.at("top_k").get<int64_t>());
+    return AnswerSize{n * k * positions, fmt::format("top_features {:.0f} × top_k {:.0f} × {:.0f} positions", n, k, positions)};
+  };
   r.add({std::move(l),
          [](const AnalysisRequest& q) {
            auto sae = sae_option(q);

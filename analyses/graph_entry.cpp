@@ -122,11 +122,12 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
   e.memory = memory_for(F);
   // Refused for want of memory: the largest max_feature_nodes that fits, from the same terms (they grow with
   // F below A; every feature, F = A, needs no ranking but rows over all of them, more still).
-  const std::string opt = q.spelled("max_feature_nodes");
+  // "--max-feature-nodes 12" on the command line, "max_feature_nodes=12" in Python (a keyword argument).
+  const std::string opt = q.spelled("max_feature_nodes") + (q.surface == Surface::Python ? "=" : " ");
   e.reduce_within = [memory_for, A, opt](double limit) {
     const double MiB = 1024.0 * 1024.0;
     if (memory_for(1).total() > limit)
-      return fmt::format("give a shorter prompt (even {} 1 needs about {:.0f} MiB)", opt, memory_for(1).total() / MiB);
+      return fmt::format("give a shorter prompt (even {}1 needs about {:.0f} MiB)", opt, memory_for(1).total() / MiB);
     double lo = 1, hi = std::max(1.0, A - 1);  // lo fits; find the largest F <= hi that fits
     if (memory_for(hi).total() <= limit) lo = hi;
     while (hi - lo > 1) {
@@ -134,7 +135,7 @@ AnalysisEstimate graph_estimate(const AnalysisRequest& q) {
       (memory_for(mid).total() <= limit ? lo : hi) = mid;
     }
     return fmt::format(
-        "give {} {:.0f} or less (the most that fits in {:.0f} MiB by this estimate: {:.0f} MiB), or a "
+        "give {}{:.0f} or less (the most that fits in {:.0f} MiB by this estimate: {:.0f} MiB), or a "
         "shorter prompt",
         opt, lo, limit / MiB, memory_for(lo).total() / MiB);
   };

@@ -1,4 +1,6 @@
 // `heads`: its options, declared once, and the call every surface makes (vocablens/analysis_registry.hpp).
+#include <fmt/format.h>
+
 #include "entry_common.hpp"
 #include "vocablens/analysis_estimate.hpp"
 #include "vocablens/analysis_registry.hpp"
@@ -57,6 +59,23 @@ void register_heads_entry(AnalysisRegistry& r) {
                     {"prune", OptionType::Flag, true, "Norm-bound pruning in the stream (exact either way; off for timing)"},
                 });
   entry::append(d.options, entry::token_filter_decls());
+  // The answer's largest array, pair_ids: two token ids per pair, top_k pairs (and per_token_k of each token
+  // asked for) per circuit.
+  d.answer_size = [](const nlohmann::json& o, const ModelConfig& cfg, double) {
+    auto count = [&](const char* name, double all) {  // a list option as resolved, or every one when not given
+      return o.at(name).is_array() ? static_cast<double>(o.at(name).size()) : all;
+    };
+    const double k = static_cast<double>(o.at("top_k").get<int64_t>()), layers = count("layers", cfg.n_layers),
+                 heads = count("heads", cfg.n_heads), kinds = o.at("kind").get<std::string>() == "both" ? 2 : 1,
+                 per_token = o.at("per_token_k").get<int64_t>() > 0 ? static_cast<double>(o.at("per_token_k").get<int64_t>()) : k,
+                 tokens = count("tokens", 0);
+    AnswerSize s;
+    s.values = 2 * (k + tokens * per_token) * layers * heads * kinds;
+    s.how = tokens > 0 ? fmt::format("2 × (top_k {:.0f} + {:.0f} tokens × {:.0f})", k, tokens, per_token)
+                       : fmt::format("2 × top_k {:.0f}", k);
+    s.how += fmt::format(" × {:.0f} layers × {:.0f} heads × {:.0f} kinds", layers, heads, kinds);
+    return s;
+  };
   r.add({std::move(d),
          [](const AnalysisRequest& q) {
            HeadsOptions ho = heads_options(q);

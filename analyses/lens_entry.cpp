@@ -187,6 +187,15 @@ void register_lens_entry(AnalysisRegistry& r) {
       });
   entry::append(d.options, reading_decls());
   entry::append(d.options, entry::expert_ablation_decls());
+  // A click on a cell after the lens runs no block: the server replays the prompt's forward.
+  d.reads_forward_only = true;
+  // The answer's largest array, top_ids: top_k entries per position and lensed layer.
+  d.answer_size = [](const nlohmann::json& o, const ModelConfig& cfg, double positions) {
+    const double k = static_cast<double>(o.at("top_k").get<int64_t>());
+    const double layers = static_cast<double>(cfg.n_layers + 1) * (o.at("resid_mid").get<bool>() ? 2 : 1);
+    return AnswerSize{k * positions * layers,
+                      fmt::format("top_k {:.0f} × {:.0f} positions × {:.0f} layers", k, positions, layers)};
+  };
   r.add({std::move(d),
          [](const AnalysisRequest& q) {
            const auto ids = entry::prompt_of(q);

@@ -123,3 +123,30 @@ TEST_CASE("parse_index_list bounds before expanding", "[options]") {
   CHECK_THROWS_AS(vocablens::parse_index_list(""), vocablens::UsageError);
   CHECK_THROWS_AS(vocablens::parse_index_list("5-3"), vocablens::UsageError);
 }
+
+TEST_CASE("what a server reads of a declaration: replayable forwards and alias routes", "[options]") {
+  AnalysisDecl d = sample();
+  d.options.push_back(OptionDecl{"ablate", OptionType::Texts, nullptr, "edits"}.editing_forward());
+  const json plain = vocablens::resolve_options(d, {{"prompt", "x"}}, Surface::Http);
+  const json edited = vocablens::resolve_options(d, {{"prompt", "x"}, {"ablate", "0.1"}}, Surface::Http);
+  CHECK_FALSE(vocablens::forward_replayable(d, plain));  // not declared a reader of the forward
+  d.reads_forward_only = true;
+  CHECK(vocablens::forward_replayable(d, plain));
+  CHECK_FALSE(vocablens::forward_replayable(d, edited));  // an option that edits the forward is given
+
+  const vocablens::HttpAlias a{
+      "short/route", {"prompt", "top_k", "neurons"}, {"neurons"}, {{"bottom", true}}, {{"neurons", 3}, {"top_k", 100}}};
+  const json given = vocablens::alias_request(a, {{"prompt", "x"}, {"neurons", "0-2"}});
+  CHECK(given == json({{"prompt", "x"}, {"neurons", "0-2"}, {"bottom", true}}));
+  CHECK_THROWS_WITH(vocablens::alias_request(a, {{"prompt", "x"}, {"neurons", 1}, {"rtol", 0.1}}),
+                    "short/route: unknown option 'rtol' (known: prompt, top_k, neurons)");
+  CHECK_THROWS_WITH(vocablens::alias_request(a, {{"prompt", "x"}}), "short/route: neurons: is required");
+  CHECK_THROWS_AS(vocablens::alias_request(a, json::array()), vocablens::UsageError);
+  CHECK_NOTHROW(vocablens::check_alias_bounds(d, a, vocablens::resolve_options(d, given, Surface::Http)));
+  CHECK_THROWS_WITH(
+      vocablens::check_alias_bounds(d, a, vocablens::resolve_options(d, {{"prompt", "x"}, {"neurons", "0-3"}}, Surface::Http)),
+      "short/route: neurons: give 1 to 3 per request (got 4)");
+  CHECK_THROWS_WITH(vocablens::check_alias_bounds(
+                        d, a, vocablens::resolve_options(d, {{"prompt", "x"}, {"neurons", 0}, {"top_k", 101}}, Surface::Http)),
+                    "short/route: top_k: must be <= 100 on this route (got 101)");
+}

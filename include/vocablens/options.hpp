@@ -14,6 +14,10 @@
 //   o["top_k"] == 5; o["layer"] == 0;                      // every declared option present, defaults filled
 //   vocablens::resolve_options(d, {{"top_k", 0}}, Surface::Cli);  // UsageError "neurons: --top-k: must be >= 1 (got 0)"
 //
+// The declaration also tells a server what it needs to know of the analysis, so that no server code names one:
+// whether its forward pass may be replayed (reads_forward_only, OptionDecl::edits_forward), how big its answer
+// will be (answer_size) and the short routes that call it (http_aliases).
+//
 // Guarantees: resolve_options returns an object holding exactly the declared names; an absent option
 // without a default is null; unknown names are refused with the closest declared one suggested; integers
 // are int64, reals finite, choices one of the list, index lists expanded and bounded (kMaxIndexListEntries).
@@ -23,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -59,6 +64,7 @@ enum class OptionType {
 const char* to_string(OptionType t);
 
 class Model;
+struct ModelConfig;
 
 /// An option that `vocablens serve` may fix from a flag of its own, declared with it (OptionDecl::on_server):
 /// `vocablens serve MODEL --<option> VALUE` checks VALUE once at start-up and offers it to every HTTP request that
@@ -89,6 +95,9 @@ struct OptionDecl {
   bool cli_whole = false;
   /// `vocablens serve` may fix this option from a flag of its own (ServedOption); the HTTP API then takes only true.
   std::optional<ServedOption> server;
+  /// Given (not null), the option changes the forward pass itself (an expert's ablation or scaling): a request that
+  /// sets it is neither replayed from nor kept in a server's memo of forward passes (AnalysisDecl::reads_forward_only).
+  bool edits_forward = false;
 
   OptionDecl() = default;
   OptionDecl(std::string n, OptionType t, nlohmann::json def, std::string h, std::optional<double> lo = std::nullopt,
@@ -122,6 +131,34 @@ struct OptionDecl {
     server = std::move(s);
     return *this;
   }
+  OptionDecl& editing_forward() {
+    edits_forward = true;
+    return *this;
+  }
+};
+
+/// How many values an HTTP answer's largest array will hold, estimated from the options before any work.
+struct AnswerSize {
+  double values = 0;  ///< double: products of hostile values do not wrap
+  std::string how;    ///< how it was counted: "top_k 50257 × 21 positions × 13 layers"
+};
+
+/// The answer size of one request: its resolved options, the model's shapes, the prompt's length in tokens (1 for
+/// an analysis that reads no prompt).
+using AnswerSizeRule = std::function<AnswerSize(const nlohmann::json& resolved, const ModelConfig& cfg, double positions)>;
+
+/// A second HTTP path for an analysis, with a narrower contract of its own: the explorer page's short routes
+/// (`POST /api/sae/features` is feature_logits on the server's SAE, at most 256 features). The request may hold
+/// only `keys` and must hold `needs`; `fixed` is set over it ({"sae": true}: the server's own SAE; a server that
+/// lacks what `fixed` asks for answers 404, the route being absent there); `at_most` bounds an Integer option's
+/// value, or an Indices option's length, tighter than the declaration. Everything else is the analysis's: its
+/// defaults, its checks, its estimate, its answer (whose command_line names the alias).
+struct HttpAlias {
+  std::string path;                                      ///< "sae/features": POST /api/sae/features
+  std::vector<std::string> keys;                         ///< the request keys it takes
+  std::vector<std::string> needs;                        ///< of `keys`, those the request must give
+  nlohmann::json fixed = nlohmann::json::object();       ///< set over the request
+  std::vector<std::pair<std::string, int64_t>> at_most;  ///< (option, bound)
 };
 
 enum class Surface { Cli, Python, Http };
@@ -138,6 +175,15 @@ struct AnalysisDecl {
   /// features), so a server computes it where heavy work runs — in a worker, cancellable — not on the thread
   /// that reads requests.
   bool estimate_runs_model = false;
+  /// Reads the activations of one prompt's forward pass and writes none: a server may keep that pass and replay it
+  /// for the next request of the same prompt (vocablens/forward_memo.hpp), unless the request gives an option that
+  /// edits the forward (OptionDecl::edits_forward). Optional (false: every request runs its own forward).
+  bool reads_forward_only = false;
+  /// How many values the answer's largest array will hold (a server refuses a bigger one before any work, 413).
+  /// Optional (empty: top_k, or k, × the prompt's positions × the length of each list option given).
+  AnswerSizeRule answer_size;
+  /// Other HTTP paths for this analysis, each with its own narrower contract (HttpAlias). Optional.
+  std::vector<HttpAlias> http_aliases;
 
   const OptionDecl* find(std::string_view option) const;
 };
@@ -152,6 +198,18 @@ nlohmann::json resolve_options(const AnalysisDecl& d, const nlohmann::json& give
 
 /// One value as typed on a command line, converted to the option's JSON type (before resolve_options).
 nlohmann::json parse_option_text(const AnalysisDecl& d, const OptionDecl& o, const std::string& text);
+
+/// Whether a request's forward pass may be replayed from a server's memo and kept there: the analysis reads it only
+/// (AnalysisDecl::reads_forward_only) and `resolved` sets no option that edits it (OptionDecl::edits_forward).
+bool forward_replayable(const AnalysisDecl& d, const nlohmann::json& resolved);
+
+/// The request of an alias as the analysis's own options: `body` (a JSON object) holds only alias.keys and every
+/// one of alias.needs; alias.fixed is set over it. Throws UsageError "<path>: unknown option 'x' (known: ...)" or
+/// "<path>: <key>: is required".
+nlohmann::json alias_request(const HttpAlias& alias, const nlohmann::json& body);
+
+/// After resolve_options: alias.at_most holds. Throws UsageError "<path>: <option>: ..." naming the bound.
+void check_alias_bounds(const AnalysisDecl& d, const HttpAlias& alias, const nlohmann::json& resolved);
 
 /// {"name", "summary", "command", "input", "options": [{name, type, default, help, min, max, choices,
 /// required, cli}]}: the machine-readable declaration (HTTP `GET /api/analyses`, `vocablens schema`).

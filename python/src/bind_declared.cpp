@@ -109,7 +109,17 @@ void register_declared(py::module_& mod) {
         d["phases"] = items(e.memory.phases);
         d["available_bytes"] = available > 0 ? py::object(py::float_(available)) : py::object(py::none());
         d["fits"] = available > 0 ? py::object(py::bool_(e.memory.total() <= available)) : py::object(py::none());
-        d["reduce"] = e.reduce;
+        // Refused for want of memory, what would fit, as the CLI's refusal and the server's 413 say it (graph: the
+        // largest max_feature_nodes); reduce_within(limit_bytes) asks it for another limit.
+        const bool refused = available > 0 && e.memory.total() > available && e.reduce_within;
+        d["reduce"] = refused ? e.reduce_within(available) : e.reduce;
+        if (e.reduce_within) {
+          auto within = e.reduce_within;
+          d["reduce_within"] =
+              py::cpp_function([within](double limit_bytes) { return within(limit_bytes); }, py::arg("limit_bytes"));
+        } else {
+          d["reduce_within"] = py::none();
+        }
         d["note"] = e.note;
         d["computed"] = e.computed;
         d["table"] = e.memory.table();

@@ -105,8 +105,10 @@ _DECLARED = {}
 class Estimate(dict):
     """vocablens.estimate()'s answer, a dict: analysis, what, total_bytes, items and phases ([(what, bytes)]: the
     items are resident together, the largest phase counts), available_bytes and fits (None when the machine does
-    not say), reduce (how to need less), note, and computed (what the estimate itself ran: "" for most, graph's
-    forward and encoders). Printed, it is the table the CLI's --dry-run prints."""
+    not say), reduce (how to need less; when it would not fit, what would: graph's "give max_feature_nodes=N or
+    less"), reduce_within (None, or a function limit_bytes -> that advice for another limit), note, and computed
+    (what the estimate itself ran: "" for most, graph's forward and encoders). Printed, it is the table the CLI's
+    --dry-run prints."""
 
     def __repr__(self):
         lines = ["{}: expected peak memory".format(self["what"]), self["table"].rstrip("\n")]

@@ -257,6 +257,45 @@ json resolve_options(const AnalysisDecl& d, const json& given, Surface surface) 
   return out;
 }
 
+bool forward_replayable(const AnalysisDecl& d, const json& resolved) {
+  if (!d.reads_forward_only) return false;
+  for (const auto& o : d.options)
+    if (o.edits_forward && resolved.contains(o.name) && !resolved.at(o.name).is_null()) return false;
+  return true;
+}
+
+json alias_request(const HttpAlias& alias, const json& body) {
+  if (!body.is_null() && !body.is_object())
+    throw UsageError(alias.path + ": options must be a JSON object of name: value (got " + compact(body) + ")");
+  json out = body.is_object() ? body : json::object();
+  for (auto it = out.begin(); it != out.end(); ++it) {
+    if (std::find(alias.keys.begin(), alias.keys.end(), it.key()) != alias.keys.end()) continue;
+    std::string list;
+    for (const auto& k : alias.keys) list += (list.empty() ? "" : ", ") + k;
+    std::string key = it.key();
+    if (key.size() > 60) key = key.substr(0, 57) + "...";
+    throw UsageError(alias.path + ": unknown option '" + key + "' (known: " + list + ")");
+  }
+  for (const auto& k : alias.needs)
+    if (!out.contains(k) || out.at(k).is_null()) throw UsageError(alias.path + ": " + k + ": is required");
+  for (auto it = alias.fixed.begin(); it != alias.fixed.end(); ++it) out[it.key()] = it.value();
+  return out;
+}
+
+void check_alias_bounds(const AnalysisDecl& d, const HttpAlias& alias, const json& resolved) {
+  for (const auto& [name, most] : alias.at_most) {
+    const OptionDecl* o = d.find(name);
+    if (!o || !resolved.contains(name) || resolved.at(name).is_null()) continue;
+    const json& v = resolved.at(name);
+    if (o->type == OptionType::Indices && v.is_array() && (v.empty() || v.size() > static_cast<size_t>(most)))
+      throw UsageError(alias.path + ": " + name + ": give 1 to " + std::to_string(most) + " per request (got " +
+                       std::to_string(v.size()) + ")");
+    if (o->type == OptionType::Integer && v.is_number_integer() && v.get<int64_t>() > most)
+      throw UsageError(alias.path + ": " + name + ": must be <= " + std::to_string(most) + " on this route (got " +
+                       std::to_string(v.get<int64_t>()) + ")");
+  }
+}
+
 json parse_option_text(const AnalysisDecl& d, const OptionDecl& o, const std::string& text) {
   const Surface s = Surface::Cli;
   switch (o.type) {

@@ -33,9 +33,6 @@ namespace vocablens::serve {
 const std::set<std::string> kServerFileOptions = {"corpus",     "prompts", "tokenizer", "out",  "allow",
                                                   "allow_list", "sae",     "path",      "file", "tuned_lens"};
 
-// Analyses of one prompt that read activations and write none: their forward passes go through the memo.
-const std::set<std::string> kForwardReaders = {"lens", "attribute"};
-
 namespace {
 
 // The process's mapped address space now (VmSize), in bytes; -1 when /proc does not say.
@@ -177,9 +174,13 @@ void Explorer::routes(httplib::Server& svr) {
   svr.Post("/api/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     send(res, guarded([&] { return tokenize_answer(req); }));
   });
-  svr.Post("/api/sae/features",
-           [this](const httplib::Request& req, httplib::Response& res) { send(res, sae_features_answer(req)); });
-  svr.Post("/api/sae/lens", [this](const httplib::Request& req, httplib::Response& res) { send(res, sae_lens_answer(req)); });
+  // The analyses' declared short routes (the page's /api/sae/features, /api/sae/lens): each is its analysis's own
+  // POST with a narrower contract.
+  for (const auto& a : analysis_registry().all())
+    for (const auto& alias : a.decl.http_aliases)
+      svr.Post("/api/" + alias.path, [this, name = a.decl.name, alias](const httplib::Request& req, httplib::Response& res) {
+        send(res, analysis_answer(req, name, &alias));
+      });
   svr.Post("/api/top_activations",
            [this](const httplib::Request& req, httplib::Response& res) { send(res, top_activations_answer(req)); });
   svr.Post(R"(/api/([A-Za-z0-9_\-]{1,64}))",
@@ -310,7 +311,21 @@ Answer Explorer::tokenize_answer(const httplib::Request& req) {
                    "\n"};
 }
 
-Answer Explorer::analysis_answer(const httplib::Request& req, const std::string& name) {
+std::optional<Answer> Explorer::alias_absent(const DeclaredAnalysis& a, const HttpAlias& alias) const {
+  for (auto it = alias.fixed.begin(); it != alias.fixed.end(); ++it) {
+    const OptionDecl* od = a.decl.find(it.key());
+    if (od && od->type == OptionType::Sae && !sae_)
+      return error_answer(404, alias.path + ": this server has no SAE (start it with --sae PATH)");
+    auto served = od ? o_.served.find(od->name) : o_.served.end();
+    if (od && od->server && (served == o_.served.end() || served->second.empty()))
+      return error_answer(404, alias.path + ": this server has no " + od->name + " (start it with " +
+                                   spelling(*od, Surface::Cli) + " " + od->server->value_name + ")");
+  }
+  return std::nullopt;
+}
+
+Answer Explorer::analysis_answer(const httplib::Request& req, const std::string& name, const HttpAlias* alias) {
+  const std::string route = alias ? alias->path : name;  // what the answer's provenance and the cache name
   const DeclaredAnalysis* analysis = nullptr;
   json resolved;
   double reserved = 0;                    // the estimate admitted against the memory budget, given back when the work is done
@@ -318,7 +333,9 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
   try {
     if (!model_) return no_model();
     analysis = &find_analysis(name);  // UsageError "no analysis named ..." -> 404 below
-    json given = parse_body(req);
+    if (alias)
+      if (auto absent = alias_absent(*analysis, *alias)) return *absent;
+    json given = alias ? alias_request(*alias, parse_body(req)) : parse_body(req);
     for (auto it = given.begin(); it != given.end(); ++it) {
       const OptionDecl* od = analysis->decl.find(it.key());
       if (od && od->type == OptionType::Sae) {
@@ -357,9 +374,10 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
       }
     }
     resolved = resolve_options(analysis->decl, given, Surface::Http);
+    if (alias) check_alias_bounds(analysis->decl, *alias, resolved);
     // An answer already given is given again before any estimate: an estimate that runs the model
     // (AnalysisDecl::estimate_runs_model) would otherwise be repeated by a reload of the page's view.
-    if (auto hit = cache_.get(name + "\n" + resolved.dump())) return {200, *hit, "hit"};
+    if (auto hit = cache_.get(route + "\n" + resolved.dump())) return {200, *hit, "hit"};
     // Refused before any work when the answer would be too big to build and send (answer_size.hpp): an
     // allocation failure halfway through could leave no memory for anything else.
     const AnswerSize size = estimate_answer_size(*analysis, resolved, *model_, tok_.get());
@@ -391,8 +409,8 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
   } catch (...) { return answer_for_current_exception(); }
   // Given back when the work is done or dropped (the job, and the function holding this, are destroyed then).
   auto reservation = std::shared_ptr<void>(nullptr, [this, reserved](void*) { release(reserved); });
-  return pooled(req, name + "\n" + resolved.dump(),
-                [this, analysis, resolved, name, reservation, progress](const std::atomic<bool>* cancel) {
+  return pooled(req, route + "\n" + resolved.dump(),
+                [this, analysis, resolved, name, route, reservation, progress](const std::atomic<bool>* cancel) {
                   if (progress) progress->started = true;
                   double late = 0;  // the reservation of an estimate made here, in the worker
                   std::shared_ptr<void> late_reservation;
@@ -412,17 +430,17 @@ Answer Explorer::analysis_answer(const httplib::Request& req, const std::string&
                   }
                   // Analyses that report progress stop at their next report once the client has gone (the forward pass and
                   // the lens poll the worker's CancelScope, worker_pool.cpp).
-                  // The lens and the attribution only read activations: their forward pass of a prompt is kept and the next
-                  // one of the same prompt replayed (a click on a cell after the lens runs no block of the model).
-                  // An ablation or an expert's scaling edits the forward: neither replayed nor kept as the prompt's.
-                  const bool memo = kForwardReaders.count(name) != 0 && resolved.value("ablate_expert", json()).is_null() &&
-                                    resolved.value("scale_expert", json()).is_null();
+                  // An analysis that only reads activations (AnalysisDecl::reads_forward_only: the lens, the attribution)
+                  // has its forward pass of a prompt kept and the next one of the same prompt replayed (a click on a
+                  // cell after the lens runs no block of the model). A request that edits the forward (an option
+                  // declared edits_forward: an expert's ablation or scaling) is neither replayed nor kept.
+                  const bool memo = forward_replayable(analysis->decl, resolved);
                   std::optional<ForwardMemoScope> scope;
                   if (memo) scope.emplace(*forward_);
                   const AnalysisInputs inputs = server_inputs(*analysis);
                   Result r = run_analysis(*analysis, *model_, tok_.get(), resolved, Surface::Http,
                                           cancel_on_progress(cancel, progress), cancel, &inputs);
-                  fill_provenance(r, *model_, "POST /api/" + name);
+                  fill_provenance(r, *model_, "POST /api/" + route);
                   Answer a{200, result_to_json(r, /*inline_arrays=*/true)};
                   if (memo) a.forward = scope->replayed() > 0 && scope->recorded() == 0 ? "replayed" : "computed";
                   return a;

@@ -66,7 +66,10 @@ class Explorer {
   Answer runs_answer();
   Answer run_result_answer(const std::string& index, const std::string& kind);
   Answer tokenize_answer(const httplib::Request& req);
-  Answer analysis_answer(const httplib::Request& req, const std::string& name);
+  /// POST /api/<name>, or one of its declared aliases (AnalysisDecl::http_aliases): POST /api/<alias.path>.
+  Answer analysis_answer(const httplib::Request& req, const std::string& name, const HttpAlias* alias = nullptr);
+  /// 404 when the server lacks an input the alias fixes (its SAE, a served option): the route is absent here.
+  std::optional<Answer> alias_absent(const DeclaredAnalysis& a, const HttpAlias& alias) const;
   /// Admits `est` against the memory budget: an error answer (413 alone, 503 beside the running analyses), or
   /// nothing with `reserved` set to what was taken (give it back with release()).
   std::optional<Answer> admit(const std::string& name, const AnalysisEstimate& est, double& reserved);
@@ -77,11 +80,9 @@ class Explorer {
   void check_served_options();
   /// The value of a served option for a request that gave `given` for it: true = the server's; else UsageError.
   std::string served_value(const std::string& analysis, const OptionDecl& od, const json& given) const;
-  // sae_api.cpp: the SAE's features and the corpus's top activations.
+  // sae_api.cpp: the SAE and the corpus, and the corpus's top activations.
   void load_sae_and_corpus();
   json sae_info() const;
-  Answer sae_features_answer(const httplib::Request& req);
-  Answer sae_lens_answer(const httplib::Request& req);
   Answer top_activations_answer(const httplib::Request& req);
   /// Runs `work` on the pool unless the cache holds `key`; caches a 200 answer.
   Answer pooled(const httplib::Request& req, const std::string& key, std::function<Answer(const std::atomic<bool>* cancel)> work);
@@ -98,7 +99,7 @@ class Explorer {
   WorkerPool pool_;
   ProgressBoard progress_;  ///< GET /api/progress/<id>: the analyses whose clients asked to follow them
   AnswerCache cache_;
-  std::unique_ptr<ForwardMemo> forward_;  ///< the prompts' forward passes that lens and attribute replay
+  std::unique_ptr<ForwardMemo> forward_;  ///< the prompts' forward passes, replayed (AnalysisDecl::reads_forward_only)
   double memory_budget_ = -1;             ///< bytes beyond the model that running analyses may need; -1 unknown
   double resident_ = 0;                   ///< the model's share of every estimate: runtime + weights as stored
   std::mutex memory_mu_;

@@ -1,8 +1,7 @@
-// The explorer's SAE features and a corpus's top activations (routes in explorer.cpp, list in server.hpp).
+// The explorer's SAE and corpus, and a corpus's top activations (routes in explorer.cpp, list in server.hpp).
 //
-// With `serve MODEL --sae PATH`, a feature's page is its vocabulary projection (the features analysis's
-// logit weights, exact top and bottom tokens) and the feature lens of a prompt (which features fire at each
-// position); both answer exactly what `vocablens features ... --format json` prints. With `--corpus FILE`
+// With `serve MODEL --sae PATH`, the SAE is loaded once and checked against the model; the analyses that read one
+// take it ({"sae": true}), the page's short routes among them (their declarations' http_aliases). With `--corpus FILE`
 // (or `--corpus-run DIR`, the corpus a `lens --corpus` run read), a neuron's or a feature's top
 // activations: the corpus is tokenised once at start-up and cut into windows; each request runs the model
 // over the windows with one read-only hook at the unit's hook point (blocks.L.mlp.hook_post for a neuron,
@@ -15,15 +14,11 @@
 
 #include "serve/explorer.hpp"
 #include "util/regular_file.hpp"
-#include "vocablens/analysis_registry.hpp"
 #include "vocablens/error.hpp"
 #include "vocablens/export.hpp"
-#include "vocablens/features.hpp"
 #include "vocablens/hooks.hpp"
 #include "vocablens/interrupt.hpp"
 #include "vocablens/model.hpp"
-#include "vocablens/options.hpp"
-#include "vocablens/provenance.hpp"
 #include "vocablens/sae.hpp"
 #include "vocablens/tokenizer.hpp"
 
@@ -41,12 +36,6 @@ void check_keys(const json& b, const std::string& what, std::initializer_list<co
       throw UsageError(what + ": unknown option '" + shorten(it.key()) + "' (known: " + list + ")");
     }
   }
-}
-
-// The default the declared analysis gives `option` (analyses/features_entry.cpp): the page's short routes take the
-// same defaults as POST /api/feature_logits and /api/feature_lens, with the page's own tighter bounds.
-const json& declared_default(const char* analysis, const char* option) {
-  return find_analysis(analysis).decl.find(option)->default_value;
 }
 
 // An integer option in [lo, hi]; a bound is checked before anything is allocated (a top_k of 1e9 is a 400).
@@ -130,96 +119,6 @@ json Explorer::sae_info() const {
           {"hook_name", sae_->hook_name},
           {"hook_name_out", sae_->hook_name_out},
           {"stored_dtype", sae_->stored_dtype}};
-}
-
-Answer Explorer::sae_features_answer(const httplib::Request& req) {
-  FeatureLogitsOptions fo;
-  json key;
-  try {
-    if (!model_) return no_model();
-    if (!sae_) return error_answer(404, "sae/features: this server has no SAE (start it with --sae PATH)");
-    const json b = parse_body(req);
-    const std::string what = "sae/features";
-    check_keys(b, what, {"features", "top_k", "final_norm", "bottom"});
-    if (!b.contains("features")) throw UsageError(what + ": features: give the features to project, e.g. [0, 5] or \"0,5\"");
-    const json& f = b["features"];
-    if (f.is_string()) {
-      fo.features = parse_index_list(f.get<std::string>(), sae_->d_sae, "feature");
-    } else if (f.is_number_integer()) {
-      fo.features = parse_index_list(std::to_string(f.get<int64_t>()), sae_->d_sae, "feature");
-    } else if (f.is_array()) {
-      for (const auto& v : f) {
-        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= sae_->d_sae)
-          throw UsageError(what + ": features: " + shorten(v.dump()) + " is not a feature of this SAE (0 to " +
-                           std::to_string(sae_->d_sae - 1) + ")");
-        fo.features.push_back(v.get<int64_t>());
-      }
-    } else {
-      throw UsageError(what + ": features: expected a list of feature indices or a string such as \"0,5,10-20\"");
-    }
-    if (fo.features.empty() || fo.features.size() > 256)
-      throw UsageError(what + ": features: give 1 to 256 features per request (got " + std::to_string(fo.features.size()) + ")");
-    fo.top_k = int_option(b, "top_k", declared_default("feature_logits", "top_k").get<int64_t>(), 1,
-                          std::min<int64_t>(1000, tok_->vocab_size()), what);
-    auto flag = [&](const char* k, bool def) {
-      if (!b.contains(k)) return def;
-      if (!b[k].is_boolean()) throw UsageError(what + ": " + k + ": expected true or false");
-      return b[k].get<bool>();
-    };
-    fo.final_norm_scale = flag("final_norm", declared_default("feature_logits", "final_norm").get<bool>());
-    fo.bottom = flag("bottom", declared_default("feature_logits", "bottom").get<bool>());
-    key = {{"features", fo.features}, {"top_k", fo.top_k}, {"final_norm", fo.final_norm_scale}, {"bottom", fo.bottom}};
-  } catch (...) { return answer_for_current_exception(); }
-  return pooled(req, "sae/features\n" + key.dump(), [this, fo](const std::atomic<bool>* cancel) {
-    FeatureLogitsOptions o = fo;
-    o.progress = cancel_on_progress(cancel);
-    FeatureLogits a = feature_logits(*model_, *sae_, o, tok_.get());
-    Result r = a.to_result(tok_.get());
-    fill_provenance(r, *model_, "POST /api/sae/features");
-    r.provenance["sae"] = sae_->source;
-    r.provenance["sae_layout"] = sae_->layout;
-    r.provenance["sae_stored_dtype"] = sae_->stored_dtype;
-    r.provenance["tokenizer"] = tok_->source();
-    return Answer{200, result_to_json(r, /*inline_arrays=*/true)};
-  });
-}
-
-Answer Explorer::sae_lens_answer(const httplib::Request& req) {
-  FeatureLensOptions lo;
-  std::string prompt;
-  json key;
-  try {
-    if (!model_) return no_model();
-    if (!sae_) return error_answer(404, "sae/lens: this server has no SAE (start it with --sae PATH)");
-    const json b = parse_body(req);
-    const std::string what = "sae/lens";
-    check_keys(b, what, {"prompt", "top_features", "top_k", "final_norm"});
-    if (!b.contains("prompt") || !b["prompt"].is_string() || b["prompt"].get<std::string>().empty())
-      throw UsageError(what + ": prompt: give the prompt as a non-empty string");
-    prompt = b["prompt"].get<std::string>();
-    lo.top_features = int_option(b, "top_features", declared_default("feature_lens", "top_features").get<int64_t>(), 1,
-                                 std::min<int64_t>(100, sae_->d_sae), what);
-    lo.top_k = int_option(b, "top_k", declared_default("feature_lens", "top_k").get<int64_t>(), 1,
-                          std::min<int64_t>(100, tok_->vocab_size()), what);
-    if (b.contains("final_norm")) {
-      if (!b["final_norm"].is_boolean()) throw UsageError(what + ": final_norm: expected true or false");
-      lo.final_norm_scale = b["final_norm"].get<bool>();
-    }
-    key = {{"prompt", prompt}, {"top_features", lo.top_features}, {"top_k", lo.top_k}, {"final_norm", lo.final_norm_scale}};
-  } catch (...) { return answer_for_current_exception(); }
-  return pooled(req, "sae/lens\n" + key.dump(), [this, lo, prompt](const std::atomic<bool>*) {
-    std::vector<int64_t> ids = tok_->encode(prompt);
-    if (ids.empty()) throw UsageError("empty prompt: it encodes to no tokens");
-    if (model_->config().n_ctx > 0 && static_cast<int64_t>(ids.size()) > model_->config().n_ctx)
-      throw UsageError("sae/lens: prompt: " + std::to_string(ids.size()) + " tokens, longer than the model's context (" +
-                       std::to_string(model_->config().n_ctx) + ")");
-    FeatureLens a = feature_lens(*model_, *sae_, ids, lo, tok_.get());
-    Result r = a.to_result(tok_.get(), prompt);
-    fill_provenance(r, *model_, "POST /api/sae/lens");
-    r.provenance["sae"] = sae_->source;
-    r.provenance["sae_layout"] = sae_->layout;
-    return Answer{200, result_to_json(r, /*inline_arrays=*/true)};
-  });
 }
 
 Answer Explorer::top_activations_answer(const httplib::Request& req) {

@@ -11,10 +11,10 @@
 //   POST /api/tokenize          {"text": ...} -> what `vocablens tokenize --json` prints ({"ids": [...]} decodes)
 //   GET  /api/runs              browse mode (`vocablens serve RUN_DIR...`): the results of each directory
 //   GET  /api/runs/<i>/<kind>   one saved result, arrays inline
-//   POST /api/sae/features      with --sae: {"features": [..], "top_k": k} -> what `vocablens features MODEL
-//                               --sae PATH --features .. --format json` prints (each feature's top/bottom tokens)
-//   POST /api/sae/lens          with --sae: {"prompt": .., "top_features": n, "top_k": k} -> the feature lens
-//                               (`vocablens features MODEL --sae PATH --prompt .. --format json`)
+//   POST /api/<alias>           an analysis's declared short route (AnalysisDecl::http_aliases): its own POST on
+//                               fewer keys, with values it fixes and tighter bounds; with --sae, /api/sae/features
+//                               {"features": [..], "top_k": k} and /api/sae/lens {"prompt": .., "top_features": n}
+//                               (`vocablens features MODEL --sae PATH [--prompt ..] --format json`)
 //   POST /api/top_activations   with --corpus / --corpus-run: {"unit": "neuron", "layer": l, "index": n} or
 //                               {"unit": "feature", "index": f} -> its k largest activations over the corpus
 //   GET  /api/status            workers, analyses running, waiting and cancelled; the forward cache
@@ -33,10 +33,11 @@
 // bad JSON, unknown analyses and options are 4xx with the library's one-line message ({"error": ...});
 // analyses run on `workers` threads with at most `queue` waiting (then 503), so the page and small requests
 // never wait behind a long one; a client that disconnects cancels its analysis (a queued one never starts, a
-// running one stops at its next block: vocablens/interrupt.hpp's CancelScope); the lens and the attribution
-// of a prompt share one forward pass, kept in a bounded memo (vocablens/forward_memo.hpp: forward_cache
-// passes, forward_cache_mb MB), so a click on a cell of the current prompt runs no block of the model; only
-// the paths above exist (nothing is read from disk after start-up); no request can stop the server.
+// running one stops at its next block: vocablens/interrupt.hpp's CancelScope); the analyses that only read a
+// prompt's activations (AnalysisDecl::reads_forward_only) share its forward pass, kept in a bounded memo
+// (vocablens/forward_memo.hpp: forward_cache passes, forward_cache_mb MB), so a click on a cell of the current
+// prompt runs no block of the model; only the paths above exist (nothing is read from disk after start-up); no
+// request can stop the server.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,12 +1,15 @@
 """vocablens.estimate(): the peak memory an analysis would need, from the same declaration as the CLI's --dry-run
 (vocablens/analysis_estimate.hpp). Checked against the CLI's own dry run and the shapes it must count."""
 import json
+import os
 import re
+import subprocess
 import unittest
 
-from support import cli, fixture, vocablens
+from support import CLI, SOURCE, cli, fixture, vocablens
 
 GPT2 = fixture("gpt2-tiny")
+TRANSCODERS = os.path.join(SOURCE, "tests", "fixtures", "graph", "gpt2-tiny")
 
 
 class Estimate(unittest.TestCase):
@@ -83,6 +86,28 @@ class Estimate(unittest.TestCase):
         self.assertEqual(len(e["phases"]), 1)
         self.assertGreaterEqual(e["phases"][0][1], P * P * 4)
         self.assertGreater(e["total_bytes"], small["total_bytes"])
+
+    def test_a_refused_graph_says_what_fits_as_the_cli_does(self):
+        # graph's estimate knows the largest max_feature_nodes that fits a limit; Python spells it as a keyword,
+        # and it is the number the CLI's dry run gives under the same limit (VOCABLENS_MEMORY_LIMIT).
+        prompt = "The Eiffel Tower is in Paris and the Colosseum is in Rome. " * 5
+        one = vocablens.estimate("graph", self.m, prompt, transcoders=TRANSCODERS, max_feature_nodes=1)["total_bytes"]
+        e = vocablens.estimate("graph", self.m, prompt, transcoders=TRANSCODERS)
+        self.assertGreater(e["total_bytes"], one + 100 * 2 ** 20)
+        self.assertIsNone(vocablens.estimate("lens", self.m, [5, 6])["reduce_within"])  # the lens has no such advice
+        limit = int(one + 40 * 2 ** 20)
+        advice = e["reduce_within"](limit)
+        m = re.search(r"give max_feature_nodes=(\d+) or less", advice)
+        self.assertIsNotNone(m, advice)
+        n = int(m.group(1))
+        self.assertGreater(n, 1)
+        fits = lambda k: vocablens.estimate("graph", self.m, prompt, transcoders=TRANSCODERS, max_feature_nodes=k)["total_bytes"]
+        self.assertLessEqual(fits(n), limit)
+        self.assertGreater(fits(n + 1), limit)
+        env = dict(os.environ, VOCABLENS_MEMORY_LIMIT=str(limit))
+        out = subprocess.run([CLI, "graph", GPT2, "--transcoders", TRANSCODERS, "--prompt", prompt, "--dry-run"],
+                             capture_output=True, text=True, env=env).stdout
+        self.assertIn("give --max-feature-nodes {} or less".format(n), out)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,15 @@
 3. GET /api/progress/<id> follows a graph whose POST named <id> (X-Vocablens-Progress): queued or running, rows
    done of the total, the declared estimate; 404 once answered. A client that leaves a long graph frees the only
    worker within a third of the graph's time, and the job is counted as cancelled.
+4. --memory-budget: a graph over it is 413 from its worker with its estimate; under a budget that fits some of its
+   features, the 413 names the largest max_feature_nodes that fits, and that many are admitted and run where one
+   more is refused.
 
     VOCABLENS_CLI=build/vocablens python3 tests/serve/graph_api_test.py [FIXTURES_DIR]
 """
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -26,6 +30,8 @@ from vlserve import VocablensServer  # noqa: E402
 
 TRANSCODERS = os.path.join(HERE, "..", "fixtures", "graph", "gpt2-tiny")
 # ~117 tokens of the 128-token context: every active feature's row, several seconds of one core.
+# A prompt whose every active feature needs far more memory than one feature (as in graph_test's refusal).
+REFUSED = "The Eiffel Tower is in Paris and the Colosseum is in Rome. " * 5
 LONG = " ".join(["The river runs through the old city and the bridge crosses it."] * 9)
 
 NODE_FIELDS = {"node_id", "feature", "layer", "ctx_idx", "feature_type", "token_prob", "is_target_logit", "run_idx",
@@ -174,6 +180,36 @@ def memory_budget():
               f"its worker is free again: {status.get('running')} running, {status.get('queued')} queued")
         st, _ = s.post("/api/lens", {"prompt": PROMPT, "top_k": 3})
         check(st in (200, 413), f"and the server still answers ({st})")
+        # What one feature and every feature need beyond the model, as this server's own refusals state it.
+        need_one = needed_mib(s, {"prompt": REFUSED, "transcoders": True, "max_feature_nodes": 1})
+        need_all = needed_mib(s, {"prompt": REFUSED, "transcoders": True})
+    if not check(need_one and need_all and need_all > need_one + 100,
+                 f"every active feature needs far more than one ({need_all} vs {need_one} MiB beyond the model)"):
+        return
+    # A budget between the two: every feature is refused with the largest max_feature_nodes that fits, and that
+    # one is admitted (and runs) where one more is refused.
+    budget = str(int(need_one) + 40)
+    with VocablensServer(CLI, [MODEL], ["--transcoders", TRANSCODERS, "--memory-budget", budget, "--workers", "1"]) as s:
+        st, err = s.post("/api/graph", {"prompt": REFUSED, "transcoders": True})
+        msg = err.get("error", "")
+        m = re.search(r"give max_feature_nodes (\d+) or less", msg)
+        if not check(st == 413 and m and "\n" not in msg, f"every feature under --memory-budget {budget} -> {st}: {msg[:200]!r}"):
+            return
+        n = int(m.group(1))
+        check(n > 1, f"the advice is more than one feature ({n})")
+        st, _ = s.post("/api/graph", {"prompt": REFUSED, "transcoders": True, "max_feature_nodes": n + 1})
+        check(st == 413, f"max_feature_nodes {n + 1}, one more than the advice: refused ({st})")
+        st, g = s.post("/api/graph", {"prompt": REFUSED, "transcoders": True, "max_feature_nodes": n})
+        check(st == 200 and neuronpedia_ok(g.get("summary", {}).get("neuronpedia", {})) is None,
+              f"max_feature_nodes {n}, the advice: admitted and run, a well-formed graph ({st})")
+
+
+def needed_mib(s, body):
+    """The MiB beyond the loaded model that the server's 413 says `body` needs (its memory budget being 1 MiB)."""
+    st, err = s.post("/api/graph", body)
+    m = re.search(r"needs about (\d+) MiB beyond the loaded model", err.get("error", ""))
+    check(st == 413 and m, f"POST /api/graph {json.dumps(body)[-40:]} under --memory-budget 1 -> {st}: {err.get('error', '')[:160]!r}")
+    return float(m.group(1)) if m else None
 
 
 def main():
