@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 namespace vocablens::cli::early {
 
