@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <limits>
-#include <string>
 #include <vector>
 
 #include "fixtures.hpp"
@@ -58,7 +57,30 @@ struct AttentionVariant {
   int64_t B, H, Hkv, T, dh, block, window;
   double softcap;
   bool alibi;
+  bool sinks = false;  ///< one attention sink per query head (GPT-OSS)
 };
+
+struct AttentionInputs {
+  at::Tensor q, k, v;
+  vocablens::AttentionSpec s;
+};
+
+// Random q, k, v of a variant's shape and its spec. Scores of a few units (some rows nearly one-hot) so that
+// the online rescaling matters.
+AttentionInputs attention_inputs(const AttentionVariant& c, uint64_t seed) {
+  at::manual_seed(seed);
+  AttentionInputs in;
+  in.q = at::randn({c.B, c.H, c.T, c.dh}) * 1.5;
+  in.k = at::randn({c.B, c.Hkv, c.T, c.dh}) * 1.5;
+  in.v = at::randn({c.B, c.Hkv, c.T, c.dh});
+  in.s.scale = 1.0 / std::sqrt(static_cast<double>(c.dh));
+  in.s.block = c.block;
+  in.s.window = c.window;
+  in.s.softcap = c.softcap;
+  if (c.alibi) in.s.alibi_slopes = at::tensor(std::vector<float>{0.5f, 0.25f, 0.125f, 0.0625f}).narrow(0, 0, c.H);
+  if (c.sinks) in.s.sinks = at::tensor(std::vector<float>{0.5f, -1.0f, 2.0f, 0.0f}).narrow(0, 0, c.H);
+  return in;
+}
 
 }  // namespace
 
@@ -80,16 +102,7 @@ TEST_CASE("blocked attention equals the float64 definition for every variant") {
   };
   for (const auto& c : cases) {
     SECTION(c.name) {
-      at::manual_seed(7);
-      // Scores of a few units (some rows nearly one-hot) so that the online rescaling matters.
-      auto q = at::randn({c.B, c.H, c.T, c.dh}) * 1.5, k = at::randn({c.B, c.Hkv, c.T, c.dh}) * 1.5;
-      auto v = at::randn({c.B, c.Hkv, c.T, c.dh});
-      vocablens::AttentionSpec s;
-      s.scale = 1.0 / std::sqrt(static_cast<double>(c.dh));
-      s.block = c.block;
-      s.window = c.window;
-      s.softcap = c.softcap;
-      if (c.alibi) s.alibi_slopes = at::tensor(std::vector<float>{0.5f, 0.25f, 0.125f, 0.0625f}).narrow(0, 0, c.H);
+      const auto [q, k, v, s] = attention_inputs(c, 7);
       at::Tensor z = vocablens::blocked_causal_attention(q, k, v, s);
       REQUIRE(z.sizes() == at::IntArrayRef({c.B, c.T, c.H, c.dh}));
       const double err = (z.to(at::kDouble) - reference(q, k, v, s)).abs().max().item<double>();
@@ -119,22 +132,12 @@ TEST_CASE("blocked attention on two threads agrees with one thread, ALiBi slopes
       {"window 23 across blocks", 2, 4, 2, 90, 8, 16, 23, 0, false},
       {"soft-cap and window", 1, 4, 2, 77, 8, 16, 9, 2.0, false},
       {"ALiBi, batch of two", 2, 4, 4, 66, 8, 16, 0, 0, true},
-      {"ALiBi, grouped-query 4 over 2, sinks", 2, 4, 2, 66, 8, 16, 0, 0, true},
+      {"ALiBi, grouped-query 4 over 2, sinks", 2, 4, 2, 66, 8, 16, 0, 0, true, true},
       {"16 heads of 128, blocks of 256 (the long-context bench's shape)", 1, 16, 16, 600, 128, 256, 0, 0, false},
   };
   for (const auto& c : cases) {
     SECTION(c.name) {
-      at::manual_seed(11);
-      auto q = at::randn({c.B, c.H, c.T, c.dh}) * 1.5, k = at::randn({c.B, c.Hkv, c.T, c.dh}) * 1.5;
-      auto v = at::randn({c.B, c.Hkv, c.T, c.dh});
-      vocablens::AttentionSpec s;
-      s.scale = 1.0 / std::sqrt(static_cast<double>(c.dh));
-      s.block = c.block;
-      s.window = c.window;
-      s.softcap = c.softcap;
-      if (c.alibi) s.alibi_slopes = at::tensor(std::vector<float>{0.5f, 0.25f, 0.125f, 0.0625f}).narrow(0, 0, c.H);
-      if (std::string(c.name).find("sinks") != std::string::npos)
-        s.sinks = at::tensor(std::vector<float>{0.5f, -1.0f, 2.0f, 0.0f});
+      const auto [q, k, v, s] = attention_inputs(c, 11);
       at::Tensor one, two;
       {
         const Threads t(1);
