@@ -8,9 +8,9 @@
 #   TS="2048 4096 8192"   lengths run both ways (TS="" none)   OLD_MAX=8192   longest T run the materialising way
 #   LONG_TS="32768"       lengths run blocked only   VOCABLENS_THREADS=2
 #
-# Per run: peak RSS (GNU time's %M), user + system CPU seconds of the whole command, and the forward's own
-# CPU seconds from `--timings` (the lens's projections are the rest); per token = / T. Generated data stays
-# out of git (DATA_DIR).
+# Per run: peak RSS (GNU time's %M), user + system CPU seconds and wall seconds of the whole command, and the
+# forward's own CPU and wall seconds from `--timings` (the lens's projections are the rest); per token = / T.
+# Generated data stays out of git (DATA_DIR).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
@@ -51,16 +51,17 @@ run() {  # T MODE
     return
   fi
   read -r kb user sys wall <"$tmp/time"
-  local fwd
+  local fwd fwd_wall
   fwd=$(awk '$1 == "forward" { print $3 }' "$tmp/err")
-  awk -v T="$T" -v m="$mode" -v kb="$kb" -v u="$user" -v s="$sys" -v w="$wall" -v f="$fwd" 'BEGIN {
-    printf "%6d  %-11s  %7.2f GB  %8.1f s  %7.2f s  %6.1f ms  %8.1f s  %6.2f ms\n", T, m, kb / 1048576, u + s, w,
-           1000 * (u + s) / T, f, 1000 * f / T }'
+  fwd_wall=$(awk '$1 == "forward" { print $2 }' "$tmp/err")
+  awk -v T="$T" -v m="$mode" -v kb="$kb" -v u="$user" -v s="$sys" -v w="$wall" -v f="$fwd" -v fw="$fwd_wall" 'BEGIN {
+    printf "%6d  %-11s  %7.2f GB  %8.1f s  %7.2f s  %6.1f ms  %8.1f s  %6.2f ms  %8.1f s\n", T, m, kb / 1048576, u + s, w,
+           1000 * (u + s) / T, f, 1000 * f / T, fw }'
 }
 
 echo "# $(date -u +%FT%TZ) $(uname -n), $VOCABLENS_THREADS threads, $("$cli" --version 2>/dev/null | head -1)"
 echo "# model $model"
-printf "%6s  %-11s  %10s  %10s  %9s  %9s  %10s  %9s\n" T attention "peak RSS" "CPU" "wall" "CPU/tok" "fwd CPU" "fwd/tok"
+printf "%6s  %-11s  %10s  %10s  %9s  %9s  %10s  %9s  %10s\n" T attention "peak RSS" "CPU" "wall" "CPU/tok" "fwd CPU" "fwd/tok" "fwd wall"
 for T in $TS; do
   run "$T" blocked
   [ "$T" -le "$OLD_MAX" ] && run "$T" materialize

@@ -3,6 +3,8 @@
 // do and do not align with the blocks, soft-capping, ALiBi, grouped-query heads, batches, a last block
 // shorter than the others), and bad shapes. Then the forward pass of every family through both paths,
 // and hooks that read a pattern.
+#include <ATen/Parallel.h>
+
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -55,7 +57,30 @@ struct AttentionVariant {
   int64_t B, H, Hkv, T, dh, block, window;
   double softcap;
   bool alibi;
+  bool sinks = false;  ///< one attention sink per query head (GPT-OSS)
 };
+
+struct AttentionInputs {
+  at::Tensor q, k, v;
+  vocablens::AttentionSpec s;
+};
+
+// Random q, k, v of a variant's shape and its spec. Scores of a few units (some rows nearly one-hot) so that
+// the online rescaling matters.
+AttentionInputs attention_inputs(const AttentionVariant& c, uint64_t seed) {
+  at::manual_seed(seed);
+  AttentionInputs in;
+  in.q = at::randn({c.B, c.H, c.T, c.dh}) * 1.5;
+  in.k = at::randn({c.B, c.Hkv, c.T, c.dh}) * 1.5;
+  in.v = at::randn({c.B, c.Hkv, c.T, c.dh});
+  in.s.scale = 1.0 / std::sqrt(static_cast<double>(c.dh));
+  in.s.block = c.block;
+  in.s.window = c.window;
+  in.s.softcap = c.softcap;
+  if (c.alibi) in.s.alibi_slopes = at::tensor(std::vector<float>{0.5f, 0.25f, 0.125f, 0.0625f}).narrow(0, 0, c.H);
+  if (c.sinks) in.s.sinks = at::tensor(std::vector<float>{0.5f, -1.0f, 2.0f, 0.0f}).narrow(0, 0, c.H);
+  return in;
+}
 
 }  // namespace
 
@@ -77,16 +102,7 @@ TEST_CASE("blocked attention equals the float64 definition for every variant") {
   };
   for (const auto& c : cases) {
     SECTION(c.name) {
-      at::manual_seed(7);
-      // Scores of a few units (some rows nearly one-hot) so that the online rescaling matters.
-      auto q = at::randn({c.B, c.H, c.T, c.dh}) * 1.5, k = at::randn({c.B, c.Hkv, c.T, c.dh}) * 1.5;
-      auto v = at::randn({c.B, c.Hkv, c.T, c.dh});
-      vocablens::AttentionSpec s;
-      s.scale = 1.0 / std::sqrt(static_cast<double>(c.dh));
-      s.block = c.block;
-      s.window = c.window;
-      s.softcap = c.softcap;
-      if (c.alibi) s.alibi_slopes = at::tensor(std::vector<float>{0.5f, 0.25f, 0.125f, 0.0625f}).narrow(0, 0, c.H);
+      const auto [q, k, v, s] = attention_inputs(c, 7);
       at::Tensor z = vocablens::blocked_causal_attention(q, k, v, s);
       REQUIRE(z.sizes() == at::IntArrayRef({c.B, c.T, c.H, c.dh}));
       const double err = (z.to(at::kDouble) - reference(q, k, v, s)).abs().max().item<double>();
@@ -95,6 +111,48 @@ TEST_CASE("blocked attention equals the float64 definition for every variant") {
       // A transposed (non-contiguous) q, as the forward pass passes it without rotary, gives the same.
       at::Tensor qt = q.transpose(1, 2).contiguous().transpose(1, 2);
       CHECK((vocablens::blocked_causal_attention(qt, k, v, s) - z).abs().max().item<double>() < 1e-6);
+    }
+  }
+}
+
+// On two threads the loop splits each query block's heads between the threads (src/model/attention.cpp), each
+// running its heads' key loop alone. Per head the operations are one thread's; only where a chunk of heads
+// ends inside a vector register's width does ATen's exp take its scalar path for a few elements (a last
+// ulp), so the bound is float32 rounding, not zero. Slices of ALiBi slopes, sinks and grouped heads that
+// went to the wrong head would be off by whole units.
+TEST_CASE("blocked attention on two threads agrees with one thread, ALiBi slopes and sinks per head") {
+  struct Threads {
+    int saved = at::get_num_threads();
+    explicit Threads(int n) { at::set_num_threads(n); }
+    ~Threads() { at::set_num_threads(saved); }
+  };
+  const std::vector<AttentionVariant> cases = {
+      {"causal, batch of two, last block short", 2, 3, 3, 100, 8, 16, 0, 0, false},
+      {"grouped-query 8 over 2", 1, 8, 2, 70, 8, 16, 0, 0, false},
+      {"window 23 across blocks", 2, 4, 2, 90, 8, 16, 23, 0, false},
+      {"soft-cap and window", 1, 4, 2, 77, 8, 16, 9, 2.0, false},
+      {"ALiBi, batch of two", 2, 4, 4, 66, 8, 16, 0, 0, true},
+      {"ALiBi, grouped-query 4 over 2, sinks", 2, 4, 2, 66, 8, 16, 0, 0, true, true},
+      {"16 heads of 128, blocks of 256 (the long-context bench's shape)", 1, 16, 16, 600, 128, 256, 0, 0, false},
+  };
+  for (const auto& c : cases) {
+    SECTION(c.name) {
+      const auto [q, k, v, s] = attention_inputs(c, 11);
+      at::Tensor one, two;
+      {
+        const Threads t(1);
+        one = vocablens::blocked_causal_attention(q, k, v, s);
+      }
+      {
+        const Threads t(2);
+        REQUIRE(at::get_num_threads() == 2);
+        two = vocablens::blocked_causal_attention(q, k, v, s);
+      }
+      const double err = (two - one).abs().max().item<double>();
+      INFO(c.name << ": max |two threads - one| = " << err << ", max |z| = " << one.abs().max().item<double>());
+      CHECK(err <= 1e-6);
+      if (!c.alibi && c.B == 1 && c.window == 0 && c.softcap == 0 && c.T == 600)
+        CHECK(at::equal(one, two));  // 32-aligned chunks: same bits
     }
   }
 }

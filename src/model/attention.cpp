@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 
+#include "util/parallel.hpp"
 #include "vocablens/error.hpp"
 
 namespace vocablens {
@@ -60,59 +61,73 @@ void blocked_causal_attention_each(const at::Tensor& q, const at::Tensor& k, con
   const at::Tensor sinks = s.sinks.defined() ? s.sinks.to(q.options()).view({1, Hkv, G, 1, 1}) : at::Tensor();
   if (T == 0) return;
 
-  // Blocks run one after another, every head of the batch in one batched GEMM and one elementwise pass
-  // per step: few, large operations. (One task per head and block on separate threads measured up to 10x
-  // slower on a busy 2-core machine: OpenMP's waiting threads spun through the many small operations.)
+  // Sinks in the loop's row layout [B*Hkv, G*bq, 1] and ALiBi slopes as [B*Hkv, G, 1, 1]: row i of the loop's
+  // batch is (batch i / Hkv, kv head i % Hkv), its G query heads as q5 splits them.
+  const at::Tensor slopes_rows =
+      slopes.defined() ? slopes.view({1, Hkv, G, 1, 1}).expand({B, Hkv, G, 1, 1}).reshape({B * Hkv, G, 1, 1}) : at::Tensor();
+
+  // Query blocks run one after another. Within one, the rows of the batched GEMMs' batch (batch x kv head)
+  // are split once between the threads, each running the whole key loop for its heads with single-threaded
+  // operations (inside the parallel region ATen and OpenBLAS use one thread): one parallel region per query
+  // block instead of two threaded GEMMs per head and tile (whose threads spin in sched_yield waiting for
+  // each other's packed panels) and a region per elementwise pass. The same operations on the same values
+  // per head as on one thread.
   for (int64_t q0 = 0; q0 < T; q0 += bs) {
     const int64_t bq = std::min(bs, T - q0), q1 = q0 + bq;
-    const at::Tensor qb = q5.narrow(3, q0, bq).reshape({B * Hkv, G * bq, dh});
+    const at::Tensor qb_all = q5.narrow(3, q0, bq).reshape({B * Hkv, G * bq, dh});
     const int64_t first_key = s.window > 0 ? std::max<int64_t>(0, q0 - s.window + 1) : 0;
-    at::Tensor m, l, o;  // running max [B*Hkv, G*bq, 1], sum of exp, unnormalised output [B*Hkv, G*bq, dh]
-    // The diagonal block first: every row sees its own position there, so the running maximum is finite
-    // from the first tile on and a row that a later tile hides entirely (window edge) rescales by exp(0).
-    for (int64_t k0 = q0; k0 >= 0 && k0 + bs > first_key; k0 -= bs) {
-      const int64_t bk = k0 == q0 ? bq : bs, k1 = k0 + bk;
-      const at::Tensor kb = kc.narrow(2, k0, bk).reshape({B * Hkv, bk, dh});
-      const at::Tensor vb = vc.narrow(2, k0, bk).reshape({B * Hkv, bk, dh});
-      at::Tensor sc = at::bmm(qb, kb.transpose(1, 2));  // [B*Hkv, G*bq, bk] = [B, H, bq, bk]
-      sc.mul_(s.scale);
-      if (s.softcap > 0) sc.div_(s.softcap).tanh_().mul_(s.softcap);
-      at::Tensor s4 = sc.view({B, H, bq, bk});
-      if (slopes.defined()) {
-        const at::Tensor dist = (at::arange(k0, k1, idx).unsqueeze(0) - at::arange(q0, q1, idx).unsqueeze(1)).to(q.scalar_type());
-        s4.add_(slopes * dist);
+    at::Tensor o_all = at::empty({B * Hkv, G * bq, dh}, q.options());
+    detail::parallel_for(0, B * Hkv, 1, [&](int64_t i0, int64_t i1) {
+      const int64_t n = i1 - i0;
+      const at::Tensor qb = qb_all.narrow(0, i0, n);
+      at::Tensor m, l, o = o_all.narrow(0, i0, n);  // running max [n, G*bq, 1], sum of exp, unnormalised output
+      // The diagonal block first: every row sees its own position there, so the running maximum is finite
+      // from the first tile on and a row that a later tile hides entirely (window edge) rescales by exp(0).
+      for (int64_t k0 = q0; k0 >= 0 && k0 + bs > first_key; k0 -= bs) {
+        const int64_t bk = k0 == q0 ? bq : bs, k1 = k0 + bk;
+        const at::Tensor kb = kc.narrow(2, k0, bk).reshape({B * Hkv, bk, dh}).narrow(0, i0, n);
+        const at::Tensor vb = vc.narrow(2, k0, bk).reshape({B * Hkv, bk, dh}).narrow(0, i0, n);
+        at::Tensor sc = at::bmm(qb, kb.transpose(1, 2));  // [n, G*bq, bk]
+        sc.mul_(s.scale);
+        if (s.softcap > 0) sc.div_(s.softcap).tanh_().mul_(s.softcap);
+        at::Tensor s4 = sc.view({n, G, bq, bk});
+        if (slopes_rows.defined()) {
+          const at::Tensor dist =
+              (at::arange(k0, k1, idx).unsqueeze(0) - at::arange(q0, q1, idx).unsqueeze(1)).to(q.scalar_type());
+          s4.add_(slopes_rows.narrow(0, i0, n) * dist);
+        }
+        const bool future = k1 - 1 > q0;                               // some key lies after some query
+        const bool too_old = s.window > 0 && k0 <= q1 - 1 - s.window;  // some key lies outside some query's window
+        if (future || too_old) {
+          const at::Tensor qi = at::arange(q0, q1, idx).unsqueeze(1), ki = at::arange(k0, k1, idx).unsqueeze(0);
+          at::Tensor hide = ki > qi;
+          if (too_old) hide = hide.logical_or(ki <= qi - s.window);
+          s4.masked_fill_(hide, -std::numeric_limits<float>::infinity());
+        }
+        if (!m.defined()) {
+          m = sc.amax(-1, true);
+          sc.sub_(m).exp_();
+          l = sc.sum(-1, true);
+          at::bmm_out(o, sc, vb);
+        } else {
+          at::Tensor m_new = at::maximum(m, sc.amax(-1, true));
+          at::Tensor alpha = (m - m_new).exp_();
+          sc.sub_(m_new).exp_();
+          l.mul_(alpha).add_(sc.sum(-1, true));
+          o.mul_(alpha).baddbmm_(sc, vb);
+          m = std::move(m_new);
+        }
       }
-      const bool future = k1 - 1 > q0;                               // some key lies after some query
-      const bool too_old = s.window > 0 && k0 <= q1 - 1 - s.window;  // some key lies outside some query's window
-      if (future || too_old) {
-        const at::Tensor qi = at::arange(q0, q1, idx).unsqueeze(1), ki = at::arange(k0, k1, idx).unsqueeze(0);
-        at::Tensor hide = ki > qi;
-        if (too_old) hide = hide.logical_or(ki <= qi - s.window);
-        s4.masked_fill_(hide, -std::numeric_limits<float>::infinity());
+      if (sinks.defined()) {  // the sink's exp joins the sum (rescaled to the joint maximum); it adds no value
+        const at::Tensor sk = sinks.expand({B, Hkv, G, bq, 1}).reshape({B * Hkv, G * bq, 1}).narrow(0, i0, n);
+        const at::Tensor m_new = at::maximum(m, sk);
+        const at::Tensor alpha = (m - m_new).exp_();
+        l.mul_(alpha).add_((sk - m_new).exp_());
+        o.mul_(alpha);
       }
-      if (!m.defined()) {
-        m = sc.amax(-1, true);
-        sc.sub_(m).exp_();
-        l = sc.sum(-1, true);
-        o = at::bmm(sc, vb);
-      } else {
-        at::Tensor m_new = at::maximum(m, sc.amax(-1, true));
-        at::Tensor alpha = (m - m_new).exp_();
-        sc.sub_(m_new).exp_();
-        l.mul_(alpha).add_(sc.sum(-1, true));
-        o.mul_(alpha).baddbmm_(sc, vb);
-        m = std::move(m_new);
-      }
-    }
-    if (sinks.defined()) {  // the sink's exp joins the sum (rescaled to the joint maximum); it adds no value
-      const at::Tensor sk = sinks.expand({B, Hkv, G, bq, 1}).reshape({B * Hkv, G * bq, 1});
-      const at::Tensor m_new = at::maximum(m, sk);
-      const at::Tensor alpha = (m - m_new).exp_();
-      l.mul_(alpha).add_((sk - m_new).exp_());
-      o.mul_(alpha);
-    }
-    o.div_(l);
-    sink(q0, o.view({B, H, bq, dh}).transpose(1, 2));
+      o.div_(l);
+    });
+    sink(q0, o_all.view({B, H, bq, dh}).transpose(1, 2));
   }
 }
 

@@ -230,7 +230,7 @@ at::Tensor mlp(const ModelConfig& cfg, const LayerWeights& L, const at::Tensor& 
   // Without grad and without hooks on the neurons, a long input goes through in blocks of rows: the MLP
   // acts on each position alone, and its [rows, d_mlp] intermediates (three of them for a gated MLP) are
   // what would otherwise dominate the activations' memory at long T.
-  constexpr int64_t kRows = 1024;
+  constexpr int64_t kRows = kRowBlock;
   const int64_t rows = h.numel() / h.size(-1);
   if (rows > kRows && !at::GradMode::is_enabled() && !mlp_inside_hooked(hk, l) && !record) {
     const at::Tensor h2 = h.reshape({rows, h.size(-1)});
@@ -275,7 +275,10 @@ at::Tensor block(const ModelConfig& cfg, const LayerWeights& L, const BlockConte
   record(keep && spec->resid_pre, "resid_pre", x);
   const int64_t B = x.size(0), T = x.size(1), d = x.size(2), H = cfg.n_heads, Hkv = cfg.n_kv_heads, dh = cfg.d_head;
   const bool by_rows = block_by_rows(T, l, keep, spec, hk, kv);
-  const int64_t R = by_rows ? attention_policy().block : T;  // by rows: one step's q rows are one query block
+  // By rows: the attention's query blocks of R rows; the products (steps 1 and 3, W_O) over Rp rows, whole
+  // query blocks (model/forward_work.hpp, kRowBlock).
+  const int64_t R = by_rows ? attention_policy().block : T;
+  const int64_t Rp = by_rows ? std::max(R, kRowBlock / R * R) : T;
   const auto opt = x.options().dtype(at::kFloat);
 
   // Step 1. Whole: the projections themselves. By rows: each row block's written into tensors of every
@@ -289,8 +292,8 @@ at::Tensor block(const ModelConfig& cfg, const LayerWeights& L, const BlockConte
     at::Tensor q = at::empty({B, T, H * dh}, opt);
     qkv.k = at::empty({B, Hkv, T, dh}, opt);
     qkv.v = at::empty({B, Hkv, T, dh}, opt);
-    for (int64_t r0 = 0; r0 < T; r0 += R) {
-      const int64_t n = std::min(R, T - r0);
+    for (int64_t r0 = 0; r0 < T; r0 += Rp) {
+      const int64_t n = std::min(Rp, T - r0);
       const at::Tensor x_rows = x.narrow(1, r0, n);
       Qkv rows = qkv_rows(cfg, L, ctx,
                           cfg.norm_before && cfg.input_norms
@@ -307,25 +310,43 @@ at::Tensor block(const ModelConfig& cfg, const LayerWeights& L, const BlockConte
     if (H * dh == d) mid = q.view({B, T, d});
   }
 
-  // Step 2: mid = x + attn_out by query rows; post-norm blocks normalise the sum.
-  at::Tensor pattern;
+  // Step 2: mid = x + attn_out by query rows; post-norm blocks normalise the sum. By rows, the z of consecutive
+  // query blocks is gathered into Rp rows (zbuf) and goes through W_O at once; mid's rows are written only
+  // after their query blocks are done, as before.
+  at::Tensor pattern, zbuf;
+  int64_t z0 = 0, zn = 0;  // zbuf holds positions z0 .. z0 + zn - 1
+  auto out_rows = [&](int64_t q0, at::Tensor z) {
+    const int64_t n = z.size(1);
+    at::Tensor a = attention_out(cfg, L, std::move(z), l, hk);
+    record(keep && spec->attn_out, "attn_out", a);
+    // parallel residual: x + attn_out too (the MLP reads x). Whole (which includes every pass with grad:
+    // out= operations do not differentiate), a new tensor, made only now that q, k, v are released.
+    if (!by_rows) {
+      mid = x + a;
+      if (!cfg.norm_before) mid = norm1(cfg, L, mid);
+      return;
+    }
+    if (!mid.defined()) mid = at::empty({B, T, d}, opt);
+    at::Tensor rows = mid.narrow(1, q0, n);
+    at::add_out(rows, x.narrow(1, q0, n), a);
+    if (!cfg.norm_before) rows.copy_(norm1(cfg, L, rows));
+  };
+  auto flush = [&] {
+    if (zn > 0) out_rows(z0, zbuf.narrow(1, 0, zn));
+    zn = 0;
+  };
   attend(cfg, L, ctx, std::move(qkv), l, by_rows, keep && spec->pattern ? &pattern : nullptr, hk, kv,
          [&](int64_t q0, at::Tensor z) {
+           if (!by_rows) return out_rows(q0, std::move(z));
            const int64_t n = z.size(1);
-           at::Tensor a = attention_out(cfg, L, std::move(z), l, hk);
-           record(keep && spec->attn_out, "attn_out", a);
-           // parallel residual: x + attn_out too (the MLP reads x). Whole (which includes every pass with grad:
-           // out= operations do not differentiate), a new tensor, made only now that q, k, v are released.
-           if (!by_rows) {
-             mid = x + a;
-             if (!cfg.norm_before) mid = norm1(cfg, L, mid);
-             return;
-           }
-           if (!mid.defined()) mid = at::empty({B, T, d}, opt);
-           at::Tensor rows = mid.narrow(1, q0, n);
-           at::add_out(rows, x.narrow(1, q0, n), a);
-           if (!cfg.norm_before) rows.copy_(norm1(cfg, L, rows));
+           if (zn + n > Rp) flush();
+           if (!zbuf.defined()) zbuf = at::empty({B, Rp, H, dh}, opt);
+           if (zn == 0) z0 = q0;
+           zbuf.narrow(1, zn, n).copy_(z);
+           zn += n;
          });
+  flush();
+  zbuf.reset();
   record(keep && spec->pattern, "pattern", pattern);
   run_hook(hk, HookPoint::ResidMid, l, mid);
   record(keep && spec->resid_mid, "resid_mid", mid);
@@ -334,8 +355,8 @@ at::Tensor block(const ModelConfig& cfg, const LayerWeights& L, const BlockConte
   // whole, a tensor of its own, made after the MLP (the cache or a hook may hold mid).
   const at::Tensor& mlp_stream = cfg.parallel_residual ? x : mid;
   at::Tensor out = by_rows ? mid : at::Tensor();
-  for (int64_t r0 = 0; r0 < T; r0 += R) {
-    const int64_t n = std::min(R, T - r0);
+  for (int64_t r0 = 0; r0 < T; r0 += Rp) {
+    const int64_t n = std::min(Rp, T - r0);
     const at::Tensor in = by_rows ? mlp_stream.narrow(1, r0, n) : mlp_stream;
     detail::MoeRecord moe_record;
     if (keep && spec->router && cfg.n_experts > 0)

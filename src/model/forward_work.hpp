@@ -12,6 +12,13 @@
 
 namespace vocablens {
 
+// Rows per weight product where a long input goes through a block by rows (src/model/forward.cpp): the
+// q/k/v and W_O products and the MLP run over this many rows at once (a dense MLP's [rows, d_mlp]
+// intermediates bound it). Fewer, larger GEMMs: on two threads each of OpenBLAS's threaded GEMMs ends in
+// its threads waiting for each other (sched_yield), and every call reads the whole weight again.
+// docs/benchmarks.md, "Long context".
+constexpr int64_t kRowBlock = 1024;
+
 // The MLP's width a token goes through: a dense MLP's, or its k experts' (and a shared expert's) plus the router.
 inline double mlp_width(const ModelConfig& cfg) {
   if (cfg.n_experts == 0) return static_cast<double>(cfg.d_mlp);

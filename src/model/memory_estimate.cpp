@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -84,18 +85,20 @@ MemoryEstimate estimate_forward_memory(const Model& m, int64_t B, int64_t T, con
   // the masked copy and the softmax alive together.
   const double attn = blocked ? static_cast<double>(B) * H * bs * (2 * bs + 2 * dh + 2) * f
                               : 3.0 * static_cast<double>(B) * H * static_cast<double>(T) * static_cast<double>(T) * f;
-  const double mlp_rows = std::min(rows, 1024.0);
+  const double mlp_rows = std::min(rows, static_cast<double>(kRowBlock));
   const double mlp_tile = (c.gated_mlp ? 3.0 : 2.0) * mlp_rows * ff * f + mlp_rows * d * f;
   if (blocked && !spec.attn_out && !spec.resid_mid && !spec.mlp_out && !spec.wants_norm_points()) {
     // The block by rows (src/model/forward.cpp, docs/runner.md "Long inputs"): whole [B, T, .] tensors are
     // the block's input stream, k, v and one buffer for q, then the stream after the attention and the
     // block's output (a second one when the heads do not fill d_model); the rest is one block of rows at a
     // time: its normalised input, q, k, v and their rotated copies, or the attention tile, or the MLP's rows.
+    // The products run over kRowBlock rows (whole query blocks); W_O's rows are gathered during the attention.
     const double whole = rows * (d + 2 * Hkv * dh + (H * dh == d ? d : H * dh + d)) * f;
-    const double step_rows = static_cast<double>(B) * bs;
+    const double step_rows =
+        static_cast<double>(B) * std::min(static_cast<double>(T), std::max(bs, std::floor(kRowBlock / bs) * bs));
     const double step = step_rows * (d + 2 * (H + Hkv) * dh) * f;
     e.add_phase("forward, one block streamed by rows: input, k, v, q / output; attention tile or MLP rows",
-                whole + std::max({step, attn, mlp_tile}));
+                whole + std::max({step, attn + step_rows * H * dh * f, mlp_tile}));
   } else {
     // One block step by step: its input and normalised input, q k v (and their rotated copies), z and the output.
     const double proj = rows * (2 * d + 2 * (H + Hkv) * dh + H * dh) * f;
