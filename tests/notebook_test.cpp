@@ -135,8 +135,8 @@ struct ToExecute {
 };
 
 // The notebooks of the test: made (with the checks of their making) by the functions below, validated and
-// executed together by the last test case, so that Jupyter starts once (each notebook still gets a kernel of
-// its own, in its own directory).
+// executed together by the last test case, so that Jupyter and its kernel start once (each notebook in its own
+// directory, its namespace emptied before it).
 
 // Every generated notebook: the example results, and a one-result notebook (the smallest case).
 std::vector<ToExecute> generated_notebooks() {
@@ -227,8 +227,10 @@ std::vector<ToExecute> real_results_notebook() {
 }
 
 // Executes the notebooks in one Python process with nbclient, the executor `jupyter nbconvert --execute` runs
-// (without nbconvert's own start-up, ~0.6 s of CPU: its exporters are not needed), each in a kernel of its own
-// and in its own directory, written beside it as <name>.nbconvert.ipynb, and checks every code cell of each:
+// (without nbconvert's own start-up, ~0.6 s of CPU: its exporters are not needed), one after another in one
+// kernel, each after `%reset -f` and a change into its own directory (an empty namespace, as in a kernel of its
+// own; the kernel's start and the imports of pandas and matplotlib paid once), written beside it as
+// <name>.nbconvert.ipynb, and checks every code cell of each:
 // executed, no error output, no Error or
 // Warning on its stderr, at least `min_images` images drawn (and `cell_min_images` by those cells), and the
 // executed notebook valid nbformat 4. Those with `execute` false are skipped (the caller says why).
@@ -249,15 +251,24 @@ void execute_notebooks(const std::vector<ToExecute>& all) {
     inputs += " " + shell_quote(n.path);
   }
   std::string out;
-  // The kernel of each notebook runs in the notebook's directory (as nbconvert's does); a cell's error raises
+  // Each notebook runs in its own directory (as nbconvert's kernel does); a cell's error raises
   // (CellExecutionError: exit 1, the traceback in `out`), as with nbconvert.
   int rc = vl_test::run_command(env + "timeout 600 " + python() +
                                     " -c 'import os, sys, nbformat\n"
                                     "from nbclient import NotebookClient\n"
-                                    "for p in sys.argv[1:]:\n"
-                                    "    nb = nbformat.read(p, as_version=4)\n"
-                                    "    NotebookClient(nb, timeout=300, kernel_name=\"python3\",\n"
-                                    "                   resources={\"metadata\": {\"path\": os.path.dirname(p)}}).execute()\n"
+                                    "paths, nbs, starts = sys.argv[1:], [], []\n"
+                                    "combined = nbformat.v4.new_notebook()\n"
+                                    "for p in paths:\n"
+                                    "    nbs.append(nbformat.read(p, as_version=4))\n"
+                                    "    d = os.path.abspath(os.path.dirname(p))\n"
+                                    "    combined.cells.append(nbformat.v4.new_code_cell(\n"
+                                    "        \"%reset -f\\nimport os\\nos.chdir(\" + repr(d) + \")\\ndel os\"))\n"
+                                    "    starts.append(len(combined.cells))\n"
+                                    "    combined.cells.extend(nbs[-1].cells)\n"
+                                    "NotebookClient(combined, timeout=300, kernel_name=\"python3\",\n"
+                                    "               resources={\"metadata\": {\"path\": os.path.dirname(paths[0])}}).execute()\n"
+                                    "for p, nb, a in zip(paths, nbs, starts):\n"
+                                    "    nb.cells = combined.cells[a:a + len(nb.cells)]\n"
                                     "    nbformat.write(nb, p[:-6] + \".nbconvert.ipynb\")\n"
                                     "    print(\"executed\", p)\n'" +
                                     inputs,

@@ -125,8 +125,18 @@ double generate_cpu_seconds(const char* threads, const std::string& model) {
 TEST_CASE("threads: a small model's generate costs no more CPU on two threads than on one", "[threads]") {
   const std::string model = vl_test::fixture("gpt2-tiny");
   REQUIRE(!model.empty());
-  const double one = generate_cpu_seconds("1", model), two = generate_cpu_seconds("2", model);
-  INFO("CPU seconds of a 32-step generate on gpt2-tiny: 1 thread " << one << ", 2 threads " << two);
+  // One and two threads alternate over three rounds, best of each: the suite's other test shares this machine's
+  // cores (on a VM, perhaps one physical core's two hyperthreads), which can double a run's CPU seconds for a
+  // moment; measured back to back once, a 2-thread run that fell in such a moment failed (0.088 against 0.038).
+  double one = 1e9, two = 1e9;
+  for (int round = 0; round < 3; ++round) {
+    const bool one_first = round % 2 == 0;
+    const double a = generate_cpu_seconds(one_first ? "1" : "2", model);
+    const double b = generate_cpu_seconds(one_first ? "2" : "1", model);
+    one = std::min(one, one_first ? a : b);
+    two = std::min(two, one_first ? b : a);
+  }
+  INFO("CPU seconds of a 32-step generate on gpt2-tiny (best of 3 rounds): 1 thread " << one << ", 2 threads " << two);
   CHECK(one > 0);
   CHECK(two <= 1.3 * one);
 }

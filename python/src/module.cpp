@@ -411,6 +411,9 @@ PYBIND11_MODULE(_vocablens, mod) {
   mod.def("get_compute", get_compute, "The compute mode set_compute chose: 'float32', 'bfloat16' or 'int8'.");
   mod.def("set_dtype", set_compute, py::arg("dtype"), "The older name of set_compute (same modes).");
   mod.def("get_dtype", get_compute, "The older name of get_compute.");
+  // VOCABLENS_THREADS, as the CLI reads it (vocablens/model.hpp); called by __init__.py only when the variable is
+  // set, so that an unset one leaves torch's own default.
+  mod.def("_init_runtime", [] { vocablens::init_runtime(); });
 
   // ---- Result
   py::class_<Result, std::shared_ptr<Result>>(mod, "Result")

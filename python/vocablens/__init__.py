@@ -55,6 +55,10 @@ from ._hooks import HookPoint, install as _install_hooks  # noqa: E402
 from ._tokens import install as _install_tokens  # noqa: E402
 from ._tl import install as _install_tl  # noqa: E402
 
+if _os.environ.get("VOCABLENS_THREADS"):
+    # The user's thread count, as the CLI honours it (a bad value is said on stderr and ignored); unset, torch's
+    # own default stands (docs/python.md).
+    _core._init_runtime()
 _install_hooks(Model)
 _install_tokens(Model)
 _install_tl(Model)

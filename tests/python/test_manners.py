@@ -130,5 +130,27 @@ class OpenMPWaitPolicy(unittest.TestCase):
         self.assertEqual(policy, "None")
 
 
+class Threads(unittest.TestCase):
+    """VOCABLENS_THREADS, set when vocablens is imported, is the thread count (as the CLI's); unset, torch's own
+    default (here OMP_NUM_THREADS) stands; a bad value is said on stderr and, as in the CLI, all cores are used."""
+
+    def threads(self, value):
+        e = {k: v for k, v in os.environ.items() if k != "VOCABLENS_THREADS"}
+        e["OMP_NUM_THREADS"] = "1"
+        if value is not None:
+            e["VOCABLENS_THREADS"] = value
+        r = subprocess.run([sys.executable, "-c", "import vocablens, torch; print(torch.get_num_threads())"],
+                           capture_output=True, text=True, env=e)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return int(r.stdout), r.stderr
+
+    def test_set_unset_and_bad(self):
+        self.assertEqual(self.threads("3")[0], 3)
+        self.assertEqual(self.threads(None)[0], 1)
+        n, err = self.threads("four")
+        self.assertIn("VOCABLENS_THREADS='four' is not a whole number", err)
+        self.assertEqual(n, os.cpu_count())
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
