@@ -13,7 +13,7 @@ CLI = os.environ.get("VOCABLENS_CLI") or os.path.join(SOURCE, "build", "vocablen
 
 def __getattr__(name):
     """`from support import vocablens` loads the module (and LibTorch, ~1.2 s of CPU) on first use only: the
-    tests that need just the paths (the notebooks run in their own kernels, `pip install` in a venv) skip it."""
+    tests that need just the paths (the notebooks run in a kernel, `pip install` in a venv) skip it."""
     if name != "vocablens":
         raise AttributeError("module 'support' has no attribute " + repr(name))
     import vocablens  # PYTHONPATH=build/python

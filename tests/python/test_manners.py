@@ -59,15 +59,25 @@ class Tokens(unittest.TestCase):
 class Manners(unittest.TestCase):
     def test_quick_calls_print_no_progress(self):
         p = run_python("""
-            import vocablens
+            import time, vocablens
             m = vocablens.load_model(%r)
-            r = m.heads(layers=0, heads=1, kind="ov", top_k=3)
-            r = m.neurons(0, neurons=[1, 2], top_k=3)
-            print("ok")
+            slowest = 0.0
+            for call in (lambda: m.heads(layers=0, heads=1, kind="ov", top_k=3),
+                         lambda: m.neurons(0, neurons=[1, 2], top_k=3)):
+                t0 = time.monotonic()
+                call()
+                slowest = max(slowest, time.monotonic() - t0)
+            print("ok", slowest)
         """ % GPT2)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertEqual(p.stdout.strip(), "ok")
-        self.assertEqual(p.stderr, "")     # tqdm waits a second before drawing anything
+        ok, slowest = p.stdout.split()
+        self.assertEqual(ok, "ok")
+        if float(slowest) < 0.9:
+            self.assertEqual(p.stderr, "")     # tqdm waits a second before drawing anything
+        else:
+            # a loaded machine made a quick call take a second: then a bar, and nothing else, is right
+            for line in p.stderr.replace("\r", "\n").splitlines():
+                self.assertTrue(not line.strip() or "%|" in line, "stderr of a slow quick call: " + p.stderr)
 
     def test_integer_columns(self):
         m = vocablens.load_model(GPT2)

@@ -7,8 +7,8 @@ error output, checks that the plots were drawn, and keeps each notebook under a 
 
 The five run one after another in one kernel, each after `%reset -f` (an empty namespace, as in a fresh kernel:
 a name one notebook left behind is a NameError in the next), so that the kernel's start and the imports of
-vocablens (LibTorch), NumPy and matplotlib are paid once, not five times (~2 CPU-s each). No notebook sets a seed, a
-default dtype or a global option that another could read."""
+vocablens (LibTorch), NumPy and matplotlib are paid once, not five times (6.5 -> 5.5 CPU-s on the Zen 4). No
+notebook sets a seed, a default dtype or a global option that another could read."""
 import datetime
 import os
 import unittest
