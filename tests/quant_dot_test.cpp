@@ -172,46 +172,50 @@ TEST_CASE("int8 activations: llama.cpp's integers and scales, byte for byte") {
 
 TEST_CASE("int8 dot products: llama.cpp's vec_dot to float rounding, and every kernel the same bits") {
   const QdLlama& g = qd_llama();
-  const int64_t rows = 37, cols = 2048, ntok = 11;  // AVX-512: a group of 8 and 3 single rows; AVX2: 4, 4, 3
-  for (GgmlType t : kQdTypes) {
-    INFO(vocablens::ggml_type_name(static_cast<uint32_t>(t)));
-    const int64_t row_bytes = static_cast<int64_t>(qd_weights(g, t, 1, cols, 9).size());
-    const std::vector<uint8_t> w = qd_weights(g, t, rows, cols, 11 + static_cast<uint32_t>(t));
-    const int64_t stride = qdot::act_row_bytes(t, cols);
-    std::vector<uint8_t> act(static_cast<size_t>(ntok * stride));
-    std::vector<std::vector<uint8_t>> theirs_act(ntok, std::vector<uint8_t>(static_cast<size_t>(cols) * 2));
-    const QdLlama::Traits* tr = g.traits(static_cast<int>(t));
-    for (int64_t i = 0; i < ntok; ++i) {
-      const std::vector<float> x = qd_data(cols, 1.f + static_cast<float>(i), 100 + static_cast<uint32_t>(i), i % 2 == 1);
-      qdot::quantize_row(t, x.data(), cols, act.data() + i * stride);
-      g.traits(tr->vec_dot_type)->from_float(x.data(), theirs_act[static_cast<size_t>(i)].data(), cols);
-    }
-    std::vector<std::vector<float>> y;
-    for (qdot::Kernel k : {qdot::Kernel::Scalar, qdot::Kernel::Avx2, qdot::Kernel::Avx512Vnni}) {
-      y.emplace_back(static_cast<size_t>(ntok * rows), NAN);
-      qdot::dot_rows_with(k, {t, w.data(), row_bytes, rows, act.data(), stride, ntok, cols, y.back().data(), rows});
-    }
-    // The bound: float rounding of a sum of cols/32 (or cols/16) scaled exact integers, in another order.
-    std::vector<float> deq_w(static_cast<size_t>(cols)), deq_a(static_cast<size_t>(cols));
-    double worst = 0;
-    for (int64_t r = 0; r < rows; ++r)
+  // 13 activation rows: AVX-512 groups of 8 and 4 and a single one, AVX2 4, 4, 4, 1; 27: AVX-512's Q4_K / Q5_K
+  // products in tiles of 16 weight rows (two tiles, then 5 rows row-major; activation rows in groups of 4, then 3
+  // single ones), the other types 8, 8, 8, 1, 1, 1.
+  const int64_t rows = 37, cols = 2048;
+  for (const int64_t ntok : {13, 27})
+    for (GgmlType t : kQdTypes) {
+      INFO(vocablens::ggml_type_name(static_cast<uint32_t>(t)) << ", " << ntok << " activation rows");
+      const int64_t row_bytes = static_cast<int64_t>(qd_weights(g, t, 1, cols, 9).size());
+      const std::vector<uint8_t> w = qd_weights(g, t, rows, cols, 11 + static_cast<uint32_t>(t));
+      const int64_t stride = qdot::act_row_bytes(t, cols);
+      std::vector<uint8_t> act(static_cast<size_t>(ntok * stride));
+      std::vector<std::vector<uint8_t>> theirs_act(ntok, std::vector<uint8_t>(static_cast<size_t>(cols) * 2));
+      const QdLlama::Traits* tr = g.traits(static_cast<int>(t));
       for (int64_t i = 0; i < ntok; ++i) {
-        float ref = 0;
-        tr->vec_dot(static_cast<int>(cols), &ref, 0, w.data() + r * row_bytes, 0, theirs_act[static_cast<size_t>(i)].data(), 0,
-                    1);
-        vocablens::dequantize_row(t, w.data() + r * row_bytes, deq_w.data(), cols);
-        qd_dequantize_act(t, act.data() + i * stride, cols, deq_a.data());
-        double mag = 0;
-        for (int64_t c = 0; c < cols; ++c)
-          mag += std::fabs(static_cast<double>(deq_w[static_cast<size_t>(c)]) * deq_a[static_cast<size_t>(c)]);
-        const float ours = y[0][static_cast<size_t>(i * rows + r)];
-        worst = std::max(worst, std::fabs(static_cast<double>(ours) - ref) / std::max(mag, 1e-30));
-        CHECK(std::fabs(static_cast<double>(ours) - ref) <= 2e-6 * mag);
+        const std::vector<float> x = qd_data(cols, 1.f + static_cast<float>(i), 100 + static_cast<uint32_t>(i), i % 2 == 1);
+        qdot::quantize_row(t, x.data(), cols, act.data() + i * stride);
+        g.traits(tr->vec_dot_type)->from_float(x.data(), theirs_act[static_cast<size_t>(i)].data(), cols);
       }
-    WARN(vocablens::ggml_type_name(static_cast<uint32_t>(t)) << ": max |ours - llama.cpp vec_dot| / sum|terms| = " << worst);
-    CHECK(std::memcmp(y[0].data(), y[1].data(), y[0].size() * 4) == 0);  // scalar == AVX2
-    CHECK(std::memcmp(y[0].data(), y[2].data(), y[0].size() * 4) == 0);  // scalar == AVX-512 VNNI
-  }
+      std::vector<std::vector<float>> y;
+      for (qdot::Kernel k : {qdot::Kernel::Scalar, qdot::Kernel::Avx2, qdot::Kernel::Avx512Vnni}) {
+        y.emplace_back(static_cast<size_t>(ntok * rows), NAN);
+        qdot::dot_rows_with(k, {t, w.data(), row_bytes, rows, act.data(), stride, ntok, cols, y.back().data(), rows});
+      }
+      // The bound: float rounding of a sum of cols/32 (or cols/16) scaled exact integers, in another order.
+      std::vector<float> deq_w(static_cast<size_t>(cols)), deq_a(static_cast<size_t>(cols));
+      double worst = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < ntok; ++i) {
+          float ref = 0;
+          tr->vec_dot(static_cast<int>(cols), &ref, 0, w.data() + r * row_bytes, 0, theirs_act[static_cast<size_t>(i)].data(), 0,
+                      1);
+          vocablens::dequantize_row(t, w.data() + r * row_bytes, deq_w.data(), cols);
+          qd_dequantize_act(t, act.data() + i * stride, cols, deq_a.data());
+          double mag = 0;
+          for (int64_t c = 0; c < cols; ++c)
+            mag += std::fabs(static_cast<double>(deq_w[static_cast<size_t>(c)]) * deq_a[static_cast<size_t>(c)]);
+          const float ours = y[0][static_cast<size_t>(i * rows + r)];
+          worst = std::max(worst, std::fabs(static_cast<double>(ours) - ref) / std::max(mag, 1e-30));
+          CHECK(std::fabs(static_cast<double>(ours) - ref) <= 2e-6 * mag);
+        }
+      WARN(vocablens::ggml_type_name(static_cast<uint32_t>(t)) << ": max |ours - llama.cpp vec_dot| / sum|terms| = " << worst);
+      CHECK(std::memcmp(y[0].data(), y[1].data(), y[0].size() * 4) == 0);  // scalar == AVX2
+      CHECK(std::memcmp(y[0].data(), y[2].data(), y[0].size() * 4) == 0);  // scalar == AVX-512 VNNI
+    }
 }
 
 namespace {

@@ -140,20 +140,24 @@ struct V {
   static WF wfma_pair(W, const float*, int, WF);
   static void wfstore(float*, WF);
   static F ffold(WF);
-  static W fold2(W, W);
-  static WF wfpair(float, float);
-  static WF wfset1(float);
-  static WF wfmul(WF, WF);
-  static WF wfma(W, WF, WF);
-  static W wbcast16(const int16_t*);
-  static W wmadd16x2(const int16_t*, const int16_t*, W);
-  static void hsum2(WF, float*);
   static B bzero() { return B{}; }
   static F fadd(F a, F b) {
     for (int l = 0; l < 8; ++l) a.v[l] += b.v[l];
     return a;
   }
   static F fzero() { return F{}; }
+  static void tot2(I a, I b, int32_t& ta, int32_t& tb) {
+    ta = tb = 0;
+    for (int l = 0; l < 8; ++l) ta += a.v[l], tb += b.v[l];
+  }
+  static void kstage4(float* acc, const I* isum, const I* msum, const float* da, float d, float ndmin) {
+    for (int t = 0; t < 4; ++t) {
+      int32_t si = 0, sm = 0;
+      for (int l = 0; l < 8; ++l) si += isum[t].v[l], sm += msum[t].v[l];
+      acc[t] = std::fmaf(static_cast<float>(si), da[t] * d, acc[t]);
+      acc[t] = std::fmaf(static_cast<float>(sm), da[t] * ndmin, acc[t]);
+    }
+  }
   static F fma(I v, float d, F acc) {
     for (int l = 0; l < 8; ++l) acc.v[l] = std::fmaf(static_cast<float>(v.v[l]), d, acc.v[l]);
     return acc;

@@ -12,8 +12,9 @@
 //   - dot_rows(): y[t, r] = sum over blocks of (integer dot of weight row r's block with activation t's block) ·
 //     (weight scale · activation scale), k-quants with their sub-block scales and mins. Integer parts are exact;
 //     the float accumulation runs in 8 lanes (one per 4 consecutive values of a 32-value block) with fused
-//     multiply-adds and a fixed reduction tree at the end, identically in every kernel, so the scalar, AVX2 and
-//     AVX-512 VNNI kernels give the same bits (tests/quant_dot_test.cpp). llama.cpp's own kernels order their
+//     multiply-adds and a fixed reduction tree at the end — Q4_K / Q5_K in one float per output, two fmas per
+//     super-block of its exact integers — identically in every kernel, so the scalar, AVX2 and AVX-512 VNNI
+//     kernels give the same bits (tests/quant_dot_test.cpp). llama.cpp's own kernels order their
 //     float sums differently, so products agree with it to float rounding, not bit for bit.
 // Kernels: scalar (any CPU), AVX2+FMA (maddubs/madd), AVX-512 VNNI (vpdpbusd / vpdpwssd, 512-bit), chosen at run
 // time from the CPU; VOCABLENS_KERNELS=scalar|avx2|avx512 (or set_kernel) forces a lower one — never a higher one
