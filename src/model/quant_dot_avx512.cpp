@@ -29,7 +29,7 @@ namespace {
 // sub-block's dot of 32 values is 8 vpdpbusd of 4 bytes per lane against 4 activation bytes broadcast, complete in
 // its lane, so its scale is one vpmulld for 16 rows (the row-major kernel spends a vpdpwssd per 64 values on it).
 // Per super-block and row the same two integers as q45_k (isum, msum) and the same two fmas: the same bits.
-// Measured (bench_qdot, Zen 4, 128 activation rows): Q4_K 131-133 int8 multiply-adds per ns against 70-75 row-major.
+// Measured (bench_qdot, Zen 4, 128 activation rows): Q4_K 149 int8 multiply-adds per ns against 75 row-major.
 // A tile is unpacked (nibbles to bytes, 16 rows interleaved by 4 bytes) into a per-thread buffer and serves every
 // group of activation rows; the model's weights stay in their stored blocks.
 struct K4Tile {                     // per super-block
@@ -39,13 +39,33 @@ struct K4Tile {                     // per super-block
   alignas(64) float d[16], ndmin[16];
 };
 
+// An 8 x 8 transpose of int32: r[i] holds row i; afterwards r[c] holds column c.
+inline void transpose8x8(__m256i* r) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 0-3, then 4-7: u[4h + c] holds columns c and c + 4 of those rows
+    u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x20);
+    r[c + 4] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x31);
+  }
+}
+
+// A tile's super-blocks: the 16 rows' sub-blocks unpacked as k_weights does, each sub-block's 16 x 8 groups of 4
+// bytes transposed (two 8 x 8 transposes of int32) into the tile's [group][row] order; scales decoded per row.
 template <bool Five>
 void tile_k4(const uint8_t* w, int64_t row_bytes, int64_t nsb, K4Tile* tile) {
-  for (int r = 0; r < 16; ++r) {
-    const uint8_t* row = w + r * row_bytes;
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      const uint8_t* b = row + (Five ? 176 : 144) * sb;
-      K4Tile& t = tile[sb];
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    K4Tile& t = tile[sb];
+    for (int r = 0; r < 16; ++r) {
+      const uint8_t* b = w + r * row_bytes + (Five ? 176 : 144) * sb;
       t.d[r] = half_value(b);
       t.ndmin[r] = -half_value(b + 2);
       for (int j = 0; j < 8; ++j) {
@@ -54,16 +74,21 @@ void tile_k4(const uint8_t* w, int64_t row_bytes, int64_t nsb, K4Tile* tile) {
         t.sc[j][r] = sc;
         t.mn[j][r] = V::pattern(m);
       }
-      for (int k = 0; k < 4; ++k) {  // sub-blocks 2k and 2k + 1, as k_weights unpacks them
+    }
+    for (int k = 0; k < 4; ++k) {  // sub-blocks 2k and 2k + 1
+      __m256i lo[16], hi[16];
+      for (int r = 0; r < 16; ++r) {
+        const uint8_t* b = w + r * row_bytes + (Five ? 176 : 144) * sb;
         typename V::B lh[2];
         k_weights<Five>(b, Five ? V::load(b + 16) : V::bzero(), k, lh);
-        alignas(32) uint8_t lo[32], hi[32];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(lo), lh[0]);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(hi), lh[1]);
-        for (int g = 0; g < 8; ++g) {
-          std::memcpy(&t.q[2 * k][g][4 * r], lo + 4 * g, 4);
-          std::memcpy(&t.q[2 * k + 1][g][4 * r], hi + 4 * g, 4);
-        }
+        lo[r] = lh[0], hi[r] = lh[1];
+      }
+      transpose8x8(lo), transpose8x8(lo + 8), transpose8x8(hi), transpose8x8(hi + 8);
+      for (int g = 0; g < 8; ++g) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(t.q[2 * k][g]), lo[g]);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(t.q[2 * k][g] + 32), lo[8 + g]);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(t.q[2 * k + 1][g]), hi[g]);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(t.q[2 * k + 1][g] + 32), hi[8 + g]);
       }
     }
   }
@@ -107,11 +132,9 @@ void tiled_k4(const K4Tile* tile, int64_t nsb, const ActRow* a, float* y, int64_
   for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
-// Tiles of 16 rows for Q4_K / Q5_K products over at least kTileMinTok activation rows: unpacking a tile costs about
-// 0.4 ns per weight, repaid from about 20 activation rows on (bench_qdot, Zen 4: 16 rows 3.35 ms against 2.84
-// row-major, 24 rows 3.84 against 4.18, 128 rows 11.2 against 19.6); the rows left over (rows % 16) and everything
-// else through dot_rows_blocked.
-constexpr int64_t kTileMinTok = 24;
+// Q4_K / Q5_K products in tiles of 16 rows, whatever the number of activation rows (bench_qdot, Zen 4, [5632, 2048]:
+// 1 row 0.68 ms against 0.71 row-major, 4 rows 0.83 against 1.57, 128 rows 9.9 against 19.8); the rows left over
+// (rows % 16) through dot_rows_blocked.
 
 template <bool Five>
 void dot_rows_tiled_k4(const DotArgs& g) {
@@ -143,7 +166,7 @@ void dot_rows_tiled_k4(const DotArgs& g) {
 }  // namespace
 
 void dot_rows_avx512(const DotArgs& a) {
-  if (a.ntok >= kTileMinTok && a.rows >= 16) {
+  if (a.rows >= 16) {
     if (a.type == GgmlType::Q4_K) return dot_rows_tiled_k4<false>(a);
     if (a.type == GgmlType::Q5_K) return dot_rows_tiled_k4<true>(a);
   }
