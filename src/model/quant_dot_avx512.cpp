@@ -25,9 +25,9 @@ namespace {
 #include "model/quant_dot_avx.inc"
 #include "model/quant_dot_algo.inc"
 
-// Q4_K and Q5_K weights in tiles of 16 rows (one zmm lane per weight row), for products over many activation rows: each
-// sub-block's dot of 32 values is 8 vpdpbusd of 4 bytes per lane against 4 activation bytes broadcast, complete in
-// its lane, so its scale is one vpmulld for 16 rows (the row-major kernel spends a vpdpwssd per 64 values on it).
+// Q4_K and Q5_K weights in tiles of 16 rows (one zmm lane per weight row): each sub-block's dot of 32 values is 8
+// vpdpbusd of 4 bytes per lane against 4 activation bytes broadcast, complete in its lane, so its scale is one
+// vpmulld for 16 rows (the row-major kernel spends a vpdpwssd per 64 values on it).
 // Per super-block and row the same two integers as q45_k (isum, msum) and the same two fmas: the same bits.
 // Measured (bench_qdot, Zen 4, 128 activation rows): Q4_K 149 int8 multiply-adds per ns against 75 row-major.
 // A tile is unpacked (nibbles to bytes, 16 rows interleaved by 4 bytes) into a per-thread buffer and serves every
@@ -64,8 +64,11 @@ template <bool Five>
 void tile_k4(const uint8_t* w, int64_t row_bytes, int64_t nsb, K4Tile* tile) {
   for (int64_t sb = 0; sb < nsb; ++sb) {
     K4Tile& t = tile[sb];
+    const uint8_t* sb0 = w + (Five ? 176 : 144) * sb;  // row 0's super-block (row r's: + r * row_bytes)
     for (int r = 0; r < 16; ++r) {
-      const uint8_t* b = w + r * row_bytes + (Five ? 176 : 144) * sb;
+      // The scalars prep_k decodes, straight into the tile's layout (through a KPrep: 15 % slower at one
+      // activation row, where decoding is most of the work).
+      const uint8_t* b = sb0 + r * row_bytes;
       t.d[r] = half_value(b);
       t.ndmin[r] = -half_value(b + 2);
       for (int j = 0; j < 8; ++j) {
@@ -78,7 +81,7 @@ void tile_k4(const uint8_t* w, int64_t row_bytes, int64_t nsb, K4Tile* tile) {
     for (int k = 0; k < 4; ++k) {  // sub-blocks 2k and 2k + 1
       __m256i lo[16], hi[16];
       for (int r = 0; r < 16; ++r) {
-        const uint8_t* b = w + r * row_bytes + (Five ? 176 : 144) * sb;
+        const uint8_t* b = sb0 + r * row_bytes;
         typename V::B lh[2];
         k_weights<Five>(b, Five ? V::load(b + 16) : V::bzero(), k, lh);
         lo[r] = lh[0], hi[r] = lh[1];
@@ -135,7 +138,6 @@ void tiled_k4(const K4Tile* tile, int64_t nsb, const ActRow* a, float* y, int64_
 // Q4_K / Q5_K products in tiles of 16 rows, whatever the number of activation rows (bench_qdot, Zen 4, [5632, 2048]:
 // 1 row 0.68 ms against 0.71 row-major, 4 rows 0.83 against 1.57, 128 rows 9.9 against 19.8); the rows left over
 // (rows % 16) through dot_rows_blocked.
-
 template <bool Five>
 void dot_rows_tiled_k4(const DotArgs& g) {
   const int64_t nsb = g.cols / 256, tiles = g.rows / 16;
