@@ -25,6 +25,7 @@
 #include "vocablens/unembed.hpp"
 #include "vocablens/weight.hpp"
 #include "model/bf16_gemm.hpp"
+#include "model/f32_gemm.hpp"
 #include "util/parallel.hpp"
 
 namespace vocablens {
@@ -156,7 +157,7 @@ at::Tensor LensEngine::log_probs(const at::Tensor& normed) const {
 void LensEngine::logits_into(at::Tensor& Z, const at::Tensor& X) const {
   if (is_packed_weight(W_)) Z.copy_(weight_matmul(X, W_));  // int8 compute (the constructor)
   else if (W_.scalar_type() == at::kBFloat16) Z.copy_(detail::mm_bf16(X.to(at::kBFloat16), W_));
-  else at::mm_out(Z, X, W_);
+  else detail::mm_f32_out(Z, X, W_);  // oneDNN's matmul where it runs (src/model/f32_gemm.hpp)
   if (b_.defined()) Z.add_(b_);
   if (final_softcap_ > 0) Z.div_(final_softcap_).tanh_().mul_(final_softcap_);  // the model's own last step (Gemma-2)
 }

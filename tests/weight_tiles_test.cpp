@@ -19,9 +19,11 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../src/checkpoint/ggml_quants_simd.hpp"  // internal: dequantize_row_bf16 and friends
+#include "../src/model/bf16_gemm.hpp"              // internal: the bfloat16 GEMM's two paths
 #include "../src/model/weight_tiles.hpp"           // internal: the reference tiles
 #include "npy_tensor.hpp"
 #include "tensor_checks.hpp"
@@ -172,14 +174,20 @@ TEST_CASE("weight_matmul: tiles decoded into the compute dtype equal the referen
       INFO(vocablens::ggml_type_name(static_cast<uint32_t>(c.type)) << " [" << in << ", " << c.out << "], N " << N);
       const at::Tensor x = at::randn({N, in});
       const at::Tensor exact = at::mm(x.to(at::kDouble), wf.t().to(at::kDouble)) + bias.to(at::kDouble);
-      for (auto dt : {vocablens::ComputeDtype::Float32, vocablens::ComputeDtype::BFloat16}) {
+      // bfloat16 both ways: LibTorch's bf16 GEMM (where this CPU has AVX-512) and the float32 one that emulates it.
+      using vocablens::detail::Bf16Gemm;
+      for (auto [dt, path] : {std::pair{vocablens::ComputeDtype::Float32, Bf16Gemm::Auto},
+                              std::pair{vocablens::ComputeDtype::BFloat16, Bf16Gemm::Auto},
+                              std::pair{vocablens::ComputeDtype::BFloat16, Bf16Gemm::Float32}}) {
         const bool b16 = dt == vocablens::ComputeDtype::BFloat16;
-        INFO((b16 ? "bfloat16" : "float32"));
+        INFO((b16 ? "bfloat16" : "float32") << (path == Bf16Gemm::Float32 ? ", float32 GEMM" : ""));
         vocablens::set_compute_dtype(dt);
+        vocablens::detail::set_bf16_gemm(path);
         vocablens::set_reference_weight_tiles(true);
         const at::Tensor ref = vocablens::weight_matmul(x, w, bias);
         vocablens::set_reference_weight_tiles(false);
         const at::Tensor got = vocablens::weight_matmul(x, w, bias);
+        vocablens::detail::set_bf16_gemm(Bf16Gemm::Auto);
         CHECK(same_bits(got, ref));
         // float32: summation order only (K = 512); bfloat16: inputs rounded to 8 significant bits.
         const double scale = exact.abs().max().item<double>();

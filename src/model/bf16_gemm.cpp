@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "checkpoint/ggml_quants_simd.hpp"
+#include "model/f32_gemm.hpp"
 #include "util/parallel.hpp"
 
 namespace vocablens::detail {
@@ -84,7 +85,8 @@ void mm_bf16_out(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
   for (int64_t j0 = 0; j0 < M; j0 += block) {
     const int64_t n = std::min(block, M - j0);
     // copy_ rounds the float32 sums to nearest-even bfloat16, as oneDNN writes its bf16 output.
-    out.narrow(1, j0, n).copy_(at::mm(af, b.narrow(1, j0, n).to(at::kFloat)));
+    // (mm_f32: the float32 GEMM of weight_matmul's tiles, so that their emulated bfloat16 products agree.)
+    out.narrow(1, j0, n).copy_(mm_f32(af, b.narrow(1, j0, n).to(at::kFloat), at::Tensor()));
   }
 }
 

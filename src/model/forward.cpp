@@ -63,7 +63,7 @@ at::Tensor gated(const ModelConfig& cfg, const at::Tensor& gate, const at::Tenso
 // or dequantizes it one tile at a time.
 at::Tensor proj(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   auto x2 = x.reshape({-1, x.size(-1)});
-  auto y = weight_matmul(x2, w, b);  // float32 weights: one addmm / mm there too
+  auto y = weight_matmul(x2, w, b);  // float32 weights: one GEMM there too
   auto sizes = x.sizes().vec();
   sizes.back() = w.size(1);
   return y.view(sizes);

@@ -15,6 +15,7 @@
 #include "checkpoint/ggml_quants_simd.hpp"
 #include "model/quant_dot.hpp"
 #include "model/bf16_gemm.hpp"
+#include "model/f32_gemm.hpp"
 #include "model/weight_tiles.hpp"
 #include "vocablens/error.hpp"
 #include "util/parallel.hpp"
@@ -142,6 +143,13 @@ at::Tensor dequant_rows(const PackedView& v, int64_t r0, int64_t n) {
 
 // The product as it was computed before the tiles were decoded straight into the GEMM's dtype: the scalar
 // decoders into a fresh float32 tile, converted by LibTorch. Kept as the oracle the tests compare with.
+// A 2-D float32 tensor's row stride as oneDNN takes it (a one-row operand's is its row length).
+int64_t row_stride(const at::Tensor& t) { return t.size(0) == 1 ? t.size(1) : t.stride(0); }
+
+bool plain_f32(const at::Tensor& t) {
+  return t.scalar_type() == at::kFloat && t.dim() == 2 && t.device().is_cpu() && t.stride(0) > 0 && t.stride(1) > 0;
+}
+
 at::Tensor reference_matmul(const at::Tensor& xc, const at::Tensor& w, bool packed, bool bf16, int64_t tile) {
   const int64_t out = w.size(1);
   at::Tensor y = at::empty({xc.size(0), out}, at::kFloat);
@@ -159,8 +167,12 @@ at::Tensor reference_matmul(const at::Tensor& xc, const at::Tensor& w, bool pack
     } else {
       wt = w.narrow(1, o0, n).to(at::kFloat);
     }
-    if (bf16) y.narrow(1, o0, n).copy_(detail::mm_bf16(xc, wt.to(at::kBFloat16)));
-    else y.narrow(1, o0, n).copy_(at::mm(xc, wt));
+    if (bf16) {
+      y.narrow(1, o0, n).copy_(detail::mm_bf16(xc, wt.to(at::kBFloat16)));
+    } else {
+      at::Tensor dst = y.narrow(1, o0, n);
+      detail::mm_f32_out(dst, xc, wt);
+    }
   }
   return y;
 }
@@ -298,10 +310,48 @@ struct StoredWeightMatmul : public torch::autograd::Function<StoredWeightMatmul>
 
 }  // namespace
 
+namespace detail {
+
+at::Tensor mm_f32(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  // oneDNN records no gradient: a product autograd must see (Python gradients, training) stays with at::mm.
+  const bool grad = at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad()));
+  if (!grad && plain_f32(x) && plain_f32(w) && x.size(1) == w.size(0) && (!b.defined() || b.numel() == w.size(1))) {
+    const at::Tensor xc = x.stride(1) == 1 ? x : x.contiguous();
+    const at::Tensor bc = b.defined() ? b.to(at::kFloat).contiguous() : at::Tensor();
+    const int64_t N = x.size(0), in = x.size(1), out = w.size(1);
+    at::Tensor y = at::empty({N, out}, x.options());
+    if (f32_gemm(xc.data_ptr<float>(), row_stride(xc), w.data_ptr<float>(), w.size(0) == 1 ? out : w.stride(0),
+                 w.size(1) == 1 ? 1 : w.stride(1), bc.defined() ? bc.data_ptr<float>() : nullptr, y.data_ptr<float>(), out, N, in,
+                 out))
+      return y;
+  }
+  return b.defined() ? at::addmm(b, x, w) : at::mm(x, w);
+}
+
+void mm_f32_out(at::Tensor& dst, const at::Tensor& x, const at::Tensor& w) {
+  // oneDNN's fast kernel (brgemm) wants the output's rows back to back: into a block of columns of a wider output
+  // the product is computed in a [N, n] buffer and copied (N·n copies against N·n·K multiply-adds).
+  const int64_t N = x.size(0), n = w.size(1);
+  if (plain_f32(x) && plain_f32(w) && x.stride(1) == 1 && x.size(1) == w.size(0) && N > 0 && n > 0 &&
+      dst.scalar_type() == at::kFloat && dst.dim() == 2 && dst.size(0) == N && dst.size(1) == n) {
+    const bool direct = dst.is_contiguous();
+    static thread_local Scratch part;
+    float* c = direct ? dst.data_ptr<float>() : static_cast<float*>(part.get(static_cast<size_t>(N * n) * 4));
+    if (f32_gemm(x.data_ptr<float>(), row_stride(x), w.data_ptr<float>(), w.stride(0), w.stride(1), nullptr, c, n, N, x.size(1),
+                 n)) {
+      if (!direct) dst.copy_(at::from_blob(c, {N, n}, x.options()));
+      return;
+    }
+  }
+  at::mm_out(dst, x, w);
+}
+
+}  // namespace detail
+
 at::Tensor weight_matmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   if (w.scalar_type() == at::kFloat) {
     if (compute_dtype() == ComputeDtype::Int8) note_exact_under_int8(GgmlType::F32);
-    return b.defined() ? at::addmm(b, x, w) : at::mm(x, w);
+    return detail::mm_f32(x, w, b);
   }
   if (at::GradMode::is_enabled() && x.requires_grad()) {
     at::Tensor y = StoredWeightMatmul::apply(x, w);
@@ -372,7 +422,7 @@ at::Tensor stored_weight_matmul(const at::Tensor& x, const at::Tensor& w, const 
       y.narrow(1, o0, n).copy_(part);
     } else {
       at::Tensor dst = y.narrow(1, o0, n);
-      at::mm_out(dst, xg, wt);
+      detail::mm_f32_out(dst, xg, wt);
     }
   }
   if (emulate) detail::round_to_bf16(y.data_ptr<float>(), y.numel());
