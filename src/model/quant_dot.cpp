@@ -132,14 +132,6 @@ struct V {
   static W wdot_scaled(W, const int8_t*, W);
   static W wdot_scaled_acc(W, W, const int8_t*, W);
   static I fold(W);
-  using WF = F;
-  static WF wfzero();
-  static WF wmul16(const float*, const float*);
-  static W wbias(W);
-  static W wdot_biased(W, W, const int8_t*);
-  static WF wfma_pair(W, const float*, int, WF);
-  static void wfstore(float*, WF);
-  static F ffold(WF);
   static B bzero() { return B{}; }
   static F fadd(F a, F b) {
     for (int l = 0; l < 8; ++l) a.v[l] += b.v[l];
@@ -157,6 +149,19 @@ struct V {
       acc[t] = std::fmaf(static_cast<float>(si), da[t] * d, acc[t]);
       acc[t] = std::fmaf(static_cast<float>(sm), da[t] * ndmin, acc[t]);
     }
+  }
+  struct F4 {
+    float v[4];
+  };
+  static F4 f4zero() { return F4{}; }
+  static void f4store(float* p, F4 a) { std::memcpy(p, a.v, sizeof a.v); }
+  static F4 q8stage4(F4 acc, const I* v, const float* s) {
+    for (int t = 0; t < 4; ++t) {
+      int32_t tot = 0;
+      for (int l = 0; l < 8; ++l) tot += v[t].v[l];
+      acc.v[t] = std::fmaf(static_cast<float>(tot), s[t], acc.v[t]);
+    }
+    return acc;
   }
   static F fma(I v, float d, F acc) {
     for (int l = 0; l < 8; ++l) acc.v[l] = std::fmaf(static_cast<float>(v.v[l]), d, acc.v[l]);

@@ -165,12 +165,117 @@ void dot_rows_tiled_k4(const DotArgs& g) {
   }
 }
 
+// Q8_0, Q4_0 and Q5_0 weights in tiles of 16 rows, as the k-quants' (one zmm lane per weight row): each block's
+// 32-value dot is 8 vpdpbusd of the activations' 4 bytes broadcast (as unsigned a + 128, shift_act) against the
+// rows' 4 signed weights, from a start of -128 · (the row's sum of 32 weights), so the lane ends at the exact
+// integer dot; then one fma per block for 16 rows: the same integers and fmas as q8_family, the same bits.
+struct Q8Tile {                  // per block of 32 values
+  alignas(64) uint8_t q[8][64];  // [4-value group][row · 4 + byte]: the rows' signed weights
+  alignas(64) int32_t bias[16];  // -128 · (sum of the row's 32 weights)
+  alignas(64) float d[16];       // the rows' scales
+};
+
+template <GgmlType T>
+void tile_q8(const uint8_t* w, int64_t row_bytes, int64_t nb, Q8Tile* tile) {
+  constexpr int64_t kBlockBytes = T == GgmlType::Q8_0 ? 34 : T == GgmlType::Q4_0 ? 18 : 22;
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (int64_t b = 0; b < nb; ++b) {
+    Q8Tile& t = tile[b];
+    const uint8_t* s0 = w + kBlockBytes * b;  // row 0's block (row r's: + r * row_bytes); its fp16 scale first
+    V::halves8(s0, row_bytes, t.d);
+    V::halves8(s0 + 8 * row_bytes, row_bytes, t.d + 8);
+    __m256i q[16];
+    for (int r = 0; r < 16; ++r) q[r] = q8_block<T>(w + r * row_bytes, b);
+    transpose8x8(q), transpose8x8(q + 8);
+    __m512i sum = _mm512_setzero_si512();
+    for (int g = 0; g < 8; ++g) {
+      const __m512i v = V::join(q[g], q[8 + g]);
+      _mm512_store_si512(t.q[g], v);
+      sum = _mm512_dpbusd_epi32(sum, ones, v);
+    }
+    _mm512_store_si512(t.bias, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7)));
+  }
+}
+
+// `a`: activation rows shifted by 128 (shift_act).
+template <int NT>
+void tiled_q8(const Q8Tile* tile, int64_t nb, const ActRow* a, float* y, int64_t ldy) {
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q8Tile& k = tile[b];
+    const __m512i bias = _mm512_load_si512(k.bias);
+    __m512i s[NT];
+    for (int t = 0; t < NT; ++t) s[t] = bias;
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      const __m512i w = _mm512_load_si512(k.q[g]);
+      for (int t = 0; t < NT; ++t) {
+        int32_t a4;
+        std::memcpy(&a4, a[t].qs + 32 * b + 4 * g, 4);
+        s[t] = _mm512_dpbusd_epi32(s[t], _mm512_set1_epi32(a4), w);
+      }
+    }
+    const __m512 d = _mm512_load_ps(k.d);
+    for (int t = 0; t < NT; ++t)
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(_mm512_set1_ps(a[t].d[b]), d), acc[t]);
+  }
+  for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
+}
+
+// The tiles' activations: a copy of the rows with every quantized byte xor 0x80 (a + 128 as unsigned, the operand
+// vpdpbusd takes unsigned), scales as they were. ntok · act_stride bytes, made once per call, against ntok · rows ·
+// cols multiply-adds.
+const uint8_t* shift_act(const DotArgs& g) {
+  static thread_local Buf buf;
+  const size_t bytes = static_cast<size_t>(g.ntok * g.act_stride);
+  unsigned char* dst = buf.get(bytes);
+  std::memcpy(dst, g.act, bytes);
+  const int64_t qs_at = reinterpret_cast<const uint8_t*>(act_row_at(g.type, g.act, g.cols).qs) - g.act;
+  for (int64_t t = 0; t < g.ntok; ++t)
+    for (int64_t j = qs_at; j < g.act_stride; ++j) dst[t * g.act_stride + j] ^= 0x80;
+  return dst;
+}
+
+// Q8_0 / Q4_0 / Q5_0 products in tiles of 16 rows, whatever the number of activation rows; the rows left over
+// (rows % 16) through dot_rows_blocked, on the activations as they came.
+template <GgmlType T>
+void dot_rows_tiled_q8(const DotArgs& g) {
+  const int64_t nb = g.cols / 32, tiles = g.rows / 16;
+  static thread_local Buf buf;
+  Q8Tile* tile = reinterpret_cast<Q8Tile*>(buf.get(static_cast<size_t>(nb) * sizeof(Q8Tile)));
+  const uint8_t* act = shift_act(g);
+  constexpr int NT = 4;
+  for (int64_t ti = 0; ti < tiles; ++ti) {
+    tile_q8<T>(g.w + 16 * ti * g.row_bytes, g.row_bytes, nb, tile);
+    for (int64_t t0 = 0; t0 < g.ntok; t0 += NT) {
+      const int nt = static_cast<int>(std::min<int64_t>(NT, g.ntok - t0));
+      ActRow a[NT];
+      for (int i = 0; i < nt; ++i) a[i] = act_row_at(g.type, act + (t0 + i) * g.act_stride, g.cols);
+      float* y = g.y + t0 * g.ldy + 16 * ti;
+      if (nt == NT) tiled_q8<NT>(tile, nb, a, y, g.ldy);
+      else
+        for (int i = 0; i < nt; ++i) tiled_q8<1>(tile, nb, a + i, y + i * g.ldy, g.ldy);
+    }
+  }
+  if (tiles * 16 < g.rows) {
+    DotArgs rest = g;
+    rest.w = g.w + tiles * 16 * g.row_bytes;
+    rest.rows = g.rows - tiles * 16;
+    rest.y = g.y + tiles * 16;
+    dot_rows_blocked(rest);
+  }
+}
+
 }  // namespace
 
 void dot_rows_avx512(const DotArgs& a) {
   if (a.rows >= 16) {
     if (a.type == GgmlType::Q4_K) return dot_rows_tiled_k4<false>(a);
     if (a.type == GgmlType::Q5_K) return dot_rows_tiled_k4<true>(a);
+    if (a.type == GgmlType::Q8_0) return dot_rows_tiled_q8<GgmlType::Q8_0>(a);
+    if (a.type == GgmlType::Q4_0) return dot_rows_tiled_q8<GgmlType::Q4_0>(a);
+    if (a.type == GgmlType::Q5_0) return dot_rows_tiled_q8<GgmlType::Q5_0>(a);
   }
   dot_rows_blocked(a);
 }
