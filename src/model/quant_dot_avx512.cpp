@@ -135,36 +135,6 @@ void tiled_k4(const K4Tile* tile, int64_t nsb, const ActRow* a, float* y, int64_
   for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
-// Q4_K / Q5_K products in tiles of 16 rows, whatever the number of activation rows (bench_qdot, Zen 4, [5632, 2048]:
-// 1 row 0.68 ms against 0.71 row-major, 4 rows 0.83 against 1.57, 128 rows 9.9 against 19.8); the rows left over
-// (rows % 16) through dot_rows_blocked.
-template <bool Five>
-void dot_rows_tiled_k4(const DotArgs& g) {
-  const int64_t nsb = g.cols / 256, tiles = g.rows / 16;
-  static thread_local Buf buf;
-  K4Tile* tile = reinterpret_cast<K4Tile*>(buf.get(static_cast<size_t>(nsb) * sizeof(K4Tile)));
-  constexpr int NT = 4;
-  for (int64_t ti = 0; ti < tiles; ++ti) {
-    tile_k4<Five>(g.w + 16 * ti * g.row_bytes, g.row_bytes, nsb, tile);
-    for (int64_t t0 = 0; t0 < g.ntok; t0 += NT) {
-      const int nt = static_cast<int>(std::min<int64_t>(NT, g.ntok - t0));
-      ActRow a[NT];
-      for (int i = 0; i < nt; ++i) a[i] = act_row_at(g.type, g.act + (t0 + i) * g.act_stride, g.cols);
-      float* y = g.y + t0 * g.ldy + 16 * ti;
-      if (nt == NT) tiled_k4<NT>(tile, nsb, a, y, g.ldy);
-      else
-        for (int i = 0; i < nt; ++i) tiled_k4<1>(tile, nsb, a + i, y + i * g.ldy, g.ldy);
-    }
-  }
-  if (tiles * 16 < g.rows) {
-    DotArgs rest = g;
-    rest.w = g.w + tiles * 16 * g.row_bytes;
-    rest.rows = g.rows - tiles * 16;
-    rest.y = g.y + tiles * 16;
-    dot_rows_blocked(rest);
-  }
-}
-
 // Q8_0, Q4_0 and Q5_0 weights in tiles of 16 rows, as the k-quants' (one zmm lane per weight row): each block's
 // 32-value dot is 8 vpdpbusd of the activations' 4 bytes broadcast (as unsigned a + 128, shift_act) against the
 // rows' 4 signed weights, from a start of -128 · (the row's sum of 32 weights), so the lane ends at the exact
@@ -237,25 +207,27 @@ const uint8_t* shift_act(const DotArgs& g) {
   return dst;
 }
 
-// Q8_0 / Q4_0 / Q5_0 products in tiles of 16 rows, whatever the number of activation rows; the rows left over
-// (rows % 16) through dot_rows_blocked, on the activations as they came.
-template <GgmlType T>
-void dot_rows_tiled_q8(const DotArgs& g) {
-  const int64_t nb = g.cols / 32, tiles = g.rows / 16;
+// Products in tiles of 16 rows, whatever the number of activation rows (bench_qdot, Zen 4, 128 activation rows:
+// Q4_K 149 and Q8_0 155 int8 multiply-adds per ns against 75 and 65 row-major; as fast at one row); the rows left
+// over (rows % 16) through dot_rows_blocked, on the activations as they came. K: the weight type's tile kernel.
+template <typename K>
+void dot_rows_tiled(const DotArgs& g) {
+  using Tile = typename K::Tile;
+  const int64_t n = g.cols / K::kValues, tiles = g.rows / 16;
   static thread_local Buf buf;
-  Q8Tile* tile = reinterpret_cast<Q8Tile*>(buf.get(static_cast<size_t>(nb) * sizeof(Q8Tile)));
-  const uint8_t* act = shift_act(g);
+  Tile* tile = reinterpret_cast<Tile*>(buf.get(static_cast<size_t>(n) * sizeof(Tile)));
+  const uint8_t* act = K::activations(g);
   constexpr int NT = 4;
   for (int64_t ti = 0; ti < tiles; ++ti) {
-    tile_q8<T>(g.w + 16 * ti * g.row_bytes, g.row_bytes, nb, tile);
+    K::unpack(g.w + 16 * ti * g.row_bytes, g.row_bytes, n, tile);
     for (int64_t t0 = 0; t0 < g.ntok; t0 += NT) {
       const int nt = static_cast<int>(std::min<int64_t>(NT, g.ntok - t0));
       ActRow a[NT];
       for (int i = 0; i < nt; ++i) a[i] = act_row_at(g.type, act + (t0 + i) * g.act_stride, g.cols);
       float* y = g.y + t0 * g.ldy + 16 * ti;
-      if (nt == NT) tiled_q8<NT>(tile, nb, a, y, g.ldy);
+      if (nt == NT) K::template multiply<NT>(tile, n, a, y, g.ldy);
       else
-        for (int i = 0; i < nt; ++i) tiled_q8<1>(tile, nb, a + i, y + i * g.ldy, g.ldy);
+        for (int i = 0; i < nt; ++i) K::template multiply<1>(tile, n, a + i, y + i * g.ldy, g.ldy);
     }
   }
   if (tiles * 16 < g.rows) {
@@ -267,15 +239,39 @@ void dot_rows_tiled_q8(const DotArgs& g) {
   }
 }
 
+template <bool Five>
+struct K4Kernel {
+  using Tile = K4Tile;
+  static constexpr int64_t kValues = 256;
+  static const uint8_t* activations(const DotArgs& g) { return g.act; }
+  static void unpack(const uint8_t* w, int64_t row_bytes, int64_t n, Tile* t) { tile_k4<Five>(w, row_bytes, n, t); }
+  template <int NT>
+  static void multiply(const Tile* t, int64_t n, const ActRow* a, float* y, int64_t ldy) {
+    tiled_k4<NT>(t, n, a, y, ldy);
+  }
+};
+
+template <GgmlType T>
+struct Q8Kernel {
+  using Tile = Q8Tile;
+  static constexpr int64_t kValues = 32;
+  static const uint8_t* activations(const DotArgs& g) { return shift_act(g); }
+  static void unpack(const uint8_t* w, int64_t row_bytes, int64_t n, Tile* t) { tile_q8<T>(w, row_bytes, n, t); }
+  template <int NT>
+  static void multiply(const Tile* t, int64_t n, const ActRow* a, float* y, int64_t ldy) {
+    tiled_q8<NT>(t, n, a, y, ldy);
+  }
+};
+
 }  // namespace
 
 void dot_rows_avx512(const DotArgs& a) {
   if (a.rows >= 16) {
-    if (a.type == GgmlType::Q4_K) return dot_rows_tiled_k4<false>(a);
-    if (a.type == GgmlType::Q5_K) return dot_rows_tiled_k4<true>(a);
-    if (a.type == GgmlType::Q8_0) return dot_rows_tiled_q8<GgmlType::Q8_0>(a);
-    if (a.type == GgmlType::Q4_0) return dot_rows_tiled_q8<GgmlType::Q4_0>(a);
-    if (a.type == GgmlType::Q5_0) return dot_rows_tiled_q8<GgmlType::Q5_0>(a);
+    if (a.type == GgmlType::Q4_K) return dot_rows_tiled<K4Kernel<false>>(a);
+    if (a.type == GgmlType::Q5_K) return dot_rows_tiled<K4Kernel<true>>(a);
+    if (a.type == GgmlType::Q8_0) return dot_rows_tiled<Q8Kernel<GgmlType::Q8_0>>(a);
+    if (a.type == GgmlType::Q4_0) return dot_rows_tiled<Q8Kernel<GgmlType::Q4_0>>(a);
+    if (a.type == GgmlType::Q5_0) return dot_rows_tiled<Q8Kernel<GgmlType::Q5_0>>(a);
   }
   dot_rows_blocked(a);
 }
