@@ -127,6 +127,11 @@ void WorkerPool::loop() {
       }
     }
     const bool cancelled = j->cancel.load();
+    // The work and what it holds (its progress entry, its memory reservation) are let go before the answer is
+    // handed over: a client that asks /api/progress or /api/status right after its answer finds them gone. Held
+    // by the job instead, they lived until this thread next ran, and a thread descheduled after handing the answer
+    // over (a busy machine) left /api/progress answering 200 for a finished request.
+    j->work = nullptr;
     // A large answer's JSON tree and the analysis's buffers were freed into glibc's arenas, which keep them:
     // resident memory grew by every large answer and was never given back. Return it to the system (a few
     // milliseconds, once per large answer).
