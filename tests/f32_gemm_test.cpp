@@ -6,6 +6,7 @@
 // output), with and without a bias, from one row to more than one weight tile; gradients through mm_f32;
 // non-finite inputs; empty products.
 #include <ATen/ATen.h>
+#include <catch2/catch.hpp>
 #include <ATen/core/grad_mode.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "../src/model/f32_gemm.hpp"  // internal: f32_gemm, mm_f32
+#include "fixtures.hpp"
 
 namespace {
 
@@ -113,4 +115,14 @@ TEST_CASE("mm_f32: a non-finite input stays non-finite in its row; empty product
   float c = 5.0f;
   CHECK_FALSE(vocablens::detail::f32_gemm(nullptr, 1, nullptr, 1, 1, nullptr, &c, 1, 0, 1, 1));  // M = 0: nothing
   CHECK(c == 5.0f);
+}
+
+TEST_CASE("inspect names the float32 GEMM: oneDNN's here, LibTorch's under VOCABLENS_F32_GEMM=blas") {
+  const std::string cli = vl_test::require_cli();
+  const std::string model = std::string(VOCABLENS_SOURCE_DIR) + "/tests/data/gguf/stories260K-f32.gguf";
+  std::string out;
+  REQUIRE(vl_test::run_command(vl_test::shq(cli) + " inspect " + vl_test::shq(model), out) == 0);
+  CHECK_THAT(out, Catch::Contains("float32 GEMM oneDNN's matmul ("));
+  REQUIRE(vl_test::run_command("VOCABLENS_F32_GEMM=blas " + vl_test::shq(cli) + " inspect " + vl_test::shq(model), out) == 0);
+  CHECK_THAT(out, Catch::Contains("float32 GEMM LibTorch's SGEMM (VOCABLENS_F32_GEMM=blas)"));
 }

@@ -2,6 +2,7 @@
 // from a plain GPT-2 block (vocablens/arch.hpp departures_from_gpt2).
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 
@@ -9,6 +10,7 @@
 
 #include "cli/command.hpp"
 #include "model/bf16_gemm.hpp"
+#include "model/f32_gemm.hpp"
 #include "model/quant_dot.hpp"
 #include "vocablens/arch.hpp"
 #include "vocablens/gguf.hpp"
@@ -60,6 +62,16 @@ std::string compute_summary(const std::map<std::string, int64_t>& counts) {
   return s;
 }
 
+// Which GEMM multiplies the float32 products (src/model/f32_gemm.hpp).
+std::string f32_gemm_summary() {
+  std::string kernel;
+  if (vocablens::detail::f32_gemm_available(&kernel)) return fmt::format("oneDNN's matmul ({})", kernel);
+  const char* env = std::getenv("VOCABLENS_F32_GEMM");
+  if (env && std::string(env) == "blas") return "LibTorch's SGEMM (VOCABLENS_F32_GEMM=blas)";
+  return kernel.empty() ? "LibTorch's SGEMM (this build has no oneDNN)"
+                        : fmt::format("LibTorch's SGEMM (oneDNN has no JIT kernel here: {})", kernel);
+}
+
 int run_inspect(const InspectOptions& o) {
   vocablens::Model m = vocablens::load_model(o.model);
   const auto& c = m.config();
@@ -76,6 +88,7 @@ int run_inspect(const InspectOptions& o) {
               {"parameters", m.parameter_count()},
               {"compute", vocablens::compute_dtype_name(vocablens::compute_dtype())},
               {"compute_detail", compute_summary(counts)},
+              {"f32_gemm", f32_gemm_summary()},
               {"tensor_types", counts},
               {"family_summary", vocablens::architecture(c.family).summary},
               {"departures_from_gpt2", vocablens::departures_from_gpt2(c)}});
@@ -106,6 +119,7 @@ int run_inspect(const InspectOptions& o) {
              bf16 && !vocablens::detail::bf16_gemm_native()
                  ? " (this CPU has no AVX-512: bf16 operands multiplied by the float32 SGEMM, float32's speed)"
                  : "");
+  fmt::print("float32 GEMM {}\n", f32_gemm_summary());
   fmt::print("tensors      {}\n", counts_text);
   fmt::print("parameters   {} ({:.2f} M)\n", m.parameter_count(), m.parameter_count() / 1e6);
   fmt::print("family       {}\n", vocablens::architecture(c.family).summary);
