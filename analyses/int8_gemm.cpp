@@ -7,24 +7,21 @@
 #include <tuple>
 #include <vector>
 
-#ifdef VOCABLENS_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.hpp>
-#endif
+#include "model/dnnl_exec.hpp"
 
 namespace vocablens::detail {
 
 #ifdef VOCABLENS_HAVE_DNNL
 namespace {
 
-struct Engine {
-  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+struct Cache {
   std::mutex mu;
   // (M, K, N) -> primitive: creating one JIT-compiles its kernel (milliseconds), a chunked pass reuses a few shapes
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, std::pair<dnnl::matmul::primitive_desc, dnnl::matmul>> cache;
 };
 
-Engine& engine() {
-  static Engine e;
+Cache& cache() {
+  static Cache e;
   return e;
 }
 
@@ -32,11 +29,7 @@ dnnl::matmul::primitive_desc describe(int64_t M, int64_t K, int64_t N, bool pack
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
   dnnl::memory::desc a({M, K}, dt::s8, tag::ab), b({K, N}, dt::s8, packed ? tag::any : tag::ba), c({M, N}, dt::s32, tag::ab);
-  // The caller's scratchpad: a primitive executed from several threads at once must not share the library's
-  // (oneDNN's default shares one unless built with DNNL_ENABLE_CONCURRENT_EXEC).
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, engine().eng);
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), dnnl_user_scratchpad(), dnnl_cpu_engine());
 }
 
 // Kernels whose int8 dot products accumulate exactly in 32 bits: VNNI (vpdpbusd) and AMX.
@@ -62,7 +55,7 @@ namespace {
 const std::pair<dnnl::matmul::primitive_desc, dnnl::matmul>& primitive(int64_t M, int64_t K, int64_t N, bool packed) {
   if (!int8_gemm_available()) throw std::runtime_error("int8 GEMM: no exact oneDNN int8 kernel on this CPU");
   if (K > 65000) throw std::runtime_error("int8 GEMM: inner dimension above 65 000 could overflow int32");
-  Engine& e = engine();
+  Cache& e = cache();
   std::lock_guard<std::mutex> lk(e.mu);
   auto key = std::make_tuple(M, K, N, packed);
   auto it = e.cache.find(key);
@@ -75,19 +68,14 @@ const std::pair<dnnl::matmul::primitive_desc, dnnl::matmul>& primitive(int64_t M
   return it->second;  // (std::map nodes never move)
 }
 
-// Runs a primitive on the calling thread's stream and scratchpad. Primitives may run concurrently (each caller
-// its own stream and scratchpad); called inside a parallel region, oneDNN runs on the calling thread alone.
+// Runs a primitive on the calling thread's stream and scratchpad (dnnl_exec.hpp).
 void run(const std::pair<dnnl::matmul::primitive_desc, dnnl::matmul>& p, const void* A, const void* B, int32_t* C) {
-  Engine& e = engine();
   const auto& pd = p.first;
-  thread_local dnnl::stream str(e.eng);
-  thread_local std::vector<uint8_t> scratch;
-  const size_t ns = pd.scratchpad_desc().get_size();
-  if (scratch.size() < ns) scratch.resize(ns);
-  dnnl::memory am(pd.src_desc(), e.eng, const_cast<void*>(A)), bm(pd.weights_desc(), e.eng, const_cast<void*>(B)),
-      cm(pd.dst_desc(), e.eng, C), sm(pd.scratchpad_desc(), e.eng, scratch.data());
-  p.second.execute(str, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
-  str.wait();
+  const dnnl::engine& eng = dnnl_cpu_engine();
+  dnnl_execute(p.second, pd.scratchpad_desc(),
+               {{DNNL_ARG_SRC, dnnl::memory(pd.src_desc(), eng, const_cast<void*>(A))},
+                {DNNL_ARG_WEIGHTS, dnnl::memory(pd.weights_desc(), eng, const_cast<void*>(B))},
+                {DNNL_ARG_DST, dnnl::memory(pd.dst_desc(), eng, C)}});
 }
 
 }  // namespace
@@ -98,13 +86,10 @@ void int8_gemm(const int8_t* A, const int8_t* B, int32_t* C, int64_t M, int64_t 
 
 Int8PackedB::Int8PackedB(const int8_t* B, int64_t K_, int64_t N_, int64_t M_) : K(K_), N(N_), M(M_) {
   const auto& p = primitive(M, K, N, true);
-  Engine& e = engine();
   const auto& plain_pd = primitive(M, K, N, false).first;
   packed.resize(p.first.weights_desc().get_size());
-  dnnl::memory src(plain_pd.weights_desc(), e.eng, const_cast<int8_t*>(B)), dst(p.first.weights_desc(), e.eng, packed.data());
-  dnnl::stream str(e.eng);
-  dnnl::reorder(src, dst).execute(str, src, dst);
-  str.wait();
+  dnnl_reorder(dnnl::memory(plain_pd.weights_desc(), dnnl_cpu_engine(), const_cast<int8_t*>(B)),
+               dnnl::memory(p.first.weights_desc(), dnnl_cpu_engine(), packed.data()));
 }
 
 void int8_gemm(const int8_t* A, const Int8PackedB& W, int32_t* C, int64_t M) {
@@ -115,14 +100,11 @@ void int8_gemm(const int8_t* A, const Int8PackedB& W, int32_t* C, int64_t M) {
     return;
   }
   // (another row count whose kernel reads another layout: back to the plain layout, on this thread)
-  Engine& e = engine();
   const auto& pp = primitive(M, W.K, W.N, false);
   thread_local std::vector<int8_t> plain;
   plain.resize(static_cast<size_t>(W.K * W.N));
-  dnnl::memory src(wd, e.eng, const_cast<uint8_t*>(W.packed.data())), dst(pp.first.weights_desc(), e.eng, plain.data());
-  thread_local dnnl::stream str(e.eng);
-  dnnl::reorder(src, dst).execute(str, src, dst);
-  str.wait();
+  dnnl_reorder(dnnl::memory(wd, dnnl_cpu_engine(), const_cast<uint8_t*>(W.packed.data())),
+               dnnl::memory(pp.first.weights_desc(), dnnl_cpu_engine(), plain.data()));
   run(pp, A, plain.data(), C);
 }
 

@@ -6,11 +6,10 @@
 #include <map>
 #include <mutex>
 #include <tuple>
-#include <vector>
+#include <unordered_map>
+#include <utility>
 
-#ifdef VOCABLENS_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.hpp>
-#endif
+#include "model/dnnl_exec.hpp"
 
 namespace vocablens::detail {
 
@@ -25,8 +24,7 @@ struct Prim {
   bool jit = false;  // oneDNN chose a JIT kernel (else the caller's SGEMM runs the product)
 };
 
-struct F32Engine {
-  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+struct F32Cache {
   std::mutex mu;
   // Creating a primitive JIT-compiles its kernel (0.2-0.9 ms); a forward reuses a few shapes per token count.
   // Bounded: a server answering prompts of many lengths starts over past kMaxCached shapes.
@@ -34,9 +32,9 @@ struct F32Engine {
 };
 constexpr size_t kMaxCached = 512;
 
-F32Engine& f32_engine() {
-  static F32Engine e;
-  return e;
+F32Cache& f32_cache() {
+  static F32Cache c;
+  return c;
 }
 
 bool jit_kernel(const char* impl) { return std::strstr(impl, "brg") != nullptr || std::strstr(impl, "jit") != nullptr; }
@@ -45,12 +43,9 @@ Prim make(const Key& k) {
   const auto [M, K, N, lda, sbk, sbn, ldc, bias] = k;
   using dt = dnnl::memory::data_type;
   dnnl::memory::desc a({M, K}, dt::f32, {lda, 1}), b({K, N}, dt::f32, {sbk, sbn}), c({M, N}, dt::f32, {ldc, 1});
-  // The caller's scratchpad: a primitive executed from several threads at once must not share the library's.
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   dnnl::matmul::desc d =
       bias ? dnnl::matmul::desc(a, b, dnnl::memory::desc({1, N}, dt::f32, {N, 1}), c) : dnnl::matmul::desc(a, b, c);
-  Prim p{dnnl::matmul::primitive_desc(d, attr, f32_engine().eng), {}, false};
+  Prim p{dnnl::matmul::primitive_desc(d, dnnl_user_scratchpad(), dnnl_cpu_engine()), {}, false};
   p.jit = jit_kernel(p.pd.impl_info_str());
   if (p.jit) p.prim = dnnl::matmul(p.pd);
   return p;
@@ -79,38 +74,29 @@ bool f32_gemm_available(std::string* kernel) {
 bool f32_gemm(const float* A, int64_t lda, const float* B, int64_t sbk, int64_t sbn, const float* bias, float* C, int64_t ldc,
               int64_t M, int64_t K, int64_t N) {
   if (M <= 0 || K <= 0 || N <= 0 || !f32_gemm_available()) return false;
-  F32Engine& e = f32_engine();
+  F32Cache& c = f32_cache();
   const Key key{M, K, N, lda, sbk, sbn, ldc, bias != nullptr};
   // Copies of the handles (oneDNN objects are reference-counted): another thread may clear the cache meanwhile.
   dnnl::matmul::primitive_desc pd;
   dnnl::matmul prim;
   try {
-    std::lock_guard<std::mutex> lk(e.mu);
-    auto it = e.cache.find(key);
-    if (it == e.cache.end()) {
-      if (e.cache.size() >= kMaxCached) e.cache.clear();
-      it = e.cache.emplace(key, make(key)).first;
+    std::lock_guard<std::mutex> lk(c.mu);
+    auto it = c.cache.find(key);
+    if (it == c.cache.end()) {
+      if (c.cache.size() >= kMaxCached) c.cache.clear();
+      it = c.cache.emplace(key, make(key)).first;
     }
     if (!it->second.jit) return false;
     pd = it->second.pd;
     prim = it->second.prim;
   } catch (...) { return false; }
-  thread_local dnnl::stream str(e.eng);
-  thread_local std::vector<uint8_t> scratch;
   try {
-    const size_t ns = pd.scratchpad_desc().get_size();
-    if (scratch.size() < ns) scratch.resize(ns);
-    dnnl::memory am(pd.src_desc(), e.eng, const_cast<float*>(A)), bm(pd.weights_desc(), e.eng, const_cast<float*>(B)),
-        cm(pd.dst_desc(), e.eng, C), sm(pd.scratchpad_desc(), e.eng, scratch.data());
-    if (bias) {
-      dnnl::memory biasm(pd.bias_desc(), e.eng, const_cast<float*>(bias));
-      prim.execute(
-          str,
-          {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_BIAS, biasm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
-    } else {
-      prim.execute(str, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
-    }
-    str.wait();
+    const dnnl::engine& eng = dnnl_cpu_engine();
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(pd.src_desc(), eng, const_cast<float*>(A))},
+                                               {DNNL_ARG_WEIGHTS, dnnl::memory(pd.weights_desc(), eng, const_cast<float*>(B))},
+                                               {DNNL_ARG_DST, dnnl::memory(pd.dst_desc(), eng, C)}};
+    if (bias) args.insert({DNNL_ARG_BIAS, dnnl::memory(pd.bias_desc(), eng, const_cast<float*>(bias))});
+    dnnl_execute(prim, pd.scratchpad_desc(), std::move(args));
   } catch (...) { return false; }  // (C may be partly written; the caller's SGEMM overwrites it whole)
   return true;
 }

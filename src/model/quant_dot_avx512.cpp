@@ -39,6 +39,24 @@ struct K4Tile {                     // per super-block
   alignas(64) float d[16], ndmin[16];
 };
 
+// One 32-value block against 16 weight rows of a tile, 4 values per lane at a time: s[t] += q[g] · (activation row
+// t's 4 bytes at qs + at + 4g, broadcast) for g = 0..7, each row's products summed in its lane. Weights unsigned
+// (the k-quants' 0..31 / 0..63) are vpdpbusd's unsigned operand; signed ones (the Q8_0 family) take the activations
+// as unsigned instead (a + 128, shift_act).
+template <int NT, bool kUnsignedWeights>
+inline void dot_block16(__m512i* s, const uint8_t (*q)[64], const ActRow* a, int64_t at) {
+#pragma GCC unroll 8
+  for (int g = 0; g < 8; ++g) {
+    const __m512i w = _mm512_load_si512(q[g]);
+    for (int t = 0; t < NT; ++t) {
+      int32_t a4;
+      std::memcpy(&a4, a[t].qs + at + 4 * g, 4);
+      const __m512i x = _mm512_set1_epi32(a4);
+      s[t] = kUnsignedWeights ? _mm512_dpbusd_epi32(s[t], w, x) : _mm512_dpbusd_epi32(s[t], x, w);
+    }
+  }
+}
+
 // An 8 x 8 transpose of int32: r[i] holds row i; afterwards r[c] holds column c.
 inline void transpose8x8(__m256i* r) {
   __m256i t[8], u[8];
@@ -108,15 +126,7 @@ void tiled_k4(const K4Tile* tile, int64_t nsb, const ActRow* a, float* y, int64_
     for (int j = 0; j < 8; ++j) {
       __m512i s[NT];
       for (int t = 0; t < NT; ++t) s[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        const __m512i w = _mm512_load_si512(k.q[j][g]);
-        for (int t = 0; t < NT; ++t) {
-          int32_t a4;
-          std::memcpy(&a4, a[t].qs + 256 * sb + 32 * j + 4 * g, 4);
-          s[t] = _mm512_dpbusd_epi32(s[t], w, _mm512_set1_epi32(a4));
-        }
-      }
+      dot_block16<NT, true>(s, k.q[j], a, 256 * sb + 32 * j);
       const __m512i sc = _mm512_load_si512(k.sc[j]), mn = _mm512_load_si512(k.mn[j]);
       for (int t = 0; t < NT; ++t) {
         int32_t bs2;  // the sub-block's two bsums of 16, as two int16
@@ -177,15 +187,7 @@ void tiled_q8(const Q8Tile* tile, int64_t nb, const ActRow* a, float* y, int64_t
     const __m512i bias = _mm512_load_si512(k.bias);
     __m512i s[NT];
     for (int t = 0; t < NT; ++t) s[t] = bias;
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; ++g) {
-      const __m512i w = _mm512_load_si512(k.q[g]);
-      for (int t = 0; t < NT; ++t) {
-        int32_t a4;
-        std::memcpy(&a4, a[t].qs + 32 * b + 4 * g, 4);
-        s[t] = _mm512_dpbusd_epi32(s[t], _mm512_set1_epi32(a4), w);
-      }
-    }
+    dot_block16<NT, false>(s, k.q, a, 32 * b);
     const __m512 d = _mm512_load_ps(k.d);
     for (int t = 0; t < NT; ++t)
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(_mm512_set1_ps(a[t].d[b]), d), acc[t]);

@@ -141,15 +141,23 @@ at::Tensor dequant_rows(const PackedView& v, int64_t r0, int64_t n) {
   return out;
 }
 
-// The product as it was computed before the tiles were decoded straight into the GEMM's dtype: the scalar
-// decoders into a fresh float32 tile, converted by LibTorch. Kept as the oracle the tests compare with.
-// A 2-D float32 tensor's row stride as oneDNN takes it (a one-row operand's is its row length).
-int64_t row_stride(const at::Tensor& t) { return t.size(0) == 1 ? t.size(1) : t.stride(0); }
-
-bool plain_f32(const at::Tensor& t) {
-  return t.scalar_type() == at::kFloat && t.dim() == 2 && t.device().is_cpu() && t.stride(0) > 0 && t.stride(1) > 0;
+// c [N, M] (rows ldc apart) = x [N, K] · w [K, M] (+ b) by f32_gemm, for float32 CPU tensors of positive strides
+// (a one-row or one-column operand's stride along its size-1 dimension is whatever; oneDNN is given a plain one).
+// False, nothing written, where the operands do not fit or oneDNN does not run the product.
+bool f32_gemm_into(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, float* c, int64_t ldc) {
+  const auto plain = [](const at::Tensor& t) {
+    return t.scalar_type() == at::kFloat && t.dim() == 2 && t.device().is_cpu() && t.stride(0) > 0 && t.stride(1) > 0;
+  };
+  if (!plain(x) || !plain(w) || x.size(1) != w.size(0) || (b.defined() && b.numel() != w.size(1))) return false;
+  const at::Tensor xc = x.stride(1) == 1 || x.size(1) == 1 ? x : x.contiguous();
+  const at::Tensor bc = b.defined() ? b.to(at::kFloat).contiguous() : at::Tensor();
+  const int64_t N = x.size(0), K = x.size(1), M = w.size(1);
+  return detail::f32_gemm(xc.data_ptr<float>(), N == 1 ? K : xc.stride(0), w.data_ptr<float>(), K == 1 ? M : w.stride(0),
+                          M == 1 ? 1 : w.stride(1), bc.defined() ? bc.data_ptr<float>() : nullptr, c, ldc, N, K, M);
 }
 
+// The product as it was computed before the tiles were decoded straight into the GEMM's dtype: the scalar
+// decoders into a fresh float32 tile, converted by LibTorch. Kept as the oracle the tests compare with.
 at::Tensor reference_matmul(const at::Tensor& xc, const at::Tensor& w, bool packed, bool bf16, int64_t tile) {
   const int64_t out = w.size(1);
   at::Tensor y = at::empty({xc.size(0), out}, at::kFloat);
@@ -315,15 +323,9 @@ namespace detail {
 at::Tensor mm_f32(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   // oneDNN records no gradient: a product autograd must see (Python gradients, training) stays with at::mm.
   const bool grad = at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad()));
-  if (!grad && plain_f32(x) && plain_f32(w) && x.size(1) == w.size(0) && (!b.defined() || b.numel() == w.size(1))) {
-    const at::Tensor xc = x.stride(1) == 1 ? x : x.contiguous();
-    const at::Tensor bc = b.defined() ? b.to(at::kFloat).contiguous() : at::Tensor();
-    const int64_t N = x.size(0), in = x.size(1), out = w.size(1);
-    at::Tensor y = at::empty({N, out}, x.options());
-    if (f32_gemm(xc.data_ptr<float>(), row_stride(xc), w.data_ptr<float>(), w.size(0) == 1 ? out : w.stride(0),
-                 w.size(1) == 1 ? 1 : w.stride(1), bc.defined() ? bc.data_ptr<float>() : nullptr, y.data_ptr<float>(), out, N, in,
-                 out))
-      return y;
+  if (!grad && x.dim() == 2 && w.dim() == 2) {
+    at::Tensor y = at::empty({x.size(0), w.size(1)}, x.options());
+    if (f32_gemm_into(x, w, b, y.data_ptr<float>(), y.size(1))) return y;
   }
   return b.defined() ? at::addmm(b, x, w) : at::mm(x, w);
 }
@@ -332,13 +334,11 @@ void mm_f32_out(at::Tensor& dst, const at::Tensor& x, const at::Tensor& w) {
   // oneDNN's fast kernel (brgemm) wants the output's rows back to back: into a block of columns of a wider output
   // the product is computed in a [N, n] buffer and copied (N·n copies against N·n·K multiply-adds).
   const int64_t N = x.size(0), n = w.size(1);
-  if (plain_f32(x) && plain_f32(w) && x.stride(1) == 1 && x.size(1) == w.size(0) && N > 0 && n > 0 &&
-      dst.scalar_type() == at::kFloat && dst.dim() == 2 && dst.size(0) == N && dst.size(1) == n) {
+  if (dst.scalar_type() == at::kFloat && dst.dim() == 2 && dst.size(0) == N && dst.size(1) == n && N > 0 && n > 0) {
     const bool direct = dst.is_contiguous();
     static thread_local Scratch part;
     float* c = direct ? dst.data_ptr<float>() : static_cast<float*>(part.get(static_cast<size_t>(N * n) * 4));
-    if (f32_gemm(x.data_ptr<float>(), row_stride(x), w.data_ptr<float>(), w.stride(0), w.stride(1), nullptr, c, n, N, x.size(1),
-                 n)) {
+    if (f32_gemm_into(x, w, at::Tensor(), c, n)) {
       if (!direct) dst.copy_(at::from_blob(c, {N, n}, x.options()));
       return;
     }
