@@ -1,11 +1,12 @@
 // f32_gemm.hpp (internal) — the float32 matrix products of the exact path, by oneDNN's matmul where it has a JIT
 // kernel for them.
 //
-// The exact path's weight products (x · W, W the model's float32 weight or a decoded tile of a stored one) ran
-// through LibTorch's at::mm, i.e. the system SGEMM (Debian's OpenBLAS 0.3.21). On an AVX-512 CPU oneDNN's
-// brgemm kernel runs the same products 15-25 % faster (128 rows × [2048 → 5632], one core of an AMD Zen 4:
-// 100 against 82 GFLOP/s; 97 % of the FMA peak at 512 rows) and reads a transposed weight in place, and its
-// AVX2 "gemm:jit" kernel is ahead too at every row count (docs/benchmarks.md, "The exact path's GEMM").
+// The exact path's weight products (x · W, W the model's float32 weight or a decoded tile of a stored one) would
+// otherwise run on LibTorch's at::mm, i.e. the system SGEMM (Debian's OpenBLAS 0.3.21). On an AVX-512 CPU oneDNN's
+// brgemm kernel runs them 7-27 % faster at 128-512 rows and 2-3x at one row, reading a transposed weight in place
+// (bench/bench_f32_gemm.cpp, one core of an AMD Zen 4, 128 × [2048 → 5632]: 104 against 82 GFLOP/s); its AVX2
+// "gemm:jit" kernel was ahead too where measured (on that CPU held to AVX2; docs/benchmarks.md, "Speed against
+// llama.cpp").
 //
 //   if (!vocablens::detail::f32_gemm(A, lda, B, sbk, sbn, bias, C, ldc, M, K, N)) { /* the caller's own GEMM */ }
 //
